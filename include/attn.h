@@ -1,0 +1,305 @@
+/*
+ * libattn — transformer attention on CPUs.
+ *
+ * The whole public API. C99/C11 and C++ compatible; includes nothing but
+ * <stddef.h> and <stdint.h>.
+ *
+ * Conventions used throughout
+ * ---------------------------
+ * Tensors are 4-dimensional [batch][head][row][col] views described by an
+ * attn_tensor: strides are in ELEMENTS of the tensor's dtype, the innermost
+ * (col) dimension is always contiguous, strides must be >= 0. A stride of 0
+ * broadcasts that dimension; this is allowed for inputs and rejected for
+ * outputs (ATTN_ERR_STRIDE). [B,H,L,D] and [B,L,H,D] layouts are both just
+ * stride choices.
+ *
+ * Shapes (attn_shape, every field > 0 except v_dim which may be 0):
+ *   q      [batch][q_heads ][q_len ][head_dim]   F32, F16 or BF16
+ *   k      [batch][kv_heads][kv_len][head_dim]   F32, F16 or BF16
+ *   v      [batch][kv_heads][kv_len][v_dim]      F32, F16 or BF16
+ *   out    [batch][q_heads ][q_len ][v_dim]      F32
+ *   scores [batch][q_heads ][q_len ][kv_len]     F32 (also weights)
+ *   mask   [batch][q_heads ][q_len ][kv_len]     BOOL (1 byte), strides may be 0
+ *   bias   [batch][q_heads ][q_len ][kv_len]     F32, strides may be 0
+ * Grouped-query attention: q_heads % kv_heads == 0, and query head h reads
+ * KV head h / (q_heads / kv_heads). kv_heads == 1 is multi-query attention.
+ *
+ * How one score is formed (the order is part of the contract):
+ *   s = (q . k) * scale               scale 0 means 1/sqrt(head_dim)
+ *   s = softcap * tanh(s / softcap)   only when softcap != 0
+ *   s = s + bias[b][h][i][j]          only when a bias tensor is given
+ *   s = -inf                          when ANY mask hides key j from query i
+ * and the softmax of a row is p_j = exp(s_j - lse), lse = m + log sum exp(s_j - m),
+ * m = max_j s_j.
+ *
+ * Masks. With valid lengths Lq_b = q_lens[b] (or q_len) and
+ * Lk_b = kv_lens[b] (or kv_len), query i may see key j only if all hold:
+ *   - i < Lq_b and j < Lk_b                         (padding)
+ *   - ATTN_CAUSAL: j <= i + (Lk_b - Lq_b)           (bottom-right aligned:
+ *     for Lq == Lk the usual lower triangle; for decode, Lq_b == 1, the
+ *     query sees every valid key)
+ *   - window W > 0: j > i + (Lk_b - Lq_b) - W       (with ATTN_CAUSAL: the
+ *     last W keys up to and including the query's own aligned position)
+ *   - mask given: mask[b][h][i][j] != 0             (SDPA convention)
+ *
+ * Fully masked rows. A query row with no visible key (including padded
+ * rows i >= Lq_b) produces weights 0, output 0, lse = max_score = -inf and
+ * entropy = 0. Never NaN. In attn_scores such a row is all -inf.
+ *
+ * Non-finite inputs. NaN or +-inf in q, k, v, bias or scores affect only the
+ * rows whose visible keys they reach; nothing crashes. Keys beyond Lk_b and
+ * query rows beyond Lq_b are never read for arithmetic, so padded cache slots
+ * may hold anything. Inside the valid length, a key hidden from a row only by
+ * the causal/window/BOOL mask still enters the P.V product with weight 0, so
+ * an inf or NaN in its v row can turn that row's output into NaN (0 * inf),
+ * exactly as in a dense matrix product.
+ *
+ * Errors. Every operation validates all arguments before it writes
+ * anything: a call that returns an error leaves every output untouched.
+ *
+ * Determinism. Results are bitwise identical for any thread count and any
+ * parallel_for: work is cut into tasks by the shape only, and each output
+ * element is produced by exactly one task in a fixed order. Results may
+ * differ (within rounding) between ISAs.
+ *
+ * Memory. No operation allocates heap memory. Each task uses at most
+ * ATTN_TASK_STACK_BYTES of stack (scratch for the query block, the score
+ * tile and the output accumulator); engines that run tasks on their own
+ * threads must give them at least that much stack above their own use.
+ * head_dim and v_dim are limited to ATTN_MAX_HEAD_DIM for the same reason.
+ *
+ * Thread safety. Every function is thread-safe; concurrent calls on
+ * distinct outputs are independent. Outputs must not overlap inputs unless
+ * a function says otherwise (not detected in general).
+ */
+#ifndef ATTN_H
+#define ATTN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(_WIN32) && defined(ATTN_BUILDING_DLL)
+#define ATTN_API __declspec(dllexport)
+#elif defined(__GNUC__) || defined(__clang__)
+#define ATTN_API __attribute__((visibility("default")))
+#else
+#define ATTN_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ATTN_VERSION_MAJOR 1
+#define ATTN_VERSION_MINOR 0
+#define ATTN_VERSION_PATCH 0
+#define ATTN_VERSION \
+    ((ATTN_VERSION_MAJOR << 16) | (ATTN_VERSION_MINOR << 8) | ATTN_VERSION_PATCH)
+
+/* Largest head_dim and v_dim any operation accepts (ATTN_ERR_UNSUPPORTED above). */
+#define ATTN_MAX_HEAD_DIM 4096
+/* Upper bound of the stack one task (or one attn_softmax call) uses. */
+#define ATTN_TASK_STACK_BYTES (80 * 1024)
+
+/* ---------------------------------------------------------------- status */
+
+typedef enum attn_status {
+    ATTN_OK = 0,
+    ATTN_ERR_NULL = 1,        /* a required pointer (or a tensor's data) is NULL */
+    ATTN_ERR_SHAPE = 2,       /* a dimension <= 0 (v_dim < 0), or sizes overflow */
+    ATTN_ERR_STRIDE = 3,      /* negative stride, output rows overlap, broadcast output */
+    ATTN_ERR_ARG = 4,         /* non-finite/negative scale-like value, q_heads % kv_heads,
+                                 unknown flag bits, wrong dtype for a slot, a length
+                                 outside [0, q_len] / [0, kv_len], negative window */
+    ATTN_ERR_UNSUPPORTED = 5, /* ISA not built or not on this CPU; dims above
+                                 ATTN_MAX_HEAD_DIM */
+    ATTN_ERR_NOMEM = 6,       /* allocation failed (thread pool only) */
+    ATTN_ERR_VERSION = 7      /* attn_options.struct_size unknown to this library */
+} attn_status;
+
+/* A static English sentence describing `status` (never NULL). */
+ATTN_API const char *attn_strerror(attn_status status);
+
+/* (major << 16) | (minor << 8) | patch of the library actually loaded. */
+ATTN_API uint32_t attn_version(void);
+/* "1.0.0" */
+ATTN_API const char *attn_version_string(void);
+
+/* ---------------------------------------------------------------- dtypes */
+
+typedef enum attn_dtype {
+    ATTN_DTYPE_F32 = 0,
+    ATTN_DTYPE_F16 = 1,  /* IEEE binary16 */
+    ATTN_DTYPE_BF16 = 2, /* bfloat16: the upper half of a binary32 */
+    ATTN_DTYPE_BOOL = 3  /* 1 byte, nonzero = true (masks only) */
+} attn_dtype;
+
+/* ---------------------------------------------------------------- dispatch */
+
+typedef enum attn_isa {
+    ATTN_ISA_AUTO = 0,
+    ATTN_ISA_SCALAR = 1,
+    ATTN_ISA_AVX2 = 2,   /* AVX2 + FMA + F16C */
+    ATTN_ISA_AVX512 = 3, /* AVX-512 F + BW + DQ + VL */
+    ATTN_ISA_NEON = 4,
+    ATTN_ISA_SVE = 5
+} attn_isa;
+
+/*
+ * The kernels are chosen once, at the first call that needs them: the best
+ * ISA this build and CPU support, or the one named by the environment
+ * variable ATTN_ISA (scalar|avx2|avx512|neon|sve) when it is available (an
+ * unavailable or unknown name falls back to the best available).
+ */
+/* The ISA operations use now. */
+ATTN_API attn_isa attn_isa_active(void);
+/* 1 when `isa` is compiled into this library and supported by this CPU
+ * (ATTN_ISA_AUTO and ATTN_ISA_SCALAR: always 1), else 0. */
+ATTN_API int attn_isa_available(attn_isa isa);
+/* Make `isa` (ATTN_ISA_AUTO: the best available) the active ISA for every
+ * later call in the process. ATTN_ERR_UNSUPPORTED when it is not available,
+ * ATTN_ERR_ARG for an unknown value; the active ISA is then unchanged. Safe
+ * while other threads compute: a call in flight finishes with the kernels it
+ * started with. */
+ATTN_API attn_status attn_isa_select(attn_isa isa);
+/* "auto", "scalar", "avx2", "avx512", "neon", "sve"; "unknown" otherwise. */
+ATTN_API const char *attn_isa_name(attn_isa isa);
+
+/* ---------------------------------------------------------------- types */
+
+typedef struct attn_shape {
+    int64_t batch, q_heads, kv_heads, q_len, kv_len, head_dim, v_dim;
+} attn_shape;
+
+typedef struct attn_tensor {
+    void *data;
+    int32_t dtype;                                 /* attn_dtype */
+    int64_t batch_stride, head_stride, row_stride; /* elements */
+} attn_tensor;
+
+/*
+ * Thread-pool hook. When attn_options.parallel_for is set, an operation calls
+ * it exactly once with `count` independent tasks and returns after it
+ * returns; it must run task(task_ctx, i) once for every i in [0, count), on
+ * any threads, in any order, and return only when all have finished. Tasks
+ * never call back into the pool.
+ */
+typedef void (*attn_task_fn)(void *task_ctx, size_t index);
+typedef void (*attn_parallel_for_fn)(void *pool_ctx, attn_task_fn task,
+                                     void *task_ctx, size_t count);
+
+#define ATTN_CAUSAL 1u
+
+typedef struct attn_options {
+    uint32_t struct_size;              /* sizeof(attn_options) the caller was built with */
+    uint32_t flags;                    /* ATTN_CAUSAL; other bits: ATTN_ERR_ARG */
+    float scale;                       /* 0: 1/sqrt(head_dim); must be finite */
+    float softcap;                     /* 0: off; else finite and > 0 */
+    int64_t window;                    /* 0: off; else > 0 (see masks above) */
+    const int32_t *q_lens;             /* [batch] valid query lengths in [0, q_len], or NULL */
+    const int32_t *kv_lens;            /* [batch] valid key lengths in [0, kv_len], or NULL */
+    const attn_tensor *mask;           /* BOOL [b][q_head][q][k], or NULL */
+    const attn_tensor *bias;           /* F32 [b][q_head][q][k], or NULL */
+    attn_parallel_for_fn parallel_for; /* NULL: run on the calling thread */
+    void *parallel_ctx;                /* first argument of parallel_for */
+} attn_options;
+
+/*
+ * Initialiser with every default:  attn_options o = ATTN_OPTIONS_INIT;
+ * The library reads only the fields the caller's struct_size covers (the
+ * rest take their defaults), so binaries built against an older, shorter
+ * attn_options keep working when fields are appended. A struct_size smaller
+ * than the first two fields or larger than this library's sizeof(attn_options)
+ * is ATTN_ERR_VERSION.
+ */
+#define ATTN_OPTIONS_INIT \
+    { (uint32_t)sizeof(attn_options), 0u, 0.0f, 0.0f, 0, 0, 0, 0, 0, 0, 0 }
+
+/*
+ * Optional per-row outputs, each float[batch][q_heads][q_len] contiguous,
+ * each may be NULL: lse = log sum exp of the row's final scores,
+ * max_score = the largest final score, entropy = -sum p log p in nats
+ * (in [0, log n] for n visible keys). Fully masked rows: -inf, -inf, 0.
+ */
+typedef struct attn_row_stats {
+    float *lse, *max_score, *entropy;
+} attn_row_stats;
+
+/* ---------------------------------------------------------------- operations */
+
+/*
+ * Final scores: scores[b][h][i][j] = s as defined above, -inf where masked.
+ * `opt` may be NULL (all defaults). scores must be F32.
+ */
+ATTN_API attn_status attn_scores(const attn_shape *shape, const attn_options *opt,
+                                 const attn_tensor *q, const attn_tensor *k,
+                                 const attn_tensor *scores);
+
+/*
+ * Apply opt's softcap, bias and masks, in that order, in place to a score
+ * table the caller computed (already scaled: opt->scale is not used).
+ * shape->head_dim and v_dim are not used but must be valid. This is the
+ * only operation that reads `scores` as input.
+ */
+ATTN_API attn_status attn_mask_apply(const attn_shape *shape, const attn_options *opt,
+                                     const attn_tensor *scores);
+
+/*
+ * In-place log-sum-exp softmax of `rows` rows of `cols` floats, row i at
+ * x + i * row_stride (row_stride >= cols). A row of only -inf becomes all
+ * zeros. lse, when not NULL, receives float[rows]: each row's log-sum-exp
+ * (-inf for such rows). Runs on the calling thread.
+ */
+ATTN_API attn_status attn_softmax(float *x, int64_t rows, int64_t cols,
+                                  int64_t row_stride, float *lse);
+
+/* Attention weights: the row softmax of attn_scores, plus optional stats. */
+ATTN_API attn_status attn_weights(const attn_shape *shape, const attn_options *opt,
+                                  const attn_tensor *q, const attn_tensor *k,
+                                  const attn_tensor *weights, const attn_row_stats *stats);
+
+/*
+ * out = softmax(S) . V, fused: tiled with an online softmax, the score
+ * table is never materialised. out must be F32.
+ */
+ATTN_API attn_status attn_forward(const attn_shape *shape, const attn_options *opt,
+                                  const attn_tensor *q, const attn_tensor *k,
+                                  const attn_tensor *v, const attn_tensor *out,
+                                  const attn_row_stats *stats);
+
+/*
+ * Softmax backward for rows laid out as in attn_softmax:
+ *   ds = p * (dp - sum_j p_j dp_j)   per row.
+ * ds may be the same buffer as dp or p (element-wise in place); other
+ * overlaps are not allowed. Runs on the calling thread.
+ */
+ATTN_API attn_status attn_softmax_backward(const float *p, const float *dp, float *ds,
+                                           int64_t rows, int64_t cols,
+                                           int64_t row_stride);
+
+/* ---------------------------------------------------------------- thread pool */
+
+/*
+ * A small built-in pool for callers without one (Python, the CLI):
+ *   attn_threadpool *pool;
+ *   attn_threadpool_create(4, &pool);
+ *   opt.parallel_for = attn_threadpool_parallel_for; opt.parallel_ctx = pool;
+ * threads counts the calling thread, which also runs tasks; 0 means the
+ * number of online CPUs; negative is ATTN_ERR_ARG. Calls from several
+ * threads on one pool are serialised. Do not call it from inside a task.
+ */
+typedef struct attn_threadpool attn_threadpool;
+
+ATTN_API attn_status attn_threadpool_create(int32_t threads, attn_threadpool **pool);
+ATTN_API void attn_threadpool_destroy(attn_threadpool *pool); /* NULL: no-op */
+/* Threads the pool runs tasks on (the caller included). */
+ATTN_API int32_t attn_threadpool_size(const attn_threadpool *pool);
+/* Matches attn_parallel_for_fn; pool_ctx is an attn_threadpool *. */
+ATTN_API void attn_threadpool_parallel_for(void *pool_ctx, attn_task_fn task,
+                                           void *task_ctx, size_t count);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ATTN_H */

@@ -1,0 +1,30 @@
+/* CPU capabilities through cpu_features, reduced to what the tables need. */
+#include "internal.h"
+
+#include <cpu_features_macros.h>
+#if defined(CPU_FEATURES_ARCH_X86)
+#include <cpuinfo_x86.h>
+#elif defined(CPU_FEATURES_ARCH_AARCH64)
+#include <cpuinfo_aarch64.h>
+#endif
+
+unsigned attn_cpu_detect(void)
+{
+    unsigned flags = 0;
+#if defined(CPU_FEATURES_ARCH_X86)
+    /* cpu_features clears AVX/AVX-512 bits the OS does not save (XCR0). The
+       feature fields are signed 1-bit bitfields: test != 0. */
+    const X86Features f = GetX86Info().features;
+    if (f.avx2 != 0 && f.fma3 != 0 && f.f16c != 0)
+        flags |= ATTN_CPU_AVX2;
+    if ((flags & ATTN_CPU_AVX2) && f.avx512f != 0 && f.avx512bw != 0 && f.avx512dq != 0 &&
+        f.avx512vl != 0)
+        flags |= ATTN_CPU_AVX512;
+#elif defined(CPU_FEATURES_ARCH_AARCH64)
+    const Aarch64Features f = GetAarch64Info().features;
+    flags |= ATTN_CPU_NEON; /* baseline on AArch64 */
+    if (f.sve != 0)
+        flags |= ATTN_CPU_SVE;
+#endif
+    return flags;
+}

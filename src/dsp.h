@@ -1,0 +1,104 @@
+/*
+ * The kernel table: one struct of function pointers per ISA.
+ *
+ * Kernels are small and alike: they work on one row or one tile, never loop
+ * over batch or heads, never validate, never allocate, never read globals.
+ * Everything else (masks, tiling, online softmax, stats, threading) is the
+ * driver's job (driver.c), written once for every ISA.
+ *
+ * All arithmetic is f32. K and V may be F32, F16 or BF16: the tile kernels
+ * come in one variant per dtype and convert inside their loads.
+ * Strides are in elements of the array they describe.
+ */
+#ifndef ATTN_DSP_H
+#define ATTN_DSP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "attn.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Index of the K/V dtype variants in the table: same values as attn_dtype. */
+enum { ATTN_KV_F32 = 0, ATTN_KV_F16 = 1, ATTN_KV_BF16 = 2, ATTN_KV_DTYPES = 3 };
+
+/* Upper bounds of the driver's tiles (the per-ISA sizes are <= these). */
+#define ATTN_MAX_BLOCK_Q 64
+#define ATTN_MAX_BLOCK_K 256
+
+/*
+ * s[r*s_stride + c] = scale * dot(q[r*q_stride + 0..d), k[c*k_stride + 0..d))
+ * for r < nq, c < nk. q is f32; k is the variant's dtype.
+ */
+typedef void (*attn_qk_tile_fn)(const float *q, ptrdiff_t q_stride,
+                                const void *k, ptrdiff_t k_stride,
+                                size_t nq, size_t nk, size_t d, float scale,
+                                float *s, ptrdiff_t s_stride);
+
+/*
+ * acc[r*acc_stride + 0..dv) += sum_{c<nk} p[r*p_stride + c] * v[c*v_stride + 0..dv)
+ * for r < nq. v is the variant's dtype.
+ */
+typedef void (*attn_pv_tile_fn)(const float *p, ptrdiff_t p_stride,
+                                const void *v, ptrdiff_t v_stride,
+                                size_t nq, size_t nk, size_t dv,
+                                float *acc, ptrdiff_t acc_stride);
+
+/* dst[0..n) = (float)src[0..n) for the variant's dtype. */
+typedef void (*attn_to_f32_fn)(const void *src, float *dst, size_t n);
+
+/* max of x[0..n), n >= 1; -inf for a row of -inf. NaN handling unspecified. */
+typedef float (*attn_row_max_fn)(const float *x, size_t n);
+
+/*
+ * x[j] = exp(x[j] - max) in place and returns sum_j x[j]; max is finite.
+ * When weighted != NULL also stores sum_j exp(x_j - max) * (x_j - max),
+ * where -inf entries contribute exactly 0 (for the entropy).
+ */
+typedef float (*attn_exp_sum_fn)(float *x, size_t n, float max, float *weighted);
+
+/* x[0..n) *= s */
+typedef void (*attn_row_scale_fn)(float *x, size_t n, float s);
+
+/* x = cap * tanh(x / cap), cap > 0 */
+typedef void (*attn_softcap_fn)(float *x, size_t n, float cap);
+
+/* x[j] += bias[j] */
+typedef void (*attn_add_bias_fn)(float *x, const float *bias, size_t n);
+
+/* x[j] = mask[j] ? x[j] : -inf */
+typedef void (*attn_mask_bool_fn)(float *x, const uint8_t *mask, size_t n);
+
+/* ds[j] = p[j] * (dp[j] - sum_i p[i] dp[i]); ds may equal p or dp. */
+typedef void (*attn_softmax_bwd_fn)(const float *p, const float *dp, float *ds, size_t n);
+
+typedef struct attn_dsp {
+    attn_isa isa;
+    const char *isa_name;
+    /* Driver tile: query rows and keys per block (<= ATTN_MAX_BLOCK_*). */
+    uint32_t block_q, block_k;
+
+    attn_qk_tile_fn qk_tile[ATTN_KV_DTYPES];
+    attn_pv_tile_fn pv_tile[ATTN_KV_DTYPES];
+    attn_to_f32_fn to_f32[ATTN_KV_DTYPES];
+
+    attn_row_max_fn row_max;
+    attn_exp_sum_fn exp_sum;
+    attn_row_scale_fn row_scale;
+    attn_softcap_fn softcap;
+    attn_add_bias_fn add_bias;
+    attn_mask_bool_fn mask_bool;
+    attn_softmax_bwd_fn softmax_bwd;
+} attn_dsp;
+
+/* Fills every slot with the scalar kernels (the oracle). */
+void attn_dsp_init_scalar(attn_dsp *t);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ATTN_DSP_H */

@@ -1,0 +1,53 @@
+/*
+ * Internal entry points (never exported): the public operations with an
+ * explicit kernel table, so tests and benchmarks can run every ISA's table
+ * through the one driver, and the dispatch internals.
+ */
+#ifndef ATTN_INTERNAL_H
+#define ATTN_INTERNAL_H
+
+#include "attn.h"
+#include "dsp.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* CPU capability bits (attn_cpu_detect). */
+#define ATTN_CPU_AVX2 (1u << 0)   /* AVX2 + FMA3 + F16C */
+#define ATTN_CPU_AVX512 (1u << 1) /* AVX-512 F + BW + DQ + VL */
+#define ATTN_CPU_NEON (1u << 2)
+#define ATTN_CPU_SVE (1u << 3)
+
+unsigned attn_cpu_detect(void);
+
+/* The table operations use now (initialises dispatch on first use). */
+const attn_dsp *attn_dsp_active(void);
+/* The table of `isa` when it is built and this CPU runs it, else NULL. */
+const attn_dsp *attn_dsp_for_isa(attn_isa isa);
+
+/* Each public operation, validated exactly like it, on the table `dsp`. */
+attn_status attn_scores_with(const attn_dsp *dsp, const attn_shape *shape,
+                             const attn_options *opt, const attn_tensor *q,
+                             const attn_tensor *k, const attn_tensor *scores);
+attn_status attn_mask_apply_with(const attn_dsp *dsp, const attn_shape *shape,
+                                 const attn_options *opt, const attn_tensor *scores);
+attn_status attn_softmax_with(const attn_dsp *dsp, float *x, int64_t rows, int64_t cols,
+                              int64_t row_stride, float *lse);
+attn_status attn_weights_with(const attn_dsp *dsp, const attn_shape *shape,
+                              const attn_options *opt, const attn_tensor *q,
+                              const attn_tensor *k, const attn_tensor *weights,
+                              const attn_row_stats *stats);
+attn_status attn_forward_with(const attn_dsp *dsp, const attn_shape *shape,
+                              const attn_options *opt, const attn_tensor *q,
+                              const attn_tensor *k, const attn_tensor *v,
+                              const attn_tensor *out, const attn_row_stats *stats);
+attn_status attn_softmax_backward_with(const attn_dsp *dsp, const float *p,
+                                       const float *dp, float *ds, int64_t rows,
+                                       int64_t cols, int64_t row_stride);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ATTN_INTERNAL_H */

@@ -1,0 +1,56 @@
+/*
+ * A validated attention problem: what the entry points hand the drivers.
+ * Everything in it has been checked (validate.c), so the drivers never fail.
+ */
+#ifndef ATTN_PROBLEM_H
+#define ATTN_PROBLEM_H
+
+#include "attn.h"
+#include "dsp.h"
+
+typedef enum attn_op {
+    ATTN_OP_SCORES,
+    ATTN_OP_MASK_APPLY,
+    ATTN_OP_WEIGHTS,
+    ATTN_OP_FORWARD
+} attn_op;
+
+typedef struct attn_problem {
+    attn_op op;
+    int64_t batch, q_heads, kv_heads, q_len, kv_len, head_dim, v_dim;
+    int64_t group; /* q_heads / kv_heads */
+
+    /* options, defaults resolved */
+    uint32_t flags;
+    float scale, softcap;
+    int64_t window;
+    const int32_t *q_lens, *kv_lens;
+    attn_tensor mask, bias; /* data == NULL when absent */
+    attn_parallel_for_fn parallel_for;
+    void *parallel_ctx;
+
+    /* tensors, copied once validated (out: scores, weights or the forward
+       output; q/k/v zeroed where the operation has none) */
+    attn_tensor q, k, v, out;
+    attn_row_stats stats; /* members may be NULL */
+} attn_problem;
+
+/* Checks everything for `op` and fills `pb`; writes nothing else. */
+attn_status attn_validate(attn_problem *pb, attn_op op, const attn_shape *shape,
+                          const attn_options *opt, const attn_tensor *q,
+                          const attn_tensor *k, const attn_tensor *v,
+                          const attn_tensor *out, const attn_row_stats *stats);
+
+/* Checks the arguments of attn_softmax / attn_softmax_backward. */
+attn_status attn_validate_rows(int64_t rows, int64_t cols, int64_t row_stride);
+
+/* Runs a validated problem on `dsp` (never fails). */
+void attn_run(const attn_dsp *dsp, const attn_problem *pb);
+
+/* Row softmax and its backward on validated arguments. */
+void attn_run_softmax(const attn_dsp *dsp, float *x, int64_t rows, int64_t cols,
+                      int64_t row_stride, float *lse);
+void attn_run_softmax_backward(const attn_dsp *dsp, const float *p, const float *dp,
+                               float *ds, int64_t rows, int64_t cols, int64_t row_stride);
+
+#endif /* ATTN_PROBLEM_H */

@@ -1,0 +1,231 @@
+/*
+ * Argument checks shared by every entry point. They run before anything is
+ * written, so a rejected call leaves every output untouched.
+ */
+#include <math.h>
+#include <stddef.h>
+#include <string.h>
+
+#include "problem.h"
+
+/* Copies the fields of the caller's attn_options that its struct_size covers. */
+static attn_status read_options(attn_options *o, const attn_options *user)
+{
+    const attn_options defaults = ATTN_OPTIONS_INIT;
+    *o = defaults;
+    if (!user)
+        return ATTN_OK;
+    uint32_t size = user->struct_size;
+    if (size < offsetof(attn_options, flags) + sizeof(user->flags) || size > sizeof(attn_options))
+        return ATTN_ERR_VERSION;
+#define COPY_IF_COVERED(field)                                            \
+    if (size >= offsetof(attn_options, field) + sizeof(user->field))     \
+        o->field = user->field;
+    COPY_IF_COVERED(flags)
+    COPY_IF_COVERED(scale)
+    COPY_IF_COVERED(softcap)
+    COPY_IF_COVERED(window)
+    COPY_IF_COVERED(q_lens)
+    COPY_IF_COVERED(kv_lens)
+    COPY_IF_COVERED(mask)
+    COPY_IF_COVERED(bias)
+    COPY_IF_COVERED(parallel_for)
+    COPY_IF_COVERED(parallel_ctx)
+#undef COPY_IF_COVERED
+    return ATTN_OK;
+}
+
+static size_t dtype_size(int32_t dtype)
+{
+    switch (dtype) {
+    case ATTN_DTYPE_F32: return 4;
+    case ATTN_DTYPE_F16:
+    case ATTN_DTYPE_BF16: return 2;
+    case ATTN_DTYPE_BOOL: return 1;
+    default: return 0;
+    }
+}
+
+static int is_float_input_dtype(int32_t dtype)
+{
+    return dtype == ATTN_DTYPE_F32 || dtype == ATTN_DTYPE_F16 || dtype == ATTN_DTYPE_BF16;
+}
+
+/*
+ * Checks that the view [nb][nh][nr][nc] of t is addressable without overflow
+ * and, for outputs, that no two elements share an address (no broadcast, no
+ * overlapping rows). The non-overlap test sorts the outer dimensions by
+ * stride and requires each stride to step over everything inside it: exact
+ * for every nested layout ([B,H,L,D], [B,L,H,D], padded rows).
+ */
+static attn_status check_tensor(const attn_tensor *t, int64_t nb, int64_t nh, int64_t nr,
+                                int64_t nc, int is_output)
+{
+    const int64_t extent[3] = {nb, nh, nr};
+    const int64_t stride[3] = {t->batch_stride, t->head_stride, t->row_stride};
+    size_t esize = dtype_size(t->dtype);
+
+    int64_t last = nc - 1; /* offset of the last element, in elements */
+    for (int i = 0; i < 3; i++) {
+        if (stride[i] < 0)
+            return ATTN_ERR_STRIDE;
+        int64_t step;
+        if (__builtin_mul_overflow(extent[i] - 1, stride[i], &step) ||
+            __builtin_add_overflow(last, step, &last))
+            return ATTN_ERR_SHAPE;
+    }
+    if (last >= (int64_t)(PTRDIFF_MAX / (ptrdiff_t)esize) - 1)
+        return ATTN_ERR_SHAPE;
+    if ((uintptr_t)t->data > UINTPTR_MAX - (uintptr_t)(last + 1) * esize)
+        return ATTN_ERR_SHAPE;
+
+    if (is_output) {
+        int order[3] = {0, 1, 2};
+        for (int a = 0; a < 3; a++) /* sort the three dims by stride */
+            for (int b = a + 1; b < 3; b++)
+                if (stride[order[b]] < stride[order[a]]) {
+                    int tmp = order[a];
+                    order[a] = order[b];
+                    order[b] = tmp;
+                }
+        int64_t span = nc; /* elements covered by the dims inside */
+        for (int a = 0; a < 3; a++) {
+            int d = order[a];
+            if (extent[d] == 1)
+                continue;
+            if (stride[d] < span)
+                return ATTN_ERR_STRIDE;
+            span = stride[d] * (extent[d] - 1) + span;
+        }
+    }
+    return ATTN_OK;
+}
+
+static attn_status check_lengths(const int32_t *lens, int64_t batch, int64_t limit)
+{
+    if (!lens)
+        return ATTN_OK;
+    for (int64_t b = 0; b < batch; b++)
+        if (lens[b] < 0 || lens[b] > limit)
+            return ATTN_ERR_ARG;
+    return ATTN_OK;
+}
+
+#define TRY(expr)                        \
+    do {                                 \
+        attn_status status_ = (expr);    \
+        if (status_ != ATTN_OK)          \
+            return status_;              \
+    } while (0)
+
+attn_status attn_validate(attn_problem *pb, attn_op op, const attn_shape *shape,
+                          const attn_options *opt, const attn_tensor *q,
+                          const attn_tensor *k, const attn_tensor *v,
+                          const attn_tensor *out, const attn_row_stats *stats)
+{
+    const int needs_qk = op != ATTN_OP_MASK_APPLY;
+    const int needs_v = op == ATTN_OP_FORWARD;
+
+    /* 1. pointers */
+    if (!shape || !out || !out->data)
+        return ATTN_ERR_NULL;
+    if (needs_qk && (!q || !k || !q->data || !k->data))
+        return ATTN_ERR_NULL;
+    if (needs_v && (!v || !v->data))
+        return ATTN_ERR_NULL;
+
+    /* 2. options */
+    attn_options o;
+    TRY(read_options(&o, opt));
+    if ((o.mask && !o.mask->data) || (o.bias && !o.bias->data))
+        return ATTN_ERR_NULL;
+
+    /* 3. shape */
+    const attn_shape s = *shape;
+    if (s.batch <= 0 || s.q_heads <= 0 || s.kv_heads <= 0 || s.q_len <= 0 ||
+        s.kv_len <= 0 || s.head_dim <= 0 || s.v_dim < 0)
+        return ATTN_ERR_SHAPE;
+    if (s.q_len > INT32_MAX || s.kv_len > INT32_MAX) /* lengths are int32 in q_lens/kv_lens */
+        return ATTN_ERR_SHAPE;
+    const int64_t v_dim = s.v_dim ? s.v_dim : s.head_dim;
+    if (s.head_dim > ATTN_MAX_HEAD_DIM || v_dim > ATTN_MAX_HEAD_DIM)
+        return ATTN_ERR_UNSUPPORTED;
+
+    /* 4. arguments */
+    if (s.q_heads % s.kv_heads != 0)
+        return ATTN_ERR_ARG;
+    if (o.flags & ~ATTN_CAUSAL)
+        return ATTN_ERR_ARG;
+    if (!isfinite(o.scale) || !isfinite(o.softcap) || o.softcap < 0.0f || o.window < 0)
+        return ATTN_ERR_ARG;
+    if (needs_qk && (!is_float_input_dtype(q->dtype) || !is_float_input_dtype(k->dtype)))
+        return ATTN_ERR_ARG;
+    if (needs_v && !is_float_input_dtype(v->dtype))
+        return ATTN_ERR_ARG;
+    if (out->dtype != ATTN_DTYPE_F32)
+        return ATTN_ERR_ARG;
+    if ((o.mask && o.mask->dtype != ATTN_DTYPE_BOOL) || (o.bias && o.bias->dtype != ATTN_DTYPE_F32))
+        return ATTN_ERR_ARG;
+    TRY(check_lengths(o.q_lens, s.batch, s.q_len));
+    TRY(check_lengths(o.kv_lens, s.batch, s.kv_len));
+
+    /* 5. tensors */
+    if (needs_qk) {
+        TRY(check_tensor(q, s.batch, s.q_heads, s.q_len, s.head_dim, 0));
+        TRY(check_tensor(k, s.batch, s.kv_heads, s.kv_len, s.head_dim, 0));
+    }
+    if (needs_v)
+        TRY(check_tensor(v, s.batch, s.kv_heads, s.kv_len, v_dim, 0));
+    if (o.mask)
+        TRY(check_tensor(o.mask, s.batch, s.q_heads, s.q_len, s.kv_len, 0));
+    if (o.bias)
+        TRY(check_tensor(o.bias, s.batch, s.q_heads, s.q_len, s.kv_len, 0));
+    TRY(check_tensor(out, s.batch, s.q_heads, s.q_len, op == ATTN_OP_FORWARD ? v_dim : s.kv_len, 1));
+
+    memset(pb, 0, sizeof *pb);
+    pb->op = op;
+    pb->batch = s.batch;
+    pb->q_heads = s.q_heads;
+    pb->kv_heads = s.kv_heads;
+    pb->q_len = s.q_len;
+    pb->kv_len = s.kv_len;
+    pb->head_dim = s.head_dim;
+    pb->v_dim = v_dim;
+    pb->group = s.q_heads / s.kv_heads;
+    pb->flags = o.flags;
+    pb->scale = o.scale != 0.0f ? o.scale : (float)(1.0 / sqrt((double)s.head_dim));
+    pb->softcap = o.softcap;
+    pb->window = o.window;
+    pb->q_lens = o.q_lens;
+    pb->kv_lens = o.kv_lens;
+    if (o.mask)
+        pb->mask = *o.mask;
+    if (o.bias)
+        pb->bias = *o.bias;
+    pb->parallel_for = o.parallel_for;
+    pb->parallel_ctx = o.parallel_ctx;
+    if (needs_qk) {
+        pb->q = *q;
+        pb->k = *k;
+    }
+    if (needs_v)
+        pb->v = *v;
+    pb->out = *out;
+    if (stats)
+        pb->stats = *stats;
+    return ATTN_OK;
+}
+
+attn_status attn_validate_rows(int64_t rows, int64_t cols, int64_t row_stride)
+{
+    if (rows <= 0 || cols <= 0)
+        return ATTN_ERR_SHAPE;
+    if (row_stride < cols)
+        return ATTN_ERR_STRIDE;
+    int64_t last;
+    if (__builtin_mul_overflow(rows - 1, row_stride, &last) ||
+        __builtin_add_overflow(last, cols, &last) ||
+        last > (int64_t)(PTRDIFF_MAX / (ptrdiff_t)sizeof(float)))
+        return ATTN_ERR_SHAPE;
+    return ATTN_OK;
+}

@@ -1,0 +1,21 @@
+/*
+ * x86 kernel tables. Each init overwrites, in a table already filled by the
+ * tiers below it (scalar, then AVX2), the slots its ISA implements.
+ */
+#ifndef ATTN_X86_H
+#define ATTN_X86_H
+
+#include "dsp.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+void attn_dsp_init_avx2(attn_dsp *t);   /* src/x86/*_avx2.c, AVX2+FMA+F16C flags */
+void attn_dsp_init_avx512(attn_dsp *t); /* src/x86/*_avx512.c, AVX-512 flags */
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ATTN_X86_H */
