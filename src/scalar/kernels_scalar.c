@@ -15,7 +15,7 @@ static inline float load_bf16(const void *p, ptrdiff_t i) { return attn_bf16_to_
 
 /* One variant of each tile kernel per K/V dtype, sharing one body. */
 #define DEFINE_TILES(dtype)                                                              \
-    static void qk_tile_##dtype(const float *q, ptrdiff_t q_stride, const void *k,      \
+    static void attn_qk_tile_##dtype##_scalar(const float *q, ptrdiff_t q_stride, const void *k,      \
                                 ptrdiff_t k_stride, size_t nq, size_t nk, size_t d,      \
                                 float scale, float *s, ptrdiff_t s_stride)               \
     {                                                                                    \
@@ -30,7 +30,7 @@ static inline float load_bf16(const void *p, ptrdiff_t i) { return attn_bf16_to_
             }                                                                            \
         }                                                                                \
     }                                                                                    \
-    static void pv_tile_##dtype(const float *p, ptrdiff_t p_stride, const void *v,      \
+    static void attn_pv_tile_##dtype##_scalar(const float *p, ptrdiff_t p_stride, const void *v,      \
                                 ptrdiff_t v_stride, size_t nq, size_t nk, size_t dv,     \
                                 float *acc, ptrdiff_t acc_stride)                        \
     {                                                                                    \
@@ -45,7 +45,7 @@ static inline float load_bf16(const void *p, ptrdiff_t i) { return attn_bf16_to_
             }                                                                            \
         }                                                                                \
     }                                                                                    \
-    static void to_f32_##dtype(const void *src, float *dst, size_t n)                    \
+    static void attn_to_f32_##dtype##_scalar(const void *src, float *dst, size_t n)                    \
     {                                                                                    \
         for (size_t i = 0; i < n; i++)                                                   \
             dst[i] = load_##dtype(src, (ptrdiff_t)i);                                    \
@@ -55,7 +55,7 @@ DEFINE_TILES(f32)
 DEFINE_TILES(f16)
 DEFINE_TILES(bf16)
 
-static float row_max(const float *x, size_t n)
+static float attn_row_max_f32_scalar(const float *x, size_t n)
 {
     float m = x[0];
     for (size_t i = 1; i < n; i++)
@@ -63,7 +63,7 @@ static float row_max(const float *x, size_t n)
     return m;
 }
 
-static float exp_sum(float *x, size_t n, float max, float *weighted)
+static float attn_exp_sum_f32_scalar(float *x, size_t n, float max, float *weighted)
 {
     float sum = 0.0f, wsum = 0.0f;
     for (size_t i = 0; i < n; i++) {
@@ -79,33 +79,33 @@ static float exp_sum(float *x, size_t n, float max, float *weighted)
     return sum;
 }
 
-static void row_scale(float *x, size_t n, float s)
+static void attn_row_scale_f32_scalar(float *x, size_t n, float s)
 {
     for (size_t i = 0; i < n; i++)
         x[i] *= s;
 }
 
-static void softcap(float *x, size_t n, float cap)
+static void attn_softcap_f32_scalar(float *x, size_t n, float cap)
 {
     float inv = 1.0f / cap;
     for (size_t i = 0; i < n; i++)
         x[i] = cap * tanhf(x[i] * inv);
 }
 
-static void add_bias(float *x, const float *bias, size_t n)
+static void attn_add_bias_f32_scalar(float *x, const float *bias, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         x[i] += bias[i];
 }
 
-static void mask_bool(float *x, const uint8_t *mask, size_t n)
+static void attn_mask_bool_f32_scalar(float *x, const uint8_t *mask, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         if (!mask[i])
             x[i] = -INFINITY;
 }
 
-static void softmax_bwd(const float *p, const float *dp, float *ds, size_t n)
+static void attn_softmax_bwd_f32_scalar(const float *p, const float *dp, float *ds, size_t n)
 {
     float dot = 0.0f;
     for (size_t i = 0; i < n; i++)
@@ -120,20 +120,20 @@ void attn_dsp_init_scalar(attn_dsp *t)
     t->isa_name = "scalar";
     t->block_q = 16;
     t->block_k = 64;
-    t->qk_tile[ATTN_KV_F32] = qk_tile_f32;
-    t->qk_tile[ATTN_KV_F16] = qk_tile_f16;
-    t->qk_tile[ATTN_KV_BF16] = qk_tile_bf16;
-    t->pv_tile[ATTN_KV_F32] = pv_tile_f32;
-    t->pv_tile[ATTN_KV_F16] = pv_tile_f16;
-    t->pv_tile[ATTN_KV_BF16] = pv_tile_bf16;
-    t->to_f32[ATTN_KV_F32] = to_f32_f32;
-    t->to_f32[ATTN_KV_F16] = to_f32_f16;
-    t->to_f32[ATTN_KV_BF16] = to_f32_bf16;
-    t->row_max = row_max;
-    t->exp_sum = exp_sum;
-    t->row_scale = row_scale;
-    t->softcap = softcap;
-    t->add_bias = add_bias;
-    t->mask_bool = mask_bool;
-    t->softmax_bwd = softmax_bwd;
+    t->qk_tile[ATTN_KV_F32] = attn_qk_tile_f32_scalar;
+    t->qk_tile[ATTN_KV_F16] = attn_qk_tile_f16_scalar;
+    t->qk_tile[ATTN_KV_BF16] = attn_qk_tile_bf16_scalar;
+    t->pv_tile[ATTN_KV_F32] = attn_pv_tile_f32_scalar;
+    t->pv_tile[ATTN_KV_F16] = attn_pv_tile_f16_scalar;
+    t->pv_tile[ATTN_KV_BF16] = attn_pv_tile_bf16_scalar;
+    t->to_f32[ATTN_KV_F32] = attn_to_f32_f32_scalar;
+    t->to_f32[ATTN_KV_F16] = attn_to_f32_f16_scalar;
+    t->to_f32[ATTN_KV_BF16] = attn_to_f32_bf16_scalar;
+    t->row_max = attn_row_max_f32_scalar;
+    t->exp_sum = attn_exp_sum_f32_scalar;
+    t->row_scale = attn_row_scale_f32_scalar;
+    t->softcap = attn_softcap_f32_scalar;
+    t->add_bias = attn_add_bias_f32_scalar;
+    t->mask_bool = attn_mask_bool_f32_scalar;
+    t->softmax_bwd = attn_softmax_bwd_f32_scalar;
 }
