@@ -50,7 +50,8 @@ typedef void (*attn_pv_tile_fn)(const float *p, ptrdiff_t p_stride,
 /* dst[0..n) = (float)src[0..n) for the variant's dtype. */
 typedef void (*attn_to_f32_fn)(const void *src, float *dst, size_t n);
 
-/* max of x[0..n), n >= 1; -inf for a row of -inf. NaN handling unspecified. */
+/* max of x[0..n), n >= 1; -inf for a row of -inf; NaN when any x[j] is NaN
+   (the driver relies on it: a NaN row must never look fully masked). */
 typedef float (*attn_row_max_fn)(const float *x, size_t n);
 
 /*

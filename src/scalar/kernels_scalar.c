@@ -58,9 +58,12 @@ DEFINE_TILES(bf16)
 static float attn_row_max_f32_scalar(const float *x, size_t n)
 {
     float m = x[0];
-    for (size_t i = 1; i < n; i++)
+    int any_nan = 0;
+    for (size_t i = 0; i < n; i++) {
         m = x[i] > m ? x[i] : m;
-    return m;
+        any_nan |= isnan(x[i]);
+    }
+    return any_nan ? NAN : m;
 }
 
 static float attn_exp_sum_f32_scalar(float *x, size_t n, float max, float *weighted)
