@@ -8,7 +8,7 @@
 extern "C" {
 #endif
 
-void attn_dsp_init_neon(attn_dsp *t); /* src/arm/*_neon.c */
+void attn_dsp_init_neon(attn_dsp *t); /* src/arm/..._neon.c */
 
 #ifdef __cplusplus
 }

@@ -11,8 +11,8 @@
 extern "C" {
 #endif
 
-void attn_dsp_init_avx2(attn_dsp *t);   /* src/x86/*_avx2.c, AVX2+FMA+F16C flags */
-void attn_dsp_init_avx512(attn_dsp *t); /* src/x86/*_avx512.c, AVX-512 flags */
+void attn_dsp_init_avx2(attn_dsp *t);   /* src/x86/..._avx2.c, AVX2+FMA+F16C flags */
+void attn_dsp_init_avx512(attn_dsp *t); /* src/x86/..._avx512.c, AVX-512 flags */
 
 #ifdef __cplusplus
 }
