@@ -1,0 +1,91 @@
+/*
+ * ABI facts abidiff cannot see, frozen at compile time.
+ *
+ * abidw records the types reachable from exported functions, so it misses
+ * attn_dtype (attn_tensor.dtype is an int32_t), the flag bits and the
+ * ATTN_OPTIONS_INIT initialiser, all of which compiled callers bake into
+ * their binaries. Changing any value below breaks those binaries: it needs
+ * a new major version, not an edit of this file. The offsets are those of
+ * the LP64 and LLP64 ABIs (x86-64, AArch64); other data models check the
+ * enumerators only.
+ */
+#include <stddef.h>
+
+#include "attn.h"
+
+#define FROZEN(expr) _Static_assert(expr, #expr)
+
+FROZEN(ATTN_OK == 0);
+FROZEN(ATTN_ERR_NULL == 1);
+FROZEN(ATTN_ERR_SHAPE == 2);
+FROZEN(ATTN_ERR_STRIDE == 3);
+FROZEN(ATTN_ERR_ARG == 4);
+FROZEN(ATTN_ERR_UNSUPPORTED == 5);
+FROZEN(ATTN_ERR_NOMEM == 6);
+FROZEN(ATTN_ERR_VERSION == 7);
+
+FROZEN(ATTN_DTYPE_F32 == 0);
+FROZEN(ATTN_DTYPE_F16 == 1);
+FROZEN(ATTN_DTYPE_BF16 == 2);
+FROZEN(ATTN_DTYPE_BOOL == 3);
+
+FROZEN(ATTN_ISA_AUTO == 0);
+FROZEN(ATTN_ISA_SCALAR == 1);
+FROZEN(ATTN_ISA_AVX2 == 2);
+FROZEN(ATTN_ISA_AVX512 == 3);
+FROZEN(ATTN_ISA_NEON == 4);
+FROZEN(ATTN_ISA_SVE == 5);
+
+FROZEN(ATTN_CAUSAL == 1u);
+FROZEN(ATTN_VERSION == ((ATTN_VERSION_MAJOR << 16) | (ATTN_VERSION_MINOR << 8) | ATTN_VERSION_PATCH));
+/* This file describes the ABI of major version 1 (libattn.so.1). */
+FROZEN(ATTN_VERSION_MAJOR == 1);
+
+#if UINTPTR_MAX == 0xffffffffffffffffu
+FROZEN(sizeof(attn_shape) == 56);
+FROZEN(offsetof(attn_shape, batch) == 0);
+FROZEN(offsetof(attn_shape, q_heads) == 8);
+FROZEN(offsetof(attn_shape, kv_heads) == 16);
+FROZEN(offsetof(attn_shape, q_len) == 24);
+FROZEN(offsetof(attn_shape, kv_len) == 32);
+FROZEN(offsetof(attn_shape, head_dim) == 40);
+FROZEN(offsetof(attn_shape, v_dim) == 48);
+
+FROZEN(sizeof(attn_tensor) == 40);
+FROZEN(offsetof(attn_tensor, data) == 0);
+FROZEN(offsetof(attn_tensor, dtype) == 8);
+FROZEN(offsetof(attn_tensor, batch_stride) == 16);
+FROZEN(offsetof(attn_tensor, head_stride) == 24);
+FROZEN(offsetof(attn_tensor, row_stride) == 32);
+
+/* attn_options may grow at the end (struct_size versioning), never change before. */
+FROZEN(sizeof(attn_options) >= 72);
+FROZEN(offsetof(attn_options, struct_size) == 0);
+FROZEN(offsetof(attn_options, flags) == 4);
+FROZEN(offsetof(attn_options, scale) == 8);
+FROZEN(offsetof(attn_options, softcap) == 12);
+FROZEN(offsetof(attn_options, window) == 16);
+FROZEN(offsetof(attn_options, q_lens) == 24);
+FROZEN(offsetof(attn_options, kv_lens) == 32);
+FROZEN(offsetof(attn_options, mask) == 40);
+FROZEN(offsetof(attn_options, bias) == 48);
+FROZEN(offsetof(attn_options, parallel_for) == 56);
+FROZEN(offsetof(attn_options, parallel_ctx) == 64);
+
+FROZEN(sizeof(attn_row_stats) == 24);
+FROZEN(offsetof(attn_row_stats, lse) == 0);
+FROZEN(offsetof(attn_row_stats, max_score) == 8);
+FROZEN(offsetof(attn_row_stats, entropy) == 16);
+#endif
+
+int main(void)
+{
+    /* ATTN_OPTIONS_INIT: struct_size first, every other field its default. */
+    const attn_options opt = ATTN_OPTIONS_INIT;
+    int bad = 0;
+    bad |= opt.struct_size != sizeof(attn_options);
+    bad |= opt.flags != 0u || opt.scale != 0.0f || opt.softcap != 0.0f || opt.window != 0;
+    bad |= opt.q_lens != NULL || opt.kv_lens != NULL || opt.mask != NULL || opt.bias != NULL;
+    bad |= opt.parallel_for != NULL || opt.parallel_ctx != NULL;
+    return bad;
+}
