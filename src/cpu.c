@@ -4,6 +4,11 @@
 #include <cpu_features_macros.h>
 #if defined(CPU_FEATURES_ARCH_X86)
 #include <cpuinfo_x86.h>
+#elif defined(CPU_FEATURES_ARCH_AARCH64) && defined(__linux__)
+#include <sys/auxv.h>
+#ifndef HWCAP_SVE
+#define HWCAP_SVE (1ul << 22) /* from <asm/hwcap.h> */
+#endif
 #elif defined(CPU_FEATURES_ARCH_AARCH64)
 #include <cpuinfo_aarch64.h>
 #endif
@@ -20,6 +25,13 @@ unsigned attn_cpu_detect(void)
     if ((flags & ATTN_CPU_AVX2) && f.avx512f != 0 && f.avx512bw != 0 && f.avx512dq != 0 &&
         f.avx512vl != 0)
         flags |= ATTN_CPU_AVX512;
+#elif defined(CPU_FEATURES_ARCH_AARCH64) && defined(__linux__)
+    /* Read HWCAP directly: Debian's cpu_features prints a debug line to
+       stderr on every ARMv8.0 core (AT_HWCAP2 == 0), and a library must
+       print nothing. */
+    flags |= ATTN_CPU_NEON; /* baseline on AArch64 */
+    if (getauxval(AT_HWCAP) & HWCAP_SVE)
+        flags |= ATTN_CPU_SVE;
 #elif defined(CPU_FEATURES_ARCH_AARCH64)
     const Aarch64Features f = GetAarch64Info().features;
     flags |= ATTN_CPU_NEON; /* baseline on AArch64 */

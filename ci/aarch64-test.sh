@@ -1,0 +1,210 @@
+#!/usr/bin/env bash
+# Cross-builds libattn for AArch64 and runs the whole test suite under
+# qemu-aarch64: once on qemu's default CPU (max: NEON, SVE2) and once with
+# QEMU_CPU=cortex-a72 (NEON only), then `attn info` and a short
+# `attn run --preset small` when the CLI is built.
+#
+#   ci/aarch64-test.sh          (root, or a user with sudo, on Debian 12 amd64)
+#
+# It changes the system, so nothing runs it unasked (./build.sh test runs it
+# only with --arm or in CI). What it sets up, once, when missing:
+#   - dpkg --add-architecture arm64, and the aarch64 cross gcc, qemu-user,
+#     qemu-user-static and the arm64 SLEEF and cpu_features packages;
+#   - Criterion for arm64, unpacked into /opt/arm64-criterion: installing
+#     libcriterion-dev:arm64 would remove the amd64 Criterion, whose
+#     dependencies are not Multi-Arch: same;
+#   - binfmt_misc for aarch64 ELF: Criterion re-executes /proc/self/exe for
+#     every test, which under qemu-user only works through binfmt_misc.
+# See /work/shared/docs/CROSS_TESTING.md and ci/README-aarch64.md.
+#
+# Environment: ATTN_ARM64_BUILD (build dir, default build-arm64),
+# ATTN_ARM64_TIMEOUT (seconds per meson test run, default 3600),
+# ATTN_ARM64_TIMEOUT_MULTIPLIER (for the tests' own timeouts, default 10:
+# everything is much slower under emulation).
+# Exit status: 0 when both runs pass and the CLI (if any) runs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+BUILD=${ATTN_ARM64_BUILD:-build-arm64}
+RUN_TIMEOUT=${ATTN_ARM64_TIMEOUT:-3600}
+TIMEOUT_MULTIPLIER=${ATTN_ARM64_TIMEOUT_MULTIPLIER:-10}
+CRIT=/opt/arm64-criterion
+BINFMT=/proc/sys/fs/binfmt_misc
+
+SUDO=()
+[ "$(id -u)" = 0 ] || SUDO=(sudo)
+
+log() { printf '== %s\n' "$*"; }
+
+installed() {
+    dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'
+}
+
+setup_packages() {
+    local packages=(meson ninja-build pkg-config cmake gcc-aarch64-linux-gnu libc6-dev:arm64
+                    qemu-user qemu-user-static binfmt-support
+                    libsleef-dev:arm64 libcpu-features-dev:arm64
+                    libffi8:arm64 libgit2-1.5:arm64) # the arm64 Criterion's runtime deps
+    local missing=() p need_update=0
+    if ! dpkg --print-foreign-architectures | grep -qx arm64; then
+        log "adding the arm64 architecture to dpkg"
+        "${SUDO[@]}" dpkg --add-architecture arm64
+        need_update=1
+    fi
+    for p in "${packages[@]}"; do
+        installed "$p" || missing+=("$p")
+    done
+    ((${#missing[@]})) && need_update=1
+    ((need_update)) || return 0
+    "${SUDO[@]}" apt-get update -qq
+    ((${#missing[@]})) || return 0
+    log "installing ${missing[*]}"
+    DEBIAN_FRONTEND=noninteractive "${SUDO[@]}" apt-get install -y -qq \
+        --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+setup_criterion() {
+    local pc=$CRIT/usr/lib/aarch64-linux-gnu/pkgconfig/criterion.pc
+    [ -f "$pc" ] && return 0
+    log "unpacking the arm64 Criterion into $CRIT"
+    local debs
+    debs=$(mktemp -d)
+    (cd "$debs" && apt-get download -qq libcriterion3:arm64 libcriterion-dev:arm64 \
+        libnanomsg5:arm64)
+    "${SUDO[@]}" mkdir -p "$CRIT"
+    local d
+    for d in "$debs"/*.deb; do
+        "${SUDO[@]}" dpkg-deb -x "$d" "$CRIT"
+    done
+    rm -rf "$debs"
+    # point the .pc at the private prefix; the static-link fields name
+    # packages that are not installed for arm64
+    "${SUDO[@]}" sed -i "s|^prefix=/usr\$|prefix=$CRIT/usr|; /^Requires.private/d; /^Libs.private/d" \
+        "$pc"
+}
+
+setup_binfmt() {
+    if ! mountpoint -q "$BINFMT"; then
+        "${SUDO[@]}" mount -t binfmt_misc binfmt_misc "$BINFMT" || {
+            echo "error: cannot mount $BINFMT; Criterion tests cannot run under qemu-user" >&2
+            return 1
+        }
+    fi
+    if ! grep -qx enabled "$BINFMT/qemu-aarch64" 2>/dev/null; then
+        "${SUDO[@]}" update-binfmts --enable qemu-aarch64 >/dev/null 2>&1 || true
+    fi
+    if ! grep -qx enabled "$BINFMT/qemu-aarch64" 2>/dev/null; then
+        echo "error: binfmt_misc has no enabled qemu-aarch64 entry" >&2
+        return 1
+    fi
+}
+
+build() {
+    local options=(-Dbuildtype=debugoptimized -Dwerror=true -Dtests=enabled -Dbench=disabled
+                   -Dpython=disabled -Dabi_check=disabled)
+    if [ -f "$BUILD/build.ninja" ]; then
+        meson configure "$BUILD" "${options[@]}" >/dev/null
+    else
+        log "configuring $BUILD (cross file ci/aarch64-linux-gnu.ini)"
+        meson setup "$BUILD" --cross-file ci/aarch64-linux-gnu.ini "${options[@]}"
+    fi
+    log "building $BUILD"
+    ninja -C "$BUILD"
+    # a NEON table that silently dropped out of the build would leave every
+    # NEON test row skipped and the suite green
+    grep -q '^#define HAVE_NEON 1' "$BUILD/src/config.h" || {
+        echo "error: $BUILD was configured without the NEON kernels" >&2
+        return 1
+    }
+}
+
+PASSED=0
+FAILED=0
+SKIPPED=0
+
+# Prints and adds up the counts of the last meson test run (its JSON log).
+count_results() {
+    local label=$1 counts p f s
+    counts=$(/usr/bin/python3 - "$BUILD/meson-logs/testlog.json" <<'PY'
+import json, sys
+p = f = s = 0
+try:
+    lines = open(sys.argv[1]).read().splitlines()
+except OSError:
+    lines = []
+for line in lines:
+    r = json.loads(line)["result"]
+    if r in ("OK", "EXPECTEDFAIL"): p += 1
+    elif r == "SKIP": s += 1
+    else: f += 1
+print(p, f, s)
+PY
+)
+    read -r p f s <<<"$counts"
+    echo "$label: $p passed, $f failed, $s skipped"
+    PASSED=$((PASSED + p)); FAILED=$((FAILED + f)); SKIPPED=$((SKIPPED + s))
+}
+
+# Suites whose tests run build-machine programs (x86-64 python3, the native
+# compiler) against the library: they cannot load or link an aarch64 one.
+HOST_ONLY_SUITES=(python consumers examples)
+
+# run_tests LABEL [ENV=VALUE...]: the whole suite under qemu-aarch64.
+run_tests() {
+    local label=$1
+    shift
+    log "meson test under qemu-aarch64 ($label)"
+    rm -f "$BUILD/meson-logs/testlog.json" "$BUILD/meson-logs/testlog.txt"
+    local skip=() suite rc=0
+    for suite in "${HOST_ONLY_SUITES[@]}"; do
+        skip+=(--no-suite "$suite")
+    done
+    env "$@" timeout -s KILL "$RUN_TIMEOUT" meson test -C "$BUILD" --print-errorlogs \
+        --num-processes "$(nproc)" --timeout-multiplier "$TIMEOUT_MULTIPLIER" "${skip[@]}" \
+        || rc=$?
+    # Criterion's own per-case counts (each ISA row of a parameterized test is a case)
+    grep -h -e '^test:' -e 'Synthesis:' "$BUILD/meson-logs/testlog.txt" 2>/dev/null || true
+    count_results "$label"
+    if [ "$rc" = 137 ]; then
+        echo "$label: meson test killed after ${RUN_TIMEOUT}s"
+        FAILED=$((FAILED + 1))
+    elif [ "$rc" != 0 ] && [ ! -s "$BUILD/meson-logs/testlog.json" ]; then
+        echo "$label: meson test failed to run (exit $rc)"
+        FAILED=$((FAILED + 1))
+    fi
+}
+
+# The CLI under qemu: it must find the NEON table and compute.
+run_cli() {
+    local attn=$BUILD/tools/attn
+    [ -x "$attn" ] || { log "no CLI in $BUILD/tools: skipped"; return 0; }
+    local cpu
+    for cpu in max cortex-a72; do
+        log "attn info / attn run --preset small (QEMU_CPU=$cpu)"
+        local info=""
+        if info=$(QEMU_CPU=$cpu timeout -s KILL 600 qemu-aarch64 "$attn" info) &&
+            printf '%s\n' "$info" &&
+            QEMU_CPU=$cpu timeout -s KILL 600 qemu-aarch64 "$attn" run --preset small; then
+            PASSED=$((PASSED + 1))
+        else
+            echo "FAIL: attn under qemu-aarch64 (QEMU_CPU=$cpu)"
+            FAILED=$((FAILED + 1))
+            continue
+        fi
+        # dispatch must pick the NEON table on every AArch64 CPU
+        if ! grep -Eq '^[[:space:]]*active[[:space:]]+neon$' <<<"$info"; then
+            echo "FAIL: attn info does not report neon as the active ISA (QEMU_CPU=$cpu)"
+            FAILED=$((FAILED + 1))
+        fi
+    done
+}
+
+setup_packages
+setup_criterion
+setup_binfmt
+build
+run_tests "default CPU (max)"
+run_tests "cortex-a72" QEMU_CPU=cortex-a72
+run_cli
+echo "aarch64 summary: $PASSED passed, $FAILED failed, $SKIPPED skipped"
+[ "$FAILED" = 0 ]
