@@ -1,0 +1,115 @@
+#!/usr/bin/python3
+"""Attention maps of a toy 16-token sequence under libattn's masks.
+
+    /usr/bin/python3 examples/attention_map.py [out.png]
+
+Renders one heatmap of attention weights (rows: queries, columns: keys) per
+mask: causal, padding (q_lens/kv_lens), causal sliding window, a boolean
+document mask (two packed documents), an ALiBi-style bias, and all of them
+combined. Each row is annotated with its entropy H (nats) and max score m
+from attn_weights' row statistics; fully masked rows (no visible key) are
+hatched, and listed on stdout.
+
+Needs NumPy and matplotlib (Debian: python3-numpy python3-matplotlib); finds
+libattn like any libattn Python program (ATTN_LIBRARY, install prefix, ...).
+"""
+
+import math
+import sys
+
+try:
+    import numpy as np
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Rectangle
+except ImportError as err:
+    print("attention_map.py needs NumPy and matplotlib: %s" % err)
+    sys.exit(77)  # meson's "skipped"
+
+import libattn
+
+TOKENS = ("the cat sat on the mat it was warm | a dog ran <pad> <pad> <pad>").split()
+N = len(TOKENS)          # 16
+VALID = TOKENS.index("<pad>")          # 13 real tokens, then padding
+DOC_BREAK = TOKENS.index("|")          # a second document starts after '|'
+D = 32
+
+
+def toy_projections():
+    """q, k [1, 1, N, D] from fixed random embeddings plus a position signal."""
+    rng = np.random.default_rng(2024)
+    vocab = {w: rng.standard_normal(D) for w in sorted(set(TOKENS))}
+    x = np.stack([vocab[w] for w in TOKENS])
+    pos = np.arange(N)[:, None] / N
+    x = x + np.sin(pos * np.arange(1, D + 1)[None, :] * 3.0)
+    wq = rng.standard_normal((D, D)) / math.sqrt(D)
+    wk = rng.standard_normal((D, D)) / math.sqrt(D)
+    q = (x @ wq).astype(np.float32)[None, None]
+    k = (x @ wk).astype(np.float32)[None, None]
+    return q, k
+
+
+def panels():
+    same_doc = np.zeros((N, N), dtype=bool)
+    same_doc[:DOC_BREAK + 1, :DOC_BREAK + 1] = True
+    same_doc[DOC_BREAK + 1:, DOC_BREAK + 1:] = True
+    slopes = 0.5
+    alibi = (-slopes * np.abs(np.arange(N)[:, None] - np.arange(N)[None, :])).astype(np.float32)
+    return [
+        ("causal", dict(causal=True)),
+        ("padding (q_lens = kv_lens = %d)" % VALID, dict(q_lens=[VALID], kv_lens=[VALID])),
+        ("causal sliding window 4", dict(causal=True, window=4)),
+        ("document mask (bool)", dict(mask=same_doc)),
+        ("causal + ALiBi bias", dict(causal=True, bias=alibi)),
+        ("combined: causal, window 5,\npadding, document mask, softcap 3",
+         dict(causal=True, window=5, q_lens=[VALID], kv_lens=[VALID], mask=same_doc,
+              softcap=3.0)),
+    ]
+
+
+def main(argv):
+    out_path = argv[1] if len(argv) > 1 else "attention_map.png"
+    q, k = toy_projections()
+    cases = panels()
+    fig, axes = plt.subplots(2, 3, figsize=(19, 12))
+    print("libattn %s on %s" % (libattn.version(), libattn.isa_active()))
+    for ax, (title, opts) in zip(axes.flat, cases):
+        w, stats = libattn.weights(q, k, stats=True, **opts)
+        w = w[0, 0]
+        entropy = stats["entropy"][0, 0]
+        max_score = stats["max_score"][0, 0]
+        dead = np.isneginf(stats["lse"][0, 0])
+        print("%-40s fully masked rows: %s" % (title.replace("\n", " "),
+              ", ".join("%d (%s)" % (i, TOKENS[i]) for i in np.flatnonzero(dead)) or "none"))
+
+        ax.imshow(w, cmap="viridis", vmin=0.0, vmax=1.0, interpolation="nearest")
+        for i in np.flatnonzero(dead):
+            ax.add_patch(Rectangle((-0.5, i - 0.5), N, 1, facecolor="0.85", edgecolor="0.5",
+                                   hatch="///", linewidth=0.0))
+        ax.set_title(title, fontsize=11)
+        ax.set_xticks(range(N))
+        ax.set_xticklabels(TOKENS, rotation=90, fontsize=8)
+        ax.set_yticks(range(N))
+        ax.set_yticklabels(["%2d %s" % (i, t) for i, t in enumerate(TOKENS)], fontsize=8)
+        ax.set_xlabel("key", fontsize=9)
+        # Row statistics to the right of the map.
+        for i in range(N):
+            text = "masked" if dead[i] else "H=%.2f m=%+.1f" % (entropy[i], max_score[i])
+            ax.text(N - 0.2, i, text, va="center", ha="left", fontsize=7,
+                    color="0.4" if dead[i] else "black")
+        ax.set_xlim(-0.5, N - 0.5)
+        ax.text(N - 0.2, -0.9, "H (nats), m", fontsize=7, ha="left")
+
+    fig.suptitle("libattn attention weights of a 16-token toy sequence "
+                 "(rows: queries; hatched: fully masked rows)", fontsize=14)
+    fig.subplots_adjust(left=0.05, right=0.93, top=0.93, bottom=0.07, wspace=0.55,
+                        hspace=0.32)
+    fig.colorbar(axes[0, 0].images[0], ax=axes, fraction=0.015, pad=0.06, label="weight")
+    fig.savefig(out_path, dpi=90)
+    print("wrote %s" % out_path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

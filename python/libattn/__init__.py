@@ -1,0 +1,93 @@
+"""libattn: transformer attention on CPUs, through ctypes.
+
+    import numpy as np, libattn
+    q = np.random.randn(2, 8, 128, 64).astype(np.float32)   # [B,H,L,D]
+    k = np.random.randn(2, 2, 128, 64).astype(np.float32)   # 2 KV heads (GQA)
+    v = np.random.randn(2, 2, 128, 64).astype(np.float32)
+    out, st = libattn.forward(q, k, v, causal=True, threads=4, stats=True)
+    st["entropy"]          # [B,H,L] nats per query row
+
+Operations: scores, mask_apply, softmax, weights, forward, softmax_backward.
+They take NumPy arrays (float32, float16, bfloat16 bits as uint16 with
+dtype='bf16') or, without NumPy, libattn.Tensor views of flat buffers.
+Failures inside the library raise AttnError; arguments Python can check
+raise ValueError/TypeError naming the argument before any C call.
+
+The shared library is found through ATTN_LIBRARY, the install prefix, the
+dynamic linker, then a build tree (see libattn._loader).
+"""
+
+from . import _capi
+from ._capi import AttnError, DType, Isa, Status, library_path
+from ._loader import ABI_MAJOR, LibraryError
+from ._ops import forward, mask_apply, scores, softmax, softmax_backward, weights
+from ._tensor import Tensor
+
+__version__ = "1.0.0"
+
+__all__ = [
+    "ABI_MAJOR", "AttnError", "LibraryError", "Status", "DType", "Isa", "Tensor",
+    "scores", "mask_apply", "softmax", "weights", "forward", "softmax_backward",
+    "isa_active", "isa_available", "isa_select", "isa_names", "available_isas",
+    "version", "version_info", "library_path", "thread_pool_size",
+]
+
+_ISA_BY_NAME = {isa.name.lower(): isa for isa in Isa}
+
+
+def _isa(name):
+    if isinstance(name, Isa):
+        return name
+    if not isinstance(name, str):
+        raise TypeError("isa: expected a name such as 'avx2', got %r" % (name,))
+    try:
+        return _ISA_BY_NAME[name.lower()]
+    except KeyError:
+        raise ValueError("isa: unknown name %r (known: %s)"
+                         % (name, ", ".join(sorted(_ISA_BY_NAME)))) from None
+
+
+def isa_names():
+    """Every ISA name the API knows, built and supported or not."""
+    return [isa.name.lower() for isa in Isa if isa != Isa.AUTO]
+
+
+def isa_active():
+    """Name of the instruction set the operations use now ('avx2', 'scalar', ...)."""
+    lib = _capi.lib()
+    return lib.attn_isa_name(lib.attn_isa_active()).decode()
+
+
+def isa_available(name):
+    """True when `name` is compiled into the library and this CPU runs it."""
+    return bool(_capi.lib().attn_isa_available(int(_isa(name))))
+
+
+def available_isas():
+    """Names of the instruction sets this library and CPU can use."""
+    return [name for name in isa_names() if isa_available(name)]
+
+
+def isa_select(name):
+    """Make `name` ('auto' = the best) the active ISA for the whole process.
+
+    Raises AttnError (Status.ERR_UNSUPPORTED) when it is not available; the
+    active ISA is then unchanged.
+    """
+    _capi.check(_capi.lib().attn_isa_select(int(_isa(name))), "attn_isa_select")
+
+
+def version():
+    """Version string of the loaded library, e.g. '1.0.0'."""
+    return _capi.lib().attn_version_string().decode()
+
+
+def version_info():
+    """(major, minor, patch) of the loaded library."""
+    v = _capi.lib().attn_version()
+    return (v >> 16, (v >> 8) & 0xFF, v & 0xFF)
+
+
+def thread_pool_size(threads):
+    """Threads that `threads=` runs on (creates and caches that pool)."""
+    return _capi.pool_size(threads)

@@ -1,0 +1,203 @@
+"""ctypes mirror of include/attn.h, the loaded library, errors and thread pools."""
+
+import atexit
+import ctypes
+import enum
+import threading
+
+from . import _loader
+
+
+class Status(enum.IntEnum):
+    OK = 0
+    ERR_NULL = 1
+    ERR_SHAPE = 2
+    ERR_STRIDE = 3
+    ERR_ARG = 4
+    ERR_UNSUPPORTED = 5
+    ERR_NOMEM = 6
+    ERR_VERSION = 7
+
+
+class DType(enum.IntEnum):
+    F32 = 0
+    F16 = 1
+    BF16 = 2
+    BOOL = 3
+
+
+class Isa(enum.IntEnum):
+    AUTO = 0
+    SCALAR = 1
+    AVX2 = 2
+    AVX512 = 3
+    NEON = 4
+    SVE = 5
+
+
+CAUSAL = 1
+
+
+class Shape(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_int64) for name in
+                ("batch", "q_heads", "kv_heads", "q_len", "kv_len", "head_dim", "v_dim")]
+
+
+class Tensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p),
+                ("dtype", ctypes.c_int32),
+                ("batch_stride", ctypes.c_int64),
+                ("head_stride", ctypes.c_int64),
+                ("row_stride", ctypes.c_int64)]
+
+
+class Options(ctypes.Structure):
+    # parallel_for is a plain address: it is always the library's own
+    # attn_threadpool_parallel_for, never a Python callback.
+    _fields_ = [("struct_size", ctypes.c_uint32),
+                ("flags", ctypes.c_uint32),
+                ("scale", ctypes.c_float),
+                ("softcap", ctypes.c_float),
+                ("window", ctypes.c_int64),
+                ("q_lens", ctypes.POINTER(ctypes.c_int32)),
+                ("kv_lens", ctypes.POINTER(ctypes.c_int32)),
+                ("mask", ctypes.POINTER(Tensor)),
+                ("bias", ctypes.POINTER(Tensor)),
+                ("parallel_for", ctypes.c_void_p),
+                ("parallel_ctx", ctypes.c_void_p)]
+
+
+class RowStats(ctypes.Structure):
+    _fields_ = [("lse", ctypes.c_void_p),
+                ("max_score", ctypes.c_void_p),
+                ("entropy", ctypes.c_void_p)]
+
+
+_P = ctypes.POINTER
+_status = ctypes.c_int
+_PROTOTYPES = {
+    "attn_strerror": (ctypes.c_char_p, [_status]),
+    "attn_version": (ctypes.c_uint32, []),
+    "attn_version_string": (ctypes.c_char_p, []),
+    "attn_isa_active": (ctypes.c_int, []),
+    "attn_isa_available": (ctypes.c_int, [ctypes.c_int]),
+    "attn_isa_select": (_status, [ctypes.c_int]),
+    "attn_isa_name": (ctypes.c_char_p, [ctypes.c_int]),
+    "attn_scores": (_status, [_P(Shape), _P(Options), _P(Tensor), _P(Tensor), _P(Tensor)]),
+    "attn_mask_apply": (_status, [_P(Shape), _P(Options), _P(Tensor)]),
+    "attn_softmax": (_status, [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
+                               ctypes.c_int64, ctypes.c_void_p]),
+    "attn_weights": (_status, [_P(Shape), _P(Options), _P(Tensor), _P(Tensor), _P(Tensor),
+                               _P(RowStats)]),
+    "attn_forward": (_status, [_P(Shape), _P(Options), _P(Tensor), _P(Tensor), _P(Tensor),
+                               _P(Tensor), _P(RowStats)]),
+    "attn_softmax_backward": (_status, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+                                        ctypes.c_int64, ctypes.c_int64, ctypes.c_int64]),
+    "attn_threadpool_create": (_status, [ctypes.c_int32, _P(ctypes.c_void_p)]),
+    "attn_threadpool_destroy": (None, [ctypes.c_void_p]),
+    "attn_threadpool_size": (ctypes.c_int32, [ctypes.c_void_p]),
+    "attn_threadpool_parallel_for": (None, [ctypes.c_void_p, ctypes.c_void_p,
+                                            ctypes.c_void_p, ctypes.c_size_t]),
+}
+
+_state = {"lib": None, "path": None}
+_load_lock = threading.Lock()
+
+
+def lib():
+    """The loaded library with every prototype declared (loads on first use)."""
+    handle = _state["lib"]
+    if handle is not None:
+        return handle
+    with _load_lock:
+        if _state["lib"] is None:
+            handle, path = _loader.load()
+            for name, (restype, argtypes) in _PROTOTYPES.items():
+                try:
+                    fn = getattr(handle, name)
+                except AttributeError:
+                    raise _loader.LibraryError(
+                        "%s: libattn without %s(): this binding needs the full 1.x API"
+                        % (path, name)) from None
+                fn.restype = restype
+                fn.argtypes = argtypes
+            _state["path"] = path
+            _state["lib"] = handle
+    return _state["lib"]
+
+
+def library_path():
+    """Path of the libattn shared library in use."""
+    lib()
+    return _state["path"]
+
+
+class AttnError(RuntimeError):
+    """A libattn call returned an error status.
+
+    .status is a Status (or the raw int for a code this binding does not
+    know), .message the library's attn_strerror() sentence and .function the
+    C function that failed.
+    """
+
+    def __init__(self, status, function):
+        try:
+            self.status = Status(status)
+        except ValueError:
+            self.status = status
+        self.function = function
+        self.message = lib().attn_strerror(status).decode("utf-8", "replace")
+        name = self.status.name if isinstance(self.status, Status) else str(status)
+        super().__init__("%s: %s (ATTN_%s)" % (function, self.message, name))
+
+
+def check(status, function):
+    if status != Status.OK:
+        raise AttnError(status, function)
+
+
+# ------------------------------------------------------------------ pools
+
+_pools = {}
+_pools_lock = threading.Lock()
+
+
+def pool_for(threads):
+    """(parallel_for address, pool) for `threads`, or (None, None) for the calling thread.
+
+    Pools are created once per thread count and live until the interpreter
+    exits; the library serialises concurrent calls on one pool.
+    """
+    if threads is None:
+        return None, None
+    if isinstance(threads, bool) or not isinstance(threads, int):
+        raise TypeError("threads: expected an int or None, got %r" % (threads,))
+    if threads < 0:
+        raise ValueError("threads: must be >= 0 (0 = one per online CPU), got %d" % threads)
+    if threads == 1:
+        return None, None
+    handle = lib()
+    with _pools_lock:
+        pool = _pools.get(threads)
+        if pool is None:
+            out = ctypes.c_void_p()
+            check(handle.attn_threadpool_create(threads, ctypes.byref(out)),
+                  "attn_threadpool_create")
+            pool = out.value
+            _pools[threads] = pool
+    return ctypes.cast(handle.attn_threadpool_parallel_for, ctypes.c_void_p).value, pool
+
+
+def pool_size(threads):
+    """Threads the cached pool for `threads` runs on (1 for the calling thread)."""
+    _, pool = pool_for(threads)
+    return 1 if pool is None else lib().attn_threadpool_size(pool)
+
+
+@atexit.register
+def _destroy_pools():
+    with _pools_lock:
+        pools = list(_pools.values())
+        _pools.clear()
+    for pool in pools:
+        _state["lib"].attn_threadpool_destroy(pool)

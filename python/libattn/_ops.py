@@ -1,0 +1,428 @@
+"""The operations of include/attn.h, with Python argument checking."""
+
+import ctypes
+import math
+import numbers
+
+from ._capi import CAUSAL, Options, RowStats, Shape, check, lib, pool_for
+from ._tensor import (as_operand, broadcast, check_no_overlap, check_output,
+                      copy_f32, dtype_from_name, indices, is_tensor, materialize_columns,
+                      new_f32, np)
+from ._capi import DType
+
+_FLT_MAX = 3.4028234663852886e38
+
+
+# ------------------------------------------------------------------ options
+
+def _float_arg(value, name, minimum=None):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError("%s: expected a number, got %r" % (name, value))
+    value = float(value)
+    if not math.isfinite(value) or abs(value) > _FLT_MAX:
+        raise ValueError("%s: must be a finite float32 value, got %r" % (name, value))
+    if minimum is not None and value < minimum:
+        raise ValueError("%s: must be >= %g, got %r" % (name, minimum, value))
+    return value
+
+
+def _int_arg(value, name, minimum):
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError("%s: expected an int, got %r" % (name, value))
+    value = int(value)
+    if value < minimum:
+        raise ValueError("%s: must be >= %d, got %d" % (name, minimum, value))
+    return value
+
+
+def _lengths(value, name, batch, limit):
+    """int32[batch] valid lengths, or None."""
+    if value is None:
+        return None
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        values = [value] * batch
+    else:
+        if np is not None and isinstance(value, np.ndarray):
+            if value.dtype.kind not in "iu":
+                raise TypeError("%s: expected integers, got an array of %s" % (name, value.dtype))
+            value = value.reshape(-1).tolist()
+        try:
+            values = list(value)
+        except TypeError:
+            raise TypeError("%s: expected an int or a sequence of %d ints, got %r"
+                            % (name, batch, value)) from None
+        if len(values) != batch:
+            raise ValueError("%s: %d lengths for a batch of %d" % (name, len(values), batch))
+    out = (ctypes.c_int32 * batch)()
+    for b, n in enumerate(values):
+        if isinstance(n, bool) or not isinstance(n, numbers.Integral):
+            raise TypeError("%s[%d]: expected an int, got %r" % (name, b, n))
+        if not 0 <= n <= limit:
+            raise ValueError("%s[%d] = %d is outside [0, %d]" % (name, b, n, limit))
+        out[b] = int(n)
+    return out
+
+
+def _side_input(x, name, slot, target):
+    """mask/bias as a 4-D operand broadcast to `target` = (B, H, Lq, Lk)."""
+    if x is None:
+        return None
+    widened = materialize_columns(x, name, slot, target[3])
+    op = as_operand(widened, name, slot)
+    if not all(op.shape):
+        raise ValueError("%s: shape %r has an empty dimension" % (name, op.shape))
+    return broadcast(op, target, name)
+
+
+def _options(*, batch, q_len, kv_len, causal, scale, softcap, window, q_lens, kv_lens,
+             mask, bias, threads):
+    """(attn_options, objects to keep alive during the call)."""
+    if not isinstance(causal, (bool, int)) and not (np is not None and isinstance(causal, np.bool_)):
+        raise TypeError("causal: expected a bool, got %r" % (causal,))
+    opt = Options()
+    opt.struct_size = ctypes.sizeof(Options)
+    opt.flags = CAUSAL if causal else 0
+    opt.scale = _float_arg(scale, "scale")
+    opt.softcap = _float_arg(softcap, "softcap", minimum=0.0)
+    opt.window = _int_arg(window, "window", 0)
+    keep = []
+    q_lens_c = _lengths(q_lens, "q_lens", batch, q_len)
+    kv_lens_c = _lengths(kv_lens, "kv_lens", batch, kv_len)
+    if q_lens_c is not None:
+        opt.q_lens = ctypes.cast(q_lens_c, ctypes.POINTER(ctypes.c_int32))
+        keep.append(q_lens_c)
+    if kv_lens_c is not None:
+        opt.kv_lens = ctypes.cast(kv_lens_c, ctypes.POINTER(ctypes.c_int32))
+        keep.append(kv_lens_c)
+    for field, op in (("mask", mask), ("bias", bias)):
+        if op is not None:
+            t = op.c_tensor()
+            keep += [t, op]
+            setattr(opt, field, ctypes.pointer(t))
+    parallel_for, pool = pool_for(threads)
+    opt.parallel_for = parallel_for
+    opt.parallel_ctx = pool
+    return opt, keep
+
+
+# ------------------------------------------------------------------ q, k, v
+
+_LAYOUTS = "[B,H,L,D], [H,L,D] or [L,D]"
+
+
+def _half_bits(dtype):
+    if dtype is None:
+        return None
+    dt = dtype_from_name(dtype, "dtype")
+    if dt not in (DType.BF16, DType.F16):
+        raise ValueError("dtype: names how uint16 arrays are read: 'bf16' or 'f16', got %r"
+                         % (dtype,))
+    return dt
+
+
+def _attention_inputs(q, k, v, dtype):
+    half = _half_bits(dtype)
+    qo = as_operand(q, "q", "qkv", half)
+    rank = len(qo.shape)
+    if rank not in (2, 3, 4):
+        raise ValueError("q: expected %s, got shape %r" % (_LAYOUTS, qo.shape))
+    named = [("q", qo)]
+    ko = as_operand(k, "k", "qkv", half)
+    named.append(("k", ko))
+    vo = None
+    if v is not None:
+        vo = as_operand(v, "v", "qkv", half)
+        named.append(("v", vo))
+    for name, op in named:
+        if len(op.shape) != rank:
+            raise ValueError("%s: shape %r has %d dimensions but q has %d (all of q, k, v use "
+                             "one of %s)" % (name, op.shape, len(op.shape), rank, _LAYOUTS))
+        if not all(op.shape):
+            raise ValueError("%s: shape %r has an empty dimension" % (name, op.shape))
+    q4, k4 = qo.padded(), ko.padded()
+    batch, q_heads, q_len, head_dim = q4.shape
+    kb, kv_heads, kv_len, kd = k4.shape
+    if kb != batch:
+        raise ValueError("k: batch %d, but q has batch %d" % (kb, batch))
+    if kd != head_dim:
+        raise ValueError("k: head_dim %d, but q has head_dim %d" % (kd, head_dim))
+    if q_heads % kv_heads:
+        raise ValueError("k: %d heads do not divide q's %d heads (grouped-query attention "
+                         "needs q_heads %% kv_heads == 0)" % (kv_heads, q_heads))
+    v4, v_dim = None, head_dim
+    if vo is not None:
+        v4 = vo.padded()
+        vb, vh, vl, v_dim = v4.shape
+        if (vb, vh, vl) != (batch, kv_heads, kv_len):
+            raise ValueError("v: shape %r does not match k's %r in batch, heads and length"
+                             % (vo.shape, ko.shape))
+    shape = Shape(batch, q_heads, kv_heads, q_len, kv_len, head_dim, v_dim)
+    return rank, shape, q4, k4, v4
+
+
+def _stats_outputs(shape, rank, like_tensor):
+    dims = (shape.batch, shape.q_heads, shape.q_len)[3 - (rank - 1):]
+    arrays, ops = {}, []
+    for name in ("lse", "max_score", "entropy"):
+        arrays[name], op = new_f32(dims, like_tensor)
+        ops.append(op)
+    return arrays, RowStats(*(op.address for op in ops)), ops
+
+
+def _output(out, name, dims, like_tensor):
+    if out is None:
+        return new_f32(dims, like_tensor)
+    return out, check_output(out, name, dims)
+
+
+def _run_attention(function, q, k, v, *, out, stats, causal, scale, softcap, window, q_lens,
+                   kv_lens, mask, bias, threads, dtype):
+    rank, shape, q4, k4, v4 = _attention_inputs(q, k, v, dtype)
+    target = (shape.batch, shape.q_heads, shape.q_len, shape.kv_len)
+    mask_op = _side_input(mask, "mask", "mask", target)
+    bias_op = _side_input(bias, "bias", "bias", target)
+    opt, keep = _options(batch=shape.batch, q_len=shape.q_len, kv_len=shape.kv_len,
+                         causal=causal, scale=scale, softcap=softcap, window=window,
+                         q_lens=q_lens, kv_lens=kv_lens, mask=mask_op, bias=bias_op,
+                         threads=threads)
+    last = shape.v_dim if v4 is not None else shape.kv_len
+    dims = (shape.batch, shape.q_heads, shape.q_len, last)[4 - rank:]
+    like_tensor = is_tensor(q)
+    result, out_op = _output(out, "out", dims, like_tensor)
+    check_no_overlap(out_op, "out", [(q4, "q"), (k4, "k"), (v4, "v"), (mask_op, "mask"),
+                                     (bias_op, "bias")])
+    out4 = out_op.padded()
+    stats_arrays, stats_c, stats_ops = (None, None, None)
+    if stats:
+        stats_arrays, stats_c, stats_ops = _stats_outputs(shape, rank, like_tensor)
+    tensors = [q4.c_tensor(), k4.c_tensor()]
+    if v4 is not None:
+        tensors.append(v4.c_tensor())
+    tensors.append(out4.c_tensor())
+    args = [ctypes.byref(shape), ctypes.byref(opt)] + [ctypes.byref(t) for t in tensors]
+    if function != "attn_scores":
+        args.append(ctypes.byref(stats_c) if stats_c is not None else None)
+    check(getattr(lib(), function)(*args), function)
+    del keep, stats_ops
+    return (result, stats_arrays) if stats else result
+
+
+def scores(q, k, *, causal=False, scale=0.0, softcap=0.0, window=0, q_lens=None,
+           kv_lens=None, mask=None, bias=None, threads=None, dtype=None, out=None):
+    """Final attention scores, -inf where masked: [..., Lq, Lk] float32.
+
+    q [B,H,Lq,D] / [H,Lq,D] / [Lq,D] and k [B,Hkv,Lk,D] (same rank) in
+    float32, float16 or bfloat16 (uint16 with dtype='bf16'). See forward()
+    for the keyword arguments.
+    """
+    return _run_attention("attn_scores", q, k, None, out=out, stats=False, causal=causal,
+                          scale=scale, softcap=softcap, window=window, q_lens=q_lens,
+                          kv_lens=kv_lens, mask=mask, bias=bias, threads=threads, dtype=dtype)
+
+
+def weights(q, k, *, causal=False, scale=0.0, softcap=0.0, window=0, q_lens=None,
+            kv_lens=None, mask=None, bias=None, threads=None, dtype=None, out=None,
+            stats=False):
+    """Attention weights softmax(scores): [..., Lq, Lk] float32 (+ row stats).
+
+    With stats=True returns (weights, {'lse', 'max_score', 'entropy'}), each
+    [..., Lq]. See forward() for the keyword arguments.
+    """
+    return _run_attention("attn_weights", q, k, None, out=out, stats=stats, causal=causal,
+                          scale=scale, softcap=softcap, window=window, q_lens=q_lens,
+                          kv_lens=kv_lens, mask=mask, bias=bias, threads=threads, dtype=dtype)
+
+
+def forward(q, k, v, *, causal=False, scale=0.0, softcap=0.0, window=0, q_lens=None,
+            kv_lens=None, mask=None, bias=None, threads=None, dtype=None, out=None,
+            stats=False):
+    """Fused attention softmax(scores) . v: [..., Lq, Dv] float32.
+
+    q        [B,Hq,Lq,D], [Hq,Lq,D] or [Lq,D]; k [..,Hkv,Lk,D], v [..,Hkv,Lk,Dv]
+             of the same rank. Hq % Hkv == 0 (grouped-query attention).
+             Any strides: views with a contiguous last axis (e.g. a [B,L,H,D]
+             array transposed to [B,H,L,D]) are used in place, others copied.
+    causal   bottom-right aligned causal mask.
+    scale    0 means 1/sqrt(D).          softcap  0 means off.
+    window   sliding window of keys (0 = off).
+    q_lens, kv_lens   valid lengths per batch entry (int or sequence).
+    mask     bool, broadcastable to [B,Hq,Lq,Lk]; True = may attend.
+    bias     float, broadcastable to [B,Hq,Lq,Lk]; added to the scores.
+    threads  None/1: the calling thread; n > 1: a cached pool of n threads;
+             0: one per CPU. Results are identical for every value.
+    dtype    'bf16' (or 'f16'): how uint16 inputs are read.
+    out      optional float32 output to write into.
+    stats    True: return (out, {'lse', 'max_score', 'entropy'}).
+    """
+    if v is None:
+        raise TypeError("v: an array is required, got None")
+    return _run_attention("attn_forward", q, k, v, out=out, stats=stats, causal=causal,
+                          scale=scale, softcap=softcap, window=window, q_lens=q_lens,
+                          kv_lens=kv_lens, mask=mask, bias=bias, threads=threads, dtype=dtype)
+
+
+def mask_apply(scores, *, causal=False, softcap=0.0, window=0, q_lens=None, kv_lens=None,
+               mask=None, bias=None, threads=None, copy=False):
+    """Apply softcap, bias and masks to a score table you computed: [B,H,Lq,Lk],
+    [H,Lq,Lk] or [Lq,Lk] float32 (already scaled).
+
+    Works in place and returns `scores`, which must then be a writable
+    float32 array with a contiguous last axis; copy=True leaves it untouched
+    and returns a new array instead.
+    """
+    like_tensor = is_tensor(scores)
+    if copy:
+        src = as_operand(scores, "scores", "f32")
+        if like_tensor:
+            result, op = new_f32(src.shape, True)
+            copy_f32(src, op)
+        else:
+            result, op = new_f32(src.shape, False)
+            result[...] = src.keep[0]
+    else:
+        result = scores
+        op = as_operand(scores, "scores", "f32", need_writable=True, allow_copy=False)
+    rank = len(op.shape)
+    if rank not in (2, 3, 4):
+        raise ValueError("scores: expected [B,H,Lq,Lk], [H,Lq,Lk] or [Lq,Lk], got shape %r"
+                         % (op.shape,))
+    if not all(op.shape):
+        raise ValueError("scores: shape %r has an empty dimension" % (op.shape,))
+    for n, s in zip(op.shape, op.strides):
+        if n > 1 and s == 0:
+            raise ValueError("scores: is written in place and cannot broadcast (stride 0)")
+    s4 = op.padded()
+    batch, heads, q_len, kv_len = s4.shape
+    target = s4.shape
+    mask_op = _side_input(mask, "mask", "mask", target)
+    bias_op = _side_input(bias, "bias", "bias", target)
+    check_no_overlap(s4, "scores", [(mask_op, "mask"), (bias_op, "bias")])
+    opt, keep = _options(batch=batch, q_len=q_len, kv_len=kv_len, causal=causal, scale=0.0,
+                         softcap=softcap, window=window, q_lens=q_lens, kv_lens=kv_lens,
+                         mask=mask_op, bias=bias_op, threads=threads)
+    # head_dim and v_dim are not used by mask_apply but must be valid.
+    shape = Shape(batch, heads, heads, q_len, kv_len, 1, 0)
+    table = s4.c_tensor()
+    check(lib().attn_mask_apply(ctypes.byref(shape), ctypes.byref(opt), ctypes.byref(table)),
+          "attn_mask_apply")
+    del keep
+    return result
+
+
+# ------------------------------------------------------------------ row operations
+
+def _row_groups(ops, extra=()):
+    """Yield (addresses, rows, row_stride) covering every row of the same-shape
+    operands `ops` with as few calls as the layouts allow. `extra` operands
+    (per-row outputs such as lse) have the shape of the leading dimensions
+    and must be C-contiguous; they get their addresses too.
+    """
+    shape = ops[0].shape
+    cols = shape[-1]
+    lead = shape[:-1]
+    everything = list(ops) + list(extra)
+
+    # Drop size-1 dimensions, then merge neighbours every operand steps over evenly.
+    dims = [(lead[d], [op.strides[d] for op in everything]) for d in range(len(lead))
+            if lead[d] != 1]
+    merged = []
+    for n, strides in dims:
+        if merged:
+            prev_n, prev_strides = merged[-1]
+            if all(ps == s * n for ps, s in zip(prev_strides, strides)):
+                merged[-1] = (prev_n * n, strides)
+                continue
+        merged.append((n, strides))
+    if not merged:
+        yield [op.address for op in everything], 1, cols
+        return
+    inner_n, inner_strides = merged[-1]
+    outer = merged[:-1]
+    row_strides = inner_strides[:len(ops)]
+    together = all(s == row_strides[0] for s in row_strides) and row_strides[0] >= cols and \
+        all(s == 1 for s in inner_strides[len(ops):])
+    for index in indices(tuple(n for n, _ in outer)):
+        base = [op.address + sum(i * st[j] for i, (_, st) in zip(index, outer)) * op.itemsize
+                for j, op in enumerate(everything)]
+        if together:
+            yield base, inner_n, row_strides[0]
+        else:
+            for r in range(inner_n):
+                yield [b + r * inner_strides[j] * everything[j].itemsize
+                       for j, b in enumerate(base)], 1, cols
+
+
+def _check_rows_writable(op, name):
+    for n, s in zip(op.shape[:-1], op.strides[:-1]):
+        if n > 1 and s == 0:
+            raise ValueError("%s: is written and cannot broadcast (stride 0)" % name)
+
+
+def softmax(x, *, out=None, stats=False):
+    """Log-sum-exp softmax over the last axis of a float array (any rank >= 1).
+
+    Returns a new float32 array, or writes into `out` (which may be `x`
+    itself for an in-place softmax). A row of only -inf becomes zeros.
+    stats=True returns (p, {'lse': [...]}), lse over the leading axes.
+    """
+    like_tensor = is_tensor(x)
+    xo = as_operand(x, "x", "f32")
+    if len(xo.shape) < 1 or not all(xo.shape):
+        raise ValueError("x: needs at least one axis and no empty axis, got shape %r"
+                         % (xo.shape,))
+    if out is None:
+        result, oo = new_f32(xo.shape, like_tensor)
+        if like_tensor:
+            copy_f32(xo, oo)
+        else:
+            result[...] = xo.keep[0]
+    else:
+        result = out
+        oo = check_output(out, "out", xo.shape)
+        if oo.address != xo.address or oo.strides != xo.strides:
+            check_no_overlap(oo, "out", [(xo, "x")])
+            if like_tensor or not hasattr(out, "__array_interface__"):
+                copy_f32(xo, oo)
+            else:
+                out[...] = xo.keep[0]
+    _check_rows_writable(oo, "out" if out is not None else "x")
+    extra, lse = (), None
+    if stats:
+        # lse has the leading shape (1 element for a single row), C-contiguous.
+        lse, lse_op = new_f32(xo.shape[:-1] or (1,), like_tensor)
+        extra = (lse_op,)
+    fn = lib().attn_softmax
+    for addresses, rows, row_stride in _row_groups([oo], extra):
+        lse_address = addresses[1] if stats else None
+        check(fn(addresses[0], rows, xo.shape[-1], row_stride, lse_address), "attn_softmax")
+    return (result, {"lse": lse}) if stats else result
+
+
+def softmax_backward(p, dp, *, out=None):
+    """ds = p * (dp - sum(p * dp)) over the last axis; p, dp of equal shape.
+
+    Returns a new float32 array, or writes into `out`, which may be `p` or
+    `dp` itself (element-wise in place) but must not partially overlap them.
+    """
+    like_tensor = is_tensor(p)
+    po = as_operand(p, "p", "f32")
+    do = as_operand(dp, "dp", "f32")
+    if po.shape != do.shape:
+        raise ValueError("dp: shape %r differs from p's %r" % (do.shape, po.shape))
+    if len(po.shape) < 1 or not all(po.shape):
+        raise ValueError("p: needs at least one axis and no empty axis, got shape %r"
+                         % (po.shape,))
+    if out is None:
+        result, oo = new_f32(po.shape, like_tensor)
+    else:
+        result = out
+        oo = check_output(out, "out", po.shape)
+        _check_rows_writable(oo, "out")
+        for op, name in ((po, "p"), (do, "dp")):
+            same = oo.address == op.address and oo.strides == op.strides
+            if not same:
+                check_no_overlap(oo, "out", [(op, name)])
+    fn = lib().attn_softmax_backward
+    for (pa, da, oa), rows, row_stride in _row_groups([po, do, oo]):
+        check(fn(pa, da, oa, rows, po.shape[-1], row_stride), "attn_softmax_backward")
+    return result
