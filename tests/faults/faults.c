@@ -1,0 +1,355 @@
+/*
+ * Fault injection for the built-in thread pool, and proof that the
+ * operations never allocate.
+ *
+ * The test is linked with -Wl,--wrap for malloc, calloc, realloc, free,
+ * aligned_alloc, posix_memalign and pthread_create, so every call the
+ * library's own code makes to them comes here first (calls made inside libc
+ * or other shared libraries do not; those are not the library's).
+ *
+ *  - attn_threadpool_create(n) with the k-th allocation failing, for every k
+ *    up to the number of allocations a successful create makes, and with the
+ *    k-th pthread_create failing, for every k < n: ATTN_ERR_NOMEM, *pool
+ *    untouched, every byte allocated so far freed, and every thread started
+ *    so far joined (counted through pthread_join's wrapper).
+ *  - After a successful create and a destroy, nothing is left allocated.
+ *  - attn_scores, attn_mask_apply, attn_weights, attn_forward (with and
+ *    without the built-in pool), attn_softmax and attn_softmax_backward make
+ *    no allocation at all, on every kernel table, including the first call
+ *    that initialises dispatch.
+ * LSan (an ASan build) or valgrind double-checks the leak accounting.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attn.h"
+#include "internal.h"
+
+/* ------------------------------------------------------------ the wrappers */
+
+void *__real_malloc(size_t n);
+void *__real_calloc(size_t n, size_t size);
+void *__real_realloc(void *p, size_t n);
+void __real_free(void *p);
+void *__real_aligned_alloc(size_t align, size_t n);
+int __real_posix_memalign(void **p, size_t align, size_t n);
+int __real_pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *),
+                          void *arg);
+int __real_pthread_join(pthread_t t, void **ret);
+
+void *__wrap_malloc(size_t n);
+void *__wrap_calloc(size_t n, size_t size);
+void *__wrap_realloc(void *p, size_t n);
+void __wrap_free(void *p);
+void *__wrap_aligned_alloc(size_t align, size_t n);
+int __wrap_posix_memalign(void **p, size_t align, size_t n);
+int __wrap_pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *),
+                          void *arg);
+int __wrap_pthread_join(pthread_t t, void **ret);
+
+/* Counters are atomic: the pool's workers may call free/join concurrently. */
+static atomic_long alloc_calls;   /* allocation calls seen */
+static atomic_long live_blocks;   /* allocated and not yet freed */
+static atomic_long fail_alloc_at; /* fail the n-th allocation (1-based); 0: never */
+static atomic_long thread_calls, threads_live, fail_thread_at;
+
+/* Decides whether this allocation call fails. */
+static int alloc_should_fail(void)
+{
+    long n = atomic_fetch_add(&alloc_calls, 1) + 1;
+    return atomic_load(&fail_alloc_at) == n;
+}
+
+void *__wrap_malloc(size_t n)
+{
+    if (alloc_should_fail())
+        return NULL;
+    void *p = __real_malloc(n);
+    if (p)
+        atomic_fetch_add(&live_blocks, 1);
+    return p;
+}
+
+void *__wrap_calloc(size_t n, size_t size)
+{
+    if (alloc_should_fail())
+        return NULL;
+    void *p = __real_calloc(n, size);
+    if (p)
+        atomic_fetch_add(&live_blocks, 1);
+    return p;
+}
+
+void *__wrap_realloc(void *p, size_t n)
+{
+    if (alloc_should_fail())
+        return NULL;
+    void *q = __real_realloc(p, n);
+    if (q && !p)
+        atomic_fetch_add(&live_blocks, 1);
+    return q;
+}
+
+void *__wrap_aligned_alloc(size_t align, size_t n)
+{
+    if (alloc_should_fail())
+        return NULL;
+    void *p = __real_aligned_alloc(align, n);
+    if (p)
+        atomic_fetch_add(&live_blocks, 1);
+    return p;
+}
+
+int __wrap_posix_memalign(void **p, size_t align, size_t n)
+{
+    if (alloc_should_fail())
+        return ENOMEM;
+    int r = __real_posix_memalign(p, align, n);
+    if (r == 0)
+        atomic_fetch_add(&live_blocks, 1);
+    return r;
+}
+
+void __wrap_free(void *p)
+{
+    if (p)
+        atomic_fetch_sub(&live_blocks, 1);
+    __real_free(p);
+}
+
+int __wrap_pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *),
+                          void *arg)
+{
+    long n = atomic_fetch_add(&thread_calls, 1) + 1;
+    if (atomic_load(&fail_thread_at) == n)
+        return EAGAIN;
+    int r = __real_pthread_create(t, attr, fn, arg);
+    if (r == 0)
+        atomic_fetch_add(&threads_live, 1);
+    return r;
+}
+
+int __wrap_pthread_join(pthread_t t, void **ret)
+{
+    int r = __real_pthread_join(t, ret);
+    if (r == 0)
+        atomic_fetch_sub(&threads_live, 1);
+    return r;
+}
+
+/* ------------------------------------------------------------ checks */
+
+static int failures;
+
+#define CHECK(cond, ...)                                          \
+    do {                                                          \
+        if (!(cond)) {                                            \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);  \
+            fprintf(stderr, __VA_ARGS__);                         \
+            fputc('\n', stderr);                                  \
+            failures++;                                           \
+        }                                                         \
+    } while (0)
+
+static void reset_counters(void)
+{
+    atomic_store(&alloc_calls, 0);
+    atomic_store(&fail_alloc_at, 0);
+    atomic_store(&thread_calls, 0);
+    atomic_store(&fail_thread_at, 0);
+}
+
+/* attn_threadpool_create(threads) with every possible single failure. */
+static void pool_faults(int32_t threads)
+{
+    attn_threadpool *pool = NULL;
+    /* a clean run: how many allocations and threads does it take? */
+    reset_counters();
+    const long live0 = atomic_load(&live_blocks), threads0 = atomic_load(&threads_live);
+    CHECK(attn_threadpool_create(threads, &pool) == ATTN_OK, "create(%d)", threads);
+    const long allocs = atomic_load(&alloc_calls), spawns = atomic_load(&thread_calls);
+    attn_threadpool_destroy(pool);
+    CHECK(atomic_load(&live_blocks) == live0 && atomic_load(&threads_live) == threads0,
+          "create(%d) + destroy leaves %ld blocks and %ld threads", threads,
+          atomic_load(&live_blocks) - live0, atomic_load(&threads_live) - threads0);
+    CHECK(spawns == (threads == 0 ? spawns : threads - 1), "create(%d) started %ld threads",
+          threads, spawns);
+
+    for (long k = 1; k <= allocs; k++) {
+        reset_counters();
+        atomic_store(&fail_alloc_at, k);
+        attn_threadpool *const sentinel = (attn_threadpool *)&pool;
+        pool = sentinel;
+        const attn_status st = attn_threadpool_create(threads, &pool);
+        atomic_store(&fail_alloc_at, 0);
+        CHECK(st == ATTN_ERR_NOMEM, "create(%d) with allocation %ld of %ld failing: %d", threads,
+              k, allocs, st);
+        CHECK(pool == sentinel, "create(%d) wrote *pool although it failed", threads);
+        CHECK(atomic_load(&live_blocks) == live0,
+              "create(%d) with allocation %ld failing leaks %ld blocks", threads, k,
+              atomic_load(&live_blocks) - live0);
+        CHECK(atomic_load(&threads_live) == threads0,
+              "create(%d) with allocation %ld failing leaves %ld threads", threads, k,
+              atomic_load(&threads_live) - threads0);
+        if (st == ATTN_OK)
+            attn_threadpool_destroy(pool);
+    }
+    for (long k = 1; k <= spawns; k++) {
+        reset_counters();
+        atomic_store(&fail_thread_at, k);
+        attn_threadpool *const sentinel = (attn_threadpool *)&pool;
+        pool = sentinel;
+        const attn_status st = attn_threadpool_create(threads, &pool);
+        atomic_store(&fail_thread_at, 0);
+        CHECK(st == ATTN_ERR_NOMEM, "create(%d) with thread %ld of %ld failing: %d", threads, k,
+              spawns, st);
+        CHECK(pool == sentinel, "create(%d) wrote *pool although it failed", threads);
+        CHECK(atomic_load(&live_blocks) == live0,
+              "create(%d) with thread %ld failing leaks %ld blocks", threads, k,
+              atomic_load(&live_blocks) - live0);
+        CHECK(atomic_load(&threads_live) == threads0,
+              "create(%d) with thread %ld failing leaves %ld threads running", threads, k,
+              atomic_load(&threads_live) - threads0);
+        if (st == ATTN_OK)
+            attn_threadpool_destroy(pool);
+    }
+    printf("pool(%d): %ld allocations and %ld threads, each failure -> ATTN_ERR_NOMEM, no leak\n",
+           threads, allocs, spawns);
+}
+
+/* ------------------------------------------------------------ operations allocate nothing */
+
+#define B 2
+#define HQ 4
+#define HKV 2
+#define LQ 37
+#define LK 300
+#define D 48
+#define DV 40
+
+static float qd[B * HQ * LQ * D], kd[B * HKV * LK * D], vd[B * HKV * LK * DV];
+static float sd[B * HQ * LQ * LK], od[B * HQ * LQ * DV], bias[B * HQ * LQ * LK];
+static float lse[B * HQ * LQ], mx[B * HQ * LQ], ent[B * HQ * LQ], dp[B * HQ * LQ * LK];
+static uint8_t maskd[B * HQ * LQ * LK];
+
+/* Runs every operation on `dsp` (NULL: the public entry points). */
+static void run_all(const attn_dsp *dsp, attn_threadpool *pool)
+{
+    const attn_shape shape = {B, HQ, HKV, LQ, LK, D, DV};
+    const attn_tensor q = {qd, ATTN_DTYPE_F32, HQ * LQ * D, LQ * D, D};
+    const attn_tensor k = {kd, ATTN_DTYPE_F32, HKV * LK * D, LK * D, D};
+    const attn_tensor v = {vd, ATTN_DTYPE_F32, HKV * LK * DV, LK * DV, DV};
+    const attn_tensor s = {sd, ATTN_DTYPE_F32, HQ * LQ * LK, LQ * LK, LK};
+    const attn_tensor o = {od, ATTN_DTYPE_F32, HQ * LQ * DV, LQ * DV, DV};
+    const attn_tensor m = {maskd, ATTN_DTYPE_BOOL, HQ * LQ * LK, LQ * LK, LK};
+    const attn_tensor bt = {bias, ATTN_DTYPE_F32, 0, LQ * LK, LK}; /* broadcast over batch */
+    const int32_t kv_lens[B] = {LK, 200};
+    attn_options opt = ATTN_OPTIONS_INIT;
+    opt.flags = ATTN_CAUSAL;
+    opt.softcap = 30.0f;
+    opt.window = 64;
+    opt.kv_lens = kv_lens;
+    opt.mask = &m;
+    opt.bias = &bt;
+    if (pool) {
+        opt.parallel_for = attn_threadpool_parallel_for;
+        opt.parallel_ctx = pool;
+    }
+    const attn_row_stats st = {lse, mx, ent};
+    attn_status r[6];
+    if (dsp) {
+        r[0] = attn_scores_with(dsp, &shape, &opt, &q, &k, &s);
+        r[1] = attn_mask_apply_with(dsp, &shape, &opt, &s);
+        r[2] = attn_weights_with(dsp, &shape, &opt, &q, &k, &s, &st);
+        r[3] = attn_forward_with(dsp, &shape, &opt, &q, &k, &v, &o, &st);
+        r[4] = attn_softmax_with(dsp, sd, B * HQ * LQ, LK, LK, lse);
+        r[5] = attn_softmax_backward_with(dsp, sd, dp, dp, B * HQ * LQ, LK, LK);
+    } else {
+        r[0] = attn_scores(&shape, &opt, &q, &k, &s);
+        r[1] = attn_mask_apply(&shape, &opt, &s);
+        r[2] = attn_weights(&shape, &opt, &q, &k, &s, &st);
+        r[3] = attn_forward(&shape, &opt, &q, &k, &v, &o, &st);
+        r[4] = attn_softmax(sd, B * HQ * LQ, LK, LK, lse);
+        r[5] = attn_softmax_backward(sd, dp, dp, B * HQ * LQ, LK, LK);
+    }
+    for (int i = 0; i < 6; i++)
+        CHECK(r[i] == ATTN_OK, "operation %d on %s: status %d", i, dsp ? dsp->isa_name : "auto",
+              r[i]);
+}
+
+static void operations_do_not_allocate(void)
+{
+    for (size_t i = 0; i < sizeof qd / 4; i++) qd[i] = (float)((i * 7919) % 13) / 13.0f - 0.5f;
+    for (size_t i = 0; i < sizeof kd / 4; i++) kd[i] = (float)((i * 104729) % 17) / 17.0f - 0.5f;
+    for (size_t i = 0; i < sizeof vd / 4; i++) vd[i] = (float)((i * 31) % 11) / 11.0f - 0.5f;
+    for (size_t i = 0; i < sizeof bias / 4; i++) bias[i] = (float)(i % 5) * 0.1f;
+    for (size_t i = 0; i < sizeof maskd; i++) maskd[i] = i % 7 != 0;
+    for (size_t i = 0; i < sizeof dp / 4; i++) dp[i] = (float)(i % 9) * 0.25f - 1.0f;
+
+    /* the very first calls also set up dispatch: counted too */
+    reset_counters();
+    run_all(NULL, NULL);
+    CHECK(atomic_load(&alloc_calls) == 0, "the first calls (dispatch set-up) allocated %ld times",
+          atomic_load(&alloc_calls));
+    for (int isa = ATTN_ISA_SCALAR; isa <= ATTN_ISA_SVE; isa++) {
+        const attn_dsp *dsp = attn_dsp_for_isa((attn_isa)isa);
+        if (!dsp)
+            continue;
+        reset_counters();
+        run_all(dsp, NULL);
+        CHECK(atomic_load(&alloc_calls) == 0, "operations on %s allocated %ld times",
+              dsp->isa_name, atomic_load(&alloc_calls));
+        printf("operations on %s: %ld allocations\n", dsp->isa_name, atomic_load(&alloc_calls));
+    }
+    attn_threadpool *pool;
+    if (attn_threadpool_create(3, &pool) != ATTN_OK) {
+        CHECK(0, "create(3)");
+        return;
+    }
+    reset_counters();
+    run_all(NULL, pool);
+    CHECK(atomic_load(&alloc_calls) == 0 && atomic_load(&thread_calls) == 0,
+          "operations through the built-in pool allocated %ld times, started %ld threads",
+          atomic_load(&alloc_calls), atomic_load(&thread_calls));
+    printf("operations through the built-in pool: %ld allocations, %ld threads started\n",
+           atomic_load(&alloc_calls), atomic_load(&thread_calls));
+    attn_threadpool_destroy(pool);
+}
+
+int main(void)
+{
+    /* sanity: the wrappers are linked in (a failing allocation is seen) */
+    /* through a volatile pointer, so the compiler cannot elide the call */
+    void *(*volatile alloc_fn)(size_t) = malloc;
+    reset_counters();
+    atomic_store(&fail_alloc_at, 1);
+    void *probe = alloc_fn(16);
+    atomic_store(&fail_alloc_at, 0);
+    if (probe != NULL || atomic_load(&alloc_calls) != 1) {
+        fprintf(stderr, "FAIL: malloc is not wrapped (link with -Wl,--wrap=malloc)\n");
+        return 1;
+    }
+
+    operations_do_not_allocate();
+    const int32_t sizes[] = {1, 2, 3, 5, 8, 0};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        pool_faults(sizes[i]);
+    /* the argument checks come before any allocation */
+    attn_threadpool *pool = NULL;
+    reset_counters();
+    CHECK(attn_threadpool_create(-1, &pool) == ATTN_ERR_ARG && pool == NULL, "create(-1)");
+    CHECK(attn_threadpool_create(1025, &pool) == ATTN_ERR_ARG && pool == NULL, "create(1025)");
+    CHECK(attn_threadpool_create(2, NULL) == ATTN_ERR_NULL, "create(2, NULL)");
+    CHECK(atomic_load(&alloc_calls) == 0 && atomic_load(&thread_calls) == 0,
+          "rejected creates allocated %ld times", atomic_load(&alloc_calls));
+    CHECK(atomic_load(&live_blocks) == 0, "%ld blocks the library allocated are still live",
+          atomic_load(&live_blocks));
+    printf("%s\n", failures ? "FAILED" : "ok");
+    return failures != 0;
+}

@@ -1,0 +1,68 @@
+/*
+ * Shared pieces of the libattn fuzzers: a reader that turns the fuzzer's
+ * bytes into decisions (running out of bytes yields zeros, so every input is
+ * a valid program), guard-paged buffers, and failure reporting.
+ */
+#ifndef ATTN_FUZZ_UTIL_H
+#define ATTN_FUZZ_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* libFuzzer's entry point (defined by each fuzzer). */
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* ------------------------------------------------------------ input bytes */
+
+typedef struct fz_reader {
+    const uint8_t *p;
+    size_t n;
+} fz_reader;
+
+uint8_t fz_u8(fz_reader *r);
+uint32_t fz_u32(fz_reader *r);
+uint64_t fz_u64(fz_reader *r);
+/* Uniform-ish in [lo, hi] (lo <= hi). */
+int64_t fz_range(fz_reader *r, int64_t lo, int64_t hi);
+/* 1 with probability about num/256. */
+int fz_chance(fz_reader *r, unsigned num);
+
+/* A small deterministic generator for bulk data, seeded from the input. */
+typedef struct fz_rng {
+    uint64_t s;
+} fz_rng;
+
+uint64_t fz_rng_next(fz_rng *g);
+/* Uniform float in [lo, hi). */
+float fz_rng_float(fz_rng *g, float lo, float hi);
+
+/* ------------------------------------------------------------ guarded buffers */
+
+/*
+ * `bytes` bytes whose last byte is immediately followed by an inaccessible
+ * page (or, with guard_front, whose first byte immediately follows one), so
+ * any access outside the buffer faults at once instead of corrupting memory.
+ * bytes may be 0: data then points at the guard itself.
+ */
+typedef struct fz_buf {
+    unsigned char *map;
+    size_t map_bytes;
+    unsigned char *data;
+    size_t bytes;
+} fz_buf;
+
+void *fz_buf_alloc(fz_buf *b, size_t bytes, int guard_front);
+void fz_buf_free(fz_buf *b);
+
+/* ------------------------------------------------------------ failures */
+
+/* Prints the message and aborts (libFuzzer then keeps the input as a crash). */
+void fz_fail(const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4), noreturn));
+#define FZ_CHECK(cond, ...)                                 \
+    do {                                                    \
+        if (!(cond))                                        \
+            fz_fail(__FILE__, __LINE__, __VA_ARGS__);       \
+    } while (0)
+
+#endif /* ATTN_FUZZ_UTIL_H */

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets with clang, ASan and UBSan in their own build
+# directory and fuzzes each for a bounded time, starting from the committed
+# corpus (which it never modifies: new inputs go to the build directory).
+#
+#   tests/fuzz/run.sh                 about 30 s per fuzzer (ATTN_FUZZ_SECONDS)
+#   tests/fuzz/run.sh 600             10 minutes per fuzzer
+#   tests/fuzz/run.sh --coverage      replay committed + generated corpora in a
+#                                     coverage build and print llvm-cov's report of src/
+# Environment: ATTN_FUZZ_BUILD (default build-fuzz), ATTN_FUZZ_JOBS (parallel
+# fuzzing processes per target, default 1), ATTN_FUZZ_TARGETS ("api diff").
+# A crash leaves crash-* in the build directory's fuzz-artifacts/ and fails.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+here=$root/tests/fuzz
+build=${ATTN_FUZZ_BUILD:-$root/build-fuzz}
+targets=${ATTN_FUZZ_TARGETS:-api diff}
+seconds=${ATTN_FUZZ_SECONDS:-30}
+coverage=0
+for a in "$@"; do
+    case $a in
+    --coverage) coverage=1 ;;
+    ''|*[!0-9]*) echo "usage: $0 [seconds] [--coverage]" >&2; exit 2 ;;
+    *) seconds=$a ;;
+    esac
+done
+command -v clang >/dev/null || { echo "fuzz: clang not found, skipped"; exit 0; }
+common=(-Dbuildtype=debugoptimized -Dbench=disabled -Dpython=disabled -Dcli=false)
+
+if [ ! -f "$build/build.ninja" ]; then
+    # fuzzer-no-link: coverage feedback from the library too, not only the harness
+    CC=clang CFLAGS="-fsanitize=fuzzer-no-link -fno-sanitize-recover=undefined -g" \
+        meson setup "$build" "$root" "${common[@]}" -Db_sanitize=address,undefined \
+        -Db_lundef=false >/dev/null
+fi
+ninja -C "$build" $(for t in $targets; do echo tests/fuzz/attn-fuzz-$t; done) >/dev/null
+
+artifacts=$build/fuzz-artifacts
+mkdir -p "$artifacts"
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
+status=0
+for t in $targets; do
+    work=$build/fuzz-corpus/$t
+    mkdir -p "$work"
+    log=$artifacts/$t.log
+    echo "== fuzzing $t for ${seconds}s"
+    if ! "$build/tests/fuzz/attn-fuzz-$t" -max_total_time="$seconds" -timeout=30 \
+        -rss_limit_mb=4096 -max_len=512 -len_control=0 -print_final_stats=1 \
+        -artifact_prefix="$artifacts/$t-" ${ATTN_FUZZ_JOBS:+-jobs=$ATTN_FUZZ_JOBS -workers=$ATTN_FUZZ_JOBS} \
+        "$work" "$here/corpus/$t" >"$log" 2>&1; then
+        status=1
+        grep -E "FUZZ CHECK|ERROR|runtime error|SUMMARY|Test unit written" "$log" || tail -30 "$log"
+    fi
+    grep -E "^stat::number_of_executed_units|^stat::peak_rss_mb|DONE" "$log" | tr '\n' ' '
+    echo
+done
+
+if [ "$coverage" = 1 ]; then
+    cov=${build}-cov
+    if [ ! -f "$cov/build.ninja" ]; then
+        CC=clang CFLAGS="-fprofile-instr-generate -fcoverage-mapping" \
+            LDFLAGS="-fprofile-instr-generate" \
+            meson setup "$cov" "$root" "${common[@]}" >/dev/null
+    fi
+    ninja -C "$cov" $(for t in $targets; do echo tests/fuzz/attn-fuzz-$t-replay; done) >/dev/null
+    rm -f "$cov"/*.profraw
+    objs=()
+    for t in $targets; do
+        LLVM_PROFILE_FILE="$cov/$t-%p.profraw" "$cov/tests/fuzz/attn-fuzz-$t-replay" \
+            "$here/corpus/$t" "$build/fuzz-corpus/$t" >/dev/null
+        objs+=(-object "$cov/tests/fuzz/attn-fuzz-$t-replay")
+    done
+    llvm-profdata merge -sparse "$cov"/*.profraw -o "$cov/fuzz.profdata"
+    llvm-cov report "${objs[@]:1}" -instr-profile="$cov/fuzz.profdata" \
+        -ignore-filename-regex='(^|/)(tests|include)/|config\.h$'
+fi
+exit $status

@@ -1,0 +1,437 @@
+/*
+ * float64 reference of attention, from the contract alone (see ref.h).
+ * Deliberately naive: one score at a time, two-pass softmax, no tiling.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ref.h"
+#include "tolerance.h"
+
+/* ------------------------------------------------------------ 16-bit formats */
+
+double ref_f16_to_double(uint16_t h)
+{
+    const int negative = h >> 15;
+    const int exponent = (h >> 10) & 0x1f;
+    const int mantissa = h & 0x3ff;
+    double v;
+    if (exponent == 0x1f)
+        v = mantissa ? NAN : INFINITY;
+    else if (exponent == 0)
+        v = ldexp((double)mantissa, -24); /* subnormal: m * 2^-24 */
+    else
+        v = ldexp((double)(mantissa + 1024), exponent - 25);
+    return negative ? -v : v;
+}
+
+double ref_bf16_to_double(uint16_t h)
+{
+    const int negative = h >> 15;
+    const int exponent = (h >> 7) & 0xff;
+    const int mantissa = h & 0x7f;
+    double v;
+    if (exponent == 0xff)
+        v = mantissa ? NAN : INFINITY;
+    else if (exponent == 0)
+        v = ldexp((double)mantissa, -133); /* subnormal: m * 2^-126 * 2^-7 */
+    else
+        v = ldexp((double)(mantissa + 128), exponent - 134);
+    return negative ? -v : v;
+}
+
+static uint32_t bits_of(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+uint16_t ref_f32_to_bf16(float f)
+{
+    uint32_t u = bits_of(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((u >> 16) | 0x40u); /* quiet NaN */
+    u += 0x7fffu + ((u >> 16) & 1u);          /* round to nearest even */
+    return (uint16_t)(u >> 16);
+}
+
+uint16_t ref_f32_to_f16(float f)
+{
+    const uint16_t sign = (uint16_t)((bits_of(f) >> 16) & 0x8000u);
+    double a = fabs((double)f);
+    if (isnan(f))
+        return (uint16_t)(sign | 0x7e00u);
+    if (a >= 65520.0) /* rounds to infinity */
+        return (uint16_t)(sign | 0x7c00u);
+    if (a < ldexp(1.0, -14)) { /* subnormal range: multiples of 2^-24 */
+        double m = nearbyint(a * ldexp(1.0, 24)); /* default rounding: to even */
+        return (uint16_t)(sign | (uint16_t)m);
+    }
+    int e;
+    double fr = frexp(a, &e); /* a = fr * 2^e, fr in [0.5, 1) */
+    double m = nearbyint(fr * 2048.0); /* 11 significant bits */
+    if (m == 2048.0) {
+        m = 1024.0;
+        e++;
+    }
+    /* value = m * 2^(e - 11), biased exponent e - 1 + 15 */
+    return (uint16_t)(sign | (uint16_t)((e + 14) << 10) | ((uint16_t)m & 0x3ffu));
+}
+
+/* ------------------------------------------------------------ tensors */
+
+size_t ref_dtype_size(int32_t dtype)
+{
+    switch (dtype) {
+    case ATTN_DTYPE_F32:
+        return 4;
+    case ATTN_DTYPE_F16:
+    case ATTN_DTYPE_BF16:
+        return 2;
+    default:
+        return 1;
+    }
+}
+
+void *ref_tensor_at(const attn_tensor *t, int64_t b, int64_t h, int64_t r, int64_t c)
+{
+    int64_t off = b * t->batch_stride + h * t->head_stride + r * t->row_stride + c;
+    return (char *)t->data + off * (int64_t)ref_dtype_size(t->dtype);
+}
+
+double ref_tensor_get(const attn_tensor *t, int64_t b, int64_t h, int64_t r, int64_t c)
+{
+    const void *p = ref_tensor_at(t, b, h, r, c);
+    uint16_t h16;
+    float f;
+    switch (t->dtype) {
+    case ATTN_DTYPE_F32:
+        memcpy(&f, p, sizeof f);
+        return f;
+    case ATTN_DTYPE_F16:
+        memcpy(&h16, p, sizeof h16);
+        return ref_f16_to_double(h16);
+    case ATTN_DTYPE_BF16:
+        memcpy(&h16, p, sizeof h16);
+        return ref_bf16_to_double(h16);
+    default:
+        return *(const uint8_t *)p;
+    }
+}
+
+/* ------------------------------------------------------------ masks */
+
+int ref_visible(const attn_shape *shape, const attn_options *opt, int64_t b, int64_t h,
+                int64_t i, int64_t j)
+{
+    int64_t lq = shape->q_len, lk = shape->kv_len;
+    if (opt && opt->q_lens)
+        lq = opt->q_lens[b];
+    if (opt && opt->kv_lens)
+        lk = opt->kv_lens[b];
+    if (i >= lq || j >= lk)
+        return 0;
+    if (!opt)
+        return 1;
+    if ((opt->flags & ATTN_CAUSAL) && j > i + (lk - lq))
+        return 0;
+    if (opt->window > 0 && !(j > i + (lk - lq) - opt->window))
+        return 0;
+    if (opt->mask && *(const uint8_t *)ref_tensor_at(opt->mask, b, h, i, j) == 0)
+        return 0;
+    return 1;
+}
+
+/* ------------------------------------------------------------ softmax of a row */
+
+static double max_d(double a, double b) { return a > b ? a : b; }
+
+void ref_softmax_row(const double *s, const double *s_err, size_t n, int64_t rescales,
+                     double *p, double *p_err, ref_row_stats *st)
+{
+    const double u = TOL_U;
+    const double R = (double)rescales;
+    ref_row_stats dummy;
+    if (!st)
+        st = &dummy;
+
+    int poisoned = 0;
+    double m = -INFINITY;
+    size_t visible = 0;
+    for (size_t j = 0; j < n; j++) {
+        if (isnan(s[j]) || s[j] == INFINITY)
+            poisoned = 1;
+        else if (s[j] > m)
+            m = s[j];
+        if (s[j] != -INFINITY)
+            visible++;
+    }
+    if (poisoned) { /* visible entries NaN; masked ones unspecified */
+        for (size_t j = 0; j < n; j++) {
+            p[j] = s[j] == -INFINITY ? 0.0 : NAN;
+            if (p_err)
+                p_err[j] = s[j] == -INFINITY ? INFINITY : 0.0;
+        }
+        *st = (ref_row_stats){NAN, 0.0, NAN, 0.0, NAN, 0.0};
+        return;
+    }
+    if (m == -INFINITY) { /* fully masked */
+        for (size_t j = 0; j < n; j++) {
+            p[j] = 0.0;
+            if (p_err)
+                p_err[j] = 0.0;
+        }
+        *st = (ref_row_stats){-INFINITY, 0.0, -INFINITY, 0.0, 0.0, 0.0};
+        return;
+    }
+
+    double l = 0.0;
+    for (size_t j = 0; j < n; j++)
+        l += exp(s[j] - m);
+    const double log_l = log(l);
+    double ent = 0.0, w_over_l = 0.0;
+    for (size_t j = 0; j < n; j++) {
+        p[j] = exp(s[j] - m) / l;
+        if (p[j] > 0.0) {
+            ent -= p[j] * (s[j] - m - log_l);
+            w_over_l += p[j] * (m - s[j]);
+        }
+    }
+    st->lse = m + log_l;
+    st->max = m;
+    st->ent = ent;
+
+    /* error bounds (tolerance.h, "softmax of a row") */
+    double e_bar = 0.0, e_max = 0.0, a_bar = 0.0, a_max = 0.0, ent_in = 0.0;
+    for (size_t j = 0; j < n; j++) {
+        if (s[j] == -INFINITY)
+            continue;
+        const double ej = s_err ? s_err[j] : 0.0;
+        const double aj = u * (m - s[j]) + 2.0 * TOL_EXP_ULP * u;
+        e_bar += p[j] * ej;
+        e_max = max_d(e_max, ej);
+        a_bar += p[j] * aj;
+        if (p[j] > TOL_TINY)
+            a_max = max_d(a_max, aj);
+    }
+    for (size_t j = 0; j < n; j++)
+        if (p[j] > 0.0)
+            ent_in += p[j] * fabs(s[j] - st->lse) * ((s_err ? s_err[j] : 0.0) + e_bar);
+    ent_in *= exp(e_max + e_bar);
+
+    const double r_l = tol_gamma((double)visible) + a_bar + R * TOL_RESCALE;
+    if (p_err)
+        for (size_t j = 0; j < n; j++) {
+            if (s[j] == -INFINITY) {
+                p_err[j] = 0.0;
+                continue;
+            }
+            const double ej = s_err ? s_err[j] : 0.0;
+            const double rel = expm1(ej + e_bar) + u * (m - s[j]) + 2.0 * TOL_EXP_ULP * u + r_l +
+                               2.0 * u + R * TOL_RESCALE;
+            p_err[j] = p[j] * rel * (1.0 + rel) + TOL_TINY;
+        }
+    st->max_err = e_max;
+    st->lse_err = e_bar + r_l / (1.0 - r_l) + 2.0 * TOL_LOG_ULP * u * fabs(log_l) +
+                  u * fabs(st->lse);
+    const double r_w = tol_gamma((double)visible + 1.0) + a_max + 2.0 * u + R * TOL_RESCALE;
+    st->ent_err = ent_in + r_l / (1.0 - r_l) + 2.0 * TOL_LOG_ULP * u * fabs(log_l) +
+                  w_over_l * (r_w + r_l + u) + R * TOL_RESCALE * (1.0 + w_over_l) +
+                  u * fabs(ent);
+}
+
+void ref_softmax_bwd_row(const float *p, const float *dp, size_t n, double *ds, double *ds_err)
+{
+    double dot = 0.0, mag = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        dot += (double)p[i] * dp[i];
+        mag += fabs((double)p[i] * dp[i]);
+    }
+    for (size_t j = 0; j < n; j++) {
+        ds[j] = (double)p[j] * ((double)dp[j] - dot);
+        ds_err[j] = fabs((double)p[j]) * tol_gamma((double)n) * mag +
+                    3.0 * TOL_U * (fabs((double)p[j] * dp[j]) + fabs((double)p[j] * dot));
+    }
+}
+
+/* ------------------------------------------------------------ whole problems */
+
+static void *xcalloc(size_t n, size_t size)
+{
+    void *p = calloc(n ? n : 1, size);
+    if (!p)
+        abort();
+    return p;
+}
+
+static void ref_alloc(ref_attn *r, const attn_shape *shape, int with_out)
+{
+    memset(r, 0, sizeof *r);
+    r->rows = shape->batch * shape->q_heads * shape->q_len;
+    r->kv_len = shape->kv_len;
+    r->v_dim = shape->v_dim ? shape->v_dim : shape->head_dim;
+    const size_t cells = (size_t)(r->rows * r->kv_len), rows = (size_t)r->rows;
+    r->s = xcalloc(cells, sizeof(double));
+    r->s_err = xcalloc(cells, sizeof(double));
+    r->p = xcalloc(cells, sizeof(double));
+    r->p_err = xcalloc(cells, sizeof(double));
+    if (with_out) {
+        r->o = xcalloc(rows * (size_t)r->v_dim, sizeof(double));
+        r->o_err = xcalloc(rows * (size_t)r->v_dim, sizeof(double));
+    }
+    r->lse = xcalloc(rows, sizeof(double));
+    r->lse_err = xcalloc(rows, sizeof(double));
+    r->max = xcalloc(rows, sizeof(double));
+    r->max_err = xcalloc(rows, sizeof(double));
+    r->ent = xcalloc(rows, sizeof(double));
+    r->ent_err = xcalloc(rows, sizeof(double));
+    r->row_nan = xcalloc(rows, 1);
+}
+
+void ref_attn_free(ref_attn *r)
+{
+    free(r->s);
+    free(r->s_err);
+    free(r->p);
+    free(r->p_err);
+    free(r->o);
+    free(r->o_err);
+    free(r->lse);
+    free(r->lse_err);
+    free(r->max);
+    free(r->max_err);
+    free(r->ent);
+    free(r->ent_err);
+    free(r->row_nan);
+    memset(r, 0, sizeof *r);
+}
+
+/*
+ * softcap, bias and masks on one pre-score x (error bound e0) of (b,h,i,j).
+ * Returns the final score and stores its bound.
+ */
+static double finish_score(const attn_shape *shape, const attn_options *opt, int64_t b,
+                           int64_t h, int64_t i, int64_t j, double x, double e0, double *err)
+{
+    const double u = TOL_U;
+    if (!ref_visible(shape, opt, b, h, i, j)) {
+        *err = 0.0;
+        return -INFINITY;
+    }
+    if (opt && opt->softcap != 0.0f) {
+        const double cap = opt->softcap;
+        const double t = tanh(x / cap);
+        const double y = cap * t;
+        const double slope = 1.0 - t * t;
+        e0 = e0 * slope + (2.0 * TOL_TANH_ULP + 1.0) * u * fabs(y) + 2.0 * u * fabs(x) * slope;
+        x = y;
+    }
+    if (opt && opt->bias) {
+        x += ref_tensor_get(opt->bias, b, h, i, j);
+        e0 += u * fabs(x);
+    }
+    *err = e0;
+    return x;
+}
+
+/* Row softmax, stats and (when v) the output of every row of r. */
+static void finish_rows(ref_attn *r, const attn_shape *shape, const attn_options *opt,
+                        const attn_tensor *v, int64_t rescales)
+{
+    const int64_t lk = shape->kv_len, dv = r->v_dim;
+    const int64_t group = shape->q_heads / shape->kv_heads;
+    for (int64_t row = 0; row < r->rows; row++) {
+        const double *s = r->s + row * lk;
+        double *p = r->p + row * lk, *pe = r->p_err + row * lk;
+        ref_row_stats st;
+        ref_softmax_row(s, r->s_err + row * lk, (size_t)lk, rescales, p, pe, &st);
+        r->lse[row] = st.lse;
+        r->lse_err[row] = st.lse_err;
+        r->max[row] = st.max;
+        r->max_err[row] = st.max_err;
+        r->ent[row] = st.ent;
+        r->ent_err[row] = st.ent_err;
+        r->row_nan[row] = isnan(st.lse);
+        if (!v)
+            continue;
+        const int64_t h = row / shape->q_len % shape->q_heads,
+                      b = row / shape->q_len / shape->q_heads;
+        size_t visible = 0;
+        for (int64_t j = 0; j < lk; j++)
+            visible += s[j] != -INFINITY;
+        const double spread =
+            tol_gamma((double)visible) + (double)rescales * TOL_RESCALE;
+        for (int64_t t = 0; t < dv; t++) {
+            double o = 0.0, err = 0.0;
+            if (r->row_nan[row]) {
+                o = NAN;
+            } else {
+                for (int64_t j = 0; j < lk; j++) {
+                    if (s[j] == -INFINITY)
+                        continue;
+                    const double vj = ref_tensor_get(v, b, h / group, j, t);
+                    o += p[j] * vj;
+                    /* pe[j] already holds p_j * rel_p_j + TOL_TINY */
+                    err += pe[j] * fabs(vj) + p[j] * fabs(vj) * spread;
+                }
+                err += TOL_U * fabs(o);
+            }
+            r->o[row * dv + t] = o;
+            r->o_err[row * dv + t] = err;
+        }
+    }
+}
+
+void ref_attn_compute(ref_attn *r, const attn_shape *shape, const attn_options *opt,
+                      const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
+                      int64_t rescales)
+{
+    ref_alloc(r, shape, v != NULL);
+    const int64_t d = shape->head_dim, lk = shape->kv_len;
+    const int64_t group = shape->q_heads / shape->kv_heads;
+    const int default_scale = !opt || opt->scale == 0.0f;
+    const double scale = default_scale ? 1.0 / sqrt((double)d) : (double)opt->scale;
+    for (int64_t b = 0; b < shape->batch; b++)
+        for (int64_t h = 0; h < shape->q_heads; h++)
+            for (int64_t i = 0; i < shape->q_len; i++) {
+                const int64_t row = (b * shape->q_heads + h) * shape->q_len + i;
+                for (int64_t j = 0; j < lk; j++) {
+                    double dot = 0.0, mag = 0.0;
+                    if (ref_visible(shape, opt, b, h, i, j))
+                        for (int64_t t = 0; t < d; t++) {
+                            const double prod = ref_tensor_get(q, b, h, i, t) *
+                                                ref_tensor_get(k, b, h / group, j, t);
+                            dot += prod;
+                            mag += fabs(prod);
+                        }
+                    const double x = dot * scale;
+                    double e0 = tol_gamma((double)d + 1.0) * fabs(scale) * mag;
+                    if (default_scale)
+                        e0 += 2.0 * TOL_U * fabs(x);
+                    if (isnan(mag) || isinf(mag))
+                        e0 = 0.0;
+                    r->s[row * lk + j] =
+                        finish_score(shape, opt, b, h, i, j, x, e0, &r->s_err[row * lk + j]);
+                }
+            }
+    finish_rows(r, shape, opt, v, rescales);
+}
+
+void ref_attn_from_scores(ref_attn *r, const attn_shape *shape, const attn_options *opt,
+                          const attn_tensor *scores)
+{
+    ref_alloc(r, shape, 0);
+    const int64_t lk = shape->kv_len;
+    for (int64_t b = 0; b < shape->batch; b++)
+        for (int64_t h = 0; h < shape->q_heads; h++)
+            for (int64_t i = 0; i < shape->q_len; i++) {
+                const int64_t row = (b * shape->q_heads + h) * shape->q_len + i;
+                for (int64_t j = 0; j < lk; j++)
+                    r->s[row * lk + j] =
+                        finish_score(shape, opt, b, h, i, j, ref_tensor_get(scores, b, h, i, j),
+                                     0.0, &r->s_err[row * lk + j]);
+            }
+    finish_rows(r, shape, opt, NULL, 0);
+}

@@ -1,0 +1,565 @@
+/*
+ * Every error path of DESIGN.md §3: the right status, and every output
+ * (stats included) byte-for-byte untouched. Also attn_options with a
+ * smaller struct_size: accepted, and the fields beyond it never read.
+ */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+
+/* A small valid problem: B=2, Hq=4, Hkv=2, Lq=5, Lk=6, D=8, Dv=8, [B,H,L,D]. */
+enum { B = 2, HQ = 4, HKV = 2, LQ = 5, LK = 6, D = 8, DV = 8 };
+
+typedef struct fixture {
+    attn_shape shape;
+    attn_options opt;
+    attn_tensor q, k, v, scores, out, mask, bias;
+    attn_row_stats stats;
+    int32_t q_lens[B], kv_lens[B];
+    float qd[B * HQ * LQ * D], kd[B * HKV * LK * D], vd[B * HKV * LK * DV];
+    float sd[B * HQ * LQ * LK], od[B * HQ * LQ * DV];
+    float lse[B * HQ * LQ], mx[B * HQ * LQ], ent[B * HQ * LQ];
+    uint8_t md[LQ * LK];
+    float bd[LK];
+} fixture;
+
+static fixture fx; /* reset by fixture_init for every case */
+
+#define OUT_PATTERN 0xA5
+
+static void fixture_init(void)
+{
+    memset(&fx, 0, sizeof fx);
+    fx.shape = (attn_shape){B, HQ, HKV, LQ, LK, D, DV};
+    attn_options o = ATTN_OPTIONS_INIT;
+    fx.opt = o;
+    rng *g = harness_rng();
+    rng_fill(g, fx.qd, sizeof fx.qd / 4, -1.0f, 1.0f);
+    rng_fill(g, fx.kd, sizeof fx.kd / 4, -1.0f, 1.0f);
+    rng_fill(g, fx.vd, sizeof fx.vd / 4, -1.0f, 1.0f);
+    rng_fill(g, fx.bd, LK, -1.0f, 1.0f);
+    memset(fx.md, 1, sizeof fx.md);
+    fx.q = (attn_tensor){fx.qd, ATTN_DTYPE_F32, HQ * LQ * D, LQ * D, D};
+    fx.k = (attn_tensor){fx.kd, ATTN_DTYPE_F32, HKV * LK * D, LK * D, D};
+    fx.v = (attn_tensor){fx.vd, ATTN_DTYPE_F32, HKV * LK * DV, LK * DV, DV};
+    fx.scores = (attn_tensor){fx.sd, ATTN_DTYPE_F32, HQ * LQ * LK, LQ * LK, LK};
+    fx.out = (attn_tensor){fx.od, ATTN_DTYPE_F32, HQ * LQ * DV, LQ * DV, DV};
+    fx.mask = (attn_tensor){fx.md, ATTN_DTYPE_BOOL, 0, 0, LK}; /* broadcast over b, h */
+    fx.bias = (attn_tensor){fx.bd, ATTN_DTYPE_F32, 0, 0, 0};   /* one row for all */
+    fx.stats = (attn_row_stats){fx.lse, fx.mx, fx.ent};
+    fx.q_lens[0] = LQ;
+    fx.q_lens[1] = 2;
+    fx.kv_lens[0] = LK;
+    fx.kv_lens[1] = 3;
+}
+
+static void fill_outputs(void)
+{
+    memset(fx.sd, OUT_PATTERN, sizeof fx.sd);
+    memset(fx.od, OUT_PATTERN, sizeof fx.od);
+    memset(fx.lse, OUT_PATTERN, sizeof fx.lse);
+    memset(fx.mx, OUT_PATTERN, sizeof fx.mx);
+    memset(fx.ent, OUT_PATTERN, sizeof fx.ent);
+}
+
+static void expect_outputs_untouched(const char *what)
+{
+    static unsigned char pattern[sizeof fx.od > sizeof fx.sd ? sizeof fx.od : sizeof fx.sd];
+    memset(pattern, OUT_PATTERN, sizeof pattern);
+    char name[160];
+    snprintf(name, sizeof name, "%s: scores/weights", what);
+    expect_bytes(name, fx.sd, pattern, sizeof fx.sd);
+    snprintf(name, sizeof name, "%s: out", what);
+    expect_bytes(name, fx.od, pattern, sizeof fx.od);
+    snprintf(name, sizeof name, "%s: lse", what);
+    expect_bytes(name, fx.lse, pattern, sizeof fx.lse);
+    snprintf(name, sizeof name, "%s: max_score", what);
+    expect_bytes(name, fx.mx, pattern, sizeof fx.mx);
+    snprintf(name, sizeof name, "%s: entropy", what);
+    expect_bytes(name, fx.ent, pattern, sizeof fx.ent);
+}
+
+enum { OPS_SCORES = 1, OPS_MASK_APPLY = 2, OPS_WEIGHTS = 4, OPS_FORWARD = 8, OPS_ALL = 15 };
+
+/* The arguments of one call, possibly broken. */
+typedef struct call_args {
+    const attn_shape *shape;
+    const attn_options *opt;
+    const attn_tensor *q, *k, *v, *scores, *out;
+    const attn_row_stats *stats;
+} call_args;
+
+static call_args valid_args(void)
+{
+    return (call_args){&fx.shape, &fx.opt, &fx.q, &fx.k, &fx.v, &fx.scores, &fx.out, &fx.stats};
+}
+
+/* Runs the operations in `ops` with `a`; each must return `want` and leave
+ * every output untouched. */
+static void expect_status(const char *what, unsigned ops, const call_args *a, attn_status want)
+{
+    static const char *const names[] = {"attn_scores", "attn_mask_apply", "attn_weights",
+                                        "attn_forward"};
+    for (int op = 0; op < 4; op++) {
+        if (!(ops & (1u << op)))
+            continue;
+        fill_outputs();
+        attn_status got;
+        switch (op) {
+        case 0:
+            got = attn_scores(a->shape, a->opt, a->q, a->k, a->scores);
+            break;
+        case 1:
+            got = attn_mask_apply(a->shape, a->opt, a->scores);
+            break;
+        case 2:
+            got = attn_weights(a->shape, a->opt, a->q, a->k, a->scores, a->stats);
+            break;
+        default:
+            got = attn_forward(a->shape, a->opt, a->q, a->k, a->v, a->out, a->stats);
+            break;
+        }
+        harness_context("%s: %s", names[op], what);
+        CHECK(got == want, "returned %d (%s), expected %d (%s)", got, attn_strerror(got), want,
+              attn_strerror(want));
+        expect_outputs_untouched(what);
+    }
+}
+
+Test(errors, valid_fixture_is_accepted)
+{
+    harness_begin_plain("errors");
+    fixture_init();
+    fx.opt.q_lens = fx.q_lens;
+    fx.opt.kv_lens = fx.kv_lens;
+    fx.opt.mask = &fx.mask;
+    fx.opt.bias = &fx.bias;
+    fx.opt.flags = ATTN_CAUSAL;
+    call_args a = valid_args();
+    cr_assert_eq(attn_scores(a.shape, a.opt, a.q, a.k, a.scores), ATTN_OK);
+    cr_assert_eq(attn_mask_apply(a.shape, a.opt, a.scores), ATTN_OK);
+    cr_assert_eq(attn_weights(a.shape, a.opt, a.q, a.k, a.scores, a.stats), ATTN_OK);
+    cr_assert_eq(attn_forward(a.shape, a.opt, a.q, a.k, a.v, a.out, a.stats), ATTN_OK);
+    cr_assert_eq(attn_forward(a.shape, NULL, a.q, a.k, a.v, a.out, NULL), ATTN_OK);
+}
+
+Test(errors, null_pointers)
+{
+    harness_begin_plain("errors");
+    fixture_init();
+    call_args a;
+    attn_tensor t;
+
+    a = valid_args(), a.shape = NULL;
+    expect_status("shape NULL", OPS_ALL, &a, ATTN_ERR_NULL);
+    a = valid_args(), a.q = NULL;
+    expect_status("q NULL", OPS_SCORES | OPS_WEIGHTS | OPS_FORWARD, &a, ATTN_ERR_NULL);
+    a = valid_args(), a.k = NULL;
+    expect_status("k NULL", OPS_SCORES | OPS_WEIGHTS | OPS_FORWARD, &a, ATTN_ERR_NULL);
+    a = valid_args(), a.v = NULL;
+    expect_status("v NULL", OPS_FORWARD, &a, ATTN_ERR_NULL);
+    a = valid_args(), a.scores = NULL;
+    expect_status("scores NULL", OPS_SCORES | OPS_MASK_APPLY | OPS_WEIGHTS, &a, ATTN_ERR_NULL);
+    a = valid_args(), a.out = NULL;
+    expect_status("out NULL", OPS_FORWARD, &a, ATTN_ERR_NULL);
+
+    a = valid_args(), t = fx.q, t.data = NULL, a.q = &t;
+    expect_status("q->data NULL", OPS_SCORES | OPS_WEIGHTS | OPS_FORWARD, &a, ATTN_ERR_NULL);
+    a = valid_args(), t = fx.k, t.data = NULL, a.k = &t;
+    expect_status("k->data NULL", OPS_SCORES | OPS_WEIGHTS | OPS_FORWARD, &a, ATTN_ERR_NULL);
+    a = valid_args(), t = fx.v, t.data = NULL, a.v = &t;
+    expect_status("v->data NULL", OPS_FORWARD, &a, ATTN_ERR_NULL);
+    a = valid_args(), t = fx.scores, t.data = NULL, a.scores = &t;
+    expect_status("scores->data NULL", OPS_SCORES | OPS_MASK_APPLY | OPS_WEIGHTS, &a,
+                  ATTN_ERR_NULL);
+    a = valid_args(), t = fx.out, t.data = NULL, a.out = &t;
+    expect_status("out->data NULL", OPS_FORWARD, &a, ATTN_ERR_NULL);
+
+    attn_options o = fx.opt;
+    a = valid_args(), t = fx.mask, t.data = NULL, o.mask = &t, a.opt = &o;
+    expect_status("mask->data NULL", OPS_ALL, &a, ATTN_ERR_NULL);
+    o = fx.opt;
+    a = valid_args(), t = fx.bias, t.data = NULL, o.bias = &t, a.opt = &o;
+    expect_status("bias->data NULL", OPS_ALL, &a, ATTN_ERR_NULL);
+}
+
+Test(errors, shapes)
+{
+    harness_begin_plain("errors");
+    fixture_init();
+    call_args a = valid_args();
+    attn_shape s;
+    a.shape = &s;
+    int64_t *fields[] = {&s.batch, &s.q_heads, &s.kv_heads, &s.q_len, &s.kv_len, &s.head_dim};
+    static const char *const names[] = {"batch", "q_heads", "kv_heads", "q_len", "kv_len",
+                                        "head_dim"};
+    for (int f = 0; f < 6; f++)
+        for (int bad = 0; bad < 2; bad++) {
+            s = fx.shape;
+            *fields[f] = bad ? -1 : 0;
+            char what[64];
+            snprintf(what, sizeof what, "%s = %d", names[f], bad ? -1 : 0);
+            expect_status(what, OPS_ALL, &a, ATTN_ERR_SHAPE);
+        }
+    s = fx.shape;
+    s.v_dim = -1;
+    expect_status("v_dim = -1", OPS_ALL, &a, ATTN_ERR_SHAPE);
+
+    /* extents whose element count overflows int64, with the dense strides
+     * such a tensor would have (computed modulo 2^64) */
+    s = fx.shape;
+    s.batch = (int64_t)1 << 40;
+    s.q_len = (int64_t)1 << 20;
+    s.q_heads = (int64_t)1 << 20;
+    s.kv_heads = 1;
+    attn_tensor q = fx.q, sc = fx.scores, out = fx.out;
+    q.row_stride = D;
+    q.head_stride = (int64_t)((uint64_t)D << 20);
+    q.batch_stride = (int64_t)((uint64_t)D << 40);
+    sc.row_stride = LK;
+    sc.head_stride = (int64_t)((uint64_t)LK << 20);
+    sc.batch_stride = (int64_t)((uint64_t)LK << 40);
+    out.row_stride = DV;
+    out.head_stride = (int64_t)((uint64_t)DV << 20);
+    out.batch_stride = (int64_t)((uint64_t)DV << 40);
+    a.q = &q;
+    a.scores = &sc;
+    a.out = &out;
+    expect_status("int64 overflow of batch*heads*len*dim", OPS_ALL, &a, ATTN_ERR_SHAPE);
+
+    /* one huge stride overflowing on its own */
+    a = valid_args();
+    s = fx.shape;
+    a.shape = &s;
+    q = fx.q;
+    q.batch_stride = INT64_MAX / 2 + 1;
+    a.q = &q;
+    expect_status("(batch-1) * batch_stride overflows", OPS_SCORES | OPS_WEIGHTS | OPS_FORWARD,
+                  &a, ATTN_ERR_SHAPE);
+}
+
+Test(errors, strides)
+{
+    harness_begin_plain("errors");
+    fixture_init();
+    call_args a;
+    attn_tensor t;
+    const unsigned score_ops = OPS_SCORES | OPS_MASK_APPLY | OPS_WEIGHTS;
+
+    a = valid_args(), t = fx.q, t.row_stride = -D, a.q = &t;
+    expect_status("negative q row stride", OPS_SCORES | OPS_WEIGHTS | OPS_FORWARD, &a,
+                  ATTN_ERR_STRIDE);
+    a = valid_args(), t = fx.k, t.head_stride = -1, a.k = &t;
+    expect_status("negative k head stride", OPS_SCORES | OPS_WEIGHTS | OPS_FORWARD, &a,
+                  ATTN_ERR_STRIDE);
+    a = valid_args(), t = fx.v, t.batch_stride = -5, a.v = &t;
+    expect_status("negative v batch stride", OPS_FORWARD, &a, ATTN_ERR_STRIDE);
+
+    /* overlapping output rows */
+    a = valid_args(), t = fx.scores, t.row_stride = LK - 1, a.scores = &t;
+    expect_status("scores rows overlap", score_ops, &a, ATTN_ERR_STRIDE);
+    a = valid_args(), t = fx.out, t.row_stride = DV - 1, a.out = &t;
+    expect_status("out rows overlap", OPS_FORWARD, &a, ATTN_ERR_STRIDE);
+    a = valid_args(), t = fx.scores, t.head_stride = LK, a.scores = &t;
+    expect_status("scores heads overlap rows", score_ops, &a, ATTN_ERR_STRIDE);
+    a = valid_args(), t = fx.out, t.batch_stride = DV * LQ, a.out = &t;
+    expect_status("out batches overlap heads", OPS_FORWARD, &a, ATTN_ERR_STRIDE);
+    /* broadcast (stride 0) outputs */
+    a = valid_args(), t = fx.scores, t.row_stride = 0, a.scores = &t;
+    expect_status("scores row stride 0", score_ops, &a, ATTN_ERR_STRIDE);
+    a = valid_args(), t = fx.scores, t.head_stride = 0, a.scores = &t;
+    expect_status("scores head stride 0", score_ops, &a, ATTN_ERR_STRIDE);
+    a = valid_args(), t = fx.out, t.batch_stride = 0, a.out = &t;
+    expect_status("out batch stride 0", OPS_FORWARD, &a, ATTN_ERR_STRIDE);
+    a = valid_args(), t = fx.out, t.head_stride = 0, a.out = &t;
+    expect_status("out head stride 0", OPS_FORWARD, &a, ATTN_ERR_STRIDE);
+
+    /* negative strides in mask and bias */
+    attn_options o = fx.opt;
+    a = valid_args(), t = fx.mask, t.row_stride = -1, o.mask = &t, a.opt = &o;
+    expect_status("negative mask row stride", OPS_ALL, &a, ATTN_ERR_STRIDE);
+    o = fx.opt;
+    a = valid_args(), t = fx.bias, t.head_stride = -1, o.bias = &t, a.opt = &o;
+    expect_status("negative bias head stride", OPS_ALL, &a, ATTN_ERR_STRIDE);
+}
+
+Test(errors, arguments)
+{
+    harness_begin_plain("errors");
+    fixture_init();
+    call_args a = valid_args();
+    attn_options o;
+    a.opt = &o;
+    static const float bad_scale[] = {NAN, INFINITY, -INFINITY};
+    for (int i = 0; i < 3; i++) {
+        o = fx.opt;
+        o.scale = bad_scale[i];
+        expect_status("non-finite scale", OPS_ALL & ~OPS_MASK_APPLY, &a, ATTN_ERR_ARG);
+        o = fx.opt;
+        o.softcap = bad_scale[i];
+        expect_status("non-finite softcap", OPS_ALL, &a, ATTN_ERR_ARG);
+    }
+    o = fx.opt;
+    o.softcap = -1.0f;
+    expect_status("negative softcap", OPS_ALL, &a, ATTN_ERR_ARG);
+    for (uint32_t bit = 1; bit < 32; bit++) {
+        o = fx.opt;
+        o.flags = ATTN_CAUSAL | (1u << bit);
+        expect_status("unknown flag bit", OPS_ALL, &a, ATTN_ERR_ARG);
+    }
+    o = fx.opt;
+    o.window = -1;
+    expect_status("negative window", OPS_ALL, &a, ATTN_ERR_ARG);
+
+    int32_t lens[B];
+    static const int32_t bad_q[] = {-1, LQ + 1}, bad_k[] = {-1, LK + 1};
+    for (int i = 0; i < 2; i++) {
+        o = fx.opt;
+        lens[0] = LQ;
+        lens[1] = bad_q[i];
+        o.q_lens = lens;
+        expect_status("q_lens out of [0, q_len]", OPS_ALL, &a, ATTN_ERR_ARG);
+        o = fx.opt;
+        lens[0] = bad_k[i];
+        lens[1] = 0;
+        o.kv_lens = lens;
+        expect_status("kv_lens out of [0, kv_len]", OPS_ALL, &a, ATTN_ERR_ARG);
+    }
+
+    attn_shape s = fx.shape;
+    a = valid_args();
+    a.shape = &s;
+    s.kv_heads = 3; /* 4 % 3 */
+    expect_status("q_heads % kv_heads", OPS_ALL, &a, ATTN_ERR_ARG);
+    s.kv_heads = 8; /* more KV heads than query heads */
+    expect_status("kv_heads > q_heads", OPS_ALL, &a, ATTN_ERR_ARG);
+
+    /* wrong dtype for a slot */
+    attn_tensor t;
+    static const int32_t not_float_input[] = {ATTN_DTYPE_BOOL, 4, -1, 77};
+    for (int i = 0; i < 4; i++) {
+        a = valid_args(), t = fx.q, t.dtype = not_float_input[i], a.q = &t;
+        expect_status("q dtype", OPS_SCORES | OPS_WEIGHTS | OPS_FORWARD, &a, ATTN_ERR_ARG);
+        a = valid_args(), t = fx.k, t.dtype = not_float_input[i], a.k = &t;
+        expect_status("k dtype", OPS_SCORES | OPS_WEIGHTS | OPS_FORWARD, &a, ATTN_ERR_ARG);
+        a = valid_args(), t = fx.v, t.dtype = not_float_input[i], a.v = &t;
+        expect_status("v dtype", OPS_FORWARD, &a, ATTN_ERR_ARG);
+    }
+    static const int32_t not_f32[] = {ATTN_DTYPE_F16, ATTN_DTYPE_BF16, ATTN_DTYPE_BOOL, 9};
+    for (int i = 0; i < 4; i++) {
+        a = valid_args(), t = fx.scores, t.dtype = not_f32[i], a.scores = &t;
+        expect_status("scores dtype", OPS_SCORES | OPS_MASK_APPLY | OPS_WEIGHTS, &a,
+                      ATTN_ERR_ARG);
+        a = valid_args(), t = fx.out, t.dtype = not_f32[i], a.out = &t;
+        expect_status("out dtype", OPS_FORWARD, &a, ATTN_ERR_ARG);
+        o = fx.opt;
+        a = valid_args(), t = fx.bias, t.dtype = not_f32[i], o.bias = &t, a.opt = &o;
+        expect_status("bias dtype", OPS_ALL, &a, ATTN_ERR_ARG);
+    }
+    static const int32_t not_bool[] = {ATTN_DTYPE_F32, ATTN_DTYPE_F16, ATTN_DTYPE_BF16, 12};
+    for (int i = 0; i < 4; i++) {
+        o = fx.opt;
+        a = valid_args(), t = fx.mask, t.dtype = not_bool[i], o.mask = &t, a.opt = &o;
+        expect_status("mask dtype", OPS_ALL, &a, ATTN_ERR_ARG);
+    }
+}
+
+Test(errors, unsupported)
+{
+    harness_begin_plain("errors");
+    fixture_init();
+    /* head_dim / v_dim above ATTN_MAX_HEAD_DIM, with tensors big enough */
+    const int64_t big = ATTN_MAX_HEAD_DIM + 1;
+    float *qk = xcalloc0((size_t)big * 2, 4);
+    attn_shape s = {1, 1, 1, 1, 1, big, 0};
+    attn_tensor q = {qk, ATTN_DTYPE_F32, big, big, big}, k = q, v = q;
+    attn_tensor sc = fx.scores, out = {fx.od, ATTN_DTYPE_F32, big, big, big};
+    sc.row_stride = 1;
+    call_args a = {&s, &fx.opt, &q, &k, &v, &sc, &out, &fx.stats};
+    float *od = xcalloc0((size_t)big, 4);
+    out.data = od;
+    /* out is not the fixture buffer here: check it separately */
+    memset(od, OUT_PATTERN, (size_t)big * 4);
+    expect_status("head_dim > ATTN_MAX_HEAD_DIM", OPS_ALL, &a, ATTN_ERR_UNSUPPORTED);
+    s.head_dim = 4;
+    s.v_dim = big;
+    expect_status("v_dim > ATTN_MAX_HEAD_DIM", OPS_ALL, &a, ATTN_ERR_UNSUPPORTED);
+    for (int64_t i = 0; i < big; i++) {
+        unsigned char *p = (unsigned char *)&od[i];
+        CHECK(p[0] == OUT_PATTERN && p[3] == OUT_PATTERN, "out[%lld] written", (long long)i);
+    }
+    /* the largest supported head_dim works */
+    s.head_dim = ATTN_MAX_HEAD_DIM;
+    s.v_dim = 0;
+    CHECK(attn_forward(&s, NULL, &q, &k, &v, &out, NULL) == ATTN_OK, "head_dim at the maximum");
+    free(qk);
+    free(od);
+
+    /* an ISA the build or CPU lacks */
+    for (int isa = ATTN_ISA_AVX2; isa <= ATTN_ISA_SVE; isa++)
+        if (!attn_isa_available((attn_isa)isa))
+            cr_assert_eq(attn_isa_select((attn_isa)isa), ATTN_ERR_UNSUPPORTED, "%s",
+                         attn_isa_name((attn_isa)isa));
+}
+
+Test(errors, struct_size_version)
+{
+    harness_begin_plain("errors");
+    fixture_init();
+    call_args a = valid_args();
+    attn_options o;
+    a.opt = &o;
+    static const uint32_t bad[] = {0, 4, offsetof(attn_options, flags) + 3,
+                                   sizeof(attn_options) + 1, sizeof(attn_options) + 8, 4096,
+                                   UINT32_MAX};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        o = fx.opt;
+        o.struct_size = bad[i];
+        char what[64];
+        snprintf(what, sizeof what, "struct_size = %u", bad[i]);
+        expect_status(what, OPS_ALL, &a, ATTN_ERR_VERSION);
+    }
+}
+
+/* attn_softmax and attn_softmax_backward */
+Test(errors, row_operations)
+{
+    harness_begin_plain("errors");
+    float x[32], lse[4], p[32], dp[32], ds[32];
+    unsigned char px[sizeof x], plse[sizeof lse], pds[sizeof ds];
+    rng_fill(harness_rng(), x, 32, -1.0f, 1.0f);
+    memcpy(p, x, sizeof p);
+    memcpy(dp, x, sizeof dp);
+    memset(lse, OUT_PATTERN, sizeof lse);
+    memset(ds, OUT_PATTERN, sizeof ds);
+    memcpy(px, x, sizeof x);
+    memcpy(plse, lse, sizeof lse);
+    memcpy(pds, ds, sizeof ds);
+    typedef struct {
+        const char *what;
+        int64_t rows, cols, stride;
+        attn_status want;
+    } row_case;
+    static const row_case cases[] = {
+        {"rows 0", 0, 8, 8, ATTN_ERR_SHAPE},
+        {"rows -1", -1, 8, 8, ATTN_ERR_SHAPE},
+        {"cols 0", 4, 0, 8, ATTN_ERR_SHAPE},
+        {"cols -3", 4, -3, 8, ATTN_ERR_SHAPE},
+        {"row_stride < cols", 4, 8, 7, ATTN_ERR_STRIDE},
+        {"row_stride 0", 4, 8, 0, ATTN_ERR_STRIDE},
+        {"rows * row_stride overflows", INT64_MAX / 4, 8, 8, ATTN_ERR_SHAPE},
+        {"huge row_stride", 2, 8, INT64_MAX / 2, ATTN_ERR_SHAPE},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const row_case *c = &cases[i];
+        harness_context("%s", c->what);
+        attn_status st = attn_softmax(x, c->rows, c->cols, c->stride, lse);
+        CHECK(st == c->want, "attn_softmax returned %d, expected %d", st, c->want);
+        expect_bytes("softmax x", x, px, sizeof x);
+        expect_bytes("softmax lse", lse, plse, sizeof lse);
+        st = attn_softmax_backward(p, dp, ds, c->rows, c->cols, c->stride);
+        CHECK(st == c->want, "attn_softmax_backward returned %d, expected %d", st, c->want);
+        expect_bytes("softmax_backward ds", ds, pds, sizeof ds);
+    }
+    harness_context("NULL pointers");
+    CHECK(attn_softmax(NULL, 4, 8, 8, lse) == ATTN_ERR_NULL, "softmax x NULL");
+    expect_bytes("softmax lse", lse, plse, sizeof lse);
+    CHECK(attn_softmax_backward(NULL, dp, ds, 4, 8, 8) == ATTN_ERR_NULL, "p NULL");
+    CHECK(attn_softmax_backward(p, NULL, ds, 4, 8, 8) == ATTN_ERR_NULL, "dp NULL");
+    CHECK(attn_softmax_backward(p, dp, NULL, 4, 8, 8) == ATTN_ERR_NULL, "ds NULL");
+    expect_bytes("softmax_backward ds", ds, pds, sizeof ds);
+    /* lse is optional */
+    CHECK(attn_softmax(x, 4, 8, 8, NULL) == ATTN_OK, "lse NULL is allowed");
+}
+
+Test(errors, threadpool_arguments)
+{
+    attn_threadpool *pool = (attn_threadpool *)&pool; /* must stay as is on error */
+    attn_threadpool *const before = pool;
+    cr_assert_eq(attn_threadpool_create(-1, &pool), ATTN_ERR_ARG);
+    cr_assert_eq(pool, before, "pool written on error");
+    cr_assert_eq(attn_threadpool_create(2, NULL), ATTN_ERR_NULL);
+    attn_threadpool_destroy(NULL); /* no-op */
+}
+
+/*
+ * A smaller struct_size (an older caller): accepted, and every field beyond
+ * it is ignored. The fields beyond hold garbage that would crash or fail if
+ * read (a wild pointer for q_lens/mask/bias/parallel_for, window -5).
+ */
+static void bomb_parallel_for(void *ctx, attn_task_fn task, void *task_ctx, size_t n)
+{
+    (void)ctx;
+    (void)task;
+    (void)task_ctx;
+    (void)n;
+    cr_assert_fail("parallel_for beyond struct_size was called");
+}
+
+Test(errors, smaller_struct_size_ignores_later_fields)
+{
+    harness_begin_plain("errors");
+    fixture_init();
+    static const struct {
+        uint32_t size;
+        const char *name;
+    } sizes[] = {
+        {offsetof(attn_options, flags) + sizeof(uint32_t), "struct_size..flags"},
+        {offsetof(attn_options, window), "..softcap"},
+        {offsetof(attn_options, q_lens), "..window"},
+        {offsetof(attn_options, mask), "..kv_lens"},
+        {offsetof(attn_options, parallel_for), "..bias"},
+    };
+    const int32_t lens[B] = {1, 1};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        /* the reference call: the covered fields as given, the rest default */
+        attn_options full = ATTN_OPTIONS_INIT;
+        full.flags = ATTN_CAUSAL;
+        if (sizes[i].size > offsetof(attn_options, scale))
+            full.scale = 0.25f, full.softcap = 3.0f;
+        if (sizes[i].size > offsetof(attn_options, window))
+            full.window = 2;
+        if (sizes[i].size > offsetof(attn_options, q_lens))
+            full.q_lens = lens, full.kv_lens = lens;
+        if (sizes[i].size > offsetof(attn_options, mask))
+            full.mask = &fx.mask, full.bias = &fx.bias;
+
+        attn_options old = full;
+        old.struct_size = sizes[i].size;
+        unsigned char *const garbage = (unsigned char *)&old + sizes[i].size;
+        memset(garbage, 0xEB, sizeof old - sizes[i].size); /* wild pointers, negative window */
+        if (sizes[i].size <= offsetof(attn_options, parallel_for))
+            old.parallel_for = bomb_parallel_for;
+
+        harness_context("struct_size %u (%s)", sizes[i].size, sizes[i].name);
+        float *want = xmalloc(sizeof fx.od), *want_w = xmalloc(sizeof fx.sd);
+        float want_lse[B * HQ * LQ];
+        CHECK(attn_forward(&fx.shape, &full, &fx.q, &fx.k, &fx.v, &fx.out, &fx.stats) == ATTN_OK,
+              "full struct");
+        memcpy(want, fx.od, sizeof fx.od);
+        memcpy(want_lse, fx.lse, sizeof fx.lse);
+        CHECK(attn_weights(&fx.shape, &full, &fx.q, &fx.k, &fx.scores, NULL) == ATTN_OK, "full");
+        memcpy(want_w, fx.sd, sizeof fx.sd);
+
+        fill_outputs();
+        attn_status st = attn_forward(&fx.shape, &old, &fx.q, &fx.k, &fx.v, &fx.out, &fx.stats);
+        CHECK(st == ATTN_OK, "forward with the short struct returned %d", st);
+        expect_bits("forward output", fx.od, want, sizeof fx.od / 4);
+        expect_bits("forward lse", fx.lse, want_lse, sizeof fx.lse / 4);
+        fill_outputs();
+        st = attn_weights(&fx.shape, &old, &fx.q, &fx.k, &fx.scores, NULL);
+        CHECK(st == ATTN_OK, "weights with the short struct returned %d", st);
+        expect_bits("weights", fx.sd, want_w, sizeof fx.sd / 4);
+        st = attn_scores(&fx.shape, &old, &fx.q, &fx.k, &fx.scores);
+        CHECK(st == ATTN_OK, "scores with the short struct returned %d", st);
+        st = attn_mask_apply(&fx.shape, &old, &fx.scores);
+        CHECK(st == ATTN_OK, "mask_apply with the short struct returned %d", st);
+        free(want);
+        free(want_w);
+    }
+}

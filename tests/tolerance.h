@@ -1,0 +1,123 @@
+/*
+ * Error bounds used by every comparison in the test suite, derived once from
+ * f32 rounding and the documented accuracy of the elementary functions, and
+ * never widened to make a test pass.
+ *
+ * Notation: u = 2^-24 is the unit roundoff of binary32 (round to nearest), so
+ * one correctly rounded operation has relative error <= u, and "k ulp" of a
+ * normal result y is at most 2*k*u*|y| (ulp(y) <= 2u|y|).
+ * gamma(n) = n*u / (1 - n*u) bounds the relative error of any n-term sum or
+ * dot product, in ANY order (pairwise, blocked, vector lanes, with or without
+ * FMA): |fl(sum x_i) - sum x_i| <= gamma(n-1) * sum |x_i| (Higham, "Accuracy
+ * and Stability of Numerical Algorithms", 2nd ed., eq. 3.5 and §3.1). We use
+ * gamma(n), one more term, so that one extra multiplication (a scale) is
+ * covered.
+ *
+ * Every bound is an error bound of ONE f32 implementation against the exact
+ * (float64) result. Two implementations that both satisfy it differ by at
+ * most the sum of their bounds: that is what the ISA-vs-scalar comparisons
+ * use (TOL_PAIR).
+ *
+ * What each bound is, and why:
+ *
+ *  exact (bitwise):  to_f32 (F16/BF16 -> f32 is exact), row_max (max is
+ *                    exact), row_scale and add_bias (one IEEE operation per
+ *                    element), mask_bool and every mask (-inf exactly where
+ *                    hidden, the input bits untouched elsewhere).
+ *
+ *  qk_tile:  |s - s*| <= gamma(d+1) * |scale| * sum_t |q_t k_t|
+ *            standard dot-product bound (the task's "c*d*eps*sum|q k|" with
+ *            c = 1/2 in units of FLT_EPSILON = 2u); the +1 covers the scale
+ *            multiply, wherever the kernel applies it (on q, on k or on s).
+ *
+ *  pv_tile:  |acc - acc*| <= gamma(nk+1) * (|acc0| + sum_c |p_c v_c|)
+ *            nk products accumulated onto the initial accumulator.
+ *
+ *  exp:      TOL_EXP_ULP ulp. glibc's expf is < 1 ulp (it is correctly
+ *            rounded in most cases: libm-test-ulps lists 1 for x86_64 and
+ *            aarch64); SLEEF's *_u10 functions are <= 1.0 ulp by their name.
+ *            A kernel with its own exp must meet the same 1 ulp.
+ *            Results below FLT_MIN may be flushed or lose relative accuracy
+ *            (SLEEF and polynomial exps build the result by exponent
+ *            scaling), so every exp-derived value also gets an absolute
+ *            floor of TOL_TINY per term: such values are below 2^-126 and
+ *            cannot move any sum that contains the row's maximum term 1.
+ *  log:      TOL_LOG_ULP ulp (glibc logf < 1 ulp; SLEEF logf_u10 1.0 ulp).
+ *  tanh:     TOL_TANH_ULP ulp (glibc tanhf: 2 ulp in libm-test-ulps;
+ *            SLEEF tanhf_u10: 1.0 ulp).
+ *
+ *  exp_sum:  x_j = exp(fl(x_j - max)): the subtraction is one IEEE operation
+ *            (identical in every ISA), its rounding u*|x_j - max| moves the
+ *            exp by that relative amount; then the exp's ulp:
+ *              |e_j - e_j*| <= (u*|x_j - max| + 2*TOL_EXP_ULP*u) * e_j* + TOL_TINY
+ *            sum: gamma(n) * sum e_j + sum of the element bounds.
+ *            weighted = sum e_j (x_j - max), all terms <= 0, same sign:
+ *              gamma(n+1) * sum |e_j (x_j-max)| + sum |x_j-max| * |e_j - e_j*|.
+ *
+ *  softcap:  y = cap * tanh(x / cap). The argument x/cap (or x * fl(1/cap))
+ *            carries <= 2u relative error, which moves tanh by at most
+ *            2u*|x/cap|*(1 - t^2); then tanh's ulp and the final multiply:
+ *              |y - y*| <= (2*TOL_TANH_ULP + 1) * u * |y*| + 2u*|x|*(1 - t^2)
+ *            and an error e0 already in x passes through scaled by (1 - t^2).
+ *
+ *  bias:     s + b adds u*|s + b| and passes the error of s unchanged.
+ *
+ *  softmax_bwd: dot = sum p_i dp_i: gamma(n) sum |p_i dp_i|; then
+ *            ds_j = p_j*(dp_j - dot) (or p_j*dp_j - p_j*dot with FMA):
+ *              |ds_j - ds_j*| <= |p_j| * gamma(n) * sum|p_i dp_i|
+ *                               + 3u * (|p_j dp_j| + |p_j dot|).
+ *
+ *  softmax of a row (weights, lse, max_score, entropy) given score errors
+ *  E_j (from the bounds above) and n visible keys:
+ *    input part:   dp_j/p_j = ds_j - sum_k p_k ds_k, so the relative change
+ *                  is at most expm1(E_j + Ebar), Ebar = sum_k p_k E_k;
+ *                  dlse <= Ebar; |dmax| <= max E_j;
+ *                  dH <= sum_j p_j |log p_j| (E_j + Ebar), times e^(Emax+Ebar)
+ *                  to cover the second-order terms.
+ *    computation:  a_j = u|s_j - m| + 2*TOL_EXP_ULP*u        (exp of s_j - m)
+ *                  r_l = gamma(n) + sum_j p_j a_j + R*c_R     (the sum l)
+ *                  p_j: a_j + r_l + 2u + R*c_R                (1/l and multiply)
+ *                  lse: r_l/(1-r_l) + 2*TOL_LOG_ULP*u*|log l| + u|lse|
+ *                  H = log l + W/l, W = sum e_j (m - s_j) >= 0: relative
+ *                  error of W gamma(n+1) + max a_j + 2u + R*c_R, then the
+ *                  division and the final add.
+ *    R is the number of running-max rescales of an online softmax (one per
+ *    key block, plus the merge of split-KV partial results); each costs one
+ *    exp of the max difference and one multiply: c_R = (2*TOL_EXP_ULP + 2)*u
+ *    relative on everything accumulated before it. The subtraction errors
+ *    of s_j - m_1, m_1 - m_2, ... telescope to u*|s_j - m| (already in a_j).
+ *    (weights are not online: R = 0.)
+ *
+ *  forward:  o_t = sum_j p_j v_jt:
+ *              |o_t - o_t*| <= sum_j p_j |v_jt| (rel_p_j + gamma(n) + R*c_R)
+ *                              + u|o_t| + TOL_TINY * sum_j |v_jt|
+ *            with rel_p_j the weight's relative bound above.
+ *
+ *  default scale: 1/sqrt(head_dim) rounded to f32 (sqrt and division: 2u),
+ *            adds 2u*|s| to each score when opt->scale == 0.
+ */
+#ifndef ATTN_TEST_TOLERANCE_H
+#define ATTN_TEST_TOLERANCE_H
+
+#include <float.h>
+
+#define TOL_U (FLT_EPSILON / 2.0) /* 2^-24 */
+#define TOL_TINY ((double)FLT_MIN)
+
+#define TOL_EXP_ULP 1.0
+#define TOL_LOG_ULP 1.0
+#define TOL_TANH_ULP 2.0
+
+/* Relative cost of one online-softmax rescale (exp of the max difference and
+ * one multiply). */
+#define TOL_RESCALE ((2.0 * TOL_EXP_ULP + 2.0) * TOL_U)
+
+static inline double tol_gamma(double n)
+{
+    return n * TOL_U / (1.0 - n * TOL_U);
+}
+
+/* Two implementations each within `bound` of the exact value. */
+#define TOL_PAIR(bound) (2.0 * (bound))
+
+#endif /* ATTN_TEST_TOLERANCE_H */
