@@ -99,7 +99,7 @@ extern "C" {
 /* Largest head_dim and v_dim any operation accepts (ATTN_ERR_UNSUPPORTED above). */
 #define ATTN_MAX_HEAD_DIM 4096
 /* Upper bound of the stack one task (or one attn_softmax call) uses. */
-#define ATTN_TASK_STACK_BYTES (80 * 1024)
+#define ATTN_TASK_STACK_BYTES (96 * 1024)
 
 /* ---------------------------------------------------------------- status */
 
