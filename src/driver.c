@@ -131,7 +131,7 @@ static void score_epilogue(const attn_dsp *dsp, const attn_problem *pb, const ro
  * makes the whole row NaN (so every ISA agrees on such rows).
  */
 static void softmax_segment(const attn_dsp *dsp, float *x, int64_t n, float *lse,
-                            float *max_score, float *entropy)
+                            float *max_score, float *entropy, int want_entropy)
 {
     float m = n > 0 ? dsp->row_max(x, (size_t)n) : -INFINITY;
     if (m == -INFINITY) {
@@ -142,7 +142,7 @@ static void softmax_segment(const attn_dsp *dsp, float *x, int64_t n, float *lse
     }
     float weighted = 0.0f, sum = NAN;
     if (m <= FLT_MAX) /* finite */
-        sum = dsp->exp_sum(x, (size_t)n, m, &weighted);
+        sum = dsp->exp_sum(x, (size_t)n, m, want_entropy ? &weighted : NULL);
     if (isnan(sum)) {
         fill(x, n, NAN);
         *lse = *max_score = *entropy = NAN;
@@ -152,7 +152,8 @@ static void softmax_segment(const attn_dsp *dsp, float *x, int64_t n, float *lse
     float log_sum = logf(sum);
     *lse = m + log_sum;
     *max_score = m;
-    *entropy = fmaxf(0.0f, log_sum - weighted / sum); /* H = log l - sum e (s-m) / l >= 0 */
+    /* H = log l - sum e (s-m) / l >= 0 */
+    *entropy = want_entropy ? fmaxf(0.0f, log_sum - weighted / sum) : 0.0f;
 }
 
 static int64_t block_rows_for(const attn_dsp *dsp, int64_t per_row_floats)
@@ -384,7 +385,8 @@ static void scores_task(void *vctx, size_t index)
         score_epilogue(dsp, pb, row, s + lo, lo, hi - lo);
         if (pb->op == ATTN_OP_WEIGHTS) {
             float lse, max_score, entropy;
-            softmax_segment(dsp, s + lo, hi - lo, &lse, &max_score, &entropy);
+            softmax_segment(dsp, s + lo, hi - lo, &lse, &max_score, &entropy,
+                            pb->stats.entropy != NULL);
             write_stats(pb, row, lse, max_score, entropy);
             fill(s, lo, 0.0f);
             fill(s + hi, pb->kv_len - hi, 0.0f);
@@ -433,7 +435,7 @@ void attn_run_softmax(const attn_dsp *dsp, float *x, int64_t rows, int64_t cols,
 {
     for (int64_t r = 0; r < rows; r++) {
         float row_lse, max_score, entropy;
-        softmax_segment(dsp, x + r * row_stride, cols, &row_lse, &max_score, &entropy);
+        softmax_segment(dsp, x + r * row_stride, cols, &row_lse, &max_score, &entropy, 0);
         if (lse)
             lse[r] = row_lse;
     }

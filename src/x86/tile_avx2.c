@@ -4,13 +4,21 @@
  * shift inside the loads, so the arithmetic is the same f32 FMA code for
  * every dtype. Tails (d, dv, nk, nq not multiples of the blocking) use masked
  * or buffered partial loads: no kernel reads past the elements it is given.
+ *
+ * qk_tile has two paths: blocks of >= QK_PACK_MIN_ROWS query rows (prefill,
+ * scores) transpose each panel of 16 keys once and run an outer-product
+ * kernel over it; smaller blocks (decode: the q heads of one KV head) use a
+ * dot-product kernel on K as it lies, prefetching ahead since there K streams
+ * from memory. pv_tile keeps a 4-row x 24-column piece of the accumulator in
+ * registers while a pass of 32 keys streams by.
+ *
+ * The QK_* / PV_* blocking macros are tuning knobs (overridable with -D for
+ * experiments); the defaults were measured best on the development machine.
  */
 #include <immintrin.h>
 #include <string.h>
 
 #include "dsp.h"
-#include "half.h"
-#include "x86/x86.h"
 
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 
@@ -65,22 +73,29 @@ static ALWAYS_INLINE __m128 reduce4(__m256 a, __m256 b, __m256 c, __m256 d)
 /* ------------------------------------------------------------------ qk_tile */
 
 /*
- * Micro-kernel: an R x C block of dot products (R query rows, C <= 4 keys).
+ * Dot-product micro-kernel: an R x C block of scores (R query rows, C <= 4
+ * keys), for blocks of few rows.
  * The dot products run along d, the direction both q and k rows are
  * contiguous in, so each (row, key) pair owns one ymm accumulator; the R*C
  * accumulators are reduced horizontally once at the end. Per 8 elements of d
  * it loads R + C vectors for R*C FMAs.
  */
-#define QK_ROWS 3
-#define QK_KEYS 4
+#ifndef QK_ROWS
+#define QK_ROWS 4
+#endif
+#ifndef QK_KEYS
+#define QK_KEYS 3
+#endif
+_Static_assert(QK_KEYS >= 1 && QK_KEYS <= 4, "reduce4 sums up to four keys");
+_Static_assert(QK_ROWS >= 1 && QK_ROWS <= 6, "qk_rows handles row tails of up to 5 rows");
 
 static ALWAYS_INLINE void qk_micro(int dtype, size_t R, size_t C, const float *q,
                                    ptrdiff_t q_stride, const void *k, ptrdiff_t k_stride,
                                    size_t d, float scale, float *s, ptrdiff_t s_stride)
 {
-    __m256 acc[QK_ROWS][QK_KEYS];
+    __m256 acc[QK_ROWS][4]; /* reduce4 takes four: unused ones stay 0 */
     for (size_t r = 0; r < R; r++)
-        for (size_t c = 0; c < QK_KEYS; c++)
+        for (size_t c = 0; c < 4; c++)
             acc[r][c] = _mm256_setzero_ps();
 
     size_t t = 0;
@@ -126,49 +141,230 @@ static ALWAYS_INLINE void qk_rows(int dtype, size_t C, const float *q, ptrdiff_t
     for (; r + QK_ROWS <= nq; r += QK_ROWS)
         qk_micro(dtype, QK_ROWS, C, q + (ptrdiff_t)r * q_stride, q_stride, k, k_stride, d,
                  scale, s + (ptrdiff_t)r * s_stride, s_stride);
+    const float *qr = q + (ptrdiff_t)r * q_stride;
+    float *sr = s + (ptrdiff_t)r * s_stride;
     switch (nq - r) {
-#if QK_ROWS > 2
-    case 2:
-        qk_micro(dtype, 2, C, q + (ptrdiff_t)r * q_stride, q_stride, k, k_stride, d, scale,
-                 s + (ptrdiff_t)r * s_stride, s_stride);
-        break;
+#if QK_ROWS > 5
+    case 5: qk_micro(dtype, 5, C, qr, q_stride, k, k_stride, d, scale, sr, s_stride); break;
 #endif
-    case 1:
-        qk_micro(dtype, 1, C, q + (ptrdiff_t)r * q_stride, q_stride, k, k_stride, d, scale,
-                 s + (ptrdiff_t)r * s_stride, s_stride);
-        break;
-    default:
-        break;
+#if QK_ROWS > 4
+    case 4: qk_micro(dtype, 4, C, qr, q_stride, k, k_stride, d, scale, sr, s_stride); break;
+#endif
+#if QK_ROWS > 3
+    case 3: qk_micro(dtype, 3, C, qr, q_stride, k, k_stride, d, scale, sr, s_stride); break;
+#endif
+#if QK_ROWS > 2
+    case 2: qk_micro(dtype, 2, C, qr, q_stride, k, k_stride, d, scale, sr, s_stride); break;
+#endif
+    case 1: qk_micro(dtype, 1, C, qr, q_stride, k, k_stride, d, scale, sr, s_stride); break;
+    default: break;
     }
 }
 
 /*
+ * Packed path for blocks with many query rows: a panel of 16 keys is
+ * transposed once into kt[t][16] (d <= QK_PACK_MAX_D, on the stack), then
+ * every group of 6 query rows runs an outer-product kernel over it: per t,
+ * two kt vectors, six broadcast q elements, twelve FMAs into 6 x 16 scores
+ * held in registers. No horizontal reductions, and the scores leave as
+ * whole vectors. The transpose costs about as much as one row group, so the
+ * dot-product kernel above stays for blocks of few rows (decode).
+ */
+#define QK_PACK_KEYS 16
+#define QK_PACK_ROWS 6
+#define QK_PACK_MAX_D 256
+#ifndef QK_PACK_MIN_ROWS
+#define QK_PACK_MIN_ROWS 12
+#endif
+
+/* Transpose of an 8x8 block: rows r0..r7 in, columns out. */
+static ALWAYS_INLINE void transpose8(__m256 r[8])
+{
+    __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+    __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+    __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+    __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+    __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xee);
+    __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xee);
+    __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xee);
+    __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xee);
+    r[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
+    r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+    r[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
+    r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+    r[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
+    r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+    r[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
+    r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+}
+
+/*
+ * kt[t * 16 + j] = k row j, element t, for j < nkp (0 for nkp <= j < 16)
+ * and t < d, rounded up to a multiple of 8 with zeros.
+ */
+static ALWAYS_INLINE void qk_pack(int dtype, const void *k, ptrdiff_t k_stride, size_t nkp,
+                                  size_t d, float *kt)
+{
+    for (size_t half = 0; half < 2; half++) {
+        for (size_t t = 0; t < d; t += 8) {
+            size_t n = d - t < 8 ? d - t : 8;
+            if (dtype == ATTN_KV_F32 && n == 8 && nkp >= 8 * half + 8) {
+                /*
+                 * f32, whole block: rows j and j+4 share a register (128-bit
+                 * halves inserted by the loads), so two in-lane 4x4
+                 * transposes finish the job: 16 shuffles instead of 24.
+                 */
+                const float *kb = (const float *)k + (ptrdiff_t)(8 * half) * k_stride + (ptrdiff_t)t;
+                __m256 a[4], b[4];
+                for (size_t j = 0; j < 4; j++) {
+                    const float *lo = kb + (ptrdiff_t)j * k_stride, *hi = lo + 4 * k_stride;
+                    a[j] = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(lo)),
+                                                _mm_loadu_ps(hi), 1);
+                    b[j] = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(lo + 4)),
+                                                _mm_loadu_ps(hi + 4), 1);
+                }
+                for (size_t g = 0; g < 2; g++) {
+                    __m256 *x = g ? b : a;
+                    __m256 t0 = _mm256_unpacklo_ps(x[0], x[1]), t1 = _mm256_unpackhi_ps(x[0], x[1]);
+                    __m256 t2 = _mm256_unpacklo_ps(x[2], x[3]), t3 = _mm256_unpackhi_ps(x[2], x[3]);
+                    float *out = kt + (t + 4 * g) * QK_PACK_KEYS + 8 * half;
+                    _mm256_store_ps(out, _mm256_shuffle_ps(t0, t2, 0x44));
+                    _mm256_store_ps(out + QK_PACK_KEYS, _mm256_shuffle_ps(t0, t2, 0xee));
+                    _mm256_store_ps(out + 2 * QK_PACK_KEYS, _mm256_shuffle_ps(t1, t3, 0x44));
+                    _mm256_store_ps(out + 3 * QK_PACK_KEYS, _mm256_shuffle_ps(t1, t3, 0xee));
+                }
+                continue;
+            }
+            __m256 r[8];
+            for (size_t j = 0; j < 8; j++) {
+                size_t key = 8 * half + j;
+                ptrdiff_t at = (ptrdiff_t)key * k_stride + (ptrdiff_t)t;
+                r[j] = key >= nkp ? _mm256_setzero_ps()
+                       : n == 8   ? load8(dtype, k, at)
+                                  : load8_part(dtype, k, at, n);
+            }
+            transpose8(r);
+            for (size_t j = 0; j < 8; j++)
+                _mm256_store_ps(kt + (t + j) * QK_PACK_KEYS + 8 * half, r[j]);
+        }
+    }
+}
+
+/* R (<= 6) query rows x 16 packed keys; the first nkp scores are stored. */
+static ALWAYS_INLINE void qk_packed_micro(size_t R, const float *q, ptrdiff_t q_stride,
+                                          const float *kt, size_t d, size_t nkp, float scale,
+                                          float *s, ptrdiff_t s_stride)
+{
+    __m256 acc[QK_PACK_ROWS][2];
+    for (size_t r = 0; r < R; r++)
+        acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+    for (size_t t = 0; t < d; t++) {
+        __m256 k0 = _mm256_load_ps(kt + t * QK_PACK_KEYS);
+        __m256 k1 = _mm256_load_ps(kt + t * QK_PACK_KEYS + 8);
+        for (size_t r = 0; r < R; r++) {
+            __m256 qb = _mm256_broadcast_ss(q + (ptrdiff_t)r * q_stride + (ptrdiff_t)t);
+            acc[r][0] = _mm256_fmadd_ps(qb, k0, acc[r][0]);
+            acc[r][1] = _mm256_fmadd_ps(qb, k1, acc[r][1]);
+        }
+    }
+    const __m256 vscale = _mm256_set1_ps(scale);
+    for (size_t r = 0; r < R; r++) {
+        float *sr = s + (ptrdiff_t)r * s_stride;
+        __m256 lo = _mm256_mul_ps(acc[r][0], vscale), hi = _mm256_mul_ps(acc[r][1], vscale);
+        if (nkp == QK_PACK_KEYS) {
+            _mm256_storeu_ps(sr, lo);
+            _mm256_storeu_ps(sr + 8, hi);
+        } else if (nkp > 8) {
+            _mm256_storeu_ps(sr, lo);
+            _mm256_maskstore_ps(sr + 8, first_lanes(nkp - 8), hi);
+        } else {
+            _mm256_maskstore_ps(sr, first_lanes(nkp), lo);
+        }
+    }
+}
+
+static ALWAYS_INLINE void qk_tile_packed(int dtype, const float *q, ptrdiff_t q_stride,
+                                         const void *k, ptrdiff_t k_stride, size_t nq, size_t nk,
+                                         size_t d, float scale, float *s, ptrdiff_t s_stride)
+{
+    _Alignas(32) float kt[QK_PACK_MAX_D * QK_PACK_KEYS];
+    const ptrdiff_t k_bytes = k_stride * (ptrdiff_t)(dtype == ATTN_KV_F32 ? 4 : 2);
+    for (size_t c = 0; c < nk; c += QK_PACK_KEYS) {
+        size_t nkp = nk - c < QK_PACK_KEYS ? nk - c : QK_PACK_KEYS;
+        qk_pack(dtype, (const char *)k + (ptrdiff_t)c * k_bytes, k_stride, nkp, d, kt);
+        /* groups of 6; a remainder of 7 or 8 as two groups of 3-4, not 6 + 1-2 */
+        size_t r = 0;
+        for (; nq - r > QK_PACK_ROWS + 2; r += QK_PACK_ROWS)
+            qk_packed_micro(QK_PACK_ROWS, q + (ptrdiff_t)r * q_stride, q_stride, kt, d, nkp,
+                            scale, s + (ptrdiff_t)r * s_stride + c, s_stride);
+        while (r < nq) {
+            size_t rest = nq - r, g = rest > QK_PACK_ROWS ? rest / 2 : rest;
+            const float *qr = q + (ptrdiff_t)r * q_stride;
+            float *sr = s + (ptrdiff_t)r * s_stride + c;
+            switch (g) {
+            case 6: qk_packed_micro(6, qr, q_stride, kt, d, nkp, scale, sr, s_stride); break;
+            case 5: qk_packed_micro(5, qr, q_stride, kt, d, nkp, scale, sr, s_stride); break;
+            case 4: qk_packed_micro(4, qr, q_stride, kt, d, nkp, scale, sr, s_stride); break;
+            case 3: qk_packed_micro(3, qr, q_stride, kt, d, nkp, scale, sr, s_stride); break;
+            case 2: qk_packed_micro(2, qr, q_stride, kt, d, nkp, scale, sr, s_stride); break;
+            default: qk_packed_micro(1, qr, q_stride, kt, d, nkp, scale, sr, s_stride); break;
+            }
+            r += g;
+        }
+    }
+}
+
+/* Prefetch rows [0, rows) of `bytes` bytes each into L1. */
+static ALWAYS_INLINE void prefetch_rows(const void *base, ptrdiff_t stride_bytes, size_t rows,
+                                        size_t bytes)
+{
+    for (size_t r = 0; r < rows; r++)
+        for (size_t b = 0; b < bytes; b += 64)
+            _mm_prefetch((const char *)base + (ptrdiff_t)r * stride_bytes + (ptrdiff_t)b,
+                         _MM_HINT_T0);
+}
+
+/* Keys ahead of the current group whose rows qk_tile prefetches. */
+#ifndef QK_PREFETCH_KEYS
+#define QK_PREFETCH_KEYS (3 * QK_KEYS)
+#endif
+
+/*
  * Keys outermost: a group of QK_KEYS k rows stays in L1 while every query
  * row of the block (kept in L1/L2 by the driver's block size) passes over it.
+ * With few query rows (decode) the tile is as much a stream of K from memory
+ * as arithmetic, so the rows a few groups ahead are prefetched (within the
+ * tile's nk rows only) to overlap the two.
  */
 static ALWAYS_INLINE void qk_tile(int dtype, const float *q, ptrdiff_t q_stride, const void *k,
                                   ptrdiff_t k_stride, size_t nq, size_t nk, size_t d,
                                   float scale, float *s, ptrdiff_t s_stride)
 {
+    if (nq >= QK_PACK_MIN_ROWS && d <= QK_PACK_MAX_D) {
+        qk_tile_packed(dtype, q, q_stride, k, k_stride, nq, nk, d, scale, s, s_stride);
+        return;
+    }
     size_t esize = dtype == ATTN_KV_F32 ? 4 : 2;
+    const ptrdiff_t k_bytes = k_stride * (ptrdiff_t)esize;
     size_t c = 0;
-    for (; c + QK_KEYS <= nk; c += QK_KEYS)
+    for (; c + QK_KEYS <= nk; c += QK_KEYS) {
+        if (c + QK_PREFETCH_KEYS + QK_KEYS <= nk)
+            prefetch_rows((const char *)k + (ptrdiff_t)(c + QK_PREFETCH_KEYS) * k_bytes, k_bytes,
+                          QK_KEYS, d * esize);
         qk_rows(dtype, QK_KEYS, q, q_stride,
                 (const char *)k + (ptrdiff_t)c * k_stride * (ptrdiff_t)esize, k_stride, nq, d,
                 scale, s + c, s_stride);
+    }
     const void *kc = (const char *)k + (ptrdiff_t)c * k_stride * (ptrdiff_t)esize;
     switch (nk - c) {
-    case 3:
-        qk_rows(dtype, 3, q, q_stride, kc, k_stride, nq, d, scale, s + c, s_stride);
-        break;
-    case 2:
-        qk_rows(dtype, 2, q, q_stride, kc, k_stride, nq, d, scale, s + c, s_stride);
-        break;
-    case 1:
-        qk_rows(dtype, 1, q, q_stride, kc, k_stride, nq, d, scale, s + c, s_stride);
-        break;
-    default:
-        break;
+#if QK_KEYS > 3
+    case 3: qk_rows(dtype, 3, q, q_stride, kc, k_stride, nq, d, scale, s + c, s_stride); break;
+#endif
+#if QK_KEYS > 2
+    case 2: qk_rows(dtype, 2, q, q_stride, kc, k_stride, nq, d, scale, s + c, s_stride); break;
+#endif
+    case 1: qk_rows(dtype, 1, q, q_stride, kc, k_stride, nq, d, scale, s + c, s_stride); break;
+    default: break;
     }
 }
 
@@ -180,14 +376,23 @@ static ALWAYS_INLINE void qk_tile(int dtype, const float *q, ptrdiff_t q_stride,
  * its v row and broadcasts R weights. `tail` (1..7, or 0) makes the last
  * vector partial.
  */
+#ifndef PV_ROWS
 #define PV_ROWS 4
-#define PV_VECS 2
+#endif
+#ifndef PV_VECS
+#define PV_VECS 3
+#endif
+_Static_assert(PV_VECS >= 1 && PV_VECS <= 4, "pv_cols handles tails of up to 4 vectors");
+_Static_assert(PV_ROWS >= 1 && PV_ROWS <= 6, "pv_tile handles row tails of up to 5 rows");
 /* Keys per pass: this many v rows stay in L1 across the column chunks. */
+#ifndef PV_KEY_CHUNK
 #define PV_KEY_CHUNK 32
+#endif
 
 static ALWAYS_INLINE void pv_micro(int dtype, size_t R, size_t W, size_t tail, const float *p,
                                    ptrdiff_t p_stride, const void *v, ptrdiff_t v_stride,
-                                   size_t nk, float *acc, ptrdiff_t acc_stride)
+                                   size_t nk, size_t prefetch_keys, float *acc,
+                                   ptrdiff_t acc_stride)
 {
     __m256 a[PV_ROWS][PV_VECS];
     __m256i last = first_lanes(tail ? tail : 8);
@@ -199,6 +404,10 @@ static ALWAYS_INLINE void pv_micro(int dtype, size_t R, size_t W, size_t tail, c
     for (size_t c = 0; c < nk; c++) {
         __m256 vv[PV_VECS];
         ptrdiff_t base = (ptrdiff_t)c * v_stride;
+        if (c < prefetch_keys) /* the same columns of the next pass's rows */
+            _mm_prefetch((const char *)v + (base + (ptrdiff_t)PV_KEY_CHUNK * v_stride) *
+                                               (ptrdiff_t)(dtype == ATTN_KV_F32 ? 4 : 2),
+                         _MM_HINT_T0);
         for (size_t w = 0; w < W; w++)
             vv[w] = (tail && w == W - 1) ? load8_part(dtype, v, base + (ptrdiff_t)(8 * w), tail)
                                          : load8(dtype, v, base + (ptrdiff_t)(8 * w));
@@ -218,24 +427,47 @@ static ALWAYS_INLINE void pv_micro(int dtype, size_t R, size_t W, size_t tail, c
         }
 }
 
-/* Every column chunk of R rows, for the keys of one pass. */
+/*
+ * Every column chunk of R rows, for the keys of one pass; prefetch_keys rows
+ * of the next pass are prefetched (by the first row group only).
+ */
 static ALWAYS_INLINE void pv_cols(int dtype, size_t R, const float *p, ptrdiff_t p_stride,
                                   const void *v, ptrdiff_t v_stride, size_t nk, size_t dv,
-                                  float *acc, ptrdiff_t acc_stride)
+                                  size_t prefetch_keys, float *acc, ptrdiff_t acc_stride)
 {
     size_t esize = dtype == ATTN_KV_F32 ? 4 : 2;
     size_t j = 0;
     for (; j + 8 * PV_VECS <= dv; j += 8 * PV_VECS)
         pv_micro(dtype, R, PV_VECS, 0, p, p_stride, (const char *)v + j * esize, v_stride, nk,
-                 acc + j, acc_stride);
-    size_t rest = dv - j;
+                 prefetch_keys, acc + j, acc_stride);
+    size_t rest = dv - j; /* < 8 * PV_VECS */
     if (rest == 0)
         return;
     const void *vj = (const char *)v + j * esize;
-    if (rest > 8)
-        pv_micro(dtype, R, 2, rest % 8, p, p_stride, vj, v_stride, nk, acc + j, acc_stride);
-    else
-        pv_micro(dtype, R, 1, rest % 8, p, p_stride, vj, v_stride, nk, acc + j, acc_stride);
+    switch ((rest + 7) / 8) { /* vectors left, the last one partial when rest % 8 */
+#if PV_VECS >= 4
+    case 4:
+        pv_micro(dtype, R, 4, rest % 8, p, p_stride, vj, v_stride, nk, prefetch_keys, acc + j,
+                 acc_stride);
+        break;
+#endif
+#if PV_VECS >= 3
+    case 3:
+        pv_micro(dtype, R, 3, rest % 8, p, p_stride, vj, v_stride, nk, prefetch_keys, acc + j,
+                 acc_stride);
+        break;
+#endif
+#if PV_VECS >= 2
+    case 2:
+        pv_micro(dtype, R, 2, rest % 8, p, p_stride, vj, v_stride, nk, prefetch_keys, acc + j,
+                 acc_stride);
+        break;
+#endif
+    default:
+        pv_micro(dtype, R, 1, rest % 8, p, p_stride, vj, v_stride, nk, prefetch_keys, acc + j,
+                 acc_stride);
+        break;
+    }
 }
 
 static ALWAYS_INLINE void pv_tile(int dtype, const float *p, ptrdiff_t p_stride, const void *v,
@@ -247,24 +479,29 @@ static ALWAYS_INLINE void pv_tile(int dtype, const float *p, ptrdiff_t p_stride,
         size_t n = nk - c0 < PV_KEY_CHUNK ? nk - c0 : PV_KEY_CHUNK;
         const void *vc = (const char *)v + (ptrdiff_t)c0 * v_stride * (ptrdiff_t)esize;
         const float *pc = p + c0;
+        size_t next = nk - c0 - n < PV_KEY_CHUNK ? nk - c0 - n : PV_KEY_CHUNK;
         size_t r = 0;
         for (; r + PV_ROWS <= nq; r += PV_ROWS)
             pv_cols(dtype, PV_ROWS, pc + (ptrdiff_t)r * p_stride, p_stride, vc, v_stride, n, dv,
-                    acc + (ptrdiff_t)r * acc_stride, acc_stride);
+                    r == 0 ? next : 0, acc + (ptrdiff_t)r * acc_stride, acc_stride);
         const float *pr = pc + (ptrdiff_t)r * p_stride;
         float *ar = acc + (ptrdiff_t)r * acc_stride;
+        size_t pf = r == 0 ? next : 0;
         switch (nq - r) {
-        case 3:
-            pv_cols(dtype, 3, pr, p_stride, vc, v_stride, n, dv, ar, acc_stride);
-            break;
-        case 2:
-            pv_cols(dtype, 2, pr, p_stride, vc, v_stride, n, dv, ar, acc_stride);
-            break;
-        case 1:
-            pv_cols(dtype, 1, pr, p_stride, vc, v_stride, n, dv, ar, acc_stride);
-            break;
-        default:
-            break;
+#if PV_ROWS > 5
+        case 5: pv_cols(dtype, 5, pr, p_stride, vc, v_stride, n, dv, pf, ar, acc_stride); break;
+#endif
+#if PV_ROWS > 4
+        case 4: pv_cols(dtype, 4, pr, p_stride, vc, v_stride, n, dv, pf, ar, acc_stride); break;
+#endif
+#if PV_ROWS > 3
+        case 3: pv_cols(dtype, 3, pr, p_stride, vc, v_stride, n, dv, pf, ar, acc_stride); break;
+#endif
+#if PV_ROWS > 2
+        case 2: pv_cols(dtype, 2, pr, p_stride, vc, v_stride, n, dv, pf, ar, acc_stride); break;
+#endif
+        case 1: pv_cols(dtype, 1, pr, p_stride, vc, v_stride, n, dv, pf, ar, acc_stride); break;
+        default: break;
         }
     }
 }

@@ -1,0 +1,28 @@
+/*
+ * What a C user writes today without libattn, for the baselines: a SLEEF
+ * softmax loop, and the reference loops (a read of K and V, the FMA peak).
+ * Built with AVX2+FMA flags (baseline_avx2.c); call only where AVX2 runs.
+ */
+#ifndef ATTN_BENCH_BASELINE_H
+#define ATTN_BENCH_BASELINE_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Per row: max, x = exp(x - max) with Sleef_expf8_u10avx2 and the sum, x /= sum. */
+void bench_softmax_sleef_avx2(float *x, size_t rows, size_t cols, size_t row_stride);
+/* x = exp(x - max) with Sleef_expf8_u10avx2, returns the sum (the exp_sum role). */
+float bench_exp_sum_sleef_avx2(float *x, size_t n, float max);
+/* Sum of x[0..n): one read of the bytes. */
+float bench_read_sum_avx2(const float *x, size_t n);
+/* iters rounds of 12 independent 8-wide FMAs (192 flops per round). */
+void bench_fma_peak_avx2(long iters);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ATTN_BENCH_BASELINE_H */

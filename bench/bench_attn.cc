@@ -1,0 +1,557 @@
+/*
+ * libattn benchmarks: every operation on every ISA table this build and CPU
+ * run (through attn_*_with, single-threaded: opt.parallel_for = NULL), beside
+ * what a C user writes today (OpenBLAS sgemm/sgemv + a SLEEF softmax loop)
+ * and the memory references (memcpy, one read of K and V), in one run.
+ *
+ * Counters: flops (kIsRate, so FLOP/s): 2*Lq*Lk*d per head for scores,
+ * 4*Lq*Lk*d per query head for forward/decode, causal counting only the
+ * unmasked (query, key) pairs, for the baselines too; bytes (B/s) for
+ * softmax: read + write of the table once.
+ *
+ * The scalar forward is slow: its forward benchmarks use L=512 (named so)
+ * and one iteration.
+ */
+#include <benchmark/benchmark.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "shim.h"
+#if BENCH_X86_BASELINE
+#include "baseline.h"
+#endif
+
+#if BENCH_HAVE_OPENBLAS
+#include <cblas.h>
+#endif
+
+/* The composition baselines need both OpenBLAS and the AVX2 SLEEF loop. */
+#define BENCH_COMPOSITION (BENCH_HAVE_OPENBLAS && BENCH_X86_BASELINE)
+
+namespace {
+
+/* ------------------------------------------------------------ buffers */
+
+template <typename T> struct Buffer {
+    T *p = nullptr;
+    size_t n = 0;
+    explicit Buffer(size_t count) : n(count)
+    {
+        size_t bytes = (count * sizeof(T) + 63) / 64 * 64;
+        p = static_cast<T *>(std::aligned_alloc(64, bytes ? bytes : 64));
+        if (!p)
+            std::abort();
+        std::memset(p, 0, bytes);
+    }
+    ~Buffer() { std::free(p); }
+    Buffer(const Buffer &) = delete;
+    Buffer &operator=(const Buffer &) = delete;
+};
+
+void fill_uniform(float *x, size_t n, float lo, float hi, unsigned seed)
+{
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> dist(lo, hi);
+    for (size_t i = 0; i < n; i++)
+        x[i] = dist(rng);
+}
+
+/* IEEE binary16, round to nearest even (finite, normal-range inputs here). */
+uint16_t to_half(float f)
+{
+    uint32_t u;
+    std::memcpy(&u, &f, sizeof u);
+    uint32_t sign = (u >> 16) & 0x8000u;
+    int32_t exp = (int32_t)((u >> 23) & 0xff) - 127 + 15;
+    uint32_t man = u & 0x7fffffu;
+    if (exp <= 0) { /* subnormal half or zero */
+        if (exp < -10)
+            return (uint16_t)sign;
+        man |= 0x800000u;
+        uint32_t shift = (uint32_t)(14 - exp);
+        uint32_t h = man >> shift, rem = man & ((1u << shift) - 1), half = 1u << (shift - 1);
+        if (rem > half || (rem == half && (h & 1)))
+            h++;
+        return (uint16_t)(sign | h);
+    }
+    if (exp >= 31)
+        return (uint16_t)(sign | 0x7c00u);
+    uint32_t h = ((uint32_t)exp << 10) | (man >> 13), rem = man & 0x1fffu;
+    if (rem > 0x1000u || (rem == 0x1000u && (h & 1)))
+        h++; /* may carry into the exponent: still correct */
+    return (uint16_t)(sign | h);
+}
+
+attn_tensor tensor(void *data, attn_dtype dtype, int64_t heads, int64_t rows, int64_t cols)
+{
+    attn_tensor t;
+    t.data = data;
+    t.dtype = dtype;
+    t.row_stride = cols;
+    t.head_stride = rows * cols;
+    t.batch_stride = heads * rows * cols;
+    return t;
+}
+
+/* (query, key) pairs a causal mask leaves visible for Lq == Lk == L. */
+double causal_pairs(int64_t L) { return (double)L * (double)(L + 1) / 2.0; }
+
+void set_flops(benchmark::State &state, double flops_per_iter)
+{
+    state.counters["flops"] = benchmark::Counter(flops_per_iter * (double)state.iterations(),
+                                                 benchmark::Counter::kIsRate);
+}
+
+void set_bytes(benchmark::State &state, double bytes_per_iter)
+{
+    state.counters["bytes"] = benchmark::Counter(bytes_per_iter * (double)state.iterations(),
+                                                 benchmark::Counter::kIsRate);
+}
+
+bool have_avx2() { return attn_dsp_for_isa(ATTN_ISA_AVX2) != nullptr; }
+
+/* ------------------------------------------------------------ scores */
+
+void bm_scores(benchmark::State &state, const attn_dsp *dsp, int64_t L, int64_t d)
+{
+    Buffer<float> q(L * d), k(L * d), s(L * L);
+    fill_uniform(q.p, q.n, -1, 1, 1);
+    fill_uniform(k.p, k.n, -1, 1, 2);
+    attn_shape shape = {1, 1, 1, L, L, d, d};
+    attn_tensor tq = tensor(q.p, ATTN_DTYPE_F32, 1, L, d), tk = tensor(k.p, ATTN_DTYPE_F32, 1, L, d);
+    attn_tensor ts = tensor(s.p, ATTN_DTYPE_F32, 1, L, L);
+    for (auto _ : state) {
+        if (attn_scores_with(dsp, &shape, nullptr, &tq, &tk, &ts) != ATTN_OK)
+            state.SkipWithError("attn_scores failed");
+        benchmark::DoNotOptimize(s.p);
+        benchmark::ClobberMemory();
+    }
+    set_flops(state, 2.0 * L * L * d);
+}
+
+#if BENCH_HAVE_OPENBLAS
+void bm_scores_sgemm(benchmark::State &state, int64_t L, int64_t d)
+{
+    Buffer<float> q(L * d), k(L * d), s(L * L);
+    fill_uniform(q.p, q.n, -1, 1, 1);
+    fill_uniform(k.p, k.n, -1, 1, 2);
+    float scale = 1.0f / std::sqrt((float)d);
+    for (auto _ : state) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)L, (int)L, (int)d, scale, q.p,
+                    (int)d, k.p, (int)d, 0.0f, s.p, (int)L);
+        benchmark::DoNotOptimize(s.p);
+        benchmark::ClobberMemory();
+    }
+    set_flops(state, 2.0 * L * L * d);
+}
+#endif
+
+/* ------------------------------------------------------------ softmax */
+
+void bm_softmax(benchmark::State &state, const attn_dsp *dsp, int64_t rows, int64_t cols)
+{
+    Buffer<float> x(rows * cols);
+    fill_uniform(x.p, x.n, -8, 8, 3);
+    for (auto _ : state) {
+        if (attn_softmax_with(dsp, x.p, rows, cols, cols, nullptr) != ATTN_OK)
+            state.SkipWithError("attn_softmax failed");
+        benchmark::ClobberMemory();
+    }
+    set_bytes(state, 2.0 * 4.0 * rows * cols);
+}
+
+#if BENCH_X86_BASELINE
+void bm_softmax_sleef(benchmark::State &state, int64_t rows, int64_t cols)
+{
+    Buffer<float> x(rows * cols);
+    fill_uniform(x.p, x.n, -8, 8, 3);
+    for (auto _ : state) {
+        bench_softmax_sleef_avx2(x.p, (size_t)rows, (size_t)cols, (size_t)cols);
+        benchmark::ClobberMemory();
+    }
+    set_bytes(state, 2.0 * 4.0 * rows * cols);
+}
+
+#endif
+
+void bm_memcpy(benchmark::State &state, int64_t rows, int64_t cols)
+{
+    Buffer<float> a(rows * cols), b(rows * cols);
+    fill_uniform(a.p, a.n, -8, 8, 3);
+    for (auto _ : state) {
+        std::memcpy(b.p, a.p, a.n * sizeof(float));
+        benchmark::DoNotOptimize(b.p);
+        benchmark::ClobberMemory();
+    }
+    set_bytes(state, 2.0 * 4.0 * rows * cols);
+}
+
+/* ------------------------------------------------------------ forward */
+
+struct FwdShape {
+    int64_t hq, hkv, lq, lk, d;
+    bool causal;
+};
+
+double fwd_flops(const FwdShape &f)
+{
+    double pairs = f.causal ? (f.lq == f.lk ? causal_pairs(f.lq) : 0.0) : (double)f.lq * f.lk;
+    if (f.causal && f.lq != f.lk) /* bottom-right aligned: row i sees lk - lq + i + 1 keys */
+        pairs = (double)f.lq * (f.lk - f.lq) + causal_pairs(f.lq);
+    return 4.0 * pairs * f.d * f.hq;
+}
+
+void bm_forward(benchmark::State &state, const attn_dsp *dsp, FwdShape f, attn_dtype kv_dtype)
+{
+    const size_t nq = f.hq * f.lq * f.d, nkv = f.hkv * f.lk * f.d;
+    Buffer<float> q(nq), out(nq), k32(nkv), v32(nkv);
+    Buffer<uint16_t> k16(kv_dtype == ATTN_DTYPE_F32 ? 0 : nkv), v16(kv_dtype == ATTN_DTYPE_F32 ? 0 : nkv);
+    fill_uniform(q.p, q.n, -1, 1, 4);
+    fill_uniform(k32.p, k32.n, -1, 1, 5);
+    fill_uniform(v32.p, v32.n, -1, 1, 6);
+    void *kd = k32.p, *vd = v32.p;
+    if (kv_dtype == ATTN_DTYPE_F16) {
+        for (size_t i = 0; i < nkv; i++) {
+            k16.p[i] = to_half(k32.p[i]);
+            v16.p[i] = to_half(v32.p[i]);
+        }
+        kd = k16.p;
+        vd = v16.p;
+    }
+    attn_shape shape = {1, f.hq, f.hkv, f.lq, f.lk, f.d, f.d};
+    attn_options opt = ATTN_OPTIONS_INIT;
+    opt.flags = f.causal ? ATTN_CAUSAL : 0u;
+    attn_tensor tq = tensor(q.p, ATTN_DTYPE_F32, f.hq, f.lq, f.d);
+    attn_tensor tk = tensor(kd, kv_dtype, f.hkv, f.lk, f.d);
+    attn_tensor tv = tensor(vd, kv_dtype, f.hkv, f.lk, f.d);
+    attn_tensor to = tensor(out.p, ATTN_DTYPE_F32, f.hq, f.lq, f.d);
+    for (auto _ : state) {
+        if (attn_forward_with(dsp, &shape, &opt, &tq, &tk, &tv, &to, nullptr) != ATTN_OK)
+            state.SkipWithError("attn_forward failed");
+        benchmark::DoNotOptimize(out.p);
+        benchmark::ClobberMemory();
+    }
+    set_flops(state, fwd_flops(f));
+}
+
+#if BENCH_COMPOSITION
+/*
+ * The composition: per query head S = scale Q K^T (sgemm), the causal
+ * triangle set to -inf, a SLEEF softmax per row, O = P V (sgemm).
+ */
+void bm_forward_composition(benchmark::State &state, FwdShape f)
+{
+    const size_t nq = f.hq * f.lq * f.d, nkv = f.hkv * f.lk * f.d;
+    Buffer<float> q(nq), out(nq), k(nkv), v(nkv), s(f.lq * f.lk);
+    fill_uniform(q.p, q.n, -1, 1, 4);
+    fill_uniform(k.p, k.n, -1, 1, 5);
+    fill_uniform(v.p, v.n, -1, 1, 6);
+    const float scale = 1.0f / std::sqrt((float)f.d);
+    const int64_t group = f.hq / f.hkv, off = f.lk - f.lq;
+    const int lq = (int)f.lq, lk = (int)f.lk, d = (int)f.d;
+    for (auto _ : state) {
+        for (int64_t h = 0; h < f.hq; h++) {
+            const float *qh = q.p + h * f.lq * f.d;
+            const float *kh = k.p + (h / group) * f.lk * f.d;
+            const float *vh = v.p + (h / group) * f.lk * f.d;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, lq, lk, d, scale, qh, d, kh, d,
+                        0.0f, s.p, lk);
+            if (f.causal)
+                for (int64_t i = 0; i < f.lq; i++)
+                    for (int64_t j = i + off + 1; j < f.lk; j++)
+                        s.p[i * f.lk + j] = -INFINITY;
+            bench_softmax_sleef_avx2(s.p, (size_t)lq, (size_t)lk, (size_t)lk);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, lq, d, lk, 1.0f, s.p, lk, vh, d,
+                        0.0f, out.p + h * f.lq * f.d, d);
+        }
+        benchmark::DoNotOptimize(out.p);
+        benchmark::ClobberMemory();
+    }
+    set_flops(state, fwd_flops(f));
+}
+
+/* Decode as a C user writes it: per query head, two sgemv and a softmax. */
+void bm_decode_gemv(benchmark::State &state, FwdShape f)
+{
+    const size_t nq = f.hq * f.d, nkv = f.hkv * f.lk * f.d;
+    Buffer<float> q(nq), out(nq), k(nkv), v(nkv), s(f.lk);
+    fill_uniform(q.p, q.n, -1, 1, 4);
+    fill_uniform(k.p, k.n, -1, 1, 5);
+    fill_uniform(v.p, v.n, -1, 1, 6);
+    const float scale = 1.0f / std::sqrt((float)f.d);
+    const int64_t group = f.hq / f.hkv;
+    const int lk = (int)f.lk, d = (int)f.d;
+    for (auto _ : state) {
+        for (int64_t h = 0; h < f.hq; h++) {
+            const float *kh = k.p + (h / group) * f.lk * f.d;
+            const float *vh = v.p + (h / group) * f.lk * f.d;
+            cblas_sgemv(CblasRowMajor, CblasNoTrans, lk, d, scale, kh, d, q.p + h * f.d, 1, 0.0f,
+                        s.p, 1);
+            bench_softmax_sleef_avx2(s.p, 1, (size_t)lk, (size_t)lk);
+            cblas_sgemv(CblasRowMajor, CblasTrans, lk, d, 1.0f, vh, d, s.p, 1, 0.0f,
+                        out.p + h * f.d, 1);
+        }
+        benchmark::DoNotOptimize(out.p);
+        benchmark::ClobberMemory();
+    }
+    set_flops(state, fwd_flops(f));
+}
+#endif
+
+#if BENCH_X86_BASELINE
+/* The floor of decode: reading K and V (f32) once. */
+void bm_kv_read(benchmark::State &state, FwdShape f)
+{
+    const size_t nkv = f.hkv * f.lk * f.d;
+    Buffer<float> k(nkv), v(nkv);
+    fill_uniform(k.p, k.n, -1, 1, 5);
+    fill_uniform(v.p, v.n, -1, 1, 6);
+    for (auto _ : state) {
+        float sum = bench_read_sum_avx2(k.p, nkv) + bench_read_sum_avx2(v.p, nkv);
+        benchmark::DoNotOptimize(sum);
+    }
+    set_bytes(state, 2.0 * 4.0 * nkv);
+}
+
+void bm_fma_peak(benchmark::State &state)
+{
+    const long iters = 1000000;
+    for (auto _ : state)
+        bench_fma_peak_avx2(iters);
+    set_flops(state, 192.0 * iters);
+}
+#endif
+
+/* ------------------------------------------------------------ kernels */
+
+/*
+ * Single kernels of each table, on data in cache: where the operation
+ * figures come from. The tiles use the driver's shapes (block_q rows of
+ * prefill, 4 rows for decode's GQA group of 4 heads).
+ */
+void bm_kernel_qk(benchmark::State &state, const attn_dsp *dsp, int64_t nq, int64_t nk, int64_t d)
+{
+    Buffer<float> q(nq * d), k(nk * d), s(nq * nk);
+    fill_uniform(q.p, q.n, -1, 1, 7);
+    fill_uniform(k.p, k.n, -1, 1, 8);
+    for (auto _ : state) {
+        dsp->qk_tile[ATTN_KV_F32](q.p, d, k.p, d, (size_t)nq, (size_t)nk, (size_t)d, 0.125f, s.p, nk);
+        benchmark::ClobberMemory();
+    }
+    set_flops(state, 2.0 * nq * nk * d);
+}
+
+void bm_kernel_pv(benchmark::State &state, const attn_dsp *dsp, int64_t nq, int64_t nk, int64_t d)
+{
+    Buffer<float> p(nq * nk), v(nk * d), acc(nq * d);
+    fill_uniform(p.p, p.n, 0, 1, 9);
+    fill_uniform(v.p, v.n, -1, 1, 10);
+    for (auto _ : state) {
+        dsp->pv_tile[ATTN_KV_F32](p.p, nk, v.p, d, (size_t)nq, (size_t)nk, (size_t)d, acc.p, d);
+        benchmark::ClobberMemory();
+    }
+    set_flops(state, 2.0 * nq * nk * d);
+}
+
+/*
+ * exp_sum over the rows of a 512 x 512 table (in L2), as softmax calls it.
+ * max = 1 keeps x - max <= 0 on every pass (the results, in (0, 1], are the
+ * next pass's inputs), the range softmax gives it.
+ */
+void bm_kernel_exp_sum(benchmark::State &state, const attn_dsp *dsp)
+{
+    const int64_t n = 512;
+    Buffer<float> x(n * n);
+    fill_uniform(x.p, x.n, -8, 1, 11);
+    for (auto _ : state) {
+        float total = 0.0f;
+        for (int64_t r = 0; r < n; r++)
+            total += dsp->exp_sum(x.p + r * n, (size_t)n, 1.0f, nullptr);
+        benchmark::DoNotOptimize(total);
+    }
+    set_bytes(state, 2.0 * 4.0 * n * n);
+}
+
+#if BENCH_X86_BASELINE
+void bm_kernel_exp_sum_sleef(benchmark::State &state)
+{
+    const int64_t n = 512;
+    Buffer<float> x(n * n);
+    fill_uniform(x.p, x.n, -8, 1, 11);
+    for (auto _ : state) {
+        float total = 0.0f;
+        for (int64_t r = 0; r < n; r++)
+            total += bench_exp_sum_sleef_avx2(x.p + r * n, (size_t)n, 1.0f);
+        benchmark::DoNotOptimize(total);
+    }
+    set_bytes(state, 2.0 * 4.0 * n * n);
+}
+#endif
+
+/* ------------------------------------------------------------ registration */
+
+struct Isa {
+    attn_isa isa;
+    const char *name;
+};
+const Isa kIsas[] = {{ATTN_ISA_SCALAR, "scalar"}, {ATTN_ISA_AVX2, "avx2"}, {ATTN_ISA_AVX512, "avx512"}};
+
+std::string fwd_name(const char *op, const FwdShape &f, const char *dtype)
+{
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "%s/Hq%lld_Hkv%lld_Lq%lld_Lk%lld_d%lld%s_%s", op,
+                  (long long)f.hq, (long long)f.hkv, (long long)f.lq, (long long)f.lk,
+                  (long long)f.d, f.causal ? "_causal" : "", dtype);
+    return buf;
+}
+
+void register_all()
+{
+    const bool avx2 = BENCH_X86_BASELINE && have_avx2();
+    using benchmark::kMillisecond;
+
+#if BENCH_X86_BASELINE
+    if (avx2)
+        benchmark::RegisterBenchmark("ref/fma_peak_avx2_1thread", bm_fma_peak);
+#endif
+
+    for (const Isa &i : kIsas) {
+        const attn_dsp *dsp = attn_dsp_for_isa(i.isa);
+        if (!dsp || i.isa == ATTN_ISA_SCALAR)
+            continue;
+        const std::string isa = i.name;
+        benchmark::RegisterBenchmark(("kernel/qk_tile_f32/nq32_nk256_d128/" + isa).c_str(),
+                                     bm_kernel_qk, dsp, 32, 256, 128);
+        benchmark::RegisterBenchmark(("kernel/qk_tile_f32/nq4_nk256_d128/" + isa).c_str(),
+                                     bm_kernel_qk, dsp, 4, 256, 128);
+        benchmark::RegisterBenchmark(("kernel/pv_tile_f32/nq32_nk256_d128/" + isa).c_str(),
+                                     bm_kernel_pv, dsp, 32, 256, 128);
+        benchmark::RegisterBenchmark(("kernel/pv_tile_f32/nq4_nk256_d128/" + isa).c_str(),
+                                     bm_kernel_pv, dsp, 4, 256, 128);
+        benchmark::RegisterBenchmark(("kernel/exp_sum/512x512/" + isa).c_str(), bm_kernel_exp_sum,
+                                     dsp);
+    }
+#if BENCH_X86_BASELINE
+    if (avx2)
+        benchmark::RegisterBenchmark("kernel/exp_sum/512x512/baseline_sleef_expf8_u10avx2",
+                                     bm_kernel_exp_sum_sleef);
+#endif
+
+    for (int64_t d : {64, 128}) {
+        const int64_t L = 2048;
+        std::string base = "scores/L" + std::to_string(L) + "_d" + std::to_string(d);
+        for (const Isa &i : kIsas)
+            if (const attn_dsp *dsp = attn_dsp_for_isa(i.isa))
+                benchmark::RegisterBenchmark((base + "/" + i.name).c_str(), bm_scores, dsp, L, d)
+                    ->Unit(kMillisecond);
+#if BENCH_HAVE_OPENBLAS
+        benchmark::RegisterBenchmark((base + "/baseline_sgemm").c_str(), bm_scores_sgemm, L, d)
+            ->Unit(kMillisecond);
+#endif
+    }
+
+    for (int64_t n : {512, 2048, 4096}) {
+        std::string base = "softmax/" + std::to_string(n) + "x" + std::to_string(n);
+        for (const Isa &i : kIsas)
+            if (const attn_dsp *dsp = attn_dsp_for_isa(i.isa))
+                benchmark::RegisterBenchmark((base + "/" + i.name).c_str(), bm_softmax, dsp, n, n)
+                    ->Unit(kMillisecond);
+#if BENCH_X86_BASELINE
+        if (avx2)
+            benchmark::RegisterBenchmark((base + "/baseline_sleef_loop").c_str(), bm_softmax_sleef,
+                                         n, n)
+                ->Unit(kMillisecond);
+#endif
+        if (n == 4096)
+            benchmark::RegisterBenchmark((base + "/ref_memcpy").c_str(), bm_memcpy, n, n)
+                ->Unit(kMillisecond);
+    }
+
+    /* Prefill: MHA causal and not, GQA causal; F16 K/V for the causal MHA. */
+    const FwdShape prefill[] = {{8, 8, 2048, 2048, 128, true},
+                                {8, 8, 2048, 2048, 128, false},
+                                {32, 8, 2048, 2048, 128, true}};
+    for (const FwdShape &f : prefill) {
+        for (const Isa &i : kIsas) {
+            const attn_dsp *dsp = attn_dsp_for_isa(i.isa);
+            if (!dsp)
+                continue;
+            FwdShape g = f;
+            if (i.isa == ATTN_ISA_SCALAR)
+                g.lq = g.lk = 512; /* the scalar table at L=2048 takes tens of seconds */
+            auto *b = benchmark::RegisterBenchmark((fwd_name("forward", g, "f32") + "/" + i.name).c_str(),
+                                                   bm_forward, dsp, g, ATTN_DTYPE_F32)
+                          ->Unit(kMillisecond);
+            if (i.isa == ATTN_ISA_SCALAR)
+                b->Iterations(1);
+            if (f.causal && f.hq == f.hkv && i.isa != ATTN_ISA_SCALAR)
+                benchmark::RegisterBenchmark((fwd_name("forward", g, "f16kv") + "/" + i.name).c_str(),
+                                             bm_forward, dsp, g, ATTN_DTYPE_F16)
+                    ->Unit(kMillisecond);
+        }
+#if BENCH_COMPOSITION
+        if (avx2)
+            benchmark::RegisterBenchmark((fwd_name("forward", f, "f32") + "/baseline_composition").c_str(),
+                                         bm_forward_composition, f)
+                ->Unit(kMillisecond);
+#endif
+    }
+
+    const FwdShape decode = {32, 8, 1, 4096, 128, false};
+    for (const Isa &i : kIsas)
+        if (const attn_dsp *dsp = attn_dsp_for_isa(i.isa)) {
+            benchmark::RegisterBenchmark((fwd_name("decode", decode, "f32") + "/" + i.name).c_str(),
+                                         bm_forward, dsp, decode, ATTN_DTYPE_F32)
+                ->Unit(benchmark::kMicrosecond);
+            if (i.isa != ATTN_ISA_SCALAR)
+                benchmark::RegisterBenchmark((fwd_name("decode", decode, "f16kv") + "/" + i.name).c_str(),
+                                             bm_forward, dsp, decode, ATTN_DTYPE_F16)
+                    ->Unit(benchmark::kMicrosecond);
+        }
+#if BENCH_COMPOSITION
+    if (avx2)
+        benchmark::RegisterBenchmark((fwd_name("decode", decode, "f32") + "/baseline_gemv").c_str(),
+                                     bm_decode_gemv, decode)
+            ->Unit(benchmark::kMicrosecond);
+#endif
+#if BENCH_X86_BASELINE
+    if (avx2)
+        benchmark::RegisterBenchmark((fwd_name("decode", decode, "f32") + "/ref_kv_read").c_str(),
+                                     bm_kv_read, decode)
+            ->Unit(benchmark::kMicrosecond);
+#endif
+}
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+#if BENCH_HAVE_OPENBLAS
+    openblas_set_num_threads(1); /* every figure is single-threaded */
+#endif
+    benchmark::Initialize(&argc, argv);
+    if (benchmark::ReportUnrecognizedArguments(argc, argv))
+        return 1;
+    std::string isas;
+    for (const Isa &i : kIsas)
+        if (attn_dsp_for_isa(i.isa))
+            isas += std::string(isas.empty() ? "" : ",") + i.name;
+    benchmark::AddCustomContext("libattn", attn_version_string());
+    benchmark::AddCustomContext("attn_isas", isas);
+    benchmark::AddCustomContext("attn_isa_active", attn_isa_name(attn_isa_active()));
+    benchmark::AddCustomContext("threads", "1");
+#if BENCH_HAVE_OPENBLAS
+    benchmark::AddCustomContext("openblas", openblas_get_config());
+#endif
+    register_all();
+    benchmark::RunSpecifiedBenchmarks();
+    benchmark::Shutdown();
+    return 0;
+}
