@@ -141,7 +141,7 @@ static void dims_and_strides(void)
     expect_all("shape.q_len = 2^31 (all strides valid)", ATTN_ERR_SHAPE);
 
     const struct { int64_t *stride; const char *name; } strides[] = {
-        {&qt.row_stride, "q.row_stride"}, {&kt.head_stride, "k.head_stride"},
+        {&qt.row_stride, "q.row_stride"}, {&kt.row_stride, "k.row_stride"},
         {&vt.batch_stride, "v.batch_stride"}};
     const int64_t bad[] = {INT64_MAX, INT64_MAX / 2, (int64_t)1 << 62};
     for (int s = 0; s < 3; s++)
@@ -265,6 +265,14 @@ static void scalars(void)
     reset();
     opt.scale = -1.0f;
     expect_all("scale = -1 (allowed: finite)", ATTN_OK);
+    reset();
+    opt.scale = 3e38f; /* finite: accepted; a score beyond FLT_MAX is +inf and poisons its row */
+    for (int t = 0; t < D; t++)
+        q[t] = k[t] = 2.0f; /* b0 h0 i0 . key 0 = 16 * 3e38 */
+    EXPECT(attn_weights(&shape, &opt, &qt, &kt, &st_scores, &stats) == ATTN_OK && isnan(out[0]) &&
+               isnan(lse[0]),
+           "scale = 3e38: row 0 should be NaN (+inf score)");
+    puts("  scale = 3e38, a score overflowing to +inf                  -> ok, that row NaN");
     reset();
     opt.softcap = 1e-45f;
     expect_all("softcap = 1e-45 (subnormal, finite)", ATTN_OK);

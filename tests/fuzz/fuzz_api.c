@@ -97,6 +97,10 @@ typedef struct tens {
     fz_buf buf;
 } tens;
 
+/* Products of hostile extents wrap (two's complement) instead of overflowing. */
+static int64_t wmul(int64_t a, int64_t b) { return (int64_t)((uint64_t)a * (uint64_t)b); }
+static int64_t wadd(int64_t a, int64_t b) { return (int64_t)((uint64_t)a + (uint64_t)b); }
+
 /* Strides for a tensor of extents ext[4], decoded from the input. */
 static void pick_strides(fz_reader *r, tens *T, int hostile)
 {
@@ -104,37 +108,38 @@ static void pick_strides(fz_reader *r, tens *T, int hostile)
     int64_t *bs = &T->t.batch_stride, *hs = &T->t.head_stride, *rs = &T->t.row_stride;
     const int mode = fz_u8(r) % 10;
     const int64_t pad = mode == 1 ? fz_range(r, 1, 9) : 0;
+    const int64_t small = nc > 0 && nc < ((int64_t)1 << 40) ? nc : 1;
     switch (mode) {
     case 0:
     case 1: /* [B][H][L][C], rows possibly padded */
-        *rs = nc + pad;
-        *hs = nr * *rs + pad;
-        *bs = nh * *hs + pad;
+        *rs = wadd(nc, pad);
+        *hs = wadd(wmul(nr, *rs), pad);
+        *bs = wadd(wmul(nh, *hs), pad);
         break;
     case 2: /* [B][L][H][C] */
         *hs = nc;
-        *rs = nh * nc;
-        *bs = nr * *rs;
+        *rs = wmul(nh, nc);
+        *bs = wmul(nr, *rs);
         break;
     case 3: /* broadcast: some strides 0 */
         *rs = fz_chance(r, 128) ? 0 : nc;
-        *hs = fz_chance(r, 128) ? 0 : nr * nc;
-        *bs = fz_chance(r, 128) ? 0 : nh * nr * nc;
+        *hs = fz_chance(r, 128) ? 0 : wmul(nr, nc);
+        *bs = fz_chance(r, 128) ? 0 : wmul(wmul(nh, nr), nc);
         break;
     case 4: /* anything small, overlapping or interleaved */
-        *rs = fz_range(r, 0, 2 * nc + 2);
-        *hs = fz_range(r, 0, 3 * nc + 2);
-        *bs = fz_range(r, 0, 4 * nc + 2);
+        *rs = fz_range(r, 0, 2 * small + 2);
+        *hs = fz_range(r, 0, 3 * small + 2);
+        *bs = fz_range(r, 0, 4 * small + 2);
         break;
     case 5: /* rows overlap */
-        *rs = nc > 1 ? nc - fz_range(r, 1, nc - 1) : 0;
-        *hs = nr * nc;
-        *bs = nh * nr * nc;
+        *rs = small > 1 ? small - fz_range(r, 1, small - 1) : 0;
+        *hs = wmul(nr, nc);
+        *bs = wmul(wmul(nh, nr), nc);
         break;
     default: /* dense */
         *rs = nc;
-        *hs = nr * nc;
-        *bs = nh * nr * nc;
+        *hs = wmul(nr, nc);
+        *bs = wmul(wmul(nh, nr), nc);
         break;
     }
     if (hostile && fz_chance(r, 96)) {
@@ -428,6 +433,8 @@ static void fill_tensor_values(tens *T, fz_rng *g, value_class vc, float lo, flo
         return;
     const int32_t dt = T->t.dtype;
     const size_t es = dtype_bytes(dt);
+    if (!es)
+        return;
     const size_t n = (size_t)T->bytes / es;
     for (size_t i = 0; i < n; i++) {
         float x = draw_value(g, vc, lo, hi);
@@ -742,6 +749,7 @@ static void run_attention(fz_reader *r, int op)
         tens *T = all[w];
         T->name = names[w];
         T->is_output = w == 3;
+        T->bytes = -1; /* unknown until the model has looked at it */
         T->passed = wanted[w] && !(hostile && fz_chance(r, 6));
         if (!T->passed)
             continue;
@@ -855,7 +863,7 @@ static void run_attention(fz_reader *r, int op)
                     x = lim[w]; /* full length */
                 if (hostile && fz_chance(r, 20)) {
                     static const int64_t wild[] = {-1, INT32_MIN, INT32_MAX, 0};
-                    x = fz_chance(r, 128) ? lim[w] + 1 : wild[fz_u8(r) % 4];
+                    x = fz_chance(r, 128) && lim[w] < INT32_MAX ? lim[w] + 1 : wild[fz_u8(r) % 4];
                 }
                 L[b] = (int32_t)(x > INT32_MAX ? INT32_MAX : x);
                 if (lens_in[w] && (L[b] < 0 || L[b] > lim[w]))
@@ -1052,7 +1060,9 @@ static void run_rows(fz_reader *r, int op)
         if (elems > (__int128)(PTRDIFF_MAX / 4))
             must |= BIT(ATTN_ERR_SHAPE);
     }
-    const int null_arg = hostile && fz_chance(r, 20) ? (int)fz_range(r, 1, 3) : 0;
+    /* 1: x or p NULL; 2: dp NULL; 3: ds NULL (the last two: backward only) */
+    const int null_arg =
+        hostile && fz_chance(r, 20) ? (int)fz_range(r, 1, op == OP_SOFTMAX ? 1 : 3) : 0;
     if (null_arg)
         must |= BIT(ATTN_ERR_NULL);
     if (!must && (elems * 4 > CAP_BYTES || rows * cols > CAP_WORK))

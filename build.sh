@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# libattn's one entry point for people and CI.
+#
+#   ./build.sh run  [attn run options]   build everything, run the main job
+#   ./build.sh test [--arm]              build and run every test suite
+#   ./build.sh bench [benchmark options] build and run the benchmarks
+#
+# Missing Debian packages are installed first (as root, or through sudo).
+set -euo pipefail
+cd "$(dirname "$0")"
+
+PACKAGES=(meson ninja-build pkg-config cmake gcc g++ libsleef-dev libcpu-features-dev
+          libcriterion-dev libbenchmark-dev libopenblas-dev libsimde-dev abigail-tools
+          python3-numpy python3-pytest python3-matplotlib qemu-user binutils)
+
+install_missing() {
+    local missing=() p
+    for p in "$@"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' \
+            || missing+=("$p")
+    done
+    ((${#missing[@]})) || return 0
+    local sudo=()
+    [ "$(id -u)" = 0 ] || sudo=(sudo)
+    echo "== installing ${missing[*]}"
+    "${sudo[@]}" apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq \
+        --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+# configure DIR [meson options]: set up once, reconfigure on later runs.
+configure() {
+    local dir=$1
+    shift
+    if [ -f "$dir/build.ninja" ]; then
+        meson configure "$dir" "$@" >/dev/null
+    else
+        meson setup "$dir" "$@" >/dev/null
+    fi
+    ninja -C "$dir" >/dev/null
+}
+
+JOBS=$(nproc)
+PASSED=0
+FAILED=0
+SKIPPED=0
+
+# Adds one meson test run's counts (from its JSON log) to the totals.
+count_results() {
+    local counts
+    counts=$(/usr/bin/python3 - "$1/meson-logs/testlog.json" <<'PY'
+import json, sys
+p = f = s = 0
+for line in open(sys.argv[1]):
+    r = json.loads(line)["result"]
+    if r in ("OK", "EXPECTEDFAIL"): p += 1
+    elif r == "SKIP": s += 1
+    else: f += 1
+print(p, f, s)
+PY
+)
+    read -r p f s <<<"$counts"
+    PASSED=$((PASSED + p)); FAILED=$((FAILED + f)); SKIPPED=$((SKIPPED + s))
+}
+
+# meson_test DIR [args]: runs, records counts, never aborts the script.
+meson_test() {
+    local dir=$1
+    shift
+    meson test -C "$dir" --print-errorlogs --num-processes "$JOBS" "$@" || true
+    count_results "$dir"
+}
+
+cmd_run() {
+    install_missing "${PACKAGES[@]}"
+    configure build -Dbuildtype=release
+    ./build/tools/attn info
+    ./build/tools/attn run "$@"
+}
+
+cmd_bench() {
+    install_missing "${PACKAGES[@]}"
+    configure build -Dbuildtype=release -Dbench=enabled
+    ./build/bench/attn_bench "$@"
+}
+
+cmd_test() {
+    local arm=0
+    for a in "$@"; do
+        case $a in
+        --arm) arm=1 ;;
+        *) echo "unknown option $a" >&2; exit 2 ;;
+        esac
+    done
+    [ -z "${CI:-}" ] || arm=1
+    install_missing "${PACKAGES[@]}"
+
+    echo "== native build (warnings as errors, AVX-512 kernels also built against SIMDe)"
+    configure build-test -Dbuildtype=debugoptimized -Dwerror=true -Dsimde_emulation=true \
+        -Dtests=enabled -Dbench=disabled
+    meson_test build-test
+
+    echo "== AddressSanitizer + UndefinedBehaviorSanitizer"
+    configure build-asan -Dbuildtype=debugoptimized -Db_sanitize=address,undefined \
+        -Db_lundef=false -Dtests=enabled -Dbench=disabled -Dpython=disabled
+    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+    UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+        meson_test build-asan --suite kernels --suite api
+
+    echo "== baseline x86-64 (qemu -cpu Nehalem: any AVX outside the ISA files traps)"
+    if qemu-x86_64 -cpu Nehalem ./build-test/tests/baseline/attn-baseline-smoke \
+        && qemu-x86_64 -cpu Nehalem -E LD_LIBRARY_PATH=build-test/src \
+            ./build-test/tools/attn run --preset small --threads 2; then
+        PASSED=$((PASSED + 1))
+    else
+        echo "FAIL: baseline (Nehalem) run"
+        FAILED=$((FAILED + 1))
+    fi
+
+    if [ "$arm" = 1 ] && [ -x ci/aarch64-test.sh ]; then
+        echo "== AArch64 cross build under qemu"
+        if ci/aarch64-test.sh; then PASSED=$((PASSED + 1)); else FAILED=$((FAILED + 1)); fi
+    fi
+
+    echo "summary: $PASSED passed, $FAILED failed, $SKIPPED skipped"
+    [ "$FAILED" = 0 ]
+}
+
+case "${1:-}" in
+run) shift; cmd_run "$@" ;;
+test) shift; cmd_test "$@" ;;
+bench) shift; cmd_bench "$@" ;;
+*)
+    sed -n '2,9p' "$0"
+    exit 2
+    ;;
+esac
