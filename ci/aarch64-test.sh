@@ -199,6 +199,32 @@ run_cli() {
     done
 }
 
+# A consumer program built as a user would: the cross compiler and nothing
+# but `pkg-config --cflags --libs attn` against a `meson install --destdir`
+# prefix, then run under qemu-aarch64.
+run_consumer() {
+    local stage
+    stage=$(mktemp -d)
+    log "pkg-config consumer against an installed prefix, under qemu-aarch64"
+    local libdir # absolute: <prefix>/<libdir>
+    libdir=$(meson introspect "$BUILD" --buildoptions | /usr/bin/python3 -c '
+import json, os, sys
+o = {x["name"]: x["value"] for x in json.load(sys.stdin)}
+print(os.path.join(o["prefix"], o["libdir"]))')
+    if DESTDIR=$stage meson install -C "$BUILD" --quiet >/dev/null &&
+        aarch64-linux-gnu-gcc -O2 -o "$stage/consumer" examples/c/main.c \
+            $(PKG_CONFIG_SYSROOT_DIR=$stage PKG_CONFIG_LIBDIR=$stage$libdir/pkgconfig \
+              pkg-config --cflags --libs attn) -lm &&
+        timeout -s KILL 600 qemu-aarch64 -E LD_LIBRARY_PATH="$stage$libdir" \
+            "$stage/consumer"; then
+        PASSED=$((PASSED + 1))
+    else
+        echo "FAIL: pkg-config consumer under qemu-aarch64"
+        FAILED=$((FAILED + 1))
+    fi
+    rm -rf "$stage"
+}
+
 setup_packages
 setup_criterion
 setup_binfmt
@@ -206,5 +232,6 @@ build
 run_tests "default CPU (max)"
 run_tests "cortex-a72" QEMU_CPU=cortex-a72
 run_cli
+run_consumer
 echo "aarch64 summary: $PASSED passed, $FAILED failed, $SKIPPED skipped"
 [ "$FAILED" = 0 ]
