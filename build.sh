@@ -11,7 +11,8 @@ cd "$(dirname "$0")"
 
 PACKAGES=(meson ninja-build pkg-config cmake gcc g++ libsleef-dev libcpu-features-dev
           libcriterion-dev libbenchmark-dev libopenblas-dev libsimde-dev abigail-tools
-          python3-numpy python3-pytest python3-matplotlib qemu-user binutils)
+          python3-numpy python3-pytest python3-matplotlib qemu-user binutils
+          clang libclang-rt-14-dev)
 
 install_missing() {
     local missing=() p
@@ -105,21 +106,29 @@ cmd_test() {
         -Db_lundef=false -Dtests=enabled -Dbench=disabled -Dpython=disabled
     ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
     UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-        meson_test build-asan --suite kernels --suite api
+        meson_test build-asan --suite kernels --suite api --suite fuzz --suite faults --suite tsan
+
+    # step NAME COMMAND...: one pass/fail entry in the summary.
+    step() {
+        local name=$1
+        shift
+        if "$@"; then PASSED=$((PASSED + 1)); else echo "FAIL: $name"; FAILED=$((FAILED + 1)); fi
+    }
+
+    echo "== libFuzzer (clang, ASan+UBSan): API and differential fuzzers, ${ATTN_FUZZ_SECONDS:-30} s each"
+    step fuzzers env ATTN_FUZZ_SECONDS="${ATTN_FUZZ_SECONDS:-30}" tests/fuzz/run.sh
+
+    echo "== ThreadSanitizer: concurrent calls, first-call dispatch race, isa_select, pools"
+    step tsan tests/tsan/run.sh
 
     echo "== baseline x86-64 (qemu -cpu Nehalem: any AVX outside the ISA files traps)"
-    if qemu-x86_64 -cpu Nehalem ./build-test/tests/baseline/attn-baseline-smoke \
-        && qemu-x86_64 -cpu Nehalem -E LD_LIBRARY_PATH=build-test/src \
-            ./build-test/tools/attn run --preset small --threads 2; then
-        PASSED=$((PASSED + 1))
-    else
-        echo "FAIL: baseline (Nehalem) run"
-        FAILED=$((FAILED + 1))
-    fi
+    step baseline-nehalem qemu-x86_64 -cpu Nehalem ./build-test/tests/baseline/attn-baseline-smoke
+    step cli-nehalem qemu-x86_64 -cpu Nehalem -E LD_LIBRARY_PATH=build-test/src \
+        ./build-test/tools/attn run --preset small --threads 2
 
-    if [ "$arm" = 1 ] && [ -x ci/aarch64-test.sh ]; then
+    if [ "$arm" = 1 ]; then
         echo "== AArch64 cross build under qemu"
-        if ci/aarch64-test.sh; then PASSED=$((PASSED + 1)); else FAILED=$((FAILED + 1)); fi
+        step aarch64 ci/aarch64-test.sh
     fi
 
     echo "summary: $PASSED passed, $FAILED failed, $SKIPPED skipped"

@@ -51,8 +51,10 @@
  * query rows beyond Lq_b are never read for arithmetic, so padded cache slots
  * may hold anything. Inside the valid length, a key hidden from a row only by
  * the causal/window/BOOL mask still enters the P.V product with weight 0, so
- * an inf or NaN in its v row can turn that row's output into NaN (0 * inf),
- * exactly as in a dense matrix product.
+ * an inf or NaN in its v row can turn into NaN (0 * inf) the output of any
+ * query row computed in the same tile (up to block_q rows x block_k keys,
+ * which differ between ISAs), as in a dense matrix product. Keep v finite
+ * inside the valid lengths.
  *
  * Errors. Every operation validates all arguments before it writes
  * anything: a call that returns an error leaves every output untouched.
@@ -68,9 +70,17 @@
  * threads must give them at least that much stack above their own use.
  * head_dim and v_dim are limited to ATTN_MAX_HEAD_DIM for the same reason.
  *
+ * Aliasing. An output (including the attn_row_stats arrays) may share no
+ * byte with an input or with another output: the address ranges the views
+ * span are compared and any intersection is ATTN_ERR_STRIDE, so an output
+ * interleaved with an input inside one buffer is rejected as well. Output
+ * layouts must be nested: sorted by stride, each outer stride is at least
+ * the span of the dimensions inside it ([B,H,L,D], [B,L,H,D] and padded
+ * rows all are); other non-overlapping layouts are ATTN_ERR_STRIDE too.
+ * Inputs may overlap each other freely (e.g. q, k, v in one fused buffer).
+ *
  * Thread safety. Every function is thread-safe; concurrent calls on
- * distinct outputs are independent. Outputs must not overlap inputs unless
- * a function says otherwise (not detected in general).
+ * distinct outputs are independent.
  */
 #ifndef ATTN_H
 #define ATTN_H
@@ -107,7 +117,8 @@ typedef enum attn_status {
     ATTN_OK = 0,
     ATTN_ERR_NULL = 1,        /* a required pointer (or a tensor's data) is NULL */
     ATTN_ERR_SHAPE = 2,       /* a dimension <= 0 (v_dim < 0), or sizes overflow */
-    ATTN_ERR_STRIDE = 3,      /* negative stride, output rows overlap, broadcast output */
+    ATTN_ERR_STRIDE = 3,      /* negative stride, broadcast or non-nested output, an
+                                 output sharing memory with an input or another output */
     ATTN_ERR_ARG = 4,         /* non-finite/negative scale-like value, q_heads % kv_heads,
                                  unknown flag bits, wrong dtype for a slot, a length
                                  outside [0, q_len] / [0, kv_len], negative window */
@@ -248,7 +259,8 @@ ATTN_API attn_status attn_mask_apply(const attn_shape *shape, const attn_options
  * In-place log-sum-exp softmax of `rows` rows of `cols` floats, row i at
  * x + i * row_stride (row_stride >= cols). A row of only -inf becomes all
  * zeros. lse, when not NULL, receives float[rows]: each row's log-sum-exp
- * (-inf for such rows). Runs on the calling thread.
+ * (-inf for such rows); it must not overlap x. A row holding NaN or +inf
+ * becomes all NaN (lse NaN). Runs on the calling thread.
  */
 ATTN_API attn_status attn_softmax(float *x, int64_t rows, int64_t cols,
                                   int64_t row_stride, float *lse);

@@ -10,7 +10,8 @@ const char *attn_strerror(attn_status status)
     case ATTN_ERR_NULL: return "A required pointer or a tensor's data pointer is NULL.";
     case ATTN_ERR_SHAPE: return "A dimension is not positive, or the sizes overflow.";
     case ATTN_ERR_STRIDE:
-        return "A stride is negative, or an output's rows overlap or are broadcast.";
+        return "A stride is negative, or an output is broadcast, not nested, or shares "
+               "memory with an input or another output.";
     case ATTN_ERR_ARG:
         return "An argument is invalid: non-finite scale or softcap, q_heads not a multiple "
                "of kv_heads, unknown flags, wrong dtype, or a length out of range.";
@@ -86,6 +87,8 @@ attn_status attn_softmax_with(const attn_dsp *dsp, float *x, int64_t rows, int64
     if (!x)
         return ATTN_ERR_NULL;
     attn_status status = attn_validate_rows(rows, cols, row_stride);
+    if (status == ATTN_OK && lse && attn_rows_overlap(lse, rows, 1, 1, x, rows, cols, row_stride))
+        status = ATTN_ERR_STRIDE;
     if (status == ATTN_OK)
         attn_run_softmax(dsp, x, rows, cols, row_stride, lse);
     return status;
@@ -98,6 +101,11 @@ attn_status attn_softmax_backward_with(const attn_dsp *dsp, const float *p,
     if (!p || !dp || !ds)
         return ATTN_ERR_NULL;
     attn_status status = attn_validate_rows(rows, cols, row_stride);
+    /* ds may be p or dp exactly (element-wise in place), nothing in between */
+    if (status == ATTN_OK &&
+        ((ds != p && attn_rows_overlap(ds, rows, cols, row_stride, p, rows, cols, row_stride)) ||
+         (ds != dp && attn_rows_overlap(ds, rows, cols, row_stride, dp, rows, cols, row_stride))))
+        status = ATTN_ERR_STRIDE;
     if (status == ATTN_OK)
         attn_run_softmax_backward(dsp, p, dp, ds, rows, cols, row_stride);
     return status;

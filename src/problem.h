@@ -44,6 +44,10 @@ attn_status attn_validate(attn_problem *pb, attn_op op, const attn_shape *shape,
 /* Checks the arguments of attn_softmax / attn_softmax_backward. */
 attn_status attn_validate_rows(int64_t rows, int64_t cols, int64_t row_stride);
 
+/* 1 when the float rows a and b (validated sizes) share any address. */
+int attn_rows_overlap(const float *a, int64_t a_rows, int64_t a_cols, int64_t a_stride,
+                      const float *b, int64_t b_rows, int64_t b_cols, int64_t b_stride);
+
 /* Runs a validated problem on `dsp` (never fails). */
 void attn_run(const attn_dsp *dsp, const attn_problem *pb);
 

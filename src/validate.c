@@ -58,8 +58,18 @@ static int is_float_input_dtype(int32_t dtype)
  * stride and requires each stride to step over everything inside it: exact
  * for every nested layout ([B,H,L,D], [B,L,H,D], padded rows).
  */
+/* Bytes [begin, end) a tensor view or array touches. */
+typedef struct byte_range {
+    uintptr_t begin, end;
+} byte_range;
+
+static int ranges_meet(byte_range a, byte_range b)
+{
+    return a.begin < b.end && b.begin < a.end;
+}
+
 static attn_status check_tensor(const attn_tensor *t, int64_t nb, int64_t nh, int64_t nr,
-                                int64_t nc, int is_output)
+                                int64_t nc, int is_output, byte_range *range)
 {
     const int64_t extent[3] = {nb, nh, nr};
     const int64_t stride[3] = {t->batch_stride, t->head_stride, t->row_stride};
@@ -78,6 +88,8 @@ static attn_status check_tensor(const attn_tensor *t, int64_t nb, int64_t nh, in
         return ATTN_ERR_SHAPE;
     if ((uintptr_t)t->data > UINTPTR_MAX - (uintptr_t)(last + 1) * esize)
         return ATTN_ERR_SHAPE;
+    range->begin = (uintptr_t)t->data;
+    range->end = range->begin + (uintptr_t)(last + 1) * esize;
 
     if (is_output) {
         int order[3] = {0, 1, 2};
@@ -170,17 +182,43 @@ attn_status attn_validate(attn_problem *pb, attn_op op, const attn_shape *shape,
     TRY(check_lengths(o.kv_lens, s.batch, s.kv_len));
 
     /* 5. tensors */
+    byte_range inputs[5], outputs[4];
+    int n_in = 0, n_out = 0;
     if (needs_qk) {
-        TRY(check_tensor(q, s.batch, s.q_heads, s.q_len, s.head_dim, 0));
-        TRY(check_tensor(k, s.batch, s.kv_heads, s.kv_len, s.head_dim, 0));
+        TRY(check_tensor(q, s.batch, s.q_heads, s.q_len, s.head_dim, 0, &inputs[n_in++]));
+        TRY(check_tensor(k, s.batch, s.kv_heads, s.kv_len, s.head_dim, 0, &inputs[n_in++]));
     }
     if (needs_v)
-        TRY(check_tensor(v, s.batch, s.kv_heads, s.kv_len, v_dim, 0));
+        TRY(check_tensor(v, s.batch, s.kv_heads, s.kv_len, v_dim, 0, &inputs[n_in++]));
     if (o.mask)
-        TRY(check_tensor(o.mask, s.batch, s.q_heads, s.q_len, s.kv_len, 0));
+        TRY(check_tensor(o.mask, s.batch, s.q_heads, s.q_len, s.kv_len, 0, &inputs[n_in++]));
     if (o.bias)
-        TRY(check_tensor(o.bias, s.batch, s.q_heads, s.q_len, s.kv_len, 0));
-    TRY(check_tensor(out, s.batch, s.q_heads, s.q_len, op == ATTN_OP_FORWARD ? v_dim : s.kv_len, 1));
+        TRY(check_tensor(o.bias, s.batch, s.q_heads, s.q_len, s.kv_len, 0, &inputs[n_in++]));
+    TRY(check_tensor(out, s.batch, s.q_heads, s.q_len, op == ATTN_OP_FORWARD ? v_dim : s.kv_len,
+                     1, &outputs[n_out++]));
+
+    /* 6. no output may share a byte with an input or another output (the
+       address ranges are compared, which is exact for separate buffers) */
+    const int has_stats = op == ATTN_OP_WEIGHTS || op == ATTN_OP_FORWARD;
+    if (stats && has_stats) {
+        float *const arrays[3] = {stats->lse, stats->max_score, stats->entropy};
+        const uintptr_t bytes = (uintptr_t)(s.batch * s.q_heads * s.q_len) * sizeof(float);
+        for (int i = 0; i < 3; i++) {
+            if (!arrays[i])
+                continue;
+            if ((uintptr_t)arrays[i] > UINTPTR_MAX - bytes)
+                return ATTN_ERR_SHAPE;
+            outputs[n_out++] = (byte_range){(uintptr_t)arrays[i], (uintptr_t)arrays[i] + bytes};
+        }
+    }
+    for (int a = 0; a < n_out; a++) {
+        for (int b = 0; b < n_in; b++)
+            if (ranges_meet(outputs[a], inputs[b]))
+                return ATTN_ERR_STRIDE;
+        for (int b = a + 1; b < n_out; b++)
+            if (ranges_meet(outputs[a], outputs[b]))
+                return ATTN_ERR_STRIDE;
+    }
 
     memset(pb, 0, sizeof *pb);
     pb->op = op;
@@ -211,7 +249,7 @@ attn_status attn_validate(attn_problem *pb, attn_op op, const attn_shape *shape,
     if (needs_v)
         pb->v = *v;
     pb->out = *out;
-    if (stats)
+    if (stats && has_stats)
         pb->stats = *stats;
     return ATTN_OK;
 }
@@ -228,4 +266,13 @@ attn_status attn_validate_rows(int64_t rows, int64_t cols, int64_t row_stride)
         last > (int64_t)(PTRDIFF_MAX / (ptrdiff_t)sizeof(float)))
         return ATTN_ERR_SHAPE;
     return ATTN_OK;
+}
+
+int attn_rows_overlap(const float *a, int64_t a_rows, int64_t a_cols, int64_t a_stride,
+                      const float *b, int64_t b_rows, int64_t b_cols, int64_t b_stride)
+{
+    /* sizes were validated: (rows - 1) * stride + cols fits */
+    byte_range ra = {(uintptr_t)a, (uintptr_t)(a + (a_rows - 1) * a_stride + a_cols)};
+    byte_range rb = {(uintptr_t)b, (uintptr_t)(b + (b_rows - 1) * b_stride + b_cols)};
+    return ranges_meet(ra, rb);
 }

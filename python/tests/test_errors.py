@@ -121,14 +121,22 @@ def test_output_errors():
     raises(ValueError, r"^out: overlaps x", libattn.softmax, shared[:, :3], out=shared[:, 1:])
 
 
-def test_overlap_check_is_exact_for_interleaved_views():
-    # out and q interleaved in one buffer without sharing elements: allowed.
+def test_output_sharing_a_buffer_with_an_input_is_rejected():
+    # attn.h: an output whose address range meets an input's is ATTN_ERR_STRIDE,
+    # even when the two views interleave without sharing elements.
     buf = np.zeros((1, 1, 4, 8), np.float32)
     q = buf[..., :4]
     q[...] = np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4) / 16
     scores_out = buf[..., 4:]
-    libattn.scores(q, q.copy(), out=scores_out)
-    assert np.isfinite(scores_out).all() and np.any(scores_out != 0)
+    before = buf.copy()
+    with pytest.raises(libattn.AttnError) as err:
+        libattn.scores(q, q.copy(), out=scores_out)
+    assert err.value.status == libattn.Status.ERR_STRIDE
+    assert np.array_equal(buf, before)
+    # separate buffers are fine
+    out = np.zeros((1, 1, 4, 4), np.float32)
+    libattn.scores(q, q.copy(), out=out)
+    assert np.isfinite(out).all() and np.any(out != 0)
 
 
 def test_library_errors_leave_outputs_untouched():

@@ -4,7 +4,7 @@
  * status the header documents and that a rejected call wrote nothing; the
  * non-finite cases check that NaN/inf stays in the rows it reaches.
  *
- * Classes the header leaves undefined (outputs aliasing inputs) are run for
+ * Classes the header leaves undefined are run for
  * memory safety only and their current result is printed, not judged.
  * Run under ASan/UBSan (tests/faults/run.sh) for the memory-safety half.
  */
@@ -379,20 +379,37 @@ static void non_finite(void)
 
 static void aliasing_and_versions(void)
 {
-    puts("outputs aliasing inputs (undefined by the header, not detected):");
+    puts("outputs sharing memory with inputs or other outputs (ATTN_ERR_STRIDE):");
     reset();
     /* forward writing over its own q (same extents: q has D=4 > DV=3 per row) */
+    float q_before[sizeof q / sizeof q[0]];
+    memcpy(q_before, q, sizeof q);
     attn_tensor oq = {q, ATTN_DTYPE_F32, HQ * LQ * D, LQ * D, DV};
     attn_status s = attn_forward(&shape, &opt, &qt, &kt, &vt, &oq, NULL);
-    int finite = 1;
-    for (int i = 0; i < (int)(sizeof q / 4); i++)
-        finite &= isfinite(q[i]);
-    printf("  %-58s -> %s, outputs finite: %d\n", "forward: out aliases q", attn_strerror(s), finite);
+    EXPECT(s == ATTN_ERR_STRIDE && memcmp(q, q_before, sizeof q) == 0,
+           "forward with out over q: %s", attn_strerror(s));
+    printf("  %-58s -> %s\n", "forward: out aliases q", attn_strerror(s));
     reset();
     /* scores written into the bias it reads (mask_apply reads scores as input by design) */
     opt.bias = &bt;
     s = attn_scores(&shape, &opt, &qt, &kt, &bt);
+    EXPECT(s == ATTN_ERR_STRIDE, "scores over opt.bias: %s", attn_strerror(s));
     printf("  %-58s -> %s\n", "scores: output aliases opt.bias", attn_strerror(s));
+    /* stats are outputs too (attn_scores has none, so only forward/weights) */
+    for (int c = 0; c < 2; c++) {
+        reset();
+        if (c == 0)
+            stats.max_score = stats.lse; /* two stats outputs in one array */
+        else
+            stats.lse = out; /* a stats array inside the output */
+        memset(out, 0x5a, sizeof out);
+        attn_status f = attn_forward(&shape, &opt, &qt, &kt, &vt, &st_out, &stats);
+        attn_status w = attn_weights(&shape, &opt, &qt, &kt, &st_scores, &stats);
+        const char *what = c == 0 ? "stats: max_score == lse" : "stats: lse inside out";
+        EXPECT(f == ATTN_ERR_STRIDE && w == ATTN_ERR_STRIDE, "%s: forward %d, weights %d", what,
+               f, w);
+        printf("  %-58s -> %s\n", what, attn_strerror(f));
+    }
     {
         float p[8] = {0.1f, 0.2f, 0.3f, 0.4f, 0.1f, 0.2f, 0.3f, 0.4f}, dp[8] = {1, 2, 3, 4, 1, 2, 3, 4};
         float p2[8], ds[8];
@@ -400,6 +417,14 @@ static void aliasing_and_versions(void)
         attn_softmax_backward(p, dp, ds, 2, 4, 4);
         attn_softmax_backward(p2, dp, p2, 2, 4, 4);
         EXPECT(memcmp(ds, p2, sizeof ds) == 0, "softmax_backward in place (ds = p) differs");
+        /* partial overlaps are rejected before anything is written */
+        float shifted[9] = {0};
+        memcpy(shifted, p, sizeof p);
+        EXPECT(attn_softmax_backward(shifted, dp, shifted + 1, 2, 4, 4) == ATTN_ERR_STRIDE,
+               "softmax_backward with ds one element after p");
+        EXPECT(attn_softmax(p, 2, 4, 4, p + 7) == ATTN_ERR_STRIDE && p[7] == 0.4f,
+               "softmax with lse inside x");
+        puts("  softmax lse inside x, softmax_backward ds = p + 1           -> ATTN_ERR_STRIDE");
         puts("  softmax_backward ds = p (documented as allowed)             -> same bits as out of place");
     }
 

@@ -473,37 +473,29 @@ static int64_t valid_kv(const problem *P, int64_t b)
     return P->eff.kv_lens ? P->eff.kv_lens[b] : P->shape.kv_len;
 }
 
-/*
- * NaN and inf where the header promises they are never read for arithmetic:
- * query rows beyond q_lens, K/V rows beyond kv_lens, and bias entries (and
- * input scores) that a mask hides. Only elements not shared (by a broadcast
- * stride) with a readable one are poisoned.
- */
-static int element_private(const tens *T, int64_t b, int64_t h, int64_t i)
-{
-    return (T->ext[0] == 1 || T->t.batch_stride != 0) && (T->ext[1] == 1 || T->t.head_stride != 0) &&
-           (T->ext[2] == 1 || T->t.row_stride != 0);
-}
-
+/* 1 when no two elements of the view share an address (brute force). */
 static int views_disjoint(const tens *T)
 {
-    /* brute force: the (small) row starts are all distinct */
     int nested;
     return T->bytes >= 0 && !output_overlaps(T, T->bytes / (int64_t)dtype_bytes(T->t.dtype) - 1,
                                              &nested);
 }
 
+/*
+ * NaN and inf where the header promises they are never read for arithmetic:
+ * query rows beyond q_lens, K/V rows beyond kv_lens, and bias entries (and
+ * input scores) that a mask hides. Only tensors whose elements are all
+ * distinct are poisoned, so no poisoned element is also a readable one.
+ */
 static void poison_unread(problem *P, int op, fz_rng *g)
 {
     const attn_shape *s = &P->shape;
-    const int group = (int)(s->q_heads / s->kv_heads);
     if (P->q.allocated && views_disjoint(&P->q))
         for (int64_t b = 0; b < s->batch; b++)
             for (int64_t h = 0; h < s->q_heads; h++)
                 for (int64_t i = valid_q(P, b); i < s->q_len; i++)
-                    if (element_private(&P->q, b, h, i))
-                        for (int64_t t = 0; t < s->head_dim; t++)
-                            set_element(&P->q, b, h, i, t, fz_rng_next(g) & 1 ? NAN : INFINITY);
+                    for (int64_t t = 0; t < s->head_dim; t++)
+                        set_element(&P->q, b, h, i, t, fz_rng_next(g) & 1 ? NAN : INFINITY);
     tens *kv[2] = {&P->k, op == OP_FORWARD ? &P->v : NULL};
     for (int w = 0; w < 2; w++) {
         tens *T = kv[w];
@@ -512,9 +504,8 @@ static void poison_unread(problem *P, int op, fz_rng *g)
         for (int64_t b = 0; b < s->batch; b++)
             for (int64_t h = 0; h < s->kv_heads; h++)
                 for (int64_t j = valid_kv(P, b); j < s->kv_len; j++)
-                    if (element_private(T, b, h, j))
-                        for (int64_t t = 0; t < T->ext[3]; t++)
-                            set_element(T, b, h, j, t, fz_rng_next(g) & 1 ? -INFINITY : NAN);
+                    for (int64_t t = 0; t < T->ext[3]; t++)
+                        set_element(T, b, h, j, t, fz_rng_next(g) & 1 ? -INFINITY : NAN);
     }
     /* hidden bias entries (and hidden input scores for mask_apply) */
     tens *hb[2] = {P->eff.bias && P->bias.allocated && views_disjoint(&P->bias) ? &P->bias : NULL,
@@ -531,7 +522,6 @@ static void poison_unread(problem *P, int op, fz_rng *g)
                             set_element(T, b, h, i, j, NAN);
                     }
     }
-    (void)group;
 }
 
 static float out_at(const tens *T, int64_t b, int64_t h, int64_t i, int64_t j)
@@ -564,7 +554,6 @@ static void check_results(problem *P, int op, const snapshot *sn)
                 const size_t row = (size_t)((b * s->q_heads + h) * s->q_len + i);
                 int64_t visible = 0;
                 double sum = 0.0;
-                float maxw = -INFINITY;
                 for (int64_t j = 0; j < s->kv_len; j++) {
                     const int vis = ref_visible(s, &P->eff, b, h, i, j);
                     visible += vis;
@@ -577,7 +566,6 @@ static void check_results(problem *P, int op, const snapshot *sn)
                                  (long long)b, (long long)h, (long long)i, (long long)j, x,
                                  vis ? "visible" : "hidden: must be 0");
                         sum += x;
-                        maxw = fmaxf(maxw, x);
                         continue;
                     }
                     FZ_CHECK(vis ? isfinite(x) : x == -INFINITY,
@@ -648,8 +636,96 @@ static void check_results(problem *P, int op, const snapshot *sn)
                                  ent ? ent[row] : 0.0, (long long)visible);
                     }
                 }
-                (void)maxw;
             }
+}
+
+/* The public entry point of `op` with the arguments P describes. */
+static int call_op(problem *P, int op)
+{
+    const attn_shape *shape = P->shape_null ? NULL : &P->shape;
+    const attn_row_stats *stats = P->stats_passed ? &P->stats : NULL;
+    const attn_tensor *q = P->q.passed ? &P->q.t : NULL, *k = P->k.passed ? &P->k.t : NULL,
+                      *v = P->v.passed ? &P->v.t : NULL, *out = P->out.passed ? &P->out.t : NULL;
+    P->hook.calls = 0;
+    g_ctxless_hook = P->hook;
+    int status;
+    switch (op) {
+    case OP_SCORES: status = attn_scores(shape, P->opt, q, k, out); break;
+    case OP_MASK_APPLY: status = attn_mask_apply(shape, P->opt, out); break;
+    case OP_WEIGHTS: status = attn_weights(shape, P->opt, q, k, out, stats); break;
+    default: status = attn_forward(shape, P->opt, q, k, v, out, stats); break;
+    }
+    P->hook.calls += g_ctxless_hook.calls;
+    return status;
+}
+
+/*
+ * Snapshots every buffer the call can reach, makes it, and checks the status,
+ * the bytes it changed, the hook, the contract on the values, and (sometimes)
+ * that another task order gives the same bits.
+ */
+static void call_and_verify(problem *P, int op, unsigned must, unsigned may, int64_t stat_rows,
+                            fz_reader *r)
+{
+    const char *name = op_names[op];
+    snapshot sn = {.n = 0};
+    uint8_t *out_view = P->out.allocated && !must ? view_bytes(&P->out) : NULL;
+    snap_add(&sn, "out", P->out.buf.map ? P->out.buf.data : NULL, P->out.buf.bytes, out_view);
+    uint8_t *stat_w = NULL;
+    if (stat_rows) {
+        stat_w = malloc((size_t)stat_rows * 4);
+        if (!stat_w)
+            abort();
+        memset(stat_w, 1, (size_t)stat_rows * 4);
+    }
+    const char *stat_names[3] = {"stats.lse", "stats.max_score", "stats.entropy"};
+    for (int w = 0; w < 3; w++)
+        snap_add(&sn, stat_names[w], P->stat_buf[w].data, P->stat_buf[w].bytes, stat_w);
+    tens *inputs[5] = {&P->q, &P->k, &P->v, &P->mask, &P->bias};
+    for (int w = 0; w < 5; w++)
+        if (inputs[w]->buf.map)
+            snap_add(&sn, inputs[w]->name, inputs[w]->buf.data, inputs[w]->buf.bytes, NULL);
+    snap_add(&sn, "q_lens", P->qlen_buf.map ? P->qlen_buf.data : NULL, P->qlen_buf.bytes, NULL);
+    snap_add(&sn, "kv_lens", P->kvlen_buf.map ? P->kvlen_buf.data : NULL, P->kvlen_buf.bytes,
+             NULL);
+    snap_add(&sn, "options", P->opt, P->opt_buf.bytes, NULL);
+    snap_add(&sn, "shape", &P->shape, sizeof P->shape, NULL);
+
+    int status = call_op(P, op);
+    check_status(name, status, must, may);
+    if (status != ATTN_OK) {
+        FZ_CHECK(P->hook.calls == 0, "%s: rejected call ran parallel_for", name);
+        snap_verify(&sn, 0, name, status);
+        goto done;
+    }
+    snap_verify(&sn, 1, name, status);
+    if (P->eff.parallel_for)
+        FZ_CHECK(P->hook.calls == 1, "%s: parallel_for called %d times, want 1", name,
+                 P->hook.calls);
+    /* moderate scales keep every visible score finite */
+    if (P->vc != VALUES_WILD && fabsf(P->eff.scale) <= 16.0f)
+        check_results(P, op, &sn);
+
+    if (P->eff.parallel_for && fz_chance(r, 100)) {
+        /* determinism: the same call with another task order gives the same bits */
+        snapshot first = {.n = 0};
+        for (int k = 0; k < sn.n; k++)
+            snap_add(&first, sn.r[k].name, sn.r[k].data, sn.r[k].bytes, NULL);
+        snap_restore(&sn);
+        const int order = P->hook.order;
+        P->hook.order = (order + 1) % 3;
+        status = call_op(P, op);
+        FZ_CHECK(status == ATTN_OK, "%s: second run returned %d", name, status);
+        for (int k = 0; k < first.n; k++)
+            FZ_CHECK(memcmp(first.r[k].before, first.r[k].data, first.r[k].bytes) == 0,
+                     "%s: %s differs between task orders %d and %d", name, first.r[k].name,
+                     order, P->hook.order);
+        snap_free(&first);
+    }
+done:
+    snap_free(&sn);
+    free(out_view);
+    free(stat_w);
 }
 
 static void run_attention(fz_reader *r, int op)
@@ -944,80 +1020,7 @@ static void run_attention(fz_reader *r, int op)
         memcpy(P.opt, &full, bytes);
     }
 
-    /* snapshot, call, verify */
-    snapshot sn = {.n = 0};
-    uint8_t *out_view = P.out.allocated && !must ? view_bytes(&P.out) : NULL;
-    snap_add(&sn, "out", P.out.buf.map ? P.out.buf.data : NULL, P.out.buf.bytes, out_view);
-    static const uint8_t all_writable[1] = {1};
-    (void)all_writable;
-    uint8_t *stat_w = stat_rows ? memset(malloc((size_t)stat_rows * 4), 1, (size_t)stat_rows * 4) : NULL;
-    const char *stat_names[3] = {"stats.lse", "stats.max_score", "stats.entropy"};
-    for (int w = 0; w < 3; w++)
-        snap_add(&sn, stat_names[w], P.stat_buf[w].data, P.stat_buf[w].bytes, stat_w);
-    for (int w = 0; w < 6; w++)
-        if (w != 3 && all[w]->buf.map)
-            snap_add(&sn, names[w], all[w]->buf.data, all[w]->buf.bytes, NULL);
-    snap_add(&sn, "q_lens", P.qlen_buf.map ? P.qlen_buf.data : NULL, P.qlen_buf.bytes, NULL);
-    snap_add(&sn, "kv_lens", P.kvlen_buf.map ? P.kvlen_buf.data : NULL, P.kvlen_buf.bytes, NULL);
-    snap_add(&sn, "options", P.opt, P.opt_buf.bytes, NULL);
-    snap_add(&sn, "shape", &P.shape, sizeof P.shape, NULL);
-
-    const attn_shape *shape_arg = P.shape_null ? NULL : &P.shape;
-    const attn_row_stats *stats_arg = P.stats_passed ? &P.stats : NULL;
-    const attn_tensor *qa = P.q.passed ? &P.q.t : NULL, *ka = P.k.passed ? &P.k.t : NULL,
-                      *va = P.v.passed ? &P.v.t : NULL, *oa = P.out.passed ? &P.out.t : NULL;
-    int status = 0;
-    for (int pass = 0; pass < 2; pass++) {
-        P.hook.calls = 0;
-        g_ctxless_hook = P.hook;
-        switch (op) {
-        case OP_SCORES: status = attn_scores(shape_arg, P.opt, qa, ka, oa); break;
-        case OP_MASK_APPLY: status = attn_mask_apply(shape_arg, P.opt, oa); break;
-        case OP_WEIGHTS: status = attn_weights(shape_arg, P.opt, qa, ka, oa, stats_arg); break;
-        default: status = attn_forward(shape_arg, P.opt, qa, ka, va, oa, stats_arg); break;
-        }
-        check_status(op_names[op], status, must, may);
-        P.hook.calls += g_ctxless_hook.calls;
-        if (status != ATTN_OK) {
-            FZ_CHECK(P.hook.calls == 0, "%s: rejected call ran parallel_for", op_names[op]);
-            snap_verify(&sn, 0, op_names[op], status);
-            break;
-        }
-        snap_verify(&sn, 1, op_names[op], status);
-        if (P.eff.parallel_for)
-            FZ_CHECK(P.hook.calls == 1, "%s: parallel_for called %d times, want 1", op_names[op],
-                     P.hook.calls);
-        if (pass == 0) {
-            /* moderate scales keep every visible score finite */
-            if (P.vc != VALUES_WILD && fabsf(P.eff.scale) <= 16.0f)
-                check_results(&P, op, &sn);
-            if (!P.eff.parallel_for || !fz_chance(r, 100))
-                break;
-            /* determinism: the same call with another task order gives the same bits */
-            snapshot first = {.n = 0};
-            for (int k = 0; k < sn.n; k++)
-                snap_add(&first, sn.r[k].name, sn.r[k].data, sn.r[k].bytes, NULL);
-            snap_restore(&sn);
-            P.hook.order = (P.hook.order + 1) % 3;
-            g_ctxless_hook = P.hook;
-            switch (op) {
-            case OP_SCORES: status = attn_scores(shape_arg, P.opt, qa, ka, oa); break;
-            case OP_MASK_APPLY: status = attn_mask_apply(shape_arg, P.opt, oa); break;
-            case OP_WEIGHTS: status = attn_weights(shape_arg, P.opt, qa, ka, oa, stats_arg); break;
-            default: status = attn_forward(shape_arg, P.opt, qa, ka, va, oa, stats_arg); break;
-            }
-            FZ_CHECK(status == ATTN_OK, "%s: second run returned %d", op_names[op], status);
-            for (int k = 0; k < first.n; k++)
-                FZ_CHECK(memcmp(first.r[k].before, first.r[k].data, first.r[k].bytes) == 0,
-                         "%s: %s differs between task orders %d and %d", op_names[op],
-                         first.r[k].name, (P.hook.order + 2) % 3, P.hook.order);
-            snap_free(&first);
-            break;
-        }
-    }
-    snap_free(&sn);
-    free(out_view);
-    free(stat_w);
+    call_and_verify(&P, op, must, may, stat_rows, r);
 
 out:
     for (int w = 0; w < 6; w++)
