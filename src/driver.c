@@ -225,6 +225,20 @@ static int sees(const row_ref *row, int64_t kb, int64_t ke)
     return row->lo < ke && row->hi > kb && row->lo < row->hi;
 }
 
+/*
+ * Advances *r to the next row that sees keys [kb, ke) and returns the end of
+ * the run of consecutive rows that do; returns *r == n when none is left.
+ */
+static int64_t next_run(const row_ref *rows, int64_t n, int64_t *r, int64_t kb, int64_t ke)
+{
+    while (*r < n && !sees(&rows[*r], kb, ke))
+        (*r)++;
+    int64_t end = *r;
+    while (end < n && sees(&rows[end], kb, ke))
+        end++;
+    return end;
+}
+
 /* ------------------------------------------------------------ fused forward */
 
 typedef struct online_row {
@@ -266,14 +280,7 @@ static void forward_task(void *vctx, size_t index)
         const int64_t kb = max64(k0, ulo), ke = min64(k0 + p->block_k, uhi), nk = ke - kb;
         const void *k_block = k_head + kb * pb->k.row_stride * (int64_t)k_size;
         const void *v_block = v_head + kb * pb->v.row_stride * (int64_t)v_size;
-        for (int64_t r = 0; r < n;) {
-            if (!sees(&rows[r], kb, ke)) {
-                r++;
-                continue;
-            }
-            int64_t run_end = r + 1;
-            while (run_end < n && sees(&rows[run_end], kb, ke))
-                run_end++;
+        for (int64_t r = 0, run_end; (run_end = next_run(rows, n, &r, kb, ke)) > r; r = run_end) {
             dsp->qk_tile[pb->k.dtype](qbuf + r * p->q_stride, p->q_stride, k_block,
                                       pb->k.row_stride, (size_t)(run_end - r), (size_t)nk,
                                       (size_t)pb->head_dim, pb->scale, sbuf + r * p->block_k,
@@ -314,7 +321,6 @@ static void forward_task(void *vctx, size_t index)
             dsp->pv_tile[pb->v.dtype](sbuf + r * p->block_k, p->block_k, v_block,
                                       pb->v.row_stride, (size_t)(run_end - r), (size_t)nk,
                                       (size_t)pb->v_dim, acc + r * p->acc_stride, p->acc_stride);
-            r = run_end;
         }
     }
 
@@ -361,21 +367,12 @@ static void scores_task(void *vctx, size_t index)
     visible_union(rows, n, &ulo, &uhi);
     for (int64_t k0 = ulo < uhi ? ulo / p->block_k * p->block_k : uhi; k0 < uhi; k0 += p->block_k) {
         const int64_t kb = max64(k0, ulo), ke = min64(k0 + p->block_k, uhi), nk = ke - kb;
-        for (int64_t r = 0; r < n;) {
-            if (!sees(&rows[r], kb, ke)) {
-                r++;
-                continue;
-            }
-            int64_t run_end = r + 1;
-            while (run_end < n && sees(&rows[run_end], kb, ke))
-                run_end++;
+        for (int64_t r = 0, run_end; (run_end = next_run(rows, n, &r, kb, ke)) > r; r = run_end)
             dsp->qk_tile[pb->k.dtype](qbuf + r * p->q_stride, p->q_stride,
                                       k_head + kb * pb->k.row_stride * (int64_t)k_size,
                                       pb->k.row_stride, (size_t)(run_end - r), (size_t)nk,
                                       (size_t)pb->head_dim, pb->scale, out0 + r * out_stride + kb,
                                       out_stride);
-            r = run_end;
-        }
     }
 
     for (int64_t r = 0; r < n; r++) {
