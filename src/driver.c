@@ -56,15 +56,10 @@ static void fill(float *x, int64_t n, float value)
         x[j] = value;
 }
 
-static size_t elem_size(int32_t dtype)
-{
-    return dtype == ATTN_DTYPE_F32 ? 4 : dtype == ATTN_DTYPE_BOOL ? 1 : 2;
-}
-
 static const void *row_ptr(const attn_tensor *t, int64_t b, int64_t h, int64_t r)
 {
     int64_t off = b * t->batch_stride + h * t->head_stride + r * t->row_stride;
-    return (const char *)t->data + off * (int64_t)elem_size(t->dtype);
+    return (const char *)t->data + off * (int64_t)attn_dtype_size(t->dtype);
 }
 
 static float *out_row(const attn_tensor *t, int64_t b, int64_t h, int64_t r)
@@ -263,7 +258,7 @@ static void forward_task(void *vctx, size_t index)
     float *sbuf = qbuf + p->block_rows * p->q_stride;
     float *acc = sbuf + p->block_rows * p->block_k;
     const int want_entropy = pb->stats.entropy != NULL;
-    const size_t k_size = elem_size(pb->k.dtype), v_size = elem_size(pb->v.dtype);
+    const size_t k_size = attn_dtype_size(pb->k.dtype), v_size = attn_dtype_size(pb->v.dtype);
     const char *k_head = (const char *)row_ptr(&pb->k, rows[0].b, kv_head, 0);
     const char *v_head = (const char *)row_ptr(&pb->v, rows[0].b, kv_head, 0);
 
@@ -360,7 +355,7 @@ static void scores_task(void *vctx, size_t index)
     const int64_t out_stride = pb->out.row_stride;
     float *out0 = out_row(&pb->out, rows[0].b, rows[0].h, rows[0].i);
     const char *k_head = (const char *)row_ptr(&pb->k, rows[0].b, kv_head, 0);
-    const size_t k_size = elem_size(pb->k.dtype);
+    const size_t k_size = attn_dtype_size(pb->k.dtype);
 
     convert_queries(dsp, pb, p, rows, n, qbuf);
     int64_t ulo, uhi;

@@ -35,6 +35,18 @@ typedef struct attn_problem {
     attn_row_stats stats; /* members may be NULL */
 } attn_problem;
 
+/* Bytes per element of an attn_dtype; 0 for an unknown value. */
+static inline size_t attn_dtype_size(int32_t dtype)
+{
+    switch (dtype) {
+    case ATTN_DTYPE_F32: return 4;
+    case ATTN_DTYPE_F16:
+    case ATTN_DTYPE_BF16: return 2;
+    case ATTN_DTYPE_BOOL: return 1;
+    default: return 0;
+    }
+}
+
 /* Checks everything for `op` and fills `pb`; writes nothing else. */
 attn_status attn_validate(attn_problem *pb, attn_op op, const attn_shape *shape,
                           const attn_options *opt, const attn_tensor *q,

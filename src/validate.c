@@ -35,17 +35,6 @@ static attn_status read_options(attn_options *o, const attn_options *user)
     return ATTN_OK;
 }
 
-static size_t dtype_size(int32_t dtype)
-{
-    switch (dtype) {
-    case ATTN_DTYPE_F32: return 4;
-    case ATTN_DTYPE_F16:
-    case ATTN_DTYPE_BF16: return 2;
-    case ATTN_DTYPE_BOOL: return 1;
-    default: return 0;
-    }
-}
-
 static int is_float_input_dtype(int32_t dtype)
 {
     return dtype == ATTN_DTYPE_F32 || dtype == ATTN_DTYPE_F16 || dtype == ATTN_DTYPE_BF16;
@@ -73,7 +62,7 @@ static attn_status check_tensor(const attn_tensor *t, int64_t nb, int64_t nh, in
 {
     const int64_t extent[3] = {nb, nh, nr};
     const int64_t stride[3] = {t->batch_stride, t->head_stride, t->row_stride};
-    size_t esize = dtype_size(t->dtype);
+    size_t esize = attn_dtype_size(t->dtype);
 
     int64_t last = nc - 1; /* offset of the last element, in elements */
     for (int i = 0; i < 3; i++) {

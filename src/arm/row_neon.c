@@ -22,34 +22,14 @@
 
 #include "arm/arm.h"
 #include "dsp.h"
+#include "arm/neon_util.h"
+#include "exp_constants.h"
 
-#define ALWAYS_INLINE inline __attribute__((always_inline))
 
 /* Defined in tile_neon.c. */
 void attn_dsp_init_tile_neon(attn_dsp *t);
 /* y[i] = exp(x[i]) with the kernels' exp; for the accuracy test only. */
 void attn_exp_f32_neon(const float *x, float *y, size_t n);
-
-/* The first n (1..3) floats at p, `fill` in the other lanes. */
-static ALWAYS_INLINE float32x4_t load_part(const float *p, size_t n, float fill)
-{
-    float32x4_t v = vld1q_lane_f32(p, vdupq_n_f32(fill), 0);
-    if (n > 1)
-        v = vld1q_lane_f32(p + 1, v, 1);
-    if (n > 2)
-        v = vld1q_lane_f32(p + 2, v, 2);
-    return v;
-}
-
-/* Stores the first n (1..3) lanes of v at p. */
-static ALWAYS_INLINE void store_part(float *p, float32x4_t v, size_t n)
-{
-    vst1q_lane_f32(p, v, 0);
-    if (n > 1)
-        vst1q_lane_f32(p + 1, v, 1);
-    if (n > 2)
-        vst1q_lane_f32(p + 2, v, 2);
-}
 
 /* ------------------------------------------------------------------ exp */
 
@@ -66,17 +46,17 @@ static ALWAYS_INLINE void store_part(float *p, float32x4_t v, size_t n)
  */
 static ALWAYS_INLINE float32x4_t exp4(float32x4_t x)
 {
-    const float32x4_t magic = vdupq_n_f32(0x1.8p23f); /* adding it rounds to integer */
+    const float32x4_t magic = vdupq_n_f32(ATTN_EXP_ROUND_MAGIC); /* adding it rounds to integer */
     x = vminq_f32(vdupq_n_f32(89.0f), vmaxq_f32(vdupq_n_f32(-104.0f), x));
-    float32x4_t k = vfmaq_f32(magic, x, vdupq_n_f32(0x1.715476p+0f)); /* x*log2(e) */
+    float32x4_t k = vfmaq_f32(magic, x, vdupq_n_f32(ATTN_EXP_LOG2E)); /* x*log2(e) */
     float32x4_t n = vsubq_f32(k, magic);
     float32x4_t r = vfmaq_f32(x, n, vdupq_n_f32(-0x1.62e43p-1f));   /* ln2 hi */
     r = vfmaq_f32(r, n, vdupq_n_f32(0x1.05c61p-29f));                /* -(ln2 lo) */
-    float32x4_t p = vdupq_n_f32(0x1.6a245p-10f);
-    p = vfmaq_f32(vdupq_n_f32(0x1.1239d4p-7f), p, r);
-    p = vfmaq_f32(vdupq_n_f32(0x1.5558f2p-5f), p, r);
-    p = vfmaq_f32(vdupq_n_f32(0x1.555492p-3f), p, r);
-    p = vfmaq_f32(vdupq_n_f32(0x1.fffffcp-2f), p, r);
+    float32x4_t p = vdupq_n_f32(ATTN_EXP_C6);
+    p = vfmaq_f32(vdupq_n_f32(ATTN_EXP_C5), p, r);
+    p = vfmaq_f32(vdupq_n_f32(ATTN_EXP_C4), p, r);
+    p = vfmaq_f32(vdupq_n_f32(ATTN_EXP_C3), p, r);
+    p = vfmaq_f32(vdupq_n_f32(ATTN_EXP_C2), p, r);
     float32x4_t r2 = vmulq_f32(r, r);
     float32x4_t y = vaddq_f32(vfmaq_f32(r, p, r2), vdupq_n_f32(1.0f));
     /* n in [-150, 128]: split as n1 + n2, both exponents of normal floats */

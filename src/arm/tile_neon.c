@@ -10,8 +10,8 @@
 #include <arm_neon.h>
 
 #include "dsp.h"
+#include "arm/neon_util.h"
 
-#define ALWAYS_INLINE inline __attribute__((always_inline))
 /*
  * Fully unrolls a loop over the register block (trip count <= 4, known after
  * inlining), so the accumulator arrays live in registers. -O3 does this by
@@ -33,27 +33,6 @@ static ALWAYS_INLINE float32x4_t widen_bf16(uint16x4_t h)
     return vreinterpretq_f32_u32(vshll_n_u16(h, 16));
 }
 
-/* The first n (1..3) floats at p, zeros in the other lanes. */
-static ALWAYS_INLINE float32x4_t load_part_f32(const float *p, size_t n)
-{
-    float32x4_t v = vld1q_lane_f32(p, vdupq_n_f32(0.0f), 0);
-    if (n > 1)
-        v = vld1q_lane_f32(p + 1, v, 1);
-    if (n > 2)
-        v = vld1q_lane_f32(p + 2, v, 2);
-    return v;
-}
-
-/* Stores the first n (1..3) lanes of v at p. */
-static ALWAYS_INLINE void store_part_f32(float *p, float32x4_t v, size_t n)
-{
-    vst1q_lane_f32(p, v, 0);
-    if (n > 1)
-        vst1q_lane_f32(p + 1, v, 1);
-    if (n > 2)
-        vst1q_lane_f32(p + 2, v, 2);
-}
-
 /* Four elements of a K/V row starting at element i, as f32. */
 static ALWAYS_INLINE float32x4_t load4(int dtype, const void *base, ptrdiff_t i)
 {
@@ -67,7 +46,7 @@ static ALWAYS_INLINE float32x4_t load4(int dtype, const void *base, ptrdiff_t i)
 static ALWAYS_INLINE float32x4_t load4_part(int dtype, const void *base, ptrdiff_t i, size_t n)
 {
     if (dtype == ATTN_KV_F32)
-        return load_part_f32((const float *)base + i, n);
+        return load_part((const float *)base + i, n, 0.0f);
     const uint16_t *p = (const uint16_t *)base + i;
     uint16x4_t h = vld1_lane_u16(p, vdup_n_u16(0), 0);
     if (n > 1)
@@ -127,7 +106,7 @@ static ALWAYS_INLINE void qk_micro(int dtype, size_t R, size_t C, const float *q
         float32x4_t qv[QK_ROWS];
         UNROLL
         for (size_t r = 0; r < R; r++)
-            qv[r] = load_part_f32(q + (ptrdiff_t)r * q_stride + (ptrdiff_t)t, n);
+            qv[r] = load_part(q + (ptrdiff_t)r * q_stride + (ptrdiff_t)t, n, 0.0f);
         UNROLL
         for (size_t c = 0; c < C; c++) {
             float32x4_t kv = load4_part(dtype, k, (ptrdiff_t)c * k_stride + (ptrdiff_t)t, n);
@@ -146,7 +125,7 @@ static ALWAYS_INLINE void qk_micro(int dtype, size_t R, size_t C, const float *q
         if (C == 4)
             vst1q_f32(sr, dots);
         else
-            store_part_f32(sr, dots, C);
+            store_part(sr, dots, C);
     }
 }
 
@@ -252,7 +231,7 @@ static ALWAYS_INLINE void pv_micro(int dtype, size_t R, size_t W, size_t tail, c
         UNROLL
         for (size_t w = 0; w < W; w++) {
             const float *ar = acc + (ptrdiff_t)r * acc_stride + (ptrdiff_t)(4 * w);
-            a[r][w] = (tail && w == W - 1) ? load_part_f32(ar, tail) : vld1q_f32(ar);
+            a[r][w] = (tail && w == W - 1) ? load_part(ar, tail, 0.0f) : vld1q_f32(ar);
         }
     size_t c = 0;
     for (; c + 4 <= nk; c += 4) {
@@ -281,7 +260,7 @@ static ALWAYS_INLINE void pv_micro(int dtype, size_t R, size_t W, size_t tail, c
         for (size_t w = 0; w < W; w++) {
             float *ar = acc + (ptrdiff_t)r * acc_stride + (ptrdiff_t)(4 * w);
             if (tail && w == W - 1)
-                store_part_f32(ar, a[r][w], tail);
+                store_part(ar, a[r][w], tail);
             else
                 vst1q_f32(ar, a[r][w]);
         }
@@ -362,7 +341,7 @@ static ALWAYS_INLINE void to_f32(int dtype, const void *src, float *dst, size_t 
     for (; i + 4 <= n; i += 4)
         vst1q_f32(dst + i, load4(dtype, src, (ptrdiff_t)i));
     if (i < n)
-        store_part_f32(dst + i, load4_part(dtype, src, (ptrdiff_t)i, n - i), n - i);
+        store_part(dst + i, load4_part(dtype, src, (ptrdiff_t)i, n - i), n - i);
 }
 
 /* ------------------------------------------------------------------ variants */

@@ -16,6 +16,7 @@
 #include <sleef.h>
 
 #include "dsp.h"
+#include "exp_constants.h"
 #include "x86/x86.h"
 
 #define ALWAYS_INLINE inline __attribute__((always_inline))
@@ -82,17 +83,17 @@ static ALWAYS_INLINE float hmax(__m256 v)
 
 static ALWAYS_INLINE __m256 exp_poly(__m256 x, __m256 *k_out)
 {
-    const __m256 magic = _mm256_set1_ps(0x1.8p23f); /* adding it rounds to integer */
-    __m256 k = _mm256_fmadd_ps(x, _mm256_set1_ps(0x1.715476p+0f), magic); /* x log2(e) */
+    const __m256 magic = _mm256_set1_ps(ATTN_EXP_ROUND_MAGIC); /* adding it rounds to integer */
+    __m256 k = _mm256_fmadd_ps(x, _mm256_set1_ps(ATTN_EXP_LOG2E), magic); /* x log2(e) */
     __m256 n = _mm256_sub_ps(k, magic);
     /* ln2_hi has 15 significant bits: n ln2_hi and x - n ln2_hi are exact */
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.62e4p-1f), x);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.7f7d1cp-20f), r); /* ln2 - ln2_hi */
-    __m256 p = _mm256_set1_ps(0x1.6a245p-10f);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0x1.1239d4p-7f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0x1.5558f2p-5f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0x1.555492p-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0x1.fffffcp-2f));
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(ATTN_EXP_LN2_HI), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(ATTN_EXP_LN2_LO), r); /* ln2 - ln2_hi */
+    __m256 p = _mm256_set1_ps(ATTN_EXP_C6);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(ATTN_EXP_C5));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(ATTN_EXP_C4));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(ATTN_EXP_C3));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(ATTN_EXP_C2));
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
     *k_out = k;
     return _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));

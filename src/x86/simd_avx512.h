@@ -33,6 +33,7 @@
 #endif
 
 #include "dsp.h"
+#include "exp_constants.h"
 #include "x86.h"
 
 #define ATTN_AVX512_INLINE static inline __attribute__((always_inline))
@@ -64,16 +65,16 @@ ATTN_AVX512_INLINE __mmask16 attn_mask16(size_t n)
 ATTN_AVX512_INLINE __m512 attn_exp16(__m512 x)
 {
     x = _mm512_min_ps(_mm512_set1_ps(89.0f), _mm512_max_ps(_mm512_set1_ps(-104.0f), x));
-    const __m512 magic = _mm512_set1_ps(0x1.8p23f); /* adding it rounds to integer */
-    __m512 n = _mm512_sub_ps(_mm512_fmadd_ps(x, _mm512_set1_ps(0x1.715476p+0f), magic), magic);
+    const __m512 magic = _mm512_set1_ps(ATTN_EXP_ROUND_MAGIC); /* adding it rounds to integer */
+    __m512 n = _mm512_sub_ps(_mm512_fmadd_ps(x, _mm512_set1_ps(ATTN_EXP_LOG2E), magic), magic);
     /* ln2_hi has 15 significant bits: n ln2_hi and x - n ln2_hi are exact */
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.62e4p-1f), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.7f7d1cp-20f), r); /* ln2 - ln2_hi */
-    __m512 p = _mm512_set1_ps(0x1.6a245p-10f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0x1.1239d4p-7f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0x1.5558f2p-5f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0x1.555492p-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0x1.fffffcp-2f));
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(ATTN_EXP_LN2_HI), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(ATTN_EXP_LN2_LO), r); /* ln2 - ln2_hi */
+    __m512 p = _mm512_set1_ps(ATTN_EXP_C6);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(ATTN_EXP_C5));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(ATTN_EXP_C4));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(ATTN_EXP_C3));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(ATTN_EXP_C2));
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
     return _mm512_scalef_ps(p, n);

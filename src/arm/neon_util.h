@@ -1,0 +1,32 @@
+/* Helpers shared by the NEON kernel files (static inline: no ISA leakage). */
+#ifndef ATTN_NEON_UTIL_H
+#define ATTN_NEON_UTIL_H
+
+#include <arm_neon.h>
+#include <stddef.h>
+
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+
+/* The first n (1..3) floats at p, `fill` in the other lanes: tails never
+   read past the row. */
+static ALWAYS_INLINE float32x4_t load_part(const float *p, size_t n, float fill)
+{
+    float32x4_t v = vld1q_lane_f32(p, vdupq_n_f32(fill), 0);
+    if (n > 1)
+        v = vld1q_lane_f32(p + 1, v, 1);
+    if (n > 2)
+        v = vld1q_lane_f32(p + 2, v, 2);
+    return v;
+}
+
+/* Stores the first n (1..3) lanes of v at p. */
+static ALWAYS_INLINE void store_part(float *p, float32x4_t v, size_t n)
+{
+    vst1q_lane_f32(p, v, 0);
+    if (n > 1)
+        vst1q_lane_f32(p + 1, v, 1);
+    if (n > 2)
+        vst1q_lane_f32(p + 2, v, 2);
+}
+
+#endif /* ATTN_NEON_UTIL_H */
