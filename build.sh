@@ -49,27 +49,22 @@ SKIPPED=0
 # Adds one meson test run's counts (from its JSON log) to the totals.
 count_results() {
     local counts
-    counts=$(/usr/bin/python3 - "$1/meson-logs/testlog.json" <<'PY'
-import json, sys
-p = f = s = 0
-for line in open(sys.argv[1]):
-    r = json.loads(line)["result"]
-    if r in ("OK", "EXPECTEDFAIL"): p += 1
-    elif r == "SKIP": s += 1
-    else: f += 1
-print(p, f, s)
-PY
-)
+    counts=$(/usr/bin/python3 ci/meson-counts.py "$1/meson-logs/testlog.json")
     read -r p f s <<<"$counts"
     PASSED=$((PASSED + p)); FAILED=$((FAILED + f)); SKIPPED=$((SKIPPED + s))
 }
 
 # meson_test DIR [args]: runs, records counts, never aborts the script.
 meson_test() {
-    local dir=$1
+    local dir=$1 rc=0
     shift
-    meson test -C "$dir" --print-errorlogs --num-processes "$JOBS" "$@" || true
+    rm -f "$dir/meson-logs/testlog.json" # never count a previous run
+    meson test -C "$dir" --print-errorlogs --num-processes "$JOBS" "$@" || rc=$?
     count_results "$dir"
+    if [ "$rc" != 0 ] && [ ! -s "$dir/meson-logs/testlog.json" ]; then
+        echo "FAIL: meson test in $dir did not run (exit $rc)"
+        FAILED=$((FAILED + 1))
+    fi
 }
 
 cmd_run() {

@@ -125,21 +125,7 @@ SKIPPED=0
 # Prints and adds up the counts of the last meson test run (its JSON log).
 count_results() {
     local label=$1 counts p f s
-    counts=$(/usr/bin/python3 - "$BUILD/meson-logs/testlog.json" <<'PY'
-import json, sys
-p = f = s = 0
-try:
-    lines = open(sys.argv[1]).read().splitlines()
-except OSError:
-    lines = []
-for line in lines:
-    r = json.loads(line)["result"]
-    if r in ("OK", "EXPECTEDFAIL"): p += 1
-    elif r == "SKIP": s += 1
-    else: f += 1
-print(p, f, s)
-PY
-)
+    counts=$(/usr/bin/python3 ci/meson-counts.py "$BUILD/meson-logs/testlog.json")
     read -r p f s <<<"$counts"
     echo "$label: $p passed, $f failed, $s skipped"
     PASSED=$((PASSED + p)); FAILED=$((FAILED + f)); SKIPPED=$((SKIPPED + s))
