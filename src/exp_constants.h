@@ -4,8 +4,7 @@
  * exp(r) by a degree-6 minimax polynomial, then 2^n. AVX2 and AVX-512 use all
  * of them and agree bit for bit (max 0.909 ulp over all 2^32 inputs:
  * bench/exp_accuracy.c). NEON shares the rounding constant, log2(e) and the
- * polynomial but splits ln2 its own way (max 0.997 ulp, every 13th float
- * checked under qemu).
+ * polynomial but splits ln2 its own way (src/arm/row_neon.c).
  */
 #ifndef ATTN_EXP_CONSTANTS_H
 #define ATTN_EXP_CONSTANTS_H

@@ -2,16 +2,19 @@
  * NEON (AArch64 AdvSIMD) row kernels (row_max, exp_sum, row_scale, softcap,
  * add_bias, mask_bool, softmax_bwd) and the NEON table's init.
  *
- * exp: the same inline polynomial as the AVX2 kernels (row_avx2.c), step
- * for step, not SLEEF. Debian's SLEEF 3.5.1 ships no inline headers, and
- * Sleef_expf4_u10advsimd is declared with the base AAPCS64 calling
- * convention, under which a call clobbers every vector register but the low
- * halves of v8-v15: each call per 4 floats would spill and reload the
- * loop's sums and constants. On AVX2 the out-of-line SLEEF exp made exp_sum
- * about twice as slow; NEON's vectors are half as wide, so there are twice
- * as many calls per row. Same operations with IEEE FMA on both ISAs also
- * give bit-identical exp results, so the AVX2 accuracy bound (EXP_MAX_ULP)
- * holds here; attn_exp_f32_neon exposes it for the same exhaustive test.
+ * exp: an inline polynomial, not SLEEF. Debian's SLEEF 3.5.1 ships no
+ * inline headers, and Sleef_expf4_u10advsimd is declared with the base
+ * AAPCS64 calling convention, under which a call clobbers every vector
+ * register but the low halves of v8-v15: each call per 4 floats would spill
+ * and reload the loop's sums and constants. On AVX2 the out-of-line SLEEF
+ * exp made exp_sum about twice as slow; NEON's vectors are half as wide, so
+ * there are twice as many calls per row. It shares the AVX2 kernels'
+ * rounding constant and polynomial (src/exp_constants.h) but reduces by its
+ * own two-part ln2 and evaluates 1 + r + r^2 P(r), so its results are not
+ * bit-identical to AVX2's: max 0.997 ulp against double exp, measured on
+ * every 13th float under qemu when it was written. The suite checks it
+ * through exp_sum against the scalar oracle (libm) within the 1-ulp exp
+ * tolerance of tests/tolerance.h; there is no exhaustive NEON sweep.
  * tanh (softcap only, off the hot path) is Sleef_tanhf4_u10advsimd.
  *
  * Tails load and store lane by lane: nothing past element n is touched.
@@ -28,8 +31,6 @@
 
 /* Defined in tile_neon.c. */
 void attn_dsp_init_tile_neon(attn_dsp *t);
-/* y[i] = exp(x[i]) with the kernels' exp; for the accuracy test only. */
-void attn_exp_f32_neon(const float *x, float *y, size_t n);
 
 /* ------------------------------------------------------------------ exp */
 
@@ -67,15 +68,6 @@ static ALWAYS_INLINE float32x4_t exp4(float32x4_t x)
     float32x4_t s1 = vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(n1, bias), 23));
     float32x4_t s2 = vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(n2, bias), 23));
     return vmulq_f32(vmulq_f32(y, s1), s2);
-}
-
-void attn_exp_f32_neon(const float *x, float *y, size_t n)
-{
-    size_t i = 0;
-    for (; i + 4 <= n; i += 4)
-        vst1q_f32(y + i, exp4(vld1q_f32(x + i)));
-    if (i < n)
-        store_part(y + i, exp4(load_part(x + i, n - i, 0.0f)), n - i);
 }
 
 /* ------------------------------------------------------------------ row kernels */
