@@ -4,7 +4,7 @@
  * Kernels are small and alike: they work on one row or one tile, never loop
  * over batch or heads, never validate, never allocate, never read globals.
  * Everything else (masks, tiling, online softmax, stats, threading) is the
- * driver's job (driver.c), written once for every ISA.
+ * driver's job (src/driver/), written once for every ISA.
  *
  * All arithmetic is f32. K and V may be F32, F16 or BF16: the tile kernels
  * come in one variant per dtype and convert inside their loads.

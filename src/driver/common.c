@@ -1,0 +1,154 @@
+/* The geometry, planning, epilogue and softmax that every operation shares. */
+#include <float.h>
+#include <math.h>
+
+#include "driver.h"
+
+static int64_t round_up16(int64_t n) { return (n + 15) & ~(int64_t)15; }
+
+/* The mask rules of attn.h that shape a row into one interval of keys. */
+static row_ref make_row(const attn_problem *pb, int64_t b, int64_t h, int64_t i)
+{
+    row_ref row = {b, h, i, 0, 0};
+    int64_t lq = pb->q_lens ? pb->q_lens[b] : pb->q_len;
+    int64_t lk = pb->kv_lens ? pb->kv_lens[b] : pb->kv_len;
+    if (i >= lq)
+        return row;
+    int64_t aligned = i + (lk - lq); /* bottom-right alignment */
+    int64_t lo = 0, hi = lk;
+    if (pb->flags & ATTN_CAUSAL)
+        hi = attn_min64(hi, aligned + 1);
+    if (pb->window > 0 && aligned >= pb->window)
+        lo = aligned - pb->window + 1;
+    if (hi > lo) {
+        row.lo = lo;
+        row.hi = hi;
+    }
+    return row;
+}
+
+int64_t attn_block_rows_for(const attn_dsp *dsp, int64_t per_row_floats)
+{
+    int64_t fit = ATTN_SCRATCH_FLOATS / per_row_floats;
+    return attn_max64(1, attn_min64((int64_t)dsp->block_q, fit));
+}
+
+task_plan attn_plan_common(const attn_dsp *dsp, const attn_problem *pb, int64_t heads_per_group)
+{
+    task_plan p;
+    p.heads_per_group = heads_per_group;
+    p.groups = pb->q_heads / p.heads_per_group;
+    p.rows = pb->q_len * p.heads_per_group;
+    p.block_k = dsp->block_k;
+    p.q_stride = round_up16(pb->head_dim);
+    p.acc_stride = round_up16(pb->v_dim);
+    p.block_rows = 1; /* each operation sets it, then blocks */
+    p.blocks = 0;
+    return p;
+}
+
+int64_t attn_task_rows(const attn_problem *pb, const task_plan *p, size_t index, row_ref *rows,
+                       int64_t *kv_head)
+{
+    int64_t blk = (int64_t)index % p->blocks;
+    int64_t rest = (int64_t)index / p->blocks;
+    int64_t group = rest % p->groups;
+    int64_t b = rest / p->groups;
+    int64_t r0 = blk * p->block_rows;
+    int64_t n = attn_min64(p->block_rows, p->rows - r0);
+    for (int64_t r = 0; r < n; r++) {
+        int64_t pos = (r0 + r) / p->heads_per_group;
+        int64_t h = group * p->heads_per_group + (r0 + r) % p->heads_per_group;
+        rows[r] = make_row(pb, b, h, pos);
+    }
+    *kv_head = group * p->heads_per_group / pb->group;
+    return n;
+}
+
+void attn_convert_queries(const attn_dsp *dsp, const attn_problem *pb, const task_plan *p,
+                          const row_ref *rows, int64_t n, float *qbuf)
+{
+    for (int64_t r = 0; r < n; r++)
+        if (rows[r].lo < rows[r].hi)
+            dsp->to_f32[pb->q.dtype](attn_row_ptr(&pb->q, rows[r].b, rows[r].h, rows[r].i),
+                                     qbuf + r * p->q_stride, (size_t)pb->head_dim);
+}
+
+void attn_visible_union(const row_ref *rows, int64_t n, int64_t *lo, int64_t *hi)
+{
+    *lo = INT64_MAX;
+    *hi = 0;
+    for (int64_t r = 0; r < n; r++)
+        if (rows[r].lo < rows[r].hi) {
+            *lo = attn_min64(*lo, rows[r].lo);
+            *hi = attn_max64(*hi, rows[r].hi);
+        }
+}
+
+static int sees(const row_ref *row, int64_t kb, int64_t ke)
+{
+    return row->lo < ke && row->hi > kb && row->lo < row->hi;
+}
+
+int64_t attn_next_run(const row_ref *rows, int64_t n, int64_t *r, int64_t kb, int64_t ke)
+{
+    while (*r < n && !sees(&rows[*r], kb, ke))
+        (*r)++;
+    int64_t end = *r;
+    while (end < n && sees(&rows[end], kb, ke))
+        end++;
+    return end;
+}
+
+void attn_score_epilogue(const attn_dsp *dsp, const attn_problem *pb, const row_ref *row,
+                         float *s, int64_t k0, int64_t n)
+{
+    if (n <= 0)
+        return;
+    if (pb->softcap > 0.0f)
+        dsp->softcap(s, (size_t)n, pb->softcap);
+    if (pb->bias.data)
+        dsp->add_bias(s, (const float *)attn_row_ptr(&pb->bias, row->b, row->h, row->i) + k0,
+                      (size_t)n);
+    if (pb->mask.data)
+        dsp->mask_bool(s, (const uint8_t *)attn_row_ptr(&pb->mask, row->b, row->h, row->i) + k0,
+                       (size_t)n);
+}
+
+void attn_softmax_segment(const attn_dsp *dsp, float *x, int64_t n, float *lse,
+                          float *max_score, float *entropy, int want_entropy)
+{
+    float m = n > 0 ? dsp->row_max(x, (size_t)n) : -INFINITY;
+    if (m == -INFINITY) {
+        attn_fill(x, n, 0.0f);
+        *lse = *max_score = -INFINITY;
+        *entropy = 0.0f;
+        return;
+    }
+    float weighted = 0.0f, sum = NAN;
+    if (m <= FLT_MAX) /* finite */
+        sum = dsp->exp_sum(x, (size_t)n, m, want_entropy ? &weighted : NULL);
+    if (isnan(sum)) {
+        attn_fill(x, n, NAN);
+        *lse = *max_score = *entropy = NAN;
+        return;
+    }
+    dsp->row_scale(x, (size_t)n, 1.0f / sum);
+    float log_sum = logf(sum);
+    *lse = m + log_sum;
+    *max_score = m;
+    /* H = log l - sum e (s-m) / l >= 0 */
+    *entropy = want_entropy ? fmaxf(0.0f, log_sum - weighted / sum) : 0.0f;
+}
+
+void attn_write_stats(const attn_problem *pb, const row_ref *row, float lse, float max_score,
+                      float entropy)
+{
+    size_t at = (size_t)((row->b * pb->q_heads + row->h) * pb->q_len + row->i);
+    if (pb->stats.lse)
+        pb->stats.lse[at] = lse;
+    if (pb->stats.max_score)
+        pb->stats.max_score[at] = max_score;
+    if (pb->stats.entropy)
+        pb->stats.entropy[at] = entropy;
+}

@@ -1,0 +1,114 @@
+/*
+ * What the operation modules of the driver share: the geometry of a row
+ * (which keys it may see), the task plan (how the shape is cut into tasks),
+ * the score epilogue, the row softmax and the stats. Each operation lives in
+ * its own file with its plan and its task (forward.c, scores.c); run.c maps
+ * an attn_op to them. Where a key or value row lives in memory is asked of
+ * kv.h only, so nothing here knows about layouts.
+ *
+ * Work is cut into tasks by the shape alone (never by the thread count):
+ * a task is one block of query rows of one batch entry and one head group.
+ * For the fused forward a head group is all query heads sharing a KV head
+ * (GQA), stacked position-major, so each K/V block is read once for all of
+ * them; that is what makes decode run at memory speed. For the score
+ * operations a group is one head, so output rows have a uniform stride and
+ * the tile kernels write straight into the caller's table.
+ */
+#ifndef ATTN_DRIVER_H
+#define ATTN_DRIVER_H
+
+#include <math.h>
+#include <stdint.h>
+
+#include "problem.h"
+
+/* Task scratch (query block, score tile, accumulator): 64 KiB of stack. */
+#define ATTN_SCRATCH_FLOATS 16384
+
+typedef struct task_plan {
+    int64_t heads_per_group; /* query heads stacked in one block */
+    int64_t groups;          /* q_heads / heads_per_group */
+    int64_t rows;            /* rows of a group: q_len * heads_per_group */
+    int64_t block_rows;
+    int64_t blocks;          /* per group */
+    int64_t q_stride;        /* f32 row stride of the converted query block */
+    int64_t acc_stride;      /* f32 row stride of the accumulator */
+    int64_t block_k;
+} task_plan;
+
+typedef struct task_ctx {
+    const attn_dsp *dsp;
+    const attn_problem *pb;
+    task_plan plan;
+} task_ctx;
+
+/* One query row of a block. Visible keys are [lo, hi); empty when lo == hi. */
+typedef struct row_ref {
+    int64_t b, h, i, lo, hi;
+} row_ref;
+
+static inline int64_t attn_min64(int64_t a, int64_t b) { return a < b ? a : b; }
+static inline int64_t attn_max64(int64_t a, int64_t b) { return a > b ? a : b; }
+
+static inline void attn_fill(float *x, int64_t n, float value)
+{
+    for (int64_t j = 0; j < n; j++)
+        x[j] = value;
+}
+
+/* Row r of (b, h) of a tensor whose rows are addressed by index (q, out,
+   mask, bias). */
+static inline const void *attn_row_ptr(const attn_tensor *t, int64_t b, int64_t h, int64_t r)
+{
+    int64_t off = b * t->batch_stride + h * t->head_stride + r * t->row_stride;
+    return (const char *)t->data + off * (int64_t)attn_dtype_size(t->dtype);
+}
+
+static inline float *attn_out_row(const attn_tensor *t, int64_t b, int64_t h, int64_t r)
+{
+    return (float *)attn_row_ptr(t, b, h, r);
+}
+
+/* Tiles the block rows so that per_row_floats of scratch fit per row. */
+int64_t attn_block_rows_for(const attn_dsp *dsp, int64_t per_row_floats);
+/* The plan fields every operation shares (groups, rows, strides). */
+task_plan attn_plan_common(const attn_dsp *dsp, const attn_problem *pb, int64_t heads_per_group);
+/* Rows of task `index`: fills rows[] and returns their count. */
+int64_t attn_task_rows(const attn_problem *pb, const task_plan *p, size_t index, row_ref *rows,
+                       int64_t *kv_head);
+
+/* Converts the query rows that see any key into qbuf (row stride p->q_stride). */
+void attn_convert_queries(const attn_dsp *dsp, const attn_problem *pb, const task_plan *p,
+                          const row_ref *rows, int64_t n, float *qbuf);
+/* [lo, hi) covering every row's visible keys; lo >= hi when none sees any. */
+void attn_visible_union(const row_ref *rows, int64_t n, int64_t *lo, int64_t *hi);
+/*
+ * Advances *r to the next row that sees keys [kb, ke) and returns the end of
+ * the run of consecutive rows that do; returns *r == n when none is left.
+ */
+int64_t attn_next_run(const row_ref *rows, int64_t n, int64_t *r, int64_t kb, int64_t ke);
+
+/* softcap, then bias, then the BOOL mask on scores of keys [k0, k0 + n). */
+void attn_score_epilogue(const attn_dsp *dsp, const attn_problem *pb, const row_ref *row,
+                         float *s, int64_t k0, int64_t n);
+
+/*
+ * Softmax of one segment in place; the stats follow attn.h: an empty or
+ * all -inf segment gives zeros and (-inf, -inf, 0); a NaN or +inf score
+ * makes the whole row NaN (so every ISA agrees on such rows).
+ */
+void attn_softmax_segment(const attn_dsp *dsp, float *x, int64_t n, float *lse,
+                          float *max_score, float *entropy, int want_entropy);
+
+void attn_write_stats(const attn_problem *pb, const row_ref *row, float lse, float max_score,
+                      float entropy);
+
+/* The operations: each a plan and a task (the task's context is a task_ctx). */
+task_plan attn_plan_forward(const attn_dsp *dsp, const attn_problem *pb);
+void attn_task_forward(void *ctx, size_t index);
+task_plan attn_plan_scores(const attn_dsp *dsp, const attn_problem *pb);
+void attn_task_scores(void *ctx, size_t index); /* scores and weights */
+task_plan attn_plan_mask_apply(const attn_dsp *dsp, const attn_problem *pb);
+void attn_task_mask_apply(void *ctx, size_t index);
+
+#endif /* ATTN_DRIVER_H */

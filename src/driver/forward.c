@@ -1,0 +1,139 @@
+/*
+ * The fused forward: out = softmax(S) . V with an online softmax, one task
+ * per block of query rows of a head group. Per task, keys are visited in
+ * blocks of block_k over the union of the rows' visible ranges; a block no
+ * row sees is skipped, and keys beyond kv_lens are never touched. Within a
+ * block, runs of consecutive rows that see it go through qk_tile / pv_tile
+ * together.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "kv.h"
+
+typedef struct online_row {
+    float m, l, t; /* running max, sum of exp(s - m), sum of exp(s - m) * (s - m) */
+    int poisoned;  /* a NaN or +inf score was seen: the row's result is NaN */
+} online_row;
+
+task_plan attn_plan_forward(const attn_dsp *dsp, const attn_problem *pb)
+{
+    task_plan p = attn_plan_common(dsp, pb, pb->group);
+    p.block_rows = attn_block_rows_for(dsp, p.q_stride + p.block_k + p.acc_stride);
+    p.blocks = (p.rows + p.block_rows - 1) / p.block_rows;
+    return p;
+}
+
+/* Folds one row's scores of keys [kb, kb + nk) into its online state; leaves
+   in s the weights exp(s - m) to multiply V by (0 where the row sees nothing). */
+static void online_update(const attn_dsp *dsp, const attn_problem *pb, const row_ref *row,
+                          online_row *o, float *s, int64_t kb, int64_t nk, float *acc,
+                          int want_entropy)
+{
+    const int64_t a = attn_max64(row->lo, kb) - kb, z = attn_min64(row->hi, kb + nk) - kb;
+    attn_score_epilogue(dsp, pb, row, s + a, kb + a, z - a);
+    float bm = o->poisoned ? -INFINITY : dsp->row_max(s + a, (size_t)(z - a));
+    if (isnan(bm) || bm == INFINITY)
+        o->poisoned = 1;
+    if (o->poisoned || bm == -INFINITY) {
+        attn_fill(s, nk, 0.0f); /* nothing visible here: weight 0 */
+        return;
+    }
+    const float m_new = bm > o->m ? bm : o->m;
+    if (o->m != -INFINITY && m_new != o->m) { /* rescale what we have */
+        const float alpha = expf(o->m - m_new);
+        dsp->row_scale(acc, (size_t)pb->v_dim, alpha);
+        o->t = alpha * (o->t + o->l * (o->m - m_new));
+        o->l *= alpha;
+    }
+    float weighted = 0.0f;
+    float sum = dsp->exp_sum(s + a, (size_t)(z - a), m_new, want_entropy ? &weighted : NULL);
+    if (isnan(sum)) {
+        o->poisoned = 1;
+        attn_fill(s, nk, 0.0f);
+        return;
+    }
+    o->m = m_new;
+    o->l += sum;
+    o->t += weighted;
+    attn_fill(s, a, 0.0f);
+    attn_fill(s + z, nk - z, 0.0f);
+}
+
+/* Writes one row's output and stats from its online state. */
+static void finish_row(const attn_dsp *dsp, const attn_problem *pb, const row_ref *row,
+                       const online_row *o, float *acc)
+{
+    float *dst = attn_out_row(&pb->out, row->b, row->h, row->i);
+    if (o->poisoned) {
+        attn_fill(dst, pb->v_dim, NAN);
+        attn_write_stats(pb, row, NAN, NAN, NAN);
+    } else if (o->m == -INFINITY) { /* no visible key */
+        attn_fill(dst, pb->v_dim, 0.0f);
+        attn_write_stats(pb, row, -INFINITY, -INFINITY, 0.0f);
+    } else {
+        dsp->row_scale(acc, (size_t)pb->v_dim, 1.0f / o->l);
+        memcpy(dst, acc, (size_t)pb->v_dim * sizeof(float));
+        const float log_l = logf(o->l);
+        attn_write_stats(pb, row, o->m + log_l, o->m, fmaxf(0.0f, log_l - o->t / o->l));
+    }
+}
+
+void attn_task_forward(void *vctx, size_t index)
+{
+    const task_ctx *ctx = vctx;
+    const attn_dsp *dsp = ctx->dsp;
+    const attn_problem *pb = ctx->pb;
+    const task_plan *p = &ctx->plan;
+
+    _Alignas(64) float scratch[ATTN_SCRATCH_FLOATS];
+    row_ref rows[ATTN_MAX_BLOCK_Q];
+    online_row st[ATTN_MAX_BLOCK_Q];
+    int64_t kv_head;
+    int64_t n = attn_task_rows(pb, p, index, rows, &kv_head);
+
+    float *qbuf = scratch;
+    float *sbuf = qbuf + p->block_rows * p->q_stride;
+    float *acc = sbuf + p->block_rows * p->block_k;
+    const int want_entropy = pb->stats.entropy != NULL;
+    const kv_src ks = attn_kv_open(&pb->k, rows[0].b, kv_head);
+    const kv_src vs = attn_kv_open(&pb->v, rows[0].b, kv_head);
+
+    attn_convert_queries(dsp, pb, p, rows, n, qbuf);
+    for (int64_t r = 0; r < n; r++) {
+        st[r] = (online_row){-INFINITY, 0.0f, 0.0f, 0};
+        if (rows[r].lo < rows[r].hi)
+            attn_fill(acc + r * p->acc_stride, pb->v_dim, 0.0f);
+    }
+
+    int64_t ulo, uhi;
+    attn_visible_union(rows, n, &ulo, &uhi);
+    for (int64_t k0 = ulo < uhi ? ulo / p->block_k * p->block_k : uhi; k0 < uhi;
+         k0 += p->block_k) {
+        const int64_t kb = attn_max64(k0, ulo), ke = attn_min64(k0 + p->block_k, uhi);
+        const int64_t nk = ke - kb;
+        for (int64_t r = 0, run_end; (run_end = attn_next_run(rows, n, &r, kb, ke)) > r;
+             r = run_end) {
+            const size_t nr = (size_t)(run_end - r);
+            float *s = sbuf + r * p->block_k;
+            for (int64_t j = kb, len; j < ke; j += len) {
+                const void *kp = attn_kv_run(&ks, j, ke, &len);
+                dsp->qk_tile[pb->k.dtype](qbuf + r * p->q_stride, p->q_stride, kp, ks.stride,
+                                          nr, (size_t)len, (size_t)pb->head_dim, pb->scale,
+                                          s + (j - kb), p->block_k);
+            }
+            for (int64_t rr = r; rr < run_end; rr++)
+                online_update(dsp, pb, &rows[rr], &st[rr], sbuf + rr * p->block_k, kb, nk,
+                              acc + rr * p->acc_stride, want_entropy);
+            for (int64_t j = kb, len; j < ke; j += len) {
+                const void *vp = attn_kv_run(&vs, j, ke, &len);
+                dsp->pv_tile[pb->v.dtype](s + (j - kb), p->block_k, vp, vs.stride, nr,
+                                          (size_t)len, (size_t)pb->v_dim,
+                                          acc + r * p->acc_stride, p->acc_stride);
+            }
+        }
+    }
+
+    for (int64_t r = 0; r < n; r++)
+        finish_row(dsp, pb, &rows[r], &st[r], acc + r * p->acc_stride);
+}

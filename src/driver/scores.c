@@ -1,0 +1,91 @@
+/*
+ * The score operations: attn_scores and attn_weights (one task per block of
+ * query rows of one head: the tile kernels write straight into the caller's
+ * table) and attn_mask_apply (the epilogue alone on the caller's table).
+ */
+#include <math.h>
+
+#include "kv.h"
+
+task_plan attn_plan_scores(const attn_dsp *dsp, const attn_problem *pb)
+{
+    task_plan p = attn_plan_common(dsp, pb, 1);
+    p.block_rows = attn_block_rows_for(dsp, p.q_stride);
+    p.blocks = (p.rows + p.block_rows - 1) / p.block_rows;
+    return p;
+}
+
+void attn_task_scores(void *vctx, size_t index)
+{
+    const task_ctx *ctx = vctx;
+    const attn_dsp *dsp = ctx->dsp;
+    const attn_problem *pb = ctx->pb;
+    const task_plan *p = &ctx->plan;
+
+    _Alignas(64) float qbuf[ATTN_SCRATCH_FLOATS];
+    row_ref rows[ATTN_MAX_BLOCK_Q];
+    int64_t kv_head;
+    int64_t n = attn_task_rows(pb, p, index, rows, &kv_head);
+    const int64_t out_stride = pb->out.row_stride;
+    float *out0 = attn_out_row(&pb->out, rows[0].b, rows[0].h, rows[0].i);
+    const kv_src ks = attn_kv_open(&pb->k, rows[0].b, kv_head);
+
+    attn_convert_queries(dsp, pb, p, rows, n, qbuf);
+    int64_t ulo, uhi;
+    attn_visible_union(rows, n, &ulo, &uhi);
+    for (int64_t k0 = ulo < uhi ? ulo / p->block_k * p->block_k : uhi; k0 < uhi;
+         k0 += p->block_k) {
+        const int64_t kb = attn_max64(k0, ulo), ke = attn_min64(k0 + p->block_k, uhi);
+        for (int64_t r = 0, run_end; (run_end = attn_next_run(rows, n, &r, kb, ke)) > r;
+             r = run_end)
+            for (int64_t j = kb, len; j < ke; j += len) {
+                const void *kp = attn_kv_run(&ks, j, ke, &len);
+                dsp->qk_tile[pb->k.dtype](qbuf + r * p->q_stride, p->q_stride, kp, ks.stride,
+                                          (size_t)(run_end - r), (size_t)len,
+                                          (size_t)pb->head_dim, pb->scale,
+                                          out0 + r * out_stride + j, out_stride);
+            }
+    }
+
+    for (int64_t r = 0; r < n; r++) {
+        const row_ref *row = &rows[r];
+        float *s = out0 + r * out_stride;
+        const int64_t lo = row->lo, hi = row->hi;
+        attn_score_epilogue(dsp, pb, row, s + lo, lo, hi - lo);
+        if (pb->op == ATTN_OP_WEIGHTS) {
+            float lse, max_score, entropy;
+            attn_softmax_segment(dsp, s + lo, hi - lo, &lse, &max_score, &entropy,
+                                 pb->stats.entropy != NULL);
+            attn_write_stats(pb, row, lse, max_score, entropy);
+            attn_fill(s, lo, 0.0f);
+            attn_fill(s + hi, pb->kv_len - hi, 0.0f);
+        } else {
+            attn_fill(s, lo, -INFINITY);
+            attn_fill(s + hi, pb->kv_len - hi, -INFINITY);
+        }
+    }
+}
+
+task_plan attn_plan_mask_apply(const attn_dsp *dsp, const attn_problem *pb)
+{
+    task_plan p = attn_plan_common(dsp, pb, 1);
+    p.block_rows = dsp->block_q;
+    p.blocks = (p.rows + p.block_rows - 1) / p.block_rows;
+    return p;
+}
+
+void attn_task_mask_apply(void *vctx, size_t index)
+{
+    const task_ctx *ctx = vctx;
+    const attn_problem *pb = ctx->pb;
+    row_ref rows[ATTN_MAX_BLOCK_Q];
+    int64_t kv_head;
+    int64_t n = attn_task_rows(pb, &ctx->plan, index, rows, &kv_head);
+    for (int64_t r = 0; r < n; r++) {
+        const row_ref *row = &rows[r];
+        float *s = attn_out_row(&pb->out, row->b, row->h, row->i);
+        attn_score_epilogue(ctx->dsp, pb, row, s + row->lo, row->lo, row->hi - row->lo);
+        attn_fill(s, row->lo, -INFINITY);
+        attn_fill(s + row->hi, pb->kv_len - row->hi, -INFINITY);
+    }
+}
