@@ -76,6 +76,13 @@ typedef void (*attn_mask_bool_fn)(float *x, const uint8_t *mask, size_t n);
 /* ds[j] = p[j] * (dp[j] - sum_i p[i] dp[i]); ds may equal p or dp. */
 typedef void (*attn_softmax_bwd_fn)(const float *p, const float *dp, float *ds, size_t n);
 
+/*
+ * y[j] += a * x[j] for j < n (fused or not: both round within the merge's
+ * bound). y and x do not overlap. The merge of partial results (split-KV
+ * and attn_merge) is a fixed-order sequence of these.
+ */
+typedef void (*attn_axpy_fn)(float *y, const float *x, size_t n, float a);
+
 typedef struct attn_dsp {
     attn_isa isa;
     const char *isa_name;
@@ -93,10 +100,13 @@ typedef struct attn_dsp {
     attn_add_bias_fn add_bias;
     attn_mask_bool_fn mask_bool;
     attn_softmax_bwd_fn softmax_bwd;
+    attn_axpy_fn axpy;
 } attn_dsp;
 
 /* Fills every slot with the scalar kernels (the oracle). */
 void attn_dsp_init_scalar(attn_dsp *t);
+/* The merge slot (axpy) of each table; src/<arch>/merge_<isa>.c. */
+void attn_dsp_init_merge_scalar(attn_dsp *t);
 
 #ifdef __cplusplus
 }

@@ -9,6 +9,8 @@ extern "C" {
 #endif
 
 void attn_dsp_init_neon(attn_dsp *t); /* src/arm/..._neon.c */
+/* The merge slot (axpy), called by attn_dsp_init_neon; merge_neon.c. */
+void attn_dsp_init_merge_neon(attn_dsp *t);
 
 #ifdef __cplusplus
 }

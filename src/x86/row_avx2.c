@@ -347,6 +347,7 @@ void attn_dsp_init_avx2(attn_dsp *t)
     t->block_q = 48;
     t->block_k = 256;
     attn_dsp_init_tile_avx2(t);
+    attn_dsp_init_merge_avx2(t);
     t->row_max = row_max_avx2;
     t->exp_sum = exp_sum_avx2;
     t->row_scale = row_scale_avx2;
