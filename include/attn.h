@@ -41,6 +41,13 @@
  *   - window W > 0: j > i + (Lk_b - Lq_b) - W       (with ATTN_CAUSAL: the
  *     last W keys up to and including the query's own aligned position)
  *   - mask given: mask[b][h][i][j] != 0             (SDPA convention)
+ * The causal and window rules compare positions: key j is at position
+ * K_b + j and query i at Q_b + i, with K_b = k_pos[b] (or 0) and
+ * Q_b = q_pos[b] (or K_b + Lk_b - Lq_b, the bottom-right alignment above);
+ * causal is kpos <= qpos, the window kpos > qpos - W. Giving q_pos and k_pos
+ * (attn_options) lets a call see a shard of a longer sequence: keys at
+ * positions k_pos[b].. and queries at q_pos[b].., masked as in the whole
+ * sequence, so shards merged with attn_merge give the unsharded result.
  *
  * Fully masked rows. A query row with no visible key (including padded
  * rows i >= Lq_b) produces weights 0, output 0, lse = max_score = -inf and
@@ -62,9 +69,11 @@
  * Determinism. Results are bitwise identical for any thread count and any
  * parallel_for: work is cut into tasks by the shape only, and each output
  * element is produced by exactly one task in a fixed order. Results may
- * differ (within rounding) between ISAs.
+ * differ (within rounding) between ISAs, and between a split-KV forward and
+ * an unsplit one (see attn_forward_workspace_size).
  *
- * Memory. No operation allocates heap memory. Each task uses at most
+ * Memory. No operation allocates heap memory; scratch beyond the stack is
+ * the caller's (attn_options.workspace). Each task uses at most
  * ATTN_TASK_STACK_BYTES of stack (scratch for the query block, the score
  * tile and the output accumulator); engines that run tasks on their own
  * threads must give them at least that much stack above their own use.
@@ -101,7 +110,7 @@ extern "C" {
 #endif
 
 #define ATTN_VERSION_MAJOR 1
-#define ATTN_VERSION_MINOR 0
+#define ATTN_VERSION_MINOR 1
 #define ATTN_VERSION_PATCH 0
 #define ATTN_VERSION \
     ((ATTN_VERSION_MAJOR << 16) | (ATTN_VERSION_MINOR << 8) | ATTN_VERSION_PATCH)
@@ -110,6 +119,10 @@ extern "C" {
 #define ATTN_MAX_HEAD_DIM 4096
 /* Upper bound of the stack one task (or one attn_softmax call) uses. */
 #define ATTN_TASK_STACK_BYTES (96 * 1024)
+/* Largest value of attn_options.q_pos / k_pos (ATTN_ERR_ARG above or below 0). */
+#define ATTN_MAX_POSITION ((int64_t)1 << 62)
+/* Largest attn_options.kv_splits (ATTN_ERR_ARG above). */
+#define ATTN_MAX_KV_SPLITS 1024
 
 /* ---------------------------------------------------------------- status */
 
@@ -133,7 +146,7 @@ ATTN_API const char *attn_strerror(attn_status status);
 
 /* (major << 16) | (minor << 8) | patch of the library actually loaded. */
 ATTN_API uint32_t attn_version(void);
-/* "1.0.0" */
+/* "1.1.0" */
 ATTN_API const char *attn_version_string(void);
 
 /* ---------------------------------------------------------------- dtypes */
@@ -213,6 +226,15 @@ typedef struct attn_options {
     const attn_tensor *bias;           /* F32 [b][q_head][q][k], or NULL */
     attn_parallel_for_fn parallel_for; /* NULL: run on the calling thread */
     void *parallel_ctx;                /* first argument of parallel_for */
+    /* 1.1: shards and split-KV */
+    const int64_t *q_pos;              /* [batch] position of query row 0, in [0,
+                                          ATTN_MAX_POSITION], or NULL (see masks above) */
+    const int64_t *k_pos;              /* [batch] position of key row 0, likewise */
+    void *workspace;                   /* attn_forward's split-KV scratch, or NULL */
+    size_t workspace_size;             /* bytes at workspace */
+    int32_t kv_splits;                 /* attn_forward: 0 automatic, 1 never split,
+                                          N >= 2 about N key chunks (see
+                                          attn_forward_workspace_size) */
 } attn_options;
 
 /*
@@ -224,7 +246,7 @@ typedef struct attn_options {
  * is ATTN_ERR_VERSION.
  */
 #define ATTN_OPTIONS_INIT \
-    { (uint32_t)sizeof(attn_options), 0u, 0.0f, 0.0f, 0, 0, 0, 0, 0, 0, 0 }
+    { (uint32_t)sizeof(attn_options), 0u, 0.0f, 0.0f, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
 
 /*
  * Optional per-row outputs, each float[batch][q_heads][q_len] contiguous,
@@ -278,6 +300,68 @@ ATTN_API attn_status attn_forward(const attn_shape *shape, const attn_options *o
                                   const attn_tensor *q, const attn_tensor *k,
                                   const attn_tensor *v, const attn_tensor *out,
                                   const attn_row_stats *stats);
+
+/*
+ * Split-KV. When the shape gives attn_forward few tasks (decode, MQA, short
+ * query tails: fewer than 64 blocks of 64 query rows of one KV head), it can
+ * cut each task's keys into chunks that run as separate tasks, each leaving
+ * a partial result (unnormalised output, running max and sum) in the
+ * caller's workspace; the last chunk of a task to finish merges them in
+ * chunk order, with the same rescaling as the online softmax. The chunks
+ * depend on the shape and kv_splits only (multiples of 256 keys, at least
+ * 1024 per chunk when automatic), so results stay bitwise identical for any
+ * thread count and parallel_for; they may differ in rounding from the
+ * unsplit call (same error bound: the merge is one more rescale).
+ *
+ * attn_forward_workspace_size sets *bytes to the workspace attn_forward with
+ * this shape and options (kv_splits) needs to split, or 0 when it would not
+ * split; it validates the shape and the options as attn_forward does (not
+ * the tensors). The size depends on the shape and kv_splits only, not on
+ * the ISA. attn_forward then splits when opt->workspace_size >= that size;
+ * with kv_splits = 0 and no or too small a workspace it runs unsplit (the
+ * documented fallback); with kv_splits >= 2 and too small a workspace it is
+ * ATTN_ERR_ARG before anything is written. The workspace may hold anything
+ * before the call (it is not read before being written), must share no byte
+ * with an input or output (ATTN_ERR_STRIDE), needs no alignment, and serves
+ * one call at a time.
+ */
+ATTN_API attn_status attn_forward_workspace_size(const attn_shape *shape,
+                                                 const attn_options *opt, size_t *bytes);
+
+/*
+ * One partial result of attention over a subset of the keys (a shard or a
+ * chunk): its output and its per-row log-sum-exp, as attn_forward writes
+ * them (out, and attn_row_stats.lse).
+ */
+typedef struct attn_partial {
+    attn_tensor out;  /* F32 [batch][q_heads][q_len][v_dim]; strides may be 0 */
+    const float *lse; /* float[batch][q_heads][q_len] contiguous */
+} attn_partial;
+
+/*
+ * Merges n_parts >= 1 partial results of the same queries over disjoint key
+ * sets into the result over their union:
+ *   L = log sum_i exp(lse_i),   out = sum_i exp(lse_i - L) * out_i
+ * per row, in the order i = 0, 1, ... (bitwise reproducible). The weights and
+ * L are computed in double; out accumulates in f32. Per row:
+ *   - a partial with lse_i = -inf (no visible key there) contributes nothing
+ *     and its out_i row is not read (it may hold anything);
+ *   - every lse_i = -inf: out row 0, L = -inf (never NaN);
+ *   - any lse_i NaN or +inf (a poisoned partial, see "Non-finite inputs"):
+ *     out row NaN, L NaN; a NaN or inf inside a contributing out_i row
+ *     reaches out as arithmetic carries it (NaN stays NaN).
+ * shape is the shape of the calls that produced the partials (kv_len and
+ * head_dim are not used but must be valid); only batch, q_heads, q_len and
+ * v_dim size the tensors. Of opt only struct_size, parallel_for and
+ * parallel_ctx are read. out must be F32 and share no byte with any part
+ * (ATTN_ERR_STRIDE); lse may be NULL, else float[batch][q_heads][q_len] and
+ * separate from everything else. The result equals the call over the union
+ * of the keys within the sum of the partials' error and the merge's own
+ * rounding (tests/tolerance.h, "merge").
+ */
+ATTN_API attn_status attn_merge(const attn_shape *shape, const attn_options *opt,
+                                const attn_partial *parts, int64_t n_parts,
+                                const attn_tensor *out, float *lse);
 
 /*
  * Softmax backward for rows laid out as in attn_softmax:

@@ -81,6 +81,17 @@ attn_status attn_forward_with(const attn_dsp *dsp, const attn_shape *shape,
     return status;
 }
 
+attn_status attn_merge_with(const attn_dsp *dsp, const attn_shape *shape,
+                            const attn_options *opt, const attn_partial *parts,
+                            int64_t n_parts, const attn_tensor *out, float *lse)
+{
+    attn_merge_problem mp;
+    attn_status status = attn_validate_merge(&mp, shape, opt, parts, n_parts, out, lse);
+    if (status == ATTN_OK)
+        attn_run_merge(dsp, &mp);
+    return status;
+}
+
 attn_status attn_softmax_with(const attn_dsp *dsp, float *x, int64_t rows, int64_t cols,
                               int64_t row_stride, float *lse)
 {
@@ -140,6 +151,19 @@ attn_status attn_forward(const attn_shape *shape, const attn_options *opt,
                          const attn_tensor *out, const attn_row_stats *stats)
 {
     return attn_forward_with(attn_dsp_active(), shape, opt, q, k, v, out, stats);
+}
+
+attn_status attn_forward_workspace_size(const attn_shape *shape, const attn_options *opt,
+                                        size_t *bytes)
+{
+    return attn_validate_workspace_query(shape, opt, bytes);
+}
+
+attn_status attn_merge(const attn_shape *shape, const attn_options *opt,
+                       const attn_partial *parts, int64_t n_parts, const attn_tensor *out,
+                       float *lse)
+{
+    return attn_merge_with(attn_dsp_active(), shape, opt, parts, n_parts, out, lse);
 }
 
 attn_status attn_softmax_backward(const float *p, const float *dp, float *ds, int64_t rows,

@@ -28,6 +28,11 @@ typedef struct attn_problem {
     attn_tensor mask, bias; /* data == NULL when absent */
     attn_parallel_for_fn parallel_for;
     void *parallel_ctx;
+    const int64_t *q_pos, *k_pos; /* NULL: the defaults of attn.h */
+
+    /* split-KV (forward only): splits == 1 means unsplit */
+    int64_t splits, chunk; /* chunks of `chunk` keys, the last may be shorter */
+    void *workspace;       /* >= attn_split_bytes(...) bytes when splits > 1 */
 
     /* tensors, copied once validated (out: scores, weights or the forward
        output; q/k/v zeroed where the operation has none) */
@@ -46,6 +51,38 @@ static inline size_t attn_dtype_size(int32_t dtype)
     default: return 0;
     }
 }
+
+/*
+ * The split-KV plan of attn.h (shape and kv_splits only, never the ISA or
+ * the thread count): the number of key chunks and their length, a multiple
+ * of ATTN_SPLIT_ALIGN. splits == 1: unsplit.
+ */
+#define ATTN_SPLIT_ALIGN 256      /* every ISA's block_k divides it */
+#define ATTN_SPLIT_MIN_CHUNK 1024 /* automatic chunks are at least this long */
+#define ATTN_SPLIT_TARGET 64      /* automatic: aim for this many tasks */
+void attn_split_plan(int64_t batch, int64_t q_heads, int64_t kv_heads, int64_t q_len,
+                     int64_t kv_len, int32_t kv_splits, int64_t *splits, int64_t *chunk);
+/* Workspace bytes of a split forward; 0 when it overflows size_t. */
+size_t attn_split_bytes(int64_t batch, int64_t q_heads, int64_t q_len, int64_t v_dim,
+                        int64_t splits);
+
+/* A validated attn_merge: n partial tensors and lse arrays into out. */
+typedef struct attn_merge_problem {
+    int64_t batch, q_heads, q_len, v_dim, n_parts;
+    const attn_partial *parts;
+    attn_tensor out;
+    float *lse; /* may be NULL */
+    attn_parallel_for_fn parallel_for;
+    void *parallel_ctx;
+} attn_merge_problem;
+
+attn_status attn_validate_merge(attn_merge_problem *mp, const attn_shape *shape,
+                                const attn_options *opt, const attn_partial *parts,
+                                int64_t n_parts, const attn_tensor *out, float *lse);
+/* attn_forward_workspace_size after its argument checks. */
+attn_status attn_validate_workspace_query(const attn_shape *shape, const attn_options *opt,
+                                          size_t *bytes);
+void attn_run_merge(const attn_dsp *dsp, const attn_merge_problem *mp);
 
 /* Checks everything for `op` and fills `pb`; writes nothing else. */
 attn_status attn_validate(attn_problem *pb, attn_op op, const attn_shape *shape,

@@ -31,6 +31,11 @@ static attn_status read_options(attn_options *o, const attn_options *user)
     COPY_IF_COVERED(bias)
     COPY_IF_COVERED(parallel_for)
     COPY_IF_COVERED(parallel_ctx)
+    COPY_IF_COVERED(q_pos)
+    COPY_IF_COVERED(k_pos)
+    COPY_IF_COVERED(workspace)
+    COPY_IF_COVERED(workspace_size)
+    COPY_IF_COVERED(kv_splits)
 #undef COPY_IF_COVERED
     return ATTN_OK;
 }
@@ -112,12 +117,86 @@ static attn_status check_lengths(const int32_t *lens, int64_t batch, int64_t lim
     return ATTN_OK;
 }
 
+/* Positions are bounded so that position + index and their differences
+   never overflow int64. */
+static attn_status check_positions(const int64_t *pos, int64_t batch)
+{
+    if (!pos)
+        return ATTN_OK;
+    for (int64_t b = 0; b < batch; b++)
+        if (pos[b] < 0 || pos[b] > ATTN_MAX_POSITION)
+            return ATTN_ERR_ARG;
+    return ATTN_OK;
+}
+
 #define TRY(expr)                        \
     do {                                 \
         attn_status status_ = (expr);    \
         if (status_ != ATTN_OK)          \
             return status_;              \
     } while (0)
+
+/* The checks of every attention operation that need no tensor: options
+   (read into *o), shape and scalar arguments. */
+static attn_status check_shape_options(const attn_shape *shape, const attn_options *opt,
+                                       attn_options *o)
+{
+    /* options */
+    TRY(read_options(o, opt));
+    if ((o->mask && !o->mask->data) || (o->bias && !o->bias->data))
+        return ATTN_ERR_NULL;
+
+    /* shape */
+    const attn_shape s = *shape;
+    if (s.batch <= 0 || s.q_heads <= 0 || s.kv_heads <= 0 || s.q_len <= 0 ||
+        s.kv_len <= 0 || s.head_dim <= 0 || s.v_dim < 0)
+        return ATTN_ERR_SHAPE;
+    if (s.q_len > INT32_MAX || s.kv_len > INT32_MAX) /* lengths are int32 in q_lens/kv_lens */
+        return ATTN_ERR_SHAPE;
+    const int64_t v_dim = s.v_dim ? s.v_dim : s.head_dim;
+    if (s.head_dim > ATTN_MAX_HEAD_DIM || v_dim > ATTN_MAX_HEAD_DIM)
+        return ATTN_ERR_UNSUPPORTED;
+
+    /* arguments */
+    if (s.q_heads % s.kv_heads != 0)
+        return ATTN_ERR_ARG;
+    if (o->flags & ~ATTN_CAUSAL)
+        return ATTN_ERR_ARG;
+    if (!isfinite(o->scale) || !isfinite(o->softcap) || o->softcap < 0.0f || o->window < 0)
+        return ATTN_ERR_ARG;
+    if (o->kv_splits < 0 || o->kv_splits > ATTN_MAX_KV_SPLITS)
+        return ATTN_ERR_ARG;
+    TRY(check_positions(o->q_pos, s.batch));
+    TRY(check_positions(o->k_pos, s.batch));
+    return ATTN_OK;
+}
+
+/* The workspace bytes a forward of this shape needs to split (0: unsplit). */
+static size_t split_need(const attn_shape *s, const attn_options *o, int64_t *splits,
+                         int64_t *chunk)
+{
+    const int64_t v_dim = s->v_dim ? s->v_dim : s->head_dim;
+    attn_split_plan(s->batch, s->q_heads, s->kv_heads, s->q_len, s->kv_len, o->kv_splits,
+                    splits, chunk);
+    if (*splits <= 1)
+        return 0;
+    return attn_split_bytes(s->batch, s->q_heads, s->q_len, v_dim, *splits);
+}
+
+attn_status attn_validate_workspace_query(const attn_shape *shape, const attn_options *opt,
+                                          size_t *bytes)
+{
+    if (!shape || !bytes)
+        return ATTN_ERR_NULL;
+    attn_options o;
+    TRY(check_shape_options(shape, opt, &o));
+    int64_t splits, chunk;
+    size_t need = split_need(shape, &o, &splits, &chunk);
+    if (splits > 1 && need == 0)
+        return ATTN_ERR_SHAPE; /* does not fit size_t */
+    *bytes = need;
+    return ATTN_OK;
+}
 
 attn_status attn_validate(attn_problem *pb, attn_op op, const attn_shape *shape,
                           const attn_options *opt, const attn_tensor *q,
@@ -135,30 +214,11 @@ attn_status attn_validate(attn_problem *pb, attn_op op, const attn_shape *shape,
     if (needs_v && (!v || !v->data))
         return ATTN_ERR_NULL;
 
-    /* 2. options */
+    /* 2.-4. options, shape, arguments */
     attn_options o;
-    TRY(read_options(&o, opt));
-    if ((o.mask && !o.mask->data) || (o.bias && !o.bias->data))
-        return ATTN_ERR_NULL;
-
-    /* 3. shape */
+    TRY(check_shape_options(shape, opt, &o));
     const attn_shape s = *shape;
-    if (s.batch <= 0 || s.q_heads <= 0 || s.kv_heads <= 0 || s.q_len <= 0 ||
-        s.kv_len <= 0 || s.head_dim <= 0 || s.v_dim < 0)
-        return ATTN_ERR_SHAPE;
-    if (s.q_len > INT32_MAX || s.kv_len > INT32_MAX) /* lengths are int32 in q_lens/kv_lens */
-        return ATTN_ERR_SHAPE;
     const int64_t v_dim = s.v_dim ? s.v_dim : s.head_dim;
-    if (s.head_dim > ATTN_MAX_HEAD_DIM || v_dim > ATTN_MAX_HEAD_DIM)
-        return ATTN_ERR_UNSUPPORTED;
-
-    /* 4. arguments */
-    if (s.q_heads % s.kv_heads != 0)
-        return ATTN_ERR_ARG;
-    if (o.flags & ~ATTN_CAUSAL)
-        return ATTN_ERR_ARG;
-    if (!isfinite(o.scale) || !isfinite(o.softcap) || o.softcap < 0.0f || o.window < 0)
-        return ATTN_ERR_ARG;
     if (needs_qk && (!is_float_input_dtype(q->dtype) || !is_float_input_dtype(k->dtype)))
         return ATTN_ERR_ARG;
     if (needs_v && !is_float_input_dtype(v->dtype))
@@ -171,7 +231,7 @@ attn_status attn_validate(attn_problem *pb, attn_op op, const attn_shape *shape,
     TRY(check_lengths(o.kv_lens, s.batch, s.kv_len));
 
     /* 5. tensors */
-    byte_range inputs[5], outputs[4];
+    byte_range inputs[5], outputs[5];
     int n_in = 0, n_out = 0;
     if (needs_qk) {
         TRY(check_tensor(q, s.batch, s.q_heads, s.q_len, s.head_dim, 0, &inputs[n_in++]));
@@ -185,6 +245,24 @@ attn_status attn_validate(attn_problem *pb, attn_op op, const attn_shape *shape,
         TRY(check_tensor(o.bias, s.batch, s.q_heads, s.q_len, s.kv_len, 0, &inputs[n_in++]));
     TRY(check_tensor(out, s.batch, s.q_heads, s.q_len, op == ATTN_OP_FORWARD ? v_dim : s.kv_len,
                      1, &outputs[n_out++]));
+
+    /* split-KV: the workspace, when this call will use it, is an output */
+    int64_t splits = 1, chunk = s.kv_len;
+    if (op == ATTN_OP_FORWARD) {
+        size_t need = split_need(&s, &o, &splits, &chunk);
+        if (splits > 1 && (need == 0 || !o.workspace || o.workspace_size < need)) {
+            if (o.kv_splits >= 2)
+                return ATTN_ERR_ARG; /* asked for, impossible: say so */
+            splits = 1;              /* automatic: the documented unsplit fallback */
+            chunk = s.kv_len;
+        }
+        if (splits > 1) {
+            if ((uintptr_t)o.workspace > UINTPTR_MAX - need)
+                return ATTN_ERR_SHAPE;
+            outputs[n_out++] =
+                (byte_range){(uintptr_t)o.workspace, (uintptr_t)o.workspace + need};
+        }
+    }
 
     /* 6. no output may share a byte with an input or another output (the
        address ranges are compared, which is exact for separate buffers) */
@@ -231,6 +309,11 @@ attn_status attn_validate(attn_problem *pb, attn_op op, const attn_shape *shape,
         pb->bias = *o.bias;
     pb->parallel_for = o.parallel_for;
     pb->parallel_ctx = o.parallel_ctx;
+    pb->q_pos = o.q_pos;
+    pb->k_pos = o.k_pos;
+    pb->splits = splits;
+    pb->chunk = chunk;
+    pb->workspace = splits > 1 ? o.workspace : NULL;
     if (needs_qk) {
         pb->q = *q;
         pb->k = *k;
@@ -264,4 +347,75 @@ int attn_rows_overlap(const float *a, int64_t a_rows, int64_t a_cols, int64_t a_
     byte_range ra = {(uintptr_t)a, (uintptr_t)(a + (a_rows - 1) * a_stride + a_cols)};
     byte_range rb = {(uintptr_t)b, (uintptr_t)(b + (b_rows - 1) * b_stride + b_cols)};
     return ranges_meet(ra, rb);
+}
+
+attn_status attn_validate_merge(attn_merge_problem *mp, const attn_shape *shape,
+                                const attn_options *opt, const attn_partial *parts,
+                                int64_t n_parts, const attn_tensor *out, float *lse)
+{
+    /* pointers */
+    if (!shape || !out || !out->data || (n_parts > 0 && !parts))
+        return ATTN_ERR_NULL;
+    for (int64_t i = 0; i < n_parts; i++)
+        if (!parts[i].out.data || !parts[i].lse)
+            return ATTN_ERR_NULL;
+
+    /* options (only the pool is used), shape */
+    attn_options o;
+    TRY(read_options(&o, opt));
+    const attn_shape s = *shape;
+    if (n_parts <= 0 || s.batch <= 0 || s.q_heads <= 0 || s.kv_heads <= 0 || s.q_len <= 0 ||
+        s.kv_len <= 0 || s.head_dim <= 0 || s.v_dim < 0)
+        return ATTN_ERR_SHAPE;
+    if (s.q_len > INT32_MAX || s.kv_len > INT32_MAX)
+        return ATTN_ERR_SHAPE;
+    const int64_t v_dim = s.v_dim ? s.v_dim : s.head_dim;
+    if (s.head_dim > ATTN_MAX_HEAD_DIM || v_dim > ATTN_MAX_HEAD_DIM)
+        return ATTN_ERR_UNSUPPORTED;
+    if (s.q_heads % s.kv_heads != 0)
+        return ATTN_ERR_ARG;
+    if (out->dtype != ATTN_DTYPE_F32)
+        return ATTN_ERR_ARG;
+    for (int64_t i = 0; i < n_parts; i++)
+        if (parts[i].out.dtype != ATTN_DTYPE_F32)
+            return ATTN_ERR_ARG;
+
+    /* tensors; no output byte may meet an input or the other output */
+    byte_range ro, rl = {0, 0}, r;
+    TRY(check_tensor(out, s.batch, s.q_heads, s.q_len, v_dim, 1, &ro));
+    const int64_t rows = s.batch * s.q_heads * s.q_len;
+    if ((uint64_t)rows > (uint64_t)(PTRDIFF_MAX / (ptrdiff_t)sizeof(float)))
+        return ATTN_ERR_SHAPE;
+    const uintptr_t lse_bytes = (uintptr_t)rows * sizeof(float);
+    if (lse) {
+        if ((uintptr_t)lse > UINTPTR_MAX - lse_bytes)
+            return ATTN_ERR_SHAPE;
+        rl = (byte_range){(uintptr_t)lse, (uintptr_t)lse + lse_bytes};
+        if (ranges_meet(ro, rl))
+            return ATTN_ERR_STRIDE;
+    }
+    for (int64_t i = 0; i < n_parts; i++) {
+        TRY(check_tensor(&parts[i].out, s.batch, s.q_heads, s.q_len, v_dim, 0, &r));
+        byte_range rp;
+        if ((uintptr_t)parts[i].lse > UINTPTR_MAX - lse_bytes)
+            return ATTN_ERR_SHAPE;
+        rp = (byte_range){(uintptr_t)parts[i].lse, (uintptr_t)parts[i].lse + lse_bytes};
+        if (ranges_meet(ro, r) || ranges_meet(ro, rp))
+            return ATTN_ERR_STRIDE;
+        if (lse && (ranges_meet(rl, r) || ranges_meet(rl, rp)))
+            return ATTN_ERR_STRIDE;
+    }
+
+    memset(mp, 0, sizeof *mp);
+    mp->batch = s.batch;
+    mp->q_heads = s.q_heads;
+    mp->q_len = s.q_len;
+    mp->v_dim = v_dim;
+    mp->n_parts = n_parts;
+    mp->parts = parts;
+    mp->out = *out;
+    mp->lse = lse;
+    mp->parallel_for = o.parallel_for;
+    mp->parallel_ctx = o.parallel_ctx;
+    return ATTN_OK;
 }

@@ -14,7 +14,11 @@ static row_ref make_row(const attn_problem *pb, int64_t b, int64_t h, int64_t i)
     int64_t lk = pb->kv_lens ? pb->kv_lens[b] : pb->kv_len;
     if (i >= lq)
         return row;
-    int64_t aligned = i + (lk - lq); /* bottom-right alignment */
+    /* query i's position minus key 0's: bottom-right alignment, or the
+       caller's global positions (a shard of a longer sequence) */
+    const int64_t k0 = pb->k_pos ? pb->k_pos[b] : 0;
+    const int64_t rel = pb->q_pos ? pb->q_pos[b] - k0 : lk - lq;
+    int64_t aligned = i + rel; /* |rel| <= ATTN_MAX_POSITION: no overflow */
     int64_t lo = 0, hi = lk;
     if (pb->flags & ATTN_CAUSAL)
         hi = attn_min64(hi, aligned + 1);
@@ -44,6 +48,7 @@ task_plan attn_plan_common(const attn_dsp *dsp, const attn_problem *pb, int64_t 
     p.acc_stride = round_up16(pb->v_dim);
     p.block_rows = 1; /* each operation sets it, then blocks */
     p.blocks = 0;
+    p.splits = 1;
     return p;
 }
 

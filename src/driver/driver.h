@@ -34,7 +34,22 @@ typedef struct task_plan {
     int64_t q_stride;        /* f32 row stride of the converted query block */
     int64_t acc_stride;      /* f32 row stride of the accumulator */
     int64_t block_k;
+    int64_t splits;          /* key chunks per block (split-KV forward), else 1 */
 } task_plan;
+
+/*
+ * The split-KV workspace, from a 64-byte aligned base: one int per task
+ * (chunks finished, to elect the merging task), then per query row and
+ * chunk the online state {m, l, t, poisoned} and the unnormalised output
+ * (acc_stride floats). Rows are numbered (b * q_heads + h) * q_len + i.
+ */
+typedef struct attn_split_layout {
+    size_t counters_at, states_at, acc_at, bytes; /* offsets from the base */
+    int64_t acc_stride;
+} attn_split_layout;
+/* 0 when the sizes overflow size_t. */
+int attn_split_layout_of(int64_t batch, int64_t q_heads, int64_t q_len, int64_t v_dim,
+                         int64_t splits, attn_split_layout *l);
 
 typedef struct task_ctx {
     const attn_dsp *dsp;
@@ -106,6 +121,8 @@ void attn_write_stats(const attn_problem *pb, const row_ref *row, float lse, flo
 /* The operations: each a plan and a task (the task's context is a task_ctx). */
 task_plan attn_plan_forward(const attn_dsp *dsp, const attn_problem *pb);
 void attn_task_forward(void *ctx, size_t index);
+/* Before the tasks of a split forward run (on the calling thread). */
+void attn_prepare_forward(const task_ctx *ctx, size_t count);
 task_plan attn_plan_scores(const attn_dsp *dsp, const attn_problem *pb);
 void attn_task_scores(void *ctx, size_t index); /* scores and weights */
 task_plan attn_plan_mask_apply(const attn_dsp *dsp, const attn_problem *pb);

@@ -5,8 +5,17 @@
  * row sees is skipped, and keys beyond kv_lens are never touched. Within a
  * block, runs of consecutive rows that see it go through qk_tile / pv_tile
  * together.
+ *
+ * Split-KV (pb->splits > 1): each block of rows becomes `splits` tasks, one
+ * per chunk of keys, that leave their online state and unnormalised output
+ * in the workspace; the task that finishes a block's last chunk (an atomic
+ * count elects it) merges the chunks in chunk order, as one more rescale of
+ * the online softmax, and writes the rows. Which task merges varies, what it
+ * computes does not.
  */
 #include <math.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "kv.h"
@@ -21,6 +30,7 @@ task_plan attn_plan_forward(const attn_dsp *dsp, const attn_problem *pb)
     task_plan p = attn_plan_common(dsp, pb, pb->group);
     p.block_rows = attn_block_rows_for(dsp, p.q_stride + p.block_k + p.acc_stride);
     p.blocks = (p.rows + p.block_rows - 1) / p.block_rows;
+    p.splits = pb->splits;
     return p;
 }
 
@@ -79,35 +89,18 @@ static void finish_row(const attn_dsp *dsp, const attn_problem *pb, const row_re
     }
 }
 
-void attn_task_forward(void *vctx, size_t index)
+/* Folds keys [klo, khi) of the visible ranges into the rows' states. */
+static void forward_keys(const attn_dsp *dsp, const attn_problem *pb, const task_plan *p,
+                         const row_ref *rows, int64_t n, int64_t kv_head, int64_t klo,
+                         int64_t khi, online_row *st, float *qbuf, float *sbuf, float *acc)
 {
-    const task_ctx *ctx = vctx;
-    const attn_dsp *dsp = ctx->dsp;
-    const attn_problem *pb = ctx->pb;
-    const task_plan *p = &ctx->plan;
-
-    _Alignas(64) float scratch[ATTN_SCRATCH_FLOATS];
-    row_ref rows[ATTN_MAX_BLOCK_Q];
-    online_row st[ATTN_MAX_BLOCK_Q];
-    int64_t kv_head;
-    int64_t n = attn_task_rows(pb, p, index, rows, &kv_head);
-
-    float *qbuf = scratch;
-    float *sbuf = qbuf + p->block_rows * p->q_stride;
-    float *acc = sbuf + p->block_rows * p->block_k;
     const int want_entropy = pb->stats.entropy != NULL;
     const kv_src ks = attn_kv_open(&pb->k, rows[0].b, kv_head);
     const kv_src vs = attn_kv_open(&pb->v, rows[0].b, kv_head);
-
-    attn_convert_queries(dsp, pb, p, rows, n, qbuf);
-    for (int64_t r = 0; r < n; r++) {
-        st[r] = (online_row){-INFINITY, 0.0f, 0.0f, 0};
-        if (rows[r].lo < rows[r].hi)
-            attn_fill(acc + r * p->acc_stride, pb->v_dim, 0.0f);
-    }
-
     int64_t ulo, uhi;
     attn_visible_union(rows, n, &ulo, &uhi);
+    ulo = attn_max64(ulo, klo);
+    uhi = attn_min64(uhi, khi);
     for (int64_t k0 = ulo < uhi ? ulo / p->block_k * p->block_k : uhi; k0 < uhi;
          k0 += p->block_k) {
         const int64_t kb = attn_max64(k0, ulo), ke = attn_min64(k0 + p->block_k, uhi);
@@ -133,7 +126,130 @@ void attn_task_forward(void *vctx, size_t index)
             }
         }
     }
+}
 
-    for (int64_t r = 0; r < n; r++)
-        finish_row(dsp, pb, &rows[r], &st[r], acc + r * p->acc_stride);
+/* ------------------------------------------------------------ split-KV */
+
+typedef struct split_ws {
+    atomic_int *done; /* per task block: chunks finished */
+    float *states;    /* per (row, chunk): m, l, t, poisoned */
+    float *acc;       /* per (row, chunk): acc_stride floats */
+    int64_t acc_stride;
+} split_ws;
+
+static split_ws split_open(const attn_problem *pb)
+{
+    attn_split_layout l;
+    attn_split_layout_of(pb->batch, pb->q_heads, pb->q_len, pb->v_dim, pb->splits, &l);
+    char *base = (char *)(((uintptr_t)pb->workspace + 63) & ~(uintptr_t)63);
+    return (split_ws){(atomic_int *)(void *)(base + l.counters_at),
+                      (float *)(void *)(base + l.states_at), (float *)(void *)(base + l.acc_at),
+                      l.acc_stride};
+}
+
+static int64_t row_index(const attn_problem *pb, const row_ref *row)
+{
+    return (row->b * pb->q_heads + row->h) * pb->q_len + row->i;
+}
+
+void attn_prepare_forward(const task_ctx *ctx, size_t count)
+{
+    const split_ws ws = split_open(ctx->pb);
+    for (size_t u = 0; u < count / (size_t)ctx->plan.splits; u++)
+        atomic_init(&ws.done[u], 0);
+}
+
+/* Stores the rows' states of chunk `c` in the workspace. */
+static void split_store(const attn_problem *pb, const split_ws *ws, const task_plan *p,
+                        const row_ref *rows, int64_t n, int64_t c, const online_row *st,
+                        const float *acc)
+{
+    for (int64_t r = 0; r < n; r++) {
+        const int64_t at = row_index(pb, &rows[r]) * pb->splits + c;
+        float *state = ws->states + at * 4;
+        state[0] = st[r].m;
+        state[1] = st[r].l;
+        state[2] = st[r].t;
+        state[3] = (float)st[r].poisoned;
+        if (!st[r].poisoned && st[r].m != -INFINITY)
+            memcpy(ws->acc + at * ws->acc_stride, acc + r * p->acc_stride,
+                   (size_t)pb->v_dim * sizeof(float));
+    }
+}
+
+/*
+ * Merges the chunks of each row in chunk order into acc and the returned
+ * state: acc = sum_c exp(m_c - M) acc_c, l and t likewise (the online
+ * softmax's rescale, once per chunk), M the largest m_c.
+ */
+static void split_merge(const attn_dsp *dsp, const attn_problem *pb, const split_ws *ws,
+                        const row_ref *row, online_row *o, float *acc)
+{
+    const int64_t first = row_index(pb, row) * pb->splits;
+    *o = (online_row){-INFINITY, 0.0f, 0.0f, 0};
+    for (int64_t c = 0; c < pb->splits; c++) {
+        const float *state = ws->states + (first + c) * 4;
+        if (state[3] != 0.0f)
+            o->poisoned = 1;
+        else if (state[0] > o->m)
+            o->m = state[0];
+    }
+    if (o->poisoned || o->m == -INFINITY)
+        return;
+    attn_fill(acc, pb->v_dim, 0.0f);
+    for (int64_t c = 0; c < pb->splits; c++) {
+        const float *state = ws->states + (first + c) * 4;
+        if (state[0] == -INFINITY)
+            continue; /* no visible key in this chunk: its acc was not written */
+        const float alpha = expf(state[0] - o->m);
+        dsp->axpy(acc, ws->acc + (first + c) * ws->acc_stride, (size_t)pb->v_dim, alpha);
+        o->l += alpha * state[1];
+        o->t += alpha * (state[2] + state[1] * (state[0] - o->m));
+    }
+}
+
+void attn_task_forward(void *vctx, size_t index)
+{
+    const task_ctx *ctx = vctx;
+    const attn_dsp *dsp = ctx->dsp;
+    const attn_problem *pb = ctx->pb;
+    const task_plan *p = &ctx->plan;
+
+    _Alignas(64) float scratch[ATTN_SCRATCH_FLOATS];
+    row_ref rows[ATTN_MAX_BLOCK_Q];
+    online_row st[ATTN_MAX_BLOCK_Q];
+    const size_t block = index / (size_t)p->splits;
+    const int64_t chunk = (int64_t)(index % (size_t)p->splits);
+    int64_t kv_head;
+    int64_t n = attn_task_rows(pb, p, block, rows, &kv_head);
+
+    float *qbuf = scratch;
+    float *sbuf = qbuf + p->block_rows * p->q_stride;
+    float *acc = sbuf + p->block_rows * p->block_k;
+
+    attn_convert_queries(dsp, pb, p, rows, n, qbuf);
+    for (int64_t r = 0; r < n; r++) {
+        st[r] = (online_row){-INFINITY, 0.0f, 0.0f, 0};
+        if (rows[r].lo < rows[r].hi)
+            attn_fill(acc + r * p->acc_stride, pb->v_dim, 0.0f);
+    }
+    if (p->splits == 1) {
+        forward_keys(dsp, pb, p, rows, n, kv_head, 0, INT64_MAX, st, qbuf, sbuf, acc);
+        for (int64_t r = 0; r < n; r++)
+            finish_row(dsp, pb, &rows[r], &st[r], acc + r * p->acc_stride);
+        return;
+    }
+
+    const split_ws ws = split_open(pb);
+    const int64_t klo = chunk * pb->chunk;
+    forward_keys(dsp, pb, p, rows, n, kv_head, klo, klo + pb->chunk, st, qbuf, sbuf, acc);
+    split_store(pb, &ws, p, rows, n, chunk, st, acc);
+    /* acq_rel: the last task sees every chunk's stores of this block */
+    if (atomic_fetch_add_explicit(&ws.done[block], 1, memory_order_acq_rel) != p->splits - 1)
+        return;
+    for (int64_t r = 0; r < n; r++) {
+        online_row merged;
+        split_merge(dsp, pb, &ws, &rows[r], &merged, acc + r * p->acc_stride);
+        finish_row(dsp, pb, &rows[r], &merged, acc + r * p->acc_stride);
+    }
 }

@@ -25,7 +25,9 @@ void attn_run(const attn_dsp *dsp, const attn_problem *pb)
 {
     const op_module m = module_of(pb->op);
     task_ctx ctx = {dsp, pb, m.plan(dsp, pb)};
-    size_t count = (size_t)(pb->batch * ctx.plan.groups * ctx.plan.blocks);
+    size_t count = (size_t)(pb->batch * ctx.plan.groups * ctx.plan.blocks * ctx.plan.splits);
+    if (pb->op == ATTN_OP_FORWARD && ctx.plan.splits > 1)
+        attn_prepare_forward(&ctx, count);
     if (pb->parallel_for) {
         pb->parallel_for(pb->parallel_ctx, m.task, &ctx, count);
     } else {
