@@ -135,9 +135,13 @@ int ref_visible(const attn_shape *shape, const attn_options *opt, int64_t b, int
         return 0;
     if (!opt)
         return 1;
-    if ((opt->flags & ATTN_CAUSAL) && j > i + (lk - lq))
+    /* positions (attn.h): key j at K + j, query i at Q + i */
+    const int64_t kpos0 = opt->k_pos ? opt->k_pos[b] : 0;
+    const int64_t qpos0 = opt->q_pos ? opt->q_pos[b] : kpos0 + lk - lq;
+    const int64_t qp = qpos0 + i, kp = kpos0 + j;
+    if ((opt->flags & ATTN_CAUSAL) && kp > qp)
         return 0;
-    if (opt->window > 0 && !(j > i + (lk - lq) - opt->window))
+    if (opt->window > 0 && !(kp > qp - opt->window))
         return 0;
     if (opt->mask && *(const uint8_t *)ref_tensor_at(opt->mask, b, h, i, j) == 0)
         return 0;
@@ -434,4 +438,57 @@ void ref_attn_from_scores(ref_attn *r, const attn_shape *shape, const attn_optio
                                      0.0, &r->s_err[row * lk + j]);
             }
     finish_rows(r, shape, opt, NULL, 0);
+}
+
+/* ------------------------------------------------------------ merge */
+
+void ref_merge_row(size_t n, const double *lse, const double *lse_err,
+                   const double *const *o, const double *const *o_err, size_t dv, double *out,
+                   double *out_err, double *L, double *L_err)
+{
+    const double u = TOL_U;
+    double m = -INFINITY, lmax = 0.0;
+    int poisoned = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (isnan(lse[i]) || lse[i] == INFINITY)
+            poisoned = 1;
+        else if (lse[i] > m)
+            m = lse[i];
+        if (lse_err && lse[i] != -INFINITY && lse_err[i] > lmax)
+            lmax = lse_err[i];
+    }
+    if (poisoned || m == -INFINITY) {
+        for (size_t t = 0; t < dv; t++) {
+            out[t] = poisoned ? NAN : 0.0;
+            out_err[t] = 0.0;
+        }
+        *L = poisoned ? NAN : -INFINITY;
+        *L_err = 0.0;
+        return;
+    }
+    double sum = 0.0;
+    for (size_t i = 0; i < n; i++)
+        if (lse[i] != -INFINITY)
+            sum += exp(lse[i] - m);
+    const double lstar = m + log(sum);
+    const double eps_w = u + ((double)n + 4.0) * TOL_MERGE_DOUBLE;
+    const double g = tol_gamma((double)n);
+    for (size_t t = 0; t < dv; t++) {
+        double acc = 0.0, err = (double)n * TOL_TINY;
+        for (size_t i = 0; i < n; i++) {
+            if (lse[i] == -INFINITY)
+                continue;
+            const double w = exp(lse[i] - lstar);
+            const double e = o_err ? o_err[i][t] : 0.0;
+            const double rho = expm1((lse_err ? lse_err[i] : 0.0) + lmax);
+            const double c = (1.0 + rho) * (1.0 + eps_w) * (1.0 + g);
+            acc += w * o[i][t];
+            err += w * ((c - 1.0) * fabs(o[i][t]) + c * e) + TOL_TINY * (fabs(o[i][t]) + e);
+        }
+        out[t] = acc;
+        out_err[t] = err;
+    }
+    *L = lstar;
+    *L_err = lmax * (1.0 + u) +
+             (u + ((double)n + 4.0) * TOL_MERGE_DOUBLE) * (fabs(lstar) + lmax + log((double)n) + 1.0);
 }

@@ -73,6 +73,17 @@ typedef struct ref_row_stats {
 void ref_softmax_row(const double *s, const double *s_err, size_t n, int64_t rescales,
                      double *p, double *p_err, ref_row_stats *st);
 
+/*
+ * attn_merge of one row: n partials with log-sum-exp lse[i] (error bound
+ * lse_err[i], NULL = exact) and outputs o[i][0..dv) (bounds o_err[i], NULL =
+ * exact). out = the exact merge in double, out_err its bound for an f32
+ * merge (tolerance.h, "merge"); L, L_err likewise. NaN or +inf in lse gives
+ * NaN; all -inf gives 0 and -inf.
+ */
+void ref_merge_row(size_t n, const double *lse, const double *lse_err,
+                   const double *const *o, const double *const *o_err, size_t dv, double *out,
+                   double *out_err, double *L, double *L_err);
+
 /* ds = p * (dp - sum p dp), with the bound of each element. */
 void ref_softmax_bwd_row(const float *p, const float *dp, size_t n, double *ds, double *ds_err);
 

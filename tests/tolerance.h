@@ -120,4 +120,49 @@ static inline double tol_gamma(double n)
 /* Two implementations each within `bound` of the exact value. */
 #define TOL_PAIR(bound) (2.0 * (bound))
 
+/*
+ * Merging partial results (split-KV inside attn_forward, and attn_merge).
+ *
+ *  axpy:     y' = y + a*x, fused (one rounding: u|y + ax|) or not
+ *            (fl(y + fl(ax)): u|ax| + u|y + ax| + u^2|ax|), so both within
+ *              |y' - (y + ax)| <= 2u (|y| + |ax|) + TOL_TINY
+ *            (TOL_TINY: a product below FLT_MIN is off by at most 2^-150).
+ *
+ *  split-KV forward: each chunk runs the online softmax on its keys and the
+ *            chunks are combined with the online rescale (one exp of
+ *            m_c - M and one multiply per chunk, then additions). Chunks
+ *            start at multiples of 256, which every block_k divides, so a
+ *            key meets at most (blocks of its chunk - 1) rescales inside the
+ *            chunk plus the merge: at most the R of the unsplit forward, and
+ *            the sums keep n terms in another association (gamma(n) holds for
+ *            any order). The forward bound above applies unchanged.
+ *
+ *  attn_merge of n partials (o_i, L_i) given with errors |o_i - o_i*| <= E_i
+ *            and |L_i - L_i*| <= l_i against exact partials whose exact
+ *            merge is o* = sum W_i* o_i*, W_i* = exp(L_i* - L*),
+ *            L* = log sum exp L_i*:
+ *    weights from perturbed L: log W_i - log W_i* = (L_i - L_i*) - (L - L*)
+ *            and log-sum-exp moves by at most max_k l_k, so
+ *              |W_i / W_i* - 1| <= expm1(l_i + l_max) =: rho_i;
+ *    rounding of the weights: computed in double (exp, a sum of n terms, a
+ *            division: (n + 4) * 2^-52 relative) then rounded to f32 (u):
+ *              eps_w = u + (n + 4) * 2^-52;
+ *    accumulation: o = sum w_i o_i by n axpys from 0: a dot product,
+ *            gamma(n) * sum |w_i o_i|;
+ *    together, with c_i = (1 + rho_i)(1 + eps_w)(1 + gamma(n)):
+ *      |o - o*| <= sum_i W_i* ((c_i - 1) |o_i*| + c_i E_i)
+ *                  + TOL_TINY * (n + sum_i (|o_i*| + E_i))
+ *            (TOL_TINY: a weight or product below FLT_MIN rounds absolutely);
+ *    L = m + log(sum exp(L_i - m)) in double, rounded to f32:
+ *      |L - L*| <= l_max (1 + u) + (u + (n + 4) * 2^-52) (|L*| + l_max + log n + 1)
+ *            (|m| <= |L| + log n).
+ *  Exact inputs (E_i = l_i = 0) give the merge's own rounding.
+ */
+#define TOL_MERGE_DOUBLE 0x1p-52 /* one double rounding, relative, with margin 2 */
+
+static inline double tol_axpy(double y, double ax)
+{
+    return 2.0 * TOL_U * (__builtin_fabs(y) + __builtin_fabs(ax)) + TOL_TINY;
+}
+
 #endif /* ATTN_TEST_TOLERANCE_H */

@@ -142,6 +142,10 @@ void wl_make(workload *w, unsigned f)
         if (s->kv_len > 17)
             s->kv_len = (s->kv_len + 1) / 2;
     }
+    if (f & WL_LONG_KV) { /* after the size cap: few query rows keep it cheap */
+        s->q_len = (f & WL_DECODE) ? 1 : rng_int(g, 1, 6);
+        s->kv_len = (f & WL_DECODE) ? rng_int(g, 2048, 4500) : rng_int(g, 257, 1400);
+    }
     w->dv = s->head_dim;
     s->v_dim = s->head_dim;
     if (f & WL_VDIM) {

@@ -29,6 +29,8 @@ enum wl_feature {
     WL_SCALE = 1u << 17,     /* an explicit scale */
     WL_OFFSET = 1u << 18,    /* inputs and outputs at +1 element */
     WL_BIG_HEAD = 1u << 19,  /* head_dim up to 256 */
+    WL_LONG_KV = 1u << 20,   /* kv_len 257..1400 (2048..4500 with WL_DECODE), q_len <= 6:
+                                several 256-key chunks for split-KV */
 };
 
 #define WL_MAX_BATCH 3
