@@ -478,7 +478,8 @@ void ref_merge_row(size_t n, const double *lse, const double *lse_err,
         for (size_t i = 0; i < n; i++) {
             if (lse[i] == -INFINITY)
                 continue;
-            const double w = exp(lse[i] - lstar);
+            /* relative to m, not to lstar: m + log(sum) may round to m */
+            const double w = exp(lse[i] - m) / sum;
             const double e = o_err ? o_err[i][t] : 0.0;
             const double rho = expm1((lse_err ? lse_err[i] : 0.0) + lmax);
             const double c = (1.0 + rho) * (1.0 + eps_w) * (1.0 + g);
