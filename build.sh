@@ -12,7 +12,7 @@ cd "$(dirname "$0")"
 PACKAGES=(meson ninja-build pkg-config cmake gcc g++ libsleef-dev libcpu-features-dev
           libcriterion-dev libbenchmark-dev libopenblas-dev libsimde-dev abigail-tools
           python3-numpy python3-pytest python3-matplotlib qemu-user binutils
-          clang libclang-rt-14-dev)
+          clang libclang-rt-14-dev libopenmpi-dev openmpi-bin)
 
 install_missing() {
     local missing=() p
