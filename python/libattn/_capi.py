@@ -64,13 +64,28 @@ class Options(ctypes.Structure):
                 ("mask", ctypes.POINTER(Tensor)),
                 ("bias", ctypes.POINTER(Tensor)),
                 ("parallel_for", ctypes.c_void_p),
-                ("parallel_ctx", ctypes.c_void_p)]
+                ("parallel_ctx", ctypes.c_void_p),
+                # 1.1: shards and split-KV
+                ("q_pos", ctypes.POINTER(ctypes.c_int64)),
+                ("k_pos", ctypes.POINTER(ctypes.c_int64)),
+                ("workspace", ctypes.c_void_p),
+                ("workspace_size", ctypes.c_size_t),
+                ("kv_splits", ctypes.c_int32)]
+
+
+MAX_POSITION = 1 << 62
+MAX_KV_SPLITS = 1024
 
 
 class RowStats(ctypes.Structure):
     _fields_ = [("lse", ctypes.c_void_p),
                 ("max_score", ctypes.c_void_p),
                 ("entropy", ctypes.c_void_p)]
+
+
+class Partial(ctypes.Structure):
+    _fields_ = [("out", Tensor),
+                ("lse", ctypes.c_void_p)]
 
 
 _P = ctypes.POINTER
@@ -91,6 +106,9 @@ _PROTOTYPES = {
                                _P(RowStats)]),
     "attn_forward": (_status, [_P(Shape), _P(Options), _P(Tensor), _P(Tensor), _P(Tensor),
                                _P(Tensor), _P(RowStats)]),
+    "attn_forward_workspace_size": (_status, [_P(Shape), _P(Options), _P(ctypes.c_size_t)]),
+    "attn_merge": (_status, [_P(Shape), _P(Options), _P(Partial), ctypes.c_int64, _P(Tensor),
+                             ctypes.c_void_p]),
     "attn_softmax_backward": (_status, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
                                         ctypes.c_int64, ctypes.c_int64, ctypes.c_int64]),
     "attn_threadpool_create": (_status, [ctypes.c_int32, _P(ctypes.c_void_p)]),

@@ -4,7 +4,8 @@ import ctypes
 import math
 import numbers
 
-from ._capi import CAUSAL, Options, RowStats, Shape, check, lib, pool_for
+from ._capi import (CAUSAL, MAX_KV_SPLITS, MAX_POSITION, Options, Partial, RowStats, Shape,
+                    check, lib, pool_for)
 from ._tensor import (as_operand, broadcast, check_no_overlap, check_output,
                       copy_f32, dtype_from_name, indices, is_tensor, materialize_columns,
                       new_f32, np)
@@ -63,6 +64,34 @@ def _lengths(value, name, batch, limit):
     return out
 
 
+def _positions(value, name, batch):
+    """int64[batch] global positions in [0, MAX_POSITION], or None."""
+    if value is None:
+        return None
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        values = [value] * batch
+    else:
+        if np is not None and isinstance(value, np.ndarray):
+            if value.dtype.kind not in "iu":
+                raise TypeError("%s: expected integers, got an array of %s" % (name, value.dtype))
+            value = value.reshape(-1).tolist()
+        try:
+            values = list(value)
+        except TypeError:
+            raise TypeError("%s: expected an int or a sequence of %d ints, got %r"
+                            % (name, batch, value)) from None
+        if len(values) != batch:
+            raise ValueError("%s: %d positions for a batch of %d" % (name, len(values), batch))
+    out = (ctypes.c_int64 * batch)()
+    for b, n in enumerate(values):
+        if isinstance(n, bool) or not isinstance(n, numbers.Integral):
+            raise TypeError("%s[%d]: expected an int, got %r" % (name, b, n))
+        if not 0 <= n <= MAX_POSITION:
+            raise ValueError("%s[%d] = %d is outside [0, 2**62]" % (name, b, n))
+        out[b] = int(n)
+    return out
+
+
 def _side_input(x, name, slot, target):
     """mask/bias as a 4-D operand broadcast to `target` = (B, H, Lq, Lk)."""
     if x is None:
@@ -75,7 +104,7 @@ def _side_input(x, name, slot, target):
 
 
 def _options(*, batch, q_len, kv_len, causal, scale, softcap, window, q_lens, kv_lens,
-             mask, bias, threads):
+             mask, bias, threads, q_pos=None, k_pos=None):
     """(attn_options, objects to keep alive during the call)."""
     if not isinstance(causal, (bool, int)) and not (np is not None and isinstance(causal, np.bool_)):
         raise TypeError("causal: expected a bool, got %r" % (causal,))
@@ -99,6 +128,11 @@ def _options(*, batch, q_len, kv_len, causal, scale, softcap, window, q_lens, kv
             t = op.c_tensor()
             keep += [t, op]
             setattr(opt, field, ctypes.pointer(t))
+    for field, value in (("q_pos", q_pos), ("k_pos", k_pos)):
+        arr = _positions(value, field, batch)
+        if arr is not None:
+            setattr(opt, field, ctypes.cast(arr, ctypes.POINTER(ctypes.c_int64)))
+            keep.append(arr)
     parallel_for, pool = pool_for(threads)
     opt.parallel_for = parallel_for
     opt.parallel_ctx = pool
@@ -176,7 +210,7 @@ def _output(out, name, dims, like_tensor):
 
 
 def _run_attention(function, q, k, v, *, out, stats, causal, scale, softcap, window, q_lens,
-                   kv_lens, mask, bias, threads, dtype):
+                   kv_lens, mask, bias, threads, dtype, q_pos=None, k_pos=None, kv_splits=1):
     rank, shape, q4, k4, v4 = _attention_inputs(q, k, v, dtype)
     target = (shape.batch, shape.q_heads, shape.q_len, shape.kv_len)
     mask_op = _side_input(mask, "mask", "mask", target)
@@ -184,7 +218,21 @@ def _run_attention(function, q, k, v, *, out, stats, causal, scale, softcap, win
     opt, keep = _options(batch=shape.batch, q_len=shape.q_len, kv_len=shape.kv_len,
                          causal=causal, scale=scale, softcap=softcap, window=window,
                          q_lens=q_lens, kv_lens=kv_lens, mask=mask_op, bias=bias_op,
-                         threads=threads)
+                         threads=threads, q_pos=q_pos, k_pos=k_pos)
+    if function == "attn_forward":
+        # split-KV: the binding owns the workspace the library asks for
+        opt.kv_splits = _int_arg(kv_splits, "kv_splits", 0)
+        if opt.kv_splits > MAX_KV_SPLITS:
+            raise ValueError("kv_splits: at most %d, got %d" % (MAX_KV_SPLITS, opt.kv_splits))
+        need = ctypes.c_size_t(0)
+        # a rejected shape or option: attn_forward below reports it as its own
+        status = lib().attn_forward_workspace_size(ctypes.byref(shape), ctypes.byref(opt),
+                                                   ctypes.byref(need))
+        if status == 0 and need.value:
+            workspace = ctypes.create_string_buffer(need.value)
+            opt.workspace = ctypes.addressof(workspace)
+            opt.workspace_size = need.value
+            keep.append(workspace)
     last = shape.v_dim if v4 is not None else shape.kv_len
     dims = (shape.batch, shape.q_heads, shape.q_len, last)[4 - rank:]
     like_tensor = is_tensor(q)
@@ -235,7 +283,7 @@ def weights(q, k, *, causal=False, scale=0.0, softcap=0.0, window=0, q_lens=None
 
 def forward(q, k, v, *, causal=False, scale=0.0, softcap=0.0, window=0, q_lens=None,
             kv_lens=None, mask=None, bias=None, threads=None, dtype=None, out=None,
-            stats=False):
+            stats=False, q_pos=None, k_pos=None, kv_splits=0):
     """Fused attention softmax(scores) . v: [..., Lq, Dv] float32.
 
     q        [B,Hq,Lq,D], [Hq,Lq,D] or [Lq,D]; k [..,Hkv,Lk,D], v [..,Hkv,Lk,Dv]
@@ -253,12 +301,84 @@ def forward(q, k, v, *, causal=False, scale=0.0, softcap=0.0, window=0, q_lens=N
     dtype    'bf16' (or 'f16'): how uint16 inputs are read.
     out      optional float32 output to write into.
     stats    True: return (out, {'lse', 'max_score', 'entropy'}).
+    q_pos, k_pos  global position of query row 0 / key row 0 (int or one per
+             batch entry): causal and window masks then compare positions,
+             so a call can cover a shard of a longer sequence (see merge()).
+    kv_splits  0: split the keys into chunks when the shape gives few tasks
+             (decode, MQA), 1: never, n >= 2: about n chunks. The binding
+             provides the workspace; results are identical for every
+             `threads` value.
     """
     if v is None:
         raise TypeError("v: an array is required, got None")
     return _run_attention("attn_forward", q, k, v, out=out, stats=stats, causal=causal,
                           scale=scale, softcap=softcap, window=window, q_lens=q_lens,
-                          kv_lens=kv_lens, mask=mask, bias=bias, threads=threads, dtype=dtype)
+                          kv_lens=kv_lens, mask=mask, bias=bias, threads=threads, dtype=dtype,
+                          q_pos=q_pos, k_pos=k_pos, kv_splits=kv_splits)
+
+
+def merge(outs, lses, *, out=None, threads=None):
+    """Merge partial attention results over disjoint key sets: (out, lse).
+
+    outs     sequence of n >= 1 float32 arrays of one shape [B,H,Lq,Dv],
+             [H,Lq,Dv] or [Lq,Dv]: forward() outputs over the key subsets.
+    lses     sequence of n float32 arrays [B,H,Lq] / [H,Lq] / [Lq]: their
+             stats['lse'].
+    Per row: L = log sum exp(lse_i), out = sum exp(lse_i - L) out_i in part
+    order. A part with lse -inf contributes nothing (its row is not read);
+    all -inf gives 0 and -inf; a NaN or +inf lse gives NaN.
+    """
+    outs, lses = list(outs), list(lses)
+    if not outs:
+        raise ValueError("outs: at least one partial result is needed")
+    if len(lses) != len(outs):
+        raise ValueError("lses: %d arrays for %d outputs" % (len(lses), len(outs)))
+    like_tensor = is_tensor(outs[0])
+    ops = [as_operand(o, "outs[%d]" % i, "f32") for i, o in enumerate(outs)]
+    rank = len(ops[0].shape)
+    if rank not in (2, 3, 4):
+        raise ValueError("outs[0]: expected [B,H,Lq,Dv], [H,Lq,Dv] or [Lq,Dv], got shape %r"
+                         % (ops[0].shape,))
+    for i, op in enumerate(ops):
+        if op.shape != ops[0].shape:
+            raise ValueError("outs[%d]: shape %r differs from outs[0]'s %r"
+                             % (i, op.shape, ops[0].shape))
+        if not all(op.shape):
+            raise ValueError("outs[%d]: shape %r has an empty dimension" % (i, op.shape))
+    lead = ops[0].shape[:-1]
+    lse_ops = []
+    for i, x in enumerate(lses):
+        op = as_operand(x, "lses[%d]" % i, "f32")
+        if op.shape != lead:
+            raise ValueError("lses[%d]: shape %r, expected %r" % (i, op.shape, lead))
+        want, step = [], 1
+        for n in reversed(op.shape):
+            want.insert(0, step)
+            step *= n
+        if any(n > 1 and s != w for n, s, w in zip(op.shape, op.strides, want)):
+            raise ValueError("lses[%d]: must be C-contiguous" % i)
+        lse_ops.append(op)
+    o4 = [op.padded() for op in ops]
+    batch, heads, q_len, v_dim = o4[0].shape
+    result, out_op = _output(out, "out", ops[0].shape, like_tensor)
+    lse_result, lse_op = new_f32(lead, like_tensor)
+    inputs = [(op, "outs[%d]" % i) for i, op in enumerate(ops)] + \
+        [(op, "lses[%d]" % i) for i, op in enumerate(lse_ops)]
+    check_no_overlap(out_op, "out", inputs)
+    n = len(ops)
+    parts = (Partial * n)()
+    for i in range(n):
+        parts[i].out = o4[i].c_tensor()
+        parts[i].lse = lse_ops[i].address
+    opt, keep = _options(batch=batch, q_len=q_len, kv_len=1, causal=False, scale=0.0,
+                         softcap=0.0, window=0, q_lens=None, kv_lens=None, mask=None, bias=None,
+                         threads=threads)
+    shape = Shape(batch, heads, heads, q_len, 1, v_dim, v_dim)
+    table = out_op.padded().c_tensor()
+    check(lib().attn_merge(ctypes.byref(shape), ctypes.byref(opt), parts, n,
+                           ctypes.byref(table), lse_op.address), "attn_merge")
+    del keep, ops, lse_ops
+    return result, lse_result
 
 
 def mask_apply(scores, *, causal=False, softcap=0.0, window=0, q_lens=None, kv_lens=None,
