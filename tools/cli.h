@@ -100,6 +100,7 @@ typedef struct cli_settings {
     int64_t verify_rows;
     uint64_t seed;
     bool progress;
+    int64_t splits; /* attn_options.kv_splits: 0 automatic, 1 never, N */
     /* the problem (run): a preset, then overrides; -1 / NaN: not given */
     const preset *preset;
     int64_t dims[N_DIMS];
@@ -167,6 +168,7 @@ typedef struct measurement {
     double kv_gbytes_s;
     attn_isa isa;
     int32_t threads;
+    size_t workspace; /* split-KV workspace bytes given to attn_forward (0: unsplit) */
     verify_result verify;
 } measurement;
 

@@ -104,6 +104,12 @@ int cmd_run(int argc, char **argv)
     format_ms(best, sizeof best, m.time.best_s);
     printf("  isa      %s, %d thread%s\n", attn_isa_name(m.isa), (int)m.threads,
            m.threads == 1 ? "" : "s");
+    if (m.workspace)
+        printf("  split    keys in chunks (--splits %" PRId64 "%s), workspace %.1f KiB\n",
+               x.splits, x.splits ? "" : ": automatic", (double)m.workspace / 1024.0);
+    else
+        printf("  split    none (--splits %" PRId64 "%s)\n", x.splits,
+               x.splits == 1 ? "" : ": the shape has enough tasks");
     if (m.time.single_cold)
         printf("  time     %s ms/call (one call of >= 1 s, no warm-up)\n", mean);
     else

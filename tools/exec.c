@@ -217,9 +217,10 @@ static attn_status timed_call(const problem *p, const buffers *b, const attn_opt
  * result, otherwise it was the warm-up and enough calls fill target_s.
  */
 static attn_status time_forward(const problem *p, const buffers *b, pool_hook *hook,
-                                int64_t iters, double target_s, timing *t)
+                                const attn_options *base, int64_t iters, double target_s,
+                                timing *t)
 {
-    attn_options o = options_of(p);
+    attn_options o = *base;
     o.parallel_for = counting_parallel_for;
     o.parallel_ctx = hook;
     progress *pr = hook->progress;
@@ -268,9 +269,28 @@ int measure(const problem *p, const cli_settings *x, attn_threadpool *pool, doub
     m->threads = attn_threadpool_size(pool);
     char label[64];
     snprintf(label, sizeof label, "attn: %s [%s]", p->name, attn_isa_name(m->isa));
+    /* split-KV: the workspace the library asks for, allocated before timing */
+    attn_options o = options_of(p);
+    o.kv_splits = (int32_t)x->splits;
+    size_t ws_bytes = 0;
+    attn_status st = attn_forward_workspace_size(&p->shape, &o, &ws_bytes);
+    if (st != ATTN_OK) {
+        buffers_free(&b);
+        return library_error("attn_forward_workspace_size", st);
+    }
+    void *ws = ws_bytes ? alloc_elems((int64_t)ws_bytes, 1) : NULL;
+    if (ws_bytes && !ws) {
+        fprintf(stderr, "attn: out of memory for a %zu-byte split-KV workspace\n", ws_bytes);
+        buffers_free(&b);
+        return EXIT_LIBRARY;
+    }
+    o.workspace = ws;
+    o.workspace_size = ws_bytes;
+    m->workspace = ws_bytes;
     progress_start(&pr, label);
-    attn_status st = time_forward(p, &b, &hook, x->iters, target_s, &m->time);
+    st = time_forward(p, &b, &hook, &o, x->iters, target_s, &m->time);
     progress_stop(&pr);
+    free(ws);
     if (st != ATTN_OK) {
         buffers_free(&b);
         return library_error("attn_forward", st);

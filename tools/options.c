@@ -231,6 +231,11 @@ static const cli_option options[] = {
      "rows to verify (run: default 16, bench: 4 per preset; 0: none),\n"
      "spread evenly over all (batch, head, query) rows, first and\n"
      "last included"},
+    {"--splits", "N", RB, E, parse_i64, AT(splits), 0, ATTN_MAX_KV_SPLITS,
+     "split-KV: cut each task's keys into about N chunks run as\n"
+     "separate tasks and merged (attn_options.kv_splits; the CLI\n"
+     "provides the workspace). 0 (default): automatic, when the\n"
+     "shape gives few tasks (decode, MQA); 1: never"},
     {"--no-progress", NULL, RB, E, set_bool, AT(progress), 0, 0,
      "no progress line (it is shown on stderr, when stderr is a\n"
      "terminal, once a timed phase exceeds 1 s)"},
