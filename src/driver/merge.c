@@ -10,6 +10,7 @@
 #include "driver.h"
 
 #define MERGE_ROWS 64
+#define MERGE_CACHE 64 /* weights kept per row */
 
 typedef struct merge_ctx {
     const attn_dsp *dsp;
@@ -37,11 +38,15 @@ static void merge_row(const attn_dsp *dsp, const attn_merge_problem *mp, int64_t
             mp->lse[at] = poisoned ? NAN : -INFINITY;
         return;
     }
-    double sum = 0.0;
+    /* exp(lse_p - m) once per part (the first MERGE_CACHE parts are kept;
+       later ones, rare, are recomputed identically) */
+    double e[MERGE_CACHE], sum = 0.0;
     for (int64_t p = 0; p < mp->n_parts; p++) {
         const float l = mp->parts[p].lse[at];
-        if (l != -INFINITY)
-            sum += exp((double)l - m);
+        const double x = l != -INFINITY ? exp((double)l - m) : 0.0;
+        if (p < MERGE_CACHE)
+            e[p] = x;
+        sum += x;
     }
     /* sum >= 1 (the largest term is exp(0)) */
     attn_fill(dst, mp->v_dim, 0.0f);
@@ -49,7 +54,8 @@ static void merge_row(const attn_dsp *dsp, const attn_merge_problem *mp, int64_t
         const float l = mp->parts[p].lse[at];
         if (l == -INFINITY)
             continue; /* nothing visible there: its out row is not read */
-        const float w = (float)(exp((double)l - m) / sum);
+        const double x = p < MERGE_CACHE ? e[p] : exp((double)l - m);
+        const float w = (float)(x / sum);
         dsp->axpy(dst, (const float *)attn_row_ptr(&mp->parts[p].out, b, h, i),
                   (size_t)mp->v_dim, w);
     }
