@@ -134,7 +134,10 @@ typedef enum attn_status {
                                  output sharing memory with an input or another output */
     ATTN_ERR_ARG = 4,         /* non-finite/negative scale-like value, q_heads % kv_heads,
                                  unknown flag bits, wrong dtype for a slot, a length
-                                 outside [0, q_len] / [0, kv_len], negative window */
+                                 outside [0, q_len] / [0, kv_len], negative window,
+                                 a position outside [0, ATTN_MAX_POSITION], kv_splits
+                                 outside [0, ATTN_MAX_KV_SPLITS] or >= 2 with too
+                                 small a workspace */
     ATTN_ERR_UNSUPPORTED = 5, /* ISA not built or not on this CPU; dims above
                                  ATTN_MAX_HEAD_DIM */
     ATTN_ERR_NOMEM = 6,       /* allocation failed (thread pool only) */
@@ -303,7 +306,8 @@ ATTN_API attn_status attn_forward(const attn_shape *shape, const attn_options *o
 
 /*
  * Split-KV. When the shape gives attn_forward few tasks (decode, MQA, short
- * query tails: fewer than 64 blocks of 64 query rows of one KV head), it can
+ * query tails: batch * kv_heads * ceil(q_len * q_heads / kv_heads / 64) < 64,
+ * counting blocks of 64 query rows of one KV head), it can
  * cut each task's keys into chunks that run as separate tasks, each leaving
  * a partial result (unnormalised output, running max and sum) in the
  * caller's workspace; the last chunk of a task to finish merges them in

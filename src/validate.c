@@ -250,6 +250,8 @@ attn_status attn_validate(attn_problem *pb, attn_op op, const attn_shape *shape,
     int64_t splits = 1, chunk = s.kv_len;
     if (op == ATTN_OP_FORWARD) {
         size_t need = split_need(&s, &o, &splits, &chunk);
+        if (splits > 1 && need == 0 && o.kv_splits >= 2)
+            return ATTN_ERR_SHAPE; /* its workspace would not fit size_t */
         if (splits > 1 && (need == 0 || !o.workspace || o.workspace_size < need)) {
             if (o.kv_splits >= 2)
                 return ATTN_ERR_ARG; /* asked for, impossible: say so */

@@ -135,7 +135,7 @@ def lib():
                     fn = getattr(handle, name)
                 except AttributeError:
                     raise _loader.LibraryError(
-                        "%s: libattn without %s(): this binding needs the full 1.x API"
+                        "%s: libattn without %s(): this binding needs libattn 1.1 or later"
                         % (path, name)) from None
                 fn.restype = restype
                 fn.argtypes = argtypes
