@@ -77,11 +77,16 @@ typedef void (*attn_mask_bool_fn)(float *x, const uint8_t *mask, size_t n);
 typedef void (*attn_softmax_bwd_fn)(const float *p, const float *dp, float *ds, size_t n);
 
 /*
- * y[j] += a * x[j] for j < n (fused or not: both round within the merge's
- * bound). y and x do not overlap. The merge of partial results (split-KV
- * and attn_merge) is a fixed-order sequence of these.
+ * y[j] += sum_{p < parts} w[p] * x[p][j] for j < n, accumulated in the order
+ * p = 0, 1, ...: y[j] + w[0] x[0][j], then + w[1] x[1][j], ..., one multiply-
+ * add (fused or not) per part. So splitting the parts over several calls
+ * gives the same bits, and so does any vector width. parts >= 1; y overlaps
+ * no x[p]. The merge of partial results (split-KV and attn_merge) is this.
  */
-typedef void (*attn_axpy_fn)(float *y, const float *x, size_t n, float a);
+typedef void (*attn_wsum_fn)(float *y, const float *const *x, const float *w, size_t parts,
+                             size_t n);
+/* Parts the driver passes to one wsum call at most. */
+#define ATTN_WSUM_MAX_PARTS 32
 
 typedef struct attn_dsp {
     attn_isa isa;
@@ -100,12 +105,12 @@ typedef struct attn_dsp {
     attn_add_bias_fn add_bias;
     attn_mask_bool_fn mask_bool;
     attn_softmax_bwd_fn softmax_bwd;
-    attn_axpy_fn axpy;
+    attn_wsum_fn wsum;
 } attn_dsp;
 
 /* Fills every slot with the scalar kernels (the oracle). */
 void attn_dsp_init_scalar(attn_dsp *t);
-/* The merge slot (axpy) of each table; src/<arch>/merge_<isa>.c. */
+/* The merge slot (wsum) of each table; src/<arch>/merge_<isa>.c. */
 void attn_dsp_init_merge_scalar(attn_dsp *t);
 
 #ifdef __cplusplus

@@ -3,7 +3,8 @@
  * avx512-emu included), against the float64 reference (tests/ref.c) with the
  * bounds of tests/tolerance.h ("Merging partial results"), and for SIMD rows
  * against the scalar table too:
- *   kernels/axpy          the merge slot, every length and alignment, NaN
+ *   kernels/wsum          the merge slot, 1..32 parts, every length and
+ *                         alignment, split calls bitwise equal, NaN
  *   split/merge           attn_merge of random partials: -inf partials
  *                         (their rows hold NaN and must not leak), all -inf
  *                         rows, NaN and +inf lse, NaN inside an output,
@@ -31,67 +32,91 @@
 #include "tolerance.h"
 #include "workload.h"
 
-/* ------------------------------------------------------------ axpy kernel */
+/* ------------------------------------------------------------ wsum kernel */
 
-static void run_axpy(const attn_dsp *t, size_t n, size_t offset, float lo, float hi, float a)
+static void run_wsum(const attn_dsp *t, size_t parts, size_t n, size_t offset, float lo, float hi,
+                     float wlo, float whi)
 {
     rng *g = harness_rng();
-    buf by, bx;
+    buf by, bx[ATTN_WSUM_MAX_PARTS];
+    const float *x[ATTN_WSUM_MAX_PARTS];
+    float w[ATTN_WSUM_MAX_PARTS];
     float *y = buf_alloc(&by, n * 4, offset * 4);
-    float *x = buf_alloc(&bx, n * 4, offset * 4);
     rng_fill(g, y, n, lo, hi);
-    rng_fill(g, x, n, lo, hi);
+    for (size_t p = 0; p < parts; p++) {
+        float *xp = buf_alloc(&bx[p], n * 4, offset * 4);
+        rng_fill(g, xp, n, lo, hi);
+        x[p] = xp;
+        w[p] = rng_float(g, wlo, whi);
+    }
+    float *y0 = xmalloc(n * 4 + 4), *y2 = xmalloc(n * 4 + 4);
+    memcpy(y0, y, n * 4);
+    memcpy(y2, y, n * 4);
     double *want = xmalloc((n + 1) * sizeof(double));
     double *bound = xmalloc((n + 1) * sizeof(double));
     for (size_t j = 0; j < n; j++) {
-        want[j] = (double)y[j] + (double)a * (double)x[j];
-        bound[j] = tol_axpy(y[j], (double)a * (double)x[j]);
+        double s = y[j], a = fabs(y[j]);
+        for (size_t p = 0; p < parts; p++) {
+            s += (double)w[p] * (double)x[p][j];
+            a += fabs((double)w[p] * (double)x[p][j]);
+        }
+        want[j] = s;
+        bound[j] = tol_wsum((double)parts, a);
     }
-    harness_context("axpy n=%zu offset=%zu a=%g range [%g, %g)", n, offset, (double)a,
-                    (double)lo, (double)hi);
-    t->axpy(y, x, n, a);
-    expect_near("axpy", y, (ptrdiff_t)n, want, bound, 1, n);
-    buf_check(&by, "axpy y");
-    buf_check(&bx, "axpy x");
-    free(want);
-    free(bound);
+    harness_context("wsum of %zu parts, n=%zu offset=%zu, values [%g, %g), weights [%g, %g)",
+                    parts, n, offset, (double)lo, (double)hi, (double)wlo, (double)whi);
+    t->wsum(y, x, w, parts, n);
+    expect_near("wsum", y, (ptrdiff_t)n, want, bound, 1, n);
+    buf_check(&by, "wsum y");
+    for (size_t p = 0; p < parts; p++)
+        buf_check(&bx[p], "wsum x");
+    /* the parts over two calls: the same bits (the accumulation order) */
+    const size_t cut = parts / 2;
+    if (cut)
+        t->wsum(y2, x, w, cut, n);
+    t->wsum(y2, x + cut, w + cut, parts - cut, n);
+    expect_bits("wsum in two calls vs one", y2, y, n);
+    free(y0), free(y2), free(want), free(bound);
     buf_free(&by);
-    buf_free(&bx);
+    for (size_t p = 0; p < parts; p++)
+        buf_free(&bx[p]);
 }
 
-HARNESS_ISA_PARAMS(kernels, axpy)
-ParameterizedTest(isa_row *row, kernels, axpy)
+HARNESS_ISA_PARAMS(kernels, wsum)
+ParameterizedTest(isa_row *row, kernels, wsum)
 {
     const attn_dsp *t = harness_begin(row);
     rng *g = harness_rng();
     for (size_t n = 0; n <= 70; n++)
         for (size_t off = 0; off < 2; off++)
-            run_axpy(t, n, off, -100.0f, 100.0f, rng_float(g, -2.0f, 2.0f));
+            run_wsum(t, (size_t)rng_int(g, 1, 9), n, off, -100.0f, 100.0f, -2.0f, 2.0f);
     static const size_t big[] = {127, 128, 129, 255, 1000, 4097};
     for (size_t i = 0; i < sizeof big / sizeof big[0]; i++) {
-        run_axpy(t, big[i], 1, -1e4f, 1e4f, rng_float(g, 0.0f, 1.0f));
-        run_axpy(t, big[i], 0, -1.0f, 1.0f, 1.0f);
-        run_axpy(t, big[i], 0, -1.0f, 1.0f, 0.0f);
-        run_axpy(t, big[i], 0, -1e-30f, 1e-30f, 1e-10f); /* products below FLT_MIN */
+        run_wsum(t, ATTN_WSUM_MAX_PARTS, big[i], 1, -1e4f, 1e4f, 0.0f, 1.0f);
+        run_wsum(t, 1, big[i], 0, -1.0f, 1.0f, 1.0f, 1.0f);
+        run_wsum(t, 3, big[i], 0, -1.0f, 1.0f, 0.0f, 0.0f);
+        run_wsum(t, 5, big[i], 0, -1e-30f, 1e-30f, 1e-10f, 1e-9f); /* products below FLT_MIN */
     }
 
     /* NaN and inf in x or y reach y as IEEE arithmetic says */
     for (size_t n = 1; n <= 40; n++) {
-        float *y = xmalloc(n * 4), *x = xmalloc(n * 4);
+        float *y = xmalloc(n * 4), *x0 = xmalloc(n * 4), *x1 = xmalloc(n * 4);
         rng_fill(g, y, n, -1.0f, 1.0f);
-        rng_fill(g, x, n, -1.0f, 1.0f);
+        rng_fill(g, x0, n, -1.0f, 1.0f);
+        rng_fill(g, x1, n, -1.0f, 1.0f);
         const size_t at = (size_t)rng_int(g, 0, (int64_t)n - 1);
-        x[at] = NAN;
+        x1[at] = NAN;
         const size_t at2 = (size_t)rng_int(g, 0, (int64_t)n - 1);
         if (at2 != at)
             y[at2] = INFINITY;
-        harness_context("axpy NaN at %zu, inf at %zu of %zu", at, at2, n);
-        t->axpy(y, x, n, 0.5f);
+        harness_context("wsum NaN at %zu, inf at %zu of %zu", at, at2, n);
+        const float *x[2] = {x0, x1};
+        const float w[2] = {0.5f, 0.25f};
+        t->wsum(y, x, w, 2, n);
         CHECK(isnan(y[at]), "NaN in x did not reach y");
         if (at2 != at)
             CHECK(y[at2] == INFINITY, "inf in y became %g", (double)y[at2]);
-        free(y);
-        free(x);
+        free(y), free(x0), free(x1);
     }
 }
 

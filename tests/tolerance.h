@@ -123,9 +123,11 @@ static inline double tol_gamma(double n)
 /*
  * Merging partial results (split-KV inside attn_forward, and attn_merge).
  *
- *  axpy:     y' = y + a*x, fused (one rounding: u|y + ax|) or not
- *            (fl(y + fl(ax)): u|ax| + u|y + ax| + u^2|ax|), so both within
- *              |y' - (y + ax)| <= 2u (|y| + |ax|) + TOL_TINY
+ *  wsum:     y' = y + w_1 x_1 + ... + w_k x_k accumulated left to right, one
+ *            multiply-add per part, fused or not: a dot product of k terms
+ *            on top of y, each product rounded at most once and carried
+ *            through at most k additions, so (Higham 3.1)
+ *              |y' - y*| <= gamma(k + 1) (|y| + sum_p |w_p x_p|) + k TOL_TINY
  *            (TOL_TINY: a product below FLT_MIN is off by at most 2^-150).
  *
  *  split-KV forward: each chunk runs the online softmax on its keys and the
@@ -147,7 +149,7 @@ static inline double tol_gamma(double n)
  *    rounding of the weights: computed in double (exp, a sum of n terms, a
  *            division: (n + 4) * 2^-52 relative) then rounded to f32 (u):
  *              eps_w = u + (n + 4) * 2^-52;
- *    accumulation: o = sum w_i o_i by n axpys from 0: a dot product,
+ *    accumulation: o = sum w_i o_i by wsum from 0: a dot product,
  *            gamma(n) * sum |w_i o_i|;
  *    together, with c_i = (1 + rho_i)(1 + eps_w)(1 + gamma(n)):
  *      |o - o*| <= sum_i W_i* ((c_i - 1) |o_i*| + c_i E_i)
@@ -160,9 +162,10 @@ static inline double tol_gamma(double n)
  */
 #define TOL_MERGE_DOUBLE 0x1p-52 /* one double rounding, relative, with margin 2 */
 
-static inline double tol_axpy(double y, double ax)
+/* wsum of k parts onto y; abs_sum = |y| + sum_p |w_p x_p|. */
+static inline double tol_wsum(double k, double abs_sum)
 {
-    return 2.0 * TOL_U * (__builtin_fabs(y) + __builtin_fabs(ax)) + TOL_TINY;
+    return tol_gamma(k + 1.0) * abs_sum + k * TOL_TINY;
 }
 
 #endif /* ATTN_TEST_TOLERANCE_H */

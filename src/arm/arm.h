@@ -9,7 +9,7 @@ extern "C" {
 #endif
 
 void attn_dsp_init_neon(attn_dsp *t); /* src/arm/..._neon.c */
-/* The merge slot (axpy), called by attn_dsp_init_neon; merge_neon.c. */
+/* The merge slot (wsum), called by attn_dsp_init_neon; merge_neon.c. */
 void attn_dsp_init_merge_neon(attn_dsp *t);
 
 #ifdef __cplusplus

@@ -196,16 +196,26 @@ static void split_merge(const attn_dsp *dsp, const attn_problem *pb, const split
     }
     if (o->poisoned || o->m == -INFINITY)
         return;
+    const float *x[ATTN_WSUM_MAX_PARTS];
+    float w[ATTN_WSUM_MAX_PARTS];
+    size_t k = 0;
     attn_fill(acc, pb->v_dim, 0.0f);
     for (int64_t c = 0; c < pb->splits; c++) {
         const float *state = ws->states + (first + c) * 4;
         if (state[0] == -INFINITY)
             continue; /* no visible key in this chunk: its acc was not written */
         const float alpha = expf(state[0] - o->m);
-        dsp->axpy(acc, ws->acc + (first + c) * ws->acc_stride, (size_t)pb->v_dim, alpha);
         o->l += alpha * state[1];
         o->t += alpha * (state[2] + state[1] * (state[0] - o->m));
+        w[k] = alpha;
+        x[k++] = ws->acc + (first + c) * ws->acc_stride;
+        if (k == ATTN_WSUM_MAX_PARTS) {
+            dsp->wsum(acc, x, w, k, (size_t)pb->v_dim);
+            k = 0;
+        }
     }
+    if (k)
+        dsp->wsum(acc, x, w, k, (size_t)pb->v_dim);
 }
 
 void attn_task_forward(void *vctx, size_t index)

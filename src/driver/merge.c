@@ -3,14 +3,14 @@
  * disjoint key sets into the result over their union. One task per block of
  * MERGE_ROWS query rows of one (batch entry, head); each row on its own:
  * the weights exp(lse_i - L) and L in double (libm, the same on every ISA),
- * then out = sum_i w_i out_i with the table's axpy, in part order.
+ * then out = sum_i w_i out_i with the table's wsum, in part order.
  */
 #include <math.h>
 
 #include "driver.h"
 
 #define MERGE_ROWS 64
-#define MERGE_CACHE 64 /* weights kept per row */
+#define MERGE_CACHE 64 /* parts whose exp a row keeps */
 
 typedef struct merge_ctx {
     const attn_dsp *dsp;
@@ -38,27 +38,35 @@ static void merge_row(const attn_dsp *dsp, const attn_merge_problem *mp, int64_t
             mp->lse[at] = poisoned ? NAN : -INFINITY;
         return;
     }
-    /* exp(lse_p - m) once per part (the first MERGE_CACHE parts are kept;
-       later ones, rare, are recomputed identically) */
+    /* exp(lse_p - m) once per part (the first MERGE_CACHE kept; later ones,
+       rare, are recomputed, identically) */
     double e[MERGE_CACHE], sum = 0.0;
     for (int64_t p = 0; p < mp->n_parts; p++) {
         const float l = mp->parts[p].lse[at];
-        const double x = l != -INFINITY ? exp((double)l - m) : 0.0;
+        const double t = l != -INFINITY ? exp((double)l - m) : 0.0;
         if (p < MERGE_CACHE)
-            e[p] = x;
-        sum += x;
+            e[p] = t;
+        sum += t;
     }
-    /* sum >= 1 (the largest term is exp(0)) */
+    /* sum >= 1 (the largest term is exp(0)). The parts that see anything,
+       with their weights, go to wsum in groups, in part order. */
+    const float *x[ATTN_WSUM_MAX_PARTS];
+    float w[ATTN_WSUM_MAX_PARTS];
+    size_t k = 0;
     attn_fill(dst, mp->v_dim, 0.0f);
     for (int64_t p = 0; p < mp->n_parts; p++) {
         const float l = mp->parts[p].lse[at];
         if (l == -INFINITY)
             continue; /* nothing visible there: its out row is not read */
-        const double x = p < MERGE_CACHE ? e[p] : exp((double)l - m);
-        const float w = (float)(x / sum);
-        dsp->axpy(dst, (const float *)attn_row_ptr(&mp->parts[p].out, b, h, i),
-                  (size_t)mp->v_dim, w);
+        w[k] = (float)((p < MERGE_CACHE ? e[p] : exp((double)l - m)) / sum);
+        x[k++] = (const float *)attn_row_ptr(&mp->parts[p].out, b, h, i);
+        if (k == ATTN_WSUM_MAX_PARTS) {
+            dsp->wsum(dst, x, w, k, (size_t)mp->v_dim);
+            k = 0;
+        }
     }
+    if (k)
+        dsp->wsum(dst, x, w, k, (size_t)mp->v_dim);
     if (mp->lse)
         mp->lse[at] = (float)(m + log(sum));
 }

@@ -1,17 +1,22 @@
 /*
- * The scalar merge kernel (the oracle of the axpy slot). Built with
- * -ffp-contract=off like the other scalar kernels: a multiply then an add,
- * two roundings, the same in every build.
+ * The scalar merge kernel (the oracle of the wsum slot). Built with
+ * -ffp-contract=off like the other scalar kernels: per part a multiply then
+ * an add, two roundings, the same in every build.
  */
 #include "dsp.h"
 
-static void attn_axpy_f32_scalar(float *y, const float *x, size_t n, float a)
+static void attn_wsum_f32_scalar(float *y, const float *const *x, const float *w, size_t parts,
+                                 size_t n)
 {
-    for (size_t i = 0; i < n; i++)
-        y[i] += a * x[i];
+    for (size_t j = 0; j < n; j++) {
+        float acc = y[j];
+        for (size_t p = 0; p < parts; p++)
+            acc += w[p] * x[p][j];
+        y[j] = acc;
+    }
 }
 
 void attn_dsp_init_merge_scalar(attn_dsp *t)
 {
-    t->axpy = attn_axpy_f32_scalar;
+    t->wsum = attn_wsum_f32_scalar;
 }

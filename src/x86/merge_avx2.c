@@ -1,4 +1,8 @@
-/* The AVX2 merge kernel: y += a * x, one FMA per element, masked tail. */
+/*
+ * The AVX2 merge kernel: y += sum_p w[p] x[p], one FMA per part and element.
+ * Four vectors of y at a time, each its own chain over the parts, so the
+ * FMAs overlap; every part is read once and y is loaded and stored once.
+ */
 #include <immintrin.h>
 
 #include "dsp.h"
@@ -7,24 +11,37 @@
 static const int32_t tail_mask_table[16] = {-1, -1, -1, -1, -1, -1, -1, -1,
                                             0,  0,  0,  0,  0,  0,  0,  0};
 
-static void attn_axpy_f32_avx2(float *y, const float *x, size_t n, float a)
+static void attn_wsum_f32_avx2(float *y, const float *const *x, const float *w, size_t parts,
+                               size_t n)
 {
-    const __m256 va = _mm256_set1_ps(a);
-    size_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
-        _mm256_storeu_ps(y + i + 8, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i + 8),
-                                                    _mm256_loadu_ps(y + i + 8)));
+    size_t j = 0;
+    for (; j + 32 <= n; j += 32) {
+        __m256 a0 = _mm256_loadu_ps(y + j), a1 = _mm256_loadu_ps(y + j + 8);
+        __m256 a2 = _mm256_loadu_ps(y + j + 16), a3 = _mm256_loadu_ps(y + j + 24);
+        for (size_t p = 0; p < parts; p++) {
+            const __m256 vw = _mm256_set1_ps(w[p]);
+            const float *xp = x[p] + j;
+            a0 = _mm256_fmadd_ps(vw, _mm256_loadu_ps(xp), a0);
+            a1 = _mm256_fmadd_ps(vw, _mm256_loadu_ps(xp + 8), a1);
+            a2 = _mm256_fmadd_ps(vw, _mm256_loadu_ps(xp + 16), a2);
+            a3 = _mm256_fmadd_ps(vw, _mm256_loadu_ps(xp + 24), a3);
+        }
+        _mm256_storeu_ps(y + j, a0);
+        _mm256_storeu_ps(y + j + 8, a1);
+        _mm256_storeu_ps(y + j + 16, a2);
+        _mm256_storeu_ps(y + j + 24, a3);
     }
-    for (; i < n; i += 8) {
-        const size_t left = n - i < 8 ? n - i : 8;
+    for (; j < n; j += 8) {
+        const size_t left = n - j < 8 ? n - j : 8;
         const __m256i m = _mm256_loadu_si256((const __m256i *)(tail_mask_table + 8 - left));
-        _mm256_maskstore_ps(y + i, m, _mm256_fmadd_ps(va, _mm256_maskload_ps(x + i, m),
-                                                      _mm256_maskload_ps(y + i, m)));
+        __m256 a = _mm256_maskload_ps(y + j, m);
+        for (size_t p = 0; p < parts; p++)
+            a = _mm256_fmadd_ps(_mm256_set1_ps(w[p]), _mm256_maskload_ps(x[p] + j, m), a);
+        _mm256_maskstore_ps(y + j, m, a);
     }
 }
 
 void attn_dsp_init_merge_avx2(attn_dsp *t)
 {
-    t->axpy = attn_axpy_f32_avx2;
+    t->wsum = attn_wsum_f32_avx2;
 }

@@ -1,23 +1,40 @@
-/* The AVX-512 merge kernel: y += a * x, one FMA per element, masked tail. */
+/*
+ * The AVX-512 merge kernel: y += sum_p w[p] x[p], one FMA per part and
+ * element. Four vectors of y at a time, each its own chain over the parts, so
+ * the FMAs overlap; every part is read once, y loaded and stored once.
+ */
 #include "simd_avx512.h"
 
-static void attn_axpy_f32_avx512(float *y, const float *x, size_t n, float a)
+static void attn_wsum_f32_avx512(float *y, const float *const *x, const float *w, size_t parts,
+                                 size_t n)
 {
-    const __m512 va = _mm512_set1_ps(a);
-    size_t i = 0;
-    for (; i + 32 <= n; i += 32) {
-        _mm512_storeu_ps(y + i, _mm512_fmadd_ps(va, _mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i)));
-        _mm512_storeu_ps(y + i + 16, _mm512_fmadd_ps(va, _mm512_loadu_ps(x + i + 16),
-                                                     _mm512_loadu_ps(y + i + 16)));
+    size_t j = 0;
+    for (; j + 64 <= n; j += 64) {
+        __m512 a0 = _mm512_loadu_ps(y + j), a1 = _mm512_loadu_ps(y + j + 16);
+        __m512 a2 = _mm512_loadu_ps(y + j + 32), a3 = _mm512_loadu_ps(y + j + 48);
+        for (size_t p = 0; p < parts; p++) {
+            const __m512 vw = _mm512_set1_ps(w[p]);
+            const float *xp = x[p] + j;
+            a0 = _mm512_fmadd_ps(vw, _mm512_loadu_ps(xp), a0);
+            a1 = _mm512_fmadd_ps(vw, _mm512_loadu_ps(xp + 16), a1);
+            a2 = _mm512_fmadd_ps(vw, _mm512_loadu_ps(xp + 32), a2);
+            a3 = _mm512_fmadd_ps(vw, _mm512_loadu_ps(xp + 48), a3);
+        }
+        _mm512_storeu_ps(y + j, a0);
+        _mm512_storeu_ps(y + j + 16, a1);
+        _mm512_storeu_ps(y + j + 32, a2);
+        _mm512_storeu_ps(y + j + 48, a3);
     }
-    for (; i < n; i += 16) {
-        const __mmask16 m = attn_mask16(n - i < 16 ? n - i : 16);
-        _mm512_mask_storeu_ps(y + i, m, _mm512_fmadd_ps(va, _mm512_maskz_loadu_ps(m, x + i),
-                                                        _mm512_maskz_loadu_ps(m, y + i)));
+    for (; j < n; j += 16) {
+        const __mmask16 m = attn_mask16(n - j < 16 ? n - j : 16);
+        __m512 a = _mm512_maskz_loadu_ps(m, y + j);
+        for (size_t p = 0; p < parts; p++)
+            a = _mm512_fmadd_ps(_mm512_set1_ps(w[p]), _mm512_maskz_loadu_ps(m, x[p] + j), a);
+        _mm512_mask_storeu_ps(y + j, m, a);
     }
 }
 
 void attn_dsp_init_merge_avx512(attn_dsp *t)
 {
-    t->axpy = attn_axpy_f32_avx512;
+    t->wsum = attn_wsum_f32_avx512;
 }

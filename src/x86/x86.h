@@ -13,7 +13,7 @@ extern "C" {
 
 void attn_dsp_init_avx2(attn_dsp *t);   /* src/x86/..._avx2.c, AVX2+FMA+F16C flags */
 void attn_dsp_init_avx512(attn_dsp *t); /* src/x86/..._avx512.c, AVX-512 flags */
-/* The merge slot (axpy), called by the inits above; merge_<isa>.c. */
+/* The merge slot (wsum), called by the inits above; merge_<isa>.c. */
 void attn_dsp_init_merge_avx2(attn_dsp *t);
 void attn_dsp_init_merge_avx512(attn_dsp *t);
 
