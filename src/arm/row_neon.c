@@ -23,14 +23,9 @@
 #include <math.h>
 #include <sleef.h>
 
-#include "arm/arm.h"
 #include "dsp.h"
-#include "arm/neon_util.h"
+#include "arm/neon.h"
 #include "exp_constants.h"
-
-
-/* Defined in tile_neon.c. */
-void attn_dsp_init_tile_neon(attn_dsp *t);
 
 /* ------------------------------------------------------------------ exp */
 
@@ -248,7 +243,7 @@ void attn_dsp_init_neon(attn_dsp *t)
     /* the AVX2 table's tiles, so the driver cuts work the same way */
     t->block_q = 32;
     t->block_k = 128;
-    attn_dsp_init_tile_neon(t);
+    attn_dsp_init_tiles_neon(t);
     t->row_max = attn_row_max_f32_neon;
     t->exp_sum = attn_exp_sum_f32_neon;
     t->row_scale = attn_row_scale_f32_neon;
