@@ -16,13 +16,6 @@
 
 #include "exp_constants.h"
 #include "x86/avx2.h"
-/*
- * y[i] = exp(x[i]) with the kernels' exp, for the accuracy test only:
- * full_path = 0 picks the path per vector as exp_sum does, 1 forces the
- * full-range path (which exp_sum also uses on in-range lanes of a vector
- * that holds an out-of-range one).
- */
-void attn_exp_f32_avx2(const float *x, float *y, size_t n, int full_path);
 
 static ALWAYS_INLINE float hsum(__m256 v)
 {
@@ -119,20 +112,6 @@ static ALWAYS_INLINE int exp_needs_full(__m256 x)
 static ALWAYS_INLINE __m256 exp8(__m256 x)
 {
     return exp_needs_full(x) ? exp8_full(x) : exp8_fast(x);
-}
-
-void attn_exp_f32_avx2(const float *x, float *y, size_t n, int full_path)
-{
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        __m256 v = _mm256_loadu_ps(x + i);
-        _mm256_storeu_ps(y + i, full_path ? exp8_full(v) : exp8(v));
-    }
-    if (i < n) {
-        __m256i m = first_lanes(n - i);
-        __m256 v = _mm256_maskload_ps(x + i, m);
-        _mm256_maskstore_ps(y + i, m, full_path ? exp8_full(v) : exp8(v));
-    }
 }
 
 /* ------------------------------------------------------------------ row kernels */
