@@ -1,5 +1,5 @@
 /*
- * Every error path of DESIGN.md §3: the right status, and every output
+ * Every error path of docs/DESIGN.md §3: the right status, and every output
  * (stats included) byte-for-byte untouched. Also attn_options with a
  * smaller struct_size: accepted, and the fields beyond it never read.
  */

@@ -73,11 +73,12 @@ ATTN_AVX512_INLINE __mmask16 attn_mask16(size_t n)
  * this is ~15 instructions per 16 lanes.
  *
  * The algorithm and constants are those of the AVX2 kernels' exp
- * (row_avx2.c, EXP_MAX_ULP = 1.0 against libm over every float, checked by
- * bench/exp_accuracy.c): exp(x) = 2^n exp(r), n = round(x log2 e), r = x - n
- * ln2 by a two-constant Cody-Waite step, exp(r) by a degree-6 polynomial.
- * Here 2^n is applied with vscalefps, which rounds once, so the results equal
- * the AVX2 exp's bit for bit, subnormals and overflow included. x is clamped
+ * (row_avx2.c): exp(x) = 2^n exp(r), n = round(x log2 e), r = x - n ln2 by
+ * a two-constant Cody-Waite step, exp(r) by a degree-6 polynomial. Here 2^n
+ * is applied with vscalefps, which rounds once, so the results equal the
+ * AVX2 exp's bit for bit, subnormals included: bench/exp_accuracy.c
+ * (--same avx2,avx512) fails on any difference over every input exp_sum can
+ * receive, and checks both against libm within 1 ulp. x is clamped
  * to [-104, 89] first (exp(-104) rounds to +0, exp(89) to +inf); min/max
  * return their second operand for a NaN, so a NaN passes through.
  */
