@@ -28,7 +28,8 @@
  *
  * `--stride N` tests every N-th pattern of each range (plus the special
  * values below, always): under an emulator (qemu) the full sweep takes
- * hours, so cross builds pass a stride (bench/meson.build). An odd stride
+ * about 25 minutes per ISA, so cross builds pass a stride
+ * (bench/meson.build, docs/CROSS_TESTING.md §3). An odd stride
  * reaches both parities of the last mantissa bit and, since it is far below
  * 2^23, every exponent of the domain.
  *
