@@ -1243,8 +1243,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     fz_reader r = {data, size};
     /* the kernels every later call of this input uses (the public switch) */
-    /* every registry value, "auto", and one bad value each side */
-    const int32_t isa = (int32_t)fz_range(&r, -1, ATTN_ISA_COUNT);
+    /* every registry value, "auto", and bad values on each side (the range
+       decodes the committed corpus as before while the registry has 5 ISAs) */
+    const int32_t isa = (int32_t)fz_range(&r, -1, ATTN_ISA_COUNT + 1);
     const int avail = attn_isa_available((attn_isa)isa);
     const attn_status st = attn_isa_select((attn_isa)isa);
     if (isa < ATTN_ISA_AUTO || isa >= ATTN_ISA_COUNT)
