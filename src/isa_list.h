@@ -3,9 +3,9 @@
  * (dispatch, the test rows, the fuzzers, the stress and fault tests, the
  * benchmarks, the exp sweep) walks ATTN_ISA_LIST; the CLI and the Python
  * binding walk attn_isa_name() through the public API. Adding an ISA is one
- * X(...) line here, its folder's files (<isa>.h, tile_<isa>.c,
- * row_<isa>.c), its entry in that folder's meson.build and its meson option
- * (docs/DESIGN.md, "Adding an ISA").
+ * X(...) line and the #include of its header here, its folder's files
+ * (<isa>.h, tile_<isa>.c, row_<isa>.c), its entry in that folder's
+ * meson.build and its meson option (docs/DESIGN.md §2.3).
  *
  * X(ID, name, cpu_bit, init, base, have)
  *   ID       the attn_isa value is ATTN_ISA_##ID (include/attn.h)
@@ -24,12 +24,16 @@
  *            whose kernels are not in the tree yet (SVE) keeps its line, so
  *            it has a name and reports "not available".
  *
- * Order matters once: among the available tables, the default is chosen by
- * attn_isa_default() in src/dispatch.c (today: the last one listed).
+ * Lines are in attn_isa order, each base before the ISAs built on it
+ * (src/dispatch.c checks both at compile time). Among the available tables
+ * the default is chosen by attn_isa_default() in src/dispatch.c, and only
+ * there (today: the last one listed).
  */
 #ifndef ATTN_ISA_LIST_H
 #define ATTN_ISA_LIST_H
 
+/* Every ISA's header, on every architecture: each keeps its helpers under
+   its compiler macro, so here they only declare the init functions. */
 #include "config.h"
 #include "dsp.h"
 #include "scalar/scalar.h"
