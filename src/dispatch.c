@@ -18,6 +18,9 @@
 #if HAVE_NEON
 #include "arm/arm.h"
 #endif
+#if HAVE_SVE
+#include "arm/sve.h"
+#endif
 
 #define ISA_COUNT 6 /* attn_isa values AUTO..SVE */
 
@@ -63,6 +66,14 @@ static void build_tables(void)
         attn_dsp_init_neon(&g_tables[ATTN_ISA_NEON]);
         g_available[ATTN_ISA_NEON] = 1;
         g_best = ATTN_ISA_NEON;
+    }
+#endif
+#if HAVE_SVE
+    if ((cpu & ATTN_CPU_SVE) && g_available[ATTN_ISA_NEON]) {
+        g_tables[ATTN_ISA_SVE] = g_tables[ATTN_ISA_NEON];
+        attn_dsp_init_sve(&g_tables[ATTN_ISA_SVE]);
+        g_available[ATTN_ISA_SVE] = 1;
+        g_best = ATTN_ISA_SVE;
     }
 #endif
     (void)cpu;
