@@ -322,7 +322,7 @@ Test(dispatch, available_matches_tables)
     cr_assert(attn_isa_available(attn_isa_active()));
 }
 
-/* The best available ISA: AVX-512 over AVX2 over scalar (x86), NEON (arm). */
+/* The best available ISA: AVX-512 over AVX2 over scalar (x86), SVE over NEON (arm). */
 static attn_isa expected_best(void)
 {
     static const attn_isa order[] = {ATTN_ISA_AVX512, ATTN_ISA_AVX2, ATTN_ISA_SVE, ATTN_ISA_NEON};
