@@ -108,11 +108,6 @@ typedef struct attn_dsp {
     attn_wsum_fn wsum;
 } attn_dsp;
 
-/* Fills every slot with the scalar kernels (the oracle). */
-void attn_dsp_init_scalar(attn_dsp *t);
-/* The merge slot (wsum) of each table; src/<arch>/merge_<isa>.c. */
-void attn_dsp_init_merge_scalar(attn_dsp *t);
-
 #ifdef __cplusplus
 }
 #endif

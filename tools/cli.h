@@ -37,6 +37,8 @@ enum {
 #define MAX_ITERS 100000000
 /* A single call at least this long is timed once (no warm-up, no repeat). */
 #define SINGLE_CALL_SECONDS 1.0
+/* Problems with at most this many query rows are decode-like (memory-bound). */
+#define DECODE_LIKE_MAX_Q_LEN 16
 /* The progress line appears once a timed phase has run this long. */
 #define PROGRESS_AFTER_SECONDS 1.0
 
@@ -75,6 +77,8 @@ void visible_keys(const problem *p, int64_t i, int64_t *lo, int64_t *hi);
 double visible_pairs(const problem *p);
 double flops_per_call(const problem *p);
 double kv_bytes_per_call(const problem *p);
+/* Few query rows (decode, speculative decoding): bound by reading K and V. */
+bool is_decode_like(const problem *p);
 attn_options options_of(const problem *p);
 
 /* ------------------------------------------------------------ numbers (numbers.c) */
@@ -146,10 +150,12 @@ typedef struct timing {
 
 typedef struct buffers {
     float *q;
-    void *k;
-    void *v;
+    void *k; /* `copies` identical copies of K, k_copy_bytes apart */
+    void *v; /* likewise for V */
     float *out;
-    attn_tensor tq, tk, tv, tout;
+    attn_tensor tq, tk, tv, tout; /* tk, tv: copy 0 */
+    int64_t copies;
+    size_t k_copy_bytes, v_copy_bytes;
 } buffers;
 
 typedef struct verify_result {
@@ -164,8 +170,11 @@ typedef struct verify_result {
 
 typedef struct measurement {
     timing time;
+    timing floor;          /* the plain read of the same bytes (calls 0: not measured) */
     double gflops;
     double kv_gbytes_s;
+    double floor_gbytes_s; /* K+V bytes / the floor's mean time */
+    int64_t kv_copies;     /* K/V copies rotated over (1: none) */
     attn_isa isa;
     int32_t threads;
     size_t workspace; /* split-KV workspace bytes given to attn_forward (0: unsplit) */

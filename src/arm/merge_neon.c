@@ -5,7 +5,7 @@
 #include <arm_neon.h>
 #include <math.h>
 
-#include "arm/arm.h"
+#include "arm/neon.h"
 #include "dsp.h"
 
 static void attn_wsum_f32_neon(float *y, const float *const *x, const float *w, size_t parts,

@@ -4,6 +4,7 @@
  * an add, two roundings, the same in every build.
  */
 #include "dsp.h"
+#include "scalar/scalar.h"
 
 static void attn_wsum_f32_scalar(float *y, const float *const *x, const float *w, size_t parts,
                                  size_t n)

@@ -6,10 +6,7 @@
 #include <immintrin.h>
 
 #include "dsp.h"
-#include "x86/x86.h"
-
-static const int32_t tail_mask_table[16] = {-1, -1, -1, -1, -1, -1, -1, -1,
-                                            0,  0,  0,  0,  0,  0,  0,  0};
+#include "x86/avx2.h"
 
 static void attn_wsum_f32_avx2(float *y, const float *const *x, const float *w, size_t parts,
                                size_t n)
@@ -32,8 +29,7 @@ static void attn_wsum_f32_avx2(float *y, const float *const *x, const float *w, 
         _mm256_storeu_ps(y + j + 24, a3);
     }
     for (; j < n; j += 8) {
-        const size_t left = n - j < 8 ? n - j : 8;
-        const __m256i m = _mm256_loadu_si256((const __m256i *)(tail_mask_table + 8 - left));
+        const __m256i m = first_lanes(n - j < 8 ? n - j : 8);
         __m256 a = _mm256_maskload_ps(y + j, m);
         for (size_t p = 0; p < parts; p++)
             a = _mm256_fmadd_ps(_mm256_set1_ps(w[p]), _mm256_maskload_ps(x[p] + j, m), a);

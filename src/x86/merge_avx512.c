@@ -3,7 +3,7 @@
  * element. Four vectors of y at a time, each its own chain over the parts, so
  * the FMAs overlap; every part is read once, y loaded and stored once.
  */
-#include "simd_avx512.h"
+#include "x86/avx512.h"
 
 static void attn_wsum_f32_avx512(float *y, const float *const *x, const float *w, size_t parts,
                                  size_t n)
