@@ -157,7 +157,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(out_before, out, (size_t)(rows * dv) * 4);
 
     attn_options opt = ATTN_OPTIONS_INIT;
-    for (attn_isa isa = ATTN_ISA_SCALAR; isa <= ATTN_ISA_SVE; isa++) {
+    for (attn_isa isa = ATTN_ISA_SCALAR; isa < (attn_isa)ATTN_ISA_COUNT; isa++) { /* the registry */
         const attn_dsp *t = attn_dsp_for_isa(isa);
         if (!t)
             continue;
