@@ -392,7 +392,7 @@ static const unsigned split_specs[] = {
 #define N_SPLIT_SPECS (sizeof split_specs / sizeof split_specs[0])
 
 HARNESS_ISA_PARAMS(split, forward)
-ParameterizedTest(isa_row *row, split, forward, .timeout = 600)
+ParameterizedTest(isa_row *row, split, forward, .timeout = 300)
 {
     const attn_dsp *t = harness_begin(row);
     static const int32_t splits[] = {2, 3, 5, 64};
