@@ -170,6 +170,28 @@ def check_masks_and_rows():
         fail("in-place softmax")
 
 
+def check_merge():
+    # Plumbing of merge() on Tensors, with results exact by construction:
+    # one part merges to itself (weight exp(0)/1 = 1), two equal parts with
+    # equal lse to the part (weights 1/2: x/2 + x/2 is exact) and lse + log 2
+    # (computed in double and rounded once, here as in the library).
+    H, LQ, DV = 2, 3, 5
+    o = f32(randn(H * LQ * DV))
+    l = f32(randn(H * LQ))
+    ot, lt = libattn.Tensor(o, (H, LQ, DV)), libattn.Tensor(l, (H, LQ))
+    out, lse = libattn.merge([ot], [lt])
+    if not isinstance(out, libattn.Tensor) or out.shape != (H, LQ, DV) or lse.shape != (H, LQ):
+        fail("merge returned %r, %r" % (out, lse))
+    if list(out.buffer) != list(o) or list(lse.buffer) != list(l):
+        fail("merge of one part changed it")
+    out2, lse2 = libattn.merge([ot, ot], [lt, lt])
+    if list(out2.buffer) != list(o):
+        fail("merge of two equal parts: %r" % list(out2.buffer))
+    want = [struct.unpack("f", struct.pack("f", x + math.log(2.0)))[0] for x in l]
+    if list(lse2.buffer) != want:
+        fail("merged lse %r, want %r" % (list(lse2.buffer), want))
+
+
 def check_errors():
     buf = f32([0.0] * 8)
 
@@ -196,6 +218,7 @@ def check_errors():
 
 
 check_forward()
+check_merge()
 check_masks_and_rows()
 check_errors()
 print("ok: flat-buffer API without NumPy")
