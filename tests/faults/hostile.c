@@ -274,12 +274,15 @@ static void scalars(void)
            "scale = 3e38: row 0 should be NaN (+inf score)");
     puts("  scale = 3e38, a score overflowing to +inf                  -> ok, that row NaN");
     reset();
-    opt.softcap = 1e-45f;
-    expect_all("softcap = 1e-45 (subnormal, finite)", ATTN_OK);
+    opt.softcap = 1e-45f; /* 1/cap overflows: rejected, not NaN scores */
+    expect_all("softcap = 1e-45 (subnormal, reciprocal overflows)", ATTN_ERR_ARG);
+    reset();
+    opt.softcap = 3e-39f; /* subnormal with a finite reciprocal */
+    expect_all("softcap = 3e-39 (subnormal, 1/cap finite)", ATTN_OK);
     int finite = 1;
     for (int i = 0; i < B * HQ * LQ * LK; i++)
         finite &= isfinite(out[i]);
-    EXPECT(finite, "softcap = 1e-45 gives non-finite scores");
+    EXPECT(finite, "softcap = 3e-39 gives non-finite scores");
 }
 
 /* Rows (b, h, i) of the weights containing NaN, as a bit set over the B*HQ*LQ rows. */

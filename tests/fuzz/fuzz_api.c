@@ -775,13 +775,13 @@ static void run_attention(fz_reader *r, int op)
     full.flags = fz_chance(r, 100) ? ATTN_CAUSAL : 0;
     if (hostile && fz_chance(r, 30))
         full.flags |= fz_u32(r);
-    static const float wild_scalars[] = {NAN, INFINITY, -INFINITY, -1.0f, 1e-45f, 3e38f, -0.0f};
+    static const float wild_scalars[] = {NAN, INFINITY, -INFINITY, -1.0f, 1e-45f, 3e38f, -0.0f, 3e-39f};
     if (fz_chance(r, 100))
         full.scale = hostile && fz_chance(r, 80)
-                         ? wild_scalars[fz_u8(r) % 7]
+                         ? wild_scalars[fz_u8(r) % 8]
                          : (float)fz_range(r, -64, 64) / 16.0f;
     if (fz_chance(r, 80))
-        full.softcap = hostile && fz_chance(r, 80) ? wild_scalars[fz_u8(r) % 7]
+        full.softcap = hostile && fz_chance(r, 80) ? wild_scalars[fz_u8(r) % 8]
                                                    : (float)fz_range(r, 1, 400) / 8.0f;
     if (fz_chance(r, 80))
         full.window = hostile && fz_chance(r, 60) ? (fz_chance(r, 128) ? -fz_range(r, 1, 5) : INT64_MIN)
@@ -872,7 +872,7 @@ static void run_attention(fz_reader *r, int op)
     if (P.eff.flags & ~ATTN_CAUSAL)
         must |= BIT(ATTN_ERR_ARG);
     if (!isfinite(P.eff.scale) || !isfinite(P.eff.softcap) || P.eff.softcap < 0.0f ||
-        P.eff.window < 0)
+        P.eff.window < 0 || (P.eff.softcap > 0.0f && !isfinite(1.0f / P.eff.softcap)))
         must |= BIT(ATTN_ERR_ARG);
 
     /* dtypes */
