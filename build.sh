@@ -144,8 +144,10 @@ cmd_test() {
 cmd_coverage() {
     install_missing "${PACKAGES[@]}" gcovr
     local dir=build-cov
-    configure "$dir" -Dbuildtype=debug -Db_coverage=true -Dtests=enabled -Dbench=disabled \
-        -Dpython=disabled -Dabi_check=disabled
+    # atomic counters: the pool's threads run the same code at once, and
+    # plain counter updates race (gcov then reads negative branch counts)
+    configure "$dir" -Dbuildtype=debug -Db_coverage=true -Dc_args=-fprofile-update=atomic \
+        -Dtests=enabled -Dbench=disabled -Dpython=disabled -Dabi_check=disabled
     find "$dir" -name '*.gcda' -delete
     meson_test "$dir" --suite kernels --suite api --suite fuzz --suite faults --suite tsan
     echo "== line coverage of src/ (uncovered lines under 'Missing')"
