@@ -163,6 +163,19 @@ static void dims_and_strides(void)
     kt.data = (void *)(UINTPTR_MAX - 64);
     expect_all("k.data 64 bytes below the top of the address space", ATTN_ERR_SHAPE);
     reset();
+    stats.max_score = (float *)(UINTPTR_MAX - 7); /* its B*HQ*LQ floats would wrap */
+    {
+        memset(out, 0x5a, sizeof out);
+        memset(lse, 0x5a, sizeof lse);
+        memset(mx, 0x5a, sizeof mx);
+        memset(ent, 0x5a, sizeof ent);
+        attn_status f = attn_forward(&shape, &opt, &qt, &kt, &vt, &st_out, &stats);
+        attn_status w = attn_weights(&shape, &opt, &qt, &kt, &st_scores, &stats);
+        EXPECT(f == ATTN_ERR_SHAPE && w == ATTN_ERR_SHAPE && untouched(),
+               "stats.max_score wrapping the address space: forward %d, weights %d", f, w);
+        printf("  %-58s -> %s\n", "stats.max_score 8 bytes below the top", attn_strerror(f));
+    }
+    reset();
     qt.data = NULL;
     expect_all("q.data = NULL", ATTN_ERR_NULL);
     reset();
