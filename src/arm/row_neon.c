@@ -24,6 +24,7 @@
 #include <sleef.h>
 
 #include "arm/arm.h"
+#include "alibi.h"
 #include "dsp.h"
 #include "arm/neon_util.h"
 #include "exp_constants.h"
@@ -256,4 +257,5 @@ void attn_dsp_init_neon(attn_dsp *t)
     t->add_bias = attn_add_bias_f32_neon;
     t->mask_bool = attn_mask_bool_f32_neon;
     t->softmax_bwd = attn_softmax_bwd_f32_neon;
+    t->alibi = attn_alibi_f32_neon;
 }

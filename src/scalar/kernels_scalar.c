@@ -7,6 +7,7 @@
 #include <math.h>
 
 #include "dsp.h"
+#include "alibi.h"
 #include "half.h"
 
 static inline float load_f32(const void *p, ptrdiff_t i) { return ((const float *)p)[i]; }
@@ -139,4 +140,5 @@ void attn_dsp_init_scalar(attn_dsp *t)
     t->add_bias = attn_add_bias_f32_scalar;
     t->mask_bool = attn_mask_bool_f32_scalar;
     t->softmax_bwd = attn_softmax_bwd_f32_scalar;
+    t->alibi = attn_alibi_f32_scalar;
 }

@@ -15,6 +15,7 @@
 #include <math.h>
 #include <sleef.h>
 
+#include "alibi.h"
 #include "dsp.h"
 #include "exp_constants.h"
 #include "x86/x86.h"
@@ -354,4 +355,5 @@ void attn_dsp_init_avx2(attn_dsp *t)
     t->add_bias = add_bias_avx2;
     t->mask_bool = mask_bool_avx2;
     t->softmax_bwd = softmax_bwd_avx2;
+    t->alibi = attn_alibi_f32_avx2;
 }

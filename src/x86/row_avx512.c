@@ -9,6 +9,7 @@
 #include <math.h>
 
 #include "simd_avx512.h"
+#include "alibi.h"
 
 /*
  * Any NaN makes the result NaN. vmaxps alone would keep or drop a NaN
@@ -186,4 +187,5 @@ void attn_dsp_init_avx512(attn_dsp *t)
     t->add_bias = attn_add_bias_avx512;
     t->mask_bool = attn_mask_bool_avx512;
     t->softmax_bwd = attn_softmax_bwd_avx512;
+    t->alibi = attn_alibi_f32_avx512;
 }

@@ -27,6 +27,7 @@
 /* The external names of the emulated objects (see above). */
 #define attn_dsp_init_avx512 attn_dsp_init_avx512_emu
 #define attn_avx512_init_tiles attn_avx512_init_tiles_emu
+#define attn_alibi_f32_avx512 attn_alibi_f32_avx512_emu
 #else
 #include <immintrin.h>
 #include <sleef.h>
