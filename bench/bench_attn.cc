@@ -1,8 +1,11 @@
 /*
- * libattn benchmarks: every operation on every ISA table this build and CPU
- * run (through attn_*_with, single-threaded: opt.parallel_for = NULL), beside
- * what a C user writes today (OpenBLAS sgemm/sgemv + a SLEEF softmax loop)
- * and the memory references (memcpy, one read of K and V), in one run.
+ * libattn benchmarks: scores, softmax and forward (prefill and decode), and
+ * the qk_tile, pv_tile and exp_sum kernels, on every ISA table of the
+ * registry this build and CPU run (through attn_*_with, single-threaded:
+ * opt.parallel_for = NULL), beside what a C user writes today (OpenBLAS
+ * sgemm/sgemv + a SLEEF softmax loop, x86-64 only) and the memory references
+ * (memcpy, one read of K and V), in one run. mask_apply, weights and
+ * softmax_backward are not benchmarked.
  *
  * Counters: flops (kIsRate, so FLOP/s): 2*Lq*Lk*d per head for scores,
  * 4*Lq*Lk*d per query head for forward/decode, causal counting only the
@@ -401,7 +404,13 @@ struct Isa {
     attn_isa isa;
     const char *name;
 };
-const Isa kIsas[] = {{ATTN_ISA_SCALAR, "scalar"}, {ATTN_ISA_AVX2, "avx2"}, {ATTN_ISA_AVX512, "avx512"}};
+/* Every ISA of the registry (src/isa_list.h); those this build or CPU lacks
+   have no table and register nothing. */
+const Isa kIsas[] = {
+#define BENCH_ISA(ID, nm, cpu, init, base, have) {ATTN_ISA_##ID, #nm},
+    ATTN_ISA_LIST(BENCH_ISA)
+#undef BENCH_ISA
+};
 
 std::string fwd_name(const char *op, const FwdShape &f, const char *dtype)
 {

@@ -103,9 +103,6 @@ typedef struct attn_dsp {
     attn_alibi_fn alibi;
 } attn_dsp;
 
-/* Fills every slot with the scalar kernels (the oracle). */
-void attn_dsp_init_scalar(attn_dsp *t);
-
 #ifdef __cplusplus
 }
 #endif

@@ -3,8 +3,8 @@
  * row): 16 int32 distances per vector, converted and subtracted with one
  * fused multiply-add, masked tail (see alibi_avx2.c for the numerics).
  */
-#include "simd_avx512.h"
-
+#include "x86/avx512.h"
+/* after avx512.h: its _emu renames must reach the declarations */
 #include "alibi.h"
 
 #ifdef ATTN_SIMDE_EMU
