@@ -149,7 +149,7 @@ int ref_visible(const attn_shape *shape, const attn_options *opt, int64_t b, int
         return 0;
     if (opt->window > 0 && !(j > i + (lk - lq) - opt->window))
         return 0;
-    if (opt->window_right > 0 && !(j < i + (lk - lq) + opt->window_right))
+    if (opt->window_right > 0 && !(j - (i + (lk - lq)) < opt->window_right))
         return 0;
     if (opt->mask && *(const uint8_t *)ref_tensor_at(opt->mask, b, h, i, j) == 0)
         return 0;

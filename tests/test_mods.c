@@ -311,4 +311,15 @@ Test(mods, option_errors)
     EXPECT(ATTN_OK, "valid sinks, slopes and windows", o.sinks = &ts; o.alibi_slopes = &ts;
            o.window = 1; o.window_right = 2);
 #undef EXPECT
+
+    /* windows wider than everything hide nothing (and must not overflow) */
+    float plain[4], wide[4];
+    attn_options o = ATTN_OPTIONS_INIT;
+    to.data = plain;
+    CHECK(attn_forward(&shape, &o, &tq, &tk, &tv, &to, NULL) == ATTN_OK, "plain");
+    o.window = INT64_MAX;
+    o.window_right = INT64_MAX;
+    to.data = wide;
+    CHECK(attn_forward(&shape, &o, &tq, &tk, &tv, &to, NULL) == ATTN_OK, "widest windows");
+    expect_bits("INT64_MAX windows vs none", wide, plain, 4);
 }

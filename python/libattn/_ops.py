@@ -71,8 +71,16 @@ def _windows(window):
         if len(window) != 2:
             raise ValueError("window: expected an int or a (left, right) pair, got %r"
                              % (window,))
-        return _int_arg(window[0], "window[0]", 0), _int_arg(window[1], "window[1]", 0)
-    return _int_arg(window, "window", 0), 0
+        sides = [(window[0], "window[0]"), (window[1], "window[1]")]
+    else:
+        sides = [(window, "window"), (0, "window_right")]
+    out = []
+    for value, name in sides:
+        value = _int_arg(value, name, 0)
+        if value > 2 ** 63 - 1:  # ctypes would wrap it silently
+            raise ValueError("%s: must fit in int64, got %d" % (name, value))
+        out.append(value)
+    return tuple(out)
 
 
 def _per_head(value, name, batch, heads):

@@ -176,6 +176,7 @@ def test_alibi_slopes_helper():
     ({"window": (1, 2, 3)}, ValueError),
     ({"window": (-1, 0)}, ValueError),
     ({"window": (1, 2.5)}, TypeError),
+    ({"window": (1, 2 ** 64)}, ValueError),
     ({"sinks": [1.0, 2.0, 3.0]}, ValueError),
     ({"sinks": ["a"] * 4}, TypeError),
     ({"alibi": np.zeros((3, 4), np.float32)}, ValueError),

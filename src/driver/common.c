@@ -20,8 +20,10 @@ static row_ref make_row(const attn_problem *pb, int64_t b, int64_t h, int64_t i)
         hi = attn_min64(hi, aligned + 1);
     if (pb->window > 0 && aligned >= pb->window)
         lo = aligned - pb->window + 1;
-    /* the right edge too, so tiles past it are skipped like those before lo */
-    if (pb->window_right > 0)
+    /* the right edge too, so tiles past it are skipped like those before lo;
+       R >= lk - aligned (= lq - i > 0) hides nothing, and aligned + R could
+       overflow for such R */
+    if (pb->window_right > 0 && pb->window_right < lk - aligned)
         hi = attn_min64(hi, aligned + pb->window_right);
     if (hi > lo) {
         row.lo = lo;
