@@ -298,7 +298,8 @@ ATTN_API attn_status attn_mask_apply(const attn_shape *shape, const attn_options
 ATTN_API attn_status attn_softmax(float *x, int64_t rows, int64_t cols,
                                   int64_t row_stride, float *lse);
 
-/* Attention weights: the row softmax of attn_scores, plus optional stats. */
+/* Attention weights: the row softmax of attn_scores (with sinks, the sink is
+   one more entry of it: see Sinks), plus optional stats. */
 ATTN_API attn_status attn_weights(const attn_shape *shape, const attn_options *opt,
                                   const attn_tensor *q, const attn_tensor *k,
                                   const attn_tensor *weights, const attn_row_stats *stats);
