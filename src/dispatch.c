@@ -50,15 +50,21 @@ static _Atomic(const attn_dsp *) g_active;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
 /*
- * The one place that decides which available table ATTN_ISA_AUTO means.
- * Today: the last available one in registry order (the widest of its
- * family). A choice by measured speed per CPU would replace this body.
+ * The one place that decides which available table ATTN_ISA_AUTO means:
+ * the last available one in registry order (the widest of its family),
+ * unless the registry says a narrower table is faster on this CPU
+ * (ATTN_ISA_NOT_DEFAULT_ON). It depends on the CPU's identity alone, so the
+ * same CPU always gets the same table.
  */
-static attn_isa attn_isa_default(const int *available)
+attn_isa attn_isa_default(const int *available, unsigned cpu)
 {
+    int excluded[ATTN_ISA_COUNT] = {0};
+#define ATTN_X_EXCLUDE(ID, bit) excluded[ATTN_ISA_##ID] |= (cpu & (bit)) != 0;
+    ATTN_ISA_NOT_DEFAULT_ON(ATTN_X_EXCLUDE)
+#undef ATTN_X_EXCLUDE
     attn_isa best = ATTN_ISA_SCALAR;
     for (int isa = ATTN_ISA_SCALAR; isa < ATTN_ISA_COUNT; isa++)
-        if (available[isa])
+        if (available[isa] && !excluded[isa])
             best = (attn_isa)isa;
     return best;
 }
@@ -88,7 +94,7 @@ static void build_tables(void)
         e->init(&g_tables[isa]);
         g_available[isa] = 1;
     }
-    g_default = attn_isa_default(g_available);
+    g_default = attn_isa_default(g_available, cpu);
 
     attn_isa chosen = g_default;
     const char *env = getenv("ATTN_ISA");

@@ -21,6 +21,9 @@ unsigned attn_cpu_detect(void);
 const attn_dsp *attn_dsp_active(void);
 /* The table of `isa` when it is built and this CPU runs it, else NULL. */
 const attn_dsp *attn_dsp_for_isa(attn_isa isa);
+/* The table ATTN_ISA_AUTO means, given which are available (indexed by
+   attn_isa, ATTN_ISA_COUNT entries) and the attn_cpu_detect() bits. */
+attn_isa attn_isa_default(const int *available, unsigned cpu);
 /* 1 when the kernels of `isa` are compiled into this build (whatever the CPU). */
 int attn_isa_built(attn_isa isa);
 

@@ -340,13 +340,63 @@ Test(dispatch, available_matches_tables)
 }
 
 /* The default table, restated from its rule (attn_isa_default in
-   src/dispatch.c): the last available ISA in registry order. */
+   src/dispatch.c): the last available ISA in registry order that the
+   registry does not exclude on this CPU (ATTN_ISA_NOT_DEFAULT_ON). */
 static attn_isa expected_best(void)
 {
+    int excluded[ATTN_ISA_COUNT] = {0};
+    const unsigned cpu = attn_cpu_detect();
+#define X_EXCLUDED(ID, bit) excluded[ATTN_ISA_##ID] |= (cpu & (bit)) != 0;
+    ATTN_ISA_NOT_DEFAULT_ON(X_EXCLUDED)
+#undef X_EXCLUDED
     for (int isa = ATTN_ISA_COUNT - 1; isa > ATTN_ISA_SCALAR; isa--)
-        if (attn_isa_available((attn_isa)isa))
+        if (attn_isa_available((attn_isa)isa) && !excluded[isa])
             return (attn_isa)isa;
     return ATTN_ISA_SCALAR;
+}
+
+/* Dispatch by speed: the registry's exclusions hold for any CPU bits, the
+   default is always available, and the same bits give the same table. */
+Test(dispatch, default_by_speed)
+{
+    int all[ATTN_ISA_COUNT] = {0};
+    for (int isa = ATTN_ISA_SCALAR; isa < ATTN_ISA_COUNT; isa++)
+        all[isa] = 1;
+    const unsigned every_cpu = ~0u;
+    /* With nothing excluded the widest listed table wins. */
+    cr_assert_eq(attn_isa_default(all, 0), (attn_isa)(ATTN_ISA_COUNT - 1));
+    int excluded[ATTN_ISA_COUNT] = {0};
+#define X_EXCLUDE(ID, bit) excluded[ATTN_ISA_##ID] = 1;
+    ATTN_ISA_NOT_DEFAULT_ON(X_EXCLUDE)
+#undef X_EXCLUDE
+    const attn_isa chosen = attn_isa_default(all, every_cpu);
+    cr_assert(!excluded[chosen], "%s is excluded on this CPU but was chosen",
+              attn_isa_name(chosen));
+    for (int isa = chosen + 1; isa < ATTN_ISA_COUNT; isa++)
+        cr_assert(excluded[isa], "%s is available, not excluded and after %s", attn_isa_name(isa),
+                  attn_isa_name(chosen));
+    /* Each exclusion alone: with the tables up to the excluded one available,
+       the default is the excluded one without the bit and below it with it. */
+#define X_ALONE(ID, bit)                                                                  \
+    {                                                                                     \
+        int upto[ATTN_ISA_COUNT] = {0};                                                   \
+        for (int isa = ATTN_ISA_SCALAR; isa <= ATTN_ISA_##ID; isa++)                      \
+            upto[isa] = 1;                                                                \
+        cr_assert_eq(attn_isa_default(upto, 0), ATTN_ISA_##ID);                           \
+        cr_assert_lt(attn_isa_default(upto, (bit)), ATTN_ISA_##ID);                       \
+    }
+    ATTN_ISA_NOT_DEFAULT_ON(X_ALONE)
+#undef X_ALONE
+    /* Only what is available is ever chosen. */
+    int scalar_only[ATTN_ISA_COUNT] = {0};
+    scalar_only[ATTN_ISA_SCALAR] = 1;
+    cr_assert_eq(attn_isa_default(scalar_only, every_cpu), ATTN_ISA_SCALAR);
+    /* The process's own default is the rule applied to its own CPU. */
+    int avail[ATTN_ISA_COUNT] = {0};
+    for (int isa = ATTN_ISA_SCALAR; isa < ATTN_ISA_COUNT; isa++)
+        avail[isa] = attn_isa_available((attn_isa)isa);
+    cr_assert_eq(attn_isa_select(ATTN_ISA_AUTO), ATTN_OK);
+    cr_assert_eq(attn_isa_active(), attn_isa_default(avail, attn_cpu_detect()));
 }
 
 Test(dispatch, select_and_restore)
