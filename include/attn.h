@@ -58,7 +58,7 @@
  *     last W keys up to and including the query's own aligned position)
  *   - window_right R > 0: j < i + (Lk_b - Lq_b) + R (the mirror image: the R
  *     keys from the query's aligned position on). W and R together give a
- *     two-sided local window of W + R - 1 keys centred on the aligned
+ *     two-sided local window of W + R - 1 keys around the aligned
  *     position; FlashAttention's window_size = (left, right) is W = left + 1,
  *     R = right + 1 (its -1, unbounded, is 0 here).
  *   - mask given: mask[b][h][i][j] != 0             (SDPA convention)
@@ -69,8 +69,7 @@
  * see Sinks). Never NaN. In attn_scores such a row is all -inf.
  *
  * Non-finite inputs. NaN or +-inf in q, k, v, bias, sinks, alibi_slopes or
- * scores affect only the
- * rows whose visible keys they reach; nothing crashes. Keys beyond Lk_b and
+ * scores affect only the rows whose visible keys they reach; nothing crashes. Keys beyond Lk_b and
  * query rows beyond Lq_b are never read for arithmetic, so padded cache slots
  * may hold anything. Inside the valid length, a key hidden from a row only by
  * the causal/window/BOOL mask still enters the P.V product with weight 0, so
