@@ -71,12 +71,12 @@
  * Non-finite inputs. NaN or +-inf in q, k, v, bias, sinks, alibi_slopes or
  * scores affect only the rows whose visible keys they reach; nothing
  * crashes. Keys beyond Lk_b and query rows beyond Lq_b are never read for
- * arithmetic, so padded cache slots may hold anything. Inside the valid length, a key hidden from a row only by
- * the causal/window/BOOL mask still enters the P.V product with weight 0, so
- * an inf or NaN in its v row can turn into NaN (0 * inf) the output of any
- * query row computed in the same tile (up to block_q rows x block_k keys,
- * which differ between ISAs), as in a dense matrix product. Keep v finite
- * inside the valid lengths.
+ * arithmetic, so padded cache slots may hold anything. Inside the valid
+ * length, a key hidden from a row only by the causal/window/BOOL mask still
+ * enters the P.V product with weight 0, so an inf or NaN in its v row can
+ * turn into NaN (0 * inf) the output of any query row computed in the same
+ * tile (up to block_q rows x block_k keys, which differ between ISAs), as in
+ * a dense matrix product. Keep v finite inside the valid lengths.
  *
  * Errors. Every operation validates all arguments before it writes
  * anything: a call that returns an error leaves every output untouched.
