@@ -77,6 +77,13 @@ typedef void (*attn_mask_bool_fn)(float *x, const uint8_t *mask, size_t n);
 typedef void (*attn_softmax_bwd_fn)(const float *p, const float *dp, float *ds, size_t n);
 
 /*
+ * x[j] -= slope * |pos - j| for j < n: ALiBi's distance penalty, pos being
+ * the query's aligned key position relative to x[0]. The caller guarantees
+ * |pos - j| < 2^31 for every j < n.
+ */
+typedef void (*attn_alibi_fn)(float *x, size_t n, float slope, int64_t pos);
+
+/*
  * y[j] += sum_{p < parts} w[p] * x[p][j] for j < n, accumulated in the order
  * p = 0, 1, ...: y[j] + w[0] x[0][j], then + w[1] x[1][j], ..., one multiply-
  * add (fused or not) per part. So splitting the parts over several calls
@@ -105,6 +112,7 @@ typedef struct attn_dsp {
     attn_add_bias_fn add_bias;
     attn_mask_bool_fn mask_bool;
     attn_softmax_bwd_fn softmax_bwd;
+    attn_alibi_fn alibi;
     attn_wsum_fn wsum;
 } attn_dsp;
 

@@ -28,6 +28,8 @@ typedef struct attn_problem {
     attn_tensor mask, bias; /* data == NULL when absent */
     attn_parallel_for_fn parallel_for;
     void *parallel_ctx;
+    int64_t window_right;
+    attn_tensor sinks, alibi; /* F32 [b][q_head]; data == NULL when absent */
     const int64_t *q_pos, *k_pos; /* NULL: the defaults of attn.h */
 
     /* split-KV (forward only): splits == 1 means unsplit */

@@ -31,6 +31,9 @@ static attn_status read_options(attn_options *o, const attn_options *user)
     COPY_IF_COVERED(bias)
     COPY_IF_COVERED(parallel_for)
     COPY_IF_COVERED(parallel_ctx)
+    COPY_IF_COVERED(window_right)
+    COPY_IF_COVERED(sinks)
+    COPY_IF_COVERED(alibi_slopes)
     COPY_IF_COVERED(q_pos)
     COPY_IF_COVERED(k_pos)
     COPY_IF_COVERED(workspace)
@@ -143,7 +146,8 @@ static attn_status check_shape_options(const attn_shape *shape, const attn_optio
 {
     /* options */
     TRY(read_options(o, opt));
-    if ((o->mask && !o->mask->data) || (o->bias && !o->bias->data))
+    if ((o->mask && !o->mask->data) || (o->bias && !o->bias->data) ||
+        (o->sinks && !o->sinks->data) || (o->alibi_slopes && !o->alibi_slopes->data))
         return ATTN_ERR_NULL;
 
     /* shape */
@@ -162,7 +166,12 @@ static attn_status check_shape_options(const attn_shape *shape, const attn_optio
         return ATTN_ERR_ARG;
     if (o->flags & ~ATTN_CAUSAL)
         return ATTN_ERR_ARG;
-    if (!isfinite(o->scale) || !isfinite(o->softcap) || o->softcap < 0.0f || o->window < 0)
+    if (!isfinite(o->scale) || !isfinite(o->softcap) || o->softcap < 0.0f || o->window < 0 ||
+        o->window_right < 0)
+        return ATTN_ERR_ARG;
+    /* Every table computes cap * tanh(s * (1 / cap)); below 1/FLT_MAX the
+     * reciprocal overflows and a score of 0 would become 0 * inf = NaN. */
+    if (o->softcap > 0.0f && !isfinite(1.0f / o->softcap))
         return ATTN_ERR_ARG;
     if (o->kv_splits < 0 || o->kv_splits > ATTN_MAX_KV_SPLITS)
         return ATTN_ERR_ARG;
@@ -227,11 +236,22 @@ attn_status attn_validate(attn_problem *pb, attn_op op, const attn_shape *shape,
         return ATTN_ERR_ARG;
     if ((o.mask && o.mask->dtype != ATTN_DTYPE_BOOL) || (o.bias && o.bias->dtype != ATTN_DTYPE_F32))
         return ATTN_ERR_ARG;
+    if ((o.sinks && o.sinks->dtype != ATTN_DTYPE_F32) ||
+        (o.alibi_slopes && o.alibi_slopes->dtype != ATTN_DTYPE_F32))
+        return ATTN_ERR_ARG;
     TRY(check_lengths(o.q_lens, s.batch, s.q_len));
     TRY(check_lengths(o.kv_lens, s.batch, s.kv_len));
+    /* ALiBi's distances |qpos - kpos| must stay below 2^31 (the alibi slot's
+       contract): with q_pos given they are up to |q_pos - k_pos| + q_len + kv_len */
+    if (o.alibi_slopes && o.q_pos)
+        for (int64_t b = 0; b < s.batch; b++) {
+            const int64_t rel = o.q_pos[b] - (o.k_pos ? o.k_pos[b] : 0);
+            if ((rel < 0 ? -rel : rel) > INT32_MAX - s.q_len - s.kv_len)
+                return ATTN_ERR_ARG;
+        }
 
     /* 5. tensors */
-    byte_range inputs[5], outputs[5];
+    byte_range inputs[7], outputs[5];
     int n_in = 0, n_out = 0;
     if (needs_qk) {
         TRY(check_tensor(q, s.batch, s.q_heads, s.q_len, s.head_dim, 0, &inputs[n_in++]));
@@ -243,6 +263,11 @@ attn_status attn_validate(attn_problem *pb, attn_op op, const attn_shape *shape,
         TRY(check_tensor(o.mask, s.batch, s.q_heads, s.q_len, s.kv_len, 0, &inputs[n_in++]));
     if (o.bias)
         TRY(check_tensor(o.bias, s.batch, s.q_heads, s.q_len, s.kv_len, 0, &inputs[n_in++]));
+    /* one float per (batch entry, head): a [batch][q_heads][1][1] view */
+    if (o.sinks)
+        TRY(check_tensor(o.sinks, s.batch, s.q_heads, 1, 1, 0, &inputs[n_in++]));
+    if (o.alibi_slopes)
+        TRY(check_tensor(o.alibi_slopes, s.batch, s.q_heads, 1, 1, 0, &inputs[n_in++]));
     TRY(check_tensor(out, s.batch, s.q_heads, s.q_len, op == ATTN_OP_FORWARD ? v_dim : s.kv_len,
                      1, &outputs[n_out++]));
 
@@ -309,6 +334,11 @@ attn_status attn_validate(attn_problem *pb, attn_op op, const attn_shape *shape,
         pb->mask = *o.mask;
     if (o.bias)
         pb->bias = *o.bias;
+    pb->window_right = o.window_right;
+    if (o.sinks)
+        pb->sinks = *o.sinks;
+    if (o.alibi_slopes)
+        pb->alibi = *o.alibi_slopes;
     pb->parallel_for = o.parallel_for;
     pb->parallel_ctx = o.parallel_ctx;
     pb->q_pos = o.q_pos;

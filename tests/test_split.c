@@ -388,6 +388,9 @@ static const unsigned split_specs[] = {
     WL_LONG_KV | WL_BF16 | WL_DECODE | WL_OFFSET,
     WL_LONG_KV | WL_BIG_HEAD | WL_CAUSAL | WL_VDIM0,
     WL_LONG_KV | WL_MQA | WL_LENS | WL_SCALE,
+    WL_LONG_KV | WL_SINKS | WL_CAUSAL,
+    WL_LONG_KV | WL_DECODE | WL_MQA | WL_SINKS | WL_ALIBI | WL_CAUSAL,
+    WL_LONG_KV | WL_ALIBI | WL_WINDOW | WL_WINDOW_R | WL_LENS,
 };
 #define N_SPLIT_SPECS (sizeof split_specs / sizeof split_specs[0])
 
@@ -548,6 +551,8 @@ static void check_shards(const attn_dsp *t, unsigned features)
         }
         o.q_pos = q_pos;
         o.k_pos = k_pos;
+        if (s > 0)
+            o.sinks = NULL; /* one more entry of the whole row: one shard has it */
         if (w.opt.kv_lens)
             o.kv_lens = kv_lens;
         attn_tensor mask, bias;
@@ -636,6 +641,10 @@ ParameterizedTest(isa_row *row, split, shards, .timeout = 300)
         WL_LONG_KV | WL_DECODE | WL_MQA | WL_CAUSAL | WL_LENS,
         WL_BIAS | WL_MASK | WL_CAUSAL | WL_SOFTCAP,
         WL_BLHD | WL_PAD | WL_F16 | WL_CAUSAL,
+        WL_SINKS | WL_CAUSAL | WL_LENS,
+        WL_ALIBI | WL_CAUSAL | WL_Q_SHORT,
+        WL_ALIBI | WL_SINKS | WL_WINDOW | WL_WINDOW_R,
+        WL_LONG_KV | WL_DECODE | WL_SINKS | WL_ALIBI | WL_CAUSAL,
         0,
     };
     for (int rep = 0; rep < 2; rep++)

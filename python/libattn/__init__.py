@@ -20,14 +20,16 @@ dynamic linker, then a build tree (see libattn._loader).
 from . import _capi
 from ._capi import AttnError, DType, Status, library_path
 from ._loader import ABI_MAJOR, LibraryError
-from ._ops import forward, mask_apply, merge, scores, softmax, softmax_backward, weights
+from ._ops import (alibi_slopes, forward, mask_apply, merge, scores, softmax,
+                   softmax_backward, weights)
 from ._tensor import Tensor
 
 __version__ = "1.1.0"
 
 __all__ = [
     "ABI_MAJOR", "AttnError", "LibraryError", "Status", "DType", "Isa", "Tensor",
-    "scores", "mask_apply", "softmax", "weights", "forward", "softmax_backward", "merge",
+    "scores", "mask_apply", "softmax", "weights", "forward", "softmax_backward", "alibi_slopes",
+    "merge",
     "isa_active", "isa_available", "isa_select", "isa_names", "available_isas",
     "version", "version_info", "library_path", "thread_pool_size",
 ]

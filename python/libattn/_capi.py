@@ -56,6 +56,10 @@ class Options(ctypes.Structure):
                 ("bias", ctypes.POINTER(Tensor)),
                 ("parallel_for", ctypes.c_void_p),
                 ("parallel_ctx", ctypes.c_void_p),
+                # 1.1: score modifiers
+                ("window_right", ctypes.c_int64),
+                ("sinks", ctypes.POINTER(Tensor)),
+                ("alibi_slopes", ctypes.POINTER(Tensor)),
                 # 1.1: shards and split-KV
                 ("q_pos", ctypes.POINTER(ctypes.c_int64)),
                 ("k_pos", ctypes.POINTER(ctypes.c_int64)),

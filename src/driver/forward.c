@@ -78,9 +78,12 @@ static void finish_row(const attn_dsp *dsp, const attn_problem *pb, const row_re
     if (o->poisoned) {
         attn_fill(dst, pb->v_dim, NAN);
         attn_write_stats(pb, row, NAN, NAN, NAN);
-    } else if (o->m == -INFINITY) { /* no visible key */
+    } else if (o->m == -INFINITY) { /* no visible key, no sink */
         attn_fill(dst, pb->v_dim, 0.0f);
         attn_write_stats(pb, row, -INFINITY, -INFINITY, 0.0f);
+    } else if (row->lo >= row->hi) { /* only the sink: acc was never started */
+        attn_fill(dst, pb->v_dim, 0.0f);
+        attn_write_stats(pb, row, o->m, o->m, 0.0f);
     } else {
         dsp->row_scale(acc, (size_t)pb->v_dim, 1.0f / o->l);
         memcpy(dst, acc, (size_t)pb->v_dim * sizeof(float));
@@ -171,7 +174,8 @@ static void split_store(const attn_problem *pb, const split_ws *ws, const task_p
         state[1] = st[r].l;
         state[2] = st[r].t;
         state[3] = (float)st[r].poisoned;
-        if (!st[r].poisoned && st[r].m != -INFINITY)
+        /* a row that sees no key at all has no accumulator (only a sink) */
+        if (!st[r].poisoned && st[r].m != -INFINITY && rows[r].lo < rows[r].hi)
             memcpy(ws->acc + at * ws->acc_stride, acc + r * p->acc_stride,
                    (size_t)pb->v_dim * sizeof(float));
     }
@@ -196,10 +200,12 @@ static void split_merge(const attn_dsp *dsp, const attn_problem *pb, const split
     }
     if (o->poisoned || o->m == -INFINITY)
         return;
+    const int has_acc = row->lo < row->hi; /* else only a sink: finish_row needs none */
     const float *x[ATTN_WSUM_MAX_PARTS];
     float w[ATTN_WSUM_MAX_PARTS];
     size_t k = 0;
-    attn_fill(acc, pb->v_dim, 0.0f);
+    if (has_acc)
+        attn_fill(acc, pb->v_dim, 0.0f);
     for (int64_t c = 0; c < pb->splits; c++) {
         const float *state = ws->states + (first + c) * 4;
         if (state[0] == -INFINITY)
@@ -207,6 +213,8 @@ static void split_merge(const attn_dsp *dsp, const attn_problem *pb, const split
         const float alpha = expf(state[0] - o->m);
         o->l += alpha * state[1];
         o->t += alpha * (state[2] + state[1] * (state[0] - o->m));
+        if (!has_acc)
+            continue;
         w[k] = alpha;
         x[k++] = ws->acc + (first + c) * ws->acc_stride;
         if (k == ATTN_WSUM_MAX_PARTS) {
@@ -239,7 +247,15 @@ void attn_task_forward(void *vctx, size_t index)
 
     attn_convert_queries(dsp, pb, p, rows, n, qbuf);
     for (int64_t r = 0; r < n; r++) {
+        /* A sink starts the row as its first entry: max z, sum exp(z - z) = 1,
+           no value (the accumulator stays 0 for it). Split-KV counts it once,
+           in chunk 0. */
+        const float sink = chunk == 0 ? attn_row_sink(pb, &rows[r]) : -INFINITY;
         st[r] = (online_row){-INFINITY, 0.0f, 0.0f, 0};
+        if (isnan(sink) || sink == INFINITY)
+            st[r].poisoned = 1;
+        else if (sink != -INFINITY)
+            st[r] = (online_row){sink, 1.0f, 0.0f, 0};
         if (rows[r].lo < rows[r].hi)
             attn_fill(acc + r * p->acc_stride, pb->v_dim, 0.0f);
     }

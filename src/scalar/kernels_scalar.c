@@ -6,6 +6,7 @@
  */
 #include <math.h>
 
+#include "alibi.h"
 #include "half.h"
 #include "scalar/scalar.h"
 
@@ -139,5 +140,6 @@ void attn_dsp_init_scalar(attn_dsp *t)
     t->add_bias = attn_add_bias_f32_scalar;
     t->mask_bool = attn_mask_bool_f32_scalar;
     t->softmax_bwd = attn_softmax_bwd_f32_scalar;
+    t->alibi = attn_alibi_f32_scalar;
     attn_dsp_init_merge_scalar(t);
 }

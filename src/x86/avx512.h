@@ -25,6 +25,7 @@
 /* The external names of the emulated objects (see above). */
 #define attn_dsp_init_avx512 attn_dsp_init_avx512_emu
 #define attn_dsp_init_tiles_avx512 attn_dsp_init_tiles_avx512_emu
+#define attn_alibi_f32_avx512 attn_alibi_f32_avx512_emu
 #define attn_dsp_init_merge_avx512 attn_dsp_init_merge_avx512_emu
 #endif
 
