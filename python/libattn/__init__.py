@@ -23,7 +23,7 @@ from ._loader import ABI_MAJOR, LibraryError
 from ._ops import forward, mask_apply, scores, softmax, softmax_backward, weights
 from ._tensor import Tensor
 
-__version__ = "1.0.0"
+__version__ = "1.1.0"
 
 __all__ = [
     "ABI_MAJOR", "AttnError", "LibraryError", "Status", "DType", "Isa", "Tensor",

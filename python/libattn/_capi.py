@@ -64,7 +64,14 @@ class Options(ctypes.Structure):
                 ("mask", ctypes.POINTER(Tensor)),
                 ("bias", ctypes.POINTER(Tensor)),
                 ("parallel_for", ctypes.c_void_p),
-                ("parallel_ctx", ctypes.c_void_p)]
+                ("parallel_ctx", ctypes.c_void_p),
+                # 1.1: offset, packed and paged K/V
+                ("q_offsets", ctypes.POINTER(ctypes.c_int32)),
+                ("kv_offsets", ctypes.POINTER(ctypes.c_int32)),
+                ("block_table", ctypes.POINTER(ctypes.c_int32)),
+                ("block_table_stride", ctypes.c_int64),
+                ("block_size", ctypes.c_int64),
+                ("num_blocks", ctypes.c_int64)]
 
 
 class RowStats(ctypes.Structure):
