@@ -20,7 +20,7 @@ static attn_status verify_one_row(const problem *p, const buffers *b, int64_t bi
     const size_t kv_row0 = (size_t)((bi * s->kv_heads + kvh) * lk);
     const float *got = b->out + ((bi * s->q_heads + h) * s->q_len + i) * dv;
     int64_t lo, hi;
-    visible_keys(p, i, &lo, &hi);
+    visible_keys(p, bi, i, &lo, &hi);
     const int64_t n = hi - lo;
 
     double tol = 0.0; /* a row with no visible key must be exactly 0 */
