@@ -4,14 +4,16 @@
  * configuration of a target runs in turn, repetition after repetition
  * (interleaved, so a slow phase of the machine hits all of them), and each
  * configuration's median over the repetitions is reported with its ratio to
- * the baseline. Public API only.
+ * the baseline. With one thread the clock is the thread's CPU time, which a
+ * loaded machine disturbs far less than wall time. Public API only.
  *
  *   bench_kvlayout [threads=1] [repetitions=7] [decode|prefill]
  *
  * decode: Lq 1, Lk 4096, Hq 32, Hkv 8, d 128, f32 and f16 K/V: a contiguous
  *   cache ([B,H,L,D], and [B,L,H,D], whose rows are strided like a vLLM
  *   pool's) against paged pools [blocks][block_size][Hkv][d] with shuffled
- *   tables (block sizes 16 and 1) and an in-order table (block size 16).
+ *   tables (block sizes 16 and 1), an in-order table (block size 16), and a
+ *   head-major pool [blocks][Hkv][16][d] with a shuffled table.
  * prefill: 8 causal sequences of lengths 100..2000 (evenly spaced), Hq 32,
  *   Hkv 8, d 128: packed [T,H,D] with offsets against the padded batch of the
  *   same tokens ([8,H,2000,D] with q_lens/kv_lens).
@@ -25,10 +27,15 @@
 
 #include "attn.h"
 
+/* With one thread every task runs on this thread, so its CPU time is the
+   cost of a call without the time the scheduler gave to other processes
+   (a loaded machine); with more threads, wall time. */
+static clockid_t bench_clock = CLOCK_MONOTONIC;
+
 static double now(void)
 {
     struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
+    clock_gettime(bench_clock, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
@@ -135,21 +142,27 @@ static void run(config *c, int n, int reps, attn_threadpool *pool)
     }
 }
 
-/* A pool [blocks][bs][heads][d] holding the dense cache [heads][lk][d] (batch
-   1) through `tab`, the block of each page. */
+/* A pool holding the dense cache [heads][lk][d] (batch 1) through `tab`, the
+   block of each page: [blocks][bs][heads][d] (vLLM), or with heads_outer
+   [blocks][heads][bs][d] (each page of a head contiguous). */
 static attn_tensor make_pool(const void *dense, int32_t dtype, int64_t heads, int64_t lk,
-                             int64_t d, int64_t bs, const int32_t *tab, void **pool)
+                             int64_t d, int64_t bs, const int32_t *tab, int heads_outer,
+                             void **pool)
 {
     const size_t es = dtype == ATTN_DTYPE_F32 ? 4 : 2;
     const int64_t blocks = (lk + bs - 1) / bs;
+    const attn_tensor t = {NULL, dtype, bs * heads * d, heads_outer ? bs * d : d,
+                           heads_outer ? d : heads * d};
     char *p = xalloc((size_t)(blocks * bs * heads * d) * es);
     for (int64_t pos = 0; pos < lk; pos++)
         for (int64_t h = 0; h < heads; h++)
-            memcpy(p + (size_t)(((int64_t)tab[pos / bs] * bs + pos % bs) * heads + h) *
-                           (size_t)d * es,
+            memcpy(p + (size_t)(tab[pos / bs] * t.batch_stride + h * t.head_stride +
+                                (pos % bs) * t.row_stride) * es,
                    (const char *)dense + (size_t)((h * lk + pos) * d) * es, (size_t)d * es);
     *pool = p;
-    return (attn_tensor){p, dtype, bs * heads * d, d, heads * d};
+    attn_tensor r = t;
+    r.data = p;
+    return r;
 }
 
 /* The block of each of `blocks` pages: 0, 1, ... or a random permutation. */
@@ -188,12 +201,13 @@ static void decode(int32_t dtype, int reps, attn_threadpool *pool)
                    (size_t)d * es);
         }
 
-    config c[5];
+    enum { N = 6 };
+    config c[N];
     memset(c, 0, sizeof c);
     const attn_options init = ATTN_OPTIONS_INIT;
     const attn_tensor tq = {q, ATTN_DTYPE_F32, hq * d, d, d};
     const attn_tensor to = {out, ATTN_DTYPE_F32, hq * d, d, d};
-    for (int i = 0; i < 5; i++) {
+    for (int i = 0; i < N; i++) {
         c[i].shape = &shape;
         c[i].opt = init;
         c[i].opt.flags = ATTN_CAUSAL;
@@ -206,18 +220,21 @@ static void decode(int32_t dtype, int reps, attn_threadpool *pool)
     c[1].name = "contiguous [B,L,H,D]";
     c[1].k = (attn_tensor){kl, dtype, hkv * lk * d, d, hkv * d};
     c[1].v = (attn_tensor){vl, dtype, hkv * lk * d, d, hkv * d};
-    void *pools[6];
-    int32_t *tables[3];
-    const struct { const char *name; int64_t bs; int shuffle; } paged[3] = {
-        {"paged, block 16, shuffled table", 16, 1},
-        {"paged, block 16, in-order table", 16, 0},
-        {"paged, block 1, shuffled table", 1, 1}};
-    for (int i = 0; i < 3; i++) {
+    void *pools[2 * (N - 2)];
+    int32_t *tables[N - 2];
+    const struct { const char *name; int64_t bs; int shuffle, heads_outer; } paged[N - 2] = {
+        {"paged, block 16, shuffled table", 16, 1, 0},
+        {"paged, block 16, in-order table", 16, 0, 0},
+        {"paged, block 1, shuffled table", 1, 1, 0},
+        {"paged [blocks][Hkv][16][d], shuffled table", 16, 1, 1}};
+    for (int i = 0; i < N - 2; i++) {
         const int64_t bs = paged[i].bs, blocks = (lk + bs - 1) / bs;
         tables[i] = make_table(blocks, paged[i].shuffle);
         c[2 + i].name = paged[i].name;
-        c[2 + i].k = make_pool(k, dtype, hkv, lk, d, bs, tables[i], &pools[2 * i]);
-        c[2 + i].v = make_pool(v, dtype, hkv, lk, d, bs, tables[i], &pools[2 * i + 1]);
+        c[2 + i].k = make_pool(k, dtype, hkv, lk, d, bs, tables[i], paged[i].heads_outer,
+                               &pools[2 * i]);
+        c[2 + i].v = make_pool(v, dtype, hkv, lk, d, bs, tables[i], paged[i].heads_outer,
+                               &pools[2 * i + 1]);
         c[2 + i].opt.block_table = tables[i];
         c[2 + i].opt.block_table_stride = blocks;
         c[2 + i].opt.block_size = bs;
@@ -225,10 +242,10 @@ static void decode(int32_t dtype, int reps, attn_threadpool *pool)
     }
     printf("decode, K/V %s (Lq 1, Lk 4096, Hq 32, Hkv 8, d 128), median of %d:\n",
            dtype == ATTN_DTYPE_F32 ? "f32" : "f16", reps);
-    run(c, 5, reps, pool);
-    for (int i = 0; i < 6; i++)
+    run(c, N, reps, pool);
+    for (int i = 0; i < 2 * (N - 2); i++)
         free(pools[i]);
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < N - 2; i++)
         free(tables[i]);
     free(q);
     free(out);
@@ -310,8 +327,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: bench_kvlayout [threads=1] [repetitions=7] [decode|prefill]\n");
         return 2;
     }
-    printf("libattn %s, ISA %s, %d thread(s)\n", attn_version_string(),
-           attn_isa_name(attn_isa_active()), attn_threadpool_size(pool));
+    if (attn_threadpool_size(pool) == 1)
+        bench_clock = CLOCK_THREAD_CPUTIME_ID;
+    printf("libattn %s, ISA %s, %d thread(s), %s\n", attn_version_string(),
+           attn_isa_name(attn_isa_active()), attn_threadpool_size(pool),
+           attn_threadpool_size(pool) == 1 ? "CPU time of the calling thread" : "wall time");
     const char *only = argc > 3 ? argv[3] : "";
     if (strcmp(only, "prefill")) {
         decode(ATTN_DTYPE_F32, reps, pool);

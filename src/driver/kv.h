@@ -24,12 +24,15 @@ typedef struct kv_src {
     int64_t block_size;    /* paged: positions per block */
     ptrdiff_t block_step;  /* paged: elements between consecutive pool blocks */
     int blocks_adjoin;     /* paged: block n + 1 starts where block n ends */
+    size_t row_bytes;      /* bytes of one row (cols elements) */
 } kv_src;
 
+/* `cols`: the row length of t (head_dim for K, v_dim for V). */
 static inline kv_src attn_kv_open(const attn_problem *pb, const attn_tensor *t, int64_t b,
-                                  int64_t kv_head)
+                                  int64_t kv_head, int64_t cols)
 {
     kv_src s;
+    s.row_bytes = (size_t)cols * attn_dtype_size(t->dtype);
     s.stride = (ptrdiff_t)t->row_stride;
     s.esize = attn_dtype_size(t->dtype);
     s.table = NULL;
@@ -66,6 +69,16 @@ static inline const void *attn_kv_run(const kv_src *s, int64_t j, int64_t end, i
         for (int64_t next = block; j + len < end && s->table[page + 1] == ++next; page++)
             len += attn_min64(end - j - len, s->block_size);
     *n = len;
+    /* A shuffled table breaks the stride the hardware prefetchers follow:
+       ask for the next page of this walk while the kernels use this one. */
+    if (j + len < end) {
+        const int32_t next = s->table[page + 1];
+        const char *at = s->base + (ptrdiff_t)next * s->block_step * (ptrdiff_t)s->esize;
+        const int64_t rows = attn_min64(end - j - len, s->block_size);
+        for (int64_t r = 0; r < rows; r++, at += s->stride * (ptrdiff_t)s->esize)
+            for (size_t c = 0; c < s->row_bytes; c += 64)
+                __builtin_prefetch(at + c, 0, 3);
+    }
     const ptrdiff_t row = (ptrdiff_t)block * s->block_step + (ptrdiff_t)slot * s->stride;
     return s->base + row * (ptrdiff_t)s->esize;
 }

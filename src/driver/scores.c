@@ -30,7 +30,7 @@ void attn_task_scores(void *vctx, size_t index)
         return;
     const int64_t out_stride = pb->out.row_stride;
     float *out0 = attn_out_row(&pb->out, rows[0].b, rows[0].h, rows[0].i);
-    const kv_src ks = attn_kv_open(pb, &pb->k, rows[0].b, kv_head);
+    const kv_src ks = attn_kv_open(pb, &pb->k, rows[0].b, kv_head, pb->head_dim);
 
     attn_convert_queries(dsp, pb, p, rows, n, qbuf);
     int64_t ulo, uhi;
