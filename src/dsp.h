@@ -95,9 +95,6 @@ typedef struct attn_dsp {
     attn_softmax_bwd_fn softmax_bwd;
 } attn_dsp;
 
-/* Fills every slot with the scalar kernels (the oracle). */
-void attn_dsp_init_scalar(attn_dsp *t);
-
 #ifdef __cplusplus
 }
 #endif

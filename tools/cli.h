@@ -37,6 +37,8 @@ enum {
 #define MAX_ITERS 100000000
 /* A single call at least this long is timed once (no warm-up, no repeat). */
 #define SINGLE_CALL_SECONDS 1.0
+/* Problems with at most this many query rows are decode-like (memory-bound). */
+#define DECODE_LIKE_MAX_Q_LEN 16
 /* The progress line appears once a timed phase has run this long. */
 #define PROGRESS_AFTER_SECONDS 1.0
 
@@ -84,6 +86,8 @@ void visible_keys(const problem *p, int64_t b, int64_t i, int64_t *lo, int64_t *
 double visible_pairs(const problem *p);
 double flops_per_call(const problem *p);
 double kv_bytes_per_call(const problem *p);
+/* Few query rows (decode, speculative decoding): bound by reading K and V. */
+bool is_decode_like(const problem *p);
 attn_options options_of(const problem *p);
 
 /* ------------------------------------------------------------ numbers (numbers.c) */
@@ -156,11 +160,14 @@ typedef struct timing {
 
 typedef struct buffers {
     float *q;
-    void *k;
-    void *v;
+    void *k; /* `copies` identical copies of K, k_copy_bytes apart */
+    void *v; /* likewise for V */
     float *out; /* dense [B][H][q_len][dv]: what verify reads */
-    attn_tensor tq, tk, tv, tout; /* what the timed calls read and write */
-    /* --paged-block, --packed: the layouts the timed calls use instead */
+    attn_tensor tq, tk, tv, tout; /* what the timed calls use; tk, tv: copy 0 */
+    int64_t copies;
+    size_t k_copy_bytes, v_copy_bytes;
+    /* --paged-block, --packed: the layouts the timed calls use instead (one
+       copy: a layout is never rotated) */
     void *pool_k, *pool_v;
     int32_t *table, *q_lens, *kv_lens, *q_offsets, *kv_offsets;
     float *packed_q, *packed_out;
@@ -181,8 +188,11 @@ typedef struct verify_result {
 
 typedef struct measurement {
     timing time;
+    timing floor;          /* the plain read of the same bytes (calls 0: not measured) */
     double gflops;
     double kv_gbytes_s;
+    double floor_gbytes_s; /* K+V bytes / the floor's mean time */
+    int64_t kv_copies;     /* K/V copies rotated over (1: none) */
     attn_isa isa;
     int32_t threads;
     verify_result verify;

@@ -129,9 +129,18 @@ int cmd_run(int argc, char **argv)
     printf("  compute  %.2f GFLOP/s (%.3f GFLOP/call; %.1f%% of the %" PRId64 "x%" PRId64
            " query-key pairs visible)\n", m.gflops, flops_per_call(&p) * 1e-9,
            100.0 * pairs / ((double)s->q_len * (double)s->kv_len), s->q_len, s->kv_len);
-    if (s->q_len == 1)
-        printf("  memory   %.2f GB/s of K+V read (%.1f MB/call)\n", m.kv_gbytes_s,
+    if (is_decode_like(&p)) {
+        printf("  memory   %.2f GB/s of K+V read (%.1f MB/call", m.kv_gbytes_s,
                kv_bytes_per_call(&p) * 1e-6);
+        if (m.floor.calls)
+            printf("; %" PRId64 " copies rotated, %.0f MB, so each call reads from DRAM)\n"
+                   "  floor    %.2f GB/s: a plain read of the same bytes, same threads and "
+                   "rotation;\n           this call takes %.2fx the floor's time\n",
+                   m.kv_copies, (double)m.kv_copies * kv_bytes_per_call(&p) * 1e-6,
+                   m.floor_gbytes_s, m.time.mean_s / m.floor.mean_s);
+        else
+            printf(")\n");
+    }
     if (x.verify_rows == 0) {
         printf("  verify   skipped (--verify-rows 0)\n");
         return EXIT_OK;

@@ -115,6 +115,8 @@ static void progress_stop(progress *pr)
 
 /* ------------------------------------------------------------------ buffers and forward */
 
+#define MAX_READ_CHUNKS 1024
+
 static void buffers_free(buffers *b)
 {
     void *all[] = {b->q, b->k, b->v, b->out, b->pool_k, b->pool_v, b->table, b->q_lens,
@@ -157,6 +159,71 @@ attn_tensor make_tensor(void *data, attn_dtype t, int64_t heads, int64_t rows,
     x.head_stride = rows * cols;
     x.batch_stride = heads * rows * cols;
     return x;
+}
+
+/*
+ * Bytes of the last-level cache one core shares (0 when unknown): sysfs
+ * first, which describes the instance (glibc's sysconf reports 384 MiB, the
+ * whole package, on a 32 MiB-per-CCD EPYC), then sysconf.
+ */
+static int64_t llc_bytes(void)
+{
+    int64_t best = 0;
+    for (int index = 0; index < 8; index++) {
+        char path[96];
+        int level = 0;
+        long long size = 0;
+        char unit = 0;
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/level", index);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            break;
+        const int got_level = fscanf(f, "%d", &level) == 1;
+        fclose(f);
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", index);
+        if (!got_level || !(f = fopen(path, "r")))
+            continue;
+        const int got = fscanf(f, "%lld%c", &size, &unit);
+        fclose(f);
+        if (got >= 1 && level >= 2) {
+            const int64_t bytes = (int64_t)size * (unit == 'K' ? 1024 : unit == 'M' ? 1 << 20 : 1);
+            if (bytes > best)
+                best = bytes;
+        }
+    }
+    if (best > 0)
+        return best;
+#ifdef _SC_LEVEL3_CACHE_SIZE
+    long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    if (l3 > 0)
+        return l3;
+#endif
+    return 0;
+}
+
+/*
+ * Copies of K and V a decode-like problem rotates over, so that each call
+ * reads a cache that is not in the last-level cache, as a real decode step
+ * does: together at least ROTATE_LLC_FACTOR times the LLC (64 MiB assumed
+ * when the OS does not say), at most ROTATE_MAX_BYTES.
+ */
+#define ROTATE_LLC_FACTOR 4
+#define ROTATE_UNKNOWN_LLC ((int64_t)64 << 20)
+#define ROTATE_MAX_BYTES ((int64_t)2 << 30)
+#define ROTATE_MAX_COPIES 64
+static int64_t kv_copies_for(const problem *p)
+{
+    if (!is_decode_like(p) || p->paged_block > 0 || p->packed)
+        return 1;
+    const int64_t llc = llc_bytes() > 0 ? llc_bytes() : ROTATE_UNKNOWN_LLC;
+    const double bytes = kv_bytes_per_call(p);
+    int64_t copies = (int64_t)ceil((double)(ROTATE_LLC_FACTOR * llc) / bytes);
+    /* even, so the forward and the floor read alternate copies (see measure) */
+    copies = copies < 2 ? 2 : copies + (copies & 1);
+    while (copies > 2 && ((double)copies * bytes > (double)ROTATE_MAX_BYTES ||
+                          copies > ROTATE_MAX_COPIES))
+        copies -= 2;
+    return copies;
 }
 
 /* Rows [0, n) of (batch b, head h) of a dense [B][H][L][cols] buffer, copied
@@ -299,15 +366,21 @@ static int buffers_init(buffers *b, const problem *p, uint64_t seed)
     const int64_t nk = mul4(s->batch, s->kv_heads, s->kv_len, s->head_dim);
     const int64_t nv = mul4(s->batch, s->kv_heads, s->kv_len, dv);
     const int64_t no = mul4(s->batch, s->q_heads, s->q_len, dv);
+    const int64_t copies = kv_copies_for(p);
+    const size_t esize = dtype_size(p->kv_dtype);
     memset(b, 0, sizeof *b);
+    /* each copy starts on a 64-byte boundary */
+    b->k_copy_bytes = ((size_t)(nk > 0 ? nk : 0) * esize + 63) & ~(size_t)63;
+    b->v_copy_bytes = ((size_t)(nv > 0 ? nv : 0) * esize + 63) & ~(size_t)63;
+    b->copies = copies;
     b->q = alloc_elems(nq, sizeof(float));
-    b->k = alloc_elems(nk, dtype_size(p->kv_dtype));
-    b->v = alloc_elems(nv, dtype_size(p->kv_dtype));
+    b->k = nk > 0 ? alloc_elems(copies, b->k_copy_bytes) : NULL;
+    b->v = nv > 0 ? alloc_elems(copies, b->v_copy_bytes) : NULL;
     b->out = alloc_elems(no, sizeof(float));
     if (!b->q || !b->k || !b->v || !b->out) {
         fprintf(stderr, "attn: cannot allocate the tensors of this problem "
                         "(q %" PRId64 ", k %" PRId64 ", v %" PRId64 ", out %" PRId64
-                        " elements)\n", nq, nk, nv, no);
+                        " elements, %" PRId64 " K/V copies)\n", nq, nk, nv, no, copies);
         buffers_free(b);
         return EXIT_LIBRARY;
     }
@@ -317,6 +390,10 @@ static int buffers_init(buffers *b, const problem *p, uint64_t seed)
     fill_random(b->q, ATTN_DTYPE_F32, (size_t)nq, &sq);
     fill_random(b->k, p->kv_dtype, (size_t)nk, &sk);
     fill_random(b->v, p->kv_dtype, (size_t)nv, &sv);
+    for (int64_t c = 1; c < copies; c++) { /* identical copies: verification reads copy 0 */
+        memcpy((char *)b->k + (size_t)c * b->k_copy_bytes, b->k, b->k_copy_bytes);
+        memcpy((char *)b->v + (size_t)c * b->v_copy_bytes, b->v, b->v_copy_bytes);
+    }
     /* Poison the output so rows the library failed to write cannot pass. */
     for (int64_t i = 0; i < no; i++)
         b->out[i] = NAN;
@@ -343,23 +420,112 @@ int library_error(const char *what, attn_status st)
 
 /* ------------------------------------------------------------------ timing */
 
-static attn_status timed_call(const problem *p, const buffers *b, const attn_options *o,
-                              double *seconds)
+/* The K and V tensors of copy c. */
+static void copy_tensors(const buffers *b, int64_t c, attn_tensor *tk, attn_tensor *tv)
 {
-    const double t0 = now_seconds();
+    *tk = b->tk;
+    *tv = b->tv;
+    tk->data = (char *)b->k + (size_t)c * b->k_copy_bytes;
+    tv->data = (char *)b->v + (size_t)c * b->v_copy_bytes;
+}
+
+static attn_status timed_call(const problem *p, const buffers *b, const attn_options *o,
+                              int64_t copy, double *seconds)
+{
+    attn_tensor tk = b->tk, tv = b->tv; /* one copy: as laid out (dense, pool, packed) */
+    if (b->copies > 1)
+        copy_tensors(b, copy, &tk, &tv);
     (void)p;
-    attn_status st = attn_forward(&b->shape, o, &b->tq, &b->tk, &b->tv, &b->tout, NULL);
+    const double t0 = now_seconds();
+    attn_status st = attn_forward(&b->shape, o, &b->tq, &tk, &tv, &b->tout, NULL);
     *seconds = now_seconds() - t0;
     return st;
+}
+
+/*
+ * The memory floor: a plain read of the bytes one call reads (K and V of
+ * one copy), split over the same pool. Eight independent 64-bit sums, so
+ * the loop vectorizes and is bound by the loads, not by the adds.
+ */
+typedef struct read_job {
+    const unsigned char *k, *v;
+    size_t k_bytes, v_bytes, chunk;
+    size_t chunks_k, chunks;
+    uint64_t sums[MAX_READ_CHUNKS];
+} read_job;
+
+static uint64_t read_bytes(const unsigned char *p, size_t n)
+{
+    uint64_t acc[8] = {0};
+    size_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        uint64_t w[8];
+        memcpy(w, p + i, sizeof w);
+        for (int l = 0; l < 8; l++)
+            acc[l] += w[l];
+    }
+    uint64_t sum = 0;
+    for (int l = 0; l < 8; l++)
+        sum += acc[l];
+    for (; i < n; i++)
+        sum += p[i];
+    return sum;
+}
+
+static void read_task(void *ctx, size_t index)
+{
+    read_job *j = ctx;
+    const int is_k = index < j->chunks_k;
+    const size_t at = (is_k ? index : index - j->chunks_k) * j->chunk;
+    const size_t total = is_k ? j->k_bytes : j->v_bytes;
+    const unsigned char *base = is_k ? j->k : j->v;
+    const size_t n = at < total ? (total - at < j->chunk ? total - at : j->chunk) : 0;
+    j->sums[index] = read_bytes(base + at, n);
+}
+
+static volatile uint64_t read_sink;
+
+static double timed_read(const problem *p, const buffers *b, attn_threadpool *pool,
+                         int64_t copy)
+{
+    attn_tensor tk, tv;
+    copy_tensors(b, copy, &tk, &tv);
+    read_job j;
+    j.k = tk.data;
+    j.v = tv.data;
+    j.k_bytes = (size_t)mul4(p->shape.batch, p->shape.kv_heads, p->shape.kv_len,
+                             p->shape.head_dim) * dtype_size(p->kv_dtype);
+    j.v_bytes = (size_t)mul4(p->shape.batch, p->shape.kv_heads, p->shape.kv_len,
+                             v_dim_of(&p->shape)) * dtype_size(p->kv_dtype);
+    /* chunks of whole cache lines, a few per thread */
+    const size_t want = (size_t)attn_threadpool_size(pool) * 4;
+    const size_t total = j.k_bytes + j.v_bytes;
+    j.chunk = ((total / (want < MAX_READ_CHUNKS / 2 ? want : MAX_READ_CHUNKS / 2)) + 63) &
+              ~(size_t)63;
+    if (j.chunk == 0)
+        j.chunk = 64;
+    j.chunks_k = (j.k_bytes + j.chunk - 1) / j.chunk;
+    j.chunks = j.chunks_k + (j.v_bytes + j.chunk - 1) / j.chunk;
+    const double t0 = now_seconds();
+    attn_threadpool_parallel_for(pool, read_task, &j, j.chunks);
+    const double sec = now_seconds() - t0;
+    uint64_t sum = 0;
+    for (size_t i = 0; i < j.chunks; i++)
+        sum += j.sums[i];
+    read_sink = sum;
+    return sec;
 }
 
 /*
  * iters > 0: one warm-up call, then `iters` timed calls.
  * iters == 0: the first call is timed; at >= SINGLE_CALL_SECONDS it is the
  * result, otherwise it was the warm-up and enough calls fill target_s.
+ * Decode-like problems alternate K/V copies (even ones for the forward, odd
+ * ones for the floor read that follows each call), so every call finds its
+ * cache out of the last-level cache.
  */
 static attn_status time_forward(const problem *p, const buffers *b, pool_hook *hook,
-                                int64_t iters, double target_s, timing *t)
+                                int64_t iters, double target_s, timing *t, timing *floor_t)
 {
     attn_options o = options_of(p);
     o.q_lens = b->layout.q_lens;
@@ -373,11 +539,13 @@ static attn_status time_forward(const problem *p, const buffers *b, pool_hook *h
     o.parallel_for = counting_parallel_for;
     o.parallel_ctx = hook;
     progress *pr = hook->progress;
+    const int with_floor = b->copies >= 2;
     double first;
-    attn_status st = timed_call(p, b, &o, &first);
+    attn_status st = timed_call(p, b, &o, 0, &first);
     atomic_store(&pr->calls_done, 1);
     if (st != ATTN_OK)
         return st;
+    *floor_t = (timing){ 0, 0.0, 0.0, false };
     if (iters == 0 && first >= SINGLE_CALL_SECONDS) {
         *t = (timing){ 1, first, first, true };
         return ATTN_OK;
@@ -388,17 +556,26 @@ static attn_status time_forward(const problem *p, const buffers *b, pool_hook *h
         n = want < 1.0 ? 1 : want > 1e6 ? 1000000 : (int64_t)want;
     }
     atomic_store(&pr->calls_total, n + 1);
-    double total = 0.0, best = INFINITY;
+    double total = 0.0, best = INFINITY, ftotal = 0.0, fbest = INFINITY;
     for (int64_t i = 0; i < n; i++) {
         double sec;
-        if ((st = timed_call(p, b, &o, &sec)) != ATTN_OK)
+        const int64_t copy = with_floor ? (2 * (i + 1)) % b->copies : 0;
+        if ((st = timed_call(p, b, &o, copy, &sec)) != ATTN_OK)
             return st;
         atomic_store(&pr->calls_done, i + 2);
         total += sec;
         if (sec < best)
             best = sec;
+        if (with_floor) {
+            const double fs = timed_read(p, b, hook->pool, copy + 1);
+            ftotal += fs;
+            if (fs < fbest)
+                fbest = fs;
+        }
     }
     *t = (timing){ n, total / (double)n, best, false };
+    if (with_floor)
+        *floor_t = (timing){ n, ftotal / (double)n, fbest, false };
     return ATTN_OK;
 }
 
@@ -419,7 +596,7 @@ int measure(const problem *p, const cli_settings *x, attn_threadpool *pool, doub
     char label[64];
     snprintf(label, sizeof label, "attn: %s [%s]", p->name, attn_isa_name(m->isa));
     progress_start(&pr, label);
-    attn_status st = time_forward(p, &b, &hook, x->iters, target_s, &m->time);
+    attn_status st = time_forward(p, &b, &hook, x->iters, target_s, &m->time, &m->floor);
     progress_stop(&pr);
     if (st != ATTN_OK) {
         buffers_free(&b);
@@ -428,6 +605,8 @@ int measure(const problem *p, const cli_settings *x, attn_threadpool *pool, doub
     collect_output(&b, p);
     m->gflops = flops_per_call(p) / m->time.mean_s * 1e-9;
     m->kv_gbytes_s = kv_bytes_per_call(p) / m->time.mean_s * 1e-9;
+    m->kv_copies = b.copies;
+    m->floor_gbytes_s = m->floor.calls ? kv_bytes_per_call(p) / m->floor.mean_s * 1e-9 : 0.0;
     rc = verify(p, &b, x->verify_rows, &m->verify);
     buffers_free(&b);
     return rc;

@@ -129,6 +129,11 @@ double kv_bytes_per_call(const problem *p)
            (double)dtype_size(p->kv_dtype);
 }
 
+bool is_decode_like(const problem *p)
+{
+    return p->shape.q_len <= DECODE_LIKE_MAX_Q_LEN;
+}
+
 attn_options options_of(const problem *p)
 {
     attn_options o = ATTN_OPTIONS_INIT;

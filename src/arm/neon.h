@@ -1,9 +1,29 @@
-/* Helpers shared by the NEON kernel files (static inline: no ISA leakage). */
-#ifndef ATTN_NEON_UTIL_H
-#define ATTN_NEON_UTIL_H
+/*
+ * The NEON module: the table's init and, for AArch64 builds (NEON is part
+ * of the armv8-a baseline), the helpers tile_neon.c and row_neon.c share.
+ */
+#ifndef ATTN_ARM_NEON_H
+#define ATTN_ARM_NEON_H
 
-#include <arm_neon.h>
 #include <stddef.h>
+
+#include "dsp.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The NEON table: row slots and block sizes (row_neon.c), then the tiles. */
+void attn_dsp_init_neon(attn_dsp *t);
+/* The tile slots (qk_tile, pv_tile, to_f32) only (tile_neon.c). */
+void attn_dsp_init_tiles_neon(attn_dsp *t);
+
+#ifdef __cplusplus
+}
+#endif
+
+#if defined(__ARM_NEON) && defined(__aarch64__) && !defined(__cplusplus)
+#include <arm_neon.h>
 
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 
@@ -29,4 +49,6 @@ static ALWAYS_INLINE void store_part(float *p, float32x4_t v, size_t n)
         vst1q_lane_f32(p + 2, v, 2);
 }
 
-#endif /* ATTN_NEON_UTIL_H */
+#endif /* helpers */
+
+#endif /* ATTN_ARM_NEON_H */
