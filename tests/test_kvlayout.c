@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "ops_list.h"
 #include "ref.h"
 #include "ref_kv.h"
 #include "tolerance.h"
@@ -35,8 +36,9 @@ static const char *const layout_names[] = {"packed",        "leftpad",        "p
                                            "paged-heads",   "paged-adjoin",   "paged-leftpad",
                                            "paged-shared"};
 
-typedef enum op_kind { OP_SCORES, OP_WEIGHTS, OP_FORWARD, OP_MASK_APPLY } op_kind;
-static const char *const op_names[] = {"scores", "weights", "forward", "mask_apply"};
+/* The operations of ops_list.h that read K/V layouts (and mask_apply, which
+   reads the offsets). */
+static const op_kind layout_ops[] = {OP_SCORES, OP_WEIGHTS, OP_FORWARD, OP_MASK_APPLY};
 
 typedef struct problem {
     kv_layout layout;
@@ -336,8 +338,12 @@ static attn_status run_op(const attn_dsp *t, problem *p, op_kind op, const attn_
         return attn_weights_with(t, &p->shape, opt, &p->q, &p->k, &p->scores, &p->stats);
     case OP_FORWARD:
         return attn_forward_with(t, &p->shape, opt, &p->q, &p->k, &p->v, &p->out, &p->stats);
-    default: return attn_mask_apply_with(t, &p->shape, opt, &p->scores);
+    case OP_MASK_APPLY: return attn_mask_apply_with(t, &p->shape, opt, &p->scores);
+    case OP_SOFTMAX:
+    case OP_SOFTMAX_BWD:
+    case OP_COUNT: break;
     }
+    CHECK(0, "%s reads no K/V layout", op < OP_COUNT ? op_names[op] : "?");
 }
 
 /* Output memory of an operation: the table, then the three stats arrays. */
@@ -529,10 +535,10 @@ static void run_layout(const isa_row *row, kv_layout layout, const int64_t *bloc
     rng *g = harness_rng();
     for (size_t s = 0; s < n_bs; s++)
         for (int k = 0; k < problems; k++)
-            for (op_kind op = OP_SCORES; op <= OP_MASK_APPLY; op++) {
+            for (size_t o = 0; o < sizeof layout_ops / sizeof layout_ops[0]; o++) {
                 problem p;
                 make_problem(&p, g, layout, block_sizes[s]);
-                check_problem(t, &p, op, g);
+                check_problem(t, &p, layout_ops[o], g);
                 free_problem(&p);
             }
 }

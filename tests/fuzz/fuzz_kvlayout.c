@@ -29,17 +29,18 @@
 
 #include "fuzz_util.h"
 #include "internal.h"
+#include "ops_list.h"
 #include "ref.h"
 #include "ref_kv.h"
 #include "tolerance.h"
 
-enum { OP_SCORES, OP_WEIGHTS, OP_FORWARD, OP_MASK_APPLY };
-static const char *const op_names[] = {"scores", "weights", "forward", "mask_apply"};
-static const attn_isa isas[] = {ATTN_ISA_SCALAR, ATTN_ISA_AVX2, ATTN_ISA_AVX512, ATTN_ISA_NEON,
-                                ATTN_ISA_SVE};
+/* The operations of ops_list.h that take a K/V layout or offsets; a byte
+   picks one by index (append, never reorder: the corpus depends on it). */
+static const op_kind layout_ops[] = {OP_SCORES, OP_WEIGHTS, OP_FORWARD, OP_MASK_APPLY};
 
 typedef struct prob {
-    int op, paged, packed_out;
+    op_kind op;
+    int paged, packed_out;
     attn_shape shape;
     attn_options opt;
     attn_tensor q, k, v, out;
@@ -95,7 +96,7 @@ static int decode(prob *p, fz_reader *r, fz_rng *g)
     memset(p, 0, sizeof *p);
     attn_options init = ATTN_OPTIONS_INIT;
     p->opt = init;
-    p->op = (int)fz_range(r, 0, 3);
+    p->op = layout_ops[fz_range(r, 0, 3)];
     const int64_t B = fz_range(r, 1, 3), kvh = fz_range(r, 1, 2), grp = fz_range(r, 1, 2);
     const int64_t d = fz_range(r, 1, 24);
     p->dv = fz_chance(r, 64) ? fz_range(r, 1, 24) : d;
@@ -274,8 +275,12 @@ static attn_status run(const attn_dsp *t, prob *p)
     case OP_FORWARD:
         return attn_forward_with(t, &p->shape, &p->opt, &p->q, &p->k, &p->v, &p->out,
                                  &p->stats);
-    default: return attn_mask_apply_with(t, &p->shape, &p->opt, &p->out);
+    case OP_MASK_APPLY: return attn_mask_apply_with(t, &p->shape, &p->opt, &p->out);
+    case OP_SOFTMAX:
+    case OP_SOFTMAX_BWD:
+    case OP_COUNT: break;
     }
+    FZ_CHECK(0, "%s reads no K/V layout", op_names[p->op]);
 }
 
 /* Checks one accepted run's outputs (got) against the reference and scalar. */
@@ -383,14 +388,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     ref_dense dn;
     ref_attn ra;
     int have_ref = 0;
-    for (size_t t = 0; t < sizeof isas / sizeof isas[0]; t++) {
-        const attn_dsp *table = attn_dsp_for_isa(isas[t]);
+    /* every registry table this build and CPU run, the scalar oracle first */
+    for (int isa = ATTN_ISA_SCALAR; isa < ATTN_ISA_COUNT; isa++) {
+        const attn_dsp *table = attn_dsp_for_isa((attn_isa)isa);
+        const int t = isa == ATTN_ISA_SCALAR ? 0 : 1;
         if (!table)
             continue;
         load(&p, before);
         const attn_status st = run(table, &p);
         FZ_CHECK(p.expect >> st & 1, "%s %s: status %d, allowed mask 0x%x",
-                 attn_isa_name(isas[t]), op_names[p.op], st, p.expect);
+                 attn_isa_name((attn_isa)isa), op_names[p.op], st, p.expect);
         save(&p, got);
         FZ_CHECK(memcmp(p.bq.data, q0, q_bytes) == 0 && memcmp(p.bk.data, k0, k_bytes) == 0 &&
                      memcmp(p.bv.data, v0, v_bytes) == 0,
@@ -408,9 +415,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             } else {
                 /* tolerance.h R: one rescale per key block of the smallest block_k */
                 uint32_t bk = UINT32_MAX;
-                for (size_t u = 0; u < sizeof isas / sizeof isas[0]; u++)
-                    if (attn_dsp_for_isa(isas[u]) && attn_dsp_for_isa(isas[u])->block_k < bk)
-                        bk = attn_dsp_for_isa(isas[u])->block_k;
+                for (int u = ATTN_ISA_SCALAR; u < ATTN_ISA_COUNT; u++)
+                    if (attn_dsp_for_isa((attn_isa)u) && attn_dsp_for_isa((attn_isa)u)->block_k < bk)
+                        bk = attn_dsp_for_isa((attn_isa)u)->block_k;
                 ref_dense_make(&dn, &p.shape, &p.opt, &p.q, &p.k,
                                p.op == OP_FORWARD ? &p.v : NULL);
                 ref_attn_compute(&ra, &dn.shape, &dn.opt, &dn.q, &dn.k,
@@ -419,7 +426,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             }
             have_ref = 1;
         }
-        check_results(&p, &ra, &dn, before, got, t == 0 ? NULL : scalar, attn_isa_name(isas[t]));
+        check_results(&p, &ra, &dn, before, got, t == 0 ? NULL : scalar,
+                      attn_isa_name((attn_isa)isa));
         if (t == 0)
             memcpy(scalar, got, total * 4);
     }
