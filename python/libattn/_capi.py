@@ -59,7 +59,14 @@ class Options(ctypes.Structure):
                 # 1.1: score modifiers
                 ("window_right", ctypes.c_int64),
                 ("sinks", ctypes.POINTER(Tensor)),
-                ("alibi_slopes", ctypes.POINTER(Tensor))]
+                ("alibi_slopes", ctypes.POINTER(Tensor)),
+                # 1.1: offset, packed and paged K/V
+                ("q_offsets", ctypes.POINTER(ctypes.c_int32)),
+                ("kv_offsets", ctypes.POINTER(ctypes.c_int32)),
+                ("block_table", ctypes.POINTER(ctypes.c_int32)),
+                ("block_table_stride", ctypes.c_int64),
+                ("block_size", ctypes.c_int64),
+                ("num_blocks", ctypes.c_int64)]
 
 
 class RowStats(ctypes.Structure):

@@ -94,13 +94,15 @@ void attn_task_forward(void *vctx, size_t index)
     online_row st[ATTN_MAX_BLOCK_Q];
     int64_t kv_head;
     int64_t n = attn_task_rows(pb, p, index, rows, &kv_head);
+    if (n == 0)
+        return;
 
     float *qbuf = scratch;
     float *sbuf = qbuf + p->block_rows * p->q_stride;
     float *acc = sbuf + p->block_rows * p->block_k;
     const int want_entropy = pb->stats.entropy != NULL;
-    const kv_src ks = attn_kv_open(&pb->k, rows[0].b, kv_head);
-    const kv_src vs = attn_kv_open(&pb->v, rows[0].b, kv_head);
+    const kv_src ks = attn_kv_open(pb, &pb->k, rows[0].b, kv_head, pb->head_dim);
+    const kv_src vs = attn_kv_open(pb, &pb->v, rows[0].b, kv_head, pb->v_dim);
 
     attn_convert_queries(dsp, pb, p, rows, n, qbuf);
     for (int64_t r = 0; r < n; r++) {
