@@ -117,6 +117,51 @@
  *
  * Thread safety. Every function is thread-safe; concurrent calls on
  * distinct outputs are independent.
+ *
+ * Offset and packed batches (since 1.1). With attn_options.q_offsets, the
+ * Lq_b queries of sequence b are rows q_offsets[b] .. q_offsets[b] + Lq_b - 1
+ * of batch entry b; with kv_offsets, its Lk_b keys are rows (key positions)
+ * kv_offsets[b] .. kv_offsets[b] + Lk_b - 1. An offset must be >= 0 and the
+ * range must end within q_len (kv_len), else ATTN_ERR_ARG. Masks, causal and
+ * window alignment are defined on the valid range exactly as above, with i
+ * and j counted from the sequence's first row; the tensors are addressed at
+ * the shifted positions, in every tensor indexed by query row (q, out,
+ * scores, mask, bias, the stats arrays) or key position (k, v, the columns
+ * of scores, mask and bias). So:
+ *   - packed variable-length batch (FlashAttention's cu_seqlens): q, k, v,
+ *     out one [T][H][D] tensor each with batch_stride 0, q_offsets[b] =
+ *     kv_offsets[b] = cu_seqlens[b], lens[b] = cu_seqlens[b+1] - cu_seqlens[b];
+ *   - left-padded cache (cache_leftpad): kv_offsets[b] = pad_b, kv_lens[b] =
+ *     valid keys, the K/V tensors as usual.
+ * With q_offsets, only the rows of a sequence are written (out, scores,
+ * weights, stats): rows outside every sequence are never read or written,
+ * and an output may have batch_stride 0 provided the sequences' query ranges
+ * are in order and disjoint (q_offsets[b] + Lq_b <= q_offsets[b'] for
+ * b < b' with Lq_b' > 0), else ATTN_ERR_STRIDE. With kv_offsets, only the
+ * columns [kv_offsets[b], kv_offsets[b] + Lk_b) of a row of scores, weights
+ * or attn_mask_apply's table are written (-inf or 0 where masked inside);
+ * without it, every column of the row is, as in 1.0. Stats stay
+ * float[batch][q_heads][q_len], indexed by the shifted row.
+ *
+ * Paged K/V (since 1.1). With attn_options.block_table, the keys and values
+ * of every sequence live in a pool of num_blocks blocks of block_size
+ * consecutive positions: key position p of sequence b (p = j, or
+ * kv_offsets[b] + j) is slot p % block_size of pool block
+ *   block_table[b * block_table_stride + p / block_size].
+ * k and v then describe the pool, with batch_stride = elements between
+ * consecutive pool blocks, row_stride = between consecutive slots of a block,
+ * head_stride = between KV heads; vLLM's [num_blocks][block_size][kv_heads]
+ * [head_dim] pool and FlashAttention's paged k_cache are batch_stride =
+ * block_size * kv_heads * head_dim, row_stride = kv_heads * head_dim,
+ * head_stride = head_dim. kv_len is still the logical key extent of every
+ * sequence (the width of scores, mask and bias; kv_lens and kv_offsets are
+ * bounded by it), and each row of block_table covers it:
+ * ceil(kv_len / block_size) entries. Only the entries of blocks holding a
+ * key some query may see (by padding, causal and window) are read, each must
+ * be in [0, num_blocks) or the call is ATTN_ERR_ARG before anything is
+ * written; slots and blocks no query may see are never read. Blocks may be
+ * shared between sequences and listed in any order. attn_mask_apply has no
+ * K and ignores the paging fields.
  */
 #ifndef ATTN_H
 #define ATTN_H
@@ -162,11 +207,12 @@ typedef enum attn_status {
     ATTN_ERR_ARG = 4,         /* non-finite/negative scale-like value, q_heads % kv_heads,
                                  unknown flag bits, wrong dtype for a slot, a length
                                  outside [0, q_len] / [0, kv_len], negative window
-                                 or window_right, a position outside [0,
-                                 ATTN_MAX_POSITION] (or with alibi_slopes, positions
-                                 2^31 or more apart), kv_splits outside [0,
-                                 ATTN_MAX_KV_SPLITS] or >= 2 with too small a
-                                 workspace */
+                                 or window_right, an offset range or block index
+                                 out of bounds, an inconsistent paging description,
+                                 a position outside [0, ATTN_MAX_POSITION] (or with
+                                 alibi_slopes, positions 2^31 or more apart),
+                                 kv_splits outside [0, ATTN_MAX_KV_SPLITS] or >= 2
+                                 with too small a workspace */
     ATTN_ERR_UNSUPPORTED = 5, /* ISA not built or not on this CPU; dims above
                                  ATTN_MAX_HEAD_DIM */
     ATTN_ERR_NOMEM = 6,       /* allocation failed (thread pool only) */
@@ -258,7 +304,7 @@ typedef struct attn_options {
     const attn_tensor *bias;           /* F32 [b][q_head][q][k], or NULL */
     attn_parallel_for_fn parallel_for; /* NULL: run on the calling thread */
     void *parallel_ctx;                /* first argument of parallel_for */
-    /* 1.1 */
+    /* since 1.1 */
     int64_t window_right;              /* 0: off; else > 0 (see masks above) */
     const attn_tensor *sinks;          /* F32 [b][q_head]: sink logit per row (see
                                           Sinks); batch_stride 0: per head only;
@@ -266,6 +312,15 @@ typedef struct attn_options {
     const attn_tensor *alibi_slopes;   /* F32 [b][q_head]: ALiBi slope (see how one
                                           score is formed), laid out like sinks;
                                           or NULL */
+    /* since 1.1 (see "Offset and packed batches" and "Paged K/V" above) */
+    const int32_t *q_offsets;          /* [batch] first query row of each sequence, or NULL */
+    const int32_t *kv_offsets;         /* [batch] first key position of each sequence, or NULL */
+    const int32_t *block_table;        /* pool block of each page of each sequence, or NULL */
+    int64_t block_table_stride;        /* int32 entries between rows of block_table, >= 0 */
+    int64_t block_size;                /* positions per pool block: >= 1 with a block_table,
+                                          0 without one */
+    int64_t num_blocks;                /* blocks in the pool: >= 1 with a block_table, 0
+                                          without one */
     /* 1.1: shards and split-KV */
     const int64_t *q_pos;              /* [batch] position of query row 0, in [0,
                                           ATTN_MAX_POSITION], or NULL (see masks above) */
@@ -286,7 +341,8 @@ typedef struct attn_options {
  * is ATTN_ERR_VERSION.
  */
 #define ATTN_OPTIONS_INIT \
-    { (uint32_t)sizeof(attn_options), 0u, 0.0f, 0.0f, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
+    { (uint32_t)sizeof(attn_options), 0u, 0.0f, 0.0f, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, \
+      0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
 
 /*
  * Optional per-row outputs, each float[batch][q_heads][q_len] contiguous,

@@ -36,6 +36,14 @@ typedef struct attn_problem {
     int64_t splits, chunk; /* chunks of `chunk` keys, the last may be shorter */
     void *workspace;       /* >= attn_split_bytes(...) bytes when splits > 1 */
 
+    /* offset batches and paged K/V (attn.h); NULL / 0 when absent */
+    const int32_t *q_offsets, *kv_offsets;
+    const int32_t *block_table;
+    int64_t block_table_stride, block_size, num_blocks;
+    /* query positions the tasks cover: q_len, or the longest sequence when
+       q_offsets is given (rows past a sequence's end are then not written) */
+    int64_t q_extent;
+
     /* tensors, copied once validated (out: scores, weights or the forward
        output; q/k/v zeroed where the operation has none) */
     attn_tensor q, k, v, out;
@@ -52,6 +60,47 @@ static inline size_t attn_dtype_size(int32_t dtype)
     case ATTN_DTYPE_BOOL: return 1;
     default: return 0;
     }
+}
+
+/*
+ * Query row 0's position minus key row 0's, for sequence b (lq, lk its valid
+ * lengths): the caller's q_pos/k_pos (attn.h, "Masks"), else the
+ * bottom-right alignment lk - lq. |result| <= ATTN_MAX_POSITION.
+ */
+static inline int64_t attn_seq_rel(const attn_problem *pb, int64_t b, int64_t lq, int64_t lk)
+{
+    if (!pb->q_pos)
+        return lk - lq;
+    return pb->q_pos[b] - (pb->k_pos ? pb->k_pos[b] : 0);
+}
+
+/*
+ * The keys query i (counted from its sequence's start) of sequence b may see
+ * by padding, causal and window, as [*lo, *hi) counted from the sequence's
+ * first key; *lo >= *hi when none. The one statement of attn.h's mask rules
+ * that both validation (which block-table entries are read) and the drivers
+ * use.
+ */
+static inline void attn_seq_keys(const attn_problem *pb, int64_t b, int64_t i, int64_t *lo,
+                                 int64_t *hi)
+{
+    const int64_t lq = pb->q_lens ? pb->q_lens[b] : pb->q_len;
+    const int64_t lk = pb->kv_lens ? pb->kv_lens[b] : pb->kv_len;
+    *lo = 0;
+    *hi = i < lq ? lk : 0;
+    if (*hi == 0)
+        return;
+    const int64_t aligned = i + attn_seq_rel(pb, b, lq, lk);
+    if ((pb->flags & ATTN_CAUSAL) && aligned + 1 < *hi)
+        *hi = aligned + 1;
+    if (pb->window > 0 && aligned >= pb->window)
+        *lo = aligned - pb->window + 1;
+    /* the right edge: R >= lk - aligned (= lq - i > 0) hides nothing, and
+       aligned + R could overflow for such R */
+    if (pb->window_right > 0 && pb->window_right < lk - aligned && aligned + pb->window_right < *hi)
+        *hi = aligned + pb->window_right;
+    if (*hi < *lo)
+        *hi = *lo;
 }
 
 /*

@@ -57,6 +57,12 @@ typedef struct problem {
     bool alibi;           /* ALiBi with alibi_slope(h, q_heads) */
     bool has_sink;
     float sink;           /* one sink logit for every query head */
+    /* K/V in a paged pool [blocks][paged_block][kv_heads][d] read through a
+       shuffled block table (0: one contiguous cache per batch entry) */
+    int64_t paged_block;
+    /* the batch as variable-length sequences (seq_lengths) packed into
+       [tokens][heads][d] tensors with offsets, instead of padded */
+    bool packed;
 } problem;
 
 typedef struct preset {
@@ -76,9 +82,12 @@ int64_t v_dim_of(const attn_shape *s);
 float scale_of(const problem *p);
 size_t dtype_size(attn_dtype t);
 const char *dtype_name(attn_dtype t);
-/* Keys [*lo, *hi) that query row i may see (the masks of attn.h). */
-void visible_keys(const problem *p, int64_t i, int64_t *lo, int64_t *hi);
-/* Visible query-key pairs of one (batch, head). */
+/* Query and key lengths of sequence b: q_len and kv_len, or with --packed
+   q_len/20 .. q_len spread evenly over the batch (keys: kv_len - q_len more). */
+void seq_lengths(const problem *p, int64_t b, int64_t *lq, int64_t *lk);
+/* Keys [*lo, *hi) that query row i of sequence b may see (the masks of attn.h). */
+void visible_keys(const problem *p, int64_t b, int64_t i, int64_t *lo, int64_t *hi);
+/* Visible query-key pairs of one (batch, head), averaged over the batch. */
 double visible_pairs(const problem *p);
 double flops_per_call(const problem *p);
 double kv_bytes_per_call(const problem *p);
@@ -125,6 +134,8 @@ typedef struct cli_settings {
     int64_t window_right; /* -1: not given */
     float sink;           /* NaN: not given */
     int alibi;            /* -1: not given */
+    int64_t paged_block;
+    bool packed;
     /* bench */
     const preset *chosen[CLI_MAX_CHOSEN];
     size_t n_chosen;
@@ -165,8 +176,8 @@ typedef struct buffers {
     float *q;
     void *k; /* `copies` identical copies of K, k_copy_bytes apart */
     void *v; /* likewise for V */
-    float *out;
-    attn_tensor tq, tk, tv, tout; /* tk, tv: copy 0 */
+    float *out; /* dense [B][H][q_len][dv]: what verify reads */
+    attn_tensor tq, tk, tv, tout; /* what the timed calls use; tk, tv: copy 0 */
     int64_t copies;
     size_t k_copy_bytes, v_copy_bytes;
     /* score modifiers: the sink (one value, broadcast over batch and heads)
@@ -174,6 +185,14 @@ typedef struct buffers {
     float sink;
     float *slopes;
     attn_tensor tsinks, tslopes;
+    /* --paged-block, --packed: the layouts the timed calls use instead (one
+       copy: a layout is never rotated) */
+    void *pool_k, *pool_v;
+    int32_t *table, *q_lens, *kv_lens, *q_offsets, *kv_offsets;
+    float *packed_q, *packed_out;
+    void *packed_k, *packed_v;
+    attn_options layout; /* the layout fields of the timed calls' options */
+    attn_shape shape;    /* the timed calls' shape (packed: q_len, kv_len = tokens) */
 } buffers;
 
 /* opt with p's sinks and ALiBi slopes from b (when p has them). */

@@ -11,7 +11,8 @@ static const char run_intro[] =
     "Times attn_forward (O = softmax(Q.K^T * scale) . V, fused) with the built-in\n"
     "thread pool, then verifies sampled output rows against the scalar oracle.\n"
     "Q, K and V are filled with seeded pseudo-random values in [-1, 1] (a sum of\n"
-    "four uniforms: bell-shaped), layout [batch][head][row][dim], contiguous.\n"
+    "four uniforms: bell-shaped), layout [batch][head][row][dim], contiguous (see\n"
+    "--paged-block and --packed for the layouts serving engines use).\n"
     "\n"
 ;
 
@@ -75,6 +76,12 @@ int cmd_run(int argc, char **argv)
         return EXIT_USAGE;
     }
 
+    if (p.packed && p.shape.kv_len < p.shape.q_len) {
+        fprintf(stderr, "attn run: --packed needs kv-len >= q-len (each sequence has\n"
+                        "kv_len - q_len keys more than queries)\nTry 'attn run --help'.\n");
+        return EXIT_USAGE;
+    }
+
     attn_threadpool *pool = NULL;
     rc = open_pool(&x, &pool);
     if (rc)
@@ -106,6 +113,16 @@ int cmd_run(int argc, char **argv)
         printf("  modifiers window_right %s, sinks %s, ALiBi %s\n", right_text, sink_text,
                p.alibi ? "on (standard slopes)" : "off");
     }
+    if (p.packed) {
+        int64_t first_q, first_k, last_q, last_k;
+        seq_lengths(&p, 0, &first_q, &first_k);
+        seq_lengths(&p, s->batch - 1, &last_q, &last_k);
+        printf("  layout   packed: %" PRId64 " sequences of %" PRId64 "..%" PRId64
+               " queries, [tokens][heads][dim] with offsets\n", s->batch, first_q, last_q);
+    }
+    if (p.paged_block > 0)
+        printf("  layout   K/V paged: blocks of %" PRId64 " keys, shuffled block table\n",
+               p.paged_block);
     fflush(stdout);
 
     measurement m;

@@ -119,11 +119,11 @@ static void progress_stop(progress *pr)
 
 static void buffers_free(buffers *b)
 {
-    free(b->q);
-    free(b->k);
-    free(b->v);
-    free(b->out);
-    free(b->slopes);
+    void *all[] = {b->q, b->k, b->v, b->out, b->slopes, b->pool_k, b->pool_v, b->table,
+                   b->q_lens, b->kv_lens, b->q_offsets, b->kv_offsets, b->packed_q,
+                   b->packed_out, b->packed_k, b->packed_v};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        free(all[i]);
     memset(b, 0, sizeof *b);
 }
 
@@ -213,7 +213,7 @@ static int64_t llc_bytes(void)
 #define ROTATE_MAX_COPIES 64
 static int64_t kv_copies_for(const problem *p)
 {
-    if (!is_decode_like(p))
+    if (!is_decode_like(p) || p->paged_block > 0 || p->packed)
         return 1;
     const int64_t llc = llc_bytes() > 0 ? llc_bytes() : ROTATE_UNKNOWN_LLC;
     const double bytes = kv_bytes_per_call(p);
@@ -224,6 +224,138 @@ static int64_t kv_copies_for(const problem *p)
                           copies > ROTATE_MAX_COPIES))
         copies -= 2;
     return copies;
+}
+
+/* Rows [0, n) of (batch b, head h) of a dense [B][H][L][cols] buffer, copied
+   to or from rows at0.. of a packed [T][H][cols] one. */
+static void copy_rows(char *dense, char *packed, int to_packed, int64_t b, int64_t heads,
+                      int64_t len, int64_t at0, int64_t n, int64_t cols, size_t es)
+{
+    for (int64_t h = 0; h < heads; h++)
+        for (int64_t i = 0; i < n; i++) {
+            char *d = dense + (size_t)(((b * heads + h) * len + i) * cols) * es;
+            char *q = packed + (size_t)(((at0 + i) * heads + h) * cols) * es;
+            memcpy(to_packed ? q : d, to_packed ? d : q, (size_t)cols * es);
+        }
+}
+
+/*
+ * --paged-block and --packed: the same data in the layouts engines use, for
+ * the timed calls; verify keeps reading the dense buffers (and the dense
+ * output, which collect_output fills from a packed one).
+ */
+static int layouts_init(buffers *b, const problem *p, uint64_t seed)
+{
+    const attn_shape *s = &p->shape;
+    const int64_t B = s->batch, dv = v_dim_of(s), d = s->head_dim;
+    const size_t es = dtype_size(p->kv_dtype);
+    attn_options *o = &b->layout;
+    int64_t tq = 0, tk = 0;
+    if (p->packed) {
+        b->q_lens = alloc_elems(B, sizeof(int32_t));
+        b->kv_lens = alloc_elems(B, sizeof(int32_t));
+        b->q_offsets = alloc_elems(B, sizeof(int32_t));
+        b->kv_offsets = alloc_elems(B, sizeof(int32_t));
+        if (!b->q_lens || !b->kv_lens || !b->q_offsets || !b->kv_offsets)
+            return EXIT_LIBRARY;
+        for (int64_t i = 0; i < B; i++) {
+            int64_t lq, lk;
+            seq_lengths(p, i, &lq, &lk);
+            b->q_lens[i] = (int32_t)lq;
+            b->kv_lens[i] = (int32_t)lk;
+            b->q_offsets[i] = (int32_t)tq;
+            b->kv_offsets[i] = (int32_t)tk;
+            tq += lq;
+            tk += lk;
+        }
+        if (tq > INT32_MAX || tk > INT32_MAX)
+            return EXIT_LIBRARY;
+        b->packed_q = alloc_elems(tq * s->q_heads * d, sizeof(float));
+        b->packed_out = alloc_elems(tq * s->q_heads * dv, sizeof(float));
+        b->packed_k = alloc_elems(tk * s->kv_heads * d, es);
+        b->packed_v = alloc_elems(tk * s->kv_heads * dv, es);
+        if (!b->packed_q || !b->packed_out || !b->packed_k || !b->packed_v)
+            return EXIT_LIBRARY;
+        for (int64_t i = 0; i < B; i++) {
+            copy_rows((char *)b->q, (char *)b->packed_q, 1, i, s->q_heads, s->q_len,
+                      b->q_offsets[i], b->q_lens[i], d, sizeof(float));
+            copy_rows(b->k, b->packed_k, 1, i, s->kv_heads, s->kv_len, b->kv_offsets[i],
+                      b->kv_lens[i], d, es);
+            copy_rows(b->v, b->packed_v, 1, i, s->kv_heads, s->kv_len, b->kv_offsets[i],
+                      b->kv_lens[i], dv, es);
+        }
+        for (int64_t i = 0; i < tq * s->q_heads * dv; i++)
+            b->packed_out[i] = NAN;
+        /* rows past a sequence's end are not written: what a padded row gets */
+        for (int64_t i = 0; i < B * s->q_heads * s->q_len * dv; i++)
+            b->out[i] = 0.0f;
+        b->tq = (attn_tensor){b->packed_q, ATTN_DTYPE_F32, 0, d, s->q_heads * d};
+        b->tk = (attn_tensor){b->packed_k, (int32_t)p->kv_dtype, 0, d, s->kv_heads * d};
+        b->tv = (attn_tensor){b->packed_v, (int32_t)p->kv_dtype, 0, dv, s->kv_heads * dv};
+        b->tout = (attn_tensor){b->packed_out, ATTN_DTYPE_F32, 0, dv, s->q_heads * dv};
+        b->shape.q_len = tq;
+        b->shape.kv_len = tk;
+        o->q_lens = b->q_lens;
+        o->kv_lens = b->kv_lens;
+        o->q_offsets = b->q_offsets;
+        o->kv_offsets = b->kv_offsets;
+    }
+    if (p->paged_block > 0) {
+        /* every sequence's pages, each in its own pool block, in shuffled order */
+        const int64_t bs = p->paged_block, pages = (s->kv_len + bs - 1) / bs;
+        const int64_t blocks = B * pages, heads = s->kv_heads;
+        b->table = alloc_elems(blocks, sizeof(int32_t));
+        b->pool_k = alloc_elems(blocks * bs * heads * d, es);
+        b->pool_v = alloc_elems(blocks * bs * heads * dv, es);
+        if (blocks > INT32_MAX || !b->table || !b->pool_k || !b->pool_v)
+            return EXIT_LIBRARY;
+        uint64_t st = seed ^ 0x5050505050505050u;
+        for (int64_t i = 0; i < blocks; i++)
+            b->table[i] = (int32_t)i;
+        for (int64_t i = blocks - 1; i > 0; i--) {
+            st ^= st << 13, st ^= st >> 7, st ^= st << 17;
+            const int64_t j = (int64_t)(st % (uint64_t)(i + 1));
+            const int32_t x = b->table[i];
+            b->table[i] = b->table[j];
+            b->table[j] = x;
+        }
+        for (int64_t i = 0; i < B; i++)
+            for (int64_t h = 0; h < heads; h++)
+                for (int64_t j = 0; j < s->kv_len; j++) {
+                    const int64_t slot = (int64_t)b->table[i * pages + j / bs] * bs + j % bs;
+                    memcpy((char *)b->pool_k + (size_t)((slot * heads + h) * d) * es,
+                           (char *)b->k + (size_t)(((i * heads + h) * s->kv_len + j) * d) * es,
+                           (size_t)d * es);
+                    memcpy((char *)b->pool_v + (size_t)((slot * heads + h) * dv) * es,
+                           (char *)b->v + (size_t)(((i * heads + h) * s->kv_len + j) * dv) * es,
+                           (size_t)dv * es);
+                }
+        b->tk = (attn_tensor){b->pool_k, (int32_t)p->kv_dtype, bs * heads * d, d, heads * d};
+        b->tv = (attn_tensor){b->pool_v, (int32_t)p->kv_dtype, bs * heads * dv, dv, heads * dv};
+        o->block_table = b->table;
+        o->block_table_stride = pages;
+        o->block_size = bs;
+        o->num_blocks = blocks;
+        if (p->packed) { /* the pool holds each sequence from position 0 */
+            o->kv_offsets = NULL;
+            b->shape.kv_len = s->kv_len;
+            free(b->packed_k);
+            free(b->packed_v);
+            b->packed_k = b->packed_v = NULL;
+        }
+    }
+    return EXIT_OK;
+}
+
+/* A packed output's rows, back into the dense output verify reads. */
+static void collect_output(buffers *b, const problem *p)
+{
+    if (!p->packed)
+        return;
+    const attn_shape *s = &p->shape;
+    for (int64_t i = 0; i < s->batch; i++)
+        copy_rows((char *)b->out, (char *)b->packed_out, 0, i, s->q_heads, s->q_len,
+                  b->q_offsets[i], b->q_lens[i], v_dim_of(s), sizeof(float));
 }
 
 static int buffers_init(buffers *b, const problem *p, uint64_t seed)
@@ -278,6 +410,14 @@ static int buffers_init(buffers *b, const problem *p, uint64_t seed)
             b->slopes[h] = alibi_slope(h, s->q_heads);
         b->tslopes = (attn_tensor){ b->slopes, ATTN_DTYPE_F32, 0, 1, 0 };
     }
+    const attn_options init = ATTN_OPTIONS_INIT;
+    b->layout = init;
+    b->shape = p->shape;
+    if (layouts_init(b, p, seed) != EXIT_OK) {
+        fprintf(stderr, "attn: cannot allocate the paged or packed copies of this problem\n");
+        buffers_free(b);
+        return EXIT_LIBRARY;
+    }
     return EXIT_OK;
 }
 
@@ -309,10 +449,12 @@ static void copy_tensors(const buffers *b, int64_t c, attn_tensor *tk, attn_tens
 static attn_status timed_call(const problem *p, const buffers *b, const attn_options *o,
                               int64_t copy, double *seconds)
 {
-    attn_tensor tk, tv;
-    copy_tensors(b, copy, &tk, &tv);
+    attn_tensor tk = b->tk, tv = b->tv; /* one copy: as laid out (dense, pool, packed) */
+    if (b->copies > 1)
+        copy_tensors(b, copy, &tk, &tv);
+    (void)p;
     const double t0 = now_seconds();
-    attn_status st = attn_forward(&p->shape, o, &b->tq, &tk, &tv, &b->tout, NULL);
+    attn_status st = attn_forward(&b->shape, o, &b->tq, &tk, &tv, &b->tout, NULL);
     *seconds = now_seconds() - t0;
     return st;
 }
@@ -466,6 +608,14 @@ int measure(const problem *p, const cli_settings *x, attn_threadpool *pool, doub
     /* split-KV: the workspace the library asks for, allocated before timing */
     attn_options o = options_of(p);
     add_modifiers(&o, p, &b);
+    o.q_lens = b.layout.q_lens;
+    o.kv_lens = b.layout.kv_lens;
+    o.q_offsets = b.layout.q_offsets;
+    o.kv_offsets = b.layout.kv_offsets;
+    o.block_table = b.layout.block_table;
+    o.block_table_stride = b.layout.block_table_stride;
+    o.block_size = b.layout.block_size;
+    o.num_blocks = b.layout.num_blocks;
     o.kv_splits = (int32_t)x->splits;
     size_t ws_bytes = 0;
     attn_status st = attn_forward_workspace_size(&p->shape, &o, &ws_bytes);
@@ -490,6 +640,7 @@ int measure(const problem *p, const cli_settings *x, attn_threadpool *pool, doub
         buffers_free(&b);
         return library_error("attn_forward", st);
     }
+    collect_output(&b, p);
     m->gflops = flops_per_call(p) / m->time.mean_s * 1e-9;
     m->kv_gbytes_s = kv_bytes_per_call(p) / m->time.mean_s * 1e-9;
     m->kv_copies = b.copies;

@@ -224,6 +224,13 @@ static const cli_option options[] = {
      "ALiBi: add -slope_h * |i + off - j| with the standard slopes\n"
      "2^(-8 (h+1) / H) of the query heads"},
     {"--no-alibi", NULL, CLI_RUN, P, set_int, AT(alibi), 0, 0, "ALiBi off"},
+    {"--paged-block", "N", CLI_RUN, P, parse_i64, AT(paged_block), 0, INT32_MAX,
+     "K and V in a paged pool [blocks][N][kv_heads][head_dim] read\n"
+     "through a shuffled block table (vLLM's layout; 0: off)"},
+    {"--packed", NULL, CLI_RUN, P, set_bool, AT(packed), 1, 0,
+     "the batch as sequences of q_len/20 .. q_len queries (keys:\n"
+     "kv_len - q_len more), packed into [tokens][heads][dim] with\n"
+     "offsets (FlashAttention's cu_seqlens) instead of padded"},
     {"--seed", "S", RB, P, parse_u64, AT(seed), 0, 0,
      "seed of the input generator (default 1)"},
     {"--threads", "N", RB, E, parse_i64, AT(threads), 0, MAX_THREADS,
@@ -341,7 +348,8 @@ int cli_parse(unsigned command, const char *cmd, int argc, char **argv, cli_sett
 bool cli_problem_overridden(const cli_settings *s)
 {
     bool any = s->causal >= 0 || s->window >= 0 || !isnan(s->scale) || !isnan(s->softcap) ||
-               s->kv_dtype >= 0 || s->window_right >= 0 || !isnan(s->sink) || s->alibi >= 0;
+               s->kv_dtype >= 0 || s->window_right >= 0 || !isnan(s->sink) || s->alibi >= 0 ||
+               s->paged_block > 0 || s->packed;
     for (int d = 0; d < N_DIMS; d++)
         any = any || s->dims[d] >= 0;
     return any;
@@ -374,5 +382,7 @@ problem cli_problem(const cli_settings *s)
     }
     if (s->alibi >= 0)
         p.alibi = s->alibi;
+    p.paged_block = s->paged_block;
+    p.packed = s->packed;
     return p;
 }

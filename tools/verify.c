@@ -20,7 +20,7 @@ static attn_status verify_one_row(const problem *p, const buffers *b, int64_t bi
     const size_t kv_row0 = (size_t)((bi * s->kv_heads + kvh) * lk);
     const float *got = b->out + ((bi * s->q_heads + h) * s->q_len + i) * dv;
     int64_t lo, hi;
-    visible_keys(p, i, &lo, &hi);
+    visible_keys(p, bi, i, &lo, &hi);
     const int64_t n = hi - lo;
 
     double tol = 0.0; /* a row with no visible key must be exactly 0 */
@@ -37,7 +37,9 @@ static attn_status verify_one_row(const problem *p, const buffers *b, int64_t bi
         double alibi_max = 0.0;
         attn_tensor tb = make_tensor(bias, ATTN_DTYPE_F32, 1, 1, n);
         if (p->alibi) {
-            const int64_t pos = i + (lk - s->q_len);
+            int64_t seq_q, seq_k;
+            seq_lengths(p, bi, &seq_q, &seq_k);
+            const int64_t pos = i + (seq_k - seq_q);
             for (int64_t j = lo; j < hi; j++) {
                 const float a = b->slopes[h] * (float)llabs(pos - j);
                 bias[j - lo] = -a;

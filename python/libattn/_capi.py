@@ -60,6 +60,14 @@ class Options(ctypes.Structure):
                 ("window_right", ctypes.c_int64),
                 ("sinks", ctypes.POINTER(Tensor)),
                 ("alibi_slopes", ctypes.POINTER(Tensor)),
+                # 1.1: offset, packed and paged K/V
+                ("q_offsets", ctypes.POINTER(ctypes.c_int32)),
+                ("kv_offsets", ctypes.POINTER(ctypes.c_int32)),
+                ("block_table", ctypes.POINTER(ctypes.c_int32)),
+                ("block_table_stride", ctypes.c_int64),
+                ("block_size", ctypes.c_int64),
+                ("num_blocks", ctypes.c_int64),
+
                 # 1.1: shards and split-KV
                 ("q_pos", ctypes.POINTER(ctypes.c_int64)),
                 ("k_pos", ctypes.POINTER(ctypes.c_int64)),
@@ -101,9 +109,6 @@ _PROTOTYPES = {
                                _P(RowStats)]),
     "attn_forward": (_status, [_P(Shape), _P(Options), _P(Tensor), _P(Tensor), _P(Tensor),
                                _P(Tensor), _P(RowStats)]),
-    "attn_forward_workspace_size": (_status, [_P(Shape), _P(Options), _P(ctypes.c_size_t)]),
-    "attn_merge": (_status, [_P(Shape), _P(Options), _P(Partial), ctypes.c_int64, _P(Tensor),
-                             ctypes.c_void_p]),
     "attn_softmax_backward": (_status, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
                                         ctypes.c_int64, ctypes.c_int64, ctypes.c_int64]),
     "attn_threadpool_create": (_status, [ctypes.c_int32, _P(ctypes.c_void_p)]),
@@ -113,7 +118,15 @@ _PROTOTYPES = {
                                             ctypes.c_void_p, ctypes.c_size_t]),
 }
 
-_state = {"lib": None, "path": None}
+# Functions added in 1.1: declared when the library has them, so a 1.0
+# library still runs everything else (has() tells).
+_PROTOTYPES_1_1 = {
+    "attn_forward_workspace_size": (_status, [_P(Shape), _P(Options), _P(ctypes.c_size_t)]),
+    "attn_merge": (_status, [_P(Shape), _P(Options), _P(Partial), ctypes.c_int64, _P(Tensor),
+                             ctypes.c_void_p]),
+}
+
+_state = {"lib": None, "path": None, "has": set()}
 _load_lock = threading.Lock()
 
 
@@ -130,10 +143,16 @@ def lib():
                     fn = getattr(handle, name)
                 except AttributeError:
                     raise _loader.LibraryError(
-                        "%s: libattn without %s(): this binding needs libattn 1.1 or later"
+                        "%s: libattn without %s(): this binding needs the full 1.x API"
                         % (path, name)) from None
                 fn.restype = restype
                 fn.argtypes = argtypes
+            for name, (restype, argtypes) in _PROTOTYPES_1_1.items():
+                fn = getattr(handle, name, None)
+                if fn is not None:
+                    fn.restype = restype
+                    fn.argtypes = argtypes
+                    _state["has"].add(name)
             _state["path"] = path
             _state["lib"] = handle
     return _state["lib"]
@@ -157,6 +176,12 @@ def isa_enum():
                 members.append((name.upper(), len(members)))
             _state["isa"] = enum.IntEnum("Isa", members, module="libattn")
     return _state["isa"]
+
+
+def has(name):
+    """Whether the loaded library has the (1.1) function `name`."""
+    lib()
+    return name in _state["has"]
 
 
 def library_path():

@@ -5,12 +5,14 @@ import math
 import numbers
 
 from ._capi import (CAUSAL, MAX_KV_SPLITS, MAX_POSITION, Options, Partial, RowStats, Shape,
-                    check, lib, pool_for)
+                    check, has, lib, pool_for)
+from ._loader import LibraryError
 from ._capi import Tensor as _CTensor
 from ._tensor import (as_operand, broadcast, check_no_overlap, check_output,
                       copy_f32, dtype_from_name, indices, is_tensor, materialize_columns,
                       new_f32, np)
 from ._capi import DType
+from . import _kvlayout
 
 _FLT_MAX = 3.4028234663852886e38
 
@@ -190,7 +192,9 @@ def _options(*, batch, heads, q_len, kv_len, causal, scale, softcap, window, q_l
     if not isinstance(causal, (bool, int)) and not (np is not None and isinstance(causal, np.bool_)):
         raise TypeError("causal: expected a bool, got %r" % (causal,))
     opt = Options()
-    opt.struct_size = ctypes.sizeof(Options)
+    # A 1.0 size unless a 1.1 field is set (run_layout sets the full size):
+    # calls that use no 1.1 feature keep working on a 1.0 library.
+    opt.struct_size = _kvlayout.old_struct_size()
     opt.flags = CAUSAL if causal else 0
     opt.scale = _float_arg(scale, "scale")
     opt.softcap = _float_arg(softcap, "softcap", minimum=0.0)
@@ -201,6 +205,8 @@ def _options(*, batch, heads, q_len, kv_len, causal, scale, softcap, window, q_l
         if t is not None:
             keep += [t, data]
             setattr(opt, field, ctypes.pointer(t))
+    if opt.window_right or opt.sinks or opt.alibi_slopes:  # 1.1 fields
+        opt.struct_size = ctypes.sizeof(Options)
     q_lens_c = _lengths(q_lens, "q_lens", batch, q_len)
     kv_lens_c = _lengths(kv_lens, "kv_lens", batch, kv_len)
     if q_lens_c is not None:
@@ -219,6 +225,7 @@ def _options(*, batch, heads, q_len, kv_len, causal, scale, softcap, window, q_l
         if arr is not None:
             setattr(opt, field, ctypes.cast(arr, ctypes.POINTER(ctypes.c_int64)))
             keep.append(arr)
+            opt.struct_size = ctypes.sizeof(Options)  # a 1.1 field
     parallel_for, pool = pool_for(threads)
     opt.parallel_for = parallel_for
     opt.parallel_ctx = pool
@@ -295,9 +302,35 @@ def _output(out, name, dims, like_tensor):
     return out, check_output(out, name, dims)
 
 
+_LAYOUT_KEYWORDS = ("q_offsets", "kv_offsets", "cu_seqlens_q", "cu_seqlens_k", "block_table")
+
+
 def _run_attention(function, q, k, v, *, out, stats, causal, scale, softcap, window, q_lens,
-                   kv_lens, mask, bias, threads, dtype, sinks=None, alibi=None, q_pos=None,
-                   k_pos=None, kv_splits=1):
+                   kv_lens, mask, bias, threads, dtype, sinks=None, alibi=None, layout=None,
+                   q_pos=None, k_pos=None, kv_splits=1):
+    if layout and any(value is not None for value in layout.values()):
+        if q is None or k is None:
+            raise TypeError("q, k: arrays are required, got None")
+        if q_pos is not None or k_pos is not None:
+            raise ValueError("q_pos, k_pos: not supported with q_offsets/kv_offsets, "
+                             "cu_seqlens or block_table in this binding")
+
+        def options(batch, heads, q_len, kv_len, mask_op, bias_op):
+            opt, keep = _options(batch=batch, heads=heads, q_len=q_len, kv_len=kv_len,
+                                 causal=causal, scale=scale, softcap=softcap, window=window,
+                                 q_lens=None, kv_lens=None, mask=mask_op, bias=bias_op,
+                                 threads=threads, sinks=sinks, alibi=alibi)
+            opt.struct_size = ctypes.sizeof(Options)
+            return opt, keep
+
+        def side_inputs(target):
+            return (_side_input(mask, "mask", "mask", target),
+                    _side_input(bias, "bias", "bias", target))
+
+        return _kvlayout.run_layout(function, q, k, v, out=out, stats=stats, options=options,
+                                    side_inputs=side_inputs, q_lens=q_lens, kv_lens=kv_lens,
+                                    dtype=dtype, half_bits=_half_bits(dtype),
+                                    is_tensor_result=is_tensor(q), **layout)
     rank, shape, q4, k4, v4 = _attention_inputs(q, k, v, dtype)
     target = (shape.batch, shape.q_heads, shape.q_len, shape.kv_len)
     mask_op = _side_input(mask, "mask", "mask", target)
@@ -307,15 +340,25 @@ def _run_attention(function, q, k, v, *, out, stats, causal, scale, softcap, win
                          window=window, q_lens=q_lens, kv_lens=kv_lens, mask=mask_op,
                          bias=bias_op, threads=threads, sinks=sinks, alibi=alibi,
                          q_pos=q_pos, k_pos=k_pos)
-    if function == "attn_forward":
-        # split-KV: the binding owns the workspace the library asks for
-        opt.kv_splits = _int_arg(kv_splits, "kv_splits", 0)
-        if opt.kv_splits > MAX_KV_SPLITS:
-            raise ValueError("kv_splits: at most %d, got %d" % (MAX_KV_SPLITS, opt.kv_splits))
+    splits = _int_arg(kv_splits, "kv_splits", 0)
+    if splits > MAX_KV_SPLITS:
+        raise ValueError("kv_splits: at most %d, got %d" % (MAX_KV_SPLITS, splits))
+    if function == "attn_forward" and splits != 1 and (splits >= 2 or
+                                                      has("attn_forward_workspace_size")):
+        # split-KV (1.1 fields: the full struct_size, only when they matter,
+        # so an unsplit call still runs on a 1.0 library); the binding owns
+        # the workspace the library asks for
+        full = Options.from_buffer_copy(opt)
+        full.struct_size = ctypes.sizeof(Options)
+        full.kv_splits = splits
         need = ctypes.c_size_t(0)
         # a rejected shape or option: attn_forward below reports it as its own
-        status = lib().attn_forward_workspace_size(ctypes.byref(shape), ctypes.byref(opt),
-                                                   ctypes.byref(need))
+        status = (lib().attn_forward_workspace_size(ctypes.byref(shape), ctypes.byref(full),
+                                                    ctypes.byref(need))
+                  if has("attn_forward_workspace_size") else 0)
+        if splits >= 2 or need.value:
+            opt.struct_size = ctypes.sizeof(Options)
+            opt.kv_splits = splits
         if status == 0 and need.value:
             workspace = ctypes.create_string_buffer(need.value)
             opt.workspace = ctypes.addressof(workspace)
@@ -345,7 +388,8 @@ def _run_attention(function, q, k, v, *, out, stats, causal, scale, softcap, win
 
 def scores(q, k, *, causal=False, scale=0.0, softcap=0.0, window=0, q_lens=None,
            kv_lens=None, mask=None, bias=None, threads=None, dtype=None, out=None,
-           alibi=None):
+           alibi=None, q_offsets=None, kv_offsets=None, cu_seqlens_q=None, cu_seqlens_k=None,
+           block_table=None):
     """Final attention scores, -inf where masked: [..., Lq, Lk] float32.
 
     q [B,H,Lq,D] / [H,Lq,D] / [Lq,D] and k [B,Hkv,Lk,D] (same rank) in
@@ -355,12 +399,16 @@ def scores(q, k, *, causal=False, scale=0.0, softcap=0.0, window=0, q_lens=None,
     return _run_attention("attn_scores", q, k, None, out=out, stats=False, causal=causal,
                           scale=scale, softcap=softcap, window=window, q_lens=q_lens,
                           kv_lens=kv_lens, mask=mask, bias=bias, threads=threads, dtype=dtype,
-                          alibi=alibi)
+                          alibi=alibi,
+                          layout=dict(q_offsets=q_offsets, kv_offsets=kv_offsets,
+                                      cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
+                                      block_table=block_table))
 
 
 def weights(q, k, *, causal=False, scale=0.0, softcap=0.0, window=0, q_lens=None,
             kv_lens=None, mask=None, bias=None, threads=None, dtype=None, out=None,
-            stats=False, sinks=None, alibi=None):
+            stats=False, sinks=None, alibi=None, q_offsets=None, kv_offsets=None,
+            cu_seqlens_q=None, cu_seqlens_k=None, block_table=None):
     """Attention weights softmax(scores): [..., Lq, Lk] float32 (+ row stats).
 
     With stats=True returns (weights, {'lse', 'max_score', 'entropy'}), each
@@ -369,12 +417,17 @@ def weights(q, k, *, causal=False, scale=0.0, softcap=0.0, window=0, q_lens=None
     return _run_attention("attn_weights", q, k, None, out=out, stats=stats, causal=causal,
                           scale=scale, softcap=softcap, window=window, q_lens=q_lens,
                           kv_lens=kv_lens, mask=mask, bias=bias, threads=threads, dtype=dtype,
-                          sinks=sinks, alibi=alibi)
+                          sinks=sinks, alibi=alibi,
+                          layout=dict(q_offsets=q_offsets, kv_offsets=kv_offsets,
+                                      cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
+                                      block_table=block_table))
 
 
 def forward(q, k, v, *, causal=False, scale=0.0, softcap=0.0, window=0, q_lens=None,
             kv_lens=None, mask=None, bias=None, threads=None, dtype=None, out=None,
-            stats=False, sinks=None, alibi=None, q_pos=None, k_pos=None, kv_splits=0):
+            stats=False, sinks=None, alibi=None, q_offsets=None, kv_offsets=None,
+            cu_seqlens_q=None, cu_seqlens_k=None, block_table=None, q_pos=None, k_pos=None,
+            kv_splits=0):
     """Fused attention softmax(scores) . v: [..., Lq, Dv] float32.
 
     q        [B,Hq,Lq,D], [Hq,Lq,D] or [Lq,D]; k [..,Hkv,Lk,D], v [..,Hkv,Lk,Dv]
@@ -407,14 +460,27 @@ def forward(q, k, v, *, causal=False, scale=0.0, softcap=0.0, window=0, q_lens=N
              (decode, MQA), 1: never, n >= 2: about n chunks. The binding
              provides the workspace; results are identical for every
              `threads` value.
+
+    Caches as engines keep them (see libattn._kvlayout for the details):
+    q_offsets, kv_offsets   first row / key of each sequence in [B,H,L,D]
+             tensors (left-padded cache: kv_offsets=pad, kv_lens=valid keys).
+    cu_seqlens_q, cu_seqlens_k   B + 1 offsets into packed q [Tq,Hq,D] and
+             k, v [Tk,Hkv,D] (FlashAttention varlen); out is [Tq,Hq,Dv].
+    block_table  int [B, max_blocks]: k, v are pools [num_blocks, block_size,
+             Hkv, D] (vLLM / FlashAttention paged cache); kv_lens = lengths.
+    Only each sequence's rows are written; other rows of a fresh result are 0
+    (stats: -inf, -inf, 0).
     """
     if v is None:
         raise TypeError("v: an array is required, got None")
     return _run_attention("attn_forward", q, k, v, out=out, stats=stats, causal=causal,
                           scale=scale, softcap=softcap, window=window, q_lens=q_lens,
                           kv_lens=kv_lens, mask=mask, bias=bias, threads=threads, dtype=dtype,
-                          sinks=sinks, alibi=alibi, q_pos=q_pos, k_pos=k_pos,
-                          kv_splits=kv_splits)
+                          sinks=sinks, alibi=alibi,
+                          layout=dict(q_offsets=q_offsets, kv_offsets=kv_offsets,
+                                      cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
+                                      block_table=block_table),
+                          q_pos=q_pos, k_pos=k_pos, kv_splits=kv_splits)
 
 
 def merge(outs, lses, *, out=None, threads=None):
@@ -428,6 +494,8 @@ def merge(outs, lses, *, out=None, threads=None):
     order. A part with lse -inf contributes nothing (its row is not read);
     all -inf gives 0 and -inf; a NaN or +inf lse gives NaN.
     """
+    if not has("attn_merge"):
+        raise LibraryError("merge: the loaded libattn has no attn_merge (it needs 1.1 or later)")
     outs, lses = list(outs), list(lses)
     if not outs:
         raise ValueError("outs: at least one partial result is needed")
@@ -482,7 +550,8 @@ def merge(outs, lses, *, out=None, threads=None):
 
 
 def mask_apply(scores, *, causal=False, softcap=0.0, window=0, q_lens=None, kv_lens=None,
-               mask=None, bias=None, threads=None, copy=False, alibi=None):
+               mask=None, bias=None, threads=None, copy=False, alibi=None, q_offsets=None,
+               kv_offsets=None):
     """Apply softcap, bias, ALiBi and masks to a score table you computed: [B,H,Lq,Lk],
     [H,Lq,Lk] or [Lq,Lk] float32 (already scaled).
 
@@ -521,6 +590,12 @@ def mask_apply(scores, *, causal=False, softcap=0.0, window=0, q_lens=None, kv_l
                          scale=0.0, softcap=softcap, window=window, q_lens=q_lens,
                          kv_lens=kv_lens, mask=mask_op, bias=bias_op, threads=threads,
                          alibi=alibi)
+    for field, values in (("q_offsets", q_offsets), ("kv_offsets", kv_offsets)):
+        if values is not None:  # rows / columns of each sequence (attn.h 1.1)
+            arr = _kvlayout._int32_array(_kvlayout._int_list(values, field, batch), field)
+            keep.append(arr)
+            setattr(opt, field, ctypes.cast(arr, ctypes.POINTER(ctypes.c_int32)))
+            opt.struct_size = ctypes.sizeof(Options)
     # head_dim and v_dim are not used by mask_apply but must be valid.
     shape = Shape(batch, heads, heads, q_len, kv_len, 1, 0)
     table = s4.c_tensor()

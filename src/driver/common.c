@@ -6,33 +6,27 @@
 
 static int64_t round_up16(int64_t n) { return (n + 15) & ~(int64_t)15; }
 
-/* The mask rules of attn.h that shape a row into one interval of keys. */
+/* Row i of sequence b (i counted from its start) at its place in the tensors:
+   the query row and the key positions shifted by the sequence's offsets. */
 static row_ref make_row(const attn_problem *pb, int64_t b, int64_t h, int64_t i)
 {
-    int64_t lq = pb->q_lens ? pb->q_lens[b] : pb->q_len;
-    int64_t lk = pb->kv_lens ? pb->kv_lens[b] : pb->kv_len;
-    /* query i's position minus key 0's: bottom-right alignment, or the
-       caller's global positions (a shard of a longer sequence);
-       |rel| <= ATTN_MAX_POSITION, so nothing here overflows */
-    const int64_t k0 = pb->k_pos ? pb->k_pos[b] : 0;
-    const int64_t rel = pb->q_pos ? pb->q_pos[b] - k0 : lk - lq;
-    int64_t aligned = i + rel;
-    row_ref row = {b, h, i, 0, 0, aligned, i < lq};
-    if (i >= lq)
-        return row;
-    int64_t lo = 0, hi = lk;
-    if (pb->flags & ATTN_CAUSAL)
-        hi = attn_min64(hi, aligned + 1);
-    if (pb->window > 0 && aligned >= pb->window)
-        lo = aligned - pb->window + 1;
-    /* the right edge too, so tiles past it are skipped like those before lo;
-       R >= lk - aligned (= lq - i > 0) hides nothing, and aligned + R could
-       overflow for such R */
-    if (pb->window_right > 0 && pb->window_right < lk - aligned)
-        hi = attn_min64(hi, aligned + pb->window_right);
+    const int64_t qo = pb->q_offsets ? pb->q_offsets[b] : 0;
+    const int64_t ko = pb->kv_offsets ? pb->kv_offsets[b] : 0;
+    const int64_t lq = pb->q_lens ? pb->q_lens[b] : pb->q_len;
+    const int64_t lk = pb->kv_lens ? pb->kv_lens[b] : pb->kv_len;
+    /* aligned: the query's position as a key index (q_pos/k_pos or
+       bottom-right), what ALiBi measures from */
+    row_ref row = {b, h, qo + i, ko, ko, 0, pb->kv_len, ko + i + attn_seq_rel(pb, b, lq, lk),
+                   i < lq};
+    if (pb->kv_offsets) { /* only the sequence's own columns are written */
+        row.col_lo = ko;
+        row.col_hi = ko + lk;
+    }
+    int64_t lo, hi;
+    attn_seq_keys(pb, b, i, &lo, &hi);
     if (hi > lo) {
-        row.lo = lo;
-        row.hi = hi;
+        row.lo = ko + lo;
+        row.hi = ko + hi;
     }
     return row;
 }
@@ -48,7 +42,7 @@ task_plan attn_plan_common(const attn_dsp *dsp, const attn_problem *pb, int64_t 
     task_plan p;
     p.heads_per_group = heads_per_group;
     p.groups = pb->q_heads / p.heads_per_group;
-    p.rows = pb->q_len * p.heads_per_group;
+    p.rows = pb->q_extent * p.heads_per_group;
     p.block_k = dsp->block_k;
     p.q_stride = round_up16(pb->head_dim);
     p.acc_stride = round_up16(pb->v_dim);
@@ -67,6 +61,10 @@ int64_t attn_task_rows(const attn_problem *pb, const task_plan *p, size_t index,
     int64_t b = rest / p->groups;
     int64_t r0 = blk * p->block_rows;
     int64_t n = attn_min64(p->block_rows, p->rows - r0);
+    if (pb->q_offsets) { /* rows past the sequence's end are not ours to write */
+        const int64_t lq = pb->q_lens ? pb->q_lens[b] : pb->q_len;
+        n = attn_max64(0, attn_min64(n, lq * p->heads_per_group - r0));
+    }
     for (int64_t r = 0; r < n; r++) {
         int64_t pos = (r0 + r) / p->heads_per_group;
         int64_t h = group * p->heads_per_group + (r0 + r) % p->heads_per_group;

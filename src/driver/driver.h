@@ -28,7 +28,7 @@
 typedef struct task_plan {
     int64_t heads_per_group; /* query heads stacked in one block */
     int64_t groups;          /* q_heads / heads_per_group */
-    int64_t rows;            /* rows of a group: q_len * heads_per_group */
+    int64_t rows;            /* rows of a group: q_extent * heads_per_group */
     int64_t block_rows;
     int64_t blocks;          /* per group */
     int64_t q_stride;        /* f32 row stride of the converted query block */
@@ -58,12 +58,16 @@ typedef struct task_ctx {
 } task_ctx;
 
 /*
- * One query row of a block. Visible keys are [lo, hi); empty when lo == hi.
- * aligned = i + (Lk_b - Lq_b), the key position the masks and ALiBi measure
+ * One query row of a block: i is its row in the tensors (the sequence's
+ * q_offset added), [lo, hi) the key positions it sees (kv_offset added;
+ * lo == hi when none), [col_lo, col_hi) the columns of a score row that
+ * belong to its sequence (the only ones written). aligned is the key
+ * position (kv_offset added) of the query's bottom-right aligned place,
+ * i + (Lk_b - Lq_b) within the sequence, that the masks and ALiBi measure
  * from; is_query: i < Lq_b (a padded row has no sink either).
  */
 typedef struct row_ref {
-    int64_t b, h, i, lo, hi;
+    int64_t b, h, i, lo, hi, col_lo, col_hi;
     int64_t aligned;
     int is_query;
 } row_ref;
@@ -94,7 +98,8 @@ static inline float *attn_out_row(const attn_tensor *t, int64_t b, int64_t h, in
 int64_t attn_block_rows_for(const attn_dsp *dsp, int64_t per_row_floats);
 /* The plan fields every operation shares (groups, rows, strides). */
 task_plan attn_plan_common(const attn_dsp *dsp, const attn_problem *pb, int64_t heads_per_group);
-/* Rows of task `index`: fills rows[] and returns their count. */
+/* Rows of task `index`: fills rows[] and returns their count (0: nothing to
+   do, the block lies past its sequence's end). */
 int64_t attn_task_rows(const attn_problem *pb, const task_plan *p, size_t index, row_ref *rows,
                        int64_t *kv_head);
 

@@ -98,8 +98,8 @@ static void forward_keys(const attn_dsp *dsp, const attn_problem *pb, const task
                          int64_t khi, online_row *st, float *qbuf, float *sbuf, float *acc)
 {
     const int want_entropy = pb->stats.entropy != NULL;
-    const kv_src ks = attn_kv_open(&pb->k, rows[0].b, kv_head);
-    const kv_src vs = attn_kv_open(&pb->v, rows[0].b, kv_head);
+    const kv_src ks = attn_kv_open(pb, &pb->k, rows[0].b, kv_head, pb->head_dim);
+    const kv_src vs = attn_kv_open(pb, &pb->v, rows[0].b, kv_head, pb->v_dim);
     int64_t ulo, uhi;
     attn_visible_union(rows, n, &ulo, &uhi);
     ulo = attn_max64(ulo, klo);
@@ -240,6 +240,9 @@ void attn_task_forward(void *vctx, size_t index)
     const int64_t chunk = (int64_t)(index % (size_t)p->splits);
     int64_t kv_head;
     int64_t n = attn_task_rows(pb, p, block, rows, &kv_head);
+    if (n == 0)
+        return; /* nothing of this block exists; a split counts it as done
+                   nowhere, so no chunk of it waits for a merge either */
 
     float *qbuf = scratch;
     float *sbuf = qbuf + p->block_rows * p->q_stride;
