@@ -67,10 +67,11 @@
  * The causal and window rules (and ALiBi's distance) compare positions:
  * key j is at position K_b + j and query i at Q_b + i, with K_b = k_pos[b]
  * (or 0) and Q_b = q_pos[b] (or K_b + Lk_b - Lq_b, the bottom-right
- * alignment above); causal is kpos <= qpos, the window kpos > qpos - W,
- * window_right kpos < qpos + R, ALiBi's distance |qpos - kpos|. With
- * alibi_slopes, |q_pos[b] - k_pos[b]| + q_len + kv_len must stay below 2^31
- * (ATTN_ERR_ARG). Giving q_pos and k_pos
+ * alignment above); j and i count from the sequence's first key and query
+ * row (also with kv_offsets/q_offsets). Causal is kpos <= qpos, the window
+ * kpos > qpos - W, window_right kpos < qpos + R, ALiBi's distance
+ * |qpos - kpos|; with alibi_slopes, |q_pos[b] - k_pos[b]| + q_len + kv_len
+ * must stay below 2^31 (ATTN_ERR_ARG). Giving q_pos and k_pos
  * (attn_options) lets a call see a shard of a longer sequence: keys at
  * positions k_pos[b].. and queries at q_pos[b].., masked as in the whole
  * sequence, so shards merged with attn_merge give the unsharded result.
