@@ -76,6 +76,20 @@ typedef void (*attn_mask_bool_fn)(float *x, const uint8_t *mask, size_t n);
 /* ds[j] = p[j] * (dp[j] - sum_i p[i] dp[i]); ds may equal p or dp. */
 typedef void (*attn_softmax_bwd_fn)(const float *p, const float *dp, float *ds, size_t n);
 
+/*
+ * The transposed tile of the attention backward (dV = P^T.dO, dK = dS^T.Q):
+ * acc[c*acc_stride + 0..dim) += sum_{r<nq} p[r*p_stride + c] * x[r*x_stride + 0..dim)
+ * for c < nk. Everything f32 (the driver converts x first).
+ */
+typedef void (*attn_pt_tile_fn)(const float *p, ptrdiff_t p_stride,
+                                const float *x, ptrdiff_t x_stride,
+                                size_t nq, size_t nk, size_t dim,
+                                float *acc, ptrdiff_t acc_stride);
+
+/* dp[j] = p[j] * (dp[j] - d) in place (the softmax backward of a row whose
+   sum_j p_j dp_j is known: d = rowsum(dO * O)). */
+typedef void (*attn_score_grad_fn)(const float *p, float *dp, float d, size_t n);
+
 typedef struct attn_dsp {
     attn_isa isa;
     const char *isa_name;
@@ -93,10 +107,17 @@ typedef struct attn_dsp {
     attn_add_bias_fn add_bias;
     attn_mask_bool_fn mask_bool;
     attn_softmax_bwd_fn softmax_bwd;
+
+    /* attention backward (appended: attn_backward) */
+    attn_pt_tile_fn pt_tile;
+    attn_score_grad_fn score_grad;
 } attn_dsp;
 
 /* Fills every slot with the scalar kernels (the oracle). */
 void attn_dsp_init_scalar(attn_dsp *t);
+/* The backward slots (pt_tile, score_grad) of each table: called by that
+   ISA's attn_dsp_init_<isa>. */
+void attn_dsp_init_backward_scalar(attn_dsp *t);
 
 #ifdef __cplusplus
 }

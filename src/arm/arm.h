@@ -9,6 +9,7 @@ extern "C" {
 #endif
 
 void attn_dsp_init_neon(attn_dsp *t); /* src/arm/..._neon.c */
+void attn_dsp_init_backward_neon(attn_dsp *t); /* backward_neon.c, called by the above */
 
 #ifdef __cplusplus
 }

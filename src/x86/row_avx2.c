@@ -354,4 +354,5 @@ void attn_dsp_init_avx2(attn_dsp *t)
     t->add_bias = add_bias_avx2;
     t->mask_bool = mask_bool_avx2;
     t->softmax_bwd = softmax_bwd_avx2;
+    attn_dsp_init_backward_avx2(t);
 }

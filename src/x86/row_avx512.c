@@ -186,4 +186,5 @@ void attn_dsp_init_avx512(attn_dsp *t)
     t->add_bias = attn_add_bias_avx512;
     t->mask_bool = attn_mask_bool_avx512;
     t->softmax_bwd = attn_softmax_bwd_avx512;
+    attn_dsp_init_backward_avx512(t);
 }
