@@ -42,6 +42,11 @@ attn_status attn_forward_with(const attn_dsp *dsp, const attn_shape *shape,
                               const attn_options *opt, const attn_tensor *q,
                               const attn_tensor *k, const attn_tensor *v,
                               const attn_tensor *out, const attn_row_stats *stats);
+attn_status attn_backward_with(const attn_dsp *dsp, const attn_shape *shape,
+                               const attn_options *opt, const attn_tensor *q,
+                               const attn_tensor *k, const attn_tensor *v,
+                               const attn_tensor *out, const attn_tensor *dout,
+                               const float *lse, const attn_grads *grads);
 attn_status attn_softmax_backward_with(const attn_dsp *dsp, const float *p,
                                        const float *dp, float *ds, int64_t rows,
                                        int64_t cols, int64_t row_stride);

@@ -44,6 +44,7 @@ task_plan attn_plan_common(const attn_dsp *dsp, const attn_problem *pb, int64_t 
     p.acc_stride = round_up16(pb->v_dim);
     p.block_rows = 1; /* each operation sets it, then blocks */
     p.blocks = 0;
+    p.kv_blocks = 0;
     return p;
 }
 

@@ -34,6 +34,8 @@ typedef struct task_plan {
     int64_t q_stride;        /* f32 row stride of the converted query block */
     int64_t acc_stride;      /* f32 row stride of the accumulator */
     int64_t block_k;
+    int64_t kv_blocks;       /* attn_backward: key blocks per (batch, KV head),
+                                each one more task after the query blocks; 0 else */
 } task_plan;
 
 typedef struct task_ctx {
@@ -108,6 +110,8 @@ task_plan attn_plan_forward(const attn_dsp *dsp, const attn_problem *pb);
 void attn_task_forward(void *ctx, size_t index);
 task_plan attn_plan_scores(const attn_dsp *dsp, const attn_problem *pb);
 void attn_task_scores(void *ctx, size_t index); /* scores and weights */
+task_plan attn_plan_backward(const attn_dsp *dsp, const attn_problem *pb);
+void attn_task_backward(void *ctx, size_t index);
 task_plan attn_plan_mask_apply(const attn_dsp *dsp, const attn_problem *pb);
 void attn_task_mask_apply(void *ctx, size_t index);
 
