@@ -4,7 +4,7 @@ import ctypes
 import math
 import numbers
 
-from ._capi import CAUSAL, Options, RowStats, Shape, check, lib, pool_for
+from ._capi import CAUSAL, Grads, Options, RowStats, Shape, check, lib, pool_for
 from ._tensor import (as_operand, broadcast, check_no_overlap, check_output,
                       copy_f32, dtype_from_name, indices, is_tensor, materialize_columns,
                       new_f32, np)
@@ -259,6 +259,72 @@ def forward(q, k, v, *, causal=False, scale=0.0, softcap=0.0, window=0, q_lens=N
     return _run_attention("attn_forward", q, k, v, out=out, stats=stats, causal=causal,
                           scale=scale, softcap=softcap, window=window, q_lens=q_lens,
                           kv_lens=kv_lens, mask=mask, bias=bias, threads=threads, dtype=dtype)
+
+
+def backward(q, k, v, out, dout, lse, *, causal=False, scale=0.0, softcap=0.0, window=0,
+             q_lens=None, kv_lens=None, mask=None, bias=None, threads=None, dtype=None,
+             dbias=False):
+    """Gradients of forward(): (dq, dk, dv), or (dq, dk, dv, dbias) with dbias=True.
+
+    q, k, v and every keyword as given to forward(); out and lse are what
+    that forward returned (out, and stats['lse']), dout = d loss / d out of
+    out's shape. dq has q's shape, dk k's and dv v's, all float32; with GQA
+    dk and dv are summed over the query heads of each group. dbias is
+    d loss / d scores at the full [..., Lq, Lk] shape (0 where masked): sum it
+    over the axes a broadcast bias spans. Padded and fully masked rows get 0.
+    Results are identical for every `threads`.
+    """
+    if v is None:
+        raise TypeError("v: an array is required, got None")
+    rank, shape, q4, k4, v4 = _attention_inputs(q, k, v, dtype)
+    target = (shape.batch, shape.q_heads, shape.q_len, shape.kv_len)
+    mask_op = _side_input(mask, "mask", "mask", target)
+    bias_op = _side_input(bias, "bias", "bias", target)
+    opt, keep = _options(batch=shape.batch, q_len=shape.q_len, kv_len=shape.kv_len,
+                         causal=causal, scale=scale, softcap=softcap, window=window,
+                         q_lens=q_lens, kv_lens=kv_lens, mask=mask_op, bias=bias_op,
+                         threads=threads)
+    lead = 4 - rank
+    o_dims = (shape.batch, shape.q_heads, shape.q_len, shape.v_dim)
+    outs = {}
+    for name, x in (("out", out), ("dout", dout)):
+        op = as_operand(x, name, "qkv", _half_bits(dtype))
+        if op.shape != o_dims[lead:]:
+            raise ValueError("%s: shape %r, expected %r" % (name, op.shape, o_dims[lead:]))
+        outs[name] = op.padded()
+    lse_op = as_operand(lse, "lse", "f32")
+    lse_dims = (shape.batch, shape.q_heads, shape.q_len)[lead:]
+    if lse_op.shape != lse_dims:
+        raise ValueError("lse: shape %r, expected %r" % (lse_op.shape, lse_dims))
+    contiguous, step = True, 1
+    for n, st in reversed(list(zip(lse_op.shape, lse_op.strides))):
+        if n > 1 and st != step:
+            contiguous = False
+        step *= n
+    if not contiguous:
+        raise ValueError("lse: must be C-contiguous (as forward(stats=True) returns it)")
+    like_tensor = is_tensor(q)
+    dims = {"dq": (shape.batch, shape.q_heads, shape.q_len, shape.head_dim),
+            "dk": (shape.batch, shape.kv_heads, shape.kv_len, shape.head_dim),
+            "dv": (shape.batch, shape.kv_heads, shape.kv_len, shape.v_dim),
+            "dbias": target}
+    names = ["dq", "dk", "dv"] + (["dbias"] if dbias else [])
+    results, c_tensors = [], {}
+    for name in names:
+        arr, op = new_f32(dims[name][lead:], like_tensor)
+        results.append(arr)
+        c_tensors[name] = op.padded().c_tensor()
+        keep.append(op)
+    grads = Grads()
+    grads.struct_size = ctypes.sizeof(Grads)
+    for name in names:
+        setattr(grads, name, ctypes.pointer(c_tensors[name]))
+    tensors = [q4.c_tensor(), k4.c_tensor(), v4.c_tensor(), outs["out"].c_tensor(),
+               outs["dout"].c_tensor()]
+    args = [ctypes.byref(shape), ctypes.byref(opt)] + [ctypes.byref(t) for t in tensors]
+    check(lib().attn_backward(*args, lse_op.address, ctypes.byref(grads)), "attn_backward")
+    del keep, outs, lse_op
+    return tuple(results)
 
 
 def mask_apply(scores, *, causal=False, softcap=0.0, window=0, q_lens=None, kv_lens=None,
