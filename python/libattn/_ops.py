@@ -301,8 +301,11 @@ def backward(q, k, v, out, dout, lse, *, causal=False, scale=0.0, softcap=0.0, w
         if n > 1 and st != step:
             contiguous = False
         step *= n
-    if not contiguous:
-        raise ValueError("lse: must be C-contiguous (as forward(stats=True) returns it)")
+    if not contiguous:  # the C side reads lse as one dense array
+        if np is None or not isinstance(lse, np.ndarray):
+            raise ValueError("lse: must be C-contiguous (as forward(stats=True) returns it)")
+        lse = np.ascontiguousarray(lse, dtype=np.float32)
+        lse_op = as_operand(lse, "lse", "f32")
     like_tensor = is_tensor(q)
     dims = {"dq": (shape.batch, shape.q_heads, shape.q_len, shape.head_dim),
             "dk": (shape.batch, shape.kv_heads, shape.kv_len, shape.head_dim),
