@@ -8,13 +8,13 @@
 #   tests/fuzz/run.sh --coverage      replay committed + generated corpora in a
 #                                     coverage build and print llvm-cov's report of src/
 # Environment: ATTN_FUZZ_BUILD (default build-fuzz), ATTN_FUZZ_JOBS (parallel
-# fuzzing processes per target, default 1), ATTN_FUZZ_TARGETS ("api diff").
+# fuzzing processes per target, default 1), ATTN_FUZZ_TARGETS ("api diff backward").
 # A crash leaves crash-* in the build directory's fuzz-artifacts/ and fails.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 here=$root/tests/fuzz
 build=${ATTN_FUZZ_BUILD:-$root/build-fuzz}
-targets=${ATTN_FUZZ_TARGETS:-api diff}
+targets=${ATTN_FUZZ_TARGETS:-api diff backward}
 seconds=${ATTN_FUZZ_SECONDS:-30}
 coverage=0
 for a in "$@"; do
