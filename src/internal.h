@@ -51,6 +51,10 @@ attn_status attn_softmax_backward_with(const attn_dsp *dsp, const float *p,
                                        const float *dp, float *ds, int64_t rows,
                                        int64_t cols, int64_t row_stride);
 
+/* attn_backward uses its fused plan from this many (batch entry, KV head)
+   pairs on (src/driver/backward.c); the tests set it to run both plans. */
+extern int64_t attn_bwd_fused_min_tasks;
+
 #ifdef __cplusplus
 }
 #endif

@@ -218,7 +218,9 @@ static void check_backward(const attn_dsp *t, workload *w)
     const int64_t dv = w->dv;
     rng *g = harness_rng();
     const int with_dbias = (int)rng_int(g, 0, 1) || w->opt.bias;
-    harness_context("backward on %s%s", wl_describe(w), with_dbias ? " +dbias" : "");
+    harness_context("backward (%s plan) on %s%s",
+                    attn_bwd_fused_min_tasks <= s->batch * s->kv_heads ? "fused" : "split",
+                    wl_describe(w), with_dbias ? " +dbias" : "");
 
     attn_status st = attn_forward_with(t, s, &w->opt, &w->q, &w->k, &w->v, &w->out, &w->stats);
     CHECK(st == ATTN_OK, "forward status %d", st);
@@ -301,15 +303,22 @@ static const unsigned bwd_specs[] = {
     ALL_MASKS | WL_MQA | WL_F16 | WL_VDIM0 | WL_Q_SHORT,
 };
 
+/* Both plans of the driver (backward.c) on every spec: fused (one task per
+   (batch entry, KV head)) and split (query and key tasks). */
+static const int64_t plans[] = {1, INT64_MAX};
+
 HARNESS_ISA_PARAMS(backward, vs_reference)
 ParameterizedTest(isa_row *row, backward, vs_reference, .timeout = 600)
 {
     const attn_dsp *t = harness_begin(row);
-    for (size_t i = 0; i < sizeof bwd_specs / sizeof bwd_specs[0]; i++) {
-        workload w;
-        wl_make(&w, bwd_specs[i]);
-        check_backward(t, &w);
-        wl_free(&w);
+    for (int plan = 0; plan < 2; plan++) {
+        attn_bwd_fused_min_tasks = plans[plan];
+        for (size_t i = 0; i < sizeof bwd_specs / sizeof bwd_specs[0]; i++) {
+            workload w;
+            wl_make(&w, bwd_specs[i]);
+            check_backward(t, &w);
+            wl_free(&w);
+        }
     }
 }
 
@@ -326,6 +335,8 @@ static void reverse_parallel_for(void *ctx, attn_task_fn task, void *task_ctx, s
         task(task_ctx, i);
 }
 
+static void check_deterministic(const attn_dsp *t);
+
 static void snapshot(const grads_buf *gb, float **dst, size_t sizes[4])
 {
     const buf *all[4] = {&gb->qb, &gb->kb, &gb->vb, &gb->bb};
@@ -340,9 +351,18 @@ HARNESS_ISA_PARAMS(backward, deterministic)
 ParameterizedTest(isa_row *row, backward, deterministic, .timeout = 300)
 {
     const attn_dsp *t = harness_begin(row);
+    for (int plan = 0; plan < 2; plan++) {
+        attn_bwd_fused_min_tasks = plans[plan];
+        check_deterministic(t);
+    }
+}
+
+static void check_deterministic(const attn_dsp *t)
+{
     workload w;
     wl_make(&w, WL_GQA | WL_CAUSAL | WL_LENS | WL_BIAS | WL_SOFTCAP);
-    harness_context("determinism on %s", wl_describe(&w));
+    harness_context("determinism (%s plan) on %s",
+                    attn_bwd_fused_min_tasks == 1 ? "fused" : "split", wl_describe(&w));
     CHECK(attn_forward_with(t, &w.shape, &w.opt, &w.q, &w.k, &w.v, &w.out, &w.stats) == ATTN_OK,
           "forward");
     const size_t rows = (size_t)wl_rows(&w);

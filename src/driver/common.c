@@ -45,6 +45,7 @@ task_plan attn_plan_common(const attn_dsp *dsp, const attn_problem *pb, int64_t 
     p.block_rows = 1; /* each operation sets it, then blocks */
     p.blocks = 0;
     p.kv_blocks = 0;
+    p.fused_blocks = 0;
     return p;
 }
 

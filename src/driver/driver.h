@@ -36,6 +36,8 @@ typedef struct task_plan {
     int64_t block_k;
     int64_t kv_blocks;       /* attn_backward: key blocks per (batch, KV head),
                                 each one more task after the query blocks; 0 else */
+    int64_t fused_blocks;    /* attn_backward's fused plan: query blocks per head
+                                (its tasks are one per (batch, KV head)); 0 else */
 } task_plan;
 
 typedef struct task_ctx {

@@ -6,7 +6,7 @@
  * gradient (and dbias) must be within tests/ref_backward.c's bound of the
  * float64 gradient (tolerance.h, "backward"), and the tables within the sum
  * of two bounds of the scalar one. Fully masked rows and keys nobody sees
- * must get exactly 0.
+ * must get exactly 0. Both plans of the driver (fused and split) are drawn.
  *
  * Values are finite (a bias may hold -inf): non-finite inputs only test
  * where NaN spreads, which the forward's fuzzer covers; here the point is
@@ -146,6 +146,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         opt.q_lens = fz_chance(r, 128) ? q_lens : NULL;
         opt.kv_lens = kv_lens;
     }
+    /* either plan of the driver, whatever the shape (backward.c) */
+    attn_bwd_fused_min_tasks = fz_chance(r, 128) ? 1 : INT64_MAX;
     static const int32_t dtypes[] = {ATTN_DTYPE_F32, ATTN_DTYPE_F16, ATTN_DTYPE_BF16};
     const int32_t qt = dtypes[fz_u8(r) % 3], kt = dtypes[fz_u8(r) % 3];
     float lo = -2.0f, hi = 2.0f;
