@@ -15,7 +15,7 @@
 #     dependencies are not Multi-Arch: same;
 #   - binfmt_misc for aarch64 ELF: Criterion re-executes /proc/self/exe for
 #     every test, which under qemu-user only works through binfmt_misc.
-# See the README's AArch64 section and ../shared/docs/CROSS_TESTING.md.
+# See the README's AArch64 section and docs/CROSS_TESTING.md.
 #
 # Environment: ATTN_ARM64_BUILD (build dir, default build-arm64),
 # ATTN_ARM64_TIMEOUT (seconds per meson test run, default 3600),

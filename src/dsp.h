@@ -113,12 +113,6 @@ typedef struct attn_dsp {
     attn_score_grad_fn score_grad;
 } attn_dsp;
 
-/* Fills every slot with the scalar kernels (the oracle). */
-void attn_dsp_init_scalar(attn_dsp *t);
-/* The backward slots (pt_tile, score_grad) of each table: called by that
-   ISA's attn_dsp_init_<isa>. */
-void attn_dsp_init_backward_scalar(attn_dsp *t);
-
 #ifdef __cplusplus
 }
 #endif

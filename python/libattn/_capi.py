@@ -26,15 +26,6 @@ class DType(enum.IntEnum):
     BOOL = 3
 
 
-class Isa(enum.IntEnum):
-    AUTO = 0
-    SCALAR = 1
-    AVX2 = 2
-    AVX512 = 3
-    NEON = 4
-    SVE = 5
-
-
 CAUSAL = 1
 
 
@@ -134,6 +125,26 @@ def lib():
             _state["path"] = path
             _state["lib"] = handle
     return _state["lib"]
+
+
+def isa_enum():
+    """The Isa IntEnum: every attn_isa value the loaded library names, found
+    by walking attn_isa_name() from 0 ("auto") until "unknown", so a new ISA
+    of the library appears here without a change to this binding."""
+    cls = _state.get("isa")
+    if cls is not None:
+        return cls
+    handle = lib()
+    with _load_lock:
+        if _state.get("isa") is None:
+            members = []
+            while True:
+                name = handle.attn_isa_name(len(members)).decode()
+                if name == "unknown":
+                    break
+                members.append((name.upper(), len(members)))
+            _state["isa"] = enum.IntEnum("Isa", members, module="libattn")
+    return _state["isa"]
 
 
 def library_path():

@@ -2,11 +2,7 @@
  * NEON kernels of the attention backward: pt_tile (acc += P^T X) and
  * score_grad (dS = P * (dP - D)).
  */
-#include <arm_neon.h>
-
-#include "arm/arm.h"
-#include "arm/neon_util.h"
-#include "dsp.h"
+#include "arm/neon.h"
 
 /* CN (1..4) accumulator rows c0.. by 8 columns t.. (two vectors, the tail
    read and written lane by lane). */

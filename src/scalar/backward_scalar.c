@@ -2,7 +2,7 @@
  * Scalar kernels of the attention backward (the oracle of pt_tile and
  * score_grad). Built with the other scalar kernels, -ffp-contract=off.
  */
-#include "dsp.h"
+#include "scalar/scalar.h"
 
 static void attn_pt_tile_f32_scalar(const float *p, ptrdiff_t p_stride, const float *x,
                                     ptrdiff_t x_stride, size_t nq, size_t nk, size_t dim,

@@ -6,8 +6,8 @@
  */
 #include <math.h>
 
-#include "dsp.h"
 #include "half.h"
+#include "scalar/scalar.h"
 
 static inline float load_f32(const void *p, ptrdiff_t i) { return ((const float *)p)[i]; }
 static inline float load_f16(const void *p, ptrdiff_t i) { return attn_f16_to_f32(((const uint16_t *)p)[i]); }

@@ -2,20 +2,12 @@
  * AVX2+FMA kernels of the attention backward: pt_tile (acc += P^T X) and
  * score_grad (dS = P * (dP - D)).
  */
-#include <immintrin.h>
+#include "x86/avx2.h"
 
-#include "dsp.h"
-#include "x86/x86.h"
-
-#define ALWAYS_INLINE inline __attribute__((always_inline))
-
-static const int32_t lane_table[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
-
-/* The first n (0..8) of 8 lanes. */
+/* The first n of 8 lanes, n clamped to 0..8. */
 static ALWAYS_INLINE __m256i lanes(int64_t n)
 {
-    n = n < 0 ? 0 : n > 8 ? 8 : n;
-    return _mm256_loadu_si256((const __m256i *)(lane_table + 8 - n));
+    return first_lanes((size_t)(n < 0 ? 0 : n > 8 ? 8 : n));
 }
 
 /*

@@ -3,7 +3,7 @@
  * score_grad (dS = P * (dP - D)). Built twice like every AVX-512 file
  * (simd_avx512.h): natively, and against SIMDe for the emulated test row.
  */
-#include "x86/simd_avx512.h"
+#include "x86/avx512.h"
 
 /* CN (1..4) accumulator rows c0.. by 32 columns t.. (two masked vectors). */
 ATTN_AVX512_INLINE void pt_block(const float *p, ptrdiff_t p_stride, const float *x,

@@ -24,17 +24,14 @@
 
 #include "fuzz_util.h"
 #include "internal.h"
+#include "ops_list.h"
 #include "ref.h"
 #include "tolerance.h"
 
 #define CAP_WORK ((int64_t)2 << 20)
 
-enum { OP_SCORES, OP_MASK_APPLY, OP_WEIGHTS, OP_FORWARD, OP_SOFTMAX, OP_SOFTMAX_BWD, OP_COUNT };
-static const char *const op_names[OP_COUNT] = {"scores",  "mask_apply", "weights",
-                                               "forward", "softmax",    "softmax_backward"};
-
-static const attn_isa other_isas[] = {ATTN_ISA_AVX2, ATTN_ISA_AVX512, ATTN_ISA_NEON, ATTN_ISA_SVE};
-#define OTHER_ISAS (sizeof other_isas / sizeof other_isas[0])
+/* Every registry ISA but scalar (src/isa_list.h) can be compared. */
+#define OTHER_ISAS (ATTN_ISA_COUNT - 1 - ATTN_ISA_SCALAR)
 
 /* ------------------------------------------------------------ values */
 
@@ -451,9 +448,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const attn_dsp *tables[1 + OTHER_ISAS];
     int ntables = 0;
     tables[ntables++] = attn_dsp_for_isa(ATTN_ISA_SCALAR);
-    for (size_t i = 0; i < OTHER_ISAS; i++)
-        if (attn_dsp_for_isa(other_isas[i]))
-            tables[ntables++] = attn_dsp_for_isa(other_isas[i]);
+    for (int isa = ATTN_ISA_SCALAR + 1; isa < ATTN_ISA_COUNT; isa++)
+        if (attn_dsp_for_isa((attn_isa)isa))
+            tables[ntables++] = attn_dsp_for_isa((attn_isa)isa);
     FZ_CHECK(tables[0] != NULL, "no scalar table");
     if (ntables == 1)
         return 0; /* nothing to compare on this CPU/build */

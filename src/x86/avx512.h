@@ -13,33 +13,55 @@
  *    emulated objects only go into a test binary, next to the real ones, so
  *    every external name of these files gets an _emu suffix below.
  */
-#ifndef ATTN_X86_SIMD_AVX512_H
-#define ATTN_X86_SIMD_AVX512_H
+#ifndef ATTN_X86_AVX512_H
+#define ATTN_X86_AVX512_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+#include "dsp.h"
+
+#ifdef ATTN_SIMDE_EMU
+/* The external names of the emulated objects (see above). */
+#define attn_dsp_init_avx512 attn_dsp_init_avx512_emu
+#define attn_dsp_init_tiles_avx512 attn_dsp_init_tiles_avx512_emu
+#define attn_dsp_init_backward_avx512 attn_dsp_init_backward_avx512_emu
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The AVX-512 table: row slots and block sizes (row_avx512.c), then the
+   tiles. It starts from the AVX2 table (src/isa_list.h). */
+void attn_dsp_init_avx512(attn_dsp *t);
+/* The tile slots (qk_tile, pv_tile, to_f32) only (tile_avx512.c). */
+void attn_dsp_init_tiles_avx512(attn_dsp *t);
+/* The backward slots (pt_tile, score_grad) only (backward_avx512.c). */
+void attn_dsp_init_backward_avx512(attn_dsp *t);
+/* The same kernels built against SIMDe (tests/emu only: the harness's
+   "avx512-emu" row). */
+void attn_dsp_init_avx512_emu(attn_dsp *t);
+
+#ifdef __cplusplus
+}
+#endif
+
+/* Helpers: only in the module's own files (AVX-512 flags, or the SIMDe build). */
+#if (defined(__AVX512F__) || defined(ATTN_SIMDE_EMU)) && !defined(__cplusplus)
 #ifdef ATTN_SIMDE_EMU
 #define SIMDE_ENABLE_NATIVE_ALIASES
 #include <simde/x86/avx512.h>
 #include <sleef.h>
 #include "simde_compat_avx512.h"
-/* The external names of the emulated objects (see above). */
-#define attn_dsp_init_avx512 attn_dsp_init_avx512_emu
-#define attn_avx512_init_tiles attn_avx512_init_tiles_emu
 #else
 #include <immintrin.h>
 #include <sleef.h>
 #endif
 
-#include "dsp.h"
 #include "exp_constants.h"
-#include "x86.h"
 
 #define ATTN_AVX512_INLINE static inline __attribute__((always_inline))
-
-/* Fills the tile slots (qk_tile, pv_tile, to_f32); tile_avx512.c. */
-void attn_avx512_init_tiles(attn_dsp *t);
 
 /* Lanes 0..n-1 set, for n in 0..16. */
 ATTN_AVX512_INLINE __mmask16 attn_mask16(size_t n)
@@ -54,11 +76,12 @@ ATTN_AVX512_INLINE __mmask16 attn_mask16(size_t n)
  * this is ~15 instructions per 16 lanes.
  *
  * The algorithm and constants are those of the AVX2 kernels' exp
- * (row_avx2.c, EXP_MAX_ULP = 1.0 against libm over every float, checked by
- * bench/exp_accuracy.c): exp(x) = 2^n exp(r), n = round(x log2 e), r = x - n
- * ln2 by a two-constant Cody-Waite step, exp(r) by a degree-6 polynomial.
- * Here 2^n is applied with vscalefps, which rounds once, so the results equal
- * the AVX2 exp's bit for bit, subnormals and overflow included. x is clamped
+ * (row_avx2.c): exp(x) = 2^n exp(r), n = round(x log2 e), r = x - n ln2 by
+ * a two-constant Cody-Waite step, exp(r) by a degree-6 polynomial. Here 2^n
+ * is applied with vscalefps, which rounds once, so the results equal the
+ * AVX2 exp's bit for bit, subnormals included: bench/exp_accuracy.c
+ * (--same avx2,avx512) fails on any difference over every input exp_sum can
+ * receive, and checks both against libm within 1 ulp. x is clamped
  * to [-104, 89] first (exp(-104) rounds to +0, exp(89) to +inf); min/max
  * return their second operand for a NaN, so a NaN passes through.
  */
@@ -136,4 +159,6 @@ ATTN_AVX512_INLINE __m128 attn_hsum4(__m512 a, __m512 b, __m512 c, __m512 d)
     return _mm_add_ps(_mm256_castps256_ps128(half), _mm256_extractf128_ps(half, 1));
 }
 
-#endif /* ATTN_X86_SIMD_AVX512_H */
+#endif /* helpers */
+
+#endif /* ATTN_X86_AVX512_H */

@@ -1,0 +1,203 @@
+/*
+ * attn, the libattn command-line tool: what its files share.
+ *
+ *   main.c      commands and `attn --help`
+ *   options.c   THE option table of run and bench, its parser and its help
+ *   problem.c   presets and a problem's geometry (visible keys, FLOPs, bytes)
+ *   numbers.c   f16/bf16 conversion, the seeded input generator, clocks
+ *   exec.c      buffers, the progress line, timing, one measured problem
+ *   verify.c    sampled rows against the scalar oracle
+ *   cmd_run.c, cmd_bench.c, cmd_info.c   the commands
+ *
+ * Uses the public API only (attn.h); cpu_features is used to describe the
+ * CPU, never to make decisions the library makes itself. A new option is a
+ * row of the table in options.c and a field of cli_settings (or of problem),
+ * and nothing else.
+ */
+#ifndef ATTN_CLI_H
+#define ATTN_CLI_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "attn.h"
+
+/* Exit codes (documented in `attn --help`). */
+enum {
+    EXIT_OK = 0,
+    EXIT_VERIFY_FAILED = 1,
+    EXIT_USAGE = 2,
+    EXIT_LIBRARY = 3,
+};
+
+/* Upper bounds the CLI accepts (the library has its own checks). */
+#define MAX_THREADS 4096
+#define MAX_VERIFY_ROWS 65536
+#define MAX_ITERS 100000000
+/* A single call at least this long is timed once (no warm-up, no repeat). */
+#define SINGLE_CALL_SECONDS 1.0
+/* Problems with at most this many query rows are decode-like (memory-bound). */
+#define DECODE_LIKE_MAX_Q_LEN 16
+/* The progress line appears once a timed phase has run this long. */
+#define PROGRESS_AFTER_SECONDS 1.0
+
+/* ------------------------------------------------------------ problems (problem.c) */
+
+typedef struct problem {
+    const char *name;
+    attn_shape shape;
+    bool causal;
+    int64_t window;
+    float scale;
+    float softcap;
+    attn_dtype kv_dtype;
+} problem;
+
+typedef struct preset {
+    const char *name;
+    const char *about;
+    problem problem;
+} preset;
+
+extern const preset cli_presets[];
+extern const size_t cli_preset_count;
+/* The order `attn bench` runs them in. */
+extern const char *const cli_bench_order[];
+extern const size_t cli_bench_count;
+
+const preset *find_preset(const char *name);
+int64_t v_dim_of(const attn_shape *s);
+float scale_of(const problem *p);
+size_t dtype_size(attn_dtype t);
+const char *dtype_name(attn_dtype t);
+/* Keys [*lo, *hi) that query row i may see (the masks of attn.h). */
+void visible_keys(const problem *p, int64_t i, int64_t *lo, int64_t *hi);
+/* Visible query-key pairs of one (batch, head). */
+double visible_pairs(const problem *p);
+double flops_per_call(const problem *p);
+double kv_bytes_per_call(const problem *p);
+/* Few query rows (decode, speculative decoding): bound by reading K and V. */
+bool is_decode_like(const problem *p);
+attn_options options_of(const problem *p);
+
+/* ------------------------------------------------------------ numbers (numbers.c) */
+
+float load_elem(const void *base, attn_dtype t, size_t i);
+/* Seeded bell-shaped values in [-1, 1), stored as dtype t. */
+void fill_random(void *dst, attn_dtype t, size_t n, uint64_t *state);
+double now_seconds(void);
+int online_cpus(void);
+
+/* ------------------------------------------------------------ options (options.c) */
+
+/* What the command line sets; every field starts "not given". */
+enum { D_BATCH, D_QH, D_KVH, D_QLEN, D_KVLEN, D_HDIM, D_VDIM, N_DIMS };
+#define CLI_MAX_CHOSEN 64
+
+typedef struct cli_settings {
+    /* execution (run and bench) */
+    int64_t threads;
+    bool isa_given;
+    attn_isa isa;
+    int64_t iters;
+    int64_t verify_rows;
+    uint64_t seed;
+    bool progress;
+    /* the problem (run): a preset, then overrides; -1 / NaN: not given */
+    const preset *preset;
+    int64_t dims[N_DIMS];
+    int causal;
+    int64_t window;
+    float scale, softcap;
+    int kv_dtype;
+    /* bench */
+    const preset *chosen[CLI_MAX_CHOSEN];
+    size_t n_chosen;
+} cli_settings;
+
+/* Which command an option belongs to (bits). */
+enum { CLI_RUN = 1u, CLI_BENCH = 2u };
+
+/* Fills *s with the defaults of `command` (CLI_RUN or CLI_BENCH). */
+void cli_defaults(unsigned command, cli_settings *s);
+/*
+ * Parses argv[1..argc) of `cmd` ("run" or "bench") through the option table.
+ * Returns EXIT_OK, EXIT_USAGE (message printed), or -1 when --help was
+ * asked (the caller prints cli_print_help and exits 0).
+ */
+int cli_parse(unsigned command, const char *cmd, int argc, char **argv, cli_settings *s);
+/* Prints intro, the option list of `command` (from the table), outro. */
+void cli_print_help(unsigned command, const char *intro, const char *outro);
+/* Whether any option changed the preset's problem. */
+bool cli_problem_overridden(const cli_settings *s);
+/* The preset's problem with the overrides applied. */
+problem cli_problem(const cli_settings *s);
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 3)))
+#endif
+int usage_error(const char *cmd, const char *fmt, ...);
+
+/* ------------------------------------------------------------ execution (exec.c) */
+
+typedef struct timing {
+    int64_t calls;    /* timed calls */
+    double mean_s;
+    double best_s;
+    bool single_cold; /* one call, no warm-up: it took >= SINGLE_CALL_SECONDS */
+} timing;
+
+typedef struct buffers {
+    float *q;
+    void *k; /* `copies` identical copies of K, k_copy_bytes apart */
+    void *v; /* likewise for V */
+    float *out;
+    attn_tensor tq, tk, tv, tout; /* tk, tv: copy 0 */
+    int64_t copies;
+    size_t k_copy_bytes, v_copy_bytes;
+} buffers;
+
+typedef struct verify_result {
+    int64_t rows;
+    double max_abs;
+    double max_rel;
+    double worst_ratio; /* max over rows of error / tolerance */
+    bool pass;
+    /* The worst row, for the failure message. */
+    int64_t worst_b, worst_h, worst_i;
+} verify_result;
+
+typedef struct measurement {
+    timing time;
+    timing floor;          /* the plain read of the same bytes (calls 0: not measured) */
+    double gflops;
+    double kv_gbytes_s;
+    double floor_gbytes_s; /* K+V bytes / the floor's mean time */
+    int64_t kv_copies;     /* K/V copies rotated over (1: none) */
+    attn_isa isa;
+    int32_t threads;
+    verify_result verify;
+} measurement;
+
+void *alloc_elems(int64_t n, size_t size);
+attn_tensor make_tensor(void *data, attn_dtype t, int64_t heads, int64_t rows, int64_t cols);
+int library_error(const char *what, attn_status st);
+/* Times p (target_s of calls when iters is 0) and verifies sampled rows. */
+int measure(const problem *p, const cli_settings *x, attn_threadpool *pool, double target_s,
+            measurement *m);
+/* Selects --isa if given and creates the pool of --threads. */
+int open_pool(const cli_settings *x, attn_threadpool **pool);
+void format_ms(char *buf, size_t size, double seconds);
+
+/* ------------------------------------------------------------ verification (verify.c) */
+
+/* Verifies `rows` sampled rows of b's output on the scalar ISA. */
+int verify(const problem *p, const buffers *b, int64_t rows, verify_result *vr);
+
+/* ------------------------------------------------------------ commands */
+
+int cmd_run(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+int cmd_info(int argc, char **argv);
+
+#endif /* ATTN_CLI_H */

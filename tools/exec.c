@@ -1,0 +1,483 @@
+/* Execution: buffers, the progress line, timing, one measured problem. */
+#define _DEFAULT_SOURCE
+#define _POSIX_C_SOURCE 200809L
+
+#include <inttypes.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+/* ------------------------------------------------------------------ progress */
+
+/*
+ * Progress without touching the library: the pool hook handed to
+ * attn_forward wraps each task so completed tasks are counted, and a
+ * monitor thread prints the count while a timed phase runs.
+ */
+typedef struct progress {
+    bool enabled;
+    const char *label;
+    double start;
+    atomic_uint_least64_t tasks_done;
+    atomic_uint_least64_t tasks_total;
+    atomic_int_least64_t calls_done;
+    atomic_int_least64_t calls_total;
+    atomic_bool stop;
+    int shown_width; /* characters of the last progress line, 0: none shown */
+    pthread_t thread;
+    bool running;
+} progress;
+
+typedef struct pool_hook {
+    attn_threadpool *pool;
+    progress *progress;
+} pool_hook;
+
+typedef struct counted_tasks {
+    attn_task_fn task;
+    void *task_ctx;
+    progress *progress;
+} counted_tasks;
+
+static void counted_task(void *ctx, size_t index)
+{
+    counted_tasks *c = ctx;
+    c->task(c->task_ctx, index);
+    atomic_fetch_add_explicit(&c->progress->tasks_done, 1, memory_order_relaxed);
+}
+
+static void counting_parallel_for(void *pool_ctx, attn_task_fn task, void *task_ctx, size_t count)
+{
+    pool_hook *hook = pool_ctx;
+    counted_tasks c = { task, task_ctx, hook->progress };
+    atomic_store_explicit(&hook->progress->tasks_total, count, memory_order_relaxed);
+    atomic_store_explicit(&hook->progress->tasks_done, 0, memory_order_relaxed);
+    attn_threadpool_parallel_for(hook->pool, counted_task, &c, count);
+}
+
+static void *progress_main(void *arg)
+{
+    progress *pr = arg;
+    const struct timespec tick = { 0, 100 * 1000 * 1000 };
+    while (!atomic_load(&pr->stop)) {
+        nanosleep(&tick, NULL);
+        const double elapsed = now_seconds() - pr->start;
+        if (elapsed < PROGRESS_AFTER_SECONDS || atomic_load(&pr->stop))
+            continue;
+        const uint64_t done = atomic_load_explicit(&pr->tasks_done, memory_order_relaxed);
+        const uint64_t total = atomic_load_explicit(&pr->tasks_total, memory_order_relaxed);
+        const int64_t calls = atomic_load_explicit(&pr->calls_done, memory_order_relaxed);
+        const int64_t calls_total = atomic_load_explicit(&pr->calls_total, memory_order_relaxed);
+        const int64_t current = calls < calls_total ? calls + 1 : calls_total;
+        const int width = fprintf(stderr, "\r%s: call %" PRId64 "/%" PRId64
+                                          ", %3.0f%% of its tasks, %.1f s ",
+                                  pr->label, current, calls_total,
+                                  total ? 100.0 * (double)done / (double)total : 0.0, elapsed);
+        fflush(stderr);
+        if (width > pr->shown_width)
+            pr->shown_width = width;
+    }
+    return NULL;
+}
+
+static void progress_start(progress *pr, const char *label)
+{
+    atomic_store(&pr->stop, false);
+    atomic_store(&pr->tasks_done, 0);
+    atomic_store(&pr->tasks_total, 0);
+    atomic_store(&pr->calls_done, 0);
+    atomic_store(&pr->calls_total, 1);
+    pr->label = label;
+    pr->shown_width = 0;
+    pr->start = now_seconds();
+    pr->running = pr->enabled && pthread_create(&pr->thread, NULL, progress_main, pr) == 0;
+}
+
+static void progress_stop(progress *pr)
+{
+    if (!pr->running)
+        return;
+    atomic_store(&pr->stop, true);
+    pthread_join(pr->thread, NULL);
+    pr->running = false;
+    if (pr->shown_width > 0) {
+        fprintf(stderr, "\r%*s\r", pr->shown_width, "");
+        fflush(stderr);
+    }
+}
+
+/* ------------------------------------------------------------------ buffers and forward */
+
+#define MAX_READ_CHUNKS 1024
+
+static void buffers_free(buffers *b)
+{
+    free(b->q);
+    free(b->k);
+    free(b->v);
+    free(b->out);
+    memset(b, 0, sizeof *b);
+}
+
+/* n elements of `size` bytes, 64-byte aligned; NULL on overflow or failure. */
+void *alloc_elems(int64_t n, size_t size)
+{
+    if (n <= 0 || (uint64_t)n > (SIZE_MAX - 64) / size)
+        return NULL;
+    size_t bytes = ((size_t)n * size + 63) & ~(size_t)63;
+    return aligned_alloc(64, bytes);
+}
+
+/* a*b*c*d with overflow check (all >= 1); -1 on overflow. */
+static int64_t mul4(int64_t a, int64_t b, int64_t c, int64_t d)
+{
+    const int64_t f[4] = { a, b, c, d };
+    int64_t r = 1;
+    for (int i = 0; i < 4; i++) {
+        if (f[i] <= 0 || r > INT64_MAX / f[i])
+            return -1;
+        r *= f[i];
+    }
+    return r;
+}
+
+attn_tensor make_tensor(void *data, attn_dtype t, int64_t heads, int64_t rows,
+                               int64_t cols)
+{
+    attn_tensor x;
+    x.data = data;
+    x.dtype = (int32_t)t;
+    x.row_stride = cols;
+    x.head_stride = rows * cols;
+    x.batch_stride = heads * rows * cols;
+    return x;
+}
+
+/*
+ * Bytes of the last-level cache one core shares (0 when unknown): sysfs
+ * first, which describes the instance (glibc's sysconf reports 384 MiB, the
+ * whole package, on a 32 MiB-per-CCD EPYC), then sysconf.
+ */
+static int64_t llc_bytes(void)
+{
+    int64_t best = 0;
+    for (int index = 0; index < 8; index++) {
+        char path[96];
+        int level = 0;
+        long long size = 0;
+        char unit = 0;
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/level", index);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            break;
+        const int got_level = fscanf(f, "%d", &level) == 1;
+        fclose(f);
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", index);
+        if (!got_level || !(f = fopen(path, "r")))
+            continue;
+        const int got = fscanf(f, "%lld%c", &size, &unit);
+        fclose(f);
+        if (got >= 1 && level >= 2) {
+            const int64_t bytes = (int64_t)size * (unit == 'K' ? 1024 : unit == 'M' ? 1 << 20 : 1);
+            if (bytes > best)
+                best = bytes;
+        }
+    }
+    if (best > 0)
+        return best;
+#ifdef _SC_LEVEL3_CACHE_SIZE
+    long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    if (l3 > 0)
+        return l3;
+#endif
+    return 0;
+}
+
+/*
+ * Copies of K and V a decode-like problem rotates over, so that each call
+ * reads a cache that is not in the last-level cache, as a real decode step
+ * does: together at least ROTATE_LLC_FACTOR times the LLC (64 MiB assumed
+ * when the OS does not say), at most ROTATE_MAX_BYTES.
+ */
+#define ROTATE_LLC_FACTOR 4
+#define ROTATE_UNKNOWN_LLC ((int64_t)64 << 20)
+#define ROTATE_MAX_BYTES ((int64_t)2 << 30)
+#define ROTATE_MAX_COPIES 64
+static int64_t kv_copies_for(const problem *p)
+{
+    if (!is_decode_like(p))
+        return 1;
+    const int64_t llc = llc_bytes() > 0 ? llc_bytes() : ROTATE_UNKNOWN_LLC;
+    const double bytes = kv_bytes_per_call(p);
+    int64_t copies = (int64_t)ceil((double)(ROTATE_LLC_FACTOR * llc) / bytes);
+    /* even, so the forward and the floor read alternate copies (see measure) */
+    copies = copies < 2 ? 2 : copies + (copies & 1);
+    while (copies > 2 && ((double)copies * bytes > (double)ROTATE_MAX_BYTES ||
+                          copies > ROTATE_MAX_COPIES))
+        copies -= 2;
+    return copies;
+}
+
+static int buffers_init(buffers *b, const problem *p, uint64_t seed)
+{
+    const attn_shape *s = &p->shape;
+    const int64_t dv = v_dim_of(s);
+    const int64_t nq = mul4(s->batch, s->q_heads, s->q_len, s->head_dim);
+    const int64_t nk = mul4(s->batch, s->kv_heads, s->kv_len, s->head_dim);
+    const int64_t nv = mul4(s->batch, s->kv_heads, s->kv_len, dv);
+    const int64_t no = mul4(s->batch, s->q_heads, s->q_len, dv);
+    const int64_t copies = kv_copies_for(p);
+    const size_t esize = dtype_size(p->kv_dtype);
+    memset(b, 0, sizeof *b);
+    /* each copy starts on a 64-byte boundary */
+    b->k_copy_bytes = ((size_t)(nk > 0 ? nk : 0) * esize + 63) & ~(size_t)63;
+    b->v_copy_bytes = ((size_t)(nv > 0 ? nv : 0) * esize + 63) & ~(size_t)63;
+    b->copies = copies;
+    b->q = alloc_elems(nq, sizeof(float));
+    b->k = nk > 0 ? alloc_elems(copies, b->k_copy_bytes) : NULL;
+    b->v = nv > 0 ? alloc_elems(copies, b->v_copy_bytes) : NULL;
+    b->out = alloc_elems(no, sizeof(float));
+    if (!b->q || !b->k || !b->v || !b->out) {
+        fprintf(stderr, "attn: cannot allocate the tensors of this problem "
+                        "(q %" PRId64 ", k %" PRId64 ", v %" PRId64 ", out %" PRId64
+                        " elements, %" PRId64 " K/V copies)\n", nq, nk, nv, no, copies);
+        buffers_free(b);
+        return EXIT_LIBRARY;
+    }
+    /* One stream per tensor, so a change of one dimension leaves the others' data alone. */
+    uint64_t sq = seed ^ 0x5151515151515151u, sk = seed ^ 0x4b4b4b4b4b4b4b4bu,
+             sv = seed ^ 0x5656565656565656u;
+    fill_random(b->q, ATTN_DTYPE_F32, (size_t)nq, &sq);
+    fill_random(b->k, p->kv_dtype, (size_t)nk, &sk);
+    fill_random(b->v, p->kv_dtype, (size_t)nv, &sv);
+    for (int64_t c = 1; c < copies; c++) { /* identical copies: verification reads copy 0 */
+        memcpy((char *)b->k + (size_t)c * b->k_copy_bytes, b->k, b->k_copy_bytes);
+        memcpy((char *)b->v + (size_t)c * b->v_copy_bytes, b->v, b->v_copy_bytes);
+    }
+    /* Poison the output so rows the library failed to write cannot pass. */
+    for (int64_t i = 0; i < no; i++)
+        b->out[i] = NAN;
+    b->tq = make_tensor(b->q, ATTN_DTYPE_F32, s->q_heads, s->q_len, s->head_dim);
+    b->tk = make_tensor(b->k, p->kv_dtype, s->kv_heads, s->kv_len, s->head_dim);
+    b->tv = make_tensor(b->v, p->kv_dtype, s->kv_heads, s->kv_len, dv);
+    b->tout = make_tensor(b->out, ATTN_DTYPE_F32, s->q_heads, s->q_len, dv);
+    return EXIT_OK;
+}
+
+int library_error(const char *what, attn_status st)
+{
+    fprintf(stderr, "attn: %s failed: %s (status %d)\n", what, attn_strerror(st), (int)st);
+    return EXIT_LIBRARY;
+}
+
+/* ------------------------------------------------------------------ timing */
+
+/* The K and V tensors of copy c. */
+static void copy_tensors(const buffers *b, int64_t c, attn_tensor *tk, attn_tensor *tv)
+{
+    *tk = b->tk;
+    *tv = b->tv;
+    tk->data = (char *)b->k + (size_t)c * b->k_copy_bytes;
+    tv->data = (char *)b->v + (size_t)c * b->v_copy_bytes;
+}
+
+static attn_status timed_call(const problem *p, const buffers *b, const attn_options *o,
+                              int64_t copy, double *seconds)
+{
+    attn_tensor tk, tv;
+    copy_tensors(b, copy, &tk, &tv);
+    const double t0 = now_seconds();
+    attn_status st = attn_forward(&p->shape, o, &b->tq, &tk, &tv, &b->tout, NULL);
+    *seconds = now_seconds() - t0;
+    return st;
+}
+
+/*
+ * The memory floor: a plain read of the bytes one call reads (K and V of
+ * one copy), split over the same pool. Eight independent 64-bit sums, so
+ * the loop vectorizes and is bound by the loads, not by the adds.
+ */
+typedef struct read_job {
+    const unsigned char *k, *v;
+    size_t k_bytes, v_bytes, chunk;
+    size_t chunks_k, chunks;
+    uint64_t sums[MAX_READ_CHUNKS];
+} read_job;
+
+static uint64_t read_bytes(const unsigned char *p, size_t n)
+{
+    uint64_t acc[8] = {0};
+    size_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        uint64_t w[8];
+        memcpy(w, p + i, sizeof w);
+        for (int l = 0; l < 8; l++)
+            acc[l] += w[l];
+    }
+    uint64_t sum = 0;
+    for (int l = 0; l < 8; l++)
+        sum += acc[l];
+    for (; i < n; i++)
+        sum += p[i];
+    return sum;
+}
+
+static void read_task(void *ctx, size_t index)
+{
+    read_job *j = ctx;
+    const int is_k = index < j->chunks_k;
+    const size_t at = (is_k ? index : index - j->chunks_k) * j->chunk;
+    const size_t total = is_k ? j->k_bytes : j->v_bytes;
+    const unsigned char *base = is_k ? j->k : j->v;
+    const size_t n = at < total ? (total - at < j->chunk ? total - at : j->chunk) : 0;
+    j->sums[index] = read_bytes(base + at, n);
+}
+
+static volatile uint64_t read_sink;
+
+static double timed_read(const problem *p, const buffers *b, attn_threadpool *pool,
+                         int64_t copy)
+{
+    attn_tensor tk, tv;
+    copy_tensors(b, copy, &tk, &tv);
+    read_job j;
+    j.k = tk.data;
+    j.v = tv.data;
+    j.k_bytes = (size_t)mul4(p->shape.batch, p->shape.kv_heads, p->shape.kv_len,
+                             p->shape.head_dim) * dtype_size(p->kv_dtype);
+    j.v_bytes = (size_t)mul4(p->shape.batch, p->shape.kv_heads, p->shape.kv_len,
+                             v_dim_of(&p->shape)) * dtype_size(p->kv_dtype);
+    /* chunks of whole cache lines, a few per thread */
+    const size_t want = (size_t)attn_threadpool_size(pool) * 4;
+    const size_t total = j.k_bytes + j.v_bytes;
+    j.chunk = ((total / (want < MAX_READ_CHUNKS / 2 ? want : MAX_READ_CHUNKS / 2)) + 63) &
+              ~(size_t)63;
+    if (j.chunk == 0)
+        j.chunk = 64;
+    j.chunks_k = (j.k_bytes + j.chunk - 1) / j.chunk;
+    j.chunks = j.chunks_k + (j.v_bytes + j.chunk - 1) / j.chunk;
+    const double t0 = now_seconds();
+    attn_threadpool_parallel_for(pool, read_task, &j, j.chunks);
+    const double sec = now_seconds() - t0;
+    uint64_t sum = 0;
+    for (size_t i = 0; i < j.chunks; i++)
+        sum += j.sums[i];
+    read_sink = sum;
+    return sec;
+}
+
+/*
+ * iters > 0: one warm-up call, then `iters` timed calls.
+ * iters == 0: the first call is timed; at >= SINGLE_CALL_SECONDS it is the
+ * result, otherwise it was the warm-up and enough calls fill target_s.
+ * Decode-like problems alternate K/V copies (even ones for the forward, odd
+ * ones for the floor read that follows each call), so every call finds its
+ * cache out of the last-level cache.
+ */
+static attn_status time_forward(const problem *p, const buffers *b, pool_hook *hook,
+                                int64_t iters, double target_s, timing *t, timing *floor_t)
+{
+    attn_options o = options_of(p);
+    o.parallel_for = counting_parallel_for;
+    o.parallel_ctx = hook;
+    progress *pr = hook->progress;
+    const int with_floor = b->copies >= 2;
+    double first;
+    attn_status st = timed_call(p, b, &o, 0, &first);
+    atomic_store(&pr->calls_done, 1);
+    if (st != ATTN_OK)
+        return st;
+    *floor_t = (timing){ 0, 0.0, 0.0, false };
+    if (iters == 0 && first >= SINGLE_CALL_SECONDS) {
+        *t = (timing){ 1, first, first, true };
+        return ATTN_OK;
+    }
+    int64_t n = iters;
+    if (n == 0) {
+        double want = target_s / (first > 1e-9 ? first : 1e-9);
+        n = want < 1.0 ? 1 : want > 1e6 ? 1000000 : (int64_t)want;
+    }
+    atomic_store(&pr->calls_total, n + 1);
+    double total = 0.0, best = INFINITY, ftotal = 0.0, fbest = INFINITY;
+    for (int64_t i = 0; i < n; i++) {
+        double sec;
+        const int64_t copy = with_floor ? (2 * (i + 1)) % b->copies : 0;
+        if ((st = timed_call(p, b, &o, copy, &sec)) != ATTN_OK)
+            return st;
+        atomic_store(&pr->calls_done, i + 2);
+        total += sec;
+        if (sec < best)
+            best = sec;
+        if (with_floor) {
+            const double fs = timed_read(p, b, hook->pool, copy + 1);
+            ftotal += fs;
+            if (fs < fbest)
+                fbest = fs;
+        }
+    }
+    *t = (timing){ n, total / (double)n, best, false };
+    if (with_floor)
+        *floor_t = (timing){ n, ftotal / (double)n, fbest, false };
+    return ATTN_OK;
+}
+
+int measure(const problem *p, const cli_settings *x, attn_threadpool *pool, double target_s,
+            measurement *m)
+{
+    buffers b;
+    int rc = buffers_init(&b, p, x->seed);
+    if (rc)
+        return rc;
+    progress pr;
+    memset(&pr, 0, sizeof pr);
+    pr.enabled = x->progress && isatty(STDERR_FILENO);
+    pool_hook hook = { pool, &pr };
+
+    m->isa = attn_isa_active();
+    m->threads = attn_threadpool_size(pool);
+    char label[64];
+    snprintf(label, sizeof label, "attn: %s [%s]", p->name, attn_isa_name(m->isa));
+    progress_start(&pr, label);
+    attn_status st = time_forward(p, &b, &hook, x->iters, target_s, &m->time, &m->floor);
+    progress_stop(&pr);
+    if (st != ATTN_OK) {
+        buffers_free(&b);
+        return library_error("attn_forward", st);
+    }
+    m->gflops = flops_per_call(p) / m->time.mean_s * 1e-9;
+    m->kv_gbytes_s = kv_bytes_per_call(p) / m->time.mean_s * 1e-9;
+    m->kv_copies = b.copies;
+    m->floor_gbytes_s = m->floor.calls ? kv_bytes_per_call(p) / m->floor.mean_s * 1e-9 : 0.0;
+    rc = verify(p, &b, x->verify_rows, &m->verify);
+    buffers_free(&b);
+    return rc;
+}
+
+int open_pool(const cli_settings *x, attn_threadpool **pool)
+{
+    if (x->isa_given) {
+        attn_status st = attn_isa_select(x->isa);
+        if (st != ATTN_OK) {
+            fprintf(stderr, "attn: cannot use ISA '%s': %s\n", attn_isa_name(x->isa),
+                    attn_strerror(st));
+            return EXIT_LIBRARY;
+        }
+    }
+    attn_status st = attn_threadpool_create((int32_t)x->threads, pool);
+    if (st != ATTN_OK)
+        return library_error("attn_threadpool_create", st);
+    return EXIT_OK;
+}
+
+void format_ms(char *buf, size_t size, double seconds)
+{
+    const double ms = seconds * 1e3;
+    snprintf(buf, size, ms >= 100.0 ? "%.1f" : ms >= 1.0 ? "%.3f" : "%.4f", ms);
+}

@@ -1,0 +1,118 @@
+/* Numbers: f16/bf16 conversion, the seeded input generator, clocks. */
+#define _DEFAULT_SOURCE /* sysconf(_SC_NPROCESSORS_ONLN) */
+#define _POSIX_C_SOURCE 200809L
+
+#include <math.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+static uint32_t f32_bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+static float f32_from_bits(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* Round to nearest even; NaN stays NaN, overflow gives inf. */
+static uint16_t f32_to_f16(float f)
+{
+    const uint32_t x = f32_bits(f);
+    const uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
+    const uint32_t ax = x & 0x7fffffffu;
+    if (ax >= 0x7f800000u) /* inf, NaN (quiet) */
+        return (uint16_t)(sign | 0x7c00u | (ax > 0x7f800000u ? 0x0200u : 0u));
+    if (ax >= 0x477ff000u) /* >= 65520 rounds to inf */
+        return (uint16_t)(sign | 0x7c00u);
+    if (ax < 0x38800000u) /* below 2^-14: f16 subnormal; the scaling is exact */
+        return (uint16_t)(sign | (uint16_t)nearbyintf(f32_from_bits(ax) * 16777216.0f));
+    const uint32_t rounded = ax + 0x0fffu + ((ax >> 13) & 1u);
+    return (uint16_t)(sign | ((rounded - 0x38000000u) >> 13));
+}
+
+static float f16_to_f32(uint16_t h)
+{
+    const uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    const uint32_t e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+    if (e == 0) {
+        const float mag = (float)m * 0x1p-24f;
+        return sign ? -mag : mag;
+    }
+    if (e == 31)
+        return f32_from_bits(sign | 0x7f800000u | (m << 13));
+    return f32_from_bits(sign | ((e + 112u) << 23) | (m << 13));
+}
+
+static uint16_t f32_to_bf16(float f)
+{
+    const uint32_t x = f32_bits(f);
+    if ((x & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((x >> 16) | 0x40u);
+    return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+
+static float bf16_to_f32(uint16_t b)
+{
+    return f32_from_bits((uint32_t)b << 16);
+}
+
+float load_elem(const void *base, attn_dtype t, size_t i)
+{
+    switch (t) {
+    case ATTN_DTYPE_F16: return f16_to_f32(((const uint16_t *)base)[i]);
+    case ATTN_DTYPE_BF16: return bf16_to_f32(((const uint16_t *)base)[i]);
+    default: return ((const float *)base)[i];
+    }
+}
+
+/* splitmix64: small, seedable, good enough for test data. */
+static uint64_t rng_next(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9e3779b97f4a7c15u);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
+    return z ^ (z >> 31);
+}
+
+/* Sum of four uniforms rescaled to [-1, 1): bell-shaped, bounded. */
+static float rng_bell(uint64_t *state)
+{
+    const uint64_t r = rng_next(state);
+    const uint32_t a = (uint32_t)(r & 0xffffu), b = (uint32_t)((r >> 16) & 0xffffu);
+    const uint32_t c = (uint32_t)((r >> 32) & 0xffffu), d = (uint32_t)(r >> 48);
+    return (float)(a + b + c + d) * (1.0f / 131072.0f) - 1.0f;
+}
+
+void fill_random(void *dst, attn_dtype t, size_t n, uint64_t *state)
+{
+    for (size_t i = 0; i < n; i++) {
+        const float x = rng_bell(state);
+        switch (t) {
+        case ATTN_DTYPE_F16: ((uint16_t *)dst)[i] = f32_to_f16(x); break;
+        case ATTN_DTYPE_BF16: ((uint16_t *)dst)[i] = f32_to_bf16(x); break;
+        default: ((float *)dst)[i] = x; break;
+        }
+    }
+}
+
+double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int online_cpus(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}

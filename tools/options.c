@@ -1,0 +1,351 @@
+/*
+ * The one option table of `attn run` and `attn bench`: each row names an
+ * option, the commands that take it, the help section it is listed under,
+ * its parser and the cli_settings field it sets. Parsing and the option part
+ * of both commands' --help come from this table alone.
+ */
+#include <errno.h>
+#include <float.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+typedef struct cli_option cli_option;
+typedef int (*parse_fn)(const cli_option *o, const char *cmd, const char *value,
+                        cli_settings *s);
+
+struct cli_option {
+    const char *name;    /* "--threads" */
+    const char *metavar; /* NULL: a flag, which takes no value */
+    unsigned commands;   /* CLI_RUN | CLI_BENCH */
+    const char *section; /* help section */
+    parse_fn parse;
+    size_t field;        /* offsetof(cli_settings, ...) the generic parsers set */
+    int64_t min, max;    /* integer range; for flags the value stored */
+    const char *help;    /* lines after the first are indented under it */
+};
+
+int usage_error(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "attn %s: ", cmd);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\nTry 'attn %s --help'.\n", cmd);
+    return EXIT_USAGE;
+}
+
+#define FIELD(s, o, type) ((type *)(void *)((char *)(s) + (o)->field))
+
+static int parse_i64(const cli_option *o, const char *cmd, const char *v, cli_settings *s)
+{
+    char *end;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (errno || end == v || *end || x < o->min || x > o->max)
+        return usage_error(cmd, "%s expects an integer in [%" PRId64 ", %" PRId64 "], got '%s'",
+                           o->name, o->min, o->max, v);
+    *FIELD(s, o, int64_t) = (int64_t)x;
+    return EXIT_OK;
+}
+
+static int parse_u64(const cli_option *o, const char *cmd, const char *v, cli_settings *s)
+{
+    char *end;
+    errno = 0;
+    if (*v == '-' || *v == '+' || *v == ' ')
+        return usage_error(cmd, "%s expects an unsigned integer, got '%s'", o->name, v);
+    unsigned long long x = strtoull(v, &end, 0);
+    if (errno || end == v || *end)
+        return usage_error(cmd, "%s expects an unsigned integer, got '%s'", o->name, v);
+    *FIELD(s, o, uint64_t) = (uint64_t)x;
+    return EXIT_OK;
+}
+
+/* A finite float; min (0 or not) from the row: 0 means ">= 0", else any. */
+static int parse_float(const cli_option *o, const char *cmd, const char *v, cli_settings *s)
+{
+    char *end;
+    errno = 0;
+    float x = strtof(v, &end);
+    const int nonneg = o->min == 0;
+    if (errno || end == v || *end || !isfinite(x) || (nonneg && x < 0.0f))
+        return usage_error(cmd, "%s expects %s, got '%s'", o->name,
+                           nonneg ? "a finite number >= 0" : "a finite number", v);
+    *FIELD(s, o, float) = x;
+    return EXIT_OK;
+}
+
+static int set_int(const cli_option *o, const char *cmd, const char *v, cli_settings *s)
+{
+    (void)cmd, (void)v;
+    *FIELD(s, o, int) = (int)o->min;
+    return EXIT_OK;
+}
+
+static int set_bool(const cli_option *o, const char *cmd, const char *v, cli_settings *s)
+{
+    (void)cmd, (void)v;
+    *FIELD(s, o, bool) = o->min != 0;
+    return EXIT_OK;
+}
+
+/* ISA names come from the library (attn_isa_name), so a new ISA needs no edit here. */
+static int parse_isa(const cli_option *o, const char *cmd, const char *v, cli_settings *s)
+{
+    char names[256] = "";
+    for (int i = ATTN_ISA_AUTO;; i++) {
+        const char *name = attn_isa_name((attn_isa)i);
+        if (!strcmp(name, "unknown"))
+            break;
+        if (!strcmp(name, v)) {
+            s->isa_given = true;
+            s->isa = (attn_isa)i;
+            return EXIT_OK;
+        }
+        if (strlen(names) + strlen(name) + 3 < sizeof names) {
+            strcat(names, i == ATTN_ISA_AUTO ? "" : ", ");
+            strcat(names, name);
+        }
+    }
+    return usage_error(cmd, "%s expects one of %s, got '%s'", o->name, names, v);
+}
+
+static int parse_kv_dtype(const cli_option *o, const char *cmd, const char *v, cli_settings *s)
+{
+    static const attn_dtype kv_dtypes[] = {ATTN_DTYPE_F32, ATTN_DTYPE_F16, ATTN_DTYPE_BF16};
+    for (size_t i = 0; i < sizeof kv_dtypes / sizeof kv_dtypes[0]; i++)
+        if (!strcmp(v, dtype_name(kv_dtypes[i]))) {
+            s->kv_dtype = (int)kv_dtypes[i];
+            return EXIT_OK;
+        }
+    return usage_error(cmd, "%s expects f32, f16 or bf16, got '%s'", o->name, v);
+}
+
+static void preset_names(char *buf, size_t size)
+{
+    buf[0] = '\0';
+    for (size_t i = 0; i < cli_preset_count; i++) {
+        if (strlen(buf) + strlen(cli_presets[i].name) + 3 >= size)
+            break;
+        strcat(buf, i ? ", " : "");
+        strcat(buf, cli_presets[i].name);
+    }
+}
+
+static int parse_preset(const cli_option *o, const char *cmd, const char *v, cli_settings *s)
+{
+    char names[256];
+    if ((s->preset = find_preset(v)))
+        return EXIT_OK;
+    preset_names(names, sizeof names);
+    return usage_error(cmd, "unknown %s '%s' (%s)", o->name + 2, v, names);
+}
+
+static int parse_preset_list(const cli_option *o, const char *cmd, const char *v,
+                             cli_settings *s)
+{
+    char names[256];
+    preset_names(names, sizeof names);
+    s->n_chosen = 0;
+    for (const char *at = v; *at;) {
+        const char *comma = strchr(at, ',');
+        size_t len = comma ? (size_t)(comma - at) : strlen(at);
+        char one[32];
+        const preset *pp = NULL;
+        if (len > 0 && len < sizeof one) {
+            memcpy(one, at, len);
+            one[len] = '\0';
+            pp = find_preset(one);
+        }
+        if (!pp || s->n_chosen == CLI_MAX_CHOSEN)
+            return usage_error(cmd, "bad %s list '%s' (names: %s)", o->name + 2, v, names);
+        s->chosen[s->n_chosen++] = pp;
+        at += len + (comma ? 1 : 0);
+        if (comma && !*at)
+            return usage_error(cmd, "bad %s list '%s'", o->name + 2, v);
+    }
+    if (s->n_chosen == 0)
+        return usage_error(cmd, "empty %s list", o->name + 2);
+    return EXIT_OK;
+}
+
+#define AT(f) offsetof(cli_settings, f)
+#define DIM(d) (offsetof(cli_settings, dims) + (d) * sizeof(int64_t))
+#define P "Problem"
+#define E "Execution"
+#define RB (CLI_RUN | CLI_BENCH)
+
+static const cli_option options[] = {
+    {"--preset", "NAME", CLI_RUN, P, parse_preset, 0, 0, 0,
+     "prefill (default), decode, prefill-f16, decode-f16, small\n"
+     "prefill: Llama-3-8B-like prefill: batch 1, 32 query heads,\n"
+     "  8 KV heads, head_dim 128, q_len = kv_len = 2048, causal, f32\n"
+     "decode: one decode step: as prefill but q_len 1, kv_len 4096\n"
+     "prefill-f16, decode-f16: the same with K and V stored as f16\n"
+     "small: batch 2, 8 query heads, 2 KV heads, head_dim 64,\n"
+     "  q_len = kv_len = 256, causal (a quick check)"},
+    {"--presets", "LIST", CLI_BENCH, P, parse_preset_list, 0, 0, 0,
+     "comma-separated presets, in the order to run (default: small,\n"
+     "prefill, prefill-f16, decode, decode-f16)"},
+    {"--batch", "N", CLI_RUN, P, parse_i64, DIM(D_BATCH), 1, INT32_MAX, "batch entries"},
+    {"--q-heads", "N", CLI_RUN, P, parse_i64, DIM(D_QH), 1, INT32_MAX,
+     "query heads (a multiple of --kv-heads)"},
+    {"--kv-heads", "N", CLI_RUN, P, parse_i64, DIM(D_KVH), 1, INT32_MAX, "key/value heads"},
+    {"--q-len", "N", CLI_RUN, P, parse_i64, DIM(D_QLEN), 1, INT32_MAX, "query rows"},
+    {"--kv-len", "N", CLI_RUN, P, parse_i64, DIM(D_KVLEN), 1, INT32_MAX, "keys"},
+    {"--head-dim", "N", CLI_RUN, P, parse_i64, DIM(D_HDIM), 1, INT32_MAX, "q/k row length"},
+    {"--v-dim", "N", CLI_RUN, P, parse_i64, DIM(D_VDIM), 0, INT32_MAX,
+     "v/out row length (0: = head-dim)"},
+    {"--causal", NULL, CLI_RUN, P, set_int, AT(causal), 1, 0,
+     "bottom-right aligned causal mask on"},
+    {"--no-causal", NULL, CLI_RUN, P, set_int, AT(causal), 0, 0, "causal mask off"},
+    {"--window", "W", CLI_RUN, P, parse_i64, AT(window), 0, INT64_MAX,
+     "sliding window of W keys (0: off)"},
+    {"--scale", "S", CLI_RUN, P, parse_float, AT(scale), -1, 0,
+     "score scale (0: 1/sqrt(head_dim))"},
+    {"--softcap", "C", CLI_RUN, P, parse_float, AT(softcap), 0, 0,
+     "score soft-capping C*tanh(s/C) (0: off)"},
+    {"--kv-dtype", "T", CLI_RUN, P, parse_kv_dtype, 0, 0, 0, "f32, f16 or bf16 storage of K and V"},
+    {"--seed", "S", RB, P, parse_u64, AT(seed), 0, 0,
+     "seed of the input generator (default 1)"},
+    {"--threads", "N", RB, E, parse_i64, AT(threads), 0, MAX_THREADS,
+     "threads of the built-in pool, caller included\n"
+     "(0, the default: all online CPUs)"},
+    {"--isa", "NAME", RB, E, parse_isa, 0, 0, 0,
+     "an instruction set `attn info` lists, or auto: select it with\n"
+     "attn_isa_select before timing (default: keep the library's\n"
+     "choice, which honours ATTN_ISA)"},
+    {"--iters", "N", RB, E, parse_i64, AT(iters), 0, MAX_ITERS,
+     "N timed calls after one warm-up call. 0 (default): automatic:\n"
+     "the first call is timed; if it took at least 1 s it is the\n"
+     "result, otherwise it was the warm-up and enough calls follow to\n"
+     "fill about 2 s (run) or 1 s per preset (bench)"},
+    {"--verify-rows", "N", RB, E, parse_i64, AT(verify_rows), 0, MAX_VERIFY_ROWS,
+     "rows to verify (run: default 16, bench: 4 per preset; 0: none),\n"
+     "spread evenly over all (batch, head, query) rows, first and\n"
+     "last included"},
+    {"--no-progress", NULL, RB, E, set_bool, AT(progress), 0, 0,
+     "no progress line (it is shown on stderr, when stderr is a\n"
+     "terminal, once a timed phase exceeds 1 s)"},
+};
+#define N_OPTIONS (sizeof options / sizeof options[0])
+
+void cli_defaults(unsigned command, cli_settings *s)
+{
+    memset(s, 0, sizeof *s);
+    s->isa = ATTN_ISA_AUTO;
+    s->verify_rows = command == CLI_BENCH ? 4 : 16;
+    s->seed = 1;
+    s->progress = true;
+    s->preset = &cli_presets[0]; /* prefill */
+    for (int d = 0; d < N_DIMS; d++)
+        s->dims[d] = -1;
+    s->causal = -1;
+    s->window = -1;
+    s->scale = s->softcap = NAN;
+    s->kv_dtype = -1;
+}
+
+/* The option part of a command's --help, from the table. */
+static void print_options(unsigned command)
+{
+    static const char *const sections[] = {P, E};
+    for (size_t k = 0; k < sizeof sections / sizeof sections[0]; k++) {
+        printf("%s:\n", sections[k]);
+        for (size_t i = 0; i < N_OPTIONS; i++) {
+            const cli_option *o = &options[i];
+            if (!(o->commands & command) || strcmp(o->section, sections[k]))
+                continue;
+            char head[48];
+            snprintf(head, sizeof head, "%s%s%s", o->name, o->metavar ? " " : "",
+                     o->metavar ? o->metavar : "");
+            printf("  %-18s", head);
+            if (strlen(head) > 18)
+                printf("\n  %-18s", "");
+            for (const char *line = o->help; *line;) {
+                const char *nl = strchr(line, '\n');
+                int len = nl ? (int)(nl - line) : (int)strlen(line);
+                printf("%s%.*s\n", line == o->help ? "" : "                    ", len, line);
+                line += len + (nl ? 1 : 0);
+            }
+        }
+        printf("\n");
+    }
+}
+
+void cli_print_help(unsigned command, const char *intro, const char *outro)
+{
+    fputs(intro, stdout);
+    print_options(command);
+    fputs(outro, stdout);
+}
+
+int cli_parse(unsigned command, const char *cmd, int argc, char **argv, cli_settings *s)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        if (!strcmp(arg, "--help") || !strcmp(arg, "-h"))
+            return -1;
+        if (strncmp(arg, "--", 2))
+            return usage_error(cmd, "unexpected argument '%s'", arg);
+        const char *eq = strchr(arg, '=');
+        const size_t len = eq ? (size_t)(eq - arg) : strlen(arg);
+        const cli_option *o = NULL;
+        for (size_t k = 0; k < N_OPTIONS && !o; k++)
+            if ((options[k].commands & command) && strlen(options[k].name) == len &&
+                !strncmp(options[k].name, arg, len))
+                o = &options[k];
+        if (!o)
+            return usage_error(cmd, "unknown option '%s'", arg);
+        const char *value = eq ? eq + 1 : NULL;
+        if (!o->metavar && value)
+            return usage_error(cmd, "option %s takes no value", o->name);
+        if (o->metavar && !value) {
+            if (i + 1 >= argc)
+                return usage_error(cmd, "option %s needs a value", o->name);
+            value = argv[++i];
+        }
+        int rc = o->parse(o, cmd, value, s);
+        if (rc)
+            return rc;
+    }
+    return EXIT_OK;
+}
+
+bool cli_problem_overridden(const cli_settings *s)
+{
+    bool any = s->causal >= 0 || s->window >= 0 || !isnan(s->scale) || !isnan(s->softcap) ||
+               s->kv_dtype >= 0;
+    for (int d = 0; d < N_DIMS; d++)
+        any = any || s->dims[d] >= 0;
+    return any;
+}
+
+problem cli_problem(const cli_settings *s)
+{
+    problem p = s->preset->problem;
+    int64_t *fields[N_DIMS] = {&p.shape.batch,  &p.shape.q_heads,  &p.shape.kv_heads,
+                               &p.shape.q_len,  &p.shape.kv_len,   &p.shape.head_dim,
+                               &p.shape.v_dim};
+    for (int d = 0; d < N_DIMS; d++)
+        if (s->dims[d] >= 0)
+            *fields[d] = s->dims[d];
+    if (s->causal >= 0)
+        p.causal = s->causal;
+    if (s->window >= 0)
+        p.window = s->window;
+    if (!isnan(s->scale))
+        p.scale = s->scale;
+    if (!isnan(s->softcap))
+        p.softcap = s->softcap;
+    if (s->kv_dtype >= 0)
+        p.kv_dtype = (attn_dtype)s->kv_dtype;
+    return p;
+}

@@ -1,0 +1,123 @@
+/* Presets and the geometry of a problem: visible keys, FLOPs, bytes. */
+#include <math.h>
+#include <string.h>
+
+#include "cli.h"
+
+#define LLAMA3_8B_HEADS 1, 32, 8
+const preset cli_presets[] = {
+    { "prefill", "Llama-3-8B-like prefill, 2048 tokens",
+      { "prefill", { LLAMA3_8B_HEADS, 2048, 2048, 128, 0 }, true, 0, 0.0f, 0.0f, ATTN_DTYPE_F32 } },
+    { "decode", "one decode step over a 4096-token KV cache",
+      { "decode", { LLAMA3_8B_HEADS, 1, 4096, 128, 0 }, true, 0, 0.0f, 0.0f, ATTN_DTYPE_F32 } },
+    { "prefill-f16", "prefill, K and V stored as f16",
+      { "prefill-f16", { LLAMA3_8B_HEADS, 2048, 2048, 128, 0 }, true, 0, 0.0f, 0.0f, ATTN_DTYPE_F16 } },
+    { "decode-f16", "decode, K and V stored as f16",
+      { "decode-f16", { LLAMA3_8B_HEADS, 1, 4096, 128, 0 }, true, 0, 0.0f, 0.0f, ATTN_DTYPE_F16 } },
+    { "small", "a quick check: 2 x 8 heads (GQA 4:1), 256 tokens, head_dim 64",
+      { "small", { 2, 8, 2, 256, 256, 64, 0 }, true, 0, 0.0f, 0.0f, ATTN_DTYPE_F32 } },
+};
+const size_t cli_preset_count = sizeof(cli_presets) / sizeof(cli_presets[0]);
+const char *const cli_bench_order[] = { "small", "prefill", "prefill-f16", "decode", "decode-f16" };
+const size_t cli_bench_count = sizeof(cli_bench_order) / sizeof(cli_bench_order[0]);
+
+const preset *find_preset(const char *name)
+{
+    for (size_t i = 0; i < cli_preset_count; i++)
+        if (!strcmp(cli_presets[i].name, name))
+            return &cli_presets[i];
+    return NULL;
+}
+
+int64_t v_dim_of(const attn_shape *s)
+{
+    return s->v_dim ? s->v_dim : s->head_dim;
+}
+
+float scale_of(const problem *p)
+{
+    return p->scale != 0.0f ? p->scale : (float)(1.0 / sqrt((double)p->shape.head_dim));
+}
+
+size_t dtype_size(attn_dtype t)
+{
+    return t == ATTN_DTYPE_F32 ? 4 : 2;
+}
+
+const char *dtype_name(attn_dtype t)
+{
+    switch (t) {
+    case ATTN_DTYPE_F32: return "f32";
+    case ATTN_DTYPE_F16: return "f16";
+    case ATTN_DTYPE_BF16: return "bf16";
+    case ATTN_DTYPE_BOOL: return "bool";
+    }
+    return "?";
+}
+
+/*
+ * Keys [*lo, *hi) that query row i may see, by the masks of attn.h:
+ * causal j <= i + off, window j > i + off - W, off = kv_len - q_len.
+ */
+void visible_keys(const problem *p, int64_t i, int64_t *lo, int64_t *hi)
+{
+    const int64_t lq = p->shape.q_len, lk = p->shape.kv_len;
+    const int64_t pos = i + (lk - lq); /* the query's aligned position */
+    int64_t h = lk, l = 0;
+    if (p->causal)
+        h = pos + 1 < lk ? pos + 1 : lk;
+    if (p->window > 0) {
+        /* A window wider than lq + lk hides nothing; clamp to avoid overflow. */
+        int64_t w = p->window < lq + lk ? p->window : lq + lk;
+        l = pos - w + 1;
+    }
+    if (h < 0)
+        h = 0;
+    if (l < 0)
+        l = 0;
+    if (l > h)
+        l = h;
+    *lo = l;
+    *hi = h;
+}
+
+/* Visible query-key pairs of one (batch, head). */
+double visible_pairs(const problem *p)
+{
+    double pairs = 0.0;
+    for (int64_t i = 0; i < p->shape.q_len; i++) {
+        int64_t lo, hi;
+        visible_keys(p, i, &lo, &hi);
+        pairs += (double)(hi - lo);
+    }
+    return pairs;
+}
+
+double flops_per_call(const problem *p)
+{
+    const attn_shape *s = &p->shape;
+    return (double)s->batch * (double)s->q_heads * visible_pairs(p) *
+           (2.0 * (double)s->head_dim + 2.0 * (double)v_dim_of(s));
+}
+
+double kv_bytes_per_call(const problem *p)
+{
+    const attn_shape *s = &p->shape;
+    return (double)s->batch * (double)s->kv_heads * (double)s->kv_len *
+           (double)(s->head_dim + v_dim_of(s)) * (double)dtype_size(p->kv_dtype);
+}
+
+bool is_decode_like(const problem *p)
+{
+    return p->shape.q_len <= DECODE_LIKE_MAX_Q_LEN;
+}
+
+attn_options options_of(const problem *p)
+{
+    attn_options o = ATTN_OPTIONS_INIT;
+    o.flags = p->causal ? ATTN_CAUSAL : 0u;
+    o.window = p->window;
+    o.scale = p->scale;
+    o.softcap = p->softcap;
+    return o;
+}
