@@ -117,7 +117,7 @@ static void progress_stop(progress *pr)
 
 #define MAX_READ_CHUNKS 1024
 
-static void buffers_free(buffers *b)
+void buffers_free(buffers *b)
 {
     free(b->q);
     free(b->k);
@@ -225,7 +225,7 @@ static int64_t kv_copies_for(const problem *p)
     return copies;
 }
 
-static int buffers_init(buffers *b, const problem *p, uint64_t seed)
+int buffers_init(buffers *b, const problem *p, uint64_t seed)
 {
     const attn_shape *s = &p->shape;
     const int64_t dv = v_dim_of(s);

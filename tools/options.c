@@ -231,6 +231,9 @@ static const cli_option options[] = {
      "rows to verify (run: default 16, bench: 4 per preset; 0: none),\n"
      "spread evenly over all (batch, head, query) rows, first and\n"
      "last included"},
+    {"--backward", NULL, CLI_RUN, E, set_bool, AT(backward), 1, 0,
+     "time attn_backward (dq, dk, dv) after one forward for its\n"
+     "output and lse, and verify sampled dq rows in float64"},
     {"--no-progress", NULL, RB, E, set_bool, AT(progress), 0, 0,
      "no progress line (it is shown on stderr, when stderr is a\n"
      "terminal, once a timed phase exceeds 1 s)"},
