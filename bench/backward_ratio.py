@@ -12,6 +12,8 @@ so that a change of machine load hits all of them alike:
   torch      the backward pass of torch's autograd through the math path
              (q k^T * scale, causal mask, softmax, @ v) in float32, on the
              same thread count, its forward done before the clock starts
+  torch_step the same forward and backward together (a training step's
+             attention), against libattn's forward + backward
 
 and prints backward/forward (target <= 2.5) and torch/backward (target >= 3).
 The library's ISA is the active one (ATTN_ISA=... to pick another).
@@ -55,6 +57,7 @@ def main(argv):
             print("torch not installed: no torch comparison")
 
     def run_torch():
+        t_start = time.perf_counter()
         tq, tk, tv = (torch.from_numpy(x).requires_grad_() for x in (q, k, v))
         s = (tq @ tk.transpose(-1, -2)) * (1.0 / math.sqrt(args.dim))
         if causal:
@@ -64,9 +67,10 @@ def main(argv):
         g = torch.from_numpy(dout)
         t0 = time.perf_counter()
         o.backward(g)
-        return time.perf_counter() - t0
+        t1 = time.perf_counter()
+        return t1 - t0, t1 - t_start
 
-    times = {"forward": [], "backward": [], "torch": []}
+    times = {"forward": [], "backward": [], "torch": [], "torch_step": []}
     for _ in range(args.reps):
         t0 = time.perf_counter()
         libattn.forward(q, k, v, stats=True, **kw)
@@ -75,7 +79,9 @@ def main(argv):
         libattn.backward(q, k, v, out, dout, st["lse"], **kw)
         times["backward"].append(time.perf_counter() - t0)
         if torch is not None:
-            times["torch"].append(run_torch())
+            back, step = run_torch()
+            times["torch"].append(back)
+            times["torch_step"].append(step)
     med = {name: statistics.median(t) for name, t in times.items() if t}
     print("libattn %s, ISA %s, %d thread(s), B=%d H=%d L=%d d=%d %s, median of %d"
           % (libattn.version(), libattn.isa_active(), args.threads, args.batch, args.heads,
@@ -85,6 +91,8 @@ def main(argv):
     print("backward / forward       %.2f   (target <= 2.5)" % (med["backward"] / med["forward"]))
     if "torch" in med:
         print("torch backward / backward %.2f   (target >= 3)" % (med["torch"] / med["backward"]))
+        print("torch forward+backward / libattn forward+backward %.2f"
+              % (med["torch_step"] / (med["forward"] + med["backward"])))
     return 0
 
 
