@@ -5,12 +5,12 @@
  * it in a fixed order. Two plans, chosen from the shape alone (never from
  * the thread count, so results are the same for every parallel_for):
  *
- *  - fused, when batch * kv_heads >= attn_bwd_fused_min_tasks (8): one task per
- *    (batch entry, KV head) owns everything of it: dk and dv of its keys,
- *    dq and dbias of the query heads of its group. It walks blocks of query
- *    rows (dq in a scratch accumulator) and, inside, blocks of keys (dk and
- *    dv accumulated in place in the caller's arrays, which no other task
- *    writes): S, dP, dV += P^T dO, dK += dS^T Q, dQ += dS K, five tile
+ *  - fused, when batch * kv_heads >= attn_bwd_fused_min_tasks (8): one task
+ *    per (batch entry, KV head) owns everything of it: dk and dv of its
+ *    keys, dq and dbias of the query heads of its group. It walks blocks of
+ *    query rows of one head and, inside, blocks of keys, accumulating dq, dk
+ *    and dv in place in the caller's arrays, which no other task writes:
+ *    S, dP, dV += P^T dO, dK += dS^T Q, dQ += dS K, five tile
  *    products to the forward's two, as FlashAttention-2 (which adds dq with
  *    atomics instead; here the order of every sum is fixed).
  *  - split, for fewer (batch, KV head) pairs, where one task each would
@@ -47,7 +47,7 @@ int64_t attn_bwd_fused_min_tasks = 8;
  * dS), the capped scores when softcap is on (for its derivative), and the
  * split plan's dq accumulator (the fused plan accumulates dq in place: its
  * task owns those rows and a run of them has one stride). At
- * ATTN_MAX_HEAD_DIM that is at most 12288 + 3 * 256 of the 16384 floats.
+ * ATTN_MAX_HEAD_DIM that is at most 12288 + 3 * 64 of the 16384 floats.
  */
 static int64_t bwd_row_floats(const task_plan *p, const attn_problem *pb)
 {
