@@ -93,3 +93,21 @@ def test_backward_errors(rng):
     assert all(np.array_equal(x, y) for x, y in zip(a, b))
     with pytest.raises(TypeError, match="v"):
         libattn.backward(q, k, None, out, dout, st["lse"])
+
+
+def test_torch_front_end_is_optional():
+    # `import libattn` never imports torch; libattn.torch without torch says what to install
+    import os
+    import subprocess
+    import sys
+    code = ("import sys; sys.modules['torch'] = None\n"
+            "import libattn\n"
+            "assert sys.modules['torch'] is None\n"
+            "try:\n"
+            "    import libattn.torch\n"
+            "except ImportError as e:\n"
+            "    assert 'python3-torch' in str(e), e\n"
+            "else:\n"
+            "    raise SystemExit('libattn.torch imported without torch')\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    subprocess.run([sys.executable, "-c", code], check=True, env=env)
