@@ -228,21 +228,46 @@ static void check_backward(const attn_dsp *t, workload *w)
     float *o = xmalloc(rows * (size_t)dv * 4);
     wl_gather(w, &w->out, dv, o);
 
-    buf db;
-    float *dout = buf_alloc(&db, rows * (size_t)dv * 4, 0);
-    rng_fill(g, dout, rows * (size_t)dv, -2.0f, 2.0f);
-    attn_tensor dt = {dout, ATTN_DTYPE_F32, s->q_heads * s->q_len * dv, s->q_len * dv, dv};
+    /* dout, and sometimes out, as F16 or BF16 (the backward reads them like q) */
+    static const int32_t dtypes[] = {ATTN_DTYPE_F32, ATTN_DTYPE_F16, ATTN_DTYPE_BF16};
+    const int32_t dout_type = dtypes[rng_int(g, 0, 2)], out_type = dtypes[rng_int(g, 0, 2)];
+    const size_t n_o = rows * (size_t)dv;
+    buf db, ob;
+    void *dout = buf_alloc(&db, n_o * ref_dtype_size(dout_type), 0);
+    void *out_in = buf_alloc(&ob, n_o * ref_dtype_size(out_type), 0);
+    for (size_t i = 0; i < n_o; i++) {
+        const float x = rng_float(g, -2.0f, 2.0f);
+        if (dout_type == ATTN_DTYPE_F32)
+            ((float *)dout)[i] = x;
+        else
+            ((uint16_t *)dout)[i] =
+                dout_type == ATTN_DTYPE_F16 ? ref_f32_to_f16(x) : ref_f32_to_bf16(x);
+        if (out_type == ATTN_DTYPE_F32) {
+            ((float *)out_in)[i] = o[i];
+        } else { /* the reference then measures the rounded output's error */
+            const uint16_t h = out_type == ATTN_DTYPE_F16 ? ref_f32_to_f16(o[i])
+                                                          : ref_f32_to_bf16(o[i]);
+            ((uint16_t *)out_in)[i] = h;
+            o[i] = (float)(out_type == ATTN_DTYPE_F16 ? ref_f16_to_double(h)
+                                                      : ref_bf16_to_double(h));
+        }
+    }
+    attn_tensor dt = {dout, dout_type, s->q_heads * s->q_len * dv, s->q_len * dv, dv};
+    const attn_tensor ot = {out_in, out_type, s->q_heads * s->q_len * dv, s->q_len * dv, dv};
+    harness_context("backward (%s plan) on %s%s, dout/out dtype %d/%d",
+                    attn_bwd_fused_min_tasks <= s->batch * s->kv_heads ? "fused" : "split",
+                    wl_describe(w), with_dbias ? " +dbias" : "", dout_type, out_type);
 
     grads_buf got, ref_scalar;
     grads_alloc(&got, w, with_dbias);
     grads_poison(&got);
-    st = attn_backward_with(t, s, &w->opt, &w->q, &w->k, &w->v, &w->out, &dt, w->stats.lse,
+    st = attn_backward_with(t, s, &w->opt, &w->q, &w->k, &w->v, &ot, &dt, w->stats.lse,
                             &got.g);
     CHECK(st == ATTN_OK, "backward status %d (%s)", st, attn_strerror(st));
     grads_check_guards(&got);
     if (!is_scalar) {
         grads_alloc(&ref_scalar, w, with_dbias);
-        st = attn_backward_with(sc, s, &w->opt, &w->q, &w->k, &w->v, &w->out, &dt,
+        st = attn_backward_with(sc, s, &w->opt, &w->q, &w->k, &w->v, &ot, &dt,
                                 w->stats.lse, &ref_scalar.g);
         CHECK(st == ATTN_OK, "scalar backward status %d", st);
     }
@@ -268,6 +293,7 @@ static void check_backward(const attn_dsp *t, workload *w)
     if (!is_scalar)
         grads_free(&ref_scalar);
     buf_free(&db);
+    buf_free(&ob);
     free(o);
 }
 

@@ -128,7 +128,10 @@
  *    9. dv_jt = sum_i p_ij dO_it (pt_tile), n = group * Lq terms:
  *         sum_i pe_ij |dO_it| + gamma(n+1) sum_i (p_ij + pe_ij)|dO_it|.
  *            Rows without a visible key (lse = -inf) and hidden scores give
- *            exactly 0 in both (bound 0). Bounds are first order in u only
+ *            exactly 0 in both (bound 0). When out is handed in F16/BF16 its
+ *            rounding dominates D and so dS, dq, dk: that error is taken in
+ *            exactly, so such comparisons use up to ~0.999 of the bound;
+ *            what is left is the f32 rounding terms, each rigorous. Bounds are first order in u only
  *            where stated (exp(Delta)); every other step is the rigorous
  *            forward-error bound of its operation.
  *

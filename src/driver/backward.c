@@ -175,15 +175,7 @@ static void run_grads(const attn_dsp *dsp, const attn_problem *pb, const task_pl
             dsp->softcap(s + a, (size_t)(z - a), pb->softcap);
             memcpy(b->capped + r * p->block_k + a, s + a, (size_t)(z - a) * sizeof(float));
         }
-        if (pb->bias.data)
-            dsp->add_bias(s + a,
-                          (const float *)attn_row_ptr(&pb->bias, row->b, row->h, row->i) + kb + a,
-                          (size_t)(z - a));
-        if (pb->mask.data)
-            dsp->mask_bool(s + a,
-                           (const uint8_t *)attn_row_ptr(&pb->mask, row->b, row->h, row->i) +
-                               kb + a,
-                           (size_t)(z - a));
+        attn_score_epilogue_after_softcap(dsp, pb, row, s + a, kb + a, z - a);
         if (isfinite(g[r].lse)) /* exp(s - lse): exp_sum with lse as its "max" */
             (void)dsp->exp_sum(s + a, (size_t)(z - a), g[r].lse, NULL);
         else /* NaN or +inf: the forward's row was NaN */

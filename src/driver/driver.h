@@ -95,6 +95,11 @@ int64_t attn_next_run(const row_ref *rows, int64_t n, int64_t *r, int64_t kb, in
 /* softcap, then bias, then the BOOL mask on scores of keys [k0, k0 + n). */
 void attn_score_epilogue(const attn_dsp *dsp, const attn_problem *pb, const row_ref *row,
                          float *s, int64_t k0, int64_t n);
+/* The epilogue's terms after the softcap (the backward applies the softcap
+   itself to keep the capped scores for its derivative). A new score term
+   goes here, so that the backward sees it too. */
+void attn_score_epilogue_after_softcap(const attn_dsp *dsp, const attn_problem *pb,
+                                       const row_ref *row, float *s, int64_t k0, int64_t n);
 
 /*
  * Softmax of one segment in place; the stats follow attn.h: an empty or
