@@ -186,12 +186,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         opt.bias = &bias;
     }
     const int64_t rows = s.batch * s.q_heads * s.q_len;
-    float *dout = malloc((size_t)(rows * dv) * 4);
+    /* dout in any input dtype (read last: older corpus inputs keep their meaning) */
+    const int32_t dout_type = dtypes[fz_u8(r) % 3];
+    void *dout = malloc((size_t)(rows * dv) * esize(dout_type));
     if (!dout)
         abort();
-    for (int64_t i = 0; i < rows * dv; i++)
-        dout[i] = fz_rng_float(&g, -2.0f, 2.0f);
-    const attn_tensor dt = dense(dout, s.q_heads, s.q_len, dv);
+    attn_tensor dt = dense(dout, s.q_heads, s.q_len, dv);
+    dt.dtype = dout_type;
+    fill(&dt, &g, -2.0f, 2.0f, s.batch, s.q_heads, s.q_len, dv);
 
     const double sc = opt.scale != 0.0f ? fabs((double)opt.scale) : 1.0;
     slack = (double)(s.kv_len + s.q_heads / s.kv_heads * s.q_len + s.head_dim + dv + 8) *
