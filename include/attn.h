@@ -27,6 +27,8 @@
  * How one score is formed (the order is part of the contract):
  *   s = (q . k) * scale               scale 0 means 1/sqrt(head_dim)
  *   s = softcap * tanh(s / softcap)   only when softcap != 0
+ *     (computed as softcap * tanh(s * (1 / softcap)), so a softcap whose
+ *     reciprocal overflows, below 1/FLT_MAX ~ 2.94e-39, is ATTN_ERR_ARG)
  *   s = s + bias[b][h][i][j]          only when a bias tensor is given
  *   s = -inf                          when ANY mask hides key j from query i
  * and the softmax of a row is p_j = exp(s_j - lse), lse = m + log sum exp(s_j - m),
@@ -205,7 +207,7 @@ typedef struct attn_options {
     uint32_t struct_size;              /* sizeof(attn_options) the caller was built with */
     uint32_t flags;                    /* ATTN_CAUSAL; other bits: ATTN_ERR_ARG */
     float scale;                       /* 0: 1/sqrt(head_dim); must be finite */
-    float softcap;                     /* 0: off; else finite and > 0 */
+    float softcap;                     /* 0: off; else finite, 1/softcap finite */
     int64_t window;                    /* 0: off; else > 0 (see masks above) */
     const int32_t *q_lens;             /* [batch] valid query lengths in [0, q_len], or NULL */
     const int32_t *kv_lens;            /* [batch] valid key lengths in [0, kv_len], or NULL */

@@ -41,6 +41,7 @@
 #include "x86/avx2.h"
 #include "x86/avx512.h"
 #include "arm/neon.h"
+#include "arm/sve.h"
 
 /* CPU capability bits (attn_cpu_detect, src/cpu.c). */
 #define ATTN_CPU_AVX2 (1u << 0)   /* AVX2 + FMA3 + F16C */

@@ -159,6 +159,10 @@ attn_status attn_validate(attn_problem *pb, attn_op op, const attn_shape *shape,
         return ATTN_ERR_ARG;
     if (!isfinite(o.scale) || !isfinite(o.softcap) || o.softcap < 0.0f || o.window < 0)
         return ATTN_ERR_ARG;
+    /* Every table computes cap * tanh(s * (1 / cap)); below 1/FLT_MAX the
+     * reciprocal overflows and a score of 0 would become 0 * inf = NaN. */
+    if (o.softcap > 0.0f && !isfinite(1.0f / o.softcap))
+        return ATTN_ERR_ARG;
     if (needs_qk && (!is_float_input_dtype(q->dtype) || !is_float_input_dtype(k->dtype)))
         return ATTN_ERR_ARG;
     if (needs_v && !is_float_input_dtype(v->dtype))

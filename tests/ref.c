@@ -204,7 +204,7 @@ void ref_softmax_row(const double *s, const double *s_err, size_t n, int64_t res
     st->ent = ent;
 
     /* error bounds (tolerance.h, "softmax of a row") */
-    double e_bar = 0.0, e_max = 0.0, a_bar = 0.0, a_max = 0.0, ent_in = 0.0;
+    double e_bar = 0.0, e_max = 0.0, a_bar = 0.0, a_max = 0.0, ent_in = 0.0, w_tiny = 0.0;
     for (size_t j = 0; j < n; j++) {
         if (s[j] == -INFINITY)
             continue;
@@ -215,6 +215,9 @@ void ref_softmax_row(const double *s, const double *s_err, size_t n, int64_t res
         a_bar += p[j] * aj;
         if (p[j] > TOL_TINY)
             a_max = max_d(a_max, aj);
+        /* exp below FLT_MIN: absolute error TOL_TINY, times (m - s_j) in W;
+           the product e_j (m - s_j) may round into the subnormal range */
+        w_tiny += TOL_TINY * (m - s[j]) + TOL_ETA;
     }
     for (size_t j = 0; j < n; j++)
         if (p[j] > 0.0)
@@ -239,7 +242,7 @@ void ref_softmax_row(const double *s, const double *s_err, size_t n, int64_t res
     const double r_w = tol_gamma((double)visible + 1.0) + a_max + 2.0 * u + R * TOL_RESCALE;
     st->ent_err = ent_in + r_l / (1.0 - r_l) + 2.0 * TOL_LOG_ULP * u * fabs(log_l) +
                   w_over_l * (r_w + r_l + u) + R * TOL_RESCALE * (1.0 + w_over_l) +
-                  u * fabs(ent);
+                  u * fabs(ent) + w_tiny;
 }
 
 void ref_softmax_bwd_row(const float *p, const float *dp, size_t n, double *ds, double *ds_err)
@@ -252,7 +255,8 @@ void ref_softmax_bwd_row(const float *p, const float *dp, size_t n, double *ds, 
     for (size_t j = 0; j < n; j++) {
         ds[j] = (double)p[j] * ((double)dp[j] - dot);
         ds_err[j] = fabs((double)p[j]) * tol_gamma((double)n) * mag +
-                    3.0 * TOL_U * (fabs((double)p[j] * dp[j]) + fabs((double)p[j] * dot));
+                    3.0 * TOL_U * (fabs((double)p[j] * dp[j]) + fabs((double)p[j] * dot)) +
+                    tol_under_bwd((double)n, fabs((double)p[j]));
     }
 }
 
@@ -324,8 +328,15 @@ static double finish_score(const attn_shape *shape, const attn_options *opt, int
         const double cap = opt->softcap;
         const double t = tanh(x / cap);
         const double y = cap * t;
-        const double slope = 1.0 - t * t;
-        e0 = e0 * slope + (2.0 * TOL_TANH_ULP + 1.0) * u * fabs(y) + 2.0 * u * fabs(x) * slope;
+        if (isinf(x)) {
+            /* tanh(+-inf) = +-1 exactly: y = +-cap, one rounding of the
+               final multiply; the argument terms would be inf * 0 */
+            e0 = u * fabs(y);
+        } else {
+            const double slope = 1.0 - t * t;
+            e0 = e0 * slope + (2.0 * TOL_TANH_ULP + 1.0) * u * fabs(y) +
+                 2.0 * u * fabs(x) * slope + tol_under_softcap(cap, x, slope);
+        }
         x = y;
     }
     if (opt && opt->bias) {
@@ -376,7 +387,7 @@ static void finish_rows(ref_attn *r, const attn_shape *shape, const attn_options
                     /* pe[j] already holds p_j * rel_p_j + TOL_TINY */
                     err += pe[j] * fabs(vj) + p[j] * fabs(vj) * spread;
                 }
-                err += TOL_U * fabs(o);
+                err += TOL_U * fabs(o) + tol_under_pv((double)visible, (double)rescales);
             }
             r->o[row * dv + t] = o;
             r->o_err[row * dv + t] = err;
@@ -398,16 +409,18 @@ void ref_attn_compute(ref_attn *r, const attn_shape *shape, const attn_options *
             for (int64_t i = 0; i < shape->q_len; i++) {
                 const int64_t row = (b * shape->q_heads + h) * shape->q_len + i;
                 for (int64_t j = 0; j < lk; j++) {
-                    double dot = 0.0, mag = 0.0;
+                    double dot = 0.0, mag = 0.0, folded = 0.0;
                     if (ref_visible(shape, opt, b, h, i, j))
                         for (int64_t t = 0; t < d; t++) {
-                            const double prod = ref_tensor_get(q, b, h, i, t) *
-                                                ref_tensor_get(k, b, h / group, j, t);
-                            dot += prod;
-                            mag += fabs(prod);
+                            const double qt = ref_tensor_get(q, b, h, i, t),
+                                         kt = ref_tensor_get(k, b, h / group, j, t);
+                            dot += qt * kt;
+                            mag += fabs(qt * kt);
+                            folded += fmax(fabs(qt), fabs(kt));
                         }
                     const double x = dot * scale;
-                    double e0 = tol_gamma((double)d + 1.0) * fabs(scale) * mag;
+                    double e0 = tol_gamma((double)d + 1.0) * fabs(scale) * mag +
+                                tol_under_qk((double)d, fabs(scale), folded);
                     if (default_scale)
                         e0 += 2.0 * TOL_U * fabs(x);
                     if (isnan(mag) || isinf(mag))

@@ -87,18 +87,21 @@ static void row_scores(const ref_bwd_in *in, int64_t b, int64_t h, int64_t i, sc
             continue;
         }
         const double *k = in->k + ((b * s->kv_heads + h / group) * s->kv_len + j) * d;
-        double dot = 0.0, mag = 0.0;
+        double dot = 0.0, mag = 0.0, sum_max = 0.0;
         for (int64_t t = 0; t < d; t++) {
             dot += q[t] * k[t];
             mag += fabs(q[t] * k[t]);
+            sum_max += fmax(fabs(q[t]), fabs(k[t]));
         }
         double x = dot * scale;
-        double e = tol_gamma((double)d + 1.0) * fabs(scale) * mag;
+        double e = tol_gamma((double)d + 1.0) * fabs(scale) * mag +
+                   tol_under_qk((double)d, fabs(scale), sum_max);
         if (default_scale)
             e += 2.0 * u * fabs(x);
         if (cap != 0.0) {
             const double t = tanh(x / cap), y = cap * t, slope = 1.0 - t * t;
-            e = e * slope + (2.0 * TOL_TANH_ULP + 1.0) * u * fabs(y) + 2.0 * u * fabs(x) * slope;
+            e = e * slope + (2.0 * TOL_TANH_ULP + 1.0) * u * fabs(y) + 2.0 * u * fabs(x) * slope +
+                tol_under_softcap(cap, x, slope);
             o->slope = slope;
             o->t = t;
             /* capped * fl(1/cap): the capped error over cap, then 1/cap and the product */
@@ -249,23 +252,29 @@ void ref_bwd_grads(ref_grads *g, const ref_bwd_in *in, const float *lse_f32, con
                         F += fabs(dout[t] * v[t]);
                     F *= tol_gamma((double)dv + 1.0);
                     const double A = F + G + u * (fabs(a) + F + G);
-                    const double S = pe * (fabs(a) + A) + p * A + u * (p + pe) * (fabs(a) + A);
+                    /* gradual underflow (tolerance.h): dP's and D's products, p * a */
+                    const double S = pe * (fabs(a) + A) + p * A + u * (p + pe) * (fabs(a) + A) +
+                                     2.0 * TOL_ETA * (2.0 * (double)dv + 2.0);
                     g->ds_err[row * lk + j] = S;
                     double S2 = S, ds2 = fabs(dsp);
                     if (softcap) {
                         const double t = fabs(c->t), T = c->t_err, gv = c->slope;
                         const double Gg = (2.0 * t + T) * T + 2.0 * u * ((t + T) * (t + T) + gv);
-                        S2 = S * (gv + Gg) + fabs(ds) * Gg + u * (fabs(ds) + S) * (gv + Gg);
+                        S2 = S * (gv + Gg) + fabs(ds) * Gg + u * (fabs(ds) + S) * (gv + Gg) +
+                             2.0 * TOL_ETA * (2.0 + fabs(ds)); /* t * t, dS * g */
                     }
                     /* step 7-9: the sums' element parts; the gamma parts below */
                     for (int64_t t = 0; t < d; t++) {
-                        g->dq_err[row * d + t] += fabs(scale) * S2 * fabs(k[t]);
+                        /* S2 carries dS's underflow; each dS' * k product adds 2 eta */
+                        g->dq_err[row * d + t] +=
+                            fabs(scale) * (S2 * fabs(k[t]) + 2.0 * TOL_ETA);
                         dq_mag[row * d + t] += fabs(scale) * (ds2 + S2) * fabs(k[t]);
-                        g->dk_err[(kvh * lk + j) * d + t] += fabs(scale) * S2 * fabs(q[t]);
+                        g->dk_err[(kvh * lk + j) * d + t] +=
+                            fabs(scale) * (S2 * fabs(q[t]) + 2.0 * TOL_ETA);
                         dk_mag[(kvh * lk + j) * d + t] += fabs(scale) * (ds2 + S2) * fabs(q[t]);
                     }
                     for (int64_t t = 0; t < dv; t++) {
-                        g->dv_err[(kvh * lk + j) * dv + t] += pe * fabs(dout[t]);
+                        g->dv_err[(kvh * lk + j) * dv + t] += pe * fabs(dout[t]) + 2.0 * TOL_ETA;
                         dv_mag[(kvh * lk + j) * dv + t] += (p + pe) * fabs(dout[t]);
                     }
                 }
@@ -275,10 +284,12 @@ void ref_bwd_grads(ref_grads *g, const ref_bwd_in *in, const float *lse_f32, con
         const double gq = tol_gamma((double)lk + 4.0);
         const double gk = tol_gamma((double)(group * lq) + 4.0);
         const double gv = tol_gamma((double)(group * lq) + 1.0);
+        /* + 2 eta: the final scale multiply's underflow, where anything was
+           summed (an element nothing reaches stays exactly 0) */
         for (size_t x = 0; x < nq * (size_t)d; x++)
-            g->dq_err[x] += gq * dq_mag[x];
+            g->dq_err[x] += gq * dq_mag[x] + (dq_mag[x] > 0.0 ? 2.0 * TOL_ETA : 0.0);
         for (size_t x = 0; x < nk * (size_t)d; x++)
-            g->dk_err[x] += gk * dk_mag[x];
+            g->dk_err[x] += gk * dk_mag[x] + (dk_mag[x] > 0.0 ? 2.0 * TOL_ETA : 0.0);
         for (size_t x = 0; x < nk * (size_t)dv; x++)
             g->dv_err[x] += gv * dv_mag[x];
     }

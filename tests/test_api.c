@@ -340,11 +340,17 @@ Test(dispatch, available_matches_tables)
 }
 
 /* The default table, restated from its rule (attn_isa_default in
-   src/dispatch.c): the last available ISA in registry order. */
+   src/dispatch.c): the last available ISA in registry order that the
+   registry does not exclude on this CPU (ATTN_ISA_NOT_DEFAULT_ON). */
 static attn_isa expected_best(void)
 {
+    int excluded[ATTN_ISA_COUNT] = {0};
+    const unsigned cpu = attn_cpu_detect();
+#define X_EXCLUDED(ID, bit) excluded[ATTN_ISA_##ID] |= (cpu & (bit)) != 0;
+    ATTN_ISA_NOT_DEFAULT_ON(X_EXCLUDED)
+#undef X_EXCLUDED
     for (int isa = ATTN_ISA_COUNT - 1; isa > ATTN_ISA_SCALAR; isa--)
-        if (attn_isa_available((attn_isa)isa))
+        if (attn_isa_available((attn_isa)isa) && !excluded[isa])
             return (attn_isa)isa;
     return ATTN_ISA_SCALAR;
 }

@@ -34,6 +34,7 @@
 #include "internal.h"
 #include "ops_list.h"
 #include "ref.h"
+#include "tolerance.h"
 
 /* Largest buffer the fuzzer allocates; a valid call needing more is skipped. */
 #define CAP_BYTES ((int64_t)4 << 20)
@@ -542,6 +543,59 @@ static float scores_before(const snapshot *sn, const tens *T, int64_t b, int64_t
     return x;
 }
 
+/*
+ * Bounds of the contract checks on one row of n visible keys whose scores
+ * are whatever the table computed (so only the softmax's own roundings
+ * count), from tests/tolerance.h's "softmax of a row" with exact inputs:
+ *   a_j = u (m - s_j) + 2 TOL_EXP_ULP u, and sum_j p_j (m - s_j) = W / l
+ *   = H - log l <= log n, so sum_j p_j a_j <= u log n + 2 TOL_EXP_ULP u;
+ *   r_l = gamma(n) + sum_j p_j a_j + R c_R;
+ *   sum_j p_j rel_j = sum_j p_j a_j + r_l + 2u + R c_R  ("rel" of a weight);
+ *   the second-order factor (1 + rel_j) is at most 2: a rel_j above 1 needs
+ *   m - s_j > 2^23, where p_j is 0 and only the TOL_TINY floor applies.
+ * R: online rescales; at most one per key plus the split-KV merge (each key
+ * block holds at least one key), so R = kv_len + 1 covers every table.
+ */
+typedef struct row_bounds {
+    double sum;  /* |sum_j p_j - 1| (weights, R = 0) */
+    double hull; /* forward: distance outside [min v, max v], per unit of max |v| */
+    double hull_abs;
+    double lse;  /* lse in [max - lse, max + log n + lse] */
+    double ent;  /* entropy <= log n + ent */
+} row_bounds;
+
+static row_bounds contract_bounds(double n, double R, double abs_max)
+{
+    const double u = TOL_U, ln = log(n);
+    const double pa = u * ln + 2.0 * TOL_EXP_ULP * u;
+    const double r_l = tol_gamma(n) + pa + R * TOL_RESCALE;
+    const double rel = pa + r_l + 2.0 * u + R * TOL_RESCALE;
+    row_bounds b;
+    /* sum of the weights' errors, plus n TOL_TINY floors and the double sum
+       of n floats here (n * 2^-53) */
+    b.sum = 2.0 * rel + n * (TOL_TINY + 0x1p-53);
+    /* o = sum p_j v_j: weights (as above), the accumulation gamma(n) and the
+       rescales, the final rounding u, all relative to sum p_j |v_j| <= max|v|;
+       plus n TOL_TINY |v_j| and the products' underflow (tol_under_pv) */
+    b.hull = 2.0 * rel + tol_gamma(n) + R * TOL_RESCALE + u + n * TOL_TINY;
+    b.hull_abs = tol_under_pv(n, R);
+    /* lse: the error of log l (r_l / (1 - r_l)), of logf (TOL_LOG_ULP ulp of
+       log l <= log n) and of the final add (u |lse|) */
+    b.lse = r_l / (1.0 - r_l) + 2.0 * TOL_LOG_ULP * u * ln + u * (abs_max + ln);
+    /* H = log l + W / l with W / l <= log n: log l's error as for lse; W's
+       relative error r_w = gamma(n + 1) + a_max + 2u + R c_R, with a_max over
+       weights above FLT_MIN, i.e. m - s_j < 88 (e^-88 < FLT_MIN); the
+       division's r_l + u; the rescales on both parts; the final add u H.
+       Terms e_j (m - s_j) with e_j below FLT_MIN: a computed e_j is nonzero
+       only for m - s_j < 104 (e^-104 < 2^-149), so each errs by at most
+       TOL_TINY * 105 + eta */
+    const double r_w = tol_gamma(n + 1.0) + 88.0 * u + 2.0 * TOL_EXP_ULP * u + 2.0 * u +
+                       R * TOL_RESCALE;
+    b.ent = r_l / (1.0 - r_l) + 2.0 * TOL_LOG_ULP * u * ln + ln * (r_w + r_l + u) +
+            R * TOL_RESCALE * (1.0 + ln) + u * ln + n * (105.0 * TOL_TINY + TOL_ETA);
+    return b;
+}
+
 /* Contract checks on the results of a valid call with tame inputs. */
 static void check_results(problem *P, int op, const snapshot *sn)
 {
@@ -583,10 +637,17 @@ static void check_results(problem *P, int op, const snapshot *sn)
                                  (long long)b, (long long)h, (long long)i, (long long)j, x, want);
                     }
                 }
+                const double rescales = op == OP_FORWARD ? (double)s->kv_len + 1.0 : 0.0;
+                const float *mx_row = P->stats_passed ? P->stats.max_score : NULL;
+                const row_bounds rb = contract_bounds(
+                    (double)(visible ? visible : 1), rescales,
+                    mx_row && visible ? fabs((double)mx_row[row]) : 0.0);
                 if (op == OP_WEIGHTS && visible)
-                    FZ_CHECK(fabs(sum - 1.0) <= (double)(visible + 8) * FLT_EPSILON,
-                             "weights: row [%lld][%lld][%lld] sums to %.9g over %lld keys",
-                             (long long)b, (long long)h, (long long)i, sum, (long long)visible);
+                    FZ_CHECK(fabs(sum - 1.0) <= rb.sum,
+                             "weights: row [%lld][%lld][%lld] sums to %.9g over %lld keys "
+                             "(bound %.3g)",
+                             (long long)b, (long long)h, (long long)i, sum, (long long)visible,
+                             rb.sum);
                 if (op == OP_FORWARD) {
                     for (int64_t t = 0; t < v_dim; t++) {
                         const float o = out_at(&P->out, b, h, i, t);
@@ -604,7 +665,7 @@ static void check_results(problem *P, int op, const snapshot *sn)
                             hi = fmax(hi, vj);
                             mag = fmax(mag, fabs(vj));
                         }
-                        const double slack = (double)(visible + 8) * FLT_EPSILON * mag;
+                        const double slack = rb.hull * mag + rb.hull_abs;
                         FZ_CHECK(isfinite(o) && o >= lo - slack && o <= hi + slack,
                                  "forward: out[%lld][%lld][%lld][%lld] = %.9g outside the hull "
                                  "[%.9g, %.9g] of %lld visible values", (long long)b,
@@ -627,12 +688,11 @@ static void check_results(problem *P, int op, const snapshot *sn)
                                  lse ? lse[row] : 0.0);
                         FZ_CHECK(!mx || isfinite(mx[row]), "%s: max_score[%zu] = %g", name, row,
                                  mx ? mx[row] : 0.0);
-                        FZ_CHECK(!lse || !mx || (lse[row] >= mx[row] - 1e-3f * fabsf(mx[row]) &&
-                                                 lse[row] <= mx[row] + log_n + 1e-3 +
-                                                                1e-5 * fabs(mx[row])),
+                        FZ_CHECK(!lse || !mx || (lse[row] >= mx[row] - rb.lse &&
+                                                 lse[row] <= mx[row] + log_n + rb.lse),
                                  "%s: lse %g not in [max, max + log n] (max %g, n %lld)", name,
                                  lse ? lse[row] : 0.0, mx ? mx[row] : 0.0, (long long)visible);
-                        FZ_CHECK(!ent || (ent[row] >= 0.0f && ent[row] <= log_n + 1e-4),
+                        FZ_CHECK(!ent || (ent[row] >= 0.0f && ent[row] <= log_n + rb.ent),
                                  "%s: entropy[%zu] = %g outside [0, log %lld]", name, row,
                                  ent ? ent[row] : 0.0, (long long)visible);
                     }
@@ -776,13 +836,13 @@ static void run_attention(fz_reader *r, int op)
     full.flags = fz_chance(r, 100) ? ATTN_CAUSAL : 0;
     if (hostile && fz_chance(r, 30))
         full.flags |= fz_u32(r);
-    static const float wild_scalars[] = {NAN, INFINITY, -INFINITY, -1.0f, 1e-45f, 3e38f, -0.0f};
+    static const float wild_scalars[] = {NAN, INFINITY, -INFINITY, -1.0f, 1e-45f, 3e38f, -0.0f, 3e-39f};
     if (fz_chance(r, 100))
         full.scale = hostile && fz_chance(r, 80)
-                         ? wild_scalars[fz_u8(r) % 7]
+                         ? wild_scalars[fz_u8(r) % 8]
                          : (float)fz_range(r, -64, 64) / 16.0f;
     if (fz_chance(r, 80))
-        full.softcap = hostile && fz_chance(r, 80) ? wild_scalars[fz_u8(r) % 7]
+        full.softcap = hostile && fz_chance(r, 80) ? wild_scalars[fz_u8(r) % 8]
                                                    : (float)fz_range(r, 1, 400) / 8.0f;
     if (fz_chance(r, 80))
         full.window = hostile && fz_chance(r, 60) ? (fz_chance(r, 128) ? -fz_range(r, 1, 5) : INT64_MIN)
@@ -873,7 +933,7 @@ static void run_attention(fz_reader *r, int op)
     if (P.eff.flags & ~ATTN_CAUSAL)
         must |= BIT(ATTN_ERR_ARG);
     if (!isfinite(P.eff.scale) || !isfinite(P.eff.softcap) || P.eff.softcap < 0.0f ||
-        P.eff.window < 0)
+        P.eff.window < 0 || (P.eff.softcap > 0.0f && !isfinite(1.0f / P.eff.softcap)))
         must |= BIT(ATTN_ERR_ARG);
 
     /* dtypes */
@@ -1140,9 +1200,25 @@ static void run_rows(fz_reader *r, int op)
                              (long long)j, row[j], before[j]);
                     sum += row[j];
                 }
-                FZ_CHECK(finite ? fabs(sum - 1.0) <= (double)(cols + 8) * FLT_EPSILON : sum == 0.0,
-                         "softmax: row %lld sums to %.9g (%d finite inputs)", (long long)i, sum,
-                         finite);
+                /* |sum p_j - 1| <= sum of the weights' bounds (tests/tolerance.h,
+                   "softmax of a row", exact inputs) */
+                double bound = 0.0;
+                if (finite) {
+                    double *sd = malloc((size_t)cols * sizeof(double));
+                    double *pd = malloc((size_t)cols * 2 * sizeof(double));
+                    if (!sd || !pd)
+                        abort();
+                    for (int64_t j = 0; j < cols; j++)
+                        sd[j] = before[j];
+                    ref_softmax_row(sd, NULL, (size_t)cols, 0, pd, pd + cols, NULL);
+                    for (int64_t j = 0; j < cols; j++)
+                        bound += pd[cols + j];
+                    free(sd);
+                    free(pd);
+                }
+                FZ_CHECK(finite ? fabs(sum - 1.0) <= bound : sum == 0.0,
+                         "softmax: row %lld sums to %.9g, bound %.3g (%d finite inputs)",
+                         (long long)i, sum, bound, finite);
                 if (lse)
                     FZ_CHECK(finite ? isfinite(lse[i]) : lse[i] == -INFINITY,
                              "softmax: lse[%lld] = %g (%d finite inputs)", (long long)i, lse[i],
