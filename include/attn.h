@@ -330,10 +330,12 @@ typedef struct attn_grads {
  * it sees. As in the forward, a non-finite v or dout element inside the
  * valid lengths may turn gradients of its tile into NaN.
  *
- * Deterministic like every operation: dk/dv are owned by tasks of key
- * blocks, dq and dbias by tasks of query blocks, each recomputing P; no
- * atomics, no workspace, no heap. `grads` may not be NULL; its tensors may
- * share no byte with an input or with each other.
+ * Deterministic like every operation, without atomics: each gradient
+ * element has one owner task (with at least 8 (batch, KV head) pairs, one
+ * task per pair owns all of its gradients; with fewer, tasks of key blocks
+ * own dk/dv and tasks of query blocks dq/dbias, both recomputing P); no
+ * workspace, no heap. `grads` may not be NULL; its tensors may share no
+ * byte with an input or with each other.
  */
 ATTN_API attn_status attn_backward(const attn_shape *shape, const attn_options *opt,
                                    const attn_tensor *q, const attn_tensor *k,
