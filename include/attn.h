@@ -30,9 +30,25 @@
  *     (computed as softcap * tanh(s * (1 / softcap)), so a softcap whose
  *     reciprocal overflows, below 1/FLT_MAX ~ 2.94e-39, is ATTN_ERR_ARG)
  *   s = s + bias[b][h][i][j]          only when a bias tensor is given
+ *   s = s - slope * |i + (Lk_b - Lq_b) - j|
+ *                                     only with alibi_slopes (slope of (b, h),
+ *                                     distance from the query's aligned
+ *                                     position: for causal rows
+ *                                     -slope * (i + Lk_b - Lq_b - j))
  *   s = -inf                          when ANY mask hides key j from query i
  * and the softmax of a row is p_j = exp(s_j - lse), lse = m + log sum exp(s_j - m),
  * m = max_j s_j.
+ *
+ * Sinks. With opt->sinks, every query row i < Lq_b of (b, h) has one more
+ * softmax entry, the sink logit z = sinks[b][h], that holds probability but
+ * no value: m = max(z, max_j s_j), lse = m + log(exp(z - m) + sum_j exp(s_j - m)),
+ * p_j = exp(s_j - lse) (so the weights of a row sum to 1 - exp(z - lse)),
+ * out = sum_j p_j v_j. lse, max_score and entropy are those of the n + 1
+ * entries (entropy in [0, log(n + 1)]). A row whose only visible entry is
+ * its sink (every key masked) has weights 0, output 0, lse = max_score = z
+ * and entropy 0. A sink of -inf is no sink; NaN or +inf makes the row NaN
+ * like such a score. Sinks are not scores: attn_scores and attn_mask_apply
+ * do not use them. Padded rows (i >= Lq_b) have no sink.
  *
  * Masks. With valid lengths Lq_b = q_lens[b] (or q_len) and
  * Lk_b = kv_lens[b] (or kv_len), query i may see key j only if all hold:
@@ -42,21 +58,27 @@
  *     query sees every valid key)
  *   - window W > 0: j > i + (Lk_b - Lq_b) - W       (with ATTN_CAUSAL: the
  *     last W keys up to and including the query's own aligned position)
+ *   - window_right R > 0: j < i + (Lk_b - Lq_b) + R (the mirror image: the R
+ *     keys from the query's aligned position on). W and R together give a
+ *     two-sided local window of W + R - 1 keys around the aligned
+ *     position; FlashAttention's window_size = (left, right) is W = left + 1,
+ *     R = right + 1 (its -1, unbounded, is 0 here).
  *   - mask given: mask[b][h][i][j] != 0             (SDPA convention)
  *
  * Fully masked rows. A query row with no visible key (including padded
  * rows i >= Lq_b) produces weights 0, output 0, lse = max_score = -inf and
- * entropy = 0. Never NaN. In attn_scores such a row is all -inf.
+ * entropy = 0 (with a finite sink, a valid row's lse = max_score = its sink,
+ * see Sinks). Never NaN. In attn_scores such a row is all -inf.
  *
- * Non-finite inputs. NaN or +-inf in q, k, v, bias or scores affect only the
- * rows whose visible keys they reach; nothing crashes. Keys beyond Lk_b and
- * query rows beyond Lq_b are never read for arithmetic, so padded cache slots
- * may hold anything. Inside the valid length, a key hidden from a row only by
- * the causal/window/BOOL mask still enters the P.V product with weight 0, so
- * an inf or NaN in its v row can turn into NaN (0 * inf) the output of any
- * query row computed in the same tile (up to block_q rows x block_k keys,
- * which differ between ISAs), as in a dense matrix product. Keep v finite
- * inside the valid lengths.
+ * Non-finite inputs. NaN or +-inf in q, k, v, bias, sinks, alibi_slopes or
+ * scores affect only the rows whose visible keys they reach; nothing
+ * crashes. Keys beyond Lk_b and query rows beyond Lq_b are never read for
+ * arithmetic, so padded cache slots may hold anything. Inside the valid
+ * length, a key hidden from a row only by the causal/window/BOOL mask still
+ * enters the P.V product with weight 0, so an inf or NaN in its v row can
+ * turn into NaN (0 * inf) the output of any query row computed in the same
+ * tile (up to block_q rows x block_k keys, which differ between ISAs), as in
+ * a dense matrix product. Keep v finite inside the valid lengths.
  *
  * Errors. Every operation validates all arguments before it writes
  * anything: a call that returns an error leaves every output untouched.
@@ -123,7 +145,8 @@ typedef enum attn_status {
                                  output sharing memory with an input or another output */
     ATTN_ERR_ARG = 4,         /* non-finite/negative scale-like value, q_heads % kv_heads,
                                  unknown flag bits, wrong dtype for a slot, a length
-                                 outside [0, q_len] / [0, kv_len], negative window */
+                                 outside [0, q_len] / [0, kv_len], negative window
+                                 or window_right */
     ATTN_ERR_UNSUPPORTED = 5, /* ISA not built or not on this CPU; dims above
                                  ATTN_MAX_HEAD_DIM */
     ATTN_ERR_NOMEM = 6,       /* allocation failed (thread pool only) */
@@ -135,7 +158,7 @@ ATTN_API const char *attn_strerror(attn_status status);
 
 /* (major << 16) | (minor << 8) | patch of the library actually loaded. */
 ATTN_API uint32_t attn_version(void);
-/* "1.0.0" */
+/* "1.1.0" */
 ATTN_API const char *attn_version_string(void);
 
 /* ---------------------------------------------------------------- dtypes */
@@ -215,6 +238,14 @@ typedef struct attn_options {
     const attn_tensor *bias;           /* F32 [b][q_head][q][k], or NULL */
     attn_parallel_for_fn parallel_for; /* NULL: run on the calling thread */
     void *parallel_ctx;                /* first argument of parallel_for */
+    /* 1.1 */
+    int64_t window_right;              /* 0: off; else > 0 (see masks above) */
+    const attn_tensor *sinks;          /* F32 [b][q_head]: sink logit per row (see
+                                          Sinks); batch_stride 0: per head only;
+                                          row_stride unused; or NULL */
+    const attn_tensor *alibi_slopes;   /* F32 [b][q_head]: ALiBi slope (see how one
+                                          score is formed), laid out like sinks;
+                                          or NULL */
 } attn_options;
 
 /*
@@ -226,13 +257,14 @@ typedef struct attn_options {
  * is ATTN_ERR_VERSION.
  */
 #define ATTN_OPTIONS_INIT \
-    { (uint32_t)sizeof(attn_options), 0u, 0.0f, 0.0f, 0, 0, 0, 0, 0, 0, 0 }
+    { (uint32_t)sizeof(attn_options), 0u, 0.0f, 0.0f, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
 
 /*
  * Optional per-row outputs, each float[batch][q_heads][q_len] contiguous,
  * each may be NULL: lse = log sum exp of the row's final scores,
  * max_score = the largest final score, entropy = -sum p log p in nats
  * (in [0, log n] for n visible keys). Fully masked rows: -inf, -inf, 0.
+ * With sinks the sink is one more entry of all three (see Sinks).
  */
 typedef struct attn_row_stats {
     float *lse, *max_score, *entropy;
@@ -249,7 +281,7 @@ ATTN_API attn_status attn_scores(const attn_shape *shape, const attn_options *op
                                  const attn_tensor *scores);
 
 /*
- * Apply opt's softcap, bias and masks, in that order, in place to a score
+ * Apply opt's softcap, bias, ALiBi and masks, in that order, in place to a score
  * table the caller computed (already scaled: opt->scale is not used).
  * shape->head_dim and v_dim are not used but must be valid. This is the
  * only operation that reads `scores` as input.
@@ -267,7 +299,8 @@ ATTN_API attn_status attn_mask_apply(const attn_shape *shape, const attn_options
 ATTN_API attn_status attn_softmax(float *x, int64_t rows, int64_t cols,
                                   int64_t row_stride, float *lse);
 
-/* Attention weights: the row softmax of attn_scores, plus optional stats. */
+/* Attention weights: the row softmax of attn_scores (with sinks, the sink is
+   one more entry of it: see Sinks), plus optional stats. */
 ATTN_API attn_status attn_weights(const attn_shape *shape, const attn_options *opt,
                                   const attn_tensor *q, const attn_tensor *k,
                                   const attn_tensor *weights, const attn_row_stats *stats);

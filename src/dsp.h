@@ -90,6 +90,13 @@ typedef void (*attn_pt_tile_fn)(const float *p, ptrdiff_t p_stride,
    sum_j p_j dp_j is known: d = rowsum(dO * O)). */
 typedef void (*attn_score_grad_fn)(const float *p, float *dp, float d, size_t n);
 
+/*
+ * x[j] -= slope * |pos - j| for j < n: ALiBi's distance penalty, pos being
+ * the query's aligned key position relative to x[0]. The caller guarantees
+ * |pos - j| < 2^31 for every j < n.
+ */
+typedef void (*attn_alibi_fn)(float *x, size_t n, float slope, int64_t pos);
+
 typedef struct attn_dsp {
     attn_isa isa;
     const char *isa_name;
@@ -107,6 +114,7 @@ typedef struct attn_dsp {
     attn_add_bias_fn add_bias;
     attn_mask_bool_fn mask_bool;
     attn_softmax_bwd_fn softmax_bwd;
+    attn_alibi_fn alibi;
 
     /* attention backward (appended: attn_backward) */
     attn_pt_tile_fn pt_tile;

@@ -29,6 +29,8 @@ typedef struct attn_problem {
     attn_tensor mask, bias; /* data == NULL when absent */
     attn_parallel_for_fn parallel_for;
     void *parallel_ctx;
+    int64_t window_right;
+    attn_tensor sinks, alibi; /* F32 [b][q_head]; data == NULL when absent */
 
     /* tensors, copied once validated (out: scores, weights or the forward
        output; q/k/v zeroed where the operation has none) */

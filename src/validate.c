@@ -31,6 +31,9 @@ static attn_status read_options(attn_options *o, const attn_options *user)
     COPY_IF_COVERED(bias)
     COPY_IF_COVERED(parallel_for)
     COPY_IF_COVERED(parallel_ctx)
+    COPY_IF_COVERED(window_right)
+    COPY_IF_COVERED(sinks)
+    COPY_IF_COVERED(alibi_slopes)
 #undef COPY_IF_COVERED
     return ATTN_OK;
 }
@@ -138,7 +141,8 @@ attn_status attn_validate(attn_problem *pb, attn_op op, const attn_shape *shape,
     /* 2. options */
     attn_options o;
     TRY(read_options(&o, opt));
-    if ((o.mask && !o.mask->data) || (o.bias && !o.bias->data))
+    if ((o.mask && !o.mask->data) || (o.bias && !o.bias->data) ||
+        (o.sinks && !o.sinks->data) || (o.alibi_slopes && !o.alibi_slopes->data))
         return ATTN_ERR_NULL;
 
     /* 3. shape */
@@ -157,7 +161,8 @@ attn_status attn_validate(attn_problem *pb, attn_op op, const attn_shape *shape,
         return ATTN_ERR_ARG;
     if (o.flags & ~ATTN_CAUSAL)
         return ATTN_ERR_ARG;
-    if (!isfinite(o.scale) || !isfinite(o.softcap) || o.softcap < 0.0f || o.window < 0)
+    if (!isfinite(o.scale) || !isfinite(o.softcap) || o.softcap < 0.0f || o.window < 0 ||
+        o.window_right < 0)
         return ATTN_ERR_ARG;
     /* Every table computes cap * tanh(s * (1 / cap)); below 1/FLT_MAX the
      * reciprocal overflows and a score of 0 would become 0 * inf = NaN. */
@@ -171,11 +176,14 @@ attn_status attn_validate(attn_problem *pb, attn_op op, const attn_shape *shape,
         return ATTN_ERR_ARG;
     if ((o.mask && o.mask->dtype != ATTN_DTYPE_BOOL) || (o.bias && o.bias->dtype != ATTN_DTYPE_F32))
         return ATTN_ERR_ARG;
+    if ((o.sinks && o.sinks->dtype != ATTN_DTYPE_F32) ||
+        (o.alibi_slopes && o.alibi_slopes->dtype != ATTN_DTYPE_F32))
+        return ATTN_ERR_ARG;
     TRY(check_lengths(o.q_lens, s.batch, s.q_len));
     TRY(check_lengths(o.kv_lens, s.batch, s.kv_len));
 
     /* 5. tensors */
-    byte_range inputs[5], outputs[4];
+    byte_range inputs[7], outputs[4];
     int n_in = 0, n_out = 0;
     if (needs_qk) {
         TRY(check_tensor(q, s.batch, s.q_heads, s.q_len, s.head_dim, 0, &inputs[n_in++]));
@@ -187,6 +195,11 @@ attn_status attn_validate(attn_problem *pb, attn_op op, const attn_shape *shape,
         TRY(check_tensor(o.mask, s.batch, s.q_heads, s.q_len, s.kv_len, 0, &inputs[n_in++]));
     if (o.bias)
         TRY(check_tensor(o.bias, s.batch, s.q_heads, s.q_len, s.kv_len, 0, &inputs[n_in++]));
+    /* one float per (batch entry, head): a [batch][q_heads][1][1] view */
+    if (o.sinks)
+        TRY(check_tensor(o.sinks, s.batch, s.q_heads, 1, 1, 0, &inputs[n_in++]));
+    if (o.alibi_slopes)
+        TRY(check_tensor(o.alibi_slopes, s.batch, s.q_heads, 1, 1, 0, &inputs[n_in++]));
     const int64_t out_cols =
         op == ATTN_OP_FORWARD ? v_dim : op == ATTN_OP_BACKWARD ? s.head_dim : s.kv_len;
     TRY(check_tensor(out, s.batch, s.q_heads, s.q_len, out_cols, 1, &outputs[n_out++]));
@@ -234,6 +247,11 @@ attn_status attn_validate(attn_problem *pb, attn_op op, const attn_shape *shape,
         pb->mask = *o.mask;
     if (o.bias)
         pb->bias = *o.bias;
+    pb->window_right = o.window_right;
+    if (o.sinks)
+        pb->sinks = *o.sinks;
+    if (o.alibi_slopes)
+        pb->alibi = *o.alibi_slopes;
     pb->parallel_for = o.parallel_for;
     pb->parallel_ctx = o.parallel_ctx;
     if (needs_qk) {
@@ -283,7 +301,7 @@ attn_status attn_validate_backward(attn_problem *pb, const attn_shape *shape,
         return ATTN_ERR_ARG;
 
     /* every range again, now with the backward's own tensors */
-    byte_range inputs[8], outputs[4];
+    byte_range inputs[10], outputs[4];
     int n_in = 0, n_out = 0;
     TRY(check_tensor(q, p.batch, p.q_heads, p.q_len, p.head_dim, 0, &inputs[n_in++]));
     TRY(check_tensor(k, p.batch, p.kv_heads, p.kv_len, p.head_dim, 0, &inputs[n_in++]));
@@ -294,6 +312,10 @@ attn_status attn_validate_backward(attn_problem *pb, const attn_shape *shape,
         TRY(check_tensor(&p.mask, p.batch, p.q_heads, p.q_len, p.kv_len, 0, &inputs[n_in++]));
     if (p.bias.data)
         TRY(check_tensor(&p.bias, p.batch, p.q_heads, p.q_len, p.kv_len, 0, &inputs[n_in++]));
+    if (p.sinks.data)
+        TRY(check_tensor(&p.sinks, p.batch, p.q_heads, 1, 1, 0, &inputs[n_in++]));
+    if (p.alibi.data)
+        TRY(check_tensor(&p.alibi, p.batch, p.q_heads, 1, 1, 0, &inputs[n_in++]));
     const uintptr_t lse_bytes = (uintptr_t)(p.batch * p.q_heads * p.q_len) * sizeof(float);
     if ((uintptr_t)lse > UINTPTR_MAX - lse_bytes)
         return ATTN_ERR_SHAPE;

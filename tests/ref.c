@@ -123,6 +123,16 @@ double ref_tensor_get(const attn_tensor *t, int64_t b, int64_t h, int64_t r, int
 
 /* ------------------------------------------------------------ masks */
 
+static int64_t ref_lq(const attn_shape *shape, const attn_options *opt, int64_t b)
+{
+    return opt && opt->q_lens ? opt->q_lens[b] : shape->q_len;
+}
+
+static int64_t ref_lk(const attn_shape *shape, const attn_options *opt, int64_t b)
+{
+    return opt && opt->kv_lens ? opt->kv_lens[b] : shape->kv_len;
+}
+
 int ref_visible(const attn_shape *shape, const attn_options *opt, int64_t b, int64_t h,
                 int64_t i, int64_t j)
 {
@@ -138,6 +148,8 @@ int ref_visible(const attn_shape *shape, const attn_options *opt, int64_t b, int
     if ((opt->flags & ATTN_CAUSAL) && j > i + (lk - lq))
         return 0;
     if (opt->window > 0 && !(j > i + (lk - lq) - opt->window))
+        return 0;
+    if (opt->window_right > 0 && !(j - (i + (lk - lq)) < opt->window_right))
         return 0;
     if (opt->mask && *(const uint8_t *)ref_tensor_at(opt->mask, b, h, i, j) == 0)
         return 0;
@@ -343,8 +355,23 @@ static double finish_score(const attn_shape *shape, const attn_options *opt, int
         x += ref_tensor_get(opt->bias, b, h, i, j);
         e0 += u * fabs(x);
     }
+    if (opt && opt->alibi_slopes) { /* tolerance.h, "alibi" */
+        const double dist = fabs((double)(i + ref_lk(shape, opt, b) - ref_lq(shape, opt, b) - j));
+        const double a = ref_tensor_get(opt->alibi_slopes, b, h, 0, 0) * dist;
+        x -= a;
+        e0 += TOL_ALIBI_A * u * fabs(a) + u * fabs(x);
+    }
     *err = e0;
     return x;
+}
+
+/* The sink logit of row (b, h, i): -inf without sinks and for padded rows. */
+static double ref_sink(const attn_shape *shape, const attn_options *opt, int64_t b, int64_t h,
+                       int64_t i)
+{
+    if (!opt || !opt->sinks || i >= ref_lq(shape, opt, b))
+        return -INFINITY;
+    return ref_tensor_get(opt->sinks, b, h, 0, 0);
 }
 
 /* Row softmax, stats and (when v) the output of every row of r. */
@@ -353,11 +380,29 @@ static void finish_rows(ref_attn *r, const attn_shape *shape, const attn_options
 {
     const int64_t lk = shape->kv_len, dv = r->v_dim;
     const int64_t group = shape->q_heads / shape->kv_heads;
+    /* With sinks, each row's softmax runs over lk + 1 entries, the sink last
+       (exact, error 0); its weight is dropped: it has no value. */
+    double *aug = xcalloc((size_t)lk + 1, sizeof(double)),
+           *aug_err = xcalloc((size_t)lk + 1, sizeof(double)),
+           *aug_p = xcalloc((size_t)lk + 1, sizeof(double)),
+           *aug_pe = xcalloc((size_t)lk + 1, sizeof(double));
     for (int64_t row = 0; row < r->rows; row++) {
         const double *s = r->s + row * lk;
         double *p = r->p + row * lk, *pe = r->p_err + row * lk;
         ref_row_stats st;
-        ref_softmax_row(s, r->s_err + row * lk, (size_t)lk, rescales, p, pe, &st);
+        if (opt && opt->sinks) {
+            const int64_t i = row % shape->q_len, h = row / shape->q_len % shape->q_heads,
+                          b = row / shape->q_len / shape->q_heads;
+            memcpy(aug, s, (size_t)lk * sizeof(double));
+            memcpy(aug_err, r->s_err + row * lk, (size_t)lk * sizeof(double));
+            aug[lk] = ref_sink(shape, opt, b, h, i);
+            aug_err[lk] = 0.0;
+            ref_softmax_row(aug, aug_err, (size_t)lk + 1, rescales, aug_p, aug_pe, &st);
+            memcpy(p, aug_p, (size_t)lk * sizeof(double));
+            memcpy(pe, aug_pe, (size_t)lk * sizeof(double));
+        } else {
+            ref_softmax_row(s, r->s_err + row * lk, (size_t)lk, rescales, p, pe, &st);
+        }
         r->lse[row] = st.lse;
         r->lse_err[row] = st.lse_err;
         r->max[row] = st.max;
@@ -393,6 +438,10 @@ static void finish_rows(ref_attn *r, const attn_shape *shape, const attn_options
             r->o_err[row * dv + t] = err;
         }
     }
+    free(aug);
+    free(aug_err);
+    free(aug_p);
+    free(aug_pe);
 }
 
 void ref_attn_compute(ref_attn *r, const attn_shape *shape, const attn_options *opt,

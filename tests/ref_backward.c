@@ -112,18 +112,37 @@ static void row_scores(const ref_bwd_in *in, int64_t b, int64_t h, int64_t i, sc
             x += in->bias[((b * s->q_heads + h) * s->q_len + i) * s->kv_len + j];
             e += u * fabs(x);
         }
+        if (opt && opt->alibi_slopes) { /* as ref.c, tolerance.h "alibi" */
+            const int64_t lq = opt->q_lens ? opt->q_lens[b] : s->q_len;
+            const int64_t lkb = opt->kv_lens ? opt->kv_lens[b] : s->kv_len;
+            const double a = ref_tensor_get(opt->alibi_slopes, b, h, 0, 0) *
+                             fabs((double)(i + lkb - lq - j));
+            x -= a;
+            e += TOL_ALIBI_A * u * fabs(a) + u * fabs(x);
+        }
         o->s = x;
         o->err = e;
     }
 }
 
-static double row_lse(const score *sc, int64_t n)
+/* The sink logit of row (b, h, i): -inf without sinks and for padded rows. */
+static double row_sink(const ref_bwd_in *in, int64_t b, int64_t h, int64_t i)
 {
-    double m = -INFINITY, sum = 0.0;
+    const attn_options *opt = in->opt;
+    if (!opt || !opt->sinks || i >= (opt->q_lens ? opt->q_lens[b] : in->shape.q_len))
+        return -INFINITY;
+    return ref_tensor_get(opt->sinks, b, h, 0, 0);
+}
+
+/* log(exp(sink) + sum_j exp(s_j)): a sink is one more logit, with no value. */
+static double row_lse(const score *sc, int64_t n, double sink)
+{
+    double m = sink, sum = 0.0;
     for (int64_t j = 0; j < n; j++)
         m = sc[j].s > m ? sc[j].s : m;
     if (m == -INFINITY)
         return -INFINITY;
+    sum = exp(sink - m);
     for (int64_t j = 0; j < n; j++)
         sum += exp(sc[j].s - m);
     return m + log(sum);
@@ -141,7 +160,7 @@ double ref_bwd_forward(const ref_bwd_in *in, double *o, double *lse)
             for (int64_t i = 0; i < s->q_len; i++) {
                 const int64_t row = (b * s->q_heads + h) * s->q_len + i;
                 row_scores(in, b, h, i, sc);
-                const double l = row_lse(sc, lk);
+                const double l = row_lse(sc, lk, row_sink(in, b, h, i));
                 memset(orow, 0, (size_t)dv * sizeof(double));
                 if (l != -INFINITY)
                     for (int64_t j = 0; j < lk; j++) {
@@ -194,7 +213,7 @@ void ref_bwd_grads(ref_grads *g, const ref_bwd_in *in, const float *lse_f32, con
                 const int64_t row = (b * Hq + h) * lq + i, kvh = b * Hk + h / group;
                 const double *q = in->q + row * d, *dout = in->dout + row * dv;
                 row_scores(in, b, h, i, sc);
-                const double l = row_lse(sc, lk);
+                const double l = row_lse(sc, lk, row_sink(in, b, h, i));
                 if (l == -INFINITY)
                     continue; /* no visible key: every gradient of the row is 0 */
                 /* D = dO . O with O exact, and its f32 error G (step 3 of tolerance.h) */

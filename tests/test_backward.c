@@ -129,6 +129,9 @@ Test(backward_ref, finite_differences, .timeout = 300)
         WL_MQA | WL_VDIM | WL_SOFTCAP | WL_BIAS | WL_CAUSAL,
         WL_Q_SHORT | WL_WINDOW | WL_MASK,
         WL_F16 | WL_CAUSAL,
+        WL_SINKS | WL_CAUSAL | WL_GQA,
+        WL_ALIBI | WL_WINDOW | WL_WINDOW_R,
+        WL_SINKS | WL_ALIBI | WL_SOFTCAP | WL_LENS,
     };
     for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
         /* small enough for a difference per element: redraw (wl_make picks
@@ -341,6 +344,13 @@ static const unsigned bwd_specs[] = {
     WL_BIG_HEAD | WL_CAUSAL,
     ALL_MASKS | WL_GQA | WL_BLHD | WL_PAD | WL_BF16 | WL_VDIM | WL_SCALE | WL_OFFSET,
     ALL_MASKS | WL_MQA | WL_F16 | WL_VDIM0 | WL_Q_SHORT,
+    WL_SINKS,
+    WL_SINKS | WL_LENS | WL_Q_LONG | WL_CAUSAL,
+    WL_ALIBI | WL_CAUSAL,
+    WL_ALIBI | WL_GQA | WL_BIAS,
+    WL_WINDOW | WL_WINDOW_R | WL_Q_SHORT,
+    WL_WINDOW_R | WL_CAUSAL | WL_SINKS,
+    ALL_MASKS | WL_SINKS | WL_ALIBI | WL_WINDOW_R | WL_GQA | WL_BF16,
 };
 
 /* Both plans of the driver (backward.c) on every spec: fused (one task per

@@ -58,6 +58,22 @@ static const unsigned specs[] = {
     ALL_MASKS | WL_GQA | WL_BLHD | WL_PAD | WL_BF16 | WL_VDIM | WL_SCALE | WL_OFFSET,
     ALL_MASKS | WL_MQA | WL_F16 | WL_VDIM0 | WL_Q_SHORT,
     ALL_MASKS | WL_Q_LONG | WL_PAD,
+    /* score modifiers (1.1): sinks, ALiBi, two-sided windows */
+    WL_SINKS,
+    WL_SINKS | WL_CAUSAL | WL_LENS,
+    WL_SINKS | WL_WINDOW | WL_CAUSAL | WL_MASK,
+    WL_SINKS | WL_DECODE | WL_GQA | WL_F16,
+    WL_ALIBI,
+    WL_ALIBI | WL_CAUSAL | WL_Q_SHORT,
+    WL_ALIBI | WL_Q_LONG | WL_LENS | WL_BF16,
+    WL_ALIBI | WL_SOFTCAP | WL_BIAS | WL_MQA,
+    WL_WINDOW_R,
+    WL_WINDOW | WL_WINDOW_R,
+    WL_WINDOW | WL_WINDOW_R | WL_Q_SHORT | WL_LENS,
+    WL_WINDOW | WL_WINDOW_R | WL_Q_LONG | WL_GQA | WL_BLHD,
+    WL_WINDOW_R | WL_CAUSAL | WL_DECODE,
+    WL_SINKS | WL_ALIBI | WL_WINDOW | WL_WINDOW_R | WL_LENS | WL_PAD | WL_OFFSET,
+    ALL_MASKS | WL_SINKS | WL_ALIBI | WL_WINDOW_R | WL_GQA | WL_F16 | WL_VDIM,
 };
 #define N_SPECS (sizeof specs / sizeof specs[0])
 

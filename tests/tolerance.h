@@ -233,4 +233,31 @@ static inline double tol_under_bwd(double n, double abs_p)
 /* Two implementations each within `bound` of the exact value. */
 #define TOL_PAIR(bound) (2.0 * (bound))
 
+/*
+ * Score modifiers (sinks, ALiBi, two-sided windows):
+ *
+ *  alibi:    y = x - slope * d, d = |i + Lk - Lq - j| an integer. The kernel
+ *            converts d to f32 (exact below 2^24, else relative error <= u),
+ *            then either rounds the product slope * fl(d) (<= u) and the
+ *            subtraction (<= u), or fuses both into one FMA (one rounding).
+ *            With a = slope * d exact and y* = x - a:
+ *              fl(d) = d (1 + d1), fl(slope fl(d)) = a (1 + d1)(1 + d2),
+ *              |a (1+d1)(1+d2) - a| <= (2u + u^2) |a|,
+ *              then the subtraction adds u * |y* + that| <= u|y*| + u(2u + u^2)|a|,
+ *            in all (2u + u^2)(1 + u) |a| + u |y*| <= TOL_ALIBI_A * u * |a| + u |y*|
+ *            (TOL_ALIBI_A = 3 > (2 + u)(1 + u)). An error e0 already in x
+ *            passes through unchanged. FMA kernels meet it with room (only
+ *            the conversion and one rounding).
+ *
+ *  sinks:    the sink logit z is one more softmax entry, exact (error 0), with
+ *            no value: the row bounds above apply to the n + 1 entries (its
+ *            exp is computed by expf: the same TOL_EXP_ULP; its term joins the
+ *            sum: gamma(n + 1)). An online softmax seeded with the sink may
+ *            rescale once more than without it (on the first key block):
+ *            the forward tests already count R = blocks + 1.
+ *
+ *  windows:  masks only: exact.
+ */
+#define TOL_ALIBI_A 3.0
+
 #endif /* ATTN_TEST_TOLERANCE_H */

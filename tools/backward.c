@@ -63,7 +63,12 @@ static double dq_row(const problem *p, const buffers *b, const grads *g, int64_t
     if (!sc)
         return NAN;
     double *dp = sc + n, *slope = dp + n;
-    double m = -INFINITY, a_max = 0.0, w_max = 0.0, k_max = 0.0, v_max = 0.0;
+    /* the score modifiers as the library applies them: ALiBi from the
+       query's aligned position, the sink as one more logit in the softmax */
+    const int64_t pos = i + (lk - s->q_len);
+    const double alibi_slope_h = p->alibi ? (double)b->slopes[h] : 0.0;
+    double m = p->has_sink ? (double)p->sink : -INFINITY;
+    double a_max = 0.0, w_max = 0.0, k_max = 0.0, v_max = 0.0, alibi_max = 0.0;
     for (int64_t j = 0; j < n; j++) {
         const size_t kr = (kv0 + (size_t)(lo + j)) * (size_t)d;
         const size_t vr = (kv0 + (size_t)(lo + j)) * (size_t)dv;
@@ -87,13 +92,18 @@ static double dq_row(const problem *p, const buffers *b, const grads *g, int64_t
             x = cap * th;
             slope[j] = 1.0 - th * th;
         }
+        if (p->alibi) {
+            const double a = alibi_slope_h * (double)llabs(pos - (lo + j));
+            x -= a;
+            alibi_max = fmax(alibi_max, a);
+        }
         sc[j] = x;
         dp[j] = pd;
         m = fmax(m, x);
         a_max = fmax(a_max, terms * fabs(scale));
         w_max = fmax(w_max, w);
     }
-    double sum = 0.0, D = 0.0;
+    double sum = p->has_sink ? exp((double)p->sink - m) : 0.0, D = 0.0;
     for (int64_t j = 0; j < n; j++)
         sum += exp(sc[j] - m);
     for (int64_t j = 0; j < n; j++)
@@ -111,7 +121,9 @@ static double dq_row(const problem *p, const buffers *b, const grads *g, int64_t
     }
     free(sc);
     const double u = F32_UNIT_ROUNDOFF, rn = sqrt((double)n);
-    const double e_s = u * (2.0 * sqrt((double)d) * a_max + rn + 8.0);
+    /* ALiBi: the library may fuse s - slope * dist into one FMA (as the
+       forward's verification, `attn run --help`): a few u of it per score */
+    const double e_s = u * (2.0 * sqrt((double)d) * a_max + rn + 8.0 + 12.0 * alibi_max);
     const double e_a = 2.0 * sqrt((double)dv) * u * w_max + dout_abs * e_s * v_max;
     return 8.0 * fabs(scale) * k_max * (e_s * pa + e_a + rn * u * ds_abs);
 }
@@ -195,6 +207,7 @@ int measure_backward(const problem *p, const cli_settings *x, attn_threadpool *p
     gr.dv = &g.tdv;
 
     attn_options o = options_of(p);
+    add_modifiers(&o, p, &b);
     o.parallel_for = attn_threadpool_parallel_for;
     o.parallel_ctx = pool;
     const attn_row_stats st = { g.lse, NULL, NULL };

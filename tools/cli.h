@@ -53,6 +53,11 @@ typedef struct problem {
     float scale;
     float softcap;
     attn_dtype kv_dtype;
+    /* score modifiers (attn.h 1.1) */
+    int64_t window_right; /* 0: off */
+    bool alibi;           /* ALiBi with alibi_slope(h, q_heads) */
+    bool has_sink;
+    float sink;           /* one sink logit for every query head */
 } problem;
 
 typedef struct preset {
@@ -80,7 +85,12 @@ double flops_per_call(const problem *p);
 double kv_bytes_per_call(const problem *p);
 /* Few query rows (decode, speculative decoding): bound by reading K and V. */
 bool is_decode_like(const problem *p);
+/* The options of p; sinks and ALiBi slopes point into b (see buffers). */
 attn_options options_of(const problem *p);
+/* ALiBi's standard slope of query head h of `heads` (the ALiBi paper's
+   geometric sequence, extended as its reference code does for heads that
+   are not a power of two). */
+float alibi_slope(int64_t h, int64_t heads);
 
 /* ------------------------------------------------------------ numbers (numbers.c) */
 
@@ -113,6 +123,9 @@ typedef struct cli_settings {
     int64_t window;
     float scale, softcap;
     int kv_dtype;
+    int64_t window_right; /* -1: not given */
+    float sink;           /* NaN: not given */
+    int alibi;            /* -1: not given */
     /* bench */
     const preset *chosen[CLI_MAX_CHOSEN];
     size_t n_chosen;
@@ -157,7 +170,15 @@ typedef struct buffers {
     attn_tensor tq, tk, tv, tout; /* tk, tv: copy 0 */
     int64_t copies;
     size_t k_copy_bytes, v_copy_bytes;
+    /* score modifiers: the sink (one value, broadcast over batch and heads)
+       and the ALiBi slopes [q_heads] (NULL without ALiBi) */
+    float sink;
+    float *slopes;
+    attn_tensor tsinks, tslopes;
 } buffers;
+
+/* opt with p's sinks and ALiBi slopes from b (when p has them). */
+void add_modifiers(attn_options *opt, const problem *p, const buffers *b);
 
 typedef struct verify_result {
     int64_t rows;

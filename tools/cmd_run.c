@@ -27,10 +27,12 @@ static const char run_outro[] =
     "  scalar ISA (attn_isa_select(ATTN_ISA_SCALAR), restored afterwards) as a\n"
     "  mask-free one-query problem over exactly its visible keys [lo, hi): with\n"
     "  off = kv_len - q_len (bottom-right alignment), hi = i + off + 1 when causal\n"
-    "  (else kv_len) and lo = i + off - W + 1 for a window W (else 0), clipped to\n"
-    "  [0, kv_len]. Row pointers are passed through attn_tensor strides, so the\n"
-    "  oracle sees the same data and checks the masks as well as the kernels. A\n"
-    "  row with no visible key must be exactly 0.\n"
+    "  (else kv_len) and lo = i + off - W + 1 for a window W (else 0), hi also at\n"
+    "  most i + off + R for --window-right R, clipped to [0, kv_len]. Row pointers\n"
+    "  are passed through attn_tensor strides, so the oracle sees the same data\n"
+    "  and checks the masks as well as the kernels. It gets the same sink; ALiBi\n"
+    "  reaches it as an explicit bias row -slope*|i + off - j| (its own alignment\n"
+    "  would measure from hi - 1). A row with no visible key must be exactly 0.\n"
     "  Tolerance, per row: |o - o_ref| <= 8 * u * (2*sqrt(d)*A + sqrt(n) + 8) * V\n"
     "    u = 2^-24 (f32 unit roundoff), d = head_dim, n = visible keys,\n"
     "    A = |scale| * max_j sum_t |q_t k_jt| (largest magnitude a score's terms\n"
@@ -46,6 +48,9 @@ static const char run_outro[] =
     "  keys moves o by about V/n (5x the bound at n = 4096, more for fewer keys).\n"
     "  Reported: max abs error, max relative error (per row, relative to the\n"
     "  row's largest |o_ref|), and the worst error/tolerance ratio.\n"
+    "  With --alibi the tolerance adds 12 * u * B * V, B = the largest |ALiBi\n"
+    "  bias| of the row's keys: the library may fuse the bias into one FMA where\n"
+    "  the oracle rounds twice (each within 3u|bias| of exact).\n"
     "\n"
     "Backward (--backward):\n"
     "  Times attn_backward on the same inputs, a seeded dout, and the out and lse\n"
@@ -103,6 +108,15 @@ int cmd_run(int argc, char **argv)
            p.causal ? "causal" : "not causal", window_text, (double)scale_of(&p),
            p.scale == 0.0f ? " (1/sqrt(head_dim))" : "", softcap_text, dtype_name(p.kv_dtype),
            x.seed);
+    if (p.window_right || p.has_sink || p.alibi) {
+        char right_text[32] = "off", sink_text[32] = "off";
+        if (p.window_right)
+            snprintf(right_text, sizeof right_text, "%" PRId64, p.window_right);
+        if (p.has_sink)
+            snprintf(sink_text, sizeof sink_text, "%g", (double)p.sink);
+        printf("  modifiers window_right %s, sinks %s, ALiBi %s\n", right_text, sink_text,
+               p.alibi ? "on (standard slopes)" : "off");
+    }
     if (x.backward)
         printf("  op       attn_backward (dq, dk, dv), after one attn_forward for out and lse\n");
     fflush(stdout);

@@ -123,6 +123,7 @@ void buffers_free(buffers *b)
     free(b->k);
     free(b->v);
     free(b->out);
+    free(b->slopes);
     memset(b, 0, sizeof *b);
 }
 
@@ -244,7 +245,8 @@ int buffers_init(buffers *b, const problem *p, uint64_t seed)
     b->k = nk > 0 ? alloc_elems(copies, b->k_copy_bytes) : NULL;
     b->v = nv > 0 ? alloc_elems(copies, b->v_copy_bytes) : NULL;
     b->out = alloc_elems(no, sizeof(float));
-    if (!b->q || !b->k || !b->v || !b->out) {
+    b->slopes = p->alibi ? alloc_elems(s->q_heads, sizeof(float)) : NULL;
+    if (!b->q || !b->k || !b->v || !b->out || (p->alibi && !b->slopes)) {
         fprintf(stderr, "attn: cannot allocate the tensors of this problem "
                         "(q %" PRId64 ", k %" PRId64 ", v %" PRId64 ", out %" PRId64
                         " elements, %" PRId64 " K/V copies)\n", nq, nk, nv, no, copies);
@@ -268,7 +270,23 @@ int buffers_init(buffers *b, const problem *p, uint64_t seed)
     b->tk = make_tensor(b->k, p->kv_dtype, s->kv_heads, s->kv_len, s->head_dim);
     b->tv = make_tensor(b->v, p->kv_dtype, s->kv_heads, s->kv_len, dv);
     b->tout = make_tensor(b->out, ATTN_DTYPE_F32, s->q_heads, s->q_len, dv);
+    /* [batch][q_head] views: the sink broadcast everywhere, slopes per head */
+    b->sink = p->sink;
+    b->tsinks = (attn_tensor){ &b->sink, ATTN_DTYPE_F32, 0, 0, 0 };
+    if (b->slopes) {
+        for (int64_t h = 0; h < s->q_heads; h++)
+            b->slopes[h] = alibi_slope(h, s->q_heads);
+        b->tslopes = (attn_tensor){ b->slopes, ATTN_DTYPE_F32, 0, 1, 0 };
+    }
     return EXIT_OK;
+}
+
+void add_modifiers(attn_options *opt, const problem *p, const buffers *b)
+{
+    if (p->has_sink)
+        opt->sinks = &b->tsinks;
+    if (p->alibi)
+        opt->alibi_slopes = &b->tslopes;
 }
 
 int library_error(const char *what, attn_status st)
@@ -385,6 +403,7 @@ static attn_status time_forward(const problem *p, const buffers *b, pool_hook *h
                                 int64_t iters, double target_s, timing *t, timing *floor_t)
 {
     attn_options o = options_of(p);
+    add_modifiers(&o, p, b);
     o.parallel_for = counting_parallel_for;
     o.parallel_ctx = hook;
     progress *pr = hook->progress;

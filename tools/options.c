@@ -213,6 +213,17 @@ static const cli_option options[] = {
     {"--softcap", "C", CLI_RUN, P, parse_float, AT(softcap), 0, 0,
      "score soft-capping C*tanh(s/C) (0: off)"},
     {"--kv-dtype", "T", CLI_RUN, P, parse_kv_dtype, 0, 0, 0, "f32, f16 or bf16 storage of K and V"},
+    {"--window-right", "R", CLI_RUN, P, parse_i64, AT(window_right), 0, INT64_MAX,
+     "right edge of a local window: keys j < i + off + R (0: off);\n"
+     "with --window and --no-causal a two-sided window of W + R - 1\n"
+     "keys (FlashAttention's window_size (l, r) is W = l+1, R = r+1)"},
+    {"--sinks", "Z", CLI_RUN, P, parse_float, AT(sink), -1, 0,
+     "an attention-sink logit Z for every query head (gpt-oss):\n"
+     "one more softmax entry per row, without a value"},
+    {"--alibi", NULL, CLI_RUN, P, set_int, AT(alibi), 1, 0,
+     "ALiBi: add -slope_h * |i + off - j| with the standard slopes\n"
+     "2^(-8 (h+1) / H) of the query heads"},
+    {"--no-alibi", NULL, CLI_RUN, P, set_int, AT(alibi), 0, 0, "ALiBi off"},
     {"--seed", "S", RB, P, parse_u64, AT(seed), 0, 0,
      "seed of the input generator (default 1)"},
     {"--threads", "N", RB, E, parse_i64, AT(threads), 0, MAX_THREADS,
@@ -254,6 +265,9 @@ void cli_defaults(unsigned command, cli_settings *s)
     s->window = -1;
     s->scale = s->softcap = NAN;
     s->kv_dtype = -1;
+    s->window_right = -1;
+    s->sink = NAN;
+    s->alibi = -1;
 }
 
 /* The option part of a command's --help, from the table. */
@@ -325,7 +339,7 @@ int cli_parse(unsigned command, const char *cmd, int argc, char **argv, cli_sett
 bool cli_problem_overridden(const cli_settings *s)
 {
     bool any = s->causal >= 0 || s->window >= 0 || !isnan(s->scale) || !isnan(s->softcap) ||
-               s->kv_dtype >= 0;
+               s->kv_dtype >= 0 || s->window_right >= 0 || !isnan(s->sink) || s->alibi >= 0;
     for (int d = 0; d < N_DIMS; d++)
         any = any || s->dims[d] >= 0;
     return any;
@@ -350,5 +364,13 @@ problem cli_problem(const cli_settings *s)
         p.softcap = s->softcap;
     if (s->kv_dtype >= 0)
         p.kv_dtype = (attn_dtype)s->kv_dtype;
+    if (s->window_right >= 0)
+        p.window_right = s->window_right;
+    if (!isnan(s->sink)) {
+        p.has_sink = true;
+        p.sink = s->sink;
+    }
+    if (s->alibi >= 0)
+        p.alibi = s->alibi;
     return p;
 }

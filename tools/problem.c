@@ -7,15 +7,15 @@
 #define LLAMA3_8B_HEADS 1, 32, 8
 const preset cli_presets[] = {
     { "prefill", "Llama-3-8B-like prefill, 2048 tokens",
-      { "prefill", { LLAMA3_8B_HEADS, 2048, 2048, 128, 0 }, true, 0, 0.0f, 0.0f, ATTN_DTYPE_F32 } },
+      { "prefill", { LLAMA3_8B_HEADS, 2048, 2048, 128, 0 }, true, 0, 0.0f, 0.0f, ATTN_DTYPE_F32, 0, false, false, 0.0f } },
     { "decode", "one decode step over a 4096-token KV cache",
-      { "decode", { LLAMA3_8B_HEADS, 1, 4096, 128, 0 }, true, 0, 0.0f, 0.0f, ATTN_DTYPE_F32 } },
+      { "decode", { LLAMA3_8B_HEADS, 1, 4096, 128, 0 }, true, 0, 0.0f, 0.0f, ATTN_DTYPE_F32, 0, false, false, 0.0f } },
     { "prefill-f16", "prefill, K and V stored as f16",
-      { "prefill-f16", { LLAMA3_8B_HEADS, 2048, 2048, 128, 0 }, true, 0, 0.0f, 0.0f, ATTN_DTYPE_F16 } },
+      { "prefill-f16", { LLAMA3_8B_HEADS, 2048, 2048, 128, 0 }, true, 0, 0.0f, 0.0f, ATTN_DTYPE_F16, 0, false, false, 0.0f } },
     { "decode-f16", "decode, K and V stored as f16",
-      { "decode-f16", { LLAMA3_8B_HEADS, 1, 4096, 128, 0 }, true, 0, 0.0f, 0.0f, ATTN_DTYPE_F16 } },
+      { "decode-f16", { LLAMA3_8B_HEADS, 1, 4096, 128, 0 }, true, 0, 0.0f, 0.0f, ATTN_DTYPE_F16, 0, false, false, 0.0f } },
     { "small", "a quick check: 2 x 8 heads (GQA 4:1), 256 tokens, head_dim 64",
-      { "small", { 2, 8, 2, 256, 256, 64, 0 }, true, 0, 0.0f, 0.0f, ATTN_DTYPE_F32 } },
+      { "small", { 2, 8, 2, 256, 256, 64, 0 }, true, 0, 0.0f, 0.0f, ATTN_DTYPE_F32, 0, false, false, 0.0f } },
 };
 const size_t cli_preset_count = sizeof(cli_presets) / sizeof(cli_presets[0]);
 const char *const cli_bench_order[] = { "small", "prefill", "prefill-f16", "decode", "decode-f16" };
@@ -57,7 +57,8 @@ const char *dtype_name(attn_dtype t)
 
 /*
  * Keys [*lo, *hi) that query row i may see, by the masks of attn.h:
- * causal j <= i + off, window j > i + off - W, off = kv_len - q_len.
+ * causal j <= i + off, window j > i + off - W, window_right j < i + off + R,
+ * off = kv_len - q_len.
  */
 void visible_keys(const problem *p, int64_t i, int64_t *lo, int64_t *hi)
 {
@@ -70,6 +71,12 @@ void visible_keys(const problem *p, int64_t i, int64_t *lo, int64_t *hi)
         /* A window wider than lq + lk hides nothing; clamp to avoid overflow. */
         int64_t w = p->window < lq + lk ? p->window : lq + lk;
         l = pos - w + 1;
+    }
+    if (p->window_right > 0) {
+        /* the same clamp: a right edge past lq + lk hides nothing */
+        int64_t r = p->window_right < lq + lk ? p->window_right : lq + lk;
+        if (pos + r < h)
+            h = pos + r;
     }
     if (h < 0)
         h = 0;
@@ -119,5 +126,18 @@ attn_options options_of(const problem *p)
     o.window = p->window;
     o.scale = p->scale;
     o.softcap = p->softcap;
+    o.window_right = p->window_right;
     return o;
+}
+
+float alibi_slope(int64_t h, int64_t heads)
+{
+    /* powers of 2^(-8/n) for the largest power of two n <= heads, then the
+       odd powers of 2^(-8/2n) for the heads beyond it */
+    int64_t n = 1;
+    while (n * 2 <= heads)
+        n *= 2;
+    if (h < n)
+        return (float)pow(2.0, -8.0 * (double)(h + 1) / (double)n);
+    return (float)pow(2.0, -8.0 * (double)(2 * (h - n) + 1) / (double)(2 * n));
 }

@@ -21,7 +21,8 @@ dynamic linker, then a build tree (see libattn._loader).
 from . import _capi
 from ._capi import AttnError, DType, Status, library_path
 from ._loader import ABI_MAJOR, LibraryError
-from ._ops import backward, forward, mask_apply, scores, softmax, softmax_backward, weights
+from ._ops import (alibi_slopes, backward, forward, mask_apply, scores, softmax,
+                   softmax_backward, weights)
 from ._tensor import Tensor
 
 __version__ = "1.1.0"
@@ -29,6 +30,7 @@ __version__ = "1.1.0"
 __all__ = [
     "ABI_MAJOR", "AttnError", "LibraryError", "Status", "DType", "Isa", "Tensor",
     "scores", "mask_apply", "softmax", "weights", "forward", "backward", "softmax_backward",
+    "alibi_slopes",
     "isa_active", "isa_available", "isa_select", "isa_names", "available_isas",
     "version", "version_info", "library_path", "thread_pool_size",
 ]

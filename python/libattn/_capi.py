@@ -55,7 +55,11 @@ class Options(ctypes.Structure):
                 ("mask", ctypes.POINTER(Tensor)),
                 ("bias", ctypes.POINTER(Tensor)),
                 ("parallel_for", ctypes.c_void_p),
-                ("parallel_ctx", ctypes.c_void_p)]
+                ("parallel_ctx", ctypes.c_void_p),
+                # 1.1: score modifiers
+                ("window_right", ctypes.c_int64),
+                ("sinks", ctypes.POINTER(Tensor)),
+                ("alibi_slopes", ctypes.POINTER(Tensor))]
 
 
 class Grads(ctypes.Structure):

@@ -25,6 +25,7 @@
 #include <sleef.h>
 
 #include "dsp.h"
+#include "alibi.h"
 #include "arm/neon.h"
 #include "exp_constants.h"
 
@@ -254,4 +255,5 @@ void attn_dsp_init_neon(attn_dsp *t)
     t->mask_bool = attn_mask_bool_f32_neon;
     t->softmax_bwd = attn_softmax_bwd_f32_neon;
     attn_dsp_init_backward_neon(t);
+    t->alibi = attn_alibi_f32_neon;
 }

@@ -22,6 +22,7 @@
 #include <math.h>
 #include <sleef.h>
 
+#include "alibi.h"
 #include "dsp.h"
 #include "arm/sve.h"
 #include "exp_constants.h"
@@ -204,4 +205,5 @@ void attn_dsp_init_sve(attn_dsp *t)
     t->add_bias = attn_add_bias_f32_sve;
     t->mask_bool = attn_mask_bool_f32_sve;
     t->softmax_bwd = attn_softmax_bwd_f32_sve;
+    t->alibi = attn_alibi_f32_sve;
 }

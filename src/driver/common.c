@@ -9,17 +9,22 @@ static int64_t round_up16(int64_t n) { return (n + 15) & ~(int64_t)15; }
 /* The mask rules of attn.h that shape a row into one interval of keys. */
 static row_ref make_row(const attn_problem *pb, int64_t b, int64_t h, int64_t i)
 {
-    row_ref row = {b, h, i, 0, 0};
     int64_t lq = pb->q_lens ? pb->q_lens[b] : pb->q_len;
     int64_t lk = pb->kv_lens ? pb->kv_lens[b] : pb->kv_len;
+    int64_t aligned = i + (lk - lq); /* bottom-right alignment */
+    row_ref row = {b, h, i, 0, 0, aligned, i < lq};
     if (i >= lq)
         return row;
-    int64_t aligned = i + (lk - lq); /* bottom-right alignment */
     int64_t lo = 0, hi = lk;
     if (pb->flags & ATTN_CAUSAL)
         hi = attn_min64(hi, aligned + 1);
     if (pb->window > 0 && aligned >= pb->window)
         lo = aligned - pb->window + 1;
+    /* the right edge too, so tiles past it are skipped like those before lo;
+       R >= lk - aligned (= lq - i > 0) hides nothing, and aligned + R could
+       overflow for such R */
+    if (pb->window_right > 0 && pb->window_right < lk - aligned)
+        hi = attn_min64(hi, aligned + pb->window_right);
     if (hi > lo) {
         row.lo = lo;
         row.hi = hi;
@@ -120,15 +125,27 @@ void attn_score_epilogue_after_softcap(const attn_dsp *dsp, const attn_problem *
     if (pb->bias.data)
         dsp->add_bias(s, (const float *)attn_row_ptr(&pb->bias, row->b, row->h, row->i) + k0,
                       (size_t)n);
+    if (pb->alibi.data) /* from positions: no bias table is ever formed */
+        dsp->alibi(s, (size_t)n, *(const float *)attn_row_ptr(&pb->alibi, row->b, row->h, 0),
+                   row->aligned - k0);
     if (pb->mask.data)
         dsp->mask_bool(s, (const uint8_t *)attn_row_ptr(&pb->mask, row->b, row->h, row->i) + k0,
                        (size_t)n);
 }
 
-void attn_softmax_segment(const attn_dsp *dsp, float *x, int64_t n, float *lse,
+float attn_row_sink(const attn_problem *pb, const row_ref *row)
+{
+    if (!pb->sinks.data || !row->is_query)
+        return -INFINITY;
+    return *(const float *)attn_row_ptr(&pb->sinks, row->b, row->h, 0);
+}
+
+void attn_softmax_segment(const attn_dsp *dsp, float *x, int64_t n, float sink, float *lse,
                           float *max_score, float *entropy, int want_entropy)
 {
     float m = n > 0 ? dsp->row_max(x, (size_t)n) : -INFINITY;
+    if (isnan(sink) || (!isnan(m) && sink > m)) /* a NaN sink must poison the row */
+        m = sink;
     if (m == -INFINITY) {
         attn_fill(x, n, 0.0f);
         *lse = *max_score = -INFINITY;
@@ -136,14 +153,21 @@ void attn_softmax_segment(const attn_dsp *dsp, float *x, int64_t n, float *lse,
         return;
     }
     float weighted = 0.0f, sum = NAN;
-    if (m <= FLT_MAX) /* finite */
-        sum = dsp->exp_sum(x, (size_t)n, m, want_entropy ? &weighted : NULL);
+    if (m <= FLT_MAX) { /* finite */
+        sum = n > 0 ? dsp->exp_sum(x, (size_t)n, m, want_entropy ? &weighted : NULL) : 0.0f;
+        if (sink != -INFINITY) { /* the sink's term: in the sum, never in x */
+            const float e = expf(sink - m);
+            sum += e;
+            weighted += e * (sink - m);
+        }
+    }
     if (isnan(sum)) {
         attn_fill(x, n, NAN);
         *lse = *max_score = *entropy = NAN;
         return;
     }
-    dsp->row_scale(x, (size_t)n, 1.0f / sum);
+    if (n > 0)
+        dsp->row_scale(x, (size_t)n, 1.0f / sum);
     float log_sum = logf(sum);
     *lse = m + log_sum;
     *max_score = m;

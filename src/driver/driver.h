@@ -46,9 +46,15 @@ typedef struct task_ctx {
     task_plan plan;
 } task_ctx;
 
-/* One query row of a block. Visible keys are [lo, hi); empty when lo == hi. */
+/*
+ * One query row of a block. Visible keys are [lo, hi); empty when lo == hi.
+ * aligned = i + (Lk_b - Lq_b), the key position the masks and ALiBi measure
+ * from; is_query: i < Lq_b (a padded row has no sink either).
+ */
 typedef struct row_ref {
     int64_t b, h, i, lo, hi;
+    int64_t aligned;
+    int is_query;
 } row_ref;
 
 static inline int64_t attn_min64(int64_t a, int64_t b) { return a < b ? a : b; }
@@ -92,7 +98,7 @@ void attn_visible_union(const row_ref *rows, int64_t n, int64_t *lo, int64_t *hi
  */
 int64_t attn_next_run(const row_ref *rows, int64_t n, int64_t *r, int64_t kb, int64_t ke);
 
-/* softcap, then bias, then the BOOL mask on scores of keys [k0, k0 + n). */
+/* softcap, bias, ALiBi, then the BOOL mask on scores of keys [k0, k0 + n). */
 void attn_score_epilogue(const attn_dsp *dsp, const attn_problem *pb, const row_ref *row,
                          float *s, int64_t k0, int64_t n);
 /* The epilogue's terms after the softcap (the backward applies the softcap
@@ -102,12 +108,17 @@ void attn_score_epilogue_after_softcap(const attn_dsp *dsp, const attn_problem *
                                        const row_ref *row, float *s, int64_t k0, int64_t n);
 
 /*
- * Softmax of one segment in place; the stats follow attn.h: an empty or
- * all -inf segment gives zeros and (-inf, -inf, 0); a NaN or +inf score
- * makes the whole row NaN (so every ISA agrees on such rows).
+ * Softmax of one segment in place, with `sink` (-inf: none) as one more
+ * entry that has no slot in x; the stats follow attn.h: an empty or all
+ * -inf segment without a sink gives zeros and (-inf, -inf, 0); a NaN or
+ * +inf score or sink makes the whole row NaN (so every ISA agrees on such
+ * rows).
  */
-void attn_softmax_segment(const attn_dsp *dsp, float *x, int64_t n, float *lse,
+void attn_softmax_segment(const attn_dsp *dsp, float *x, int64_t n, float sink, float *lse,
                           float *max_score, float *entropy, int want_entropy);
+
+/* The sink logit of a row: -inf without sinks and for padded rows. */
+float attn_row_sink(const attn_problem *pb, const row_ref *row);
 
 void attn_write_stats(const attn_problem *pb, const row_ref *row, float lse, float max_score,
                       float entropy);

@@ -68,9 +68,12 @@ static void finish_row(const attn_dsp *dsp, const attn_problem *pb, const row_re
     if (o->poisoned) {
         attn_fill(dst, pb->v_dim, NAN);
         attn_write_stats(pb, row, NAN, NAN, NAN);
-    } else if (o->m == -INFINITY) { /* no visible key */
+    } else if (o->m == -INFINITY) { /* no visible key, no sink */
         attn_fill(dst, pb->v_dim, 0.0f);
         attn_write_stats(pb, row, -INFINITY, -INFINITY, 0.0f);
+    } else if (row->lo >= row->hi) { /* only the sink: acc was never started */
+        attn_fill(dst, pb->v_dim, 0.0f);
+        attn_write_stats(pb, row, o->m, o->m, 0.0f);
     } else {
         dsp->row_scale(acc, (size_t)pb->v_dim, 1.0f / o->l);
         memcpy(dst, acc, (size_t)pb->v_dim * sizeof(float));
@@ -101,7 +104,14 @@ void attn_task_forward(void *vctx, size_t index)
 
     attn_convert_queries(dsp, pb, p, rows, n, qbuf);
     for (int64_t r = 0; r < n; r++) {
+        /* A sink starts the row as its first entry: max z, sum exp(z - z) = 1,
+           no value (the accumulator stays 0 for it). */
+        const float sink = attn_row_sink(pb, &rows[r]);
         st[r] = (online_row){-INFINITY, 0.0f, 0.0f, 0};
+        if (isnan(sink) || sink == INFINITY)
+            st[r].poisoned = 1;
+        else if (sink != -INFINITY)
+            st[r] = (online_row){sink, 1.0f, 0.0f, 0};
         if (rows[r].lo < rows[r].hi)
             attn_fill(acc + r * p->acc_stride, pb->v_dim, 0.0f);
     }

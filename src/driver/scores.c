@@ -54,8 +54,8 @@ void attn_task_scores(void *vctx, size_t index)
         attn_score_epilogue(dsp, pb, row, s + lo, lo, hi - lo);
         if (pb->op == ATTN_OP_WEIGHTS) {
             float lse, max_score, entropy;
-            attn_softmax_segment(dsp, s + lo, hi - lo, &lse, &max_score, &entropy,
-                                 pb->stats.entropy != NULL);
+            attn_softmax_segment(dsp, s + lo, hi - lo, attn_row_sink(pb, row), &lse, &max_score,
+                                 &entropy, pb->stats.entropy != NULL);
             attn_write_stats(pb, row, lse, max_score, entropy);
             attn_fill(s, lo, 0.0f);
             attn_fill(s + hi, pb->kv_len - hi, 0.0f);

@@ -6,6 +6,7 @@
  */
 #include <math.h>
 
+#include "alibi.h"
 #include "half.h"
 #include "scalar/scalar.h"
 
@@ -140,4 +141,5 @@ void attn_dsp_init_scalar(attn_dsp *t)
     t->mask_bool = attn_mask_bool_f32_scalar;
     t->softmax_bwd = attn_softmax_bwd_f32_scalar;
     attn_dsp_init_backward_scalar(t);
+    t->alibi = attn_alibi_f32_scalar;
 }

@@ -26,6 +26,7 @@
 #define attn_dsp_init_avx512 attn_dsp_init_avx512_emu
 #define attn_dsp_init_tiles_avx512 attn_dsp_init_tiles_avx512_emu
 #define attn_dsp_init_backward_avx512 attn_dsp_init_backward_avx512_emu
+#define attn_alibi_f32_avx512 attn_alibi_f32_avx512_emu
 #endif
 
 #ifdef __cplusplus

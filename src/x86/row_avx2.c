@@ -15,6 +15,7 @@
 #include <sleef.h>
 
 #include "exp_constants.h"
+#include "alibi.h"
 #include "x86/avx2.h"
 
 static ALWAYS_INLINE float hsum(__m256 v)
@@ -318,4 +319,5 @@ void attn_dsp_init_avx2(attn_dsp *t)
     t->mask_bool = attn_mask_bool_f32_avx2;
     t->softmax_bwd = attn_softmax_bwd_f32_avx2;
     attn_dsp_init_backward_avx2(t);
+    t->alibi = attn_alibi_f32_avx2;
 }

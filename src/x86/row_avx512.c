@@ -9,6 +9,8 @@
 #include <math.h>
 
 #include "x86/avx512.h"
+/* after avx512.h: its _emu renames must reach the declarations */
+#include "alibi.h"
 
 /*
  * Any NaN makes the result NaN. vmaxps alone would keep or drop a NaN
@@ -187,4 +189,5 @@ void attn_dsp_init_avx512(attn_dsp *t)
     t->mask_bool = attn_mask_bool_f32_avx512;
     t->softmax_bwd = attn_softmax_bwd_f32_avx512;
     attn_dsp_init_backward_avx512(t);
+    t->alibi = attn_alibi_f32_avx512;
 }

@@ -397,7 +397,7 @@ typedef struct problem {
     fz_buf opt_buf;
     attn_options *opt; /* NULL or inside opt_buf (struct_size bytes) */
     attn_options eff;  /* effective options (defaults where struct_size stops) */
-    tens q, k, v, out, mask, bias;
+    tens q, k, v, out, mask, bias, sinks, alibi; /* all[] order: see run_attention */
     fz_buf qlen_buf, kvlen_buf;
     int32_t *q_lens, *kv_lens;
     fz_buf stat_buf[3];
@@ -462,6 +462,18 @@ static void set_element(tens *T, int64_t b, int64_t h, int64_t i, int64_t c, flo
     } else {
         uint16_t bits = to_half_bits(x, T->t.dtype);
         memcpy(p, &bits, 2);
+    }
+}
+
+/* Whether the library must look at tensor w of all[] (see run_attention). */
+static int tensor_used(const problem *P, int w, const tens *T)
+{
+    switch (w) {
+    case 4: return P->eff.mask != NULL;
+    case 5: return P->eff.bias != NULL;
+    case 6: return P->eff.sinks != NULL;
+    case 7: return P->eff.alibi_slopes != NULL;
+    default: return T->passed;
     }
 }
 
@@ -609,6 +621,10 @@ static void check_results(problem *P, int op, const snapshot *sn)
                 const size_t row = (size_t)((b * s->q_heads + h) * s->q_len + i);
                 int64_t visible = 0;
                 double sum = 0.0;
+                /* a sink: one more softmax entry without a value (tame: finite) */
+                const int has_sink = P->eff.sinks && i < valid_q(P, b);
+                const double sink =
+                    has_sink ? ref_tensor_get(P->eff.sinks, b, h, 0, 0) : -INFINITY;
                 for (int64_t j = 0; j < s->kv_len; j++) {
                     const int vis = ref_visible(s, &P->eff, b, h, i, j);
                     visible += vis;
@@ -627,8 +643,10 @@ static void check_results(problem *P, int op, const snapshot *sn)
                              "%s: score [%lld][%lld][%lld][%lld] = %g (%s)", name, (long long)b,
                              (long long)h, (long long)i, (long long)j, x,
                              vis ? "visible: must be finite" : "hidden: must be -inf");
-                    if (op == OP_MASK_APPLY && vis && P->eff.softcap == 0.0f) {
-                        /* no softcap: the visible score is exactly s (+ bias) */
+                    if (op == OP_MASK_APPLY && vis && P->eff.softcap == 0.0f &&
+                        !P->eff.alibi_slopes) {
+                        /* no softcap, no ALiBi (an FMA or not): the visible
+                           score is exactly s (+ bias) */
                         float want = scores_before(sn, &P->out, b, h, i, j);
                         if (P->eff.bias)
                             want += *(const float *)ref_tensor_at(P->eff.bias, b, h, i, j);
@@ -640,14 +658,19 @@ static void check_results(problem *P, int op, const snapshot *sn)
                 const double rescales = op == OP_FORWARD ? (double)s->kv_len + 1.0 : 0.0;
                 const float *mx_row = P->stats_passed ? P->stats.max_score : NULL;
                 const row_bounds rb = contract_bounds(
-                    (double)(visible ? visible : 1), rescales,
+                    (double)(visible ? visible + (has_sink ? 1 : 0) : 1), rescales,
                     mx_row && visible ? fabs((double)mx_row[row]) : 0.0);
-                if (op == OP_WEIGHTS && visible)
+                if (op == OP_WEIGHTS && visible && !has_sink)
                     FZ_CHECK(fabs(sum - 1.0) <= rb.sum,
                              "weights: row [%lld][%lld][%lld] sums to %.9g over %lld keys "
                              "(bound %.3g)",
                              (long long)b, (long long)h, (long long)i, sum, (long long)visible,
                              rb.sum);
+                if (op == OP_WEIGHTS && visible && has_sink) /* the sink keeps the rest */
+                    FZ_CHECK(sum <= 1.0 + rb.sum,
+                             "weights: row [%lld][%lld][%lld] with a sink sums to %.9g > 1 "
+                             "(bound %.3g)",
+                             (long long)b, (long long)h, (long long)i, sum, rb.sum);
                 if (op == OP_FORWARD) {
                     for (int64_t t = 0; t < v_dim; t++) {
                         const float o = out_at(&P->out, b, h, i, t);
@@ -656,7 +679,9 @@ static void check_results(problem *P, int op, const snapshot *sn)
                                      "gives %g, want 0", (long long)b, (long long)h, (long long)i, o);
                             continue;
                         }
-                        double lo = INFINITY, hi = -INFINITY, mag = 0.0;
+                        /* with a sink the weights sum to less than 1: 0 joins the hull */
+                        double lo = has_sink ? 0.0 : INFINITY, hi = has_sink ? 0.0 : -INFINITY,
+                               mag = 0.0;
                         for (int64_t j = 0; j < s->kv_len; j++) {
                             if (!ref_visible(s, &P->eff, b, h, i, j))
                                 continue;
@@ -676,14 +701,17 @@ static void check_results(problem *P, int op, const snapshot *sn)
                 if ((op == OP_WEIGHTS || op == OP_FORWARD) && P->stats_passed) {
                     const float *lse = P->stats.lse, *mx = P->stats.max_score,
                                 *ent = P->stats.entropy;
+                    /* a hidden row's stats are its sink's (-inf without one) */
+                    const float only = (float)sink;
                     if (!visible) {
-                        FZ_CHECK((!lse || lse[row] == -INFINITY) && (!mx || mx[row] == -INFINITY) &&
+                        FZ_CHECK((!lse || lse[row] == only) && (!mx || mx[row] == only) &&
                                      (!ent || ent[row] == 0.0f),
-                                 "%s: stats of fully hidden row %zu: %g %g %g, want -inf -inf 0",
+                                 "%s: stats of fully hidden row %zu: %g %g %g, want %g %g 0",
                                  name, row, lse ? lse[row] : 0.0, mx ? mx[row] : 0.0,
-                                 ent ? ent[row] : 0.0);
+                                 ent ? ent[row] : 0.0, (double)only, (double)only);
                     } else {
-                        const double log_n = log((double)visible);
+                        /* n visible keys, plus the sink as one more entry */
+                        const double log_n = log((double)(visible + has_sink));
                         FZ_CHECK(!lse || isfinite(lse[row]), "%s: lse[%zu] = %g", name, row,
                                  lse ? lse[row] : 0.0);
                         FZ_CHECK(!mx || isfinite(mx[row]), "%s: max_score[%zu] = %g", name, row,
@@ -742,8 +770,8 @@ static void call_and_verify(problem *P, int op, unsigned must, unsigned may, int
     const char *stat_names[3] = {"stats.lse", "stats.max_score", "stats.entropy"};
     for (int w = 0; w < 3; w++)
         snap_add(&sn, stat_names[w], P->stat_buf[w].data, P->stat_buf[w].bytes, stat_w);
-    tens *inputs[5] = {&P->q, &P->k, &P->v, &P->mask, &P->bias};
-    for (int w = 0; w < 5; w++)
+    tens *inputs[7] = {&P->q, &P->k, &P->v, &P->mask, &P->bias, &P->sinks, &P->alibi};
+    for (int w = 0; w < 7; w++)
         if (inputs[w]->buf.map)
             snap_add(&sn, inputs[w]->name, inputs[w]->buf.data, inputs[w]->buf.bytes, NULL);
     snap_add(&sn, "q_lens", P->qlen_buf.map ? P->qlen_buf.data : NULL, P->qlen_buf.bytes, NULL);
@@ -847,6 +875,10 @@ static void run_attention(fz_reader *r, int op)
     if (fz_chance(r, 80))
         full.window = hostile && fz_chance(r, 60) ? (fz_chance(r, 128) ? -fz_range(r, 1, 5) : INT64_MIN)
                                                   : fz_range(r, 1, 45);
+    if (fz_chance(r, 70))
+        full.window_right = hostile && fz_chance(r, 60)
+                                ? (fz_chance(r, 128) ? -fz_range(r, 1, 5) : INT64_MIN)
+                                : fz_range(r, 1, 45);
     /* lengths only for a batch an array can hold (the caller promises batch entries) */
     const int with_lens = fz_chance(r, 90) && dims_ok && s->batch <= 4096;
     const int opt_mode = fz_u8(r) % 8;
@@ -863,26 +895,32 @@ static void run_attention(fz_reader *r, int op)
                                       offsetof(attn_options, window), offsetof(attn_options, q_lens),
                                       offsetof(attn_options, kv_lens), offsetof(attn_options, mask),
                                       offsetof(attn_options, bias), offsetof(attn_options, parallel_for),
-                                      offsetof(attn_options, parallel_ctx)};
+                                      offsetof(attn_options, parallel_ctx),
+                                      offsetof(attn_options, window_right),
+                                      offsetof(attn_options, sinks),
+                                      offsetof(attn_options, alibi_slopes)};
         struct_size = (uint32_t)ends[fz_u8(r) % (sizeof ends / sizeof ends[0])];
     }
 
     /* tensors: extents from the shape (when it is meaningful) */
     const int needs_qk = op != OP_MASK_APPLY, needs_v = op == OP_FORWARD;
-    tens *all[6] = {&P.q, &P.k, &P.v, &P.out, &P.mask, &P.bias};
-    const char *names[6] = {"q", "k", "v", "out", "mask", "bias"};
-    const int64_t ext[6][4] = {
+    tens *all[8] = {&P.q, &P.k, &P.v, &P.out, &P.mask, &P.bias, &P.sinks, &P.alibi};
+    const char *names[8] = {"q", "k", "v", "out", "mask", "bias", "sinks", "alibi_slopes"};
+    const int64_t ext[8][4] = {
         {s->batch, s->q_heads, s->q_len, s->head_dim},
         {s->batch, s->kv_heads, s->kv_len, s->head_dim},
         {s->batch, s->kv_heads, s->kv_len, v_dim},
         {s->batch, s->q_heads, s->q_len, op == OP_FORWARD ? v_dim : s->kv_len},
         {s->batch, s->q_heads, s->q_len, s->kv_len},
         {s->batch, s->q_heads, s->q_len, s->kv_len},
+        {s->batch, s->q_heads, 1, 1}, /* sinks: one float per (batch entry, head) */
+        {s->batch, s->q_heads, 1, 1}, /* ALiBi slopes: likewise */
     };
-    const int32_t usual[6] = {ATTN_DTYPE_F32, ATTN_DTYPE_F32, ATTN_DTYPE_F32,
-                              ATTN_DTYPE_F32, ATTN_DTYPE_BOOL, ATTN_DTYPE_F32};
-    const int wanted[6] = {needs_qk, needs_qk, needs_v, 1, fz_chance(r, 80), fz_chance(r, 60)};
-    for (int w = 0; w < 6; w++) {
+    const int32_t usual[8] = {ATTN_DTYPE_F32, ATTN_DTYPE_F32,  ATTN_DTYPE_F32, ATTN_DTYPE_F32,
+                              ATTN_DTYPE_BOOL, ATTN_DTYPE_F32, ATTN_DTYPE_F32, ATTN_DTYPE_F32};
+    const int wanted[8] = {needs_qk,         needs_qk,         needs_v,          1,
+                           fz_chance(r, 80), fz_chance(r, 60), fz_chance(r, 60), fz_chance(r, 60)};
+    for (int w = 0; w < 8; w++) {
         tens *T = all[w];
         T->name = names[w];
         T->is_output = w == 3;
@@ -895,7 +933,7 @@ static void run_attention(fz_reader *r, int op)
                             : pick_dtype(r, usual[w], hostile);
         if (w == 3 && !hostile)
             T->t.dtype = ATTN_DTYPE_F32;
-        if ((w == 4 || w == 5) && !hostile)
+        if (w >= 4 && !hostile)
             T->t.dtype = usual[w];
         if (dims_ok)
             pick_strides(r, T, hostile);
@@ -923,6 +961,9 @@ static void run_attention(fz_reader *r, int op)
             P.eff.kv_lens = COVERED(kv_lens) && with_lens ? (const int32_t *)1 : NULL;
             P.eff.mask = COVERED(mask) && P.mask.passed ? &P.mask.t : NULL;
             P.eff.bias = COVERED(bias) && P.bias.passed ? &P.bias.t : NULL;
+            if (COVERED(window_right)) P.eff.window_right = full.window_right;
+            P.eff.sinks = COVERED(sinks) && P.sinks.passed ? &P.sinks.t : NULL;
+            P.eff.alibi_slopes = COVERED(alibi_slopes) && P.alibi.passed ? &P.alibi.t : NULL;
             P.eff.parallel_for = COVERED(parallel_for) && fz_chance(r, 160) ? permuting_parallel_for
                                                                              : NULL;
             P.eff.parallel_ctx = COVERED(parallel_ctx) ? &P.hook : NULL;
@@ -933,30 +974,31 @@ static void run_attention(fz_reader *r, int op)
     if (P.eff.flags & ~ATTN_CAUSAL)
         must |= BIT(ATTN_ERR_ARG);
     if (!isfinite(P.eff.scale) || !isfinite(P.eff.softcap) || P.eff.softcap < 0.0f ||
-        P.eff.window < 0 || (P.eff.softcap > 0.0f && !isfinite(1.0f / P.eff.softcap)))
+        P.eff.window < 0 || P.eff.window_right < 0 ||
+        (P.eff.softcap > 0.0f && !isfinite(1.0f / P.eff.softcap)))
         must |= BIT(ATTN_ERR_ARG);
 
     /* dtypes */
-    for (int w = 0; w < 6; w++) {
+    for (int w = 0; w < 8; w++) {
         tens *T = all[w];
-        const int used = w < 4 ? T->passed : (w == 4 ? P.eff.mask != NULL : P.eff.bias != NULL);
+        const int used = tensor_used(&P, w, T);
         if (!used)
             continue;
         const int32_t dt = T->t.dtype;
         const int ok = w == 3 ? dt == ATTN_DTYPE_F32
                        : w == 4 ? dt == ATTN_DTYPE_BOOL
-                       : w == 5 ? dt == ATTN_DTYPE_F32
+                       : w >= 5 ? dt == ATTN_DTYPE_F32
                                 : (dt == ATTN_DTYPE_F32 || dt == ATTN_DTYPE_F16 || dt == ATTN_DTYPE_BF16);
         if (!ok)
             must |= BIT(ATTN_ERR_ARG);
     }
 
     /* NULL data pointers, and data pointers whose extent wraps the address space */
-    for (int w = 0; w < 6; w++) {
+    for (int w = 0; w < 8; w++) {
         tens *T = all[w];
         if (!T->passed || !hostile)
             continue;
-        const int used = w < 4 || (w == 4 ? P.eff.mask != NULL : P.eff.bias != NULL);
+        const int used = w < 4 || tensor_used(&P, w, T);
         if (fz_chance(r, 8)) {
             T->t.data = NULL;
             if (used)
@@ -969,9 +1011,9 @@ static void run_attention(fz_reader *r, int op)
 
     /* extents, overlap, overflow */
     if (dims_ok) {
-        for (int w = 0; w < 6; w++) {
+        for (int w = 0; w < 8; w++) {
             tens *T = all[w];
-            const int used = w < 4 ? T->passed : (w == 4 ? P.eff.mask != NULL : P.eff.bias != NULL);
+            const int used = tensor_used(&P, w, T);
             if (!used || (w < 2 && !needs_qk) || (w == 2 && !needs_v))
                 continue;
             if (T->t.data == (void *)1) { /* a real buffer will be given */
@@ -1014,9 +1056,9 @@ static void run_attention(fz_reader *r, int op)
 
     /* A valid call too large for this harness is not made. */
     if (!must) {
-        for (int w = 0; w < 6; w++) {
+        for (int w = 0; w < 8; w++) {
             tens *T = all[w];
-            const int used = w < 4 ? T->passed : (w == 4 ? P.eff.mask != NULL : P.eff.bias != NULL);
+            const int used = tensor_used(&P, w, T);
             if (used && !((w < 2 && !needs_qk) || (w == 2 && !needs_v)) &&
                 (T->bytes < 0 || T->fake))
                 goto out;
@@ -1028,7 +1070,7 @@ static void run_attention(fz_reader *r, int op)
     }
 
     /* buffers: exact extents, guard page right after (or right before) */
-    for (int w = 0; w < 6; w++) {
+    for (int w = 0; w < 8; w++) {
         tens *T = all[w];
         if (!T->passed || T->t.data != (void *)1)
             continue;
@@ -1056,6 +1098,8 @@ static void run_attention(fz_reader *r, int op)
     fill_tensor_values(&P.v, &g, P.vc == VALUES_WILD ? VALUES_WILD : VALUES_TAME, -2.0f, 2.0f);
     fill_tensor_values(&P.mask, &g, VALUES_TAME, 0.0f, 1.0f);
     fill_tensor_values(&P.bias, &g, P.vc == VALUES_WILD ? VALUES_WILD : VALUES_TAME, -4.0f, 4.0f);
+    fill_tensor_values(&P.sinks, &g, P.vc == VALUES_WILD ? VALUES_WILD : VALUES_TAME, -4.0f, 4.0f);
+    fill_tensor_values(&P.alibi, &g, P.vc == VALUES_WILD ? VALUES_WILD : VALUES_TAME, 0.0f, 1.0f);
     if (op == OP_MASK_APPLY)
         fill_tensor_values(&P.out, &g, P.vc == VALUES_WILD ? VALUES_WILD : VALUES_TAME, -30.0f,
                            30.0f);
@@ -1070,6 +1114,8 @@ static void run_attention(fz_reader *r, int op)
     full.kv_lens = with_lens ? P.kv_lens : NULL;
     full.mask = P.mask.passed ? &P.mask.t : NULL;
     full.bias = P.bias.passed ? &P.bias.t : NULL;
+    full.sinks = P.sinks.passed ? &P.sinks.t : NULL;
+    full.alibi_slopes = P.alibi.passed ? &P.alibi.t : NULL;
     full.parallel_for = P.eff.parallel_for;
     full.parallel_ctx = &P.hook;
     full.struct_size = struct_size;
@@ -1084,7 +1130,7 @@ static void run_attention(fz_reader *r, int op)
     call_and_verify(&P, op, must, may, stat_rows, r);
 
 out:
-    for (int w = 0; w < 6; w++)
+    for (int w = 0; w < 8; w++)
         fz_buf_free(&all[w]->buf);
     for (int w = 0; w < 3; w++)
         fz_buf_free(&P.stat_buf[w]);

@@ -193,9 +193,31 @@ static void run_attention(fz_reader *r, int op, const attn_dsp *const *tables, i
         make_tensor(&bias, r, ATTN_DTYPE_F32, s.batch, s.q_heads, s.q_len, s.kv_len, 1);
         opt.bias = &bias;
     }
+    /* score modifiers: right window edge, sinks, ALiBi slopes ([B][Hq] views) */
+    attn_tensor sinks = {0}, slopes = {0};
+    if (fz_chance(r, 60))
+        opt.window_right = fz_range(r, 1, s.kv_len + 2);
+    if (fz_chance(r, 60)) {
+        make_tensor(&sinks, r, ATTN_DTYPE_F32, s.batch, s.q_heads, 1, 1, 1);
+        opt.sinks = &sinks;
+    }
+    if (fz_chance(r, 60)) {
+        make_tensor(&slopes, r, ATTN_DTYPE_F32, s.batch, s.q_heads, 1, 1, 1);
+        opt.alibi_slopes = &slopes;
+    }
 
     /* values, written through the views (broadcast elements written last win) */
     const unsigned mask_density = fz_u8(r);
+    for (int64_t b = 0; b < s.batch; b++)
+        for (int64_t h = 0; h < s.q_heads; h++) {
+            /* a sink may be special (NaN/inf poison the row, -inf is none);
+               slopes stay finite: an infinite slope makes 0 * inf at the
+               query's own position, a case the bounds do not model */
+            if (opt.sinks)
+                store(&sinks, b, h, 0, 0, gen_value(&g, 1));
+            if (opt.alibi_slopes)
+                store(&slopes, b, h, 0, 0, gen_value(&g, 0) / 4.0f);
+        }
     for (int64_t b = 0; b < s.batch; b++) {
         for (int64_t h = 0; h < s.q_heads; h++)
             for (int64_t i = 0; i < s.q_len; i++) {
@@ -322,6 +344,8 @@ static void run_attention(fz_reader *r, int op, const attn_dsp *const *tables, i
     free(v.data);
     free(mask.data);
     free(bias.data);
+    free(sinks.data);
+    free(slopes.data);
     free(scores_in.data);
 }
 
