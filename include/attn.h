@@ -356,9 +356,11 @@ typedef struct attn_grads {
  * out and dout are [b][q_head][q][v_dim] of F32, F16 or BF16 (out as the
  * forward wrote it); q, k, v as in attn_forward.
  *
- * Every mask and length of opt holds as in the forward: padded query rows,
- * rows without a visible key (lse = -inf) and keys no row sees get exactly
- * zero gradients. A row whose lse is NaN or +inf (the forward's result for a
+ * Every option of opt holds as in the forward (masks, lengths, windows on
+ * both sides, softcap, bias, ALiBi slopes, sinks: a sink is part of the
+ * lse, so the weights P are right; the sinks' own gradient is not computed).
+ * Padded query rows, rows without a visible key and keys no row sees get
+ * exactly zero gradients. A row whose lse is NaN or +inf (the forward's result for a
  * row a NaN reached) gets NaN gradients, which reach dk and dv of the keys
  * it sees. As in the forward, a non-finite v or dout element inside the
  * valid lengths may turn gradients of its tile into NaN.
