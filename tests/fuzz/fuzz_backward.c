@@ -1,6 +1,6 @@
 /*
  * Differential fuzzer of attn_backward: small random problems (every option
- * of the forward, F32/F16/BF16 inputs, padded and [B,L,H,D] layouts, GQA)
+ * of the forward, sinks, ALiBi and two-sided windows included, F32/F16/BF16 inputs, padded and [B,L,H,D] layouts, GQA)
  * through every kernel table this build and CPU offer. Each table runs its
  * own forward, then the backward on that forward's output and lse; every
  * gradient (and dbias) must be within tests/ref_backward.c's bound of the
@@ -187,6 +187,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     attn_tensor dt = dense(dout, s.q_heads, s.q_len, dv);
     dt.dtype = dout_type;
     fill(&dt, &g, -2.0f, 2.0f, s.batch, s.q_heads, s.q_len, dv);
+    /* score modifiers, read after everything above: right window edge,
+       sinks and ALiBi slopes ([B][Hq] views, broadcast strides allowed) */
+    attn_tensor sinks = {0}, slopes = {0};
+    if (fz_chance(r, 60))
+        opt.window_right = fz_range(r, 1, s.kv_len + 2);
+    if (fz_chance(r, 60)) {
+        make_tensor(&sinks, r, ATTN_DTYPE_F32, s.batch, s.q_heads, 1, 1, 1);
+        fill(&sinks, &g, -3.0f, 3.0f, s.batch, s.q_heads, 1, 1);
+        opt.sinks = &sinks;
+    }
+    if (fz_chance(r, 60)) {
+        make_tensor(&slopes, r, ATTN_DTYPE_F32, s.batch, s.q_heads, 1, 1, 1);
+        fill(&slopes, &g, 0.0f, 0.5f, s.batch, s.q_heads, 1, 1);
+        opt.alibi_slopes = &slopes;
+    }
 
     ref_bwd_in in;
     ref_bwd_load(&in, &s, &opt, &q, &k, &v, &dt);
@@ -259,5 +274,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     free(v.data);
     free(mask.data);
     free(bias.data);
+    free(sinks.data);
+    free(slopes.data);
     return 0;
 }
