@@ -338,9 +338,14 @@ typedef struct attn_grads {
                                  every final score s, i.e. the gradient of the
                                  additive bias at full shape (0 where masked);
                                  sum it over any dimension the bias broadcasts */
+    float *dsinks;            /* float[batch][q_heads] or NULL: d loss / d sink logit
+                                 of each (batch entry, query head), i.e.
+                                 -sum_i exp(sink - lse_i) D_i over its rows; needs
+                                 opt->sinks (else ATTN_ERR_ARG); sum it over batch
+                                 when the sinks broadcast over it */
 } attn_grads;
 
-#define ATTN_GRADS_INIT { (uint32_t)sizeof(attn_grads), 0, 0, 0, 0 }
+#define ATTN_GRADS_INIT { (uint32_t)sizeof(attn_grads), 0, 0, 0, 0, 0 }
 
 /*
  * Attention backward: given the forward's inputs (q, k, v, the same shape
@@ -358,7 +363,7 @@ typedef struct attn_grads {
  *
  * Every option of opt holds as in the forward (masks, lengths, windows on
  * both sides, softcap, bias, ALiBi slopes, sinks: a sink is part of the
- * lse, so the weights P are right; the sinks' own gradient is not computed).
+ * lse, so the weights P are right, and dsinks gives their own gradient).
  * Padded query rows, rows without a visible key and keys no row sees get
  * exactly zero gradients. A row whose lse is NaN or +inf (the forward's result for a
  * row a NaN reached) gets NaN gradients, which reach dk and dv of the keys

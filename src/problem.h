@@ -41,6 +41,7 @@ typedef struct attn_problem {
        and the other gradients (dbias.data NULL when not asked for) */
     attn_tensor o, dout, dk, dv, dbias;
     const float *lse;
+    float *dsinks; /* NULL when not asked for */
 } attn_problem;
 
 /* Bytes per element of an attn_dtype; 0 for an unknown value. */

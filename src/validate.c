@@ -289,19 +289,23 @@ attn_status attn_validate_backward(attn_problem *pb, const attn_shape *shape,
     g.dv = grads->dv;
     if (size >= offsetof(attn_grads, dbias) + sizeof(grads->dbias))
         g.dbias = grads->dbias;
+    if (size >= offsetof(attn_grads, dsinks) + sizeof(grads->dsinks))
+        g.dsinks = grads->dsinks;
     if (!g.dq || !g.dk || !g.dv || !g.dk->data || !g.dv->data || (g.dbias && !g.dbias->data))
         return ATTN_ERR_NULL;
 
     attn_problem p;
     TRY(attn_validate(&p, ATTN_OP_BACKWARD, shape, opt, q, k, v, g.dq, NULL));
 
+    if (g.dsinks && !p.sinks.data) /* the gradient of sinks that are not there */
+        return ATTN_ERR_ARG;
     if (!is_float_input_dtype(out->dtype) || !is_float_input_dtype(dout->dtype) ||
         g.dk->dtype != ATTN_DTYPE_F32 || g.dv->dtype != ATTN_DTYPE_F32 ||
         (g.dbias && g.dbias->dtype != ATTN_DTYPE_F32))
         return ATTN_ERR_ARG;
 
     /* every range again, now with the backward's own tensors */
-    byte_range inputs[10], outputs[4];
+    byte_range inputs[10], outputs[5];
     int n_in = 0, n_out = 0;
     TRY(check_tensor(q, p.batch, p.q_heads, p.q_len, p.head_dim, 0, &inputs[n_in++]));
     TRY(check_tensor(k, p.batch, p.kv_heads, p.kv_len, p.head_dim, 0, &inputs[n_in++]));
@@ -326,6 +330,12 @@ attn_status attn_validate_backward(attn_problem *pb, const attn_shape *shape,
     TRY(check_tensor(g.dv, p.batch, p.kv_heads, p.kv_len, p.v_dim, 1, &outputs[n_out++]));
     if (g.dbias)
         TRY(check_tensor(g.dbias, p.batch, p.q_heads, p.q_len, p.kv_len, 1, &outputs[n_out++]));
+    if (g.dsinks) {
+        const uintptr_t bytes = (uintptr_t)(p.batch * p.q_heads) * sizeof(float);
+        if ((uintptr_t)g.dsinks > UINTPTR_MAX - bytes)
+            return ATTN_ERR_SHAPE;
+        outputs[n_out++] = (byte_range){(uintptr_t)g.dsinks, (uintptr_t)g.dsinks + bytes};
+    }
     for (int a = 0; a < n_out; a++) {
         for (int b = 0; b < n_in; b++)
             if (ranges_meet(outputs[a], inputs[b]))
@@ -343,6 +353,7 @@ attn_status attn_validate_backward(attn_problem *pb, const attn_shape *shape,
     if (g.dbias)
         pb->dbias = *g.dbias;
     pb->lse = lse;
+    pb->dsinks = g.dsinks;
     return ATTN_OK;
 }
 

@@ -43,6 +43,11 @@ void ref_bwd_load(ref_bwd_in *in, const attn_shape *shape, const attn_options *o
     load(in->k, k, B, Hk, s.kv_len, s.head_dim);
     load(in->v, v, B, Hk, s.kv_len, s.v_dim);
     load(in->dout, dout, B, Hq, s.q_len, s.v_dim);
+    in->sinks = NULL;
+    if (opt && opt->sinks) {
+        in->sinks = dense((size_t)(B * Hq));
+        load(in->sinks, opt->sinks, B, Hq, 1, 1);
+    }
     in->bias = NULL;
     if (opt && opt->bias) {
         in->bias = dense((size_t)(B * Hq * s.q_len * s.kv_len));
@@ -57,6 +62,7 @@ void ref_bwd_free(ref_bwd_in *in)
     free(in->v);
     free(in->dout);
     free(in->bias);
+    free(in->sinks);
     memset(in, 0, sizeof *in);
 }
 
@@ -129,9 +135,9 @@ static void row_scores(const ref_bwd_in *in, int64_t b, int64_t h, int64_t i, sc
 static double row_sink(const ref_bwd_in *in, int64_t b, int64_t h, int64_t i)
 {
     const attn_options *opt = in->opt;
-    if (!opt || !opt->sinks || i >= (opt->q_lens ? opt->q_lens[b] : in->shape.q_len))
+    if (!in->sinks || i >= (opt->q_lens ? opt->q_lens[b] : in->shape.q_len))
         return -INFINITY;
-    return ref_tensor_get(opt->sinks, b, h, 0, 0);
+    return in->sinks[b * in->shape.q_heads + h];
 }
 
 /* log(exp(sink) + sum_j exp(s_j)): a sink is one more logit, with no value. */
@@ -201,6 +207,9 @@ void ref_bwd_grads(ref_grads *g, const ref_bwd_in *in, const float *lse_f32, con
     g->dv_err = dense(nk * (size_t)dv);
     g->ds = dense(nq * (size_t)lk);
     g->ds_err = dense(nq * (size_t)lk);
+    g->dsinks = dense((size_t)(B * Hq));
+    g->dsinks_err = dense((size_t)(B * Hq));
+    double *dsinks_mag = dense((size_t)(B * Hq));
     /* second pass sums: sum |dS'| |x| etc., folded into the bounds at the end */
     double *dq_mag = dense(nq * (size_t)d), *dk_mag = dense(nk * (size_t)d),
            *dv_mag = dense(nk * (size_t)dv);
@@ -243,6 +252,23 @@ void ref_bwd_grads(ref_grads *g, const ref_bwd_in *in, const float *lse_f32, con
                     }
                     G += tol_gamma((double)dv + 1.0) * mag;
                     L = fabs((double)lse_f32[row] - l);
+                }
+                /* the sink: -p_sink D, p_sink = exp(sink - lse); computed in
+                   f32 as exp of fl(sink - lse^) (libm: TOL_EXP_ULP), times
+                   D^ (off by G), summed over the head's rows */
+                const double sink = row_sink(in, b, h, i);
+                if (sink != -INFINITY) {
+                    const double ps = exp(sink - l);
+                    g->dsinks[b * Hq + h] -= ps * D;
+                    if (lse_f32 && o_f32) {
+                        const double delta = L + u * (fabs(sink - l) + L);
+                        const double pse =
+                            ps * (exp(delta) * (1.0 + 2.0 * TOL_EXP_ULP * u) - 1.0) + TOL_TINY;
+                        g->dsinks_err[b * Hq + h] += pse * (fabs(D) + G) + ps * G +
+                                                     u * (ps + pse) * (fabs(D) + G) +
+                                                     2.0 * TOL_ETA;
+                        dsinks_mag[b * Hq + h] += (ps + pse) * (fabs(D) + G);
+                    }
                 }
                 for (int64_t j = 0; j < lk; j++) {
                     if (sc[j].s == -INFINITY)
@@ -312,6 +338,10 @@ void ref_bwd_grads(ref_grads *g, const ref_bwd_in *in, const float *lse_f32, con
         for (size_t x = 0; x < nk * (size_t)dv; x++)
             g->dv_err[x] += gv * dv_mag[x];
     }
+    if (lse_f32 && o_f32) /* the sum over the head's rows, any order */
+        for (int64_t x = 0; x < B * Hq; x++)
+            g->dsinks_err[x] += tol_gamma((double)lq + 1.0) * dsinks_mag[x];
+    free(dsinks_mag);
     free(dq_mag);
     free(dk_mag);
     free(dv_mag);
@@ -329,5 +359,7 @@ void ref_grads_free(ref_grads *g)
     free(g->dv_err);
     free(g->ds);
     free(g->ds_err);
+    free(g->dsinks);
+    free(g->dsinks_err);
     memset(g, 0, sizeof *g);
 }

@@ -23,6 +23,7 @@ typedef struct ref_bwd_in {
     attn_shape shape; /* v_dim resolved */
     const attn_options *opt;
     double *q, *k, *v, *dout, *bias;
+    double *sinks; /* [B][Hq] (NULL without sinks): read instead of opt->sinks */
 } ref_bwd_in;
 
 void ref_bwd_load(ref_bwd_in *in, const attn_shape *shape, const attn_options *opt,
@@ -39,6 +40,7 @@ double ref_bwd_forward(const ref_bwd_in *in, double *o, double *lse);
 typedef struct ref_grads {
     double *dq, *dq_err, *dk, *dk_err, *dv, *dv_err;
     double *ds, *ds_err; /* [B][Hq][Lq][Lk]: d loss / d final score (= dbias) */
+    double *dsinks, *dsinks_err; /* [B][Hq], zero without sinks */
 } ref_grads;
 
 /*

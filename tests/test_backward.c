@@ -104,6 +104,10 @@ static void fd_problem(workload *wp)
     check_fd("dq", &in, in.q, g.dq, nq, roundoff, max_abs(g.dq, nq));
     check_fd("dk", &in, in.k, g.dk, nk, roundoff, max_abs(g.dk, nk));
     check_fd("dv", &in, in.v, g.dv, nv, roundoff, max_abs(g.dv, nv));
+    if (in.sinks) {
+        const size_t ns = (size_t)(s->batch * s->q_heads);
+        check_fd("dsinks", &in, in.sinks, g.dsinks, ns, roundoff, max_abs(g.dsinks, ns));
+    }
     if (in.bias) { /* dbias = dS; a -inf bias entry stays -inf: its derivative is 0 */
         const size_t nb = (size_t)(s->batch * s->q_heads * s->q_len * s->kv_len);
         for (size_t i = 0; i < nb; i++)
@@ -154,7 +158,7 @@ Test(backward_ref, finite_differences, .timeout = 300)
 
 /* Gradient outputs of one run: dense, guarded. */
 typedef struct grads_buf {
-    buf qb, kb, vb, bb;
+    buf qb, kb, vb, bb, sb;
     attn_tensor dq, dk, dv, dbias;
     attn_grads g;
 } grads_buf;
@@ -175,6 +179,10 @@ static void grads_alloc(grads_buf *gb, const workload *w, int with_dbias)
     gb->g.dk = &gb->dk;
     gb->g.dv = &gb->dv;
     gb->bb.base = NULL;
+    gb->sb.base = NULL;
+    gb->sb.bytes = 0;
+    if (w->opt.sinks) /* always asked for when there are sinks */
+        gb->g.dsinks = buf_alloc(&gb->sb, (size_t)(s->batch * s->q_heads) * 4, 4);
     if (with_dbias) {
         const int64_t lk = s->kv_len;
         float *db = buf_alloc(&gb->bb, (size_t)(s->batch * s->q_heads * s->q_len * lk) * 4, 4);
@@ -186,8 +194,8 @@ static void grads_alloc(grads_buf *gb, const workload *w, int with_dbias)
 
 static void grads_poison(grads_buf *gb)
 {
-    buf *all[4] = {&gb->qb, &gb->kb, &gb->vb, &gb->bb};
-    for (int i = 0; i < 4; i++)
+    buf *all[5] = {&gb->qb, &gb->kb, &gb->vb, &gb->bb, &gb->sb};
+    for (int i = 0; i < 5; i++)
         if (all[i]->base)
             memset(all[i]->data, 0x7f, all[i]->bytes); /* a NaN-free huge pattern */
 }
@@ -199,6 +207,8 @@ static void grads_check_guards(const grads_buf *gb)
     buf_check(&gb->vb, "dv");
     if (gb->bb.base)
         buf_check(&gb->bb, "dbias");
+    if (gb->sb.base)
+        buf_check(&gb->sb, "dsinks");
 }
 
 static void grads_free(grads_buf *gb)
@@ -208,6 +218,8 @@ static void grads_free(grads_buf *gb)
     buf_free(&gb->vb);
     if (gb->bb.base)
         buf_free(&gb->bb);
+    if (gb->sb.base)
+        buf_free(&gb->sb);
 }
 
 static void compare_grad(const char *what, const float *got, const float *scalar,
@@ -303,6 +315,9 @@ static void check_backward(const attn_dsp *t, workload *w)
     if (with_dbias)
         compare_grad("dbias", got.dbias.data, is_scalar ? NULL : ref_scalar.dbias.data, r.ds,
                      r.ds_err, rows * (size_t)s->kv_len);
+    if (w->opt.sinks)
+        compare_grad("dsinks", got.g.dsinks, is_scalar ? NULL : ref_scalar.g.dsinks, r.dsinks,
+                     r.dsinks_err, (size_t)(s->batch * s->q_heads));
 
     ref_grads_free(&r);
     ref_bwd_free(&in);
@@ -387,13 +402,14 @@ static void reverse_parallel_for(void *ctx, attn_task_fn task, void *task_ctx, s
 
 static void check_deterministic(const attn_dsp *t);
 
-static void snapshot(const grads_buf *gb, float **dst, size_t sizes[4])
+static void snapshot(const grads_buf *gb, float **dst, size_t sizes[5])
 {
-    const buf *all[4] = {&gb->qb, &gb->kb, &gb->vb, &gb->bb};
-    for (int i = 0; i < 4; i++) {
+    const buf *all[5] = {&gb->qb, &gb->kb, &gb->vb, &gb->bb, &gb->sb};
+    for (int i = 0; i < 5; i++) {
         sizes[i] = all[i]->bytes;
         dst[i] = xmalloc(sizes[i]);
-        memcpy(dst[i], all[i]->data, sizes[i]);
+        if (sizes[i])
+            memcpy(dst[i], all[i]->data, sizes[i]);
     }
 }
 
@@ -410,7 +426,7 @@ ParameterizedTest(isa_row *row, backward, deterministic, .timeout = 300)
 static void check_deterministic(const attn_dsp *t)
 {
     workload w;
-    wl_make(&w, WL_GQA | WL_CAUSAL | WL_LENS | WL_BIAS | WL_SOFTCAP);
+    wl_make(&w, WL_GQA | WL_CAUSAL | WL_LENS | WL_BIAS | WL_SOFTCAP | WL_SINKS | WL_ALIBI);
     harness_context("determinism (%s plan) on %s",
                     attn_bwd_fused_min_tasks == 1 ? "fused" : "split", wl_describe(&w));
     CHECK(attn_forward_with(t, &w.shape, &w.opt, &w.q, &w.k, &w.v, &w.out, &w.stats) == ATTN_OK,
@@ -423,8 +439,8 @@ static void check_deterministic(const attn_dsp *t)
     grads_buf gb;
     grads_alloc(&gb, &w, 1);
 
-    float *serial[4], *other[4];
-    size_t sizes[4];
+    float *serial[5], *other[5];
+    size_t sizes[5];
     CHECK(attn_backward_with(t, &w.shape, &w.opt, &w.q, &w.k, &w.v, &w.out, &dt, w.stats.lse,
                              &gb.g) == ATTN_OK, "serial");
     snapshot(&gb, serial, sizes);
@@ -450,13 +466,13 @@ static void check_deterministic(const attn_dsp *t)
         else
             CHECK(rp.calls == 1, "parallel_for called %d times", rp.calls);
         snapshot(&gb, other, sizes);
-        static const char *const names[4] = {"dq", "dk", "dv", "dbias"};
-        for (int i = 0; i < 4; i++) {
+        static const char *const names[5] = {"dq", "dk", "dv", "dbias", "dsinks"};
+        for (int i = 0; i < 5; i++) {
             expect_bits(names[i], other[i], serial[i], sizes[i] / 4);
             free(other[i]);
         }
     }
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 5; i++)
         free(serial[i]);
     grads_free(&gb);
     free(dout);
@@ -568,6 +584,11 @@ Test(backward, errors)
     g = gb.g;
     g.dk = &bad;
     expect_error("dk F16", ATTN_ERR_ARG, &w, &w.opt, &dt, lse, &g, &gb);
+    /* dsinks without sinks */
+    float dsinks[64];
+    g = gb.g;
+    g.dsinks = dsinks;
+    expect_error("dsinks without sinks", ATTN_ERR_ARG, &w, &w.opt, &dt, lse, &g, &gb);
     attn_tensor bad_dout = dt;
     bad_dout.dtype = ATTN_DTYPE_BOOL;
     expect_error("dout BOOL", ATTN_ERR_ARG, &w, &w.opt, &bad_dout, lse, &gb.g, &gb);

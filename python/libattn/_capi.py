@@ -67,7 +67,8 @@ class Grads(ctypes.Structure):
                 ("dq", ctypes.POINTER(Tensor)),
                 ("dk", ctypes.POINTER(Tensor)),
                 ("dv", ctypes.POINTER(Tensor)),
-                ("dbias", ctypes.POINTER(Tensor))]
+                ("dbias", ctypes.POINTER(Tensor)),
+                ("dsinks", ctypes.c_void_p)]
 
 
 class RowStats(ctypes.Structure):

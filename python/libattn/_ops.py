@@ -360,8 +360,9 @@ def forward(q, k, v, *, causal=False, scale=0.0, softcap=0.0, window=0, q_lens=N
 
 def backward(q, k, v, out, dout, lse, *, causal=False, scale=0.0, softcap=0.0, window=0,
              q_lens=None, kv_lens=None, mask=None, bias=None, threads=None, dtype=None,
-             dbias=False, sinks=None, alibi=None):
-    """Gradients of forward(): (dq, dk, dv), or (dq, dk, dv, dbias) with dbias=True.
+             dbias=False, sinks=None, alibi=None, dsinks=False):
+    """Gradients of forward(): (dq, dk, dv), then dbias when dbias=True and
+    dsinks when dsinks=True, in that order.
 
     q, k, v and every keyword as given to forward(); out and lse are what
     that forward returned (out, and stats['lse']), dout = d loss / d out of
@@ -369,8 +370,8 @@ def backward(q, k, v, out, dout, lse, *, causal=False, scale=0.0, softcap=0.0, w
     dk and dv are summed over the query heads of each group. dbias is
     d loss / d scores at the full [..., Lq, Lk] shape (0 where masked): sum it
     over the axes a broadcast bias spans. Padded and fully masked rows get 0.
-    With sinks the gradients of q, k, v are exact (lse includes the sinks);
-    the sinks' own gradient is not computed yet.
+    dsinks (needs sinks=) is d loss / d sink logit per (batch entry, query
+    head): [B, Hq] float32 (one row less per missing leading axis of q).
     Results are identical for every `threads`.
     """
     if v is None:
@@ -410,6 +411,8 @@ def backward(q, k, v, out, dout, lse, *, causal=False, scale=0.0, softcap=0.0, w
             "dk": (shape.batch, shape.kv_heads, shape.kv_len, shape.head_dim),
             "dv": (shape.batch, shape.kv_heads, shape.kv_len, shape.v_dim),
             "dbias": target}
+    if dsinks and sinks is None:
+        raise ValueError("dsinks: needs sinks= (the gradient of sinks that are not there)")
     names = ["dq", "dk", "dv"] + (["dbias"] if dbias else [])
     results, c_tensors = [], {}
     for name in names:
@@ -421,6 +424,11 @@ def backward(q, k, v, out, dout, lse, *, causal=False, scale=0.0, softcap=0.0, w
     grads.struct_size = ctypes.sizeof(Grads)
     for name in names:
         setattr(grads, name, ctypes.pointer(c_tensors[name]))
+    if dsinks:
+        arr, op = new_f32((shape.batch, shape.q_heads)[min(lead, 1):], like_tensor)
+        results.append(arr)
+        keep.append(op)
+        grads.dsinks = op.address
     tensors = [q4.c_tensor(), k4.c_tensor(), v4.c_tensor(), outs["out"].c_tensor(),
                outs["dout"].c_tensor()]
     args = [ctypes.byref(shape), ctypes.byref(opt)] + [ctypes.byref(t) for t in tensors]

@@ -111,3 +111,21 @@ def test_torch_front_end_is_optional():
             "    raise SystemExit('libattn.torch imported without torch')\n")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
     subprocess.run([sys.executable, "-c", code], check=True, env=env)
+
+
+def test_backward_with_sinks_and_alibi(rng):
+    # numerics are checked in C (float64 gradients, finite differences, every
+    # ISA); here: the keywords reach the library, shapes, threads, errors
+    q, k, v, dout, kw = make(rng, CASES["causal"])
+    kw.update(sinks=rng.standard_normal(HQ).astype(np.float32),
+              alibi=libattn.alibi_slopes(HQ), window=(4, 2))
+    out, st = libattn.forward(q, k, v, stats=True, **kw)
+    one = libattn.backward(q, k, v, out, dout, st["lse"], dsinks=True, **kw)
+    assert len(one) == 4 and one[3].shape == (B, HQ) and np.isfinite(one[3]).all()
+    other = libattn.backward(q, k, v, out, dout, st["lse"], dsinks=True, threads=3, **kw)
+    for a, b in zip(one, other):
+        assert np.array_equal(a.view(np.uint32), b.view(np.uint32))
+    plain = libattn.backward(q, k, v, out, dout, st["lse"], causal=True)
+    assert not np.array_equal(plain[0], one[0])  # the modifiers changed the gradients
+    with pytest.raises(ValueError, match="dsinks"):
+        libattn.backward(q, k, v, out, dout, st["lse"], dsinks=True, causal=True)

@@ -137,6 +137,19 @@ static int64_t load_rows(const attn_dsp *dsp, const attn_problem *pb, const task
 }
 
 /*
+ * The sinks' gradient: each loaded row of head `head` (all heads when -1)
+ * adds -exp(sink - lse) D to *acc, in row order. A row that sees no key has
+ * O = 0, so D = 0 and nothing to add; those rows are not loaded.
+ */
+static void sink_grads(const attn_problem *pb, const row_ref *rows, const row_grad *g, int64_t n,
+                       int64_t head, float *acc)
+{
+    for (int64_t r = 0; r < n; r++)
+        if (rows[r].lo < rows[r].hi && (head < 0 || rows[r].h == head))
+            *acc -= expf(attn_row_sink(pb, &rows[r]) - g[r].lse) * g[r].dsum;
+}
+
+/*
  * For the run of rows [r0, r1) and keys [kb, ke): leaves P in b->s and
  * dS = P * (dP - D) in b->dp (row stride block_k, zero outside each row's
  * visible keys), and the softcapped scores in b->capped when softcap is on.
@@ -210,7 +223,7 @@ static void softcap_grad(const attn_problem *pb, const task_plan *p, const row_r
  * contributions to dk and dv, in place in the caller's arrays.
  */
 static void query_block(const task_ctx *ctx, const task_plan *p, size_t index, float *scratch,
-                        int with_kv)
+                        int with_kv, float *dsink)
 {
     const attn_dsp *dsp = ctx->dsp;
     const attn_problem *pb = ctx->pb;
@@ -223,6 +236,8 @@ static void query_block(const task_ctx *ctx, const task_plan *p, size_t index, f
     const kv_src vs = attn_kv_open(&pb->v, rows[0].b, kv_head);
     float *dk0 = attn_out_row(&pb->dk, rows[0].b, kv_head, 0);
     float *dv0 = attn_out_row(&pb->dv, rows[0].b, kv_head, 0);
+    if (dsink) /* the fused plan: one head per block, its task owns the sum */
+        sink_grads(pb, rows, g, n, -1, dsink);
 
     /* dq: in scratch (split), or in place in the caller's rows (fused: one
        head, so a run of rows has the stride of dq's rows) */
@@ -294,9 +309,14 @@ static void task_fused(const task_ctx *ctx, size_t index, float *scratch)
         attn_fill(dk0 + j * pb->dk.row_stride, pb->head_dim, 0.0f);
         attn_fill(dv0 + j * pb->dv.row_stride, pb->v_dim, 0.0f);
     }
-    for (int64_t h = kv_head * pb->group; h < (kv_head + 1) * pb->group; h++)
+    for (int64_t h = kv_head * pb->group; h < (kv_head + 1) * pb->group; h++) {
+        float dsink = 0.0f;
         for (int64_t qb = 0; qb < p.blocks; qb++)
-            query_block(ctx, &p, (size_t)((batch * p.groups + h) * p.blocks + qb), scratch, 1);
+            query_block(ctx, &p, (size_t)((batch * p.groups + h) * p.blocks + qb), scratch, 1,
+                        pb->dsinks ? &dsink : NULL);
+        if (pb->dsinks)
+            pb->dsinks[batch * pb->q_heads + h] = dsink;
+    }
     for (int64_t j = 0; j < pb->kv_len; j++)
         dsp->row_scale(dk0 + j * pb->dk.row_stride, (size_t)pb->head_dim, pb->scale);
 }
@@ -353,6 +373,22 @@ static void task_keys(const task_ctx *ctx, size_t index, float *scratch)
 
     for (int64_t j = 0; j < ke0 - kb0; j++)
         dsp->row_scale(dk0 + j * pb->dk.row_stride, (size_t)pb->head_dim, pb->scale);
+
+    /* the split plan's dsinks: the first key task of (batch, KV head) sums
+       each head of the group over all its rows (one pass per head, so every
+       sum runs in row order) */
+    if (pb->dsinks && blk == 0)
+        for (int64_t h = kv_head * pb->group; h < (kv_head + 1) * pb->group; h++) {
+            float dsink = 0.0f;
+            for (int64_t qb = 0; qb < p->blocks; qb++) {
+                int64_t unused;
+                const int64_t n = load_rows(dsp, pb, p, (size_t)((batch * p->groups + kv_head) *
+                                                                p->blocks + qb),
+                                            rows, g, &b, &unused);
+                sink_grads(pb, rows, g, n, h, &dsink);
+            }
+            pb->dsinks[batch * pb->q_heads + h] = dsink;
+        }
 }
 
 void attn_task_backward(void *vctx, size_t index)
@@ -364,7 +400,7 @@ void attn_task_backward(void *vctx, size_t index)
     if (p->fused_blocks)
         task_fused(ctx, index, scratch);
     else if (index < query_tasks)
-        query_block(ctx, p, index, scratch, 0);
+        query_block(ctx, p, index, scratch, 0, NULL);
     else
         task_keys(ctx, index - query_tasks, scratch);
 }

@@ -88,6 +88,7 @@ FROZEN(offsetof(attn_grads, dq) == 8);
 FROZEN(offsetof(attn_grads, dk) == 16);
 FROZEN(offsetof(attn_grads, dv) == 24);
 FROZEN(offsetof(attn_grads, dbias) == 32);
+FROZEN(offsetof(attn_grads, dsinks) == 40);
 #endif
 
 int main(void)
@@ -102,5 +103,6 @@ int main(void)
     const attn_grads grads = ATTN_GRADS_INIT;
     bad |= grads.struct_size != sizeof(attn_grads);
     bad |= grads.dq != NULL || grads.dk != NULL || grads.dv != NULL || grads.dbias != NULL;
+    bad |= grads.dsinks != NULL;
     return bad;
 }

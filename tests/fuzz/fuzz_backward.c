@@ -207,7 +207,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     ref_bwd_load(&in, &s, &opt, &q, &k, &v, &dt);
     const size_t nq = (size_t)(rows * s.head_dim),
                  nk = (size_t)(s.batch * s.kv_heads * s.kv_len), nb = (size_t)(rows * s.kv_len);
-    float *scalar[4] = {0};
+    float *scalar[5] = {0};
     ref_grads sref = {0}; /* the scalar table's gradients' bounds */
     /* every registry ISA (src/isa_list.h) this build and CPU run, scalar first */
     for (int t = ATTN_ISA_SCALAR; t < ATTN_ISA_COUNT; t++) {
@@ -217,7 +217,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         float *out = malloc((size_t)(rows * dv) * 4), *lse = malloc((size_t)rows * 4);
         float *gq = malloc(nq * 4), *gk = malloc(nk * (size_t)s.head_dim * 4),
               *gv = malloc(nk * (size_t)dv * 4), *gb = malloc(nb * 4);
-        if (!out || !lse || !gq || !gk || !gv || !gb)
+        float *gs = malloc((size_t)(s.batch * s.q_heads) * 4);
+        if (!out || !lse || !gq || !gk || !gv || !gb || !gs)
             abort();
         const attn_tensor ot = dense(out, s.q_heads, s.q_len, dv);
         const attn_row_stats st = {lse, NULL, NULL};
@@ -232,6 +233,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         gr.dk = &tk;
         gr.dv = &tv;
         gr.dbias = &tb;
+        gr.dsinks = opt.sinks ? gs : NULL;
         FZ_CHECK(attn_backward_with(tab, &s, &opt, &q, &k, &v, &ot, &dt, lse, &gr) == ATTN_OK,
                  "backward on %s", tab->isa_name);
 
@@ -242,6 +244,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             scalar[1] = gk;
             scalar[2] = gv;
             scalar[3] = gb;
+            scalar[4] = gs;
             ref_bwd_grads(&sref, &in, lse, out);
         }
         const char *isa = tab->isa_name;
@@ -254,6 +257,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         for (size_t i = 0; i < nb; i++)
             compare("dbias", isa, i, gb[i], scalar[3][i], ref.ds[i], ref.ds_err[i],
                     sref.ds_err[i]);
+        if (opt.sinks)
+            for (size_t i = 0; i < (size_t)(s.batch * s.q_heads); i++)
+                compare("dsinks", isa, i, gs[i], scalar[4][i], ref.dsinks[i], ref.dsinks_err[i],
+                        sref.dsinks_err[i]);
         ref_grads_free(&ref);
         free(out);
         free(lse);
@@ -262,9 +269,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             free(gk);
             free(gv);
             free(gb);
+            free(gs);
         }
     }
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 5; i++)
         free(scalar[i]);
     ref_grads_free(&sref);
     ref_bwd_free(&in);
