@@ -14,6 +14,8 @@ PACKAGES=(meson ninja-build pkg-config cmake gcc g++ libsleef-dev libcpu-feature
           libcriterion-dev libbenchmark-dev libopenblas-dev libsimde-dev abigail-tools
           python3-numpy python3-pytest python3-matplotlib qemu-user binutils
           clang libclang-rt-14-dev libopenmpi-dev openmpi-bin)
+# Only the tests need PyTorch (libattn.torch is checked against torch's autograd).
+TEST_PACKAGES=(python3-torch)
 
 install_missing() {
     local missing=() p
@@ -90,7 +92,7 @@ cmd_test() {
         esac
     done
     [ -z "${CI:-}" ] || arm=1
-    install_missing "${PACKAGES[@]}"
+    install_missing "${PACKAGES[@]}" "${TEST_PACKAGES[@]}"
 
     echo "== native build (warnings as errors, AVX-512 kernels also built against SIMDe)"
     configure build-test -Dbuildtype=debugoptimized -Dwerror=true -Dsimde_emulation=true \

@@ -475,6 +475,65 @@ ATTN_API attn_status attn_softmax_backward(const float *p, const float *dp, floa
                                            int64_t rows, int64_t cols,
                                            int64_t row_stride);
 
+/*
+ * The gradients attn_backward writes. Versioned like attn_options: the
+ * library reads only the fields struct_size covers, so fields appended later
+ * (e.g. the gradient of a new option) leave older callers working.
+ */
+typedef struct attn_grads {
+    uint32_t struct_size;     /* sizeof(attn_grads) the caller was built with */
+    const attn_tensor *dq;    /* F32 [b][q_head ][q][head_dim], required */
+    const attn_tensor *dk;    /* F32 [b][kv_head][k][head_dim], required */
+    const attn_tensor *dv;    /* F32 [b][kv_head][k][v_dim],    required */
+    const attn_tensor *dbias; /* F32 [b][q_head ][q][k] or NULL: d loss / d s for
+                                 every final score s, i.e. the gradient of the
+                                 additive bias at full shape (0 where masked);
+                                 sum it over any dimension the bias broadcasts */
+    float *dsinks;            /* float[batch][q_heads] or NULL: d loss / d sink logit
+                                 of each (batch entry, query head), i.e.
+                                 -sum_i exp(sink - lse_i) D_i over its rows; needs
+                                 opt->sinks (else ATTN_ERR_ARG); sum it over batch
+                                 when the sinks broadcast over it */
+} attn_grads;
+
+#define ATTN_GRADS_INIT { (uint32_t)sizeof(attn_grads), 0, 0, 0, 0, 0 }
+
+/*
+ * Attention backward: given the forward's inputs (q, k, v, the same shape
+ * and options), its output `out` and its per-row lse (float[batch][q_heads]
+ * [q_len], as attn_row_stats.lse), and dout = d loss / d out, writes
+ * dq, dk, dv (and dbias when asked):
+ *   P  = exp(S - lse)                   recomputed in tiles, never stored
+ *   dV = P^T dO          dP = dO V^T    D_i = sum_t dO_it O_it
+ *   dS = P * (dP - D)                   (dbias = dS)
+ *   dS'= dS * (1 - tanh^2(s/cap))       the softcap's derivative, when on
+ *   dQ = scale dS' K     dK = scale dS'^T Q
+ * With GQA/MQA dk and dv are summed over the query heads of each group.
+ * out and dout are [b][q_head][q][v_dim] of F32, F16 or BF16 (out as the
+ * forward wrote it); q, k, v as in attn_forward.
+ *
+ * Every option of opt holds as in the forward (masks, lengths, windows on
+ * both sides, softcap, bias, ALiBi slopes, sinks: a sink is part of the
+ * lse, so the weights P are right, and dsinks gives their own gradient).
+ * Padded query rows, rows without a visible key and keys no row sees get
+ * exactly zero gradients. A row whose lse is NaN or +inf (the forward's result for a
+ * row a NaN reached) gets NaN gradients, which reach dk and dv of the keys
+ * it sees. As in the forward, a non-finite v or dout element inside the
+ * valid lengths may turn gradients of its tile into NaN.
+ *
+ * Deterministic like every operation, without atomics: each gradient
+ * element has one owner task (with at least 8 (batch, KV head) pairs, one
+ * task per pair owns all of its gradients; with fewer, tasks of key blocks
+ * own dk/dv and tasks of query blocks dq/dbias, both recomputing P); no
+ * workspace, no heap. `grads` may not be NULL; its tensors may share no
+ * byte with an input or with each other.
+ */
+ATTN_API attn_status attn_backward(const attn_shape *shape, const attn_options *opt,
+                                   const attn_tensor *q, const attn_tensor *k,
+                                   const attn_tensor *v, const attn_tensor *out,
+                                   const attn_tensor *dout, const float *lse,
+                                   const attn_grads *grads);
+
 /* ---------------------------------------------------------------- thread pool */
 
 /*

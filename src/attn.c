@@ -94,6 +94,20 @@ attn_status attn_merge_with(const attn_dsp *dsp, const attn_shape *shape,
     return status;
 }
 
+attn_status attn_backward_with(const attn_dsp *dsp, const attn_shape *shape,
+                               const attn_options *opt, const attn_tensor *q,
+                               const attn_tensor *k, const attn_tensor *v,
+                               const attn_tensor *out, const attn_tensor *dout,
+                               const float *lse, const attn_grads *grads)
+{
+    attn_problem pb;
+    attn_status status =
+        attn_validate_backward(&pb, shape, opt, q, k, v, out, dout, lse, grads);
+    if (status == ATTN_OK)
+        attn_run(dsp, &pb);
+    return status;
+}
+
 attn_status attn_softmax_with(const attn_dsp *dsp, float *x, int64_t rows, int64_t cols,
                               int64_t row_stride, float *lse)
 {
@@ -172,4 +186,12 @@ attn_status attn_softmax_backward(const float *p, const float *dp, float *ds, in
                                   int64_t cols, int64_t row_stride)
 {
     return attn_softmax_backward_with(attn_dsp_active(), p, dp, ds, rows, cols, row_stride);
+}
+
+attn_status attn_backward(const attn_shape *shape, const attn_options *opt,
+                          const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
+                          const attn_tensor *out, const attn_tensor *dout, const float *lse,
+                          const attn_grads *grads)
+{
+    return attn_backward_with(attn_dsp_active(), shape, opt, q, k, v, out, dout, lse, grads);
 }

@@ -77,6 +77,20 @@ typedef void (*attn_mask_bool_fn)(float *x, const uint8_t *mask, size_t n);
 typedef void (*attn_softmax_bwd_fn)(const float *p, const float *dp, float *ds, size_t n);
 
 /*
+ * The transposed tile of the attention backward (dV = P^T.dO, dK = dS^T.Q):
+ * acc[c*acc_stride + 0..dim) += sum_{r<nq} p[r*p_stride + c] * x[r*x_stride + 0..dim)
+ * for c < nk. Everything f32 (the driver converts x first).
+ */
+typedef void (*attn_pt_tile_fn)(const float *p, ptrdiff_t p_stride,
+                                const float *x, ptrdiff_t x_stride,
+                                size_t nq, size_t nk, size_t dim,
+                                float *acc, ptrdiff_t acc_stride);
+
+/* dp[j] = p[j] * (dp[j] - d) in place (the softmax backward of a row whose
+   sum_j p_j dp_j is known: d = rowsum(dO * O)). */
+typedef void (*attn_score_grad_fn)(const float *p, float *dp, float d, size_t n);
+
+/*
  * x[j] -= slope * |pos - j| for j < n: ALiBi's distance penalty, pos being
  * the query's aligned key position relative to x[0]. The caller guarantees
  * |pos - j| < 2^31 for every j < n.
@@ -114,6 +128,10 @@ typedef struct attn_dsp {
     attn_softmax_bwd_fn softmax_bwd;
     attn_alibi_fn alibi;
     attn_wsum_fn wsum;
+
+    /* attention backward (appended: attn_backward) */
+    attn_pt_tile_fn pt_tile;
+    attn_score_grad_fn score_grad;
 } attn_dsp;
 
 #ifdef __cplusplus

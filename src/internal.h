@@ -46,9 +46,18 @@ attn_status attn_forward_with(const attn_dsp *dsp, const attn_shape *shape,
 attn_status attn_merge_with(const attn_dsp *dsp, const attn_shape *shape,
                             const attn_options *opt, const attn_partial *parts,
                             int64_t n_parts, const attn_tensor *out, float *lse);
+attn_status attn_backward_with(const attn_dsp *dsp, const attn_shape *shape,
+                               const attn_options *opt, const attn_tensor *q,
+                               const attn_tensor *k, const attn_tensor *v,
+                               const attn_tensor *out, const attn_tensor *dout,
+                               const float *lse, const attn_grads *grads);
 attn_status attn_softmax_backward_with(const attn_dsp *dsp, const float *p,
                                        const float *dp, float *ds, int64_t rows,
                                        int64_t cols, int64_t row_stride);
+
+/* attn_backward uses its fused plan from this many (batch entry, KV head)
+   pairs on (src/driver/backward.c); the tests set it to run both plans. */
+extern int64_t attn_bwd_fused_min_tasks;
 
 #ifdef __cplusplus
 }

@@ -12,7 +12,8 @@ typedef enum attn_op {
     ATTN_OP_SCORES,
     ATTN_OP_MASK_APPLY,
     ATTN_OP_WEIGHTS,
-    ATTN_OP_FORWARD
+    ATTN_OP_FORWARD,
+    ATTN_OP_BACKWARD
 } attn_op;
 
 typedef struct attn_problem {
@@ -48,6 +49,12 @@ typedef struct attn_problem {
        output; q/k/v zeroed where the operation has none) */
     attn_tensor q, k, v, out;
     attn_row_stats stats; /* members may be NULL */
+
+    /* attn_backward (out above is dq): the forward's output and lse, dout,
+       and the other gradients (dbias.data NULL when not asked for) */
+    attn_tensor o, dout, dk, dv, dbias;
+    const float *lse;
+    float *dsinks; /* NULL when not asked for */
 } attn_problem;
 
 /* Bytes per element of an attn_dtype; 0 for an unknown value. */
@@ -140,6 +147,13 @@ attn_status attn_validate(attn_problem *pb, attn_op op, const attn_shape *shape,
                           const attn_options *opt, const attn_tensor *q,
                           const attn_tensor *k, const attn_tensor *v,
                           const attn_tensor *out, const attn_row_stats *stats);
+
+/* attn_backward's checks (everything attn_validate does, and the gradients). */
+attn_status attn_validate_backward(attn_problem *pb, const attn_shape *shape,
+                                   const attn_options *opt, const attn_tensor *q,
+                                   const attn_tensor *k, const attn_tensor *v,
+                                   const attn_tensor *out, const attn_tensor *dout,
+                                   const float *lse, const attn_grads *grads);
 
 /* Checks the arguments of attn_softmax / attn_softmax_backward. */
 attn_status attn_validate_rows(int64_t rows, int64_t cols, int64_t row_stride);

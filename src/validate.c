@@ -304,7 +304,7 @@ attn_status attn_validate(attn_problem *pb, attn_op op, const attn_shape *shape,
                           const attn_tensor *out, const attn_row_stats *stats)
 {
     const int needs_qk = op != ATTN_OP_MASK_APPLY;
-    const int needs_v = op == ATTN_OP_FORWARD;
+    const int needs_v = op == ATTN_OP_FORWARD || op == ATTN_OP_BACKWARD;
 
     /* 1. pointers */
     if (!shape || !out || !out->data)
@@ -415,7 +415,10 @@ attn_status attn_validate(attn_problem *pb, attn_op op, const attn_shape *shape,
     if (packed_out && !packed_rows_disjoint(pb))
         return ATTN_ERR_STRIDE;
     TRY(check_tensor(out, packed_out ? 1 : s.batch, s.q_heads, s.q_len,
-                     op == ATTN_OP_FORWARD ? v_dim : s.kv_len, 1, &outputs[n_out++]));
+                     op == ATTN_OP_FORWARD    ? v_dim
+                     : op == ATTN_OP_BACKWARD ? s.head_dim
+                                              : s.kv_len,
+                     1, &outputs[n_out++]));
 
     /* split-KV: the workspace, when this call will use it, is an output */
     int64_t splits = 1, chunk = s.kv_len;
@@ -482,6 +485,101 @@ attn_status attn_validate(attn_problem *pb, attn_op op, const attn_shape *shape,
     pb->out = *out;
     if (stats && has_stats)
         pb->stats = *stats;
+    return ATTN_OK;
+}
+
+/*
+ * attn_backward: attn_validate checks the shape, the options, q, k, v and dq
+ * (as the operation's `out`); the rest is checked here, before the problem
+ * is filled, so nothing is written on any error.
+ */
+attn_status attn_validate_backward(attn_problem *pb, const attn_shape *shape,
+                                   const attn_options *opt, const attn_tensor *q,
+                                   const attn_tensor *k, const attn_tensor *v,
+                                   const attn_tensor *out, const attn_tensor *dout,
+                                   const float *lse, const attn_grads *grads)
+{
+    if (!grads || !out || !dout || !lse || !out->data || !dout->data)
+        return ATTN_ERR_NULL;
+    const attn_grads defaults = ATTN_GRADS_INIT;
+    attn_grads g = defaults;
+    const uint32_t size = grads->struct_size;
+    if (size < offsetof(attn_grads, dv) + sizeof(grads->dv) || size > sizeof(attn_grads))
+        return ATTN_ERR_VERSION;
+    g.dq = grads->dq;
+    g.dk = grads->dk;
+    g.dv = grads->dv;
+    if (size >= offsetof(attn_grads, dbias) + sizeof(grads->dbias))
+        g.dbias = grads->dbias;
+    if (size >= offsetof(attn_grads, dsinks) + sizeof(grads->dsinks))
+        g.dsinks = grads->dsinks;
+    if (!g.dq || !g.dk || !g.dv || !g.dk->data || !g.dv->data || (g.dbias && !g.dbias->data))
+        return ATTN_ERR_NULL;
+
+    attn_problem p;
+    TRY(attn_validate(&p, ATTN_OP_BACKWARD, shape, opt, q, k, v, g.dq, NULL));
+    /* The backward reads and writes dense [B][H][L][D] tensors: offset,
+       packed or paged layouts and global positions are not supported yet. */
+    if (p.q_offsets || p.kv_offsets || p.block_table || p.q_pos || p.k_pos)
+        return ATTN_ERR_UNSUPPORTED;
+
+    if (g.dsinks && !p.sinks.data) /* the gradient of sinks that are not there */
+        return ATTN_ERR_ARG;
+    if (!is_float_input_dtype(out->dtype) || !is_float_input_dtype(dout->dtype) ||
+        g.dk->dtype != ATTN_DTYPE_F32 || g.dv->dtype != ATTN_DTYPE_F32 ||
+        (g.dbias && g.dbias->dtype != ATTN_DTYPE_F32))
+        return ATTN_ERR_ARG;
+
+    /* every range again, now with the backward's own tensors */
+    byte_range inputs[10], outputs[5];
+    int n_in = 0, n_out = 0;
+    TRY(check_tensor(q, p.batch, p.q_heads, p.q_len, p.head_dim, 0, &inputs[n_in++]));
+    TRY(check_tensor(k, p.batch, p.kv_heads, p.kv_len, p.head_dim, 0, &inputs[n_in++]));
+    TRY(check_tensor(v, p.batch, p.kv_heads, p.kv_len, p.v_dim, 0, &inputs[n_in++]));
+    TRY(check_tensor(out, p.batch, p.q_heads, p.q_len, p.v_dim, 0, &inputs[n_in++]));
+    TRY(check_tensor(dout, p.batch, p.q_heads, p.q_len, p.v_dim, 0, &inputs[n_in++]));
+    if (p.mask.data)
+        TRY(check_tensor(&p.mask, p.batch, p.q_heads, p.q_len, p.kv_len, 0, &inputs[n_in++]));
+    if (p.bias.data)
+        TRY(check_tensor(&p.bias, p.batch, p.q_heads, p.q_len, p.kv_len, 0, &inputs[n_in++]));
+    if (p.sinks.data)
+        TRY(check_tensor(&p.sinks, p.batch, p.q_heads, 1, 1, 0, &inputs[n_in++]));
+    if (p.alibi.data)
+        TRY(check_tensor(&p.alibi, p.batch, p.q_heads, 1, 1, 0, &inputs[n_in++]));
+    const uintptr_t lse_bytes = (uintptr_t)(p.batch * p.q_heads * p.q_len) * sizeof(float);
+    if ((uintptr_t)lse > UINTPTR_MAX - lse_bytes)
+        return ATTN_ERR_SHAPE;
+    inputs[n_in++] = (byte_range){(uintptr_t)lse, (uintptr_t)lse + lse_bytes};
+
+    TRY(check_tensor(g.dq, p.batch, p.q_heads, p.q_len, p.head_dim, 1, &outputs[n_out++]));
+    TRY(check_tensor(g.dk, p.batch, p.kv_heads, p.kv_len, p.head_dim, 1, &outputs[n_out++]));
+    TRY(check_tensor(g.dv, p.batch, p.kv_heads, p.kv_len, p.v_dim, 1, &outputs[n_out++]));
+    if (g.dbias)
+        TRY(check_tensor(g.dbias, p.batch, p.q_heads, p.q_len, p.kv_len, 1, &outputs[n_out++]));
+    if (g.dsinks) {
+        const uintptr_t bytes = (uintptr_t)(p.batch * p.q_heads) * sizeof(float);
+        if ((uintptr_t)g.dsinks > UINTPTR_MAX - bytes)
+            return ATTN_ERR_SHAPE;
+        outputs[n_out++] = (byte_range){(uintptr_t)g.dsinks, (uintptr_t)g.dsinks + bytes};
+    }
+    for (int a = 0; a < n_out; a++) {
+        for (int b = 0; b < n_in; b++)
+            if (ranges_meet(outputs[a], inputs[b]))
+                return ATTN_ERR_STRIDE;
+        for (int b = a + 1; b < n_out; b++)
+            if (ranges_meet(outputs[a], outputs[b]))
+                return ATTN_ERR_STRIDE;
+    }
+
+    *pb = p;
+    pb->o = *out;
+    pb->dout = *dout;
+    pb->dk = *g.dk;
+    pb->dv = *g.dv;
+    if (g.dbias)
+        pb->dbias = *g.dbias;
+    pb->lse = lse;
+    pb->dsinks = g.dsinks;
     return ATTN_OK;
 }
 

@@ -131,6 +131,58 @@
  *            e_j (m - s_j) of W is a product (eta) and its e_j may be below
  *            FLT_MIN (TOL_TINY absolute, see exp above), so W, and H = log l
  *            + W / l with l >= 1, get sum_j (TOL_TINY * (m - s_j) + eta).
+ *
+ *  backward (attn_backward; tests/ref_backward.c computes these per element).
+ *            Inputs: the scores the backward recomputes carry the score bound
+ *            E_ij above (qk_tile, softcap, bias); the lse and output it is
+ *            handed come from an f32 forward, and their ACTUAL distance to
+ *            the float64 forward is used: L_i = |lse^ - lse|, |O^ - O|
+ *            (so the test bounds the backward alone). dO, q, k, v are exact.
+ *            Steps, with a = dP - D and exact p, dP, D:
+ *    1. p^ = exp(fl(s^ - lse^)): the argument is off by E + L plus its own
+ *       rounding u|s^ - lse^|, then exp's ulp:
+ *         Delta = E + L + u(|s - lse| + E + L)
+ *         |p^ - p| <= pe = p (exp(Delta)(1 + 2*TOL_EXP_ULP*u) - 1) + TOL_TINY
+ *    2. dP^ = dO.V (qk_tile, scale 1): F = gamma(dv+1) sum_t |dO_t V_jt|.
+ *    3. D^ = dO.O^ (a 1x1 qk_tile on the f32 output):
+ *         G = sum_t |dO_t| |O^_t - O_t| + gamma(dv+1) sum_t |dO_t O^_t|.
+ *    4. a^ = fl(dP^ - D^):  A = F + G + u(|a| + F + G).
+ *    5. dS^ = fl(p^ a^) (score_grad; this is dbias):
+ *         S = pe (|a| + A) + p A + u (p + pe)(|a| + A).
+ *    6. softcap: dS' = dS (1 - t^2), t = capped / cap computed as
+ *       fl(capped^ * fl(1/cap)). With C the capped score's bound (softcap
+ *       above), T = C/cap + 3u(|t| + C/cap) bounds t^; 1 - t^2 in f32:
+ *         Gg = (2|t| + T) T + 2u((|t| + T)^2 + (1 - t^2))
+ *         S' = S (g + Gg) + |dS| Gg + u (|dS| + S)(g + Gg),  g = 1 - t^2.
+ *       Without softcap S' = S. Near |t| = 1 the bound is absolute, ~u:
+ *       f32 cannot hold 1 - t^2 better there.
+ *    7. dq_t = scale sum_j dS'_j k_jt over at most Lk terms (pv_tile, in
+ *       blocks, any order), then the scale multiply; gamma(Lk + 4) covers the
+ *       sum, that multiply and the default scale's 2u rounding:
+ *         |scale| (sum_j S'_j |k_jt| + gamma(Lk+4) sum_j (|dS'_j| + S'_j)|k_jt|)
+ *    8. dk_jt: the same with q over the group's rows (n = group * Lq).
+ *    9. dv_jt = sum_i p_ij dO_it (pt_tile), n = group * Lq terms:
+ *         sum_i pe_ij |dO_it| + gamma(n+1) sum_i (p_ij + pe_ij)|dO_it|.
+ *            Rows without a visible key (lse = -inf) and hidden scores give
+ *            exactly 0 in both (bound 0). When out is handed in F16/BF16 its
+ *            rounding dominates D and so dS, dq, dk: that error is taken in
+ *            exactly, so such comparisons use up to ~0.999 of the bound;
+ *            what is left is the f32 rounding terms, each rigorous. Bounds
+ *            are first order in u only where stated (exp(Delta)); every
+ *            other step is the rigorous forward-error bound of its
+ *            operation. Gradual underflow, in the model below: the scores
+ *            get E_qk and E_cap; each product that may land among the
+ *            subnormals adds eta, times the factors applied after it, and
+ *            the later roundings are covered by a factor 2:
+ *              dS:  2 eta (2 dv + 2)   (dP's and D's dv products, p * a)
+ *              dS': that + 2 eta (2 + |dS|)   (t * t, dS * g)
+ *              dq_t: |scale| sum_j (dS'_eta |k_jt| + 2 eta) + 2 eta, dk alike
+ *              dv_t: 2 eta n   (the n products p * dO)
+ *
+ *  pt_tile:  acc[c] += sum_r p[r][c] x[r]: nq products onto the accumulator,
+ *            |acc - acc*| <= gamma(nq+1) (|acc0| + sum_r |p_rc x_r|), as pv_tile.
+ *  score_grad: fl(p fl(dp - d)): two roundings, <= (2u + u^2)|p (dp - d)|;
+ *            the same two IEEE operations in every ISA, so bitwise equal.
  */
 #ifndef ATTN_TEST_TOLERANCE_H
 #define ATTN_TEST_TOLERANCE_H

@@ -6,6 +6,7 @@
  *   problem.c   presets and a problem's geometry (visible keys, FLOPs, bytes)
  *   numbers.c   f16/bf16 conversion, the seeded input generator, clocks
  *   exec.c      buffers, the progress line, timing, one measured problem
+ *   backward.c  run --backward: timing attn_backward, dq rows in float64
  *   verify.c    sampled rows against the scalar oracle
  *   cmd_run.c, cmd_bench.c, cmd_info.c   the commands
  *
@@ -124,6 +125,7 @@ typedef struct cli_settings {
     uint64_t seed;
     bool progress;
     int64_t splits; /* attn_options.kv_splits: 0 automatic, 1 never, N */
+    bool backward; /* run: time attn_backward instead of attn_forward */
     /* the problem (run): a preset, then overrides; -1 / NaN: not given */
     const preset *preset;
     int64_t dims[N_DIMS];
@@ -222,6 +224,9 @@ typedef struct measurement {
 } measurement;
 
 void *alloc_elems(int64_t n, size_t size);
+/* Seeded q, k, v and a NaN-poisoned out for p (EXIT_LIBRARY when out of memory). */
+int buffers_init(buffers *b, const problem *p, uint64_t seed);
+void buffers_free(buffers *b);
 attn_tensor make_tensor(void *data, attn_dtype t, int64_t heads, int64_t rows, int64_t cols);
 int library_error(const char *what, attn_status st);
 /* Times p (target_s of calls when iters is 0) and verifies sampled rows. */
@@ -230,6 +235,15 @@ int measure(const problem *p, const cli_settings *x, attn_threadpool *pool, doub
 /* Selects --isa if given and creates the pool of --threads. */
 int open_pool(const cli_settings *x, attn_threadpool **pool);
 void format_ms(char *buf, size_t size, double seconds);
+
+/* ------------------------------------------------------------ backward (backward.c) */
+
+/* Algorithmic FLOPs of one attn_backward (5 products per visible pair). */
+double backward_flops_per_call(const problem *p);
+/* measure() for attn_backward: a forward for out and lse, then the timed
+   backward; verifies sampled dq rows in float64. */
+int measure_backward(const problem *p, const cli_settings *x, attn_threadpool *pool,
+                     double target_s, measurement *m);
 
 /* ------------------------------------------------------------ verification (verify.c) */
 

@@ -53,6 +53,17 @@ static const char run_outro[] =
     "  bias| of the row's keys: the library may fuse the bias into one FMA where\n"
     "  the oracle rounds twice (each within 3u|bias| of exact).\n"
     "\n"
+    "Backward (--backward):\n"
+    "  Times attn_backward on the same inputs, a seeded dout, and the out and lse\n"
+    "  of one attn_forward; GFLOP/s count (6*head_dim + 4*v_dim) flops per visible\n"
+    "  pair (S, dP, dV, dK, dQ). Sampled dq rows are recomputed in float64 from\n"
+    "  the formulas of attn.h; tolerance per row, a model like the forward's:\n"
+    "    8 * |scale| * max|k| * (e_s * sum_j p_j |dP_j - D| + e_a + sqrt(n) u sum_j |dS_j|)\n"
+    "  e_s = u (2 sqrt(d) A + sqrt(n) + 8), the relative error of a recomputed\n"
+    "  weight; e_a = 2 sqrt(dv) u W + sum_t |dout_t| e_s V, the error of dP_j - D\n"
+    "  (W = max_j sum_t |dout_t v_jt|). dk and dv are not sampled here (every\n"
+    "  key sums over all rows): the test suite checks them on every ISA.\n"
+    "\n"
     "Exit status: 0 pass, 1 verification failed, 2 bad arguments, 3 library error\n"
     "or out of memory.\n";
 
@@ -79,6 +90,12 @@ int cmd_run(int argc, char **argv)
     if (p.packed && p.shape.kv_len < p.shape.q_len) {
         fprintf(stderr, "attn run: --packed needs kv-len >= q-len (each sequence has\n"
                         "kv_len - q_len keys more than queries)\nTry 'attn run --help'.\n");
+        return EXIT_USAGE;
+    }
+
+    if (x.backward && (p.packed || p.paged_block > 0)) {
+        fprintf(stderr, "attn run: --backward reads dense tensors only (attn_backward does not\n"
+                        "take offset, packed or paged layouts yet)\nTry 'attn run --help'.\n");
         return EXIT_USAGE;
     }
 
@@ -123,10 +140,12 @@ int cmd_run(int argc, char **argv)
     if (p.paged_block > 0)
         printf("  layout   K/V paged: blocks of %" PRId64 " keys, shuffled block table\n",
                p.paged_block);
+    if (x.backward)
+        printf("  op       attn_backward (dq, dk, dv), after one attn_forward for out and lse\n");
     fflush(stdout);
 
     measurement m;
-    rc = measure(&p, &x, pool, 2.0, &m);
+    rc = x.backward ? measure_backward(&p, &x, pool, 2.0, &m) : measure(&p, &x, pool, 2.0, &m);
     attn_threadpool_destroy(pool);
     if (rc)
         return rc;
@@ -147,9 +166,10 @@ int cmd_run(int argc, char **argv)
         printf("  time     %s ms/call (mean of %" PRId64 " call%s after a warm-up; best %s ms)\n",
                mean, m.time.calls, m.time.calls == 1 ? "" : "s", best);
     printf("  compute  %.2f GFLOP/s (%.3f GFLOP/call; %.1f%% of the %" PRId64 "x%" PRId64
-           " query-key pairs visible)\n", m.gflops, flops_per_call(&p) * 1e-9,
+           " query-key pairs visible)\n", m.gflops,
+           (x.backward ? backward_flops_per_call(&p) : flops_per_call(&p)) * 1e-9,
            100.0 * pairs / ((double)s->q_len * (double)s->kv_len), s->q_len, s->kv_len);
-    if (is_decode_like(&p)) {
+    if (is_decode_like(&p) && !x.backward) {
         printf("  memory   %.2f GB/s of K+V read (%.1f MB/call", m.kv_gbytes_s,
                kv_bytes_per_call(&p) * 1e-6);
         if (m.floor.calls)
@@ -166,8 +186,9 @@ int cmd_run(int argc, char **argv)
         return EXIT_OK;
     }
     const verify_result *vr = &m.verify;
-    printf("  verify   %" PRId64 " row%s vs the scalar oracle: max abs err %.3g, max rel err %.3g,"
-           " worst err/tol %.3g: %s\n", vr->rows, vr->rows == 1 ? "" : "s", vr->max_abs,
+    printf("  verify   %" PRId64 " %srow%s vs %s: max abs err %.3g, max rel err %.3g,"
+           " worst err/tol %.3g: %s\n", vr->rows, x.backward ? "dq " : "", vr->rows == 1 ? "" : "s",
+           x.backward ? "float64" : "the scalar oracle", vr->max_abs,
            vr->max_rel, vr->worst_ratio, vr->pass ? "PASS" : "FAIL");
     if (!vr->pass) {
         fprintf(stderr, "attn run: verification FAILED; worst row: batch %" PRId64 ", head %" PRId64

@@ -117,7 +117,7 @@ static void progress_stop(progress *pr)
 
 #define MAX_READ_CHUNKS 1024
 
-static void buffers_free(buffers *b)
+void buffers_free(buffers *b)
 {
     void *all[] = {b->q, b->k, b->v, b->out, b->slopes, b->pool_k, b->pool_v, b->table,
                    b->q_lens, b->kv_lens, b->q_offsets, b->kv_offsets, b->packed_q,
@@ -358,7 +358,7 @@ static void collect_output(buffers *b, const problem *p)
                   b->q_offsets[i], b->q_lens[i], v_dim_of(s), sizeof(float));
 }
 
-static int buffers_init(buffers *b, const problem *p, uint64_t seed)
+int buffers_init(buffers *b, const problem *p, uint64_t seed)
 {
     const attn_shape *s = &p->shape;
     const int64_t dv = v_dim_of(s);

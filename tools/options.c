@@ -254,6 +254,9 @@ static const cli_option options[] = {
      "separate tasks and merged (attn_options.kv_splits; the CLI\n"
      "provides the workspace). 0 (default): automatic, when the\n"
      "shape gives few tasks (decode, MQA); 1: never"},
+    {"--backward", NULL, CLI_RUN, E, set_bool, AT(backward), 1, 0,
+     "time attn_backward (dq, dk, dv) after one forward for its\n"
+     "output and lse, and verify sampled dq rows in float64"},
     {"--no-progress", NULL, RB, E, set_bool, AT(progress), 0, 0,
      "no progress line (it is shown on stderr, when stderr is a\n"
      "terminal, once a timed phase exceeds 1 s)"},

@@ -80,6 +80,15 @@ MAX_POSITION = 1 << 62
 MAX_KV_SPLITS = 1024
 
 
+class Grads(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_uint32),
+                ("dq", ctypes.POINTER(Tensor)),
+                ("dk", ctypes.POINTER(Tensor)),
+                ("dv", ctypes.POINTER(Tensor)),
+                ("dbias", ctypes.POINTER(Tensor)),
+                ("dsinks", ctypes.c_void_p)]
+
+
 class RowStats(ctypes.Structure):
     _fields_ = [("lse", ctypes.c_void_p),
                 ("max_score", ctypes.c_void_p),
@@ -109,6 +118,8 @@ _PROTOTYPES = {
                                _P(RowStats)]),
     "attn_forward": (_status, [_P(Shape), _P(Options), _P(Tensor), _P(Tensor), _P(Tensor),
                                _P(Tensor), _P(RowStats)]),
+    "attn_backward": (_status, [_P(Shape), _P(Options), _P(Tensor), _P(Tensor), _P(Tensor),
+                                _P(Tensor), _P(Tensor), ctypes.c_void_p, _P(Grads)]),
     "attn_softmax_backward": (_status, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
                                         ctypes.c_int64, ctypes.c_int64, ctypes.c_int64]),
     "attn_threadpool_create": (_status, [ctypes.c_int32, _P(ctypes.c_void_p)]),

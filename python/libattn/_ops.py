@@ -4,8 +4,8 @@ import ctypes
 import math
 import numbers
 
-from ._capi import (CAUSAL, MAX_KV_SPLITS, MAX_POSITION, Options, Partial, RowStats, Shape,
-                    check, has, lib, pool_for)
+from ._capi import (CAUSAL, MAX_KV_SPLITS, MAX_POSITION, Grads, Options, Partial, RowStats,
+                    Shape, check, has, lib, pool_for)
 from ._loader import LibraryError
 from ._capi import Tensor as _CTensor
 from ._tensor import (as_operand, broadcast, check_no_overlap, check_output,
@@ -547,6 +547,85 @@ def merge(outs, lses, *, out=None, threads=None):
                            ctypes.byref(table), lse_op.address), "attn_merge")
     del keep, ops, lse_ops
     return result, lse_result
+
+
+def backward(q, k, v, out, dout, lse, *, causal=False, scale=0.0, softcap=0.0, window=0,
+             q_lens=None, kv_lens=None, mask=None, bias=None, threads=None, dtype=None,
+             dbias=False, sinks=None, alibi=None, dsinks=False):
+    """Gradients of forward(): (dq, dk, dv), then dbias when dbias=True and
+    dsinks when dsinks=True, in that order.
+
+    q, k, v and every keyword as given to forward(); out and lse are what
+    that forward returned (out, and stats['lse']), dout = d loss / d out of
+    out's shape. dq has q's shape, dk k's and dv v's, all float32; with GQA
+    dk and dv are summed over the query heads of each group. dbias is
+    d loss / d scores at the full [..., Lq, Lk] shape (0 where masked): sum it
+    over the axes a broadcast bias spans. Padded and fully masked rows get 0.
+    dsinks (needs sinks=) is d loss / d sink logit per (batch entry, query
+    head): [B, Hq] float32 (one row less per missing leading axis of q).
+    Results are identical for every `threads`.
+    """
+    if v is None:
+        raise TypeError("v: an array is required, got None")
+    rank, shape, q4, k4, v4 = _attention_inputs(q, k, v, dtype)
+    target = (shape.batch, shape.q_heads, shape.q_len, shape.kv_len)
+    mask_op = _side_input(mask, "mask", "mask", target)
+    bias_op = _side_input(bias, "bias", "bias", target)
+    opt, keep = _options(batch=shape.batch, heads=shape.q_heads, q_len=shape.q_len,
+                         kv_len=shape.kv_len, causal=causal, scale=scale, softcap=softcap,
+                         window=window, q_lens=q_lens, kv_lens=kv_lens, mask=mask_op,
+                         bias=bias_op, threads=threads, sinks=sinks, alibi=alibi)
+    lead = 4 - rank
+    o_dims = (shape.batch, shape.q_heads, shape.q_len, shape.v_dim)
+    outs = {}
+    for name, x in (("out", out), ("dout", dout)):
+        op = as_operand(x, name, "qkv", _half_bits(dtype))
+        if op.shape != o_dims[lead:]:
+            raise ValueError("%s: shape %r, expected %r" % (name, op.shape, o_dims[lead:]))
+        outs[name] = op.padded()
+    lse_op = as_operand(lse, "lse", "f32")
+    lse_dims = (shape.batch, shape.q_heads, shape.q_len)[lead:]
+    if lse_op.shape != lse_dims:
+        raise ValueError("lse: shape %r, expected %r" % (lse_op.shape, lse_dims))
+    contiguous, step = True, 1
+    for n, st in reversed(list(zip(lse_op.shape, lse_op.strides))):
+        if n > 1 and st != step:
+            contiguous = False
+        step *= n
+    if not contiguous:  # the C side reads lse as one dense array
+        if np is None or not isinstance(lse, np.ndarray):
+            raise ValueError("lse: must be C-contiguous (as forward(stats=True) returns it)")
+        lse = np.ascontiguousarray(lse, dtype=np.float32)
+        lse_op = as_operand(lse, "lse", "f32")
+    like_tensor = is_tensor(q)
+    dims = {"dq": (shape.batch, shape.q_heads, shape.q_len, shape.head_dim),
+            "dk": (shape.batch, shape.kv_heads, shape.kv_len, shape.head_dim),
+            "dv": (shape.batch, shape.kv_heads, shape.kv_len, shape.v_dim),
+            "dbias": target}
+    if dsinks and sinks is None:
+        raise ValueError("dsinks: needs sinks= (the gradient of sinks that are not there)")
+    names = ["dq", "dk", "dv"] + (["dbias"] if dbias else [])
+    results, c_tensors = [], {}
+    for name in names:
+        arr, op = new_f32(dims[name][lead:], like_tensor)
+        results.append(arr)
+        c_tensors[name] = op.padded().c_tensor()
+        keep.append(op)
+    grads = Grads()
+    grads.struct_size = ctypes.sizeof(Grads)
+    for name in names:
+        setattr(grads, name, ctypes.pointer(c_tensors[name]))
+    if dsinks:
+        arr, op = new_f32((shape.batch, shape.q_heads)[min(lead, 1):], like_tensor)
+        results.append(arr)
+        keep.append(op)
+        grads.dsinks = op.address
+    tensors = [q4.c_tensor(), k4.c_tensor(), v4.c_tensor(), outs["out"].c_tensor(),
+               outs["dout"].c_tensor()]
+    args = [ctypes.byref(shape), ctypes.byref(opt)] + [ctypes.byref(t) for t in tensors]
+    check(lib().attn_backward(*args, lse_op.address, ctypes.byref(grads)), "attn_backward")
+    del keep, outs, lse_op
+    return tuple(results)
 
 
 def mask_apply(scores, *, causal=False, softcap=0.0, window=0, q_lens=None, kv_lens=None,

@@ -19,6 +19,8 @@ void attn_dsp_init_neon(attn_dsp *t);
 void attn_dsp_init_tiles_neon(attn_dsp *t);
 /* The merge slot (wsum) only (merge_neon.c). */
 void attn_dsp_init_merge_neon(attn_dsp *t);
+/* The backward slots (pt_tile, score_grad) only (backward_neon.c). */
+void attn_dsp_init_backward_neon(attn_dsp *t);
 
 #ifdef __cplusplus
 }

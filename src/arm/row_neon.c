@@ -255,5 +255,6 @@ void attn_dsp_init_neon(attn_dsp *t)
     t->add_bias = attn_add_bias_f32_neon;
     t->mask_bool = attn_mask_bool_f32_neon;
     t->softmax_bwd = attn_softmax_bwd_f32_neon;
+    attn_dsp_init_backward_neon(t);
     t->alibi = attn_alibi_f32_neon;
 }

@@ -49,6 +49,8 @@ task_plan attn_plan_common(const attn_dsp *dsp, const attn_problem *pb, int64_t 
     p.block_rows = 1; /* each operation sets it, then blocks */
     p.blocks = 0;
     p.splits = 1;
+    p.kv_blocks = 0;
+    p.fused_blocks = 0;
     return p;
 }
 
@@ -116,6 +118,14 @@ void attn_score_epilogue(const attn_dsp *dsp, const attn_problem *pb, const row_
         return;
     if (pb->softcap > 0.0f)
         dsp->softcap(s, (size_t)n, pb->softcap);
+    attn_score_epilogue_after_softcap(dsp, pb, row, s, k0, n);
+}
+
+void attn_score_epilogue_after_softcap(const attn_dsp *dsp, const attn_problem *pb,
+                                       const row_ref *row, float *s, int64_t k0, int64_t n)
+{
+    if (n <= 0)
+        return;
     if (pb->bias.data)
         dsp->add_bias(s, (const float *)attn_row_ptr(&pb->bias, row->b, row->h, row->i) + k0,
                       (size_t)n);

@@ -35,6 +35,10 @@ typedef struct task_plan {
     int64_t acc_stride;      /* f32 row stride of the accumulator */
     int64_t block_k;
     int64_t splits;          /* key chunks per block (split-KV forward), else 1 */
+    int64_t kv_blocks;       /* attn_backward: key blocks per (batch, KV head),
+                                each one more task after the query blocks; 0 else */
+    int64_t fused_blocks;    /* attn_backward's fused plan: query blocks per head
+                                (its tasks are one per (batch, KV head)); 0 else */
 } task_plan;
 
 /*
@@ -117,6 +121,11 @@ int64_t attn_next_run(const row_ref *rows, int64_t n, int64_t *r, int64_t kb, in
 /* softcap, bias, ALiBi, then the BOOL mask on scores of keys [k0, k0 + n). */
 void attn_score_epilogue(const attn_dsp *dsp, const attn_problem *pb, const row_ref *row,
                          float *s, int64_t k0, int64_t n);
+/* The epilogue's terms after the softcap (the backward applies the softcap
+   itself to keep the capped scores for its derivative). A new score term
+   goes here, so that the backward sees it too. */
+void attn_score_epilogue_after_softcap(const attn_dsp *dsp, const attn_problem *pb,
+                                       const row_ref *row, float *s, int64_t k0, int64_t n);
 
 /*
  * Softmax of one segment in place, with `sink` (-inf: none) as one more
@@ -141,6 +150,8 @@ void attn_task_forward(void *ctx, size_t index);
 void attn_prepare_forward(const task_ctx *ctx, size_t count);
 task_plan attn_plan_scores(const attn_dsp *dsp, const attn_problem *pb);
 void attn_task_scores(void *ctx, size_t index); /* scores and weights */
+task_plan attn_plan_backward(const attn_dsp *dsp, const attn_problem *pb);
+void attn_task_backward(void *ctx, size_t index);
 task_plan attn_plan_mask_apply(const attn_dsp *dsp, const attn_problem *pb);
 void attn_task_mask_apply(void *ctx, size_t index);
 

@@ -15,6 +15,7 @@ static op_module module_of(attn_op op)
     switch (op) {
     case ATTN_OP_FORWARD: return (op_module){attn_plan_forward, attn_task_forward};
     case ATTN_OP_MASK_APPLY: return (op_module){attn_plan_mask_apply, attn_task_mask_apply};
+    case ATTN_OP_BACKWARD: return (op_module){attn_plan_backward, attn_task_backward};
     case ATTN_OP_SCORES:
     case ATTN_OP_WEIGHTS: break;
     }
@@ -25,7 +26,8 @@ void attn_run(const attn_dsp *dsp, const attn_problem *pb)
 {
     const op_module m = module_of(pb->op);
     task_ctx ctx = {dsp, pb, m.plan(dsp, pb)};
-    size_t count = (size_t)(pb->batch * ctx.plan.groups * ctx.plan.blocks * ctx.plan.splits);
+    size_t count = (size_t)(pb->batch * (ctx.plan.groups * ctx.plan.blocks * ctx.plan.splits +
+                                         pb->kv_heads * ctx.plan.kv_blocks));
     if (pb->op == ATTN_OP_FORWARD && ctx.plan.splits > 1)
         attn_prepare_forward(&ctx, count);
     if (pb->parallel_for) {

@@ -140,6 +140,7 @@ void attn_dsp_init_scalar(attn_dsp *t)
     t->add_bias = attn_add_bias_f32_scalar;
     t->mask_bool = attn_mask_bool_f32_scalar;
     t->softmax_bwd = attn_softmax_bwd_f32_scalar;
+    attn_dsp_init_backward_scalar(t);
     t->alibi = attn_alibi_f32_scalar;
     attn_dsp_init_merge_scalar(t);
 }

@@ -12,6 +12,8 @@ extern "C" {
 void attn_dsp_init_scalar(attn_dsp *t);
 /* The merge slot (wsum) only (merge_scalar.c). */
 void attn_dsp_init_merge_scalar(attn_dsp *t);
+/* The backward slots (pt_tile, score_grad) only (backward_scalar.c). */
+void attn_dsp_init_backward_scalar(attn_dsp *t);
 
 #ifdef __cplusplus
 }

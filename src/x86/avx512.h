@@ -25,6 +25,7 @@
 /* The external names of the emulated objects (see above). */
 #define attn_dsp_init_avx512 attn_dsp_init_avx512_emu
 #define attn_dsp_init_tiles_avx512 attn_dsp_init_tiles_avx512_emu
+#define attn_dsp_init_backward_avx512 attn_dsp_init_backward_avx512_emu
 #define attn_alibi_f32_avx512 attn_alibi_f32_avx512_emu
 #define attn_dsp_init_merge_avx512 attn_dsp_init_merge_avx512_emu
 #endif
@@ -40,6 +41,8 @@ void attn_dsp_init_avx512(attn_dsp *t);
 void attn_dsp_init_tiles_avx512(attn_dsp *t);
 /* The merge slot (wsum) only (merge_avx512.c). */
 void attn_dsp_init_merge_avx512(attn_dsp *t);
+/* The backward slots (pt_tile, score_grad) only (backward_avx512.c). */
+void attn_dsp_init_backward_avx512(attn_dsp *t);
 /* The same kernels built against SIMDe (tests/emu only: the harness's
    "avx512-emu" row). */
 void attn_dsp_init_avx512_emu(attn_dsp *t);

@@ -319,5 +319,6 @@ void attn_dsp_init_avx2(attn_dsp *t)
     t->add_bias = attn_add_bias_f32_avx2;
     t->mask_bool = attn_mask_bool_f32_avx2;
     t->softmax_bwd = attn_softmax_bwd_f32_avx2;
+    attn_dsp_init_backward_avx2(t);
     t->alibi = attn_alibi_f32_avx2;
 }

@@ -189,5 +189,6 @@ void attn_dsp_init_avx512(attn_dsp *t)
     t->add_bias = attn_add_bias_f32_avx512;
     t->mask_bool = attn_mask_bool_f32_avx512;
     t->softmax_bwd = attn_softmax_bwd_f32_avx512;
+    attn_dsp_init_backward_avx512(t);
     t->alibi = attn_alibi_f32_avx512;
 }

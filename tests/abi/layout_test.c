@@ -80,6 +80,15 @@ FROZEN(sizeof(attn_row_stats) == 24);
 FROZEN(offsetof(attn_row_stats, lse) == 0);
 FROZEN(offsetof(attn_row_stats, max_score) == 8);
 FROZEN(offsetof(attn_row_stats, entropy) == 16);
+
+/* attn_grads (1.1) grows at the end like attn_options. */
+FROZEN(sizeof(attn_grads) >= 40);
+FROZEN(offsetof(attn_grads, struct_size) == 0);
+FROZEN(offsetof(attn_grads, dq) == 8);
+FROZEN(offsetof(attn_grads, dk) == 16);
+FROZEN(offsetof(attn_grads, dv) == 24);
+FROZEN(offsetof(attn_grads, dbias) == 32);
+FROZEN(offsetof(attn_grads, dsinks) == 40);
 #endif
 
 int main(void)
@@ -91,5 +100,9 @@ int main(void)
     bad |= opt.flags != 0u || opt.scale != 0.0f || opt.softcap != 0.0f || opt.window != 0;
     bad |= opt.q_lens != NULL || opt.kv_lens != NULL || opt.mask != NULL || opt.bias != NULL;
     bad |= opt.parallel_for != NULL || opt.parallel_ctx != NULL;
+    const attn_grads grads = ATTN_GRADS_INIT;
+    bad |= grads.struct_size != sizeof(attn_grads);
+    bad |= grads.dq != NULL || grads.dk != NULL || grads.dv != NULL || grads.dbias != NULL;
+    bad |= grads.dsinks != NULL;
     return bad;
 }

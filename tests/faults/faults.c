@@ -14,8 +14,8 @@
  *    so far joined (counted through pthread_join's wrapper).
  *  - After a successful create and a destroy, nothing is left allocated.
  *  - attn_scores, attn_mask_apply, attn_weights, attn_forward (with and
- *    without the built-in pool), attn_softmax and attn_softmax_backward make
- *    no allocation at all, on every kernel table, including the first call
+ *    without the built-in pool), attn_softmax, attn_softmax_backward and
+ *    attn_backward (both plans) make no allocation at all, on every kernel table, including the first call
  *    that initialises dispatch.
  * LSan (an ASan build) or valgrind double-checks the leak accounting.
  */
@@ -238,6 +238,9 @@ static float qd[B * HQ * LQ * D], kd[B * HKV * LK * D], vd[B * HKV * LK * DV];
 static float sd[B * HQ * LQ * LK], od[B * HQ * LQ * DV], bias[B * HQ * LQ * LK];
 static float lse[B * HQ * LQ], mx[B * HQ * LQ], ent[B * HQ * LQ], dp[B * HQ * LQ * LK];
 static uint8_t maskd[B * HQ * LQ * LK];
+/* attn_backward's gradients (dbias broadcast-free, full shape) */
+static float dqd[B * HQ * LQ * D], dkd[B * HKV * LK * D], dvd[B * HKV * LK * DV],
+    dbd[B * HQ * LQ * LK];
 
 /* Runs every operation on `dsp` (NULL: the public entry points). */
 static void run_all(const attn_dsp *dsp, attn_threadpool *pool)
@@ -294,6 +297,29 @@ static void run_all(const attn_dsp *dsp, attn_threadpool *pool)
         }
         CHECK(r == ATTN_OK, "%s on %s: status %d", op_names[i], dsp ? dsp->isa_name : "auto", r);
     }
+
+    /* attn_backward (not in tests/ops_list.h: its arguments differ from every
+       other operation's), on the forward's output and lse from the loop above,
+       with dout = out; both of its plans */
+    const attn_tensor dq = {dqd, ATTN_DTYPE_F32, HQ * LQ * D, LQ * D, D};
+    const attn_tensor dk = {dkd, ATTN_DTYPE_F32, HKV * LK * D, LK * D, D};
+    const attn_tensor dv = {dvd, ATTN_DTYPE_F32, HKV * LK * DV, LK * DV, DV};
+    const attn_tensor db = {dbd, ATTN_DTYPE_F32, HQ * LQ * LK, LQ * LK, LK};
+    attn_grads g = ATTN_GRADS_INIT;
+    g.dq = &dq;
+    g.dk = &dk;
+    g.dv = &dv;
+    g.dbias = &db;
+    const int64_t plans[2] = {1, INT64_MAX}; /* fused, split (src/driver/backward.c) */
+    const int64_t keep = attn_bwd_fused_min_tasks;
+    for (int plan = 0; plan < 2; plan++) {
+        attn_bwd_fused_min_tasks = plans[plan];
+        const attn_status r =
+            dsp ? attn_backward_with(dsp, &shape, &opt, &q, &k, &v, &o, &o, lse, &g)
+                : attn_backward(&shape, &opt, &q, &k, &v, &o, &o, lse, &g);
+        CHECK(r == ATTN_OK, "backward on %s: status %d", dsp ? dsp->isa_name : "auto", r);
+    }
+    attn_bwd_fused_min_tasks = keep;
 }
 
 static void operations_do_not_allocate(void)

@@ -10,13 +10,14 @@
 #   tests/fuzz/run.sh --replay api|diff FILE...
 #                                     run inputs once (a finding's reproducer)
 # Environment: ATTN_FUZZ_BUILD (default build-fuzz), ATTN_FUZZ_JOBS (parallel
-# fuzzing processes per target, default 1), ATTN_FUZZ_TARGETS ("api diff kvlayout merge split").
+# fuzzing processes per target, default 1), ATTN_FUZZ_TARGETS ("api diff kvlayout merge split
+# backward").
 # A crash leaves crash-* in the build directory's fuzz-artifacts/ and fails.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 here=$root/tests/fuzz
 build=${ATTN_FUZZ_BUILD:-$root/build-fuzz}
-targets=${ATTN_FUZZ_TARGETS:-api diff kvlayout merge split}
+targets=${ATTN_FUZZ_TARGETS:-api diff kvlayout merge split backward}
 seconds=${ATTN_FUZZ_SECONDS:-30}
 coverage=0
 replay=()

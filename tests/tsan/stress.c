@@ -17,6 +17,10 @@
  *     call attn_forward through it concurrently; others create, use and
  *     destroy pools of their own at the same time. Results must be bitwise
  *     those of the calling-thread run on the same table.
+ *  4. attn_backward (not in ops_list.h: its arguments differ) in both: each
+ *     compute thread runs it once per iteration while the ISA flips (its
+ *     hash must be one table's), and each pool caller through its pool (it
+ *     must equal the calling-thread run).
  *
  * Exit status 0 when every check held; TSan reports make run.sh fail.
  */
@@ -164,18 +168,68 @@ static uint64_t run_op(int op, const attn_dsp *dsp, result *r, attn_threadpool *
     return hash_bytes(hash_bytes(0xcbf29ce484222325ull, r->out, bytes), r->stats, sizeof r->stats);
 }
 
+/* ------------------------------------------------------------ attn_backward */
+
+/* The scalar forward's output and lse, computed once: the backward's inputs
+   (dout = out). */
+static float bwd_out[O_ELEMS], bwd_lse[STAT_ROWS];
+
+typedef struct bwd_result {
+    float dq[Q_ELEMS], dk[K_ELEMS], dv[V_ELEMS], dbias[S_ELEMS];
+} bwd_result;
+
+static void init_backward(void)
+{
+    const attn_tensor out = {bwd_out, ATTN_DTYPE_F32, 4 * 33 * 24, 33 * 24, 24};
+    const attn_row_stats st = {bwd_lse, NULL, NULL};
+    if (attn_forward_with(attn_dsp_for_isa(ATTN_ISA_SCALAR), &shape, &opts, &q_t, &k_t, &v_t,
+                          &out, &st) != ATTN_OK)
+        abort();
+}
+
+/* attn_backward on `dsp` (NULL: the public entry point), hashed. */
+static uint64_t run_backward(const attn_dsp *dsp, bwd_result *g, attn_threadpool *pool)
+{
+    attn_options o = opts;
+    if (pool) {
+        o.parallel_for = attn_threadpool_parallel_for;
+        o.parallel_ctx = pool;
+    }
+    const attn_tensor out = {bwd_out, ATTN_DTYPE_F32, 4 * 33 * 24, 33 * 24, 24};
+    const attn_tensor dq = {g->dq, ATTN_DTYPE_F32, 4 * 33 * 40, 33 * 40, 40};
+    const attn_tensor dk = {g->dk, ATTN_DTYPE_F32, 2 * 70 * 40, 70 * 40, 40};
+    const attn_tensor dv = {g->dv, ATTN_DTYPE_F32, 2 * 70 * 24, 70 * 24, 24};
+    const attn_tensor db = {g->dbias, ATTN_DTYPE_F32, 4 * 33 * 70, 33 * 70, 70};
+    attn_grads gr = ATTN_GRADS_INIT;
+    gr.dq = &dq;
+    gr.dk = &dk;
+    gr.dv = &dv;
+    gr.dbias = &db;
+    memset(g, 0, sizeof *g);
+    const attn_status status =
+        dsp ? attn_backward_with(dsp, &shape, &o, &q_t, &k_t, &v_t, &out, &out, bwd_lse, &gr)
+            : attn_backward(&shape, &o, &q_t, &k_t, &v_t, &out, &out, bwd_lse, &gr);
+    if (status != ATTN_OK) {
+        fprintf(stderr, "FAIL: attn_backward returned %d\n", status);
+        exit(1);
+    }
+    return hash_bytes(0xcbf29ce484222325ull, g, sizeof *g);
+}
+
 /* ------------------------------------------------------------ threads */
 
 static pthread_barrier_t start_line;
 static atomic_int computing;
 static uint64_t seen[COMPUTE_THREADS][ITERATIONS + 1][OP_COUNT];
 static int seen_valid[COMPUTE_THREADS][ITERATIONS + 1][OP_COUNT];
+static uint64_t seen_backward[COMPUTE_THREADS][ITERATIONS];
 
 static void *compute_main(void *arg)
 {
     const int id = (int)(intptr_t)arg;
     result *r = malloc(sizeof *r);
-    if (!r)
+    bwd_result *g = malloc(sizeof *g);
+    if (!r || !g)
         abort();
     pthread_barrier_wait(&start_line);
     /* the first library call of the process, different per thread */
@@ -188,7 +242,10 @@ static void *compute_main(void *arg)
             seen[id][it][op] = run_op(op, NULL, r, NULL);
             seen_valid[id][it][op] = 1;
         }
+    for (int it = 0; it < ITERATIONS; it++)
+        seen_backward[id][it] = run_backward(NULL, g, NULL);
     atomic_fetch_sub(&computing, 1);
+    free(g);
     free(r);
     return NULL;
 }
@@ -220,12 +277,14 @@ static void *selector_main(void *arg)
 
 static attn_threadpool *shared_pool;
 static uint64_t pool_hashes[POOL_CALLERS + OWN_POOL_THREADS][ITERATIONS];
+static uint64_t pool_backward[POOL_CALLERS + OWN_POOL_THREADS][ITERATIONS];
 
 static void *pool_caller_main(void *arg)
 {
     const int id = (int)(intptr_t)arg;
     result *r = malloc(sizeof *r);
-    if (!r)
+    bwd_result *g = malloc(sizeof *g);
+    if (!r || !g)
         abort();
     const attn_dsp *scalar = attn_dsp_for_isa(ATTN_ISA_SCALAR);
     for (int it = 0; it < ITERATIONS; it++) {
@@ -238,8 +297,10 @@ static void *pool_caller_main(void *arg)
             pool = own;
         }
         pool_hashes[id][it] = run_op(OP_FORWARD, scalar, r, pool);
+        pool_backward[id][it] = run_backward(scalar, g, pool);
         attn_threadpool_destroy(own);
     }
+    free(g);
     free(r);
     return NULL;
 }
@@ -249,6 +310,7 @@ static void *pool_caller_main(void *arg)
 int main(void)
 {
     init_problem();
+    init_backward();
     pthread_t compute[COMPUTE_THREADS], selector, pool_threads[POOL_CALLERS + OWN_POOL_THREADS];
     atomic_store(&computing, COMPUTE_THREADS);
     if (pthread_barrier_init(&start_line, NULL, COMPUTE_THREADS + 1) != 0)
@@ -270,12 +332,15 @@ int main(void)
         if (attn_dsp_for_isa((attn_isa)isa))
             tables[ntables++] = attn_dsp_for_isa((attn_isa)isa);
     result *r = malloc(sizeof *r);
-    if (!r)
+    bwd_result *g = malloc(sizeof *g);
+    if (!r || !g)
         return 1;
-    uint64_t want[MAX_TABLES][OP_COUNT];
-    for (int t = 0; t < ntables; t++)
+    uint64_t want[MAX_TABLES][OP_COUNT], want_backward[MAX_TABLES];
+    for (int t = 0; t < ntables; t++) {
         for (int op = 0; op < OP_COUNT; op++)
             want[t][op] = run_op(op, tables[t], r, NULL);
+        want_backward[t] = run_backward(tables[t], g, NULL);
+    }
     int failures = 0;
     long calls = 0;
     for (int id = 0; id < COMPUTE_THREADS; id++)
@@ -294,6 +359,19 @@ int main(void)
                 }
             }
 
+    for (int id = 0; id < COMPUTE_THREADS; id++)
+        for (int it = 0; it < ITERATIONS; it++) {
+            int match = 0;
+            for (int t = 0; t < ntables; t++)
+                match |= seen_backward[id][it] == want_backward[t];
+            calls++;
+            if (!match) {
+                fprintf(stderr, "FAIL: thread %d iteration %d: backward matches no table\n", id,
+                        it);
+                failures++;
+            }
+        }
+
     /* the built-in pool, shared by several callers and created alongside */
     if (attn_threadpool_create(4, &shared_pool) != ATTN_OK)
         return 1;
@@ -304,13 +382,21 @@ int main(void)
         pthread_join(pool_threads[i], NULL);
     attn_threadpool_destroy(shared_pool);
     const uint64_t serial = run_op(OP_FORWARD, attn_dsp_for_isa(ATTN_ISA_SCALAR), r, NULL);
+    const uint64_t serial_backward = run_backward(attn_dsp_for_isa(ATTN_ISA_SCALAR), g, NULL);
     for (int i = 0; i < POOL_CALLERS + OWN_POOL_THREADS; i++)
-        for (int it = 0; it < ITERATIONS; it++)
+        for (int it = 0; it < ITERATIONS; it++) {
             if (pool_hashes[i][it] != serial) {
                 fprintf(stderr, "FAIL: pool caller %d iteration %d differs from the serial run\n",
                         i, it);
                 failures++;
             }
+            if (pool_backward[i][it] != serial_backward) {
+                fprintf(stderr, "FAIL: pool caller %d iteration %d: backward differs from the "
+                                "serial run\n", i, it);
+                failures++;
+            }
+        }
+    free(g);
     free(r);
     printf("%ld concurrent calls over %d tables, %ld ISA switches, %d pool calls: %s\n", calls,
            ntables, atomic_load(&selections), (POOL_CALLERS + OWN_POOL_THREADS) * ITERATIONS,

@@ -1,0 +1,131 @@
+"""libattn.backward against the float64 gradients of grad_reference.py."""
+
+import numpy as np
+import pytest
+
+import libattn
+from conftest import assert_close
+from grad_reference import grads
+
+B, HQ, HK, LQ, LK, D, DV = 2, 4, 2, 5, 9, 16, 7
+CASES = {
+    "none": {},
+    "causal": {"causal": True},
+    "lens": {"kv_lens": [9, 0], "q_lens": [5, 2]},
+    "window": {"window": 3, "causal": True},
+    "bool_mask": {"mask": "bool"},
+    "bias": {"bias": "bias"},
+    "softcap": {"softcap": 2.5},
+    "scale": {"scale": 0.7},
+    "all": {"causal": True, "window": 4, "kv_lens": [8, 6], "q_lens": [5, 3],
+            "mask": "bool", "bias": "bias", "softcap": 5.0, "scale": 0.3},
+}
+
+
+def make(rng, spec):
+    kw = dict(spec)
+    if kw.get("mask") == "bool":
+        kw["mask"] = rng.random((LQ, LK)) < 0.7
+    if kw.get("bias") == "bias":
+        kw["bias"] = rng.standard_normal((HQ, 1, LK)).astype(np.float32)
+    q = rng.standard_normal((B, HQ, LQ, D)).astype(np.float32)
+    k = rng.standard_normal((B, HK, LK, D)).astype(np.float32)
+    v = rng.standard_normal((B, HK, LK, DV)).astype(np.float32)
+    dout = rng.standard_normal((B, HQ, LQ, DV)).astype(np.float32)
+    return q, k, v, dout, kw
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_backward_matches_reference(rng, name):
+    q, k, v, dout, kw = make(rng, CASES[name])
+    out, st = libattn.forward(q, k, v, stats=True, **kw)
+    dq, dk, dv, dbias = libattn.backward(q, k, v, out, dout, st["lse"], dbias=True, **kw)
+    assert dq.shape == q.shape and dk.shape == k.shape and dv.shape == v.shape
+    assert dbias.shape == (B, HQ, LQ, LK)
+    want, tol = grads(q, k, v, dout, st["lse"], out, **kw)
+    for name_, got in (("dq", dq), ("dk", dk), ("dv", dv), ("dbias", dbias)):
+        assert not np.isnan(got).any()
+        assert_close(got, want[name_], tol[name_], name_)
+
+
+def test_backward_threads_bitwise(rng):
+    q, k, v, dout, kw = make(rng, CASES["all"])
+    out, st = libattn.forward(q, k, v, stats=True, **kw)
+    one = libattn.backward(q, k, v, out, dout, st["lse"], dbias=True, threads=1, **kw)
+    for threads in (2, 3, 0):
+        other = libattn.backward(q, k, v, out, dout, st["lse"], dbias=True, threads=threads, **kw)
+        for a, b in zip(one, other):
+            assert np.array_equal(a.view(np.uint32), b.view(np.uint32))
+
+
+def test_backward_layouts_and_ranks(rng):
+    q, k, v, dout, kw = make(rng, CASES["causal"])
+    out, st = libattn.forward(q, k, v, stats=True, **kw)
+    ref = libattn.backward(q, k, v, out, dout, st["lse"], **kw)
+    # [B,L,H,D] memory viewed as [B,H,L,D]: passed in place
+    tq = np.ascontiguousarray(q.transpose(0, 2, 1, 3)).transpose(0, 2, 1, 3)
+    got = libattn.backward(tq, k, v, out, dout, st["lse"], **kw)
+    for a, b in zip(ref, got):
+        assert np.array_equal(a, b)
+    # 3-D (one batch entry) equals the batch slice
+    o3, st3 = libattn.forward(q[1], k[1], v[1], stats=True, **kw_single(kw))
+    g3 = libattn.backward(q[1], k[1], v[1], o3, dout[1], st3["lse"], **kw_single(kw))
+    for a, b in zip(ref, g3):
+        assert np.array_equal(a[1], b)
+
+
+def kw_single(kw):
+    return {key: val for key, val in kw.items() if key not in ("q_lens", "kv_lens")}
+
+
+def test_backward_errors(rng):
+    q, k, v, dout, kw = make(rng, CASES["none"])
+    out, st = libattn.forward(q, k, v, stats=True)
+    with pytest.raises(ValueError, match="dout"):
+        libattn.backward(q, k, v, out, dout[:, :, :2], st["lse"])
+    with pytest.raises(ValueError, match="lse"):
+        libattn.backward(q, k, v, out, dout, st["lse"][:, :1])
+    # a strided lse is copied to the dense array the C side reads
+    padded = np.zeros((B, HQ, LQ + 3), dtype=np.float32)
+    padded[..., :LQ] = st["lse"]
+    a = libattn.backward(q, k, v, out, dout, st["lse"])
+    b = libattn.backward(q, k, v, out, dout, padded[..., :LQ])
+    assert all(np.array_equal(x, y) for x, y in zip(a, b))
+    with pytest.raises(TypeError, match="v"):
+        libattn.backward(q, k, None, out, dout, st["lse"])
+
+
+def test_torch_front_end_is_optional():
+    # `import libattn` never imports torch; libattn.torch without torch says what to install
+    import os
+    import subprocess
+    import sys
+    code = ("import sys; sys.modules['torch'] = None\n"
+            "import libattn\n"
+            "assert sys.modules['torch'] is None\n"
+            "try:\n"
+            "    import libattn.torch\n"
+            "except ImportError as e:\n"
+            "    assert 'python3-torch' in str(e), e\n"
+            "else:\n"
+            "    raise SystemExit('libattn.torch imported without torch')\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    subprocess.run([sys.executable, "-c", code], check=True, env=env)
+
+
+def test_backward_with_sinks_and_alibi(rng):
+    # numerics are checked in C (float64 gradients, finite differences, every
+    # ISA); here: the keywords reach the library, shapes, threads, errors
+    q, k, v, dout, kw = make(rng, CASES["causal"])
+    kw.update(sinks=rng.standard_normal(HQ).astype(np.float32),
+              alibi=libattn.alibi_slopes(HQ), window=(4, 2))
+    out, st = libattn.forward(q, k, v, stats=True, **kw)
+    one = libattn.backward(q, k, v, out, dout, st["lse"], dsinks=True, **kw)
+    assert len(one) == 4 and one[3].shape == (B, HQ) and np.isfinite(one[3]).all()
+    other = libattn.backward(q, k, v, out, dout, st["lse"], dsinks=True, threads=3, **kw)
+    for a, b in zip(one, other):
+        assert np.array_equal(a.view(np.uint32), b.view(np.uint32))
+    plain = libattn.backward(q, k, v, out, dout, st["lse"], causal=True)
+    assert not np.array_equal(plain[0], one[0])  # the modifiers changed the gradients
+    with pytest.raises(ValueError, match="dsinks"):
+        libattn.backward(q, k, v, out, dout, st["lse"], dsinks=True, causal=True)

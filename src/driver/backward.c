@@ -1,0 +1,406 @@
+/*
+ * The attention backward, flash-style and deterministic without atomics:
+ * P is recomputed from Q, K and the forward's lse in tiles and never stored,
+ * and every gradient element has exactly one owner task, which accumulates
+ * it in a fixed order. Two plans, chosen from the shape alone (never from
+ * the thread count, so results are the same for every parallel_for):
+ *
+ *  - fused, when batch * kv_heads >= attn_bwd_fused_min_tasks (8): one task
+ *    per (batch entry, KV head) owns everything of it: dk and dv of its
+ *    keys, dq and dbias of the query heads of its group. It walks blocks of
+ *    query rows of one head and, inside, blocks of keys, accumulating dq, dk
+ *    and dv in place in the caller's arrays, which no other task writes:
+ *    S, dP, dV += P^T dO, dK += dS^T Q, dQ += dS K, five tile
+ *    products to the forward's two, as FlashAttention-2 (which adds dq with
+ *    atomics instead; here the order of every sum is fixed).
+ *  - split, for fewer (batch, KV head) pairs, where one task each would
+ *    leave threads idle: query tasks (a block of rows of a GQA group, cut
+ *    like the forward's) own dq and dbias; key tasks (a block of keys of one
+ *    (batch entry, KV head)) own dk and dv and sum over every row of the
+ *    group in order. Both recompute S and dP: seven tile products, in
+ *    batch * (groups * query blocks + kv_heads * key blocks) tasks.
+ *
+ * D_i = rowsum(dO_i * O_i) is computed by each task for its rows before
+ * their first tile (one dot product of v_dim per row block), so no
+ * workspace is needed.
+ *
+ * Which keys a row sees comes from the forward's row geometry (make_row via
+ * attn_task_rows), where keys live from kv.h only, and the scores from the
+ * forward's epilogue kernels: an option that reshapes rows, scores or the
+ * cache (sinks, ALiBi, pages) changes the backward where it changes the
+ * forward (a new additive term needs its derivative in run_grads only).
+ */
+#include <math.h>
+#include <string.h>
+
+#include "internal.h"
+#include "kv.h"
+
+/* (batch entry, KV head) pairs from which one task per pair (the fused
+   plan, 5 tile products) keeps a typical pool busy; below it the split
+   plan's key and query blocks (7 products) give more, smaller tasks.
+   A variable only so that the tests can run both plans on every shape. */
+int64_t attn_bwd_fused_min_tasks = 8;
+
+/*
+ * Scratch floats per query row: q, dO, two score tiles (S then P, dP then
+ * dS), the capped scores when softcap is on (for its derivative), and the
+ * split plan's dq accumulator (the fused plan accumulates dq in place: its
+ * task owns those rows and a run of them has one stride). At
+ * ATTN_MAX_HEAD_DIM that is at most 12288 + 3 * 64 of the 16384 floats.
+ */
+static int64_t bwd_row_floats(const task_plan *p, const attn_problem *pb)
+{
+    const int64_t tiles = pb->softcap > 0.0f ? 3 : 2;
+    return p->q_stride + p->acc_stride + (p->fused_blocks ? 0 : p->q_stride) +
+           tiles * p->block_k;
+}
+
+task_plan attn_plan_backward(const attn_dsp *dsp, const attn_problem *pb)
+{
+    const int fused = pb->batch * pb->kv_heads >= attn_bwd_fused_min_tasks;
+    /* fused: one head per row block, so a run of rows has one dq stride */
+    task_plan p = attn_plan_common(dsp, pb, fused ? 1 : pb->group);
+    /* 64-key tiles: more query rows fit the scratch (42 at d 128), which
+       amortises the tile kernels' packing; at B 1, H 8, L 2048, d 128,
+       causal, this measured 2.7x the forward's CPU time on AVX-512 against
+       2.8x with its 128-key forward tile (2.5x vs 2.6x on AVX2, 256) */
+    p.block_k = attn_min64(p.block_k, 64);
+    p.fused_blocks = fused; /* for bwd_row_floats; the block count below */
+    p.block_rows = attn_block_rows_for(dsp, bwd_row_floats(&p, pb));
+    p.blocks = (p.rows + p.block_rows - 1) / p.block_rows;
+    p.kv_blocks = (pb->kv_len + p.block_k - 1) / p.block_k;
+    p.fused_blocks = 0;
+    if (fused) { /* no query tasks, one "key task" per (batch entry, KV head) */
+        p.fused_blocks = p.blocks;
+        p.blocks = 0;
+        p.kv_blocks = 1;
+    }
+    return p;
+}
+
+/* What a task knows about one of its rows beyond its geometry. */
+typedef struct row_grad {
+    float lse;  /* the forward's */
+    float dsum; /* D = rowsum(dO * O) */
+} row_grad;
+
+typedef struct bwd_scratch {
+    float *q, *dout, *acc, *s, *dp, *capped;
+} bwd_scratch;
+
+static bwd_scratch carve(const task_plan *p, const attn_problem *pb, float *scratch)
+{
+    bwd_scratch b;
+    b.q = scratch;
+    b.dout = b.q + p->block_rows * p->q_stride;
+    b.s = b.dout + p->block_rows * p->acc_stride;
+    b.dp = b.s + p->block_rows * p->block_k;
+    float *next = b.dp + p->block_rows * p->block_k;
+    b.capped = NULL;
+    if (pb->softcap > 0.0f) {
+        b.capped = next;
+        next += p->block_rows * p->block_k;
+    }
+    b.acc = p->fused_blocks ? NULL : next;
+    return b;
+}
+
+/*
+ * The rows of block `index` (attn_task_rows), then what the backward needs
+ * of them: a row whose lse is -inf saw no key in the forward and contributes
+ * nothing (it becomes empty here); q and dO converted, D and lse read.
+ */
+static int64_t load_rows(const attn_dsp *dsp, const attn_problem *pb, const task_plan *p,
+                         size_t index, row_ref *rows, row_grad *g, const bwd_scratch *b,
+                         int64_t *kv_head)
+{
+    int64_t n = attn_task_rows(pb, p, index, rows, kv_head);
+    for (int64_t r = 0; r < n; r++) {
+        row_ref *row = &rows[r];
+        if (row->lo == row->hi)
+            continue;
+        g[r].lse = pb->lse[(row->b * pb->q_heads + row->h) * pb->q_len + row->i];
+        if (g[r].lse == -INFINITY) {
+            row->lo = row->hi = 0;
+            continue;
+        }
+        float *dout = b->dout + r * p->acc_stride;
+        dsp->to_f32[pb->dout.dtype](attn_row_ptr(&pb->dout, row->b, row->h, row->i), dout,
+                                    (size_t)pb->v_dim);
+        /* D as a 1x1 tile: the kernels' dot product, in o's dtype */
+        dsp->qk_tile[pb->o.dtype](dout, 0, attn_row_ptr(&pb->o, row->b, row->h, row->i), 0, 1,
+                                  1, (size_t)pb->v_dim, 1.0f, &g[r].dsum, 1);
+    }
+    attn_convert_queries(dsp, pb, p, rows, n, b->q);
+    return n;
+}
+
+/*
+ * The sinks' gradient: each loaded row of head `head` (all heads when -1)
+ * adds -exp(sink - lse) D to *acc, in row order. A row that sees no key has
+ * O = 0, so D = 0 and nothing to add; those rows are not loaded.
+ */
+static void sink_grads(const attn_problem *pb, const row_ref *rows, const row_grad *g, int64_t n,
+                       int64_t head, float *acc)
+{
+    for (int64_t r = 0; r < n; r++)
+        if (rows[r].lo < rows[r].hi && (head < 0 || rows[r].h == head))
+            *acc -= expf(attn_row_sink(pb, &rows[r]) - g[r].lse) * g[r].dsum;
+}
+
+/*
+ * For the run of rows [r0, r1) and keys [kb, ke): leaves P in b->s and
+ * dS = P * (dP - D) in b->dp (row stride block_k, zero outside each row's
+ * visible keys), and the softcapped scores in b->capped when softcap is on.
+ */
+static void run_grads(const attn_dsp *dsp, const attn_problem *pb, const task_plan *p,
+                      const row_ref *rows, const row_grad *g, int64_t r0, int64_t r1,
+                      int64_t kb, int64_t ke, const kv_src *ks, const kv_src *vs,
+                      const bwd_scratch *b)
+{
+    const size_t nr = (size_t)(r1 - r0);
+    const int64_t nk = ke - kb;
+    float *s0 = b->s + r0 * p->block_k, *dp0 = b->dp + r0 * p->block_k;
+    for (int64_t j = kb, len; j < ke; j += len) {
+        const void *kp = attn_kv_run(ks, j, ke, &len);
+        dsp->qk_tile[pb->k.dtype](b->q + r0 * p->q_stride, p->q_stride, kp, ks->stride, nr,
+                                  (size_t)len, (size_t)pb->head_dim, pb->scale, s0 + (j - kb),
+                                  p->block_k);
+    }
+    for (int64_t j = kb, len; j < ke; j += len) {
+        const void *vp = attn_kv_run(vs, j, ke, &len);
+        dsp->qk_tile[pb->v.dtype](b->dout + r0 * p->acc_stride, p->acc_stride, vp, vs->stride,
+                                  nr, (size_t)len, (size_t)pb->v_dim, 1.0f, dp0 + (j - kb),
+                                  p->block_k);
+    }
+    for (int64_t r = r0; r < r1; r++) {
+        const row_ref *row = &rows[r];
+        float *s = b->s + r * p->block_k, *dp = b->dp + r * p->block_k;
+        const int64_t a = attn_max64(row->lo, kb) - kb, z = attn_min64(row->hi, ke) - kb;
+        if (a >= z) { /* the run's neighbours see this block, this row not */
+            attn_fill(s, nk, 0.0f);
+            attn_fill(dp, nk, 0.0f);
+            continue;
+        }
+        /* the forward's epilogue, keeping the capped scores for their derivative */
+        if (pb->softcap > 0.0f) {
+            dsp->softcap(s + a, (size_t)(z - a), pb->softcap);
+            memcpy(b->capped + r * p->block_k + a, s + a, (size_t)(z - a) * sizeof(float));
+        }
+        attn_score_epilogue_after_softcap(dsp, pb, row, s + a, kb + a, z - a);
+        if (isfinite(g[r].lse)) /* exp(s - lse): exp_sum with lse as its "max" */
+            (void)dsp->exp_sum(s + a, (size_t)(z - a), g[r].lse, NULL);
+        else /* NaN or +inf: the forward's row was NaN */
+            attn_fill(s + a, z - a, NAN);
+        dsp->score_grad(s + a, dp + a, g[r].dsum, (size_t)(z - a));
+        attn_fill(s, a, 0.0f);
+        attn_fill(s + z, nk - z, 0.0f);
+        attn_fill(dp, a, 0.0f);
+        attn_fill(dp + z, nk - z, 0.0f);
+    }
+}
+
+/* dS *= d softcap / dx = 1 - tanh^2 = 1 - (capped / cap)^2, rows [r0, r1). */
+static void softcap_grad(const attn_problem *pb, const task_plan *p, const row_ref *rows,
+                         int64_t r0, int64_t r1, int64_t kb, int64_t ke, const bwd_scratch *b)
+{
+    const float inv = 1.0f / pb->softcap;
+    for (int64_t r = r0; r < r1; r++) {
+        const int64_t a = attn_max64(rows[r].lo, kb) - kb, z = attn_min64(rows[r].hi, ke) - kb;
+        float *dp = b->dp + r * p->block_k;
+        const float *c = b->capped + r * p->block_k;
+        for (int64_t j = a; j < z; j++) {
+            const float t = c[j] * inv;
+            dp[j] *= 1.0f - t * t;
+        }
+    }
+}
+
+/*
+ * dq (and dbias) of block `index` of plan p's rows. With with_kv (the fused
+ * plan, whose task owns the rows' KV head entirely) also adds the block's
+ * contributions to dk and dv, in place in the caller's arrays.
+ */
+static void query_block(const task_ctx *ctx, const task_plan *p, size_t index, float *scratch,
+                        int with_kv, float *dsink)
+{
+    const attn_dsp *dsp = ctx->dsp;
+    const attn_problem *pb = ctx->pb;
+    const bwd_scratch b = carve(p, pb, scratch);
+    row_ref rows[ATTN_MAX_BLOCK_Q];
+    row_grad g[ATTN_MAX_BLOCK_Q];
+    int64_t kv_head;
+    const int64_t n = load_rows(dsp, pb, p, index, rows, g, &b, &kv_head);
+    const kv_src ks = attn_kv_open(pb, &pb->k, rows[0].b, kv_head, pb->head_dim);
+    const kv_src vs = attn_kv_open(pb, &pb->v, rows[0].b, kv_head, pb->v_dim);
+    float *dk0 = attn_out_row(&pb->dk, rows[0].b, kv_head, 0);
+    float *dv0 = attn_out_row(&pb->dv, rows[0].b, kv_head, 0);
+    if (dsink) /* the fused plan: one head per block, its task owns the sum */
+        sink_grads(pb, rows, g, n, -1, dsink);
+
+    /* dq: in scratch (split), or in place in the caller's rows (fused: one
+       head, so a run of rows has the stride of dq's rows) */
+    float *const acc0 = with_kv ? attn_out_row(&pb->out, rows[0].b, rows[0].h, rows[0].i) : b.acc;
+    const int64_t acc_stride = with_kv ? pb->out.row_stride : p->q_stride;
+    for (int64_t r = 0; r < n; r++) {
+        attn_fill(acc0 + r * acc_stride, pb->head_dim, 0.0f);
+        if (pb->dbias.data)
+            attn_fill(attn_out_row(&pb->dbias, rows[r].b, rows[r].h, rows[r].i), pb->kv_len,
+                      0.0f);
+    }
+
+    int64_t ulo, uhi;
+    attn_visible_union(rows, n, &ulo, &uhi);
+    for (int64_t k0 = ulo < uhi ? ulo / p->block_k * p->block_k : uhi; k0 < uhi;
+         k0 += p->block_k) {
+        const int64_t kb = attn_max64(k0, ulo), ke = attn_min64(k0 + p->block_k, uhi);
+        for (int64_t r = 0, run_end; (run_end = attn_next_run(rows, n, &r, kb, ke)) > r;
+             r = run_end) {
+            const size_t nr = (size_t)(run_end - r);
+            run_grads(dsp, pb, p, rows, g, r, run_end, kb, ke, &ks, &vs, &b);
+            if (with_kv)
+                dsp->pt_tile(b.s + r * p->block_k, p->block_k, b.dout + r * p->acc_stride,
+                             p->acc_stride, nr, (size_t)(ke - kb), (size_t)pb->v_dim,
+                             dv0 + kb * pb->dv.row_stride, pb->dv.row_stride);
+            if (pb->dbias.data)
+                for (int64_t rr = r; rr < run_end; rr++) {
+                    const int64_t a = attn_max64(rows[rr].lo, kb), z = attn_min64(rows[rr].hi, ke);
+                    if (a < z)
+                        memcpy(attn_out_row(&pb->dbias, rows[rr].b, rows[rr].h, rows[rr].i) + a,
+                               b.dp + rr * p->block_k + (a - kb),
+                               (size_t)(z - a) * sizeof(float));
+                }
+            if (pb->softcap > 0.0f)
+                softcap_grad(pb, p, rows, r, run_end, kb, ke, &b);
+            if (with_kv)
+                dsp->pt_tile(b.dp + r * p->block_k, p->block_k, b.q + r * p->q_stride,
+                             p->q_stride, nr, (size_t)(ke - kb), (size_t)pb->head_dim,
+                             dk0 + kb * pb->dk.row_stride, pb->dk.row_stride);
+            for (int64_t j = kb, len; j < ke; j += len) {
+                const void *kp = attn_kv_run(&ks, j, ke, &len);
+                dsp->pv_tile[pb->k.dtype](b.dp + r * p->block_k + (j - kb), p->block_k, kp,
+                                          ks.stride, nr, (size_t)len, (size_t)pb->head_dim,
+                                          acc0 + r * acc_stride, acc_stride);
+            }
+        }
+    }
+
+    for (int64_t r = 0; r < n; r++) {
+        float *acc = acc0 + r * acc_stride;
+        dsp->row_scale(acc, (size_t)pb->head_dim, pb->scale);
+        if (!with_kv)
+            memcpy(attn_out_row(&pb->out, rows[r].b, rows[r].h, rows[r].i), acc,
+                   (size_t)pb->head_dim * sizeof(float));
+    }
+}
+
+/* The fused plan's task: everything of one (batch entry, KV head). */
+static void task_fused(const task_ctx *ctx, size_t index, float *scratch)
+{
+    const attn_dsp *dsp = ctx->dsp;
+    const attn_problem *pb = ctx->pb;
+    task_plan p = ctx->plan;
+    p.blocks = p.fused_blocks; /* attn_task_rows' view: blocks per head */
+    const int64_t kv_head = (int64_t)index % pb->kv_heads, batch = (int64_t)index / pb->kv_heads;
+    float *dk0 = attn_out_row(&pb->dk, batch, kv_head, 0);
+    float *dv0 = attn_out_row(&pb->dv, batch, kv_head, 0);
+    for (int64_t j = 0; j < pb->kv_len; j++) {
+        attn_fill(dk0 + j * pb->dk.row_stride, pb->head_dim, 0.0f);
+        attn_fill(dv0 + j * pb->dv.row_stride, pb->v_dim, 0.0f);
+    }
+    for (int64_t h = kv_head * pb->group; h < (kv_head + 1) * pb->group; h++) {
+        float dsink = 0.0f;
+        for (int64_t qb = 0; qb < p.blocks; qb++)
+            query_block(ctx, &p, (size_t)((batch * p.groups + h) * p.blocks + qb), scratch, 1,
+                        pb->dsinks ? &dsink : NULL);
+        if (pb->dsinks)
+            pb->dsinks[batch * pb->q_heads + h] = dsink;
+    }
+    for (int64_t j = 0; j < pb->kv_len; j++)
+        dsp->row_scale(dk0 + j * pb->dk.row_stride, (size_t)pb->head_dim, pb->scale);
+}
+
+/* A key task: dk and dv of keys [kb, ke) of one (batch entry, KV head). */
+static void task_keys(const task_ctx *ctx, size_t index, float *scratch)
+{
+    const attn_dsp *dsp = ctx->dsp;
+    const attn_problem *pb = ctx->pb;
+    const task_plan *p = &ctx->plan;
+    const bwd_scratch b = carve(p, pb, scratch);
+    const int64_t blk = (int64_t)index % p->kv_blocks;
+    const int64_t kv_head = (int64_t)index / p->kv_blocks % pb->kv_heads;
+    const int64_t batch = (int64_t)index / p->kv_blocks / pb->kv_heads;
+    const int64_t kb0 = blk * p->block_k, ke0 = attn_min64(kb0 + p->block_k, pb->kv_len);
+    const kv_src ks = attn_kv_open(pb, &pb->k, batch, kv_head, pb->head_dim);
+    const kv_src vs = attn_kv_open(pb, &pb->v, batch, kv_head, pb->v_dim);
+    float *dk0 = attn_out_row(&pb->dk, batch, kv_head, kb0);
+    float *dv0 = attn_out_row(&pb->dv, batch, kv_head, kb0);
+
+    for (int64_t j = 0; j < ke0 - kb0; j++) {
+        attn_fill(dk0 + j * pb->dk.row_stride, pb->head_dim, 0.0f);
+        attn_fill(dv0 + j * pb->dv.row_stride, pb->v_dim, 0.0f);
+    }
+
+    /* every block of query rows of the group, in order (the group of KV
+       head h is h: heads_per_group == pb->group) */
+    row_ref rows[ATTN_MAX_BLOCK_Q];
+    row_grad g[ATTN_MAX_BLOCK_Q];
+    for (int64_t qb = 0; qb < p->blocks; qb++) {
+        const size_t qindex = (size_t)((batch * p->groups + kv_head) * p->blocks + qb);
+        int64_t unused, ulo, uhi;
+        /* skip blocks that cannot see these keys before converting anything */
+        const int64_t n0 = attn_task_rows(pb, p, qindex, rows, &unused);
+        attn_visible_union(rows, n0, &ulo, &uhi);
+        const int64_t kb = attn_max64(kb0, ulo), ke = attn_min64(ke0, uhi);
+        if (kb >= ke)
+            continue;
+        const int64_t n = load_rows(dsp, pb, p, qindex, rows, g, &b, &unused);
+        for (int64_t r = 0, run_end; (run_end = attn_next_run(rows, n, &r, kb, ke)) > r;
+             r = run_end) {
+            const size_t nr = (size_t)(run_end - r);
+            run_grads(dsp, pb, p, rows, g, r, run_end, kb, ke, &ks, &vs, &b);
+            dsp->pt_tile(b.s + r * p->block_k, p->block_k, b.dout + r * p->acc_stride,
+                         p->acc_stride, nr, (size_t)(ke - kb), (size_t)pb->v_dim,
+                         dv0 + (kb - kb0) * pb->dv.row_stride, pb->dv.row_stride);
+            if (pb->softcap > 0.0f)
+                softcap_grad(pb, p, rows, r, run_end, kb, ke, &b);
+            dsp->pt_tile(b.dp + r * p->block_k, p->block_k, b.q + r * p->q_stride, p->q_stride,
+                         nr, (size_t)(ke - kb), (size_t)pb->head_dim,
+                         dk0 + (kb - kb0) * pb->dk.row_stride, pb->dk.row_stride);
+        }
+    }
+
+    for (int64_t j = 0; j < ke0 - kb0; j++)
+        dsp->row_scale(dk0 + j * pb->dk.row_stride, (size_t)pb->head_dim, pb->scale);
+
+    /* the split plan's dsinks: the first key task of (batch, KV head) sums
+       each head of the group over all its rows (one pass per head, so every
+       sum runs in row order) */
+    if (pb->dsinks && blk == 0)
+        for (int64_t h = kv_head * pb->group; h < (kv_head + 1) * pb->group; h++) {
+            float dsink = 0.0f;
+            for (int64_t qb = 0; qb < p->blocks; qb++) {
+                int64_t unused;
+                const int64_t n = load_rows(dsp, pb, p, (size_t)((batch * p->groups + kv_head) *
+                                                                p->blocks + qb),
+                                            rows, g, &b, &unused);
+                sink_grads(pb, rows, g, n, h, &dsink);
+            }
+            pb->dsinks[batch * pb->q_heads + h] = dsink;
+        }
+}
+
+void attn_task_backward(void *vctx, size_t index)
+{
+    const task_ctx *ctx = vctx;
+    const task_plan *p = &ctx->plan;
+    _Alignas(64) float scratch[ATTN_SCRATCH_FLOATS];
+    const size_t query_tasks = (size_t)(ctx->pb->batch * p->groups * p->blocks);
+    if (p->fused_blocks)
+        task_fused(ctx, index, scratch);
+    else if (index < query_tasks)
+        query_block(ctx, p, index, scratch, 0, NULL);
+    else
+        task_keys(ctx, index - query_tasks, scratch);
+}

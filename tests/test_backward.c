@@ -1,0 +1,616 @@
+/*
+ * attn_backward: the float64 reference of the gradients against central
+ * finite differences of its own forward; every ISA row against that
+ * reference (bounds of tolerance.h, "backward") and against the scalar row;
+ * bitwise determinism over thread counts and task orders; argument errors
+ * that leave every output untouched.
+ */
+#include <criterion/criterion.h>
+#include <criterion/parameterized.h>
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "ref.h"
+#include "ref_backward.h"
+#include "tolerance.h"
+#include "workload.h"
+
+/* ------------------------------------------------------------ the reference vs finite differences */
+
+/* Central difference of the loss in *x, with the step h. */
+static double central(ref_bwd_in *in, double *x, double h)
+{
+    const double keep = *x;
+    *x = keep + h;
+    const double up = ref_bwd_forward(in, NULL, NULL);
+    *x = keep - h;
+    const double down = ref_bwd_forward(in, NULL, NULL);
+    *x = keep;
+    return (up - down) / (2.0 * h);
+}
+
+/*
+ * grad[i] against the central difference of every element of x[0..n).
+ * The difference's error is bounded from the data, not guessed:
+ *  - truncation: fd(h) = g + c h^2 + O(h^4), so |fd(h) - g| is within
+ *    (4/3)|fd(h) - fd(h/2)| to leading order; we take 2|fd(h) - fd(h/2)|;
+ *  - rounding: each loss evaluation is a float64 sum of products whose
+ *    relative error is at most (d + Lk + dv + 32) eps (dot, exp/log, the
+ *    P.V sum, the loss sum), on a loss of magnitude <= M = sum|dout| max|v|;
+ *    two evaluations over 2h (h/2 in the second difference: twice that).
+ * The bound must also be tight enough to mean something: at most
+ * 1e-4 (1 + max|g|), max|g| over the tensor, so a difference check that
+ * would accept anything fails instead. (Relative to the tensor, not to the
+ * element: an element whose gradient is 0, e.g. dq with one visible key,
+ * still has the rounding of the whole loss, which grows with the rows a
+ * key or value reaches; a wrong formula moves gradients by a fraction of
+ * their scale, far above 1e-4 of it.)
+ */
+static double max_abs(const double *x, size_t n)
+{
+    double m = 0.0;
+    for (size_t i = 0; i < n; i++)
+        m = fmax(m, fabs(x[i]));
+    return m;
+}
+
+static void check_fd(const char *what, ref_bwd_in *in, double *x, const double *grad, size_t n,
+                     double roundoff, double gmax)
+{
+    const double h = 2e-4;
+    for (size_t i = 0; i < n; i++) {
+        const double f1 = central(in, &x[i], h), f2 = central(in, &x[i], h / 2.0);
+        const double bound = 2.0 * fabs(f1 - f2) + 2.0 * roundoff / h;
+        CHECK(bound <= 1e-4 * (1.0 + gmax),
+              "%s[%zu]: the finite difference itself is too uncertain (%.3g)", what, i, bound);
+        CHECK(fabs(f2 - grad[i]) <= bound,
+              "%s[%zu]: reference %.12g, central difference %.12g, |diff| %.3g > %.3g", what, i,
+              grad[i], f2, fabs(f2 - grad[i]), bound);
+    }
+}
+
+static void fd_problem(workload *wp)
+{
+    workload w = *wp;
+    harness_context("finite differences on %s", wl_describe(&w));
+    const attn_shape *s = &w.shape;
+    const int64_t dv = w.dv;
+    /* dout as an f32 [B][Hq][Lq][dv] tensor */
+    const size_t nd = (size_t)(s->batch * s->q_heads * s->q_len * dv);
+    float *dout = xmalloc(nd * 4);
+    rng_fill(harness_rng(), dout, nd, -1.0f, 1.0f);
+    attn_tensor dt = {dout, ATTN_DTYPE_F32, s->q_heads * s->q_len * dv, s->q_len * dv, dv};
+
+    ref_bwd_in in;
+    ref_bwd_load(&in, s, &w.opt, &w.q, &w.k, &w.v, &dt);
+    ref_grads g;
+    ref_bwd_grads(&g, &in, NULL, NULL);
+
+    double vmax = 0.0, dsum = 0.0;
+    for (size_t i = 0; i < (size_t)(s->batch * s->kv_heads * s->kv_len * dv); i++)
+        vmax = fmax(vmax, fabs(in.v[i]));
+    for (size_t i = 0; i < nd; i++)
+        dsum += fabs(in.dout[i]);
+    const double roundoff =
+        (double)(s->head_dim + s->kv_len + dv + 32) * DBL_EPSILON * dsum * vmax;
+
+    const size_t nq = (size_t)(s->batch * s->q_heads * s->q_len * s->head_dim),
+                 nk = (size_t)(s->batch * s->kv_heads * s->kv_len * s->head_dim),
+                 nv = (size_t)(s->batch * s->kv_heads * s->kv_len * dv);
+    check_fd("dq", &in, in.q, g.dq, nq, roundoff, max_abs(g.dq, nq));
+    check_fd("dk", &in, in.k, g.dk, nk, roundoff, max_abs(g.dk, nk));
+    check_fd("dv", &in, in.v, g.dv, nv, roundoff, max_abs(g.dv, nv));
+    if (in.sinks) {
+        const size_t ns = (size_t)(s->batch * s->q_heads);
+        check_fd("dsinks", &in, in.sinks, g.dsinks, ns, roundoff, max_abs(g.dsinks, ns));
+    }
+    if (in.bias) { /* dbias = dS; a -inf bias entry stays -inf: its derivative is 0 */
+        const size_t nb = (size_t)(s->batch * s->q_heads * s->q_len * s->kv_len);
+        for (size_t i = 0; i < nb; i++)
+            if (in.bias[i] == -INFINITY)
+                CHECK(g.ds[i] == 0.0, "ds[%zu] = %g under a -inf bias", i, g.ds[i]);
+            else
+                check_fd("dbias", &in, &in.bias[i], &g.ds[i], 1, roundoff, max_abs(g.ds, nb));
+    }
+    ref_grads_free(&g);
+    ref_bwd_free(&in);
+    free(dout);
+}
+
+Test(backward_ref, finite_differences, .timeout = 300)
+{
+    harness_begin_plain("float64");
+    static const unsigned specs[] = {
+        0,
+        WL_CAUSAL | WL_GQA,
+        WL_SOFTCAP | WL_SCALE,
+        WL_BIAS | WL_MASK,
+        WL_WINDOW | WL_LENS | WL_CAUSAL,
+        WL_MQA | WL_VDIM | WL_SOFTCAP | WL_BIAS | WL_CAUSAL,
+        WL_Q_SHORT | WL_WINDOW | WL_MASK,
+        WL_F16 | WL_CAUSAL,
+        WL_SINKS | WL_CAUSAL | WL_GQA,
+        WL_ALIBI | WL_WINDOW | WL_WINDOW_R,
+        WL_SINKS | WL_ALIBI | WL_SOFTCAP | WL_LENS,
+    };
+    for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
+        /* small enough for a difference per element: redraw (wl_make picks
+           lengths up to 129; about one draw in five is small) */
+        workload w;
+        for (int tries = 0;; tries++) {
+            CHECK(tries < 10000, "no small problem drawn for spec %#x", specs[i]);
+            wl_make(&w, specs[i]);
+            const attn_shape *s = &w.shape;
+            if (s->batch * s->q_heads * s->q_len * s->kv_len * (s->head_dim + w.dv) <= 12000)
+                break;
+            wl_free(&w);
+        }
+        fd_problem(&w);
+        wl_free(&w);
+    }
+}
+
+/* ------------------------------------------------------------ every ISA vs the reference */
+
+/* Gradient outputs of one run: dense, guarded. */
+typedef struct grads_buf {
+    buf qb, kb, vb, bb, sb;
+    attn_tensor dq, dk, dv, dbias;
+    attn_grads g;
+} grads_buf;
+
+static void grads_alloc(grads_buf *gb, const workload *w, int with_dbias)
+{
+    const attn_shape *s = &w->shape;
+    const int64_t d = s->head_dim, dv = w->dv;
+    float *dq = buf_alloc(&gb->qb, (size_t)(s->batch * s->q_heads * s->q_len * d) * 4, 0);
+    float *dk = buf_alloc(&gb->kb, (size_t)(s->batch * s->kv_heads * s->kv_len * d) * 4, 4);
+    float *dvp = buf_alloc(&gb->vb, (size_t)(s->batch * s->kv_heads * s->kv_len * dv) * 4, 0);
+    gb->dq = (attn_tensor){dq, ATTN_DTYPE_F32, s->q_heads * s->q_len * d, s->q_len * d, d};
+    gb->dk = (attn_tensor){dk, ATTN_DTYPE_F32, s->kv_heads * s->kv_len * d, s->kv_len * d, d};
+    gb->dv = (attn_tensor){dvp, ATTN_DTYPE_F32, s->kv_heads * s->kv_len * dv, s->kv_len * dv, dv};
+    attn_grads init = ATTN_GRADS_INIT;
+    gb->g = init;
+    gb->g.dq = &gb->dq;
+    gb->g.dk = &gb->dk;
+    gb->g.dv = &gb->dv;
+    gb->bb.base = NULL;
+    gb->sb.base = NULL;
+    gb->sb.bytes = 0;
+    if (w->opt.sinks) /* always asked for when there are sinks */
+        gb->g.dsinks = buf_alloc(&gb->sb, (size_t)(s->batch * s->q_heads) * 4, 4);
+    if (with_dbias) {
+        const int64_t lk = s->kv_len;
+        float *db = buf_alloc(&gb->bb, (size_t)(s->batch * s->q_heads * s->q_len * lk) * 4, 4);
+        gb->dbias = (attn_tensor){db, ATTN_DTYPE_F32, s->q_heads * s->q_len * lk,
+                                  s->q_len * lk, lk};
+        gb->g.dbias = &gb->dbias;
+    }
+}
+
+static void grads_poison(grads_buf *gb)
+{
+    buf *all[5] = {&gb->qb, &gb->kb, &gb->vb, &gb->bb, &gb->sb};
+    for (int i = 0; i < 5; i++)
+        if (all[i]->base)
+            memset(all[i]->data, 0x7f, all[i]->bytes); /* a NaN-free huge pattern */
+}
+
+static void grads_check_guards(const grads_buf *gb)
+{
+    buf_check(&gb->qb, "dq");
+    buf_check(&gb->kb, "dk");
+    buf_check(&gb->vb, "dv");
+    if (gb->bb.base)
+        buf_check(&gb->bb, "dbias");
+    if (gb->sb.base)
+        buf_check(&gb->sb, "dsinks");
+}
+
+static void grads_free(grads_buf *gb)
+{
+    buf_free(&gb->qb);
+    buf_free(&gb->kb);
+    buf_free(&gb->vb);
+    if (gb->bb.base)
+        buf_free(&gb->bb);
+    if (gb->sb.base)
+        buf_free(&gb->sb);
+}
+
+static void compare_grad(const char *what, const float *got, const float *scalar,
+                         const double *want, const double *err, size_t n)
+{
+    char name[96];
+    snprintf(name, sizeof name, "%s vs float64", what);
+    expect_near(name, got, (ptrdiff_t)n, want, err, 1, n);
+    if (!scalar)
+        return;
+    double *pair = xmalloc(n * sizeof(double));
+    for (size_t i = 0; i < n; i++)
+        pair[i] = TOL_PAIR(err[i]);
+    snprintf(name, sizeof name, "%s vs scalar", what);
+    expect_near_f(name, got, (ptrdiff_t)n, scalar, (ptrdiff_t)n, pair, 1, n);
+    free(pair);
+}
+
+/* The forward on t, then attn_backward on t (and scalar), against float64. */
+static void check_backward(const attn_dsp *t, workload *w)
+{
+    const attn_dsp *sc = harness_scalar();
+    const int is_scalar = harness_is_scalar(t);
+    const attn_shape *s = &w->shape;
+    const int64_t dv = w->dv;
+    rng *g = harness_rng();
+    const int with_dbias = (int)rng_int(g, 0, 1) || w->opt.bias;
+    harness_context("backward (%s plan) on %s%s",
+                    attn_bwd_fused_min_tasks <= s->batch * s->kv_heads ? "fused" : "split",
+                    wl_describe(w), with_dbias ? " +dbias" : "");
+
+    attn_status st = attn_forward_with(t, s, &w->opt, &w->q, &w->k, &w->v, &w->out, &w->stats);
+    CHECK(st == ATTN_OK, "forward status %d", st);
+    const size_t rows = (size_t)wl_rows(w);
+    float *o = xmalloc(rows * (size_t)dv * 4);
+    wl_gather(w, &w->out, dv, o);
+
+    /* dout, and sometimes out, as F16 or BF16 (the backward reads them like q) */
+    static const int32_t dtypes[] = {ATTN_DTYPE_F32, ATTN_DTYPE_F16, ATTN_DTYPE_BF16};
+    const int32_t dout_type = dtypes[rng_int(g, 0, 2)], out_type = dtypes[rng_int(g, 0, 2)];
+    const size_t n_o = rows * (size_t)dv;
+    buf db, ob;
+    void *dout = buf_alloc(&db, n_o * ref_dtype_size(dout_type), 0);
+    void *out_in = buf_alloc(&ob, n_o * ref_dtype_size(out_type), 0);
+    for (size_t i = 0; i < n_o; i++) {
+        const float x = rng_float(g, -2.0f, 2.0f);
+        if (dout_type == ATTN_DTYPE_F32)
+            ((float *)dout)[i] = x;
+        else
+            ((uint16_t *)dout)[i] =
+                dout_type == ATTN_DTYPE_F16 ? ref_f32_to_f16(x) : ref_f32_to_bf16(x);
+        if (out_type == ATTN_DTYPE_F32) {
+            ((float *)out_in)[i] = o[i];
+        } else { /* the reference then measures the rounded output's error */
+            const uint16_t h = out_type == ATTN_DTYPE_F16 ? ref_f32_to_f16(o[i])
+                                                          : ref_f32_to_bf16(o[i]);
+            ((uint16_t *)out_in)[i] = h;
+            o[i] = (float)(out_type == ATTN_DTYPE_F16 ? ref_f16_to_double(h)
+                                                      : ref_bf16_to_double(h));
+        }
+    }
+    attn_tensor dt = {dout, dout_type, s->q_heads * s->q_len * dv, s->q_len * dv, dv};
+    const attn_tensor ot = {out_in, out_type, s->q_heads * s->q_len * dv, s->q_len * dv, dv};
+    harness_context("backward (%s plan) on %s%s, dout/out dtype %d/%d",
+                    attn_bwd_fused_min_tasks <= s->batch * s->kv_heads ? "fused" : "split",
+                    wl_describe(w), with_dbias ? " +dbias" : "", dout_type, out_type);
+
+    grads_buf got, ref_scalar;
+    grads_alloc(&got, w, with_dbias);
+    grads_poison(&got);
+    st = attn_backward_with(t, s, &w->opt, &w->q, &w->k, &w->v, &ot, &dt, w->stats.lse,
+                            &got.g);
+    CHECK(st == ATTN_OK, "backward status %d (%s)", st, attn_strerror(st));
+    grads_check_guards(&got);
+    if (!is_scalar) {
+        grads_alloc(&ref_scalar, w, with_dbias);
+        st = attn_backward_with(sc, s, &w->opt, &w->q, &w->k, &w->v, &ot, &dt,
+                                w->stats.lse, &ref_scalar.g);
+        CHECK(st == ATTN_OK, "scalar backward status %d", st);
+    }
+
+    ref_bwd_in in;
+    ref_bwd_load(&in, s, &w->opt, &w->q, &w->k, &w->v, &dt);
+    ref_grads r;
+    ref_bwd_grads(&r, &in, w->stats.lse, o);
+    const size_t nq = rows * (size_t)s->head_dim;
+    const size_t nk = (size_t)(s->batch * s->kv_heads * s->kv_len);
+    compare_grad("dq", got.dq.data, is_scalar ? NULL : ref_scalar.dq.data, r.dq, r.dq_err, nq);
+    compare_grad("dk", got.dk.data, is_scalar ? NULL : ref_scalar.dk.data, r.dk, r.dk_err,
+                 nk * (size_t)s->head_dim);
+    compare_grad("dv", got.dv.data, is_scalar ? NULL : ref_scalar.dv.data, r.dv, r.dv_err,
+                 nk * (size_t)dv);
+    if (with_dbias)
+        compare_grad("dbias", got.dbias.data, is_scalar ? NULL : ref_scalar.dbias.data, r.ds,
+                     r.ds_err, rows * (size_t)s->kv_len);
+    if (w->opt.sinks)
+        compare_grad("dsinks", got.g.dsinks, is_scalar ? NULL : ref_scalar.g.dsinks, r.dsinks,
+                     r.dsinks_err, (size_t)(s->batch * s->q_heads));
+
+    ref_grads_free(&r);
+    ref_bwd_free(&in);
+    grads_free(&got);
+    if (!is_scalar)
+        grads_free(&ref_scalar);
+    buf_free(&db);
+    buf_free(&ob);
+    free(o);
+}
+
+#define ALL_MASKS (WL_CAUSAL | WL_LENS | WL_WINDOW | WL_SOFTCAP | WL_BIAS | WL_MASK)
+
+static const unsigned bwd_specs[] = {
+    0,
+    WL_CAUSAL,
+    WL_CAUSAL | WL_Q_SHORT,
+    WL_CAUSAL | WL_Q_LONG,
+    WL_CAUSAL | WL_DECODE,
+    WL_LENS,
+    WL_LENS | WL_CAUSAL | WL_Q_LONG,
+    WL_WINDOW,
+    WL_WINDOW | WL_CAUSAL | WL_LENS | WL_Q_SHORT,
+    WL_SOFTCAP,
+    WL_SOFTCAP | WL_SCALE,
+    WL_BIAS,
+    WL_MASK,
+    WL_BIAS | WL_MASK | WL_CAUSAL,
+    WL_GQA,
+    WL_GQA | WL_CAUSAL | WL_LENS,
+    WL_MQA | WL_DECODE | WL_CAUSAL,
+    WL_MQA,
+    WL_BLHD | WL_PAD | WL_OFFSET,
+    WL_F16,
+    WL_BF16,
+    WL_F16 | WL_GQA | WL_CAUSAL,
+    WL_VDIM,
+    WL_VDIM0,
+    WL_BIG_HEAD | WL_CAUSAL,
+    ALL_MASKS | WL_GQA | WL_BLHD | WL_PAD | WL_BF16 | WL_VDIM | WL_SCALE | WL_OFFSET,
+    ALL_MASKS | WL_MQA | WL_F16 | WL_VDIM0 | WL_Q_SHORT,
+    WL_SINKS,
+    WL_SINKS | WL_LENS | WL_Q_LONG | WL_CAUSAL,
+    WL_ALIBI | WL_CAUSAL,
+    WL_ALIBI | WL_GQA | WL_BIAS,
+    WL_WINDOW | WL_WINDOW_R | WL_Q_SHORT,
+    WL_WINDOW_R | WL_CAUSAL | WL_SINKS,
+    ALL_MASKS | WL_SINKS | WL_ALIBI | WL_WINDOW_R | WL_GQA | WL_BF16,
+};
+
+/* Both plans of the driver (backward.c) on every spec: fused (one task per
+   (batch entry, KV head)) and split (query and key tasks). */
+static const int64_t plans[] = {1, INT64_MAX};
+
+HARNESS_ISA_PARAMS(backward, vs_reference)
+ParameterizedTest(isa_row *row, backward, vs_reference, .timeout = 600)
+{
+    const attn_dsp *t = harness_begin(row);
+    for (int plan = 0; plan < 2; plan++) {
+        attn_bwd_fused_min_tasks = plans[plan];
+        for (size_t i = 0; i < sizeof bwd_specs / sizeof bwd_specs[0]; i++) {
+            workload w;
+            wl_make(&w, bwd_specs[i]);
+            check_backward(t, &w);
+            wl_free(&w);
+        }
+    }
+}
+
+/* ------------------------------------------------------------ determinism */
+
+typedef struct reverse_pool {
+    int calls;
+} reverse_pool;
+
+static void reverse_parallel_for(void *ctx, attn_task_fn task, void *task_ctx, size_t count)
+{
+    ((reverse_pool *)ctx)->calls++;
+    for (size_t i = count; i-- > 0;)
+        task(task_ctx, i);
+}
+
+static void check_deterministic(const attn_dsp *t);
+
+static void snapshot(const grads_buf *gb, float **dst, size_t sizes[5])
+{
+    const buf *all[5] = {&gb->qb, &gb->kb, &gb->vb, &gb->bb, &gb->sb};
+    for (int i = 0; i < 5; i++) {
+        sizes[i] = all[i]->bytes;
+        dst[i] = xmalloc(sizes[i]);
+        if (sizes[i])
+            memcpy(dst[i], all[i]->data, sizes[i]);
+    }
+}
+
+HARNESS_ISA_PARAMS(backward, deterministic)
+ParameterizedTest(isa_row *row, backward, deterministic, .timeout = 300)
+{
+    const attn_dsp *t = harness_begin(row);
+    for (int plan = 0; plan < 2; plan++) {
+        attn_bwd_fused_min_tasks = plans[plan];
+        check_deterministic(t);
+    }
+}
+
+static void check_deterministic(const attn_dsp *t)
+{
+    workload w;
+    wl_make(&w, WL_GQA | WL_CAUSAL | WL_LENS | WL_BIAS | WL_SOFTCAP | WL_SINKS | WL_ALIBI);
+    harness_context("determinism (%s plan) on %s",
+                    attn_bwd_fused_min_tasks == 1 ? "fused" : "split", wl_describe(&w));
+    CHECK(attn_forward_with(t, &w.shape, &w.opt, &w.q, &w.k, &w.v, &w.out, &w.stats) == ATTN_OK,
+          "forward");
+    const size_t rows = (size_t)wl_rows(&w);
+    float *dout = xmalloc(rows * (size_t)w.dv * 4);
+    rng_fill(harness_rng(), dout, rows * (size_t)w.dv, -1.0f, 1.0f);
+    attn_tensor dt = {dout, ATTN_DTYPE_F32, w.shape.q_heads * w.shape.q_len * w.dv,
+                      w.shape.q_len * w.dv, w.dv};
+    grads_buf gb;
+    grads_alloc(&gb, &w, 1);
+
+    float *serial[5], *other[5];
+    size_t sizes[5];
+    CHECK(attn_backward_with(t, &w.shape, &w.opt, &w.q, &w.k, &w.v, &w.out, &dt, w.stats.lse,
+                             &gb.g) == ATTN_OK, "serial");
+    snapshot(&gb, serial, sizes);
+
+    attn_threadpool *pool;
+    const int32_t threads[] = {1, 2, 7};
+    for (int c = 0; c < 4; c++) {
+        reverse_pool rp = {0};
+        grads_poison(&gb);
+        attn_options opt = w.opt;
+        if (c < 3) {
+            CHECK(attn_threadpool_create(threads[c], &pool) == ATTN_OK, "pool");
+            opt.parallel_for = attn_threadpool_parallel_for;
+            opt.parallel_ctx = pool;
+        } else {
+            opt.parallel_for = reverse_parallel_for;
+            opt.parallel_ctx = &rp;
+        }
+        CHECK(attn_backward_with(t, &w.shape, &opt, &w.q, &w.k, &w.v, &w.out, &dt, w.stats.lse,
+                                 &gb.g) == ATTN_OK, "parallel run %d", c);
+        if (c < 3)
+            attn_threadpool_destroy(pool);
+        else
+            CHECK(rp.calls == 1, "parallel_for called %d times", rp.calls);
+        snapshot(&gb, other, sizes);
+        static const char *const names[5] = {"dq", "dk", "dv", "dbias", "dsinks"};
+        for (int i = 0; i < 5; i++) {
+            expect_bits(names[i], other[i], serial[i], sizes[i] / 4);
+            free(other[i]);
+        }
+    }
+    for (int i = 0; i < 5; i++)
+        free(serial[i]);
+    grads_free(&gb);
+    free(dout);
+    wl_free(&w);
+}
+
+/* ------------------------------------------------------------ fully masked rows, errors */
+
+Test(backward, masked_rows_are_zero)
+{
+    harness_begin_plain("active");
+    /* q_lens 0 for one batch entry, a BOOL mask hiding every key of some rows */
+    workload w;
+    wl_make(&w, WL_LENS | WL_MASK | WL_CAUSAL);
+    const attn_shape *s = &w.shape;
+    for (int64_t b = 0; b < s->batch; b++)
+        for (int64_t h = 0; h < s->q_heads; h++)
+            for (int64_t i = 0; i < s->q_len; i += 2)
+                for (int64_t j = 0; j < s->kv_len; j++)
+                    *(uint8_t *)wl_at(&w.mask, b, h, i, j) = 0;
+    harness_context("%s", wl_describe(&w));
+    CHECK(attn_forward(s, &w.opt, &w.q, &w.k, &w.v, &w.out, &w.stats) == ATTN_OK, "forward");
+    const size_t rows = (size_t)wl_rows(&w);
+    float *dout = xmalloc(rows * (size_t)w.dv * 4);
+    rng_fill(harness_rng(), dout, rows * (size_t)w.dv, -1.0f, 1.0f);
+    attn_tensor dt = {dout, ATTN_DTYPE_F32, s->q_heads * s->q_len * w.dv, s->q_len * w.dv, w.dv};
+    grads_buf gb;
+    grads_alloc(&gb, &w, 1);
+    grads_poison(&gb);
+    CHECK(attn_backward(s, &w.opt, &w.q, &w.k, &w.v, &w.out, &dt, w.stats.lse, &gb.g) == ATTN_OK,
+          "backward");
+    const float *dq = gb.dq.data, *dbias = gb.dbias.data;
+    for (size_t r = 0; r < rows; r++) {
+        if (w.stats.lse[r] != -INFINITY)
+            continue;
+        for (int64_t t = 0; t < s->head_dim; t++)
+            CHECK(dq[r * (size_t)s->head_dim + (size_t)t] == 0.0f, "dq row %zu not 0", r);
+        for (int64_t j = 0; j < s->kv_len; j++)
+            CHECK(dbias[r * (size_t)s->kv_len + (size_t)j] == 0.0f, "dbias row %zu not 0", r);
+    }
+    /* keys beyond kv_lens: dk and dv exactly 0 */
+    const float *dk = gb.dk.data, *dvp = gb.dv.data;
+    for (int64_t b = 0; b < s->batch; b++)
+        for (int64_t h = 0; h < s->kv_heads; h++)
+            for (int64_t j = w.kv_lens[b]; j < s->kv_len; j++) {
+                const size_t at = (size_t)((b * s->kv_heads + h) * s->kv_len + j);
+                for (int64_t t = 0; t < s->head_dim; t++)
+                    CHECK(dk[at * (size_t)s->head_dim + (size_t)t] == 0.0f, "dk key %zu", at);
+                for (int64_t t = 0; t < w.dv; t++)
+                    CHECK(dvp[at * (size_t)w.dv + (size_t)t] == 0.0f, "dv key %zu", at);
+            }
+    grads_free(&gb);
+    free(dout);
+    wl_free(&w);
+}
+
+/* An error leaves every gradient byte as it was. */
+static void expect_error(const char *what, attn_status want, const workload *w,
+                         const attn_options *opt, const attn_tensor *dout, const float *lse,
+                         const attn_grads *g, grads_buf *gb)
+{
+    grads_poison(gb);
+    unsigned char *before = xmalloc(gb->qb.bytes + gb->kb.bytes + gb->vb.bytes);
+    memcpy(before, gb->qb.data, gb->qb.bytes);
+    memcpy(before + gb->qb.bytes, gb->kb.data, gb->kb.bytes);
+    memcpy(before + gb->qb.bytes + gb->kb.bytes, gb->vb.data, gb->vb.bytes);
+    attn_status st = attn_backward(&w->shape, opt, &w->q, &w->k, &w->v, &w->out, dout, lse, g);
+    CHECK(st == want, "%s: status %d, expected %d", what, st, want);
+    expect_bytes("dq", gb->qb.data, before, gb->qb.bytes);
+    expect_bytes("dk", gb->kb.data, before + gb->qb.bytes, gb->kb.bytes);
+    expect_bytes("dv", gb->vb.data, before + gb->qb.bytes + gb->kb.bytes, gb->vb.bytes);
+    free(before);
+}
+
+Test(backward, errors)
+{
+    harness_begin_plain("active");
+    workload w;
+    wl_make(&w, WL_CAUSAL);
+    const size_t rows = (size_t)wl_rows(&w);
+    float *dout = xcalloc0(rows * (size_t)w.dv, 4);
+    attn_tensor dt = {dout, ATTN_DTYPE_F32, w.shape.q_heads * w.shape.q_len * w.dv,
+                      w.shape.q_len * w.dv, w.dv};
+    float *lse = xcalloc0(rows, 4);
+    grads_buf gb;
+    grads_alloc(&gb, &w, 0);
+    harness_context("%s", wl_describe(&w));
+
+    expect_error("NULL grads", ATTN_ERR_NULL, &w, &w.opt, &dt, lse, NULL, &gb);
+    expect_error("NULL lse", ATTN_ERR_NULL, &w, &w.opt, &dt, NULL, &gb.g, &gb);
+    expect_error("NULL dout", ATTN_ERR_NULL, &w, &w.opt, NULL, lse, &gb.g, &gb);
+    attn_grads g = gb.g;
+    g.dk = NULL;
+    expect_error("NULL dk", ATTN_ERR_NULL, &w, &w.opt, &dt, lse, &g, &gb);
+    g = gb.g;
+    g.struct_size = 4;
+    expect_error("struct_size", ATTN_ERR_VERSION, &w, &w.opt, &dt, lse, &g, &gb);
+    g.struct_size = sizeof(attn_grads) + 8;
+    expect_error("struct_size", ATTN_ERR_VERSION, &w, &w.opt, &dt, lse, &g, &gb);
+    /* a struct_size that stops before dbias: dbias is not read (garbage here) */
+    g = gb.g;
+    g.struct_size = (uint32_t)offsetof(attn_grads, dbias);
+    g.dbias = (const attn_tensor *)(uintptr_t)1;
+    CHECK(attn_backward(&w.shape, &w.opt, &w.q, &w.k, &w.v, &w.out, &dt, lse, &g) == ATTN_OK,
+          "an attn_grads without dbias");
+    /* wrong dtypes */
+    attn_tensor bad = gb.dk;
+    bad.dtype = ATTN_DTYPE_F16;
+    g = gb.g;
+    g.dk = &bad;
+    expect_error("dk F16", ATTN_ERR_ARG, &w, &w.opt, &dt, lse, &g, &gb);
+    /* dsinks without sinks */
+    float dsinks[64];
+    g = gb.g;
+    g.dsinks = dsinks;
+    expect_error("dsinks without sinks", ATTN_ERR_ARG, &w, &w.opt, &dt, lse, &g, &gb);
+    attn_tensor bad_dout = dt;
+    bad_dout.dtype = ATTN_DTYPE_BOOL;
+    expect_error("dout BOOL", ATTN_ERR_ARG, &w, &w.opt, &bad_dout, lse, &gb.g, &gb);
+    /* dk aliasing dq, dv aliasing an input, lse inside dq */
+    g = gb.g;
+    g.dk = &gb.dq;
+    expect_error("dk = dq", ATTN_ERR_STRIDE, &w, &w.opt, &dt, lse, &g, &gb);
+    expect_error("lse in dq", ATTN_ERR_STRIDE, &w, &w.opt, &dt, gb.dq.data, &gb.g, &gb);
+    attn_tensor dq_on_dout = gb.dq;
+    dq_on_dout.data = dout;
+    g = gb.g;
+    g.dq = &dq_on_dout;
+    expect_error("dq on dout", ATTN_ERR_STRIDE, &w, &w.opt, &dt, lse, &g, &gb);
+    /* broadcast output */
+    attn_tensor bcast = gb.dv;
+    bcast.batch_stride = bcast.head_stride = bcast.row_stride = 0;
+    g = gb.g;
+    g.dv = &bcast;
+    if (w.shape.batch * w.shape.kv_heads * w.shape.kv_len > 1)
+        expect_error("dv broadcast", ATTN_ERR_STRIDE, &w, &w.opt, &dt, lse, &g, &gb);
+    grads_free(&gb);
+    free(dout);
+    free(lse);
+    wl_free(&w);
+}
