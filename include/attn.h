@@ -215,7 +215,8 @@ typedef enum attn_status {
                                  kv_splits outside [0, ATTN_MAX_KV_SPLITS] or >= 2
                                  with too small a workspace */
     ATTN_ERR_UNSUPPORTED = 5, /* ISA not built or not on this CPU; dims above
-                                 ATTN_MAX_HEAD_DIM */
+                                 ATTN_MAX_HEAD_DIM; an option attn_backward does
+                                 not support yet */
     ATTN_ERR_NOMEM = 6,       /* allocation failed (thread pool only) */
     ATTN_ERR_VERSION = 7      /* attn_options.struct_size unknown to this library */
 } attn_status;
@@ -527,6 +528,11 @@ typedef struct attn_grads {
  * own dk/dv and tasks of query blocks dq/dbias, both recomputing P); no
  * workspace, no heap. `grads` may not be NULL; its tensors may share no
  * byte with an input or with each other.
+ *
+ * Not yet supported (ATTN_ERR_UNSUPPORTED, nothing written): q_offsets,
+ * kv_offsets, a block_table, q_pos or k_pos; the backward reads and writes
+ * dense [batch][head][row][dim] tensors. kv_splits and the workspace are
+ * ignored (the backward has its own task plan).
  */
 ATTN_API attn_status attn_backward(const attn_shape *shape, const attn_options *opt,
                                    const attn_tensor *q, const attn_tensor *k,
