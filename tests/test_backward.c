@@ -609,6 +609,32 @@ Test(backward, errors)
     g.dv = &bcast;
     if (w.shape.batch * w.shape.kv_heads * w.shape.kv_len > 1)
         expect_error("dv broadcast", ATTN_ERR_STRIDE, &w, &w.opt, &dt, lse, &g, &gb);
+    /* layouts and positions the backward does not take yet: a clear status */
+    int32_t offsets[64] = {0}, table[64] = {0};
+    int64_t positions[64] = {0};
+    CHECK(w.shape.batch <= 64, "batch %lld", (long long)w.shape.batch);
+    attn_options o = w.opt;
+    o.kv_offsets = offsets;
+    expect_error("kv_offsets", ATTN_ERR_UNSUPPORTED, &w, &o, &dt, lse, &gb.g, &gb);
+    o = w.opt;
+    o.q_offsets = offsets;
+    expect_error("q_offsets", ATTN_ERR_UNSUPPORTED, &w, &o, &dt, lse, &gb.g, &gb);
+    o = w.opt;
+    o.k_pos = positions;
+    expect_error("k_pos", ATTN_ERR_UNSUPPORTED, &w, &o, &dt, lse, &gb.g, &gb);
+    o = w.opt;
+    o.q_pos = positions;
+    expect_error("q_pos", ATTN_ERR_UNSUPPORTED, &w, &o, &dt, lse, &gb.g, &gb);
+    if (w.shape.kv_len <= 64) { /* a valid paging of the same K/V: one block per batch entry */
+        o = w.opt;
+        for (int64_t b = 0; b < w.shape.batch; b++)
+            table[b] = (int32_t)b;
+        o.block_table = table;
+        o.block_table_stride = 1;
+        o.block_size = w.shape.kv_len;
+        o.num_blocks = w.shape.batch;
+        expect_error("block_table", ATTN_ERR_UNSUPPORTED, &w, &o, &dt, lse, &gb.g, &gb);
+    }
     grads_free(&gb);
     free(dout);
     free(lse);
