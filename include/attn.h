@@ -253,7 +253,11 @@ typedef enum attn_isa {
  * The kernels are chosen once, at the first call that needs them: the best
  * ISA this build and CPU support, or the one named by the environment
  * variable ATTN_ISA (scalar|avx2|avx512|neon|sve) when it is available (an
- * unavailable or unknown name falls back to the best available).
+ * unavailable or unknown name falls back to the best available). "Best" is
+ * by measured speed, not width: the widest available table, except where a
+ * narrower one was measured faster on that CPU family (AVX-512 is not the
+ * default on AMD Zen 4, which runs 512-bit vectors on 256-bit units: AVX2
+ * is). The choice depends on the CPU's identity only.
  */
 /* The ISA operations use now. */
 ATTN_API attn_isa attn_isa_active(void);
