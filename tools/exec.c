@@ -152,9 +152,10 @@ attn_tensor make_tensor(void *data, attn_dtype t, int64_t heads, int64_t rows,
     attn_tensor x;
     x.data = data;
     x.dtype = (int32_t)t;
-    x.row_stride = cols;
-    x.head_stride = rows * cols;
-    x.batch_stride = heads * rows * cols;
+    const int64_t units = cols / dtype_block(t); /* strides count blocks for Q8_0/Q4_0 */
+    x.row_stride = units;
+    x.head_stride = rows * units;
+    x.batch_stride = heads * rows * units;
     return x;
 }
 
@@ -167,9 +168,15 @@ static int buffers_init(buffers *b, const problem *p, uint64_t seed)
     const int64_t nv = mul4(s->batch, s->kv_heads, s->kv_len, dv);
     const int64_t no = mul4(s->batch, s->q_heads, s->q_len, dv);
     memset(b, 0, sizeof *b);
+    const int64_t block = dtype_block(p->kv_dtype);
+    if (s->head_dim % block != 0 || dv % block != 0) {
+        fprintf(stderr, "attn: --kv-dtype %s needs head_dim and v_dim to be multiples of %" PRId64
+                        "\n", dtype_name(p->kv_dtype), block);
+        return EXIT_USAGE;
+    }
     b->q = alloc_elems(nq, sizeof(float));
-    b->k = alloc_elems(nk, dtype_size(p->kv_dtype));
-    b->v = alloc_elems(nv, dtype_size(p->kv_dtype));
+    b->k = alloc_elems(nk / block, dtype_size(p->kv_dtype));
+    b->v = alloc_elems(nv / block, dtype_size(p->kv_dtype));
     b->out = alloc_elems(no, sizeof(float));
     if (!b->q || !b->k || !b->v || !b->out) {
         fprintf(stderr, "attn: cannot allocate the tensors of this problem "
@@ -182,8 +189,12 @@ static int buffers_init(buffers *b, const problem *p, uint64_t seed)
     uint64_t sq = seed ^ 0x5151515151515151u, sk = seed ^ 0x4b4b4b4b4b4b4b4bu,
              sv = seed ^ 0x5656565656565656u;
     fill_random(b->q, ATTN_DTYPE_F32, (size_t)nq, &sq);
-    fill_random(b->k, p->kv_dtype, (size_t)nk, &sk);
-    fill_random(b->v, p->kv_dtype, (size_t)nv, &sv);
+    if (fill_random(b->k, p->kv_dtype, (size_t)nk, &sk) != 0 ||
+        fill_random(b->v, p->kv_dtype, (size_t)nv, &sv) != 0) {
+        fprintf(stderr, "attn: attn_quantize refused the generated K/V values\n");
+        buffers_free(b);
+        return EXIT_LIBRARY;
+    }
     /* Poison the output so rows the library failed to write cannot pass. */
     for (int64_t i = 0; i < no; i++)
         b->out[i] = NAN;

@@ -72,7 +72,8 @@ static void finish_row(const attn_dsp *dsp, const attn_problem *pb, const row_re
         attn_fill(dst, pb->v_dim, 0.0f);
         attn_write_stats(pb, row, -INFINITY, -INFINITY, 0.0f);
     } else {
-        dsp->row_scale(acc, (size_t)pb->v_dim, 1.0f / o->l);
+        /* v_scale (FP8 v, else 1) rides on the normaliser: one multiply */
+        dsp->row_scale(acc, (size_t)pb->v_dim, pb->v_scale / o->l);
         memcpy(dst, acc, (size_t)pb->v_dim * sizeof(float));
         const float log_l = logf(o->l);
         attn_write_stats(pb, row, o->m + log_l, o->m, fmaxf(0.0f, log_l - o->t / o->l));
@@ -119,7 +120,7 @@ void attn_task_forward(void *vctx, size_t index)
             for (int64_t j = kb, len; j < ke; j += len) {
                 const void *kp = attn_kv_run(&ks, j, ke, &len);
                 dsp->qk_tile[pb->k.dtype](qbuf + r * p->q_stride, p->q_stride, kp, ks.stride,
-                                          nr, (size_t)len, (size_t)pb->head_dim, pb->scale,
+                                          nr, (size_t)len, (size_t)pb->head_dim, pb->qk_scale,
                                           s + (j - kb), p->block_k);
             }
             for (int64_t rr = r; rr < run_end; rr++)

@@ -13,8 +13,9 @@
 
 typedef struct kv_src {
     const char *base;   /* row 0 of this (batch entry, KV head) */
-    ptrdiff_t stride;   /* elements between consecutive rows of a run */
-    size_t esize;       /* bytes per element */
+    ptrdiff_t stride;   /* stride units between consecutive rows of a run */
+    size_t esize;       /* bytes per stride unit: an element, or a block of
+                           32 values for Q8_0/Q4_0 (problem.h) */
 } kv_src;
 
 static inline kv_src attn_kv_open(const attn_tensor *t, int64_t b, int64_t kv_head)

@@ -8,6 +8,7 @@
 
 #include "dsp.h"
 #include "half.h"
+#include "quant.h"
 
 static inline float load_f32(const void *p, ptrdiff_t i) { return ((const float *)p)[i]; }
 static inline float load_f16(const void *p, ptrdiff_t i) { return attn_f16_to_f32(((const uint16_t *)p)[i]); }
@@ -139,4 +140,5 @@ void attn_dsp_init_scalar(attn_dsp *t)
     t->add_bias = attn_add_bias_f32_scalar;
     t->mask_bool = attn_mask_bool_f32_scalar;
     t->softmax_bwd = attn_softmax_bwd_f32_scalar;
+    attn_scalar_init_quant(t);
 }

@@ -23,6 +23,7 @@
 
 /* Defined in tile_avx2.c. */
 void attn_dsp_init_tile_avx2(attn_dsp *t);
+void attn_avx2_init_quant(attn_dsp *t); /* quant_avx2.c */
 /*
  * y[i] = exp(x[i]) with the kernels' exp, for the accuracy test only:
  * full_path = 0 picks the path per vector as exp_sum does, 1 forces the
@@ -347,6 +348,7 @@ void attn_dsp_init_avx2(attn_dsp *t)
     t->block_q = 48;
     t->block_k = 256;
     attn_dsp_init_tile_avx2(t);
+    attn_avx2_init_quant(t);
     t->row_max = row_max_avx2;
     t->exp_sum = exp_sum_avx2;
     t->row_scale = row_scale_avx2;

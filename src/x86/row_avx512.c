@@ -179,6 +179,7 @@ void attn_dsp_init_avx512(attn_dsp *t)
     t->block_q = 64;
     t->block_k = 128;
     attn_avx512_init_tiles(t);
+    attn_avx512_init_quant(t);
     t->row_max = attn_row_max_avx512;
     t->exp_sum = attn_exp_sum_avx512;
     t->row_scale = attn_row_scale_avx512;

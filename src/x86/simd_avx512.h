@@ -27,6 +27,7 @@
 /* The external names of the emulated objects (see above). */
 #define attn_dsp_init_avx512 attn_dsp_init_avx512_emu
 #define attn_avx512_init_tiles attn_avx512_init_tiles_emu
+#define attn_avx512_init_quant attn_avx512_init_quant_emu
 #else
 #include <immintrin.h>
 #include <sleef.h>
@@ -40,6 +41,8 @@
 
 /* Fills the tile slots (qk_tile, pv_tile, to_f32); tile_avx512.c. */
 void attn_avx512_init_tiles(attn_dsp *t);
+/* Fills the Q8_0, Q4_0 and FP8 tile slots; quant_avx512.c. */
+void attn_avx512_init_quant(attn_dsp *t);
 
 /* Lanes 0..n-1 set, for n in 0..16. */
 ATTN_AVX512_INLINE __mmask16 attn_mask16(size_t n)
