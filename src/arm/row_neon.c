@@ -31,6 +31,7 @@
 
 /* Defined in tile_neon.c. */
 void attn_dsp_init_tile_neon(attn_dsp *t);
+void attn_neon_init_quant(attn_dsp *t); /* quant_neon.c */
 
 /* ------------------------------------------------------------------ exp */
 
@@ -249,6 +250,7 @@ void attn_dsp_init_neon(attn_dsp *t)
     t->block_q = 32;
     t->block_k = 128;
     attn_dsp_init_tile_neon(t);
+    attn_neon_init_quant(t);
     t->row_max = attn_row_max_f32_neon;
     t->exp_sum = attn_exp_sum_f32_neon;
     t->row_scale = attn_row_scale_f32_neon;
