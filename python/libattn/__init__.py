@@ -7,7 +7,9 @@
     out, st = libattn.forward(q, k, v, causal=True, threads=4, stats=True)
     st["entropy"]          # [B,H,L] nats per query row
 
-Operations: scores, mask_apply, softmax, weights, forward, softmax_backward.
+Operations: scores, mask_apply, softmax, weights, forward, softmax_backward;
+quantize() makes Q8_0 / Q4_0 / FP8 K/V caches that forward(...,
+kv_dtype='q8_0') reads in place.
 They take NumPy arrays (float32, float16, bfloat16 bits as uint16 with
 dtype='bf16') or, without NumPy, libattn.Tensor views of flat buffers.
 Failures inside the library raise AttnError; arguments Python can check
@@ -20,14 +22,14 @@ dynamic linker, then a build tree (see libattn._loader).
 from . import _capi
 from ._capi import AttnError, DType, Isa, Status, library_path
 from ._loader import ABI_MAJOR, LibraryError
-from ._ops import forward, mask_apply, scores, softmax, softmax_backward, weights
+from ._ops import forward, mask_apply, quantize, scores, softmax, softmax_backward, weights
 from ._tensor import Tensor
 
-__version__ = "1.0.0"
+__version__ = "1.1.0"
 
 __all__ = [
     "ABI_MAJOR", "AttnError", "LibraryError", "Status", "DType", "Isa", "Tensor",
-    "scores", "mask_apply", "softmax", "weights", "forward", "softmax_backward",
+    "scores", "mask_apply", "softmax", "weights", "forward", "softmax_backward", "quantize",
     "isa_active", "isa_available", "isa_select", "isa_names", "available_isas",
     "version", "version_info", "library_path", "thread_pool_size",
 ]

@@ -24,6 +24,9 @@ class DType(enum.IntEnum):
     F16 = 1
     BF16 = 2
     BOOL = 3
+    Q8_0 = 4      # K/V caches only: ggml block_q8_0 (34 bytes per 32 values)
+    Q4_0 = 5      # ggml block_q4_0 (18 bytes per 32 values)
+    FP8_E4M3 = 6  # one byte per value, times k_scale / v_scale
 
 
 class Isa(enum.IntEnum):
@@ -64,7 +67,9 @@ class Options(ctypes.Structure):
                 ("mask", ctypes.POINTER(Tensor)),
                 ("bias", ctypes.POINTER(Tensor)),
                 ("parallel_for", ctypes.c_void_p),
-                ("parallel_ctx", ctypes.c_void_p)]
+                ("parallel_ctx", ctypes.c_void_p),
+                ("k_scale", ctypes.c_float),
+                ("v_scale", ctypes.c_float)]
 
 
 class RowStats(ctypes.Structure):
@@ -93,6 +98,9 @@ _PROTOTYPES = {
                                _P(Tensor), _P(RowStats)]),
     "attn_softmax_backward": (_status, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
                                         ctypes.c_int64, ctypes.c_int64, ctypes.c_int64]),
+    "attn_quantize": (_status, [ctypes.c_int32, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
+                                     ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64,
+                                     ctypes.c_float]),
     "attn_threadpool_create": (_status, [ctypes.c_int32, _P(ctypes.c_void_p)]),
     "attn_threadpool_destroy": (None, [ctypes.c_void_p]),
     "attn_threadpool_size": (ctypes.c_int32, [ctypes.c_void_p]),
