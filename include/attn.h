@@ -254,9 +254,10 @@ typedef struct attn_options {
     const attn_tensor *bias;           /* F32 [b][q_head][q][k], or NULL */
     attn_parallel_for_fn parallel_for; /* NULL: run on the calling thread */
     void *parallel_ctx;                /* first argument of parallel_for */
-    /* 1.1: dequantisation scales of FP8_E4M3 k and v (0: 1), finite and
-       >= 0. A value other than 0 or 1 with a k (v) of another dtype is
-       ATTN_ERR_ARG; operations that read no k (v) ignore it. */
+    /* 1.1: dequantisation scales of FP8_E4M3 k and v (0: 1). Every
+       operation requires both finite and >= 0 (ATTN_ERR_ARG); a value other
+       than 0 or 1 with a k (v) of another dtype is ATTN_ERR_ARG too, checked
+       by the operations that read k (v). */
     float k_scale, v_scale;
 } attn_options;
 
