@@ -231,12 +231,144 @@ ATTN_AVX512_INLINE void decode_rows(int dt, const unsigned char *src, ptrdiff_t 
     }
 }
 
+/*
+ * Many rows (prefill): the GEMM-style path of tile_avx512.c with decoding
+ * loads. A panel of 32 keys x 64 dims is decoded and transposed once into
+ * f32 on the stack (8 KiB) and every row then runs broadcast-FMAs over it:
+ * no horizontal sums, and each key value is decoded once per tile.
+ */
+#define QK_PANEL_KEYS 32
+#define QK_PANEL_DEPTH 64
+#define QK_PACKED_MIN_ROWS 16
+
+/* r[i] (row i, 16 lanes) becomes column i: r[i][j] = old r[j][i]. */
+ATTN_AVX512_INLINE void transpose16x16(__m512 r[16])
+{
+    __m512 a[16], b[16];
+    for (size_t i = 0; i < 16; i += 2) {
+        a[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        a[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (size_t i = 0; i < 16; i += 4) {
+        __m512d lo0 = _mm512_castps_pd(a[i]), hi0 = _mm512_castps_pd(a[i + 2]);
+        __m512d lo1 = _mm512_castps_pd(a[i + 1]), hi1 = _mm512_castps_pd(a[i + 3]);
+        b[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(lo0, hi0));
+        b[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(lo0, hi0));
+        b[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(lo1, hi1));
+        b[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(lo1, hi1));
+    }
+    for (size_t j = 0; j < 4; j++) {
+        __m512 c0 = _mm512_shuffle_f32x4(b[j], b[4 + j], 0x88);
+        __m512 c1 = _mm512_shuffle_f32x4(b[j], b[4 + j], 0xdd);
+        __m512 c2 = _mm512_shuffle_f32x4(b[8 + j], b[12 + j], 0x88);
+        __m512 c3 = _mm512_shuffle_f32x4(b[8 + j], b[12 + j], 0xdd);
+        r[j] = _mm512_shuffle_f32x4(c0, c2, 0x88);
+        r[4 + j] = _mm512_shuffle_f32x4(c1, c3, 0x88);
+        r[8 + j] = _mm512_shuffle_f32x4(c0, c2, 0xdd);
+        r[12 + j] = _mm512_shuffle_f32x4(c1, c3, 0xdd);
+    }
+}
+
+/* panel[t*32 + j] = value t0 + t of key j, for t < td, j < nkeys; keys
+   nkeys..31 are zero (their scores are never stored). */
+ATTN_AVX512_INLINE void qk_pack_panel(int dt, const unsigned char *k, ptrdiff_t kb,
+                                      size_t nkeys, size_t t0, size_t td, float *panel)
+{
+    for (size_t g = 0; g < QK_PANEL_KEYS; g += 16) {
+        const size_t kn = nkeys > g ? (nkeys - g < 16 ? nkeys - g : 16) : 0;
+        for (size_t tb = 0; tb < td; tb += 16) {
+            const size_t tn = td - tb < 16 ? td - tb : 16; /* < 16: FP8 only */
+            const __mmask16 m = attn_mask16(tn);
+            __m512 rows[16];
+            for (size_t j = 0; j < 16; j++) {
+                const unsigned char *row = k + (ptrdiff_t)(g + j) * kb;
+                if (j >= kn)
+                    rows[j] = _mm512_setzero_ps();
+                else if (tn == 16)
+                    rows[j] = qload16(dt, row, t0 + tb);
+                else
+                    rows[j] = qload16_mask(dt, m, row, t0 + tb);
+            }
+            transpose16x16(rows);
+            for (size_t i = 0; i < tn; i++)
+                _mm512_store_ps(panel + (tb + i) * QK_PANEL_KEYS + g, rows[i]);
+        }
+    }
+}
+
+/* R rows (R in {1, 4, 8}) x the 32 keys of a panel over dims t0..t0+td;
+   partial sums carried in s between depth chunks, scaled on the last. */
+ATTN_AVX512_INLINE void qk_panel_rows(size_t R, const float *q, ptrdiff_t q_stride, size_t t0,
+                                      size_t td, const float *panel, __mmask16 m0, __mmask16 m1,
+                                      int first, int last, float scale, float *s,
+                                      ptrdiff_t s_stride)
+{
+    __m512 acc[8][2];
+    for (size_t r = 0; r < R; r++) {
+        const float *sr = s + (ptrdiff_t)r * s_stride;
+        acc[r][0] = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m0, sr);
+        acc[r][1] = first || !m1 ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m1, sr + 16);
+    }
+    const float *qt = q + t0;
+    for (size_t t = 0; t < td; t++) {
+        const __m512 k0 = _mm512_load_ps(panel + t * QK_PANEL_KEYS);
+        const __m512 k1 = _mm512_load_ps(panel + t * QK_PANEL_KEYS + 16);
+        for (size_t r = 0; r < R; r++) {
+            const __m512 qb = _mm512_set1_ps(qt[(ptrdiff_t)r * q_stride + (ptrdiff_t)t]);
+            acc[r][0] = _mm512_fmadd_ps(qb, k0, acc[r][0]);
+            acc[r][1] = _mm512_fmadd_ps(qb, k1, acc[r][1]);
+        }
+    }
+    const __m512 vscale = _mm512_set1_ps(scale);
+    for (size_t r = 0; r < R; r++) {
+        float *sr = s + (ptrdiff_t)r * s_stride;
+        if (last) {
+            acc[r][0] = _mm512_mul_ps(acc[r][0], vscale);
+            acc[r][1] = _mm512_mul_ps(acc[r][1], vscale);
+        }
+        _mm512_mask_storeu_ps(sr, m0, acc[r][0]);
+        if (m1)
+            _mm512_mask_storeu_ps(sr + 16, m1, acc[r][1]);
+    }
+}
+
+ATTN_AVX512_INLINE void qk_tile_packed(int dt, const float *q, ptrdiff_t q_stride,
+                                       const unsigned char *k, ptrdiff_t kb, size_t nq, size_t nk,
+                                       size_t d, float scale, float *s, ptrdiff_t s_stride)
+{
+    _Alignas(64) float panel[QK_PANEL_DEPTH * QK_PANEL_KEYS];
+    for (size_t c0 = 0; c0 < nk; c0 += QK_PANEL_KEYS) {
+        const size_t nkeys = nk - c0 < QK_PANEL_KEYS ? nk - c0 : QK_PANEL_KEYS;
+        const __mmask16 m0 = attn_mask16(nkeys < 16 ? nkeys : 16);
+        const __mmask16 m1 = attn_mask16(nkeys > 16 ? nkeys - 16 : 0);
+        for (size_t t0 = 0; t0 < d; t0 += QK_PANEL_DEPTH) {
+            const size_t td = d - t0 < QK_PANEL_DEPTH ? d - t0 : QK_PANEL_DEPTH;
+            const int first = t0 == 0, last = t0 + td == d;
+            qk_pack_panel(dt, k + (ptrdiff_t)c0 * kb, kb, nkeys, t0, td, panel);
+            size_t r = 0;
+            for (; r + 8 <= nq; r += 8)
+                qk_panel_rows(8, q + (ptrdiff_t)r * q_stride, q_stride, t0, td, panel, m0, m1,
+                              first, last, scale, s + (ptrdiff_t)r * s_stride + c0, s_stride);
+            for (; r + 4 <= nq; r += 4)
+                qk_panel_rows(4, q + (ptrdiff_t)r * q_stride, q_stride, t0, td, panel, m0, m1,
+                              first, last, scale, s + (ptrdiff_t)r * s_stride + c0, s_stride);
+            for (; r < nq; r++)
+                qk_panel_rows(1, q + (ptrdiff_t)r * q_stride, q_stride, t0, td, panel, m0, m1,
+                              first, last, scale, s + (ptrdiff_t)r * s_stride + c0, s_stride);
+        }
+    }
+}
+
 ATTN_AVX512_INLINE void qk_tile(int dt, const float *q, ptrdiff_t q_stride, const void *k,
                                 ptrdiff_t k_stride, size_t nq, size_t nk, size_t d, float scale,
                                 float *s, ptrdiff_t s_stride)
 {
     const unsigned char *kp = k;
     const ptrdiff_t kb = k_stride * (ptrdiff_t)unit_bytes(dt);
+    if (nq >= QK_PACKED_MIN_ROWS) {
+        qk_tile_packed(dt, q, q_stride, kp, kb, nq, nk, d, scale, s, s_stride);
+        return;
+    }
     if (nq < QUANT_SCRATCH_MIN_ROWS || d > QUANT_SCRATCH_FLOATS) {
         qk_all_rows(dt, q, q_stride, kp, kb, nq, nk, d, scale, s, s_stride);
         return;
