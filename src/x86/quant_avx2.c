@@ -51,28 +51,23 @@ QI __m256 block_scale(const unsigned char *blk)
 }
 
 /*
- * 8 E4M3 bytes (the low half of x) to f32, exactly: exponent and mantissa
- * bits moved into an f32's and rebiased (+120) for normal values;
- * subnormals (exponent 0) as 2^-6 * (1 + m/8) - 2^-6 = m * 2^-9, so no f32
- * subnormal is ever formed and a caller's DAZ/FTZ mode cannot change a
- * value. S.1111.111 becomes NaN.
+ * 8 E4M3 bytes (the low half of x) to f32, exactly. Each byte becomes the
+ * binary16 with the same sign, exponent and mantissa bits (S.EEEE.MMM ->
+ * S.0EEEE.MMM0000000), whose value is the E4M3 value times 2^-8 (biases 15
+ * and 7), E4M3 subnormals landing on binary16 subnormals; vcvtph2ps widens
+ * it exactly and the product with 2^8 is exact. No f32 subnormal is ever an
+ * input or a result, and vcvtph2ps converts binary16 subnormals whatever
+ * MXCSR.DAZ says, so a caller's DAZ/FTZ cannot change a value
+ * (quant::e4m3_every_byte checks every byte with both set). S.1111.111
+ * (480 so far) becomes NaN.
  */
 QI __m256 fp8_8(__m128i x)
 {
-    const __m256i w = _mm256_cvtepi8_epi32(x);
-    const __m256i mag = _mm256_and_si256(_mm256_slli_epi32(w, 20), _mm256_set1_epi32(0x07F00000));
-    const __m256i sign = _mm256_and_si256(_mm256_slli_epi32(w, 24),
-                                          _mm256_set1_epi32((int)0x80000000u));
-    const __m256 normal = _mm256_castsi256_ps(_mm256_add_epi32(mag, _mm256_set1_epi32(120 << 23)));
-    const __m256 sub = _mm256_sub_ps(
-        _mm256_castsi256_ps(_mm256_add_epi32(mag, _mm256_set1_epi32(121 << 23))),
-        _mm256_set1_ps(0x1p-6f));
-    const __m256 is_sub = _mm256_castsi256_ps(_mm256_cmpeq_epi32(
-        _mm256_and_si256(mag, _mm256_set1_epi32(0x07800000)), _mm256_setzero_si256()));
-    const __m256 is_nan =
-        _mm256_castsi256_ps(_mm256_cmpeq_epi32(mag, _mm256_set1_epi32(0x07F00000)));
-    __m256 v = _mm256_blendv_ps(normal, sub, is_sub);
-    v = _mm256_or_ps(v, _mm256_castsi256_ps(sign));
+    const __m128i h = _mm_and_si128(_mm_slli_epi16(_mm_cvtepi8_epi16(x), 7),
+                                    _mm_set1_epi16((short)0xBF80));
+    const __m256 v = _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set1_ps(256.0f));
+    const __m256 is_nan = _mm256_castsi256_ps(_mm256_cvtepi8_epi32(
+        _mm_cmpeq_epi8(_mm_and_si128(x, _mm_set1_epi8(0x7f)), _mm_set1_epi8(0x7f))));
     return _mm256_blendv_ps(v, _mm256_set1_ps(__builtin_nanf("")), is_nan);
 }
 

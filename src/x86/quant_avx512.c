@@ -71,27 +71,22 @@ ATTN_AVX512_INLINE __m512 block_scale(const unsigned char *blk)
 }
 
 /*
- * 16 E4M3 bytes to f32, exactly. The exponent/mantissa bits are moved into
- * an f32's and rebiased (+120) for normal values; subnormals (exponent 0)
- * take the magic-number route, 2^-6 * (1 + m/8) - 2^-6 = m * 2^-9, so no
- * f32 subnormal is ever formed and a caller's DAZ/FTZ mode cannot change a
- * value. S.1111.111 becomes NaN.
+ * 16 E4M3 bytes to f32, exactly. Each byte becomes the binary16 with the
+ * same sign, exponent and mantissa bits (S.EEEE.MMM -> S.0EEEE.MMM0000000),
+ * whose value is the E4M3 value times 2^-8 (biases 15 and 7), E4M3
+ * subnormals landing on binary16 subnormals; vcvtph2ps widens it exactly and
+ * the product with 2^8 is exact. No f32 subnormal is ever an input or a
+ * result, and vcvtph2ps converts binary16 subnormals whatever MXCSR.DAZ
+ * says, so a caller's DAZ/FTZ cannot change a value (quant::e4m3_every_byte
+ * checks every byte with both set). S.1111.111 (480 so far) becomes NaN.
  */
 ATTN_AVX512_INLINE __m512 fp8_16(__m128i x)
 {
-    const __m512i w = _mm512_cvtepi8_epi32(x);
-    const __m512i mag = _mm512_and_si512(_mm512_slli_epi32(w, 20), _mm512_set1_epi32(0x07F00000));
-    const __m512i sign = _mm512_and_si512(_mm512_slli_epi32(w, 24),
-                                          _mm512_set1_epi32((int)0x80000000u));
-    const __m512i normal = _mm512_add_epi32(mag, _mm512_set1_epi32(120 << 23));
-    const __m512 sub = _mm512_sub_ps(
-        _mm512_castsi512_ps(_mm512_add_epi32(mag, _mm512_set1_epi32(121 << 23))),
-        _mm512_set1_ps(0x1p-6f));
-    const __mmask16 is_sub = _mm512_cmpeq_epi32_mask(
-        _mm512_and_si512(mag, _mm512_set1_epi32(0x07800000)), _mm512_setzero_si512());
-    const __mmask16 is_nan = _mm512_cmpeq_epi32_mask(mag, _mm512_set1_epi32(0x07F00000));
-    __m512 v = _mm512_mask_mov_ps(_mm512_castsi512_ps(normal), is_sub, sub);
-    v = _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(v), sign));
+    const __m256i h = _mm256_and_si256(_mm256_slli_epi16(_mm256_cvtepi8_epi16(x), 7),
+                                       _mm256_set1_epi16((short)0xBF80));
+    const __m512 v = _mm512_mul_ps(_mm512_cvtph_ps(h), _mm512_set1_ps(256.0f));
+    const __mmask16 is_nan = (__mmask16)_mm_movemask_epi8(
+        _mm_cmpeq_epi8(_mm_and_si128(x, _mm_set1_epi8(0x7f)), _mm_set1_epi8(0x7f)));
     return _mm512_mask_mov_ps(v, is_nan, _mm512_set1_ps(__builtin_nanf("")));
 }
 
@@ -114,6 +109,36 @@ ATTN_AVX512_INLINE __m512 qload16(int dt, const unsigned char *row, size_t t)
         iv = _mm512_sub_epi32(_mm512_cvtepu8_epi32(x), _mm512_set1_epi32(8));
     }
     return _mm512_mul_ps(_mm512_cvtepi32_ps(iv), block_scale(blk));
+}
+
+/* Block formats: values t..t+31 (t a multiple of 32), one block, decoded
+   with one scale broadcast and (Q4_0) one load; (n - 8) * d as
+   n * d + (-8 d), exact in one fused step since the result is representable. */
+ATTN_AVX512_INLINE int is_block(int dt)
+{
+    return dt == ATTN_KV_Q8_0 || dt == ATTN_KV_Q4_0;
+}
+
+ATTN_AVX512_INLINE void qload32(int dt, const unsigned char *row, size_t t, __m512 *lo,
+                                __m512 *hi)
+{
+    const unsigned char *blk = row + t / ATTN_QBLOCK * unit_bytes(dt);
+    const __m512 d = block_scale(blk);
+    if (dt == ATTN_KV_Q8_0) {
+        const __m256i x = _mm256_loadu_si256((const __m256i *)(blk + 2));
+        *lo = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_castsi256_si128(x))), d);
+        *hi = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_extracti128_si256(x, 1))),
+                            d);
+    } else {
+        const __m128i x = _mm_loadu_si128((const __m128i *)(blk + 2));
+        const __m128i nib = _mm_set1_epi8(0x0f);
+        const __m512 m8d = _mm512_mul_ps(d, _mm512_set1_ps(-8.0f));
+        *lo = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_and_si128(x, nib))), d,
+                              m8d);
+        *hi = _mm512_fmadd_ps(
+            _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_and_si128(_mm_srli_epi16(x, 4), nib))), d,
+            m8d);
+    }
 }
 
 /* The lanes in m only (FP8 and f32 row tails; block rows have none). */
@@ -146,6 +171,20 @@ ATTN_AVX512_INLINE void qk_block(int dt, size_t R, size_t C, const float *q, ptr
         for (size_t c = 0; c < C; c++)
             acc[r][c] = _mm512_setzero_ps();
     size_t t = 0;
+    if (is_block(dt)) /* d is whole blocks */
+        for (; t < d; t += 32) {
+            __m512 klo[8], khi[8];
+            for (size_t c = 0; c < C; c++)
+                qload32(dt, k + (ptrdiff_t)c * kb, t, &klo[c], &khi[c]);
+            for (size_t r = 0; r < R; r++) {
+                const float *qr = q + (ptrdiff_t)r * q_stride + (ptrdiff_t)t;
+                const __m512 qlo = _mm512_loadu_ps(qr), qhi = _mm512_loadu_ps(qr + 16);
+                for (size_t c = 0; c < C; c++) {
+                    acc[r][c] = _mm512_fmadd_ps(qlo, klo[c], acc[r][c]);
+                    acc[r][c] = _mm512_fmadd_ps(qhi, khi[c], acc[r][c]);
+                }
+            }
+        }
     for (; t + 16 <= d; t += 16) {
         __m512 kv[8];
         for (size_t c = 0; c < C; c++)
@@ -408,8 +447,16 @@ ATTN_AVX512_INLINE void pv_block(int dt, size_t R, size_t NV, int tail, __mmask1
     for (size_t c = 0; c < nk; c++) {
         const unsigned char *row = v + (ptrdiff_t)c * vb;
         __m512 vv[4];
-        for (size_t i = 0; i < NV; i++)
-            vv[i] = i < nfull ? qload16(dt, row, j0 + 16 * i) : qload16_mask(dt, m, row, j0 + 16 * i);
+        if (is_block(dt)) { /* j0 and NV cover whole blocks: NV even, no tail */
+            size_t i = 0;
+            for (; i + 1 < NV; i += 2)
+                qload32(dt, row, j0 + 16 * i, &vv[i], &vv[i + 1]);
+            if (i < NV) /* never taken (NV is even here); keeps every vv defined */
+                vv[i] = qload16(dt, row, j0 + 16 * i);
+        } else
+            for (size_t i = 0; i < NV; i++)
+                vv[i] = i < nfull ? qload16(dt, row, j0 + 16 * i)
+                                  : qload16_mask(dt, m, row, j0 + 16 * i);
         for (size_t r = 0; r < R; r++) {
             __m512 pb = _mm512_set1_ps(p[(ptrdiff_t)r * p_stride + (ptrdiff_t)c]);
             for (size_t i = 0; i < NV; i++)
