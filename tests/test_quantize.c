@@ -283,3 +283,161 @@ Test(quantize, errors_write_nothing)
     CHECK(attn_quantize(ATTN_DTYPE_Q4_0, big, 1, 32, 32, dst, 1, 0.0f) == ATTN_OK,
           "q4_0 5e5 refused");
 }
+
+/* ------------------------------------------------------------ quantized caches: errors */
+
+Test(quantize, cache_argument_errors)
+{
+    harness_begin_plain("quantize.cache_argument_errors");
+    enum { HD = 64, LKV = 4 };
+    float q[HD], out[HD], clean[HD];
+    unsigned char k8[LKV * 2 * 34], fp8[LKV * HD];
+    memset(k8, 0, sizeof k8);
+    memset(fp8, 0x38, sizeof fp8); /* 1.0 */
+    for (int i = 0; i < HD; i++)
+        q[i] = 0.5f;
+    for (int i = 0; i < HD; i++)
+        out[i] = clean[i] = 777.0f;
+    attn_shape s = {1, 1, 1, 1, LKV, HD, HD};
+    const attn_tensor tq = {q, ATTN_DTYPE_F32, HD, HD, HD};
+    const attn_tensor to = {out, ATTN_DTYPE_F32, HD, HD, HD};
+    attn_tensor tk = {k8, ATTN_DTYPE_Q8_0, LKV * 2, LKV * 2, 2}; /* strides in blocks */
+    attn_tensor tf = {fp8, ATTN_DTYPE_FP8_E4M3, LKV * HD, LKV * HD, HD};
+    attn_options o = ATTN_OPTIONS_INIT;
+    cr_assert_eq(attn_forward(&s, &o, &tq, &tk, &tk, &to, NULL), ATTN_OK);
+    for (int i = 0; i < HD; i++)
+        out[i] = 777.0f;
+
+#define EXPECT(what, call, want)                                                       \
+    do {                                                                               \
+        attn_status st_ = (call);                                                      \
+        CHECK(st_ == (want), "%s: status %d, want %d", what, st_, want);              \
+        expect_block(what, (const unsigned char *)out, (const unsigned char *)clean,  \
+                     sizeof out);                                                      \
+    } while (0)
+
+    attn_shape bad = s;
+    bad.head_dim = 48; /* not whole blocks; q and v views still fit */
+    bad.v_dim = 64;
+    EXPECT("head_dim % 32", attn_forward(&bad, &o, &tq, &tk, &tk, &to, NULL), ATTN_ERR_SHAPE);
+    EXPECT("head_dim % 32 (scores)", attn_scores(&bad, &o, &tq, &tk, &to), ATTN_ERR_SHAPE);
+    bad = s;
+    bad.v_dim = 40;
+    EXPECT("v_dim % 32", attn_forward(&bad, &o, &tq, &tf, &tk, &to, NULL), ATTN_ERR_SHAPE);
+    /* FP8 rows need no whole blocks */
+    bad = s;
+    bad.head_dim = 40;
+    bad.v_dim = 40;
+    const attn_tensor to40 = {out, ATTN_DTYPE_F32, 40, 40, 40};
+    cr_assert_eq(attn_forward(&bad, &o, &tq, &tf, &tf, &to40, NULL), ATTN_OK);
+    for (int i = 0; i < HD; i++)
+        out[i] = 777.0f;
+
+    o.k_scale = 2.0f; /* a real scale on a Q8_0 k */
+    EXPECT("k_scale with q8_0", attn_forward(&s, &o, &tq, &tk, &tk, &to, NULL), ATTN_ERR_ARG);
+    o = (attn_options)ATTN_OPTIONS_INIT;
+    o.k_scale = 1.0f; /* 1 means no scale: allowed */
+    cr_assert_eq(attn_forward(&s, &o, &tq, &tk, &tk, &to, NULL), ATTN_OK);
+    for (int i = 0; i < HD; i++)
+        out[i] = 777.0f;
+    const float bad_scales[] = {-1.0f, NAN, INFINITY, -INFINITY};
+    for (int i = 0; i < 4; i++) {
+        o = (attn_options)ATTN_OPTIONS_INIT;
+        o.k_scale = bad_scales[i];
+        EXPECT("bad k_scale", attn_forward(&s, &o, &tq, &tf, &tf, &to, NULL), ATTN_ERR_ARG);
+        o = (attn_options)ATTN_OPTIONS_INIT;
+        o.v_scale = bad_scales[i];
+        EXPECT("bad v_scale", attn_forward(&s, &o, &tq, &tf, &tf, &to, NULL), ATTN_ERR_ARG);
+        /* checked by every operation, also one that reads no v */
+        EXPECT("bad v_scale (scores)", attn_scores(&s, &o, &tq, &tf, &to), ATTN_ERR_ARG);
+    }
+    /* the folded score scale must be a finite nonzero float */
+    o = (attn_options)ATTN_OPTIONS_INIT;
+    o.scale = 1e30f;
+    o.k_scale = 1e30f;
+    EXPECT("scale * k_scale overflows", attn_forward(&s, &o, &tq, &tf, &tf, &to, NULL),
+           ATTN_ERR_ARG);
+    o.scale = 1e-30f;
+    o.k_scale = 1e-30f;
+    EXPECT("scale * k_scale underflows", attn_forward(&s, &o, &tq, &tf, &tf, &to, NULL),
+           ATTN_ERR_ARG);
+    /* a 1.0 caller (struct_size without k_scale/v_scale) gets the defaults */
+    o = (attn_options)ATTN_OPTIONS_INIT;
+    o.k_scale = NAN;
+    o.struct_size = (uint32_t)offsetof(attn_options, k_scale);
+    cr_assert_eq(attn_forward(&s, &o, &tq, &tf, &tf, &to, NULL), ATTN_OK);
+    for (int i = 0; i < HD; i++)
+        out[i] = 777.0f;
+
+    /* q and out may not be quantized */
+    attn_tensor q8 = tk;
+    o = (attn_options)ATTN_OPTIONS_INIT;
+    EXPECT("q8_0 q", attn_forward(&s, &o, &q8, &tk, &tk, &to, NULL), ATTN_ERR_ARG);
+    /* an output overlapping a quantized input: the byte span counts 34-byte blocks */
+    attn_tensor over = {k8 + 34 * 7, ATTN_DTYPE_F32, HD, HD, HD};
+    CHECK(attn_forward(&s, &o, &tq, &tk, &tk, &over, NULL) == ATTN_ERR_STRIDE,
+          "output inside the last block of k accepted");
+    /* strides in blocks whose byte span overflows */
+    attn_tensor huge = tk;
+    huge.row_stride = INT64_MAX / 40;
+    EXPECT("block span overflows", attn_forward(&s, &o, &tq, &huge, &tk, &to, NULL),
+           ATTN_ERR_SHAPE);
+#undef EXPECT
+}
+
+/* k_scale and v_scale act as documented: s = (q . e4m3) * fl(scale * k_scale), out * v_scale. */
+Test(quantize, fp8_scales_apply)
+{
+    harness_begin_plain("quantize.fp8_scales_apply");
+    enum { HD = 8, LKV = 3 };
+    float q[HD] = {1, 0, 0, 0, 0, 0, 0, 0}, out[HD], sc[LKV];
+    /* keys e4m3 1.0, 2.0, 0.5 in dim 0; values rows of 1.0, 2.0, 4.0 */
+    unsigned char k[LKV * HD] = {0}, v[LKV * HD];
+    k[0] = 0x38;
+    k[HD] = 0x40;
+    k[2 * HD] = 0x30;
+    for (int i = 0; i < HD; i++) {
+        v[i] = 0x38;
+        v[HD + i] = 0x40;
+        v[2 * HD + i] = 0x48;
+    }
+    const attn_shape s = {1, 1, 1, 1, LKV, HD, HD};
+    const attn_tensor tq = {q, ATTN_DTYPE_F32, HD, HD, HD};
+    const attn_tensor tk = {k, ATTN_DTYPE_FP8_E4M3, LKV * HD, LKV * HD, HD};
+    const attn_tensor tv = {v, ATTN_DTYPE_FP8_E4M3, LKV * HD, LKV * HD, HD};
+    const attn_tensor ts = {sc, ATTN_DTYPE_F32, LKV, LKV, LKV};
+    const attn_tensor to = {out, ATTN_DTYPE_F32, HD, HD, HD};
+    attn_options o = ATTN_OPTIONS_INIT;
+    o.scale = 0.5f;
+    o.k_scale = 0.25f;
+    o.v_scale = 3.0f;
+    cr_assert_eq(attn_scores(&s, &o, &tq, &tk, &ts), ATTN_OK);
+    /* every product is exact here: scale * k_scale = 0.125 */
+    cr_assert_eq(sc[0], 0.125f);
+    cr_assert_eq(sc[1], 0.25f);
+    cr_assert_eq(sc[2], 0.0625f);
+    cr_assert_eq(attn_forward(&s, &o, &tq, &tk, &tv, &to, NULL), ATTN_OK);
+    /* the float64 reference on the decoded values with the folded scale,
+       its output times v_scale (with its bound: tolerance.h) */
+    float kf[LKV * HD] = {0}, vf[LKV * HD];
+    kf[0] = 1.0f;
+    kf[HD] = 2.0f;
+    kf[2 * HD] = 0.5f;
+    for (int i = 0; i < HD; i++) {
+        vf[i] = 1.0f;
+        vf[HD + i] = 2.0f;
+        vf[2 * HD + i] = 4.0f;
+    }
+    const attn_tensor tkf = {kf, ATTN_DTYPE_F32, LKV * HD, LKV * HD, HD};
+    const attn_tensor tvf = {vf, ATTN_DTYPE_F32, LKV * HD, LKV * HD, HD};
+    attn_options ro = ATTN_OPTIONS_INIT;
+    ro.scale = 0.125f;
+    ref_attn r;
+    ref_attn_compute(&r, &s, &ro, &tq, &tkf, &tvf, 2);
+    for (int i = 0; i < HD; i++) {
+        r.o[i] *= 3.0;
+        r.o_err[i] *= 3.0;
+    }
+    expect_near("out vs float64", out, HD, r.o, r.o_err, 1, HD);
+    ref_attn_free(&r);
+}
