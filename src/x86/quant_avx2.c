@@ -92,6 +92,49 @@ QI __m256 qload8(int dt, const unsigned char *row, size_t t)
     return _mm256_mul_ps(_mm256_cvtepi32_ps(iv), block_scale(blk));
 }
 
+/*
+ * Values t..t+15 (t a multiple of 16) of a Q8_0/Q4_0/FP8 row as two
+ * vectors: one load and, for the block formats, one scale broadcast for
+ * both; Q4_0's (n - 8) * d as n * d + (-8 d), exact in one fused step (the
+ * result is representable). E4M3 as in fp8_8, with the NaN fix-up only
+ * when a NaN byte is there.
+ */
+QI void qload16(int dt, const unsigned char *row, size_t t, __m256 *lo, __m256 *hi)
+{
+    if (dt == ATTN_KV_FP8) {
+        const __m128i x = _mm_loadu_si128((const __m128i *)(row + t));
+        const __m256i h = _mm256_and_si256(_mm256_slli_epi16(_mm256_cvtepi8_epi16(x), 7),
+                                           _mm256_set1_epi16((short)0xBF80));
+        const __m256 two8 = _mm256_set1_ps(256.0f);
+        *lo = _mm256_mul_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(h)), two8);
+        *hi = _mm256_mul_ps(_mm256_cvtph_ps(_mm256_extracti128_si256(h, 1)), two8);
+        const __m128i nan = _mm_cmpeq_epi8(_mm_and_si128(x, _mm_set1_epi8(0x7f)),
+                                           _mm_set1_epi8(0x7f));
+        if (__builtin_expect(_mm_movemask_epi8(nan) != 0, 0)) {
+            const __m256 qnan = _mm256_set1_ps(__builtin_nanf(""));
+            *lo = _mm256_blendv_ps(*lo, qnan, _mm256_castsi256_ps(_mm256_cvtepi8_epi32(nan)));
+            *hi = _mm256_blendv_ps(
+                *hi, qnan, _mm256_castsi256_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(nan, 8))));
+        }
+        return;
+    }
+    const unsigned char *blk = row + t / ATTN_QBLOCK * unit_bytes(dt);
+    const __m256 d = block_scale(blk);
+    if (dt == ATTN_KV_Q8_0) {
+        const __m128i x = _mm_loadu_si128((const __m128i *)(blk + 2 + (t & 16)));
+        *lo = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(x)), d);
+        *hi = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(x, 8))), d);
+        return;
+    }
+    __m128i x = _mm_loadu_si128((const __m128i *)(blk + 2));
+    if (t & 16)
+        x = _mm_srli_epi16(x, 4);
+    x = _mm_and_si128(x, _mm_set1_epi8(0x0f));
+    const __m256 m8d = _mm256_mul_ps(d, _mm256_set1_ps(-8.0f));
+    *lo = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(x)), d, m8d);
+    *hi = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(x, 8))), d, m8d);
+}
+
 /* The first n (1..7) values from t, zeros elsewhere (FP8 and f32 tails). */
 QI __m256 qload8_part(int dt, const unsigned char *row, size_t t, size_t n)
 {
@@ -130,6 +173,20 @@ QI void qk_block(int dt, size_t R, size_t C, const float *q, ptrdiff_t q_stride,
         for (size_t c = 0; c < 4; c++)
             acc[r][c] = _mm256_setzero_ps();
     size_t t = 0;
+    if (dt != ATTN_KV_F32)
+        for (; t + 16 <= d; t += 16) {
+            __m256 klo[4], khi[4];
+            for (size_t c = 0; c < C; c++)
+                qload16(dt, k + (ptrdiff_t)c * kb, t, &klo[c], &khi[c]);
+            for (size_t r = 0; r < R; r++) {
+                const float *qr = q + (ptrdiff_t)r * q_stride + (ptrdiff_t)t;
+                const __m256 qlo = _mm256_loadu_ps(qr), qhi = _mm256_loadu_ps(qr + 8);
+                for (size_t c = 0; c < C; c++) {
+                    acc[r][c] = _mm256_fmadd_ps(qlo, klo[c], acc[r][c]);
+                    acc[r][c] = _mm256_fmadd_ps(qhi, khi[c], acc[r][c]);
+                }
+            }
+        }
     for (; t + 8 <= d; t += 8) {
         __m256 kv[4];
         for (size_t c = 0; c < C; c++)
@@ -251,8 +308,12 @@ QI void pv_block(int dt, size_t R, size_t NV, size_t tail, const float *p, ptrdi
     for (size_t c = 0; c < nk; c++) {
         const unsigned char *row = v + (ptrdiff_t)c * vb;
         __m256 vv[3];
-        for (size_t i = 0; i < NV; i++)
-            vv[i] = i < nfull ? qload8(dt, row, j0 + 8 * i) : qload8_part(dt, row, j0 + 8 * i, tail);
+        if (dt != ATTN_KV_F32 && NV == 2 && !tail && (j0 & 15) == 0)
+            qload16(dt, row, j0, &vv[0], &vv[1]);
+        else
+            for (size_t i = 0; i < NV; i++)
+                vv[i] = i < nfull ? qload8(dt, row, j0 + 8 * i)
+                                  : qload8_part(dt, row, j0 + 8 * i, tail);
         for (size_t r = 0; r < R; r++) {
             __m256 pb = _mm256_set1_ps(p[(ptrdiff_t)r * p_stride + (ptrdiff_t)c]);
             for (size_t i = 0; i < NV; i++)
@@ -284,7 +345,7 @@ QI void pv_rows(int dt, size_t NV, size_t tail, const float *p, ptrdiff_t p_stri
                  acc + (ptrdiff_t)r * acc_stride, acc_stride);
 }
 
-/* Columns j0..j0+w (w <= 24) of every row: 1..3 vectors, the last partial. */
+/* Columns j0..j0+w (w <= PV_COLS) of every row: 1..2 vectors, the last partial. */
 QI void pv_cols(int dt, const float *p, ptrdiff_t p_stride, const unsigned char *v,
                 ptrdiff_t vb, size_t nq, size_t nk, size_t j0, size_t w, float *acc,
                 ptrdiff_t acc_stride)
@@ -299,10 +360,9 @@ QI void pv_cols(int dt, const float *p, ptrdiff_t p_stride, const unsigned char 
     }
 }
 
-/* Columns per pass: 24 keeps 4 x 3 accumulators plus 3 values in the 16
-   ymm registers. Any multiple of 8 suits the block formats: qload8 finds
-   the block of any 8-aligned column. */
-#define PV_COLS 24
+/* Columns per pass: 16, two vectors decoded by one qload16 per key (4 x 2
+   accumulators); the f32 scratch rows have the same width. */
+#define PV_COLS 16
 
 /* Decodes columns j0..j0+w of rows [0, n) into f32 rows of PV_COLS floats. */
 QI void decode_cols(int dt, const unsigned char *src, ptrdiff_t sb, size_t n, size_t j0,
