@@ -120,4 +120,19 @@ static inline double tol_gamma(double n)
 /* Two implementations each within `bound` of the exact value. */
 #define TOL_PAIR(bound) (2.0 * (bound))
 
+/*
+ * Quantized K/V (Q8_0, Q4_0, FP8 E4M3; tests/test_quant.c, the quant
+ * fuzzer): NO bound of their own. Decoding is exact in f32: q * d has at
+ * most 8 + 11 significant bits (Q8_0), 4 + 11 (Q4_0; (n - 8) * d computed
+ * as n * d + (-8 d) is exact as well, the result being representable), an
+ * E4M3 value 4 bits; so after the load a kernel does the f32 arithmetic
+ * the bounds above describe, on inputs that are exactly the decoded values,
+ * and the float64 reference computed from those values gets the F32 bounds
+ * unchanged. The FP8 scales add no term either: k_scale enters as the
+ * f32 product fl(scale * k_scale), which the reference uses as its scale
+ * (attn.h documents the score as (q . e4m3) * fl(scale * k_scale)), and
+ * v_scale / l replaces 1 / l (one rounding either way), with the
+ * reference's output and bound multiplied by v_scale exactly.
+ */
+
 #endif /* ATTN_TEST_TOLERANCE_H */
