@@ -1,8 +1,13 @@
 /*
- * libattn benchmarks: every operation on every ISA table this build and CPU
- * run (through attn_*_with, single-threaded: opt.parallel_for = NULL), beside
- * what a C user writes today (OpenBLAS sgemm/sgemv + a SLEEF softmax loop)
- * and the memory references (memcpy, one read of K and V), in one run.
+ * libattn benchmarks: scores, softmax and forward (prefill and decode), and
+ * the qk_tile, pv_tile and exp_sum kernels, on every ISA table of the
+ * registry this build and CPU run (through attn_*_with, single-threaded:
+ * opt.parallel_for = NULL), beside what a C user writes today (OpenBLAS
+ * sgemm/sgemv + a SLEEF softmax loop, x86-64 only) and the memory references
+ * (memcpy, one read of K and V), in one run. Decode runs on 1 and 2 threads
+ * and reads K/V copies rotated out of the last-level cache, beside a plain
+ * read of the same bytes (bm_decode). mask_apply, weights and
+ * softmax_backward are not benchmarked.
  *
  * Counters: flops (kIsRate, so FLOP/s): 2*Lq*Lk*d per head for scores,
  * 4*Lq*Lk*d per query head for forward/decode, causal counting only the
@@ -14,6 +19,8 @@
  */
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -241,6 +248,131 @@ void bm_forward(benchmark::State &state, const attn_dsp *dsp, FwdShape f, attn_d
     set_flops(state, fwd_flops(f));
 }
 
+/*
+ * Decode as a real step sees memory: K and V come from DRAM, not from the
+ * last-level cache. The benchmark keeps R identical copies of K and V (at
+ * least DECODE_ROTATE_BYTES together: 8x a 32 MiB L3) and each iteration
+ * reads the next even copy; right after it, with the clock paused, a plain
+ * read of the next odd copy's K and V on the same threads is timed by hand:
+ * the floor. Counters: kv_bytes (B/s of the decode), floor_GBps, x_floor (the
+ * decode's time / the floor's, both timed by hand around each call), flops. threads: 1 (no pool) or a pool.
+ */
+#define DECODE_ROTATE_BYTES (256.0 * 1024 * 1024)
+
+struct ReadJob {
+    const unsigned char *base[2];
+    size_t bytes[2], chunk, chunks0;
+    std::vector<uint64_t> sums;
+};
+
+uint64_t read_words(const unsigned char *p, size_t n)
+{
+    uint64_t acc[8] = {0};
+    size_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        uint64_t w[8];
+        std::memcpy(w, p + i, sizeof w);
+        for (int l = 0; l < 8; l++)
+            acc[l] += w[l];
+    }
+    uint64_t s = 0;
+    for (int l = 0; l < 8; l++)
+        s += acc[l];
+    for (; i < n; i++)
+        s += p[i];
+    return s;
+}
+
+void read_task(void *ctx, size_t index)
+{
+    ReadJob *j = static_cast<ReadJob *>(ctx);
+    const int t = index < j->chunks0 ? 0 : 1;
+    const size_t at = (t ? index - j->chunks0 : index) * j->chunk;
+    const size_t n = at < j->bytes[t] ? std::min(j->chunk, j->bytes[t] - at) : 0;
+    j->sums[index] = read_words(j->base[t] + at, n);
+}
+
+void bm_decode(benchmark::State &state, const attn_dsp *dsp, FwdShape f, attn_dtype kv_dtype,
+               int threads)
+{
+    const size_t esize = kv_dtype == ATTN_DTYPE_F32 ? 4 : 2;
+    const size_t nq = f.hq * f.lq * f.d, nkv = f.hkv * f.lk * f.d;
+    const size_t copy_bytes = (nkv * esize + 63) / 64 * 64;
+    size_t copies = (size_t)std::ceil(DECODE_ROTATE_BYTES / (2.0 * (double)copy_bytes));
+    copies = std::max<size_t>(4, copies + (copies & 1));
+    Buffer<float> q(nq), out(nq), k32(nkv), v32(nkv);
+    Buffer<unsigned char> k(copies * copy_bytes), v(copies * copy_bytes);
+    fill_uniform(q.p, q.n, -1, 1, 4);
+    fill_uniform(k32.p, k32.n, -1, 1, 5);
+    fill_uniform(v32.p, v32.n, -1, 1, 6);
+    for (size_t c = 0; c < copies; c++)
+        for (size_t i = 0; i < nkv; i++) {
+            unsigned char *kd = k.p + c * copy_bytes + i * esize, *vd = v.p + c * copy_bytes + i * esize;
+            if (kv_dtype == ATTN_DTYPE_F16) {
+                const uint16_t kh = to_half(k32.p[i]), vh = to_half(v32.p[i]);
+                std::memcpy(kd, &kh, 2);
+                std::memcpy(vd, &vh, 2);
+            } else {
+                std::memcpy(kd, &k32.p[i], 4);
+                std::memcpy(vd, &v32.p[i], 4);
+            }
+        }
+    attn_threadpool *pool = nullptr;
+    if (threads > 1 && attn_threadpool_create(threads, &pool) != ATTN_OK) {
+        state.SkipWithError("attn_threadpool_create failed");
+        return;
+    }
+    attn_shape shape = {1, f.hq, f.hkv, f.lq, f.lk, f.d, f.d};
+    attn_options opt = ATTN_OPTIONS_INIT;
+    opt.flags = f.causal ? ATTN_CAUSAL : 0u;
+    if (pool) {
+        opt.parallel_for = attn_threadpool_parallel_for;
+        opt.parallel_ctx = pool;
+    }
+    attn_tensor tq = tensor(q.p, ATTN_DTYPE_F32, f.hq, f.lq, f.d);
+    attn_tensor to = tensor(out.p, ATTN_DTYPE_F32, f.hq, f.lq, f.d);
+    ReadJob job;
+    job.bytes[0] = job.bytes[1] = nkv * esize;
+    job.chunk = (job.bytes[0] / (size_t)(4 * threads) + 63) / 64 * 64;
+    job.chunks0 = (job.bytes[0] + job.chunk - 1) / job.chunk;
+    job.sums.assign(2 * job.chunks0, 0);
+    double floor_s = 0.0, decode_s = 0.0;
+    size_t it = 0;
+    for (auto _ : state) {
+        const size_t c = (2 * it) % copies;
+        attn_tensor tk = tensor(k.p + c * copy_bytes, kv_dtype, f.hkv, f.lk, f.d);
+        attn_tensor tv = tensor(v.p + c * copy_bytes, kv_dtype, f.hkv, f.lk, f.d);
+        const auto d0 = std::chrono::steady_clock::now();
+        if (attn_forward_with(dsp, &shape, &opt, &tq, &tk, &tv, &to, nullptr) != ATTN_OK)
+            state.SkipWithError("attn_forward failed");
+        decode_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - d0).count();
+        benchmark::DoNotOptimize(out.p);
+        benchmark::ClobberMemory();
+        state.PauseTiming();
+        job.base[0] = k.p + (c + 1) * copy_bytes;
+        job.base[1] = v.p + (c + 1) * copy_bytes;
+        const auto t0 = std::chrono::steady_clock::now();
+        if (pool)
+            attn_threadpool_parallel_for(pool, read_task, &job, job.sums.size());
+        else
+            for (size_t i = 0; i < job.sums.size(); i++)
+                read_task(&job, i);
+        floor_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        uint64_t sum = 0;
+        for (uint64_t x : job.sums)
+            sum += x;
+        benchmark::DoNotOptimize(sum);
+        it++;
+        state.ResumeTiming();
+    }
+    attn_threadpool_destroy(pool);
+    const double bytes = 2.0 * (double)(nkv * esize), n = (double)state.iterations();
+    set_flops(state, fwd_flops(f));
+    state.counters["kv_bytes"] = benchmark::Counter(bytes * n, benchmark::Counter::kIsRate);
+    state.counters["floor_GBps"] = floor_s > 0 ? bytes * n / floor_s * 1e-9 : 0.0;
+    state.counters["x_floor"] = floor_s > 0 ? decode_s / floor_s : 0.0;
+}
+
 #if BENCH_COMPOSITION
 /*
  * The composition: per query head S = scale Q K^T (sgemm), the causal
@@ -401,7 +533,13 @@ struct Isa {
     attn_isa isa;
     const char *name;
 };
-const Isa kIsas[] = {{ATTN_ISA_SCALAR, "scalar"}, {ATTN_ISA_AVX2, "avx2"}, {ATTN_ISA_AVX512, "avx512"}};
+/* Every ISA of the registry (src/isa_list.h); those this build or CPU lacks
+   have no table and register nothing. */
+const Isa kIsas[] = {
+#define BENCH_ISA(ID, nm, cpu, init, base, have) {ATTN_ISA_##ID, #nm},
+    ATTN_ISA_LIST(BENCH_ISA)
+#undef BENCH_ISA
+};
 
 std::string fwd_name(const char *op, const FwdShape &f, const char *dtype)
 {
@@ -504,17 +642,29 @@ void register_all()
 #endif
     }
 
-    const FwdShape decode = {32, 8, 1, 4096, 128, false};
-    for (const Isa &i : kIsas)
-        if (const attn_dsp *dsp = attn_dsp_for_isa(i.isa)) {
-            benchmark::RegisterBenchmark((fwd_name("decode", decode, "f32") + "/" + i.name).c_str(),
-                                         bm_forward, dsp, decode, ATTN_DTYPE_F32)
-                ->Unit(benchmark::kMicrosecond);
-            if (i.isa != ATTN_ISA_SCALAR)
-                benchmark::RegisterBenchmark((fwd_name("decode", decode, "f16kv") + "/" + i.name).c_str(),
-                                             bm_forward, dsp, decode, ATTN_DTYPE_F16)
-                    ->Unit(benchmark::kMicrosecond);
-        }
+    /* Decode (Lq 1) and speculative decoding (Lq 4): K/V rotated out of the LLC. */
+    const FwdShape decodes[] = {{32, 8, 1, 4096, 128, false}, {32, 8, 4, 4096, 128, false}};
+    for (const FwdShape &decode : decodes)
+        for (const Isa &i : kIsas)
+            if (const attn_dsp *dsp = attn_dsp_for_isa(i.isa)) {
+                if (i.isa == ATTN_ISA_SCALAR && decode.lq > 1)
+                    continue;
+                for (int threads : {1, 2}) {
+                    const std::string t = threads == 1 ? "" : "_2threads";
+                    benchmark::RegisterBenchmark(
+                        (fwd_name("decode", decode, "f32") + "/" + i.name + t).c_str(), bm_decode,
+                        dsp, decode, ATTN_DTYPE_F32, threads)
+                        ->Unit(benchmark::kMicrosecond)
+                        ->UseRealTime();
+                    if (i.isa != ATTN_ISA_SCALAR && threads == 1 && decode.lq == 1)
+                        benchmark::RegisterBenchmark(
+                            (fwd_name("decode", decode, "f16kv") + "/" + i.name + t).c_str(),
+                            bm_decode, dsp, decode, ATTN_DTYPE_F16, threads)
+                            ->Unit(benchmark::kMicrosecond)
+                            ->UseRealTime();
+                }
+            }
+    const FwdShape decode = decodes[0];
 #if BENCH_COMPOSITION
     if (avx2)
         benchmark::RegisterBenchmark((fwd_name("decode", decode, "f32") + "/baseline_gemv").c_str(),

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Cross-builds libattn for AArch64 and runs the whole test suite under
-# qemu-aarch64: once on qemu's default CPU (max: NEON, SVE2) and once with
-# QEMU_CPU=cortex-a72 (NEON only), then `attn info` and a short
-# `attn run --preset small` when the CLI is built.
+# qemu-aarch64: on qemu's max CPU (NEON, SVE2) at SVE vector lengths of 128,
+# 256, 512 and 2048 bits (the SVE kernels are vector-length-agnostic, and
+# each length puts their predicated tails elsewhere), and with
+# QEMU_CPU=cortex-a72 (NEON only, where SVE must not be chosen); then
+# `attn info` and a short `attn run --preset small` when the CLI is built.
 #
 #   ci/aarch64-test.sh          (root, or a user with sudo, on Debian 12 amd64)
 #
@@ -15,13 +17,13 @@
 #     dependencies are not Multi-Arch: same;
 #   - binfmt_misc for aarch64 ELF: Criterion re-executes /proc/self/exe for
 #     every test, which under qemu-user only works through binfmt_misc.
-# See the README's AArch64 section and ../shared/docs/CROSS_TESTING.md.
+# See the README's AArch64 section and docs/CROSS_TESTING.md.
 #
 # Environment: ATTN_ARM64_BUILD (build dir, default build-arm64),
 # ATTN_ARM64_TIMEOUT (seconds per meson test run, default 3600),
 # ATTN_ARM64_TIMEOUT_MULTIPLIER (for the tests' own timeouts, default 10:
 # everything is much slower under emulation).
-# Exit status: 0 when both runs pass and the CLI (if any) runs.
+# Exit status: 0 when every run passes and the CLI (if any) runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -116,7 +118,17 @@ build() {
         echo "error: $BUILD was configured without the NEON kernels" >&2
         return 1
     }
+    # likewise for SVE: its rows would be skipped at every vector length
+    grep -q '^#define HAVE_SVE 1' "$BUILD/src/config.h" || {
+        echo "error: $BUILD was configured without the SVE kernels" >&2
+        return 1
+    }
 }
+
+# QEMU_CPU values of the runs: SVE at 128, 256, 512 and 2048 bits (the
+# property takes bytes), then NEON only.
+SVE_VECTOR_BYTES=(16 32 64 256)
+NEON_ONLY_CPU=cortex-a72
 
 PASSED=0
 FAILED=0
@@ -160,12 +172,15 @@ run_tests() {
     fi
 }
 
-# The CLI under qemu: it must find the NEON table and compute.
+# The CLI under qemu: it must find the best table (SVE where the CPU has
+# it, NEON otherwise) and compute.
 run_cli() {
     local attn=$BUILD/tools/attn
     [ -x "$attn" ] || { log "no CLI in $BUILD/tools: skipped"; return 0; }
-    local cpu
-    for cpu in max cortex-a72; do
+    local cpu expected
+    for cpu in "max,sve-default-vector-length=${SVE_VECTOR_BYTES[0]}" "$NEON_ONLY_CPU"; do
+        expected=sve
+        [ "$cpu" = "$NEON_ONLY_CPU" ] && expected=neon
         log "attn info / attn run --preset small (QEMU_CPU=$cpu)"
         local info=""
         if info=$(QEMU_CPU=$cpu timeout -s KILL 600 qemu-aarch64 "$attn" info) &&
@@ -177,9 +192,9 @@ run_cli() {
             FAILED=$((FAILED + 1))
             continue
         fi
-        # dispatch must pick the NEON table on every AArch64 CPU
-        if ! grep -Eq '^[[:space:]]*active[[:space:]]+neon$' <<<"$info"; then
-            echo "FAIL: attn info does not report neon as the active ISA (QEMU_CPU=$cpu)"
+        # dispatch must pick SVE on an SVE CPU and NEON on one without
+        if ! grep -Eq "^[[:space:]]*active[[:space:]]+$expected\$" <<<"$info"; then
+            echo "FAIL: attn info does not report $expected as the active ISA (QEMU_CPU=$cpu)"
             FAILED=$((FAILED + 1))
         fi
     done
@@ -211,13 +226,46 @@ print(os.path.join(o["prefix"], o["libdir"]))')
     rm -rf "$stage"
 }
 
+# ---- the README's by-hand commands, default buildtype (release, -O3) ----
+# The build above is debugoptimized (-O2); users follow the README, whose
+# commands take meson's default buildtype. GCC 12's -O3 once failed on a
+# test program there (an internal compiler error) while CI stayed green, so
+# CI now runs exactly those commands too, in their own directory, and the
+# suite once (default CPU) from that build.
+README_BUILD=${ATTN_ARM64_README_BUILD:-build-arm64-release}
+
+build_readme() {
+    log "the README's commands: meson setup $README_BUILD --cross-file ci/aarch64-linux-gnu.ini"
+    if [ ! -f "$README_BUILD/build.ninja" ]; then
+        meson setup "$README_BUILD" --cross-file ci/aarch64-linux-gnu.ini >/dev/null || return 1
+    fi
+    ninja -C "$README_BUILD"
+}
+
+run_readme() {
+    if build_readme; then
+        PASSED=$((PASSED + 1))
+        local saved=$BUILD
+        BUILD=$README_BUILD
+        run_tests "README build (default buildtype), default CPU (max)"
+        BUILD=$saved
+    else
+        echo "FAIL: the README's AArch64 build ($README_BUILD)"
+        FAILED=$((FAILED + 1))
+    fi
+}
+# ---- end of the README build block ----
+
 setup_packages
 setup_criterion
 setup_binfmt
 build
-run_tests "default CPU (max)"
-run_tests "cortex-a72" QEMU_CPU=cortex-a72
+for bytes in "${SVE_VECTOR_BYTES[@]}"; do
+    run_tests "SVE $((bytes * 8))-bit (max)" QEMU_CPU="max,sve-default-vector-length=$bytes"
+done
+run_tests "$NEON_ONLY_CPU (NEON only)" QEMU_CPU="$NEON_ONLY_CPU"
 run_cli
 run_consumer
+run_readme
 echo "aarch64 summary: $PASSED passed, $FAILED failed, $SKIPPED skipped"
 [ "$FAILED" = 0 ]

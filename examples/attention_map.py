@@ -4,11 +4,13 @@
     /usr/bin/python3 examples/attention_map.py [out.png]
 
 Renders one heatmap of attention weights (rows: queries, columns: keys) per
-mask: causal, padding (q_lens/kv_lens), causal sliding window, a boolean
-document mask (two packed documents), an ALiBi-style bias, and all of them
-combined. Each row is annotated with its entropy H (nats) and max score m
-from attn_weights' row statistics; fully masked rows (no visible key) are
-hatched, and listed on stdout.
+mask or score modifier: causal, padding (q_lens/kv_lens), causal sliding
+window, a boolean document mask (two packed documents), ALiBi slopes, an
+attention sink on a sliding window (gpt-oss style), a two-sided local window
+(non-causal), and masks combined. Each row is annotated with its entropy H
+(nats) and max score m from attn_weights' row statistics (with a sink: also
+the sink's share of the row, which its keys' weights leave out); fully
+masked rows (no visible key) are hatched, and listed on stdout.
 
 Needs NumPy and matplotlib (Debian: python3-numpy python3-matplotlib); finds
 libattn like any libattn Python program (ATTN_LIBRARY, install prefix, ...).
@@ -54,14 +56,15 @@ def panels():
     same_doc = np.zeros((N, N), dtype=bool)
     same_doc[:DOC_BREAK + 1, :DOC_BREAK + 1] = True
     same_doc[DOC_BREAK + 1:, DOC_BREAK + 1:] = True
-    slopes = 0.5
-    alibi = (-slopes * np.abs(np.arange(N)[:, None] - np.arange(N)[None, :])).astype(np.float32)
     return [
         ("causal", dict(causal=True)),
         ("padding (q_lens = kv_lens = %d)" % VALID, dict(q_lens=[VALID], kv_lens=[VALID])),
         ("causal sliding window 4", dict(causal=True, window=4)),
         ("document mask (bool)", dict(mask=same_doc)),
-        ("causal + ALiBi bias", dict(causal=True, bias=alibi)),
+        ("causal + ALiBi (alibi=[0.5])", dict(causal=True, alibi=[0.5])),
+        ("sink 2.0 + causal window 4\n(gpt-oss style)", dict(causal=True, window=4,
+                                                               sinks=[2.0])),
+        ("two-sided window (3, 3),\nnot causal", dict(window=(3, 3))),
         ("combined: causal, window 5,\npadding, document mask, softcap 3",
          dict(causal=True, window=5, q_lens=[VALID], kv_lens=[VALID], mask=same_doc,
               softcap=3.0)),
@@ -72,7 +75,7 @@ def main(argv):
     out_path = argv[1] if len(argv) > 1 else "attention_map.png"
     q, k = toy_projections()
     cases = panels()
-    fig, axes = plt.subplots(2, 3, figsize=(19, 12))
+    fig, axes = plt.subplots(2, 4, figsize=(25, 12))
     print("libattn %s on %s" % (libattn.version(), libattn.isa_active()))
     for ax, (title, opts) in zip(axes.flat, cases):
         w, stats = libattn.weights(q, k, stats=True, **opts)
@@ -94,8 +97,11 @@ def main(argv):
         ax.set_yticklabels(["%2d %s" % (i, t) for i, t in enumerate(TOKENS)], fontsize=8)
         ax.set_xlabel("key", fontsize=9)
         # Row statistics to the right of the map.
+        sink_share = 1.0 - w.sum(axis=-1)  # exp(z - lse): what the sink holds
         for i in range(N):
             text = "masked" if dead[i] else "H=%.2f m=%+.1f" % (entropy[i], max_score[i])
+            if "sinks" in opts and not dead[i]:
+                text += " s=%.2f" % sink_share[i]
             ax.text(N - 0.2, i, text, va="center", ha="left", fontsize=7,
                     color="0.4" if dead[i] else "black")
         ax.set_xlim(-0.5, N - 0.5)
@@ -103,7 +109,7 @@ def main(argv):
 
     fig.suptitle("libattn attention weights of a 16-token toy sequence "
                  "(rows: queries; hatched: fully masked rows)", fontsize=14)
-    fig.subplots_adjust(left=0.05, right=0.93, top=0.93, bottom=0.07, wspace=0.55,
+    fig.subplots_adjust(left=0.04, right=0.93, top=0.93, bottom=0.07, wspace=0.62,
                         hspace=0.32)
     fig.colorbar(axes[0, 0].images[0], ax=axes, fraction=0.015, pad=0.06, label="weight")
     fig.savefig(out_path, dpi=90)

@@ -28,10 +28,28 @@
  * How one score is formed (the order is part of the contract):
  *   s = (q . k) * scale               scale 0 means 1/sqrt(head_dim)
  *   s = softcap * tanh(s / softcap)   only when softcap != 0
+ *     (computed as softcap * tanh(s * (1 / softcap)), so a softcap whose
+ *     reciprocal overflows, below 1/FLT_MAX ~ 2.94e-39, is ATTN_ERR_ARG)
  *   s = s + bias[b][h][i][j]          only when a bias tensor is given
+ *   s = s - slope * |i + (Lk_b - Lq_b) - j|
+ *                                     only with alibi_slopes (slope of (b, h),
+ *                                     distance from the query's aligned
+ *                                     position: for causal rows
+ *                                     -slope * (i + Lk_b - Lq_b - j))
  *   s = -inf                          when ANY mask hides key j from query i
  * and the softmax of a row is p_j = exp(s_j - lse), lse = m + log sum exp(s_j - m),
  * m = max_j s_j.
+ *
+ * Sinks. With opt->sinks, every query row i < Lq_b of (b, h) has one more
+ * softmax entry, the sink logit z = sinks[b][h], that holds probability but
+ * no value: m = max(z, max_j s_j), lse = m + log(exp(z - m) + sum_j exp(s_j - m)),
+ * p_j = exp(s_j - lse) (so the weights of a row sum to 1 - exp(z - lse)),
+ * out = sum_j p_j v_j. lse, max_score and entropy are those of the n + 1
+ * entries (entropy in [0, log(n + 1)]). A row whose only visible entry is
+ * its sink (every key masked) has weights 0, output 0, lse = max_score = z
+ * and entropy 0. A sink of -inf is no sink; NaN or +inf makes the row NaN
+ * like such a score. Sinks are not scores: attn_scores and attn_mask_apply
+ * do not use them. Padded rows (i >= Lq_b) have no sink.
  *
  * Masks. With valid lengths Lq_b = q_lens[b] (or q_len) and
  * Lk_b = kv_lens[b] (or kv_len), query i may see key j only if all hold:
@@ -41,21 +59,27 @@
  *     query sees every valid key)
  *   - window W > 0: j > i + (Lk_b - Lq_b) - W       (with ATTN_CAUSAL: the
  *     last W keys up to and including the query's own aligned position)
+ *   - window_right R > 0: j < i + (Lk_b - Lq_b) + R (the mirror image: the R
+ *     keys from the query's aligned position on). W and R together give a
+ *     two-sided local window of W + R - 1 keys around the aligned
+ *     position; FlashAttention's window_size = (left, right) is W = left + 1,
+ *     R = right + 1 (its -1, unbounded, is 0 here).
  *   - mask given: mask[b][h][i][j] != 0             (SDPA convention)
  *
  * Fully masked rows. A query row with no visible key (including padded
  * rows i >= Lq_b) produces weights 0, output 0, lse = max_score = -inf and
- * entropy = 0. Never NaN. In attn_scores such a row is all -inf.
+ * entropy = 0 (with a finite sink, a valid row's lse = max_score = its sink,
+ * see Sinks). Never NaN. In attn_scores such a row is all -inf.
  *
- * Non-finite inputs. NaN or +-inf in q, k, v, bias or scores affect only the
- * rows whose visible keys they reach; nothing crashes. Keys beyond Lk_b and
- * query rows beyond Lq_b are never read for arithmetic, so padded cache slots
- * may hold anything. Inside the valid length, a key hidden from a row only by
- * the causal/window/BOOL mask still enters the P.V product with weight 0, so
- * an inf or NaN in its v row can turn into NaN (0 * inf) the output of any
- * query row computed in the same tile (up to block_q rows x block_k keys,
- * which differ between ISAs), as in a dense matrix product. Keep v finite
- * inside the valid lengths.
+ * Non-finite inputs. NaN or +-inf in q, k, v, bias, sinks, alibi_slopes or
+ * scores affect only the rows whose visible keys they reach; nothing
+ * crashes. Keys beyond Lk_b and query rows beyond Lq_b are never read for
+ * arithmetic, so padded cache slots may hold anything. Inside the valid
+ * length, a key hidden from a row only by the causal/window/BOOL mask still
+ * enters the P.V product with weight 0, so an inf or NaN in its v row can
+ * turn into NaN (0 * inf) the output of any query row computed in the same
+ * tile (up to block_q rows x block_k keys, which differ between ISAs), as in
+ * a dense matrix product. Keep v finite inside the valid lengths.
  *
  * Errors. Every operation validates all arguments before it writes
  * anything: a call that returns an error leaves every output untouched.
@@ -82,6 +106,51 @@
  *
  * Thread safety. Every function is thread-safe; concurrent calls on
  * distinct outputs are independent.
+ *
+ * Offset and packed batches (since 1.1). With attn_options.q_offsets, the
+ * Lq_b queries of sequence b are rows q_offsets[b] .. q_offsets[b] + Lq_b - 1
+ * of batch entry b; with kv_offsets, its Lk_b keys are rows (key positions)
+ * kv_offsets[b] .. kv_offsets[b] + Lk_b - 1. An offset must be >= 0 and the
+ * range must end within q_len (kv_len), else ATTN_ERR_ARG. Masks, causal and
+ * window alignment are defined on the valid range exactly as above, with i
+ * and j counted from the sequence's first row; the tensors are addressed at
+ * the shifted positions, in every tensor indexed by query row (q, out,
+ * scores, mask, bias, the stats arrays) or key position (k, v, the columns
+ * of scores, mask and bias). So:
+ *   - packed variable-length batch (FlashAttention's cu_seqlens): q, k, v,
+ *     out one [T][H][D] tensor each with batch_stride 0, q_offsets[b] =
+ *     kv_offsets[b] = cu_seqlens[b], lens[b] = cu_seqlens[b+1] - cu_seqlens[b];
+ *   - left-padded cache (cache_leftpad): kv_offsets[b] = pad_b, kv_lens[b] =
+ *     valid keys, the K/V tensors as usual.
+ * With q_offsets, only the rows of a sequence are written (out, scores,
+ * weights, stats): rows outside every sequence are never read or written,
+ * and an output may have batch_stride 0 provided the sequences' query ranges
+ * are in order and disjoint (q_offsets[b] + Lq_b <= q_offsets[b'] for
+ * b < b' with Lq_b' > 0), else ATTN_ERR_STRIDE. With kv_offsets, only the
+ * columns [kv_offsets[b], kv_offsets[b] + Lk_b) of a row of scores, weights
+ * or attn_mask_apply's table are written (-inf or 0 where masked inside);
+ * without it, every column of the row is, as in 1.0. Stats stay
+ * float[batch][q_heads][q_len], indexed by the shifted row.
+ *
+ * Paged K/V (since 1.1). With attn_options.block_table, the keys and values
+ * of every sequence live in a pool of num_blocks blocks of block_size
+ * consecutive positions: key position p of sequence b (p = j, or
+ * kv_offsets[b] + j) is slot p % block_size of pool block
+ *   block_table[b * block_table_stride + p / block_size].
+ * k and v then describe the pool, with batch_stride = elements between
+ * consecutive pool blocks, row_stride = between consecutive slots of a block,
+ * head_stride = between KV heads; vLLM's [num_blocks][block_size][kv_heads]
+ * [head_dim] pool and FlashAttention's paged k_cache are batch_stride =
+ * block_size * kv_heads * head_dim, row_stride = kv_heads * head_dim,
+ * head_stride = head_dim. kv_len is still the logical key extent of every
+ * sequence (the width of scores, mask and bias; kv_lens and kv_offsets are
+ * bounded by it), and each row of block_table covers it:
+ * ceil(kv_len / block_size) entries. Only the entries of blocks holding a
+ * key some query may see (by padding, causal and window) are read, each must
+ * be in [0, num_blocks) or the call is ATTN_ERR_ARG before anything is
+ * written; slots and blocks no query may see are never read. Blocks may be
+ * shared between sequences and listed in any order. attn_mask_apply has no
+ * K and ignores the paging fields.
  */
 #ifndef ATTN_H
 #define ATTN_H
@@ -122,7 +191,9 @@ typedef enum attn_status {
                                  output sharing memory with an input or another output */
     ATTN_ERR_ARG = 4,         /* non-finite/negative scale-like value, q_heads % kv_heads,
                                  unknown flag bits, wrong dtype for a slot, a length
-                                 outside [0, q_len] / [0, kv_len], negative window */
+                                 outside [0, q_len] / [0, kv_len], negative window
+                                 or window_right, an offset range or block index
+                                 out of bounds, an inconsistent paging description */
     ATTN_ERR_UNSUPPORTED = 5, /* ISA not built or not on this CPU; dims above
                                  ATTN_MAX_HEAD_DIM */
     ATTN_ERR_NOMEM = 6,       /* allocation failed (thread pool only) */
@@ -246,7 +317,7 @@ typedef struct attn_options {
     uint32_t struct_size;              /* sizeof(attn_options) the caller was built with */
     uint32_t flags;                    /* ATTN_CAUSAL; other bits: ATTN_ERR_ARG */
     float scale;                       /* 0: 1/sqrt(head_dim); must be finite */
-    float softcap;                     /* 0: off; else finite and > 0 */
+    float softcap;                     /* 0: off; else finite, 1/softcap finite */
     int64_t window;                    /* 0: off; else > 0 (see masks above) */
     const int32_t *q_lens;             /* [batch] valid query lengths in [0, q_len], or NULL */
     const int32_t *kv_lens;            /* [batch] valid key lengths in [0, kv_len], or NULL */
@@ -254,7 +325,24 @@ typedef struct attn_options {
     const attn_tensor *bias;           /* F32 [b][q_head][q][k], or NULL */
     attn_parallel_for_fn parallel_for; /* NULL: run on the calling thread */
     void *parallel_ctx;                /* first argument of parallel_for */
-    /* 1.1: dequantisation scales of FP8_E4M3 k and v (0: 1). Every
+    /* since 1.1 */
+    int64_t window_right;              /* 0: off; else > 0 (see masks above) */
+    const attn_tensor *sinks;          /* F32 [b][q_head]: sink logit per row (see
+                                          Sinks); batch_stride 0: per head only;
+                                          row_stride unused; or NULL */
+    const attn_tensor *alibi_slopes;   /* F32 [b][q_head]: ALiBi slope (see how one
+                                          score is formed), laid out like sinks;
+                                          or NULL */
+    /* since 1.1 (see "Offset and packed batches" and "Paged K/V" above) */
+    const int32_t *q_offsets;          /* [batch] first query row of each sequence, or NULL */
+    const int32_t *kv_offsets;         /* [batch] first key position of each sequence, or NULL */
+    const int32_t *block_table;        /* pool block of each page of each sequence, or NULL */
+    int64_t block_table_stride;        /* int32 entries between rows of block_table, >= 0 */
+    int64_t block_size;                /* positions per pool block: >= 1 with a block_table,
+                                          0 without one */
+    int64_t num_blocks;                /* blocks in the pool: >= 1 with a block_table, 0
+                                          without one */
+    /* since 1.1: dequantisation scales of FP8_E4M3 k and v (0: 1). Every
        operation requires both finite and >= 0 (ATTN_ERR_ARG); a value other
        than 0 or 1 with a k (v) of another dtype is ATTN_ERR_ARG too, checked
        by the operations that read k (v). */
@@ -270,13 +358,15 @@ typedef struct attn_options {
  * is ATTN_ERR_VERSION.
  */
 #define ATTN_OPTIONS_INIT \
-    { (uint32_t)sizeof(attn_options), 0u, 0.0f, 0.0f, 0, 0, 0, 0, 0, 0, 0, 0.0f, 0.0f }
+    { (uint32_t)sizeof(attn_options), 0u, 0.0f, 0.0f, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, \
+      0, 0, 0, 0, 0, 0, 0.0f, 0.0f }
 
 /*
  * Optional per-row outputs, each float[batch][q_heads][q_len] contiguous,
  * each may be NULL: lse = log sum exp of the row's final scores,
  * max_score = the largest final score, entropy = -sum p log p in nats
  * (in [0, log n] for n visible keys). Fully masked rows: -inf, -inf, 0.
+ * With sinks the sink is one more entry of all three (see Sinks).
  */
 typedef struct attn_row_stats {
     float *lse, *max_score, *entropy;
@@ -293,7 +383,7 @@ ATTN_API attn_status attn_scores(const attn_shape *shape, const attn_options *op
                                  const attn_tensor *scores);
 
 /*
- * Apply opt's softcap, bias and masks, in that order, in place to a score
+ * Apply opt's softcap, bias, ALiBi and masks, in that order, in place to a score
  * table the caller computed (already scaled: opt->scale is not used).
  * shape->head_dim and v_dim are not used but must be valid. This is the
  * only operation that reads `scores` as input.
@@ -311,7 +401,8 @@ ATTN_API attn_status attn_mask_apply(const attn_shape *shape, const attn_options
 ATTN_API attn_status attn_softmax(float *x, int64_t rows, int64_t cols,
                                   int64_t row_stride, float *lse);
 
-/* Attention weights: the row softmax of attn_scores, plus optional stats. */
+/* Attention weights: the row softmax of attn_scores (with sinks, the sink is
+   one more entry of it: see Sinks), plus optional stats. */
 ATTN_API attn_status attn_weights(const attn_shape *shape, const attn_options *opt,
                                   const attn_tensor *q, const attn_tensor *k,
                                   const attn_tensor *weights, const attn_row_stats *stats);

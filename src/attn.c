@@ -13,8 +13,10 @@ const char *attn_strerror(attn_status status)
         return "A stride is negative, or an output is broadcast, not nested, or shares "
                "memory with an input or another output.";
     case ATTN_ERR_ARG:
-        return "An argument is invalid: non-finite scale or softcap, q_heads not a multiple "
-               "of kv_heads, unknown flags, wrong dtype, or a length out of range.";
+        return "An argument is invalid: non-finite scale, softcap negative, non-finite or "
+               "below 1/FLT_MAX, q_heads not a multiple of kv_heads, unknown flags, wrong "
+               "dtype, a length, offset or block index out of range, or an inconsistent "
+               "paging description.";
     case ATTN_ERR_UNSUPPORTED:
         return "Not supported by this library or CPU (ISA unavailable, or head_dim/v_dim "
                "above ATTN_MAX_HEAD_DIM).";

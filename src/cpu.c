@@ -1,6 +1,8 @@
 /* CPU capabilities through cpu_features, reduced to what the tables need. */
 #include "internal.h"
 
+#include <string.h>
+
 #include <cpu_features_macros.h>
 #if defined(CPU_FEATURES_ARCH_X86)
 #include <cpuinfo_x86.h>
@@ -25,6 +27,12 @@ unsigned attn_cpu_detect(void)
     if ((flags & ATTN_CPU_AVX2) && f.avx512f != 0 && f.avx512bw != 0 && f.avx512dq != 0 &&
         f.avx512vl != 0)
         flags |= ATTN_CPU_AVX512;
+    /* Zen 4 (AMD family 19h; its AVX-512 parts) splits each 512-bit
+       operation into two 256-bit halves. Zen 5 (1Ah) server and desktop
+       parts have full 512-bit units and keep the AVX-512 default. */
+    const X86Info info = GetX86Info();
+    if ((flags & ATTN_CPU_AVX512) && strcmp(info.vendor, "AuthenticAMD") == 0 && info.family == 0x19)
+        flags |= ATTN_CPU_NARROW512;
 #elif defined(CPU_FEATURES_ARCH_AARCH64) && defined(__linux__)
     /* Read HWCAP directly: Debian's cpu_features prints a debug line to
        stderr on every ARMv8.0 core (AT_HWCAP2 == 0), and a library must

@@ -4,6 +4,9 @@
  * first call still counts). The active table is an atomic pointer: each
  * operation loads it once, so attn_isa_select from another thread never
  * changes the kernels of a call in flight.
+ *
+ * Which ISAs exist, how each is detected, built and layered comes from the
+ * registry (isa_list.h); nothing below names an ISA.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -12,25 +15,64 @@
 
 #include "config.h"
 #include "internal.h"
-#if HAVE_AVX2 || HAVE_AVX512
-#include "x86/x86.h"
-#endif
-#if HAVE_NEON
-#include "arm/arm.h"
-#endif
+#include "isa_list.h"
 
-#define ISA_COUNT 6 /* attn_isa values AUTO..SVE */
+typedef struct isa_entry {
+    const char *name;
+    unsigned cpu_bit;
+    void (*init)(attn_dsp *); /* NULL when not compiled in */
+    attn_isa base;
+} isa_entry;
 
-static attn_dsp g_tables[ISA_COUNT];
-static int g_available[ISA_COUNT];
-static attn_isa g_best = ATTN_ISA_SCALAR;
+/* Indexed by attn_isa; [ATTN_ISA_AUTO] is unused. */
+static const isa_entry g_registry[ATTN_ISA_COUNT] = {
+#define ATTN_X_ENTRY(ID, nm, cpu, init_fn, base_id, have)                                     \
+    [ATTN_ISA_##ID] = {#nm, cpu, ATTN_IF_SET(have, init_fn), ATTN_ISA_##base_id},
+    ATTN_ISA_LIST(ATTN_X_ENTRY)
+#undef ATTN_X_ENTRY
+};
+
+/* The registry's order is the attn_isa order (AUTO = 0, then each line),
+   so ATTN_ISA_COUNT bounds every value it knows; each base comes first. */
+#define ATTN_X_POS(ID, nm, cpu, init_fn, base_id, have) ATTN_X_POS_##ID,
+enum { ATTN_X_POS_AUTO, ATTN_ISA_LIST(ATTN_X_POS) };
+#undef ATTN_X_POS
+#define ATTN_X_ORDER(ID, nm, cpu, init_fn, base_id, have)                                     \
+    _Static_assert(ATTN_X_POS_##ID == (int)ATTN_ISA_##ID, #nm ": line out of attn_isa order"); \
+    _Static_assert(ATTN_ISA_##base_id <= ATTN_ISA_##ID, #nm ": its base must be listed first");
+ATTN_ISA_LIST(ATTN_X_ORDER)
+#undef ATTN_X_ORDER
+
+static attn_dsp g_tables[ATTN_ISA_COUNT];
+static int g_available[ATTN_ISA_COUNT];
+static attn_isa g_default = ATTN_ISA_SCALAR;
 static _Atomic(const attn_dsp *) g_active;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
+/*
+ * The one place that decides which available table ATTN_ISA_AUTO means:
+ * the last available one in registry order (the widest of its family),
+ * unless the registry says a narrower table is faster on this CPU
+ * (ATTN_ISA_NOT_DEFAULT_ON). It depends on the CPU's identity alone, so the
+ * same CPU always gets the same table.
+ */
+attn_isa attn_isa_default(const int *available, unsigned cpu)
+{
+    int excluded[ATTN_ISA_COUNT] = {0};
+#define ATTN_X_EXCLUDE(ID, bit) excluded[ATTN_ISA_##ID] |= (cpu & (bit)) != 0;
+    ATTN_ISA_NOT_DEFAULT_ON(ATTN_X_EXCLUDE)
+#undef ATTN_X_EXCLUDE
+    attn_isa best = ATTN_ISA_SCALAR;
+    for (int isa = ATTN_ISA_SCALAR; isa < ATTN_ISA_COUNT; isa++)
+        if (available[isa] && !excluded[isa])
+            best = (attn_isa)isa;
+    return best;
+}
+
 static attn_isa isa_from_name(const char *name)
 {
-    for (int isa = ATTN_ISA_SCALAR; isa < ISA_COUNT; isa++)
-        if (strcmp(name, attn_isa_name((attn_isa)isa)) == 0)
+    for (int isa = ATTN_ISA_SCALAR; isa < ATTN_ISA_COUNT; isa++)
+        if (strcmp(name, g_registry[isa].name) == 0)
             return (attn_isa)isa;
     return ATTN_ISA_AUTO;
 }
@@ -38,36 +80,23 @@ static attn_isa isa_from_name(const char *name)
 static void build_tables(void)
 {
     const unsigned cpu = attn_cpu_detect();
-    attn_dsp_init_scalar(&g_tables[ATTN_ISA_SCALAR]);
-    g_available[ATTN_ISA_SCALAR] = 1;
-    /* Each tier starts from the one below, so a slot it lacks keeps a kernel. */
-#if HAVE_AVX2
-    if (cpu & ATTN_CPU_AVX2) {
-        g_tables[ATTN_ISA_AVX2] = g_tables[ATTN_ISA_SCALAR];
-        attn_dsp_init_avx2(&g_tables[ATTN_ISA_AVX2]);
-        g_available[ATTN_ISA_AVX2] = 1;
-        g_best = ATTN_ISA_AVX2;
+    for (int isa = ATTN_ISA_SCALAR; isa < ATTN_ISA_COUNT; isa++) {
+        const isa_entry *e = &g_registry[isa];
+        if (!e->init || (e->cpu_bit && !(cpu & e->cpu_bit)))
+            continue;
+        /* Each tier starts from its base, so a slot it lacks keeps a kernel;
+           without its base (not built, or the CPU lacks it) it is skipped. */
+        if (isa != ATTN_ISA_SCALAR) {
+            if (!g_available[e->base])
+                continue;
+            g_tables[isa] = g_tables[e->base];
+        }
+        e->init(&g_tables[isa]);
+        g_available[isa] = 1;
     }
-#endif
-#if HAVE_AVX512
-    if ((cpu & ATTN_CPU_AVX512) && g_available[ATTN_ISA_AVX2]) {
-        g_tables[ATTN_ISA_AVX512] = g_tables[ATTN_ISA_AVX2];
-        attn_dsp_init_avx512(&g_tables[ATTN_ISA_AVX512]);
-        g_available[ATTN_ISA_AVX512] = 1;
-        g_best = ATTN_ISA_AVX512;
-    }
-#endif
-#if HAVE_NEON
-    if (cpu & ATTN_CPU_NEON) {
-        g_tables[ATTN_ISA_NEON] = g_tables[ATTN_ISA_SCALAR];
-        attn_dsp_init_neon(&g_tables[ATTN_ISA_NEON]);
-        g_available[ATTN_ISA_NEON] = 1;
-        g_best = ATTN_ISA_NEON;
-    }
-#endif
-    (void)cpu;
+    g_default = attn_isa_default(g_available, cpu);
 
-    attn_isa chosen = g_best;
+    attn_isa chosen = g_default;
     const char *env = getenv("ATTN_ISA");
     if (env) {
         attn_isa wanted = isa_from_name(env);
@@ -91,9 +120,14 @@ const attn_dsp *attn_dsp_active(void)
 const attn_dsp *attn_dsp_for_isa(attn_isa isa)
 {
     ensure_tables();
-    if ((int)isa <= ATTN_ISA_AUTO || (int)isa >= ISA_COUNT || !g_available[isa])
+    if ((int)isa <= ATTN_ISA_AUTO || (int)isa >= ATTN_ISA_COUNT || !g_available[isa])
         return NULL;
     return &g_tables[isa];
+}
+
+int attn_isa_built(attn_isa isa)
+{
+    return (int)isa > ATTN_ISA_AUTO && (int)isa < ATTN_ISA_COUNT && g_registry[isa].init != NULL;
 }
 
 attn_isa attn_isa_active(void)
@@ -110,11 +144,11 @@ int attn_isa_available(attn_isa isa)
 
 attn_status attn_isa_select(attn_isa isa)
 {
-    if ((int)isa < ATTN_ISA_AUTO || (int)isa >= ISA_COUNT)
+    if ((int)isa < ATTN_ISA_AUTO || (int)isa >= ATTN_ISA_COUNT)
         return ATTN_ERR_ARG;
     ensure_tables();
     if (isa == ATTN_ISA_AUTO)
-        isa = g_best;
+        isa = g_default;
     if (!g_available[isa])
         return ATTN_ERR_UNSUPPORTED;
     atomic_store_explicit(&g_active, &g_tables[isa], memory_order_release);
@@ -123,13 +157,9 @@ attn_status attn_isa_select(attn_isa isa)
 
 const char *attn_isa_name(attn_isa isa)
 {
-    switch (isa) {
-    case ATTN_ISA_AUTO: return "auto";
-    case ATTN_ISA_SCALAR: return "scalar";
-    case ATTN_ISA_AVX2: return "avx2";
-    case ATTN_ISA_AVX512: return "avx512";
-    case ATTN_ISA_NEON: return "neon";
-    case ATTN_ISA_SVE: return "sve";
-    }
+    if (isa == ATTN_ISA_AUTO)
+        return "auto";
+    if ((int)isa > ATTN_ISA_AUTO && (int)isa < ATTN_ISA_COUNT)
+        return g_registry[isa].name;
     return "unknown";
 }

@@ -99,6 +99,13 @@ typedef void (*attn_mask_bool_fn)(float *x, const uint8_t *mask, size_t n);
 /* ds[j] = p[j] * (dp[j] - sum_i p[i] dp[i]); ds may equal p or dp. */
 typedef void (*attn_softmax_bwd_fn)(const float *p, const float *dp, float *ds, size_t n);
 
+/*
+ * x[j] -= slope * |pos - j| for j < n: ALiBi's distance penalty, pos being
+ * the query's aligned key position relative to x[0]. The caller guarantees
+ * |pos - j| < 2^31 for every j < n.
+ */
+typedef void (*attn_alibi_fn)(float *x, size_t n, float slope, int64_t pos);
+
 typedef struct attn_dsp {
     attn_isa isa;
     const char *isa_name;
@@ -116,10 +123,8 @@ typedef struct attn_dsp {
     attn_add_bias_fn add_bias;
     attn_mask_bool_fn mask_bool;
     attn_softmax_bwd_fn softmax_bwd;
+    attn_alibi_fn alibi;
 } attn_dsp;
-
-/* Fills every slot with the scalar kernels (the oracle). */
-void attn_dsp_init_scalar(attn_dsp *t);
 
 #ifdef __cplusplus
 }

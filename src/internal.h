@@ -8,23 +8,24 @@
 
 #include "attn.h"
 #include "dsp.h"
+#include "isa_list.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* CPU capability bits (attn_cpu_detect). */
-#define ATTN_CPU_AVX2 (1u << 0)   /* AVX2 + FMA3 + F16C */
-#define ATTN_CPU_AVX512 (1u << 1) /* AVX-512 F + BW + DQ + VL */
-#define ATTN_CPU_NEON (1u << 2)
-#define ATTN_CPU_SVE (1u << 3)
-
+/* The ATTN_CPU_* bits (isa_list.h) of what this CPU and OS run. */
 unsigned attn_cpu_detect(void);
 
 /* The table operations use now (initialises dispatch on first use). */
 const attn_dsp *attn_dsp_active(void);
 /* The table of `isa` when it is built and this CPU runs it, else NULL. */
 const attn_dsp *attn_dsp_for_isa(attn_isa isa);
+/* The table ATTN_ISA_AUTO means, given which are available (indexed by
+   attn_isa, ATTN_ISA_COUNT entries) and the attn_cpu_detect() bits. */
+attn_isa attn_isa_default(const int *available, unsigned cpu);
+/* 1 when the kernels of `isa` are compiled into this build (whatever the CPU). */
+int attn_isa_built(attn_isa isa);
 
 /* Each public operation, validated exactly like it, on the table `dsp`. */
 attn_status attn_scores_with(const attn_dsp *dsp, const attn_shape *shape,

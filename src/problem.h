@@ -28,6 +28,16 @@ typedef struct attn_problem {
     attn_tensor mask, bias; /* data == NULL when absent */
     attn_parallel_for_fn parallel_for;
     void *parallel_ctx;
+    int64_t window_right;
+    attn_tensor sinks, alibi; /* F32 [b][q_head]; data == NULL when absent */
+
+    /* offset batches and paged K/V (attn.h); NULL / 0 when absent */
+    const int32_t *q_offsets, *kv_offsets;
+    const int32_t *block_table;
+    int64_t block_table_stride, block_size, num_blocks;
+    /* query positions the tasks cover: q_len, or the longest sequence when
+       q_offsets is given (rows past a sequence's end are then not written) */
+    int64_t q_extent;
 
     /* tensors, copied once validated (out: scores, weights or the forward
        output; q/k/v zeroed where the operation has none) */
@@ -60,6 +70,35 @@ static inline size_t attn_dtype_size(int32_t dtype)
 static inline int64_t attn_dtype_block(int32_t dtype)
 {
     return dtype == ATTN_DTYPE_Q8_0 || dtype == ATTN_DTYPE_Q4_0 ? ATTN_QBLOCK : 1;
+}
+
+/*
+ * The keys query i (counted from its sequence's start) of sequence b may see
+ * by padding, causal and window, as [*lo, *hi) counted from the sequence's
+ * first key; *lo >= *hi when none. The one statement of attn.h's mask rules
+ * that both validation (which block-table entries are read) and the drivers
+ * use.
+ */
+static inline void attn_seq_keys(const attn_problem *pb, int64_t b, int64_t i, int64_t *lo,
+                                 int64_t *hi)
+{
+    const int64_t lq = pb->q_lens ? pb->q_lens[b] : pb->q_len;
+    const int64_t lk = pb->kv_lens ? pb->kv_lens[b] : pb->kv_len;
+    *lo = 0;
+    *hi = i < lq ? lk : 0;
+    if (*hi == 0)
+        return;
+    const int64_t aligned = i + (lk - lq); /* bottom-right alignment */
+    if ((pb->flags & ATTN_CAUSAL) && aligned + 1 < *hi)
+        *hi = aligned + 1;
+    if (pb->window > 0 && aligned >= pb->window)
+        *lo = aligned - pb->window + 1;
+    /* the right edge: R >= lk - aligned (= lq - i > 0) hides nothing, and
+       aligned + R could overflow for such R */
+    if (pb->window_right > 0 && pb->window_right < lk - aligned && aligned + pb->window_right < *hi)
+        *hi = aligned + pb->window_right;
+    if (*hi < *lo)
+        *hi = *lo;
 }
 
 /* Checks everything for `op` and fills `pb`; writes nothing else. */

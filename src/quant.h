@@ -11,7 +11,7 @@
 #include "dsp.h"
 
 /* Fills the Q8_0, Q4_0 and FP8 slots of the scalar table. */
-void attn_scalar_init_quant(attn_dsp *t);
+void attn_dsp_init_quant_scalar(attn_dsp *t);
 
 /* Exact decoding of one E4M3 "fn" byte (S.1111.111 is NaN). */
 float attn_e4m3_to_f32(uint8_t x);

@@ -31,11 +31,22 @@ static attn_status read_options(attn_options *o, const attn_options *user)
     COPY_IF_COVERED(bias)
     COPY_IF_COVERED(parallel_for)
     COPY_IF_COVERED(parallel_ctx)
+    COPY_IF_COVERED(window_right)
+    COPY_IF_COVERED(sinks)
+    COPY_IF_COVERED(alibi_slopes)
+    COPY_IF_COVERED(q_offsets)
+    COPY_IF_COVERED(kv_offsets)
+    COPY_IF_COVERED(block_table)
+    COPY_IF_COVERED(block_table_stride)
+    COPY_IF_COVERED(block_size)
+    COPY_IF_COVERED(num_blocks)
     COPY_IF_COVERED(k_scale)
     COPY_IF_COVERED(v_scale)
 #undef COPY_IF_COVERED
     return ATTN_OK;
 }
+
+static int64_t attn_max_i64(int64_t a, int64_t b) { return a > b ? a : b; }
 
 static int is_float_input_dtype(int32_t dtype)
 {
@@ -144,6 +155,88 @@ static attn_status check_lengths(const int32_t *lens, int64_t batch, int64_t lim
             return status_;              \
     } while (0)
 
+/* Each sequence's range [offsets[b], offsets[b] + len_b) inside [0, limit). */
+static attn_status check_offsets(const int32_t *offsets, const int32_t *lens, int64_t batch,
+                                 int64_t limit)
+{
+    if (!offsets)
+        return ATTN_OK;
+    for (int64_t b = 0; b < batch; b++) {
+        const int64_t len = lens ? lens[b] : limit;
+        if (offsets[b] < 0 || offsets[b] + len > limit)
+            return ATTN_ERR_ARG;
+    }
+    return ATTN_OK;
+}
+
+/* An int32 array of n elements as a byte range (n >= 1, no wrap-around). */
+static attn_status int32_range(const int32_t *p, int64_t n, byte_range *range)
+{
+    if ((uint64_t)n > (UINTPTR_MAX - (uintptr_t)p) / sizeof(int32_t))
+        return ATTN_ERR_SHAPE;
+    range->begin = (uintptr_t)p;
+    range->end = range->begin + (uintptr_t)n * sizeof(int32_t);
+    return ATTN_OK;
+}
+
+/*
+ * The paging description and every block-table entry a visible key needs.
+ * The keys some query of sequence b may see form one interval (attn_seq_keys
+ * moves both ends forward with i), from the first query that sees any to the
+ * last; only the entries of its pages are read, here and in the drivers.
+ */
+static attn_status check_block_table(const attn_problem *pb, byte_range *range)
+{
+    if (pb->block_size < 1 || pb->num_blocks < 1)
+        return ATTN_ERR_ARG;
+    if (pb->block_table_stride < 0)
+        return ATTN_ERR_STRIDE;
+    const int64_t pages = (pb->kv_len + pb->block_size - 1) / pb->block_size;
+    int64_t entries;
+    if (__builtin_mul_overflow(pb->batch - 1, pb->block_table_stride, &entries) ||
+        __builtin_add_overflow(entries, pages, &entries))
+        return ATTN_ERR_SHAPE;
+    TRY(int32_range(pb->block_table, entries, range));
+
+    for (int64_t b = 0; b < pb->batch; b++) {
+        const int64_t lq = pb->q_lens ? pb->q_lens[b] : pb->q_len;
+        const int64_t ko = pb->kv_offsets ? pb->kv_offsets[b] : 0;
+        int64_t i = 0, lo = 0, hi = 0, last_lo, last_hi;
+        for (; i < lq; i++) {
+            attn_seq_keys(pb, b, i, &lo, &hi);
+            if (lo < hi)
+                break;
+        }
+        if (i == lq)
+            continue; /* no query of this sequence sees a key */
+        attn_seq_keys(pb, b, lq - 1, &last_lo, &last_hi);
+        const int32_t *row = pb->block_table + b * pb->block_table_stride;
+        for (int64_t page = (ko + lo) / pb->block_size; page <= (ko + last_hi - 1) / pb->block_size;
+             page++)
+            if (row[page] < 0 || row[page] >= pb->num_blocks)
+                return ATTN_ERR_ARG;
+    }
+    return ATTN_OK;
+}
+
+/*
+ * An output with q_offsets and batch_stride 0 holds all sequences in one row
+ * space: they must not share a row, which in-order disjoint ranges ensure.
+ */
+static int packed_rows_disjoint(const attn_problem *pb)
+{
+    int64_t end = 0;
+    for (int64_t b = 0; b < pb->batch; b++) {
+        const int64_t len = pb->q_lens ? pb->q_lens[b] : pb->q_len;
+        if (len == 0)
+            continue;
+        if (pb->q_offsets[b] < end)
+            return 0;
+        end = pb->q_offsets[b] + len;
+    }
+    return 1;
+}
+
 attn_status attn_validate(attn_problem *pb, attn_op op, const attn_shape *shape,
                           const attn_options *opt, const attn_tensor *q,
                           const attn_tensor *k, const attn_tensor *v,
@@ -163,8 +256,11 @@ attn_status attn_validate(attn_problem *pb, attn_op op, const attn_shape *shape,
     /* 2. options */
     attn_options o;
     TRY(read_options(&o, opt));
-    if ((o.mask && !o.mask->data) || (o.bias && !o.bias->data))
+    if ((o.mask && !o.mask->data) || (o.bias && !o.bias->data) ||
+        (o.sinks && !o.sinks->data) || (o.alibi_slopes && !o.alibi_slopes->data))
         return ATTN_ERR_NULL;
+    /* attn_mask_apply reads no K: the paging fields do not concern it */
+    const int paged = needs_qk && o.block_table;
 
     /* 3. shape */
     const attn_shape s = *shape;
@@ -182,7 +278,12 @@ attn_status attn_validate(attn_problem *pb, attn_op op, const attn_shape *shape,
         return ATTN_ERR_ARG;
     if (o.flags & ~ATTN_CAUSAL)
         return ATTN_ERR_ARG;
-    if (!isfinite(o.scale) || !isfinite(o.softcap) || o.softcap < 0.0f || o.window < 0)
+    if (!isfinite(o.scale) || !isfinite(o.softcap) || o.softcap < 0.0f || o.window < 0 ||
+        o.window_right < 0)
+        return ATTN_ERR_ARG;
+    /* Every table computes cap * tanh(s * (1 / cap)); below 1/FLT_MAX the
+     * reciprocal overflows and a score of 0 would become 0 * inf = NaN. */
+    if (o.softcap > 0.0f && !isfinite(1.0f / o.softcap))
         return ATTN_ERR_ARG;
     if (needs_qk && (!is_float_input_dtype(q->dtype) || !is_kv_dtype(k->dtype)))
         return ATTN_ERR_ARG;
@@ -209,47 +310,17 @@ attn_status attn_validate(attn_problem *pb, attn_op op, const attn_shape *shape,
         return ATTN_ERR_ARG;
     if ((o.mask && o.mask->dtype != ATTN_DTYPE_BOOL) || (o.bias && o.bias->dtype != ATTN_DTYPE_F32))
         return ATTN_ERR_ARG;
+    if ((o.sinks && o.sinks->dtype != ATTN_DTYPE_F32) ||
+        (o.alibi_slopes && o.alibi_slopes->dtype != ATTN_DTYPE_F32))
+        return ATTN_ERR_ARG;
     TRY(check_lengths(o.q_lens, s.batch, s.q_len));
     TRY(check_lengths(o.kv_lens, s.batch, s.kv_len));
-
-    /* 5. tensors */
-    byte_range inputs[5], outputs[4];
-    int n_in = 0, n_out = 0;
-    if (needs_qk) {
-        TRY(check_tensor(q, s.batch, s.q_heads, s.q_len, s.head_dim, 0, &inputs[n_in++]));
-        TRY(check_tensor(k, s.batch, s.kv_heads, s.kv_len, s.head_dim, 0, &inputs[n_in++]));
-    }
-    if (needs_v)
-        TRY(check_tensor(v, s.batch, s.kv_heads, s.kv_len, v_dim, 0, &inputs[n_in++]));
-    if (o.mask)
-        TRY(check_tensor(o.mask, s.batch, s.q_heads, s.q_len, s.kv_len, 0, &inputs[n_in++]));
-    if (o.bias)
-        TRY(check_tensor(o.bias, s.batch, s.q_heads, s.q_len, s.kv_len, 0, &inputs[n_in++]));
-    TRY(check_tensor(out, s.batch, s.q_heads, s.q_len, op == ATTN_OP_FORWARD ? v_dim : s.kv_len,
-                     1, &outputs[n_out++]));
-
-    /* 6. no output may share a byte with an input or another output (the
-       address ranges are compared, which is exact for separate buffers) */
-    const int has_stats = op == ATTN_OP_WEIGHTS || op == ATTN_OP_FORWARD;
-    if (stats && has_stats) {
-        float *const arrays[3] = {stats->lse, stats->max_score, stats->entropy};
-        const uintptr_t bytes = (uintptr_t)(s.batch * s.q_heads * s.q_len) * sizeof(float);
-        for (int i = 0; i < 3; i++) {
-            if (!arrays[i])
-                continue;
-            if ((uintptr_t)arrays[i] > UINTPTR_MAX - bytes)
-                return ATTN_ERR_SHAPE;
-            outputs[n_out++] = (byte_range){(uintptr_t)arrays[i], (uintptr_t)arrays[i] + bytes};
-        }
-    }
-    for (int a = 0; a < n_out; a++) {
-        for (int b = 0; b < n_in; b++)
-            if (ranges_meet(outputs[a], inputs[b]))
-                return ATTN_ERR_STRIDE;
-        for (int b = a + 1; b < n_out; b++)
-            if (ranges_meet(outputs[a], outputs[b]))
-                return ATTN_ERR_STRIDE;
-    }
+    TRY(check_offsets(o.q_offsets, o.q_lens, s.batch, s.q_len));
+    TRY(check_offsets(o.kv_offsets, o.kv_lens, s.batch, s.kv_len));
+    /* paging fields without a table are a mistake, not a default */
+    if (needs_qk && !o.block_table &&
+        (o.block_size != 0 || o.num_blocks != 0 || o.block_table_stride != 0))
+        return ATTN_ERR_ARG;
 
     memset(pb, 0, sizeof *pb);
     pb->op = op;
@@ -268,12 +339,88 @@ attn_status attn_validate(attn_problem *pb, attn_op op, const attn_shape *shape,
                                                                                   : 1.0f;
     pb->softcap = o.softcap;
     pb->window = o.window;
+    pb->window_right = o.window_right;
     pb->q_lens = o.q_lens;
     pb->kv_lens = o.kv_lens;
+    pb->q_offsets = o.q_offsets;
+    pb->kv_offsets = o.kv_offsets;
+    if (paged) {
+        pb->block_table = o.block_table;
+        pb->block_table_stride = o.block_table_stride;
+        pb->block_size = o.block_size;
+        pb->num_blocks = o.num_blocks;
+    }
+    pb->q_extent = s.q_len;
+    if (o.q_offsets) {
+        pb->q_extent = 0;
+        for (int64_t b = 0; b < s.batch; b++)
+            pb->q_extent = attn_max_i64(pb->q_extent, o.q_lens ? o.q_lens[b] : s.q_len);
+    }
+
+    /* 5. tensors, and the arrays that describe the batch */
+    byte_range inputs[12], outputs[4];
+    int n_in = 0, n_out = 0;
+    if (paged)
+        TRY(check_block_table(pb, &inputs[n_in++]));
+    if (needs_qk) {
+        TRY(check_tensor(q, s.batch, s.q_heads, s.q_len, s.head_dim, 0, &inputs[n_in++]));
+        /* paged: the pool, [num_blocks][kv_heads][block_size] rows */
+        const int64_t kb = paged ? o.num_blocks : s.batch, kr = paged ? o.block_size : s.kv_len;
+        TRY(check_tensor(k, kb, s.kv_heads, kr, s.head_dim, 0, &inputs[n_in++]));
+        if (needs_v)
+            TRY(check_tensor(v, kb, s.kv_heads, kr, v_dim, 0, &inputs[n_in++]));
+    }
+    if (o.mask)
+        TRY(check_tensor(o.mask, s.batch, s.q_heads, s.q_len, s.kv_len, 0, &inputs[n_in++]));
+    if (o.bias)
+        TRY(check_tensor(o.bias, s.batch, s.q_heads, s.q_len, s.kv_len, 0, &inputs[n_in++]));
+    /* one float per (batch entry, head): a [batch][q_heads][1][1] view */
+    if (o.sinks)
+        TRY(check_tensor(o.sinks, s.batch, s.q_heads, 1, 1, 0, &inputs[n_in++]));
+    if (o.alibi_slopes)
+        TRY(check_tensor(o.alibi_slopes, s.batch, s.q_heads, 1, 1, 0, &inputs[n_in++]));
+    const int32_t *const arrays[4] = {o.q_lens, o.kv_lens, o.q_offsets, o.kv_offsets};
+    for (int i = 0; i < 4; i++)
+        if (arrays[i])
+            TRY(int32_range(arrays[i], s.batch, &inputs[n_in++]));
+    /* packed output: every sequence in one row space (batch_stride 0) */
+    const int packed_out = o.q_offsets && out->batch_stride == 0 && s.batch > 1;
+    if (packed_out && !packed_rows_disjoint(pb))
+        return ATTN_ERR_STRIDE;
+    TRY(check_tensor(out, packed_out ? 1 : s.batch, s.q_heads, s.q_len,
+                     op == ATTN_OP_FORWARD ? v_dim : s.kv_len, 1, &outputs[n_out++]));
+
+    /* 6. no output may share a byte with an input or another output (the
+       address ranges are compared, which is exact for separate buffers) */
+    const int has_stats = op == ATTN_OP_WEIGHTS || op == ATTN_OP_FORWARD;
+    if (stats && has_stats) {
+        float *const st[3] = {stats->lse, stats->max_score, stats->entropy};
+        const uintptr_t bytes = (uintptr_t)(s.batch * s.q_heads * s.q_len) * sizeof(float);
+        for (int i = 0; i < 3; i++) {
+            if (!st[i])
+                continue;
+            if ((uintptr_t)st[i] > UINTPTR_MAX - bytes)
+                return ATTN_ERR_SHAPE;
+            outputs[n_out++] = (byte_range){(uintptr_t)st[i], (uintptr_t)st[i] + bytes};
+        }
+    }
+    for (int a = 0; a < n_out; a++) {
+        for (int b = 0; b < n_in; b++)
+            if (ranges_meet(outputs[a], inputs[b]))
+                return ATTN_ERR_STRIDE;
+        for (int b = a + 1; b < n_out; b++)
+            if (ranges_meet(outputs[a], outputs[b]))
+                return ATTN_ERR_STRIDE;
+    }
+
     if (o.mask)
         pb->mask = *o.mask;
     if (o.bias)
         pb->bias = *o.bias;
+    if (o.sinks)
+        pb->sinks = *o.sinks;
+    if (o.alibi_slopes)
+        pb->alibi = *o.alibi_slopes;
     pb->parallel_for = o.parallel_for;
     pb->parallel_ctx = o.parallel_ctx;
     if (needs_qk) {

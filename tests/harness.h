@@ -4,7 +4,9 @@
  *
  * ISA rows. Tests parameterized over ISA rows receive an `isa_row *` (plain
  * data: an index), and resolve the kernel table inside the test with
- * harness_begin(), which skips (cr_skip) rows this build or CPU lacks.
+ * harness_begin(). There is one row per ISA of the registry
+ * (src/isa_list.h) that this build compiled; harness_begin() skips
+ * (cr_skip) a row whose ISA this CPU lacks.
  * Compiled with -DATTN_TEST_AVX512_EMU there is one more row, "avx512-emu":
  * the AVX-512 kernels built against SIMDe, on top of scalar and AVX2.
  *
@@ -29,14 +31,17 @@ typedef struct isa_row {
     int index; /* into the harness's row table */
 } isa_row;
 
-extern isa_row harness_isa_rows[];
-extern const size_t harness_isa_row_count;
+/* The rows of every ISA of the registry (src/isa_list.h) this build
+   compiled, plus the extra rows of this binary; returns their count. */
+size_t harness_isa_rows(isa_row **rows);
 
 /* Parameter generator body for a test over every ISA row. */
 #define HARNESS_ISA_PARAMS(suite, name)                                                    \
     ParameterizedTestParameters(suite, name)                                               \
     {                                                                                      \
-        return cr_make_param_array(isa_row, harness_isa_rows, harness_isa_row_count);     \
+        isa_row *rows;                                                                     \
+        size_t n = harness_isa_rows(&rows);                                                \
+        return cr_make_param_array(isa_row, rows, n);                                      \
     }
 
 const char *harness_row_name(const isa_row *row);

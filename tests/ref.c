@@ -123,6 +123,16 @@ double ref_tensor_get(const attn_tensor *t, int64_t b, int64_t h, int64_t r, int
 
 /* ------------------------------------------------------------ masks */
 
+static int64_t ref_lq(const attn_shape *shape, const attn_options *opt, int64_t b)
+{
+    return opt && opt->q_lens ? opt->q_lens[b] : shape->q_len;
+}
+
+static int64_t ref_lk(const attn_shape *shape, const attn_options *opt, int64_t b)
+{
+    return opt && opt->kv_lens ? opt->kv_lens[b] : shape->kv_len;
+}
+
 int ref_visible(const attn_shape *shape, const attn_options *opt, int64_t b, int64_t h,
                 int64_t i, int64_t j)
 {
@@ -138,6 +148,8 @@ int ref_visible(const attn_shape *shape, const attn_options *opt, int64_t b, int
     if ((opt->flags & ATTN_CAUSAL) && j > i + (lk - lq))
         return 0;
     if (opt->window > 0 && !(j > i + (lk - lq) - opt->window))
+        return 0;
+    if (opt->window_right > 0 && !(j - (i + (lk - lq)) < opt->window_right))
         return 0;
     if (opt->mask && *(const uint8_t *)ref_tensor_at(opt->mask, b, h, i, j) == 0)
         return 0;
@@ -204,7 +216,7 @@ void ref_softmax_row(const double *s, const double *s_err, size_t n, int64_t res
     st->ent = ent;
 
     /* error bounds (tolerance.h, "softmax of a row") */
-    double e_bar = 0.0, e_max = 0.0, a_bar = 0.0, a_max = 0.0, ent_in = 0.0;
+    double e_bar = 0.0, e_max = 0.0, a_bar = 0.0, a_max = 0.0, ent_in = 0.0, w_tiny = 0.0;
     for (size_t j = 0; j < n; j++) {
         if (s[j] == -INFINITY)
             continue;
@@ -215,6 +227,9 @@ void ref_softmax_row(const double *s, const double *s_err, size_t n, int64_t res
         a_bar += p[j] * aj;
         if (p[j] > TOL_TINY)
             a_max = max_d(a_max, aj);
+        /* exp below FLT_MIN: absolute error TOL_TINY, times (m - s_j) in W;
+           the product e_j (m - s_j) may round into the subnormal range */
+        w_tiny += TOL_TINY * (m - s[j]) + TOL_ETA;
     }
     for (size_t j = 0; j < n; j++)
         if (p[j] > 0.0)
@@ -239,7 +254,7 @@ void ref_softmax_row(const double *s, const double *s_err, size_t n, int64_t res
     const double r_w = tol_gamma((double)visible + 1.0) + a_max + 2.0 * u + R * TOL_RESCALE;
     st->ent_err = ent_in + r_l / (1.0 - r_l) + 2.0 * TOL_LOG_ULP * u * fabs(log_l) +
                   w_over_l * (r_w + r_l + u) + R * TOL_RESCALE * (1.0 + w_over_l) +
-                  u * fabs(ent);
+                  u * fabs(ent) + w_tiny;
 }
 
 void ref_softmax_bwd_row(const float *p, const float *dp, size_t n, double *ds, double *ds_err)
@@ -252,7 +267,8 @@ void ref_softmax_bwd_row(const float *p, const float *dp, size_t n, double *ds, 
     for (size_t j = 0; j < n; j++) {
         ds[j] = (double)p[j] * ((double)dp[j] - dot);
         ds_err[j] = fabs((double)p[j]) * tol_gamma((double)n) * mag +
-                    3.0 * TOL_U * (fabs((double)p[j] * dp[j]) + fabs((double)p[j] * dot));
+                    3.0 * TOL_U * (fabs((double)p[j] * dp[j]) + fabs((double)p[j] * dot)) +
+                    tol_under_bwd((double)n, fabs((double)p[j]));
     }
 }
 
@@ -324,16 +340,38 @@ static double finish_score(const attn_shape *shape, const attn_options *opt, int
         const double cap = opt->softcap;
         const double t = tanh(x / cap);
         const double y = cap * t;
-        const double slope = 1.0 - t * t;
-        e0 = e0 * slope + (2.0 * TOL_TANH_ULP + 1.0) * u * fabs(y) + 2.0 * u * fabs(x) * slope;
+        if (isinf(x)) {
+            /* tanh(+-inf) = +-1 exactly: y = +-cap, one rounding of the
+               final multiply; the argument terms would be inf * 0 */
+            e0 = u * fabs(y);
+        } else {
+            const double slope = 1.0 - t * t;
+            e0 = e0 * slope + (2.0 * TOL_TANH_ULP + 1.0) * u * fabs(y) +
+                 2.0 * u * fabs(x) * slope + tol_under_softcap(cap, x, slope);
+        }
         x = y;
     }
     if (opt && opt->bias) {
         x += ref_tensor_get(opt->bias, b, h, i, j);
         e0 += u * fabs(x);
     }
+    if (opt && opt->alibi_slopes) { /* tolerance.h, "alibi" */
+        const double dist = fabs((double)(i + ref_lk(shape, opt, b) - ref_lq(shape, opt, b) - j));
+        const double a = ref_tensor_get(opt->alibi_slopes, b, h, 0, 0) * dist;
+        x -= a;
+        e0 += TOL_ALIBI_A * u * fabs(a) + u * fabs(x);
+    }
     *err = e0;
     return x;
+}
+
+/* The sink logit of row (b, h, i): -inf without sinks and for padded rows. */
+static double ref_sink(const attn_shape *shape, const attn_options *opt, int64_t b, int64_t h,
+                       int64_t i)
+{
+    if (!opt || !opt->sinks || i >= ref_lq(shape, opt, b))
+        return -INFINITY;
+    return ref_tensor_get(opt->sinks, b, h, 0, 0);
 }
 
 /* Row softmax, stats and (when v) the output of every row of r. */
@@ -342,11 +380,29 @@ static void finish_rows(ref_attn *r, const attn_shape *shape, const attn_options
 {
     const int64_t lk = shape->kv_len, dv = r->v_dim;
     const int64_t group = shape->q_heads / shape->kv_heads;
+    /* With sinks, each row's softmax runs over lk + 1 entries, the sink last
+       (exact, error 0); its weight is dropped: it has no value. */
+    double *aug = xcalloc((size_t)lk + 1, sizeof(double)),
+           *aug_err = xcalloc((size_t)lk + 1, sizeof(double)),
+           *aug_p = xcalloc((size_t)lk + 1, sizeof(double)),
+           *aug_pe = xcalloc((size_t)lk + 1, sizeof(double));
     for (int64_t row = 0; row < r->rows; row++) {
         const double *s = r->s + row * lk;
         double *p = r->p + row * lk, *pe = r->p_err + row * lk;
         ref_row_stats st;
-        ref_softmax_row(s, r->s_err + row * lk, (size_t)lk, rescales, p, pe, &st);
+        if (opt && opt->sinks) {
+            const int64_t i = row % shape->q_len, h = row / shape->q_len % shape->q_heads,
+                          b = row / shape->q_len / shape->q_heads;
+            memcpy(aug, s, (size_t)lk * sizeof(double));
+            memcpy(aug_err, r->s_err + row * lk, (size_t)lk * sizeof(double));
+            aug[lk] = ref_sink(shape, opt, b, h, i);
+            aug_err[lk] = 0.0;
+            ref_softmax_row(aug, aug_err, (size_t)lk + 1, rescales, aug_p, aug_pe, &st);
+            memcpy(p, aug_p, (size_t)lk * sizeof(double));
+            memcpy(pe, aug_pe, (size_t)lk * sizeof(double));
+        } else {
+            ref_softmax_row(s, r->s_err + row * lk, (size_t)lk, rescales, p, pe, &st);
+        }
         r->lse[row] = st.lse;
         r->lse_err[row] = st.lse_err;
         r->max[row] = st.max;
@@ -376,12 +432,16 @@ static void finish_rows(ref_attn *r, const attn_shape *shape, const attn_options
                     /* pe[j] already holds p_j * rel_p_j + TOL_TINY */
                     err += pe[j] * fabs(vj) + p[j] * fabs(vj) * spread;
                 }
-                err += TOL_U * fabs(o);
+                err += TOL_U * fabs(o) + tol_under_pv((double)visible, (double)rescales);
             }
             r->o[row * dv + t] = o;
             r->o_err[row * dv + t] = err;
         }
     }
+    free(aug);
+    free(aug_err);
+    free(aug_p);
+    free(aug_pe);
 }
 
 void ref_attn_compute(ref_attn *r, const attn_shape *shape, const attn_options *opt,
@@ -398,16 +458,18 @@ void ref_attn_compute(ref_attn *r, const attn_shape *shape, const attn_options *
             for (int64_t i = 0; i < shape->q_len; i++) {
                 const int64_t row = (b * shape->q_heads + h) * shape->q_len + i;
                 for (int64_t j = 0; j < lk; j++) {
-                    double dot = 0.0, mag = 0.0;
+                    double dot = 0.0, mag = 0.0, folded = 0.0;
                     if (ref_visible(shape, opt, b, h, i, j))
                         for (int64_t t = 0; t < d; t++) {
-                            const double prod = ref_tensor_get(q, b, h, i, t) *
-                                                ref_tensor_get(k, b, h / group, j, t);
-                            dot += prod;
-                            mag += fabs(prod);
+                            const double qt = ref_tensor_get(q, b, h, i, t),
+                                         kt = ref_tensor_get(k, b, h / group, j, t);
+                            dot += qt * kt;
+                            mag += fabs(qt * kt);
+                            folded += fmax(fabs(qt), fabs(kt));
                         }
                     const double x = dot * scale;
-                    double e0 = tol_gamma((double)d + 1.0) * fabs(scale) * mag;
+                    double e0 = tol_gamma((double)d + 1.0) * fabs(scale) * mag +
+                                tol_under_qk((double)d, fabs(scale), folded);
                     if (default_scale)
                         e0 += 2.0 * TOL_U * fabs(x);
                     if (isnan(mag) || isinf(mag))

@@ -1,6 +1,6 @@
 /*
  * A plain float64 reference of attention, written from the contract
- * (DESIGN.md §3, include/attn.h) and sharing no code with src/: its own
+ * (docs/DESIGN.md §3, include/attn.h) and sharing no code with src/: its own
  * F16/BF16 decoding, its own masks, a two-pass softmax in double.
  *
  * Next to each result it computes the error bound an f32 implementation may

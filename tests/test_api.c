@@ -3,6 +3,7 @@
  * rows, sliding windows), dispatch, attn_strerror and the version.
  */
 #include <criterion/criterion.h>
+#include <criterion/parameterized.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -301,12 +302,19 @@ Test(semantics, public_api_uses_active_table)
 
 /* ------------------------------------------------------------ dispatch */
 
+/* Every registry line gives its attn_isa value its name, and the names are
+   distinct; "auto" and out-of-range values have their fixed names. */
 Test(dispatch, isa_names)
 {
-    static const char *const names[] = {"auto", "scalar", "avx2", "avx512", "neon", "sve"};
-    for (int isa = 0; isa < 6; isa++)
-        cr_assert_str_eq(attn_isa_name((attn_isa)isa), names[isa]);
-    cr_assert_str_eq(attn_isa_name((attn_isa)6), "unknown");
+#define NAME_CHECK(ID, nm, cpu, init, base, have)                                            \
+    cr_assert_str_eq(attn_isa_name(ATTN_ISA_##ID), #nm);
+    ATTN_ISA_LIST(NAME_CHECK)
+#undef NAME_CHECK
+    cr_assert_str_eq(attn_isa_name(ATTN_ISA_AUTO), "auto");
+    for (int a = ATTN_ISA_SCALAR; a < ATTN_ISA_COUNT; a++)
+        for (int b = ATTN_ISA_SCALAR; b < a; b++)
+            cr_assert_str_neq(attn_isa_name((attn_isa)a), attn_isa_name((attn_isa)b));
+    cr_assert_str_eq(attn_isa_name((attn_isa)ATTN_ISA_COUNT), "unknown");
     cr_assert_str_eq(attn_isa_name((attn_isa)-1), "unknown");
 }
 
@@ -315,21 +323,80 @@ Test(dispatch, available_matches_tables)
     unsetenv("ATTN_ISA");
     cr_assert_eq(attn_isa_available(ATTN_ISA_SCALAR), 1);
     cr_assert_eq(attn_isa_available(ATTN_ISA_AUTO), 1);
-    for (int isa = ATTN_ISA_SCALAR; isa <= ATTN_ISA_SVE; isa++)
-        cr_assert_eq(attn_isa_available((attn_isa)isa), attn_dsp_for_isa((attn_isa)isa) != NULL,
-                     "%s", attn_isa_name((attn_isa)isa));
+    for (int isa = ATTN_ISA_SCALAR; isa < ATTN_ISA_COUNT; isa++) {
+        const attn_dsp *t = attn_dsp_for_isa((attn_isa)isa);
+        cr_assert_eq(attn_isa_available((attn_isa)isa), t != NULL, "%s",
+                     attn_isa_name((attn_isa)isa));
+        /* available implies compiled in, and a table knows its own ISA */
+        if (t) {
+            cr_assert(attn_isa_built((attn_isa)isa), "%s", attn_isa_name((attn_isa)isa));
+            cr_assert_eq(t->isa, (attn_isa)isa);
+            cr_assert_str_eq(t->isa_name, attn_isa_name((attn_isa)isa));
+        }
+    }
+    cr_assert_eq(attn_isa_available((attn_isa)ATTN_ISA_COUNT), 0);
     cr_assert_eq(attn_isa_available((attn_isa)42), 0);
     cr_assert(attn_isa_available(attn_isa_active()));
 }
 
-/* The best available ISA: AVX-512 over AVX2 over scalar (x86), NEON (arm). */
+/* The default table, restated from its rule (attn_isa_default in
+   src/dispatch.c): the last available ISA in registry order that the
+   registry does not exclude on this CPU (ATTN_ISA_NOT_DEFAULT_ON). */
 static attn_isa expected_best(void)
 {
-    static const attn_isa order[] = {ATTN_ISA_AVX512, ATTN_ISA_AVX2, ATTN_ISA_SVE, ATTN_ISA_NEON};
-    for (size_t i = 0; i < sizeof order / sizeof order[0]; i++)
-        if (attn_isa_available(order[i]))
-            return order[i];
+    int excluded[ATTN_ISA_COUNT] = {0};
+    const unsigned cpu = attn_cpu_detect();
+#define X_EXCLUDED(ID, bit) excluded[ATTN_ISA_##ID] |= (cpu & (bit)) != 0;
+    ATTN_ISA_NOT_DEFAULT_ON(X_EXCLUDED)
+#undef X_EXCLUDED
+    for (int isa = ATTN_ISA_COUNT - 1; isa > ATTN_ISA_SCALAR; isa--)
+        if (attn_isa_available((attn_isa)isa) && !excluded[isa])
+            return (attn_isa)isa;
     return ATTN_ISA_SCALAR;
+}
+
+/* Dispatch by speed: the registry's exclusions hold for any CPU bits, the
+   default is always available, and the same bits give the same table. */
+Test(dispatch, default_by_speed)
+{
+    int all[ATTN_ISA_COUNT] = {0};
+    for (int isa = ATTN_ISA_SCALAR; isa < ATTN_ISA_COUNT; isa++)
+        all[isa] = 1;
+    const unsigned every_cpu = ~0u;
+    /* With nothing excluded the widest listed table wins. */
+    cr_assert_eq(attn_isa_default(all, 0), (attn_isa)(ATTN_ISA_COUNT - 1));
+    int excluded[ATTN_ISA_COUNT] = {0};
+#define X_EXCLUDE(ID, bit) excluded[ATTN_ISA_##ID] = 1;
+    ATTN_ISA_NOT_DEFAULT_ON(X_EXCLUDE)
+#undef X_EXCLUDE
+    const attn_isa chosen = attn_isa_default(all, every_cpu);
+    cr_assert(!excluded[chosen], "%s is excluded on this CPU but was chosen",
+              attn_isa_name(chosen));
+    for (int isa = chosen + 1; isa < ATTN_ISA_COUNT; isa++)
+        cr_assert(excluded[isa], "%s is available, not excluded and after %s", attn_isa_name(isa),
+                  attn_isa_name(chosen));
+    /* Each exclusion alone: with the tables up to the excluded one available,
+       the default is the excluded one without the bit and below it with it. */
+#define X_ALONE(ID, bit)                                                                  \
+    {                                                                                     \
+        int upto[ATTN_ISA_COUNT] = {0};                                                   \
+        for (int isa = ATTN_ISA_SCALAR; isa <= ATTN_ISA_##ID; isa++)                      \
+            upto[isa] = 1;                                                                \
+        cr_assert_eq(attn_isa_default(upto, 0), ATTN_ISA_##ID);                           \
+        cr_assert_lt(attn_isa_default(upto, (bit)), ATTN_ISA_##ID);                       \
+    }
+    ATTN_ISA_NOT_DEFAULT_ON(X_ALONE)
+#undef X_ALONE
+    /* Only what is available is ever chosen. */
+    int scalar_only[ATTN_ISA_COUNT] = {0};
+    scalar_only[ATTN_ISA_SCALAR] = 1;
+    cr_assert_eq(attn_isa_default(scalar_only, every_cpu), ATTN_ISA_SCALAR);
+    /* The process's own default is the rule applied to its own CPU. */
+    int avail[ATTN_ISA_COUNT] = {0};
+    for (int isa = ATTN_ISA_SCALAR; isa < ATTN_ISA_COUNT; isa++)
+        avail[isa] = attn_isa_available((attn_isa)isa);
+    cr_assert_eq(attn_isa_select(ATTN_ISA_AUTO), ATTN_OK);
+    cr_assert_eq(attn_isa_active(), attn_isa_default(avail, attn_cpu_detect()));
 }
 
 Test(dispatch, select_and_restore)
@@ -340,36 +407,50 @@ Test(dispatch, select_and_restore)
     cr_assert_eq(attn_isa_select(ATTN_ISA_SCALAR), ATTN_OK);
     cr_assert_eq(attn_isa_active(), ATTN_ISA_SCALAR);
     cr_assert_eq(attn_dsp_active(), attn_dsp_for_isa(ATTN_ISA_SCALAR));
-    for (int isa = ATTN_ISA_AVX2; isa <= ATTN_ISA_SVE; isa++) {
+    for (int isa = ATTN_ISA_SCALAR + 1; isa < ATTN_ISA_COUNT; isa++) {
         if (attn_isa_available((attn_isa)isa))
             continue;
         cr_assert_eq(attn_isa_select((attn_isa)isa), ATTN_ERR_UNSUPPORTED, "%s",
                      attn_isa_name((attn_isa)isa));
         cr_assert_eq(attn_isa_active(), ATTN_ISA_SCALAR, "a failed select changed the ISA");
     }
-    cr_assert_eq(attn_isa_select((attn_isa)17), ATTN_ERR_ARG);
+    for (int isa = ATTN_ISA_SCALAR; isa < ATTN_ISA_COUNT; isa++) {
+        if (!attn_isa_available((attn_isa)isa))
+            continue;
+        cr_assert_eq(attn_isa_select((attn_isa)isa), ATTN_OK, "%s", attn_isa_name((attn_isa)isa));
+        cr_assert_eq(attn_dsp_active(), attn_dsp_for_isa((attn_isa)isa));
+    }
+    cr_assert_eq(attn_isa_select((attn_isa)ATTN_ISA_COUNT), ATTN_ERR_ARG);
     cr_assert_eq(attn_isa_select((attn_isa)-3), ATTN_ERR_ARG);
-    cr_assert_eq(attn_isa_active(), ATTN_ISA_SCALAR);
     cr_assert_eq(attn_isa_select(ATTN_ISA_AUTO), ATTN_OK);
     cr_assert_eq(attn_isa_active(), initial);
 }
 
 /* Criterion runs each test in its own process: setenv before first use. */
-Test(dispatch, env_selects_scalar)
+typedef struct isa_param {
+    int isa;
+} isa_param;
+
+static isa_param env_params[ATTN_ISA_COUNT];
+
+ParameterizedTestParameters(dispatch, env_selects_or_falls_back)
 {
-    setenv("ATTN_ISA", "scalar", 1);
-    cr_assert_eq(attn_isa_active(), ATTN_ISA_SCALAR);
+    size_t n = 0;
+    for (int isa = ATTN_ISA_SCALAR; isa < ATTN_ISA_COUNT; isa++)
+        env_params[n++].isa = isa;
+    return cr_make_param_array(isa_param, env_params, n);
 }
 
-Test(dispatch, env_selects_avx2_or_fallback)
+/* ATTN_ISA=<name> selects that ISA when available, else the default; every
+   registry ISA is tried, whether this build or CPU has it or not.
+   Availability is asked after the first call, which fixed the choice. */
+ParameterizedTest(isa_param *p, dispatch, env_selects_or_falls_back)
 {
-    /* availability is asked after the first call, which fixed the choice */
-    setenv("ATTN_ISA", "avx2", 1);
+    const attn_isa want = (attn_isa)p->isa;
+    setenv("ATTN_ISA", attn_isa_name(want), 1);
     const attn_isa got = attn_isa_active();
-    if (attn_isa_available(ATTN_ISA_AVX2))
-        cr_assert_eq(got, ATTN_ISA_AVX2, "ATTN_ISA=avx2 gave %s", attn_isa_name(got));
-    else
-        cr_assert_eq(got, expected_best(), "unavailable avx2 gave %s", attn_isa_name(got));
+    cr_assert_eq(got, attn_isa_available(want) ? want : expected_best(), "ATTN_ISA=%s gave %s",
+                 attn_isa_name(want), attn_isa_name(got));
 }
 
 Test(dispatch, env_unknown_name_falls_back)
@@ -377,15 +458,6 @@ Test(dispatch, env_unknown_name_falls_back)
     setenv("ATTN_ISA", "no-such-isa", 1);
     const attn_isa got = attn_isa_active();
     cr_assert_eq(got, expected_best(), "unknown name gave %s", attn_isa_name(got));
-}
-
-Test(dispatch, env_avx512_or_fallback)
-{
-    /* AVX-512 may be available here or not: either outcome is checked */
-    setenv("ATTN_ISA", "avx512", 1);
-    const attn_isa got = attn_isa_active();
-    cr_assert_eq(got, attn_isa_available(ATTN_ISA_AVX512) ? ATTN_ISA_AVX512 : expected_best(),
-                 "ATTN_ISA=avx512 gave %s", attn_isa_name(got));
 }
 
 /* ------------------------------------------------------------ strerror, version */

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "ops_list.h"
 #include "ref.h"
 #include "tolerance.h"
 #include "workload.h"
@@ -57,6 +58,22 @@ static const unsigned specs[] = {
     ALL_MASKS | WL_GQA | WL_BLHD | WL_PAD | WL_BF16 | WL_VDIM | WL_SCALE | WL_OFFSET,
     ALL_MASKS | WL_MQA | WL_F16 | WL_VDIM0 | WL_Q_SHORT,
     ALL_MASKS | WL_Q_LONG | WL_PAD,
+    /* score modifiers (1.1): sinks, ALiBi, two-sided windows */
+    WL_SINKS,
+    WL_SINKS | WL_CAUSAL | WL_LENS,
+    WL_SINKS | WL_WINDOW | WL_CAUSAL | WL_MASK,
+    WL_SINKS | WL_DECODE | WL_GQA | WL_F16,
+    WL_ALIBI,
+    WL_ALIBI | WL_CAUSAL | WL_Q_SHORT,
+    WL_ALIBI | WL_Q_LONG | WL_LENS | WL_BF16,
+    WL_ALIBI | WL_SOFTCAP | WL_BIAS | WL_MQA,
+    WL_WINDOW_R,
+    WL_WINDOW | WL_WINDOW_R,
+    WL_WINDOW | WL_WINDOW_R | WL_Q_SHORT | WL_LENS,
+    WL_WINDOW | WL_WINDOW_R | WL_Q_LONG | WL_GQA | WL_BLHD,
+    WL_WINDOW_R | WL_CAUSAL | WL_DECODE,
+    WL_SINKS | WL_ALIBI | WL_WINDOW | WL_WINDOW_R | WL_LENS | WL_PAD | WL_OFFSET,
+    ALL_MASKS | WL_SINKS | WL_ALIBI | WL_WINDOW_R | WL_GQA | WL_F16 | WL_VDIM,
 };
 #define N_SPECS (sizeof specs / sizeof specs[0])
 
@@ -101,9 +118,11 @@ static void compare_stats(const workload *w, const ref_attn *r, const float *sta
             rows);
 }
 
-typedef enum op_kind { OP_SCORES, OP_WEIGHTS, OP_FORWARD, OP_MASK_APPLY } op_kind;
-
-static const char *const op_names[] = {"scores", "weights", "forward", "mask_apply"};
+/* The operations (ops_list.h) this file runs on workloads: those that
+   compute from q and k. mask_apply has its own cases; softmax and
+   softmax_backward work on plain rows and have their own tests. */
+static const op_kind qk_ops[] = {OP_SCORES, OP_WEIGHTS, OP_FORWARD};
+#define QK_OPS (sizeof qk_ops / sizeof qk_ops[0])
 
 /* Runs one operation on table t; returns the status. */
 static attn_status run_op(const attn_dsp *t, workload *w, op_kind op, int with_stats)
@@ -116,9 +135,14 @@ static attn_status run_op(const attn_dsp *t, workload *w, op_kind op, int with_s
         return attn_weights_with(t, &w->shape, &w->opt, &w->q, &w->k, &w->scores, st);
     case OP_FORWARD:
         return attn_forward_with(t, &w->shape, &w->opt, &w->q, &w->k, &w->v, &w->out, st);
-    default:
+    case OP_MASK_APPLY:
         return attn_mask_apply_with(t, &w->shape, &w->opt, &w->scores);
+    case OP_SOFTMAX:
+    case OP_SOFTMAX_BWD:
+    case OP_COUNT:
+        break;
     }
+    CHECK(0, "%s is not an operation on a workload", op < OP_COUNT ? op_names[op] : "?");
 }
 
 /* Output of one run, dense. */
@@ -207,6 +231,10 @@ static void check_problem(const attn_dsp *t, workload *w, op_kind op, float scor
         compare_stats(w, &r, (const float **)got.stats,
                       is_scalar ? NULL : (const float **)ref_scalar.stats);
         break;
+    case OP_SOFTMAX:
+    case OP_SOFTMAX_BWD:
+    case OP_COUNT:
+        CHECK(0, "%s is not an operation on a workload", op < OP_COUNT ? op_names[op] : "?");
     }
     release(&got);
     if (!is_scalar)
@@ -276,11 +304,12 @@ ParameterizedTest(isa_row *row, ops, extreme_values, .timeout = 300)
                                      WL_BLHD | WL_F16 | WL_MASK};
     for (int rg = 0; rg < 3; rg++)
         for (size_t e = 0; e < sizeof extra / sizeof extra[0]; e++)
-            for (int op = OP_WEIGHTS; op <= OP_FORWARD; op++) {
+            for (size_t o = 1; o < QK_OPS; o++) { /* the ones with stats */
+                const op_kind op = qk_ops[o];
                 workload w;
                 wl_make(&w, WL_BIAS | extra[e]);
                 set_bias_range(&w, lo[rg], hi[rg], rg == 2);
-                check_problem(t, &w, (op_kind)op, 0, 0);
+                check_problem(t, &w, op, 0, 0);
                 wl_free(&w);
             }
     /* mask_apply on score tables in the extreme ranges */
@@ -304,7 +333,8 @@ ParameterizedTest(isa_row *row, ops, nan_inputs, .timeout = 300)
     rng *g = harness_rng();
     for (int rep = 0; rep < 12; rep++)
         for (int where = 0; where < 4; where++)
-            for (int op = OP_SCORES; op <= OP_FORWARD; op++) {
+            for (size_t o = 0; o < QK_OPS; o++) {
+                const op_kind op = qk_ops[o];
                 workload w;
                 wl_make(&w, WL_LENS | (rep & 1 ? WL_GQA : 0) | (rep & 2 ? WL_F16 : 0));
                 const attn_shape *s = &w.shape;
@@ -331,7 +361,7 @@ ParameterizedTest(isa_row *row, ops, nan_inputs, .timeout = 300)
                 if (where == 3 && lk > 0)
                     wl_set(&w.v, b, rng_int(g, 0, s->kv_heads - 1), rng_int(g, 0, lk - 1),
                            rng_int(g, 0, w.dv - 1), NAN);
-                check_problem(t, &w, (op_kind)op, 0, 0);
+                check_problem(t, &w, op, 0, 0);
                 wl_free(&w);
             }
 }
@@ -516,25 +546,24 @@ ParameterizedTest(isa_row *row, ops, thread_invariance, .timeout = 300)
     attn_threadpool *pool;
     CHECK(attn_threadpool_create(3, &pool) == ATTN_OK, "pool");
     for (size_t i = 0; i < sizeof which / sizeof which[0]; i++)
-        for (int op = OP_SCORES; op <= OP_FORWARD; op++) {
-            if (op == OP_MASK_APPLY)
-                continue;
+        for (size_t o = 0; o < QK_OPS; o++) {
+            const op_kind op = qk_ops[o];
             workload w;
             wl_make(&w, which[i]);
             harness_context("%s, thread invariance, %s", op_names[op], wl_describe(&w));
             result serial, pooled, reversed;
             wl_poison_outputs(&w);
-            CHECK(run_op(t, &w, (op_kind)op, 1) == ATTN_OK, "serial");
-            capture(&w, (op_kind)op, &serial);
+            CHECK(run_op(t, &w, op, 1) == ATTN_OK, "serial");
+            capture(&w, op, &serial);
             w.opt.parallel_for = attn_threadpool_parallel_for;
             w.opt.parallel_ctx = pool;
             wl_poison_outputs(&w);
-            CHECK(run_op(t, &w, (op_kind)op, 1) == ATTN_OK, "pooled");
-            capture(&w, (op_kind)op, &pooled);
+            CHECK(run_op(t, &w, op, 1) == ATTN_OK, "pooled");
+            capture(&w, op, &pooled);
             w.opt.parallel_for = reverse_parallel_for;
             wl_poison_outputs(&w);
-            CHECK(run_op(t, &w, (op_kind)op, 1) == ATTN_OK, "reversed");
-            capture(&w, (op_kind)op, &reversed);
+            CHECK(run_op(t, &w, op, 1) == ATTN_OK, "reversed");
+            capture(&w, op, &reversed);
             const size_t rows = (size_t)wl_rows(&w);
             const size_t n = rows * (size_t)(op == OP_FORWARD ? w.dv : w.shape.kv_len);
             expect_bits("pool of 3 vs serial", pooled.table, serial.table, n);

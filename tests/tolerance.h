@@ -95,11 +95,48 @@
  *
  *  default scale: 1/sqrt(head_dim) rounded to f32 (sqrt and division: 2u),
  *            adds 2u*|s| to each score when opt->scale == 0.
+ *
+ *  gradual underflow (no FTZ/DAZ anywhere in the library): the model above
+ *            is fl(a op b) = (a op b)(1 + d), |d| <= u, which holds for a
+ *            normal result only. With subnormals it is (Higham §2.1)
+ *              fl(a * b) = (a * b)(1 + d) + e,  |e| <= eta = 2^-150
+ *            (half the spacing 2^-149 of the subnormals; the same for an
+ *            FMA's single rounding), while a sum or difference that lands in
+ *            the subnormal range is exact (e = 0). So each rounded product
+ *            adds eta absolutely, times every factor it is multiplied by
+ *            afterwards; the later roundings scale that by (1 + u)^k
+ *            <= 1 + gamma(k), covered by the factor 2 below wherever k <= n.
+ *   qk:      d products, + 1 for the scale multiply at the end (eta, times
+ *            1), or, where a kernel folds the scale into q (or k) first,
+ *            fl(q_t * scale) errs by eta and is then multiplied by k_t:
+ *            eta * |k_t| per term (or |q_t|). Covering all three placements:
+ *              E_qk = 2 * eta * (d * (1 + |scale|) + 1 + sum_t max(|q_t|, |k_t|))
+ *   softcap: z = x * fl(1/cap): fl(1/cap) is a quotient, subnormal when
+ *            cap > 2^126 (eta absolute), so z errs by |x| * eta + eta beyond
+ *            the relative terms; tanh moves by slope (<= 1) times that; a
+ *            subnormal tanh result is only good to TOL_TANH_ULP of the
+ *            subnormal spacing 2^-149 = 2 eta; cap * t adds eta:
+ *              E_cap = eta * (cap * (slope * (|x| + 1) + 2 * TOL_TANH_ULP) + 1)
+ *            (times 2 for the later roundings, as above).
+ *   pv:      o = (sum_j e_j v_j) * (1/l) or sum_j p_j v_j: n products, R
+ *            rescale multiplies and the final normalisation, each eta and
+ *            each multiplied afterwards by factors <= 1 (e_j, 1/l, rescales):
+ *              E_pv = 2 * eta * (n + R + 2)
+ *   softmax_bwd: dot gets n * eta; ds_j = p_j (dp_j - dot) multiplies it by
+ *            |p_j| and adds eta (2 eta for p_j dp_j - p_j dot with FMA):
+ *              E_bwd = 2 * eta * (n * |p_j| + 2)
+ *   softmax: weights carry TOL_TINY >> eta already; lse = m + log l with
+ *            l >= 1 cannot underflow; max_score is a max of scores (their
+ *            E_qk and E_cap pass through unchanged). Entropy: each term
+ *            e_j (m - s_j) of W is a product (eta) and its e_j may be below
+ *            FLT_MIN (TOL_TINY absolute, see exp above), so W, and H = log l
+ *            + W / l with l >= 1, get sum_j (TOL_TINY * (m - s_j) + eta).
  */
 #ifndef ATTN_TEST_TOLERANCE_H
 #define ATTN_TEST_TOLERANCE_H
 
 #include <float.h>
+#include <math.h>
 
 #define TOL_U (FLT_EPSILON / 2.0) /* 2^-24 */
 #define TOL_TINY ((double)FLT_MIN)
@@ -117,8 +154,59 @@ static inline double tol_gamma(double n)
     return n * TOL_U / (1.0 - n * TOL_U);
 }
 
+/* Half the spacing of the subnormals: the absolute error of a product that
+ * rounds into the subnormal range ("gradual underflow" above). */
+#define TOL_ETA 0x1p-150
+
+static inline double tol_under_qk(double d, double abs_scale, double sum_max_qk)
+{
+    return 2.0 * TOL_ETA * (d * (1.0 + abs_scale) + 1.0 + sum_max_qk);
+}
+
+static inline double tol_under_softcap(double cap, double x, double slope)
+{
+    return 2.0 * TOL_ETA * (cap * (slope * (fabs(x) + 1.0) + 2.0 * TOL_TANH_ULP) + 1.0);
+}
+
+static inline double tol_under_pv(double n, double rescales)
+{
+    return 2.0 * TOL_ETA * (n + rescales + 2.0);
+}
+
+static inline double tol_under_bwd(double n, double abs_p)
+{
+    return 2.0 * TOL_ETA * (n * abs_p + 2.0);
+}
+
 /* Two implementations each within `bound` of the exact value. */
 #define TOL_PAIR(bound) (2.0 * (bound))
+
+/*
+ * Score modifiers (sinks, ALiBi, two-sided windows):
+ *
+ *  alibi:    y = x - slope * d, d = |i + Lk - Lq - j| an integer. The kernel
+ *            converts d to f32 (exact below 2^24, else relative error <= u),
+ *            then either rounds the product slope * fl(d) (<= u) and the
+ *            subtraction (<= u), or fuses both into one FMA (one rounding).
+ *            With a = slope * d exact and y* = x - a:
+ *              fl(d) = d (1 + d1), fl(slope fl(d)) = a (1 + d1)(1 + d2),
+ *              |a (1+d1)(1+d2) - a| <= (2u + u^2) |a|,
+ *              then the subtraction adds u * |y* + that| <= u|y*| + u(2u + u^2)|a|,
+ *            in all (2u + u^2)(1 + u) |a| + u |y*| <= TOL_ALIBI_A * u * |a| + u |y*|
+ *            (TOL_ALIBI_A = 3 > (2 + u)(1 + u)). An error e0 already in x
+ *            passes through unchanged. FMA kernels meet it with room (only
+ *            the conversion and one rounding).
+ *
+ *  sinks:    the sink logit z is one more softmax entry, exact (error 0), with
+ *            no value: the row bounds above apply to the n + 1 entries (its
+ *            exp is computed by expf: the same TOL_EXP_ULP; its term joins the
+ *            sum: gamma(n + 1)). An online softmax seeded with the sink may
+ *            rescale once more than without it (on the first key block):
+ *            the forward tests already count R = blocks + 1.
+ *
+ *  windows:  masks only: exact.
+ */
+#define TOL_ALIBI_A 3.0
 
 /*
  * Quantized K/V (Q8_0, Q4_0, FP8 E4M3; tests/test_quant.c, the quant

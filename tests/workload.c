@@ -94,6 +94,17 @@ static void broadcast_layout(attn_tensor *t, const attn_shape *s, int pad)
     t->batch_stride = bs;
 }
 
+/* An F32 [B][Hq] view (sinks, ALiBi slopes): per head (batch stride 0) or
+   per batch entry and head, with a random head stride and row stride. */
+static void per_head_tensor(buf *b, attn_tensor *t, const attn_shape *s, int offset)
+{
+    rng *g = harness_rng();
+    t->row_stride = rng_int(g, 0, 3);
+    t->head_stride = rng_int(g, 1, 3);
+    t->batch_stride = rng_int(g, 0, 1) ? 0 : s->q_heads * t->head_stride + rng_int(g, 0, 2);
+    alloc_tensor(b, t, ATTN_DTYPE_F32, s->batch, s->q_heads, 1, 1, offset);
+}
+
 static int64_t pick_len(rng *g, int64_t below)
 {
     int64_t v;
@@ -221,6 +232,30 @@ void wl_make(workload *w, unsigned f)
         w->opt.bias = &w->bias;
     }
 
+    if (f & WL_WINDOW_R)
+        w->opt.window_right = rng_int(g, 1, s->kv_len + 1);
+    if (f & WL_SINKS) {
+        per_head_tensor(&w->snb, &w->sinks, s, offset);
+        for (int64_t b = 0; b < s->batch; b++)
+            for (int64_t h = 0; h < s->q_heads; h++) {
+                /* mostly comparable to the scores, sometimes dominant, sometimes none */
+                const int64_t kind = rng_int(g, 0, 7);
+                wl_set(&w->sinks, b, h, 0, 0,
+                       kind == 0   ? -INFINITY
+                       : kind == 1 ? rng_float(g, 6.0f, 12.0f)
+                                   : rng_float(g, -3.0f, 3.0f));
+            }
+        w->opt.sinks = &w->sinks;
+    }
+    if (f & WL_ALIBI) {
+        per_head_tensor(&w->alb, &w->alibi, s, offset);
+        for (int64_t b = 0; b < s->batch; b++)
+            for (int64_t h = 0; h < s->q_heads; h++)
+                wl_set(&w->alibi, b, h, 0, 0, rng_int(g, 0, 7) ? rng_float(g, 0.0f, 0.5f)
+                                                               : rng_float(g, -0.1f, 2.0f));
+        w->opt.alibi_slopes = &w->alibi;
+    }
+
     /* outputs, in the inputs' layout and padding */
     layout(&w->scores, blhd, s->q_heads, s->q_len, s->kv_len, pad);
     layout(&w->out, blhd, s->q_heads, s->q_len, w->dv, pad);
@@ -244,12 +279,15 @@ const char *wl_describe(const workload *w)
     const attn_shape *s = &w->shape;
     snprintf(line, sizeof line,
              "B=%lld Hq=%lld Hkv=%lld Lq=%lld Lk=%lld D=%lld Dv=%lld(v_dim=%lld) q/kv dtype=%d/%d "
-             "flags=%u scale=%g softcap=%g window=%lld lens=%s mask=%s bias=%s features=0x%x",
+             "flags=%u scale=%g softcap=%g window=%lld window_right=%lld lens=%s mask=%s bias=%s "
+             "sinks=%s alibi=%s features=0x%x",
              (long long)s->batch, (long long)s->q_heads, (long long)s->kv_heads,
              (long long)s->q_len, (long long)s->kv_len, (long long)s->head_dim, (long long)w->dv,
              (long long)s->v_dim, w->q.dtype, w->k.dtype, w->opt.flags, (double)w->opt.scale,
-             (double)w->opt.softcap, (long long)w->opt.window, w->opt.q_lens ? "yes" : "no",
-             w->opt.mask ? "yes" : "no", w->opt.bias ? "yes" : "no", w->features);
+             (double)w->opt.softcap, (long long)w->opt.window, (long long)w->opt.window_right,
+             w->opt.q_lens ? "yes" : "no", w->opt.mask ? "yes" : "no",
+             w->opt.bias ? "yes" : "no", w->opt.sinks ? "yes" : "no",
+             w->opt.alibi_slopes ? "yes" : "no", w->features);
     return line;
 }
 
@@ -330,7 +368,8 @@ void wl_fill_scores(workload *w, float lo, float hi)
 
 void wl_free(workload *w)
 {
-    buf *all[] = {&w->qb, &w->kb, &w->vb, &w->mb, &w->bb, &w->sb, &w->ob, &w->lb, &w->xb, &w->eb};
+    buf *all[] = {&w->qb, &w->kb, &w->vb, &w->mb,  &w->bb, &w->sb,
+                  &w->ob, &w->lb, &w->xb, &w->eb, &w->snb, &w->alb};
     for (size_t i = 0; i < COUNT(all); i++)
         if (all[i]->base)
             buf_free(all[i]);

@@ -29,6 +29,10 @@ enum wl_feature {
     WL_SCALE = 1u << 17,     /* an explicit scale */
     WL_OFFSET = 1u << 18,    /* inputs and outputs at +1 element */
     WL_BIG_HEAD = 1u << 19,  /* head_dim up to 256 */
+    /* score modifiers (1.1) */
+    WL_SINKS = 1u << 20,     /* sink logits, per head or per batch and head */
+    WL_ALIBI = 1u << 21,     /* ALiBi slopes, per head or per batch and head */
+    WL_WINDOW_R = 1u << 22,  /* window_right (two-sided with WL_WINDOW) */
 };
 
 #define WL_MAX_BATCH 3
@@ -46,6 +50,9 @@ typedef struct workload {
     buf sb, ob, lb, xb, eb;
     attn_row_stats stats;
     unsigned features;
+    /* score modifiers: F32 [B][Hq] views */
+    attn_tensor sinks, alibi;
+    buf snb, alb;
 } workload;
 
 /* A random problem with the given features (inputs filled, outputs allocated). */

@@ -37,6 +37,8 @@ enum {
 #define MAX_ITERS 100000000
 /* A single call at least this long is timed once (no warm-up, no repeat). */
 #define SINGLE_CALL_SECONDS 1.0
+/* Problems with at most this many query rows are decode-like (memory-bound). */
+#define DECODE_LIKE_MAX_Q_LEN 16
 /* The progress line appears once a timed phase has run this long. */
 #define PROGRESS_AFTER_SECONDS 1.0
 
@@ -50,6 +52,17 @@ typedef struct problem {
     float scale;
     float softcap;
     attn_dtype kv_dtype;
+    /* score modifiers (attn.h 1.1) */
+    int64_t window_right; /* 0: off */
+    bool alibi;           /* ALiBi with alibi_slope(h, q_heads) */
+    bool has_sink;
+    float sink;           /* one sink logit for every query head */
+    /* K/V in a paged pool [blocks][paged_block][kv_heads][d] read through a
+       shuffled block table (0: one contiguous cache per batch entry) */
+    int64_t paged_block;
+    /* the batch as variable-length sequences (seq_lengths) packed into
+       [tokens][heads][d] tensors with offsets, instead of padded */
+    bool packed;
 } problem;
 
 typedef struct preset {
@@ -71,13 +84,23 @@ float scale_of(const problem *p);
 size_t dtype_size(attn_dtype t);
 int64_t dtype_block(attn_dtype t);
 const char *dtype_name(attn_dtype t);
-/* Keys [*lo, *hi) that query row i may see (the masks of attn.h). */
-void visible_keys(const problem *p, int64_t i, int64_t *lo, int64_t *hi);
-/* Visible query-key pairs of one (batch, head). */
+/* Query and key lengths of sequence b: q_len and kv_len, or with --packed
+   q_len/20 .. q_len spread evenly over the batch (keys: kv_len - q_len more). */
+void seq_lengths(const problem *p, int64_t b, int64_t *lq, int64_t *lk);
+/* Keys [*lo, *hi) that query row i of sequence b may see (the masks of attn.h). */
+void visible_keys(const problem *p, int64_t b, int64_t i, int64_t *lo, int64_t *hi);
+/* Visible query-key pairs of one (batch, head), averaged over the batch. */
 double visible_pairs(const problem *p);
 double flops_per_call(const problem *p);
 double kv_bytes_per_call(const problem *p);
+/* Few query rows (decode, speculative decoding): bound by reading K and V. */
+bool is_decode_like(const problem *p);
+/* The options of p; sinks and ALiBi slopes point into b (see buffers). */
 attn_options options_of(const problem *p);
+/* ALiBi's standard slope of query head h of `heads` (the ALiBi paper's
+   geometric sequence, extended as its reference code does for heads that
+   are not a power of two). */
+float alibi_slope(int64_t h, int64_t heads);
 
 /* ------------------------------------------------------------ numbers (numbers.c) */
 
@@ -111,6 +134,11 @@ typedef struct cli_settings {
     int64_t window;
     float scale, softcap;
     int kv_dtype;
+    int64_t window_right; /* -1: not given */
+    float sink;           /* NaN: not given */
+    int alibi;            /* -1: not given */
+    int64_t paged_block;
+    bool packed;
     /* bench */
     const preset *chosen[CLI_MAX_CHOSEN];
     size_t n_chosen;
@@ -149,11 +177,29 @@ typedef struct timing {
 
 typedef struct buffers {
     float *q;
-    void *k;
-    void *v;
-    float *out;
-    attn_tensor tq, tk, tv, tout;
+    void *k; /* `copies` identical copies of K, k_copy_bytes apart */
+    void *v; /* likewise for V */
+    float *out; /* dense [B][H][q_len][dv]: what verify reads */
+    attn_tensor tq, tk, tv, tout; /* what the timed calls use; tk, tv: copy 0 */
+    int64_t copies;
+    size_t k_copy_bytes, v_copy_bytes;
+    /* score modifiers: the sink (one value, broadcast over batch and heads)
+       and the ALiBi slopes [q_heads] (NULL without ALiBi) */
+    float sink;
+    float *slopes;
+    attn_tensor tsinks, tslopes;
+    /* --paged-block, --packed: the layouts the timed calls use instead (one
+       copy: a layout is never rotated) */
+    void *pool_k, *pool_v;
+    int32_t *table, *q_lens, *kv_lens, *q_offsets, *kv_offsets;
+    float *packed_q, *packed_out;
+    void *packed_k, *packed_v;
+    attn_options layout; /* the layout fields of the timed calls' options */
+    attn_shape shape;    /* the timed calls' shape (packed: q_len, kv_len = tokens) */
 } buffers;
+
+/* opt with p's sinks and ALiBi slopes from b (when p has them). */
+void add_modifiers(attn_options *opt, const problem *p, const buffers *b);
 
 typedef struct verify_result {
     int64_t rows;
@@ -167,8 +213,11 @@ typedef struct verify_result {
 
 typedef struct measurement {
     timing time;
+    timing floor;          /* the plain read of the same bytes (calls 0: not measured) */
     double gflops;
     double kv_gbytes_s;
+    double floor_gbytes_s; /* K+V bytes / the floor's mean time */
+    int64_t kv_copies;     /* K/V copies rotated over (1: none) */
     attn_isa isa;
     int32_t threads;
     verify_result verify;

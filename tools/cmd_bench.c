@@ -35,8 +35,8 @@ int cmd_bench(int argc, char **argv)
     rc = open_pool(&x, &pool);
     if (rc)
         return rc;
-    printf("%-12s %-4s %-7s %7s %12s %10s %9s  %s\n", "preset", "K/V", "ISA", "threads",
-           "ms/call", "GFLOP/s", "GB/s", "verify");
+    printf("%-12s %-4s %-7s %7s %12s %10s %9s %9s  %s\n", "preset", "K/V", "ISA", "threads",
+           "ms/call", "GFLOP/s", "GB/s", "x floor", "verify");
     int status = EXIT_OK;
     for (size_t i = 0; i < x.n_chosen; i++) {
         const problem *p = &x.chosen[i]->problem;
@@ -46,19 +46,21 @@ int cmd_bench(int argc, char **argv)
             status = rc;
             break;
         }
-        char ms[32], gbs[32], ver[48];
+        char ms[32], gbs[32], ver[48], vs_floor[32] = "-";
         format_ms(ms, sizeof ms, m.time.mean_s);
-        if (p->shape.q_len == 1)
+        if (is_decode_like(p))
             snprintf(gbs, sizeof gbs, "%.2f", m.kv_gbytes_s);
         else
             snprintf(gbs, sizeof gbs, "-");
+        if (m.floor.calls)
+            snprintf(vs_floor, sizeof vs_floor, "%.2f", m.time.mean_s / m.floor.mean_s);
         if (x.verify_rows == 0)
             snprintf(ver, sizeof ver, "skipped");
         else
             snprintf(ver, sizeof ver, "%s (err/tol %.2g)", m.verify.pass ? "PASS" : "FAIL",
                      m.verify.worst_ratio);
-        printf("%-12s %-4s %-7s %7d %12s %10.2f %9s  %s\n", p->name, dtype_name(p->kv_dtype),
-               attn_isa_name(m.isa), (int)m.threads, ms, m.gflops, gbs, ver);
+        printf("%-12s %-4s %-7s %7d %12s %10.2f %9s %9s  %s\n", p->name, dtype_name(p->kv_dtype),
+               attn_isa_name(m.isa), (int)m.threads, ms, m.gflops, gbs, vs_floor, ver);
         if (x.verify_rows && !m.verify.pass)
             status = EXIT_VERIFY_FAILED;
     }

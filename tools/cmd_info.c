@@ -37,8 +37,14 @@ static const char *yes_no(int b)
     return b ? "yes" : "no";
 }
 
-/* cpu_has[isa]: whether the CPU itself supports each attn_isa (cpu_features' view). */
-static void print_cpu(int cpu_has[6])
+/* What cpu_features says of the instruction sets it can describe, by libattn's ISA names. */
+typedef struct cpu_isa {
+    const char *name;
+    int has;
+} cpu_isa;
+#define MAX_CPU_ISAS 8
+
+static void print_cpu(cpu_isa *isas, int *n)
 {
 #if defined(CPU_FEATURES_ARCH_X86)
     const X86Info info = GetX86Info();
@@ -55,8 +61,8 @@ static void print_cpu(int cpu_has[6])
            yes_no(f->sse4_2), yes_no(f->avx), yes_no(f->avx2), yes_no(f->fma3), yes_no(f->f16c));
     printf("                     avx512f %s, avx512bw %s, avx512dq %s, avx512vl %s\n",
            yes_no(f->avx512f), yes_no(f->avx512bw), yes_no(f->avx512dq), yes_no(f->avx512vl));
-    cpu_has[ATTN_ISA_AVX2] = f->avx2 && f->fma3 && f->f16c;
-    cpu_has[ATTN_ISA_AVX512] = f->avx512f && f->avx512bw && f->avx512dq && f->avx512vl;
+    isas[(*n)++] = (cpu_isa){"avx2", f->avx2 && f->fma3 && f->f16c};
+    isas[(*n)++] = (cpu_isa){"avx512", f->avx512f && f->avx512bw && f->avx512dq && f->avx512vl};
 #elif defined(CPU_FEATURES_ARCH_AARCH64)
     const Aarch64Info info = GetAarch64Info();
     printf("cpu\n");
@@ -64,8 +70,8 @@ static void print_cpu(int cpu_has[6])
            info.implementer, info.variant, info.part, info.revision);
     printf("  features           asimd %s, sve %s\n", yes_no(info.features.asimd),
            yes_no(info.features.sve));
-    cpu_has[ATTN_ISA_NEON] = info.features.asimd;
-    cpu_has[ATTN_ISA_SVE] = info.features.sve;
+    isas[(*n)++] = (cpu_isa){"neon", info.features.asimd};
+    isas[(*n)++] = (cpu_isa){"sve", info.features.sve};
 #else
     printf("cpu\n  (cpu_features does not describe this architecture)\n");
 #endif
@@ -90,28 +96,31 @@ int cmd_info(int argc, char **argv)
     if ((v >> 16) != ATTN_VERSION_MAJOR)
         printf("  WARNING            major versions differ: the ABI does not match\n");
 
-    int cpu_has[6] = { 1, 1, 0, 0, 0, 0 };
-    print_cpu(cpu_has);
+    cpu_isa isas[MAX_CPU_ISAS] = {{"scalar", 1}};
+    int n_isas = 1;
+    print_cpu(isas, &n_isas);
 
     const attn_isa active = attn_isa_active();
     const char *env = getenv("ATTN_ISA");
     printf("instruction sets     (built: compiled into libattn; available: built and\n"
            "                     supported by this CPU, attn_isa_available)\n");
     printf("  %-8s %-5s %-24s %-9s %s\n", "isa", "cpu", "built", "available", "active");
-    for (int isa = ATTN_ISA_SCALAR; isa <= ATTN_ISA_SVE; isa++) {
-#if !defined(CPU_FEATURES_ARCH_X86)
-        if (isa == ATTN_ISA_AVX2 || isa == ATTN_ISA_AVX512)
-            continue;
-#endif
-#if !defined(CPU_FEATURES_ARCH_AARCH64)
-        if (isa == ATTN_ISA_NEON || isa == ATTN_ISA_SVE)
-            continue;
-#endif
+    /* Every ISA the library names (attn_isa_name up to "unknown"); one the CPU
+       description does not know (another architecture's, or one newer than
+       this tool) is listed when the library can use it. */
+    for (int isa = ATTN_ISA_SCALAR; strcmp(attn_isa_name((attn_isa)isa), "unknown"); isa++) {
+        const char *name = attn_isa_name((attn_isa)isa);
         const int avail = attn_isa_available((attn_isa)isa);
+        int cpu = -1;
+        for (int i = 0; i < n_isas; i++)
+            if (!strcmp(isas[i].name, name))
+                cpu = isas[i].has;
+        if (cpu < 0 && !avail)
+            continue;
         /* Built is observable only where the CPU could run it. */
-        const char *built = avail ? "yes" : cpu_has[isa] ? "no" : "unknown (CPU lacks it)";
-        printf("  %-8s %-5s %-24s %-9s %s\n", attn_isa_name((attn_isa)isa), yes_no(cpu_has[isa]),
-               built, yes_no(avail), active == (attn_isa)isa ? "*" : "");
+        const char *built = avail ? "yes" : cpu ? "no" : "unknown (CPU lacks it)";
+        printf("  %-8s %-5s %-24s %-9s %s\n", name, cpu < 0 ? "?" : yes_no(cpu), built,
+               yes_no(avail), active == (attn_isa)isa ? "*" : "");
     }
     printf("  active             %s%s%s%s\n", attn_isa_name(active), env ? " (ATTN_ISA=" : "",
            env ? env : "", env ? ")" : "");

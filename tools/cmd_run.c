@@ -11,7 +11,8 @@ static const char run_intro[] =
     "Times attn_forward (O = softmax(Q.K^T * scale) . V, fused) with the built-in\n"
     "thread pool, then verifies sampled output rows against the scalar oracle.\n"
     "Q, K and V are filled with seeded pseudo-random values in [-1, 1] (a sum of\n"
-    "four uniforms: bell-shaped), layout [batch][head][row][dim], contiguous.\n"
+    "four uniforms: bell-shaped), layout [batch][head][row][dim], contiguous (see\n"
+    "--paged-block and --packed for the layouts serving engines use).\n"
     "\n"
 ;
 
@@ -27,10 +28,12 @@ static const char run_outro[] =
     "  scalar ISA (attn_isa_select(ATTN_ISA_SCALAR), restored afterwards) as a\n"
     "  mask-free one-query problem over exactly its visible keys [lo, hi): with\n"
     "  off = kv_len - q_len (bottom-right alignment), hi = i + off + 1 when causal\n"
-    "  (else kv_len) and lo = i + off - W + 1 for a window W (else 0), clipped to\n"
-    "  [0, kv_len]. Row pointers are passed through attn_tensor strides, so the\n"
-    "  oracle sees the same data and checks the masks as well as the kernels. A\n"
-    "  row with no visible key must be exactly 0.\n"
+    "  (else kv_len) and lo = i + off - W + 1 for a window W (else 0), hi also at\n"
+    "  most i + off + R for --window-right R, clipped to [0, kv_len]. Row pointers\n"
+    "  are passed through attn_tensor strides, so the oracle sees the same data\n"
+    "  and checks the masks as well as the kernels. It gets the same sink; ALiBi\n"
+    "  reaches it as an explicit bias row -slope*|i + off - j| (its own alignment\n"
+    "  would measure from hi - 1). A row with no visible key must be exactly 0.\n"
     "  Tolerance, per row: |o - o_ref| <= 8 * u * (2*sqrt(d)*A + sqrt(n) + 8) * V\n"
     "    u = 2^-24 (f32 unit roundoff), d = head_dim, n = visible keys,\n"
     "    A = |scale| * max_j sum_t |q_t k_jt| (largest magnitude a score's terms\n"
@@ -46,6 +49,9 @@ static const char run_outro[] =
     "  keys moves o by about V/n (5x the bound at n = 4096, more for fewer keys).\n"
     "  Reported: max abs error, max relative error (per row, relative to the\n"
     "  row's largest |o_ref|), and the worst error/tolerance ratio.\n"
+    "  With --alibi the tolerance adds 12 * u * B * V, B = the largest |ALiBi\n"
+    "  bias| of the row's keys: the library may fuse the bias into one FMA where\n"
+    "  the oracle rounds twice (each within 3u|bias| of exact).\n"
     "\n"
     "Exit status: 0 pass, 1 verification failed, 2 bad arguments, 3 library error\n"
     "or out of memory.\n";
@@ -67,6 +73,12 @@ int cmd_run(int argc, char **argv)
     if (p.shape.q_heads % p.shape.kv_heads) {
         fprintf(stderr, "attn run: q-heads (%" PRId64 ") must be a multiple of kv-heads (%" PRId64
                         ")\nTry 'attn run --help'.\n", p.shape.q_heads, p.shape.kv_heads);
+        return EXIT_USAGE;
+    }
+
+    if (p.packed && p.shape.kv_len < p.shape.q_len) {
+        fprintf(stderr, "attn run: --packed needs kv-len >= q-len (each sequence has\n"
+                        "kv_len - q_len keys more than queries)\nTry 'attn run --help'.\n");
         return EXIT_USAGE;
     }
 
@@ -92,6 +104,25 @@ int cmd_run(int argc, char **argv)
            p.causal ? "causal" : "not causal", window_text, (double)scale_of(&p),
            p.scale == 0.0f ? " (1/sqrt(head_dim))" : "", softcap_text, dtype_name(p.kv_dtype),
            x.seed);
+    if (p.window_right || p.has_sink || p.alibi) {
+        char right_text[32] = "off", sink_text[32] = "off";
+        if (p.window_right)
+            snprintf(right_text, sizeof right_text, "%" PRId64, p.window_right);
+        if (p.has_sink)
+            snprintf(sink_text, sizeof sink_text, "%g", (double)p.sink);
+        printf("  modifiers window_right %s, sinks %s, ALiBi %s\n", right_text, sink_text,
+               p.alibi ? "on (standard slopes)" : "off");
+    }
+    if (p.packed) {
+        int64_t first_q, first_k, last_q, last_k;
+        seq_lengths(&p, 0, &first_q, &first_k);
+        seq_lengths(&p, s->batch - 1, &last_q, &last_k);
+        printf("  layout   packed: %" PRId64 " sequences of %" PRId64 "..%" PRId64
+               " queries, [tokens][heads][dim] with offsets\n", s->batch, first_q, last_q);
+    }
+    if (p.paged_block > 0)
+        printf("  layout   K/V paged: blocks of %" PRId64 " keys, shuffled block table\n",
+               p.paged_block);
     fflush(stdout);
 
     measurement m;
@@ -112,9 +143,18 @@ int cmd_run(int argc, char **argv)
     printf("  compute  %.2f GFLOP/s (%.3f GFLOP/call; %.1f%% of the %" PRId64 "x%" PRId64
            " query-key pairs visible)\n", m.gflops, flops_per_call(&p) * 1e-9,
            100.0 * pairs / ((double)s->q_len * (double)s->kv_len), s->q_len, s->kv_len);
-    if (s->q_len == 1)
-        printf("  memory   %.2f GB/s of K+V read (%.1f MB/call)\n", m.kv_gbytes_s,
+    if (is_decode_like(&p)) {
+        printf("  memory   %.2f GB/s of K+V read (%.1f MB/call", m.kv_gbytes_s,
                kv_bytes_per_call(&p) * 1e-6);
+        if (m.floor.calls)
+            printf("; %" PRId64 " copies rotated, %.0f MB, so each call reads from DRAM)\n"
+                   "  floor    %.2f GB/s: a plain read of the same bytes, same threads and "
+                   "rotation;\n           this call takes %.2fx the floor's time\n",
+                   m.kv_copies, (double)m.kv_copies * kv_bytes_per_call(&p) * 1e-6,
+                   m.floor_gbytes_s, m.time.mean_s / m.floor.mean_s);
+        else
+            printf(")\n");
+    }
     if (x.verify_rows == 0) {
         printf("  verify   skipped (--verify-rows 0)\n");
         return EXIT_OK;

@@ -214,6 +214,24 @@ static const cli_option options[] = {
     {"--softcap", "C", CLI_RUN, P, parse_float, AT(softcap), 0, 0,
      "score soft-capping C*tanh(s/C) (0: off)"},
     {"--kv-dtype", "T", CLI_RUN, P, parse_kv_dtype, 0, 0, 0, "f32, f16, bf16, q8_0, q4_0 or fp8 (E4M3, scale 1) storage of K and V"},
+    {"--window-right", "R", CLI_RUN, P, parse_i64, AT(window_right), 0, INT64_MAX,
+     "right edge of a local window: keys j < i + off + R (0: off);\n"
+     "with --window and --no-causal a two-sided window of W + R - 1\n"
+     "keys (FlashAttention's window_size (l, r) is W = l+1, R = r+1)"},
+    {"--sinks", "Z", CLI_RUN, P, parse_float, AT(sink), -1, 0,
+     "an attention-sink logit Z for every query head (gpt-oss):\n"
+     "one more softmax entry per row, without a value"},
+    {"--alibi", NULL, CLI_RUN, P, set_int, AT(alibi), 1, 0,
+     "ALiBi: add -slope_h * |i + off - j| with the standard slopes\n"
+     "2^(-8 (h+1) / H) of the query heads"},
+    {"--no-alibi", NULL, CLI_RUN, P, set_int, AT(alibi), 0, 0, "ALiBi off"},
+    {"--paged-block", "N", CLI_RUN, P, parse_i64, AT(paged_block), 0, INT32_MAX,
+     "K and V in a paged pool [blocks][N][kv_heads][head_dim] read\n"
+     "through a shuffled block table (vLLM's layout; 0: off)"},
+    {"--packed", NULL, CLI_RUN, P, set_bool, AT(packed), 1, 0,
+     "the batch as sequences of q_len/20 .. q_len queries (keys:\n"
+     "kv_len - q_len more), packed into [tokens][heads][dim] with\n"
+     "offsets (FlashAttention's cu_seqlens) instead of padded"},
     {"--seed", "S", RB, P, parse_u64, AT(seed), 0, 0,
      "seed of the input generator (default 1)"},
     {"--threads", "N", RB, E, parse_i64, AT(threads), 0, MAX_THREADS,
@@ -252,6 +270,9 @@ void cli_defaults(unsigned command, cli_settings *s)
     s->window = -1;
     s->scale = s->softcap = NAN;
     s->kv_dtype = -1;
+    s->window_right = -1;
+    s->sink = NAN;
+    s->alibi = -1;
 }
 
 /* The option part of a command's --help, from the table. */
@@ -323,7 +344,8 @@ int cli_parse(unsigned command, const char *cmd, int argc, char **argv, cli_sett
 bool cli_problem_overridden(const cli_settings *s)
 {
     bool any = s->causal >= 0 || s->window >= 0 || !isnan(s->scale) || !isnan(s->softcap) ||
-               s->kv_dtype >= 0;
+               s->kv_dtype >= 0 || s->window_right >= 0 || !isnan(s->sink) || s->alibi >= 0 ||
+               s->paged_block > 0 || s->packed;
     for (int d = 0; d < N_DIMS; d++)
         any = any || s->dims[d] >= 0;
     return any;
@@ -348,5 +370,15 @@ problem cli_problem(const cli_settings *s)
         p.softcap = s->softcap;
     if (s->kv_dtype >= 0)
         p.kv_dtype = (attn_dtype)s->kv_dtype;
+    if (s->window_right >= 0)
+        p.window_right = s->window_right;
+    if (!isnan(s->sink)) {
+        p.has_sink = true;
+        p.sink = s->sink;
+    }
+    if (s->alibi >= 0)
+        p.alibi = s->alibi;
+    p.paged_block = s->paged_block;
+    p.packed = s->packed;
     return p;
 }

@@ -10,7 +10,7 @@
 #define F32_UNIT_ROUNDOFF 0x1p-24
 
 static attn_status verify_one_row(const problem *p, const buffers *b, int64_t bi, int64_t h,
-                                  int64_t i, float *ref, verify_result *vr)
+                                  int64_t i, float *ref, float *bias, verify_result *vr)
 {
     const attn_shape *s = &p->shape;
     const int64_t d = s->head_dim, dv = v_dim_of(s), lk = s->kv_len;
@@ -21,7 +21,7 @@ static attn_status verify_one_row(const problem *p, const buffers *b, int64_t bi
     const size_t kv_row0 = (size_t)((bi * s->kv_heads + kvh) * lk);
     const float *got = b->out + ((bi * s->q_heads + h) * s->q_len + i) * dv;
     int64_t lo, hi;
-    visible_keys(p, i, &lo, &hi);
+    visible_keys(p, bi, i, &lo, &hi);
     const int64_t n = hi - lo;
 
     double tol = 0.0; /* a row with no visible key must be exactly 0 */
@@ -31,6 +31,24 @@ static attn_status verify_one_row(const problem *p, const buffers *b, int64_t bi
         attn_options o = ATTN_OPTIONS_INIT;
         o.scale = p->scale;
         o.softcap = p->softcap;
+        if (p->has_sink)
+            o.sinks = &b->tsinks; /* the same logit, broadcast */
+        /* ALiBi as an explicit bias row: the oracle's keys start at lo, so
+           its own alignment would measure distances from the wrong place */
+        double alibi_max = 0.0;
+        attn_tensor tb = make_tensor(bias, ATTN_DTYPE_F32, 1, 1, n);
+        if (p->alibi) {
+            int64_t seq_q, seq_k;
+            seq_lengths(p, bi, &seq_q, &seq_k);
+            const int64_t pos = i + (seq_k - seq_q);
+            for (int64_t j = lo; j < hi; j++) {
+                const float a = b->slopes[h] * (float)llabs(pos - j);
+                bias[j - lo] = -a;
+                if (fabs((double)a) > alibi_max)
+                    alibi_max = fabs((double)a);
+            }
+            o.bias = &tb;
+        }
         attn_tensor tq = make_tensor(b->q + q_off, ATTN_DTYPE_F32, 1, 1, d);
         attn_tensor tk = make_tensor((char *)b->k + (kv_row0 + (size_t)lo) * (size_t)(d / block) * esize,
                                      p->kv_dtype, 1, lk, d);
@@ -60,6 +78,11 @@ static attn_status verify_one_row(const problem *p, const buffers *b, int64_t bi
         }
         a *= fabs((double)scale_of(p));
         tol = 8.0 * F32_UNIT_ROUNDOFF * (2.0 * sqrt((double)d) * a + sqrt((double)n) + 8.0) * vmax;
+        /* ALiBi: the library may fuse s - slope*dist into one FMA where the
+           oracle rounds the product and the sum; each is within 3u|a| of the
+           exact score (tests/tolerance.h "alibi"), so the scores differ by
+           <= 6u|a| and the output by <= 2 * 6u * max|a| * V */
+        tol += 12.0 * F32_UNIT_ROUNDOFF * alibi_max * vmax;
     } else {
         for (int64_t t = 0; t < dv; t++)
             ref[t] = 0.0f;
@@ -108,7 +131,10 @@ int verify(const problem *p, const buffers *b, int64_t rows, verify_result *vr)
     if (rows > total)
         rows = total;
     float *ref = alloc_elems(v_dim_of(s), sizeof(float));
-    if (!ref) {
+    float *bias = p->alibi ? alloc_elems(s->kv_len, sizeof(float)) : NULL;
+    if (!ref || (p->alibi && !bias)) {
+        free(ref);
+        free(bias);
         fprintf(stderr, "attn: out of memory\n");
         return EXIT_LIBRARY;
     }
@@ -116,6 +142,7 @@ int verify(const problem *p, const buffers *b, int64_t rows, verify_result *vr)
     attn_status st = attn_isa_select(ATTN_ISA_SCALAR);
     if (st != ATTN_OK) {
         free(ref);
+        free(bias);
         return library_error("attn_isa_select(scalar)", st);
     }
     for (int64_t r = 0; r < rows && st == ATTN_OK; r++) {
@@ -127,9 +154,10 @@ int verify(const problem *p, const buffers *b, int64_t rows, verify_result *vr)
         const int64_t bi = flat / (s->q_heads * s->q_len);
         const int64_t h = (flat / s->q_len) % s->q_heads;
         const int64_t i = flat % s->q_len;
-        st = verify_one_row(p, b, bi, h, i, ref, vr);
+        st = verify_one_row(p, b, bi, h, i, ref, bias, vr);
     }
     free(ref);
+    free(bias);
     attn_status restore = attn_isa_select(previous);
     if (st != ATTN_OK)
         return library_error("attn_forward (scalar oracle)", st);

@@ -20,38 +20,45 @@ dynamic linker, then a build tree (see libattn._loader).
 """
 
 from . import _capi
-from ._capi import AttnError, DType, Isa, Status, library_path
+from ._capi import AttnError, DType, Status, library_path
 from ._loader import ABI_MAJOR, LibraryError
-from ._ops import forward, mask_apply, quantize, scores, softmax, softmax_backward, weights
+from ._ops import (alibi_slopes, forward, mask_apply, quantize, scores, softmax,
+                   softmax_backward, weights)
 from ._tensor import Tensor
 
 __version__ = "1.1.0"
 
 __all__ = [
     "ABI_MAJOR", "AttnError", "LibraryError", "Status", "DType", "Isa", "Tensor",
-    "scores", "mask_apply", "softmax", "weights", "forward", "softmax_backward", "quantize",
+    "scores", "mask_apply", "softmax", "weights", "forward", "softmax_backward", "alibi_slopes",
+    "quantize",
     "isa_active", "isa_available", "isa_select", "isa_names", "available_isas",
     "version", "version_info", "library_path", "thread_pool_size",
 ]
 
-_ISA_BY_NAME = {isa.name.lower(): isa for isa in Isa}
+def __getattr__(name):
+    # Isa is built from the library on first use (loading it), not at import.
+    if name == "Isa":
+        return _capi.isa_enum()
+    raise AttributeError("module %r has no attribute %r" % (__name__, name))
 
 
 def _isa(name):
-    if isinstance(name, Isa):
+    isa = _capi.isa_enum()
+    if isinstance(name, isa):
         return name
     if not isinstance(name, str):
-        raise TypeError("isa: expected a name such as 'avx2', got %r" % (name,))
+        raise TypeError("isa: expected a name such as 'scalar', got %r" % (name,))
     try:
-        return _ISA_BY_NAME[name.lower()]
+        return isa[name.upper()]
     except KeyError:
         raise ValueError("isa: unknown name %r (known: %s)"
-                         % (name, ", ".join(sorted(_ISA_BY_NAME)))) from None
+                         % (name, ", ".join(sorted(m.name.lower() for m in isa)))) from None
 
 
 def isa_names():
-    """Every ISA name the API knows, built and supported or not."""
-    return [isa.name.lower() for isa in Isa if isa != Isa.AUTO]
+    """Every ISA name the library knows, built and supported or not."""
+    return [m.name.lower() for m in _capi.isa_enum() if m.value != 0]
 
 
 def isa_active():

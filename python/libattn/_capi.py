@@ -29,15 +29,6 @@ class DType(enum.IntEnum):
     FP8_E4M3 = 6  # one byte per value, times k_scale / v_scale
 
 
-class Isa(enum.IntEnum):
-    AUTO = 0
-    SCALAR = 1
-    AVX2 = 2
-    AVX512 = 3
-    NEON = 4
-    SVE = 5
-
-
 CAUSAL = 1
 
 
@@ -68,6 +59,18 @@ class Options(ctypes.Structure):
                 ("bias", ctypes.POINTER(Tensor)),
                 ("parallel_for", ctypes.c_void_p),
                 ("parallel_ctx", ctypes.c_void_p),
+                # 1.1: score modifiers
+                ("window_right", ctypes.c_int64),
+                ("sinks", ctypes.POINTER(Tensor)),
+                ("alibi_slopes", ctypes.POINTER(Tensor)),
+                # 1.1: offset, packed and paged K/V
+                ("q_offsets", ctypes.POINTER(ctypes.c_int32)),
+                ("kv_offsets", ctypes.POINTER(ctypes.c_int32)),
+                ("block_table", ctypes.POINTER(ctypes.c_int32)),
+                ("block_table_stride", ctypes.c_int64),
+                ("block_size", ctypes.c_int64),
+                ("num_blocks", ctypes.c_int64),
+                # 1.1: FP8 K/V scales
                 ("k_scale", ctypes.c_float),
                 ("v_scale", ctypes.c_float)]
 
@@ -132,6 +135,26 @@ def lib():
             _state["path"] = path
             _state["lib"] = handle
     return _state["lib"]
+
+
+def isa_enum():
+    """The Isa IntEnum: every attn_isa value the loaded library names, found
+    by walking attn_isa_name() from 0 ("auto") until "unknown", so a new ISA
+    of the library appears here without a change to this binding."""
+    cls = _state.get("isa")
+    if cls is not None:
+        return cls
+    handle = lib()
+    with _load_lock:
+        if _state.get("isa") is None:
+            members = []
+            while True:
+                name = handle.attn_isa_name(len(members)).decode()
+                if name == "unknown":
+                    break
+                members.append((name.upper(), len(members)))
+            _state["isa"] = enum.IntEnum("Isa", members, module="libattn")
+    return _state["isa"]
 
 
 def library_path():

@@ -5,10 +5,12 @@ import math
 import numbers
 
 from ._capi import CAUSAL, Options, RowStats, Shape, check, lib, pool_for
+from ._capi import Tensor as _CTensor
 from ._tensor import (Operand, as_operand, broadcast, check_no_overlap, check_output,
                       copy_f32, dtype_from_name, indices, is_tensor, materialize_columns,
                       new_f32, np)
 from ._capi import DType
+from . import _kvlayout
 
 _FLT_MAX = 3.4028234663852886e38
 
@@ -63,6 +65,86 @@ def _lengths(value, name, batch, limit):
     return out
 
 
+def _windows(window):
+    """(window, window_right) from an int or a (left, right) pair, in attn.h's
+    convention: each side counts the query's own aligned position, 0 = off."""
+    if isinstance(window, (tuple, list)):
+        if len(window) != 2:
+            raise ValueError("window: expected an int or a (left, right) pair, got %r"
+                             % (window,))
+        sides = [(window[0], "window[0]"), (window[1], "window[1]")]
+    else:
+        sides = [(window, "window"), (0, "window_right")]
+    out = []
+    for value, name in sides:
+        value = _int_arg(value, name, 0)
+        if value > 2 ** 63 - 1:  # ctypes would wrap it silently
+            raise ValueError("%s: must fit in int64, got %d" % (name, value))
+        out.append(value)
+    return tuple(out)
+
+
+def _per_head(value, name, batch, heads):
+    """A float32 [B][H] attn_tensor (data, strides) for sinks / ALiBi slopes:
+    a number (every head), H values (per head) or B x H values. Returns
+    (Tensor, buffer to keep alive) or (None, None)."""
+    if value is None:
+        return None, None
+    if np is not None and isinstance(value, np.ndarray):
+        if value.dtype.kind not in "fiu":
+            raise TypeError("%s: expected numbers, got an array of %s" % (name, value.dtype))
+        dims = value.shape
+        flat = [float(x) for x in value.reshape(-1).tolist()]
+    elif isinstance(value, numbers.Real) and not isinstance(value, bool):
+        dims, flat = (), [float(value)]
+    else:
+        try:
+            rows = list(value)
+        except TypeError:
+            raise TypeError("%s: expected a number or a sequence of numbers, got %r"
+                            % (name, value)) from None
+        if rows and not isinstance(rows[0], numbers.Real):
+            nested = [list(r) for r in rows]
+            dims = (len(nested), len(nested[0]) if nested else 0)
+            if any(len(r) != dims[1] for r in nested):
+                raise ValueError("%s: rows of different lengths" % name)
+            flat = [x for r in nested for x in r]
+        else:
+            dims, flat = (len(rows),), rows
+        for x in flat:
+            if isinstance(x, bool) or not isinstance(x, numbers.Real):
+                raise TypeError("%s: expected numbers, got %r" % (name, x))
+        flat = [float(x) for x in flat]
+    if dims == ():
+        batch_stride, head_stride = 0, 0
+    elif dims == (heads,):
+        batch_stride, head_stride = 0, 1
+    elif dims == (batch, heads):
+        batch_stride, head_stride = heads, 1
+    else:
+        raise ValueError("%s: expected a number, %d values (one per query head) or [%d, %d] "
+                         "(per batch entry and head), got shape %r"
+                         % (name, heads, batch, heads, dims))
+    data = (ctypes.c_float * len(flat))(*flat)
+    return _CTensor(ctypes.addressof(data), DType.F32, batch_stride, head_stride, 0), data
+
+
+def alibi_slopes(heads):
+    """The ALiBi paper's slopes for `heads` heads: 2^(-8 i / n) for i = 1..heads
+    with n = heads when it is a power of two (else the closest power below,
+    interleaved with the next power's odd slopes, as in the reference code)."""
+    heads = _int_arg(heads, "heads", 1)
+
+    def power_of_two(n):
+        start = 2.0 ** (-8.0 / n)
+        return [start ** (i + 1) for i in range(n)]
+
+    if heads & (heads - 1) == 0:
+        return power_of_two(heads)
+    low = 1 << (heads.bit_length() - 1)
+    return power_of_two(low) + power_of_two(2 * low)[0::2][:heads - low]
+
+
 def _side_input(x, name, slot, target):
     """mask/bias as a 4-D operand broadcast to `target` = (B, H, Lq, Lk)."""
     if x is None:
@@ -74,20 +156,29 @@ def _side_input(x, name, slot, target):
     return broadcast(op, target, name)
 
 
-def _options(*, batch, q_len, kv_len, causal, scale, softcap, window, q_lens, kv_lens,
-             mask, bias, threads, k_scale=0.0, v_scale=0.0):
+def _options(*, batch, heads, q_len, kv_len, causal, scale, softcap, window, q_lens, kv_lens,
+             mask, bias, threads, sinks=None, alibi=None, k_scale=0.0, v_scale=0.0):
     """(attn_options, objects to keep alive during the call)."""
     if not isinstance(causal, (bool, int)) and not (np is not None and isinstance(causal, np.bool_)):
         raise TypeError("causal: expected a bool, got %r" % (causal,))
     opt = Options()
-    opt.struct_size = ctypes.sizeof(Options)
+    # A 1.0 size unless a 1.1 field is set (run_layout sets the full size):
+    # calls that use no 1.1 feature keep working on a 1.0 library.
+    opt.struct_size = _kvlayout.old_struct_size()
     opt.flags = CAUSAL if causal else 0
     opt.scale = _float_arg(scale, "scale")
     opt.softcap = _float_arg(softcap, "softcap", minimum=0.0)
-    opt.window = _int_arg(window, "window", 0)
+    opt.window, opt.window_right = _windows(window)
+    keep = []
+    for field, value, name in (("sinks", sinks, "sinks"), ("alibi_slopes", alibi, "alibi")):
+        t, data = _per_head(value, name, batch, heads)
+        if t is not None:
+            keep += [t, data]
+            setattr(opt, field, ctypes.pointer(t))
     opt.k_scale = _float_arg(k_scale, "k_scale", minimum=0.0)
     opt.v_scale = _float_arg(v_scale, "v_scale", minimum=0.0)
-    keep = []
+    if opt.window_right or opt.sinks or opt.alibi_slopes or opt.k_scale or opt.v_scale:
+        opt.struct_size = ctypes.sizeof(Options)  # 1.1 fields
     q_lens_c = _lengths(q_lens, "q_lens", batch, q_len)
     kv_lens_c = _lengths(kv_lens, "kv_lens", batch, kv_len)
     if q_lens_c is not None:
@@ -236,21 +327,48 @@ def _output(out, name, dims, like_tensor):
     return out, check_output(out, name, dims)
 
 
+_LAYOUT_KEYWORDS = ("q_offsets", "kv_offsets", "cu_seqlens_q", "cu_seqlens_k", "block_table")
+
+
 def _run_attention(function, q, k, v, *, out, stats, causal, scale, softcap, window, q_lens,
-                   kv_lens, mask, bias, threads, dtype, kv_dtype=None, k_scale=0.0,
-                   v_scale=0.0):
+                   kv_lens, mask, bias, threads, dtype, sinks=None, alibi=None, layout=None,
+                   kv_dtype=None, k_scale=0.0, v_scale=0.0):
     if kv_dtype is None and (k_scale or v_scale):
         raise ValueError("k_scale/v_scale: only for kv_dtype='fp8'")
+    if layout and any(value is not None for value in layout.values()):
+        if kv_dtype is not None:
+            raise ValueError("kv_dtype: quantized caches with q_offsets/cu_seqlens/block_table "
+                             "are not supported by the Python binding (the C API takes them)")
+        if q is None or k is None:
+            raise TypeError("q, k: arrays are required, got None")
+
+        def options(batch, heads, q_len, kv_len, mask_op, bias_op):
+            opt, keep = _options(batch=batch, heads=heads, q_len=q_len, kv_len=kv_len,
+                                 causal=causal, scale=scale, softcap=softcap, window=window,
+                                 q_lens=None, kv_lens=None, mask=mask_op, bias=bias_op,
+                                 threads=threads, sinks=sinks, alibi=alibi)
+            opt.struct_size = ctypes.sizeof(Options)
+            return opt, keep
+
+        def side_inputs(target):
+            return (_side_input(mask, "mask", "mask", target),
+                    _side_input(bias, "bias", "bias", target))
+
+        return _kvlayout.run_layout(function, q, k, v, out=out, stats=stats, options=options,
+                                    side_inputs=side_inputs, q_lens=q_lens, kv_lens=kv_lens,
+                                    dtype=dtype, half_bits=_half_bits(dtype),
+                                    is_tensor_result=is_tensor(q), **layout)
     rank, shape, q4, k4, v4 = _attention_inputs(q, k, v, dtype, kv_dtype)
     if kv_dtype is not None and k4.dtype != DType.FP8_E4M3 and (k_scale or v_scale):
         raise ValueError("k_scale/v_scale: only for kv_dtype='fp8', not %r" % (kv_dtype,))
     target = (shape.batch, shape.q_heads, shape.q_len, shape.kv_len)
     mask_op = _side_input(mask, "mask", "mask", target)
     bias_op = _side_input(bias, "bias", "bias", target)
-    opt, keep = _options(batch=shape.batch, q_len=shape.q_len, kv_len=shape.kv_len,
-                         causal=causal, scale=scale, softcap=softcap, window=window,
-                         q_lens=q_lens, kv_lens=kv_lens, mask=mask_op, bias=bias_op,
-                         threads=threads, k_scale=k_scale, v_scale=v_scale)
+    opt, keep = _options(batch=shape.batch, heads=shape.q_heads, q_len=shape.q_len,
+                         kv_len=shape.kv_len, causal=causal, scale=scale, softcap=softcap,
+                         window=window, q_lens=q_lens, kv_lens=kv_lens, mask=mask_op,
+                         bias=bias_op, threads=threads, sinks=sinks, alibi=alibi,
+                         k_scale=k_scale, v_scale=v_scale)
     last = shape.v_dim if v4 is not None else shape.kv_len
     dims = (shape.batch, shape.q_heads, shape.q_len, last)[4 - rank:]
     like_tensor = is_tensor(q)
@@ -275,7 +393,8 @@ def _run_attention(function, q, k, v, *, out, stats, causal, scale, softcap, win
 
 def scores(q, k, *, causal=False, scale=0.0, softcap=0.0, window=0, q_lens=None,
            kv_lens=None, mask=None, bias=None, threads=None, dtype=None, out=None,
-           kv_dtype=None, k_scale=0.0):
+           alibi=None, q_offsets=None, kv_offsets=None, cu_seqlens_q=None, cu_seqlens_k=None,
+           block_table=None, kv_dtype=None, k_scale=0.0):
     """Final attention scores, -inf where masked: [..., Lq, Lk] float32.
 
     q [B,H,Lq,D] / [H,Lq,D] / [Lq,D] and k [B,Hkv,Lk,D] (same rank) in
@@ -285,12 +404,17 @@ def scores(q, k, *, causal=False, scale=0.0, softcap=0.0, window=0, q_lens=None,
     return _run_attention("attn_scores", q, k, None, out=out, stats=False, causal=causal,
                           scale=scale, softcap=softcap, window=window, q_lens=q_lens,
                           kv_lens=kv_lens, mask=mask, bias=bias, threads=threads, dtype=dtype,
+                          alibi=alibi,
+                          layout=dict(q_offsets=q_offsets, kv_offsets=kv_offsets,
+                                      cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
+                                      block_table=block_table),
                           kv_dtype=kv_dtype, k_scale=k_scale)
 
 
 def weights(q, k, *, causal=False, scale=0.0, softcap=0.0, window=0, q_lens=None,
             kv_lens=None, mask=None, bias=None, threads=None, dtype=None, out=None,
-            stats=False, kv_dtype=None, k_scale=0.0):
+            stats=False, sinks=None, alibi=None, q_offsets=None, kv_offsets=None,
+            cu_seqlens_q=None, cu_seqlens_k=None, block_table=None, kv_dtype=None, k_scale=0.0):
     """Attention weights softmax(scores): [..., Lq, Lk] float32 (+ row stats).
 
     With stats=True returns (weights, {'lse', 'max_score', 'entropy'}), each
@@ -299,12 +423,18 @@ def weights(q, k, *, causal=False, scale=0.0, softcap=0.0, window=0, q_lens=None
     return _run_attention("attn_weights", q, k, None, out=out, stats=stats, causal=causal,
                           scale=scale, softcap=softcap, window=window, q_lens=q_lens,
                           kv_lens=kv_lens, mask=mask, bias=bias, threads=threads, dtype=dtype,
+                          sinks=sinks, alibi=alibi,
+                          layout=dict(q_offsets=q_offsets, kv_offsets=kv_offsets,
+                                      cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
+                                      block_table=block_table),
                           kv_dtype=kv_dtype, k_scale=k_scale)
 
 
 def forward(q, k, v, *, causal=False, scale=0.0, softcap=0.0, window=0, q_lens=None,
             kv_lens=None, mask=None, bias=None, threads=None, dtype=None, out=None,
-            stats=False, kv_dtype=None, k_scale=0.0, v_scale=0.0):
+            stats=False, sinks=None, alibi=None, q_offsets=None, kv_offsets=None,
+            cu_seqlens_q=None, cu_seqlens_k=None, block_table=None, kv_dtype=None, k_scale=0.0,
+            v_scale=0.0):
     """Fused attention softmax(scores) . v: [..., Lq, Dv] float32.
 
     q        [B,Hq,Lq,D], [Hq,Lq,D] or [Lq,D]; k [..,Hkv,Lk,D], v [..,Hkv,Lk,Dv]
@@ -313,7 +443,14 @@ def forward(q, k, v, *, causal=False, scale=0.0, softcap=0.0, window=0, q_lens=N
              array transposed to [B,H,L,D]) are used in place, others copied.
     causal   bottom-right aligned causal mask.
     scale    0 means 1/sqrt(D).          softcap  0 means off.
-    window   sliding window of keys (0 = off).
+    window   sliding window: W keys up to and including the query's aligned
+             position (0 = off), or (W, R): also at most R keys from that
+             position on (two-sided; FlashAttention's window_size=(l, r) is
+             (l + 1, r + 1) here, its -1 is 0).
+    sinks    attention-sink logits: a number, [Hq] or [B,Hq]; one more softmax
+             entry per row with no value (gpt-oss). Stats include it.
+    alibi    ALiBi slopes, [Hq] or [B,Hq] (or a number): adds
+             -slope * |i + Lk - Lq - j| to each score (see alibi_slopes()).
     q_lens, kv_lens   valid lengths per batch entry (int or sequence).
     mask     bool, broadcastable to [B,Hq,Lq,Lk]; True = may attend.
     bias     float, broadcastable to [B,Hq,Lq,Lk]; added to the scores.
@@ -322,10 +459,21 @@ def forward(q, k, v, *, causal=False, scale=0.0, softcap=0.0, window=0, q_lens=N
     dtype    'bf16' (or 'f16'): how uint16 inputs are read.
     out      optional float32 output to write into.
     stats    True: return (out, {'lse', 'max_score', 'entropy'}).
+
+    Caches as engines keep them (see libattn._kvlayout for the details):
+    q_offsets, kv_offsets   first row / key of each sequence in [B,H,L,D]
+             tensors (left-padded cache: kv_offsets=pad, kv_lens=valid keys).
+    cu_seqlens_q, cu_seqlens_k   B + 1 offsets into packed q [Tq,Hq,D] and
+             k, v [Tk,Hkv,D] (FlashAttention varlen); out is [Tq,Hq,Dv].
+    block_table  int [B, max_blocks]: k, v are pools [num_blocks, block_size,
+             Hkv, D] (vLLM / FlashAttention paged cache); kv_lens = lengths.
+    Only each sequence's rows are written; other rows of a fresh result are 0
+    (stats: -inf, -inf, 0).
     kv_dtype 'q8_0', 'q4_0' or 'fp8': k and v are quantized caches, uint8
              arrays [..., Lk, row_bytes] as quantize() returns them (or as
              llama.cpp / vLLM store them): D = row_bytes / 34 * 32 (q8_0),
-             / 18 * 32 (q4_0), = row_bytes (fp8). They are read in place.
+             / 18 * 32 (q4_0), = row_bytes (fp8). They are read in place
+             (not with the layout keywords above, in this binding).
     k_scale, v_scale  fp8 only: the cache holds values / scale (0 means 1).
     """
     if v is None:
@@ -333,6 +481,10 @@ def forward(q, k, v, *, causal=False, scale=0.0, softcap=0.0, window=0, q_lens=N
     return _run_attention("attn_forward", q, k, v, out=out, stats=stats, causal=causal,
                           scale=scale, softcap=softcap, window=window, q_lens=q_lens,
                           kv_lens=kv_lens, mask=mask, bias=bias, threads=threads, dtype=dtype,
+                          sinks=sinks, alibi=alibi,
+                          layout=dict(q_offsets=q_offsets, kv_offsets=kv_offsets,
+                                      cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
+                                      block_table=block_table),
                           kv_dtype=kv_dtype, k_scale=k_scale, v_scale=v_scale)
 
 
@@ -373,8 +525,9 @@ def quantize(x, dtype, *, scale=0.0):
 
 
 def mask_apply(scores, *, causal=False, softcap=0.0, window=0, q_lens=None, kv_lens=None,
-               mask=None, bias=None, threads=None, copy=False):
-    """Apply softcap, bias and masks to a score table you computed: [B,H,Lq,Lk],
+               mask=None, bias=None, threads=None, copy=False, alibi=None, q_offsets=None,
+               kv_offsets=None):
+    """Apply softcap, bias, ALiBi and masks to a score table you computed: [B,H,Lq,Lk],
     [H,Lq,Lk] or [Lq,Lk] float32 (already scaled).
 
     Works in place and returns `scores`, which must then be a writable
@@ -408,9 +561,16 @@ def mask_apply(scores, *, causal=False, softcap=0.0, window=0, q_lens=None, kv_l
     mask_op = _side_input(mask, "mask", "mask", target)
     bias_op = _side_input(bias, "bias", "bias", target)
     check_no_overlap(s4, "scores", [(mask_op, "mask"), (bias_op, "bias")])
-    opt, keep = _options(batch=batch, q_len=q_len, kv_len=kv_len, causal=causal, scale=0.0,
-                         softcap=softcap, window=window, q_lens=q_lens, kv_lens=kv_lens,
-                         mask=mask_op, bias=bias_op, threads=threads)
+    opt, keep = _options(batch=batch, heads=heads, q_len=q_len, kv_len=kv_len, causal=causal,
+                         scale=0.0, softcap=softcap, window=window, q_lens=q_lens,
+                         kv_lens=kv_lens, mask=mask_op, bias=bias_op, threads=threads,
+                         alibi=alibi)
+    for field, values in (("q_offsets", q_offsets), ("kv_offsets", kv_offsets)):
+        if values is not None:  # rows / columns of each sequence (attn.h 1.1)
+            arr = _kvlayout._int32_array(_kvlayout._int_list(values, field, batch), field)
+            keep.append(arr)
+            setattr(opt, field, ctypes.cast(arr, ctypes.POINTER(ctypes.c_int32)))
+            opt.struct_size = ctypes.sizeof(Options)
     # head_dim and v_dim are not used by mask_apply but must be valid.
     shape = Shape(batch, heads, heads, q_len, kv_len, 1, 0)
     table = s4.c_tensor()

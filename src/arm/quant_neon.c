@@ -13,12 +13,9 @@
 #include <string.h>
 
 #include "dsp.h"
-#include "arm/neon_util.h"
+#include "arm/neon.h"
 
 #define UNROLL _Pragma("GCC unroll 4")
-
-/* Also declared in row_neon.c, which builds the table. */
-void attn_neon_init_quant(attn_dsp *t);
 
 static ALWAYS_INLINE size_t unit_bytes(int dt)
 {
@@ -276,7 +273,7 @@ DEFINE_QUANT_TILES(q8_0_neon, ATTN_KV_Q8_0)
 DEFINE_QUANT_TILES(q4_0_neon, ATTN_KV_Q4_0)
 DEFINE_QUANT_TILES(fp8_neon, ATTN_KV_FP8)
 
-void attn_neon_init_quant(attn_dsp *t)
+void attn_dsp_init_quant_neon(attn_dsp *t)
 {
     t->qk_tile[ATTN_KV_Q8_0] = attn_qk_tile_q8_0_neon;
     t->qk_tile[ATTN_KV_Q4_0] = attn_qk_tile_q4_0_neon;

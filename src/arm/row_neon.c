@@ -12,9 +12,10 @@
  * rounding constant and polynomial (src/exp_constants.h) but reduces by its
  * own two-part ln2 and evaluates 1 + r + r^2 P(r), so its results are not
  * bit-identical to AVX2's: max 0.997 ulp against double exp, measured on
- * every 13th float under qemu when it was written. The suite checks it
- * through exp_sum against the scalar oracle (libm) within the 1-ulp exp
- * tolerance of tests/tolerance.h; there is no exhaustive NEON sweep.
+ * every 13th float under qemu when it was written. The kernel tests check
+ * it through exp_sum against the scalar oracle (libm) within the 1-ulp exp
+ * tolerance of tests/tolerance.h, and bench/exp_accuracy.c sweeps it like
+ * every ISA's exp (under qemu at a stride: docs/CROSS_TESTING.md §3).
  * tanh (softcap only, off the hot path) is Sleef_tanhf4_u10advsimd.
  *
  * Tails load and store lane by lane: nothing past element n is touched.
@@ -23,15 +24,10 @@
 #include <math.h>
 #include <sleef.h>
 
-#include "arm/arm.h"
 #include "dsp.h"
-#include "arm/neon_util.h"
+#include "alibi.h"
+#include "arm/neon.h"
 #include "exp_constants.h"
-
-
-/* Defined in tile_neon.c. */
-void attn_dsp_init_tile_neon(attn_dsp *t);
-void attn_neon_init_quant(attn_dsp *t); /* quant_neon.c */
 
 /* ------------------------------------------------------------------ exp */
 
@@ -246,11 +242,12 @@ void attn_dsp_init_neon(attn_dsp *t)
 {
     t->isa = ATTN_ISA_NEON;
     t->isa_name = "neon";
-    /* the AVX2 table's tiles, so the driver cuts work the same way */
+    /* 32 x 128: the AVX2 table's sizes when this table was written (AVX2
+       has since moved to 48 x 256); not measured on AArch64 hardware */
     t->block_q = 32;
     t->block_k = 128;
-    attn_dsp_init_tile_neon(t);
-    attn_neon_init_quant(t);
+    attn_dsp_init_tiles_neon(t);
+    attn_dsp_init_quant_neon(t);
     t->row_max = attn_row_max_f32_neon;
     t->exp_sum = attn_exp_sum_f32_neon;
     t->row_scale = attn_row_scale_f32_neon;
@@ -258,4 +255,5 @@ void attn_dsp_init_neon(attn_dsp *t)
     t->add_bias = attn_add_bias_f32_neon;
     t->mask_bool = attn_mask_bool_f32_neon;
     t->softmax_bwd = attn_softmax_bwd_f32_neon;
+    t->alibi = attn_alibi_f32_neon;
 }

@@ -10,7 +10,7 @@
 #include <arm_neon.h>
 
 #include "dsp.h"
-#include "arm/neon_util.h"
+#include "arm/neon.h"
 
 /*
  * Fully unrolls a loop over the register block (trip count <= 4, known after
@@ -20,8 +20,6 @@
  */
 #define UNROLL _Pragma("GCC unroll 4")
 
-/* Also declared in row_neon.c, which builds the table. */
-void attn_dsp_init_tile_neon(attn_dsp *t);
 
 static ALWAYS_INLINE float32x4_t widen_f16(uint16x4_t h)
 {
@@ -370,7 +368,7 @@ DEFINE_VARIANT(f32, ATTN_KV_F32)
 DEFINE_VARIANT(f16, ATTN_KV_F16)
 DEFINE_VARIANT(bf16, ATTN_KV_BF16)
 
-void attn_dsp_init_tile_neon(attn_dsp *t)
+void attn_dsp_init_tiles_neon(attn_dsp *t)
 {
     t->qk_tile[ATTN_KV_F32] = attn_qk_tile_f32_neon;
     t->qk_tile[ATTN_KV_F16] = attn_qk_tile_f16_neon;

@@ -6,23 +6,24 @@
 
 static int64_t round_up16(int64_t n) { return (n + 15) & ~(int64_t)15; }
 
-/* The mask rules of attn.h that shape a row into one interval of keys. */
+/* Row i of sequence b (i counted from its start) at its place in the tensors:
+   the query row and the key positions shifted by the sequence's offsets. */
 static row_ref make_row(const attn_problem *pb, int64_t b, int64_t h, int64_t i)
 {
-    row_ref row = {b, h, i, 0, 0};
-    int64_t lq = pb->q_lens ? pb->q_lens[b] : pb->q_len;
-    int64_t lk = pb->kv_lens ? pb->kv_lens[b] : pb->kv_len;
-    if (i >= lq)
-        return row;
-    int64_t aligned = i + (lk - lq); /* bottom-right alignment */
-    int64_t lo = 0, hi = lk;
-    if (pb->flags & ATTN_CAUSAL)
-        hi = attn_min64(hi, aligned + 1);
-    if (pb->window > 0 && aligned >= pb->window)
-        lo = aligned - pb->window + 1;
+    const int64_t qo = pb->q_offsets ? pb->q_offsets[b] : 0;
+    const int64_t ko = pb->kv_offsets ? pb->kv_offsets[b] : 0;
+    const int64_t lq = pb->q_lens ? pb->q_lens[b] : pb->q_len;
+    const int64_t lk = pb->kv_lens ? pb->kv_lens[b] : pb->kv_len;
+    row_ref row = {b, h, qo + i, ko, ko, 0, pb->kv_len, ko + i + (lk - lq), i < lq};
+    if (pb->kv_offsets) { /* only the sequence's own columns are written */
+        row.col_lo = ko;
+        row.col_hi = ko + lk;
+    }
+    int64_t lo, hi;
+    attn_seq_keys(pb, b, i, &lo, &hi);
     if (hi > lo) {
-        row.lo = lo;
-        row.hi = hi;
+        row.lo = ko + lo;
+        row.hi = ko + hi;
     }
     return row;
 }
@@ -38,7 +39,7 @@ task_plan attn_plan_common(const attn_dsp *dsp, const attn_problem *pb, int64_t 
     task_plan p;
     p.heads_per_group = heads_per_group;
     p.groups = pb->q_heads / p.heads_per_group;
-    p.rows = pb->q_len * p.heads_per_group;
+    p.rows = pb->q_extent * p.heads_per_group;
     p.block_k = dsp->block_k;
     p.q_stride = round_up16(pb->head_dim);
     p.acc_stride = round_up16(pb->v_dim);
@@ -56,6 +57,10 @@ int64_t attn_task_rows(const attn_problem *pb, const task_plan *p, size_t index,
     int64_t b = rest / p->groups;
     int64_t r0 = blk * p->block_rows;
     int64_t n = attn_min64(p->block_rows, p->rows - r0);
+    if (pb->q_offsets) { /* rows past the sequence's end are not ours to write */
+        const int64_t lq = pb->q_lens ? pb->q_lens[b] : pb->q_len;
+        n = attn_max64(0, attn_min64(n, lq * p->heads_per_group - r0));
+    }
     for (int64_t r = 0; r < n; r++) {
         int64_t pos = (r0 + r) / p->heads_per_group;
         int64_t h = group * p->heads_per_group + (r0 + r) % p->heads_per_group;
@@ -110,15 +115,27 @@ void attn_score_epilogue(const attn_dsp *dsp, const attn_problem *pb, const row_
     if (pb->bias.data)
         dsp->add_bias(s, (const float *)attn_row_ptr(&pb->bias, row->b, row->h, row->i) + k0,
                       (size_t)n);
+    if (pb->alibi.data) /* from positions: no bias table is ever formed */
+        dsp->alibi(s, (size_t)n, *(const float *)attn_row_ptr(&pb->alibi, row->b, row->h, 0),
+                   row->aligned - k0);
     if (pb->mask.data)
         dsp->mask_bool(s, (const uint8_t *)attn_row_ptr(&pb->mask, row->b, row->h, row->i) + k0,
                        (size_t)n);
 }
 
-void attn_softmax_segment(const attn_dsp *dsp, float *x, int64_t n, float *lse,
+float attn_row_sink(const attn_problem *pb, const row_ref *row)
+{
+    if (!pb->sinks.data || !row->is_query)
+        return -INFINITY;
+    return *(const float *)attn_row_ptr(&pb->sinks, row->b, row->h, 0);
+}
+
+void attn_softmax_segment(const attn_dsp *dsp, float *x, int64_t n, float sink, float *lse,
                           float *max_score, float *entropy, int want_entropy)
 {
     float m = n > 0 ? dsp->row_max(x, (size_t)n) : -INFINITY;
+    if (isnan(sink) || (!isnan(m) && sink > m)) /* a NaN sink must poison the row */
+        m = sink;
     if (m == -INFINITY) {
         attn_fill(x, n, 0.0f);
         *lse = *max_score = -INFINITY;
@@ -126,14 +143,21 @@ void attn_softmax_segment(const attn_dsp *dsp, float *x, int64_t n, float *lse,
         return;
     }
     float weighted = 0.0f, sum = NAN;
-    if (m <= FLT_MAX) /* finite */
-        sum = dsp->exp_sum(x, (size_t)n, m, want_entropy ? &weighted : NULL);
+    if (m <= FLT_MAX) { /* finite */
+        sum = n > 0 ? dsp->exp_sum(x, (size_t)n, m, want_entropy ? &weighted : NULL) : 0.0f;
+        if (sink != -INFINITY) { /* the sink's term: in the sum, never in x */
+            const float e = expf(sink - m);
+            sum += e;
+            weighted += e * (sink - m);
+        }
+    }
     if (isnan(sum)) {
         attn_fill(x, n, NAN);
         *lse = *max_score = *entropy = NAN;
         return;
     }
-    dsp->row_scale(x, (size_t)n, 1.0f / sum);
+    if (n > 0)
+        dsp->row_scale(x, (size_t)n, 1.0f / sum);
     float log_sum = logf(sum);
     *lse = m + log_sum;
     *max_score = m;

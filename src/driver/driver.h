@@ -28,7 +28,7 @@
 typedef struct task_plan {
     int64_t heads_per_group; /* query heads stacked in one block */
     int64_t groups;          /* q_heads / heads_per_group */
-    int64_t rows;            /* rows of a group: q_len * heads_per_group */
+    int64_t rows;            /* rows of a group: q_extent * heads_per_group */
     int64_t block_rows;
     int64_t blocks;          /* per group */
     int64_t q_stride;        /* f32 row stride of the converted query block */
@@ -42,9 +42,19 @@ typedef struct task_ctx {
     task_plan plan;
 } task_ctx;
 
-/* One query row of a block. Visible keys are [lo, hi); empty when lo == hi. */
+/*
+ * One query row of a block: i is its row in the tensors (the sequence's
+ * q_offset added), [lo, hi) the key positions it sees (kv_offset added;
+ * lo == hi when none), [col_lo, col_hi) the columns of a score row that
+ * belong to its sequence (the only ones written). aligned is the key
+ * position (kv_offset added) of the query's bottom-right aligned place,
+ * i + (Lk_b - Lq_b) within the sequence, that the masks and ALiBi measure
+ * from; is_query: i < Lq_b (a padded row has no sink either).
+ */
 typedef struct row_ref {
-    int64_t b, h, i, lo, hi;
+    int64_t b, h, i, lo, hi, col_lo, col_hi;
+    int64_t aligned;
+    int is_query;
 } row_ref;
 
 static inline int64_t attn_min64(int64_t a, int64_t b) { return a < b ? a : b; }
@@ -73,7 +83,8 @@ static inline float *attn_out_row(const attn_tensor *t, int64_t b, int64_t h, in
 int64_t attn_block_rows_for(const attn_dsp *dsp, int64_t per_row_floats);
 /* The plan fields every operation shares (groups, rows, strides). */
 task_plan attn_plan_common(const attn_dsp *dsp, const attn_problem *pb, int64_t heads_per_group);
-/* Rows of task `index`: fills rows[] and returns their count. */
+/* Rows of task `index`: fills rows[] and returns their count (0: nothing to
+   do, the block lies past its sequence's end). */
 int64_t attn_task_rows(const attn_problem *pb, const task_plan *p, size_t index, row_ref *rows,
                        int64_t *kv_head);
 
@@ -88,17 +99,22 @@ void attn_visible_union(const row_ref *rows, int64_t n, int64_t *lo, int64_t *hi
  */
 int64_t attn_next_run(const row_ref *rows, int64_t n, int64_t *r, int64_t kb, int64_t ke);
 
-/* softcap, then bias, then the BOOL mask on scores of keys [k0, k0 + n). */
+/* softcap, bias, ALiBi, then the BOOL mask on scores of keys [k0, k0 + n). */
 void attn_score_epilogue(const attn_dsp *dsp, const attn_problem *pb, const row_ref *row,
                          float *s, int64_t k0, int64_t n);
 
 /*
- * Softmax of one segment in place; the stats follow attn.h: an empty or
- * all -inf segment gives zeros and (-inf, -inf, 0); a NaN or +inf score
- * makes the whole row NaN (so every ISA agrees on such rows).
+ * Softmax of one segment in place, with `sink` (-inf: none) as one more
+ * entry that has no slot in x; the stats follow attn.h: an empty or all
+ * -inf segment without a sink gives zeros and (-inf, -inf, 0); a NaN or
+ * +inf score or sink makes the whole row NaN (so every ISA agrees on such
+ * rows).
  */
-void attn_softmax_segment(const attn_dsp *dsp, float *x, int64_t n, float *lse,
+void attn_softmax_segment(const attn_dsp *dsp, float *x, int64_t n, float sink, float *lse,
                           float *max_score, float *entropy, int want_entropy);
+
+/* The sink logit of a row: -inf without sinks and for padded rows. */
+float attn_row_sink(const attn_problem *pb, const row_ref *row);
 
 void attn_write_stats(const attn_problem *pb, const row_ref *row, float lse, float max_score,
                       float entropy);

@@ -68,9 +68,12 @@ static void finish_row(const attn_dsp *dsp, const attn_problem *pb, const row_re
     if (o->poisoned) {
         attn_fill(dst, pb->v_dim, NAN);
         attn_write_stats(pb, row, NAN, NAN, NAN);
-    } else if (o->m == -INFINITY) { /* no visible key */
+    } else if (o->m == -INFINITY) { /* no visible key, no sink */
         attn_fill(dst, pb->v_dim, 0.0f);
         attn_write_stats(pb, row, -INFINITY, -INFINITY, 0.0f);
+    } else if (row->lo >= row->hi) { /* only the sink: acc was never started */
+        attn_fill(dst, pb->v_dim, 0.0f);
+        attn_write_stats(pb, row, o->m, o->m, 0.0f);
     } else {
         /* v_scale (FP8 v, else 1) rides on the normaliser: one multiply */
         dsp->row_scale(acc, (size_t)pb->v_dim, pb->v_scale / o->l);
@@ -92,17 +95,26 @@ void attn_task_forward(void *vctx, size_t index)
     online_row st[ATTN_MAX_BLOCK_Q];
     int64_t kv_head;
     int64_t n = attn_task_rows(pb, p, index, rows, &kv_head);
+    if (n == 0)
+        return;
 
     float *qbuf = scratch;
     float *sbuf = qbuf + p->block_rows * p->q_stride;
     float *acc = sbuf + p->block_rows * p->block_k;
     const int want_entropy = pb->stats.entropy != NULL;
-    const kv_src ks = attn_kv_open(&pb->k, rows[0].b, kv_head);
-    const kv_src vs = attn_kv_open(&pb->v, rows[0].b, kv_head);
+    const kv_src ks = attn_kv_open(pb, &pb->k, rows[0].b, kv_head, pb->head_dim);
+    const kv_src vs = attn_kv_open(pb, &pb->v, rows[0].b, kv_head, pb->v_dim);
 
     attn_convert_queries(dsp, pb, p, rows, n, qbuf);
     for (int64_t r = 0; r < n; r++) {
+        /* A sink starts the row as its first entry: max z, sum exp(z - z) = 1,
+           no value (the accumulator stays 0 for it). */
+        const float sink = attn_row_sink(pb, &rows[r]);
         st[r] = (online_row){-INFINITY, 0.0f, 0.0f, 0};
+        if (isnan(sink) || sink == INFINITY)
+            st[r].poisoned = 1;
+        else if (sink != -INFINITY)
+            st[r] = (online_row){sink, 1.0f, 0.0f, 0};
         if (rows[r].lo < rows[r].hi)
             attn_fill(acc + r * p->acc_stride, pb->v_dim, 0.0f);
     }

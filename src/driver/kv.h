@@ -2,9 +2,13 @@
  * "Where is key j of sequence b": the one place the drivers ask it. A task
  * opens a kv_src for its (batch entry, KV head) and walks key ranges as runs
  * of rows that lie at one row stride, so masks, tiling and the online softmax
- * never learn how the cache is laid out. Today every layout is one strided
- * run per range; a layout that scatters keys (pages, say) returns shorter
- * runs here and nothing else changes.
+ * never learn how the cache is laid out. A dense cache is one strided run per
+ * range; a paged cache (attn.h, "Paged K/V") is one run per page, or per
+ * stretch of pages whose pool blocks follow each other in memory.
+ *
+ * Positions j are those of row_ref (kv_offset included). The drivers only
+ * ask for positions some row of the task may see, which validation checked
+ * against the block table, so every table entry read here is in the pool.
  */
 #ifndef ATTN_KV_H
 #define ATTN_KV_H
@@ -12,26 +16,72 @@
 #include "driver.h"
 
 typedef struct kv_src {
-    const char *base;   /* row 0 of this (batch entry, KV head) */
-    ptrdiff_t stride;   /* stride units between consecutive rows of a run */
-    size_t esize;       /* bytes per stride unit: an element, or a block of
-                           32 values for Q8_0/Q4_0 (problem.h) */
+    const char *base;      /* dense: position 0 of (batch entry, KV head);
+                              paged: slot 0 of pool block 0 of the KV head */
+    ptrdiff_t stride;      /* stride units between consecutive rows of a run */
+    size_t esize;          /* bytes per stride unit: an element, or a block of
+                              32 values for Q8_0/Q4_0 (problem.h) */
+    const int32_t *table;  /* paged: the sequence's row of the block table; dense: NULL */
+    int64_t block_size;    /* paged: positions per block */
+    ptrdiff_t block_step;  /* paged: stride units between consecutive pool blocks */
+    int blocks_adjoin;     /* paged: block n + 1 starts where block n ends */
+    size_t row_bytes;      /* bytes of one row (cols values) */
 } kv_src;
 
-static inline kv_src attn_kv_open(const attn_tensor *t, int64_t b, int64_t kv_head)
+/* `cols`: the row length of t (head_dim for K, v_dim for V). */
+static inline kv_src attn_kv_open(const attn_problem *pb, const attn_tensor *t, int64_t b,
+                                  int64_t kv_head, int64_t cols)
 {
     kv_src s;
-    s.base = (const char *)attn_row_ptr(t, b, kv_head, 0);
+    s.row_bytes = (size_t)(cols / attn_dtype_block(t->dtype)) * attn_dtype_size(t->dtype);
     s.stride = (ptrdiff_t)t->row_stride;
     s.esize = attn_dtype_size(t->dtype);
+    s.table = NULL;
+    s.block_size = 0;
+    s.block_step = 0;
+    s.blocks_adjoin = 0;
+    if (pb->block_table) {
+        s.base = (const char *)t->data + kv_head * t->head_stride * (int64_t)s.esize;
+        s.table = pb->block_table + b * pb->block_table_stride;
+        s.block_size = pb->block_size;
+        s.block_step = (ptrdiff_t)t->batch_stride;
+        s.blocks_adjoin = t->batch_stride == pb->block_size * t->row_stride;
+    } else {
+        s.base = (const char *)attn_row_ptr(t, b, kv_head, 0);
+    }
     return s;
 }
 
 /* Rows j.. of the run starting at key j, with *n (>= 1, <= end - j) rows in it. */
 static inline const void *attn_kv_run(const kv_src *s, int64_t j, int64_t end, int64_t *n)
 {
-    *n = end - j;
-    return s->base + (ptrdiff_t)j * s->stride * (ptrdiff_t)s->esize;
+    if (!s->table) {
+        *n = end - j;
+        return s->base + (ptrdiff_t)j * s->stride * (ptrdiff_t)s->esize;
+    }
+    int64_t page = j / s->block_size;
+    const int64_t slot = j - page * s->block_size;
+    const int32_t block = s->table[page];
+    int64_t len = attn_min64(end - j, s->block_size - slot);
+    /* Pages whose blocks follow each other in the pool (a freshly allocated
+       cache, block size 1 included) form one run: the kernels see long runs
+       wherever the memory allows it. */
+    if (s->blocks_adjoin)
+        for (int64_t next = block; j + len < end && s->table[page + 1] == ++next; page++)
+            len += attn_min64(end - j - len, s->block_size);
+    *n = len;
+    /* A shuffled table breaks the stride the hardware prefetchers follow:
+       ask for the next page of this walk while the kernels use this one. */
+    if (j + len < end) {
+        const int32_t next = s->table[page + 1];
+        const char *at = s->base + (ptrdiff_t)next * s->block_step * (ptrdiff_t)s->esize;
+        const int64_t rows = attn_min64(end - j - len, s->block_size);
+        for (int64_t r = 0; r < rows; r++, at += s->stride * (ptrdiff_t)s->esize)
+            for (size_t c = 0; c < s->row_bytes; c += 64)
+                __builtin_prefetch(at + c, 0, 3);
+    }
+    const ptrdiff_t row = (ptrdiff_t)block * s->block_step + (ptrdiff_t)slot * s->stride;
+    return s->base + row * (ptrdiff_t)s->esize;
 }
 
 #endif /* ATTN_KV_H */

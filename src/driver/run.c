@@ -39,7 +39,8 @@ void attn_run_softmax(const attn_dsp *dsp, float *x, int64_t rows, int64_t cols,
 {
     for (int64_t r = 0; r < rows; r++) {
         float row_lse, max_score, entropy;
-        attn_softmax_segment(dsp, x + r * row_stride, cols, &row_lse, &max_score, &entropy, 0);
+        attn_softmax_segment(dsp, x + r * row_stride, cols, -INFINITY, &row_lse, &max_score,
+                             &entropy, 0);
         if (lse)
             lse[r] = row_lse;
     }

@@ -26,9 +26,11 @@ void attn_task_scores(void *vctx, size_t index)
     row_ref rows[ATTN_MAX_BLOCK_Q];
     int64_t kv_head;
     int64_t n = attn_task_rows(pb, p, index, rows, &kv_head);
+    if (n == 0)
+        return;
     const int64_t out_stride = pb->out.row_stride;
     float *out0 = attn_out_row(&pb->out, rows[0].b, rows[0].h, rows[0].i);
-    const kv_src ks = attn_kv_open(&pb->k, rows[0].b, kv_head);
+    const kv_src ks = attn_kv_open(pb, &pb->k, rows[0].b, kv_head, pb->head_dim);
 
     attn_convert_queries(dsp, pb, p, rows, n, qbuf);
     int64_t ulo, uhi;
@@ -54,14 +56,14 @@ void attn_task_scores(void *vctx, size_t index)
         attn_score_epilogue(dsp, pb, row, s + lo, lo, hi - lo);
         if (pb->op == ATTN_OP_WEIGHTS) {
             float lse, max_score, entropy;
-            attn_softmax_segment(dsp, s + lo, hi - lo, &lse, &max_score, &entropy,
-                                 pb->stats.entropy != NULL);
+            attn_softmax_segment(dsp, s + lo, hi - lo, attn_row_sink(pb, row), &lse, &max_score,
+                                 &entropy, pb->stats.entropy != NULL);
             attn_write_stats(pb, row, lse, max_score, entropy);
-            attn_fill(s, lo, 0.0f);
-            attn_fill(s + hi, pb->kv_len - hi, 0.0f);
+            attn_fill(s + row->col_lo, lo - row->col_lo, 0.0f);
+            attn_fill(s + hi, row->col_hi - hi, 0.0f);
         } else {
-            attn_fill(s, lo, -INFINITY);
-            attn_fill(s + hi, pb->kv_len - hi, -INFINITY);
+            attn_fill(s + row->col_lo, lo - row->col_lo, -INFINITY);
+            attn_fill(s + hi, row->col_hi - hi, -INFINITY);
         }
     }
 }
@@ -85,7 +87,7 @@ void attn_task_mask_apply(void *vctx, size_t index)
         const row_ref *row = &rows[r];
         float *s = attn_out_row(&pb->out, row->b, row->h, row->i);
         attn_score_epilogue(ctx->dsp, pb, row, s + row->lo, row->lo, row->hi - row->lo);
-        attn_fill(s, row->lo, -INFINITY);
-        attn_fill(s + row->hi, pb->kv_len - row->hi, -INFINITY);
+        attn_fill(s + row->col_lo, row->lo - row->col_lo, -INFINITY);
+        attn_fill(s + row->hi, row->col_hi - row->hi, -INFINITY);
     }
 }

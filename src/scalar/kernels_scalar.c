@@ -6,9 +6,10 @@
  */
 #include <math.h>
 
-#include "dsp.h"
+#include "alibi.h"
 #include "half.h"
 #include "quant.h"
+#include "scalar/scalar.h"
 
 static inline float load_f32(const void *p, ptrdiff_t i) { return ((const float *)p)[i]; }
 static inline float load_f16(const void *p, ptrdiff_t i) { return attn_f16_to_f32(((const uint16_t *)p)[i]); }
@@ -140,5 +141,6 @@ void attn_dsp_init_scalar(attn_dsp *t)
     t->add_bias = attn_add_bias_f32_scalar;
     t->mask_bool = attn_mask_bool_f32_scalar;
     t->softmax_bwd = attn_softmax_bwd_f32_scalar;
-    attn_scalar_init_quant(t);
+    t->alibi = attn_alibi_f32_scalar;
+    attn_dsp_init_quant_scalar(t);
 }

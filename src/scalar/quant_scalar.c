@@ -103,7 +103,7 @@ DEFINE_QUANT_TILES(q8_0)
 DEFINE_QUANT_TILES(q4_0)
 DEFINE_QUANT_TILES(fp8)
 
-void attn_scalar_init_quant(attn_dsp *t)
+void attn_dsp_init_quant_scalar(attn_dsp *t)
 {
     t->qk_tile[ATTN_KV_Q8_0] = attn_qk_tile_q8_0_scalar;
     t->qk_tile[ATTN_KV_Q4_0] = attn_qk_tile_q4_0_scalar;

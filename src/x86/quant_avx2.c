@@ -18,12 +18,9 @@
 #include <immintrin.h>
 #include <string.h>
 
-#include "dsp.h"
+#include "x86/avx2.h"
 
 #define QI static inline __attribute__((always_inline))
-
-/* Also declared in row_avx2.c, which builds the table. */
-void attn_avx2_init_quant(attn_dsp *t);
 
 /* Bytes per stride unit of a K/V dtype; ATTN_KV_F32 is the f32 scratch. */
 QI size_t unit_bytes(int dt)
@@ -31,15 +28,6 @@ QI size_t unit_bytes(int dt)
     return dt == ATTN_KV_Q8_0 ? ATTN_Q8_0_BYTES : dt == ATTN_KV_Q4_0 ? ATTN_Q4_0_BYTES
                                                  : dt == ATTN_KV_FP8  ? 1
                                                                       : sizeof(float);
-}
-
-static const int32_t lane_mask_table[16] = {-1, -1, -1, -1, -1, -1, -1, -1,
-                                            0,  0,  0,  0,  0,  0,  0,  0};
-
-/* The first n of 8 lanes, as a maskload/maskstore mask. */
-QI __m256i first_lanes(size_t n)
-{
-    return _mm256_loadu_si256((const __m256i *)(lane_mask_table + 8 - n));
 }
 
 /* The binary16 scale at the head of a block (no alignment assumed). */
@@ -423,7 +411,7 @@ DEFINE_QUANT_TILES(q8_0_avx2, ATTN_KV_Q8_0)
 DEFINE_QUANT_TILES(q4_0_avx2, ATTN_KV_Q4_0)
 DEFINE_QUANT_TILES(fp8_avx2, ATTN_KV_FP8)
 
-void attn_avx2_init_quant(attn_dsp *t)
+void attn_dsp_init_quant_avx2(attn_dsp *t)
 {
     t->qk_tile[ATTN_KV_Q8_0] = attn_qk_tile_q8_0_avx2;
     t->qk_tile[ATTN_KV_Q4_0] = attn_qk_tile_q4_0_avx2;

@@ -17,7 +17,7 @@
  */
 #include <string.h>
 
-#include "simd_avx512.h"
+#include "x86/avx512.h"
 
 #ifdef ATTN_SIMDE_EMU
 /*
@@ -576,7 +576,7 @@ DEFINE_QUANT_TILES(q8_0_avx512, ATTN_KV_Q8_0)
 DEFINE_QUANT_TILES(q4_0_avx512, ATTN_KV_Q4_0)
 DEFINE_QUANT_TILES(fp8_avx512, ATTN_KV_FP8)
 
-void attn_avx512_init_quant(attn_dsp *t)
+void attn_dsp_init_quant_avx512(attn_dsp *t)
 {
     t->qk_tile[ATTN_KV_Q8_0] = attn_qk_tile_q8_0_avx512;
     t->qk_tile[ATTN_KV_Q4_0] = attn_qk_tile_q4_0_avx512;

@@ -7,39 +7,16 @@
  * every ymm register is caller-saved in the SysV ABI. Measured on 512-float
  * rows (thread CPU time, best of 5, Xeon with AVX2 at ~2.8 GHz): SLEEF loop
  * (exp + sum) 0.67 ns/float, exp_sum here 0.32 ns/float (0.35 with the
- * weighted sum). The polynomial's error is at most 1 ulp against libm (0.909
- * measured), checked over every float input on both of its paths by
+ * weighted sum). The polynomial's error is at most 1 ulp against libm,
+ * checked on both of its paths over every input exp_sum can receive by
  * bench/exp_accuracy.c. tanh (softcap only) stays SLEEF.
  */
-#include <immintrin.h>
 #include <math.h>
 #include <sleef.h>
 
-#include "dsp.h"
 #include "exp_constants.h"
-#include "x86/x86.h"
-
-#define ALWAYS_INLINE inline __attribute__((always_inline))
-
-/* Defined in tile_avx2.c. */
-void attn_dsp_init_tile_avx2(attn_dsp *t);
-void attn_avx2_init_quant(attn_dsp *t); /* quant_avx2.c */
-/*
- * y[i] = exp(x[i]) with the kernels' exp, for the accuracy test only:
- * full_path = 0 picks the path per vector as exp_sum does, 1 forces the
- * full-range path (which exp_sum also uses on in-range lanes of a vector
- * that holds an out-of-range one).
- */
-void attn_exp_f32_avx2(const float *x, float *y, size_t n, int full_path);
-
-static const int32_t lane_mask_table[16] = {-1, -1, -1, -1, -1, -1, -1, -1,
-                                            0,  0,  0,  0,  0,  0,  0,  0};
-
-/* Selects the first n of 8 lanes. */
-static ALWAYS_INLINE __m256i first_lanes(size_t n)
-{
-    return _mm256_loadu_si256((const __m256i *)(lane_mask_table + 8 - n));
-}
+#include "alibi.h"
+#include "x86/avx2.h"
 
 static ALWAYS_INLINE float hsum(__m256 v)
 {
@@ -75,9 +52,9 @@ static ALWAYS_INLINE float hmax(__m256 v)
  * 2^-150 rounds to +0, exp(89) overflows to +inf; max/min return their
  * second operand for a NaN, so a NaN passes through), and 2^n is applied as
  * two factors 2^(n/2) so that subnormal results round once, as libm's do.
- * Error against libm's double exp over every float input, both paths: at
- * most 1 ulp (measured maximum 0.909 ulp, at x = 0x1.4cc98p+2), checked
- * exhaustively by bench/exp_accuracy.c.
+ * Error against libm's double exp over every input exp_sum can receive
+ * (x <= 0, -inf, NaN), both paths: at most 1 ulp (measured maximum 0.882
+ * ulp, at x = -0x1.aaf86cp+4), checked exhaustively by bench/exp_accuracy.c.
  */
 #define EXP_FAST_LO -87.0f
 #define EXP_FAST_HI 88.0f
@@ -138,20 +115,6 @@ static ALWAYS_INLINE __m256 exp8(__m256 x)
     return exp_needs_full(x) ? exp8_full(x) : exp8_fast(x);
 }
 
-void attn_exp_f32_avx2(const float *x, float *y, size_t n, int full_path)
-{
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        __m256 v = _mm256_loadu_ps(x + i);
-        _mm256_storeu_ps(y + i, full_path ? exp8_full(v) : exp8(v));
-    }
-    if (i < n) {
-        __m256i m = first_lanes(n - i);
-        __m256 v = _mm256_maskload_ps(x + i, m);
-        _mm256_maskstore_ps(y + i, m, full_path ? exp8_full(v) : exp8(v));
-    }
-}
-
 /* ------------------------------------------------------------------ row kernels */
 
 /*
@@ -159,7 +122,7 @@ void attn_exp_f32_avx2(const float *x, float *y, size_t n, int full_path)
  * first): the driver reads a NaN max as "row is NaN", while vmaxps alone
  * would drop it, and a row of NaN would come out as -inf, "fully masked".
  */
-static float row_max_avx2(const float *x, size_t n)
+static float attn_row_max_f32_avx2(const float *x, size_t n)
 {
     const __m256 ninf = _mm256_set1_ps(-INFINITY);
     __m256 m0 = ninf, m1 = ninf, m2 = ninf, m3 = ninf, nan = _mm256_setzero_ps();
@@ -245,7 +208,7 @@ static ALWAYS_INLINE float exp_sum_body(float *x, size_t n, float max, float *we
     return hsum(sum);
 }
 
-static float exp_sum_avx2(float *x, size_t n, float max, float *weighted)
+static float attn_exp_sum_f32_avx2(float *x, size_t n, float max, float *weighted)
 {
     /* two instances so that the common path carries no weighted work */
     if (weighted)
@@ -253,7 +216,7 @@ static float exp_sum_avx2(float *x, size_t n, float max, float *weighted)
     return exp_sum_body(x, n, max, NULL);
 }
 
-static void row_scale_avx2(float *x, size_t n, float s)
+static void attn_row_scale_f32_avx2(float *x, size_t n, float s)
 {
     const __m256 vs = _mm256_set1_ps(s);
     size_t i = 0;
@@ -267,7 +230,7 @@ static void row_scale_avx2(float *x, size_t n, float s)
     }
 }
 
-static void softcap_avx2(float *x, size_t n, float cap)
+static void attn_softcap_f32_avx2(float *x, size_t n, float cap)
 {
     /* the scalar kernel's operations: cap * tanh(x * (1 / cap)) */
     const __m256 vinv = _mm256_set1_ps(1.0f / cap);
@@ -279,7 +242,7 @@ static void softcap_avx2(float *x, size_t n, float cap)
     }
 }
 
-static void add_bias_avx2(float *x, const float *bias, size_t n)
+static void attn_add_bias_f32_avx2(float *x, const float *bias, size_t n)
 {
     size_t i = 0;
     for (; i + 8 <= n; i += 8)
@@ -291,7 +254,7 @@ static void add_bias_avx2(float *x, const float *bias, size_t n)
     }
 }
 
-static void mask_bool_avx2(float *x, const uint8_t *mask, size_t n)
+static void attn_mask_bool_f32_avx2(float *x, const uint8_t *mask, size_t n)
 {
     const __m256 ninf = _mm256_set1_ps(-INFINITY);
     size_t i = 0;
@@ -305,7 +268,7 @@ static void mask_bool_avx2(float *x, const uint8_t *mask, size_t n)
             x[i] = -INFINITY;
 }
 
-static void softmax_bwd_avx2(const float *p, const float *dp, float *ds, size_t n)
+static void attn_softmax_bwd_f32_avx2(const float *p, const float *dp, float *ds, size_t n)
 {
     __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
     size_t i = 0;
@@ -347,13 +310,14 @@ void attn_dsp_init_avx2(attn_dsp *t)
      */
     t->block_q = 48;
     t->block_k = 256;
-    attn_dsp_init_tile_avx2(t);
-    attn_avx2_init_quant(t);
-    t->row_max = row_max_avx2;
-    t->exp_sum = exp_sum_avx2;
-    t->row_scale = row_scale_avx2;
-    t->softcap = softcap_avx2;
-    t->add_bias = add_bias_avx2;
-    t->mask_bool = mask_bool_avx2;
-    t->softmax_bwd = softmax_bwd_avx2;
+    attn_dsp_init_tiles_avx2(t);
+    attn_dsp_init_quant_avx2(t);
+    t->row_max = attn_row_max_f32_avx2;
+    t->exp_sum = attn_exp_sum_f32_avx2;
+    t->row_scale = attn_row_scale_f32_avx2;
+    t->softcap = attn_softcap_f32_avx2;
+    t->add_bias = attn_add_bias_f32_avx2;
+    t->mask_bool = attn_mask_bool_f32_avx2;
+    t->softmax_bwd = attn_softmax_bwd_f32_avx2;
+    t->alibi = attn_alibi_f32_avx2;
 }

@@ -8,14 +8,16 @@
  */
 #include <math.h>
 
-#include "simd_avx512.h"
+#include "x86/avx512.h"
+/* after avx512.h: its _emu renames must reach the declarations */
+#include "alibi.h"
 
 /*
  * Any NaN makes the result NaN. vmaxps alone would keep or drop a NaN
  * depending on its position, and a row of -inf plus one NaN would then look
  * fully masked to the driver instead of poisoned.
  */
-static float attn_row_max_avx512(const float *x, size_t n)
+static float attn_row_max_f32_avx512(const float *x, size_t n)
 {
     const __m512 ninf = _mm512_set1_ps(-INFINITY);
     __m512 m0 = ninf, m1 = ninf, m2 = ninf, m3 = ninf;
@@ -85,14 +87,14 @@ ATTN_AVX512_INLINE float exp_sum(float *x, size_t n, float max, float *weighted,
     return _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
 }
 
-static float attn_exp_sum_avx512(float *x, size_t n, float max, float *weighted)
+static float attn_exp_sum_f32_avx512(float *x, size_t n, float max, float *weighted)
 {
     if (weighted)
         return exp_sum(x, n, max, weighted, 1);
     return exp_sum(x, n, max, NULL, 0);
 }
 
-static void attn_row_scale_avx512(float *x, size_t n, float s)
+static void attn_row_scale_f32_avx512(float *x, size_t n, float s)
 {
     const __m512 vs = _mm512_set1_ps(s);
     size_t i = 0;
@@ -106,7 +108,7 @@ static void attn_row_scale_avx512(float *x, size_t n, float s)
     }
 }
 
-static void attn_softcap_avx512(float *x, size_t n, float cap)
+static void attn_softcap_f32_avx512(float *x, size_t n, float cap)
 {
     /* x * (1/cap), not x / cap: the same rounding as the scalar kernel */
     const __m512 vinv = _mm512_set1_ps(1.0f / cap);
@@ -118,7 +120,7 @@ static void attn_softcap_avx512(float *x, size_t n, float cap)
     }
 }
 
-static void attn_add_bias_avx512(float *x, const float *bias, size_t n)
+static void attn_add_bias_f32_avx512(float *x, const float *bias, size_t n)
 {
     size_t i = 0;
     for (; i + 32 <= n; i += 32) {
@@ -133,7 +135,7 @@ static void attn_add_bias_avx512(float *x, const float *bias, size_t n)
     }
 }
 
-static void attn_mask_bool_avx512(float *x, const uint8_t *mask, size_t n)
+static void attn_mask_bool_f32_avx512(float *x, const uint8_t *mask, size_t n)
 {
     /* Only the hidden positions are written; x is never read. */
     const __m512 ninf = _mm512_set1_ps(-INFINITY);
@@ -145,7 +147,7 @@ static void attn_mask_bool_avx512(float *x, const uint8_t *mask, size_t n)
     }
 }
 
-static void attn_softmax_bwd_avx512(const float *p, const float *dp, float *ds, size_t n)
+static void attn_softmax_bwd_f32_avx512(const float *p, const float *dp, float *ds, size_t n)
 {
     __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
     size_t i = 0;
@@ -178,13 +180,14 @@ void attn_dsp_init_avx512(attn_dsp *t)
      */
     t->block_q = 64;
     t->block_k = 128;
-    attn_avx512_init_tiles(t);
-    attn_avx512_init_quant(t);
-    t->row_max = attn_row_max_avx512;
-    t->exp_sum = attn_exp_sum_avx512;
-    t->row_scale = attn_row_scale_avx512;
-    t->softcap = attn_softcap_avx512;
-    t->add_bias = attn_add_bias_avx512;
-    t->mask_bool = attn_mask_bool_avx512;
-    t->softmax_bwd = attn_softmax_bwd_avx512;
+    attn_dsp_init_tiles_avx512(t);
+    attn_dsp_init_quant_avx512(t);
+    t->row_max = attn_row_max_f32_avx512;
+    t->exp_sum = attn_exp_sum_f32_avx512;
+    t->row_scale = attn_row_scale_f32_avx512;
+    t->softcap = attn_softcap_f32_avx512;
+    t->add_bias = attn_add_bias_f32_avx512;
+    t->mask_bool = attn_mask_bool_f32_avx512;
+    t->softmax_bwd = attn_softmax_bwd_f32_avx512;
+    t->alibi = attn_alibi_f32_avx512;
 }

@@ -15,24 +15,9 @@
  * The QK_* / PV_* blocking macros are tuning knobs (overridable with -D for
  * experiments); the defaults were measured best on the development machine.
  */
-#include <immintrin.h>
 #include <string.h>
 
-#include "dsp.h"
-
-#define ALWAYS_INLINE inline __attribute__((always_inline))
-
-/* Also declared in row_avx2.c, which builds the table. */
-void attn_dsp_init_tile_avx2(attn_dsp *t);
-
-/* lane_mask_table + 8 - n as an int32 mask selects the first n of 8 lanes. */
-static const int32_t lane_mask_table[16] = {-1, -1, -1, -1, -1, -1, -1, -1,
-                                            0,  0,  0,  0,  0,  0,  0,  0};
-
-static ALWAYS_INLINE __m256i first_lanes(size_t n)
-{
-    return _mm256_loadu_si256((const __m256i *)(lane_mask_table + 8 - n));
-}
+#include "x86/avx2.h"
 
 static ALWAYS_INLINE __m256 widen_f16(__m128i h) { return _mm256_cvtph_ps(h); }
 
@@ -521,19 +506,19 @@ static ALWAYS_INLINE void to_f32(int dtype, const void *src, float *dst, size_t 
 /* ------------------------------------------------------------------ variants */
 
 #define DEFINE_VARIANT(name, DTYPE)                                                         \
-    static void qk_tile_##name(const float *q, ptrdiff_t q_stride, const void *k,          \
+    static void attn_qk_tile_##name##_avx2(const float *q, ptrdiff_t q_stride, const void *k,          \
                                ptrdiff_t k_stride, size_t nq, size_t nk, size_t d,          \
                                float scale, float *s, ptrdiff_t s_stride)                   \
     {                                                                                       \
         qk_tile(DTYPE, q, q_stride, k, k_stride, nq, nk, d, scale, s, s_stride);            \
     }                                                                                       \
-    static void pv_tile_##name(const float *p, ptrdiff_t p_stride, const void *v,          \
+    static void attn_pv_tile_##name##_avx2(const float *p, ptrdiff_t p_stride, const void *v,          \
                                ptrdiff_t v_stride, size_t nq, size_t nk, size_t dv,         \
                                float *acc, ptrdiff_t acc_stride)                            \
     {                                                                                       \
         pv_tile(DTYPE, p, p_stride, v, v_stride, nq, nk, dv, acc, acc_stride);              \
     }                                                                                       \
-    static void to_f32_##name(const void *src, float *dst, size_t n)                       \
+    static void attn_to_f32_##name##_avx2(const void *src, float *dst, size_t n)                       \
     {                                                                                       \
         to_f32(DTYPE, src, dst, n);                                                         \
     }
@@ -542,15 +527,15 @@ DEFINE_VARIANT(f32, ATTN_KV_F32)
 DEFINE_VARIANT(f16, ATTN_KV_F16)
 DEFINE_VARIANT(bf16, ATTN_KV_BF16)
 
-void attn_dsp_init_tile_avx2(attn_dsp *t)
+void attn_dsp_init_tiles_avx2(attn_dsp *t)
 {
-    t->qk_tile[ATTN_KV_F32] = qk_tile_f32;
-    t->qk_tile[ATTN_KV_F16] = qk_tile_f16;
-    t->qk_tile[ATTN_KV_BF16] = qk_tile_bf16;
-    t->pv_tile[ATTN_KV_F32] = pv_tile_f32;
-    t->pv_tile[ATTN_KV_F16] = pv_tile_f16;
-    t->pv_tile[ATTN_KV_BF16] = pv_tile_bf16;
-    t->to_f32[ATTN_KV_F32] = to_f32_f32;
-    t->to_f32[ATTN_KV_F16] = to_f32_f16;
-    t->to_f32[ATTN_KV_BF16] = to_f32_bf16;
+    t->qk_tile[ATTN_KV_F32] = attn_qk_tile_f32_avx2;
+    t->qk_tile[ATTN_KV_F16] = attn_qk_tile_f16_avx2;
+    t->qk_tile[ATTN_KV_BF16] = attn_qk_tile_bf16_avx2;
+    t->pv_tile[ATTN_KV_F32] = attn_pv_tile_f32_avx2;
+    t->pv_tile[ATTN_KV_F16] = attn_pv_tile_f16_avx2;
+    t->pv_tile[ATTN_KV_BF16] = attn_pv_tile_bf16_avx2;
+    t->to_f32[ATTN_KV_F32] = attn_to_f32_f32_avx2;
+    t->to_f32[ATTN_KV_F16] = attn_to_f32_f16_avx2;
+    t->to_f32[ATTN_KV_BF16] = attn_to_f32_bf16_avx2;
 }

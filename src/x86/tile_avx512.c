@@ -13,7 +13,7 @@
  * registers (checked in the generated code: no spills) and issues at most
  * one load per FMA.
  */
-#include "simd_avx512.h"
+#include "x86/avx512.h"
 
 /* ------------------------------------------------------------------------ */
 /* qk_tile, few query rows (decode, small GQA groups): dot products along d  */
@@ -370,28 +370,28 @@ ATTN_AVX512_INLINE void to_f32(int dt, const void *src, float *dst, size_t n)
 
 /* One set of table entries per K/V dtype, sharing the bodies above. */
 #define DEFINE_TILES(name, dt)                                                                  \
-    static void attn_qk_tile_##name(const float *q, ptrdiff_t q_stride, const void *k,          \
+    static void attn_qk_tile_##name##_avx512(const float *q, ptrdiff_t q_stride, const void *k,          \
                                ptrdiff_t k_stride, size_t nq, size_t nk, size_t d, float scale, \
                                float *s, ptrdiff_t s_stride)                                    \
     {                                                                                           \
         qk_tile(dt, q, q_stride, k, k_stride, nq, nk, d, scale, s, s_stride);                   \
     }                                                                                           \
-    static void attn_pv_tile_##name(const float *p, ptrdiff_t p_stride, const void *v,          \
+    static void attn_pv_tile_##name##_avx512(const float *p, ptrdiff_t p_stride, const void *v,          \
                                ptrdiff_t v_stride, size_t nq, size_t nk, size_t dv,             \
                                float *acc, ptrdiff_t acc_stride)                                \
     {                                                                                           \
         pv_tile(dt, p, p_stride, v, v_stride, nq, nk, dv, acc, acc_stride);                     \
     }                                                                                           \
-    static void attn_to_f32_##name(const void *src, float *dst, size_t n)                       \
+    static void attn_to_f32_##name##_avx512(const void *src, float *dst, size_t n)                       \
     {                                                                                           \
         to_f32(dt, src, dst, n);                                                                \
     }
 
-DEFINE_TILES(f32_avx512, ATTN_KV_F32)
-DEFINE_TILES(f16_avx512, ATTN_KV_F16)
-DEFINE_TILES(bf16_avx512, ATTN_KV_BF16)
+DEFINE_TILES(f32, ATTN_KV_F32)
+DEFINE_TILES(f16, ATTN_KV_F16)
+DEFINE_TILES(bf16, ATTN_KV_BF16)
 
-void attn_avx512_init_tiles(attn_dsp *t)
+void attn_dsp_init_tiles_avx512(attn_dsp *t)
 {
     t->qk_tile[ATTN_KV_F32] = attn_qk_tile_f32_avx512;
     t->qk_tile[ATTN_KV_F16] = attn_qk_tile_f16_avx512;

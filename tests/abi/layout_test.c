@@ -74,6 +74,10 @@ FROZEN(offsetof(attn_options, mask) == 40);
 FROZEN(offsetof(attn_options, bias) == 48);
 FROZEN(offsetof(attn_options, parallel_for) == 56);
 FROZEN(offsetof(attn_options, parallel_ctx) == 64);
+/* 1.1: score modifiers */
+FROZEN(offsetof(attn_options, window_right) == 72);
+FROZEN(offsetof(attn_options, sinks) == 80);
+FROZEN(offsetof(attn_options, alibi_slopes) == 88);
 
 FROZEN(sizeof(attn_row_stats) == 24);
 FROZEN(offsetof(attn_row_stats, lse) == 0);

@@ -33,6 +33,17 @@ static int visible(int i, int j, int lq, int lk, int window)
     return i < lq && j < lk && j <= aligned && (window == 0 || j > aligned - window);
 }
 
+/*
+ * Debian 12's aarch64-linux-gnu-gcc 12.2.0 (12.2.0-14) dies at -O3 with an
+ * internal compiler error "in vect_transform_reduction, at
+ * tree-vect-loop.cc:7457" on the fmax reduction of the weights check below
+ * (reduced: e = fmax(e, fabs(p - w[j])) over j with p = l > 0 ?
+ * exp(s[j] - m) / l : 0.0 alone still fails). Loop vectorisation is off for this one
+ * function, for that compiler only; the library is not affected.
+ */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__aarch64__) && __GNUC__ == 12
+__attribute__((optimize("no-tree-loop-vectorize")))
+#endif
 int main(void)
 {
     unsigned seed = 12345;

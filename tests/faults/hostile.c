@@ -163,6 +163,19 @@ static void dims_and_strides(void)
     kt.data = (void *)(UINTPTR_MAX - 64);
     expect_all("k.data 64 bytes below the top of the address space", ATTN_ERR_SHAPE);
     reset();
+    stats.max_score = (float *)(UINTPTR_MAX - 7); /* its B*HQ*LQ floats would wrap */
+    {
+        memset(out, 0x5a, sizeof out);
+        memset(lse, 0x5a, sizeof lse);
+        memset(mx, 0x5a, sizeof mx);
+        memset(ent, 0x5a, sizeof ent);
+        attn_status f = attn_forward(&shape, &opt, &qt, &kt, &vt, &st_out, &stats);
+        attn_status w = attn_weights(&shape, &opt, &qt, &kt, &st_scores, &stats);
+        EXPECT(f == ATTN_ERR_SHAPE && w == ATTN_ERR_SHAPE && untouched(),
+               "stats.max_score wrapping the address space: forward %d, weights %d", f, w);
+        printf("  %-58s -> %s\n", "stats.max_score 8 bytes below the top", attn_strerror(f));
+    }
+    reset();
     qt.data = NULL;
     expect_all("q.data = NULL", ATTN_ERR_NULL);
     reset();
@@ -274,12 +287,15 @@ static void scalars(void)
            "scale = 3e38: row 0 should be NaN (+inf score)");
     puts("  scale = 3e38, a score overflowing to +inf                  -> ok, that row NaN");
     reset();
-    opt.softcap = 1e-45f;
-    expect_all("softcap = 1e-45 (subnormal, finite)", ATTN_OK);
+    opt.softcap = 1e-45f; /* 1/cap overflows: rejected, not NaN scores */
+    expect_all("softcap = 1e-45 (subnormal, reciprocal overflows)", ATTN_ERR_ARG);
+    reset();
+    opt.softcap = 3e-39f; /* subnormal with a finite reciprocal */
+    expect_all("softcap = 3e-39 (subnormal, 1/cap finite)", ATTN_OK);
     int finite = 1;
     for (int i = 0; i < B * HQ * LQ * LK; i++)
         finite &= isfinite(out[i]);
-    EXPECT(finite, "softcap = 1e-45 gives non-finite scores");
+    EXPECT(finite, "softcap = 3e-39 gives non-finite scores");
 }
 
 /* Rows (b, h, i) of the weights containing NaN, as a bit set over the B*HQ*LQ rows. */

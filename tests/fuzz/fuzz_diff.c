@@ -24,17 +24,14 @@
 
 #include "fuzz_util.h"
 #include "internal.h"
+#include "ops_list.h"
 #include "ref.h"
 #include "tolerance.h"
 
 #define CAP_WORK ((int64_t)2 << 20)
 
-enum { OP_SCORES, OP_MASK_APPLY, OP_WEIGHTS, OP_FORWARD, OP_SOFTMAX, OP_SOFTMAX_BWD, OP_COUNT };
-static const char *const op_names[OP_COUNT] = {"scores",  "mask_apply", "weights",
-                                               "forward", "softmax",    "softmax_backward"};
-
-static const attn_isa other_isas[] = {ATTN_ISA_AVX2, ATTN_ISA_AVX512, ATTN_ISA_NEON, ATTN_ISA_SVE};
-#define OTHER_ISAS (sizeof other_isas / sizeof other_isas[0])
+/* Every registry ISA but scalar (src/isa_list.h) can be compared. */
+#define OTHER_ISAS (ATTN_ISA_COUNT - 1 - ATTN_ISA_SCALAR)
 
 /* ------------------------------------------------------------ values */
 
@@ -42,14 +39,13 @@ typedef struct gen {
     fz_rng rng;
     float lo, hi;
     int specials; /* 1 in `specials` values is NaN/inf/-0/subnormal (0: none) */
-    int finite_specials_only; /* no infinities among them */
 } gen;
 
 static float gen_value(gen *g, int allow_special)
 {
     if (allow_special && g->specials && fz_rng_next(&g->rng) % (uint64_t)g->specials == 0) {
         static const float sp[] = {NAN, -0.0f, 1e-45f, FLT_MIN, INFINITY, -INFINITY};
-        return sp[fz_rng_next(&g->rng) % (g->finite_specials_only ? 4 : 6)];
+        return sp[fz_rng_next(&g->rng) % 6];
     }
     return fz_rng_float(&g->rng, g->lo, g->hi);
 }
@@ -101,19 +97,6 @@ static void store(const attn_tensor *t, int64_t b, int64_t h, int64_t i, int64_t
 /* ------------------------------------------------------------ comparisons */
 
 /*
- * Gradual underflow: an f32 multiplication whose result is subnormal errs by
- * up to half the smallest subnormal (2^-150) in absolute terms, which the
- * relative bounds of tolerance.h (u * |result|) do not cover (additions of
- * subnormals are exact). A value formed from n products (a dot product over
- * head_dim, a P.V sum over the keys, a softmax_backward dot) plus a few
- * scalings gets (n + 4) * 2^-150, times the largest factor any rounded
- * product is multiplied by afterwards (the scale, and a q or k element where
- * a kernel folds the scale into the other operand first); n is the largest
- * such count of the problem.
- */
-static double underflow_slack = 4.0 * 0x1p-150;
-
-/*
  * got (table `isa`) and scal (scalar) against the float64 value want with
  * bound err: NaN exactly where want is NaN, infinities exact, else within
  * TOL_PAIR(err) of each other and within err of want.
@@ -121,7 +104,6 @@ static double underflow_slack = 4.0 * 0x1p-150;
 static void compare(const char *op, const char *what, const char *isa, long long index,
                     float got, float scal, double want, double err)
 {
-    err += underflow_slack;
     if (isnan(want)) {
         FZ_CHECK(isnan(got) && isnan(scal), "%s %s[%lld]: want NaN, %s %g, scalar %g", op, what,
                  index, isa, got, scal);
@@ -185,18 +167,11 @@ static void run_attention(fz_reader *r, int op, const attn_dsp *const *tables, i
         opt.kv_lens = kv_lens;
     }
 
-    gen g = {{fz_u64(r)}, -3.0f, 3.0f, 0, 0};
-    /* softcap maps an infinite q.k to a finite score, and tests/ref.c's bound
-       for that case is NaN (0 * inf in finish_score): no infinities then */
-    g.finite_specials_only = opt.softcap != 0.0f;
+    gen g = {{fz_u64(r)}, -3.0f, 3.0f, 0};
     const int spread = fz_u8(r) % 4;
     if (spread == 1) { g.lo = -0.05f; g.hi = 0.05f; }    /* flat rows */
     if (spread == 2) { g.lo = -12.0f; g.hi = 12.0f; }    /* peaked rows, exp underflow */
     if (spread == 3) g.specials = (int)fz_range(r, 3, 200);
-    const double factor = fmax(1.0, fabs((double)opt.scale ? opt.scale : 1.0)) *
-                          fmax(1.0, fmax(fabs((double)g.lo), fabs((double)g.hi)));
-    underflow_slack =
-        (double)((s.head_dim > s.kv_len ? s.head_dim : s.kv_len) + 4) * 0x1p-150 * factor;
 
     const int32_t dts[3] = {(int32_t)fz_range(r, 0, 2), (int32_t)fz_range(r, 0, 2),
                             (int32_t)fz_range(r, 0, 2)};
@@ -218,9 +193,31 @@ static void run_attention(fz_reader *r, int op, const attn_dsp *const *tables, i
         make_tensor(&bias, r, ATTN_DTYPE_F32, s.batch, s.q_heads, s.q_len, s.kv_len, 1);
         opt.bias = &bias;
     }
+    /* score modifiers: right window edge, sinks, ALiBi slopes ([B][Hq] views) */
+    attn_tensor sinks = {0}, slopes = {0};
+    if (fz_chance(r, 60))
+        opt.window_right = fz_range(r, 1, s.kv_len + 2);
+    if (fz_chance(r, 60)) {
+        make_tensor(&sinks, r, ATTN_DTYPE_F32, s.batch, s.q_heads, 1, 1, 1);
+        opt.sinks = &sinks;
+    }
+    if (fz_chance(r, 60)) {
+        make_tensor(&slopes, r, ATTN_DTYPE_F32, s.batch, s.q_heads, 1, 1, 1);
+        opt.alibi_slopes = &slopes;
+    }
 
     /* values, written through the views (broadcast elements written last win) */
     const unsigned mask_density = fz_u8(r);
+    for (int64_t b = 0; b < s.batch; b++)
+        for (int64_t h = 0; h < s.q_heads; h++) {
+            /* a sink may be special (NaN/inf poison the row, -inf is none);
+               slopes stay finite: an infinite slope makes 0 * inf at the
+               query's own position, a case the bounds do not model */
+            if (opt.sinks)
+                store(&sinks, b, h, 0, 0, gen_value(&g, 1));
+            if (opt.alibi_slopes)
+                store(&slopes, b, h, 0, 0, gen_value(&g, 0) / 4.0f);
+        }
     for (int64_t b = 0; b < s.batch; b++) {
         for (int64_t h = 0; h < s.q_heads; h++)
             for (int64_t i = 0; i < s.q_len; i++) {
@@ -347,6 +344,8 @@ static void run_attention(fz_reader *r, int op, const attn_dsp *const *tables, i
     free(v.data);
     free(mask.data);
     free(bias.data);
+    free(sinks.data);
+    free(slopes.data);
     free(scores_in.data);
 }
 
@@ -358,12 +357,11 @@ static void run_rows(fz_reader *r, int op, const attn_dsp *const *tables, int nt
     const int64_t cols = fz_range(r, 1, fz_chance(r, 60) ? 700 : 80);
     const int64_t stride = cols + (fz_chance(r, 80) ? fz_range(r, 1, 9) : 0);
     const size_t n = (size_t)((rows - 1) * stride + cols);
-    gen g = {{fz_u64(r)}, -3.0f, 3.0f, 0, 0};
+    gen g = {{fz_u64(r)}, -3.0f, 3.0f, 0};
     const int spread = fz_u8(r) % 4;
     if (spread == 1) { g.lo = -0.05f; g.hi = 0.05f; }
     if (spread == 2) { g.lo = -40.0f; g.hi = 40.0f; }
     if (spread == 3) g.specials = (int)fz_range(r, 3, 200);
-    underflow_slack = (double)(cols + 4) * 0x1p-150 * fmax(1.0, (double)g.hi);
     const unsigned masked = fz_u8(r); /* share of -inf entries, out of 512 */
 
     float *x = calloc(n, 4), *dp = calloc(n, 4);
@@ -451,9 +449,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const attn_dsp *tables[1 + OTHER_ISAS];
     int ntables = 0;
     tables[ntables++] = attn_dsp_for_isa(ATTN_ISA_SCALAR);
-    for (size_t i = 0; i < OTHER_ISAS; i++)
-        if (attn_dsp_for_isa(other_isas[i]))
-            tables[ntables++] = attn_dsp_for_isa(other_isas[i]);
+    for (int isa = ATTN_ISA_SCALAR + 1; isa < ATTN_ISA_COUNT; isa++)
+        if (attn_dsp_for_isa((attn_isa)isa))
+            tables[ntables++] = attn_dsp_for_isa((attn_isa)isa);
     FZ_CHECK(tables[0] != NULL, "no scalar table");
     if (ntables == 1)
         return 0; /* nothing to compare on this CPU/build */

@@ -7,22 +7,33 @@
 #   tests/fuzz/run.sh 600             10 minutes per fuzzer
 #   tests/fuzz/run.sh --coverage      replay committed + generated corpora in a
 #                                     coverage build and print llvm-cov's report of src/
+#   tests/fuzz/run.sh --replay api|diff FILE...
+#                                     run inputs once (a finding's reproducer)
 # Environment: ATTN_FUZZ_BUILD (default build-fuzz), ATTN_FUZZ_JOBS (parallel
-# fuzzing processes per target, default 1), ATTN_FUZZ_TARGETS ("api diff").
+# fuzzing processes per target, default 1), ATTN_FUZZ_TARGETS ("api diff kvlayout").
 # A crash leaves crash-* in the build directory's fuzz-artifacts/ and fails.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 here=$root/tests/fuzz
 build=${ATTN_FUZZ_BUILD:-$root/build-fuzz}
-targets=${ATTN_FUZZ_TARGETS:-api diff}
+targets=${ATTN_FUZZ_TARGETS:-api diff kvlayout}
 seconds=${ATTN_FUZZ_SECONDS:-30}
 coverage=0
-for a in "$@"; do
-    case $a in
+replay=()
+while (($#)); do
+    case $1 in
     --coverage) coverage=1 ;;
-    ''|*[!0-9]*) echo "usage: $0 [seconds] [--coverage]" >&2; exit 2 ;;
-    *) seconds=$a ;;
+    --replay)
+        (($# >= 3)) || { echo "usage: $0 --replay api|diff FILE..." >&2; exit 2; }
+        targets=$2
+        shift 2
+        replay=("$@")
+        break
+        ;;
+    ''|*[!0-9]*) echo "usage: $0 [seconds] [--coverage] | --replay api|diff FILE..." >&2; exit 2 ;;
+    *) seconds=$1 ;;
     esac
+    shift
 done
 command -v clang >/dev/null || { echo "fuzz: clang not found, skipped"; exit 0; }
 common=(-Dbuildtype=debugoptimized -Dbench=disabled -Dpython=disabled -Dcli=false)
@@ -39,6 +50,25 @@ artifacts=$build/fuzz-artifacts
 mkdir -p "$artifacts"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
+if ((${#replay[@]})); then
+    exec "$build/tests/fuzz/attn-fuzz-$targets" "${replay[@]}"
+fi
+# A finding must be fixable from the log alone (CI keeps nothing else): the
+# input as base64 and the one command that replays it on a fresh clone.
+report_finding() {
+    local t=$1 log=$2 input
+    input=$(sed -n 's/.*Test unit written to \(.*\)$/\1/p' "$log" | tail -1)
+    if [ -z "$input" ] || [ ! -f "$input" ]; then
+        echo "fuzz $t: no input was written (see $log)"
+        return
+    fi
+    echo "fuzz $t: failing input, base64 (commit it as tests/fuzz/corpus/$t/regress-<what>):"
+    base64 -w0 "$input"
+    echo
+    echo "replay: echo '$(base64 -w0 "$input")' | base64 -d >/tmp/attn-$t-input &&" \
+        "tests/fuzz/run.sh --replay $t /tmp/attn-$t-input"
+}
+
 status=0
 for t in $targets; do
     work=$build/fuzz-corpus/$t
@@ -51,6 +81,7 @@ for t in $targets; do
         "$work" "$here/corpus/$t" >"$log" 2>&1; then
         status=1
         grep -E "FUZZ CHECK|ERROR|runtime error|SUMMARY|Test unit written" "$log" || tail -30 "$log"
+        report_finding "$t" "$log"
     fi
     grep -E "^stat::number_of_executed_units|^stat::peak_rss_mb|DONE" "$log" | tr '\n' ' '
     echo

@@ -31,16 +31,13 @@
 
 #include "attn.h"
 #include "internal.h"
+#include "ops_list.h"
 
 #define COMPUTE_THREADS 8
 #define POOL_CALLERS 3
 #define OWN_POOL_THREADS 2
 #define ITERATIONS 12
-#define MAX_TABLES 6
-
-enum { OP_SCORES, OP_MASK_APPLY, OP_WEIGHTS, OP_FORWARD, OP_SOFTMAX, OP_SOFTMAX_BWD, OP_COUNT };
-static const char *const op_names[OP_COUNT] = {"scores",  "mask_apply", "weights",
-                                               "forward", "softmax",    "softmax_backward"};
+#define MAX_TABLES ATTN_ISA_COUNT
 
 /* ------------------------------------------------------------ the shared problem */
 
@@ -202,10 +199,10 @@ static void *selector_main(void *arg)
 {
     (void)arg;
     pthread_barrier_wait(&start_line);
-    const attn_isa cycle[] = {ATTN_ISA_SCALAR, ATTN_ISA_AUTO, ATTN_ISA_AVX2, ATTN_ISA_AVX512,
-                              ATTN_ISA_NEON, (attn_isa)99};
+    /* every attn_isa value of the registry (AUTO = 0 first), then one unknown */
     for (long n = 0; atomic_load(&computing) > 0; n++) {
-        const attn_isa isa = cycle[n % 6];
+        const long pick = n % (ATTN_ISA_COUNT + 1);
+        const attn_isa isa = pick == ATTN_ISA_COUNT ? (attn_isa)99 : (attn_isa)pick;
         const attn_status st = attn_isa_select(isa);
         const attn_status want = (int)isa == 99               ? ATTN_ERR_ARG
                                  : attn_isa_available(isa) ? ATTN_OK
@@ -269,7 +266,7 @@ int main(void)
     /* every result is that of exactly one whole table */
     const attn_dsp *tables[MAX_TABLES];
     int ntables = 0;
-    for (int isa = ATTN_ISA_SCALAR; isa <= ATTN_ISA_SVE; isa++)
+    for (int isa = ATTN_ISA_SCALAR; isa < ATTN_ISA_COUNT; isa++)
         if (attn_dsp_for_isa((attn_isa)isa))
             tables[ntables++] = attn_dsp_for_isa((attn_isa)isa);
     result *r = malloc(sizeof *r);

@@ -1,0 +1,277 @@
+"""Offset, packed and paged K/V (attn.h 1.1) for scores, weights and forward.
+
+Three keyword families, which combine:
+
+  q_offsets, kv_offsets   per-sequence first row / key position inside the
+                          usual [B,H,L,D] tensors (a left-padded cache:
+                          kv_offsets = padding, kv_lens = valid keys).
+  cu_seqlens_q/_k         FlashAttention's varlen convention: B + 1 int
+                          offsets into packed [T,H,D] tensors; results are
+                          [Tq,Hq,Dv] (forward), [Hq,Tq,Tk] (scores/weights),
+                          stats [Hq,Tq].
+  block_table             [B, max_blocks] pool block of every page; k and v
+                          are then pools [num_blocks, block_size, Hkv, D]
+                          (vLLM, FlashAttention's paged k_cache); the logical
+                          key extent is max_blocks * block_size and kv_lens
+                          gives each sequence's length.
+
+Only a sequence's own rows (and, with key offsets, columns) are written; the
+rest of a fresh result holds what a row without keys gets (0 for outputs and
+weights, -inf for scores, lse and max_score).
+"""
+
+import ctypes
+import numbers
+
+from ._capi import Options, RowStats, Shape, check, lib
+from ._tensor import Operand, as_operand, check_no_overlap, new_f32, np
+
+_NEG_INF = float("-inf")
+
+
+def _int_list(value, name, count=None):
+    """A list of Python ints from an int sequence / integer array."""
+    if np is not None and isinstance(value, np.ndarray):
+        if value.dtype.kind not in "iu":
+            raise TypeError("%s: expected integers, got an array of %s" % (name, value.dtype))
+        value = value.reshape(-1).tolist()
+    try:
+        values = list(value)
+    except TypeError:
+        raise TypeError("%s: expected a sequence of ints, got %r" % (name, value)) from None
+    for i, n in enumerate(values):
+        if isinstance(n, bool) or not isinstance(n, numbers.Integral):
+            raise TypeError("%s[%d]: expected an int, got %r" % (name, i, n))
+    if count is not None and len(values) != count:
+        raise ValueError("%s: %d values for a batch of %d" % (name, len(values), count))
+    return [int(n) for n in values]
+
+
+def _int32_array(values, name):
+    for i, n in enumerate(values):
+        if not -2 ** 31 <= n < 2 ** 31:
+            raise ValueError("%s[%d] = %d does not fit int32" % (name, i, n))
+    return (ctypes.c_int32 * max(1, len(values)))(*values)
+
+
+def _cu_seqlens(value, name):
+    """(offsets, lengths) from B + 1 nondecreasing offsets starting anywhere >= 0."""
+    cu = _int_list(value, name)
+    if len(cu) < 2:
+        raise ValueError("%s: needs batch + 1 >= 2 entries, got %d" % (name, len(cu)))
+    for b in range(len(cu) - 1):
+        if cu[b] < 0 or cu[b + 1] < cu[b]:
+            raise ValueError("%s: must be >= 0 and nondecreasing, got %r" % (name, cu))
+    return cu[:-1], [cu[b + 1] - cu[b] for b in range(len(cu) - 1)]
+
+
+def _view(op, shape, strides):
+    """`op` described as the 4-D C view (shape, element strides)."""
+    return Operand(op.address, op.dtype, shape, strides, op.keep, op.source, op.writable)
+
+
+def _packed(op, name, batch):
+    """[T,H,D] packed rows as the C view [B,H,T,D] with batch_stride 0."""
+    if len(op.shape) != 3:
+        raise ValueError("%s: packed sequences need [T,H,D], got shape %r" % (name, op.shape))
+    t, h, d = op.shape
+    st, sh, _ = op.strides
+    return _view(op, (batch, h, t, d), (0, sh, st, 1))
+
+
+def _pool(op, name):
+    """[num_blocks, block_size, Hkv, D] as the C view [blocks][heads][slots][D]."""
+    if len(op.shape) != 4:
+        raise ValueError("%s: a paged pool needs [num_blocks, block_size, Hkv, D], got shape "
+                         "%r" % (name, op.shape))
+    nb, bs, h, d = op.shape
+    s0, s1, s2, _ = op.strides
+    return _view(op, (nb, h, bs, d), (s0, s2, s1, 1))
+
+
+def _fill(op, value, shape):
+    """Sets every element of a fresh C-contiguous f32 result."""
+    count = 1
+    for n in shape:
+        count *= n
+    if count:
+        ctypes.memmove(op.address, (ctypes.c_float * count)(*([value] * count)), count * 4)
+
+
+def run_layout(function, q, k, v, *, out, stats, options, side_inputs, q_lens, kv_lens,
+               q_offsets, kv_offsets, cu_seqlens_q, cu_seqlens_k, block_table, dtype,
+               half_bits, is_tensor_result):
+    """One of attn_scores / attn_weights / attn_forward with the 1.1 layout keywords.
+
+    options(batch, heads, q_len, kv_len, mask_op, bias_op) -> (Options, keep) builds the
+    1.0 fields; side_inputs(target) -> (mask_op, bias_op) broadcasts mask and bias.
+    """
+    packed_q = cu_seqlens_q is not None
+    packed_k = cu_seqlens_k is not None
+    paged = block_table is not None
+    if packed_q and q_offsets is not None:
+        raise ValueError("q_offsets: not with cu_seqlens_q (which gives the offsets)")
+    if packed_k and kv_offsets is not None:
+        raise ValueError("kv_offsets: not with cu_seqlens_k (which gives the offsets)")
+    if packed_k and paged:
+        raise ValueError("cu_seqlens_k: not with block_table (use kv_lens for the lengths)")
+    if packed_q and q_lens is not None:
+        raise ValueError("q_lens: not with cu_seqlens_q (which gives the lengths)")
+    if packed_k and kv_lens is not None:
+        raise ValueError("kv_lens: not with cu_seqlens_k (which gives the lengths)")
+
+    qo = as_operand(q, "q", "qkv", half_bits)
+    ko = as_operand(k, "k", "qkv", half_bits)
+    vo = as_operand(v, "v", "qkv", half_bits) if v is not None else None
+
+    # batch and the per-sequence arrays
+    q_off, q_len_list, kv_off, kv_len_list = None, None, None, None
+    if packed_q:
+        q_off, q_len_list = _cu_seqlens(cu_seqlens_q, "cu_seqlens_q")
+    if packed_k:
+        kv_off, kv_len_list = _cu_seqlens(cu_seqlens_k, "cu_seqlens_k")
+    table = None
+    if paged:
+        if np is not None and isinstance(block_table, np.ndarray):
+            if block_table.ndim != 2:
+                raise ValueError("block_table: expected [B, max_blocks], got shape %r"
+                                 % (block_table.shape,))
+            rows = block_table.tolist()
+        else:
+            rows = [_int_list(r, "block_table row") for r in block_table]
+        if not rows or not rows[0] or any(len(r) != len(rows[0]) for r in rows):
+            raise ValueError("block_table: expected a non-empty [B, max_blocks] table")
+        table = rows
+    if packed_q:
+        batch = len(q_off)
+    elif paged:
+        batch = len(table)
+    elif packed_k:
+        batch = len(kv_off)
+    else:
+        if len(qo.shape) != 4:
+            raise ValueError("q: q_offsets/kv_offsets take [B,H,L,D] tensors, got shape %r"
+                             % (qo.shape,))
+        batch = qo.shape[0]
+    for name, other in (("cu_seqlens_k", kv_off), ("block_table", table)):
+        if other is not None and len(other) != batch:
+            raise ValueError("%s: %d sequences, but the batch has %d" % (name, len(other), batch))
+
+    # the C views of q, k, v
+    q4 = _packed(qo, "q", batch) if packed_q else qo
+    if not packed_q and (len(q4.shape) != 4 or q4.shape[0] != batch):
+        raise ValueError("q: expected [%d,H,Lq,D], got shape %r" % (batch, qo.shape))
+    if paged:
+        k4, v4 = _pool(ko, "k"), (_pool(vo, "v") if vo is not None else None)
+    elif packed_k:
+        k4, v4 = _packed(ko, "k", batch), (_packed(vo, "v", batch) if vo is not None else None)
+    else:
+        k4, v4 = ko, vo
+        if len(k4.shape) != 4 or k4.shape[0] != batch:
+            raise ValueError("k: expected [%d,Hkv,Lk,D], got shape %r" % (batch, ko.shape))
+    _, q_heads, q_len, head_dim = q4.shape
+    _, kv_heads, kv_rows, kd = k4.shape
+    if kd != head_dim:
+        raise ValueError("k: head_dim %d, but q has head_dim %d" % (kd, head_dim))
+    if q_heads % kv_heads:
+        raise ValueError("k: %d heads do not divide q's %d heads" % (kv_heads, q_heads))
+    v_dim = head_dim
+    if v4 is not None:
+        if v4.shape[1:3] != k4.shape[1:3] or (paged and v4.shape[0] != k4.shape[0]):
+            raise ValueError("v: shape %r does not match k's %r" % (vo.shape, ko.shape))
+        v_dim = v4.shape[3]
+    block_size = k4.shape[2] if paged else 0
+    kv_len = len(table[0]) * block_size if paged else kv_rows
+
+    if q_offsets is not None:
+        q_off = _int_list(q_offsets, "q_offsets", batch)
+    if kv_offsets is not None:
+        kv_off = _int_list(kv_offsets, "kv_offsets", batch)
+    if q_lens is not None:
+        q_len_list = _int_list([q_lens] * batch if isinstance(q_lens, numbers.Integral)
+                               else q_lens, "q_lens", batch)
+    if kv_lens is not None:
+        kv_len_list = _int_list([kv_lens] * batch if isinstance(kv_lens, numbers.Integral)
+                                else kv_lens, "kv_lens", batch)
+
+    shape = Shape(batch, q_heads, kv_heads, q_len, kv_len, head_dim, v_dim)
+    mask_op, bias_op = side_inputs((batch, q_heads, q_len, kv_len))
+    opt, keep = options(batch, q_heads, q_len, kv_len, mask_op, bias_op)
+    arrays = {}
+    for field, values in (("q_lens", q_len_list), ("kv_lens", kv_len_list),
+                          ("q_offsets", q_off), ("kv_offsets", kv_off)):
+        if values is not None:
+            arrays[field] = _int32_array(values, field)
+            setattr(opt, field, ctypes.cast(arrays[field], ctypes.POINTER(ctypes.c_int32)))
+    if paged:
+        flat = [n for row in table for n in row]
+        arrays["block_table"] = _int32_array(flat, "block_table")
+        opt.block_table = ctypes.cast(arrays["block_table"], ctypes.POINTER(ctypes.c_int32))
+        opt.block_table_stride = len(table[0])
+        opt.block_size = block_size
+        opt.num_blocks = k4.shape[0]
+
+    # the result: fresh ones start as rows without keys
+    forward = function == "attn_forward"
+    if packed_q:
+        dims = (q_len, q_heads, v_dim) if forward else (q_heads, q_len, kv_len)
+    else:
+        dims = (batch, q_heads, q_len, v_dim if forward else kv_len)
+    if out is None:
+        result, out_op = new_f32(dims, is_tensor_result)
+        _fill(out_op, _NEG_INF if function == "attn_scores" else 0.0, dims)
+    else:
+        result, out_op = out, as_operand(out, "out", "f32", need_writable=True, allow_copy=False)
+        if out_op.shape != dims:
+            raise ValueError("out: shape %r, expected %r" % (out_op.shape, dims))
+    if packed_q and forward:
+        out4 = _view(out_op, (batch, q_heads, q_len, v_dim),
+                     (0, out_op.strides[1], out_op.strides[0], 1))
+    elif packed_q:
+        out4 = _view(out_op, (batch, q_heads, q_len, kv_len),
+                     (0, out_op.strides[0], out_op.strides[1], 1))
+    else:
+        out4 = out_op
+    check_no_overlap(out4, "out", [(q4, "q"), (k4, "k"), (v4, "v"), (mask_op, "mask"),
+                                   (bias_op, "bias")])
+
+    stats_c, stats_ops = None, []
+    if stats:
+        for name, value in (("lse", _NEG_INF), ("max_score", _NEG_INF), ("entropy", 0.0)):
+            arr, op = new_f32((batch, q_heads, q_len), is_tensor_result)
+            _fill(op, value, (batch, q_heads, q_len))
+            stats_ops.append((name, arr, op))
+        stats_c = RowStats(*(op.address for _, _, op in stats_ops))
+
+    tensors = [q4.c_tensor(), k4.c_tensor()]
+    if v4 is not None:
+        tensors.append(v4.c_tensor())
+    tensors.append(out4.c_tensor())
+    args = [ctypes.byref(shape), ctypes.byref(opt)] + [ctypes.byref(t) for t in tensors]
+    if function != "attn_scores":
+        args.append(ctypes.byref(stats_c) if stats_c is not None else None)
+    check(getattr(lib(), function)(*args), function)
+    del keep, arrays
+    if not stats:
+        return result
+
+    stats_out = {}
+    for name, arr, op in stats_ops:
+        if not packed_q:
+            stats_out[name] = arr
+            continue
+        # [B,Hq,Tq] -> [Hq,Tq]: each packed row belongs to one sequence
+        packed_arr, packed_op = new_f32((q_heads, q_len), is_tensor_result)
+        _fill(packed_op, _NEG_INF if name != "entropy" else 0.0, (q_heads, q_len))
+        for b in range(batch):
+            for h in range(q_heads):
+                if q_len_list[b]:
+                    ctypes.memmove(packed_op.at((h, q_off[b])), op.at((b, h, q_off[b])),
+                                   q_len_list[b] * 4)
+        stats_out[name] = packed_arr
+    return result, stats_out
+
+
+def old_struct_size():
+    """struct_size of a 1.0 attn_options: calls without 1.1 fields run on 1.0 libraries."""
+    return Options.window_right.offset  # the first field appended in 1.1

@@ -1,0 +1,56 @@
+/*
+ * The NEON module: the table's init and, for AArch64 builds (NEON is part
+ * of the armv8-a baseline), the helpers tile_neon.c and row_neon.c share.
+ */
+#ifndef ATTN_ARM_NEON_H
+#define ATTN_ARM_NEON_H
+
+#include <stddef.h>
+
+#include "dsp.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The NEON table: row slots and block sizes (row_neon.c), then the tiles. */
+void attn_dsp_init_neon(attn_dsp *t);
+/* The tile slots (qk_tile, pv_tile, to_f32) only (tile_neon.c). */
+void attn_dsp_init_tiles_neon(attn_dsp *t);
+/* The Q8_0, Q4_0 and FP8 tile slots (quant_neon.c). */
+void attn_dsp_init_quant_neon(attn_dsp *t);
+
+#ifdef __cplusplus
+}
+#endif
+
+#if defined(__ARM_NEON) && defined(__aarch64__) && !defined(__cplusplus)
+#include <arm_neon.h>
+
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+
+/* The first n (1..3) floats at p, `fill` in the other lanes: tails never
+   read past the row. */
+static ALWAYS_INLINE float32x4_t load_part(const float *p, size_t n, float fill)
+{
+    float32x4_t v = vld1q_lane_f32(p, vdupq_n_f32(fill), 0);
+    if (n > 1)
+        v = vld1q_lane_f32(p + 1, v, 1);
+    if (n > 2)
+        v = vld1q_lane_f32(p + 2, v, 2);
+    return v;
+}
+
+/* Stores the first n (1..3) lanes of v at p. */
+static ALWAYS_INLINE void store_part(float *p, float32x4_t v, size_t n)
+{
+    vst1q_lane_f32(p, v, 0);
+    if (n > 1)
+        vst1q_lane_f32(p + 1, v, 1);
+    if (n > 2)
+        vst1q_lane_f32(p + 2, v, 2);
+}
+
+#endif /* helpers */
+
+#endif /* ATTN_ARM_NEON_H */

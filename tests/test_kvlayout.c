@@ -1,0 +1,590 @@
+/*
+ * Offset, packed and paged K/V (attn.h 1.1) through the whole driver on every
+ * ISA row, against the float64 reference of ref_kv.h (bounds of
+ * tolerance.h) and, on SIMD rows, against the scalar table.
+ *
+ * Every problem also checks what must NOT happen: outside the valid ranges
+ * the inputs hold NaN (a read would poison a result), block-table entries of
+ * pages no query sees hold garbage (a read would fault or be out of range),
+ * the table ends at an inaccessible page, and every output element outside a
+ * sequence's rows and columns must keep its previous bits.
+ */
+#include <criterion/criterion.h>
+#include <criterion/parameterized.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "ops_list.h"
+#include "ref.h"
+#include "ref_kv.h"
+#include "tolerance.h"
+
+typedef enum kv_layout {
+    KV_PACKED,        /* cu_seqlens: q, k, v, out one [T][H][D] tensor each */
+    KV_LEFTPAD,       /* cache_leftpad: valid keys [pad_b, pad_b + len_b), padded queries */
+    KV_PAGED,         /* vLLM pool [blocks][block_size][kv_heads][d], shuffled table */
+    KV_PAGED_HEADS,   /* pool [blocks][kv_heads][block_size][d] */
+    KV_PAGED_ADJOIN,  /* blocks mostly in order: runs merge across pages */
+    KV_PAGED_LEFTPAD, /* paged with kv_offsets */
+    KV_PAGED_SHARED   /* one table row for every sequence (stride 0) */
+} kv_layout;
+
+static const char *const layout_names[] = {"packed",        "leftpad",        "paged",
+                                           "paged-heads",   "paged-adjoin",   "paged-leftpad",
+                                           "paged-shared"};
+
+/* The operations of ops_list.h that read K/V layouts (and mask_apply, which
+   reads the offsets). */
+static const op_kind layout_ops[] = {OP_SCORES, OP_WEIGHTS, OP_FORWARD, OP_MASK_APPLY};
+
+typedef struct problem {
+    kv_layout layout;
+    attn_shape shape;
+    attn_options opt;
+    attn_tensor q, k, v, mask, bias, scores, out;
+    int64_t dv, scores_n, out_n, stats_n;
+    int32_t *q_lens, *kv_lens, *q_offsets, *kv_offsets;
+    fence_buf table_mem;
+    void *mem[7];
+    float *stats_mem;
+    attn_row_stats stats;
+    char desc[256];
+} problem;
+
+static const int64_t head_dims[] = {8, 16, 64, 72, 128};
+
+static void store(int32_t dtype, void *at, float x)
+{
+    if (dtype == ATTN_DTYPE_F32) {
+        memcpy(at, &x, 4);
+    } else {
+        uint16_t h = dtype == ATTN_DTYPE_F16 ? ref_f32_to_f16(x) : ref_f32_to_bf16(x);
+        memcpy(at, &h, 2);
+    }
+}
+
+/* The tensor's whole span filled with NaN: what is not overwritten with data
+   below must never be read. */
+static attn_tensor make_tensor(void **mem, int32_t dtype, int64_t nb, int64_t nh, int64_t nr,
+                               int64_t nc, int rows_outer)
+{
+    const size_t n = (size_t)(nb * nh * nr * nc);
+    *mem = xmalloc(n * ref_dtype_size(dtype) + 64);
+    for (size_t i = 0; i < n; i++)
+        store(dtype, (char *)*mem + i * ref_dtype_size(dtype), NAN);
+    attn_tensor t = {*mem, dtype, nh * nr * nc, nr * nc, nc};
+    if (rows_outer) { /* [nb][nr][nh][nc] */
+        t.head_stride = nc;
+        t.row_stride = nh * nc;
+    }
+    return t;
+}
+
+static void fill_row(rng *g, const attn_tensor *t, int64_t b, int64_t h, int64_t r, int64_t n)
+{
+    for (int64_t c = 0; c < n; c++)
+        store(t->dtype, ref_tensor_at(t, b, h, r, c), rng_float(g, -1.0f, 1.0f));
+}
+
+static int64_t pick_len(rng *g, int64_t full)
+{
+    switch (rng_int(g, 0, 5)) {
+    case 0: return 0;
+    case 1: return full;
+    default: return rng_int(g, 0, full);
+    }
+}
+
+/* Key j of sequence b is seen by some query (padding, causal, window). */
+static int key_seen(const problem *p, int64_t b, int64_t j)
+{
+    attn_options geometry = p->opt;
+    geometry.mask = NULL;
+    geometry.q_offsets = geometry.kv_offsets = NULL;
+    for (int64_t i = 0; i < p->q_lens[b]; i++)
+        if (ref_visible(&p->shape, &geometry, b, 0, i, j))
+            return 1;
+    return 0;
+}
+
+/*
+ * Builds the block table and the pool: pages holding a key some query sees
+ * get pool blocks (shuffled, or in order with gaps), the others garbage
+ * entries; the pool's data is random at the sequences' valid positions and
+ * NaN elsewhere.
+ */
+static void make_pool(problem *p, rng *g, int64_t bs)
+{
+    const int64_t B = p->shape.batch, kvh = p->shape.kv_heads, d = p->shape.head_dim;
+    const int64_t pages = (p->shape.kv_len + bs - 1) / bs;
+    const int shared = p->layout == KV_PAGED_SHARED;
+    const int64_t stride = shared ? 0 : pages + rng_int(g, 0, 3);
+    const int64_t rows = shared ? 1 : B;
+    const int64_t entries = (rows - 1) * stride + pages;
+    int32_t *table = fence_alloc(&p->table_mem, (size_t)entries * 4, 0);
+    static const int32_t garbage[] = {-1, INT32_MIN, INT32_MAX, 1 << 30};
+    for (int64_t e = 0; e < entries; e++)
+        table[e] = garbage[rng_int(g, 0, 3)];
+
+    /* which pages need a block */
+    uint8_t *need = xcalloc0((size_t)entries, 1);
+    int64_t used = 0;
+    for (int64_t b = 0; b < B; b++) {
+        const int64_t ko = p->kv_offsets ? p->kv_offsets[b] : 0;
+        for (int64_t j = 0; j < p->kv_lens[b]; j++)
+            if (key_seen(p, b, j)) {
+                const int64_t e = (shared ? 0 : b * stride) + (ko + j) / bs;
+                used += !need[e];
+                need[e] = 1;
+            }
+    }
+    /* in order, each used block may be followed by a gap */
+    const int64_t spare = p->layout == KV_PAGED_ADJOIN ? used : rng_int(g, 0, 3);
+    const int64_t nblocks = used + spare + 1;
+    int32_t *order = xmalloc((size_t)nblocks * 4);
+    for (int64_t i = 0; i < nblocks; i++)
+        order[i] = (int32_t)i;
+    if (p->layout != KV_PAGED_ADJOIN) {
+        for (int64_t i = nblocks - 1; i > 0; i--) { /* Fisher-Yates */
+            int64_t r = rng_int(g, 0, i);
+            int32_t tmp = order[i];
+            order[i] = order[r];
+            order[r] = tmp;
+        }
+    }
+    int64_t next = 0;
+    for (int64_t e = 0; e < entries; e++)
+        if (need[e]) {
+            if (p->layout == KV_PAGED_ADJOIN && rng_int(g, 0, 3) == 0)
+                next++; /* a gap: the run must break here */
+            cr_assert(next < nblocks);
+            table[e] = order[next++];
+        }
+
+    const int heads_inner = p->layout != KV_PAGED_HEADS;
+    p->k = make_tensor(&p->mem[1], p->k.dtype, nblocks, kvh, bs, d, heads_inner);
+    p->v = make_tensor(&p->mem[2], p->v.dtype, nblocks, kvh, bs, p->dv, heads_inner);
+    for (int64_t b = 0; b < B; b++) {
+        const int64_t ko = p->kv_offsets ? p->kv_offsets[b] : 0;
+        for (int64_t j = 0; j < p->kv_lens[b]; j++) {
+            const int64_t pos = ko + j, e = (shared ? 0 : b * stride) + pos / bs;
+            if (!need[e])
+                continue;
+            for (int64_t h = 0; h < kvh; h++) {
+                fill_row(g, &p->k, table[e], h, pos % bs, d);
+                fill_row(g, &p->v, table[e], h, pos % bs, p->dv);
+            }
+        }
+    }
+    p->opt.block_table = table;
+    p->opt.block_table_stride = stride;
+    p->opt.block_size = bs;
+    p->opt.num_blocks = nblocks;
+    free(need);
+    free(order);
+}
+
+static void make_problem(problem *p, rng *g, kv_layout layout, int64_t bs)
+{
+    memset(p, 0, sizeof *p);
+    attn_options init = ATTN_OPTIONS_INIT;
+    p->opt = init;
+    p->layout = layout;
+    const int64_t B = rng_int(g, 1, 4), kvh = rng_int(g, 1, 2), group = 1 << rng_int(g, 0, 2);
+    const int64_t d = rng_pick(g, head_dims, 5);
+    p->dv = rng_int(g, 0, 3) ? d : rng_int(g, 1, 40);
+    p->shape = (attn_shape){B, kvh * group, kvh, 0, 0, d, p->dv == d ? 0 : p->dv};
+    const int32_t dtypes[] = {ATTN_DTYPE_F32, ATTN_DTYPE_F16, ATTN_DTYPE_BF16};
+    const int32_t qt = dtypes[rng_int(g, 0, 2)], kt = dtypes[rng_int(g, 0, 2)],
+                  vt = dtypes[rng_int(g, 0, 2)];
+    p->q_lens = xcalloc0((size_t)B, 4);
+    p->kv_lens = xcalloc0((size_t)B, 4);
+    p->opt.q_lens = p->q_lens;
+    p->opt.kv_lens = p->kv_lens;
+    p->opt.flags = rng_int(g, 0, 1) ? ATTN_CAUSAL : 0;
+    p->opt.window = rng_int(g, 0, 2) == 0 ? rng_int(g, 1, 40) : 0;
+    p->opt.softcap = rng_int(g, 0, 3) == 0 ? 2.5f : 0.0f;
+    p->opt.scale = rng_int(g, 0, 1) ? 0.0f : 0.3f;
+    const int paged = layout >= KV_PAGED;
+
+    /* lengths and offsets */
+    int64_t q_len = 0, kv_len = 0;
+    if (layout == KV_PACKED) {
+        p->q_offsets = xcalloc0((size_t)B, 4);
+        p->kv_offsets = xcalloc0((size_t)B, 4);
+        for (int64_t b = 0; b < B; b++) {
+            p->q_lens[b] = (int32_t)pick_len(g, 40);
+            p->kv_lens[b] = p->q_lens[b] + (int32_t)(rng_int(g, 0, 1) ? 0 : rng_int(g, 0, 30));
+            q_len += rng_int(g, 0, 2); /* rows between sequences nobody owns */
+            kv_len += rng_int(g, 0, 2);
+            p->q_offsets[b] = (int32_t)q_len;
+            p->kv_offsets[b] = (int32_t)kv_len;
+            q_len += p->q_lens[b];
+            kv_len += p->kv_lens[b];
+        }
+        q_len = q_len ? q_len : 1;
+        kv_len = kv_len ? kv_len : 1;
+    } else {
+        const int64_t kmax = layout == KV_LEFTPAD ? 90 : bs == 1 ? 70 : bs <= 16 ? 200 : 700;
+        q_len = rng_int(g, 1, bs >= 256 ? 4 : 12);
+        kv_len = rng_int(g, 1, kmax);
+        const int offset_q = layout == KV_LEFTPAD && rng_int(g, 0, 1);
+        const int offset_k = layout == KV_LEFTPAD || layout == KV_PAGED_LEFTPAD;
+        if (offset_q)
+            p->q_offsets = xcalloc0((size_t)B, 4);
+        if (offset_k)
+            p->kv_offsets = xcalloc0((size_t)B, 4);
+        for (int64_t b = 0; b < B; b++) {
+            p->q_lens[b] = (int32_t)pick_len(g, q_len);
+            p->kv_lens[b] = (int32_t)pick_len(g, kv_len);
+            if (offset_q)
+                p->q_offsets[b] = (int32_t)rng_int(g, 0, q_len - p->q_lens[b]);
+            if (offset_k)
+                p->kv_offsets[b] = (int32_t)rng_int(g, 0, kv_len - p->kv_lens[b]);
+        }
+    }
+    p->shape.q_len = q_len;
+    p->shape.kv_len = kv_len;
+    p->opt.q_offsets = p->q_offsets;
+    p->opt.kv_offsets = p->kv_offsets;
+
+    /* q, and k/v when not paged; packed tensors are [T][H][D], batch_stride 0 */
+    const int packed = layout == KV_PACKED;
+    const int64_t tb = packed ? 1 : B, Hq = p->shape.q_heads;
+    p->q = make_tensor(&p->mem[0], qt, tb, Hq, q_len, d, packed || rng_int(g, 0, 1));
+    if (packed)
+        p->q.batch_stride = 0;
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < Hq; h++)
+            for (int64_t i = 0; i < p->q_lens[b]; i++)
+                fill_row(g, &p->q, b, h, (p->q_offsets ? p->q_offsets[b] : 0) + i, d);
+    if (paged) {
+        p->k.dtype = kt;
+        p->v.dtype = vt;
+        make_pool(p, g, bs);
+    } else {
+        p->k = make_tensor(&p->mem[1], kt, tb, kvh, kv_len, d, 1);
+        p->v = make_tensor(&p->mem[2], vt, tb, kvh, kv_len, p->dv, 1);
+        if (packed)
+            p->k.batch_stride = p->v.batch_stride = 0;
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t h = 0; h < kvh; h++)
+                for (int64_t j = 0; j < p->kv_lens[b]; j++) {
+                    const int64_t pos = (p->kv_offsets ? p->kv_offsets[b] : 0) + j;
+                    fill_row(g, &p->k, b, h, pos, d);
+                    fill_row(g, &p->v, b, h, pos, p->dv);
+                }
+    }
+
+    /* mask and bias at the sequences' positions (broadcast over batch when packed) */
+    if (rng_int(g, 0, 3) == 0) {
+        p->mask = make_tensor(&p->mem[3], ATTN_DTYPE_BOOL, tb, Hq, q_len, kv_len, 0);
+        for (size_t i = 0; i < (size_t)(tb * Hq * q_len * kv_len); i++)
+            ((uint8_t *)p->mask.data)[i] = rng_int(g, 0, 4) != 0;
+        if (packed)
+            p->mask.batch_stride = 0;
+        p->opt.mask = &p->mask;
+    }
+    if (rng_int(g, 0, 3) == 0) {
+        p->bias = make_tensor(&p->mem[4], ATTN_DTYPE_F32, tb, Hq, q_len, kv_len, 0);
+        rng_fill(g, p->bias.data, (size_t)(tb * Hq * q_len * kv_len), -2.0f, 2.0f);
+        if (packed)
+            p->bias.batch_stride = 0;
+        p->opt.bias = &p->bias;
+    }
+
+    /* outputs: one row space for every sequence when packed */
+    p->scores_n = tb * Hq * q_len * kv_len;
+    p->scores = make_tensor(&p->mem[5], ATTN_DTYPE_F32, tb, Hq, q_len, kv_len, 0);
+    p->out_n = tb * Hq * q_len * p->dv;
+    p->out = make_tensor(&p->mem[6], ATTN_DTYPE_F32, tb, Hq, q_len, p->dv, packed);
+    if (packed)
+        p->scores.batch_stride = p->out.batch_stride = 0;
+    p->stats_n = B * Hq * q_len;
+    p->stats_mem = xmalloc((size_t)p->stats_n * 3 * 4);
+    p->stats = (attn_row_stats){p->stats_mem, p->stats_mem + p->stats_n,
+                                p->stats_mem + 2 * p->stats_n};
+
+    snprintf(p->desc, sizeof p->desc,
+             "%s bs=%lld B=%lld Hq=%lld Hkv=%lld q_len=%lld kv_len=%lld d=%lld dv=%lld "
+             "dtypes=%d/%d/%d causal=%u window=%lld softcap=%g mask=%d bias=%d",
+             layout_names[layout], (long long)bs, (long long)B, (long long)Hq, (long long)kvh,
+             (long long)q_len, (long long)kv_len, (long long)d, (long long)p->dv, qt, kt, vt,
+             p->opt.flags, (long long)p->opt.window, (double)p->opt.softcap,
+             p->opt.mask != NULL, p->opt.bias != NULL);
+}
+
+static void free_problem(problem *p)
+{
+    for (int i = 0; i < 7; i++)
+        free(p->mem[i]);
+    free(p->stats_mem);
+    free(p->q_lens);
+    free(p->kv_lens);
+    free(p->q_offsets);
+    free(p->kv_offsets);
+    if (p->opt.block_table)
+        fence_free(&p->table_mem);
+}
+
+static attn_status run_op(const attn_dsp *t, problem *p, op_kind op, const attn_options *opt)
+{
+    switch (op) {
+    case OP_SCORES: return attn_scores_with(t, &p->shape, opt, &p->q, &p->k, &p->scores);
+    case OP_WEIGHTS:
+        return attn_weights_with(t, &p->shape, opt, &p->q, &p->k, &p->scores, &p->stats);
+    case OP_FORWARD:
+        return attn_forward_with(t, &p->shape, opt, &p->q, &p->k, &p->v, &p->out, &p->stats);
+    case OP_MASK_APPLY: return attn_mask_apply_with(t, &p->shape, opt, &p->scores);
+    case OP_SOFTMAX:
+    case OP_SOFTMAX_BWD:
+    case OP_COUNT: break;
+    }
+    CHECK(0, "%s reads no K/V layout", op < OP_COUNT ? op_names[op] : "?");
+}
+
+/* Output memory of an operation: the table, then the three stats arrays. */
+static size_t output_floats(const problem *p, op_kind op)
+{
+    return (size_t)(op == OP_FORWARD ? p->out_n : p->scores_n) + 3 * (size_t)p->stats_n;
+}
+
+static void output_save(const problem *p, op_kind op, float *dst)
+{
+    const size_t n = (size_t)(op == OP_FORWARD ? p->out_n : p->scores_n);
+    memcpy(dst, op == OP_FORWARD ? p->out.data : p->scores.data, n * 4);
+    memcpy(dst + n, p->stats_mem, (size_t)p->stats_n * 3 * 4);
+}
+
+static void output_load(problem *p, op_kind op, const float *src)
+{
+    const size_t n = (size_t)(op == OP_FORWARD ? p->out_n : p->scores_n);
+    memcpy(op == OP_FORWARD ? p->out.data : p->scores.data, src, n * 4);
+    memcpy(p->stats_mem, src + n, (size_t)p->stats_n * 3 * 4);
+}
+
+/* What a comparison collects: got, scalar's result, the reference and its bound. */
+typedef struct cmp {
+    float *got, *scalar;
+    double *want, *err;
+    size_t n;
+} cmp;
+
+static void cmp_add(cmp *c, const float *after, const float *scalar, size_t at, double want,
+                    double err)
+{
+    c->got[c->n] = after[at];
+    if (scalar)
+        c->scalar[c->n] = scalar[at];
+    c->want[c->n] = want;
+    c->err[c->n] = err;
+    c->n++;
+}
+
+/*
+ * Walks every output element: those of a sequence's rows and columns go into
+ * the comparison (the reference from the dense problem; outside its range a
+ * written element must be the masked value), all others must have kept their
+ * bits.
+ */
+static void check_outputs(const problem *p, op_kind op, const ref_attn *r, const ref_dense *dn,
+                          const float *before, const float *after, const float *scalar)
+{
+    const int64_t B = p->shape.batch, Hq = p->shape.q_heads, q_len = p->shape.q_len;
+    const int fwd = op == OP_FORWARD;
+    const int64_t cols = fwd ? p->dv : p->shape.kv_len;
+    const attn_tensor *t = fwd ? &p->out : &p->scores;
+    const size_t total = output_floats(p, op), table_n = (size_t)(fwd ? p->out_n : p->scores_n);
+    uint8_t *owned = xcalloc0(total, 1);
+    cmp c = {xmalloc(total * 4), xmalloc(total * 4), xmalloc(total * 8), xmalloc(total * 8), 0};
+    const double masked = op == OP_WEIGHTS ? 0.0 : -INFINITY;
+    const int stats = op == OP_WEIGHTS || fwd;
+
+    for (int64_t b = 0; b < B; b++) {
+        const int64_t qo = p->q_offsets ? p->q_offsets[b] : 0;
+        const int64_t ko = p->kv_offsets ? p->kv_offsets[b] : 0;
+        const int64_t rows = p->q_offsets ? p->q_lens[b] : q_len;
+        const int64_t c0 = fwd || !p->kv_offsets ? 0 : ko;
+        const int64_t c1 = fwd || !p->kv_offsets ? cols : ko + p->kv_lens[b];
+        for (int64_t h = 0; h < Hq; h++)
+            for (int64_t i = 0; i < rows; i++) {
+                const int in_ref = i < dn->shape.q_len;
+                const int64_t rr = (b * Hq + h) * dn->shape.q_len + i; /* reference row */
+                const size_t base =
+                    (size_t)(((float *)ref_tensor_at(t, b, h, qo + i, 0)) - (float *)t->data);
+                for (int64_t col = c0; col < c1; col++) {
+                    const int64_t j = fwd ? col : col - ko; /* reference column */
+                    double want = fwd ? 0.0 : masked, err = 0.0;
+                    if (in_ref && j >= 0 && j < (fwd ? p->dv : dn->shape.kv_len)) {
+                        const size_t at = (size_t)(rr * (fwd ? p->dv : dn->shape.kv_len) + j);
+                        want = fwd ? r->o[at] : op == OP_WEIGHTS ? r->p[at] : r->s[at];
+                        err = fwd ? r->o_err[at] : op == OP_WEIGHTS ? r->p_err[at] : r->s_err[at];
+                    }
+                    owned[base + (size_t)col] = 1;
+                    cmp_add(&c, after, scalar, base + (size_t)col, want, err);
+                }
+                if (!stats)
+                    continue;
+                const size_t srow = (size_t)((b * Hq + h) * q_len + qo + i);
+                const double sw[3] = {in_ref ? r->lse[rr] : -INFINITY,
+                                      in_ref ? r->max[rr] : -INFINITY, in_ref ? r->ent[rr] : 0.0};
+                const double se[3] = {in_ref ? r->lse_err[rr] : 0.0, in_ref ? r->max_err[rr] : 0.0,
+                                      in_ref ? r->ent_err[rr] : 0.0};
+                for (int s = 0; s < 3; s++) {
+                    const size_t at = table_n + (size_t)s * (size_t)p->stats_n + srow;
+                    owned[at] = 1;
+                    cmp_add(&c, after, scalar, at, sw[s], se[s]);
+                }
+            }
+    }
+    for (size_t i = 0; i < total; i++)
+        if (!owned[i])
+            CHECK(memcmp(&before[i], &after[i], 4) == 0,
+                  "%s wrote element %zu outside every sequence", op_names[op], i);
+    expect_near("vs float64", c.got, (ptrdiff_t)c.n, c.want, c.err, 1, c.n);
+    if (scalar) {
+        for (size_t i = 0; i < c.n; i++)
+            c.err[i] = TOL_PAIR(c.err[i]);
+        expect_near_f("vs scalar", c.got, (ptrdiff_t)c.n, c.scalar, (ptrdiff_t)c.n, c.err, 1,
+                      c.n);
+    }
+    free(owned);
+    free(c.got);
+    free(c.scalar);
+    free(c.want);
+    free(c.err);
+}
+
+static void reverse_parallel_for(void *ctx, attn_task_fn task, void *task_ctx, size_t count)
+{
+    (void)ctx;
+    for (size_t i = count; i-- > 0;)
+        task(task_ctx, i);
+}
+
+static void check_problem(const attn_dsp *t, problem *p, op_kind op, rng *g)
+{
+    harness_context("%s on %s", op_names[op], p->desc);
+    const attn_dsp *sc = harness_scalar();
+    const size_t total = output_floats(p, op);
+    float *before = xmalloc(total * 4), *after = xmalloc(total * 4), *scalar = NULL;
+
+    /* prior contents: a canary NaN everywhere, random scores for mask_apply */
+    float *fill = op == OP_FORWARD ? p->out.data : p->scores.data;
+    const size_t table_n = (size_t)(op == OP_FORWARD ? p->out_n : p->scores_n);
+    const uint32_t canary = BUF_CANARY;
+    for (size_t i = 0; i < table_n; i++)
+        memcpy(&fill[i], &canary, 4);
+    for (size_t i = 0; i < (size_t)p->stats_n * 3; i++)
+        memcpy(&p->stats_mem[i], &canary, 4);
+    if (op == OP_MASK_APPLY)
+        rng_fill(g, fill, table_n, -10.0f, 10.0f);
+    output_save(p, op, before);
+
+    ref_dense dn;
+    ref_attn r;
+    if (op == OP_MASK_APPLY) {
+        ref_dense_make(&dn, &p->shape, &p->opt, NULL, NULL, NULL);
+        ref_dense_scores(&dn, &p->opt, &p->scores);
+        ref_attn_from_scores(&r, &dn.shape, &dn.opt, &dn.scores);
+    } else {
+        /* tolerance.h R: one rescale per key block of the smaller block_k, plus one */
+        const uint32_t bk = t->block_k < sc->block_k ? t->block_k : sc->block_k;
+        ref_dense_make(&dn, &p->shape, &p->opt, &p->q, &p->k, op == OP_FORWARD ? &p->v : NULL);
+        ref_attn_compute(&r, &dn.shape, &dn.opt, &dn.q, &dn.k, op == OP_FORWARD ? &dn.v : NULL,
+                         op == OP_FORWARD ? (p->shape.kv_len + bk - 1) / bk + 1 : 0);
+    }
+
+    attn_status st = run_op(t, p, op, &p->opt);
+    CHECK(st == ATTN_OK, "status %d (%s)", st, attn_strerror(st));
+    output_save(p, op, after);
+
+    /* the same in reverse task order: bitwise the same (determinism) */
+    attn_options rev = p->opt;
+    rev.parallel_for = reverse_parallel_for;
+    output_load(p, op, before);
+    st = run_op(t, p, op, &rev);
+    CHECK(st == ATTN_OK, "status %d in reverse order", st);
+    float *again = xmalloc(total * 4);
+    output_save(p, op, again);
+    expect_bits("reverse task order", again, after, total);
+    free(again);
+
+    if (!harness_is_scalar(t)) {
+        scalar = xmalloc(total * 4);
+        output_load(p, op, before);
+        st = run_op(sc, p, op, &p->opt);
+        CHECK(st == ATTN_OK, "scalar status %d", st);
+        output_save(p, op, scalar);
+    }
+    check_outputs(p, op, &r, &dn, before, after, scalar);
+    ref_attn_free(&r);
+    ref_dense_free(&dn);
+    free(before);
+    free(after);
+    free(scalar);
+}
+
+static void run_layout(const isa_row *row, kv_layout layout, const int64_t *block_sizes,
+                       size_t n_bs, int problems)
+{
+    const attn_dsp *t = harness_begin(row);
+    rng *g = harness_rng();
+    for (size_t s = 0; s < n_bs; s++)
+        for (int k = 0; k < problems; k++)
+            for (size_t o = 0; o < sizeof layout_ops / sizeof layout_ops[0]; o++) {
+                problem p;
+                make_problem(&p, g, layout, block_sizes[s]);
+                check_problem(t, &p, layout_ops[o], g);
+                free_problem(&p);
+            }
+}
+
+static const int64_t no_pages[] = {0};
+static const int64_t pages[] = {1, 16, 256};
+static const int64_t small_pages[] = {1, 3, 16};
+
+HARNESS_ISA_PARAMS(kvlayout, packed)
+ParameterizedTest(isa_row *row, kvlayout, packed, .timeout = 300)
+{
+    run_layout(row, KV_PACKED, no_pages, 1, 12);
+}
+
+HARNESS_ISA_PARAMS(kvlayout, leftpad)
+ParameterizedTest(isa_row *row, kvlayout, leftpad, .timeout = 300)
+{
+    run_layout(row, KV_LEFTPAD, no_pages, 1, 12);
+}
+
+HARNESS_ISA_PARAMS(kvlayout, paged)
+ParameterizedTest(isa_row *row, kvlayout, paged, .timeout = 300)
+{
+    run_layout(row, KV_PAGED, pages, 3, 5);
+}
+
+HARNESS_ISA_PARAMS(kvlayout, paged_heads)
+ParameterizedTest(isa_row *row, kvlayout, paged_heads, .timeout = 300)
+{
+    run_layout(row, KV_PAGED_HEADS, pages, 3, 3);
+}
+
+HARNESS_ISA_PARAMS(kvlayout, paged_adjoin)
+ParameterizedTest(isa_row *row, kvlayout, paged_adjoin, .timeout = 300)
+{
+    run_layout(row, KV_PAGED_ADJOIN, small_pages, 3, 4);
+}
+
+HARNESS_ISA_PARAMS(kvlayout, paged_leftpad)
+ParameterizedTest(isa_row *row, kvlayout, paged_leftpad, .timeout = 300)
+{
+    run_layout(row, KV_PAGED_LEFTPAD, pages, 3, 4);
+}
+
+HARNESS_ISA_PARAMS(kvlayout, paged_shared)
+ParameterizedTest(isa_row *row, kvlayout, paged_shared, .timeout = 300)
+{
+    run_layout(row, KV_PAGED_SHARED, small_pages, 3, 3);
+}

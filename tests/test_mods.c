@@ -1,0 +1,325 @@
+/*
+ * Score modifiers (sinks, ALiBi, two-sided windows) beyond the random
+ * operation specs of test_ops.c: the alibi kernel slot against float64 and
+ * the scalar oracle on every ISA row, rows whose only entry is their sink,
+ * tiles skipped on both edges of a two-sided window, ALiBi on a long cache,
+ * and the argument checks of the new options.
+ */
+#include <criterion/criterion.h>
+#include <criterion/parameterized.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "ref.h"
+#include "tolerance.h"
+#include "workload.h"
+
+/* ------------------------------------------------------------ the alibi slot */
+
+/* y = x - slope * |pos - j| in float64, and the bound of tolerance.h "alibi". */
+static void alibi_want(const float *x, size_t n, float slope, int64_t pos, double *want,
+                       double *bound)
+{
+    for (size_t j = 0; j < n; j++) {
+        const double a = (double)slope * fabs((double)(pos - (int64_t)j));
+        want[j] = (double)x[j] - a;
+        bound[j] = TOL_ALIBI_A * TOL_U * fabs(a) + TOL_U * fabs(want[j]);
+    }
+}
+
+HARNESS_ISA_PARAMS(mods, alibi_kernel)
+ParameterizedTest(isa_row *row, mods, alibi_kernel)
+{
+    const attn_dsp *t = harness_begin(row);
+    const attn_dsp *sc = harness_scalar();
+    rng *g = harness_rng();
+    static const int64_t lens[] = {0, 1, 7, 8, 9, 15, 16, 17, 31, 33, 64, 255, 256, 1000};
+    /* positions before, inside and after the row, and near the int32 limits */
+    static const int64_t far = 2147483000;
+    for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++)
+        for (int kind = 0; kind < 6; kind++)
+            for (int offset = 0; offset < 2; offset++) {
+                const size_t n = (size_t)lens[li];
+                const int64_t pos = kind == 0   ? rng_int(g, 0, (int64_t)n)
+                                    : kind == 1 ? -rng_int(g, 1, 300)
+                                    : kind == 2 ? (int64_t)n + rng_int(g, 0, 300)
+                                    : kind == 3 ? far
+                                    : kind == 4 ? (int64_t)n - far
+                                                : rng_int(g, 1 << 24, 1 << 26); /* inexact */
+                const float slope = kind == 5 ? rng_float(g, 0.0f, 1e-3f)
+                                              : rng_float(g, -0.25f, 2.0f);
+                harness_context("alibi n=%zu pos=%lld slope=%g offset=%d", n, (long long)pos,
+                                (double)slope, offset);
+                buf bx;
+                float *x = buf_alloc(&bx, n * 4, (size_t)offset * 4);
+                rng_fill(g, x, n, -20.0f, 20.0f);
+                if (n > 3)
+                    x[rng_int(g, 0, (int64_t)n - 1)] = -INFINITY; /* masked stays -inf */
+                float *x0 = xmalloc(n * 4 + 4), *xs = xmalloc(n * 4 + 4);
+                memcpy(x0, x, n * 4);
+                memcpy(xs, x, n * 4);
+                double *want = xmalloc(n * sizeof(double) + 8),
+                       *bound = xmalloc(n * sizeof(double) + 8);
+                alibi_want(x0, n, slope, pos, want, bound);
+                t->alibi(x, n, slope, pos);
+                buf_check(&bx, "alibi x");
+                expect_near("alibi vs float64", x, 0, want, bound, 1, n);
+                if (!harness_is_scalar(t)) {
+                    sc->alibi(xs, n, slope, pos);
+                    for (size_t j = 0; j < n; j++)
+                        bound[j] = TOL_PAIR(bound[j]);
+                    expect_near_f("alibi vs scalar", x, 0, xs, 0, bound, 1, n);
+                }
+                free(x0);
+                free(xs);
+                free(want);
+                free(bound);
+                buf_free(&bx);
+            }
+}
+
+/* ------------------------------------------------------------ sink-only rows */
+
+/*
+ * Rows that see no key but have a finite sink: weights and output 0,
+ * lse = max_score = the sink, entropy 0; padded rows keep -inf; a -inf sink
+ * is no sink. Checked exactly (these values involve no rounding).
+ */
+HARNESS_ISA_PARAMS(mods, sink_only_rows)
+ParameterizedTest(isa_row *row, mods, sink_only_rows)
+{
+    const attn_dsp *t = harness_begin(row);
+    for (int rep = 0; rep < 8; rep++)
+        for (int op = 0; op < 2; op++) { /* weights, forward */
+            workload w;
+            wl_make(&w, WL_SINKS | WL_LENS | WL_MASK | (rep & 1 ? WL_GQA : 0) |
+                            (rep & 2 ? WL_WINDOW | WL_WINDOW_R : 0));
+            const attn_shape *s = &w.shape;
+            /* hide every key from every row of batch entry 0 (a BOOL mask of 0) */
+            for (int64_t h = 0; h < s->q_heads; h++)
+                for (int64_t i = 0; i < s->q_len; i++)
+                    for (int64_t j = 0; j < s->kv_len; j++)
+                        *(uint8_t *)wl_at(&w.mask, 0, h, i, j) = 0;
+            harness_context("sink-only rows, %s, %s", op ? "forward" : "weights",
+                            wl_describe(&w));
+            wl_poison_outputs(&w);
+            attn_status st =
+                op ? attn_forward_with(t, &w.shape, &w.opt, &w.q, &w.k, &w.v, &w.out, &w.stats)
+                   : attn_weights_with(t, &w.shape, &w.opt, &w.q, &w.k, &w.scores, &w.stats);
+            CHECK(st == ATTN_OK, "status %d", st);
+            /* the mask may broadcast over the batch: only entry 0 is known empty */
+            for (int64_t h = 0; h < s->q_heads; h++)
+                for (int64_t i = 0; i < s->q_len; i++) {
+                    const size_t at = (size_t)(h * s->q_len + i);
+                    const int valid = i < w.q_lens[0];
+                    const float z = *(const float *)wl_at(&w.sinks, 0, h, 0, 0);
+                    const float want = valid ? z : -INFINITY;
+                    CHECK(w.stats.lse[at] == want && w.stats.max_score[at] == want,
+                          "h=%lld i=%lld: lse %g max %g, want %g", (long long)h, (long long)i,
+                          (double)w.stats.lse[at], (double)w.stats.max_score[at], (double)want);
+                    CHECK(w.stats.entropy[at] == 0.0f, "entropy %g", (double)w.stats.entropy[at]);
+                    const int64_t cols = op ? w.dv : s->kv_len;
+                    const attn_tensor *o = op ? &w.out : &w.scores;
+                    for (int64_t c = 0; c < cols; c++) {
+                        float v;
+                        memcpy(&v, wl_at(o, 0, h, i, c), 4);
+                        CHECK(v == 0.0f, "h=%lld i=%lld c=%lld: %g, want 0", (long long)h,
+                              (long long)i, (long long)c, (double)v);
+                    }
+                }
+            wl_free(&w);
+        }
+}
+
+/* ------------------------------------------------------------ tile skipping */
+
+static const attn_dsp *g_inner;
+static unsigned long long g_qk_pairs, g_pv_pairs;
+
+static void counting_qk(const float *q, ptrdiff_t q_stride, const void *k, ptrdiff_t k_stride,
+                        size_t nq, size_t nk, size_t d, float scale, float *s,
+                        ptrdiff_t s_stride)
+{
+    g_qk_pairs += (unsigned long long)(nq * nk);
+    g_inner->qk_tile[ATTN_KV_F32](q, q_stride, k, k_stride, nq, nk, d, scale, s, s_stride);
+}
+
+static void counting_pv(const float *p, ptrdiff_t p_stride, const void *v, ptrdiff_t v_stride,
+                        size_t nq, size_t nk, size_t dv, float *acc, ptrdiff_t acc_stride)
+{
+    g_pv_pairs += (unsigned long long)(nq * nk);
+    g_inner->pv_tile[ATTN_KV_F32](p, p_stride, v, v_stride, nq, nk, dv, acc, acc_stride);
+}
+
+/*
+ * A two-sided window on a long sequence: the (row, key) pairs the tile
+ * kernels compute stay within what the window needs. Each task of up to
+ * block_q rows reads at most block_q - 1 + W + R - 1 keys (the union of its
+ * rows' windows, clipped exactly, never rounded to blocks): so the pairs are
+ * at most rows * (block_q + W + R). Without the right edge the count would
+ * grow with L (about L^2 / 2); without the left edge as well.
+ */
+HARNESS_ISA_PARAMS(mods, window_tiles_skipped)
+ParameterizedTest(isa_row *row, mods, window_tiles_skipped)
+{
+    const attn_dsp *t = harness_begin(row);
+    rng *g = harness_rng();
+    attn_dsp counted = *t;
+    counted.qk_tile[ATTN_KV_F32] = counting_qk;
+    counted.pv_tile[ATTN_KV_F32] = counting_pv;
+    g_inner = t;
+    const int64_t L = 2048, D = 8, H = 2;
+    attn_shape shape = {1, H, H, L, L, D, D};
+    const size_t n = (size_t)(H * L * D);
+    float *q = xmalloc(n * 4), *k = xmalloc(n * 4), *v = xmalloc(n * 4), *o = xmalloc(n * 4);
+    rng_fill(g, q, n, -1.0f, 1.0f);
+    rng_fill(g, k, n, -1.0f, 1.0f);
+    rng_fill(g, v, n, -1.0f, 1.0f);
+    attn_tensor tq = {q, ATTN_DTYPE_F32, H * L * D, L * D, D}, tk = tq, tv = tq, to = tq;
+    tk.data = k;
+    tv.data = v;
+    to.data = o;
+    static const int64_t windows[][2] = {{65, 65}, {1, 200}, {200, 1}, {513, 513}};
+    for (size_t wi = 0; wi < sizeof windows / sizeof windows[0]; wi++) {
+        attn_options opt = ATTN_OPTIONS_INIT;
+        opt.window = windows[wi][0];
+        opt.window_right = windows[wi][1];
+        harness_context("window %lld + %lld, L=%lld", (long long)opt.window,
+                        (long long)opt.window_right, (long long)L);
+        g_qk_pairs = g_pv_pairs = 0;
+        CHECK(attn_forward_with(&counted, &shape, &opt, &tq, &tk, &tv, &to, NULL) == ATTN_OK,
+              "forward");
+        const unsigned long long limit =
+            (unsigned long long)(H * L * ((int64_t)t->block_q + opt.window + opt.window_right));
+        CHECK(g_qk_pairs > 0 && g_qk_pairs <= limit, "forward qk pairs %llu > %llu",
+              g_qk_pairs, limit);
+        CHECK(g_pv_pairs <= limit, "forward pv pairs %llu > %llu", g_pv_pairs, limit);
+        g_qk_pairs = 0;
+        float *sc = xmalloc((size_t)(H * L * L) * 4);
+        attn_tensor ts = {sc, ATTN_DTYPE_F32, H * L * L, L * L, L};
+        CHECK(attn_scores_with(&counted, &shape, &opt, &tq, &tk, &ts) == ATTN_OK, "scores");
+        CHECK(g_qk_pairs > 0 && g_qk_pairs <= limit, "scores qk pairs %llu > %llu", g_qk_pairs,
+              limit);
+        /* and the result is the windowed one: -inf outside, finite inside */
+        for (int64_t i = 0; i < L; i += 97)
+            for (int64_t j = 0; j < L; j++) {
+                const int in = j > i - opt.window && j < i + opt.window_right;
+                CHECK(in ? isfinite(sc[i * L + j]) : sc[i * L + j] == -INFINITY,
+                      "score [%lld][%lld] = %g", (long long)i, (long long)j,
+                      (double)sc[i * L + j]);
+            }
+        free(sc);
+    }
+    free(q);
+    free(k);
+    free(v);
+    free(o);
+}
+
+/* ------------------------------------------------------------ ALiBi, long cache */
+
+/*
+ * Decode against a long cache with ALiBi: distances up to 70,000 make the
+ * bias up to ~2e4; the result must still meet the float64 bounds (the
+ * distance form keeps the keys near the query exact).
+ */
+HARNESS_ISA_PARAMS(mods, alibi_long_decode)
+ParameterizedTest(isa_row *row, mods, alibi_long_decode, .timeout = 300)
+{
+    const attn_dsp *t = harness_begin(row);
+    rng *g = harness_rng();
+    const int64_t Lk = 70001, D = 16, H = 2;
+    attn_shape shape = {1, H, 1, 1, Lk, D, D};
+    float *q = xmalloc((size_t)(H * D) * 4), *k = xmalloc((size_t)(Lk * D) * 4),
+          *v = xmalloc((size_t)(Lk * D) * 4), *o = xmalloc((size_t)(H * D) * 4);
+    float slopes[2] = {0.3f, 1.0f / 256.0f}, lse[2];
+    rng_fill(g, q, (size_t)(H * D), -1.0f, 1.0f);
+    rng_fill(g, k, (size_t)(Lk * D), -1.0f, 1.0f);
+    rng_fill(g, v, (size_t)(Lk * D), -1.0f, 1.0f);
+    attn_tensor tq = {q, ATTN_DTYPE_F32, H * D, D, D};
+    attn_tensor tk = {k, ATTN_DTYPE_F32, Lk * D, Lk * D, D}, tv = tk;
+    tv.data = v;
+    attn_tensor to = {o, ATTN_DTYPE_F32, H * D, D, D};
+    attn_tensor ts = {slopes, ATTN_DTYPE_F32, 0, 1, 0};
+    attn_options opt = ATTN_OPTIONS_INIT;
+    opt.flags = ATTN_CAUSAL;
+    opt.alibi_slopes = &ts;
+    attn_row_stats stats = {lse, NULL, NULL};
+    harness_context("alibi decode Lk=%lld", (long long)Lk);
+    CHECK(attn_forward_with(t, &shape, &opt, &tq, &tk, &tv, &to, &stats) == ATTN_OK, "forward");
+    ref_attn r;
+    const int64_t bk = t->block_k < harness_scalar()->block_k ? t->block_k
+                                                              : harness_scalar()->block_k;
+    ref_attn_compute(&r, &shape, &opt, &tq, &tk, &tv, (Lk + bk - 1) / bk + 1);
+    expect_near("out vs float64", o, D, r.o, r.o_err, (size_t)H, (size_t)D);
+    expect_near("lse vs float64", lse, 2, r.lse, r.lse_err, 1, 2);
+    ref_attn_free(&r);
+    free(q);
+    free(k);
+    free(v);
+    free(o);
+}
+
+/* ------------------------------------------------------------ arguments */
+
+Test(mods, option_errors)
+{
+    harness_begin_plain("mods/option_errors");
+    float q[4] = {1, 2, 3, 4}, k[4] = {1, 0, 0, 1}, v[4] = {1, 2, 3, 4}, out[4], canary[4];
+    attn_shape shape = {1, 1, 1, 2, 2, 2, 2};
+    attn_tensor tq = {q, ATTN_DTYPE_F32, 4, 4, 2}, tk = {k, ATTN_DTYPE_F32, 4, 4, 2},
+                tv = {v, ATTN_DTYPE_F32, 4, 4, 2}, to = {out, ATTN_DTYPE_F32, 4, 4, 2};
+    float sink = 1.0f;
+    attn_tensor ts = {&sink, ATTN_DTYPE_F32, 0, 0, 0};
+    for (int c = 0; c < 4; c++)
+        canary[c] = out[c] = -7.0f;
+
+#define EXPECT(status, what, ...)                                                         \
+    do {                                                                                  \
+        attn_options o = ATTN_OPTIONS_INIT;                                               \
+        __VA_ARGS__;                                                                      \
+        attn_status got = attn_forward(&shape, &o, &tq, &tk, &tv, &to, NULL);             \
+        CHECK(got == (status), "%s: status %d, want %d", what, got, status);              \
+        if ((status) != ATTN_OK)                                                          \
+            expect_bits(what, out, canary, 4);                                            \
+    } while (0)
+
+    EXPECT(ATTN_ERR_ARG, "window_right < 0", o.window_right = -1);
+    attn_tensor null_sinks = ts;
+    null_sinks.data = NULL;
+    EXPECT(ATTN_ERR_NULL, "sinks data NULL", o.sinks = &null_sinks);
+    EXPECT(ATTN_ERR_NULL, "alibi data NULL", o.alibi_slopes = &null_sinks);
+    attn_tensor f16 = ts;
+    f16.dtype = ATTN_DTYPE_F16;
+    EXPECT(ATTN_ERR_ARG, "sinks F16", o.sinks = &f16);
+    EXPECT(ATTN_ERR_ARG, "alibi F16", o.alibi_slopes = &f16);
+    attn_tensor neg = ts;
+    neg.head_stride = -1;
+    EXPECT(ATTN_ERR_STRIDE, "sinks negative stride", o.sinks = &neg);
+    /* an output sharing memory with the sinks */
+    attn_tensor in_out = ts;
+    in_out.data = &out[3];
+    EXPECT(ATTN_ERR_STRIDE, "sinks inside out", o.sinks = &in_out);
+    EXPECT(ATTN_ERR_STRIDE, "alibi inside out", o.alibi_slopes = &in_out);
+    /* a 1.0 caller (struct_size without the new fields): they are never read */
+    EXPECT(ATTN_OK, "1.0 struct_size ignores the new fields",
+           o.struct_size = (uint32_t)offsetof(attn_options, window_right);
+           o.window_right = -5; o.sinks = &null_sinks; o.alibi_slopes = &f16);
+    EXPECT(ATTN_OK, "valid sinks, slopes and windows", o.sinks = &ts; o.alibi_slopes = &ts;
+           o.window = 1; o.window_right = 2);
+#undef EXPECT
+
+    /* windows wider than everything hide nothing (and must not overflow) */
+    float plain[4], wide[4];
+    attn_options o = ATTN_OPTIONS_INIT;
+    to.data = plain;
+    CHECK(attn_forward(&shape, &o, &tq, &tk, &tv, &to, NULL) == ATTN_OK, "plain");
+    o.window = INT64_MAX;
+    o.window_right = INT64_MAX;
+    to.data = wide;
+    CHECK(attn_forward(&shape, &o, &tq, &tk, &tv, &to, NULL) == ATTN_OK, "widest windows");
+    expect_bits("INT64_MAX windows vs none", wide, plain, 4);
+}
