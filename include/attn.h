@@ -142,7 +142,8 @@
  * head_stride = between KV heads; vLLM's [num_blocks][block_size][kv_heads]
  * [head_dim] pool and FlashAttention's paged k_cache are batch_stride =
  * block_size * kv_heads * head_dim, row_stride = kv_heads * head_dim,
- * head_stride = head_dim. kv_len is still the logical key extent of every
+ * head_stride = head_dim (Q8_0/Q4_0 pools count blocks, as all their
+ * strides: head_dim / 32 for head_stride). kv_len is still the logical key extent of every
  * sequence (the width of scores, mask and bias; kv_lens and kv_offsets are
  * bounded by it), and each row of block_table covers it:
  * ceil(kv_len / block_size) entries. Only the entries of blocks holding a
