@@ -143,9 +143,9 @@
  * [head_dim] pool and FlashAttention's paged k_cache are batch_stride =
  * block_size * kv_heads * head_dim, row_stride = kv_heads * head_dim,
  * head_stride = head_dim (Q8_0/Q4_0 pools count blocks, as all their
- * strides: head_dim / 32 for head_stride). kv_len is still the logical key extent of every
- * sequence (the width of scores, mask and bias; kv_lens and kv_offsets are
- * bounded by it), and each row of block_table covers it:
+ * strides do: head_stride = head_dim / 32). kv_len is still the logical key
+ * extent of every sequence (the width of scores, mask and bias; kv_lens and
+ * kv_offsets are bounded by it), and each row of block_table covers it:
  * ceil(kv_len / block_size) entries. Only the entries of blocks holding a
  * key some query may see (by padding, causal and window) are read, each must
  * be in [0, num_blocks) or the call is ATTN_ERR_ARG before anything is
