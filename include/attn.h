@@ -251,9 +251,9 @@ typedef enum attn_dtype {
  * all arithmetic stays f32. Q8_0 and Q4_0 decode exactly (the products
  * q*d have at most 19 significant bits); an E4M3 value is exact in f32 and
  * its scale is applied once: k_scale is folded into the score scale
- * (s = (q . e4m3) * (scale * k_scale), which must be a finite nonzero
- * float: ATTN_ERR_ARG otherwise), v_scale multiplies the normalised output
- * row. NaN and infinite decoded values (a NaN E4M3 byte, an f16 scale that
+ * (s = (q . e4m3) * fl32(scale * k_scale), which must be a normal float:
+ * ATTN_ERR_ARG otherwise), v_scale multiplies the normalised output row
+ * (one more rounding than for other dtypes). NaN and infinite decoded values (a NaN E4M3 byte, an f16 scale that
  * is inf or NaN) propagate as described under "Non-finite inputs".
  * attn_quantize() below writes all three formats.
  */
@@ -344,9 +344,9 @@ typedef struct attn_options {
     int64_t num_blocks;                /* blocks in the pool: >= 1 with a block_table, 0
                                           without one */
     /* since 1.1: dequantisation scales of FP8_E4M3 k and v (0: 1). Every
-       operation requires both finite and >= 0 (ATTN_ERR_ARG); a value other
-       than 0 or 1 with a k (v) of another dtype is ATTN_ERR_ARG too, checked
-       by the operations that read k (v). */
+       operation requires each to be 0 or a positive normal float
+       (ATTN_ERR_ARG); a value other than 0 or 1 with a k (v) of another
+       dtype is ATTN_ERR_ARG too, checked by the operations that read k (v). */
     float k_scale, v_scale;
 } attn_options;
 

@@ -66,8 +66,8 @@ static int splits_into_blocks(int32_t dtype, int64_t cols)
     return cols % attn_dtype_block(dtype) == 0;
 }
 
-/* k_scale / v_scale: 0 (meaning 1) or finite and > 0; a real scale only
-   for an FP8 tensor. */
+/* k_scale / v_scale: 0 (meaning 1) or a positive normal float; a real
+   scale only for an FP8 tensor. */
 static int kv_scale_ok(float scale, int32_t dtype)
 {
     if (!isfinite(scale) || scale < 0.0f)
@@ -289,7 +289,10 @@ attn_status attn_validate(attn_problem *pb, attn_op op, const attn_shape *shape,
         return ATTN_ERR_ARG;
     if (needs_v && !is_kv_dtype(v->dtype))
         return ATTN_ERR_ARG;
-    if (!isfinite(o.k_scale) || o.k_scale < 0.0f || !isfinite(o.v_scale) || o.v_scale < 0.0f)
+    /* a subnormal scale would put the f32 products into the subnormal range,
+       where they lose the relative accuracy the error bounds rest on */
+    if (!(o.k_scale == 0.0f || (isnormal(o.k_scale) && o.k_scale > 0.0f)) ||
+        !(o.v_scale == 0.0f || (isnormal(o.v_scale) && o.v_scale > 0.0f)))
         return ATTN_ERR_ARG;
     if (needs_qk && !kv_scale_ok(o.k_scale, k->dtype))
         return ATTN_ERR_ARG;
@@ -299,7 +302,7 @@ attn_status attn_validate(attn_problem *pb, attn_op op, const attn_shape *shape,
     float qk_scale = scale;
     if (needs_qk && k->dtype == ATTN_DTYPE_FP8_E4M3 && o.k_scale != 0.0f) {
         qk_scale = scale * o.k_scale; /* the one rounding of the folded scale */
-        if (!isfinite(qk_scale) || qk_scale == 0.0f)
+        if (!isnormal(qk_scale))
             return ATTN_ERR_ARG;
     }
     if (needs_qk && !splits_into_blocks(k->dtype, s.head_dim))

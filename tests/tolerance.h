@@ -218,10 +218,15 @@ static inline double tol_under_bwd(double n, double abs_p)
  * and the float64 reference computed from those values gets the F32 bounds
  * unchanged. The FP8 scales add no term either: k_scale enters as the
  * f32 product fl(scale * k_scale), which the reference uses as its scale
- * (attn.h documents the score as (q . e4m3) * fl(scale * k_scale)), and
- * v_scale / l replaces 1 / l (one rounding either way), with the
- * reference's output and bound multiplied by v_scale in double (a relative
- * 2^-53, far below any f32 bound).
+ * (attn.h documents the score as (q . e4m3) * fl(scale * k_scale), a
+ * normal float). v_scale (a normal float) multiplies the normalised output:
+ * one more rounding of the result, so the reference's output and bound are
+ * multiplied by v_scale (in double: a relative 2^-53, far below any f32
+ * bound) and the bound gains TOL_VSCALE_REL * u * |o| for that rounding,
+ * plus TOL_VSCALE_ABS for a result that falls into the subnormal range
+ * (half the spacing there, 2^-150, instead of a relative error).
  */
+#define TOL_VSCALE_REL 1.0
+#define TOL_VSCALE_ABS 0x1p-150
 
 #endif /* ATTN_TEST_TOLERANCE_H */

@@ -136,7 +136,10 @@ def test_forward_on_quantized_cache(rng, dtype, case):
     assert_close(s, ref.scores, ref.score_err, "scores")
     o = libattn.forward(q, k, v, kv_dtype=dtype, **extra, **kw)
     vscale = vs if dtype == "fp8" else 1.0
-    assert_close(o, ref.out * vscale, ref.out_tol * vscale, "forward")
+    tol = ref.out_tol * vscale
+    if dtype == "fp8":  # one more rounding: the v_scale multiply of the normalised output
+        tol = tol + 2.0 ** -24 * np.abs(ref.out * vscale) + 2.0 ** -150
+    assert_close(o, ref.out * vscale, tol, "forward")
 
 
 def test_blhd_cache_view(rng):

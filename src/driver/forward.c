@@ -75,8 +75,11 @@ static void finish_row(const attn_dsp *dsp, const attn_problem *pb, const row_re
         attn_fill(dst, pb->v_dim, 0.0f);
         attn_write_stats(pb, row, o->m, o->m, 0.0f);
     } else {
-        /* v_scale (FP8 v, else 1) rides on the normaliser: one multiply */
-        dsp->row_scale(acc, (size_t)pb->v_dim, pb->v_scale / o->l);
+        dsp->row_scale(acc, (size_t)pb->v_dim, 1.0f / o->l);
+        /* FP8 v: its scale after the normaliser (not folded into it: v_scale / l
+           could fall into the subnormal range and lose precision) */
+        if (pb->v_scale != 1.0f)
+            dsp->row_scale(acc, (size_t)pb->v_dim, pb->v_scale);
         memcpy(dst, acc, (size_t)pb->v_dim * sizeof(float));
         const float log_l = logf(o->l);
         attn_write_stats(pb, row, o->m + log_l, o->m, fmaxf(0.0f, log_l - o->t / o->l));
