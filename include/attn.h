@@ -7,7 +7,8 @@
  * Conventions used throughout
  * ---------------------------
  * Tensors are 4-dimensional [batch][head][row][col] views described by an
- * attn_tensor: strides are in ELEMENTS of the tensor's dtype, the innermost
+ * attn_tensor: strides are in ELEMENTS of the tensor's dtype (BLOCKS for the
+ * block formats Q8_0 and Q4_0, see "Quantized K/V caches"), the innermost
  * (col) dimension is always contiguous, strides must be >= 0. A stride of 0
  * broadcasts that dimension; this is allowed for inputs and rejected for
  * outputs (ATTN_ERR_STRIDE). [B,H,L,D] and [B,L,H,D] layouts are both just
@@ -15,8 +16,8 @@
  *
  * Shapes (attn_shape, every field > 0 except v_dim which may be 0):
  *   q      [batch][q_heads ][q_len ][head_dim]   F32, F16 or BF16
- *   k      [batch][kv_heads][kv_len][head_dim]   F32, F16 or BF16
- *   v      [batch][kv_heads][kv_len][v_dim]      F32, F16 or BF16
+ *   k      [batch][kv_heads][kv_len][head_dim]   F32, F16, BF16, Q8_0, Q4_0, FP8_E4M3
+ *   v      [batch][kv_heads][kv_len][v_dim]      the same as k (its own dtype)
  *   out    [batch][q_heads ][q_len ][v_dim]      F32
  *   scores [batch][q_heads ][q_len ][kv_len]     F32 (also weights)
  *   mask   [batch][q_heads ][q_len ][kv_len]     BOOL (1 byte), strides may be 0
@@ -154,9 +155,10 @@
  * head_stride = between KV heads; vLLM's [num_blocks][block_size][kv_heads]
  * [head_dim] pool and FlashAttention's paged k_cache are batch_stride =
  * block_size * kv_heads * head_dim, row_stride = kv_heads * head_dim,
- * head_stride = head_dim. kv_len is still the logical key extent of every
- * sequence (the width of scores, mask and bias; kv_lens and kv_offsets are
- * bounded by it), and each row of block_table covers it:
+ * head_stride = head_dim (Q8_0/Q4_0 pools count blocks, as all their
+ * strides do: head_stride = head_dim / 32). kv_len is still the logical key
+ * extent of every sequence (the width of scores, mask and bias; kv_lens and
+ * kv_offsets are bounded by it), and each row of block_table covers it:
  * ceil(kv_len / block_size) entries. Only the entries of blocks holding a
  * key some query may see (by padding, causal and window) are read, each must
  * be in [0, num_blocks) or the call is ATTN_ERR_ARG before anything is
@@ -235,8 +237,48 @@ typedef enum attn_dtype {
     ATTN_DTYPE_F32 = 0,
     ATTN_DTYPE_F16 = 1,  /* IEEE binary16 */
     ATTN_DTYPE_BF16 = 2, /* bfloat16: the upper half of a binary32 */
-    ATTN_DTYPE_BOOL = 3  /* 1 byte, nonzero = true (masks only) */
+    ATTN_DTYPE_BOOL = 3, /* 1 byte, nonzero = true (masks only) */
+    /* K/V caches only; see "Quantized K/V caches" below. */
+    ATTN_DTYPE_Q8_0 = 4,    /* ggml block_q8_0: f16 d, 32 x int8 q; x = q*d */
+    ATTN_DTYPE_Q4_0 = 5,    /* ggml block_q4_0: f16 d, 16 bytes; x = (nibble-8)*d */
+    ATTN_DTYPE_FP8_E4M3 = 6 /* OCP E4M3 "fn" (no inf, S.1111.111 NaN, max 448) x scale */
 } attn_dtype;
+
+/*
+ * Quantized K/V caches
+ * --------------------
+ * k and v (never q, out, mask or bias) may also be stored as:
+ *
+ *   ATTN_DTYPE_Q8_0   blocks of 32 consecutive values along the row (head_dim
+ *                     for k, v_dim for v), 34 bytes each, as llama.cpp stores
+ *                     them: an IEEE binary16 scale d, then 32 int8 q;
+ *                     value t of the block is q[t] * d.
+ *   ATTN_DTYPE_Q4_0   blocks of 32, 18 bytes: binary16 d, then 16 bytes; byte
+ *                     j holds value j in its low nibble and value j + 16 in
+ *                     its high nibble; value = (nibble - 8) * d.
+ *   ATTN_DTYPE_FP8_E4M3  one byte per value, E4M3 "fn" (bias 7, no
+ *                     infinities, S.1111.111 is NaN, largest finite 448, as
+ *                     vLLM's fp8 KV cache); value = e4m3 * k_scale for k,
+ *                     e4m3 * v_scale for v (attn_options, one scale per
+ *                     call for all heads).
+ *
+ * For Q8_0 and Q4_0 the unit of every stride of that tensor (batch, head,
+ * row) is ONE BLOCK (34 resp. 18 bytes): a row holds head_dim / 32 blocks,
+ * a cache of [kv_len][kv_heads][head_dim] rows has row_stride
+ * kv_heads * head_dim / 32 blocks. head_dim (for k) and v_dim (for v) must
+ * then be multiples of 32, else ATTN_ERR_SHAPE. For FP8 the unit is the
+ * element (one byte), as for every other dtype. No alignment is required.
+ *
+ * The values are decoded inside the kernels' loads, never copied out, and
+ * all arithmetic stays f32. Q8_0 and Q4_0 decode exactly (the products
+ * q*d have at most 19 significant bits); an E4M3 value is exact in f32 and
+ * its scale is applied once: k_scale is folded into the score scale
+ * (s = (q . e4m3) * fl32(scale * k_scale), which must be a normal float:
+ * ATTN_ERR_ARG otherwise), v_scale multiplies the normalised output row
+ * (one more rounding than for other dtypes). NaN and infinite decoded values (a NaN E4M3 byte, an f16 scale that
+ * is inf or NaN) propagate as described under "Non-finite inputs".
+ * attn_quantize() below writes all three formats.
+ */
 
 /* ---------------------------------------------------------------- dispatch */
 
@@ -336,6 +378,11 @@ typedef struct attn_options {
     int32_t kv_splits;                 /* attn_forward: 0 automatic, 1 never split,
                                           N >= 2 about N key chunks (see
                                           attn_forward_workspace_size) */
+    /* since 1.1: dequantisation scales of FP8_E4M3 k and v (0: 1). Every
+       operation requires each to be 0 or a positive normal float
+       (ATTN_ERR_ARG); a value other than 0 or 1 with a k (v) of another
+       dtype is ATTN_ERR_ARG too, checked by the operations that read k (v). */
+    float k_scale, v_scale;
 } attn_options;
 
 /*
@@ -348,7 +395,7 @@ typedef struct attn_options {
  */
 #define ATTN_OPTIONS_INIT \
     { (uint32_t)sizeof(attn_options), 0u, 0.0f, 0.0f, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, \
-      0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
+      0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0.0f, 0.0f }
 
 /*
  * Optional per-row outputs, each float[batch][q_heads][q_len] contiguous,
@@ -534,15 +581,45 @@ typedef struct attn_grads {
  * byte with an input or with each other.
  *
  * Not yet supported (ATTN_ERR_UNSUPPORTED, nothing written): q_offsets,
- * kv_offsets, a block_table, q_pos or k_pos; the backward reads and writes
- * dense [batch][head][row][dim] tensors. kv_splits and the workspace are
- * ignored (the backward has its own task plan).
+ * kv_offsets, a block_table, q_pos or k_pos, and quantized K or V; the
+ * backward reads and writes dense float [batch][head][row][dim] tensors.
+ * kv_splits and the workspace are ignored (the backward has its own task
+ * plan).
  */
 ATTN_API attn_status attn_backward(const attn_shape *shape, const attn_options *opt,
                                    const attn_tensor *q, const attn_tensor *k,
                                    const attn_tensor *v, const attn_tensor *out,
                                    const attn_tensor *dout, const float *lse,
                                    const attn_grads *grads);
+
+/*
+ * Quantizes `rows` rows of `cols` f32 values (row i at src + i * src_stride)
+ * into `dtype` (Q8_0, Q4_0 or FP8_E4M3), row i at dst + i * dst_stride in
+ * that dtype's stride unit (blocks for Q8_0/Q4_0, bytes for FP8). Rows are
+ * quantized independently; the result is what attn_forward reads with
+ * k_scale/v_scale = `scale`.
+ *   Q8_0: per block of 32, amax = max |x|, d = amax / 127, id = d ? 1/d : 0
+ *         (f32), q = round-half-away(x * id), the block stores binary16(d)
+ *         (round to nearest even): bit for bit what ggml's
+ *         quantize_row_q8_0_ref writes.
+ *   Q4_0: per block, m = the first value of largest |x|, d = m / -8,
+ *         id = d ? 1/d : 0, nibble = min(15, trunc(x * id + 8.5)): bit for
+ *         bit ggml's quantize_row_q4_0_ref.
+ *   FP8_E4M3: e4m3(x / scale) with x / scale rounded to f32 first, then to
+ *         E4M3 to nearest even; magnitudes above 448 and infinities saturate
+ *         to +-448, NaN stays NaN (S.1111.111).
+ * `scale` is used by FP8 only: 0 means 1, else finite and > 0; it must be 0
+ * for Q8_0/Q4_0. Errors (nothing written): ATTN_ERR_NULL for a NULL pointer;
+ * ATTN_ERR_SHAPE for rows or cols <= 0, cols not a multiple of 32 for a
+ * block format, or sizes that overflow; ATTN_ERR_STRIDE for src_stride < cols,
+ * dst_stride below a row's size or src and dst overlapping; ATTN_ERR_ARG for
+ * another dtype, a bad scale, or, for Q8_0/Q4_0, a non-finite input or a
+ * block whose scale d overflows binary16 (|x| above about 8.3e6 for Q8_0,
+ * 5.2e5 for Q4_0): llama.cpp would store an infinite d there.
+ */
+ATTN_API attn_status attn_quantize(int32_t dtype, const float *src, int64_t rows, int64_t cols,
+                                   int64_t src_stride, void *dst, int64_t dst_stride,
+                                   float scale);
 
 /* ---------------------------------------------------------------- thread pool */
 

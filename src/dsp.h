@@ -6,9 +6,14 @@
  * Everything else (masks, tiling, online softmax, stats, threading) is the
  * driver's job (src/driver/), written once for every ISA.
  *
- * All arithmetic is f32. K and V may be F32, F16 or BF16: the tile kernels
- * come in one variant per dtype and convert inside their loads.
- * Strides are in elements of the array they describe.
+ * All arithmetic is f32. K and V may be F32, F16, BF16, Q8_0, Q4_0 or
+ * FP8_E4M3: the tile kernels come in one variant per dtype and convert
+ * (dequantize) inside their loads.
+ * Strides are in elements of the array they describe; for the block formats
+ * (Q8_0, Q4_0) an element is one 32-value block (34 or 18 bytes), and the
+ * row lengths d, dv, n given to their kernels are multiples of 32. The FP8
+ * variants decode the bare E4M3 value: the driver applies k_scale and
+ * v_scale (folded into qk_tile's scale, and into the output's normaliser).
  */
 #ifndef ATTN_DSP_H
 #define ATTN_DSP_H
@@ -22,8 +27,25 @@
 extern "C" {
 #endif
 
-/* Index of the K/V dtype variants in the table: same values as attn_dtype. */
-enum { ATTN_KV_F32 = 0, ATTN_KV_F16 = 1, ATTN_KV_BF16 = 2, ATTN_KV_DTYPES = 3 };
+/* Index of the K/V dtype variants in the table: same values as attn_dtype.
+   Index 3 (ATTN_DTYPE_BOOL) is no K/V dtype: its slots stay NULL. The
+   float dtypes come first, so the query conversion (to_f32 of q, which is
+   F32/F16/BF16) and the float-only loops use [0, ATTN_KV_FLOAT_DTYPES). */
+enum {
+    ATTN_KV_F32 = 0,
+    ATTN_KV_F16 = 1,
+    ATTN_KV_BF16 = 2,
+    ATTN_KV_FLOAT_DTYPES = 3,
+    ATTN_KV_Q8_0 = 4,
+    ATTN_KV_Q4_0 = 5,
+    ATTN_KV_FP8 = 6, /* ATTN_DTYPE_FP8_E4M3 */
+    ATTN_KV_DTYPES = 7
+};
+
+/* Layout of the block formats (ggml's block_q8_0 and block_q4_0). */
+#define ATTN_QBLOCK 32        /* values per block */
+#define ATTN_Q8_0_BYTES 34    /* f16 d, then 32 int8 */
+#define ATTN_Q4_0_BYTES 18    /* f16 d, then 16 bytes of nibble pairs */
 
 /* Upper bounds of the driver's tiles (the per-ISA sizes are <= these). */
 #define ATTN_MAX_BLOCK_Q 64
@@ -47,7 +69,8 @@ typedef void (*attn_pv_tile_fn)(const float *p, ptrdiff_t p_stride,
                                 size_t nq, size_t nk, size_t dv,
                                 float *acc, ptrdiff_t acc_stride);
 
-/* dst[0..n) = (float)src[0..n) for the variant's dtype. */
+/* dst[0..n) = (float)src[0..n) for the variant's dtype (FP8: the bare
+   E4M3 value, no scale). */
 typedef void (*attn_to_f32_fn)(const void *src, float *dst, size_t n);
 
 /* max of x[0..n), n >= 1; -inf for a row of -inf; NaN when any x[j] is NaN

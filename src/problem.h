@@ -55,18 +55,32 @@ typedef struct attn_problem {
     attn_tensor o, dout, dk, dv, dbias;
     const float *lse;
     float *dsinks; /* NULL when not asked for */
+    /* What qk_tile multiplies dot(q, k) by: scale, times k_scale for an
+       FP8 k (validated finite and nonzero). What the output row is
+       multiplied by besides 1/l: v_scale for an FP8 v, else 1. */
+    float qk_scale, v_scale;
 } attn_problem;
 
-/* Bytes per element of an attn_dtype; 0 for an unknown value. */
+/* Bytes per stride unit of an attn_dtype (an element, or a block for
+   Q8_0/Q4_0); 0 for an unknown value. */
 static inline size_t attn_dtype_size(int32_t dtype)
 {
     switch (dtype) {
     case ATTN_DTYPE_F32: return 4;
     case ATTN_DTYPE_F16:
     case ATTN_DTYPE_BF16: return 2;
-    case ATTN_DTYPE_BOOL: return 1;
+    case ATTN_DTYPE_BOOL:
+    case ATTN_DTYPE_FP8_E4M3: return 1;
+    case ATTN_DTYPE_Q8_0: return ATTN_Q8_0_BYTES;
+    case ATTN_DTYPE_Q4_0: return ATTN_Q4_0_BYTES;
     default: return 0;
     }
+}
+
+/* Values per stride unit: ATTN_QBLOCK for the block formats, else 1. */
+static inline int64_t attn_dtype_block(int32_t dtype)
+{
+    return dtype == ATTN_DTYPE_Q8_0 || dtype == ATTN_DTYPE_Q4_0 ? ATTN_QBLOCK : 1;
 }
 
 /*

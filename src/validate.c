@@ -45,6 +45,8 @@ static attn_status read_options(attn_options *o, const attn_options *user)
     COPY_IF_COVERED(workspace)
     COPY_IF_COVERED(workspace_size)
     COPY_IF_COVERED(kv_splits)
+    COPY_IF_COVERED(k_scale)
+    COPY_IF_COVERED(v_scale)
 #undef COPY_IF_COVERED
     return ATTN_OK;
 }
@@ -54,6 +56,28 @@ static int64_t attn_max_i64(int64_t a, int64_t b) { return a > b ? a : b; }
 static int is_float_input_dtype(int32_t dtype)
 {
     return dtype == ATTN_DTYPE_F32 || dtype == ATTN_DTYPE_F16 || dtype == ATTN_DTYPE_BF16;
+}
+
+/* k and v may also be quantized caches (attn.h, "Quantized K/V caches"). */
+static int is_kv_dtype(int32_t dtype)
+{
+    return is_float_input_dtype(dtype) || dtype == ATTN_DTYPE_Q8_0 ||
+           dtype == ATTN_DTYPE_Q4_0 || dtype == ATTN_DTYPE_FP8_E4M3;
+}
+
+/* A K/V row of `cols` values must be whole blocks of its dtype. */
+static int splits_into_blocks(int32_t dtype, int64_t cols)
+{
+    return cols % attn_dtype_block(dtype) == 0;
+}
+
+/* k_scale / v_scale: 0 (meaning 1) or a positive normal float; a real
+   scale only for an FP8 tensor. */
+static int kv_scale_ok(float scale, int32_t dtype)
+{
+    if (!isfinite(scale) || scale < 0.0f)
+        return 0;
+    return dtype == ATTN_DTYPE_FP8_E4M3 || scale == 0.0f || scale == 1.0f;
 }
 
 /*
@@ -79,6 +103,7 @@ static attn_status check_tensor(const attn_tensor *t, int64_t nb, int64_t nh, in
     const int64_t extent[3] = {nb, nh, nr};
     const int64_t stride[3] = {t->batch_stride, t->head_stride, t->row_stride};
     size_t esize = attn_dtype_size(t->dtype);
+    nc /= attn_dtype_block(t->dtype); /* stride units per row (blocks: checked whole) */
 
     int64_t last = nc - 1; /* offset of the last element, in elements */
     for (int i = 0; i < 3; i++) {
@@ -321,10 +346,30 @@ attn_status attn_validate(attn_problem *pb, attn_op op, const attn_shape *shape,
     const int paged = needs_qk && o.block_table;
     const attn_shape s = *shape;
     const int64_t v_dim = s.v_dim ? s.v_dim : s.head_dim;
-    if (needs_qk && (!is_float_input_dtype(q->dtype) || !is_float_input_dtype(k->dtype)))
+    if (needs_qk && (!is_float_input_dtype(q->dtype) || !is_kv_dtype(k->dtype)))
         return ATTN_ERR_ARG;
-    if (needs_v && !is_float_input_dtype(v->dtype))
+    if (needs_v && !is_kv_dtype(v->dtype))
         return ATTN_ERR_ARG;
+    /* a subnormal scale would put the f32 products into the subnormal range,
+       where they lose the relative accuracy the error bounds rest on */
+    if (!(o.k_scale == 0.0f || (isnormal(o.k_scale) && o.k_scale > 0.0f)) ||
+        !(o.v_scale == 0.0f || (isnormal(o.v_scale) && o.v_scale > 0.0f)))
+        return ATTN_ERR_ARG;
+    if (needs_qk && !kv_scale_ok(o.k_scale, k->dtype))
+        return ATTN_ERR_ARG;
+    if (needs_v && !kv_scale_ok(o.v_scale, v->dtype))
+        return ATTN_ERR_ARG;
+    const float scale = o.scale != 0.0f ? o.scale : (float)(1.0 / sqrt((double)s.head_dim));
+    float qk_scale = scale;
+    if (needs_qk && k->dtype == ATTN_DTYPE_FP8_E4M3 && o.k_scale != 0.0f) {
+        qk_scale = scale * o.k_scale; /* the one rounding of the folded scale */
+        if (!isnormal(qk_scale))
+            return ATTN_ERR_ARG;
+    }
+    if (needs_qk && !splits_into_blocks(k->dtype, s.head_dim))
+        return ATTN_ERR_SHAPE;
+    if (needs_v && !splits_into_blocks(v->dtype, v_dim))
+        return ATTN_ERR_SHAPE;
     if (out->dtype != ATTN_DTYPE_F32)
         return ATTN_ERR_ARG;
     if ((o.mask && o.mask->dtype != ATTN_DTYPE_BOOL) || (o.bias && o.bias->dtype != ATTN_DTYPE_F32))
@@ -361,7 +406,10 @@ attn_status attn_validate(attn_problem *pb, attn_op op, const attn_shape *shape,
     pb->v_dim = v_dim;
     pb->group = s.q_heads / s.kv_heads;
     pb->flags = o.flags;
-    pb->scale = o.scale != 0.0f ? o.scale : (float)(1.0 / sqrt((double)s.head_dim));
+    pb->scale = scale;
+    pb->qk_scale = qk_scale;
+    pb->v_scale = needs_v && v->dtype == ATTN_DTYPE_FP8_E4M3 && o.v_scale != 0.0f ? o.v_scale
+                                                                                  : 1.0f;
     pb->softcap = o.softcap;
     pb->window = o.window;
     pb->window_right = o.window_right;
@@ -521,6 +569,9 @@ attn_status attn_validate_backward(attn_problem *pb, const attn_shape *shape,
     /* The backward reads and writes dense [B][H][L][D] tensors: offset,
        packed or paged layouts and global positions are not supported yet. */
     if (p.q_offsets || p.kv_offsets || p.block_table || p.q_pos || p.k_pos)
+        return ATTN_ERR_UNSUPPORTED;
+    /* nor quantized K/V (Q8_0, Q4_0, FP8): training keeps K and V in float */
+    if (!is_float_input_dtype(p.k.dtype) || !is_float_input_dtype(p.v.dtype))
         return ATTN_ERR_UNSUPPORTED;
 
     if (g.dsinks && !p.sinks.data) /* the gradient of sinks that are not there */

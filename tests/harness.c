@@ -215,11 +215,14 @@ static void fill_canary(unsigned char *p, size_t n)
         p[i] = (unsigned char)(word >> (8 * (i % 4)));
 }
 
-static size_t canary_mismatch(const unsigned char *p, size_t n)
+/* The pattern's phase is `phase` bytes from the start of the fill, so a
+   zone that starts at an offset not a multiple of 4 (odd-sized buffers)
+   is compared with what fill_canary wrote there. */
+static size_t canary_mismatch(const unsigned char *p, size_t n, size_t phase)
 {
     const uint32_t word = BUF_CANARY;
     for (size_t i = 0; i < n; i++)
-        if (p[i] != (unsigned char)(word >> (8 * (i % 4))))
+        if (p[i] != (unsigned char)(word >> (8 * ((phase + i) % 4))))
             return i;
     return n;
 }
@@ -239,11 +242,11 @@ void *buf_alloc(buf *b, size_t bytes, size_t offset)
 void buf_check(const buf *b, const char *what)
 {
     const size_t before = (size_t)(b->data - b->base);
-    size_t at = canary_mismatch(b->base, before);
+    size_t at = canary_mismatch(b->base, before, 0);
     CHECK(at == before, "%s: write %zu bytes before the start of the buffer", what, before - at);
     const unsigned char *tail = b->data + b->bytes;
     const size_t after = b->total - before - b->bytes;
-    at = canary_mismatch(tail, after);
+    at = canary_mismatch(tail, after, before + b->bytes);
     CHECK(at == after, "%s: write %zu bytes past the end of the buffer (byte %zu of %zu)", what,
           at + 1, b->bytes + at, b->bytes);
 }

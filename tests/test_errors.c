@@ -341,7 +341,8 @@ Test(errors, arguments)
 
     /* wrong dtype for a slot */
     attn_tensor t;
-    static const int32_t not_float_input[] = {ATTN_DTYPE_BOOL, 4, -1, 77};
+    /* 7: the first value past ATTN_DTYPE_FP8_E4M3 (4..6 are K/V dtypes since 1.1) */
+    static const int32_t not_float_input[] = {ATTN_DTYPE_BOOL, 7, -1, 77};
     for (int i = 0; i < 4; i++) {
         a = valid_args(), t = fx.q, t.dtype = not_float_input[i], a.q = &t;
         expect_status("q dtype", OPS_SCORES | OPS_WEIGHTS | OPS_FORWARD, &a, ATTN_ERR_ARG);
@@ -349,6 +350,14 @@ Test(errors, arguments)
         expect_status("k dtype", OPS_SCORES | OPS_WEIGHTS | OPS_FORWARD, &a, ATTN_ERR_ARG);
         a = valid_args(), t = fx.v, t.dtype = not_float_input[i], a.v = &t;
         expect_status("v dtype", OPS_FORWARD, &a, ATTN_ERR_ARG);
+    }
+    /* the quantized dtypes are for k and v only */
+    static const int32_t kv_only[] = {ATTN_DTYPE_Q8_0, ATTN_DTYPE_Q4_0, ATTN_DTYPE_FP8_E4M3};
+    for (int i = 0; i < 3; i++) {
+        a = valid_args(), t = fx.q, t.dtype = kv_only[i], a.q = &t;
+        expect_status("q quantized", OPS_SCORES | OPS_WEIGHTS | OPS_FORWARD, &a, ATTN_ERR_ARG);
+        a = valid_args(), t = fx.out, t.dtype = kv_only[i], a.out = &t;
+        expect_status("out quantized", OPS_FORWARD, &a, ATTN_ERR_ARG);
     }
     static const int32_t not_f32[] = {ATTN_DTYPE_F16, ATTN_DTYPE_BF16, ATTN_DTYPE_BOOL, 9};
     for (int i = 0; i < 4; i++) {

@@ -181,7 +181,7 @@ ParameterizedTest(isa_row *row, kernels, qk_tile, .timeout = 300)
     const attn_dsp *t = harness_begin(row);
     rng *g = harness_rng();
     const int64_t bq = t->block_q + 1, bk = t->block_k + 1;
-    for (int dt = 0; dt < ATTN_KV_DTYPES; dt++) {
+    for (int dt = 0; dt < ATTN_KV_FLOAT_DTYPES; dt++) {
         for (int64_t nk = 1; nk <= bk; nk++) /* key tails */
             run_qk(t, dt, (size_t)rng_int(g, 1, 4), (size_t)nk,
                    (size_t)rng_pick(g, head_dims, 14), ranges[nk % N_RANGES], (int)(nk & 1), 0);
@@ -201,7 +201,7 @@ ParameterizedTest(isa_row *row, kernels, qk_tile_nan)
 {
     const attn_dsp *t = harness_begin(row);
     rng *g = harness_rng();
-    for (int dt = 0; dt < ATTN_KV_DTYPES; dt++)
+    for (int dt = 0; dt < ATTN_KV_FLOAT_DTYPES; dt++)
         for (int i = 0; i < 40; i++)
             run_qk(t, dt, (size_t)rng_int(g, 1, t->block_q + 1),
                    (size_t)rng_int(g, 1, t->block_k + 1),
@@ -290,7 +290,7 @@ ParameterizedTest(isa_row *row, kernels, pv_tile, .timeout = 300)
     const attn_dsp *t = harness_begin(row);
     rng *g = harness_rng();
     const int64_t bq = t->block_q + 1, bk = t->block_k + 1;
-    for (int dt = 0; dt < ATTN_KV_DTYPES; dt++) {
+    for (int dt = 0; dt < ATTN_KV_FLOAT_DTYPES; dt++) {
         for (int64_t nk = 1; nk <= bk; nk++)
             run_pv(t, dt, (size_t)rng_int(g, 1, 4), (size_t)nk,
                    (size_t)rng_pick(g, head_dims, 14), ranges[nk % N_RANGES], (int)(nk & 1), 0);
@@ -310,7 +310,7 @@ ParameterizedTest(isa_row *row, kernels, pv_tile_nan)
 {
     const attn_dsp *t = harness_begin(row);
     rng *g = harness_rng();
-    for (int dt = 0; dt < ATTN_KV_DTYPES; dt++)
+    for (int dt = 0; dt < ATTN_KV_FLOAT_DTYPES; dt++)
         for (int i = 0; i < 40; i++)
             run_pv(t, dt, (size_t)rng_int(g, 1, t->block_q + 1),
                    (size_t)rng_int(g, 1, t->block_k + 1),
@@ -328,7 +328,7 @@ ParameterizedTest(isa_row *row, kernels, tiles_page_fence)
     const attn_dsp *t = harness_begin(row);
     const attn_dsp *sc = harness_scalar();
     rng *g = harness_rng();
-    for (int dt = 0; dt < ATTN_KV_DTYPES; dt++)
+    for (int dt = 0; dt < ATTN_KV_FLOAT_DTYPES; dt++)
         for (int at_start = 0; at_start < 2; at_start++)
             for (size_t di = 0; di < N_HEAD_DIMS; di++) {
                 const size_t d = (size_t)head_dims[di];
@@ -406,7 +406,7 @@ ParameterizedTest(isa_row *row, kernels, to_f32)
 {
     const attn_dsp *t = harness_begin(row);
     rng *g = harness_rng();
-    for (int dt = 0; dt < ATTN_KV_DTYPES; dt++)
+    for (int dt = 0; dt < ATTN_KV_FLOAT_DTYPES; dt++)
         for (int si = 0; si < N_SWEEP; si++)
             for (int offset = 0; offset < 2; offset++) {
                 const size_t n = sweep_len(si);

@@ -310,4 +310,25 @@ static inline double tol_wsum(double k, double abs_sum)
     return tol_gamma(k + 1.0) * abs_sum + k * TOL_TINY;
 }
 
+/*
+ * Quantized K/V (Q8_0, Q4_0, FP8 E4M3; tests/test_quant.c, the quant
+ * fuzzer): NO bound of their own. Decoding is exact in f32: q * d has at
+ * most 8 + 11 significant bits (Q8_0), 4 + 11 (Q4_0; (n - 8) * d computed
+ * as n * d + (-8 d) is exact as well, the result being representable), an
+ * E4M3 value 4 bits; so after the load a kernel does the f32 arithmetic
+ * the bounds above describe, on inputs that are exactly the decoded values,
+ * and the float64 reference computed from those values gets the F32 bounds
+ * unchanged. The FP8 scales add no term either: k_scale enters as the
+ * f32 product fl(scale * k_scale), which the reference uses as its scale
+ * (attn.h documents the score as (q . e4m3) * fl(scale * k_scale), a
+ * normal float). v_scale (a normal float) multiplies the normalised output:
+ * one more rounding of the result, so the reference's output and bound are
+ * multiplied by v_scale (in double: a relative 2^-53, far below any f32
+ * bound) and the bound gains TOL_VSCALE_REL * u * |o| for that rounding,
+ * plus TOL_VSCALE_ABS for a result that falls into the subnormal range
+ * (half the spacing there, 2^-150, instead of a relative error).
+ */
+#define TOL_VSCALE_REL 1.0
+#define TOL_VSCALE_ABS 0x1p-150
+
 #endif /* ATTN_TEST_TOLERANCE_H */

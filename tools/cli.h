@@ -81,7 +81,9 @@ extern const size_t cli_bench_count;
 const preset *find_preset(const char *name);
 int64_t v_dim_of(const attn_shape *s);
 float scale_of(const problem *p);
+/* Bytes per stride unit: an element, or a block of dtype_block(t) values. */
 size_t dtype_size(attn_dtype t);
+int64_t dtype_block(attn_dtype t);
 const char *dtype_name(attn_dtype t);
 /* Query and key lengths of sequence b: q_len and kv_len, or with --packed
    q_len/20 .. q_len spread evenly over the batch (keys: kv_len - q_len more). */
@@ -104,8 +106,10 @@ float alibi_slope(int64_t h, int64_t heads);
 /* ------------------------------------------------------------ numbers (numbers.c) */
 
 float load_elem(const void *base, attn_dtype t, size_t i);
-/* Seeded bell-shaped values in [-1, 1), stored as dtype t. */
-void fill_random(void *dst, attn_dtype t, size_t n, uint64_t *state);
+/* Seeded bell-shaped values in [-1, 1), stored as dtype t (quantized by
+   attn_quantize for Q8_0/Q4_0/FP8; n a multiple of 32 for the block
+   formats). 0, or -1 when attn_quantize refused. */
+int fill_random(void *dst, attn_dtype t, size_t n, uint64_t *state);
 double now_seconds(void);
 int online_cpus(void);
 

@@ -155,9 +155,10 @@ attn_tensor make_tensor(void *data, attn_dtype t, int64_t heads, int64_t rows,
     attn_tensor x;
     x.data = data;
     x.dtype = (int32_t)t;
-    x.row_stride = cols;
-    x.head_stride = rows * cols;
-    x.batch_stride = heads * rows * cols;
+    const int64_t units = cols / dtype_block(t); /* strides count blocks for Q8_0/Q4_0 */
+    x.row_stride = units;
+    x.head_stride = rows * units;
+    x.batch_stride = heads * rows * units;
     return x;
 }
 
@@ -368,10 +369,21 @@ int buffers_init(buffers *b, const problem *p, uint64_t seed)
     const int64_t no = mul4(s->batch, s->q_heads, s->q_len, dv);
     const int64_t copies = kv_copies_for(p);
     const size_t esize = dtype_size(p->kv_dtype);
+    const int64_t block = dtype_block(p->kv_dtype); /* values per stride unit */
     memset(b, 0, sizeof *b);
+    if (s->head_dim % block != 0 || dv % block != 0) {
+        fprintf(stderr, "attn: --kv-dtype %s needs head_dim and v_dim to be multiples of %" PRId64
+                        "\n", dtype_name(p->kv_dtype), block);
+        return EXIT_USAGE;
+    }
+    if (block > 1 && (p->paged_block > 0 || p->packed)) {
+        fprintf(stderr, "attn: --kv-dtype %s with --paged-block or --packed is not supported by "
+                        "this tool (the library takes such caches)\n", dtype_name(p->kv_dtype));
+        return EXIT_USAGE;
+    }
     /* each copy starts on a 64-byte boundary */
-    b->k_copy_bytes = ((size_t)(nk > 0 ? nk : 0) * esize + 63) & ~(size_t)63;
-    b->v_copy_bytes = ((size_t)(nv > 0 ? nv : 0) * esize + 63) & ~(size_t)63;
+    b->k_copy_bytes = ((size_t)(nk > 0 ? nk / block : 0) * esize + 63) & ~(size_t)63;
+    b->v_copy_bytes = ((size_t)(nv > 0 ? nv / block : 0) * esize + 63) & ~(size_t)63;
     b->copies = copies;
     b->q = alloc_elems(nq, sizeof(float));
     b->k = nk > 0 ? alloc_elems(copies, b->k_copy_bytes) : NULL;
@@ -389,8 +401,12 @@ int buffers_init(buffers *b, const problem *p, uint64_t seed)
     uint64_t sq = seed ^ 0x5151515151515151u, sk = seed ^ 0x4b4b4b4b4b4b4b4bu,
              sv = seed ^ 0x5656565656565656u;
     fill_random(b->q, ATTN_DTYPE_F32, (size_t)nq, &sq);
-    fill_random(b->k, p->kv_dtype, (size_t)nk, &sk);
-    fill_random(b->v, p->kv_dtype, (size_t)nv, &sv);
+    if (fill_random(b->k, p->kv_dtype, (size_t)nk, &sk) != 0 ||
+        fill_random(b->v, p->kv_dtype, (size_t)nv, &sv) != 0) {
+        fprintf(stderr, "attn: attn_quantize refused the generated K/V values\n");
+        buffers_free(b);
+        return EXIT_LIBRARY;
+    }
     for (int64_t c = 1; c < copies; c++) { /* identical copies: verification reads copy 0 */
         memcpy((char *)b->k + (size_t)c * b->k_copy_bytes, b->k, b->k_copy_bytes);
         memcpy((char *)b->v + (size_t)c * b->v_copy_bytes, b->v, b->v_copy_bytes);
@@ -511,9 +527,11 @@ static double timed_read(const problem *p, const buffers *b, attn_threadpool *po
     j.k = tk.data;
     j.v = tv.data;
     j.k_bytes = (size_t)mul4(p->shape.batch, p->shape.kv_heads, p->shape.kv_len,
-                             p->shape.head_dim) * dtype_size(p->kv_dtype);
+                             p->shape.head_dim) / (size_t)dtype_block(p->kv_dtype) *
+                dtype_size(p->kv_dtype);
     j.v_bytes = (size_t)mul4(p->shape.batch, p->shape.kv_heads, p->shape.kv_len,
-                             v_dim_of(&p->shape)) * dtype_size(p->kv_dtype);
+                             v_dim_of(&p->shape)) / (size_t)dtype_block(p->kv_dtype) *
+                dtype_size(p->kv_dtype);
     /* chunks of whole cache lines, a few per thread */
     const size_t want = (size_t)attn_threadpool_size(pool) * 4;
     const size_t total = j.k_bytes + j.v_bytes;

@@ -65,9 +65,33 @@ static float bf16_to_f32(uint16_t b)
     return f32_from_bits((uint32_t)b << 16);
 }
 
+/* Value i of contiguous quantized rows, decoded from the formats of attn.h. */
+static float load_quant(const unsigned char *base, attn_dtype t, size_t i)
+{
+    if (t == ATTN_DTYPE_FP8_E4M3) {
+        const unsigned x = base[i], e = (x >> 3) & 15u, m = x & 7u;
+        const float mag = e == 15u && m == 7u ? NAN
+                          : e == 0u           ? ldexpf((float)m, -9)
+                                              : ldexpf((float)(8u + m), (int)e - 10);
+        return x & 0x80u ? -mag : mag;
+    }
+    const size_t unit = t == ATTN_DTYPE_Q8_0 ? 34 : 18, j = i % 32;
+    const unsigned char *blk = base + i / 32 * unit;
+    uint16_t dh;
+    memcpy(&dh, blk, sizeof dh);
+    const float d = f16_to_f32(dh);
+    if (t == ATTN_DTYPE_Q8_0)
+        return (float)(int8_t)blk[2 + j] * d;
+    const int nibble = j < 16 ? blk[2 + j] & 15 : blk[2 + j - 16] >> 4;
+    return (float)(nibble - 8) * d;
+}
+
 float load_elem(const void *base, attn_dtype t, size_t i)
 {
     switch (t) {
+    case ATTN_DTYPE_Q8_0:
+    case ATTN_DTYPE_Q4_0:
+    case ATTN_DTYPE_FP8_E4M3: return load_quant(base, t, i);
     case ATTN_DTYPE_F16: return f16_to_f32(((const uint16_t *)base)[i]);
     case ATTN_DTYPE_BF16: return bf16_to_f32(((const uint16_t *)base)[i]);
     default: return ((const float *)base)[i];
@@ -92,8 +116,25 @@ static float rng_bell(uint64_t *state)
     return (float)(a + b + c + d) * (1.0f / 131072.0f) - 1.0f;
 }
 
-void fill_random(void *dst, attn_dtype t, size_t n, uint64_t *state)
+int fill_random(void *dst, attn_dtype t, size_t n, uint64_t *state)
 {
+    if (t == ATTN_DTYPE_Q8_0 || t == ATTN_DTYPE_Q4_0 || t == ATTN_DTYPE_FP8_E4M3) {
+        /* f32 values quantized by the library, one 32-value block row at a time */
+        const size_t cols = t == ATTN_DTYPE_FP8_E4M3 && n % 32 != 0 ? 1 : 32;
+        float row[32];
+        unsigned char *out = dst;
+        const size_t unit = dtype_size(t);
+        for (size_t i = 0; i < n; i += cols) {
+            for (size_t j = 0; j < cols; j++)
+                row[j] = rng_bell(state);
+            const attn_status st = attn_quantize((int32_t)t, row, 1, (int64_t)cols,
+                                                 (int64_t)cols, out + i / cols * unit,
+                                                 (int64_t)cols / dtype_block(t), 0.0f);
+            if (st != ATTN_OK)
+                return -1;
+        }
+        return 0;
+    }
     for (size_t i = 0; i < n; i++) {
         const float x = rng_bell(state);
         switch (t) {
@@ -102,6 +143,7 @@ void fill_random(void *dst, attn_dtype t, size_t n, uint64_t *state)
         default: ((float *)dst)[i] = x; break;
         }
     }
+    return 0;
 }
 
 double now_seconds(void)

@@ -119,13 +119,14 @@ static int parse_isa(const cli_option *o, const char *cmd, const char *v, cli_se
 
 static int parse_kv_dtype(const cli_option *o, const char *cmd, const char *v, cli_settings *s)
 {
-    static const attn_dtype kv_dtypes[] = {ATTN_DTYPE_F32, ATTN_DTYPE_F16, ATTN_DTYPE_BF16};
+    static const attn_dtype kv_dtypes[] = {ATTN_DTYPE_F32,  ATTN_DTYPE_F16,  ATTN_DTYPE_BF16,
+                                           ATTN_DTYPE_Q8_0, ATTN_DTYPE_Q4_0, ATTN_DTYPE_FP8_E4M3};
     for (size_t i = 0; i < sizeof kv_dtypes / sizeof kv_dtypes[0]; i++)
         if (!strcmp(v, dtype_name(kv_dtypes[i]))) {
             s->kv_dtype = (int)kv_dtypes[i];
             return EXIT_OK;
         }
-    return usage_error(cmd, "%s expects f32, f16 or bf16, got '%s'", o->name, v);
+    return usage_error(cmd, "%s expects f32, f16, bf16, q8_0, q4_0 or fp8, got '%s'", o->name, v);
 }
 
 static void preset_names(char *buf, size_t size)
@@ -212,7 +213,7 @@ static const cli_option options[] = {
      "score scale (0: 1/sqrt(head_dim))"},
     {"--softcap", "C", CLI_RUN, P, parse_float, AT(softcap), 0, 0,
      "score soft-capping C*tanh(s/C) (0: off)"},
-    {"--kv-dtype", "T", CLI_RUN, P, parse_kv_dtype, 0, 0, 0, "f32, f16 or bf16 storage of K and V"},
+    {"--kv-dtype", "T", CLI_RUN, P, parse_kv_dtype, 0, 0, 0, "f32, f16, bf16, q8_0, q4_0 or fp8 (E4M3, scale 1) storage of K and V"},
     {"--window-right", "R", CLI_RUN, P, parse_i64, AT(window_right), 0, INT64_MAX,
      "right edge of a local window: keys j < i + off + R (0: off);\n"
      "with --window and --no-causal a two-sided window of W + R - 1\n"

@@ -41,7 +41,21 @@ float scale_of(const problem *p)
 
 size_t dtype_size(attn_dtype t)
 {
-    return t == ATTN_DTYPE_F32 ? 4 : 2;
+    switch (t) {
+    case ATTN_DTYPE_F32: return 4;
+    case ATTN_DTYPE_F16:
+    case ATTN_DTYPE_BF16: return 2;
+    case ATTN_DTYPE_Q8_0: return 34; /* one block of 32 values */
+    case ATTN_DTYPE_Q4_0: return 18;
+    case ATTN_DTYPE_BOOL:
+    case ATTN_DTYPE_FP8_E4M3: return 1;
+    }
+    return 0;
+}
+
+int64_t dtype_block(attn_dtype t)
+{
+    return t == ATTN_DTYPE_Q8_0 || t == ATTN_DTYPE_Q4_0 ? 32 : 1;
 }
 
 const char *dtype_name(attn_dtype t)
@@ -51,6 +65,9 @@ const char *dtype_name(attn_dtype t)
     case ATTN_DTYPE_F16: return "f16";
     case ATTN_DTYPE_BF16: return "bf16";
     case ATTN_DTYPE_BOOL: return "bool";
+    case ATTN_DTYPE_Q8_0: return "q8_0";
+    case ATTN_DTYPE_Q4_0: return "q4_0";
+    case ATTN_DTYPE_FP8_E4M3: return "fp8";
     }
     return "?";
 }
@@ -132,8 +149,8 @@ double kv_bytes_per_call(const problem *p)
         seq_lengths(p, b, &lq, &lk);
         keys += (double)lk;
     }
-    return keys * (double)s->kv_heads * (double)(s->head_dim + v_dim_of(s)) *
-           (double)dtype_size(p->kv_dtype);
+    return keys * (double)s->kv_heads * (double)(s->head_dim + v_dim_of(s)) /
+           (double)dtype_block(p->kv_dtype) * (double)dtype_size(p->kv_dtype);
 }
 
 bool is_decode_like(const problem *p)

@@ -16,6 +16,7 @@ static attn_status verify_one_row(const problem *p, const buffers *b, int64_t bi
     const int64_t d = s->head_dim, dv = v_dim_of(s), lk = s->kv_len;
     const int64_t kvh = h / (s->q_heads / s->kv_heads);
     const size_t esize = dtype_size(p->kv_dtype);
+    const int64_t block = dtype_block(p->kv_dtype); /* K/V rows are whole blocks */
     const size_t q_off = (size_t)(((bi * s->q_heads + h) * s->q_len + i) * d);
     const size_t kv_row0 = (size_t)((bi * s->kv_heads + kvh) * lk);
     const float *got = b->out + ((bi * s->q_heads + h) * s->q_len + i) * dv;
@@ -49,9 +50,9 @@ static attn_status verify_one_row(const problem *p, const buffers *b, int64_t bi
             o.bias = &tb;
         }
         attn_tensor tq = make_tensor(b->q + q_off, ATTN_DTYPE_F32, 1, 1, d);
-        attn_tensor tk = make_tensor((char *)b->k + (kv_row0 + (size_t)lo) * (size_t)d * esize,
+        attn_tensor tk = make_tensor((char *)b->k + (kv_row0 + (size_t)lo) * (size_t)(d / block) * esize,
                                      p->kv_dtype, 1, lk, d);
-        attn_tensor tv = make_tensor((char *)b->v + (kv_row0 + (size_t)lo) * (size_t)dv * esize,
+        attn_tensor tv = make_tensor((char *)b->v + (kv_row0 + (size_t)lo) * (size_t)(dv / block) * esize,
                                      p->kv_dtype, 1, lk, dv);
         attn_tensor to = make_tensor(ref, ATTN_DTYPE_F32, 1, 1, dv);
         attn_status st = attn_forward(&one, &o, &tq, &tk, &tv, &to, NULL);

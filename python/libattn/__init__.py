@@ -8,7 +8,9 @@
     st["entropy"]          # [B,H,L] nats per query row
 
 Operations: scores, mask_apply, softmax, weights, forward, backward,
-softmax_backward, merge; libattn.torch wraps forward and backward for PyTorch.
+softmax_backward, merge; libattn.torch wraps forward and backward for PyTorch;
+quantize() makes Q8_0 / Q4_0 / FP8 K/V caches that forward(...,
+kv_dtype='q8_0') reads in place.
 They take NumPy arrays (float32, float16, bfloat16 bits as uint16 with
 dtype='bf16') or, without NumPy, libattn.Tensor views of flat buffers.
 Failures inside the library raise AttnError; arguments Python can check
@@ -21,7 +23,7 @@ dynamic linker, then a build tree (see libattn._loader).
 from . import _capi
 from ._capi import AttnError, DType, Status, library_path
 from ._loader import ABI_MAJOR, LibraryError
-from ._ops import (alibi_slopes, backward, forward, mask_apply, merge, scores, softmax,
+from ._ops import (alibi_slopes, backward, forward, mask_apply, merge, quantize, scores, softmax,
                    softmax_backward, weights)
 from ._tensor import Tensor
 
@@ -30,7 +32,7 @@ __version__ = "1.1.0"
 __all__ = [
     "ABI_MAJOR", "AttnError", "LibraryError", "Status", "DType", "Isa", "Tensor",
     "scores", "mask_apply", "softmax", "weights", "forward", "backward", "softmax_backward",
-    "alibi_slopes", "merge",
+    "alibi_slopes", "merge", "quantize",
     "isa_active", "isa_available", "isa_select", "isa_names", "available_isas",
     "version", "version_info", "library_path", "thread_pool_size",
 ]

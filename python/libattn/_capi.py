@@ -24,6 +24,9 @@ class DType(enum.IntEnum):
     F16 = 1
     BF16 = 2
     BOOL = 3
+    Q8_0 = 4      # K/V caches only: ggml block_q8_0 (34 bytes per 32 values)
+    Q4_0 = 5      # ggml block_q4_0 (18 bytes per 32 values)
+    FP8_E4M3 = 6  # one byte per value, times k_scale / v_scale
 
 
 CAUSAL = 1
@@ -73,7 +76,10 @@ class Options(ctypes.Structure):
                 ("k_pos", ctypes.POINTER(ctypes.c_int64)),
                 ("workspace", ctypes.c_void_p),
                 ("workspace_size", ctypes.c_size_t),
-                ("kv_splits", ctypes.c_int32)]
+                ("kv_splits", ctypes.c_int32),
+                # 1.1: FP8 K/V scales
+                ("k_scale", ctypes.c_float),
+                ("v_scale", ctypes.c_float)]
 
 
 MAX_POSITION = 1 << 62
@@ -122,6 +128,9 @@ _PROTOTYPES = {
                                 _P(Tensor), _P(Tensor), ctypes.c_void_p, _P(Grads)]),
     "attn_softmax_backward": (_status, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
                                         ctypes.c_int64, ctypes.c_int64, ctypes.c_int64]),
+    "attn_quantize": (_status, [ctypes.c_int32, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
+                                     ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64,
+                                     ctypes.c_float]),
     "attn_threadpool_create": (_status, [ctypes.c_int32, _P(ctypes.c_void_p)]),
     "attn_threadpool_destroy": (None, [ctypes.c_void_p]),
     "attn_threadpool_size": (ctypes.c_int32, [ctypes.c_void_p]),

@@ -8,7 +8,7 @@ from ._capi import (CAUSAL, MAX_KV_SPLITS, MAX_POSITION, Grads, Options, Partial
                     Shape, check, has, lib, pool_for)
 from ._loader import LibraryError
 from ._capi import Tensor as _CTensor
-from ._tensor import (as_operand, broadcast, check_no_overlap, check_output,
+from ._tensor import (Operand, as_operand, broadcast, check_no_overlap, check_output,
                       copy_f32, dtype_from_name, indices, is_tensor, materialize_columns,
                       new_f32, np)
 from ._capi import DType
@@ -187,7 +187,8 @@ def _side_input(x, name, slot, target):
 
 
 def _options(*, batch, heads, q_len, kv_len, causal, scale, softcap, window, q_lens, kv_lens,
-             mask, bias, threads, sinks=None, alibi=None, q_pos=None, k_pos=None):
+             mask, bias, threads, sinks=None, alibi=None, q_pos=None, k_pos=None, k_scale=0.0,
+             v_scale=0.0):
     """(attn_options, objects to keep alive during the call)."""
     if not isinstance(causal, (bool, int)) and not (np is not None and isinstance(causal, np.bool_)):
         raise TypeError("causal: expected a bool, got %r" % (causal,))
@@ -205,8 +206,10 @@ def _options(*, batch, heads, q_len, kv_len, causal, scale, softcap, window, q_l
         if t is not None:
             keep += [t, data]
             setattr(opt, field, ctypes.pointer(t))
-    if opt.window_right or opt.sinks or opt.alibi_slopes:  # 1.1 fields
-        opt.struct_size = ctypes.sizeof(Options)
+    opt.k_scale = _float_arg(k_scale, "k_scale", minimum=0.0)
+    opt.v_scale = _float_arg(v_scale, "v_scale", minimum=0.0)
+    if opt.window_right or opt.sinks or opt.alibi_slopes or opt.k_scale or opt.v_scale:
+        opt.struct_size = ctypes.sizeof(Options)  # 1.1 fields
     q_lens_c = _lengths(q_lens, "q_lens", batch, q_len)
     kv_lens_c = _lengths(kv_lens, "kv_lens", batch, kv_len)
     if q_lens_c is not None:
@@ -247,18 +250,75 @@ def _half_bits(dtype):
     return dt
 
 
-def _attention_inputs(q, k, v, dtype):
+_QUANT_DTYPES = {"q8_0": DType.Q8_0, "q4_0": DType.Q4_0, "fp8": DType.FP8_E4M3,
+                 "fp8_e4m3": DType.FP8_E4M3}
+# values per stride unit, bytes per stride unit
+_QUANT_LAYOUT = {DType.Q8_0: (32, 34), DType.Q4_0: (32, 18), DType.FP8_E4M3: (1, 1)}
+
+
+def _quant_dtype(name, what):
+    if isinstance(name, DType) and name in _QUANT_LAYOUT:
+        return name
+    try:
+        return _QUANT_DTYPES[str(name).lower()]
+    except KeyError:
+        raise ValueError("%s: expected 'q8_0', 'q4_0' or 'fp8', got %r" % (what, name)) from None
+
+
+def _quant_operand(x, name, dt):
+    """A quantized K or V cache: uint8 (or int8) NumPy array [..., row_bytes].
+
+    Its last axis holds one row in the format's bytes (Q8_0: 34 per 32
+    values, Q4_0: 18, FP8: 1 per value) and must be contiguous; the other
+    byte strides must be whole blocks (Q8_0/Q4_0), as a cache stored by
+    llama.cpp or returned by quantize() is. The Operand's last dimension
+    counts stride units (blocks, or bytes for FP8).
+    """
+    if np is None or is_tensor(x):
+        raise TypeError("%s: a quantized cache must be a NumPy uint8 array" % name)
+    arr = np.asarray(x)
+    if arr.dtype not in (np.uint8, np.int8):
+        raise TypeError("%s: kv_dtype=%r needs the cache's raw bytes as uint8, got %s"
+                        % (name, dt.name.lower(), arr.dtype))
+    values, unit = _QUANT_LAYOUT[dt]
+    if arr.ndim < 1 or arr.shape[-1] == 0 or arr.shape[-1] % unit:
+        raise ValueError("%s: rows of %s are whole %d-byte blocks; the last axis has %r bytes"
+                         % (name, dt.name.lower(), unit, arr.shape[-1:] or None))
+    if arr.shape[-1] > 1 and arr.strides[-1] != 1:
+        raise ValueError("%s: the last axis (a row's bytes) must be contiguous" % name)
+    strides = []
+    for n, s in zip(arr.shape[:-1], arr.strides[:-1]):
+        if n == 1:
+            strides.append(0)
+        elif s < 0 or s % unit:
+            raise ValueError("%s: byte stride %d is not a whole number of %d-byte blocks"
+                             % (name, s, unit))
+        else:
+            strides.append(s // unit)
+    shape = arr.shape[:-1] + (arr.shape[-1] // unit,)
+    return Operand(arr.__array_interface__["data"][0], dt, shape, strides + [1], [arr], x,
+                   arr.flags.writeable), values
+
+
+def _attention_inputs(q, k, v, dtype, kv_dtype=None):
     half = _half_bits(dtype)
     qo = as_operand(q, "q", "qkv", half)
     rank = len(qo.shape)
     if rank not in (2, 3, 4):
         raise ValueError("q: expected %s, got shape %r" % (_LAYOUTS, qo.shape))
     named = [("q", qo)]
-    ko = as_operand(k, "k", "qkv", half)
+    per_unit = 1  # values per stride unit of k and v
+    if kv_dtype is None:
+        ko = as_operand(k, "k", "qkv", half)
+    else:
+        ko, per_unit = _quant_operand(k, "k", _quant_dtype(kv_dtype, "kv_dtype"))
     named.append(("k", ko))
     vo = None
     if v is not None:
-        vo = as_operand(v, "v", "qkv", half)
+        if kv_dtype is None:
+            vo = as_operand(v, "v", "qkv", half)
+        else:
+            vo, _ = _quant_operand(v, "v", ko.dtype)
         named.append(("v", vo))
     for name, op in named:
         if len(op.shape) != rank:
@@ -269,6 +329,7 @@ def _attention_inputs(q, k, v, dtype):
     q4, k4 = qo.padded(), ko.padded()
     batch, q_heads, q_len, head_dim = q4.shape
     kb, kv_heads, kv_len, kd = k4.shape
+    kd *= per_unit
     if kb != batch:
         raise ValueError("k: batch %d, but q has batch %d" % (kb, batch))
     if kd != head_dim:
@@ -280,6 +341,7 @@ def _attention_inputs(q, k, v, dtype):
     if vo is not None:
         v4 = vo.padded()
         vb, vh, vl, v_dim = v4.shape
+        v_dim *= per_unit
         if (vb, vh, vl) != (batch, kv_heads, kv_len):
             raise ValueError("v: shape %r does not match k's %r in batch, heads and length"
                              % (vo.shape, ko.shape))
@@ -307,8 +369,13 @@ _LAYOUT_KEYWORDS = ("q_offsets", "kv_offsets", "cu_seqlens_q", "cu_seqlens_k", "
 
 def _run_attention(function, q, k, v, *, out, stats, causal, scale, softcap, window, q_lens,
                    kv_lens, mask, bias, threads, dtype, sinks=None, alibi=None, layout=None,
-                   q_pos=None, k_pos=None, kv_splits=1):
+                   q_pos=None, k_pos=None, kv_splits=1, kv_dtype=None, k_scale=0.0, v_scale=0.0):
+    if kv_dtype is None and (k_scale or v_scale):
+        raise ValueError("k_scale/v_scale: only for kv_dtype='fp8'")
     if layout and any(value is not None for value in layout.values()):
+        if kv_dtype is not None:
+            raise ValueError("kv_dtype: quantized caches with q_offsets/cu_seqlens/block_table "
+                             "are not supported by the Python binding (the C API takes them)")
         if q is None or k is None:
             raise TypeError("q, k: arrays are required, got None")
         if q_pos is not None or k_pos is not None:
@@ -331,7 +398,9 @@ def _run_attention(function, q, k, v, *, out, stats, causal, scale, softcap, win
                                     side_inputs=side_inputs, q_lens=q_lens, kv_lens=kv_lens,
                                     dtype=dtype, half_bits=_half_bits(dtype),
                                     is_tensor_result=is_tensor(q), **layout)
-    rank, shape, q4, k4, v4 = _attention_inputs(q, k, v, dtype)
+    rank, shape, q4, k4, v4 = _attention_inputs(q, k, v, dtype, kv_dtype)
+    if kv_dtype is not None and k4.dtype != DType.FP8_E4M3 and (k_scale or v_scale):
+        raise ValueError("k_scale/v_scale: only for kv_dtype='fp8', not %r" % (kv_dtype,))
     target = (shape.batch, shape.q_heads, shape.q_len, shape.kv_len)
     mask_op = _side_input(mask, "mask", "mask", target)
     bias_op = _side_input(bias, "bias", "bias", target)
@@ -339,7 +408,8 @@ def _run_attention(function, q, k, v, *, out, stats, causal, scale, softcap, win
                          kv_len=shape.kv_len, causal=causal, scale=scale, softcap=softcap,
                          window=window, q_lens=q_lens, kv_lens=kv_lens, mask=mask_op,
                          bias=bias_op, threads=threads, sinks=sinks, alibi=alibi,
-                         q_pos=q_pos, k_pos=k_pos)
+                         q_pos=q_pos, k_pos=k_pos, k_scale=k_scale,
+                         v_scale=v_scale)
     splits = _int_arg(kv_splits, "kv_splits", 0)
     if splits > MAX_KV_SPLITS:
         raise ValueError("kv_splits: at most %d, got %d" % (MAX_KV_SPLITS, splits))
@@ -389,7 +459,7 @@ def _run_attention(function, q, k, v, *, out, stats, causal, scale, softcap, win
 def scores(q, k, *, causal=False, scale=0.0, softcap=0.0, window=0, q_lens=None,
            kv_lens=None, mask=None, bias=None, threads=None, dtype=None, out=None,
            alibi=None, q_offsets=None, kv_offsets=None, cu_seqlens_q=None, cu_seqlens_k=None,
-           block_table=None):
+           block_table=None, kv_dtype=None, k_scale=0.0):
     """Final attention scores, -inf where masked: [..., Lq, Lk] float32.
 
     q [B,H,Lq,D] / [H,Lq,D] / [Lq,D] and k [B,Hkv,Lk,D] (same rank) in
@@ -402,13 +472,14 @@ def scores(q, k, *, causal=False, scale=0.0, softcap=0.0, window=0, q_lens=None,
                           alibi=alibi,
                           layout=dict(q_offsets=q_offsets, kv_offsets=kv_offsets,
                                       cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
-                                      block_table=block_table))
+                                      block_table=block_table),
+                          kv_dtype=kv_dtype, k_scale=k_scale)
 
 
 def weights(q, k, *, causal=False, scale=0.0, softcap=0.0, window=0, q_lens=None,
             kv_lens=None, mask=None, bias=None, threads=None, dtype=None, out=None,
             stats=False, sinks=None, alibi=None, q_offsets=None, kv_offsets=None,
-            cu_seqlens_q=None, cu_seqlens_k=None, block_table=None):
+            cu_seqlens_q=None, cu_seqlens_k=None, block_table=None, kv_dtype=None, k_scale=0.0):
     """Attention weights softmax(scores): [..., Lq, Lk] float32 (+ row stats).
 
     With stats=True returns (weights, {'lse', 'max_score', 'entropy'}), each
@@ -420,14 +491,15 @@ def weights(q, k, *, causal=False, scale=0.0, softcap=0.0, window=0, q_lens=None
                           sinks=sinks, alibi=alibi,
                           layout=dict(q_offsets=q_offsets, kv_offsets=kv_offsets,
                                       cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
-                                      block_table=block_table))
+                                      block_table=block_table),
+                          kv_dtype=kv_dtype, k_scale=k_scale)
 
 
 def forward(q, k, v, *, causal=False, scale=0.0, softcap=0.0, window=0, q_lens=None,
             kv_lens=None, mask=None, bias=None, threads=None, dtype=None, out=None,
             stats=False, sinks=None, alibi=None, q_offsets=None, kv_offsets=None,
             cu_seqlens_q=None, cu_seqlens_k=None, block_table=None, q_pos=None, k_pos=None,
-            kv_splits=0):
+            kv_splits=0, kv_dtype=None, k_scale=0.0, v_scale=0.0):
     """Fused attention softmax(scores) . v: [..., Lq, Dv] float32.
 
     q        [B,Hq,Lq,D], [Hq,Lq,D] or [Lq,D]; k [..,Hkv,Lk,D], v [..,Hkv,Lk,Dv]
@@ -470,6 +542,12 @@ def forward(q, k, v, *, causal=False, scale=0.0, softcap=0.0, window=0, q_lens=N
              Hkv, D] (vLLM / FlashAttention paged cache); kv_lens = lengths.
     Only each sequence's rows are written; other rows of a fresh result are 0
     (stats: -inf, -inf, 0).
+    kv_dtype 'q8_0', 'q4_0' or 'fp8': k and v are quantized caches, uint8
+             arrays [..., Lk, row_bytes] as quantize() returns them (or as
+             llama.cpp / vLLM store them): D = row_bytes / 34 * 32 (q8_0),
+             / 18 * 32 (q4_0), = row_bytes (fp8). They are read in place
+             (not with the layout keywords above, in this binding).
+    k_scale, v_scale  fp8 only: the cache holds values / scale (0 means 1).
     """
     if v is None:
         raise TypeError("v: an array is required, got None")
@@ -480,7 +558,8 @@ def forward(q, k, v, *, causal=False, scale=0.0, softcap=0.0, window=0, q_lens=N
                           layout=dict(q_offsets=q_offsets, kv_offsets=kv_offsets,
                                       cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
                                       block_table=block_table),
-                          q_pos=q_pos, k_pos=k_pos, kv_splits=kv_splits)
+                          q_pos=q_pos, k_pos=k_pos, kv_splits=kv_splits, kv_dtype=kv_dtype,
+                          k_scale=k_scale, v_scale=v_scale)
 
 
 def merge(outs, lses, *, out=None, threads=None):
@@ -626,6 +705,42 @@ def backward(q, k, v, out, dout, lse, *, causal=False, scale=0.0, softcap=0.0, w
     check(lib().attn_backward(*args, lse_op.address, ctypes.byref(grads)), "attn_backward")
     del keep, outs, lse_op
     return tuple(results)
+
+
+def quantize(x, dtype, *, scale=0.0):
+    """Quantize float rows for a K/V cache: uint8 array [..., row_bytes].
+
+    x      float array [..., D] (NumPy), converted to float32 once.
+    dtype  'q8_0' (D % 32 == 0; 34 bytes per 32 values), 'q4_0' (18 bytes per
+           32) or 'fp8' (E4M3, one byte per value).
+    scale  fp8 only: the cache stores x / scale (0 means 1); pass the same
+           value as k_scale / v_scale to forward().
+    Rounds exactly as llama.cpp's reference quantizers (q8_0, q4_0) and to
+    nearest even with saturation at +-448 (fp8). The result can be passed
+    to forward(..., kv_dtype=dtype).
+    """
+    if np is None:
+        raise TypeError("quantize: needs NumPy")
+    dt = _quant_dtype(dtype, "dtype")
+    arr = np.ascontiguousarray(np.asarray(x), dtype=np.float32)
+    if arr.ndim < 1 or arr.shape[-1] == 0:
+        raise ValueError("x: needs a non-empty last axis, got shape %r" % (arr.shape,))
+    values, unit = _QUANT_LAYOUT[dt]
+    cols = arr.shape[-1]
+    if cols % values:
+        raise ValueError("x: %s rows are whole blocks of %d values; D = %d"
+                         % (dt.name.lower(), values, cols))
+    scale = _float_arg(scale, "scale", minimum=0.0)
+    if dt != DType.FP8_E4M3 and scale:
+        raise ValueError("scale: only for dtype='fp8'")
+    rows = arr.size // cols
+    row_bytes = cols // values * unit
+    out = np.empty(arr.shape[:-1] + (row_bytes,), dtype=np.uint8)
+    if rows:
+        check(lib().attn_quantize(int(dt), arr.__array_interface__["data"][0], rows, cols, cols,
+                                  out.__array_interface__["data"][0], cols // values, scale),
+              "attn_quantize")
+    return out
 
 
 def mask_apply(scores, *, causal=False, softcap=0.0, window=0, q_lens=None, kv_lens=None,

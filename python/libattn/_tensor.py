@@ -16,7 +16,9 @@ try:
 except ImportError:  # NumPy is optional: libattn.Tensor works without it
     np = None
 
-_ITEMSIZE = {DType.F32: 4, DType.F16: 2, DType.BF16: 2, DType.BOOL: 1}
+# Bytes per stride unit: an element, or one 32-value block for Q8_0/Q4_0.
+_ITEMSIZE = {DType.F32: 4, DType.F16: 2, DType.BF16: 2, DType.BOOL: 1,
+             DType.Q8_0: 34, DType.Q4_0: 18, DType.FP8_E4M3: 1}
 _DTYPE_NAMES = {
     "f32": DType.F32, "float32": DType.F32,
     "f16": DType.F16, "float16": DType.F16,

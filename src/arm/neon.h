@@ -21,6 +21,8 @@ void attn_dsp_init_tiles_neon(attn_dsp *t);
 void attn_dsp_init_merge_neon(attn_dsp *t);
 /* The backward slots (pt_tile, score_grad) only (backward_neon.c). */
 void attn_dsp_init_backward_neon(attn_dsp *t);
+/* The Q8_0, Q4_0 and FP8 tile slots (quant_neon.c). */
+void attn_dsp_init_quant_neon(attn_dsp *t);
 
 #ifdef __cplusplus
 }

@@ -248,6 +248,7 @@ void attn_dsp_init_neon(attn_dsp *t)
     t->block_k = 128;
     attn_dsp_init_tiles_neon(t);
     attn_dsp_init_merge_neon(t);
+    attn_dsp_init_quant_neon(t);
     t->row_max = attn_row_max_f32_neon;
     t->exp_sum = attn_exp_sum_f32_neon;
     t->row_scale = attn_row_scale_f32_neon;

@@ -86,6 +86,10 @@ static void finish_row(const attn_dsp *dsp, const attn_problem *pb, const row_re
         attn_write_stats(pb, row, o->m, o->m, 0.0f);
     } else {
         dsp->row_scale(acc, (size_t)pb->v_dim, 1.0f / o->l);
+        /* FP8 v: its scale after the normaliser (not folded into it: v_scale / l
+           could fall into the subnormal range and lose precision) */
+        if (pb->v_scale != 1.0f)
+            dsp->row_scale(acc, (size_t)pb->v_dim, pb->v_scale);
         memcpy(dst, acc, (size_t)pb->v_dim * sizeof(float));
         const float log_l = logf(o->l);
         attn_write_stats(pb, row, o->m + log_l, o->m, fmaxf(0.0f, log_l - o->t / o->l));
@@ -115,7 +119,7 @@ static void forward_keys(const attn_dsp *dsp, const attn_problem *pb, const task
             for (int64_t j = kb, len; j < ke; j += len) {
                 const void *kp = attn_kv_run(&ks, j, ke, &len);
                 dsp->qk_tile[pb->k.dtype](qbuf + r * p->q_stride, p->q_stride, kp, ks.stride,
-                                          nr, (size_t)len, (size_t)pb->head_dim, pb->scale,
+                                          nr, (size_t)len, (size_t)pb->head_dim, pb->qk_scale,
                                           s + (j - kb), p->block_k);
             }
             for (int64_t rr = r; rr < run_end; rr++)

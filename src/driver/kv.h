@@ -18,13 +18,14 @@
 typedef struct kv_src {
     const char *base;      /* dense: position 0 of (batch entry, KV head);
                               paged: slot 0 of pool block 0 of the KV head */
-    ptrdiff_t stride;      /* elements between consecutive rows of a run */
-    size_t esize;          /* bytes per element */
+    ptrdiff_t stride;      /* stride units between consecutive rows of a run */
+    size_t esize;          /* bytes per stride unit: an element, or a block of
+                              32 values for Q8_0/Q4_0 (problem.h) */
     const int32_t *table;  /* paged: the sequence's row of the block table; dense: NULL */
     int64_t block_size;    /* paged: positions per block */
-    ptrdiff_t block_step;  /* paged: elements between consecutive pool blocks */
+    ptrdiff_t block_step;  /* paged: stride units between consecutive pool blocks */
     int blocks_adjoin;     /* paged: block n + 1 starts where block n ends */
-    size_t row_bytes;      /* bytes of one row (cols elements) */
+    size_t row_bytes;      /* bytes of one row (cols values) */
 } kv_src;
 
 /* `cols`: the row length of t (head_dim for K, v_dim for V). */
@@ -32,7 +33,7 @@ static inline kv_src attn_kv_open(const attn_problem *pb, const attn_tensor *t, 
                                   int64_t kv_head, int64_t cols)
 {
     kv_src s;
-    s.row_bytes = (size_t)cols * attn_dtype_size(t->dtype);
+    s.row_bytes = (size_t)(cols / attn_dtype_block(t->dtype)) * attn_dtype_size(t->dtype);
     s.stride = (ptrdiff_t)t->row_stride;
     s.esize = attn_dtype_size(t->dtype);
     s.table = NULL;

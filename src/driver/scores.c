@@ -44,7 +44,7 @@ void attn_task_scores(void *vctx, size_t index)
                 const void *kp = attn_kv_run(&ks, j, ke, &len);
                 dsp->qk_tile[pb->k.dtype](qbuf + r * p->q_stride, p->q_stride, kp, ks.stride,
                                           (size_t)(run_end - r), (size_t)len,
-                                          (size_t)pb->head_dim, pb->scale,
+                                          (size_t)pb->head_dim, pb->qk_scale,
                                           out0 + r * out_stride + j, out_stride);
             }
     }

@@ -8,6 +8,7 @@
 
 #include "alibi.h"
 #include "half.h"
+#include "quant.h"
 #include "scalar/scalar.h"
 
 static inline float load_f32(const void *p, ptrdiff_t i) { return ((const float *)p)[i]; }
@@ -143,4 +144,5 @@ void attn_dsp_init_scalar(attn_dsp *t)
     attn_dsp_init_backward_scalar(t);
     t->alibi = attn_alibi_f32_scalar;
     attn_dsp_init_merge_scalar(t);
+    attn_dsp_init_quant_scalar(t);
 }

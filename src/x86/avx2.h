@@ -19,6 +19,8 @@ void attn_dsp_init_tiles_avx2(attn_dsp *t);
 void attn_dsp_init_merge_avx2(attn_dsp *t);
 /* The backward slots (pt_tile, score_grad) only (backward_avx2.c). */
 void attn_dsp_init_backward_avx2(attn_dsp *t);
+/* The Q8_0, Q4_0 and FP8 tile slots (quant_avx2.c). */
+void attn_dsp_init_quant_avx2(attn_dsp *t);
 
 #ifdef __cplusplus
 }

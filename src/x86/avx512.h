@@ -28,6 +28,7 @@
 #define attn_dsp_init_backward_avx512 attn_dsp_init_backward_avx512_emu
 #define attn_alibi_f32_avx512 attn_alibi_f32_avx512_emu
 #define attn_dsp_init_merge_avx512 attn_dsp_init_merge_avx512_emu
+#define attn_dsp_init_quant_avx512 attn_dsp_init_quant_avx512_emu
 #endif
 
 #ifdef __cplusplus
@@ -43,6 +44,8 @@ void attn_dsp_init_tiles_avx512(attn_dsp *t);
 void attn_dsp_init_merge_avx512(attn_dsp *t);
 /* The backward slots (pt_tile, score_grad) only (backward_avx512.c). */
 void attn_dsp_init_backward_avx512(attn_dsp *t);
+/* The Q8_0, Q4_0 and FP8 tile slots (quant_avx512.c). */
+void attn_dsp_init_quant_avx512(attn_dsp *t);
 /* The same kernels built against SIMDe (tests/emu only: the harness's
    "avx512-emu" row). */
 void attn_dsp_init_avx512_emu(attn_dsp *t);

@@ -312,6 +312,7 @@ void attn_dsp_init_avx2(attn_dsp *t)
     t->block_k = 256;
     attn_dsp_init_tiles_avx2(t);
     attn_dsp_init_merge_avx2(t);
+    attn_dsp_init_quant_avx2(t);
     t->row_max = attn_row_max_f32_avx2;
     t->exp_sum = attn_exp_sum_f32_avx2;
     t->row_scale = attn_row_scale_f32_avx2;

@@ -182,6 +182,7 @@ void attn_dsp_init_avx512(attn_dsp *t)
     t->block_k = 128;
     attn_dsp_init_tiles_avx512(t);
     attn_dsp_init_merge_avx512(t);
+    attn_dsp_init_quant_avx512(t);
     t->row_max = attn_row_max_f32_avx512;
     t->exp_sum = attn_exp_sum_f32_avx512;
     t->row_scale = attn_row_scale_f32_avx512;

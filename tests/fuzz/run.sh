@@ -11,13 +11,13 @@
 #                                     run inputs once (a finding's reproducer)
 # Environment: ATTN_FUZZ_BUILD (default build-fuzz), ATTN_FUZZ_JOBS (parallel
 # fuzzing processes per target, default 1), ATTN_FUZZ_TARGETS ("api diff kvlayout merge split
-# backward").
+# backward quant").
 # A crash leaves crash-* in the build directory's fuzz-artifacts/ and fails.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 here=$root/tests/fuzz
 build=${ATTN_FUZZ_BUILD:-$root/build-fuzz}
-targets=${ATTN_FUZZ_TARGETS:-api diff kvlayout merge split backward}
+targets=${ATTN_FUZZ_TARGETS:-api diff kvlayout merge split backward quant}
 seconds=${ATTN_FUZZ_SECONDS:-30}
 coverage=0
 replay=()

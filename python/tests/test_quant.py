@@ -1,0 +1,166 @@
+"""Quantized K/V caches through the binding: libattn.quantize and kv_dtype=.
+
+The decoding below is written from the formats' descriptions (ggml's
+block_q8_0 / block_q4_0, OCP E4M3), in NumPy, sharing nothing with the
+library; the attention results are then checked with conftest's float64
+Reference on the decoded values, i.e. with the same bounds as float32 K/V.
+"""
+
+import math
+
+import numpy as np
+import pytest
+
+import libattn
+from conftest import Reference, assert_close
+
+
+def e4m3_values():
+    """float64[256]: the value of every E4M3 byte (NaN for S.1111.111)."""
+    codes = np.arange(256)
+    e, m = (codes >> 3) & 15, codes & 7
+    mag = np.where(e == 0, m * 2.0 ** -9, (1 + m / 8.0) * 2.0 ** (e - 7.0))
+    mag = np.where((e == 15) & (m == 7), np.nan, mag)
+    return np.where(codes & 0x80, -mag, mag)
+
+
+def decode(raw, dtype):
+    """float64 [..., D] from a quantized uint8 cache [..., row_bytes]."""
+    raw = np.asarray(raw, dtype=np.uint8)
+    if dtype == "fp8":
+        return e4m3_values()[raw]
+    unit = 34 if dtype == "q8_0" else 18
+    blocks = raw.reshape(raw.shape[:-1] + (raw.shape[-1] // unit, unit))
+    d = blocks[..., :2].copy().view(np.float16)[..., 0].astype(np.float64)
+    if dtype == "q8_0":
+        q = blocks[..., 2:].view(np.int8).astype(np.float64)
+    else:
+        b = blocks[..., 2:].astype(np.int64)
+        q = np.concatenate([b & 15, b >> 4], axis=-1).astype(np.float64) - 8.0
+    return (q * d[..., None]).reshape(raw.shape[:-1] + (-1,))
+
+
+def ggml_q8_0(x):
+    """ggml's quantize_row_q8_0_ref from its formulas, in float32 NumPy."""
+    x = np.asarray(x, dtype=np.float32).reshape(-1, 32)
+    amax = np.abs(x).max(axis=1)
+    d = (amax / np.float32(127)).astype(np.float32)
+    with np.errstate(divide="ignore"):
+        inv = np.where(d != 0, np.float32(1) / d, np.float32(0)).astype(np.float32)
+    y = (x * inv[:, None]).astype(np.float32)
+    q = (np.sign(y) * np.floor(np.abs(y).astype(np.float64) + 0.5)).astype(np.int8)
+    out = np.empty((x.shape[0], 34), dtype=np.uint8)
+    out[:, :2] = d.astype(np.float16).view(np.uint8).reshape(-1, 2)
+    out[:, 2:] = q.view(np.uint8)
+    return out.reshape(-1)
+
+
+@pytest.mark.parametrize("dtype", ["q8_0", "q4_0", "fp8"])
+def test_quantize_shapes_and_roundtrip(rng, dtype):
+    x = rng.standard_normal((2, 3, 5, 64)).astype(np.float32)
+    raw = libattn.quantize(x, dtype)
+    per = {"q8_0": 34 * 2, "q4_0": 18 * 2, "fp8": 64}[dtype]
+    assert raw.dtype == np.uint8 and raw.shape == (2, 3, 5, per)
+    back = decode(raw, dtype)
+    if dtype == "fp8":
+        # nearest E4M3: within half a spacing (3 mantissa bits: 2^-4 relative)
+        assert np.all(np.abs(back - x) <= np.abs(x) * 2.0 ** -4 + 2.0 ** -10)
+    else:
+        # q is rounded with the exact d but decoded with f16(d), |d - f16(d)| <= 2^-11 |d|:
+        # q8_0: half a step + 127 * 2^-11 d; q4_0 truncates x/d + 8.5 and clamps 16 to 15,
+        # so up to a whole step + 8 * 2^-11 d
+        top = 127.0 if dtype == "q8_0" else 8.0
+        step = np.abs(x.reshape(-1, 32)).max(axis=1).astype(np.float64) / top
+        within = (0.5 if dtype == "q8_0" else 1.0) + top * 2.0 ** -11
+        err = np.abs(back - x).reshape(-1, 32).max(axis=1)
+        assert np.all(err <= step * within * (1 + 2.0 ** -20))
+
+
+def test_quantize_q8_0_matches_ggml_rounding(rng):
+    x = np.concatenate([rng.standard_normal(32 * 50),
+                        0.5 * rng.integers(-254, 255, 32 * 50)]).astype(np.float32)
+    assert np.array_equal(libattn.quantize(x.reshape(-1, 32), "q8_0").reshape(-1), ggml_q8_0(x))
+
+
+def test_quantize_fp8_scale_and_saturation():
+    x = np.array([1.0, 448.0, 1000.0, -np.inf, np.nan, 2.0 ** -10, 6.0], dtype=np.float32)
+    raw = libattn.quantize(x, "fp8")
+    assert raw[:4].tolist() == [0x38, 0x7E, 0x7E, 0xFE]
+    assert raw[4] & 0x7F == 0x7F and raw[5] == 0x00
+    assert libattn.quantize(np.float32([6.0]), "fp8", scale=2.0).tolist() == [0x44]
+
+
+def test_quantize_errors():
+    with pytest.raises(ValueError):
+        libattn.quantize(np.zeros((2, 33), np.float32), "q8_0")
+    with pytest.raises(ValueError):
+        libattn.quantize(np.zeros((2, 32), np.float32), "q9")
+    with pytest.raises(ValueError):
+        libattn.quantize(np.zeros((2, 32), np.float32), "q8_0", scale=2.0)
+    with pytest.raises(libattn.AttnError) as err:
+        libattn.quantize(np.full((1, 32), np.nan, np.float32), "q4_0")
+    assert err.value.status == libattn.Status.ERR_ARG
+
+
+CASES = {
+    "decode_gqa": dict(B=1, HQ=8, HK=2, LQ=1, LK=300, D=128, kw={}),
+    "prefill_causal": dict(B=2, HQ=4, HK=4, LQ=70, LK=70, D=64, kw={"causal": True}),
+    "window_lens": dict(B=2, HQ=4, HK=1, LQ=9, LK=120, D=96,
+                        kw={"causal": True, "window": 33, "kv_lens": [120, 50]}),
+}
+
+
+@pytest.mark.parametrize("dtype", ["q8_0", "q4_0", "fp8"])
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_forward_on_quantized_cache(rng, dtype, case):
+    c = CASES[case]
+    q = rng.standard_normal((c["B"], c["HQ"], c["LQ"], c["D"])).astype(np.float32)
+    kx = rng.standard_normal((c["B"], c["HK"], c["LK"], c["D"])).astype(np.float32)
+    vx = rng.standard_normal((c["B"], c["HK"], c["LK"], c["D"])).astype(np.float32)
+    ks = vs = 0.0
+    if dtype == "fp8":
+        ks, vs = 0.0123, 0.0321  # the cache holds x / scale, in range of E4M3
+    k = libattn.quantize(kx, dtype, scale=ks)
+    v = libattn.quantize(vx, dtype, scale=vs)
+    kd, vd = decode(k, dtype), decode(v, dtype)
+    kw = dict(c["kw"])
+    scale = 1.0 / math.sqrt(c["D"])
+    extra = {}
+    if dtype == "fp8":
+        # the library multiplies dot(q, e4m3) by float32(scale * k_scale)
+        scale = float(np.float32(np.float32(scale) * np.float32(ks)))
+        extra = {"k_scale": ks, "v_scale": vs}
+    ref = Reference(q, kd, vd, scale=scale, **kw)
+    s = libattn.scores(q, k, kv_dtype=dtype, scale=float(np.float32(1.0 / math.sqrt(c["D"]))),
+                       **({"k_scale": ks} if dtype == "fp8" else {}), **kw)
+    assert_close(s, ref.scores, ref.score_err, "scores")
+    o = libattn.forward(q, k, v, kv_dtype=dtype, **extra, **kw)
+    vscale = vs if dtype == "fp8" else 1.0
+    tol = ref.out_tol * vscale
+    if dtype == "fp8":  # one more rounding: the v_scale multiply of the normalised output
+        tol = tol + 2.0 ** -24 * np.abs(ref.out * vscale) + 2.0 ** -150
+    assert_close(o, ref.out * vscale, tol, "forward")
+
+
+def test_blhd_cache_view(rng):
+    """A [B,L,H,row_bytes] cache read in place through a transposed view."""
+    B, L, H, D = 1, 40, 2, 64
+    cache = libattn.quantize(rng.standard_normal((B, L, H, D)).astype(np.float32), "q8_0")
+    k = cache.transpose(0, 2, 1, 3)  # [B,H,L,row_bytes], strides in whole blocks
+    q = rng.standard_normal((B, 4, 3, D)).astype(np.float32)
+    ref = Reference(q, decode(k, "q8_0"), decode(k, "q8_0"))
+    o = libattn.forward(q, k, k, kv_dtype="q8_0")
+    assert_close(o, ref.out, ref.out_tol, "forward")
+
+
+def test_quantized_cache_errors(rng):
+    q = np.zeros((1, 1, 1, 64), np.float32)
+    k = libattn.quantize(np.zeros((1, 1, 4, 64), np.float32), "q8_0")
+    with pytest.raises(TypeError):  # not raw bytes
+        libattn.forward(q, k.astype(np.float32), k, kv_dtype="q8_0")
+    with pytest.raises(ValueError):  # a row that is not whole blocks
+        libattn.forward(q, k[..., :50], k[..., :50], kv_dtype="q8_0")
+    with pytest.raises(ValueError):  # scales belong to fp8
+        libattn.forward(q, k, k, kv_dtype="q8_0", k_scale=2.0)
+    with pytest.raises(ValueError):  # head_dim mismatch: 68 bytes = 64 values, q has 32
+        libattn.forward(q[..., :32], k, k, kv_dtype="q8_0")

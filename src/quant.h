@@ -1,0 +1,29 @@
+/*
+ * The quantized K/V formats' scalar helpers (src/scalar/quant_scalar.c):
+ * the scalar table's quant slots, the E4M3 and binary16 encoders, and the
+ * row quantizers behind attn_quantize (src/quantize.c).
+ */
+#ifndef ATTN_QUANT_H
+#define ATTN_QUANT_H
+
+#include <stdint.h>
+
+#include "dsp.h"
+
+/* Fills the Q8_0, Q4_0 and FP8 slots of the scalar table. */
+void attn_dsp_init_quant_scalar(attn_dsp *t);
+
+/* Exact decoding of one E4M3 "fn" byte (S.1111.111 is NaN). */
+float attn_e4m3_to_f32(uint8_t x);
+/* Round to nearest even; above 448 (and +-inf) saturates to +-448. */
+uint8_t attn_f32_to_e4m3(float x);
+/* IEEE binary16, round to nearest even (overflow to inf, NaN kept). */
+uint16_t attn_f32_to_f16(float f);
+
+/* 1 when a row of n values (a multiple of 32 for the block formats) can be
+   quantized to dtype: finite, and every block's scale fits binary16. */
+int attn_quantize_row_ok(int32_t dtype, const float *x, int64_t n);
+/* One row into dst (FP8: x / scale). Arguments already validated. */
+void attn_quantize_row(int32_t dtype, const float *x, int64_t n, void *dst, float scale);
+
+#endif /* ATTN_QUANT_H */

@@ -1,0 +1,239 @@
+/*
+ * Scalar kernels of the quantized K/V dtypes (the oracle of the SIMD ones)
+ * and the row quantizers behind attn_quantize. Built with -ffp-contract=off
+ * like kernels_scalar.c: the kernels then round as the float oracle does,
+ * and the quantizers' x * id and x * id + 8.5 stay two roundings each, as
+ * in ggml's reference code (a fused multiply-add would change some
+ * nibbles).
+ */
+#include <math.h>
+#include <string.h>
+
+#include "dsp.h"
+#include "half.h"
+#include "quant.h"
+
+static inline float block_scale(const unsigned char *blk)
+{
+    uint16_t h;
+    memcpy(&h, blk, sizeof h);
+    return attn_f16_to_f32(h);
+}
+
+float attn_e4m3_to_f32(uint8_t x)
+{
+    const int e = (x >> 3) & 15, m = x & 7;
+    float v;
+    if (e == 15 && m == 7)
+        v = NAN;
+    else if (e == 0)
+        v = ldexpf((float)m, -9); /* subnormal: m/8 * 2^-6 */
+    else
+        v = ldexpf((float)(8 + m), e - 10); /* (1 + m/8) * 2^(e-7) */
+    return x & 0x80 ? -v : v;
+}
+
+/* Value t of a row (row = the row's first byte). */
+static inline float load_q8_0(const unsigned char *row, size_t t)
+{
+    const unsigned char *blk = row + t / ATTN_QBLOCK * ATTN_Q8_0_BYTES;
+    return (float)(int8_t)blk[2 + t % ATTN_QBLOCK] * block_scale(blk);
+}
+
+static inline float load_q4_0(const unsigned char *row, size_t t)
+{
+    const unsigned char *blk = row + t / ATTN_QBLOCK * ATTN_Q4_0_BYTES;
+    const size_t i = t % ATTN_QBLOCK;
+    const int nibble = i < 16 ? blk[2 + i] & 15 : blk[2 + i - 16] >> 4;
+    return (float)(nibble - 8) * block_scale(blk);
+}
+
+static inline float load_fp8(const unsigned char *row, size_t t)
+{
+    return attn_e4m3_to_f32(row[t]);
+}
+
+#define UNIT_q8_0 ATTN_Q8_0_BYTES
+#define UNIT_q4_0 ATTN_Q4_0_BYTES
+#define UNIT_fp8 1
+
+/* The float oracle's loops (kernels_scalar.c) with the decoding loads. */
+#define DEFINE_QUANT_TILES(dtype)                                                             \
+    static void attn_qk_tile_##dtype##_scalar(const float *q, ptrdiff_t q_stride,             \
+                                              const void *k, ptrdiff_t k_stride, size_t nq,   \
+                                              size_t nk, size_t d, float scale, float *s,     \
+                                              ptrdiff_t s_stride)                             \
+    {                                                                                         \
+        const ptrdiff_t kb = k_stride * UNIT_##dtype;                                         \
+        for (size_t r = 0; r < nq; r++) {                                                     \
+            const float *qr = q + (ptrdiff_t)r * q_stride;                                    \
+            for (size_t c = 0; c < nk; c++) {                                                 \
+                const unsigned char *row = (const unsigned char *)k + (ptrdiff_t)c * kb;      \
+                float dot = 0.0f;                                                             \
+                for (size_t t = 0; t < d; t++)                                                \
+                    dot += qr[t] * load_##dtype(row, t);                                      \
+                s[(ptrdiff_t)r * s_stride + (ptrdiff_t)c] = dot * scale;                      \
+            }                                                                                 \
+        }                                                                                     \
+    }                                                                                         \
+    static void attn_pv_tile_##dtype##_scalar(const float *p, ptrdiff_t p_stride,             \
+                                              const void *v, ptrdiff_t v_stride, size_t nq,   \
+                                              size_t nk, size_t dv, float *acc,               \
+                                              ptrdiff_t acc_stride)                           \
+    {                                                                                         \
+        const ptrdiff_t vb = v_stride * UNIT_##dtype;                                         \
+        for (size_t r = 0; r < nq; r++) {                                                     \
+            float *ar = acc + (ptrdiff_t)r * acc_stride;                                      \
+            const float *pr = p + (ptrdiff_t)r * p_stride;                                    \
+            for (size_t c = 0; c < nk; c++) {                                                 \
+                const unsigned char *row = (const unsigned char *)v + (ptrdiff_t)c * vb;      \
+                const float w = pr[c];                                                        \
+                for (size_t t = 0; t < dv; t++)                                               \
+                    ar[t] += w * load_##dtype(row, t);                                        \
+            }                                                                                 \
+        }                                                                                     \
+    }                                                                                         \
+    static void attn_to_f32_##dtype##_scalar(const void *src, float *dst, size_t n)           \
+    {                                                                                         \
+        for (size_t i = 0; i < n; i++)                                                        \
+            dst[i] = load_##dtype(src, i);                                                    \
+    }
+
+DEFINE_QUANT_TILES(q8_0)
+DEFINE_QUANT_TILES(q4_0)
+DEFINE_QUANT_TILES(fp8)
+
+void attn_dsp_init_quant_scalar(attn_dsp *t)
+{
+    t->qk_tile[ATTN_KV_Q8_0] = attn_qk_tile_q8_0_scalar;
+    t->qk_tile[ATTN_KV_Q4_0] = attn_qk_tile_q4_0_scalar;
+    t->qk_tile[ATTN_KV_FP8] = attn_qk_tile_fp8_scalar;
+    t->pv_tile[ATTN_KV_Q8_0] = attn_pv_tile_q8_0_scalar;
+    t->pv_tile[ATTN_KV_Q4_0] = attn_pv_tile_q4_0_scalar;
+    t->pv_tile[ATTN_KV_FP8] = attn_pv_tile_fp8_scalar;
+    t->to_f32[ATTN_KV_Q8_0] = attn_to_f32_q8_0_scalar;
+    t->to_f32[ATTN_KV_Q4_0] = attn_to_f32_q4_0_scalar;
+    t->to_f32[ATTN_KV_FP8] = attn_to_f32_fp8_scalar;
+}
+
+/* ------------------------------------------------------------------------ */
+/* quantizers                                                                */
+/* ------------------------------------------------------------------------ */
+
+uint16_t attn_f32_to_f16(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    const uint32_t sign = (u >> 16) & 0x8000u;
+    const uint32_t abs = u & 0x7fffffffu;
+    if (abs > 0x7f800000u) /* NaN: keep it quiet */
+        return (uint16_t)(sign | 0x7e00u | ((abs >> 13) & 0x3ffu));
+    if (abs >= 0x477ff000u) /* rounds to >= 2^16: infinity */
+        return (uint16_t)(sign | 0x7c00u);
+    if (abs < 0x38800000u) { /* below 2^-14: a subnormal half (or zero) */
+        /* value / 2^-24 rounded to nearest even; exact scaling by 2^24 */
+        float scaled;
+        const uint32_t bits = abs;
+        memcpy(&scaled, &bits, sizeof scaled);
+        scaled = scaled * 0x1p24f;
+        return (uint16_t)(sign | (uint32_t)nearbyintf(scaled));
+    }
+    /* normal: drop 13 mantissa bits, rounding to nearest even; a carry into
+       the exponent is the right result (up to 2^16 was excluded above) */
+    uint32_t h = ((abs >> 13) - (112u << 10));
+    const uint32_t rest = abs & 0x1fffu;
+    if (rest > 0x1000u || (rest == 0x1000u && (h & 1u)))
+        h++;
+    return (uint16_t)(sign | h);
+}
+
+uint8_t attn_f32_to_e4m3(float x)
+{
+    const uint8_t sign = signbit(x) ? 0x80 : 0;
+    if (isnan(x))
+        return (uint8_t)(sign | 0x7f);
+    const float a = fabsf(x);
+    if (a > 448.0f) /* saturate (infinities included) */
+        return (uint8_t)(sign | 0x7e);
+    if (a < 0x1p-6f) /* subnormal: m * 2^-9, m in 0..8 (8 is the least normal) */
+        return (uint8_t)(sign | (uint8_t)nearbyintf(a * 0x1p9f));
+    int e;
+    frexpf(a, &e); /* a = f * 2^e, f in [0.5, 1): the E4M3 exponent is e - 1 */
+    e -= 1;
+    int r = (int)nearbyintf(ldexpf(a, 3 - e)); /* 8..16, exact scaling */
+    if (r == 16) {
+        r = 8;
+        e++;
+    }
+    /* a <= 448 keeps e <= 8 and (e, r) <= (8, 14): never the NaN code */
+    return (uint8_t)(sign | ((e + 7) << 3) | (r - 8));
+}
+
+/* d = amax / 127 as ggml computes it; amax over a block. */
+static float q8_0_scale(const float *x)
+{
+    float amax = 0.0f;
+    for (int j = 0; j < ATTN_QBLOCK; j++) {
+        const float v = fabsf(x[j]);
+        amax = amax > v ? amax : v;
+    }
+    return amax / 127.0f;
+}
+
+/* d = (the first value of largest magnitude) / -8, as ggml computes it. */
+static float q4_0_scale(const float *x)
+{
+    float amax = 0.0f, max = 0.0f;
+    for (int j = 0; j < ATTN_QBLOCK; j++)
+        if (amax < fabsf(x[j])) {
+            amax = fabsf(x[j]);
+            max = x[j];
+        }
+    return max / -8.0f;
+}
+
+int attn_quantize_row_ok(int32_t dtype, const float *x, int64_t n)
+{
+    if (dtype == ATTN_DTYPE_FP8_E4M3)
+        return 1;
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(x[i]))
+            return 0;
+    for (int64_t b = 0; b < n; b += ATTN_QBLOCK) {
+        const float d = dtype == ATTN_DTYPE_Q8_0 ? q8_0_scale(x + b) : q4_0_scale(x + b);
+        if ((attn_f32_to_f16(d) & 0x7fffu) == 0x7c00u) /* d overflows binary16 */
+            return 0;
+    }
+    return 1;
+}
+
+void attn_quantize_row(int32_t dtype, const float *x, int64_t n, void *dst, float scale)
+{
+    unsigned char *out = dst;
+    if (dtype == ATTN_DTYPE_FP8_E4M3) {
+        for (int64_t i = 0; i < n; i++)
+            out[i] = attn_f32_to_e4m3(scale == 1.0f ? x[i] : x[i] / scale);
+        return;
+    }
+    for (int64_t b = 0; b < n; b += ATTN_QBLOCK, x += ATTN_QBLOCK) {
+        const float d = dtype == ATTN_DTYPE_Q8_0 ? q8_0_scale(x) : q4_0_scale(x);
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        const uint16_t dh = attn_f32_to_f16(d);
+        memcpy(out, &dh, sizeof dh);
+        if (dtype == ATTN_DTYPE_Q8_0) {
+            for (int j = 0; j < ATTN_QBLOCK; j++)
+                out[2 + j] = (uint8_t)(int8_t)roundf(x[j] * id); /* |x * id| <= 127.5 */
+            out += ATTN_Q8_0_BYTES;
+        } else {
+            for (int j = 0; j < 16; j++) {
+                const float x0 = x[j] * id, x1 = x[16 + j] * id;
+                /* x * id in [-8, 8] (up to rounding): + 8.5 truncates to 0..16 */
+                int q0 = (int)(int8_t)(x0 + 8.5f), q1 = (int)(int8_t)(x1 + 8.5f);
+                q0 = q0 < 15 ? q0 : 15;
+                q1 = q1 < 15 ? q1 : 15;
+                out[2 + j] = (uint8_t)(q0 | (q1 << 4));
+            }
+            out += ATTN_Q4_0_BYTES;
+        }
+    }
+}

@@ -1,0 +1,349 @@
+/*
+ * Quantized K/V fuzzer. Two kinds of input, chosen by the first byte:
+ *
+ *  - attention on a quantized cache: a small problem (GQA, causal, window,
+ *    kv_lens, [B,H,L,D] or [B,L,H,D] with padded strides counted in blocks)
+ *    whose K and V caches (Q8_0, Q4_0 or FP8 E4M3, each its own) are the
+ *    fuzzer's raw bytes, in buffers that end at a PROT_NONE page; k_scale /
+ *    v_scale sometimes hostile. Every kernel table (attn_dsp_for_isa) runs
+ *    scores and forward. The status must be what attn.h says for those
+ *    arguments; on success, and when every decoded value is finite, each
+ *    result must be within tests/tolerance.h's bound (ref.c, on the decoded
+ *    F32 tensors) of the float64 reference; with NaN/inf decoded values it
+ *    must simply not crash or read outside the cache;
+ *
+ *  - attn_quantize on rows of raw float bit patterns: the status must match
+ *    (non-finite or scale-overflowing Q8_0/Q4_0 rows refused, nothing
+ *    written), and accepted rows must equal tests/ref_quant.c's reference
+ *    quantizers byte for byte.
+ */
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fuzz_util.h"
+#include "internal.h"
+#include "ref.h"
+#include "ref_quant.h"
+#include "tolerance.h"
+
+static const attn_isa isas[] = {ATTN_ISA_SCALAR, ATTN_ISA_AVX2, ATTN_ISA_AVX512, ATTN_ISA_NEON,
+                                ATTN_ISA_SVE};
+#define N_ISAS (sizeof isas / sizeof isas[0])
+
+static const int32_t quant_dtypes[] = {ATTN_DTYPE_Q8_0, ATTN_DTYPE_Q4_0, ATTN_DTYPE_FP8_E4M3};
+
+/* Stride units of one row of n values. */
+static int64_t units_of(int32_t dt, int64_t n)
+{
+    return dt == ATTN_DTYPE_FP8_E4M3 ? n : n / 32;
+}
+
+typedef struct cache {
+    attn_tensor t;
+    fz_buf buf;
+    float *dense; /* decoded [b][h][row][col], for the reference */
+    int finite;
+} cache;
+
+/* A cache of raw fuzzer bytes with the given layout; its decoded copy. */
+static void make_cache(cache *c, fz_reader *r, int32_t dt, const attn_shape *s, int64_t cols,
+                       int blhd, int64_t pad)
+{
+    const int64_t units = units_of(dt, cols);
+    c->t.dtype = dt;
+    if (blhd) {
+        c->t.row_stride = s->kv_heads * units + pad;
+        c->t.head_stride = units;
+        c->t.batch_stride = s->kv_len * c->t.row_stride;
+    } else {
+        c->t.row_stride = units + pad;
+        c->t.head_stride = s->kv_len * c->t.row_stride;
+        c->t.batch_stride = s->kv_heads * c->t.head_stride;
+    }
+    const int64_t span = (s->batch - 1) * c->t.batch_stride + (s->kv_heads - 1) * c->t.head_stride +
+                         (s->kv_len - 1) * c->t.row_stride + units;
+    const size_t ub = ref_quant_unit_bytes(dt);
+    unsigned char *data = fz_buf_alloc(&c->buf, (size_t)span * ub, fz_chance(r, 64));
+    fz_rng g = {fz_u64(r)};
+    const int mostly_sane = !fz_chance(r, 40);
+    for (size_t i = 0; i < (size_t)span * ub; i++)
+        data[i] = (unsigned char)fz_rng_next(&g);
+    c->t.data = data;
+    c->dense = malloc((size_t)(s->batch * s->kv_heads * s->kv_len * cols) * sizeof(float));
+    c->finite = 1;
+    for (int64_t b = 0; b < s->batch; b++)
+        for (int64_t h = 0; h < s->kv_heads; h++)
+            for (int64_t j = 0; j < s->kv_len; j++) {
+                unsigned char *row = data + (size_t)(b * c->t.batch_stride + h * c->t.head_stride +
+                                                     j * c->t.row_stride) * ub;
+                if (mostly_sane && dt != ATTN_DTYPE_FP8_E4M3)
+                    for (int64_t blk = 0; blk < units; blk++) {
+                        /* a modest finite scale: byte 1 of the f16 in 0x10..0x2f */
+                        row[blk * (int64_t)ub + 1] = (unsigned char)(0x10 + row[blk * (int64_t)ub + 1] % 0x20);
+                    }
+                if (mostly_sane && dt == ATTN_DTYPE_FP8_E4M3)
+                    for (int64_t t = 0; t < cols; t++)
+                        if ((row[t] & 0x7f) == 0x7f)
+                            row[t] ^= 0x01; /* not NaN */
+                for (int64_t t = 0; t < cols; t++) {
+                    const double x = ref_quant_value(dt, row, (size_t)t);
+                    c->finite &= isfinite(x);
+                    c->dense[((b * s->kv_heads + h) * s->kv_len + j) * cols + t] = (float)x;
+                }
+            }
+}
+
+static void free_cache(cache *c)
+{
+    fz_buf_free(&c->buf);
+    free(c->dense);
+}
+
+static float pick_scale(fz_reader *r, int *ok)
+{
+    static const float hostile[] = {-1.0f, NAN, INFINITY, -0.0f, 1e-45f, 3e38f};
+    if (fz_chance(r, 30)) {
+        const float v = hostile[fz_range(r, 0, 5)];
+        *ok = v == 0.0f || (isnormal(v) && v > 0.0f); /* 0 or a positive normal float */
+        return v;
+    }
+    *ok = 1;
+    return fz_chance(r, 60) ? 0.0f : (float)fz_range(r, 1, 1000) / 997.0f;
+}
+
+static void check_close(const char *what, const char *isa, const float *got, const double *want,
+                        const double *err, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (isnan(want[i]) || isinf(want[i])) {
+            FZ_CHECK((isnan(want[i]) && isnan(got[i])) || (double)got[i] == want[i],
+                     "%s[%zu] on %s: got %.9g, want %.17g", what, i, isa, (double)got[i], want[i]);
+            continue;
+        }
+        FZ_CHECK(fabs((double)got[i] - want[i]) <= err[i],
+                 "%s[%zu] on %s: got %.9g, want %.17g, error %.3g > bound %.3g", what, i, isa,
+                 (double)got[i], want[i], fabs((double)got[i] - want[i]), err[i]);
+    }
+}
+
+static void fuzz_attention(fz_reader *r)
+{
+    attn_shape s;
+    s.batch = fz_range(r, 1, 2);
+    s.kv_heads = fz_range(r, 1, 2);
+    s.q_heads = s.kv_heads * fz_range(r, 1, 3);
+    s.q_len = fz_range(r, 1, 9);
+    s.kv_len = fz_range(r, 1, 40);
+    const int32_t kdt = quant_dtypes[fz_range(r, 0, 2)], vdt = quant_dtypes[fz_range(r, 0, 2)];
+    s.head_dim = kdt == ATTN_DTYPE_FP8_E4M3 ? fz_range(r, 1, 70) : 32 * fz_range(r, 1, 3);
+    s.v_dim = vdt == ATTN_DTYPE_FP8_E4M3 ? fz_range(r, 1, 70) : 32 * fz_range(r, 1, 3);
+    int shape_ok = 1;
+    if (fz_chance(r, 20)) { /* a row that is not whole blocks */
+        s.head_dim += fz_range(r, 1, 31);
+        shape_ok = kdt == ATTN_DTYPE_FP8_E4M3;
+    }
+    attn_options opt = ATTN_OPTIONS_INIT;
+    opt.scale = (float)fz_range(r, 1, 64) / 128.0f;
+    if (fz_chance(r, 128))
+        opt.flags |= ATTN_CAUSAL;
+    if (fz_chance(r, 60))
+        opt.window = fz_range(r, 1, 20);
+    int32_t kv_lens[2];
+    if (fz_chance(r, 60)) {
+        for (int64_t b = 0; b < s.batch; b++)
+            kv_lens[b] = (int32_t)fz_range(r, 0, s.kv_len);
+        opt.kv_lens = kv_lens;
+    }
+    int ks_ok, vs_ok;
+    opt.k_scale = pick_scale(r, &ks_ok);
+    opt.v_scale = pick_scale(r, &vs_ok);
+    const int vs_finite = vs_ok; /* every operation checks both scales' range */
+    /* a scale other than 0/1 is for FP8 only; the folded score scale must stay finite, nonzero */
+    if (kdt != ATTN_DTYPE_FP8_E4M3 && opt.k_scale != 0.0f && opt.k_scale != 1.0f)
+        ks_ok = 0;
+    if (vdt != ATTN_DTYPE_FP8_E4M3 && opt.v_scale != 0.0f && opt.v_scale != 1.0f)
+        vs_ok = 0;
+    float qk_scale = opt.scale;
+    if (ks_ok && kdt == ATTN_DTYPE_FP8_E4M3 && opt.k_scale != 0.0f) {
+        qk_scale = opt.scale * opt.k_scale;
+        if (!isnormal(qk_scale))
+            ks_ok = 0;
+    }
+    const int blhd = fz_chance(r, 100);
+    const int64_t pad = fz_range(r, 0, 2);
+
+    cache kc, vc;
+    make_cache(&kc, r, kdt, &s, s.head_dim - (shape_ok ? 0 : s.head_dim % 32), blhd, pad);
+    make_cache(&vc, r, vdt, &s, s.v_dim, blhd, pad);
+
+    fz_rng g = {fz_u64(r)};
+    const size_t qn = (size_t)(s.batch * s.q_heads * s.q_len * s.head_dim);
+    float *q = malloc(qn * sizeof(float));
+    for (size_t i = 0; i < qn; i++)
+        q[i] = fz_rng_float(&g, -1.0f, 1.0f);
+    const attn_tensor qt = {q, ATTN_DTYPE_F32, s.q_heads * s.q_len * s.head_dim,
+                            s.q_len * s.head_dim, s.head_dim};
+    const size_t rows = (size_t)(s.batch * s.q_heads * s.q_len);
+    float *out = malloc(rows * (size_t)s.v_dim * sizeof(float));
+    float *sc = malloc(rows * (size_t)s.kv_len * sizeof(float));
+    const attn_tensor ot = {out, ATTN_DTYPE_F32, s.q_heads * s.q_len * s.v_dim, s.q_len * s.v_dim,
+                            s.v_dim};
+    const attn_tensor st = {sc, ATTN_DTYPE_F32, s.q_heads * s.q_len * s.kv_len,
+                            s.q_len * s.kv_len, s.kv_len};
+
+    /* the reference on the decoded tensors; FP8 scales as the library applies them */
+    /* R of tolerance.h: one rescale per key block of the table with the
+       smallest blocks, plus one */
+    uint32_t min_bk = UINT32_MAX;
+    for (size_t i = 0; i < N_ISAS; i++) {
+        const attn_dsp *t = attn_dsp_for_isa(isas[i]);
+        if (t && t->block_k < min_bk)
+            min_bk = t->block_k;
+    }
+    ref_attn ref_s, ref_o;
+    int compare = shape_ok && ks_ok && vs_ok && kc.finite && vc.finite;
+    if (compare) {
+        attn_options ro = opt;
+        ro.scale = qk_scale;
+        ro.k_scale = ro.v_scale = 0.0f;
+        const attn_tensor kf = {kc.dense, ATTN_DTYPE_F32, s.kv_heads * s.kv_len * s.head_dim,
+                                s.kv_len * s.head_dim, s.head_dim};
+        const attn_tensor vf = {vc.dense, ATTN_DTYPE_F32, s.kv_heads * s.kv_len * s.v_dim,
+                                s.kv_len * s.v_dim, s.v_dim};
+        ref_attn_compute(&ref_s, &s, &ro, &qt, &kf, NULL, 0);
+        /* A score beyond the f32 range (a huge k_scale) is +-inf in f32 by
+           IEEE overflow, and an infinite score makes its row NaN (attn.h):
+           the float64 reference has no such limit, so such problems are
+           only run, not compared. */
+        for (size_t i = 0; i < rows * (size_t)s.kv_len && compare; i++)
+            if (isfinite(ref_s.s[i]) && fabs(ref_s.s[i]) + ref_s.s_err[i] >= (double)FLT_MAX)
+                compare = 0;
+        if (!compare) {
+            ref_attn_free(&ref_s);
+        } else {
+            ref_attn_compute(&ref_o, &s, &ro, &qt, &kf, &vf,
+                             (s.kv_len + min_bk - 1) / min_bk + 1);
+            const double vs =
+                vdt == ATTN_DTYPE_FP8_E4M3 && opt.v_scale != 0.0f ? opt.v_scale : 1.0;
+            for (size_t i = 0; i < rows * (size_t)s.v_dim; i++) {
+                ref_o.o[i] *= vs;
+                ref_o.o_err[i] *= vs;
+                if (vdt == ATTN_DTYPE_FP8_E4M3) /* the v_scale multiply: tolerance.h */
+                    ref_o.o_err[i] += TOL_VSCALE_REL * TOL_U * fabs(ref_o.o[i]) + TOL_VSCALE_ABS;
+            }
+        }
+    }
+
+    for (size_t i = 0; i < N_ISAS; i++) {
+        const attn_dsp *t = attn_dsp_for_isa(isas[i]);
+        if (!t)
+            continue;
+        attn_status want_s = !ks_ok || !vs_finite ? ATTN_ERR_ARG
+                             : !shape_ok          ? ATTN_ERR_SHAPE
+                                                  : ATTN_OK;
+        attn_status got = attn_scores_with(t, &s, &opt, &qt, &kc.t, &st);
+        FZ_CHECK(got == want_s, "scores on %s: status %d, want %d", t->isa_name, got, want_s);
+        if (got == ATTN_OK && compare)
+            check_close("scores", t->isa_name, sc, ref_s.s, ref_s.s_err, rows * (size_t)s.kv_len);
+        const int all_ok = shape_ok && ks_ok && vs_ok;
+        got = attn_forward_with(t, &s, &opt, &qt, &kc.t, &vc.t, &ot, NULL);
+        FZ_CHECK((got == ATTN_OK) == all_ok, "forward on %s: status %d with arguments %s",
+                 t->isa_name, got, all_ok ? "valid" : "invalid");
+        if (got == ATTN_OK && compare)
+            check_close("out", t->isa_name, out, ref_o.o, ref_o.o_err, rows * (size_t)s.v_dim);
+    }
+    if (compare) {
+        ref_attn_free(&ref_s);
+        ref_attn_free(&ref_o);
+    }
+    free(q);
+    free(out);
+    free(sc);
+    free_cache(&kc);
+    free_cache(&vc);
+}
+
+static void fuzz_quantize(fz_reader *r)
+{
+    const int32_t dt = quant_dtypes[fz_range(r, 0, 2)];
+    const int64_t rows = fz_range(r, 1, 3);
+    const int64_t cols = dt == ATTN_DTYPE_FP8_E4M3 ? fz_range(r, 1, 40) : 32 * fz_range(r, 1, 2);
+    const int64_t units = units_of(dt, cols);
+    const size_t ub = ref_quant_unit_bytes(dt);
+    float *x = malloc((size_t)(rows * cols) * sizeof(float));
+    const int raw_bits = fz_chance(r, 60);
+    fz_rng g = {fz_u64(r)};
+    const float mag = (float)ldexp(1.0, (int)fz_range(r, -30, 25));
+    for (int64_t i = 0; i < rows * cols; i++) {
+        if (raw_bits) {
+            const uint32_t bits = (uint32_t)fz_rng_next(&g);
+            memcpy(&x[i], &bits, 4);
+        } else {
+            x[i] = fz_rng_float(&g, -mag, mag);
+        }
+    }
+    float scale = 0.0f;
+    if (dt == ATTN_DTYPE_FP8_E4M3 && fz_chance(r, 100))
+        scale = (float)fz_range(r, 1, 4000) / 512.0f;
+    fz_buf out;
+    unsigned char *dst = fz_buf_alloc(&out, (size_t)(rows * units) * ub, 0);
+    memset(dst, 0xcd, (size_t)(rows * units) * ub);
+    const attn_status st = attn_quantize(dt, x, rows, cols, cols, dst, units, scale);
+
+    /* the model: Q8_0/Q4_0 refuse non-finite values and blocks whose f16 d overflows */
+    int ok = 1;
+    if (dt != ATTN_DTYPE_FP8_E4M3)
+        for (int64_t b = 0; b < rows * cols; b += 32) {
+            unsigned char blk[34];
+            for (int j = 0; j < 32; j++)
+                ok &= isfinite(x[b + j]);
+            if (!ok)
+                break;
+            if (dt == ATTN_DTYPE_Q8_0)
+                ref_quantize_q8_0_block(x + b, blk);
+            else
+                ref_quantize_q4_0_block(x + b, blk);
+            ok &= (blk[1] & 0x7c) != 0x7c; /* f16 exponent all ones: inf or NaN */
+        }
+    FZ_CHECK((st == ATTN_OK) == ok, "attn_quantize(%d): status %d, model says %s", dt, st,
+             ok ? "valid" : "invalid");
+    for (int64_t i = 0; i < rows * units * (int64_t)ub; i++) {
+        if (st != ATTN_OK) {
+            FZ_CHECK(dst[i] == 0xcd, "attn_quantize refused but wrote byte %lld", (long long)i);
+            continue;
+        }
+    }
+    if (st == ATTN_OK)
+        for (int64_t rr = 0; rr < rows; rr++)
+            for (int64_t u = 0; u < units; u++) {
+                unsigned char want[34];
+                const unsigned char *got = dst + (size_t)(rr * units + u) * ub;
+                if (dt == ATTN_DTYPE_Q8_0)
+                    ref_quantize_q8_0_block(x + rr * cols + u * 32, want);
+                else if (dt == ATTN_DTYPE_Q4_0)
+                    ref_quantize_q4_0_block(x + rr * cols + u * 32, want);
+                else
+                    want[0] = ref_f32_to_e4m3(scale != 0.0f ? x[rr * cols + u] / scale
+                                                            : x[rr * cols + u]);
+                for (size_t j = 0; j < ub; j++)
+                    FZ_CHECK(got[j] == want[j], "attn_quantize(%d) row %lld unit %lld byte %zu: "
+                             "0x%02x, reference 0x%02x", dt, (long long)rr, (long long)u, j,
+                             got[j], want[j]);
+            }
+    fz_buf_free(&out);
+    free(x);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    fz_reader r = {data, size};
+    if (fz_u8(&r) & 1)
+        fuzz_quantize(&r);
+    else
+        fuzz_attention(&r);
+    return 0;
+}

@@ -1,0 +1,134 @@
+/* Reference decoding and quantization of the K/V formats (ref_quant.h). */
+#include <math.h>
+#include <string.h>
+
+#include "attn.h"
+#include "ref.h"
+#include "ref_quant.h"
+
+size_t ref_quant_unit_bytes(int dtype)
+{
+    return dtype == ATTN_DTYPE_Q8_0 ? 34 : dtype == ATTN_DTYPE_Q4_0 ? 18 : 1;
+}
+
+double ref_e4m3_to_double(uint8_t x)
+{
+    const int exponent = (x >> 3) & 15, mantissa = x & 7;
+    double v;
+    if (exponent == 15 && mantissa == 7)
+        v = NAN;
+    else if (exponent == 0)
+        v = ldexp((double)mantissa, -9); /* 0.mmm * 2^(1-7) */
+    else
+        v = ldexp(1.0 + mantissa / 8.0, exponent - 7);
+    return (x & 0x80) ? -v : v;
+}
+
+static double block_d(const unsigned char *blk)
+{
+    return ref_f16_to_double((uint16_t)(blk[0] | blk[1] << 8)); /* little-endian f16 */
+}
+
+double ref_quant_value(int dtype, const unsigned char *row, size_t t)
+{
+    if (dtype == ATTN_DTYPE_FP8_E4M3)
+        return ref_e4m3_to_double(row[t]);
+    const size_t j = t % 32;
+    if (dtype == ATTN_DTYPE_Q8_0) {
+        const unsigned char *blk = row + t / 32 * 34;
+        return (double)(int8_t)blk[2 + j] * block_d(blk);
+    }
+    const unsigned char *blk = row + t / 32 * 18;
+    const int nibble = j < 16 ? (blk[2 + j] & 15) : (blk[2 + j - 16] >> 4);
+    return (double)(nibble - 8) * block_d(blk);
+}
+
+void ref_quant_poison(int dtype, unsigned char *row, size_t t)
+{
+    if (dtype == ATTN_DTYPE_FP8_E4M3) {
+        row[t] = (row[t] & 0x80) | 0x7f;
+        return;
+    }
+    unsigned char *blk = row + t / 32 * ref_quant_unit_bytes(dtype);
+    blk[0] = 0x00; /* f16 0x7e00: a quiet NaN scale */
+    blk[1] = 0x7e;
+}
+
+static void put_f16(unsigned char *p, float d)
+{
+    const uint16_t h = ref_f32_to_f16(d);
+    p[0] = (unsigned char)(h & 0xff);
+    p[1] = (unsigned char)(h >> 8);
+}
+
+/*
+ * ggml's rounding, from its documented formulas: amax = max |x|,
+ * d = amax / 127 (f32 division), id = d ? 1 / d : 0, q = round half away
+ * from zero of the f32 product x * id; the block stores f16(d).
+ */
+void ref_quantize_q8_0_block(const float *x, unsigned char *out)
+{
+    float amax = 0.0f;
+    for (int j = 0; j < 32; j++)
+        if (fabsf(x[j]) > amax)
+            amax = fabsf(x[j]);
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    put_f16(out, d);
+    for (int j = 0; j < 32; j++) {
+        const float y = x[j] * id;
+        /* half away from zero, by hand; the + 0.5 in double is exact */
+        const double r = floor(fabs((double)y) + 0.5);
+        out[2 + j] = (unsigned char)(int8_t)(y < 0.0f ? -r : r);
+    }
+}
+
+/*
+ * max = the first x of largest |x| (strictly larger replaces), d = max / -8,
+ * id = d ? 1 / d : 0, nibble = min(15, (int)(x * id + 8.5f)) with the sum
+ * rounded to f32 before the truncation; value j low, j + 16 high.
+ */
+void ref_quantize_q4_0_block(const float *x, unsigned char *out)
+{
+    float amax = 0.0f, max = 0.0f;
+    for (int j = 0; j < 32; j++)
+        if (fabsf(x[j]) > amax) {
+            amax = fabsf(x[j]);
+            max = x[j];
+        }
+    const float d = max / -8.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    put_f16(out, d);
+    for (int j = 0; j < 16; j++) {
+        int n[2];
+        for (int h = 0; h < 2; h++) {
+            const float y = x[j + 16 * h] * id;
+            const float z = y + 8.5f;
+            const int tr = (int)z; /* z >= 0 here: truncation = floor */
+            n[h] = tr > 15 ? 15 : tr;
+        }
+        out[2 + j] = (unsigned char)(n[0] | n[1] << 4);
+    }
+}
+
+/* Nearest E4M3 by search over the 126 finite magnitudes, ties to the even
+   code: independent of any bit trick. */
+uint8_t ref_f32_to_e4m3(float x)
+{
+    const uint8_t sign = signbit(x) ? 0x80 : 0;
+    if (isnan(x))
+        return sign | 0x7f;
+    const double a = fabs((double)x);
+    if (a > 448.0)
+        return sign | 0x7e;
+    int best = 0;
+    double best_err = INFINITY;
+    for (int c = 0; c <= 0x7e; c++) {
+        const double err = fabs(ref_e4m3_to_double((uint8_t)c) - a);
+        if (err < best_err || (err == best_err && (c & 1) == 0)) {
+            best = c;
+            best_err = err;
+        }
+    }
+    return sign | (uint8_t)best;
+}

@@ -1,0 +1,695 @@
+/*
+ * The quantized K/V dtypes (Q8_0, Q4_0, FP8 E4M3), for every ISA row:
+ *  - kernels: qk_tile, pv_tile, to_f32 of each quant dtype against float64
+ *    computed from the exactly decoded values (decoded here, from the
+ *    format descriptions of attn.h, sharing no code with src/), with the
+ *    SAME bounds as the f32 kernels (tolerance.h: decoding is exact, so
+ *    after the load the arithmetic is the f32 arithmetic); block-boundary,
+ *    stride, unaligned, row-tail and page-fence cases; NaN reach;
+ *  - every E4M3 byte decodes exactly, also with the FPU flushing
+ *    subnormals (x86 DAZ/FTZ);
+ *  - operations (scores, weights, forward) on quantized caches against
+ *    ref_attn_compute on the decoded F32 tensors, with its bounds.
+ * The SIMD rows are compared with float64 directly (not with the scalar
+ * row), so each meets the one-implementation bound itself.
+ */
+#include <criterion/criterion.h>
+#include <criterion/parameterized.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#if defined(__x86_64__)
+#include <xmmintrin.h>
+#endif
+
+#include "harness.h"
+#include "ref.h"
+#include "ref_quant.h"
+#include "tolerance.h"
+
+static const int quant_dts[] = {ATTN_KV_Q8_0, ATTN_KV_Q4_0, ATTN_KV_FP8};
+#define N_QUANT_DTS 3
+
+static const char *qname(int dt)
+{
+    return dt == ATTN_KV_Q8_0 ? "q8_0" : dt == ATTN_KV_Q4_0 ? "q4_0" : "fp8";
+}
+
+/* Row lengths: whole blocks for Q8_0/Q4_0 (1..8 blocks, 4096), any for FP8. */
+static size_t pick_dim(rng *g, int dt)
+{
+    static const int64_t block_dims[] = {32, 64, 96, 128, 160, 192, 256};
+    static const int64_t fp8_dims[] = {1, 3, 4, 5, 7, 8, 15, 16, 17, 31, 32, 33, 63, 64, 65,
+                                       100, 127, 128, 129, 256};
+    if (dt == ATTN_KV_FP8)
+        return (size_t)rng_pick(g, fp8_dims, sizeof fp8_dims / sizeof fp8_dims[0]);
+    return (size_t)rng_pick(g, block_dims, sizeof block_dims / sizeof block_dims[0]);
+}
+
+/*
+ * A random quantized row of n values, magnitudes up to about mag: block
+ * scales are random binary16 values (subnormal ones included), quants cover
+ * their whole range (Q8_0's -128 too); FP8 bytes are random codes of
+ * magnitude <= mag (never NaN).
+ */
+static void random_row(rng *g, int dt, unsigned char *row, size_t n, double mag)
+{
+    if (dt == ATTN_KV_FP8) {
+        for (size_t t = 0; t < n; t++) {
+            uint8_t x;
+            do
+                x = (uint8_t)rng_int(g, 0, 255);
+            while (isnan(ref_e4m3_to_double(x)) || fabs(ref_e4m3_to_double(x)) > mag);
+            row[t] = x;
+        }
+        return;
+    }
+    const size_t ub = ref_quant_unit_bytes(dt);
+    for (size_t b = 0; b < n / 32; b++) {
+        unsigned char *blk = row + b * ub;
+        const double top = dt == ATTN_KV_Q8_0 ? 128.0 : 8.0;
+        float d = (float)(mag / top) * rng_float(g, 0.0f, 1.0f);
+        if (rng_int(g, 0, 15) == 0)
+            d = 0x1p-20f * (float)rng_int(g, 0, 15); /* a subnormal or zero f16 scale */
+        const uint16_t h = ref_f32_to_f16(rng_int(g, 0, 1) ? d : -d);
+        blk[0] = (unsigned char)(h & 0xff);
+        blk[1] = (unsigned char)(h >> 8);
+        for (size_t j = 2; j < ub; j++)
+            blk[j] = (unsigned char)rng_int(g, 0, 255);
+    }
+}
+
+/* Stride units per row of n values. */
+static size_t units_of(int dt, size_t n)
+{
+    return dt == ATTN_KV_FP8 ? n : n / 32;
+}
+
+/* Random rows of `units` used units each at a stride (units); decoded values
+   into dec[row * n + t] (n values per row). mag: the largest |value| wanted. */
+static void fill_rows(rng *g, int dt, unsigned char *base, size_t rows, size_t stride_units,
+                      size_t n, double mag, double *dec)
+{
+    const size_t ub = ref_quant_unit_bytes(dt);
+    for (size_t r = 0; r < rows; r++) {
+        unsigned char *row = base + r * stride_units * ub;
+        random_row(g, dt, row, n, mag);
+        for (size_t t = 0; t < n; t++)
+            dec[r * n + t] = ref_quant_value(dt, row, t);
+    }
+}
+
+/* ------------------------------------------------------------ qk_tile */
+
+static void run_qk(const attn_dsp *t, int dt, size_t nq, size_t nk, size_t d, int offset,
+                   int nan_case)
+{
+    rng *g = harness_rng();
+    const size_t ub = ref_quant_unit_bytes(dt);
+    const size_t qs = d + (size_t)rng_int(g, 0, 3);
+    const size_t ks = units_of(dt, d) + (size_t)rng_int(g, 0, 2); /* stride units */
+    const size_t ss = nk + (size_t)rng_int(g, 0, 3);
+    const float scale = rng_float(g, 0.05f, 1.0f) * (rng_int(g, 0, 3) ? 1.0f : -1.0f);
+    harness_context("qk_tile[%s] nq=%zu nk=%zu d=%zu k_stride=%zu units offset=%d nan=%d",
+                    qname(dt), nq, nk, d, ks, offset, nan_case);
+
+    buf bq, bk, bs;
+    float *q = buf_alloc(&bq, nq * qs * 4, offset ? 4 : 0);
+    /* an odd byte offset leaves the block scales and int8 runs unaligned */
+    unsigned char *k = buf_alloc(&bk, nk * ks * ub, offset ? 1 : 0);
+    float *s = buf_alloc(&bs, nq * ss * 4, offset ? 4 : 0);
+    double *qd = xmalloc(nq * d * sizeof(double)), *kd = xmalloc(nk * d * sizeof(double));
+    for (size_t r = 0; r < nq; r++)
+        for (size_t i = 0; i < d; i++)
+            qd[r * d + i] = q[r * qs + i] = rng_float(g, -2.0f, 2.0f);
+    fill_rows(g, dt, k, nk, ks, d, 4.0, kd);
+    size_t nan_col = nk;
+    if (nan_case) { /* a NaN decoded value (NaN byte or NaN block scale) in one key */
+        nan_col = (size_t)rng_int(g, 0, (int64_t)nk - 1);
+        const size_t i = (size_t)rng_int(g, 0, (int64_t)d - 1);
+        ref_quant_poison(dt, k + nan_col * ks * ub, i);
+        for (size_t x = 0; x < d; x++)
+            kd[nan_col * d + x] = ref_quant_value(dt, k + nan_col * ks * ub, x);
+    }
+    for (size_t r = 0; r < nq; r++)
+        for (size_t c = nk; c < ss; c++)
+            s[r * ss + c] = 12345.0f; /* row gaps must stay */
+
+    t->qk_tile[dt](q, (ptrdiff_t)qs, k, (ptrdiff_t)ks, nq, nk, d, scale, s, (ptrdiff_t)ss);
+    buf_check(&bs, "s");
+    buf_check(&bk, "k");
+
+    double *want = xmalloc(nq * nk * sizeof(double)), *bound = xmalloc(nq * nk * sizeof(double));
+    for (size_t r = 0; r < nq; r++)
+        for (size_t c = 0; c < nk; c++) {
+            double dot = 0.0, mag = 0.0;
+            for (size_t i = 0; i < d; i++) {
+                dot += qd[r * d + i] * kd[c * d + i];
+                mag += fabs(qd[r * d + i] * kd[c * d + i]);
+            }
+            want[r * nk + c] = dot * scale;
+            /* the f32 qk_tile bound of tolerance.h, unchanged */
+            bound[r * nk + c] = tol_gamma((double)d + 1.0) * fabs((double)scale) * mag;
+        }
+    expect_near("qk_tile vs float64", s, (ptrdiff_t)ss, want, bound, nq, nk);
+    for (size_t r = 0; r < nq; r++)
+        for (size_t c = nk; c < ss; c++)
+            CHECK(s[r * ss + c] == 12345.0f, "wrote into the row gap at [%zu][%zu]", r, c);
+    if (nan_case)
+        for (size_t r = 0; r < nq; r++)
+            for (size_t c = 0; c < nk; c++)
+                CHECK(!!isnan(s[r * ss + c]) == (c == nan_col), "NaN at [%zu][%zu] (NaN key %zu)",
+                      r, c, nan_col);
+    free(want);
+    free(bound);
+    free(qd);
+    free(kd);
+    buf_free(&bq);
+    buf_free(&bk);
+    buf_free(&bs);
+}
+
+/* Row counts on both sides of the kernels' decode/scratch switch (8). */
+static const int64_t row_counts[] = {1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 33, 64};
+static const int64_t key_counts[] = {1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 33, 64, 100, 130};
+
+HARNESS_ISA_PARAMS(quant, qk_tile)
+ParameterizedTest(isa_row *row, quant, qk_tile, .timeout = 300)
+{
+    const attn_dsp *t = harness_begin(row);
+    rng *g = harness_rng();
+    for (int i = 0; i < N_QUANT_DTS; i++)
+        for (int rep = 0; rep < 40; rep++) {
+            const int dt = quant_dts[i];
+            const size_t nq = (size_t)rng_pick(g, row_counts, 12);
+            const size_t nk = (size_t)rng_pick(g, key_counts, 16);
+            run_qk(t, dt, nq, nk, pick_dim(g, dt), rep & 1, 0);
+        }
+}
+
+HARNESS_ISA_PARAMS(quant, qk_tile_nan)
+ParameterizedTest(isa_row *row, quant, qk_tile_nan)
+{
+    const attn_dsp *t = harness_begin(row);
+    rng *g = harness_rng();
+    for (int i = 0; i < N_QUANT_DTS; i++)
+        for (int rep = 0; rep < 10; rep++) {
+            const int dt = quant_dts[i];
+            run_qk(t, dt, (size_t)rng_pick(g, row_counts, 12), (size_t)rng_pick(g, key_counts, 16),
+                   pick_dim(g, dt), rep & 1, 1);
+        }
+}
+
+/* ------------------------------------------------------------ pv_tile */
+
+static void run_pv(const attn_dsp *t, int dt, size_t nq, size_t nk, size_t dv, int offset)
+{
+    rng *g = harness_rng();
+    const size_t ub = ref_quant_unit_bytes(dt);
+    const size_t ps = nk + (size_t)rng_int(g, 0, 3);
+    const size_t vs = units_of(dt, dv) + (size_t)rng_int(g, 0, 2);
+    const size_t as = dv + (size_t)rng_int(g, 0, 3);
+    harness_context("pv_tile[%s] nq=%zu nk=%zu dv=%zu v_stride=%zu units offset=%d", qname(dt),
+                    nq, nk, dv, vs, offset);
+
+    buf bp, bv, ba;
+    float *p = buf_alloc(&bp, nq * ps * 4, offset ? 4 : 0);
+    unsigned char *v = buf_alloc(&bv, nk * vs * ub, offset ? 1 : 0);
+    float *acc = buf_alloc(&ba, nq * as * 4, offset ? 4 : 0);
+    double *vd = xmalloc(nk * dv * sizeof(double));
+    double *want = xmalloc(nq * dv * sizeof(double)), *bound = xmalloc(nq * dv * sizeof(double));
+    for (size_t r = 0; r < nq; r++)
+        for (size_t c = 0; c < nk; c++)
+            p[r * ps + c] = rng_float(g, 0.0f, 1.0f);
+    fill_rows(g, dt, v, nk, vs, dv, 4.0, vd);
+    for (size_t r = 0; r < nq; r++) {
+        for (size_t j = 0; j < dv; j++)
+            acc[r * as + j] = rng_float(g, -1.0f, 1.0f);
+        for (size_t j = dv; j < as; j++)
+            acc[r * as + j] = 12345.0f;
+    }
+    for (size_t r = 0; r < nq; r++)
+        for (size_t j = 0; j < dv; j++) {
+            double sum = acc[r * as + j], mag = fabs(sum);
+            for (size_t c = 0; c < nk; c++) {
+                sum += (double)p[r * ps + c] * vd[c * dv + j];
+                mag += fabs((double)p[r * ps + c] * vd[c * dv + j]);
+            }
+            want[r * dv + j] = sum;
+            bound[r * dv + j] = tol_gamma((double)nk + 1.0) * mag; /* f32 pv_tile bound */
+        }
+
+    t->pv_tile[dt](p, (ptrdiff_t)ps, v, (ptrdiff_t)vs, nq, nk, dv, acc, (ptrdiff_t)as);
+    buf_check(&ba, "acc");
+    buf_check(&bv, "v");
+    expect_near("pv_tile vs float64", acc, (ptrdiff_t)as, want, bound, nq, dv);
+    for (size_t r = 0; r < nq; r++)
+        for (size_t j = dv; j < as; j++)
+            CHECK(acc[r * as + j] == 12345.0f, "wrote into the row gap at [%zu][%zu]", r, j);
+    free(vd);
+    free(want);
+    free(bound);
+    buf_free(&bp);
+    buf_free(&bv);
+    buf_free(&ba);
+}
+
+HARNESS_ISA_PARAMS(quant, pv_tile)
+ParameterizedTest(isa_row *row, quant, pv_tile, .timeout = 300)
+{
+    const attn_dsp *t = harness_begin(row);
+    rng *g = harness_rng();
+    for (int i = 0; i < N_QUANT_DTS; i++)
+        for (int rep = 0; rep < 40; rep++) {
+            const int dt = quant_dts[i];
+            run_pv(t, dt, (size_t)rng_pick(g, row_counts, 12), (size_t)rng_pick(g, key_counts, 16),
+                   pick_dim(g, dt), rep & 1);
+        }
+}
+
+/* ------------------------------------------------------------ to_f32 and E4M3 */
+
+HARNESS_ISA_PARAMS(quant, to_f32)
+ParameterizedTest(isa_row *row, quant, to_f32)
+{
+    const attn_dsp *t = harness_begin(row);
+    rng *g = harness_rng();
+    for (int i = 0; i < N_QUANT_DTS; i++)
+        for (int rep = 0; rep < 30; rep++) {
+            const int dt = quant_dts[i];
+            const size_t n = pick_dim(g, dt);
+            harness_context("to_f32[%s] n=%zu", qname(dt), n);
+            buf bs, bd;
+            unsigned char *src = buf_alloc(&bs, units_of(dt, n) * ref_quant_unit_bytes(dt), 1);
+            float *dst = buf_alloc(&bd, n * 4, 0);
+            double *dec = xmalloc(n * sizeof(double));
+            fill_rows(g, dt, src, 1, units_of(dt, n), n, 100.0, dec);
+            t->to_f32[dt](src, dst, n);
+            buf_check(&bd, "dst");
+            for (size_t x = 0; x < n; x++)
+                CHECK((double)dst[x] == dec[x], "value %zu: got %.9g, want %.17g", x,
+                      (double)dst[x], dec[x]);
+            free(dec);
+            buf_free(&bs);
+            buf_free(&bd);
+        }
+}
+
+/* Every byte, in every position of a 16-lane vector, also with the FPU
+   flushing subnormal inputs and results (the kernels must not form f32
+   subnormals from E4M3 subnormals). */
+static void check_all_e4m3(const attn_dsp *t)
+{
+    unsigned char bytes[256 + 7];
+    float out[256 + 7];
+    for (int shift = 0; shift < 8; shift++) {
+        for (int i = 0; i < 256 + 7; i++)
+            bytes[i] = (unsigned char)(i - shift);
+        t->to_f32[ATTN_KV_FP8](bytes, out, 256 + 7);
+        for (int i = 0; i < 256 + 7; i++) {
+            const double want = ref_e4m3_to_double(bytes[i]);
+            if (isnan(want))
+                CHECK(isnan(out[i]), "byte 0x%02x: got %.9g, want NaN", bytes[i], (double)out[i]);
+            else
+                CHECK((double)out[i] == want && !!signbit(out[i]) == !!signbit(want),
+                      "byte 0x%02x: got %.9g, want %.17g", bytes[i], (double)out[i], want);
+        }
+    }
+}
+
+HARNESS_ISA_PARAMS(quant, e4m3_every_byte)
+ParameterizedTest(isa_row *row, quant, e4m3_every_byte)
+{
+    const attn_dsp *t = harness_begin(row);
+    harness_context("every E4M3 byte");
+    check_all_e4m3(t);
+#if defined(__x86_64__)
+    const unsigned csr = _mm_getcsr();
+    _mm_setcsr(csr | 0x8040u); /* FTZ | DAZ */
+    harness_context("every E4M3 byte, DAZ/FTZ on");
+    check_all_e4m3(t);
+    _mm_setcsr(csr);
+#endif
+}
+
+/* Rows ending at (or starting right after) an inaccessible page. */
+HARNESS_ISA_PARAMS(quant, tiles_page_fence)
+ParameterizedTest(isa_row *row, quant, tiles_page_fence)
+{
+    const attn_dsp *t = harness_begin(row);
+    rng *g = harness_rng();
+    for (int i = 0; i < N_QUANT_DTS; i++)
+        for (int at_start = 0; at_start < 2; at_start++)
+            for (int rep = 0; rep < 6; rep++) {
+                const int dt = quant_dts[i];
+                const size_t d = pick_dim(g, dt), nk = (size_t)rng_pick(g, key_counts, 16);
+                const size_t nq = (size_t)rng_pick(g, row_counts, 12);
+                const size_t units = units_of(dt, d), ub = ref_quant_unit_bytes(dt);
+                harness_context("fence[%s] d=%zu nq=%zu nk=%zu at_start=%d", qname(dt), d, nq, nk,
+                                at_start);
+                fence_buf fk;
+                unsigned char *k = fence_alloc(&fk, nk * units * ub, at_start);
+                double *kd = xmalloc(nk * d * sizeof(double));
+                fill_rows(g, dt, k, nk, units, d, 1.0, kd);
+                float *q = xcalloc0(nq * d, 4), *s = xcalloc0(nq * nk, 4);
+                float *acc = xcalloc0(nq * d, 4), *p = xcalloc0(nq * nk, 4), *row1 = xmalloc(d * 4);
+                t->qk_tile[dt](q, (ptrdiff_t)d, k, (ptrdiff_t)units, nq, nk, d, 1.0f, s,
+                               (ptrdiff_t)nk);
+                t->pv_tile[dt](p, (ptrdiff_t)nk, k, (ptrdiff_t)units, nq, nk, d, acc, (ptrdiff_t)d);
+                t->to_f32[dt](at_start ? k : k + (nk - 1) * units * ub, row1, d);
+                free(q);
+                free(s);
+                free(acc);
+                free(p);
+                free(row1);
+                free(kd);
+                fence_free(&fk);
+            }
+}
+
+/* ------------------------------------------------------------ operations */
+
+typedef struct qproblem {
+    attn_shape shape;
+    attn_options opt;
+    int kdt, vdt; /* ATTN_KV_* (= attn_dtype) */
+    attn_tensor q, k, v, out, scores;
+    attn_tensor kf, vf; /* decoded F32 copies for the reference (FP8: unscaled) */
+    buf qb, kb, vb, ob, sb;
+    float *kfd, *vfd;
+    float lse[4096], mx[4096], ent[4096];
+    int32_t kv_lens[4];
+} qproblem;
+
+static void layout(attn_tensor *t, int blhd, int64_t heads, int64_t len, int64_t units,
+                   int64_t pad)
+{
+    if (blhd) {
+        t->row_stride = heads * units + pad;
+        t->head_stride = units;
+        t->batch_stride = len * t->row_stride;
+    } else {
+        t->row_stride = units + pad;
+        t->head_stride = len * t->row_stride;
+        t->batch_stride = heads * t->head_stride;
+    }
+}
+
+static size_t span_units(const attn_tensor *t, const attn_shape *s, int64_t heads, int64_t len,
+                         int64_t units)
+{
+    (void)s;
+    return (size_t)((heads - 1) * t->head_stride + (len - 1) * t->row_stride + units) +
+           (size_t)((s->batch - 1) * t->batch_stride);
+}
+
+/* A random problem with quantized k and v (random raw blocks/bytes). */
+static void make_qproblem(qproblem *P, rng *g, int kdt, int vdt, int decode)
+{
+    memset(P, 0, sizeof *P);
+    attn_shape *s = &P->shape;
+    static const int64_t kv_heads[] = {1, 2};
+    static const int64_t groups[] = {1, 2, 4};
+    s->batch = rng_int(g, 1, 2);
+    s->kv_heads = rng_pick(g, kv_heads, 2);
+    s->q_heads = s->kv_heads * rng_pick(g, groups, 3);
+    s->kv_len = rng_int(g, 1, 300);
+    s->q_len = decode ? 1 : rng_int(g, 1, 80);
+    s->head_dim = 32 * rng_int(g, 1, 4);
+    if (kdt == ATTN_KV_FP8 && rng_int(g, 0, 1))
+        s->head_dim = rng_int(g, 1, 130);
+    s->v_dim = vdt == ATTN_KV_FP8 ? rng_int(g, 1, 130) : 32 * rng_int(g, 1, 4);
+    P->kdt = kdt;
+    P->vdt = vdt;
+    P->opt = (attn_options)ATTN_OPTIONS_INIT;
+    P->opt.scale = rng_float(g, 0.02f, 0.2f);
+    if (rng_int(g, 0, 1))
+        P->opt.flags |= ATTN_CAUSAL;
+    if (rng_int(g, 0, 3) == 0)
+        P->opt.window = rng_int(g, 1, 64);
+    if (rng_int(g, 0, 3) == 0) {
+        for (int64_t b = 0; b < s->batch; b++)
+            P->kv_lens[b] = (int32_t)rng_int(g, 0, s->kv_len);
+        P->opt.kv_lens = P->kv_lens;
+    }
+    if (kdt == ATTN_KV_FP8)
+        P->opt.k_scale = rng_float(g, 0.001f, 0.05f); /* not a power of two */
+    if (vdt == ATTN_KV_FP8)
+        P->opt.v_scale = rng_float(g, 0.001f, 0.05f);
+
+    const int blhd = (int)rng_int(g, 0, 1);
+    const int64_t pad = rng_int(g, 0, 2);
+    P->q.dtype = ATTN_DTYPE_F32;
+    layout(&P->q, blhd, s->q_heads, s->q_len, s->head_dim, pad);
+    const size_t qn = span_units(&P->q, s, s->q_heads, s->q_len, s->head_dim);
+    float *q = buf_alloc(&P->qb, qn * 4, 0);
+    for (size_t i = 0; i < qn; i++)
+        q[i] = rng_float(g, -1.0f, 1.0f);
+    P->q.data = q;
+
+    const int dts[2] = {kdt, vdt};
+    const int64_t cols[2] = {s->head_dim, s->v_dim};
+    attn_tensor *qt[2] = {&P->k, &P->v}, *ft[2] = {&P->kf, &P->vf};
+    buf *bufs[2] = {&P->kb, &P->vb};
+    float **dense[2] = {&P->kfd, &P->vfd};
+    for (int x = 0; x < 2; x++) {
+        const int64_t units = (int64_t)units_of(dts[x], (size_t)cols[x]);
+        qt[x]->dtype = dts[x];
+        layout(qt[x], blhd, s->kv_heads, s->kv_len, units, pad);
+        const size_t n = span_units(qt[x], s, s->kv_heads, s->kv_len, units);
+        unsigned char *data = buf_alloc(bufs[x], n * ref_quant_unit_bytes(dts[x]), 1);
+        qt[x]->data = data;
+        /* dense decoded copy [b][h][row][col] */
+        const size_t rows = (size_t)(s->batch * s->kv_heads * s->kv_len);
+        *dense[x] = xmalloc(rows * (size_t)cols[x] * 4);
+        double *dec = xmalloc((size_t)cols[x] * sizeof(double));
+        for (int64_t b = 0; b < s->batch; b++)
+            for (int64_t h = 0; h < s->kv_heads; h++)
+                for (int64_t r = 0; r < s->kv_len; r++) {
+                    unsigned char *rowp = data + (size_t)(b * qt[x]->batch_stride +
+                                                          h * qt[x]->head_stride +
+                                                          r * qt[x]->row_stride) *
+                                                     ref_quant_unit_bytes(dts[x]);
+                    /* magnitudes ~1 for the block formats; FP8 spans its range */
+                    fill_rows(g, dts[x], rowp, 1, (size_t)units, (size_t)cols[x],
+                              dts[x] == ATTN_KV_FP8 ? 448.0 : 2.0, dec);
+                    const size_t at = (size_t)(((b * s->kv_heads + h) * s->kv_len + r) * cols[x]);
+                    for (int64_t c = 0; c < cols[x]; c++)
+                        (*dense[x])[at + (size_t)c] = (float)dec[c]; /* exact */
+                }
+        free(dec);
+        *ft[x] = (attn_tensor){*dense[x], ATTN_DTYPE_F32, s->kv_heads * s->kv_len * cols[x],
+                               s->kv_len * cols[x], cols[x]};
+    }
+
+    const size_t rows = (size_t)(s->batch * s->q_heads * s->q_len);
+    float *out = buf_alloc(&P->ob, rows * (size_t)s->v_dim * 4, 0);
+    float *sc = buf_alloc(&P->sb, rows * (size_t)s->kv_len * 4, 0);
+    P->out = (attn_tensor){out, ATTN_DTYPE_F32, s->q_heads * s->q_len * s->v_dim,
+                           s->q_len * s->v_dim, s->v_dim};
+    P->scores = (attn_tensor){sc, ATTN_DTYPE_F32, s->q_heads * s->q_len * s->kv_len,
+                              s->q_len * s->kv_len, s->kv_len};
+}
+
+static void free_qproblem(qproblem *P)
+{
+    buf_free(&P->qb);
+    buf_free(&P->kb);
+    buf_free(&P->vb);
+    buf_free(&P->ob);
+    buf_free(&P->sb);
+    free(P->kfd);
+    free(P->vfd);
+}
+
+/* The options the reference runs with on the decoded F32 tensors: the scale
+   the library multiplies dot(q, e4m3) by is fl32(scale * k_scale) (attn.h);
+   v_scale is applied to the reference output afterwards. */
+static attn_options ref_options(const qproblem *P)
+{
+    attn_options o = P->opt;
+    if (P->kdt == ATTN_KV_FP8)
+        o.scale = P->opt.scale * P->opt.k_scale;
+    o.k_scale = o.v_scale = 0.0f;
+    return o;
+}
+
+static void check_qproblem(const attn_dsp *t, qproblem *P, int op)
+{
+    static const char *const ops[] = {"scores", "weights", "forward"};
+    const attn_shape *s = &P->shape;
+    harness_context("%s k=%s v=%s B=%lld Hq=%lld Hkv=%lld Lq=%lld Lk=%lld d=%lld dv=%lld "
+                    "causal=%u window=%lld lens=%d k_scale=%g v_scale=%g",
+                    ops[op], qname(P->kdt), qname(P->vdt), (long long)s->batch,
+                    (long long)s->q_heads, (long long)s->kv_heads, (long long)s->q_len,
+                    (long long)s->kv_len, (long long)s->head_dim, (long long)s->v_dim,
+                    P->opt.flags, (long long)P->opt.window, P->opt.kv_lens != NULL,
+                    (double)P->opt.k_scale, (double)P->opt.v_scale);
+    const attn_options ro = ref_options(P);
+    const attn_dsp *sc = harness_scalar();
+    const uint32_t bk = t->block_k < sc->block_k ? t->block_k : sc->block_k;
+    ref_attn r;
+    ref_attn_compute(&r, s, &ro, &P->q, &P->kf, op == 2 ? &P->vf : NULL,
+                     op == 2 ? (s->kv_len + bk - 1) / bk + 1 : 0);
+    const size_t rows = (size_t)(s->batch * s->q_heads * s->q_len);
+    attn_row_stats st = {P->lse, P->mx, P->ent};
+    attn_status status;
+    if (op == 0)
+        status = attn_scores_with(t, s, &P->opt, &P->q, &P->k, &P->scores);
+    else if (op == 1)
+        status = attn_weights_with(t, s, &P->opt, &P->q, &P->k, &P->scores, &st);
+    else
+        status = attn_forward_with(t, s, &P->opt, &P->q, &P->k, &P->v, &P->out, &st);
+    CHECK(status == ATTN_OK, "status %d (%s)", status, attn_strerror(status));
+    if (op == 0) {
+        expect_near("scores vs float64", P->scores.data, s->kv_len, r.s, r.s_err, rows,
+                    (size_t)s->kv_len);
+    } else if (op == 1) {
+        expect_near("weights vs float64", P->scores.data, s->kv_len, r.p, r.p_err, rows,
+                    (size_t)s->kv_len);
+    } else {
+        const double vs = P->vdt == ATTN_KV_FP8 ? (double)P->opt.v_scale : 1.0;
+        for (size_t i = 0; i < rows * (size_t)s->v_dim; i++) {
+            r.o[i] *= vs; /* v_scale is linear; this double rounding (2^-53) is far below the bound */
+            r.o_err[i] *= vs;
+            if (P->vdt == ATTN_KV_FP8) /* the extra rounding of the v_scale multiply */
+                r.o_err[i] += TOL_VSCALE_REL * TOL_U * fabs(r.o[i]) + TOL_VSCALE_ABS;
+        }
+        expect_near("out vs float64", P->out.data, s->v_dim, r.o, r.o_err, rows,
+                    (size_t)s->v_dim);
+    }
+    if (op > 0) {
+        expect_near("lse vs float64", P->lse, (ptrdiff_t)rows, r.lse, r.lse_err, 1, rows);
+        expect_near("max_score vs float64", P->mx, (ptrdiff_t)rows, r.max, r.max_err, 1, rows);
+        expect_near("entropy vs float64", P->ent, (ptrdiff_t)rows, r.ent, r.ent_err, 1, rows);
+    }
+    buf_check(&P->ob, "out");
+    buf_check(&P->sb, "scores");
+    ref_attn_free(&r);
+}
+
+static void run_ops(const isa_row *row, int decode)
+{
+    const attn_dsp *t = harness_begin(row);
+    rng *g = harness_rng();
+    for (int ki = 0; ki < N_QUANT_DTS; ki++)
+        for (int vi = 0; vi < N_QUANT_DTS; vi++)
+            for (int rep = 0; rep < 3; rep++) {
+                qproblem *P = xmalloc(sizeof *P);
+                make_qproblem(P, g, quant_dts[ki], quant_dts[(vi + rep) % N_QUANT_DTS], decode);
+                if ((size_t)(P->shape.batch * P->shape.q_heads * P->shape.q_len) <= 4096)
+                    for (int op = 0; op < 3; op++)
+                        check_qproblem(t, P, op);
+                free_qproblem(P);
+                free(P);
+            }
+}
+
+HARNESS_ISA_PARAMS(quant, ops)
+ParameterizedTest(isa_row *row, quant, ops, .timeout = 300)
+{
+    run_ops(row, 0);
+}
+
+HARNESS_ISA_PARAMS(quant, ops_decode)
+ParameterizedTest(isa_row *row, quant, ops_decode, .timeout = 300)
+{
+    run_ops(row, 1);
+}
+
+/*
+ * A paged pool (attn.h, "Paged K/V") of quantized rows: K Q8_0 or Q4_0, V
+ * FP8 with a v_scale, pool [num_blocks][block_size][kv_heads][row], strides
+ * in stride units (blocks for K), a shuffled block table; the result must
+ * be within the F32 bounds of the float64 reference on the dense decoded
+ * tensors gathered through the table.
+ */
+HARNESS_ISA_PARAMS(quant, paged_cache)
+ParameterizedTest(isa_row *row, quant, paged_cache, .timeout = 300)
+{
+    const attn_dsp *t = harness_begin(row);
+    rng *g = harness_rng();
+    enum { B = 2, HQ = 4, HKV = 2, LQ = 3, LK = 70, D = 64, DV = 40, BS = 16, NB = 12 };
+    const int pages = (LK + BS - 1) / BS;
+    for (int rep = 0; rep < 4; rep++) {
+        const int kdt = rep & 1 ? ATTN_KV_Q4_0 : ATTN_KV_Q8_0;
+        harness_context("paged pool: k %s, v fp8, rep %d", qname(kdt), rep);
+        int32_t perm[NB], table[B * 5];
+        for (int i = 0; i < NB; i++)
+            perm[i] = i;
+        for (int i = NB - 1; i > 0; i--) {
+            const int j = (int)rng_int(g, 0, i);
+            const int32_t tmp = perm[i];
+            perm[i] = perm[j];
+            perm[j] = tmp;
+        }
+        for (int i = 0; i < B * pages; i++)
+            table[i] = perm[i];
+        const int64_t ku = D / 32, vu = DV; /* stride units per row */
+        const size_t kub = ref_quant_unit_bytes(kdt);
+        buf kb, vb;
+        unsigned char *kp = buf_alloc(&kb, (size_t)(NB * BS * HKV * ku) * kub, 1);
+        unsigned char *vp = buf_alloc(&vb, (size_t)(NB * BS * HKV * vu), 0);
+        double dec[DV > D ? DV : D];
+        for (int r = 0; r < NB * BS * HKV; r++) {
+            random_row(g, kdt, kp + (size_t)(r * ku) * kub, D, 2.0);
+            random_row(g, ATTN_KV_FP8, vp + (size_t)(r * vu), DV, 448.0);
+        }
+        const attn_tensor tk = {kp, kdt, BS * HKV * ku, ku, HKV * ku};
+        const attn_tensor tv = {vp, ATTN_KV_FP8, BS * HKV * vu, vu, HKV * vu};
+        float *kf = xmalloc((size_t)(B * HKV * LK * D) * 4), *vf = xmalloc((size_t)(B * HKV * LK * DV) * 4);
+        for (int b = 0; b < B; b++)
+            for (int h = 0; h < HKV; h++)
+                for (int j = 0; j < LK; j++) {
+                    const int64_t blk = table[b * pages + j / BS], slot = j % BS;
+                    const size_t at = (size_t)((blk * BS + slot) * HKV + h);
+                    for (int c = 0; c < D; c++)
+                        dec[c] = ref_quant_value(kdt, kp + at * (size_t)ku * kub, (size_t)c);
+                    for (int c = 0; c < D; c++)
+                        kf[((b * HKV + h) * LK + j) * D + c] = (float)dec[c];
+                    for (int c = 0; c < DV; c++)
+                        vf[((b * HKV + h) * LK + j) * DV + c] =
+                            (float)ref_quant_value(ATTN_KV_FP8, vp + at * (size_t)vu, (size_t)c);
+                }
+        float q[B * HQ * LQ * D], out[B * HQ * LQ * DV];
+        rng_fill(g, q, B * HQ * LQ * D, -1.0f, 1.0f);
+        const attn_shape s = {B, HQ, HKV, LQ, LK, D, DV};
+        const attn_tensor tq = {q, ATTN_DTYPE_F32, HQ * LQ * D, LQ * D, D};
+        const attn_tensor to = {out, ATTN_DTYPE_F32, HQ * LQ * DV, LQ * DV, DV};
+        int32_t kv_lens[B] = {LK, (int32_t)rng_int(g, 1, LK)};
+        attn_options o = ATTN_OPTIONS_INIT;
+        o.scale = 0.1f;
+        o.flags = rep & 2 ? ATTN_CAUSAL : 0u;
+        o.kv_lens = kv_lens;
+        o.block_table = table;
+        o.block_table_stride = pages;
+        o.block_size = BS;
+        o.num_blocks = NB;
+        o.v_scale = 0.01f;
+        attn_status st = attn_forward_with(t, &s, &o, &tq, &tk, &tv, &to, NULL);
+        CHECK(st == ATTN_OK, "status %d", st);
+        attn_options ro = ATTN_OPTIONS_INIT;
+        ro.scale = o.scale;
+        ro.flags = o.flags;
+        ro.kv_lens = kv_lens;
+        const attn_tensor tkf = {kf, ATTN_DTYPE_F32, HKV * LK * D, LK * D, D};
+        const attn_tensor tvf = {vf, ATTN_DTYPE_F32, HKV * LK * DV, LK * DV, DV};
+        const attn_dsp *sc = harness_scalar();
+        const uint32_t bk = t->block_k < sc->block_k ? t->block_k : sc->block_k;
+        ref_attn r;
+        /* a paged walk may split a key block into runs: no extra rescale
+           (the online softmax rescales per key block, not per run) */
+        ref_attn_compute(&r, &s, &ro, &tq, &tkf, &tvf, (LK + bk - 1) / bk + 1);
+        for (int i = 0; i < B * HQ * LQ * DV; i++) { /* v_scale: tolerance.h */
+            r.o[i] *= 0.01f;
+            r.o_err[i] = r.o_err[i] * 0.01f + TOL_VSCALE_REL * TOL_U * fabs(r.o[i]) +
+                         TOL_VSCALE_ABS;
+        }
+        expect_near("paged out vs float64", out, DV, r.o, r.o_err, B * HQ * LQ, DV);
+        ref_attn_free(&r);
+        free(kf);
+        free(vf);
+        buf_free(&kb);
+        buf_free(&vb);
+    }
+}
