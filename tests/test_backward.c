@@ -625,6 +625,10 @@ Test(backward, errors)
     o = w.opt;
     o.q_pos = positions;
     expect_error("q_pos", ATTN_ERR_UNSUPPORTED, &w, &o, &dt, lse, &gb.g, &gb);
+    /* FP8 K over the same bytes: a valid forward input, not a backward one */
+    workload w8 = w;
+    w8.k.dtype = ATTN_DTYPE_FP8_E4M3;
+    expect_error("FP8 k", ATTN_ERR_UNSUPPORTED, &w8, &w.opt, &dt, lse, &gb.g, &gb);
     if (w.shape.kv_len <= 64) { /* a valid paging of the same K/V: one block per batch entry */
         o = w.opt;
         for (int64_t b = 0; b < w.shape.batch; b++)
