@@ -121,7 +121,7 @@ static void fd_problem(workload *wp)
     free(dout);
 }
 
-Test(backward_ref, finite_differences, .timeout = 300)
+Test(backward_ref, finite_differences, .timeout = ATTN_TEST_TIMEOUT)
 {
     harness_begin_plain("float64");
     static const unsigned specs[] = {
@@ -373,7 +373,7 @@ static const unsigned bwd_specs[] = {
 static const int64_t plans[] = {1, INT64_MAX};
 
 HARNESS_ISA_PARAMS(backward, vs_reference)
-ParameterizedTest(isa_row *row, backward, vs_reference, .timeout = 600)
+ParameterizedTest(isa_row *row, backward, vs_reference, .timeout = ATTN_TEST_TIMEOUT)
 {
     const attn_dsp *t = harness_begin(row);
     for (int plan = 0; plan < 2; plan++) {
@@ -414,7 +414,7 @@ static void snapshot(const grads_buf *gb, float **dst, size_t sizes[5])
 }
 
 HARNESS_ISA_PARAMS(backward, deterministic)
-ParameterizedTest(isa_row *row, backward, deterministic, .timeout = 300)
+ParameterizedTest(isa_row *row, backward, deterministic, .timeout = ATTN_TEST_TIMEOUT)
 {
     const attn_dsp *t = harness_begin(row);
     for (int plan = 0; plan < 2; plan++) {

@@ -79,7 +79,7 @@ static void run_pt(const attn_dsp *t, size_t nq, size_t nk, size_t dim, int offs
 }
 
 HARNESS_ISA_PARAMS(backward_kernels, pt_tile)
-ParameterizedTest(isa_row *row, backward_kernels, pt_tile, .timeout = 300)
+ParameterizedTest(isa_row *row, backward_kernels, pt_tile, .timeout = ATTN_TEST_TIMEOUT)
 {
     const attn_dsp *t = harness_begin(row);
     static const size_t dims[] = {1, 3, 7, 8, 9, 15, 16, 17, 31, 32, 33, 64, 65, 127, 128, 129};
@@ -91,7 +91,7 @@ ParameterizedTest(isa_row *row, backward_kernels, pt_tile, .timeout = 300)
 }
 
 HARNESS_ISA_PARAMS(backward_kernels, score_grad)
-ParameterizedTest(isa_row *row, backward_kernels, score_grad, .timeout = 300)
+ParameterizedTest(isa_row *row, backward_kernels, score_grad, .timeout = ATTN_TEST_TIMEOUT)
 {
     const attn_dsp *t = harness_begin(row);
     const attn_dsp *sc = harness_scalar();

@@ -176,7 +176,7 @@ static void run_qk(const attn_dsp *t, int dt, size_t nq, size_t nk, size_t d, va
 }
 
 HARNESS_ISA_PARAMS(kernels, qk_tile)
-ParameterizedTest(isa_row *row, kernels, qk_tile, .timeout = 300)
+ParameterizedTest(isa_row *row, kernels, qk_tile, .timeout = ATTN_TEST_TIMEOUT)
 {
     const attn_dsp *t = harness_begin(row);
     rng *g = harness_rng();
@@ -285,7 +285,7 @@ static void run_pv(const attn_dsp *t, int dt, size_t nq, size_t nk, size_t dv, v
 }
 
 HARNESS_ISA_PARAMS(kernels, pv_tile)
-ParameterizedTest(isa_row *row, kernels, pv_tile, .timeout = 300)
+ParameterizedTest(isa_row *row, kernels, pv_tile, .timeout = ATTN_TEST_TIMEOUT)
 {
     const attn_dsp *t = harness_begin(row);
     rng *g = harness_rng();

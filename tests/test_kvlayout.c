@@ -548,43 +548,43 @@ static const int64_t pages[] = {1, 16, 256};
 static const int64_t small_pages[] = {1, 3, 16};
 
 HARNESS_ISA_PARAMS(kvlayout, packed)
-ParameterizedTest(isa_row *row, kvlayout, packed, .timeout = 300)
+ParameterizedTest(isa_row *row, kvlayout, packed, .timeout = ATTN_TEST_TIMEOUT)
 {
     run_layout(row, KV_PACKED, no_pages, 1, 12);
 }
 
 HARNESS_ISA_PARAMS(kvlayout, leftpad)
-ParameterizedTest(isa_row *row, kvlayout, leftpad, .timeout = 300)
+ParameterizedTest(isa_row *row, kvlayout, leftpad, .timeout = ATTN_TEST_TIMEOUT)
 {
     run_layout(row, KV_LEFTPAD, no_pages, 1, 12);
 }
 
 HARNESS_ISA_PARAMS(kvlayout, paged)
-ParameterizedTest(isa_row *row, kvlayout, paged, .timeout = 300)
+ParameterizedTest(isa_row *row, kvlayout, paged, .timeout = ATTN_TEST_TIMEOUT)
 {
     run_layout(row, KV_PAGED, pages, 3, 5);
 }
 
 HARNESS_ISA_PARAMS(kvlayout, paged_heads)
-ParameterizedTest(isa_row *row, kvlayout, paged_heads, .timeout = 300)
+ParameterizedTest(isa_row *row, kvlayout, paged_heads, .timeout = ATTN_TEST_TIMEOUT)
 {
     run_layout(row, KV_PAGED_HEADS, pages, 3, 3);
 }
 
 HARNESS_ISA_PARAMS(kvlayout, paged_adjoin)
-ParameterizedTest(isa_row *row, kvlayout, paged_adjoin, .timeout = 300)
+ParameterizedTest(isa_row *row, kvlayout, paged_adjoin, .timeout = ATTN_TEST_TIMEOUT)
 {
     run_layout(row, KV_PAGED_ADJOIN, small_pages, 3, 4);
 }
 
 HARNESS_ISA_PARAMS(kvlayout, paged_leftpad)
-ParameterizedTest(isa_row *row, kvlayout, paged_leftpad, .timeout = 300)
+ParameterizedTest(isa_row *row, kvlayout, paged_leftpad, .timeout = ATTN_TEST_TIMEOUT)
 {
     run_layout(row, KV_PAGED_LEFTPAD, pages, 3, 4);
 }
 
 HARNESS_ISA_PARAMS(kvlayout, paged_shared)
-ParameterizedTest(isa_row *row, kvlayout, paged_shared, .timeout = 300)
+ParameterizedTest(isa_row *row, kvlayout, paged_shared, .timeout = ATTN_TEST_TIMEOUT)
 {
     run_layout(row, KV_PAGED_SHARED, small_pages, 3, 3);
 }

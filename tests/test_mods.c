@@ -227,7 +227,7 @@ ParameterizedTest(isa_row *row, mods, window_tiles_skipped)
  * distance form keeps the keys near the query exact).
  */
 HARNESS_ISA_PARAMS(mods, alibi_long_decode)
-ParameterizedTest(isa_row *row, mods, alibi_long_decode, .timeout = 300)
+ParameterizedTest(isa_row *row, mods, alibi_long_decode, .timeout = ATTN_TEST_TIMEOUT)
 {
     const attn_dsp *t = harness_begin(row);
     rng *g = harness_rng();

@@ -256,25 +256,25 @@ static void run_specs(const isa_row *row, op_kind op, int repeats)
 }
 
 HARNESS_ISA_PARAMS(ops, scores)
-ParameterizedTest(isa_row *row, ops, scores, .timeout = 300)
+ParameterizedTest(isa_row *row, ops, scores, .timeout = ATTN_TEST_TIMEOUT)
 {
     run_specs(row, OP_SCORES, 2);
 }
 
 HARNESS_ISA_PARAMS(ops, mask_apply)
-ParameterizedTest(isa_row *row, ops, mask_apply, .timeout = 300)
+ParameterizedTest(isa_row *row, ops, mask_apply, .timeout = ATTN_TEST_TIMEOUT)
 {
     run_specs(row, OP_MASK_APPLY, 2);
 }
 
 HARNESS_ISA_PARAMS(ops, weights)
-ParameterizedTest(isa_row *row, ops, weights, .timeout = 300)
+ParameterizedTest(isa_row *row, ops, weights, .timeout = ATTN_TEST_TIMEOUT)
 {
     run_specs(row, OP_WEIGHTS, 2);
 }
 
 HARNESS_ISA_PARAMS(ops, forward)
-ParameterizedTest(isa_row *row, ops, forward, .timeout = 300)
+ParameterizedTest(isa_row *row, ops, forward, .timeout = ATTN_TEST_TIMEOUT)
 {
     run_specs(row, OP_FORWARD, 2);
 }
@@ -295,7 +295,7 @@ static void set_bias_range(workload *w, float lo, float hi, int inf_rows)
 }
 
 HARNESS_ISA_PARAMS(ops, extreme_values)
-ParameterizedTest(isa_row *row, ops, extreme_values, .timeout = 300)
+ParameterizedTest(isa_row *row, ops, extreme_values, .timeout = ATTN_TEST_TIMEOUT)
 {
     const attn_dsp *t = harness_begin(row);
     static const float lo[] = {90.0f, -150.0f, -10.0f};
@@ -327,7 +327,7 @@ ParameterizedTest(isa_row *row, ops, extreme_values, .timeout = 300)
  * slots (queries beyond q_lens, keys beyond kv_lens) are never read.
  */
 HARNESS_ISA_PARAMS(ops, nan_inputs)
-ParameterizedTest(isa_row *row, ops, nan_inputs, .timeout = 300)
+ParameterizedTest(isa_row *row, ops, nan_inputs, .timeout = ATTN_TEST_TIMEOUT)
 {
     const attn_dsp *t = harness_begin(row);
     rng *g = harness_rng();
@@ -538,7 +538,7 @@ static void reverse_parallel_for(void *ctx, attn_task_fn task, void *task_ctx, s
  * pool sizes).
  */
 HARNESS_ISA_PARAMS(ops, thread_invariance)
-ParameterizedTest(isa_row *row, ops, thread_invariance, .timeout = 300)
+ParameterizedTest(isa_row *row, ops, thread_invariance, .timeout = ATTN_TEST_TIMEOUT)
 {
     const attn_dsp *t = harness_begin(row);
     static const unsigned which[] = {WL_CAUSAL | WL_LENS | WL_GQA, WL_DECODE | WL_MQA,

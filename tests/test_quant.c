@@ -174,7 +174,7 @@ static const int64_t row_counts[] = {1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 33, 64};
 static const int64_t key_counts[] = {1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 33, 64, 100, 130};
 
 HARNESS_ISA_PARAMS(quant, qk_tile)
-ParameterizedTest(isa_row *row, quant, qk_tile, .timeout = 300)
+ParameterizedTest(isa_row *row, quant, qk_tile, .timeout = ATTN_TEST_TIMEOUT)
 {
     const attn_dsp *t = harness_begin(row);
     rng *g = harness_rng();
@@ -255,7 +255,7 @@ static void run_pv(const attn_dsp *t, int dt, size_t nq, size_t nk, size_t dv, i
 }
 
 HARNESS_ISA_PARAMS(quant, pv_tile)
-ParameterizedTest(isa_row *row, quant, pv_tile, .timeout = 300)
+ParameterizedTest(isa_row *row, quant, pv_tile, .timeout = ATTN_TEST_TIMEOUT)
 {
     const attn_dsp *t = harness_begin(row);
     rng *g = harness_rng();
@@ -586,13 +586,13 @@ static void run_ops(const isa_row *row, int decode)
 }
 
 HARNESS_ISA_PARAMS(quant, ops)
-ParameterizedTest(isa_row *row, quant, ops, .timeout = 300)
+ParameterizedTest(isa_row *row, quant, ops, .timeout = ATTN_TEST_TIMEOUT)
 {
     run_ops(row, 0);
 }
 
 HARNESS_ISA_PARAMS(quant, ops_decode)
-ParameterizedTest(isa_row *row, quant, ops_decode, .timeout = 300)
+ParameterizedTest(isa_row *row, quant, ops_decode, .timeout = ATTN_TEST_TIMEOUT)
 {
     run_ops(row, 1);
 }
@@ -605,7 +605,7 @@ ParameterizedTest(isa_row *row, quant, ops_decode, .timeout = 300)
  * tensors gathered through the table.
  */
 HARNESS_ISA_PARAMS(quant, paged_cache)
-ParameterizedTest(isa_row *row, quant, paged_cache, .timeout = 300)
+ParameterizedTest(isa_row *row, quant, paged_cache, .timeout = ATTN_TEST_TIMEOUT)
 {
     const attn_dsp *t = harness_begin(row);
     rng *g = harness_rng();

@@ -251,7 +251,7 @@ static void merge_case(const attn_dsp *t, int64_t n_parts, int64_t batch, int64_
 }
 
 HARNESS_ISA_PARAMS(split, merge)
-ParameterizedTest(isa_row *row, split, merge, .timeout = 300)
+ParameterizedTest(isa_row *row, split, merge, .timeout = ATTN_TEST_TIMEOUT)
 {
     const attn_dsp *t = harness_begin(row);
     rng *g = harness_rng();
@@ -395,7 +395,7 @@ static const unsigned split_specs[] = {
 #define N_SPLIT_SPECS (sizeof split_specs / sizeof split_specs[0])
 
 HARNESS_ISA_PARAMS(split, forward)
-ParameterizedTest(isa_row *row, split, forward, .timeout = 300)
+ParameterizedTest(isa_row *row, split, forward, .timeout = ATTN_TEST_TIMEOUT)
 {
     const attn_dsp *t = harness_begin(row);
     static const int32_t splits[] = {2, 3, 5, 64};
@@ -410,7 +410,7 @@ ParameterizedTest(isa_row *row, split, forward, .timeout = 300)
 /* Without a workspace the automatic split falls back to the unsplit run:
    the same bits as kv_splits = 1. */
 HARNESS_ISA_PARAMS(split, fallback)
-ParameterizedTest(isa_row *row, split, fallback, .timeout = 300)
+ParameterizedTest(isa_row *row, split, fallback, .timeout = ATTN_TEST_TIMEOUT)
 {
     const attn_dsp *t = harness_begin(row);
     for (int rep = 0; rep < 3; rep++) {
@@ -451,7 +451,7 @@ ParameterizedTest(isa_row *row, split, fallback, .timeout = 300)
 }
 
 HARNESS_ISA_PARAMS(split, threads)
-ParameterizedTest(isa_row *row, split, threads, .timeout = 300)
+ParameterizedTest(isa_row *row, split, threads, .timeout = ATTN_TEST_TIMEOUT)
 {
     const attn_dsp *t = harness_begin(row);
     static const unsigned which[] = {WL_LONG_KV | WL_DECODE | WL_MQA,
@@ -625,7 +625,7 @@ static void check_shards(const attn_dsp *t, unsigned features)
 }
 
 HARNESS_ISA_PARAMS(split, shards)
-ParameterizedTest(isa_row *row, split, shards, .timeout = 300)
+ParameterizedTest(isa_row *row, split, shards, .timeout = ATTN_TEST_TIMEOUT)
 {
     const attn_dsp *t = harness_begin(row);
     static const unsigned which[] = {

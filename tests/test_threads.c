@@ -128,7 +128,7 @@ static const unsigned thread_specs[] = {
 };
 
 /* On the active ISA (the public API), for every table through *_with. */
-Test(threads, results_independent_of_thread_count, .timeout = 300)
+Test(threads, results_independent_of_thread_count, .timeout = ATTN_TEST_TIMEOUT)
 {
     harness_begin_plain("threads");
     for (int rep = 0; rep < 2; rep++)

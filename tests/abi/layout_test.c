@@ -78,6 +78,28 @@ FROZEN(offsetof(attn_options, parallel_ctx) == 64);
 FROZEN(offsetof(attn_options, window_right) == 72);
 FROZEN(offsetof(attn_options, sinks) == 80);
 FROZEN(offsetof(attn_options, alibi_slopes) == 88);
+/* 1.1: offset, packed and paged K/V */
+FROZEN(offsetof(attn_options, q_offsets) == 96);
+FROZEN(offsetof(attn_options, kv_offsets) == 104);
+FROZEN(offsetof(attn_options, block_table) == 112);
+FROZEN(offsetof(attn_options, block_table_stride) == 120);
+FROZEN(offsetof(attn_options, block_size) == 128);
+FROZEN(offsetof(attn_options, num_blocks) == 136);
+/* 1.1: shards and split-KV */
+FROZEN(offsetof(attn_options, q_pos) == 144);
+FROZEN(offsetof(attn_options, k_pos) == 152);
+FROZEN(offsetof(attn_options, workspace) == 160);
+FROZEN(offsetof(attn_options, workspace_size) == 168);
+FROZEN(offsetof(attn_options, kv_splits) == 176);
+/* 1.1: FP8 K/V scales */
+FROZEN(offsetof(attn_options, k_scale) == 180);
+FROZEN(offsetof(attn_options, v_scale) == 184);
+FROZEN(sizeof(attn_options) == 192); /* 1.1's size: a later minor appends and says so here */
+
+/* attn_partial (1.1, attn_merge's input) */
+FROZEN(offsetof(attn_partial, out) == 0);
+FROZEN(offsetof(attn_partial, lse) == 40);
+FROZEN(sizeof(attn_partial) == 48);
 
 FROZEN(sizeof(attn_row_stats) == 24);
 FROZEN(offsetof(attn_row_stats, lse) == 0);
