@@ -124,6 +124,11 @@ static void check_close(const char *what, const char *isa, const float *got, con
                      "%s[%zu] on %s: got %.9g, want %.17g", what, i, isa, (double)got[i], want[i]);
             continue;
         }
+        /* a value that may lie beyond the f32 range (a huge v_scale) is
+           correctly rounded to an infinity of its sign */
+        if (fabs(want[i]) + err[i] >= (double)FLT_MAX && isinf(got[i]) &&
+            !!signbit(got[i]) == !!signbit(want[i]))
+            continue;
         FZ_CHECK(fabs((double)got[i] - want[i]) <= err[i],
                  "%s[%zu] on %s: got %.9g, want %.17g, error %.3g > bound %.3g", what, i, isa,
                  (double)got[i], want[i], fabs((double)got[i] - want[i]), err[i]);
