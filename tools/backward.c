@@ -172,6 +172,16 @@ static int verify_dq(const problem *p, const buffers *b, const grads *g, int64_t
     return EXIT_OK;
 }
 
+/*
+ * Debian 12's aarch64-linux-gnu-gcc 12.2.0 (12.2.0-14) dies at -O3 with an
+ * internal compiler error "in vect_transform_reduction, at
+ * tree-vect-loop.cc:7457" on this function, the same vectoriser bug as in
+ * tests/baseline/smoke.c (an fmax/max reduction it cannot transform). Loop
+ * vectorisation is off for this one function, for that compiler only.
+ */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__aarch64__) && __GNUC__ == 12
+__attribute__((optimize("no-tree-loop-vectorize")))
+#endif
 int measure_backward(const problem *p, const cli_settings *x, attn_threadpool *pool,
                      double target_s, measurement *m)
 {
