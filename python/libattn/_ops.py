@@ -39,8 +39,8 @@ def _int_arg(value, name, minimum):
     return value
 
 
-def _lengths(value, name, batch, limit):
-    """int32[batch] valid lengths, or None."""
+def _per_batch(value, name, batch, ctype, what, limit, limit_text):
+    """ctype[batch] from an int or a sequence of ints in [0, limit], or None."""
     if value is None:
         return None
     if isinstance(value, numbers.Integral) and not isinstance(value, bool):
@@ -56,43 +56,25 @@ def _lengths(value, name, batch, limit):
             raise TypeError("%s: expected an int or a sequence of %d ints, got %r"
                             % (name, batch, value)) from None
         if len(values) != batch:
-            raise ValueError("%s: %d lengths for a batch of %d" % (name, len(values), batch))
-    out = (ctypes.c_int32 * batch)()
+            raise ValueError("%s: %d %s for a batch of %d" % (name, len(values), what, batch))
+    out = (ctype * batch)()
     for b, n in enumerate(values):
         if isinstance(n, bool) or not isinstance(n, numbers.Integral):
             raise TypeError("%s[%d]: expected an int, got %r" % (name, b, n))
         if not 0 <= n <= limit:
-            raise ValueError("%s[%d] = %d is outside [0, %d]" % (name, b, n, limit))
+            raise ValueError("%s[%d] = %d is outside [0, %s]" % (name, b, n, limit_text))
         out[b] = int(n)
     return out
+
+
+def _lengths(value, name, batch, limit):
+    """int32[batch] valid lengths, or None."""
+    return _per_batch(value, name, batch, ctypes.c_int32, "lengths", limit, str(limit))
 
 
 def _positions(value, name, batch):
     """int64[batch] global positions in [0, MAX_POSITION], or None."""
-    if value is None:
-        return None
-    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
-        values = [value] * batch
-    else:
-        if np is not None and isinstance(value, np.ndarray):
-            if value.dtype.kind not in "iu":
-                raise TypeError("%s: expected integers, got an array of %s" % (name, value.dtype))
-            value = value.reshape(-1).tolist()
-        try:
-            values = list(value)
-        except TypeError:
-            raise TypeError("%s: expected an int or a sequence of %d ints, got %r"
-                            % (name, batch, value)) from None
-        if len(values) != batch:
-            raise ValueError("%s: %d positions for a batch of %d" % (name, len(values), batch))
-    out = (ctypes.c_int64 * batch)()
-    for b, n in enumerate(values):
-        if isinstance(n, bool) or not isinstance(n, numbers.Integral):
-            raise TypeError("%s[%d]: expected an int, got %r" % (name, b, n))
-        if not 0 <= n <= MAX_POSITION:
-            raise ValueError("%s[%d] = %d is outside [0, 2**62]" % (name, b, n))
-        out[b] = int(n)
-    return out
+    return _per_batch(value, name, batch, ctypes.c_int64, "positions", MAX_POSITION, "2**62")
 
 
 def _windows(window):
