@@ -11,6 +11,7 @@
 
 #include "dsp.h"
 #include "arm/neon.h"
+#include "prefetch.h"
 
 /*
  * Fully unrolls a loop over the register block (trip count <= 4, known after
@@ -62,6 +63,10 @@ static ALWAYS_INLINE float32x4_t reduce4(float32x4_t a, float32x4_t b, float32x4
 }
 
 /* ------------------------------------------------------------------ qk_tile */
+
+/* Fewer query rows than this make a tile a stream of K and V from memory
+   (decode, small GQA groups, speculative decoding): prefetch, one V pass. */
+#define FEW_ROWS 16
 
 /*
  * Micro-kernel: an R x C block of dot products (R <= 4 query rows, C <= 4
@@ -156,16 +161,23 @@ static ALWAYS_INLINE void qk_rows(int dtype, size_t C, const float *q, ptrdiff_t
 /*
  * Keys outermost: a group of QK_KEYS k rows stays in L1 while every query
  * row of the block (kept in L1/L2 by the driver's block size) passes over it.
+ * With few rows (decode) K streams from memory: rows ATTN_PREFETCH_BYTES
+ * ahead are prefetched (prefetch.h), as on x86.
  */
 static ALWAYS_INLINE void qk_tile(int dtype, const float *q, ptrdiff_t q_stride, const void *k,
                                   ptrdiff_t k_stride, size_t nq, size_t nk, size_t d,
                                   float scale, float *s, ptrdiff_t s_stride)
 {
-    const ptrdiff_t esize = dtype == ATTN_KV_F32 ? 4 : 2;
+    const ptrdiff_t esize = dtype == ATTN_KV_F32 ? 4 : 2, k_bytes = k_stride * esize;
+    const size_t ahead = nq < FEW_ROWS ? attn_prefetch_rows_ahead(d * (size_t)esize) : 0;
     size_t c = 0;
-    for (; c + QK_KEYS <= nk; c += QK_KEYS)
+    for (; c + QK_KEYS <= nk; c += QK_KEYS) {
+        if (ahead)
+            attn_prefetch_rows(k, (ptrdiff_t)(c + ahead) * k_bytes, k_bytes, QK_KEYS,
+                               d * (size_t)esize);
         qk_rows(dtype, QK_KEYS, q, q_stride, (const char *)k + (ptrdiff_t)c * k_stride * esize,
                 k_stride, nq, d, scale, s + c, s_stride);
+    }
     const void *kc = (const char *)k + (ptrdiff_t)c * k_stride * esize;
     switch (nk - c) {
     case 3:
@@ -193,7 +205,8 @@ static ALWAYS_INLINE void qk_tile(int dtype, const float *q, ptrdiff_t q_stride,
  */
 #define PV_ROWS 4
 #define PV_VECS 4
-/* Keys per pass: this many v rows stay in L1 across the column chunks. */
+/* Keys per pass: this many v rows stay in L1 across the column chunks
+   (many rows; few rows take the whole tile in one pass, see pv_tile). */
 #define PV_KEY_CHUNK 32
 
 /* The W vectors (the last one partial when tail != 0) of v row `row`. */
@@ -218,10 +231,13 @@ static ALWAYS_INLINE void pv_load_v(int dtype, size_t W, size_t tail, const void
                 a[r][w] = vfmaq_laneq_f32(a[r][w], vv[w], pr[r], (lane));                  \
     } while (0)
 
+/* pf > 0: also prefetches v rows of pf bytes ahead (prefetch.h). */
 static ALWAYS_INLINE void pv_micro(int dtype, size_t R, size_t W, size_t tail, const float *p,
                                    ptrdiff_t p_stride, const void *v, ptrdiff_t v_stride,
-                                   size_t nk, float *acc, ptrdiff_t acc_stride)
+                                   size_t nk, size_t pf, float *acc, ptrdiff_t acc_stride)
 {
+    const ptrdiff_t v_bytes = v_stride * (ptrdiff_t)(dtype == ATTN_KV_F32 ? 4 : 2);
+    const size_t ahead = pf ? attn_prefetch_rows_ahead(pf) : 0;
     float32x4_t a[PV_ROWS][PV_VECS];
     float32x4_t vv[PV_VECS];
     UNROLL
@@ -234,6 +250,8 @@ static ALWAYS_INLINE void pv_micro(int dtype, size_t R, size_t W, size_t tail, c
     size_t c = 0;
     for (; c + 4 <= nk; c += 4) {
         float32x4_t pr[PV_ROWS];
+        if (pf)
+            attn_prefetch_rows(v, (ptrdiff_t)(c + ahead) * v_bytes, v_bytes, 4, pf);
         UNROLL
         for (size_t r = 0; r < R; r++)
             pr[r] = vld1q_f32(p + (ptrdiff_t)r * p_stride + (ptrdiff_t)c);
@@ -266,30 +284,33 @@ static ALWAYS_INLINE void pv_micro(int dtype, size_t R, size_t W, size_t tail, c
 
 #undef PV_FMA_LANE
 
-/* Every column chunk of R rows, for the keys of one pass. */
+/* Every column chunk of R rows, for the keys of one pass; pf > 0: the first
+   chunk prefetches whole v rows ahead. */
 static ALWAYS_INLINE void pv_cols(int dtype, size_t R, const float *p, ptrdiff_t p_stride,
                                   const void *v, ptrdiff_t v_stride, size_t nk, size_t dv,
-                                  float *acc, ptrdiff_t acc_stride)
+                                  size_t pf, float *acc, ptrdiff_t acc_stride)
 {
     const size_t esize = dtype == ATTN_KV_F32 ? 4 : 2;
     size_t j = 0;
     for (; j + 4 * PV_VECS <= dv; j += 4 * PV_VECS)
         pv_micro(dtype, R, PV_VECS, 0, p, p_stride, (const char *)v + j * esize, v_stride, nk,
-                 acc + j, acc_stride);
+                 j == 0 ? pf : 0, acc + j, acc_stride);
+    if (j)
+        pf = 0;
     const size_t rest = dv - j, tail = rest % 4;
     const void *vj = (const char *)v + j * esize;
     switch ((rest + 3) / 4) { /* rest < 16: up to four vectors, the last partial */
     case 4:
-        pv_micro(dtype, R, 4, tail, p, p_stride, vj, v_stride, nk, acc + j, acc_stride);
+        pv_micro(dtype, R, 4, tail, p, p_stride, vj, v_stride, nk, pf, acc + j, acc_stride);
         break;
     case 3:
-        pv_micro(dtype, R, 3, tail, p, p_stride, vj, v_stride, nk, acc + j, acc_stride);
+        pv_micro(dtype, R, 3, tail, p, p_stride, vj, v_stride, nk, pf, acc + j, acc_stride);
         break;
     case 2:
-        pv_micro(dtype, R, 2, tail, p, p_stride, vj, v_stride, nk, acc + j, acc_stride);
+        pv_micro(dtype, R, 2, tail, p, p_stride, vj, v_stride, nk, pf, acc + j, acc_stride);
         break;
     case 1:
-        pv_micro(dtype, R, 1, tail, p, p_stride, vj, v_stride, nk, acc + j, acc_stride);
+        pv_micro(dtype, R, 1, tail, p, p_stride, vj, v_stride, nk, pf, acc + j, acc_stride);
         break;
     default:
         break;
@@ -301,25 +322,30 @@ static ALWAYS_INLINE void pv_tile(int dtype, const float *p, ptrdiff_t p_stride,
                                   float *acc, ptrdiff_t acc_stride)
 {
     const ptrdiff_t esize = dtype == ATTN_KV_F32 ? 4 : 2;
-    for (size_t c0 = 0; c0 < nk; c0 += PV_KEY_CHUNK) {
-        const size_t n = nk - c0 < PV_KEY_CHUNK ? nk - c0 : PV_KEY_CHUNK;
+    /* Few rows (decode): V streams from memory; one pass over the whole
+       tile, its first column chunk prefetching whole rows ahead, as the
+       AVX2 kernel does (tile_avx2.c says what that was measured to gain). */
+    const int few = nq < FEW_ROWS;
+    const size_t chunk = few ? nk : PV_KEY_CHUNK, pf = few ? dv * (size_t)esize : 0;
+    for (size_t c0 = 0; c0 < nk; c0 += chunk) {
+        const size_t n = nk - c0 < chunk ? nk - c0 : chunk;
         const void *vc = (const char *)v + (ptrdiff_t)c0 * v_stride * esize;
         const float *pc = p + c0;
         size_t r = 0;
         for (; r + PV_ROWS <= nq; r += PV_ROWS)
             pv_cols(dtype, PV_ROWS, pc + (ptrdiff_t)r * p_stride, p_stride, vc, v_stride, n, dv,
-                    acc + (ptrdiff_t)r * acc_stride, acc_stride);
+                    r == 0 ? pf : 0, acc + (ptrdiff_t)r * acc_stride, acc_stride);
         const float *pr = pc + (ptrdiff_t)r * p_stride;
         float *ar = acc + (ptrdiff_t)r * acc_stride;
         switch (nq - r) {
         case 3:
-            pv_cols(dtype, 3, pr, p_stride, vc, v_stride, n, dv, ar, acc_stride);
+            pv_cols(dtype, 3, pr, p_stride, vc, v_stride, n, dv, r == 0 ? pf : 0, ar, acc_stride);
             break;
         case 2:
-            pv_cols(dtype, 2, pr, p_stride, vc, v_stride, n, dv, ar, acc_stride);
+            pv_cols(dtype, 2, pr, p_stride, vc, v_stride, n, dv, r == 0 ? pf : 0, ar, acc_stride);
             break;
         case 1:
-            pv_cols(dtype, 1, pr, p_stride, vc, v_stride, n, dv, ar, acc_stride);
+            pv_cols(dtype, 1, pr, p_stride, vc, v_stride, n, dv, r == 0 ? pf : 0, ar, acc_stride);
             break;
         default:
             break;

@@ -15,6 +15,7 @@
 
 #include "dsp.h"
 #include "arm/sve.h"
+#include "prefetch.h"
 
 /* ------------------------------------------------------------------ qk_tile */
 
@@ -124,17 +125,26 @@ static ALWAYS_INLINE void qk_rows(int dtype, size_t C, const float *q, ptrdiff_t
     }
 }
 
+/* Fewer query rows than this make a tile a stream of K and V from memory
+   (decode): prefetch, one V pass (as the NEON and x86 kernels do). */
+#define FEW_ROWS 16
+
 /* Keys outermost: a group of QK_KEYS k rows stays in L1 while every query
-   row of the block passes over it. */
+   row of the block passes over it; few rows prefetch K ahead (prefetch.h). */
 static ALWAYS_INLINE void qk_tile(int dtype, const float *q, ptrdiff_t q_stride, const void *k,
                                   ptrdiff_t k_stride, size_t nq, size_t nk, size_t d,
                                   float scale, float *s, ptrdiff_t s_stride)
 {
-    const ptrdiff_t esize = dtype == ATTN_KV_F32 ? 4 : 2;
+    const ptrdiff_t esize = dtype == ATTN_KV_F32 ? 4 : 2, k_bytes = k_stride * esize;
+    const size_t ahead = nq < FEW_ROWS ? attn_prefetch_rows_ahead(d * (size_t)esize) : 0;
     size_t c = 0;
-    for (; c + QK_KEYS <= nk; c += QK_KEYS)
+    for (; c + QK_KEYS <= nk; c += QK_KEYS) {
+        if (ahead)
+            attn_prefetch_rows(k, (ptrdiff_t)(c + ahead) * k_bytes, k_bytes, QK_KEYS,
+                               d * (size_t)esize);
         qk_rows(dtype, QK_KEYS, q, q_stride, (const char *)k + (ptrdiff_t)c * k_stride * esize,
                 k_stride, nq, d, scale, s + c, s_stride);
+    }
     const void *kc = (const char *)k + (ptrdiff_t)c * k_stride * esize;
     switch (nk - c) {
     case 3:
@@ -193,11 +203,15 @@ static ALWAYS_INLINE void qk_tile(int dtype, const float *q, ptrdiff_t q_stride,
         PV_ALL(M, 3);                                                                      \
     } while (0)
 
+/* pf > 0: also prefetches v rows of pf bytes ahead (prefetch.h). */
 static ALWAYS_INLINE void pv_micro(int dtype, size_t R, size_t W, const float *p,
                                    ptrdiff_t p_stride, const void *v, ptrdiff_t v_stride,
-                                   size_t nk, float *acc, ptrdiff_t acc_stride, size_t cols)
+                                   size_t nk, float *acc, ptrdiff_t acc_stride, size_t cols,
+                                   size_t pf)
 {
     const size_t vl = svcntw();
+    const ptrdiff_t v_bytes = v_stride * (ptrdiff_t)(dtype == ATTN_KV_F32 ? 4 : 2);
+    const size_t ahead = pf ? attn_prefetch_rows_ahead(pf) : 0;
     /* columns of vector w: w*vl .. min((w+1)*vl, cols) */
     const svbool_t p0 = sve_lanes(0, cols), p1 = sve_lanes(vl, cols);
     const svbool_t p2 = sve_lanes(2 * vl, cols), p3 = sve_lanes(3 * vl, cols);
@@ -217,6 +231,8 @@ static ALWAYS_INLINE void pv_micro(int dtype, size_t R, size_t W, const float *p
     PV_EVERY(PV_ACC_LOAD);
     for (size_t c = 0; c < nk; c++) {
         const ptrdiff_t row = (ptrdiff_t)c * v_stride;
+        if (pf)
+            attn_prefetch_rows(v, (ptrdiff_t)(c + ahead) * v_bytes, v_bytes, 1, pf);
         svfloat32_t v0 = sve_load_kv(dtype, p0, v, row), v1 = zero, v2 = zero, v3 = zero;
         if (W > 1)
             v1 = sve_load_kv(dtype, p1, v, row + (ptrdiff_t)vl);
@@ -237,34 +253,38 @@ static ALWAYS_INLINE void pv_micro(int dtype, size_t R, size_t W, const float *p
 
 #define PV_ROWS 4
 #define PV_VECS 4
-/* Keys per pass: this many v rows stay in L1 across the column chunks. */
+/* Keys per pass: this many v rows stay in L1 across the column chunks
+   (many rows; few rows take the whole tile in one pass, see pv_tile). */
 #define PV_KEY_CHUNK 32
 
-/* Every column chunk (PV_VECS vectors) of R rows, for the keys of one pass. */
+/* Every column chunk (PV_VECS vectors) of R rows, for the keys of one pass;
+   pf > 0: the first chunk prefetches whole v rows ahead. */
 static ALWAYS_INLINE void pv_cols(int dtype, size_t R, const float *p, ptrdiff_t p_stride,
                                   const void *v, ptrdiff_t v_stride, size_t nk, size_t dv,
-                                  float *acc, ptrdiff_t acc_stride)
+                                  size_t pf, float *acc, ptrdiff_t acc_stride)
 {
     const size_t esize = dtype == ATTN_KV_F32 ? 4 : 2;
     const size_t vl = svcntw(), chunk = PV_VECS * vl;
     size_t j = 0;
     for (; j + chunk <= dv; j += chunk)
         pv_micro(dtype, R, PV_VECS, p, p_stride, (const char *)v + j * esize, v_stride, nk,
-                 acc + j, acc_stride, chunk);
+                 acc + j, acc_stride, chunk, j == 0 ? pf : 0);
+    if (j)
+        pf = 0;
     const size_t rest = dv - j;
     const void *vj = (const char *)v + j * esize;
     switch ((rest + vl - 1) / vl) { /* rest < chunk: up to four vectors, the last partial */
     case 4: /* only the last vector is partial */
-        pv_micro(dtype, R, 4, p, p_stride, vj, v_stride, nk, acc + j, acc_stride, rest);
+        pv_micro(dtype, R, 4, p, p_stride, vj, v_stride, nk, acc + j, acc_stride, rest, pf);
         break;
     case 3:
-        pv_micro(dtype, R, 3, p, p_stride, vj, v_stride, nk, acc + j, acc_stride, rest);
+        pv_micro(dtype, R, 3, p, p_stride, vj, v_stride, nk, acc + j, acc_stride, rest, pf);
         break;
     case 2:
-        pv_micro(dtype, R, 2, p, p_stride, vj, v_stride, nk, acc + j, acc_stride, rest);
+        pv_micro(dtype, R, 2, p, p_stride, vj, v_stride, nk, acc + j, acc_stride, rest, pf);
         break;
     case 1:
-        pv_micro(dtype, R, 1, p, p_stride, vj, v_stride, nk, acc + j, acc_stride, rest);
+        pv_micro(dtype, R, 1, p, p_stride, vj, v_stride, nk, acc + j, acc_stride, rest, pf);
         break;
     default: /* 0: no columns left */
         break;
@@ -276,25 +296,29 @@ static ALWAYS_INLINE void pv_tile(int dtype, const float *p, ptrdiff_t p_stride,
                                   float *acc, ptrdiff_t acc_stride)
 {
     const ptrdiff_t esize = dtype == ATTN_KV_F32 ? 4 : 2;
-    for (size_t c0 = 0; c0 < nk; c0 += PV_KEY_CHUNK) {
-        const size_t n = nk - c0 < PV_KEY_CHUNK ? nk - c0 : PV_KEY_CHUNK;
+    /* few rows: one pass over the tile, prefetching V (tile_avx2.c says
+       what that was measured to gain) */
+    const int few = nq < FEW_ROWS;
+    const size_t chunk = few ? nk : PV_KEY_CHUNK, pf = few ? dv * (size_t)esize : 0;
+    for (size_t c0 = 0; c0 < nk; c0 += chunk) {
+        const size_t n = nk - c0 < chunk ? nk - c0 : chunk;
         const void *vc = (const char *)v + (ptrdiff_t)c0 * v_stride * esize;
         const float *pc = p + c0;
         size_t r = 0;
         for (; r + PV_ROWS <= nq; r += PV_ROWS)
             pv_cols(dtype, PV_ROWS, pc + (ptrdiff_t)r * p_stride, p_stride, vc, v_stride, n, dv,
-                    acc + (ptrdiff_t)r * acc_stride, acc_stride);
+                    r == 0 ? pf : 0, acc + (ptrdiff_t)r * acc_stride, acc_stride);
         const float *pr = pc + (ptrdiff_t)r * p_stride;
         float *ar = acc + (ptrdiff_t)r * acc_stride;
         switch (nq - r) {
         case 3:
-            pv_cols(dtype, 3, pr, p_stride, vc, v_stride, n, dv, ar, acc_stride);
+            pv_cols(dtype, 3, pr, p_stride, vc, v_stride, n, dv, r == 0 ? pf : 0, ar, acc_stride);
             break;
         case 2:
-            pv_cols(dtype, 2, pr, p_stride, vc, v_stride, n, dv, ar, acc_stride);
+            pv_cols(dtype, 2, pr, p_stride, vc, v_stride, n, dv, r == 0 ? pf : 0, ar, acc_stride);
             break;
         case 1:
-            pv_cols(dtype, 1, pr, p_stride, vc, v_stride, n, dv, ar, acc_stride);
+            pv_cols(dtype, 1, pr, p_stride, vc, v_stride, n, dv, r == 0 ? pf : 0, ar, acc_stride);
             break;
         default:
             break;

@@ -30,6 +30,8 @@ void attn_dsp_init_quant_avx2(attn_dsp *t);
 #if defined(__AVX2__) && !defined(__cplusplus)
 #include <immintrin.h>
 
+#include "prefetch.h"
+
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 
 /* lane_mask_table + 8 - n as an int32 mask selects the first n of 8 lanes. */

@@ -67,6 +67,7 @@ void attn_dsp_init_avx512_emu(attn_dsp *t);
 #endif
 
 #include "exp_constants.h"
+#include "prefetch.h"
 
 #define ATTN_AVX512_INLINE static inline __attribute__((always_inline))
 
@@ -151,6 +152,12 @@ ATTN_AVX512_INLINE __m512 attn_maskz_load16(int dt, __mmask16 m, const void *p, 
     if (dt == ATTN_KV_F16)
         return _mm512_cvtph_ps(h);
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+/* Bytes per element of a float K/V dtype. */
+ATTN_AVX512_INLINE size_t attn_esize(int dt)
+{
+    return dt == ATTN_KV_F32 ? 4 : 2;
 }
 
 /* [sum a, sum b, sum c, sum d]: four horizontal sums sharing their shuffles. */

@@ -299,27 +299,12 @@ static ALWAYS_INLINE void qk_tile_packed(int dtype, const float *q, ptrdiff_t q_
     }
 }
 
-/* Prefetch rows [0, rows) of `bytes` bytes each into L1. */
-static ALWAYS_INLINE void prefetch_rows(const void *base, ptrdiff_t stride_bytes, size_t rows,
-                                        size_t bytes)
-{
-    for (size_t r = 0; r < rows; r++)
-        for (size_t b = 0; b < bytes; b += 64)
-            _mm_prefetch((const char *)base + (ptrdiff_t)r * stride_bytes + (ptrdiff_t)b,
-                         _MM_HINT_T0);
-}
-
-/* Keys ahead of the current group whose rows qk_tile prefetches. */
-#ifndef QK_PREFETCH_KEYS
-#define QK_PREFETCH_KEYS (3 * QK_KEYS)
-#endif
-
 /*
  * Keys outermost: a group of QK_KEYS k rows stays in L1 while every query
  * row of the block (kept in L1/L2 by the driver's block size) passes over it.
  * With few query rows (decode) the tile is as much a stream of K from memory
- * as arithmetic, so the rows a few groups ahead are prefetched (within the
- * tile's nk rows only) to overlap the two.
+ * as arithmetic, so rows ATTN_PREFETCH_BYTES ahead are prefetched
+ * (prefetch.h) to overlap the two.
  */
 static ALWAYS_INLINE void qk_tile(int dtype, const float *q, ptrdiff_t q_stride, const void *k,
                                   ptrdiff_t k_stride, size_t nq, size_t nk, size_t d,
@@ -331,11 +316,10 @@ static ALWAYS_INLINE void qk_tile(int dtype, const float *q, ptrdiff_t q_stride,
     }
     size_t esize = dtype == ATTN_KV_F32 ? 4 : 2;
     const ptrdiff_t k_bytes = k_stride * (ptrdiff_t)esize;
+    const size_t ahead = attn_prefetch_rows_ahead(d * esize);
     size_t c = 0;
     for (; c + QK_KEYS <= nk; c += QK_KEYS) {
-        if (c + QK_PREFETCH_KEYS + QK_KEYS <= nk)
-            prefetch_rows((const char *)k + (ptrdiff_t)(c + QK_PREFETCH_KEYS) * k_bytes, k_bytes,
-                          QK_KEYS, d * esize);
+        attn_prefetch_rows(k, (ptrdiff_t)(c + ahead) * k_bytes, k_bytes, QK_KEYS, d * esize);
         qk_rows(dtype, QK_KEYS, q, q_stride,
                 (const char *)k + (ptrdiff_t)c * k_stride * (ptrdiff_t)esize, k_stride, nq, d,
                 scale, s + c, s_stride);
@@ -359,7 +343,8 @@ static ALWAYS_INLINE void qk_tile(int dtype, const float *q, ptrdiff_t q_stride,
  * Micro-kernel: acc rows r..r+R, columns j..j+8W stay in R*W ymm registers
  * while the keys c0..c1 of the chunk stream by; each key loads W vectors of
  * its v row and broadcasts R weights. `tail` (1..7, or 0) makes the last
- * vector partial.
+ * vector partial. pf > 0: prefetch whole v rows of pf bytes ahead
+ * (prefetch.h; the first micro-kernel over a pass's rows does it).
  */
 #ifndef PV_ROWS
 #define PV_ROWS 4
@@ -376,10 +361,11 @@ _Static_assert(PV_ROWS >= 1 && PV_ROWS <= 6, "pv_tile handles row tails of up to
 
 static ALWAYS_INLINE void pv_micro(int dtype, size_t R, size_t W, size_t tail, const float *p,
                                    ptrdiff_t p_stride, const void *v, ptrdiff_t v_stride,
-                                   size_t nk, size_t prefetch_keys, float *acc,
-                                   ptrdiff_t acc_stride)
+                                   size_t nk, size_t pf, float *acc, ptrdiff_t acc_stride)
 {
     __m256 a[PV_ROWS][PV_VECS];
+    const ptrdiff_t v_bytes = v_stride * (ptrdiff_t)(dtype == ATTN_KV_F32 ? 4 : 2);
+    const size_t ahead = pf ? attn_prefetch_rows_ahead(pf) : 0;
     __m256i last = first_lanes(tail ? tail : 8);
     for (size_t r = 0; r < R; r++)
         for (size_t w = 0; w < W; w++) {
@@ -389,10 +375,8 @@ static ALWAYS_INLINE void pv_micro(int dtype, size_t R, size_t W, size_t tail, c
     for (size_t c = 0; c < nk; c++) {
         __m256 vv[PV_VECS];
         ptrdiff_t base = (ptrdiff_t)c * v_stride;
-        if (c < prefetch_keys) /* the same columns of the next pass's rows */
-            _mm_prefetch((const char *)v + (base + (ptrdiff_t)PV_KEY_CHUNK * v_stride) *
-                                               (ptrdiff_t)(dtype == ATTN_KV_F32 ? 4 : 2),
-                         _MM_HINT_T0);
+        if (pf)
+            attn_prefetch_rows(v, (ptrdiff_t)(c + ahead) * v_bytes, v_bytes, 1, pf);
         for (size_t w = 0; w < W; w++)
             vv[w] = (tail && w == W - 1) ? load8_part(dtype, v, base + (ptrdiff_t)(8 * w), tail)
                                          : load8(dtype, v, base + (ptrdiff_t)(8 * w));
@@ -413,21 +397,22 @@ static ALWAYS_INLINE void pv_micro(int dtype, size_t R, size_t W, size_t tail, c
 }
 
 /*
- * Every column chunk of R rows, for the keys of one pass; prefetch_keys rows
- * of the next pass are prefetched (by the first row group only).
+ * Every column chunk of R rows, for the keys of one pass; pf > 0: the first
+ * chunk prefetches whole v rows ahead (pv_micro).
  */
 static ALWAYS_INLINE void pv_cols(int dtype, size_t R, const float *p, ptrdiff_t p_stride,
                                   const void *v, ptrdiff_t v_stride, size_t nk, size_t dv,
-                                  size_t prefetch_keys, float *acc, ptrdiff_t acc_stride)
+                                  size_t pf, float *acc, ptrdiff_t acc_stride)
 {
     size_t esize = dtype == ATTN_KV_F32 ? 4 : 2;
     size_t j = 0;
     for (; j + 8 * PV_VECS <= dv; j += 8 * PV_VECS)
         pv_micro(dtype, R, PV_VECS, 0, p, p_stride, (const char *)v + j * esize, v_stride, nk,
-                 prefetch_keys, acc + j, acc_stride);
+                 j == 0 ? pf : 0, acc + j, acc_stride);
     size_t rest = dv - j; /* < 8 * PV_VECS */
     if (rest == 0)
         return;
+    const size_t prefetch_keys = j == 0 ? pf : 0;
     const void *vj = (const char *)v + j * esize;
     switch ((rest + 7) / 8) { /* vectors left, the last one partial when rest % 8 */
 #if PV_VECS >= 4
@@ -460,11 +445,18 @@ static ALWAYS_INLINE void pv_tile(int dtype, const float *p, ptrdiff_t p_stride,
                                   float *acc, ptrdiff_t acc_stride)
 {
     size_t esize = dtype == ATTN_KV_F32 ? 4 : 2;
-    for (size_t c0 = 0; c0 < nk; c0 += PV_KEY_CHUNK) {
-        size_t n = nk - c0 < PV_KEY_CHUNK ? nk - c0 : PV_KEY_CHUNK;
+    /* Few rows (decode): V streams from memory. The first column chunk
+       prefetches whole rows ahead (prefetch.h) and one pass takes every key
+       of the tile, so the later chunks find the rows in L2; passes of
+       PV_KEY_CHUNK keys made decode 1.5x a plain read of its bytes, one
+       pass 1.35-1.45x (Zen 5). Spreading the prefetches over the chunks
+       (each prefetching the next chunk's columns) measured worse. */
+    const int few = nq < QK_PACK_MIN_ROWS;
+    const size_t chunk = few ? nk : PV_KEY_CHUNK, next = few ? dv * esize : 0;
+    for (size_t c0 = 0; c0 < nk; c0 += chunk) {
+        size_t n = nk - c0 < chunk ? nk - c0 : chunk;
         const void *vc = (const char *)v + (ptrdiff_t)c0 * v_stride * (ptrdiff_t)esize;
         const float *pc = p + c0;
-        size_t next = nk - c0 - n < PV_KEY_CHUNK ? nk - c0 - n : PV_KEY_CHUNK;
         size_t r = 0;
         for (; r + PV_ROWS <= nq; r += PV_ROWS)
             pv_cols(dtype, PV_ROWS, pc + (ptrdiff_t)r * p_stride, p_stride, vc, v_stride, n, dv,

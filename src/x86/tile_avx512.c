@@ -71,19 +71,29 @@ ATTN_AVX512_INLINE void qk_dot_block(int dt, size_t R, size_t C, const float *q,
     }
 }
 
-/* R rows against all nk keys. */
-ATTN_AVX512_INLINE void qk_dot_rows(int dt, size_t R, const float *q, ptrdiff_t q_stride,
+/* R rows against all nk keys; `pf`: prefetch the keys ahead (the first
+   group of rows over these keys does, the others find them in cache). */
+ATTN_AVX512_INLINE void qk_dot_rows(int dt, size_t R, int pf, const float *q, ptrdiff_t q_stride,
                                     const void *k, ptrdiff_t k_stride, size_t nk, size_t d,
                                     float scale, float *s, ptrdiff_t s_stride)
 {
     size_t c = 0;
+    const size_t row_bytes = d * attn_esize(dt);
+    const ptrdiff_t step = k_stride * (ptrdiff_t)attn_esize(dt);
+    const size_t ahead = attn_prefetch_rows_ahead(row_bytes);
     if (R == 1)
-        for (; c + 8 <= nk; c += 8)
+        for (; c + 8 <= nk; c += 8) {
+            if (pf)
+                attn_prefetch_rows(k, (ptrdiff_t)(c + ahead) * step, step, 8, row_bytes);
             qk_dot_block(dt, 1, 8, q, q_stride, k, (ptrdiff_t)c * k_stride, k_stride, d, scale,
                          s + c, s_stride);
-    for (; c + 4 <= nk; c += 4)
+        }
+    for (; c + 4 <= nk; c += 4) {
+        if (pf)
+            attn_prefetch_rows(k, (ptrdiff_t)(c + ahead) * step, step, 4, row_bytes);
         qk_dot_block(dt, R, 4, q, q_stride, k, (ptrdiff_t)c * k_stride, k_stride, d, scale, s + c,
                      s_stride);
+    }
     for (; c < nk; c++)
         qk_dot_block(dt, R, 1, q, q_stride, k, (ptrdiff_t)c * k_stride, k_stride, d, scale, s + c,
                      s_stride);
@@ -95,16 +105,16 @@ ATTN_AVX512_INLINE void qk_tile_dot(int dt, const float *q, ptrdiff_t q_stride, 
 {
     size_t r = 0;
     for (; r + 4 <= nq; r += 4)
-        qk_dot_rows(dt, 4, q + (ptrdiff_t)r * q_stride, q_stride, k, k_stride, nk, d, scale,
-                    s + (ptrdiff_t)r * s_stride, s_stride);
+        qk_dot_rows(dt, 4, r == 0, q + (ptrdiff_t)r * q_stride, q_stride, k, k_stride, nk, d,
+                    scale, s + (ptrdiff_t)r * s_stride, s_stride);
     if (r + 2 <= nq) {
-        qk_dot_rows(dt, 2, q + (ptrdiff_t)r * q_stride, q_stride, k, k_stride, nk, d, scale,
-                    s + (ptrdiff_t)r * s_stride, s_stride);
+        qk_dot_rows(dt, 2, r == 0, q + (ptrdiff_t)r * q_stride, q_stride, k, k_stride, nk, d,
+                    scale, s + (ptrdiff_t)r * s_stride, s_stride);
         r += 2;
     }
     if (r < nq)
-        qk_dot_rows(dt, 1, q + (ptrdiff_t)r * q_stride, q_stride, k, k_stride, nk, d, scale,
-                    s + (ptrdiff_t)r * s_stride, s_stride);
+        qk_dot_rows(dt, 1, r == 0, q + (ptrdiff_t)r * q_stride, q_stride, k, k_stride, nk, d,
+                    scale, s + (ptrdiff_t)r * s_stride, s_stride);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -267,9 +277,10 @@ ATTN_AVX512_INLINE void qk_tile(int dt, const float *q, ptrdiff_t q_stride, cons
  * R rows (R in {1, 2, 4}) x NV vectors of output columns (NV in 1..4) from
  * column j0, over all nk keys: R*NV accumulators kept in registers for the
  * whole key loop, per key NV value loads + R broadcasts for R*NV FMAs. When
- * tail is set the last vector covers only the lanes in m.
+ * tail is set the last vector covers only the lanes in m. pf > 0: prefetch
+ * V rows of pf bytes ahead (prefetch.h).
  */
-ATTN_AVX512_INLINE void pv_block(int dt, size_t R, size_t NV, int tail, __mmask16 m,
+ATTN_AVX512_INLINE void pv_block(int dt, size_t R, size_t NV, int tail, __mmask16 m, size_t pf,
                                  const float *p, ptrdiff_t p_stride, const void *v,
                                  ptrdiff_t v_stride, size_t nk, size_t j0, float *acc,
                                  ptrdiff_t acc_stride)
@@ -283,8 +294,12 @@ ATTN_AVX512_INLINE void pv_block(int dt, size_t R, size_t NV, int tail, __mmask1
         if (tail)
             a[r][NV - 1] = _mm512_maskz_loadu_ps(m, ar + 16 * (NV - 1));
     }
+    const ptrdiff_t step = v_stride * (ptrdiff_t)attn_esize(dt);
+    const size_t ahead = pf ? attn_prefetch_rows_ahead(pf) : 0;
     for (size_t c = 0; c < nk; c++) {
         ptrdiff_t at = (ptrdiff_t)c * v_stride + (ptrdiff_t)j0;
+        if (pf)
+            attn_prefetch_rows(v, (ptrdiff_t)(c + ahead) * step, step, 1, pf);
         __m512 vv[4];
         for (size_t i = 0; i < nfull; i++)
             vv[i] = attn_load16(dt, v, at + 16 * (ptrdiff_t)i);
@@ -305,21 +320,21 @@ ATTN_AVX512_INLINE void pv_block(int dt, size_t R, size_t NV, int tail, __mmask1
     }
 }
 
-ATTN_AVX512_INLINE void pv_rows(int dt, size_t NV, int tail, __mmask16 m, const float *p,
+ATTN_AVX512_INLINE void pv_rows(int dt, size_t NV, int tail, __mmask16 m, size_t pf, const float *p,
                                 ptrdiff_t p_stride, const void *v, ptrdiff_t v_stride, size_t nq,
                                 size_t nk, size_t j0, float *acc, ptrdiff_t acc_stride)
 {
     size_t r = 0;
     for (; r + 4 <= nq; r += 4)
-        pv_block(dt, 4, NV, tail, m, p + (ptrdiff_t)r * p_stride, p_stride, v, v_stride, nk, j0,
-                 acc + (ptrdiff_t)r * acc_stride, acc_stride);
+        pv_block(dt, 4, NV, tail, m, r == 0 ? pf : 0, p + (ptrdiff_t)r * p_stride, p_stride, v,
+                 v_stride, nk, j0, acc + (ptrdiff_t)r * acc_stride, acc_stride);
     /* a loop, not an if: GCC then keeps the accumulators out of memory */
     for (; r + 2 <= nq; r += 2)
-        pv_block(dt, 2, NV, tail, m, p + (ptrdiff_t)r * p_stride, p_stride, v, v_stride, nk, j0,
-                 acc + (ptrdiff_t)r * acc_stride, acc_stride);
+        pv_block(dt, 2, NV, tail, m, r == 0 ? pf : 0, p + (ptrdiff_t)r * p_stride, p_stride, v,
+                 v_stride, nk, j0, acc + (ptrdiff_t)r * acc_stride, acc_stride);
     if (r < nq)
-        pv_block(dt, 1, NV, tail, m, p + (ptrdiff_t)r * p_stride, p_stride, v, v_stride, nk, j0,
-                 acc + (ptrdiff_t)r * acc_stride, acc_stride);
+        pv_block(dt, 1, NV, tail, m, r == 0 ? pf : 0, p + (ptrdiff_t)r * p_stride, p_stride, v,
+                 v_stride, nk, j0, acc + (ptrdiff_t)r * acc_stride, acc_stride);
 }
 
 ATTN_AVX512_INLINE void pv_tile(int dt, const float *p, ptrdiff_t p_stride, const void *v,
@@ -327,19 +342,24 @@ ATTN_AVX512_INLINE void pv_tile(int dt, const float *p, ptrdiff_t p_stride, cons
                                 ptrdiff_t acc_stride)
 {
     size_t j0 = 0;
+    /* few rows: the first column pass prefetches whole V rows ahead */
+    size_t pf = nq < QK_PACKED_MIN_ROWS ? dv * attn_esize(dt) : 0;
     for (; j0 + 64 <= dv; j0 += 64)
-        pv_rows(dt, 4, 0, 0xffff, p, p_stride, v, v_stride, nq, nk, j0, acc, acc_stride);
+        pv_rows(dt, 4, 0, 0xffff, j0 == 0 ? pf : 0, p, p_stride, v, v_stride, nq, nk, j0, acc,
+                acc_stride);
     size_t rest = dv - j0;
     if (rest == 0)
         return;
     /* 1..63 columns: ceil(rest / 16) vectors, the last one masked. */
     size_t nv = (rest + 15) / 16;
     __mmask16 m = attn_mask16(rest - 16 * (nv - 1));
+    if (j0) /* the 64-column passes prefetched these rows already */
+        pf = 0;
     switch (nv) {
-    case 1: pv_rows(dt, 1, 1, m, p, p_stride, v, v_stride, nq, nk, j0, acc, acc_stride); break;
-    case 2: pv_rows(dt, 2, 1, m, p, p_stride, v, v_stride, nq, nk, j0, acc, acc_stride); break;
-    case 3: pv_rows(dt, 3, 1, m, p, p_stride, v, v_stride, nq, nk, j0, acc, acc_stride); break;
-    default: pv_rows(dt, 4, 1, m, p, p_stride, v, v_stride, nq, nk, j0, acc, acc_stride); break;
+    case 1: pv_rows(dt, 1, 1, m, pf, p, p_stride, v, v_stride, nq, nk, j0, acc, acc_stride); break;
+    case 2: pv_rows(dt, 2, 1, m, pf, p, p_stride, v, v_stride, nq, nk, j0, acc, acc_stride); break;
+    case 3: pv_rows(dt, 3, 1, m, pf, p, p_stride, v, v_stride, nq, nk, j0, acc, acc_stride); break;
+    default: pv_rows(dt, 4, 1, m, pf, p, p_stride, v, v_stride, nq, nk, j0, acc, acc_stride); break;
     }
 }
 
