@@ -6,6 +6,7 @@
  *   problem.c   presets and a problem's geometry (visible keys, FLOPs, bytes)
  *   numbers.c   f16/bf16 conversion, the seeded input generator, clocks
  *   exec.c      buffers, the progress line, timing, one measured problem
+ *   peak.c      the FMA peak of the pool's threads (the roofline's compute side)
  *   backward.c  run --backward: timing attn_backward, dq rows in float64
  *   verify.c    sampled rows against the scalar oracle
  *   cmd_run.c, cmd_bench.c, cmd_info.c   the commands
@@ -239,6 +240,16 @@ int measure(const problem *p, const cli_settings *x, attn_threadpool *pool, doub
 /* Selects --isa if given and creates the pool of --threads. */
 int open_pool(const cli_settings *x, attn_threadpool **pool);
 void format_ms(char *buf, size_t size, double seconds);
+
+/* ------------------------------------------------------------ FMA peak (peak.c) */
+
+/* Single-precision FMA GFLOP/s of all of pool's threads at once (each an
+   independent register-only loop on the widest FMA the CPU has, best of
+   repetitions, about 40 ms); measured on the first call for a thread count,
+   then cached. 0 if it could not be measured. */
+double cli_fma_peak_gflops(attn_threadpool *pool);
+/* What that loop runs, e.g. "AVX-512 FMA" (a scalar fallback says so). */
+const char *cli_fma_peak_kind(void);
 
 /* ------------------------------------------------------------ backward (backward.c) */
 
