@@ -222,6 +222,10 @@ typedef struct measurement {
     double kv_gbytes_s;
     double floor_gbytes_s; /* K+V bytes / the floor's mean time */
     int64_t kv_copies;     /* K/V copies rotated over (1: none) */
+    double peak_gflops;    /* the pool's measured FMA peak (cli_fma_peak_gflops; 0: none) */
+    /* The roofline of a decode-like call with its floor measured (else 0):
+       max(K+V bytes / the floor's bandwidth, FLOPs / peak_gflops). */
+    double t_star_s;
     attn_isa isa;
     int32_t threads;
     size_t workspace; /* split-KV workspace bytes given to attn_forward (0: unsplit) */
