@@ -10,9 +10,11 @@
  * kind says so). Intrinsics in target-attributed functions, not inline asm
  * or build flags, so plain gcc/clang builds it for any x86-64 baseline.
  */
+#define _GNU_SOURCE /* pthread_setaffinity_np (Linux) */
 #define _DEFAULT_SOURCE
 #define _POSIX_C_SOURCE 200809L
 
+#include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -178,9 +180,14 @@ const char *cli_fma_peak_kind(void)
  * One repetition on every pool thread at once. The pool hands out task
  * indices dynamically, so each task first waits until all have started: a
  * thread spinning here cannot take a second task, so every thread runs
- * exactly one, and the loops overlap. Each task times its own loop; the
- * repetition lasts from the first start to the last end (the pool's wake-up
- * is not counted).
+ * exactly one. Each task times its own loop; the repetition lasts from the
+ * first start to the last end (the pool's wake-up is not counted).
+ *
+ * With more than one thread, task i is pinned to the i-th CPU the thread
+ * may run on for the repetition (its affinity restored after): Linux tends
+ * to wake a pool worker on its waker's CPU, and two threads left on one CPU
+ * ran one after the other (measured: a 2-thread peak of exactly one core's
+ * in attn run and bench/, while the CPUs' peak was twice that).
  */
 typedef struct peak_job {
     fma_kind kind;
@@ -195,6 +202,23 @@ typedef struct peak_job {
 static void peak_task(void *ctx, size_t index)
 {
     peak_job *j = ctx;
+#ifdef __linux__
+    cpu_set_t saved;
+    int pinned = 0;
+    if (j->threads > 1 && pthread_getaffinity_np(pthread_self(), sizeof saved, &saved) == 0 &&
+        CPU_COUNT(&saved) > 0) {
+        size_t nth = index % (size_t)CPU_COUNT(&saved);
+        for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
+            if (!CPU_ISSET(cpu, &saved) || nth-- > 0)
+                continue;
+            cpu_set_t one;
+            CPU_ZERO(&one);
+            CPU_SET(cpu, &one);
+            pinned = pthread_setaffinity_np(pthread_self(), sizeof one, &one) == 0;
+            break;
+        }
+    }
+#endif
     atomic_fetch_add(&j->arrived, 1);
     const double wait0 = now_seconds();
     while (atomic_load(&j->arrived) < j->threads && now_seconds() - wait0 < BARRIER_SECONDS)
@@ -202,6 +226,10 @@ static void peak_task(void *ctx, size_t index)
     j->start[index] = now_seconds();
     j->sums[index] = j->kind.loop(j->rounds, j->m, j->a);
     j->end[index] = now_seconds();
+#ifdef __linux__
+    if (pinned)
+        pthread_setaffinity_np(pthread_self(), sizeof saved, &saved);
+#endif
 }
 
 static volatile float peak_sink;
