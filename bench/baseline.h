@@ -20,6 +20,9 @@ float bench_exp_sum_sleef_avx2(float *x, size_t n, float max);
 float bench_read_sum_avx2(const float *x, size_t n);
 /* iters rounds of 12 independent 8-wide FMAs (192 flops per round). */
 void bench_fma_peak_avx2(long iters);
+/* iters rounds of 16 independent 16-wide FMAs (512 flops per round); built
+   with a target attribute (fma_peak_avx512.c): call only where AVX-512 F runs. */
+void bench_fma_peak_avx512(long iters);
 
 #ifdef __cplusplus
 }

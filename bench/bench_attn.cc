@@ -6,8 +6,9 @@
  * sgemm/sgemv + a SLEEF softmax loop, x86-64 only) and the memory references
  * (memcpy, one read of K and V), in one run. Decode runs on 1 and 2 threads
  * and reads K/V copies rotated out of the last-level cache, beside a plain
- * read of the same bytes (bm_decode). mask_apply, weights and
- * softmax_backward are not benchmarked.
+ * read of the same bytes (bm_decode) and against the roofline T* of that
+ * floor and the FMA peak measured in the same process (x86-64). mask_apply,
+ * weights and softmax_backward are not benchmarked.
  *
  * Counters: flops (kIsRate, so FLOP/s): 2*Lq*Lk*d per head for scores,
  * 4*Lq*Lk*d per query head for forward/decode, causal counting only the
@@ -18,16 +19,21 @@
  * and one iteration.
  */
 #include <benchmark/benchmark.h>
+#include <pthread.h>
+#include <sched.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "shim.h"
@@ -248,6 +254,119 @@ void bm_forward(benchmark::State &state, const attn_dsp *dsp, FwdShape f, attn_d
     set_flops(state, fwd_flops(f));
 }
 
+#if BENCH_X86_BASELINE
+/* ------------------------------------------------------------ FMA peak */
+
+bool have_avx512f() { return __builtin_cpu_supports("avx512f"); }
+
+double seconds_now()
+{
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+}
+
+/*
+ * The FMA peak of `threads` threads running at once, the compute side of
+ * decode's roofline, measured as `attn` does (tools/peak.c): every thread
+ * of the pool (NULL: the calling thread) runs the widest FMA loop of
+ * baseline.h after a barrier, so each takes exactly one task, pinned to
+ * its own CPU for the repetition (Linux woke the pool's worker on the
+ * caller's CPU and the two loops ran one after the other: one core's peak
+ * for 2 threads); a repetition lasts from the first start to the last end;
+ * best of ~1 ms repetitions 1 ms apart (on a shared machine longer
+ * back-to-back ones are time-sliced), ~40 ms in all. Once per thread count
+ * per process; 0 where no AVX2 runs either.
+ */
+struct PeakJob {
+    void (*loop)(long);
+    long iters = 0;
+    size_t threads = 1;
+    std::atomic<size_t> arrived{0};
+    std::vector<double> start, end;
+};
+
+void peak_task(void *ctx, size_t index)
+{
+    PeakJob *j = static_cast<PeakJob *>(ctx);
+#ifdef __linux__
+    cpu_set_t saved;
+    bool pinned = false;
+    if (j->threads > 1 && pthread_getaffinity_np(pthread_self(), sizeof saved, &saved) == 0 &&
+        CPU_COUNT(&saved) > 0) {
+        size_t nth = index % (size_t)CPU_COUNT(&saved);
+        for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
+            if (!CPU_ISSET(cpu, &saved) || nth-- > 0)
+                continue;
+            cpu_set_t one;
+            CPU_ZERO(&one);
+            CPU_SET(cpu, &one);
+            pinned = pthread_setaffinity_np(pthread_self(), sizeof one, &one) == 0;
+            break;
+        }
+    }
+#endif
+    j->arrived.fetch_add(1);
+    const double w0 = seconds_now();
+    while (j->arrived.load() < j->threads && seconds_now() - w0 < 0.05)
+        std::this_thread::yield();
+    j->start[index] = seconds_now();
+    j->loop(j->iters);
+    j->end[index] = seconds_now();
+#ifdef __linux__
+    if (pinned)
+        pthread_setaffinity_np(pthread_self(), sizeof saved, &saved);
+#endif
+}
+
+double fma_peak_gflops(attn_threadpool *pool, int threads)
+{
+    static std::map<int, double> cache;
+    const auto hit = cache.find(threads);
+    if (hit != cache.end())
+        return hit->second;
+    const bool avx512 = have_avx512f();
+    if (!avx512 && !have_avx2())
+        return cache[threads] = 0.0;
+    PeakJob j;
+    j.loop = avx512 ? bench_fma_peak_avx512 : bench_fma_peak_avx2;
+    const double flops_per_iter = avx512 ? 512.0 : 192.0;
+    j.threads = pool ? (size_t)threads : 1;
+    j.start.assign(j.threads, 0.0);
+    j.end.assign(j.threads, 0.0);
+    /* iterations of ~1 ms: double until one call takes 1 ms, then scale */
+    long iters = 1024;
+    double sec = 0.0;
+    for (;;) {
+        const double t0 = seconds_now();
+        j.loop(iters);
+        sec = seconds_now() - t0;
+        if (sec >= 1e-3 || iters >= (1L << 40))
+            break;
+        iters *= 2;
+    }
+    j.iters = std::max(1L, (long)((double)iters * 1e-3 / std::max(sec, 1e-9)));
+    double best = 0.0;
+    const double t0 = seconds_now();
+    for (int rep = 0; rep < 64; rep++) {
+        if (rep > 0)
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        j.arrived.store(0);
+        if (j.threads > 1)
+            attn_threadpool_parallel_for(pool, peak_task, &j, j.threads);
+        else
+            peak_task(&j, 0);
+        const double first = *std::min_element(j.start.begin(), j.start.end());
+        const double last = *std::max_element(j.end.begin(), j.end.end());
+        if (last > first)
+            best = std::max(best, flops_per_iter * (double)j.iters * (double)j.threads /
+                                      (last - first) * 1e-9);
+        if (rep + 1 >= 3 && seconds_now() - t0 >= 0.04)
+            break;
+    }
+    return cache[threads] = best;
+}
+#endif
+
 /*
  * Decode as a real step sees memory: K and V come from DRAM, not from the
  * last-level cache. The benchmark keeps R identical copies of K and V (at
@@ -255,7 +374,11 @@ void bm_forward(benchmark::State &state, const attn_dsp *dsp, FwdShape f, attn_d
  * reads the next even copy; right after it, with the clock paused, a plain
  * read of the next odd copy's K and V on the same threads is timed by hand:
  * the floor. Counters: kv_bytes (B/s of the decode), floor_GBps, x_floor (the
- * decode's time / the floor's, both timed by hand around each call), flops. threads: 1 (no pool) or a pool.
+ * decode's time / the floor's, both timed by hand around each call), flops;
+ * on x86-64 also fma_peak_GFLOPs (fma_peak_gflops: the widest FMA on this
+ * benchmark's threads, measured in this process before its first iteration)
+ * and x_Tstar, the decode's mean time / the roofline T* = max(the floor's
+ * mean time, FLOPs / the peak). threads: 1 (no pool) or a pool.
  */
 #define DECODE_ROTATE_BYTES (256.0 * 1024 * 1024)
 
@@ -336,6 +459,11 @@ void bm_decode(benchmark::State &state, const attn_dsp *dsp, FwdShape f, attn_dt
     job.chunk = (job.bytes[0] / (size_t)(4 * threads) + 63) / 64 * 64;
     job.chunks0 = (job.bytes[0] + job.chunk - 1) / job.chunk;
     job.sums.assign(2 * job.chunks0, 0);
+#if BENCH_X86_BASELINE
+    const double peak = fma_peak_gflops(pool, threads); /* on the threads the decode uses */
+#else
+    const double peak = 0.0;
+#endif
     double floor_s = 0.0, decode_s = 0.0;
     size_t it = 0;
     for (auto _ : state) {
@@ -371,6 +499,11 @@ void bm_decode(benchmark::State &state, const attn_dsp *dsp, FwdShape f, attn_dt
     state.counters["kv_bytes"] = benchmark::Counter(bytes * n, benchmark::Counter::kIsRate);
     state.counters["floor_GBps"] = floor_s > 0 ? bytes * n / floor_s * 1e-9 : 0.0;
     state.counters["x_floor"] = floor_s > 0 ? decode_s / floor_s : 0.0;
+    if (peak > 0.0 && floor_s > 0.0 && n > 0.0) {
+        const double t_star = std::max(floor_s / n, fwd_flops(f) / (peak * 1e9));
+        state.counters["fma_peak_GFLOPs"] = peak;
+        state.counters["x_Tstar"] = decode_s / n / t_star;
+    }
 }
 
 #if BENCH_COMPOSITION
@@ -458,6 +591,14 @@ void bm_fma_peak(benchmark::State &state)
     for (auto _ : state)
         bench_fma_peak_avx2(iters);
     set_flops(state, 192.0 * iters);
+}
+
+void bm_fma_peak_avx512(benchmark::State &state)
+{
+    const long iters = 1000000;
+    for (auto _ : state)
+        bench_fma_peak_avx512(iters);
+    set_flops(state, 512.0 * iters);
 }
 #endif
 
@@ -558,6 +699,8 @@ void register_all()
 #if BENCH_X86_BASELINE
     if (avx2)
         benchmark::RegisterBenchmark("ref/fma_peak_avx2_1thread", bm_fma_peak);
+    if (have_avx512f())
+        benchmark::RegisterBenchmark("ref/fma_peak_avx512_1thread", bm_fma_peak_avx512);
 #endif
 
     for (const Isa &i : kIsas) {

@@ -6,6 +6,7 @@
  *   problem.c   presets and a problem's geometry (visible keys, FLOPs, bytes)
  *   numbers.c   f16/bf16 conversion, the seeded input generator, clocks
  *   exec.c      buffers, the progress line, timing, one measured problem
+ *   peak.c      the FMA peak of the pool's threads (the roofline's compute side)
  *   backward.c  run --backward: timing attn_backward, dq rows in float64
  *   verify.c    sampled rows against the scalar oracle
  *   cmd_run.c, cmd_bench.c, cmd_info.c   the commands
@@ -221,6 +222,10 @@ typedef struct measurement {
     double kv_gbytes_s;
     double floor_gbytes_s; /* K+V bytes / the floor's mean time */
     int64_t kv_copies;     /* K/V copies rotated over (1: none) */
+    double peak_gflops;    /* the pool's measured FMA peak (cli_fma_peak_gflops; 0: none) */
+    /* The roofline of a decode-like call with its floor measured (else 0):
+       max(K+V bytes / the floor's bandwidth, FLOPs / peak_gflops). */
+    double t_star_s;
     attn_isa isa;
     int32_t threads;
     size_t workspace; /* split-KV workspace bytes given to attn_forward (0: unsplit) */
@@ -239,6 +244,16 @@ int measure(const problem *p, const cli_settings *x, attn_threadpool *pool, doub
 /* Selects --isa if given and creates the pool of --threads. */
 int open_pool(const cli_settings *x, attn_threadpool **pool);
 void format_ms(char *buf, size_t size, double seconds);
+
+/* ------------------------------------------------------------ FMA peak (peak.c) */
+
+/* Single-precision FMA GFLOP/s of all of pool's threads at once (each an
+   independent register-only loop on the widest FMA the CPU has, best of
+   repetitions, about 40 ms); measured on the first call for a thread count,
+   then cached. 0 if it could not be measured. */
+double cli_fma_peak_gflops(attn_threadpool *pool);
+/* What that loop runs, e.g. "AVX-512 FMA" (a scalar fallback says so). */
+const char *cli_fma_peak_kind(void);
 
 /* ------------------------------------------------------------ backward (backward.c) */
 

@@ -8,8 +8,12 @@ static const char bench_intro[] =
     "\n"
     "Runs the presets (small, prefill, prefill-f16, decode, decode-f16; see\n"
     "`attn run --help`) in turn with the active ISA and prints one table: preset,\n"
-    "K/V dtype, ISA, threads, milliseconds per call, GFLOP/s (prefill-like\n"
-    "presets) or GB/s of K+V read (decode presets), and the verification result.\n"
+    "K/V dtype, ISA, threads, milliseconds per call, GFLOP/s and their share of\n"
+    "the FMA peak measured in the same run on the same threads (% peak), GB/s\n"
+    "of K+V read (decode presets), the call's time over the memory floor's (a\n"
+    "plain read of the same bytes: x floor) and over the roofline\n"
+    "T* = max(the floor's time, FLOPs / the FMA peak) (x T*), both for decode\n"
+    "presets, and the verification result. A last line gives the peak.\n"
     "\n";
 
 static const char bench_outro[] =
@@ -35,8 +39,9 @@ int cmd_bench(int argc, char **argv)
     rc = open_pool(&x, &pool);
     if (rc)
         return rc;
-    printf("%-12s %-4s %-7s %7s %12s %10s %9s %9s  %s\n", "preset", "K/V", "ISA", "threads",
-           "ms/call", "GFLOP/s", "GB/s", "x floor", "verify");
+    printf("%-12s %-4s %-7s %7s %12s %10s %7s %9s %9s %7s  %s\n", "preset", "K/V", "ISA",
+           "threads", "ms/call", "GFLOP/s", "% peak", "GB/s", "x floor", "x T*", "verify");
+    double peak = 0.0;
     int status = EXIT_OK;
     for (size_t i = 0; i < x.n_chosen; i++) {
         const problem *p = &x.chosen[i]->problem;
@@ -46,7 +51,7 @@ int cmd_bench(int argc, char **argv)
             status = rc;
             break;
         }
-        char ms[32], gbs[32], ver[48], vs_floor[32] = "-";
+        char ms[32], gbs[32], ver[48], vs_floor[32] = "-", of_peak[32] = "-", vs_t_star[32] = "-";
         format_ms(ms, sizeof ms, m.time.mean_s);
         if (is_decode_like(p))
             snprintf(gbs, sizeof gbs, "%.2f", m.kv_gbytes_s);
@@ -54,16 +59,26 @@ int cmd_bench(int argc, char **argv)
             snprintf(gbs, sizeof gbs, "-");
         if (m.floor.calls)
             snprintf(vs_floor, sizeof vs_floor, "%.2f", m.time.mean_s / m.floor.mean_s);
+        if (m.peak_gflops > 0.0)
+            snprintf(of_peak, sizeof of_peak, "%.1f", 100.0 * m.gflops / m.peak_gflops);
+        if (m.t_star_s > 0.0)
+            snprintf(vs_t_star, sizeof vs_t_star, "%.2f", m.time.mean_s / m.t_star_s);
+        peak = m.peak_gflops; /* the same for every preset: measured once per pool */
         if (x.verify_rows == 0)
             snprintf(ver, sizeof ver, "skipped");
         else
             snprintf(ver, sizeof ver, "%s (err/tol %.2g)", m.verify.pass ? "PASS" : "FAIL",
                      m.verify.worst_ratio);
-        printf("%-12s %-4s %-7s %7d %12s %10.2f %9s %9s  %s\n", p->name, dtype_name(p->kv_dtype),
-               attn_isa_name(m.isa), (int)m.threads, ms, m.gflops, gbs, vs_floor, ver);
+        printf("%-12s %-4s %-7s %7d %12s %10.2f %7s %9s %9s %7s  %s\n", p->name,
+               dtype_name(p->kv_dtype), attn_isa_name(m.isa), (int)m.threads, ms, m.gflops,
+               of_peak, gbs, vs_floor, vs_t_star, ver);
         if (x.verify_rows && !m.verify.pass)
             status = EXIT_VERIFY_FAILED;
     }
+    if (peak > 0.0)
+        printf("FMA peak: %.1f GFLOP/s (%s, %d thread%s, measured in this run)\n", peak,
+               cli_fma_peak_kind(), (int)attn_threadpool_size(pool),
+               attn_threadpool_size(pool) == 1 ? "" : "s");
     attn_threadpool_destroy(pool);
     return status;
 }

@@ -20,8 +20,16 @@ static const char run_outro[] =
     "Output:\n"
     "  time per call (mean and best), GFLOP/s counting 2*head_dim + 2*v_dim flops\n"
     "  (= 4*d when v_dim = d) per VISIBLE query-key pair (causal and window masks\n"
-    "  are counted exactly), GB/s of K+V bytes read once per call (q_len 1), the\n"
-    "  ISA used.\n"
+    "  are counted exactly) and their share of the FMA peak measured in the same\n"
+    "  run on the same threads (each runs a register-only loop of the widest FMA\n"
+    "  the CPU has, best of 1 ms repetitions, about 40 ms once per run), the\n"
+    "  ISA used. Decode-like forward problems (q_len <= 16) also get: GB/s of\n"
+    "  K+V bytes read once per call and, where K/V are contiguous (not\n"
+    "  --paged-block or --packed), read from copies rotated out of the\n"
+    "  last-level cache: the floor, a plain read of the same bytes on the same\n"
+    "  threads after each call, and the call's time in floor times; the roofline\n"
+    "  T* = max(the floor's read time, FLOPs / the FMA peak) and the call's time\n"
+    "  in T*s (1.00x: at the roofline).\n"
     "\n"
     "Verification:\n"
     "  Each sampled row i of (batch b, head h) is recomputed on its own with the\n"
@@ -169,6 +177,10 @@ int cmd_run(int argc, char **argv)
            " query-key pairs visible)\n", m.gflops,
            (x.backward ? backward_flops_per_call(&p) : flops_per_call(&p)) * 1e-9,
            100.0 * pairs / ((double)s->q_len * (double)s->kv_len), s->q_len, s->kv_len);
+    if (m.peak_gflops > 0.0)
+        printf("           %.1f%% of the measured FMA peak, %.1f GFLOP/s (%s, %d thread%s)\n",
+               100.0 * m.gflops / m.peak_gflops, m.peak_gflops, cli_fma_peak_kind(),
+               (int)m.threads, m.threads == 1 ? "" : "s");
     if (is_decode_like(&p) && !x.backward) {
         printf("  memory   %.2f GB/s of K+V read (%.1f MB/call", m.kv_gbytes_s,
                kv_bytes_per_call(&p) * 1e-6);
@@ -180,6 +192,16 @@ int cmd_run(int argc, char **argv)
                    m.floor_gbytes_s, m.time.mean_s / m.floor.mean_s);
         else
             printf(")\n");
+        if (m.t_star_s > 0.0) {
+            /* the two terms of T* (measure): the floor's read, the FLOPs at the peak */
+            char read_ms[32], fma_ms[32], t_star_ms[32];
+            format_ms(read_ms, sizeof read_ms, kv_bytes_per_call(&p) / (m.floor_gbytes_s * 1e9));
+            format_ms(fma_ms, sizeof fma_ms, flops_per_call(&p) / (m.peak_gflops * 1e9));
+            format_ms(t_star_ms, sizeof t_star_ms, m.t_star_s);
+            printf("  roofline T* = max(%s ms read, %s ms at %.1f GFLOP/s FMA peak) = %s ms;\n"
+                   "           this call takes %.2fx T*\n", read_ms, fma_ms, m.peak_gflops,
+                   t_star_ms, m.time.mean_s / m.t_star_s);
+        }
     }
     if (x.verify_rows == 0) {
         printf("  verify   skipped (--verify-rows 0)\n");

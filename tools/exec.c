@@ -663,6 +663,18 @@ int measure(const problem *p, const cli_settings *x, attn_threadpool *pool, doub
     m->kv_gbytes_s = kv_bytes_per_call(p) / m->time.mean_s * 1e-9;
     m->kv_copies = b.copies;
     m->floor_gbytes_s = m->floor.calls ? kv_bytes_per_call(p) / m->floor.mean_s * 1e-9 : 0.0;
+    /* The FMA peak on the same threads, after the timed calls so it cannot
+       disturb them (measured once per pool: cached for the next problem).
+       Every problem reports its share of it; a decode-like one with its
+       floor also gets the roofline, T* = max(time to read its bytes at the
+       floor's bandwidth, time for its FLOPs at the peak). */
+    m->peak_gflops = cli_fma_peak_gflops(pool);
+    m->t_star_s = 0.0;
+    if (is_decode_like(p) && m->floor.calls && m->floor_gbytes_s > 0.0 && m->peak_gflops > 0.0) {
+        const double read_s = kv_bytes_per_call(p) / (m->floor_gbytes_s * 1e9);
+        const double fma_s = flops_per_call(p) / (m->peak_gflops * 1e9);
+        m->t_star_s = read_s > fma_s ? read_s : fma_s;
+    }
     rc = verify(p, &b, x->verify_rows, &m->verify);
     buffers_free(&b);
     return rc;

@@ -1,0 +1,315 @@
+/*
+ * The machine's single-precision FMA peak on the pool's threads: the compute
+ * half of the roofline T* (exec.c). Memory has its measured floor (a plain
+ * read of the same bytes); compute needs a measured figure too, not a
+ * datasheet number, because clocks under load, SMT siblings and a shared
+ * VM decide what a call can reach.
+ *
+ * Each pool thread runs an independent register-only loop of FMAs on the
+ * widest vectors the CPU has (AVX-512, AVX2+FMA, NEON; else scalar and the
+ * kind says so). Intrinsics in target-attributed functions, not inline asm
+ * or build flags, so plain gcc/clang builds it for any x86-64 baseline.
+ */
+#define _GNU_SOURCE /* pthread_setaffinity_np (Linux) */
+#define _DEFAULT_SOURCE
+#define _POSIX_C_SOURCE 200809L
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <time.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define PEAK_X86 1
+#elif defined(__aarch64__)
+#include <arm_neon.h>
+#define PEAK_NEON 1
+#endif
+
+#include "cli.h"
+
+/*
+ * Chains: independent accumulators per thread. A chain issues one FMA per
+ * latency (4 cycles on Zen 4/5, Sapphire Rapids, Neoverse), so two FMA pipes
+ * need 8 in flight and four (Neoverse V1/V2's 128-bit pipes) need 16; 12 is
+ * all AVX2's 16 ymm registers allow beside the two operands.
+ */
+#define CHAINS_WIDE 16 /* 32 vector registers: AVX-512, NEON */
+#define CHAINS_AVX2 12
+
+/*
+ * Repetitions: about 1 ms each (long against the timer's resolution and the
+ * pool's wake-up, short against a scheduler's time slice), 1 ms apart, the
+ * best of them, about 40 ms in all. The peak is what the threads reach when
+ * they all run: on a machine shared with other work a thread that has just
+ * run for a while is the first to be time-sliced, so longer back-to-back
+ * repetitions on 2 busy vCPUs often measured one core's peak for 2 threads;
+ * the pause lets the other work run between repetitions instead of inside
+ * them.
+ */
+#define REP_SECONDS 0.001
+#define PAUSE_NS 1000000L
+#define TOTAL_SECONDS 0.04
+#define MIN_REPS 3
+#define MAX_REPS 64
+/* Threads wait this long at most for each other before a repetition (a
+   thread the OS left unscheduled would otherwise hold the others). */
+#define BARRIER_SECONDS 0.05
+
+/* `rounds` rounds of `chains` FMAs of `lanes` floats; returns the sum of the
+   accumulators, which the caller stores in a volatile so nothing is removed.
+   m and a come from the caller (not constants the compiler could fold);
+   acc = acc*m + a with m < 1 converges and stays finite and normal. */
+typedef float (*fma_loop_fn)(int64_t rounds, float m, float a);
+
+#define REPEAT_16(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) \
+                     X(8) X(9) X(10) X(11) X(12) X(13) X(14) X(15)
+#define REPEAT_12(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
+
+#ifdef PEAK_X86
+__attribute__((target("avx512f"))) static float fma_loop_avx512(int64_t rounds, float m, float a)
+{
+    const __m512 vm = _mm512_set1_ps(m), va = _mm512_set1_ps(a);
+#define INIT(i) __m512 c##i = _mm512_set1_ps((float)(i) * 0.01f);
+#define STEP(i) c##i = _mm512_fmadd_ps(c##i, vm, va);
+#define SUM(i) s = _mm512_add_ps(s, c##i);
+    REPEAT_16(INIT)
+    for (int64_t r = 0; r < rounds; r++) {
+        REPEAT_16(STEP)
+    }
+    __m512 s = _mm512_setzero_ps();
+    REPEAT_16(SUM)
+#undef INIT
+#undef STEP
+#undef SUM
+    return _mm512_reduce_add_ps(s);
+}
+
+__attribute__((target("avx2,fma"))) static float fma_loop_avx2(int64_t rounds, float m, float a)
+{
+    const __m256 vm = _mm256_set1_ps(m), va = _mm256_set1_ps(a);
+#define INIT(i) __m256 c##i = _mm256_set1_ps((float)(i) * 0.01f);
+#define STEP(i) c##i = _mm256_fmadd_ps(c##i, vm, va);
+#define SUM(i) s = _mm256_add_ps(s, c##i);
+    REPEAT_12(INIT)
+    for (int64_t r = 0; r < rounds; r++) {
+        REPEAT_12(STEP)
+    }
+    __m256 s = _mm256_setzero_ps();
+    REPEAT_12(SUM)
+#undef INIT
+#undef STEP
+#undef SUM
+    float lanes[8];
+    _mm256_storeu_ps(lanes, s);
+    return lanes[0] + lanes[1] + lanes[2] + lanes[3] + lanes[4] + lanes[5] + lanes[6] + lanes[7];
+}
+#endif
+
+#ifdef PEAK_NEON
+static float fma_loop_neon(int64_t rounds, float m, float a)
+{
+    const float32x4_t vm = vdupq_n_f32(m), va = vdupq_n_f32(a);
+#define INIT(i) float32x4_t c##i = vdupq_n_f32((float)(i) * 0.01f);
+#define STEP(i) c##i = vfmaq_f32(va, c##i, vm);
+#define SUM(i) s = vaddq_f32(s, c##i);
+    REPEAT_16(INIT)
+    for (int64_t r = 0; r < rounds; r++) {
+        REPEAT_16(STEP)
+    }
+    float32x4_t s = vdupq_n_f32(0.0f);
+    REPEAT_16(SUM)
+#undef INIT
+#undef STEP
+#undef SUM
+    return vaddvq_f32(s);
+}
+#endif
+
+/* No SIMD loop for this CPU: a multiply and an add (2 flops, maybe not
+   fused), so the figure is a lower bound of what the library's kernels see. */
+static float fma_loop_scalar(int64_t rounds, float m, float a)
+{
+#define INIT(i) float c##i = (float)(i) * 0.01f;
+#define STEP(i) c##i = c##i * m + a;
+#define SUM(i) s += c##i;
+    REPEAT_12(INIT)
+    for (int64_t r = 0; r < rounds; r++) {
+        REPEAT_12(STEP)
+    }
+    float s = 0.0f;
+    REPEAT_12(SUM)
+#undef INIT
+#undef STEP
+#undef SUM
+    return s;
+}
+
+typedef struct fma_kind {
+    fma_loop_fn loop;
+    int lanes, chains;
+    const char *name;
+} fma_kind;
+
+/* The widest FMA the CPU runs (x86: what cpuid and the OS's saved state
+   allow; __builtin_cpu_supports checks both). */
+static fma_kind widest_fma(void)
+{
+#ifdef PEAK_X86
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f"))
+        return (fma_kind){ fma_loop_avx512, 16, CHAINS_WIDE, "AVX-512 FMA" };
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        return (fma_kind){ fma_loop_avx2, 8, CHAINS_AVX2, "AVX2 FMA" };
+#elif defined(PEAK_NEON)
+    return (fma_kind){ fma_loop_neon, 4, CHAINS_WIDE, "NEON FMA" };
+#endif
+    return (fma_kind){ fma_loop_scalar, 1, 12,
+                       "scalar multiply-add: this tool has no SIMD FMA loop for this CPU" };
+}
+
+const char *cli_fma_peak_kind(void)
+{
+    return widest_fma().name;
+}
+
+/*
+ * One repetition on every pool thread at once. The pool hands out task
+ * indices dynamically, so each task first waits until all have started: a
+ * thread spinning here cannot take a second task, so every thread runs
+ * exactly one. Each task times its own loop; the repetition lasts from the
+ * first start to the last end (the pool's wake-up is not counted).
+ *
+ * With more than one thread, task i is pinned to the i-th CPU the thread
+ * may run on for the repetition (its affinity restored after): Linux tends
+ * to wake a pool worker on its waker's CPU, and two threads left on one CPU
+ * ran one after the other (measured: a 2-thread peak of exactly one core's
+ * in attn run and bench/, while the CPUs' peak was twice that).
+ */
+typedef struct peak_job {
+    fma_kind kind;
+    int64_t rounds;
+    size_t threads;
+    float m, a;
+    atomic_size_t arrived;
+    double *start, *end;
+    float *sums;
+} peak_job;
+
+static void peak_task(void *ctx, size_t index)
+{
+    peak_job *j = ctx;
+#ifdef __linux__
+    cpu_set_t saved;
+    int pinned = 0;
+    if (j->threads > 1 && pthread_getaffinity_np(pthread_self(), sizeof saved, &saved) == 0 &&
+        CPU_COUNT(&saved) > 0) {
+        size_t nth = index % (size_t)CPU_COUNT(&saved);
+        for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
+            if (!CPU_ISSET(cpu, &saved) || nth-- > 0)
+                continue;
+            cpu_set_t one;
+            CPU_ZERO(&one);
+            CPU_SET(cpu, &one);
+            pinned = pthread_setaffinity_np(pthread_self(), sizeof one, &one) == 0;
+            break;
+        }
+    }
+#endif
+    atomic_fetch_add(&j->arrived, 1);
+    const double wait0 = now_seconds();
+    while (atomic_load(&j->arrived) < j->threads && now_seconds() - wait0 < BARRIER_SECONDS)
+        sched_yield(); /* more threads than CPUs: let the late ones run */
+    j->start[index] = now_seconds();
+    j->sums[index] = j->kind.loop(j->rounds, j->m, j->a);
+    j->end[index] = now_seconds();
+#ifdef __linux__
+    if (pinned)
+        pthread_setaffinity_np(pthread_self(), sizeof saved, &saved);
+#endif
+}
+
+static volatile float peak_sink;
+static volatile float peak_m = 0.9999f, peak_a = 0.001f;
+
+/* GFLOP/s of one repetition on all threads. */
+static double peak_rep(peak_job *j, attn_threadpool *pool)
+{
+    atomic_store(&j->arrived, 0);
+    attn_threadpool_parallel_for(pool, peak_task, j, j->threads);
+    double first = j->start[0], last = j->end[0];
+    float sum = 0.0f;
+    for (size_t i = 0; i < j->threads; i++) {
+        first = j->start[i] < first ? j->start[i] : first;
+        last = j->end[i] > last ? j->end[i] : last;
+        sum += j->sums[i];
+    }
+    peak_sink = sum;
+    const double flops = 2.0 * (double)j->kind.lanes * (double)j->kind.chains *
+                         (double)j->rounds * (double)j->threads;
+    return last > first ? flops / (last - first) * 1e-9 : 0.0;
+}
+
+static double measure_peak(attn_threadpool *pool)
+{
+    peak_job j;
+    j.kind = widest_fma();
+    j.threads = (size_t)(attn_threadpool_size(pool) > 0 ? attn_threadpool_size(pool) : 1);
+    j.m = peak_m;
+    j.a = peak_a;
+    j.start = malloc(j.threads * sizeof *j.start);
+    j.end = malloc(j.threads * sizeof *j.end);
+    j.sums = malloc(j.threads * sizeof *j.sums);
+    if (!j.start || !j.end || !j.sums) {
+        free(j.start);
+        free(j.end);
+        free(j.sums);
+        return 0.0;
+    }
+    /* Rounds for one repetition: double until a call on this thread takes a
+       millisecond (this also wakes the vector units up), then scale. */
+    int64_t rounds = 1024;
+    double sec = 0.0;
+    for (;;) {
+        const double t0 = now_seconds();
+        peak_sink = j.kind.loop(rounds, j.m, j.a);
+        sec = now_seconds() - t0;
+        if (sec >= 0.001 || rounds >= (INT64_C(1) << 40))
+            break;
+        rounds *= 2;
+    }
+    const double scaled = (double)rounds * REP_SECONDS / (sec > 1e-9 ? sec : 1e-9);
+    j.rounds = scaled < 1.0 ? 1 : (int64_t)scaled;
+    double best = 0.0;
+    const double t0 = now_seconds();
+    for (int rep = 0; rep < MAX_REPS; rep++) {
+        if (rep > 0)
+            nanosleep(&(struct timespec){ 0, PAUSE_NS }, NULL);
+        const double g = peak_rep(&j, pool);
+        best = g > best ? g : best;
+        if (rep + 1 >= MIN_REPS && now_seconds() - t0 >= TOTAL_SECONDS)
+            break;
+    }
+    free(j.start);
+    free(j.end);
+    free(j.sums);
+    return best;
+}
+
+/* Once per process per pool: the CLI makes one pool and asks per problem.
+   Keyed by the thread count, which is all the figure depends on. */
+static int32_t cached_threads;
+static double cached_gflops;
+
+double cli_fma_peak_gflops(attn_threadpool *pool)
+{
+    const int32_t threads = attn_threadpool_size(pool);
+    if (cached_gflops <= 0.0 || cached_threads != threads) {
+        cached_gflops = measure_peak(pool);
+        cached_threads = threads;
+    }
+    return cached_gflops;
+}
