@@ -712,10 +712,15 @@ void register_all()
                                      bm_kernel_qk, dsp, 32, 256, 128);
         benchmark::RegisterBenchmark(("kernel/qk_tile_f32/nq4_nk256_d128/" + isa).c_str(),
                                      bm_kernel_qk, dsp, 4, 256, 128);
+        /* speculative decoding: Lq = 4 of a GQA group of 4 */
+        benchmark::RegisterBenchmark(("kernel/qk_tile_f32/nq16_nk256_d128/" + isa).c_str(),
+                                     bm_kernel_qk, dsp, 16, 256, 128);
         benchmark::RegisterBenchmark(("kernel/pv_tile_f32/nq32_nk256_d128/" + isa).c_str(),
                                      bm_kernel_pv, dsp, 32, 256, 128);
         benchmark::RegisterBenchmark(("kernel/pv_tile_f32/nq4_nk256_d128/" + isa).c_str(),
                                      bm_kernel_pv, dsp, 4, 256, 128);
+        benchmark::RegisterBenchmark(("kernel/pv_tile_f32/nq16_nk256_d128/" + isa).c_str(),
+                                     bm_kernel_pv, dsp, 16, 256, 128);
         benchmark::RegisterBenchmark(("kernel/exp_sum/512x512/" + isa).c_str(), bm_kernel_exp_sum,
                                      dsp);
     }
