@@ -50,6 +50,9 @@ enum {
 /* Upper bounds of the driver's tiles (the per-ISA sizes are <= these). */
 #define ATTN_MAX_BLOCK_Q 64
 #define ATTN_MAX_BLOCK_K 256
+/* Query rows of one qk_tile call at most: attn_scores passes more than a
+   block_q (src/driver/scores.c), the other operations a block_q at most. */
+#define ATTN_MAX_QK_ROWS 128
 
 /*
  * s[r*s_stride + c] = scale * dot(q[r*q_stride + 0..d), k[c*k_stride + 0..d))

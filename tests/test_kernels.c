@@ -180,7 +180,9 @@ ParameterizedTest(isa_row *row, kernels, qk_tile, .timeout = ATTN_TEST_TIMEOUT)
 {
     const attn_dsp *t = harness_begin(row);
     rng *g = harness_rng();
-    const int64_t bq = t->block_q + 1, bk = t->block_k + 1;
+    /* attn_scores passes up to ATTN_MAX_QK_ROWS rows, the others block_q */
+    const int64_t bq = (t->block_q > ATTN_MAX_QK_ROWS ? t->block_q : ATTN_MAX_QK_ROWS) + 1;
+    const int64_t bk = t->block_k + 1;
     for (int dt = 0; dt < ATTN_KV_FLOAT_DTYPES; dt++) {
         for (int64_t nk = 1; nk <= bk; nk++) /* key tails */
             run_qk(t, dt, (size_t)rng_int(g, 1, 4), (size_t)nk,

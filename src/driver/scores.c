@@ -7,10 +7,23 @@
 
 #include "kv.h"
 
+/*
+ * Query rows per task without a sliding window: up to 128 (as many as the
+ * scratch holds), twice the largest block_q of a table. The tile kernels
+ * pack each K panel once per call; more rows per call spread that cost
+ * thinner (AVX-512 qk_tile in cache on Zen 5: 254 GFLOP/s at 64 rows, 266
+ * at 128). A window keeps the table's block_q: a block computes the union
+ * of its rows' windows, which grows with the rows (tests/test_mods.c).
+ */
+#define ATTN_SCORES_BLOCK_Q ATTN_MAX_QK_ROWS
+
 task_plan attn_plan_scores(const attn_dsp *dsp, const attn_problem *pb)
 {
     task_plan p = attn_plan_common(dsp, pb, 1);
-    p.block_rows = attn_block_rows_for(dsp, p.q_stride);
+    const int windowed = pb->window > 0 || pb->window_right > 0;
+    p.block_rows = windowed ? attn_block_rows_for(dsp, p.q_stride)
+                            : attn_max64(1, attn_min64(ATTN_SCORES_BLOCK_Q,
+                                                       ATTN_SCRATCH_FLOATS / p.q_stride));
     p.blocks = (p.rows + p.block_rows - 1) / p.block_rows;
     return p;
 }
@@ -23,7 +36,7 @@ void attn_task_scores(void *vctx, size_t index)
     const task_plan *p = &ctx->plan;
 
     _Alignas(64) float qbuf[ATTN_SCRATCH_FLOATS];
-    row_ref rows[ATTN_MAX_BLOCK_Q];
+    row_ref rows[ATTN_SCORES_BLOCK_Q];
     int64_t kv_head;
     int64_t n = attn_task_rows(pb, p, index, rows, &kv_head);
     if (n == 0)
