@@ -931,6 +931,13 @@ static void run_attention(fz_reader *r, int op)
         memcpy(T->ext, ext[w], sizeof T->ext);
         T->t.dtype = w == 3 ? pick_dtype(r, ATTN_DTYPE_F32, hostile) /* out: F32 only */
                             : pick_dtype(r, usual[w], hostile);
+        /* A quantized dtype (Q8_0, Q4_0: dim % 32 == 0 else ATTN_ERR_SHAPE, strides
+           in blocks; FP8) is a valid K/V dtype since 1.1. This model does not
+           size block-format tensors (fuzz_quant.c does): here a K or V slot
+           gets BOOL instead, which the library must reject. */
+        if ((w == 1 || w == 2) && T->t.dtype >= ATTN_DTYPE_Q8_0 &&
+            T->t.dtype <= ATTN_DTYPE_FP8_E4M3)
+            T->t.dtype = ATTN_DTYPE_BOOL;
         if (w == 3 && !hostile)
             T->t.dtype = ATTN_DTYPE_F32;
         if (w >= 4 && !hostile)
