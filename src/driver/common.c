@@ -51,6 +51,7 @@ task_plan attn_plan_common(const attn_dsp *dsp, const attn_problem *pb, int64_t 
     p.splits = 1;
     p.kv_blocks = 0;
     p.fused_blocks = 0;
+    p.q_direct = 0;
     return p;
 }
 

@@ -39,6 +39,8 @@ typedef struct task_plan {
                                 each one more task after the query blocks; 0 else */
     int64_t fused_blocks;    /* attn_backward's fused plan: query blocks per head
                                 (its tasks are one per (batch, KV head)); 0 else */
+    int q_direct;            /* forward: the kernels read F32 queries where they lie
+                                (q_stride is then the tensor's row stride), no copy */
 } task_plan;
 
 /*
