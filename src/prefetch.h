@@ -9,7 +9,7 @@
  * Asking for the rows a fixed number of bytes ahead keeps the memory system
  * busy while the FMAs run: 1.08-1.16x of that read at 8 KiB ahead, the best
  * of 4, 8 and 16 KiB measured there for f32 and f16 alike (docs/DESIGN.md,
- * "Decode").
+ * section 5).
  *
  * A prefetch is a hint: it never faults and architecturally reads nothing,
  * so asking beyond the last row a kernel was given (the next block, or past

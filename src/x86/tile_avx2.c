@@ -3,14 +3,17 @@
  * K/V dtype. F16 rows are widened with vcvtph2ps and BF16 rows with a 16-bit
  * shift inside the loads, so the arithmetic is the same f32 FMA code for
  * every dtype. Tails (d, dv, nk, nq not multiples of the blocking) use masked
- * or buffered partial loads: no kernel reads past the elements it is given.
+ * or buffered partial loads: no kernel reads past the elements it is given
+ * (software prefetches, hints that read nothing, may name rows beyond:
+ * src/prefetch.h).
  *
  * qk_tile has two paths: blocks of >= QK_PACK_MIN_ROWS query rows (prefill,
  * scores) transpose each panel of 16 keys once and run an outer-product
  * kernel over it; smaller blocks (decode: the q heads of one KV head) use a
  * dot-product kernel on K as it lies, prefetching ahead since there K streams
  * from memory. pv_tile keeps a 4-row x 24-column piece of the accumulator in
- * registers while a pass of 32 keys streams by.
+ * registers while a pass of 32 keys (few rows: every key of the tile)
+ * streams by.
  *
  * The QK_* / PV_* blocking macros are tuning knobs (overridable with -D for
  * experiments); the defaults were measured best on the development machine.

@@ -5,7 +5,8 @@
  *
  * Tails use mask registers: masked loads read nothing outside [0, n) and
  * masked stores write nothing there, so no kernel touches memory beyond the
- * rows and lengths it was given.
+ * rows and lengths it was given (software prefetches, hints that read
+ * nothing, may name rows beyond: src/prefetch.h).
  *
  * The register blocking below follows the port model of Skylake-SP, Ice Lake
  * and Sapphire Rapids (two 512-bit FMA pipes, two loads per cycle, one
