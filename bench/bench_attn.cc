@@ -545,18 +545,29 @@ void bm_forward_composition(benchmark::State &state, FwdShape f)
 /* Decode as a C user writes it: per query head, two sgemv and a softmax. */
 void bm_decode_gemv(benchmark::State &state, FwdShape f)
 {
+    /* K and V rotated over copies like bm_decode's, so the baseline reads
+       DRAM as the decode it is compared with does */
     const size_t nq = f.hq * f.d, nkv = f.hkv * f.lk * f.d;
-    Buffer<float> q(nq), out(nq), k(nkv), v(nkv), s(f.lk);
+    size_t copies = (size_t)std::ceil(DECODE_ROTATE_BYTES / (2.0 * 4.0 * (double)nkv));
+    copies = std::max<size_t>(4, copies);
+    Buffer<float> q(nq), out(nq), k(copies * nkv), v(copies * nkv), s(f.lk);
     fill_uniform(q.p, q.n, -1, 1, 4);
-    fill_uniform(k.p, k.n, -1, 1, 5);
-    fill_uniform(v.p, v.n, -1, 1, 6);
+    fill_uniform(k.p, nkv, -1, 1, 5);
+    fill_uniform(v.p, nkv, -1, 1, 6);
+    for (size_t c = 1; c < copies; c++) {
+        std::memcpy(k.p + c * nkv, k.p, nkv * sizeof(float));
+        std::memcpy(v.p + c * nkv, v.p, nkv * sizeof(float));
+    }
     const float scale = 1.0f / std::sqrt((float)f.d);
     const int64_t group = f.hq / f.hkv;
     const int lk = (int)f.lk, d = (int)f.d;
+    size_t it = 0;
     for (auto _ : state) {
+        const float *kc = k.p + (it % copies) * nkv, *vc = v.p + (it % copies) * nkv;
+        it++;
         for (int64_t h = 0; h < f.hq; h++) {
-            const float *kh = k.p + (h / group) * f.lk * f.d;
-            const float *vh = v.p + (h / group) * f.lk * f.d;
+            const float *kh = kc + (h / group) * f.lk * f.d;
+            const float *vh = vc + (h / group) * f.lk * f.d;
             cblas_sgemv(CblasRowMajor, CblasNoTrans, lk, d, scale, kh, d, q.p + h * f.d, 1, 0.0f,
                         s.p, 1);
             bench_softmax_sleef_avx2(s.p, 1, (size_t)lk, (size_t)lk);
