@@ -264,6 +264,8 @@ ParameterizedTest(isa_row *row, split, merge, .timeout = ATTN_TEST_TIMEOUT)
                                                                                         : 5000.0f;
         merge_case(t, n, rng_int(g, 1, 2), rng_int(g, 1, 3), rng_int(g, 1, 70), dv, spread, center);
     }
+    /* more parts than one wsum call takes (ATTN_WSUM_MAX_PARTS) */
+    merge_case(t, ATTN_WSUM_MAX_PARTS + 9, 1, 2, 7, 33, 20.0f, 0.0f);
 }
 
 /* ------------------------------------------------------------ split-KV forward */
@@ -402,6 +404,9 @@ ParameterizedTest(isa_row *row, split, forward, .timeout = ATTN_TEST_TIMEOUT)
     for (size_t i = 0; i < N_SPLIT_SPECS; i++)
         for (size_t s = 0; s < sizeof splits / sizeof splits[0]; s++)
             check_split(t, split_specs[i], splits[s]);
+    /* more chunks than one wsum call takes (ATTN_WSUM_MAX_PARTS): the merge
+       goes in several calls */
+    check_split(t, WL_LONG_KV | WL_DECODE | WL_MANY_CHUNKS | WL_MQA | WL_CAUSAL, 64);
     /* automatic: decode on >= 2048 keys of one KV head splits by itself */
     for (int rep = 0; rep < 3; rep++)
         check_split(t, WL_LONG_KV | WL_DECODE | WL_MQA | (rep ? WL_CAUSAL | WL_LENS : 0u), 0);

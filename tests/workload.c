@@ -156,6 +156,8 @@ void wl_make(workload *w, unsigned f)
     if (f & WL_LONG_KV) { /* after the size cap: few query rows keep it cheap */
         s->q_len = (f & WL_DECODE) ? 1 : rng_int(g, 1, 6);
         s->kv_len = (f & WL_DECODE) ? rng_int(g, 2048, 4500) : rng_int(g, 257, 1400);
+        if ((f & WL_DECODE) && (f & WL_MANY_CHUNKS))
+            s->kv_len = rng_int(g, 8450, 9000); /* 34 to 36 chunks of 256 at kv_splits 64 */
     }
     w->dv = s->head_dim;
     s->v_dim = s->head_dim;

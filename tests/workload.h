@@ -35,6 +35,8 @@ enum wl_feature {
     WL_WINDOW_R = 1u << 22,  /* window_right (two-sided with WL_WINDOW) */
     WL_LONG_KV = 1u << 23,   /* kv_len 257..1400 (2048..4500 with WL_DECODE), q_len <= 6:
                                 several 256-key chunks for split-KV */
+    WL_MANY_CHUNKS = 1u << 24, /* with WL_LONG_KV | WL_DECODE: kv_len 8450..9000, more
+                                  256-key chunks than one wsum call merges (32) */
 };
 
 #define WL_MAX_BATCH 3
