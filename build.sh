@@ -4,6 +4,7 @@
 #   ./build.sh run  [attn run options]   build everything, run the main job
 #   ./build.sh test [--arm]              build and run every test suite
 #   ./build.sh bench [benchmark options] build and run the benchmarks
+#   ./build.sh bench --readme-table      ... and print the README's results table
 #   ./build.sh coverage                  line coverage of src/ by the test suites
 #
 # Missing Debian packages are installed first (as root, or through sudo).
@@ -80,6 +81,10 @@ cmd_run() {
 cmd_bench() {
     install_missing "${PACKAGES[@]}"
     configure build -Dbuildtype=release -Dbench=enabled
+    if [ "${1:-}" = --readme-table ]; then # README's "Benchmarks" table, from one run
+        /usr/bin/python3 bench/readme_table.py build
+        return
+    fi
     ./build/bench/attn_bench "$@"
 }
 
@@ -164,7 +169,7 @@ coverage) shift; cmd_coverage ;;
 test) shift; cmd_test "$@" ;;
 bench) shift; cmd_bench "$@" ;;
 *)
-    sed -n '2,9p' "$0"
+    sed -n '2,10p' "$0"
     exit 2
     ;;
 esac
