@@ -104,8 +104,10 @@
  * Memory. No operation allocates heap memory; scratch beyond the stack is
  * the caller's (attn_options.workspace). Each task uses at most
  * ATTN_TASK_STACK_BYTES of stack (scratch for the query block, the score
- * tile and the output accumulator); engines that run tasks on their own
- * threads must give them at least that much stack above their own use.
+ * tile and the output accumulator) in an optimized build (meson's default
+ * release, or debugoptimized; an -O0 build of the library needs up to about
+ * 1.5 times that); engines that run tasks on their own threads must give
+ * them at least that much stack above their own use.
  * head_dim and v_dim are limited to ATTN_MAX_HEAD_DIM for the same reason.
  *
  * Aliasing. An output (including the attn_row_stats arrays) may share no

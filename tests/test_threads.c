@@ -174,3 +174,178 @@ Test(threads, pool_runs_every_task_once)
         attn_threadpool_destroy(pool);
     }
 }
+
+/* ------------------------------------------------------------ task stack */
+
+/*
+ * attn.h promises that one task uses at most ATTN_TASK_STACK_BYTES of stack
+ * (engines size their worker threads by it). Each task runs here on a thread
+ * of its own whose stack was filled with a pattern; the lowest byte the task
+ * changed, below the thread function's frame, is its use. Sanitizers grow
+ * frames with redzones (or move them to a fake stack), and -O0 keeps the
+ * locals of every always-inline kernel apart, so the bound (and this check)
+ * is for optimized builds without sanitizers.
+ */
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/mman.h>
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__) || !defined(__OPTIMIZE__)
+#define STACK_MEASURABLE 0 /* sanitizers, and -O0, which keeps every inlined
+                              kernel's locals apart (attn.h: optimized builds) */
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || \
+    __has_feature(memory_sanitizer)
+#define STACK_MEASURABLE 0
+#endif
+#endif
+#ifndef STACK_MEASURABLE
+#define STACK_MEASURABLE 1
+#endif
+
+#define PROBE_STACK_BYTES ((size_t)1 << 20)
+#define PROBE_PATTERN 0xa5
+
+typedef struct stack_probe {
+    attn_task_fn task;
+    void *task_ctx;
+    size_t index;
+    uintptr_t entry; /* an address in the thread function's own frame */
+} stack_probe;
+
+static void *probe_thread(void *arg)
+{
+    stack_probe *p = arg;
+    volatile char here = 0;
+    p->entry = (uintptr_t)&here;
+    p->task(p->task_ctx, p->index);
+    return NULL;
+}
+
+typedef struct stack_pool {
+    unsigned char *mem;
+    size_t worst;
+} stack_pool;
+
+static void stack_parallel_for(void *ctx, attn_task_fn task, void *task_ctx, size_t count)
+{
+    stack_pool *sp = ctx;
+    for (size_t i = 0; i < count; i++) {
+        memset(sp->mem, PROBE_PATTERN, PROBE_STACK_BYTES);
+        pthread_attr_t attr;
+        cr_assert_eq(pthread_attr_init(&attr), 0);
+        cr_assert_eq(pthread_attr_setstack(&attr, sp->mem, PROBE_STACK_BYTES), 0);
+        stack_probe p = {task, task_ctx, i, 0};
+        pthread_t t;
+        cr_assert_eq(pthread_create(&t, &attr, probe_thread, &p), 0);
+        cr_assert_eq(pthread_join(t, NULL), 0);
+        pthread_attr_destroy(&attr);
+        size_t lowest = 0;
+        while (lowest < PROBE_STACK_BYTES && sp->mem[lowest] == PROBE_PATTERN)
+            lowest++;
+        const uintptr_t low = (uintptr_t)sp->mem + lowest;
+        if (p.entry > low && p.entry - low > sp->worst)
+            sp->worst = p.entry - low;
+    }
+}
+
+static attn_tensor dense(void *data, attn_dtype dt, int64_t heads, int64_t rows, int64_t cols)
+{
+    return (attn_tensor){data, dt, heads * rows * cols, rows * cols, cols};
+}
+
+static float *filled(size_t n)
+{
+    float *x = xmalloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++)
+        x[i] = (float)((i * 2654435761u) % 2001u) / 1000.0f - 1.0f;
+    return x;
+}
+
+/* The largest stack one task of the forward, scores, weights, split-KV and
+   backward used on shape s, through the public API on the active table. */
+static size_t worst_task_stack(stack_pool *sp, attn_shape s, attn_dtype kv_dtype)
+{
+    const int64_t dv = s.v_dim ? s.v_dim : s.head_dim;
+    const size_t nq = (size_t)(s.q_heads * s.q_len * s.head_dim);
+    const size_t nk = (size_t)(s.kv_heads * s.kv_len * s.head_dim);
+    const size_t nv = (size_t)(s.kv_heads * s.kv_len * dv);
+    const size_t no = (size_t)(s.q_heads * s.q_len * dv);
+    const size_t ns = (size_t)(s.q_heads * s.q_len * s.kv_len);
+    float *q = filled(nq), *k = filled(nk), *v = filled(nv), *o = filled(no);
+    float *sc = filled(ns), *lse = filled((size_t)(s.q_heads * s.q_len));
+    float *dq = filled(nq), *dk = filled(nk), *dvv = filled(nv), *dout = filled(no);
+    attn_tensor tq = dense(q, ATTN_DTYPE_F32, s.q_heads, s.q_len, s.head_dim);
+    attn_tensor tk = dense(k, kv_dtype, s.kv_heads, s.kv_len, s.head_dim);
+    attn_tensor tv = dense(v, kv_dtype, s.kv_heads, s.kv_len, dv);
+    attn_tensor to = dense(o, ATTN_DTYPE_F32, s.q_heads, s.q_len, dv);
+    attn_tensor ts = dense(sc, ATTN_DTYPE_F32, s.q_heads, s.q_len, s.kv_len);
+    attn_tensor tdq = dense(dq, ATTN_DTYPE_F32, s.q_heads, s.q_len, s.head_dim);
+    attn_tensor tdk = dense(dk, ATTN_DTYPE_F32, s.kv_heads, s.kv_len, s.head_dim);
+    attn_tensor tdv = dense(dvv, ATTN_DTYPE_F32, s.kv_heads, s.kv_len, dv);
+    attn_tensor tdo = dense(dout, ATTN_DTYPE_F32, s.q_heads, s.q_len, dv);
+    attn_options opt = ATTN_OPTIONS_INIT;
+    opt.flags = ATTN_CAUSAL;
+    opt.parallel_for = stack_parallel_for;
+    opt.parallel_ctx = sp;
+    attn_row_stats stats = {lse, NULL, NULL};
+    sp->worst = 0;
+    cr_assert_eq(attn_forward(&s, &opt, &tq, &tk, &tv, &to, &stats), ATTN_OK);
+    cr_assert_eq(attn_scores(&s, &opt, &tq, &tk, &ts), ATTN_OK);
+    cr_assert_eq(attn_weights(&s, &opt, &tq, &tk, &ts, NULL), ATTN_OK);
+    if (kv_dtype == ATTN_DTYPE_F32) {
+        attn_grads g = ATTN_GRADS_INIT;
+        g.dq = &tdq;
+        g.dk = &tdk;
+        g.dv = &tdv;
+        cr_assert_eq(attn_backward(&s, &opt, &tq, &tk, &tv, &to, &tdo, lse, &g), ATTN_OK);
+    }
+    size_t ws = 0;
+    opt.kv_splits = 4;
+    if (attn_forward_workspace_size(&s, &opt, &ws) == ATTN_OK && ws) {
+        opt.workspace = xmalloc(ws);
+        opt.workspace_size = ws;
+        cr_assert_eq(attn_forward(&s, &opt, &tq, &tk, &tv, &to, &stats), ATTN_OK);
+        free(opt.workspace);
+    }
+    free(q), free(k), free(v), free(o), free(sc), free(lse);
+    free(dq), free(dk), free(dvv), free(dout);
+    return sp->worst;
+}
+
+Test(threads, task_stack_within_bound, .timeout = ATTN_TEST_TIMEOUT)
+{
+    if (!STACK_MEASURABLE)
+        cr_skip_test("stack use is only bounded in optimized builds without sanitizers");
+    stack_pool sp = {mmap(NULL, PROBE_STACK_BYTES, PROT_READ | PROT_WRITE,
+                          MAP_PRIVATE | MAP_ANONYMOUS, -1, 0),
+                     0};
+    cr_assert(sp.mem != MAP_FAILED);
+    /* small shapes that still fill each operation's largest blocks: 64-row
+       blocks read in place (MHA) and 128-row score blocks, stacked GQA rows,
+       d 256, the largest head_dim, one row and many keys (split-KV); F32 and
+       F16 K/V */
+    static const attn_shape shapes[] = {
+        {1, 1, 1, 130, 130, 128, 0}, {1, 8, 2, 20, 20, 128, 0}, {1, 1, 1, 70, 70, 256, 0},
+        {1, 1, 1, 2, 2, ATTN_MAX_HEAD_DIM, 0}, {1, 4, 1, 1, 600, 64, 0},
+    };
+    /* every table this build and CPU have: the names end at "unknown" */
+    for (int isa = ATTN_ISA_SCALAR; strcmp(attn_isa_name((attn_isa)isa), "unknown") != 0; isa++) {
+        if (attn_isa_select((attn_isa)isa) != ATTN_OK)
+            continue;
+        for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+            for (int dt = 0; dt < 2; dt++) {
+                const size_t used =
+                    worst_task_stack(&sp, shapes[i], dt ? ATTN_DTYPE_F16 : ATTN_DTYPE_F32);
+                cr_expect(used <= ATTN_TASK_STACK_BYTES,
+                          "%s, shape %zu, %s K/V: a task used %zu bytes of stack > "
+                          "ATTN_TASK_STACK_BYTES (%d)",
+                          attn_isa_name((attn_isa)isa), i, dt ? "F16" : "F32", used,
+                          (int)ATTN_TASK_STACK_BYTES);
+                cr_log_info("%s shape %zu %s: %zu bytes", attn_isa_name((attn_isa)isa), i,
+                            dt ? "F16" : "F32", used);
+            }
+    }
+    attn_isa_select(ATTN_ISA_AUTO);
+    munmap(sp.mem, PROBE_STACK_BYTES);
+}
