@@ -30,16 +30,19 @@ static inline size_t attn_prefetch_rows_ahead(size_t row_bytes)
 }
 
 /*
- * Prefetches `rows` rows of `row_bytes` bytes, the first `offset` bytes from
- * base, `stride` bytes apart. The addresses are formed as integers: they
- * may lie outside the object base points into.
+ * Prefetches `rows` rows of `row_bytes` bytes, from row `first` of an array
+ * whose rows lie `stride` elements of `esize` bytes apart. The addresses are
+ * formed in unsigned arithmetic: rows past the tensor's last one may lie
+ * beyond ptrdiff_t (a dimension of extent 1 may carry any stride, attn.h),
+ * and a wrapped address is as harmless to a hint as any other.
  */
 static inline __attribute__((always_inline)) void
-attn_prefetch_rows(const void *base, ptrdiff_t offset, ptrdiff_t stride, size_t rows,
+attn_prefetch_rows(const void *base, size_t first, ptrdiff_t stride, size_t esize, size_t rows,
                    size_t row_bytes)
 {
-    uintptr_t p = (uintptr_t)base + (uintptr_t)offset;
-    for (size_t r = 0; r < rows; r++, p += (uintptr_t)stride)
+    const uintptr_t step = (uintptr_t)stride * (uintptr_t)esize;
+    uintptr_t p = (uintptr_t)base + (uintptr_t)first * step;
+    for (size_t r = 0; r < rows; r++, p += step)
         for (size_t o = 0; o < row_bytes; o += 64)
             __builtin_prefetch((const void *)(p + o), 0, 3);
 }

@@ -168,13 +168,12 @@ static ALWAYS_INLINE void qk_tile(int dtype, const float *q, ptrdiff_t q_stride,
                                   ptrdiff_t k_stride, size_t nq, size_t nk, size_t d,
                                   float scale, float *s, ptrdiff_t s_stride)
 {
-    const ptrdiff_t esize = dtype == ATTN_KV_F32 ? 4 : 2, k_bytes = k_stride * esize;
+    const ptrdiff_t esize = dtype == ATTN_KV_F32 ? 4 : 2;
     const size_t ahead = nq < FEW_ROWS ? attn_prefetch_rows_ahead(d * (size_t)esize) : 0;
     size_t c = 0;
     for (; c + QK_KEYS <= nk; c += QK_KEYS) {
         if (ahead)
-            attn_prefetch_rows(k, (ptrdiff_t)(c + ahead) * k_bytes, k_bytes, QK_KEYS,
-                               d * (size_t)esize);
+            attn_prefetch_rows(k, c + ahead, k_stride, (size_t)esize, QK_KEYS, d * (size_t)esize);
         qk_rows(dtype, QK_KEYS, q, q_stride, (const char *)k + (ptrdiff_t)c * k_stride * esize,
                 k_stride, nq, d, scale, s + c, s_stride);
     }
@@ -236,7 +235,7 @@ static ALWAYS_INLINE void pv_micro(int dtype, size_t R, size_t W, size_t tail, c
                                    ptrdiff_t p_stride, const void *v, ptrdiff_t v_stride,
                                    size_t nk, size_t pf, float *acc, ptrdiff_t acc_stride)
 {
-    const ptrdiff_t v_bytes = v_stride * (ptrdiff_t)(dtype == ATTN_KV_F32 ? 4 : 2);
+    const size_t v_esize = dtype == ATTN_KV_F32 ? 4 : 2;
     const size_t ahead = pf ? attn_prefetch_rows_ahead(pf) : 0;
     float32x4_t a[PV_ROWS][PV_VECS];
     float32x4_t vv[PV_VECS];
@@ -251,7 +250,7 @@ static ALWAYS_INLINE void pv_micro(int dtype, size_t R, size_t W, size_t tail, c
     for (; c + 4 <= nk; c += 4) {
         float32x4_t pr[PV_ROWS];
         if (pf)
-            attn_prefetch_rows(v, (ptrdiff_t)(c + ahead) * v_bytes, v_bytes, 4, pf);
+            attn_prefetch_rows(v, c + ahead, v_stride, v_esize, 4, pf);
         UNROLL
         for (size_t r = 0; r < R; r++)
             pr[r] = vld1q_f32(p + (ptrdiff_t)r * p_stride + (ptrdiff_t)c);

@@ -135,13 +135,12 @@ static ALWAYS_INLINE void qk_tile(int dtype, const float *q, ptrdiff_t q_stride,
                                   ptrdiff_t k_stride, size_t nq, size_t nk, size_t d,
                                   float scale, float *s, ptrdiff_t s_stride)
 {
-    const ptrdiff_t esize = dtype == ATTN_KV_F32 ? 4 : 2, k_bytes = k_stride * esize;
+    const ptrdiff_t esize = dtype == ATTN_KV_F32 ? 4 : 2;
     const size_t ahead = nq < FEW_ROWS ? attn_prefetch_rows_ahead(d * (size_t)esize) : 0;
     size_t c = 0;
     for (; c + QK_KEYS <= nk; c += QK_KEYS) {
         if (ahead)
-            attn_prefetch_rows(k, (ptrdiff_t)(c + ahead) * k_bytes, k_bytes, QK_KEYS,
-                               d * (size_t)esize);
+            attn_prefetch_rows(k, c + ahead, k_stride, (size_t)esize, QK_KEYS, d * (size_t)esize);
         qk_rows(dtype, QK_KEYS, q, q_stride, (const char *)k + (ptrdiff_t)c * k_stride * esize,
                 k_stride, nq, d, scale, s + c, s_stride);
     }
@@ -210,7 +209,7 @@ static ALWAYS_INLINE void pv_micro(int dtype, size_t R, size_t W, const float *p
                                    size_t pf)
 {
     const size_t vl = svcntw();
-    const ptrdiff_t v_bytes = v_stride * (ptrdiff_t)(dtype == ATTN_KV_F32 ? 4 : 2);
+    const size_t v_esize = dtype == ATTN_KV_F32 ? 4 : 2;
     const size_t ahead = pf ? attn_prefetch_rows_ahead(pf) : 0;
     /* columns of vector w: w*vl .. min((w+1)*vl, cols) */
     const svbool_t p0 = sve_lanes(0, cols), p1 = sve_lanes(vl, cols);
@@ -232,7 +231,7 @@ static ALWAYS_INLINE void pv_micro(int dtype, size_t R, size_t W, const float *p
     for (size_t c = 0; c < nk; c++) {
         const ptrdiff_t row = (ptrdiff_t)c * v_stride;
         if (pf)
-            attn_prefetch_rows(v, (ptrdiff_t)(c + ahead) * v_bytes, v_bytes, 1, pf);
+            attn_prefetch_rows(v, c + ahead, v_stride, v_esize, 1, pf);
         svfloat32_t v0 = sve_load_kv(dtype, p0, v, row), v1 = zero, v2 = zero, v3 = zero;
         if (W > 1)
             v1 = sve_load_kv(dtype, p1, v, row + (ptrdiff_t)vl);

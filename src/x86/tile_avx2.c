@@ -276,10 +276,10 @@ static ALWAYS_INLINE void qk_tile_packed(int dtype, const float *q, ptrdiff_t q_
                                          size_t d, float scale, float *s, ptrdiff_t s_stride)
 {
     _Alignas(32) float kt[QK_PACK_MAX_D * QK_PACK_KEYS];
-    const ptrdiff_t k_bytes = k_stride * (ptrdiff_t)(dtype == ATTN_KV_F32 ? 4 : 2);
+    const ptrdiff_t esize = dtype == ATTN_KV_F32 ? 4 : 2;
     for (size_t c = 0; c < nk; c += QK_PACK_KEYS) {
         size_t nkp = nk - c < QK_PACK_KEYS ? nk - c : QK_PACK_KEYS;
-        qk_pack(dtype, (const char *)k + (ptrdiff_t)c * k_bytes, k_stride, nkp, d, kt);
+        qk_pack(dtype, (const char *)k + (ptrdiff_t)c * k_stride * esize, k_stride, nkp, d, kt);
         /* groups of 6; a remainder of 7 or 8 as two groups of 3-4, not 6 + 1-2 */
         size_t r = 0;
         for (; nq - r > QK_PACK_ROWS + 2; r += QK_PACK_ROWS)
@@ -318,11 +318,10 @@ static ALWAYS_INLINE void qk_tile(int dtype, const float *q, ptrdiff_t q_stride,
         return;
     }
     size_t esize = dtype == ATTN_KV_F32 ? 4 : 2;
-    const ptrdiff_t k_bytes = k_stride * (ptrdiff_t)esize;
     const size_t ahead = attn_prefetch_rows_ahead(d * esize);
     size_t c = 0;
     for (; c + QK_KEYS <= nk; c += QK_KEYS) {
-        attn_prefetch_rows(k, (ptrdiff_t)(c + ahead) * k_bytes, k_bytes, QK_KEYS, d * esize);
+        attn_prefetch_rows(k, c + ahead, k_stride, esize, QK_KEYS, d * esize);
         qk_rows(dtype, QK_KEYS, q, q_stride,
                 (const char *)k + (ptrdiff_t)c * k_stride * (ptrdiff_t)esize, k_stride, nq, d,
                 scale, s + c, s_stride);
@@ -367,7 +366,7 @@ static ALWAYS_INLINE void pv_micro(int dtype, size_t R, size_t W, size_t tail, c
                                    size_t nk, size_t pf, float *acc, ptrdiff_t acc_stride)
 {
     __m256 a[PV_ROWS][PV_VECS];
-    const ptrdiff_t v_bytes = v_stride * (ptrdiff_t)(dtype == ATTN_KV_F32 ? 4 : 2);
+    const size_t esize = dtype == ATTN_KV_F32 ? 4 : 2;
     const size_t ahead = pf ? attn_prefetch_rows_ahead(pf) : 0;
     __m256i last = first_lanes(tail ? tail : 8);
     for (size_t r = 0; r < R; r++)
@@ -379,7 +378,7 @@ static ALWAYS_INLINE void pv_micro(int dtype, size_t R, size_t W, size_t tail, c
         __m256 vv[PV_VECS];
         ptrdiff_t base = (ptrdiff_t)c * v_stride;
         if (pf)
-            attn_prefetch_rows(v, (ptrdiff_t)(c + ahead) * v_bytes, v_bytes, 1, pf);
+            attn_prefetch_rows(v, c + ahead, v_stride, esize, 1, pf);
         for (size_t w = 0; w < W; w++)
             vv[w] = (tail && w == W - 1) ? load8_part(dtype, v, base + (ptrdiff_t)(8 * w), tail)
                                          : load8(dtype, v, base + (ptrdiff_t)(8 * w));

@@ -80,18 +80,17 @@ ATTN_AVX512_INLINE void qk_dot_rows(int dt, size_t R, int pf, const float *q, pt
 {
     size_t c = 0;
     const size_t row_bytes = d * attn_esize(dt);
-    const ptrdiff_t step = k_stride * (ptrdiff_t)attn_esize(dt);
     const size_t ahead = attn_prefetch_rows_ahead(row_bytes);
     if (R == 1)
         for (; c + 8 <= nk; c += 8) {
             if (pf)
-                attn_prefetch_rows(k, (ptrdiff_t)(c + ahead) * step, step, 8, row_bytes);
+                attn_prefetch_rows(k, c + ahead, k_stride, attn_esize(dt), 8, row_bytes);
             qk_dot_block(dt, 1, 8, q, q_stride, k, (ptrdiff_t)c * k_stride, k_stride, d, scale,
                          s + c, s_stride);
         }
     for (; c + 4 <= nk; c += 4) {
         if (pf)
-            attn_prefetch_rows(k, (ptrdiff_t)(c + ahead) * step, step, 4, row_bytes);
+            attn_prefetch_rows(k, c + ahead, k_stride, attn_esize(dt), 4, row_bytes);
         qk_dot_block(dt, R, 4, q, q_stride, k, (ptrdiff_t)c * k_stride, k_stride, d, scale, s + c,
                      s_stride);
     }
@@ -303,12 +302,11 @@ ATTN_AVX512_INLINE void pv_block(int dt, size_t R, size_t NV, int tail, __mmask1
         if (tail)
             a[r][NV - 1] = _mm512_maskz_loadu_ps(m, ar + 16 * (NV - 1));
     }
-    const ptrdiff_t step = v_stride * (ptrdiff_t)attn_esize(dt);
     const size_t ahead = pf ? attn_prefetch_rows_ahead(pf) : 0;
     for (size_t c = 0; c < nk; c++) {
         ptrdiff_t at = (ptrdiff_t)c * v_stride + (ptrdiff_t)j0;
         if (pf)
-            attn_prefetch_rows(v, (ptrdiff_t)(c + ahead) * step, step, 1, pf);
+            attn_prefetch_rows(v, c + ahead, v_stride, attn_esize(dt), 1, pf);
         __m512 vv[4];
         for (size_t i = 0; i < nfull; i++)
             vv[i] = attn_load16(dt, v, at + 16 * (ptrdiff_t)i);
