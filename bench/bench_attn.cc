@@ -18,6 +18,7 @@
  * The scalar forward is slow: its forward benchmarks use L=512 (named so)
  * and one iteration.
  */
+#include "../tools/pin.h"
 #include <benchmark/benchmark.h>
 #include <pthread.h>
 #include <sched.h>
@@ -288,23 +289,11 @@ struct PeakJob {
 void peak_task(void *ctx, size_t index)
 {
     PeakJob *j = static_cast<PeakJob *>(ctx);
-#ifdef __linux__
-    cpu_set_t saved;
-    bool pinned = false;
-    if (j->threads > 1 && pthread_getaffinity_np(pthread_self(), sizeof saved, &saved) == 0 &&
-        CPU_COUNT(&saved) > 0) {
-        size_t nth = index % (size_t)CPU_COUNT(&saved);
-        for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
-            if (!CPU_ISSET(cpu, &saved) || nth-- > 0)
-                continue;
-            cpu_set_t one;
-            CPU_ZERO(&one);
-            CPU_SET(cpu, &one);
-            pinned = pthread_setaffinity_np(pthread_self(), sizeof one, &one) == 0;
-            break;
-        }
-    }
-#endif
+    attn_pin pin;
+    if (j->threads > 1)
+        attn_pin_to(&pin, index);
+    else
+        pin.pinned = 0;
     j->arrived.fetch_add(1);
     const double w0 = seconds_now();
     while (j->arrived.load() < j->threads && seconds_now() - w0 < 0.05)
@@ -312,10 +301,7 @@ void peak_task(void *ctx, size_t index)
     j->start[index] = seconds_now();
     j->loop(j->iters);
     j->end[index] = seconds_now();
-#ifdef __linux__
-    if (pinned)
-        pthread_setaffinity_np(pthread_self(), sizeof saved, &saved);
-#endif
+    attn_pin_restore(&pin);
 }
 
 double fma_peak_gflops(attn_threadpool *pool, int threads)

@@ -30,6 +30,7 @@
 #endif
 
 #include "cli.h"
+#include "pin.h"
 
 /*
  * Chains: independent accumulators per thread. A chain issues one FMA per
@@ -202,23 +203,11 @@ typedef struct peak_job {
 static void peak_task(void *ctx, size_t index)
 {
     peak_job *j = ctx;
-#ifdef __linux__
-    cpu_set_t saved;
-    int pinned = 0;
-    if (j->threads > 1 && pthread_getaffinity_np(pthread_self(), sizeof saved, &saved) == 0 &&
-        CPU_COUNT(&saved) > 0) {
-        size_t nth = index % (size_t)CPU_COUNT(&saved);
-        for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
-            if (!CPU_ISSET(cpu, &saved) || nth-- > 0)
-                continue;
-            cpu_set_t one;
-            CPU_ZERO(&one);
-            CPU_SET(cpu, &one);
-            pinned = pthread_setaffinity_np(pthread_self(), sizeof one, &one) == 0;
-            break;
-        }
-    }
-#endif
+    attn_pin pin;
+    if (j->threads > 1)
+        attn_pin_to(&pin, index);
+    else
+        pin.pinned = 0;
     atomic_fetch_add(&j->arrived, 1);
     const double wait0 = now_seconds();
     while (atomic_load(&j->arrived) < j->threads && now_seconds() - wait0 < BARRIER_SECONDS)
@@ -226,10 +215,7 @@ static void peak_task(void *ctx, size_t index)
     j->start[index] = now_seconds();
     j->sums[index] = j->kind.loop(j->rounds, j->m, j->a);
     j->end[index] = now_seconds();
-#ifdef __linux__
-    if (pinned)
-        pthread_setaffinity_np(pthread_self(), sizeof saved, &saved);
-#endif
+    attn_pin_restore(&pin);
 }
 
 static volatile float peak_sink;
