@@ -602,6 +602,20 @@ Test(backward, errors)
     g = gb.g;
     g.dq = &dq_on_dout;
     expect_error("dq on dout", ATTN_ERR_STRIDE, &w, &w.opt, &dt, lse, &g, &gb);
+    /* two outputs, each with a valid layout of its own, in one buffer ("dk = dq"
+       may stop at dk's own layout check): the smaller one moved into the larger */
+    attn_tensor moved;
+    g = gb.g;
+    if (gb.vb.bytes <= gb.kb.bytes) {
+        moved = gb.dv;
+        moved.data = gb.kb.data;
+        g.dv = &moved;
+    } else {
+        moved = gb.dk;
+        moved.data = gb.vb.data;
+        g.dk = &moved;
+    }
+    expect_error("dk and dv in one buffer", ATTN_ERR_STRIDE, &w, &w.opt, &dt, lse, &g, &gb);
     /* broadcast output */
     attn_tensor bcast = gb.dv;
     bcast.batch_stride = bcast.head_stride = bcast.row_stride = 0;
