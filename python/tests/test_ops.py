@@ -208,8 +208,14 @@ def test_layouts_and_ranks(rng):
     # [H,L,D] and [L,D]: results shaped like the inputs.
     r3 = libattn.forward(q[0], k[0], v[0], causal=True)
     assert r3.shape == (4, 6, 5) and np.array_equal(r3, out[0])
+    # One head alone is another call shape than 2 query heads stacked on one
+    # KV head (a tile of 6 rows, not 12), so it may round differently from
+    # out[0, 0] (attn.h promises bits across threads, not across shapes):
+    # bitwise against the same problem at rank 4, within tolerance otherwise.
     r2, st2 = libattn.forward(q[0, 0], k[0, 0], v[0, 0], causal=True, stats=True)
-    assert r2.shape == (6, 5) and np.array_equal(r2, out[0, 0])
+    r4 = libattn.forward(q[:1, :1], k[:1, :1], v[:1, :1], causal=True)
+    assert r2.shape == (6, 5) and np.array_equal(r2, r4[0, 0])
+    assert_close(r2, ref.out[0, 0], ref.out_tol[0, 0], "forward [L,D]")
     assert st2["entropy"].shape == (6,)
     w3 = libattn.weights(q[1], k[1], window=2)
     assert w3.shape == (4, 6, 10)
