@@ -22,30 +22,33 @@
 #include <stdint.h>
 
 #include "attn.h"
+#include "dtype_list.h" /* ATTN_QBLOCK, ATTN_Q8_0_BYTES, ATTN_Q4_0_BYTES */
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* Index of the K/V dtype variants in the table: same values as attn_dtype.
-   Index 3 (ATTN_DTYPE_BOOL) is no K/V dtype: its slots stay NULL. The
-   float dtypes come first, so the query conversion (to_f32 of q, which is
-   F32/F16/BF16) and the float-only loops use [0, ATTN_KV_FLOAT_DTYPES). */
+/* Index of the K/V dtype variants in the table: the attn_dtype values, one
+   per line of src/dtype_list.h. Index 3 (ATTN_DTYPE_BOOL) is no K/V dtype:
+   its slots stay NULL. The float dtypes come first (checked below), so the
+   query conversion (to_f32 of q, which is F32/F16/BF16) and the float-only
+   loops use [0, ATTN_KV_FLOAT_DTYPES). */
 enum {
-    ATTN_KV_F32 = 0,
-    ATTN_KV_F16 = 1,
-    ATTN_KV_BF16 = 2,
+    ATTN_KV_F32 = ATTN_DTYPE_F32,
+    ATTN_KV_F16 = ATTN_DTYPE_F16,
+    ATTN_KV_BF16 = ATTN_DTYPE_BF16,
     ATTN_KV_FLOAT_DTYPES = 3,
-    ATTN_KV_Q8_0 = 4,
-    ATTN_KV_Q4_0 = 5,
-    ATTN_KV_FP8 = 6, /* ATTN_DTYPE_FP8_E4M3 */
-    ATTN_KV_DTYPES = 7
+    ATTN_KV_Q8_0 = ATTN_DTYPE_Q8_0,
+    ATTN_KV_Q4_0 = ATTN_DTYPE_Q4_0,
+    ATTN_KV_FP8 = ATTN_DTYPE_FP8_E4M3,
+    ATTN_KV_DTYPES = ATTN_DTYPE_COUNT
 };
-
-/* Layout of the block formats (ggml's block_q8_0 and block_q4_0). */
-#define ATTN_QBLOCK 32        /* values per block */
-#define ATTN_Q8_0_BYTES 34    /* f16 d, then 32 int8 */
-#define ATTN_Q4_0_BYTES 18    /* f16 d, then 16 bytes of nibble pairs */
+#define ATTN_KV_X_FLOAT_FIRST(ID, name, block, bytes, kind, q, kv, out)              \
+    ATTN_DTYPE_STATIC_ASSERT(((int)ATTN_DTYPE_##ID < (int)ATTN_KV_FLOAT_DTYPES) ==        \
+                                 (ATTN_DTYPE_KIND_##kind == ATTN_DTYPE_KIND_FLOAT),   \
+                             #ID ": the float dtypes must be [0, ATTN_KV_FLOAT_DTYPES)");
+ATTN_DTYPE_LIST(ATTN_KV_X_FLOAT_FIRST)
+#undef ATTN_KV_X_FLOAT_FIRST
 
 /* Upper bounds of the driver's tiles (the per-ISA sizes are <= these). */
 #define ATTN_MAX_BLOCK_Q 64

@@ -61,27 +61,44 @@ typedef struct attn_problem {
     float qk_scale, v_scale;
 } attn_problem;
 
-/* Bytes per stride unit of an attn_dtype (an element, or a block for
-   Q8_0/Q4_0); 0 for an unknown value. */
-static inline size_t attn_dtype_size(int32_t dtype)
-{
-    switch (dtype) {
-    case ATTN_DTYPE_F32: return 4;
-    case ATTN_DTYPE_F16:
-    case ATTN_DTYPE_BF16: return 2;
-    case ATTN_DTYPE_BOOL:
-    case ATTN_DTYPE_FP8_E4M3: return 1;
-    case ATTN_DTYPE_Q8_0: return ATTN_Q8_0_BYTES;
-    case ATTN_DTYPE_Q4_0: return ATTN_Q4_0_BYTES;
-    default: return 0;
+/*
+ * The properties of an attn_dtype, read from src/dtype_list.h; an unknown
+ * value is none of them. Each is a switch over the list, so it compiles to
+ * what a hand-written switch did.
+ */
+#define ATTN_DTYPE_GET(dtype, field, none)                                    \
+    switch (dtype) {                                                          \
+        ATTN_DTYPE_LIST(ATTN_DTYPE_X_GET_##field)                             \
+    default: return none;                                                     \
     }
-}
+#define ATTN_DTYPE_X_GET_bytes(ID, name, block, bytes, kind, q, kv, out) \
+    case ATTN_DTYPE_##ID: return bytes;
+#define ATTN_DTYPE_X_GET_block(ID, name, block, bytes, kind, q, kv, out) \
+    case ATTN_DTYPE_##ID: return block;
+#define ATTN_DTYPE_X_GET_float(ID, name, block, bytes, kind, q, kv, out) \
+    case ATTN_DTYPE_##ID: return ATTN_DTYPE_KIND_##kind == ATTN_DTYPE_KIND_FLOAT;
+#define ATTN_DTYPE_X_GET_q(ID, name, block, bytes, kind, q, kv, out) \
+    case ATTN_DTYPE_##ID: return q;
+#define ATTN_DTYPE_X_GET_kv(ID, name, block, bytes, kind, q, kv, out) \
+    case ATTN_DTYPE_##ID: return kv;
+#define ATTN_DTYPE_X_GET_out(ID, name, block, bytes, kind, q, kv, out) \
+    case ATTN_DTYPE_##ID: return out;
+
+/* Bytes per stride unit (an element, or a block for Q8_0/Q4_0); 0 for an
+   unknown value. */
+static inline size_t attn_dtype_size(int32_t dtype) { ATTN_DTYPE_GET(dtype, bytes, 0) }
 
 /* Values per stride unit: ATTN_QBLOCK for the block formats, else 1. */
-static inline int64_t attn_dtype_block(int32_t dtype)
-{
-    return dtype == ATTN_DTYPE_Q8_0 || dtype == ATTN_DTYPE_Q4_0 ? ATTN_QBLOCK : 1;
-}
+static inline int64_t attn_dtype_block(int32_t dtype) { ATTN_DTYPE_GET(dtype, block, 1) }
+
+/* F32, F16 or BF16: the dtypes of q, and of the backward's float inputs. */
+static inline int attn_dtype_is_float_input(int32_t dtype) { ATTN_DTYPE_GET(dtype, float, 0) }
+
+/* A valid dtype of q; of k and v (attn.h, "Quantized K/V caches"); of the
+   scores, weights and the forward's output. */
+static inline int attn_dtype_is_q(int32_t dtype) { ATTN_DTYPE_GET(dtype, q, 0) }
+static inline int attn_dtype_is_kv(int32_t dtype) { ATTN_DTYPE_GET(dtype, kv, 0) }
+static inline int attn_dtype_is_output(int32_t dtype) { ATTN_DTYPE_GET(dtype, out, 0) }
 
 /*
  * Query row 0's position minus key row 0's, for sequence b (lq, lk its valid
