@@ -86,6 +86,10 @@ float scale_of(const problem *p);
 size_t dtype_size(attn_dtype t);
 int64_t dtype_block(attn_dtype t);
 const char *dtype_name(attn_dtype t);
+/* Q8_0, Q4_0, FP8: values made by attn_quantize. */
+bool dtype_is_quantized(attn_dtype t);
+/* A valid K/V dtype (--kv-dtype). */
+bool dtype_is_kv(attn_dtype t);
 /* Query and key lengths of sequence b: q_len and kv_len, or with --packed
    q_len/20 .. q_len spread evenly over the batch (keys: kv_len - q_len more). */
 void seq_lengths(const problem *p, int64_t b, int64_t *lq, int64_t *lk);

@@ -75,8 +75,8 @@ static float load_quant(const unsigned char *base, attn_dtype t, size_t i)
                                               : ldexpf((float)(8u + m), (int)e - 10);
         return x & 0x80u ? -mag : mag;
     }
-    const size_t unit = t == ATTN_DTYPE_Q8_0 ? 34 : 18, j = i % 32;
-    const unsigned char *blk = base + i / 32 * unit;
+    const size_t block = (size_t)dtype_block(t), j = i % block;
+    const unsigned char *blk = base + i / block * dtype_size(t);
     uint16_t dh;
     memcpy(&dh, blk, sizeof dh);
     const float d = f16_to_f32(dh);
@@ -118,7 +118,7 @@ static float rng_bell(uint64_t *state)
 
 int fill_random(void *dst, attn_dtype t, size_t n, uint64_t *state)
 {
-    if (t == ATTN_DTYPE_Q8_0 || t == ATTN_DTYPE_Q4_0 || t == ATTN_DTYPE_FP8_E4M3) {
+    if (dtype_is_quantized(t)) {
         /* f32 values quantized by the library, one 32-value block row at a time */
         const size_t cols = t == ATTN_DTYPE_FP8_E4M3 && n % 32 != 0 ? 1 : 32;
         float row[32];

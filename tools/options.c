@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "../src/dtype_list.h"
 
 typedef struct cli_option cli_option;
 typedef int (*parse_fn)(const cli_option *o, const char *cmd, const char *value,
@@ -119,14 +120,29 @@ static int parse_isa(const cli_option *o, const char *cmd, const char *v, cli_se
 
 static int parse_kv_dtype(const cli_option *o, const char *cmd, const char *v, cli_settings *s)
 {
-    static const attn_dtype kv_dtypes[] = {ATTN_DTYPE_F32,  ATTN_DTYPE_F16,  ATTN_DTYPE_BF16,
-                                           ATTN_DTYPE_Q8_0, ATTN_DTYPE_Q4_0, ATTN_DTYPE_FP8_E4M3};
-    for (size_t i = 0; i < sizeof kv_dtypes / sizeof kv_dtypes[0]; i++)
-        if (!strcmp(v, dtype_name(kv_dtypes[i]))) {
-            s->kv_dtype = (int)kv_dtypes[i];
+    /* every dtype of the library's list; the K/V ones are accepted */
+#define KV_DTYPE_ID(ID, name, block, bytes, kind, q, kv, out) ATTN_DTYPE_##ID,
+    static const attn_dtype dtypes[] = {ATTN_DTYPE_LIST(KV_DTYPE_ID)};
+#undef KV_DTYPE_ID
+    const size_t n = sizeof dtypes / sizeof dtypes[0];
+    char names[128] = "";
+    size_t left = 0;
+    for (size_t i = 0; i < n; i++)
+        left += dtype_is_kv(dtypes[i]);
+    for (size_t i = 0; i < n; i++) {
+        if (!dtype_is_kv(dtypes[i]))
+            continue;
+        if (!strcmp(v, dtype_name(dtypes[i]))) {
+            s->kv_dtype = (int)dtypes[i];
             return EXIT_OK;
         }
-    return usage_error(cmd, "%s expects f32, f16, bf16, q8_0, q4_0 or fp8, got '%s'", o->name, v);
+        left--;
+        if (strlen(names) + strlen(dtype_name(dtypes[i])) + 5 < sizeof names) {
+            strcat(names, dtype_name(dtypes[i]));
+            strcat(names, left > 1 ? ", " : left == 1 ? " or " : "");
+        }
+    }
+    return usage_error(cmd, "%s expects %s, got '%s'", o->name, names, v);
 }
 
 static void preset_names(char *buf, size_t size)

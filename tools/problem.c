@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "../src/dtype_list.h"
 
 #define LLAMA3_8B_HEADS 1, 32, 8
 const preset cli_presets[] = {
@@ -39,37 +40,48 @@ float scale_of(const problem *p)
     return p->scale != 0.0f ? p->scale : (float)(1.0 / sqrt((double)p->shape.head_dim));
 }
 
+/* The dtypes' properties from the library's one list: data that needs
+   only attn.h, so the tool stays on the public API. */
+#define DT_CASE_SIZE(ID, name, block, bytes, kind, q, kv, out) \
+    case ATTN_DTYPE_##ID: return bytes;
+#define DT_CASE_BLOCK(ID, name, block, bytes, kind, q, kv, out) \
+    case ATTN_DTYPE_##ID: return block;
+#define DT_CASE_NAME(ID, name, block, bytes, kind, q, kv, out) \
+    case ATTN_DTYPE_##ID: return name;
+#define DT_CASE_QUANT(ID, name, block, bytes, kind, q, kv, out) \
+    case ATTN_DTYPE_##ID: return ATTN_DTYPE_KIND_##kind == ATTN_DTYPE_KIND_QBLOCK || \
+                                 ATTN_DTYPE_KIND_##kind == ATTN_DTYPE_KIND_FP8;
+#define DT_CASE_KV(ID, name, block, bytes, kind, q, kv, out) \
+    case ATTN_DTYPE_##ID: return kv;
+
 size_t dtype_size(attn_dtype t)
 {
-    switch (t) {
-    case ATTN_DTYPE_F32: return 4;
-    case ATTN_DTYPE_F16:
-    case ATTN_DTYPE_BF16: return 2;
-    case ATTN_DTYPE_Q8_0: return 34; /* one block of 32 values */
-    case ATTN_DTYPE_Q4_0: return 18;
-    case ATTN_DTYPE_BOOL:
-    case ATTN_DTYPE_FP8_E4M3: return 1;
-    }
+    switch (t) { ATTN_DTYPE_LIST(DT_CASE_SIZE) }
     return 0;
 }
 
 int64_t dtype_block(attn_dtype t)
 {
-    return t == ATTN_DTYPE_Q8_0 || t == ATTN_DTYPE_Q4_0 ? 32 : 1;
+    switch (t) { ATTN_DTYPE_LIST(DT_CASE_BLOCK) }
+    return 1;
 }
 
 const char *dtype_name(attn_dtype t)
 {
-    switch (t) {
-    case ATTN_DTYPE_F32: return "f32";
-    case ATTN_DTYPE_F16: return "f16";
-    case ATTN_DTYPE_BF16: return "bf16";
-    case ATTN_DTYPE_BOOL: return "bool";
-    case ATTN_DTYPE_Q8_0: return "q8_0";
-    case ATTN_DTYPE_Q4_0: return "q4_0";
-    case ATTN_DTYPE_FP8_E4M3: return "fp8";
-    }
+    switch (t) { ATTN_DTYPE_LIST(DT_CASE_NAME) }
     return "?";
+}
+
+bool dtype_is_quantized(attn_dtype t)
+{
+    switch (t) { ATTN_DTYPE_LIST(DT_CASE_QUANT) }
+    return false;
+}
+
+bool dtype_is_kv(attn_dtype t)
+{
+    switch (t) { ATTN_DTYPE_LIST(DT_CASE_KV) }
+    return false;
 }
 
 void seq_lengths(const problem *p, int64_t b, int64_t *lq, int64_t *lk)
