@@ -12,8 +12,10 @@
  * Strides are in elements of the array they describe; for the block formats
  * (Q8_0, Q4_0) an element is one 32-value block (34 or 18 bytes), and the
  * row lengths d, dv, n given to their kernels are multiples of 32. The FP8
- * variants decode the bare E4M3 value: the driver applies k_scale and
- * v_scale (folded into qk_tile's scale, and into the output's normaliser).
+ * variants decode the bare E4M3 value and the driver applies the scales:
+ * k_scale folded into qk_tile's scale, v_scale by one more row_scale of the
+ * normalised output row (not folded into 1/l, which could go subnormal:
+ * src/driver/forward.c).
  */
 #ifndef ATTN_DSP_H
 #define ATTN_DSP_H

@@ -1,16 +1,22 @@
 /*
- * The one registry of instruction sets. Everything that enumerates ISAs
- * (dispatch, the test rows, the fuzzers, the stress and fault tests, the
- * benchmarks, the exp sweep) walks ATTN_ISA_LIST; the CLI and the Python
- * binding walk attn_isa_name() through the public API. Adding an ISA is one
- * X(...) line and the #include of its header here, its folder's files
- * (<isa>.h, tile_<isa>.c, row_<isa>.c), its entry in that folder's
- * meson.build and its meson option (docs/DESIGN.md §2.3).
+ * The one registry of instruction sets. The code that enumerates ISAs
+ * walks ATTN_ISA_LIST (dispatch, the harness's test rows, test_api.c,
+ * bench_attn.cc) or counts attn_isa values up to the ATTN_ISA_COUNT it
+ * defines (the fuzzers, the TSan stress, the fault tests, the exp sweep;
+ * fuzz_quant.c alone still lists them by hand); the CLI and the Python
+ * binding walk attn_isa_name() through the public API until "unknown".
+ * Adding an ISA is one X(...) line and the #include of its header here,
+ * its module in its architecture's folder (<isa>.h and row_<isa>.c with
+ * the init, and a file per slot group it implements: tile_, alibi_,
+ * merge_, backward_, quant_<isa>.c; a slot it leaves alone keeps its
+ * base's kernel), its entry in that folder's meson.build and its meson
+ * option (docs/DESIGN.md §2.3).
  *
  * X(ID, name, cpu_bit, init, base, have)
  *   ID       the attn_isa value is ATTN_ISA_##ID (include/attn.h)
- *   name     attn_isa_name(), ATTN_ISA=<name>, the meson option, and the
- *            kernel suffix: attn_<slot>_<dtype>_<name>
+ *   name     attn_isa_name(), ATTN_ISA=<name>, the meson option (scalar,
+ *            always built, has none), and the kernel suffix:
+ *            attn_<slot>_<dtype>_<name>
  *   cpu_bit  the ATTN_CPU_* bit attn_cpu_detect() sets when the CPU (and
  *            OS) runs it; 0 for scalar, which always runs
  *   init     attn_dsp_init_<name>: overwrites the slots it implements and
@@ -19,10 +25,10 @@
  *            lacks keeps a kernel; it is only available when its base is.
  *            A base is listed before the ISAs built on it.
  *   have     the config.h macro meson defines to 1 when the kernels are
- *            compiled in (undefined otherwise; see ATTN_IS_SET). Until
- *            then `init` is never referenced: an ISA of the public enum
- *            whose kernels are not in the tree yet (SVE) keeps its line, so
- *            it has a name and reports "not available".
+ *            compiled in (undefined otherwise; see ATTN_IS_SET). While it
+ *            is undefined `init` is never referenced, so an ISA that is not
+ *            compiled in (the other architecture's, or one configured off)
+ *            still has a name and reports "not available".
  *
  * Lines are in attn_isa order, each base before the ISAs built on it
  * (src/dispatch.c checks both at compile time). Among the available tables

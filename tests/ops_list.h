@@ -1,7 +1,8 @@
 /*
  * The one list of library operations on the test side: the kernel-level
- * suites, both fuzzers, the TSan stress and the fault tests enumerate
- * operations from it. Adding an operation is one X(...) line here plus its
+ * suites (test_ops.c, test_kvlayout.c), the API, differential and K/V
+ * layout fuzzers, the TSan stress and the fault tests enumerate operations
+ * from it. Adding an operation is one X(...) line here plus its
  * case in each suite's switch (the compiler's -Wswitch names every switch
  * that lacks one). The order is part of the fuzz corpora's meaning (a byte
  * picks an operation by index): append, never reorder.

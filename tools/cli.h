@@ -7,14 +7,18 @@
  *   numbers.c   f16/bf16 conversion, the seeded input generator, clocks
  *   exec.c      buffers, the progress line, timing, one measured problem
  *   peak.c      the FMA peak of the pool's threads (the roofline's compute side)
+ *   pin.h       pins a thread to one CPU for the peak (bench_attn.cc too)
  *   backward.c  run --backward: timing attn_backward, dq rows in float64
  *   verify.c    sampled rows against the scalar oracle
  *   cmd_run.c, cmd_bench.c, cmd_info.c   the commands
  *
- * Uses the public API only (attn.h); cpu_features is used to describe the
- * CPU, never to make decisions the library makes itself. A new option is a
- * row of the table in options.c and a field of cli_settings (or of problem),
- * and nothing else.
+ * Uses the public API only (attn.h, and src/dtype_list.h, which is data on
+ * attn.h alone); cpu_features only describes the CPU in `attn info`, never
+ * makes decisions the library makes itself. A new option is a row of the
+ * table in options.c and a field of cli_settings: parsing and --help come
+ * from the row. One that changes the problem also needs its "not given"
+ * value in cli_defaults and its lines in cli_problem_overridden and
+ * cli_problem (options.c), and a field of problem.
  */
 #ifndef ATTN_CLI_H
 #define ATTN_CLI_H

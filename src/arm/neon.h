@@ -1,6 +1,7 @@
 /*
- * The NEON module: the table's init and, for AArch64 builds (NEON is part
- * of the armv8-a baseline), the helpers tile_neon.c and row_neon.c share.
+ * The NEON module: its inits and, for AArch64 builds (NEON is part of the
+ * armv8-a baseline), the helpers its files share (tile_neon.c, row_neon.c,
+ * merge_neon.c, backward_neon.c, quant_neon.c; alibi_neon.c needs none).
  */
 #ifndef ATTN_ARM_NEON_H
 #define ATTN_ARM_NEON_H
@@ -13,7 +14,8 @@
 extern "C" {
 #endif
 
-/* The NEON table: row slots and block sizes (row_neon.c), then the tiles. */
+/* The NEON table (row_neon.c): block sizes and row slots, and the other
+   slots through the inits below. */
 void attn_dsp_init_neon(attn_dsp *t);
 /* The tile slots (qk_tile, pv_tile, to_f32) only (tile_neon.c). */
 void attn_dsp_init_tiles_neon(attn_dsp *t);

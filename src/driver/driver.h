@@ -2,8 +2,10 @@
  * What the operation modules of the driver share: the geometry of a row
  * (which keys it may see), the task plan (how the shape is cut into tasks),
  * the score epilogue, the row softmax and the stats. Each operation lives in
- * its own file with its plan and its task (forward.c, scores.c); run.c maps
- * an attn_op to them. Where a key or value row lives in memory is asked of
+ * its own file with its plan and its task (forward.c, scores.c,
+ * backward.c; split.c is the split-KV plan forward.c runs); run.c maps an
+ * attn_op to them. attn_merge, which is no attn_op, runs its own tasks
+ * (merge.c). Where a key or value row lives in memory is asked of
  * kv.h only, so nothing here knows about layouts.
  *
  * Work is cut into tasks by the shape alone (never by the thread count):

@@ -1,6 +1,7 @@
 /*
- * The AVX2 (+FMA+F16C) module: the table's init and, for the files compiled
- * with the AVX2 flags (tile_avx2.c, row_avx2.c), the helpers they share.
+ * The AVX2 (+FMA+F16C) module: its inits and, for its files compiled with
+ * the AVX2 flags (tile_avx2.c, row_avx2.c, merge_avx2.c, backward_avx2.c,
+ * quant_avx2.c; alibi_avx2.c needs none of them), the helpers they share.
  */
 #ifndef ATTN_X86_AVX2_H
 #define ATTN_X86_AVX2_H
@@ -11,7 +12,8 @@
 extern "C" {
 #endif
 
-/* The AVX2 table: row slots and block sizes (row_avx2.c), then the tiles. */
+/* The AVX2 table (row_avx2.c): block sizes and row slots, and the other
+   slots through the inits below. */
 void attn_dsp_init_avx2(attn_dsp *t);
 /* The tile slots (qk_tile, pv_tile, to_f32) only (tile_avx2.c). */
 void attn_dsp_init_tiles_avx2(attn_dsp *t);

@@ -1,8 +1,9 @@
 /*
- * Shared by the AVX-512 kernel files (tile_avx512.c, row_avx512.c) and
- * nothing else: the intrinsics header, the one exp and the one tanh entry
- * point, the K/V loads with their f16/bf16 conversion, and the horizontal
- * sums.
+ * The AVX-512 module: its inits (declared for src/isa_list.h) and, for its
+ * own files alone (tile_avx512.c, row_avx512.c, alibi_avx512.c,
+ * merge_avx512.c, backward_avx512.c, quant_avx512.c), the intrinsics
+ * header, the one exp and the one tanh entry point, the K/V loads with
+ * their f16/bf16 conversion, and the horizontal sums.
  *
  * The same sources build twice:
  *  - normally, with -mavx512f -mavx512bw -mavx512dq -mavx512vl: real EVEX
@@ -35,8 +36,9 @@
 extern "C" {
 #endif
 
-/* The AVX-512 table: row slots and block sizes (row_avx512.c), then the
-   tiles. It starts from the AVX2 table (src/isa_list.h). */
+/* The AVX-512 table (row_avx512.c): block sizes and row slots, and the
+   other slots through the inits below. It starts from the AVX2 table
+   (src/isa_list.h). */
 void attn_dsp_init_avx512(attn_dsp *t);
 /* The tile slots (qk_tile, pv_tile, to_f32) only (tile_avx512.c). */
 void attn_dsp_init_tiles_avx512(attn_dsp *t);
