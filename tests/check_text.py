@@ -1,0 +1,306 @@
+#!/usr/bin/python3
+"""True text: comments and docs name only paths, ISAs and sections that exist.
+
+Why: a comment that names a moved file or a retired ISA misleads the next
+reader more than no comment (issue 22 found 8 of 15 sampled comments
+false). This catches the mechanical part: names that do not resolve.
+
+Scans the text files git knows (tracked, or untracked and not ignored; a
+walk of the tree when there is no git checkout) under src/ include/ tools/ tests/ bench/ python/ docs/
+examples/ ci/ abi/ cmake/ and README.md, build.sh, meson.build,
+meson_options.txt, code and comments alike. Skipped: the fuzz corpora
+(tests/fuzz/corpus/), the generated ABI baseline (*.abi), images, and any
+file that is not UTF-8 text. Prints file:line: message for each finding and
+exits 1 when there is one.
+
+Rules:
+ 1. Repository paths. A token that starts with a top-level folder
+    (src/ include/ tools/ tests/ bench/ python/ docs/ examples/ ci/ abi/
+    cmake/), optionally after "./", and whose last part has a file
+    extension or that ends in "/", must exist relative to the repository
+    root (or to the file's own folder: meson's files() paths). Tokens that continue another path (after "/", ".", a letter or a
+    digit: build/src/..., ../include/...) are not repository paths and are
+    skipped, and so are templates and globs (tokens with < > * { } $ @:
+    src/<arch>/<isa>.h, src/*/quant_*.c). Extensionless names are not
+    checked: tools/attn and tests/baseline/attn-baseline-smoke are build
+    outputs. Trailing sentence punctuation is dropped.
+ 2. ISA names. The registry is the X(ID, name, ...) rows of ATTN_ISA_LIST
+    in src/isa_list.h. These must use a registry name (or ID):
+      attn_dsp_init_[tiles_|tile_|merge_|backward_|quant_]<isa>
+      attn_<slot>_<dtype>_<isa>   slot: a field of struct attn_dsp
+                                  (src/dsp.h), dtype: f32 f16 bf16 q8_0
+                                  q4_0 fp8
+      <kind>_<x>.c                kind: tile row alibi merge backward
+                                  quant kernels baseline fma_peak; unless
+                                  a file of that name is in the tree, <x>
+                                  must be an ISA and the file must exist
+      <anything>_<isa>.c          a file of that name is in the tree
+      ATTN_ISA_<ID>               or a name #defined / enumerated in src/,
+                                  include/ or tests/ (ATTN_ISA_COUNT, ...)
+      ATTN_CPU_<BIT>              a bit #defined in src/isa_list.h
+      HAVE_<ID>                   the `have` macro of a registry row
+      ATTN_ISA=<name>             a registry name or auto
+    An _emu suffix after the ISA is allowed: the AVX-512 sources built
+    against SIMDe (src/x86/avx512.h, tests/emu/) rename their symbols so.
+    A template (followed by < or ##, or ending in _) is skipped. CPU
+    feature and compiler names (AVX512_BF16, -mavx512f, __ARM_FEATURE_SVE,
+    "AVX-512 F + BW") are not ISA table names and are not checked.
+ 3. Section references. "docs/<doc>.md §<n>" or "docs/<doc>.md, section
+    <n>" must name a numbered heading of that file, and 'docs/<doc>.md,
+    "<Title>"' or 'README, "<Title>"' the start of one of its headings (a
+    reference may wrap onto the next comment line).
+A file the text tells the reader to create is named as a template
+(abi/libattn.so.<major>.abi) or without its folder, so rule 1 passes it.
+
+Usage: check_text.py [REPO_ROOT]   (default: the parent of this file's folder)
+"""
+import os
+import re
+import subprocess
+import sys
+
+ROOTS = ("src", "include", "tools", "tests", "bench", "python", "docs",
+         "examples", "ci", "abi", "cmake")
+TOP_FILES = ("README.md", "build.sh", "meson.build", "meson_options.txt")
+SKIP_DIRS = ("tests/fuzz/corpus/",)
+SKIP_EXT = (".abi", ".png", ".jpg", ".svg", ".pdf", ".gz", ".bin")
+
+PATH_RE = re.compile(
+    r"(?<![\w./$@{}<>-])(?:\./)?((?:%s)/[A-Za-z0-9_./*<>{}$@+-]*)" % "|".join(ROOTS))
+TEMPLATE_CHARS = set("<>*{}$@")
+
+
+def repo_files(root):
+    """Tracked files (plus untracked, not ignored ones), or a tree walk."""
+    try:
+        out = subprocess.run(
+            ["git", "-C", root, "ls-files", "-z", "--cached", "--others",
+             "--exclude-standard"],
+            check=True, capture_output=True).stdout.decode()
+        files = [f for f in out.split("\0") if f]
+    except (OSError, subprocess.CalledProcessError):
+        files = []
+        for dirpath, dirnames, names in os.walk(root):
+            rel = os.path.relpath(dirpath, root)
+            dirnames[:] = [d for d in dirnames
+                           if not d.startswith(".") and d != "__pycache__"
+                           and not (rel == "." and d.startswith("build"))]
+            for n in names:
+                files.append(os.path.normpath(os.path.join(rel, n)))
+    return sorted(f for f in set(files) if os.path.isfile(os.path.join(root, f)))
+
+
+def in_scope(f):
+    if f in TOP_FILES:
+        return True
+    if f.split("/", 1)[0] not in ROOTS:
+        return False
+    if any(f.startswith(d) for d in SKIP_DIRS):
+        return False
+    return not f.endswith(SKIP_EXT) and "__pycache__" not in f
+
+
+def read_text(path):
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+        if b"\0" in data:
+            return None
+        return data.decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def registry(root):
+    """(names, IDs, have macros) of the X(...) rows of ATTN_ISA_LIST."""
+    text = read_text(os.path.join(root, "src", "isa_list.h"))
+    m = re.search(r"#define ATTN_ISA_LIST\(X\)(.*?)(?:\n\s*\n|\n#)", text, re.S)
+    rows = re.findall(r"X\(\s*(\w+)\s*,\s*(\w+)\s*,[^,]*,[^,]*,[^,]*,\s*(\w+)\s*\)",
+                      m.group(1))
+    if not rows:
+        sys.exit("check_text: no X(...) rows in ATTN_ISA_LIST (src/isa_list.h)")
+    ids = {r[0] for r in rows}
+    names = {r[1] for r in rows}
+    haves = {r[2] for r in rows}
+    cpu_bits = set(re.findall(r"#define (ATTN_CPU_\w+)", text))
+    return names, ids, haves, cpu_bits
+
+
+def dsp_slots(root):
+    text = read_text(os.path.join(root, "src", "dsp.h"))
+    m = re.search(r"typedef struct attn_dsp \{(.*?)\} attn_dsp;", text, re.S)
+    return set(re.findall(r"attn_\w+_fn\s+(\w+)", m.group(1)))
+
+
+def headings(text):
+    """Numbers ("2.3", "2a") and titles of a Markdown file's headings."""
+    nums, titles = set(), []
+    for line in text.splitlines():
+        m = re.match(r"#+\s+(.*)", line)
+        if not m:
+            continue
+        title = m.group(1).strip()
+        n = re.match(r"(\d+(?:\.\d+)*[a-z]?)\.?\s+(.*)", title)
+        if n:
+            nums.add(n.group(1))
+            title = n.group(2)
+        titles.append(title)
+    return nums, titles
+
+
+def line_of(text, pos):
+    return text.count("\n", 0, pos) + 1
+
+
+def main():
+    root = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else
+                           os.path.join(os.path.dirname(__file__), ".."))
+    all_files = repo_files(root)
+    files = [f for f in all_files if in_scope(f)]
+    basenames = {os.path.basename(f) for f in all_files}
+    names, ids, haves, cpu_bits = registry(root)
+    slots = dsp_slots(root)
+
+    texts = {}
+    for f in files:
+        t = read_text(os.path.join(root, f))
+        if t is not None:
+            texts[f] = t
+
+    # ATTN_ISA_* names the code itself defines (COUNT, LIST, NOT_DEFAULT_ON...).
+    isa_macros = set(ids) | {"AUTO"}
+    for f, t in texts.items():
+        if f.split("/", 1)[0] in ("src", "include", "tests"):
+            isa_macros |= set(re.findall(r"#define ATTN_ISA_(\w+)", t))
+            isa_macros |= set(re.findall(r"\bATTN_ISA_(\w+)\s*=", t))
+
+    isa_alt = "|".join(sorted(names))
+    init_re = re.compile(r"\battn_dsp_init_(\w*)")
+    kernel_re = re.compile(r"\battn_(%s)_(f32|f16|bf16|q8_0|q4_0|fp8)_(\w*)"
+                           % "|".join(sorted(slots, key=len, reverse=True)))
+    kindfile_re = re.compile(
+        r"(?<![\w-])((tile|row|alibi|merge|backward|quant|kernels|baseline|fma_peak)_"
+        r"([A-Za-z0-9]+(?:_emu)?)\.(c|h))\b")
+    isafile_re = re.compile(r"(?<![\w-])(\w+_(?:%s)\.c)\b" % isa_alt)
+    isa_id_re = re.compile(r"\bATTN_ISA_(\w*)")
+    cpu_re = re.compile(r"\bATTN_CPU_(\w*)")
+    have_re = re.compile(r"\bHAVE_(\w*)")
+    env_re = re.compile(r"\bATTN_ISA=([A-Za-z0-9_-]+)")
+    secnum_re = re.compile(
+        r"(?<![\w/])(docs/[A-Za-z_]+\.md),?(?:\s|\*|#|//)*(?:§\s*|section\s+)"
+        r"(\d+(?:\.\d+)*[a-z]?)")
+    sectitle_re = re.compile(
+        r"(?<![\w/])(docs/[A-Za-z_]+\.md|README(?:\.md)?)(?:,|\s)(?:\s|\*|#|//)*\"([A-Z][^\"<]{0,200})\"")
+
+    heads = {}
+
+    def doc_heads(doc):
+        if doc not in heads:
+            t = read_text(os.path.join(root, doc))
+            heads[doc] = headings(t) if t is not None else None
+        return heads[doc]
+
+    findings = []
+
+    def bad(f, text, pos, msg):
+        findings.append((f, line_of(text, pos), msg))
+
+    def template_after(text, end):
+        return text[end:end + 1] == "<" or text[end:end + 2] == "##"
+
+    def isa_of(suffix):
+        """The ISA part of a symbol suffix: last component, _emu dropped."""
+        if suffix.endswith("_emu"):
+            suffix = suffix[:-4]
+        return suffix.rsplit("_", 1)[-1]
+
+    for f, text in texts.items():
+        # 1. paths
+        for m in PATH_RE.finditer(text):
+            tok = m.group(1)
+            if TEMPLATE_CHARS & set(tok) or text[m.end():m.end() + 1] in "<{*$@":
+                continue
+            tok = tok.rstrip(".")
+            last = tok.rsplit("/", 1)[-1]
+            if not (tok.endswith("/") or re.search(r"\.[A-Za-z0-9]+$", last)):
+                continue
+            here = os.path.dirname(os.path.join(root, f))
+            if not (os.path.exists(os.path.join(root, tok))
+                    or os.path.exists(os.path.join(here, tok))):
+                bad(f, text, m.start(1), "no such path: %s" % tok)
+
+        # 2. ISA names
+        for m in init_re.finditer(text):
+            suf = m.group(1)
+            if not suf or suf.endswith("_") or template_after(text, m.end()):
+                continue
+            parts = suf.split("_", 1)
+            if parts[0] in ("tiles", "tile", "merge", "backward", "quant") and len(parts) == 2:
+                suf = parts[1]
+            if isa_of(suf) not in names or (suf.endswith("_emu") and suf.count("_") > 1):
+                bad(f, text, m.start(), "unknown ISA in attn_dsp_init_%s" % m.group(1))
+        for m in kernel_re.finditer(text):
+            suf = m.group(3)
+            if not suf or suf == "fn" or suf.endswith("_") or template_after(text, m.end()):
+                continue
+            if isa_of(suf) not in names or suf.replace("_emu", "").count("_"):
+                bad(f, text, m.start(), "unknown ISA in kernel name %s" % m.group(0))
+        for m in kindfile_re.finditer(text):
+            fname, isa = m.group(1), m.group(3)
+            if fname in basenames:
+                continue
+            if isa_of(isa) not in names:
+                bad(f, text, m.start(), "unknown ISA in file name %s" % fname)
+            else:
+                bad(f, text, m.start(), "no file %s in the tree" % fname)
+        for m in isafile_re.finditer(text):
+            if m.group(1) not in basenames and not kindfile_re.match(m.group(1)):
+                bad(f, text, m.start(), "no file %s in the tree" % m.group(1))
+        for m in isa_id_re.finditer(text):
+            suf = m.group(1)
+            if not suf or template_after(text, m.end()) or suf in isa_macros:
+                continue
+            bad(f, text, m.start(), "ATTN_ISA_%s is no registry ID or defined name" % suf)
+        for m in cpu_re.finditer(text):
+            name = "ATTN_CPU_" + m.group(1)
+            if not m.group(1) or template_after(text, m.end()) or name in cpu_bits:
+                continue
+            bad(f, text, m.start(), "%s is no CPU bit of src/isa_list.h" % name)
+        for m in have_re.finditer(text):
+            name = "HAVE_" + m.group(1)
+            if not m.group(1) or template_after(text, m.end()) or name in haves:
+                continue
+            bad(f, text, m.start(), "%s is no registry `have` macro" % name)
+        for m in env_re.finditer(text):
+            if m.group(1) not in names and m.group(1) != "auto":
+                bad(f, text, m.start(), "ATTN_ISA=%s names no registry ISA" % m.group(1))
+
+        # 3. section references
+        for m in secnum_re.finditer(text):
+            h = doc_heads(m.group(1))
+            if h is None:
+                bad(f, text, m.start(), "no such document: %s" % m.group(1))
+            elif m.group(2) not in h[0]:
+                bad(f, text, m.start(), "%s has no section %s" % (m.group(1), m.group(2)))
+        for m in sectitle_re.finditer(text):
+            doc = m.group(1)
+            if doc.startswith("README"):
+                doc = "README.md"
+            want = re.sub(r"\s*(?:\n\s*(?:\*|#|//)?\s*)+", " ", m.group(2)).strip()
+            h = doc_heads(doc)
+            if h is None:
+                bad(f, text, m.start(), "no such document: %s" % doc)
+            elif not any(t.startswith(want) for t in h[1]):
+                bad(f, text, m.start(), '%s has no section "%s"' % (doc, want))
+
+    for f, line, msg in sorted(set(findings)):
+        print("%s:%d: %s" % (f, line, msg))
+    if findings:
+        print("check_text: %d finding(s) in %d files scanned" % (len(set(findings)), len(texts)))
+        return 1
+    print("check_text: %d files, no stale path, ISA or section name" % len(texts))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
