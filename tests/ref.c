@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../src/dtype_list.h" /* data on attn.h only: examples/mpi builds ref.c too */
 #include "ref.h"
 #include "tolerance.h"
 
@@ -82,16 +83,43 @@ uint16_t ref_f32_to_f16(float f)
 
 /* ------------------------------------------------------------ tensors */
 
+/* Bytes per stride unit, from src/dtype_list.h (data, not src/ code); 1 for
+   a value outside it, as before the list. */
 size_t ref_dtype_size(int32_t dtype)
 {
     switch (dtype) {
-    case ATTN_DTYPE_F32:
-        return 4;
-    case ATTN_DTYPE_F16:
-    case ATTN_DTYPE_BF16:
-        return 2;
+#define REF_DTYPE_SIZE(ID, name, block, bytes, kind, q, kv, out) \
+    case ATTN_DTYPE_##ID: return bytes;
+        ATTN_DTYPE_LIST(REF_DTYPE_SIZE)
+#undef REF_DTYPE_SIZE
     default:
         return 1;
+    }
+}
+
+/* Values per stride unit, from the list; 1 outside it. */
+int64_t ref_dtype_block(int32_t dtype)
+{
+    switch (dtype) {
+#define REF_DTYPE_BLOCK(ID, name, block, bytes, kind, q, kv, out) \
+    case ATTN_DTYPE_##ID: return block;
+        ATTN_DTYPE_LIST(REF_DTYPE_BLOCK)
+#undef REF_DTYPE_BLOCK
+    default:
+        return 1;
+    }
+}
+
+/* The list's name ("q8_0"), "?" outside it. */
+const char *ref_dtype_name(int32_t dtype)
+{
+    switch (dtype) {
+#define REF_DTYPE_NAME(ID, name, block, bytes, kind, q, kv, out) \
+    case ATTN_DTYPE_##ID: return name;
+        ATTN_DTYPE_LIST(REF_DTYPE_NAME)
+#undef REF_DTYPE_NAME
+    default:
+        return "?";
     }
 }
 
@@ -106,6 +134,7 @@ double ref_tensor_get(const attn_tensor *t, int64_t b, int64_t h, int64_t r, int
     const void *p = ref_tensor_at(t, b, h, r, c);
     uint16_t h16;
     float f;
+    /* the oracle decodes values itself, on purpose: only sizes come from the list */
     switch (t->dtype) {
     case ATTN_DTYPE_F32:
         memcpy(&f, p, sizeof f);

@@ -25,7 +25,11 @@ uint16_t ref_f32_to_bf16(float f);
 double ref_tensor_get(const attn_tensor *t, int64_t b, int64_t h, int64_t r, int64_t c);
 /* Pointer to element (b, h, r, c) for any dtype (element size from dtype). */
 void *ref_tensor_at(const attn_tensor *t, int64_t b, int64_t h, int64_t r, int64_t c);
+/* Bytes and values per stride unit (src/dtype_list.h): an element, or a
+   block of Q8_0/Q4_0. */
 size_t ref_dtype_size(int32_t dtype);
+int64_t ref_dtype_block(int32_t dtype);
+const char *ref_dtype_name(int32_t dtype);
 
 /* 1 when query i of (b, h) may see key j (padding, causal, window, mask). */
 int ref_visible(const attn_shape *shape, const attn_options *opt, int64_t b, int64_t h,

@@ -61,7 +61,7 @@ static double load_as(const void *base, int dt, size_t i)
 
 static size_t dt_size(int dt)
 {
-    return dt == ATTN_KV_F32 ? 4 : 2;
+    return ref_dtype_size(dt);
 }
 
 /* NaN matches NaN, everything else bitwise. */

@@ -32,7 +32,7 @@ static const int quant_dts[] = {ATTN_KV_Q8_0, ATTN_KV_Q4_0, ATTN_KV_FP8};
 
 static const char *qname(int dt)
 {
-    return dt == ATTN_KV_Q8_0 ? "q8_0" : dt == ATTN_KV_Q4_0 ? "q4_0" : "fp8";
+    return ref_dtype_name(dt);
 }
 
 /* Row lengths: whole blocks for Q8_0/Q4_0 (1..8 blocks, 4096), any for FP8. */
@@ -82,7 +82,7 @@ static void random_row(rng *g, int dt, unsigned char *row, size_t n, double mag)
 /* Stride units per row of n values. */
 static size_t units_of(int dt, size_t n)
 {
-    return dt == ATTN_KV_FP8 ? n : n / 32;
+    return n / (size_t)ref_dtype_block(dt);
 }
 
 /* Random rows of `units` used units each at a stride (units); decoded values
