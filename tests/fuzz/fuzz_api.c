@@ -74,13 +74,22 @@ static uint16_t to_half_bits(float f, int32_t dtype)
     return dtype == ATTN_DTYPE_F16 ? ref_f32_to_f16(f) : ref_f32_to_bf16(f);
 }
 
+/* Bytes per element of the dtypes this model sizes: the float and bool
+   kinds of src/dtype_list.h (through internal.h; the list is data, which
+   the model may read, not src/ code). 0 for the others on purpose: the
+   model does not size Q8_0, Q4_0 or FP8 tensors (fuzz_quant.c does; see the
+   K/V dtypes in run_attention), nor unknown values. */
 static size_t dtype_bytes(int32_t dtype)
 {
     switch (dtype) {
-    case ATTN_DTYPE_F32: return 4;
-    case ATTN_DTYPE_F16:
-    case ATTN_DTYPE_BF16: return 2;
-    case ATTN_DTYPE_BOOL: return 1;
+#define MODEL_DTYPE_BYTES(ID, name, block, bytes, kind, q, kv, out)                  \
+    case ATTN_DTYPE_##ID:                                                            \
+        return ATTN_DTYPE_KIND_##kind == ATTN_DTYPE_KIND_FLOAT ||                    \
+                       ATTN_DTYPE_KIND_##kind == ATTN_DTYPE_KIND_BOOL                \
+                   ? (size_t)(bytes)                                                 \
+                   : 0;
+        ATTN_DTYPE_LIST(MODEL_DTYPE_BYTES)
+#undef MODEL_DTYPE_BYTES
     default: return 0;
     }
 }

@@ -26,9 +26,10 @@
 #define CAP_WORK ((int64_t)1 << 19)
 
 
+/* Bytes per element: src/dtype_list.h's, through ref.c. */
 static size_t esize(int32_t dt)
 {
-    return dt == ATTN_DTYPE_F32 ? 4 : dt == ATTN_DTYPE_BOOL ? 1 : 2;
+    return ref_dtype_size(dt);
 }
 
 /* [B][H][L][C], padded rows or [B][L][H][C]; broadcast strides when asked. */

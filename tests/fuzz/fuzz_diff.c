@@ -50,9 +50,10 @@ static float gen_value(gen *g, int allow_special)
     return fz_rng_float(&g->rng, g->lo, g->hi);
 }
 
+/* Bytes per element: src/dtype_list.h's, through ref.c. */
 static size_t esize(int32_t dt)
 {
-    return dt == ATTN_DTYPE_F32 ? 4 : dt == ATTN_DTYPE_BOOL ? 1 : 2;
+    return ref_dtype_size(dt);
 }
 
 /* A dense-or-padded [B][H][L][C] (or [B][L][H][C]) tensor on the heap. */

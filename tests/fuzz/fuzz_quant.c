@@ -39,7 +39,7 @@ static const int32_t quant_dtypes[] = {ATTN_DTYPE_Q8_0, ATTN_DTYPE_Q4_0, ATTN_DT
 /* Stride units of one row of n values. */
 static int64_t units_of(int32_t dt, int64_t n)
 {
-    return dt == ATTN_DTYPE_FP8_E4M3 ? n : n / 32;
+    return n / ref_dtype_block(dt);
 }
 
 typedef struct cache {
