@@ -28,6 +28,7 @@
 #include <time.h>
 
 #include "attn.h"
+#include "../src/dtype_list.h"
 
 static double now(void)
 {
@@ -96,8 +97,14 @@ static void *make_kv(int32_t dtype, const float *src, int64_t rows, int64_t d, i
         return p;
     }
     default: {
-        const int64_t block = dtype == ATTN_DTYPE_FP8_E4M3 ? 1 : 32;
-        const size_t ub = dtype == ATTN_DTYPE_Q8_0 ? 34 : dtype == ATTN_DTYPE_Q4_0 ? 18 : 1;
+        int64_t block = 1;
+        size_t ub = 1;
+        switch (dtype) { /* src/dtype_list.h: data on attn.h only */
+#define UNIT_OF(ID, name, blk, bytes, kind, q, kv, out) \
+    case ATTN_DTYPE_##ID: block = blk, ub = bytes; break;
+            ATTN_DTYPE_LIST(UNIT_OF)
+#undef UNIT_OF
+        }
         *units = d / block;
         void *p = malloc((size_t)(rows * *units) * ub);
         if (attn_quantize(dtype, src, rows, d, d, p, *units, 0.0f) != ATTN_OK) {
