@@ -5,7 +5,7 @@ import ctypes
 import enum
 import threading
 
-from . import _loader
+from . import _dtypes, _loader
 
 
 class Status(enum.IntEnum):
@@ -19,14 +19,11 @@ class Status(enum.IntEnum):
     ERR_VERSION = 7
 
 
-class DType(enum.IntEnum):
-    F32 = 0
-    F16 = 1
-    BF16 = 2
-    BOOL = 3
-    Q8_0 = 4      # K/V caches only: ggml block_q8_0 (34 bytes per 32 values)
-    Q4_0 = 5      # ggml block_q4_0 (18 bytes per 32 values)
-    FP8_E4M3 = 6  # one byte per value, times k_scale / v_scale
+# attn_dtype, one member per row of src/dtype_list.h (_dtypes.py): F32, F16,
+# BF16, BOOL, and the K/V cache formats Q8_0 (ggml block_q8_0, 34 bytes per
+# 32 values), Q4_0 (block_q4_0, 18 bytes per 32) and FP8_E4M3 (one byte per
+# value, times k_scale / v_scale).
+DType = enum.IntEnum("DType", [(row.id, row.value) for row in _dtypes.ROWS], module=__name__)
 
 
 CAUSAL = 1

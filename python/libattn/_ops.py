@@ -12,6 +12,7 @@ from ._tensor import (Operand, as_operand, broadcast, check_no_overlap, check_ou
                       copy_f32, dtype_from_name, indices, is_tensor, materialize_columns,
                       new_f32, np)
 from ._capi import DType
+from ._dtypes import ROWS
 from . import _kvlayout
 
 _FLT_MAX = 3.4028234663852886e38
@@ -232,10 +233,11 @@ def _half_bits(dtype):
     return dt
 
 
-_QUANT_DTYPES = {"q8_0": DType.Q8_0, "q4_0": DType.Q4_0, "fp8": DType.FP8_E4M3,
-                 "fp8_e4m3": DType.FP8_E4M3}
+_QUANT_ROWS = [row for row in ROWS if row.kind in ("qblock", "fp8")]
+_QUANT_DTYPES = {row.name: DType(row.value) for row in _QUANT_ROWS}
+_QUANT_DTYPES["fp8_e4m3"] = DType.FP8_E4M3
 # values per stride unit, bytes per stride unit
-_QUANT_LAYOUT = {DType.Q8_0: (32, 34), DType.Q4_0: (32, 18), DType.FP8_E4M3: (1, 1)}
+_QUANT_LAYOUT = {DType(row.value): (row.block, row.bytes) for row in _QUANT_ROWS}
 
 
 def _quant_dtype(name, what):

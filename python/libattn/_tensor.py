@@ -10,6 +10,7 @@ import struct
 import sys
 
 from ._capi import DType, Tensor as CTensor
+from ._dtypes import ROWS
 
 try:
     import numpy as np
@@ -17,14 +18,10 @@ except ImportError:  # NumPy is optional: libattn.Tensor works without it
     np = None
 
 # Bytes per stride unit: an element, or one 32-value block for Q8_0/Q4_0.
-_ITEMSIZE = {DType.F32: 4, DType.F16: 2, DType.BF16: 2, DType.BOOL: 1,
-             DType.Q8_0: 34, DType.Q4_0: 18, DType.FP8_E4M3: 1}
-_DTYPE_NAMES = {
-    "f32": DType.F32, "float32": DType.F32,
-    "f16": DType.F16, "float16": DType.F16,
-    "bf16": DType.BF16, "bfloat16": DType.BF16,
-    "bool": DType.BOOL,
-}
+_ITEMSIZE = {DType(row.value): row.bytes for row in ROWS}
+# The names of the float and bool dtypes, and NumPy's spellings of the floats.
+_DTYPE_NAMES = {row.name: DType(row.value) for row in ROWS if row.kind in ("float", "bool")}
+_DTYPE_NAMES.update({"float32": DType.F32, "float16": DType.F16, "bfloat16": DType.BF16})
 _NATIVE = "<" if sys.byteorder == "little" else ">"
 
 
