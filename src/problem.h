@@ -77,6 +77,9 @@ typedef struct attn_problem {
     case ATTN_DTYPE_##ID: return block;
 #define ATTN_DTYPE_X_GET_float(ID, name, block, bytes, kind, q, kv, out) \
     case ATTN_DTYPE_##ID: return ATTN_DTYPE_KIND_##kind == ATTN_DTYPE_KIND_FLOAT;
+#define ATTN_DTYPE_X_GET_quant(ID, name, block, bytes, kind, q, kv, out) \
+    case ATTN_DTYPE_##ID: return ATTN_DTYPE_KIND_##kind == ATTN_DTYPE_KIND_QBLOCK || \
+                                 ATTN_DTYPE_KIND_##kind == ATTN_DTYPE_KIND_FP8;
 #define ATTN_DTYPE_X_GET_q(ID, name, block, bytes, kind, q, kv, out) \
     case ATTN_DTYPE_##ID: return q;
 #define ATTN_DTYPE_X_GET_kv(ID, name, block, bytes, kind, q, kv, out) \
@@ -93,6 +96,9 @@ static inline int64_t attn_dtype_block(int32_t dtype) { ATTN_DTYPE_GET(dtype, bl
 
 /* F32, F16 or BF16: the dtypes of q, and of the backward's float inputs. */
 static inline int attn_dtype_is_float_input(int32_t dtype) { ATTN_DTYPE_GET(dtype, float, 0) }
+
+/* Q8_0, Q4_0, FP8_E4M3: what attn_quantize writes. */
+static inline int attn_dtype_is_quantized(int32_t dtype) { ATTN_DTYPE_GET(dtype, quant, 0) }
 
 /* A valid dtype of q; of k and v (attn.h, "Quantized K/V caches"); of the
    scores, weights and the forward's output. */

@@ -21,7 +21,7 @@ attn_status attn_quantize(int32_t dtype, const float *src, int64_t rows, int64_t
 {
     if (!src || !dst)
         return ATTN_ERR_NULL;
-    if (dtype != ATTN_DTYPE_Q8_0 && dtype != ATTN_DTYPE_Q4_0 && dtype != ATTN_DTYPE_FP8_E4M3)
+    if (!attn_dtype_is_quantized(dtype))
         return ATTN_ERR_ARG;
     const int64_t block = attn_dtype_block(dtype);
     if (rows <= 0 || cols <= 0 || cols % block != 0)
