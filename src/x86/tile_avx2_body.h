@@ -1,0 +1,696 @@
+/*
+ * The AVX2+FMA+F16C tile family: qk_tile, pv_tile and to_f32 written once
+ * for every K/V dtype, F32/F16/BF16 (tile_avx2.c) and Q8_0/Q4_0/FP8
+ * (quant_avx2.c), which instantiate them through src/tile_variants.h. A
+ * dtype enters only through its loads (load8, load8_part, and load16 where
+ * decoding 16 values at once is cheaper) and its stride unit (unit_bytes,
+ * unit_values): F16 rows are widened with vcvtph2ps, BF16 with a 16-bit
+ * shift, the quantized ones decoded exactly into f32 (dsp.h), so the
+ * arithmetic after the load is the same f32 FMA code for every dtype, with
+ * the same blocking, row thresholds, prefetch and panels. Tails (d, dv, nk,
+ * nq not multiples of the blocking) use masked or buffered partial loads:
+ * no kernel reads past the elements it is given (software prefetches, hints
+ * that read nothing, may name rows beyond: src/prefetch.h). The block
+ * formats have no tails: their rows are whole 32-value blocks.
+ *
+ * qk_tile has two paths: blocks of >= QK_PACK_MIN_ROWS query rows (prefill,
+ * scores) transpose each panel of 16 keys once (decoding them once) and run
+ * an outer-product kernel over it; smaller blocks (decode: the q heads of
+ * one KV head) use a dot-product kernel on K as it lies, prefetching ahead
+ * since there K streams from memory. pv_tile keeps a 4-row x 24-column piece
+ * of the accumulator in registers while a pass of 32 keys (few rows: every
+ * key of the tile) streams by; with many rows a quantized V chunk is decoded
+ * once into an f32 panel that every row group then reads.
+ *
+ * Row addresses are formed in unsigned arithmetic from the stride in units
+ * (src/prefetch.h says why: a dimension of extent 1 may carry any stride).
+ *
+ * The QK_* / PV_* blocking macros are tuning knobs (overridable with -D for
+ * experiments); the defaults were measured best on the development machine.
+ */
+#ifndef ATTN_X86_TILE_AVX2_BODY_H
+#define ATTN_X86_TILE_AVX2_BODY_H
+
+#include <string.h>
+
+#include "x86/avx2.h"
+
+/* ------------------------------------------------------------ the dtypes */
+
+/* Bytes per stride unit (one value, or one 32-value block). */
+static ALWAYS_INLINE size_t unit_bytes(int dt)
+{
+    switch (dt) {
+    case ATTN_KV_F32: return 4;
+    case ATTN_KV_F16:
+    case ATTN_KV_BF16: return 2;
+    case ATTN_KV_Q8_0: return ATTN_Q8_0_BYTES;
+    case ATTN_KV_Q4_0: return ATTN_Q4_0_BYTES;
+    default: return 1; /* FP8 */
+    }
+}
+
+/* Values per stride unit. */
+static ALWAYS_INLINE size_t unit_values(int dt)
+{
+    return dt == ATTN_KV_Q8_0 || dt == ATTN_KV_Q4_0 ? ATTN_QBLOCK : 1;
+}
+
+/* Decoding costs more than widening: decode 16 values at a time in the dot
+   products, and a V chunk once for every row group. */
+static ALWAYS_INLINE int is_quant(int dt)
+{
+    return dt == ATTN_KV_Q8_0 || dt == ATTN_KV_Q4_0 || dt == ATTN_KV_FP8;
+}
+
+/* Bytes of n values of a row. */
+static ALWAYS_INLINE size_t row_bytes(int dt, size_t n)
+{
+    return n / unit_values(dt) * unit_bytes(dt);
+}
+
+/* Row c of an array whose rows lie `step` bytes apart. */
+static ALWAYS_INLINE const unsigned char *row_at(const unsigned char *base, size_t c,
+                                                 uintptr_t step)
+{
+    return (const unsigned char *)((uintptr_t)base + (uintptr_t)c * step);
+}
+
+static ALWAYS_INLINE __m256 widen_f16(__m128i h) { return _mm256_cvtph_ps(h); }
+
+static ALWAYS_INLINE __m256 widen_bf16(__m128i h)
+{
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+/* The binary16 scale at the head of a block (no alignment assumed). */
+static ALWAYS_INLINE __m256 block_scale(const unsigned char *blk)
+{
+    uint16_t h;
+    memcpy(&h, blk, sizeof h);
+    return _mm256_set1_ps(_cvtsh_ss(h));
+}
+
+/*
+ * 8 E4M3 bytes (the low half of x) to f32, exactly. Each byte becomes the
+ * binary16 with the same sign, exponent and mantissa bits (S.EEEE.MMM ->
+ * S.0EEEE.MMM0000000), whose value is the E4M3 value times 2^-8 (biases 15
+ * and 7), E4M3 subnormals landing on binary16 subnormals; vcvtph2ps widens
+ * it exactly and the product with 2^8 is exact. No f32 subnormal is ever an
+ * input or a result, and vcvtph2ps converts binary16 subnormals whatever
+ * MXCSR.DAZ says, so a caller's DAZ/FTZ cannot change a value
+ * (quant::e4m3_every_byte checks every byte with both set). S.1111.111
+ * (480 so far) becomes NaN.
+ */
+static ALWAYS_INLINE __m256 fp8_8(__m128i x)
+{
+    const __m128i h = _mm_and_si128(_mm_slli_epi16(_mm_cvtepi8_epi16(x), 7),
+                                    _mm_set1_epi16((short)0xBF80));
+    const __m256 v = _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set1_ps(256.0f));
+    const __m256 is_nan = _mm256_castsi256_ps(_mm256_cvtepi8_epi32(
+        _mm_cmpeq_epi8(_mm_and_si128(x, _mm_set1_epi8(0x7f)), _mm_set1_epi8(0x7f))));
+    return _mm256_blendv_ps(v, _mm256_set1_ps(__builtin_nanf("")), is_nan);
+}
+
+/* Values t..t+7 (t a multiple of 8) of a row, as f32. */
+static ALWAYS_INLINE __m256 load8(int dt, const unsigned char *row, size_t t)
+{
+    if (dt == ATTN_KV_F32)
+        return _mm256_loadu_ps((const float *)row + t);
+    if (dt == ATTN_KV_F16 || dt == ATTN_KV_BF16) {
+        __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)row + t));
+        return dt == ATTN_KV_F16 ? widen_f16(h) : widen_bf16(h);
+    }
+    if (dt == ATTN_KV_FP8)
+        return fp8_8(_mm_loadl_epi64((const __m128i *)(row + t)));
+    const unsigned char *blk = row + t / ATTN_QBLOCK * unit_bytes(dt);
+    __m256i iv;
+    if (dt == ATTN_KV_Q8_0) {
+        iv = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(blk + 2 + (t & 31))));
+    } else { /* Q4_0: values 0..15 in the low nibbles, 16..31 in the high */
+        __m128i x = _mm_loadl_epi64((const __m128i *)(blk + 2 + (t & 15)));
+        if (t & 16)
+            x = _mm_srli_epi16(x, 4);
+        x = _mm_and_si128(x, _mm_set1_epi8(0x0f));
+        iv = _mm256_sub_epi32(_mm256_cvtepu8_epi32(x), _mm256_set1_epi32(8));
+    }
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(iv), block_scale(blk));
+}
+
+/* The first n (1..7) values from t, zeros in the other lanes (no block
+   format: their rows have no tails). */
+static ALWAYS_INLINE __m256 load8_part(int dt, const unsigned char *row, size_t t, size_t n)
+{
+    if (dt == ATTN_KV_F32)
+        return _mm256_maskload_ps((const float *)row + t, first_lanes(n));
+    if (dt == ATTN_KV_FP8) {
+        unsigned char buf[16] = {0};
+        memcpy(buf, row + t, n);
+        return fp8_8(_mm_loadl_epi64((const __m128i *)buf));
+    }
+    uint16_t buf[8] = {0};
+    memcpy(buf, (const uint16_t *)row + t, n * sizeof *buf);
+    __m128i h = _mm_loadu_si128((const __m128i *)buf);
+    return dt == ATTN_KV_F16 ? widen_f16(h) : widen_bf16(h);
+}
+
+/*
+ * Values t..t+15 (t a multiple of 16) of a Q8_0/Q4_0/FP8 row as two
+ * vectors, the same values as two load8: one load and, for the block
+ * formats, one scale broadcast for both; Q4_0's (n - 8) * d as
+ * n * d + (-8 d), exact in one fused step (the result is representable).
+ * E4M3 as in fp8_8, with the NaN fix-up only when a NaN byte is there.
+ */
+static ALWAYS_INLINE void load16(int dt, const unsigned char *row, size_t t, __m256 *lo,
+                                 __m256 *hi)
+{
+    if (dt == ATTN_KV_FP8) {
+        const __m128i x = _mm_loadu_si128((const __m128i *)(row + t));
+        const __m256i h = _mm256_and_si256(_mm256_slli_epi16(_mm256_cvtepi8_epi16(x), 7),
+                                           _mm256_set1_epi16((short)0xBF80));
+        const __m256 two8 = _mm256_set1_ps(256.0f);
+        *lo = _mm256_mul_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(h)), two8);
+        *hi = _mm256_mul_ps(_mm256_cvtph_ps(_mm256_extracti128_si256(h, 1)), two8);
+        const __m128i nan = _mm_cmpeq_epi8(_mm_and_si128(x, _mm_set1_epi8(0x7f)),
+                                           _mm_set1_epi8(0x7f));
+        if (__builtin_expect(_mm_movemask_epi8(nan) != 0, 0)) {
+            const __m256 qnan = _mm256_set1_ps(__builtin_nanf(""));
+            *lo = _mm256_blendv_ps(*lo, qnan, _mm256_castsi256_ps(_mm256_cvtepi8_epi32(nan)));
+            *hi = _mm256_blendv_ps(
+                *hi, qnan, _mm256_castsi256_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(nan, 8))));
+        }
+        return;
+    }
+    const unsigned char *blk = row + t / ATTN_QBLOCK * unit_bytes(dt);
+    const __m256 d = block_scale(blk);
+    if (dt == ATTN_KV_Q8_0) {
+        const __m128i x = _mm_loadu_si128((const __m128i *)(blk + 2 + (t & 16)));
+        *lo = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(x)), d);
+        *hi = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(x, 8))), d);
+        return;
+    }
+    __m128i x = _mm_loadu_si128((const __m128i *)(blk + 2));
+    if (t & 16)
+        x = _mm_srli_epi16(x, 4);
+    x = _mm_and_si128(x, _mm_set1_epi8(0x0f));
+    const __m256 m8d = _mm256_mul_ps(d, _mm256_set1_ps(-8.0f));
+    *lo = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(x)), d, m8d);
+    *hi = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(x, 8))), d, m8d);
+}
+
+/* Sum of each of the four vectors, as the four lanes of the result. */
+static ALWAYS_INLINE __m128 reduce4(__m256 a, __m256 b, __m256 c, __m256 d)
+{
+    __m256 ab = _mm256_hadd_ps(a, b);
+    __m256 cd = _mm256_hadd_ps(c, d);
+    __m256 abcd = _mm256_hadd_ps(ab, cd);
+    return _mm_add_ps(_mm256_castps256_ps128(abcd), _mm256_extractf128_ps(abcd, 1));
+}
+
+/* ------------------------------------------------------------------ qk_tile */
+
+/*
+ * Dot-product micro-kernel: an R x C block of scores (R query rows, C <= 4
+ * keys), for blocks of few rows.
+ * The dot products run along d, the direction both q and k rows are
+ * contiguous in, so each (row, key) pair owns one ymm accumulator; the R*C
+ * accumulators are reduced horizontally once at the end. Per 8 elements of d
+ * it loads R + C vectors for R*C FMAs. The quantized keys are decoded 16
+ * values at a time (load16), which adds the same products to each
+ * accumulator in the same order.
+ */
+#ifndef QK_ROWS
+#define QK_ROWS 4
+#endif
+#ifndef QK_KEYS
+#define QK_KEYS 3
+#endif
+_Static_assert(QK_KEYS >= 1 && QK_KEYS <= 4, "reduce4 sums up to four keys");
+_Static_assert(QK_ROWS >= 1 && QK_ROWS <= 6, "qk_rows handles row tails of up to 5 rows");
+
+static ALWAYS_INLINE void qk_micro(int dtype, size_t R, size_t C, const float *q,
+                                   ptrdiff_t q_stride, const unsigned char *k, uintptr_t kb,
+                                   size_t d, float scale, float *s, ptrdiff_t s_stride)
+{
+    __m256 acc[QK_ROWS][4]; /* reduce4 takes four: unused ones stay 0 */
+    for (size_t r = 0; r < R; r++)
+        for (size_t c = 0; c < 4; c++)
+            acc[r][c] = _mm256_setzero_ps();
+
+    size_t t = 0;
+    if (is_quant(dtype))
+        for (; t + 16 <= d; t += 16) {
+            __m256 klo[QK_KEYS], khi[QK_KEYS];
+            for (size_t c = 0; c < C; c++)
+                load16(dtype, row_at(k, c, kb), t, &klo[c], &khi[c]);
+            for (size_t r = 0; r < R; r++) {
+                const float *qr = q + (ptrdiff_t)r * q_stride + (ptrdiff_t)t;
+                const __m256 qlo = _mm256_loadu_ps(qr), qhi = _mm256_loadu_ps(qr + 8);
+                for (size_t c = 0; c < C; c++) {
+                    acc[r][c] = _mm256_fmadd_ps(qlo, klo[c], acc[r][c]);
+                    acc[r][c] = _mm256_fmadd_ps(qhi, khi[c], acc[r][c]);
+                }
+            }
+        }
+    for (; t + 8 <= d; t += 8) {
+        __m256 qv[QK_ROWS];
+        for (size_t r = 0; r < R; r++)
+            qv[r] = _mm256_loadu_ps(q + (ptrdiff_t)r * q_stride + (ptrdiff_t)t);
+        for (size_t c = 0; c < C; c++) {
+            __m256 kv = load8(dtype, row_at(k, c, kb), t);
+            for (size_t r = 0; r < R; r++)
+                acc[r][c] = _mm256_fmadd_ps(qv[r], kv, acc[r][c]);
+        }
+    }
+    if (t < d) {
+        size_t n = d - t;
+        __m256 qv[QK_ROWS];
+        for (size_t r = 0; r < R; r++)
+            qv[r] = _mm256_maskload_ps(q + (ptrdiff_t)r * q_stride + (ptrdiff_t)t, first_lanes(n));
+        for (size_t c = 0; c < C; c++) {
+            __m256 kv = load8_part(dtype, row_at(k, c, kb), t, n);
+            for (size_t r = 0; r < R; r++)
+                acc[r][c] = _mm256_fmadd_ps(qv[r], kv, acc[r][c]);
+        }
+    }
+
+    __m128 vscale = _mm_set1_ps(scale);
+    for (size_t r = 0; r < R; r++) {
+        __m128 dots = _mm_mul_ps(reduce4(acc[r][0], acc[r][1], acc[r][2], acc[r][3]), vscale);
+        float *sr = s + (ptrdiff_t)r * s_stride;
+        if (C == 4)
+            _mm_storeu_ps(sr, dots);
+        else
+            _mm_maskstore_ps(sr, _mm256_castsi256_si128(first_lanes(C)), dots);
+    }
+}
+
+/* Rows in groups of QK_ROWS for keys c..c+C of the tile. */
+static ALWAYS_INLINE void qk_rows(int dtype, size_t C, const float *q, ptrdiff_t q_stride,
+                                  const unsigned char *k, uintptr_t kb, size_t nq, size_t d,
+                                  float scale, float *s, ptrdiff_t s_stride)
+{
+    size_t r = 0;
+    for (; r + QK_ROWS <= nq; r += QK_ROWS)
+        qk_micro(dtype, QK_ROWS, C, q + (ptrdiff_t)r * q_stride, q_stride, k, kb, d, scale,
+                 s + (ptrdiff_t)r * s_stride, s_stride);
+    const float *qr = q + (ptrdiff_t)r * q_stride;
+    float *sr = s + (ptrdiff_t)r * s_stride;
+    switch (nq - r) {
+#if QK_ROWS > 5
+    case 5: qk_micro(dtype, 5, C, qr, q_stride, k, kb, d, scale, sr, s_stride); break;
+#endif
+#if QK_ROWS > 4
+    case 4: qk_micro(dtype, 4, C, qr, q_stride, k, kb, d, scale, sr, s_stride); break;
+#endif
+#if QK_ROWS > 3
+    case 3: qk_micro(dtype, 3, C, qr, q_stride, k, kb, d, scale, sr, s_stride); break;
+#endif
+#if QK_ROWS > 2
+    case 2: qk_micro(dtype, 2, C, qr, q_stride, k, kb, d, scale, sr, s_stride); break;
+#endif
+    case 1: qk_micro(dtype, 1, C, qr, q_stride, k, kb, d, scale, sr, s_stride); break;
+    default: break;
+    }
+}
+
+/*
+ * Packed path for blocks with many query rows: a panel of 16 keys is
+ * transposed once into kt[t][16] (d <= QK_PACK_MAX_D, on the stack), then
+ * every group of 6 query rows runs an outer-product kernel over it: per t,
+ * two kt vectors, six broadcast q elements, twelve FMAs into 6 x 16 scores
+ * held in registers. No horizontal reductions, and the scores leave as
+ * whole vectors. The transpose costs about as much as one row group, so the
+ * dot-product kernel above stays for blocks of few rows (decode).
+ */
+#define QK_PACK_KEYS 16
+#define QK_PACK_ROWS 6
+#define QK_PACK_MAX_D 256
+#ifndef QK_PACK_MIN_ROWS
+#define QK_PACK_MIN_ROWS 12
+#endif
+
+/* Transpose of an 8x8 block: rows r0..r7 in, columns out. */
+static ALWAYS_INLINE void transpose8(__m256 r[8])
+{
+    __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+    __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+    __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+    __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+    __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xee);
+    __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xee);
+    __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xee);
+    __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xee);
+    r[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
+    r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+    r[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
+    r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+    r[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
+    r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+    r[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
+    r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+}
+
+/*
+ * kt[t * 16 + j] = k row j, element t, for j < nkp (0 for nkp <= j < 16)
+ * and t < d, rounded up to a multiple of 8 with zeros.
+ */
+static ALWAYS_INLINE void qk_pack(int dtype, const unsigned char *k, uintptr_t kb, size_t nkp,
+                                  size_t d, float *kt)
+{
+    for (size_t half = 0; half < 2; half++) {
+        for (size_t t = 0; t < d; t += 8) {
+            size_t n = d - t < 8 ? d - t : 8;
+            if (dtype == ATTN_KV_F32 && n == 8 && nkp >= 8 * half + 8) {
+                /*
+                 * f32, whole block: rows j and j+4 share a register (128-bit
+                 * halves inserted by the loads), so two in-lane 4x4
+                 * transposes finish the job: 16 shuffles instead of 24.
+                 */
+                __m256 a[4], b[4];
+                for (size_t j = 0; j < 4; j++) {
+                    const float *lo = (const float *)row_at(k, 8 * half + j, kb) + t;
+                    const float *hi = (const float *)row_at(k, 8 * half + j + 4, kb) + t;
+                    a[j] = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(lo)),
+                                                _mm_loadu_ps(hi), 1);
+                    b[j] = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(lo + 4)),
+                                                _mm_loadu_ps(hi + 4), 1);
+                }
+                for (size_t g = 0; g < 2; g++) {
+                    __m256 *x = g ? b : a;
+                    __m256 t0 = _mm256_unpacklo_ps(x[0], x[1]), t1 = _mm256_unpackhi_ps(x[0], x[1]);
+                    __m256 t2 = _mm256_unpacklo_ps(x[2], x[3]), t3 = _mm256_unpackhi_ps(x[2], x[3]);
+                    float *out = kt + (t + 4 * g) * QK_PACK_KEYS + 8 * half;
+                    _mm256_store_ps(out, _mm256_shuffle_ps(t0, t2, 0x44));
+                    _mm256_store_ps(out + QK_PACK_KEYS, _mm256_shuffle_ps(t0, t2, 0xee));
+                    _mm256_store_ps(out + 2 * QK_PACK_KEYS, _mm256_shuffle_ps(t1, t3, 0x44));
+                    _mm256_store_ps(out + 3 * QK_PACK_KEYS, _mm256_shuffle_ps(t1, t3, 0xee));
+                }
+                continue;
+            }
+            __m256 r[8];
+            for (size_t j = 0; j < 8; j++) {
+                size_t key = 8 * half + j;
+                r[j] = key >= nkp ? _mm256_setzero_ps()
+                       : n == 8   ? load8(dtype, row_at(k, key, kb), t)
+                                  : load8_part(dtype, row_at(k, key, kb), t, n);
+            }
+            transpose8(r);
+            for (size_t j = 0; j < 8; j++)
+                _mm256_store_ps(kt + (t + j) * QK_PACK_KEYS + 8 * half, r[j]);
+        }
+    }
+}
+
+/* R (<= 6) query rows x 16 packed keys; the first nkp scores are stored. */
+static ALWAYS_INLINE void qk_packed_micro(size_t R, const float *q, ptrdiff_t q_stride,
+                                          const float *kt, size_t d, size_t nkp, float scale,
+                                          float *s, ptrdiff_t s_stride)
+{
+    __m256 acc[QK_PACK_ROWS][2];
+    for (size_t r = 0; r < R; r++)
+        acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+    for (size_t t = 0; t < d; t++) {
+        __m256 k0 = _mm256_load_ps(kt + t * QK_PACK_KEYS);
+        __m256 k1 = _mm256_load_ps(kt + t * QK_PACK_KEYS + 8);
+        for (size_t r = 0; r < R; r++) {
+            __m256 qb = _mm256_broadcast_ss(q + (ptrdiff_t)r * q_stride + (ptrdiff_t)t);
+            acc[r][0] = _mm256_fmadd_ps(qb, k0, acc[r][0]);
+            acc[r][1] = _mm256_fmadd_ps(qb, k1, acc[r][1]);
+        }
+    }
+    const __m256 vscale = _mm256_set1_ps(scale);
+    for (size_t r = 0; r < R; r++) {
+        float *sr = s + (ptrdiff_t)r * s_stride;
+        __m256 lo = _mm256_mul_ps(acc[r][0], vscale), hi = _mm256_mul_ps(acc[r][1], vscale);
+        if (nkp == QK_PACK_KEYS) {
+            _mm256_storeu_ps(sr, lo);
+            _mm256_storeu_ps(sr + 8, hi);
+        } else if (nkp > 8) {
+            _mm256_storeu_ps(sr, lo);
+            _mm256_maskstore_ps(sr + 8, first_lanes(nkp - 8), hi);
+        } else {
+            _mm256_maskstore_ps(sr, first_lanes(nkp), lo);
+        }
+    }
+}
+
+static ALWAYS_INLINE void qk_tile_packed(int dtype, const float *q, ptrdiff_t q_stride,
+                                         const unsigned char *k, uintptr_t kb, size_t nq,
+                                         size_t nk, size_t d, float scale, float *s,
+                                         ptrdiff_t s_stride)
+{
+    _Alignas(32) float kt[QK_PACK_MAX_D * QK_PACK_KEYS];
+    for (size_t c = 0; c < nk; c += QK_PACK_KEYS) {
+        size_t nkp = nk - c < QK_PACK_KEYS ? nk - c : QK_PACK_KEYS;
+        qk_pack(dtype, row_at(k, c, kb), kb, nkp, d, kt);
+        /* groups of 6; a remainder of 7 or 8 as two groups of 3-4, not 6 + 1-2 */
+        size_t r = 0;
+        for (; nq - r > QK_PACK_ROWS + 2; r += QK_PACK_ROWS)
+            qk_packed_micro(QK_PACK_ROWS, q + (ptrdiff_t)r * q_stride, q_stride, kt, d, nkp,
+                            scale, s + (ptrdiff_t)r * s_stride + c, s_stride);
+        while (r < nq) {
+            size_t rest = nq - r, g = rest > QK_PACK_ROWS ? rest / 2 : rest;
+            const float *qr = q + (ptrdiff_t)r * q_stride;
+            float *sr = s + (ptrdiff_t)r * s_stride + c;
+            switch (g) {
+            case 6: qk_packed_micro(6, qr, q_stride, kt, d, nkp, scale, sr, s_stride); break;
+            case 5: qk_packed_micro(5, qr, q_stride, kt, d, nkp, scale, sr, s_stride); break;
+            case 4: qk_packed_micro(4, qr, q_stride, kt, d, nkp, scale, sr, s_stride); break;
+            case 3: qk_packed_micro(3, qr, q_stride, kt, d, nkp, scale, sr, s_stride); break;
+            case 2: qk_packed_micro(2, qr, q_stride, kt, d, nkp, scale, sr, s_stride); break;
+            default: qk_packed_micro(1, qr, q_stride, kt, d, nkp, scale, sr, s_stride); break;
+            }
+            r += g;
+        }
+    }
+}
+
+/*
+ * Keys outermost: a group of QK_KEYS k rows stays in L1 while every query
+ * row of the block (kept in L1/L2 by the driver's block size) passes over it.
+ * With few query rows (decode) the tile is as much a stream of K from memory
+ * as arithmetic, so rows ATTN_PREFETCH_BYTES ahead are prefetched
+ * (prefetch.h) to overlap the two.
+ */
+static ALWAYS_INLINE void qk_tile(int dtype, const float *q, ptrdiff_t q_stride, const void *k,
+                                  ptrdiff_t k_stride, size_t nq, size_t nk, size_t d,
+                                  float scale, float *s, ptrdiff_t s_stride)
+{
+    const size_t unit = unit_bytes(dtype);
+    const uintptr_t kb = (uintptr_t)k_stride * unit;
+    if (nq >= QK_PACK_MIN_ROWS && d <= QK_PACK_MAX_D) {
+        qk_tile_packed(dtype, q, q_stride, k, kb, nq, nk, d, scale, s, s_stride);
+        return;
+    }
+    const size_t bytes = row_bytes(dtype, d);
+    const size_t ahead = attn_prefetch_rows_ahead(bytes);
+    size_t c = 0;
+    for (; c + QK_KEYS <= nk; c += QK_KEYS) {
+        attn_prefetch_rows(k, c + ahead, k_stride, unit, QK_KEYS, bytes);
+        qk_rows(dtype, QK_KEYS, q, q_stride, row_at(k, c, kb), kb, nq, d, scale, s + c,
+                s_stride);
+    }
+    const unsigned char *kc = row_at(k, c, kb);
+    switch (nk - c) {
+#if QK_KEYS > 3
+    case 3: qk_rows(dtype, 3, q, q_stride, kc, kb, nq, d, scale, s + c, s_stride); break;
+#endif
+#if QK_KEYS > 2
+    case 2: qk_rows(dtype, 2, q, q_stride, kc, kb, nq, d, scale, s + c, s_stride); break;
+#endif
+    case 1: qk_rows(dtype, 1, q, q_stride, kc, kb, nq, d, scale, s + c, s_stride); break;
+    default: break;
+    }
+}
+
+/* ------------------------------------------------------------------ pv_tile */
+
+/*
+ * Micro-kernel: acc rows r..r+R, columns j..j+8W stay in R*W ymm registers
+ * while the keys c0..c1 of the chunk stream by; each key loads W vectors of
+ * its v row (values j0.. of the rows at v, `vb` bytes apart) and broadcasts
+ * R weights. `tail` (1..7, or 0) makes the last vector partial. pf > 0:
+ * prefetch whole v rows of pf bytes ahead (prefetch.h; the first
+ * micro-kernel over a pass's rows does it).
+ */
+#ifndef PV_ROWS
+#define PV_ROWS 4
+#endif
+#ifndef PV_VECS
+#define PV_VECS 3
+#endif
+_Static_assert(PV_VECS >= 1 && PV_VECS <= 4, "pv_cols handles tails of up to 4 vectors");
+_Static_assert(PV_ROWS >= 1 && PV_ROWS <= 6, "pv_tile handles row tails of up to 5 rows");
+/* Keys per pass: this many v rows stay in L1 across the column chunks. */
+#ifndef PV_KEY_CHUNK
+#define PV_KEY_CHUNK 32
+#endif
+
+static ALWAYS_INLINE void pv_micro(int dtype, size_t R, size_t W, size_t tail, const float *p,
+                                   ptrdiff_t p_stride, const unsigned char *v, ptrdiff_t v_stride,
+                                   size_t j0, size_t nk, size_t pf, float *acc,
+                                   ptrdiff_t acc_stride)
+{
+    __m256 a[PV_ROWS][PV_VECS];
+    const size_t unit = unit_bytes(dtype);
+    const uintptr_t vb = (uintptr_t)v_stride * unit;
+    const size_t ahead = pf ? attn_prefetch_rows_ahead(pf) : 0;
+    __m256i last = first_lanes(tail ? tail : 8);
+    for (size_t r = 0; r < R; r++)
+        for (size_t w = 0; w < W; w++) {
+            float *ar = acc + (ptrdiff_t)r * acc_stride + (ptrdiff_t)(8 * w);
+            a[r][w] = (tail && w == W - 1) ? _mm256_maskload_ps(ar, last) : _mm256_loadu_ps(ar);
+        }
+    for (size_t c = 0; c < nk; c++) {
+        __m256 vv[PV_VECS];
+        const unsigned char *row = row_at(v, c, vb);
+        if (pf)
+            attn_prefetch_rows(v, c + ahead, v_stride, unit, 1, pf);
+        for (size_t w = 0; w < W; w++)
+            vv[w] = (tail && w == W - 1) ? load8_part(dtype, row, j0 + 8 * w, tail)
+                                         : load8(dtype, row, j0 + 8 * w);
+        for (size_t r = 0; r < R; r++) {
+            __m256 pr = _mm256_broadcast_ss(p + (ptrdiff_t)r * p_stride + (ptrdiff_t)c);
+            for (size_t w = 0; w < W; w++)
+                a[r][w] = _mm256_fmadd_ps(pr, vv[w], a[r][w]);
+        }
+    }
+    for (size_t r = 0; r < R; r++)
+        for (size_t w = 0; w < W; w++) {
+            float *ar = acc + (ptrdiff_t)r * acc_stride + (ptrdiff_t)(8 * w);
+            if (tail && w == W - 1)
+                _mm256_maskstore_ps(ar, last, a[r][w]);
+            else
+                _mm256_storeu_ps(ar, a[r][w]);
+        }
+}
+
+/*
+ * Every column chunk of R rows, for the keys of one pass; pf > 0: the first
+ * chunk prefetches whole v rows ahead (pv_micro).
+ */
+static ALWAYS_INLINE void pv_cols(int dtype, size_t R, const float *p, ptrdiff_t p_stride,
+                                  const unsigned char *v, ptrdiff_t v_stride, size_t nk,
+                                  size_t dv, size_t pf, float *acc, ptrdiff_t acc_stride)
+{
+    size_t j = 0;
+    for (; j + 8 * PV_VECS <= dv; j += 8 * PV_VECS)
+        pv_micro(dtype, R, PV_VECS, 0, p, p_stride, v, v_stride, j, nk, j == 0 ? pf : 0,
+                 acc + j, acc_stride);
+    size_t rest = dv - j; /* < 8 * PV_VECS */
+    if (rest == 0)
+        return;
+    const size_t prefetch_keys = j == 0 ? pf : 0;
+    switch ((rest + 7) / 8) { /* vectors left, the last one partial when rest % 8 */
+#if PV_VECS >= 4
+    case 4:
+        pv_micro(dtype, R, 4, rest % 8, p, p_stride, v, v_stride, j, nk, prefetch_keys, acc + j,
+                 acc_stride);
+        break;
+#endif
+#if PV_VECS >= 3
+    case 3:
+        pv_micro(dtype, R, 3, rest % 8, p, p_stride, v, v_stride, j, nk, prefetch_keys, acc + j,
+                 acc_stride);
+        break;
+#endif
+#if PV_VECS >= 2
+    case 2:
+        pv_micro(dtype, R, 2, rest % 8, p, p_stride, v, v_stride, j, nk, prefetch_keys, acc + j,
+                 acc_stride);
+        break;
+#endif
+    default:
+        pv_micro(dtype, R, 1, rest % 8, p, p_stride, v, v_stride, j, nk, prefetch_keys, acc + j,
+                 acc_stride);
+        break;
+    }
+}
+
+/* Every row of the tile in groups of PV_ROWS for the nk keys at v; pf as
+   in pv_cols, for the first group. */
+static ALWAYS_INLINE void pv_rows(int dtype, const float *p, ptrdiff_t p_stride,
+                                  const unsigned char *v, ptrdiff_t v_stride, size_t nq,
+                                  size_t nk, size_t dv, size_t next, float *acc,
+                                  ptrdiff_t acc_stride)
+{
+    size_t r = 0;
+    for (; r + PV_ROWS <= nq; r += PV_ROWS)
+        pv_cols(dtype, PV_ROWS, p + (ptrdiff_t)r * p_stride, p_stride, v, v_stride, nk, dv,
+                r == 0 ? next : 0, acc + (ptrdiff_t)r * acc_stride, acc_stride);
+    const float *pr = p + (ptrdiff_t)r * p_stride;
+    float *ar = acc + (ptrdiff_t)r * acc_stride;
+    size_t pf = r == 0 ? next : 0;
+    switch (nq - r) {
+#if PV_ROWS > 5
+    case 5: pv_cols(dtype, 5, pr, p_stride, v, v_stride, nk, dv, pf, ar, acc_stride); break;
+#endif
+#if PV_ROWS > 4
+    case 4: pv_cols(dtype, 4, pr, p_stride, v, v_stride, nk, dv, pf, ar, acc_stride); break;
+#endif
+#if PV_ROWS > 3
+    case 3: pv_cols(dtype, 3, pr, p_stride, v, v_stride, nk, dv, pf, ar, acc_stride); break;
+#endif
+#if PV_ROWS > 2
+    case 2: pv_cols(dtype, 2, pr, p_stride, v, v_stride, nk, dv, pf, ar, acc_stride); break;
+#endif
+    case 1: pv_cols(dtype, 1, pr, p_stride, v, v_stride, nk, dv, pf, ar, acc_stride); break;
+    default: break;
+    }
+}
+
+/* Columns of a decoded V panel: one column chunk of pv_cols. */
+#define PV_PANEL_COLS (8 * PV_VECS)
+
+static ALWAYS_INLINE void pv_tile(int dtype, const float *p, ptrdiff_t p_stride, const void *v,
+                                  ptrdiff_t v_stride, size_t nq, size_t nk, size_t dv,
+                                  float *acc, ptrdiff_t acc_stride)
+{
+    const uintptr_t vb = (uintptr_t)v_stride * unit_bytes(dtype);
+    /* Few rows (decode): V streams from memory. The first column chunk
+       prefetches whole rows ahead (prefetch.h) and one pass takes every key
+       of the tile, so the later chunks find the rows in L2; passes of
+       PV_KEY_CHUNK keys made decode 1.5x a plain read of its bytes, one
+       pass 1.35-1.45x (Zen 5). Spreading the prefetches over the chunks
+       (each prefetching the next chunk's columns) measured worse. */
+    const int few = nq < QK_PACK_MIN_ROWS;
+    const size_t chunk = few ? nk : PV_KEY_CHUNK, next = few ? row_bytes(dtype, dv) : 0;
+    for (size_t c0 = 0; c0 < nk; c0 += chunk) {
+        size_t n = nk - c0 < chunk ? nk - c0 : chunk;
+        const unsigned char *vc = row_at(v, c0, vb);
+        if (few || !is_quant(dtype)) {
+            pv_rows(dtype, p + c0, p_stride, vc, v_stride, nq, n, dv, next, acc, acc_stride);
+            continue;
+        }
+        /* Many rows, quantized V: each column chunk of the pass decoded
+           once into f32 (3 KiB of stack) for every row group. The sums are
+           the same, key by key in order, as on the rows themselves. */
+        _Alignas(32) float panel[PV_KEY_CHUNK * PV_PANEL_COLS];
+        for (size_t j = 0; j < dv; j += PV_PANEL_COLS) {
+            const size_t w = dv - j < PV_PANEL_COLS ? dv - j : PV_PANEL_COLS;
+            for (size_t c = 0; c < n; c++) {
+                const unsigned char *row = row_at(vc, c, vb);
+                for (size_t i = 0; i < w; i += 8)
+                    _mm256_storeu_ps(panel + c * PV_PANEL_COLS + i,
+                                     w - i >= 8 ? load8(dtype, row, j + i)
+                                                : load8_part(dtype, row, j + i, w - i));
+            }
+            pv_rows(ATTN_KV_F32, p + c0, p_stride, (const unsigned char *)panel, PV_PANEL_COLS,
+                    nq, n, w, 0, acc + j, acc_stride);
+        }
+    }
+}
+
+/* ------------------------------------------------------------------ to_f32 */
+
+static ALWAYS_INLINE void to_f32(int dtype, const void *src, float *dst, size_t n)
+{
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(dst + i, load8(dtype, src, i));
+    if (i < n)
+        _mm256_maskstore_ps(dst + i, first_lanes(n - i), load8_part(dtype, src, i, n - i));
+}
+
+#endif /* ATTN_X86_TILE_AVX2_BODY_H */
