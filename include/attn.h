@@ -207,8 +207,10 @@ typedef enum attn_status {
     ATTN_OK = 0,
     ATTN_ERR_NULL = 1,        /* a required pointer (or a tensor's data) is NULL */
     ATTN_ERR_SHAPE = 2,       /* a dimension <= 0 (v_dim < 0), or sizes overflow */
-    ATTN_ERR_STRIDE = 3,      /* negative stride, broadcast or non-nested output, an
-                                 output sharing memory with an input or another output */
+    ATTN_ERR_STRIDE = 3,      /* negative stride (whatever the other dimensions'
+                                 sizes), broadcast or non-nested output, an output
+                                 sharing memory with an input, an option's array
+                                 or another output */
     ATTN_ERR_ARG = 4,         /* non-finite/negative scale-like value, q_heads % kv_heads,
                                  unknown flag bits, wrong dtype for a slot, a length
                                  outside [0, q_len] / [0, kv_len], negative window
@@ -508,8 +510,9 @@ typedef struct attn_partial {
  * partials are shards of one call, give the sinks to one shard's call only.
  * shape is the shape of the calls that produced the partials (kv_len and
  * head_dim are not used but must be valid); only batch, q_heads, q_len and
- * v_dim size the tensors. Of opt only struct_size, parallel_for and
- * parallel_ctx are read. out must be F32 and share no byte with any part
+ * v_dim size the tensors. Of opt only struct_size, flags (ATTN_CAUSAL is
+ * accepted and has no effect; other bits are ATTN_ERR_ARG, as everywhere),
+ * parallel_for and parallel_ctx are read. out must be F32 and share no byte with any part
  * (ATTN_ERR_STRIDE); lse may be NULL, else float[batch][q_heads][q_len] and
  * separate from everything else. The result equals the call over the union
  * of the keys within the sum of the partials' error and the merge's own

@@ -6,9 +6,11 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "option_list.h"
 #include "problem.h"
 
-/* Copies the fields of the caller's attn_options that its struct_size covers. */
+/* Copies the fields of the caller's attn_options that its struct_size covers
+   (every line of src/option_list.h but struct_size itself). */
 static attn_status read_options(attn_options *o, const attn_options *user)
 {
     const attn_options defaults = ATTN_OPTIONS_INIT;
@@ -18,52 +20,16 @@ static attn_status read_options(attn_options *o, const attn_options *user)
     uint32_t size = user->struct_size;
     if (size < offsetof(attn_options, flags) + sizeof(user->flags) || size > sizeof(attn_options))
         return ATTN_ERR_VERSION;
-#define COPY_IF_COVERED(field)                                            \
-    if (size >= offsetof(attn_options, field) + sizeof(user->field))     \
-        o->field = user->field;
-    COPY_IF_COVERED(flags)
-    COPY_IF_COVERED(scale)
-    COPY_IF_COVERED(softcap)
-    COPY_IF_COVERED(window)
-    COPY_IF_COVERED(q_lens)
-    COPY_IF_COVERED(kv_lens)
-    COPY_IF_COVERED(mask)
-    COPY_IF_COVERED(bias)
-    COPY_IF_COVERED(parallel_for)
-    COPY_IF_COVERED(parallel_ctx)
-    COPY_IF_COVERED(window_right)
-    COPY_IF_COVERED(sinks)
-    COPY_IF_COVERED(alibi_slopes)
-    COPY_IF_COVERED(q_offsets)
-    COPY_IF_COVERED(kv_offsets)
-    COPY_IF_COVERED(block_table)
-    COPY_IF_COVERED(block_table_stride)
-    COPY_IF_COVERED(block_size)
-    COPY_IF_COVERED(num_blocks)
-    COPY_IF_COVERED(q_pos)
-    COPY_IF_COVERED(k_pos)
-    COPY_IF_COVERED(workspace)
-    COPY_IF_COVERED(workspace_size)
-    COPY_IF_COVERED(kv_splits)
-    COPY_IF_COVERED(k_scale)
-    COPY_IF_COVERED(v_scale)
+#define COPY_IF_COVERED(f, kind, extent, dtype, off, since)                                  \
+    if (ATTN_OPT_KIND_##kind != ATTN_OPT_KIND_HEADER &&                                    \
+        size >= offsetof(attn_options, f) + sizeof(user->f))                               \
+        o->f = user->f;
+    ATTN_OPTION_LIST(COPY_IF_COVERED)
 #undef COPY_IF_COVERED
     return ATTN_OK;
 }
 
 static int64_t attn_max_i64(int64_t a, int64_t b) { return a > b ? a : b; }
-
-static int is_float_input_dtype(int32_t dtype)
-{
-    return dtype == ATTN_DTYPE_F32 || dtype == ATTN_DTYPE_F16 || dtype == ATTN_DTYPE_BF16;
-}
-
-/* k and v may also be quantized caches (attn.h, "Quantized K/V caches"). */
-static int is_kv_dtype(int32_t dtype)
-{
-    return is_float_input_dtype(dtype) || dtype == ATTN_DTYPE_Q8_0 ||
-           dtype == ATTN_DTYPE_Q4_0 || dtype == ATTN_DTYPE_FP8_E4M3;
-}
 
 /* A K/V row of `cols` values must be whole blocks of its dtype. */
 static int splits_into_blocks(int32_t dtype, int64_t cols)
@@ -80,13 +46,6 @@ static int kv_scale_ok(float scale, int32_t dtype)
     return dtype == ATTN_DTYPE_FP8_E4M3 || scale == 0.0f || scale == 1.0f;
 }
 
-/*
- * Checks that the view [nb][nh][nr][nc] of t is addressable without overflow
- * and, for outputs, that no two elements share an address (no broadcast, no
- * overlapping rows). The non-overlap test sorts the outer dimensions by
- * stride and requires each stride to step over everything inside it: exact
- * for every nested layout ([B,H,L,D], [B,L,H,D], padded rows).
- */
 /* Bytes [begin, end) a tensor view or array touches. */
 typedef struct byte_range {
     uintptr_t begin, end;
@@ -97,6 +56,58 @@ static int ranges_meet(byte_range a, byte_range b)
     return a.begin < b.end && b.begin < a.end;
 }
 
+/*
+ * The byte ranges of one call: its inputs and its outputs. The capacity is
+ * counted, not guessed: the operations' own tensors (the backward has the
+ * most: q, k, v, out, dout, lse in; dq, dk, dv, dbias, dsinks out) plus
+ * every pointer option of src/option_list.h, plus the three row statistics
+ * and the split-KV workspace.
+ */
+enum {
+    MAX_INPUT_RANGES = 6 + ATTN_OPTION_INPUT_RANGES,
+    MAX_OUTPUT_RANGES = 5 + 3 + 1
+};
+typedef struct range_set {
+    byte_range in[MAX_INPUT_RANGES], out[MAX_OUTPUT_RANGES];
+    int n_in, n_out;
+} range_set;
+
+/* The next free slot of the inputs (is_output 0) or outputs (1). The
+   capacity above counts every range a call adds, so a full set is a bug of
+   this file: it is reported as ATTN_ERR_ARG rather than written past. */
+static byte_range *range_slot(range_set *set, int is_output)
+{
+    if (is_output)
+        return set->n_out < MAX_OUTPUT_RANGES ? &set->out[set->n_out++] : NULL;
+    return set->n_in < MAX_INPUT_RANGES ? &set->in[set->n_in++] : NULL;
+}
+
+/* 6. no output may share a byte with an input or another output (the
+   address ranges are compared, which is exact for separate buffers) */
+static attn_status check_disjoint(const range_set *set)
+{
+    for (int a = 0; a < set->n_out; a++) {
+        for (int b = 0; b < set->n_in; b++)
+            if (ranges_meet(set->out[a], set->in[b]))
+                return ATTN_ERR_STRIDE;
+        for (int b = a + 1; b < set->n_out; b++)
+            if (ranges_meet(set->out[a], set->out[b]))
+                return ATTN_ERR_STRIDE;
+    }
+    return ATTN_OK;
+}
+
+/*
+ * Checks that the view [nb][nh][nr][nc] of t is addressable without overflow
+ * and, for outputs, that no two elements share an address (no broadcast, no
+ * overlapping rows). The non-overlap test sorts the outer dimensions by
+ * stride and requires each stride to step over everything inside it: exact
+ * for every nested layout ([B,H,L,D], [B,L,H,D], padded rows). A negative
+ * stride is ATTN_ERR_STRIDE whatever the extents: it is looked for before
+ * any size is computed, so the status does not depend on which dimension
+ * has it.
+ */
+
 static attn_status check_tensor(const attn_tensor *t, int64_t nb, int64_t nh, int64_t nr,
                                 int64_t nc, int is_output, byte_range *range)
 {
@@ -105,10 +116,11 @@ static attn_status check_tensor(const attn_tensor *t, int64_t nb, int64_t nh, in
     size_t esize = attn_dtype_size(t->dtype);
     nc /= attn_dtype_block(t->dtype); /* stride units per row (blocks: checked whole) */
 
-    int64_t last = nc - 1; /* offset of the last element, in elements */
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 3; i++)
         if (stride[i] < 0)
             return ATTN_ERR_STRIDE;
+    int64_t last = nc - 1; /* offset of the last element, in elements */
+    for (int i = 0; i < 3; i++) {
         int64_t step;
         if (__builtin_mul_overflow(extent[i] - 1, stride[i], &step) ||
             __builtin_add_overflow(last, step, &last))
@@ -143,6 +155,30 @@ static attn_status check_tensor(const attn_tensor *t, int64_t nb, int64_t nh, in
     return ATTN_OK;
 }
 
+/* check_tensor, recording the range in set (as an input or an output). */
+static attn_status add_tensor(range_set *set, const attn_tensor *t, int64_t nb, int64_t nh,
+                              int64_t nr, int64_t nc, int is_output)
+{
+    byte_range *r = range_slot(set, is_output);
+    if (!r)
+        return ATTN_ERR_ARG;
+    return check_tensor(t, nb, nh, nr, nc, is_output, r);
+}
+
+/* The n elements of `size` bytes at p as a range of set (n >= 1, no wrap). */
+static attn_status add_array(range_set *set, const void *p, int64_t n, size_t size,
+                             int is_output)
+{
+    byte_range *r = range_slot(set, is_output);
+    if (!r)
+        return ATTN_ERR_ARG;
+    if ((uint64_t)n > (UINTPTR_MAX - (uintptr_t)p) / size)
+        return ATTN_ERR_SHAPE;
+    r->begin = (uintptr_t)p;
+    r->end = r->begin + (uintptr_t)n * size;
+    return ATTN_OK;
+}
+
 static attn_status check_lengths(const int32_t *lens, int64_t batch, int64_t limit)
 {
     if (!lens)
@@ -172,18 +208,9 @@ static attn_status check_positions(const int64_t *pos, int64_t batch)
             return status_;              \
     } while (0)
 
-/* The checks of every attention operation that need no tensor: options
-   (read into *o), shape and scalar arguments. */
-static attn_status check_shape_options(const attn_shape *shape, const attn_options *opt,
-                                       attn_options *o)
+/* The shape, as every operation on an attn_shape checks it (merge too). */
+static attn_status check_shape(const attn_shape *shape)
 {
-    /* options */
-    TRY(read_options(o, opt));
-    if ((o->mask && !o->mask->data) || (o->bias && !o->bias->data) ||
-        (o->sinks && !o->sinks->data) || (o->alibi_slopes && !o->alibi_slopes->data))
-        return ATTN_ERR_NULL;
-
-    /* shape */
     const attn_shape s = *shape;
     if (s.batch <= 0 || s.q_heads <= 0 || s.kv_heads <= 0 || s.q_len <= 0 ||
         s.kv_len <= 0 || s.head_dim <= 0 || s.v_dim < 0)
@@ -193,10 +220,96 @@ static attn_status check_shape_options(const attn_shape *shape, const attn_optio
     const int64_t v_dim = s.v_dim ? s.v_dim : s.head_dim;
     if (s.head_dim > ATTN_MAX_HEAD_DIM || v_dim > ATTN_MAX_HEAD_DIM)
         return ATTN_ERR_UNSUPPORTED;
-
-    /* arguments */
     if (s.q_heads % s.kv_heads != 0)
         return ATTN_ERR_ARG;
+    return ATTN_OK;
+}
+
+/*
+ * What a line of src/option_list.h asks of its field, by kind: each macro
+ * below expands ATTN_X_<what>_<kind>(field, extent, dtype), so a field is
+ * only ever used as what its kind says it is.
+ */
+#define ATTN_X_NOTHING(f, e, t)
+
+/* A tensor option that is given must have data ... */
+#define ATTN_X_NULL(f, kind, extent, dtype, off, since) ATTN_X_NULL_##kind(f, extent, dtype)
+#define ATTN_X_NULL_TENSOR(f, e, t)                                                         \
+    if (o->f && !o->f->data)                                                               \
+        return ATTN_ERR_NULL;
+#define ATTN_X_NULL_HEADER ATTN_X_NOTHING
+#define ATTN_X_NULL_VALUE ATTN_X_NOTHING
+#define ATTN_X_NULL_HOOK ATTN_X_NOTHING
+#define ATTN_X_NULL_I32 ATTN_X_NOTHING
+#define ATTN_X_NULL_I64 ATTN_X_NOTHING
+#define ATTN_X_NULL_PAGES ATTN_X_NOTHING
+#define ATTN_X_NULL_SCRATCH ATTN_X_NOTHING
+static attn_status check_option_pointers(const attn_options *o)
+{
+    ATTN_OPTION_LIST(ATTN_X_NULL)
+    return ATTN_OK;
+}
+
+/* ... and the dtype its line names. */
+#define ATTN_X_DTYPE(f, kind, extent, dtype, off, since) ATTN_X_DTYPE_##kind(f, extent, dtype)
+#define ATTN_X_DTYPE_TENSOR(f, e, t)                                                        \
+    if (o->f && o->f->dtype != ATTN_DTYPE_##t)                                             \
+        return ATTN_ERR_ARG;
+#define ATTN_X_DTYPE_HEADER ATTN_X_NOTHING
+#define ATTN_X_DTYPE_VALUE ATTN_X_NOTHING
+#define ATTN_X_DTYPE_HOOK ATTN_X_NOTHING
+#define ATTN_X_DTYPE_I32 ATTN_X_NOTHING
+#define ATTN_X_DTYPE_I64 ATTN_X_NOTHING
+#define ATTN_X_DTYPE_PAGES ATTN_X_NOTHING
+#define ATTN_X_DTYPE_SCRATCH ATTN_X_NOTHING
+static attn_status check_option_dtypes(const attn_options *o)
+{
+    ATTN_OPTION_LIST(ATTN_X_DTYPE)
+    return ATTN_OK;
+}
+
+/*
+ * Every I32, I64 and TENSOR option that is given, as an input range of set
+ * over the extent its line names. (PAGES and SCRATCH depend on the
+ * operation: attn_validate adds them.)
+ */
+#define ATTN_X_RANGE(f, kind, extent, dtype, off, since) ATTN_X_RANGE_##kind(f, extent, dtype)
+#define ATTN_X_RANGE_I32(f, e, t)                                                           \
+    if (o->f)                                                                              \
+        TRY(add_array(set, o->f, ext[ATTN_OPT_EXTENT_##e][0], sizeof *o->f, 0));
+#define ATTN_X_RANGE_I64 ATTN_X_RANGE_I32
+#define ATTN_X_RANGE_TENSOR(f, e, t)                                                        \
+    if (o->f)                                                                              \
+        TRY(add_tensor(set, o->f, ext[ATTN_OPT_EXTENT_##e][0], ext[ATTN_OPT_EXTENT_##e][1],  \
+                       ext[ATTN_OPT_EXTENT_##e][2], ext[ATTN_OPT_EXTENT_##e][3], 0));
+#define ATTN_X_RANGE_HEADER ATTN_X_NOTHING
+#define ATTN_X_RANGE_VALUE ATTN_X_NOTHING
+#define ATTN_X_RANGE_HOOK ATTN_X_NOTHING
+#define ATTN_X_RANGE_PAGES ATTN_X_NOTHING
+#define ATTN_X_RANGE_SCRATCH ATTN_X_NOTHING
+static attn_status add_option_ranges(range_set *set, const attn_options *o, const attn_shape *s)
+{
+    const int64_t ext[][4] = {
+        [ATTN_OPT_EXTENT_NONE] = {1, 1, 1, 1},
+        [ATTN_OPT_EXTENT_BATCH] = {s->batch, 1, 1, 1},
+        [ATTN_OPT_EXTENT_SCORES] = {s->batch, s->q_heads, s->q_len, s->kv_len},
+        [ATTN_OPT_EXTENT_HEADS] = {s->batch, s->q_heads, 1, 1},
+    };
+    ATTN_OPTION_LIST(ATTN_X_RANGE)
+    return ATTN_OK;
+}
+
+/* The checks of every attention operation that need no tensor: options
+   (read into *o), shape and scalar arguments. */
+static attn_status check_shape_options(const attn_shape *shape, const attn_options *opt,
+                                       attn_options *o)
+{
+    TRY(read_options(o, opt));
+    TRY(check_option_pointers(o));
+    TRY(check_shape(shape));
+    const attn_shape s = *shape;
+
+    /* arguments */
     if (o->flags & ~ATTN_CAUSAL)
         return ATTN_ERR_ARG;
     if (!isfinite(o->scale) || !isfinite(o->softcap) || o->softcap < 0.0f || o->window < 0 ||
@@ -255,23 +368,13 @@ static attn_status check_offsets(const int32_t *offsets, const int32_t *lens, in
     return ATTN_OK;
 }
 
-/* An int32 array of n elements as a byte range (n >= 1, no wrap-around). */
-static attn_status int32_range(const int32_t *p, int64_t n, byte_range *range)
-{
-    if ((uint64_t)n > (UINTPTR_MAX - (uintptr_t)p) / sizeof(int32_t))
-        return ATTN_ERR_SHAPE;
-    range->begin = (uintptr_t)p;
-    range->end = range->begin + (uintptr_t)n * sizeof(int32_t);
-    return ATTN_OK;
-}
-
 /*
  * The paging description and every block-table entry a visible key needs.
  * The keys some query of sequence b may see form one interval (attn_seq_keys
  * moves both ends forward with i), from the first query that sees any to the
  * last; only the entries of its pages are read, here and in the drivers.
  */
-static attn_status check_block_table(const attn_problem *pb, byte_range *range)
+static attn_status check_block_table(const attn_problem *pb, range_set *set)
 {
     if (pb->block_size < 1 || pb->num_blocks < 1)
         return ATTN_ERR_ARG;
@@ -282,7 +385,7 @@ static attn_status check_block_table(const attn_problem *pb, byte_range *range)
     if (__builtin_mul_overflow(pb->batch - 1, pb->block_table_stride, &entries) ||
         __builtin_add_overflow(entries, pages, &entries))
         return ATTN_ERR_SHAPE;
-    TRY(int32_range(pb->block_table, entries, range));
+    TRY(add_array(set, pb->block_table, entries, sizeof(int32_t), 0));
 
     for (int64_t b = 0; b < pb->batch; b++) {
         const int64_t lq = pb->q_lens ? pb->q_lens[b] : pb->q_len;
@@ -346,9 +449,9 @@ attn_status attn_validate(attn_problem *pb, attn_op op, const attn_shape *shape,
     const int paged = needs_qk && o.block_table;
     const attn_shape s = *shape;
     const int64_t v_dim = s.v_dim ? s.v_dim : s.head_dim;
-    if (needs_qk && (!is_float_input_dtype(q->dtype) || !is_kv_dtype(k->dtype)))
+    if (needs_qk && (!attn_dtype_is_float_input(q->dtype) || !attn_dtype_is_kv(k->dtype)))
         return ATTN_ERR_ARG;
-    if (needs_v && !is_kv_dtype(v->dtype))
+    if (needs_v && !attn_dtype_is_kv(v->dtype))
         return ATTN_ERR_ARG;
     /* a subnormal scale would put the f32 products into the subnormal range,
        where they lose the relative accuracy the error bounds rest on */
@@ -370,13 +473,9 @@ attn_status attn_validate(attn_problem *pb, attn_op op, const attn_shape *shape,
         return ATTN_ERR_SHAPE;
     if (needs_v && !splits_into_blocks(v->dtype, v_dim))
         return ATTN_ERR_SHAPE;
-    if (out->dtype != ATTN_DTYPE_F32)
+    if (!attn_dtype_is_output(out->dtype))
         return ATTN_ERR_ARG;
-    if ((o.mask && o.mask->dtype != ATTN_DTYPE_BOOL) || (o.bias && o.bias->dtype != ATTN_DTYPE_F32))
-        return ATTN_ERR_ARG;
-    if ((o.sinks && o.sinks->dtype != ATTN_DTYPE_F32) ||
-        (o.alibi_slopes && o.alibi_slopes->dtype != ATTN_DTYPE_F32))
-        return ATTN_ERR_ARG;
+    TRY(check_option_dtypes(&o));
     TRY(check_lengths(o.q_lens, s.batch, s.q_len));
     TRY(check_lengths(o.kv_lens, s.batch, s.kv_len));
     /* ALiBi's distances |qpos - kpos| must stay below 2^31 (the alibi slot's
@@ -433,40 +532,27 @@ attn_status attn_validate(attn_problem *pb, attn_op op, const attn_shape *shape,
     }
 
     /* 5. tensors, and the arrays that describe the batch */
-    byte_range inputs[12], outputs[5];
-    int n_in = 0, n_out = 0;
+    range_set set = {.n_in = 0};
     if (paged)
-        TRY(check_block_table(pb, &inputs[n_in++]));
+        TRY(check_block_table(pb, &set));
     if (needs_qk) {
-        TRY(check_tensor(q, s.batch, s.q_heads, s.q_len, s.head_dim, 0, &inputs[n_in++]));
+        TRY(add_tensor(&set, q, s.batch, s.q_heads, s.q_len, s.head_dim, 0));
         /* paged: the pool, [num_blocks][kv_heads][block_size] rows */
         const int64_t kb = paged ? o.num_blocks : s.batch, kr = paged ? o.block_size : s.kv_len;
-        TRY(check_tensor(k, kb, s.kv_heads, kr, s.head_dim, 0, &inputs[n_in++]));
+        TRY(add_tensor(&set, k, kb, s.kv_heads, kr, s.head_dim, 0));
         if (needs_v)
-            TRY(check_tensor(v, kb, s.kv_heads, kr, v_dim, 0, &inputs[n_in++]));
+            TRY(add_tensor(&set, v, kb, s.kv_heads, kr, v_dim, 0));
     }
-    if (o.mask)
-        TRY(check_tensor(o.mask, s.batch, s.q_heads, s.q_len, s.kv_len, 0, &inputs[n_in++]));
-    if (o.bias)
-        TRY(check_tensor(o.bias, s.batch, s.q_heads, s.q_len, s.kv_len, 0, &inputs[n_in++]));
-    /* one float per (batch entry, head): a [batch][q_heads][1][1] view */
-    if (o.sinks)
-        TRY(check_tensor(o.sinks, s.batch, s.q_heads, 1, 1, 0, &inputs[n_in++]));
-    if (o.alibi_slopes)
-        TRY(check_tensor(o.alibi_slopes, s.batch, s.q_heads, 1, 1, 0, &inputs[n_in++]));
-    const int32_t *const arrays[4] = {o.q_lens, o.kv_lens, o.q_offsets, o.kv_offsets};
-    for (int i = 0; i < 4; i++)
-        if (arrays[i])
-            TRY(int32_range(arrays[i], s.batch, &inputs[n_in++]));
+    TRY(add_option_ranges(&set, &o, &s));
     /* packed output: every sequence in one row space (batch_stride 0) */
     const int packed_out = o.q_offsets && out->batch_stride == 0 && s.batch > 1;
     if (packed_out && !packed_rows_disjoint(pb))
         return ATTN_ERR_STRIDE;
-    TRY(check_tensor(out, packed_out ? 1 : s.batch, s.q_heads, s.q_len,
-                     op == ATTN_OP_FORWARD    ? v_dim
-                     : op == ATTN_OP_BACKWARD ? s.head_dim
-                                              : s.kv_len,
-                     1, &outputs[n_out++]));
+    TRY(add_tensor(&set, out, packed_out ? 1 : s.batch, s.q_heads, s.q_len,
+                   op == ATTN_OP_FORWARD    ? v_dim
+                   : op == ATTN_OP_BACKWARD ? s.head_dim
+                                            : s.kv_len,
+                   1));
 
     /* split-KV: the workspace, when this call will use it, is an output */
     int64_t splits = 1, chunk = s.kv_len;
@@ -480,36 +566,19 @@ attn_status attn_validate(attn_problem *pb, attn_op op, const attn_shape *shape,
             splits = 1;              /* automatic: the documented unsplit fallback */
             chunk = s.kv_len;
         }
-        if (splits > 1) {
-            if ((uintptr_t)o.workspace > UINTPTR_MAX - need)
-                return ATTN_ERR_SHAPE;
-            outputs[n_out++] =
-                (byte_range){(uintptr_t)o.workspace, (uintptr_t)o.workspace + need};
-        }
+        if (splits > 1)
+            TRY(add_array(&set, o.workspace, (int64_t)need, 1, 1));
     }
 
-    /* 6. no output may share a byte with an input or another output (the
-       address ranges are compared, which is exact for separate buffers) */
+    /* the row statistics the call writes are outputs too */
     const int has_stats = op == ATTN_OP_WEIGHTS || op == ATTN_OP_FORWARD;
     if (stats && has_stats) {
         float *const st[3] = {stats->lse, stats->max_score, stats->entropy};
-        const uintptr_t bytes = (uintptr_t)(s.batch * s.q_heads * s.q_len) * sizeof(float);
-        for (int i = 0; i < 3; i++) {
-            if (!st[i])
-                continue;
-            if ((uintptr_t)st[i] > UINTPTR_MAX - bytes)
-                return ATTN_ERR_SHAPE;
-            outputs[n_out++] = (byte_range){(uintptr_t)st[i], (uintptr_t)st[i] + bytes};
-        }
+        for (int i = 0; i < 3; i++)
+            if (st[i])
+                TRY(add_array(&set, st[i], s.batch * s.q_heads * s.q_len, sizeof(float), 1));
     }
-    for (int a = 0; a < n_out; a++) {
-        for (int b = 0; b < n_in; b++)
-            if (ranges_meet(outputs[a], inputs[b]))
-                return ATTN_ERR_STRIDE;
-        for (int b = a + 1; b < n_out; b++)
-            if (ranges_meet(outputs[a], outputs[b]))
-                return ATTN_ERR_STRIDE;
-    }
+    TRY(check_disjoint(&set));
 
     if (o.mask)
         pb->mask = *o.mask;
@@ -571,56 +640,37 @@ attn_status attn_validate_backward(attn_problem *pb, const attn_shape *shape,
     if (p.q_offsets || p.kv_offsets || p.block_table || p.q_pos || p.k_pos)
         return ATTN_ERR_UNSUPPORTED;
     /* nor quantized K/V (Q8_0, Q4_0, FP8): training keeps K and V in float */
-    if (!is_float_input_dtype(p.k.dtype) || !is_float_input_dtype(p.v.dtype))
+    if (!attn_dtype_is_float_input(p.k.dtype) || !attn_dtype_is_float_input(p.v.dtype))
         return ATTN_ERR_UNSUPPORTED;
 
     if (g.dsinks && !p.sinks.data) /* the gradient of sinks that are not there */
         return ATTN_ERR_ARG;
-    if (!is_float_input_dtype(out->dtype) || !is_float_input_dtype(dout->dtype) ||
+    if (!attn_dtype_is_float_input(out->dtype) || !attn_dtype_is_float_input(dout->dtype) ||
         g.dk->dtype != ATTN_DTYPE_F32 || g.dv->dtype != ATTN_DTYPE_F32 ||
         (g.dbias && g.dbias->dtype != ATTN_DTYPE_F32))
         return ATTN_ERR_ARG;
 
-    /* every range again, now with the backward's own tensors */
-    byte_range inputs[10], outputs[5];
-    int n_in = 0, n_out = 0;
-    TRY(check_tensor(q, p.batch, p.q_heads, p.q_len, p.head_dim, 0, &inputs[n_in++]));
-    TRY(check_tensor(k, p.batch, p.kv_heads, p.kv_len, p.head_dim, 0, &inputs[n_in++]));
-    TRY(check_tensor(v, p.batch, p.kv_heads, p.kv_len, p.v_dim, 0, &inputs[n_in++]));
-    TRY(check_tensor(out, p.batch, p.q_heads, p.q_len, p.v_dim, 0, &inputs[n_in++]));
-    TRY(check_tensor(dout, p.batch, p.q_heads, p.q_len, p.v_dim, 0, &inputs[n_in++]));
-    if (p.mask.data)
-        TRY(check_tensor(&p.mask, p.batch, p.q_heads, p.q_len, p.kv_len, 0, &inputs[n_in++]));
-    if (p.bias.data)
-        TRY(check_tensor(&p.bias, p.batch, p.q_heads, p.q_len, p.kv_len, 0, &inputs[n_in++]));
-    if (p.sinks.data)
-        TRY(check_tensor(&p.sinks, p.batch, p.q_heads, 1, 1, 0, &inputs[n_in++]));
-    if (p.alibi.data)
-        TRY(check_tensor(&p.alibi, p.batch, p.q_heads, 1, 1, 0, &inputs[n_in++]));
-    const uintptr_t lse_bytes = (uintptr_t)(p.batch * p.q_heads * p.q_len) * sizeof(float);
-    if ((uintptr_t)lse > UINTPTR_MAX - lse_bytes)
-        return ATTN_ERR_SHAPE;
-    inputs[n_in++] = (byte_range){(uintptr_t)lse, (uintptr_t)lse + lse_bytes};
+    /* every range again: the backward's own tensors, and the options' */
+    range_set set = {.n_in = 0};
+    const attn_shape bs = {p.batch, p.q_heads, p.kv_heads, p.q_len, p.kv_len, p.head_dim, p.v_dim};
+    attn_options o;
+    TRY(read_options(&o, opt));
+    TRY(add_tensor(&set, q, p.batch, p.q_heads, p.q_len, p.head_dim, 0));
+    TRY(add_tensor(&set, k, p.batch, p.kv_heads, p.kv_len, p.head_dim, 0));
+    TRY(add_tensor(&set, v, p.batch, p.kv_heads, p.kv_len, p.v_dim, 0));
+    TRY(add_tensor(&set, out, p.batch, p.q_heads, p.q_len, p.v_dim, 0));
+    TRY(add_tensor(&set, dout, p.batch, p.q_heads, p.q_len, p.v_dim, 0));
+    TRY(add_array(&set, lse, p.batch * p.q_heads * p.q_len, sizeof(float), 0));
+    TRY(add_option_ranges(&set, &o, &bs));
 
-    TRY(check_tensor(g.dq, p.batch, p.q_heads, p.q_len, p.head_dim, 1, &outputs[n_out++]));
-    TRY(check_tensor(g.dk, p.batch, p.kv_heads, p.kv_len, p.head_dim, 1, &outputs[n_out++]));
-    TRY(check_tensor(g.dv, p.batch, p.kv_heads, p.kv_len, p.v_dim, 1, &outputs[n_out++]));
+    TRY(add_tensor(&set, g.dq, p.batch, p.q_heads, p.q_len, p.head_dim, 1));
+    TRY(add_tensor(&set, g.dk, p.batch, p.kv_heads, p.kv_len, p.head_dim, 1));
+    TRY(add_tensor(&set, g.dv, p.batch, p.kv_heads, p.kv_len, p.v_dim, 1));
     if (g.dbias)
-        TRY(check_tensor(g.dbias, p.batch, p.q_heads, p.q_len, p.kv_len, 1, &outputs[n_out++]));
-    if (g.dsinks) {
-        const uintptr_t bytes = (uintptr_t)(p.batch * p.q_heads) * sizeof(float);
-        if ((uintptr_t)g.dsinks > UINTPTR_MAX - bytes)
-            return ATTN_ERR_SHAPE;
-        outputs[n_out++] = (byte_range){(uintptr_t)g.dsinks, (uintptr_t)g.dsinks + bytes};
-    }
-    for (int a = 0; a < n_out; a++) {
-        for (int b = 0; b < n_in; b++)
-            if (ranges_meet(outputs[a], inputs[b]))
-                return ATTN_ERR_STRIDE;
-        for (int b = a + 1; b < n_out; b++)
-            if (ranges_meet(outputs[a], outputs[b]))
-                return ATTN_ERR_STRIDE;
-    }
+        TRY(add_tensor(&set, g.dbias, p.batch, p.q_heads, p.q_len, p.kv_len, 1));
+    if (g.dsinks)
+        TRY(add_array(&set, g.dsinks, p.batch * p.q_heads, sizeof(float), 1));
+    TRY(check_disjoint(&set));
 
     *pb = p;
     pb->o = *out;
@@ -668,24 +718,21 @@ attn_status attn_validate_merge(attn_merge_problem *mp, const attn_shape *shape,
         if (!parts[i].out.data || !parts[i].lse)
             return ATTN_ERR_NULL;
 
-    /* options (only the pool is used), shape */
+    /* options (only the pool is used, but flags are checked as everywhere:
+       bits no version defines are a mistake), shape */
     attn_options o;
     TRY(read_options(&o, opt));
+    if (n_parts <= 0)
+        return ATTN_ERR_SHAPE;
+    TRY(check_shape(shape));
     const attn_shape s = *shape;
-    if (n_parts <= 0 || s.batch <= 0 || s.q_heads <= 0 || s.kv_heads <= 0 || s.q_len <= 0 ||
-        s.kv_len <= 0 || s.head_dim <= 0 || s.v_dim < 0)
-        return ATTN_ERR_SHAPE;
-    if (s.q_len > INT32_MAX || s.kv_len > INT32_MAX)
-        return ATTN_ERR_SHAPE;
     const int64_t v_dim = s.v_dim ? s.v_dim : s.head_dim;
-    if (s.head_dim > ATTN_MAX_HEAD_DIM || v_dim > ATTN_MAX_HEAD_DIM)
-        return ATTN_ERR_UNSUPPORTED;
-    if (s.q_heads % s.kv_heads != 0)
+    if (o.flags & ~ATTN_CAUSAL)
         return ATTN_ERR_ARG;
-    if (out->dtype != ATTN_DTYPE_F32)
+    if (!attn_dtype_is_output(out->dtype))
         return ATTN_ERR_ARG;
     for (int64_t i = 0; i < n_parts; i++)
-        if (parts[i].out.dtype != ATTN_DTYPE_F32)
+        if (!attn_dtype_is_output(parts[i].out.dtype))
             return ATTN_ERR_ARG;
 
     /* tensors; no output byte may meet an input or the other output */

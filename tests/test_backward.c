@@ -616,6 +616,29 @@ Test(backward, errors)
         g.dk = &moved;
     }
     expect_error("dk and dv in one buffer", ATTN_ERR_STRIDE, &w, &w.opt, &dt, lse, &g, &gb);
+    /* q_lens / kv_lens (valid values) inside dk's buffer: the backward's own
+       range check left them out before (src/option_list.h registers every
+       pointer option); poisoned first, so the arrays are written after it */
+    for (int which = 0; which < 2; which++) {
+        int32_t lens[64];
+        CHECK(w.shape.batch <= 64, "batch %lld", (long long)w.shape.batch);
+        for (int64_t b = 0; b < w.shape.batch; b++)
+            lens[b] = (int32_t)(which ? w.shape.kv_len : w.shape.q_len);
+        grads_poison(&gb);
+        memcpy(gb.kb.data, lens, (size_t)w.shape.batch * sizeof lens[0]);
+        unsigned char *before = xmalloc(gb.kb.bytes);
+        memcpy(before, gb.kb.data, gb.kb.bytes);
+        attn_options o = w.opt;
+        if (which)
+            o.kv_lens = (const int32_t *)gb.kb.data;
+        else
+            o.q_lens = (const int32_t *)gb.kb.data;
+        attn_status st = attn_backward(&w.shape, &o, &w.q, &w.k, &w.v, &w.out, &dt, lse, &gb.g);
+        CHECK(st == ATTN_ERR_STRIDE, "%s inside dk: status %d, expected ATTN_ERR_STRIDE",
+              which ? "kv_lens" : "q_lens", st);
+        expect_bytes("dk", gb.kb.data, before, gb.kb.bytes);
+        free(before);
+    }
     /* broadcast output */
     attn_tensor bcast = gb.dv;
     bcast.batch_stride = bcast.head_stride = bcast.row_stride = 0;

@@ -279,6 +279,23 @@ Test(errors, strides)
     a = valid_args(), t = fx.out, t.head_stride = 0, a.out = &t;
     expect_status("out head stride 0", OPS_FORWARD, &a, ATTN_ERR_STRIDE);
 
+    /* a negative stride is ATTN_ERR_STRIDE even when the other dimensions'
+       extents times strides overflow: the negative one is found first
+       (a finding of fuzz_api, regress-negative-stride-before-overflow) */
+    {
+        const attn_shape huge = {INT32_MAX, INT32_MAX, 1, 116, 136, 8, 8};
+        const attn_tensor st = {fx.sd, ATTN_DTYPE_F32, 33878702015072, 15776, -2};
+        call_args h = valid_args();
+        h.shape = &huge, h.scores = &st;
+        expect_status("negative row stride, overflowing batch stride", OPS_MASK_APPLY, &h,
+                      ATTN_ERR_STRIDE);
+        attn_tensor qt = fx.q;
+        qt.batch_stride = INT64_MAX, qt.head_stride = -1;
+        a = valid_args(), a.q = &qt;
+        expect_status("negative q head stride, overflowing batch stride",
+                      OPS_SCORES | OPS_WEIGHTS | OPS_FORWARD, &a, ATTN_ERR_STRIDE);
+    }
+
     /* negative strides in mask and bias */
     attn_options o = fx.opt;
     a = valid_args(), t = fx.mask, t.row_stride = -1, o.mask = &t, a.opt = &o;
@@ -571,4 +588,72 @@ Test(errors, smaller_struct_size_ignores_later_fields)
         free(want);
         free(want_w);
     }
+}
+
+/*
+ * Option arrays are inputs: an output may share no byte with them. Each
+ * array is put inside an output buffer holding valid values (so no other
+ * check rejects the call first); the call must return ATTN_ERR_STRIDE and
+ * leave that buffer as it was. q_pos and k_pos were not registered as input
+ * ranges before src/option_list.h.
+ */
+Test(errors, option_arrays_inside_outputs)
+{
+    harness_begin_plain("errors");
+    fixture_init();
+    enum { WHERE_OUT, WHERE_SCORES, WHERE_LSE };
+    static const struct {
+        const char *what;
+        int field; /* 0 q_pos, 1 k_pos, 2 q_lens, 3 kv_lens, 4 q_offsets */
+        int where;
+        unsigned ops;
+    } cases[] = {
+        {"q_pos inside out", 0, WHERE_OUT, OPS_FORWARD},
+        {"k_pos inside out", 1, WHERE_OUT, OPS_FORWARD},
+        {"q_pos inside scores", 0, WHERE_SCORES, OPS_SCORES | OPS_WEIGHTS | OPS_MASK_APPLY},
+        {"k_pos inside lse", 1, WHERE_LSE, OPS_WEIGHTS | OPS_FORWARD},
+        {"q_lens inside lse", 2, WHERE_LSE, OPS_WEIGHTS | OPS_FORWARD},
+        {"kv_lens inside out", 3, WHERE_OUT, OPS_FORWARD},
+        {"q_offsets inside scores", 4, WHERE_SCORES, OPS_SCORES | OPS_WEIGHTS},
+    };
+    static const char *const names[] = {"attn_scores", "attn_mask_apply", "attn_weights",
+                                        "attn_forward"};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+        for (int op = 0; op < 4; op++) {
+            if (!(cases[c].ops & (1u << op)))
+                continue;
+            fill_outputs();
+            unsigned char *dst = cases[c].where == WHERE_OUT      ? (unsigned char *)fx.od
+                                 : cases[c].where == WHERE_SCORES ? (unsigned char *)fx.sd
+                                                                  : (unsigned char *)fx.lse;
+            const size_t bytes = cases[c].where == WHERE_OUT      ? sizeof fx.od
+                                 : cases[c].where == WHERE_SCORES ? sizeof fx.sd
+                                                                  : sizeof fx.lse;
+            /* 8 bytes in: inside the buffer, 8-byte aligned (the buffers are) */
+            const int64_t pos[B] = {0, 3};
+            const int32_t lens[B] = {LQ, 2}, offs[B] = {0, 0};
+            attn_options o = fx.opt;
+            switch (cases[c].field) {
+            case 0: memcpy(dst + 8, pos, sizeof pos), o.q_pos = (const int64_t *)(void *)(dst + 8); break;
+            case 1: memcpy(dst + 8, pos, sizeof pos), o.k_pos = (const int64_t *)(void *)(dst + 8); break;
+            case 2: memcpy(dst + 8, lens, sizeof lens), o.q_lens = (const int32_t *)(void *)(dst + 8); break;
+            case 3: memcpy(dst + 8, lens, sizeof lens), o.kv_lens = (const int32_t *)(void *)(dst + 8); break;
+            default: memcpy(dst + 8, offs, sizeof offs), o.q_offsets = (const int32_t *)(void *)(dst + 8); break;
+            }
+            unsigned char *before = malloc(bytes);
+            cr_assert(before);
+            memcpy(before, dst, bytes);
+            attn_status got;
+            switch (op) {
+            case 0: got = attn_scores(&fx.shape, &o, &fx.q, &fx.k, &fx.scores); break;
+            case 1: got = attn_mask_apply(&fx.shape, &o, &fx.scores); break;
+            case 2: got = attn_weights(&fx.shape, &o, &fx.q, &fx.k, &fx.scores, &fx.stats); break;
+            default: got = attn_forward(&fx.shape, &o, &fx.q, &fx.k, &fx.v, &fx.out, &fx.stats); break;
+            }
+            harness_context("%s: %s", names[op], cases[c].what);
+            CHECK(got == ATTN_ERR_STRIDE, "returned %d (%s), expected ATTN_ERR_STRIDE", got,
+                  attn_strerror(got));
+            expect_bytes(cases[c].what, dst, before, bytes);
+            free(before);
+        }
 }

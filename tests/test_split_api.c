@@ -319,6 +319,15 @@ Test(split_api, merge_errors_write_nothing)
     memset(out, CANARY_BYTE, sizeof out);
     cr_assert(attn_merge(&s, &old, parts, 2, &to, lse) == ATTN_ERR_VERSION);
     cr_assert(untouched(out, sizeof out));
+    /* flags: ATTN_CAUSAL (the partials' own calls' options) is accepted,
+       bits no version defines are ATTN_ERR_ARG as in every operation */
+    attn_options fl = ATTN_OPTIONS_INIT;
+    fl.flags = ATTN_CAUSAL;
+    EXPECT_MERGE(ATTN_OK, attn_merge(&s, &fl, parts, 2, &to, lse));
+    for (uint32_t bit = 1; bit < 32; bit++) {
+        fl.flags = ATTN_CAUSAL | (1u << bit);
+        EXPECT_MERGE(ATTN_ERR_ARG, attn_merge(&s, &fl, parts, 2, &to, lse));
+    }
 #undef EXPECT_MERGE
 }
 

@@ -1,0 +1,144 @@
+/*
+ * The one list of attn_options fields: one X(...) line per field, in the
+ * struct's order. What the library does with a field because of what it is
+ * (copy it when struct_size covers it, check its pointer, register the bytes
+ * it points at as an input, freeze its offset) is read from here:
+ *   src/validate.c          read_options, the NULL checks of tensor options,
+ *                           their dtypes, every pointer option as an input
+ *                           byte range
+ *   tests/abi/layout_test.c the frozen offsets (LP64 and LLP64)
+ *   tests/abi/option_layout.c + tests/check_options.py
+ *                           the Python ctypes mirror (python/libattn/_capi.py)
+ *                           and include/attn.h's struct against this list
+ *   tests/fuzz/fuzz_api.c   the struct_size model (which fields an older
+ *                           caller's struct covers)
+ *
+ * It is data, not code: it needs only include/attn.h, so the ABI tests and
+ * the fuzzers' models (which share no code with src/) include it as well.
+ *
+ * X(field, kind, extent, dtype, offset, since)
+ *   field   the attn_options member
+ *   kind    ATTN_OPT_KIND_##kind, what the field is:
+ *             HEADER  struct_size (read before anything else)
+ *             VALUE   a number the operations read
+ *             HOOK    the parallel_for hook and its context (never dereferenced)
+ *             I32     const int32_t *, extent elements
+ *             I64     const int64_t *, extent elements
+ *             TENSOR  const attn_tensor *, of the view `extent`, its data
+ *                     non-NULL and of `dtype`
+ *             PAGES   the block table (its extent is the paging description's,
+ *                     checked in validate.c with the pages a call reads)
+ *             SCRATCH the split-KV workspace (an output, sized per call)
+ *   extent  ATTN_OPT_EXTENT_##extent, the view a pointer option covers:
+ *             NONE    not a pointer, or sized elsewhere (PAGES, SCRATCH)
+ *             BATCH   [batch]
+ *             SCORES  [batch][q_heads][q_len][kv_len]
+ *             HEADS   [batch][q_heads][1][1]
+ *   dtype   the attn_dtype a TENSOR must have (ATTN_DTYPE_##dtype); F32
+ *           for the others (unused)
+ *   offset  the field's offset in the LP64/LLP64 ABIs: frozen, a different
+ *           offset breaks compiled callers (tests/abi/layout_test.c)
+ *   since   the minor version of 1.x that appended it
+ *
+ * Adding an option: its member at the end of attn_options (include/attn.h,
+ * documented there, ATTN_OPTIONS_INIT), one line here, its use in the
+ * driver, its float64 reference and test, and python/libattn/_capi.py's
+ * mirror (tests/check_options.py fails until it matches). Its reading,
+ * pointer and dtype checks, byte range, frozen offset and the fuzzer's
+ * struct_size model follow from the line.
+ */
+#ifndef ATTN_OPTION_LIST_H
+#define ATTN_OPTION_LIST_H
+
+#include <stddef.h>
+
+#include "attn.h"
+
+typedef enum attn_opt_kind {
+    ATTN_OPT_KIND_HEADER,
+    ATTN_OPT_KIND_VALUE,
+    ATTN_OPT_KIND_HOOK,
+    ATTN_OPT_KIND_I32,
+    ATTN_OPT_KIND_I64,
+    ATTN_OPT_KIND_TENSOR,
+    ATTN_OPT_KIND_PAGES,
+    ATTN_OPT_KIND_SCRATCH
+} attn_opt_kind;
+
+typedef enum attn_opt_extent {
+    ATTN_OPT_EXTENT_NONE,
+    ATTN_OPT_EXTENT_BATCH,
+    ATTN_OPT_EXTENT_SCORES,
+    ATTN_OPT_EXTENT_HEADS
+} attn_opt_extent;
+
+/* clang-format off */
+#define ATTN_OPTION_LIST(X)                                              \
+    X(struct_size,        HEADER,  NONE,   F32,  0,   0)                 \
+    X(flags,              VALUE,   NONE,   F32,  4,   0)                 \
+    X(scale,              VALUE,   NONE,   F32,  8,   0)                 \
+    X(softcap,            VALUE,   NONE,   F32,  12,  0)                 \
+    X(window,             VALUE,   NONE,   F32,  16,  0)                 \
+    X(q_lens,             I32,     BATCH,  F32,  24,  0)                 \
+    X(kv_lens,            I32,     BATCH,  F32,  32,  0)                 \
+    X(mask,               TENSOR,  SCORES, BOOL, 40,  0)                 \
+    X(bias,               TENSOR,  SCORES, F32,  48,  0)                 \
+    X(parallel_for,       HOOK,    NONE,   F32,  56,  0)                 \
+    X(parallel_ctx,       HOOK,    NONE,   F32,  64,  0)                 \
+    X(window_right,       VALUE,   NONE,   F32,  72,  1)                 \
+    X(sinks,              TENSOR,  HEADS,  F32,  80,  1)                 \
+    X(alibi_slopes,       TENSOR,  HEADS,  F32,  88,  1)                 \
+    X(q_offsets,          I32,     BATCH,  F32,  96,  1)                 \
+    X(kv_offsets,         I32,     BATCH,  F32,  104, 1)                 \
+    X(block_table,        PAGES,   NONE,   F32,  112, 1)                 \
+    X(block_table_stride, VALUE,   NONE,   F32,  120, 1)                 \
+    X(block_size,         VALUE,   NONE,   F32,  128, 1)                 \
+    X(num_blocks,         VALUE,   NONE,   F32,  136, 1)                 \
+    X(q_pos,              I64,     BATCH,  F32,  144, 1)                 \
+    X(k_pos,              I64,     BATCH,  F32,  152, 1)                 \
+    X(workspace,          SCRATCH, NONE,   F32,  160, 1)                 \
+    X(workspace_size,     VALUE,   NONE,   F32,  168, 1)                 \
+    X(kv_splits,          VALUE,   NONE,   F32,  176, 1)                 \
+    X(k_scale,            VALUE,   NONE,   F32,  180, 1)                 \
+    X(v_scale,            VALUE,   NONE,   F32,  184, 1)
+/* clang-format on */
+
+/* ATTN_OPTION_COUNT: the number of lines. */
+#define ATTN_OPT_X_POS(f, kind, extent, dtype, off, since) ATTN_OPT_POS_##f,
+enum { ATTN_OPTION_LIST(ATTN_OPT_X_POS) ATTN_OPTION_COUNT };
+#undef ATTN_OPT_X_POS
+
+/* Pointer options whose bytes are an input of every call that reads them:
+   an upper bound of the input ranges options add (validate.c sizes its
+   range sets with it, so a new pointer option can never overflow them). */
+#define ATTN_OPT_X_IS_RANGE(f, kind, extent, dtype, off, since)                        \
+    +(ATTN_OPT_KIND_##kind == ATTN_OPT_KIND_I32 || ATTN_OPT_KIND_##kind == ATTN_OPT_KIND_I64 || \
+      ATTN_OPT_KIND_##kind == ATTN_OPT_KIND_TENSOR || ATTN_OPT_KIND_##kind == ATTN_OPT_KIND_PAGES)
+enum { ATTN_OPTION_INPUT_RANGES = 0 ATTN_OPTION_LIST(ATTN_OPT_X_IS_RANGE) };
+#undef ATTN_OPT_X_IS_RANGE
+
+/*
+ * Compile-time checks of the lines against include/attn.h (C only): a
+ * struct built from the lines, each member of its field's type, must have
+ * every member at its field's offset and the size of attn_options. So each
+ * line names a field, the lines are in the struct's order, and none is
+ * missing unless it would fit in padding; that case, and the names, are
+ * what tests/check_options.py catches by comparing the list with the
+ * header's text. The frozen offsets are checked by tests/abi/layout_test.c.
+ */
+#ifndef __cplusplus
+#define ATTN_OPT_X_MEMBER(f, kind, extent, dtype, off, since) __typeof__(((attn_options *)0)->f) f;
+struct attn_options_from_list {
+    ATTN_OPTION_LIST(ATTN_OPT_X_MEMBER)
+};
+#undef ATTN_OPT_X_MEMBER
+#define ATTN_OPT_X_PLACE(f, kind, extent, dtype, off, since)                                   \
+    _Static_assert(offsetof(struct attn_options_from_list, f) == offsetof(attn_options, f),  \
+                   #f ": line out of attn_options order, or a field before it is missing");
+ATTN_OPTION_LIST(ATTN_OPT_X_PLACE)
+#undef ATTN_OPT_X_PLACE
+_Static_assert(sizeof(struct attn_options_from_list) == sizeof(attn_options),
+               "attn_options has a field after the list's last line");
+#endif
+
+#endif /* ATTN_OPTION_LIST_H */
