@@ -2,8 +2,9 @@
  * The AVX-512 module: its inits (declared for src/isa_list.h) and, for its
  * own files alone (tile_avx512.c, row_avx512.c, alibi_avx512.c,
  * merge_avx512.c, backward_avx512.c, quant_avx512.c), the intrinsics
- * header, the one exp and the one tanh entry point, the K/V loads with
- * their f16/bf16 conversion, and the horizontal sums.
+ * header, the one exp and the one tanh entry point and the horizontal sums
+ * (the K/V loads of every dtype are the tile family's:
+ * src/x86/tile_avx512_body.h).
  *
  * The same sources build twice:
  *  - normally, with -mavx512f -mavx512bw -mavx512dq -mavx512vl: real EVEX
@@ -128,38 +129,6 @@ ATTN_AVX512_INLINE __m512 attn_tanh16(__m512 x)
 #else
     return Sleef_tanhf16_u10avx512f(x);
 #endif
-}
-
-/*
- * 16 consecutive elements of a K/V array of dtype `dt` (an ATTN_KV_*
- * constant after inlining) from element index i, as f32. Conversions are
- * exact: F16 through vcvtph2ps, BF16 by moving the 16 bits to the top.
- */
-ATTN_AVX512_INLINE __m512 attn_load16(int dt, const void *p, ptrdiff_t i)
-{
-    if (dt == ATTN_KV_F32)
-        return _mm512_loadu_ps((const float *)p + i);
-    __m256i h = _mm256_loadu_si256((const __m256i *)((const uint16_t *)p + i));
-    if (dt == ATTN_KV_F16)
-        return _mm512_cvtph_ps(h);
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-}
-
-/* The same for the lanes in m only; the other lanes read nothing and are 0. */
-ATTN_AVX512_INLINE __m512 attn_maskz_load16(int dt, __mmask16 m, const void *p, ptrdiff_t i)
-{
-    if (dt == ATTN_KV_F32)
-        return _mm512_maskz_loadu_ps(m, (const float *)p + i);
-    __m256i h = _mm256_maskz_loadu_epi16(m, (const uint16_t *)p + i);
-    if (dt == ATTN_KV_F16)
-        return _mm512_cvtph_ps(h);
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-}
-
-/* Bytes per element of a float K/V dtype. */
-ATTN_AVX512_INLINE size_t attn_esize(int dt)
-{
-    return dt == ATTN_KV_F32 ? 4 : 2;
 }
 
 /* [sum a, sum b, sum c, sum d]: four horizontal sums sharing their shuffles. */

@@ -1,0 +1,649 @@
+/*
+ * The AVX-512 tile family: scores S = scale * Q·Kᵀ (qk_tile), the weighted
+ * sum acc += P·V (pv_tile) and K/V row conversion (to_f32), written once for
+ * every K/V dtype, F32/F16/BF16 (tile_avx512.c) and Q8_0/Q4_0/FP8
+ * (quant_avx512.c), which instantiate them through src/tile_variants.h. A
+ * dtype enters only through its loads (load16, maskz_load16, and load32 for
+ * the block formats, one block per call) and its stride unit (unit_bytes,
+ * unit_values): F16 is widened with vcvtph2ps, BF16 by moving its 16 bits
+ * to the top, the quantized dtypes decoded exactly into f32 (dsp.h); after
+ * the load the arithmetic, the row thresholds, the prefetch and the panels
+ * are the same for every dtype.
+ *
+ * Tails use mask registers: masked loads read nothing outside [0, n) and
+ * masked stores write nothing there, so no kernel touches memory beyond the
+ * rows and lengths it was given (software prefetches, hints that read
+ * nothing, may name rows beyond: src/prefetch.h). The block formats have no
+ * tails: their rows are whole 32-value blocks. Row addresses are formed in
+ * unsigned arithmetic from the stride in units (src/prefetch.h says why).
+ *
+ * The register blocking below follows the port model of Skylake-SP, Ice Lake
+ * and Sapphire Rapids (two 512-bit FMA pipes, two loads per cycle, one
+ * shuffle pipe): every hot loop keeps 8-16 independent accumulators in
+ * registers (checked in the generated code: no spills) and issues at most
+ * one load per FMA.
+ */
+#ifndef ATTN_X86_TILE_AVX512_BODY_H
+#define ATTN_X86_TILE_AVX512_BODY_H
+
+#include <string.h>
+
+#include "x86/avx512.h"
+
+#ifdef ATTN_SIMDE_EMU
+/*
+ * Conversions SIMDe 0.7.4 does not emulate (see simde_compat_avx512.h for
+ * why each missing one must be defined): the two 256-bit halves with AVX2.
+ */
+static inline __attribute__((always_inline)) simde__m512i attn_emu_cvtepi8_epi32(simde__m128i a)
+{
+    simde__m512i_private r;
+    r.m256i[0] = _mm256_cvtepi8_epi32(a);
+    r.m256i[1] = _mm256_cvtepi8_epi32(_mm_srli_si128(a, 8));
+    return simde__m512i_from_private(r);
+}
+
+static inline __attribute__((always_inline)) simde__m512i attn_emu_cvtepu8_epi32(simde__m128i a)
+{
+    simde__m512i_private r;
+    r.m256i[0] = _mm256_cvtepu8_epi32(a);
+    r.m256i[1] = _mm256_cvtepu8_epi32(_mm_srli_si128(a, 8));
+    return simde__m512i_from_private(r);
+}
+
+static inline __attribute__((always_inline)) simde__m512 attn_emu_cvtepi32_ps(simde__m512i a)
+{
+    simde__m512i_private x = simde__m512i_to_private(a);
+    simde__m512_private r;
+    r.m256[0] = _mm256_cvtepi32_ps(x.m256i[0]);
+    r.m256[1] = _mm256_cvtepi32_ps(x.m256i[1]);
+    return simde__m512_from_private(r);
+}
+
+#define _mm512_cvtepi8_epi32(a) attn_emu_cvtepi8_epi32(a)
+#define _mm512_cvtepu8_epi32(a) attn_emu_cvtepu8_epi32(a)
+#define _mm512_cvtepi32_ps(a) attn_emu_cvtepi32_ps(a)
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* the dtypes                                                                */
+/* ------------------------------------------------------------------------ */
+
+/* Bytes per stride unit (one value, or one 32-value block). */
+ATTN_AVX512_INLINE size_t unit_bytes(int dt)
+{
+    switch (dt) {
+    case ATTN_KV_F32: return 4;
+    case ATTN_KV_F16:
+    case ATTN_KV_BF16: return 2;
+    case ATTN_KV_Q8_0: return ATTN_Q8_0_BYTES;
+    case ATTN_KV_Q4_0: return ATTN_Q4_0_BYTES;
+    default: return 1; /* FP8 */
+    }
+}
+
+/* The block formats (Q8_0, Q4_0): 32 values per stride unit. */
+ATTN_AVX512_INLINE int is_block(int dt)
+{
+    return dt == ATTN_KV_Q8_0 || dt == ATTN_KV_Q4_0;
+}
+
+ATTN_AVX512_INLINE size_t unit_values(int dt)
+{
+    return is_block(dt) ? ATTN_QBLOCK : 1;
+}
+
+/* Decoding costs more than widening: with many rows a quantized V chunk is
+   decoded once for every row group. */
+ATTN_AVX512_INLINE int is_quant(int dt)
+{
+    return is_block(dt) || dt == ATTN_KV_FP8;
+}
+
+/* Bytes of n values of a row. */
+ATTN_AVX512_INLINE size_t row_bytes(int dt, size_t n)
+{
+    return n / unit_values(dt) * unit_bytes(dt);
+}
+
+/* Row c of an array whose rows lie `step` bytes apart. */
+ATTN_AVX512_INLINE const unsigned char *row_at(const void *base, size_t c, uintptr_t step)
+{
+    return (const unsigned char *)((uintptr_t)base + (uintptr_t)c * step);
+}
+
+/* The binary16 scale at the head of a block (no alignment assumed). */
+ATTN_AVX512_INLINE __m512 block_scale(const unsigned char *blk)
+{
+    uint16_t h;
+    memcpy(&h, blk, sizeof h);
+    return _mm512_set1_ps(_cvtsh_ss(h));
+}
+
+/*
+ * 16 E4M3 bytes to f32, exactly. Each byte becomes the binary16 with the
+ * same sign, exponent and mantissa bits (S.EEEE.MMM -> S.0EEEE.MMM0000000),
+ * whose value is the E4M3 value times 2^-8 (biases 15 and 7), E4M3
+ * subnormals landing on binary16 subnormals; vcvtph2ps widens it exactly and
+ * the product with 2^8 is exact. No f32 subnormal is ever an input or a
+ * result, and vcvtph2ps converts binary16 subnormals whatever MXCSR.DAZ
+ * says, so a caller's DAZ/FTZ cannot change a value (quant::e4m3_every_byte
+ * checks every byte with both set). S.1111.111 (480 so far) becomes NaN.
+ */
+ATTN_AVX512_INLINE __m512 fp8_16(__m128i x)
+{
+    const __m256i h = _mm256_and_si256(_mm256_slli_epi16(_mm256_cvtepi8_epi16(x), 7),
+                                       _mm256_set1_epi16((short)0xBF80));
+    const __m512 v = _mm512_mul_ps(_mm512_cvtph_ps(h), _mm512_set1_ps(256.0f));
+    const __mmask16 is_nan = (__mmask16)_mm_movemask_epi8(
+        _mm_cmpeq_epi8(_mm_and_si128(x, _mm_set1_epi8(0x7f)), _mm_set1_epi8(0x7f)));
+    return _mm512_mask_mov_ps(v, is_nan, _mm512_set1_ps(__builtin_nanf("")));
+}
+
+
+/* Values t..t+15 (t a multiple of 16) of a row, as f32. */
+ATTN_AVX512_INLINE __m512 load16(int dt, const unsigned char *row, size_t t)
+{
+    if (dt == ATTN_KV_F32)
+        return _mm512_loadu_ps((const float *)row + t);
+    if (dt == ATTN_KV_F16 || dt == ATTN_KV_BF16) {
+        __m256i h = _mm256_loadu_si256((const __m256i *)((const uint16_t *)row + t));
+        if (dt == ATTN_KV_F16)
+            return _mm512_cvtph_ps(h);
+        return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    }
+    if (dt == ATTN_KV_FP8)
+        return fp8_16(_mm_loadu_si128((const __m128i *)(row + t)));
+    const unsigned char *blk = row + t / ATTN_QBLOCK * unit_bytes(dt);
+    __m512i iv;
+    if (dt == ATTN_KV_Q8_0) {
+        iv = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(blk + 2 + (t & 16))));
+    } else { /* Q4_0: values 0..15 in the low nibbles, 16..31 in the high */
+        __m128i x = _mm_loadu_si128((const __m128i *)(blk + 2));
+        if (t & 16)
+            x = _mm_srli_epi16(x, 4);
+        x = _mm_and_si128(x, _mm_set1_epi8(0x0f));
+        iv = _mm512_sub_epi32(_mm512_cvtepu8_epi32(x), _mm512_set1_epi32(8));
+    }
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(iv), block_scale(blk));
+}
+
+/* The same for the lanes in m only; the other lanes read nothing and are 0
+   (no block format: their rows have no tails). */
+ATTN_AVX512_INLINE __m512 maskz_load16(int dt, __mmask16 m, const unsigned char *row, size_t t)
+{
+    if (dt == ATTN_KV_F32)
+        return _mm512_maskz_loadu_ps(m, (const float *)row + t);
+    if (dt == ATTN_KV_FP8)
+        return fp8_16(_mm_maskz_loadu_epi8(m, row + t));
+    __m256i h = _mm256_maskz_loadu_epi16(m, (const uint16_t *)row + t);
+    if (dt == ATTN_KV_F16)
+        return _mm512_cvtph_ps(h);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+/* Block formats: values t..t+31 (t a multiple of 32), one block, the same
+   values as two load16 with one scale broadcast and (Q4_0) one load;
+   (n - 8) * d as n * d + (-8 d), exact in one fused step since the result
+   is representable. */
+ATTN_AVX512_INLINE void load32(int dt, const unsigned char *row, size_t t, __m512 *lo,
+                                __m512 *hi)
+{
+    const unsigned char *blk = row + t / ATTN_QBLOCK * unit_bytes(dt);
+    const __m512 d = block_scale(blk);
+    if (dt == ATTN_KV_Q8_0) {
+        const __m256i x = _mm256_loadu_si256((const __m256i *)(blk + 2));
+        *lo = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_castsi256_si128(x))), d);
+        *hi = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_extracti128_si256(x, 1))),
+                            d);
+    } else {
+        const __m128i x = _mm_loadu_si128((const __m128i *)(blk + 2));
+        const __m128i nib = _mm_set1_epi8(0x0f);
+        const __m512 m8d = _mm512_mul_ps(d, _mm512_set1_ps(-8.0f));
+        *lo = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_and_si128(x, nib))), d,
+                              m8d);
+        *hi = _mm512_fmadd_ps(
+            _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_and_si128(_mm_srli_epi16(x, 4), nib))), d,
+            m8d);
+    }
+}
+
+
+/* ------------------------------------------------------------------------ */
+/* qk_tile, few query rows (decode, small GQA groups): dot products along d  */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * R query rows x C keys (R in {1, 2, 4}, C in {1, 4, 8}) from the key row
+ * at k (rows kb bytes apart): R*C accumulators over d, one 16-lane chunk
+ * per step (the block formats: one block of two chunks, decoded once, the
+ * same sums in the same order), then horizontal sums four at a time.
+ * 4x4 loads 8 vectors per 16 FMAs; 1x8 keeps 8 independent FMA chains for the
+ * single-row case.
+ */
+ATTN_AVX512_INLINE void qk_dot_block(int dt, size_t R, size_t C, const float *q, ptrdiff_t q_stride,
+                                     const unsigned char *k, uintptr_t kb, size_t d, float scale,
+                                     float *s, ptrdiff_t s_stride)
+{
+    __m512 acc[4][8];
+    for (size_t r = 0; r < R; r++)
+        for (size_t c = 0; c < C; c++)
+            acc[r][c] = _mm512_setzero_ps();
+
+    size_t t = 0;
+    if (is_block(dt)) /* d is whole blocks */
+        for (; t < d; t += 32) {
+            __m512 klo[8], khi[8];
+            for (size_t c = 0; c < C; c++)
+                load32(dt, row_at(k, c, kb), t, &klo[c], &khi[c]);
+            for (size_t r = 0; r < R; r++) {
+                const float *qr = q + (ptrdiff_t)r * q_stride + (ptrdiff_t)t;
+                const __m512 qlo = _mm512_loadu_ps(qr), qhi = _mm512_loadu_ps(qr + 16);
+                for (size_t c = 0; c < C; c++) {
+                    acc[r][c] = _mm512_fmadd_ps(qlo, klo[c], acc[r][c]);
+                    acc[r][c] = _mm512_fmadd_ps(qhi, khi[c], acc[r][c]);
+                }
+            }
+        }
+    for (; t + 16 <= d; t += 16) {
+        __m512 kv[8];
+        for (size_t c = 0; c < C; c++)
+            kv[c] = load16(dt, row_at(k, c, kb), t);
+        for (size_t r = 0; r < R; r++) {
+            __m512 qv = _mm512_loadu_ps(q + (ptrdiff_t)r * q_stride + (ptrdiff_t)t);
+            for (size_t c = 0; c < C; c++)
+                acc[r][c] = _mm512_fmadd_ps(qv, kv[c], acc[r][c]);
+        }
+    }
+    if (t < d) {
+        __mmask16 m = attn_mask16(d - t);
+        __m512 kv[8];
+        for (size_t c = 0; c < C; c++)
+            kv[c] = maskz_load16(dt, m, row_at(k, c, kb), t);
+        for (size_t r = 0; r < R; r++) {
+            __m512 qv = _mm512_maskz_loadu_ps(m, q + (ptrdiff_t)r * q_stride + (ptrdiff_t)t);
+            for (size_t c = 0; c < C; c++)
+                acc[r][c] = _mm512_fmadd_ps(qv, kv[c], acc[r][c]);
+        }
+    }
+
+    const __m128 vscale = _mm_set1_ps(scale);
+    for (size_t r = 0; r < R; r++) {
+        float *sr = s + (ptrdiff_t)r * s_stride;
+        if (C == 1) {
+            sr[0] = _mm512_reduce_add_ps(acc[r][0]) * scale;
+            continue;
+        }
+        for (size_t c = 0; c < C; c += 4)
+            _mm_storeu_ps(sr + c, _mm_mul_ps(attn_hsum4(acc[r][c], acc[r][c + 1], acc[r][c + 2],
+                                                        acc[r][c + 3]),
+                                             vscale));
+    }
+}
+
+/* R rows against all nk keys; `pf`: prefetch the keys ahead (the first
+   group of rows over these keys does, the others find them in cache). */
+ATTN_AVX512_INLINE void qk_dot_rows(int dt, size_t R, int pf, const float *q, ptrdiff_t q_stride,
+                                    const void *k, ptrdiff_t k_stride, size_t nk, size_t d,
+                                    float scale, float *s, ptrdiff_t s_stride)
+{
+    size_t c = 0;
+    const size_t unit = unit_bytes(dt), bytes = row_bytes(dt, d);
+    const uintptr_t kb = (uintptr_t)k_stride * unit;
+    const size_t ahead = attn_prefetch_rows_ahead(bytes);
+    if (R == 1)
+        for (; c + 8 <= nk; c += 8) {
+            if (pf)
+                attn_prefetch_rows(k, c + ahead, k_stride, unit, 8, bytes);
+            qk_dot_block(dt, 1, 8, q, q_stride, row_at(k, c, kb), kb, d, scale, s + c, s_stride);
+        }
+    for (; c + 4 <= nk; c += 4) {
+        if (pf)
+            attn_prefetch_rows(k, c + ahead, k_stride, unit, 4, bytes);
+        qk_dot_block(dt, R, 4, q, q_stride, row_at(k, c, kb), kb, d, scale, s + c, s_stride);
+    }
+    for (; c < nk; c++)
+        qk_dot_block(dt, R, 1, q, q_stride, row_at(k, c, kb), kb, d, scale, s + c, s_stride);
+}
+
+ATTN_AVX512_INLINE void qk_tile_dot(int dt, const float *q, ptrdiff_t q_stride, const void *k,
+                                    ptrdiff_t k_stride, size_t nq, size_t nk, size_t d, float scale,
+                                    float *s, ptrdiff_t s_stride)
+{
+    size_t r = 0;
+    for (; r + 4 <= nq; r += 4)
+        qk_dot_rows(dt, 4, r == 0, q + (ptrdiff_t)r * q_stride, q_stride, k, k_stride, nk, d,
+                    scale, s + (ptrdiff_t)r * s_stride, s_stride);
+    if (r + 2 <= nq) {
+        qk_dot_rows(dt, 2, r == 0, q + (ptrdiff_t)r * q_stride, q_stride, k, k_stride, nk, d,
+                    scale, s + (ptrdiff_t)r * s_stride, s_stride);
+        r += 2;
+    }
+    if (r < nq)
+        qk_dot_rows(dt, 1, r == 0, q + (ptrdiff_t)r * q_stride, q_stride, k, k_stride, nk, d,
+                    scale, s + (ptrdiff_t)r * s_stride, s_stride);
+}
+
+/* ------------------------------------------------------------------------ */
+/* qk_tile, many query rows (prefill): K panel packed transposed, GEMM-style */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * The horizontal sums above cost ~3 shuffle/add ops per score whatever the
+ * row count. With many rows it is cheaper to transpose a panel of keys once
+ * (16 shuffles per 16 keys x 16 dims) and reuse it for every row: then each
+ * score row is a plain broadcast-FMA GEMM with no reductions, and f16/bf16
+ * conversion also happens once per panel instead of once per row block.
+ */
+#define QK_PANEL_KEYS 32  /* two vectors of keys */
+/* dims per panel: 128 x 32 floats = 16 KiB of stack. d <= 128 then takes one
+   pass with the sums in registers; at 64 the partial sums went through the
+   score table between passes, whose rows 8 KiB apart (L = 2048) share L1
+   sets: scores at d 128 were 0.92x sgemm, now 1.0x (Zen 5). */
+#define QK_PANEL_DEPTH 128
+/* 16 rows (Lq = 4 speculative decoding of a GQA group of 4) stay on the dot
+   path: in cache it is as fast as the packed one there (215 GFLOP/s on Zen 5),
+   and it prefetches K, which the packed path does not (Lq = 4 decode 3.0x its
+   roofline on the packed path, 2.1x on this one). */
+#define QK_PACKED_MIN_ROWS 17
+
+/* r[i] (row i, 16 lanes) becomes column i: r[i][j] = old r[j][i]. */
+ATTN_AVX512_INLINE void transpose16x16(__m512 r[16])
+{
+    __m512 a[16], b[16];
+    for (size_t i = 0; i < 16; i += 2) {
+        /* per 128-bit chunk L: rows i, i+1 interleaved, columns 4L..4L+1 / 4L+2..4L+3 */
+        a[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        a[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (size_t i = 0; i < 16; i += 4) {
+        /* b[i + j], chunk L: column 4L+j of rows i..i+3 */
+        __m512d lo0 = _mm512_castps_pd(a[i]), hi0 = _mm512_castps_pd(a[i + 2]);
+        __m512d lo1 = _mm512_castps_pd(a[i + 1]), hi1 = _mm512_castps_pd(a[i + 3]);
+        b[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(lo0, hi0));
+        b[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(lo0, hi0));
+        b[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(lo1, hi1));
+        b[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(lo1, hi1));
+    }
+    for (size_t j = 0; j < 4; j++) {
+        /* 4x4 transpose of 128-bit chunks across b[j], b[4+j], b[8+j], b[12+j] */
+        __m512 c0 = _mm512_shuffle_f32x4(b[j], b[4 + j], 0x88);
+        __m512 c1 = _mm512_shuffle_f32x4(b[j], b[4 + j], 0xdd);
+        __m512 c2 = _mm512_shuffle_f32x4(b[8 + j], b[12 + j], 0x88);
+        __m512 c3 = _mm512_shuffle_f32x4(b[8 + j], b[12 + j], 0xdd);
+        r[j] = _mm512_shuffle_f32x4(c0, c2, 0x88);
+        r[4 + j] = _mm512_shuffle_f32x4(c1, c3, 0x88);
+        r[8 + j] = _mm512_shuffle_f32x4(c0, c2, 0xdd);
+        r[12 + j] = _mm512_shuffle_f32x4(c1, c3, 0xdd);
+    }
+}
+
+/*
+ * panel[t*32 + j] = K[key j][t0 + t] as f32 for t < td, j < nkeys; keys
+ * nkeys..31 are zero (their scores are never stored).
+ */
+ATTN_AVX512_INLINE void qk_pack_panel(int dt, const unsigned char *k, uintptr_t kb, size_t nkeys,
+                                      size_t t0, size_t td, float *panel)
+{
+    for (size_t g = 0; g < QK_PANEL_KEYS; g += 16) {
+        size_t kn = nkeys > g ? (nkeys - g < 16 ? nkeys - g : 16) : 0;
+        for (size_t tb = 0; tb < td; tb += 16) {
+            size_t tn = td - tb < 16 ? td - tb : 16;
+            __mmask16 m = attn_mask16(tn);
+            __m512 rows[16];
+            for (size_t j = 0; j < 16; j++) {
+                if (j >= kn)
+                    rows[j] = _mm512_setzero_ps();
+                else if (tn == 16)
+                    rows[j] = load16(dt, row_at(k, g + j, kb), t0 + tb);
+                else
+                    rows[j] = maskz_load16(dt, m, row_at(k, g + j, kb), t0 + tb);
+            }
+            transpose16x16(rows);
+            for (size_t i = 0; i < tn; i++)
+                _mm512_store_ps(panel + (tb + i) * QK_PANEL_KEYS + g, rows[i]);
+        }
+    }
+}
+
+/*
+ * R rows (R in {1, 4, 8}) x the 32 keys of a panel, dims t0..t0+td: 2R
+ * accumulators, per dim 2 panel loads + R broadcasts for 2R FMAs. The first
+ * depth chunk starts from zero, later ones from the partial sums left in s;
+ * the last one applies the scale.
+ */
+ATTN_AVX512_INLINE void qk_panel_rows(size_t R, const float *q, ptrdiff_t q_stride, size_t t0,
+                                      size_t td, const float *panel, __mmask16 m0, __mmask16 m1,
+                                      int first, int last, float scale, float *s,
+                                      ptrdiff_t s_stride)
+{
+    __m512 acc[8][2];
+    for (size_t r = 0; r < R; r++) {
+        const float *sr = s + (ptrdiff_t)r * s_stride;
+        acc[r][0] = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m0, sr);
+        acc[r][1] = first || !m1 ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m1, sr + 16);
+    }
+    const float *qt = q + t0;
+    for (size_t t = 0; t < td; t++) {
+        __m512 k0 = _mm512_load_ps(panel + t * QK_PANEL_KEYS);
+        __m512 k1 = _mm512_load_ps(panel + t * QK_PANEL_KEYS + 16);
+        for (size_t r = 0; r < R; r++) {
+            __m512 qb = _mm512_set1_ps(qt[(ptrdiff_t)r * q_stride + (ptrdiff_t)t]);
+            acc[r][0] = _mm512_fmadd_ps(qb, k0, acc[r][0]);
+            acc[r][1] = _mm512_fmadd_ps(qb, k1, acc[r][1]);
+        }
+    }
+    const __m512 vscale = _mm512_set1_ps(scale);
+    for (size_t r = 0; r < R; r++) {
+        float *sr = s + (ptrdiff_t)r * s_stride;
+        if (last) {
+            acc[r][0] = _mm512_mul_ps(acc[r][0], vscale);
+            acc[r][1] = _mm512_mul_ps(acc[r][1], vscale);
+        }
+        _mm512_mask_storeu_ps(sr, m0, acc[r][0]);
+        if (m1)
+            _mm512_mask_storeu_ps(sr + 16, m1, acc[r][1]);
+    }
+}
+
+ATTN_AVX512_INLINE void qk_tile_packed(int dt, const float *q, ptrdiff_t q_stride, const void *k,
+                                       ptrdiff_t k_stride, size_t nq, size_t nk, size_t d,
+                                       float scale, float *s, ptrdiff_t s_stride)
+{
+    _Alignas(64) float panel[QK_PANEL_DEPTH * QK_PANEL_KEYS];
+    const uintptr_t kb = (uintptr_t)k_stride * unit_bytes(dt);
+    for (size_t c0 = 0; c0 < nk; c0 += QK_PANEL_KEYS) {
+        size_t nkeys = nk - c0 < QK_PANEL_KEYS ? nk - c0 : QK_PANEL_KEYS;
+        __mmask16 m0 = attn_mask16(nkeys < 16 ? nkeys : 16);
+        __mmask16 m1 = attn_mask16(nkeys > 16 ? nkeys - 16 : 0);
+        for (size_t t0 = 0; t0 < d; t0 += QK_PANEL_DEPTH) {
+            size_t td = d - t0 < QK_PANEL_DEPTH ? d - t0 : QK_PANEL_DEPTH;
+            int first = t0 == 0, last = t0 + td == d;
+            qk_pack_panel(dt, row_at(k, c0, kb), kb, nkeys, t0, td, panel);
+            size_t r = 0;
+            for (; r + 8 <= nq; r += 8)
+                qk_panel_rows(8, q + (ptrdiff_t)r * q_stride, q_stride, t0, td, panel, m0, m1,
+                              first, last, scale, s + (ptrdiff_t)r * s_stride + c0, s_stride);
+            for (; r + 4 <= nq; r += 4)
+                qk_panel_rows(4, q + (ptrdiff_t)r * q_stride, q_stride, t0, td, panel, m0, m1,
+                              first, last, scale, s + (ptrdiff_t)r * s_stride + c0, s_stride);
+            for (; r < nq; r++)
+                qk_panel_rows(1, q + (ptrdiff_t)r * q_stride, q_stride, t0, td, panel, m0, m1,
+                              first, last, scale, s + (ptrdiff_t)r * s_stride + c0, s_stride);
+        }
+    }
+}
+
+ATTN_AVX512_INLINE void qk_tile(int dt, const float *q, ptrdiff_t q_stride, const void *k,
+                                ptrdiff_t k_stride, size_t nq, size_t nk, size_t d, float scale,
+                                float *s, ptrdiff_t s_stride)
+{
+    if (nq >= QK_PACKED_MIN_ROWS)
+        qk_tile_packed(dt, q, q_stride, k, k_stride, nq, nk, d, scale, s, s_stride);
+    else
+        qk_tile_dot(dt, q, q_stride, k, k_stride, nq, nk, d, scale, s, s_stride);
+}
+
+/* ------------------------------------------------------------------------ */
+/* pv_tile                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * R rows (R in {1, 2, 4}) x NV vectors of output columns (NV in 1..4) from
+ * column j0, over all nk keys (the rows at v, v_stride units apart):
+ * R*NV accumulators kept in registers for the whole key loop, per key NV
+ * value loads (the block formats: NV/2 blocks) + R broadcasts for R*NV FMAs.
+ * When tail is set the last vector covers only the lanes in m (full for the
+ * block formats, whose rows are whole blocks). pf > 0: prefetch V rows of
+ * pf bytes ahead (prefetch.h).
+ */
+ATTN_AVX512_INLINE void pv_block(int dt, size_t R, size_t NV, int tail, __mmask16 m, size_t pf,
+                                 const float *p, ptrdiff_t p_stride, const void *v,
+                                 ptrdiff_t v_stride, size_t nk, size_t j0, float *acc,
+                                 ptrdiff_t acc_stride)
+{
+    const size_t nfull = tail ? NV - 1 : NV; /* vectors without a mask */
+    const size_t unit = unit_bytes(dt);
+    const uintptr_t vb = (uintptr_t)v_stride * unit;
+    __m512 a[4][4];
+    for (size_t r = 0; r < R; r++) {
+        const float *ar = acc + (ptrdiff_t)r * acc_stride + (ptrdiff_t)j0;
+        for (size_t i = 0; i < nfull; i++)
+            a[r][i] = _mm512_loadu_ps(ar + 16 * i);
+        if (tail)
+            a[r][NV - 1] = _mm512_maskz_loadu_ps(m, ar + 16 * (NV - 1));
+    }
+    const size_t ahead = pf ? attn_prefetch_rows_ahead(pf) : 0;
+    for (size_t c = 0; c < nk; c++) {
+        const unsigned char *row = row_at(v, c, vb);
+        if (pf)
+            attn_prefetch_rows(v, c + ahead, v_stride, unit, 1, pf);
+        __m512 vv[4];
+        if (is_block(dt)) { /* j0 and NV cover whole blocks: NV even */
+            size_t i = 0;
+            for (; i + 1 < NV; i += 2)
+                load32(dt, row, j0 + 16 * i, &vv[i], &vv[i + 1]);
+            if (i < NV) /* never taken (NV is even here); keeps every vv defined */
+                vv[i] = load16(dt, row, j0 + 16 * i);
+        } else {
+            for (size_t i = 0; i < nfull; i++)
+                vv[i] = load16(dt, row, j0 + 16 * i);
+            if (tail)
+                vv[NV - 1] = maskz_load16(dt, m, row, j0 + 16 * (NV - 1));
+        }
+        for (size_t r = 0; r < R; r++) {
+            __m512 pb = _mm512_set1_ps(p[(ptrdiff_t)r * p_stride + (ptrdiff_t)c]);
+            for (size_t i = 0; i < NV; i++)
+                a[r][i] = _mm512_fmadd_ps(pb, vv[i], a[r][i]);
+        }
+    }
+    for (size_t r = 0; r < R; r++) {
+        float *ar = acc + (ptrdiff_t)r * acc_stride + (ptrdiff_t)j0;
+        for (size_t i = 0; i < nfull; i++)
+            _mm512_storeu_ps(ar + 16 * i, a[r][i]);
+        if (tail)
+            _mm512_mask_storeu_ps(ar + 16 * (NV - 1), m, a[r][NV - 1]);
+    }
+}
+
+ATTN_AVX512_INLINE void pv_rows(int dt, size_t NV, int tail, __mmask16 m, size_t pf, const float *p,
+                                ptrdiff_t p_stride, const void *v, ptrdiff_t v_stride, size_t nq,
+                                size_t nk, size_t j0, float *acc, ptrdiff_t acc_stride)
+{
+    size_t r = 0;
+    for (; r + 4 <= nq; r += 4)
+        pv_block(dt, 4, NV, tail, m, r == 0 ? pf : 0, p + (ptrdiff_t)r * p_stride, p_stride, v,
+                 v_stride, nk, j0, acc + (ptrdiff_t)r * acc_stride, acc_stride);
+    /* a loop, not an if: GCC then keeps the accumulators out of memory */
+    for (; r + 2 <= nq; r += 2)
+        pv_block(dt, 2, NV, tail, m, r == 0 ? pf : 0, p + (ptrdiff_t)r * p_stride, p_stride, v,
+                 v_stride, nk, j0, acc + (ptrdiff_t)r * acc_stride, acc_stride);
+    if (r < nq)
+        pv_block(dt, 1, NV, tail, m, r == 0 ? pf : 0, p + (ptrdiff_t)r * p_stride, p_stride, v,
+                 v_stride, nk, j0, acc + (ptrdiff_t)r * acc_stride, acc_stride);
+}
+
+/* Columns j0..j0+w (w <= 64) of every row over the nk keys at v: four
+   vectors, or ceil(w / 16) with the last one masked. */
+ATTN_AVX512_INLINE void pv_cols(int dt, size_t pf, const float *p, ptrdiff_t p_stride,
+                                const void *v, ptrdiff_t v_stride, size_t nq, size_t nk,
+                                size_t j0, size_t w, float *acc, ptrdiff_t acc_stride)
+{
+    if (w == 64) {
+        pv_rows(dt, 4, 0, 0xffff, pf, p, p_stride, v, v_stride, nq, nk, j0, acc, acc_stride);
+        return;
+    }
+    size_t nv = (w + 15) / 16;
+    __mmask16 m = attn_mask16(w - 16 * (nv - 1));
+    switch (nv) {
+    case 1: pv_rows(dt, 1, 1, m, pf, p, p_stride, v, v_stride, nq, nk, j0, acc, acc_stride); break;
+    case 2: pv_rows(dt, 2, 1, m, pf, p, p_stride, v, v_stride, nq, nk, j0, acc, acc_stride); break;
+    case 3: pv_rows(dt, 3, 1, m, pf, p, p_stride, v, v_stride, nq, nk, j0, acc, acc_stride); break;
+    default: pv_rows(dt, 4, 1, m, pf, p, p_stride, v, v_stride, nq, nk, j0, acc, acc_stride); break;
+    }
+}
+
+/* Keys of a decoded V panel (many rows, quantized V): 32 keys x 64 columns,
+   8 KiB of stack. */
+#define PV_PANEL_KEYS 32
+
+ATTN_AVX512_INLINE void pv_tile(int dt, const float *p, ptrdiff_t p_stride, const void *v,
+                                ptrdiff_t v_stride, size_t nq, size_t nk, size_t dv, float *acc,
+                                ptrdiff_t acc_stride)
+{
+    /* few rows: the first column pass prefetches whole V rows ahead */
+    const int few = nq < QK_PACKED_MIN_ROWS;
+    const size_t pf = few ? row_bytes(dt, dv) : 0;
+    const uintptr_t vb = (uintptr_t)v_stride * unit_bytes(dt);
+    for (size_t j0 = 0; j0 < dv; j0 += 64) {
+        const size_t w = dv - j0 < 64 ? dv - j0 : 64;
+        if (few || !is_quant(dt)) {
+            pv_cols(dt, j0 == 0 ? pf : 0, p, p_stride, v, v_stride, nq, nk, j0, w, acc,
+                    acc_stride);
+            continue;
+        }
+        /* Many rows, quantized V: the columns of 32 keys decoded once into
+           f32 for every row group; the sums are the same, key by key in
+           order, as on the rows themselves. */
+        _Alignas(64) float panel[PV_PANEL_KEYS * 64];
+        for (size_t c0 = 0; c0 < nk; c0 += PV_PANEL_KEYS) {
+            const size_t n = nk - c0 < PV_PANEL_KEYS ? nk - c0 : PV_PANEL_KEYS;
+            for (size_t c = 0; c < n; c++) {
+                const unsigned char *row = row_at(v, c0 + c, vb);
+                for (size_t i = 0; i < w; i += 16)
+                    _mm512_store_ps(panel + c * 64 + i,
+                                    w - i >= 16 ? load16(dt, row, j0 + i)
+                                                : maskz_load16(dt, attn_mask16(w - i), row, j0 + i));
+            }
+            pv_cols(ATTN_KV_F32, 0, p + c0, p_stride, panel, 64, nq, n, 0, w, acc + j0,
+                    acc_stride);
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* to_f32                                                                    */
+/* ------------------------------------------------------------------------ */
+
+ATTN_AVX512_INLINE void to_f32(int dt, const void *src, float *dst, size_t n)
+{
+    size_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        __m512 x0 = load16(dt, src, i);
+        __m512 x1 = load16(dt, src, i + 16);
+        __m512 x2 = load16(dt, src, i + 32);
+        __m512 x3 = load16(dt, src, i + 48);
+        _mm512_storeu_ps(dst + i, x0);
+        _mm512_storeu_ps(dst + i + 16, x1);
+        _mm512_storeu_ps(dst + i + 32, x2);
+        _mm512_storeu_ps(dst + i + 48, x3);
+    }
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(dst + i, load16(dt, src, i));
+    if (i < n) {
+        __mmask16 m = attn_mask16(n - i);
+        _mm512_mask_storeu_ps(dst + i, m, maskz_load16(dt, m, src, i));
+    }
+}
+
+#endif /* ATTN_X86_TILE_AVX512_BODY_H */
