@@ -6,10 +6,12 @@
  * and lengths (mostly valid, sometimes out of range), a paged pool with a
  * block table (shuffled, in order, shared; entries of unseen pages garbage;
  * now and then a seen page outside the pool), packed outputs with
- * batch_stride 0 (sometimes overlapping sequences). Every buffer (q, the K/V
- * pools, the table, the four int32 arrays, outputs, stats) is exactly as
- * large as the description says and ends at, or starts after, a PROT_NONE
- * page, so a read of an entry or a slot nobody may use faults.
+ * batch_stride 0 (sometimes overlapping sequences), and ALiBi slopes and
+ * sinks (per batch entry and head, or per head), whose positions and rows
+ * the layouts shift. Every buffer (q, the K/V pools, the table, the four
+ * int32 arrays, the slopes and sinks, outputs, stats) is exactly as large as
+ * the description says and ends at, or starts after, a PROT_NONE page, so a
+ * read of an entry or a slot nobody may use faults.
  *
  * Fails when: a crash or sanitizer report; a status outside those the
  * header allows for the description (a model written from attn.h below);
@@ -43,9 +45,9 @@ typedef struct prob {
     int paged, packed_out;
     attn_shape shape;
     attn_options opt;
-    attn_tensor q, k, v, out;
+    attn_tensor q, k, v, out, alibi, sinks;
     int64_t dv, out_floats, stats_floats;
-    fz_buf bq, bk, bv, bout, bstats, btable, barr[4];
+    fz_buf bq, bk, bv, bout, bstats, btable, barr[4], balibi, bsinks;
     int32_t *arr[4]; /* q_lens, kv_lens, q_offsets, kv_offsets (NULL: absent) */
     attn_row_stats stats;
     unsigned expect; /* bit s: status s allowed */
@@ -252,6 +254,38 @@ static int decode(prob *p, fz_reader *r, fz_rng *g)
                               fz_rng_float(g, -2.0f, 2.0f));
                 }
         }
+
+    /* Score modifiers, decoded last so that every byte before keeps its
+       meaning (the committed corpus decodes the same problems, with slopes
+       and sinks where its inputs end: running out of bytes reads as 0,
+       "present, usual value"). F32 [B][Hq] or [Hq] (batch_stride 0). */
+    if (fz_chance(r, 170)) { /* ALiBi: 2^(-8(h+1)/H) scaled, now and then steep or negative */
+        const int per_batch = fz_chance(r, 170);
+        float *a = fz_buf_alloc(&p->balibi, (size_t)((per_batch ? B : 1) * Hq) * 4,
+                                fz_chance(r, 128));
+        for (int64_t i = 0; i < (per_batch ? B : 1) * Hq; i++) {
+            const int kind = fz_u8(r) % 8;
+            a[i] = kind == 6   ? fz_rng_float(g, 0.5f, 2.0f)
+                   : kind == 7 ? fz_rng_float(g, -0.1f, 0.0f)
+                               : exp2f(-8.0f * (float)(i % Hq + 1) / (float)Hq) *
+                                     fz_rng_float(g, 0.25f, 2.0f);
+        }
+        p->alibi = (attn_tensor){a, ATTN_DTYPE_F32, per_batch ? Hq : 0, 1, 0};
+        p->opt.alibi_slopes = &p->alibi;
+    }
+    if (fz_chance(r, 150)) { /* sinks: comparable to the scores, dominant, or none (-inf) */
+        const int per_batch = fz_chance(r, 170);
+        float *z = fz_buf_alloc(&p->bsinks, (size_t)((per_batch ? B : 1) * Hq) * 4,
+                                fz_chance(r, 128));
+        for (int64_t i = 0; i < (per_batch ? B : 1) * Hq; i++) {
+            const int kind = fz_u8(r) % 8;
+            z[i] = kind == 6   ? fz_rng_float(g, 6.0f, 12.0f)
+                   : kind == 7 ? -INFINITY
+                               : fz_rng_float(g, -3.0f, 3.0f);
+        }
+        p->sinks = (attn_tensor){z, ATTN_DTYPE_F32, per_batch ? Hq : 0, 1, 0};
+        p->opt.sinks = &p->sinks;
+    }
     p->expect = bad_arg || bad_stride ? (bad_arg << ATTN_ERR_ARG) | (bad_stride << ATTN_ERR_STRIDE)
                                       : 1u << ATTN_OK;
     return 1;
@@ -260,7 +294,8 @@ static int decode(prob *p, fz_reader *r, fz_rng *g)
 static void release(prob *p)
 {
     fz_buf *bufs[] = {&p->bq, &p->bk, &p->bv, &p->bout, &p->bstats, &p->btable,
-                      &p->barr[0], &p->barr[1], &p->barr[2], &p->barr[3]};
+                      &p->barr[0], &p->barr[1], &p->barr[2], &p->barr[3], &p->balibi,
+                      &p->bsinks};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i]->map)
             fz_buf_free(bufs[i]);
@@ -379,11 +414,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                         : (float)(int64_t)(fz_rng_next(&g) % 1000) - 500.5f;
     /* inputs, compared bitwise after every call */
     const size_t q_bytes = p.bq.bytes, k_bytes = p.bk.bytes, v_bytes = p.bv.bytes;
-    unsigned char *q0 = malloc(q_bytes + 1), *k0 = malloc(k_bytes + 1), *v0 = malloc(v_bytes + 1);
-    FZ_CHECK(q0 && k0 && v0, "out of memory");
+    const size_t mod_bytes = p.balibi.bytes + p.bsinks.bytes;
+    unsigned char *q0 = malloc(q_bytes + 1), *k0 = malloc(k_bytes + 1), *v0 = malloc(v_bytes + 1),
+                  *mods0 = malloc(mod_bytes + 1);
+    FZ_CHECK(q0 && k0 && v0 && mods0, "out of memory");
     memcpy(q0, p.bq.data, q_bytes);
     memcpy(k0, p.bk.data, k_bytes);
     memcpy(v0, p.bv.data, v_bytes);
+    if (p.balibi.bytes)
+        memcpy(mods0, p.balibi.data, p.balibi.bytes);
+    if (p.bsinks.bytes)
+        memcpy(mods0 + p.balibi.bytes, p.bsinks.data, p.bsinks.bytes);
 
     ref_dense dn;
     ref_attn ra;
@@ -400,7 +441,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                  attn_isa_name((attn_isa)isa), op_names[p.op], st, p.expect);
         save(&p, got);
         FZ_CHECK(memcmp(p.bq.data, q0, q_bytes) == 0 && memcmp(p.bk.data, k0, k_bytes) == 0 &&
-                     memcmp(p.bv.data, v0, v_bytes) == 0,
+                     memcmp(p.bv.data, v0, v_bytes) == 0 &&
+                     (!p.balibi.bytes || memcmp(p.balibi.data, mods0, p.balibi.bytes) == 0) &&
+                     (!p.bsinks.bytes ||
+                      memcmp(p.bsinks.data, mods0 + p.balibi.bytes, p.bsinks.bytes) == 0),
                  "an input changed");
         if (st != ATTN_OK) {
             FZ_CHECK(memcmp(got, before, total * 4) == 0, "a rejected call wrote an output");
@@ -441,6 +485,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     free(q0);
     free(k0);
     free(v0);
+    free(mods0);
     release(&p);
     return 0;
 }
