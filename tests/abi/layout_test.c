@@ -12,6 +12,7 @@
 #include <stddef.h>
 
 #include "attn.h"
+#include "option_list.h"
 
 #define FROZEN(expr) _Static_assert(expr, #expr)
 
@@ -63,37 +64,12 @@ FROZEN(offsetof(attn_tensor, row_stride) == 32);
 
 /* attn_options may grow at the end (struct_size versioning), never change before. */
 FROZEN(sizeof(attn_options) >= 72);
-FROZEN(offsetof(attn_options, struct_size) == 0);
-FROZEN(offsetof(attn_options, flags) == 4);
-FROZEN(offsetof(attn_options, scale) == 8);
-FROZEN(offsetof(attn_options, softcap) == 12);
-FROZEN(offsetof(attn_options, window) == 16);
-FROZEN(offsetof(attn_options, q_lens) == 24);
-FROZEN(offsetof(attn_options, kv_lens) == 32);
-FROZEN(offsetof(attn_options, mask) == 40);
-FROZEN(offsetof(attn_options, bias) == 48);
-FROZEN(offsetof(attn_options, parallel_for) == 56);
-FROZEN(offsetof(attn_options, parallel_ctx) == 64);
-/* 1.1: score modifiers */
-FROZEN(offsetof(attn_options, window_right) == 72);
-FROZEN(offsetof(attn_options, sinks) == 80);
-FROZEN(offsetof(attn_options, alibi_slopes) == 88);
-/* 1.1: offset, packed and paged K/V */
-FROZEN(offsetof(attn_options, q_offsets) == 96);
-FROZEN(offsetof(attn_options, kv_offsets) == 104);
-FROZEN(offsetof(attn_options, block_table) == 112);
-FROZEN(offsetof(attn_options, block_table_stride) == 120);
-FROZEN(offsetof(attn_options, block_size) == 128);
-FROZEN(offsetof(attn_options, num_blocks) == 136);
-/* 1.1: shards and split-KV */
-FROZEN(offsetof(attn_options, q_pos) == 144);
-FROZEN(offsetof(attn_options, k_pos) == 152);
-FROZEN(offsetof(attn_options, workspace) == 160);
-FROZEN(offsetof(attn_options, workspace_size) == 168);
-FROZEN(offsetof(attn_options, kv_splits) == 176);
-/* 1.1: FP8 K/V scales */
-FROZEN(offsetof(attn_options, k_scale) == 180);
-FROZEN(offsetof(attn_options, v_scale) == 184);
+/* every field at the offset its line of src/option_list.h records (the
+   record is frozen: a line's offset never changes within a major version) */
+#define FROZEN_OPTION(f, kind, extent, dtype, off, since) \
+    FROZEN(offsetof(attn_options, f) == (off));
+ATTN_OPTION_LIST(FROZEN_OPTION)
+#undef FROZEN_OPTION
 FROZEN(sizeof(attn_options) == 192); /* 1.1's size: a later minor appends and says so here */
 
 /* attn_partial (1.1, attn_merge's input) */
@@ -122,9 +98,10 @@ int main(void)
     const attn_options opt = ATTN_OPTIONS_INIT;
     int bad = 0;
     bad |= opt.struct_size != sizeof(attn_options);
-    bad |= opt.flags != 0u || opt.scale != 0.0f || opt.softcap != 0.0f || opt.window != 0;
-    bad |= opt.q_lens != NULL || opt.kv_lens != NULL || opt.mask != NULL || opt.bias != NULL;
-    bad |= opt.parallel_for != NULL || opt.parallel_ctx != NULL;
+#define DEFAULT_IS_ZERO(f, kind, extent, dtype, off, since) \
+    bad |= ATTN_OPT_KIND_##kind != ATTN_OPT_KIND_HEADER && opt.f != 0;
+    ATTN_OPTION_LIST(DEFAULT_IS_ZERO)
+#undef DEFAULT_IS_ZERO
     const attn_grads grads = ATTN_GRADS_INIT;
     bad |= grads.struct_size != sizeof(attn_grads);
     bad |= grads.dq != NULL || grads.dk != NULL || grads.dv != NULL || grads.dbias != NULL;
