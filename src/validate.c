@@ -390,7 +390,7 @@ static attn_status check_block_table(const attn_problem *pb, range_set *set)
     for (int64_t b = 0; b < pb->batch; b++) {
         const int64_t lq = pb->q_lens ? pb->q_lens[b] : pb->q_len;
         const int64_t ko = pb->kv_offsets ? pb->kv_offsets[b] : 0;
-        int64_t i = 0, lo = 0, hi = 0, last_lo, last_hi;
+        int64_t i = 0, lo = 0, hi = 0, last_lo = 0, last_hi = 0;
         for (; i < lq; i++) {
             attn_seq_keys(pb, b, i, &lo, &hi);
             if (lo < hi)
@@ -398,7 +398,13 @@ static attn_status check_block_table(const attn_problem *pb, range_set *set)
         }
         if (i == lq)
             continue; /* no query of this sequence sees a key */
-        attn_seq_keys(pb, b, lq - 1, &last_lo, &last_hi);
+        /* the last row that sees a key: later rows (a window moved past
+           the keys) read no page, so their bounds are not pages */
+        for (int64_t j = lq - 1; j >= i; j--) {
+            attn_seq_keys(pb, b, j, &last_lo, &last_hi);
+            if (last_lo < last_hi)
+                break;
+        }
         const int32_t *row = pb->block_table + b * pb->block_table_stride;
         for (int64_t page = (ko + lo) / pb->block_size; page <= (ko + last_hi - 1) / pb->block_size;
              page++)

@@ -203,11 +203,6 @@ static void make_pool(problem *p, rng *g, int64_t bs)
     free(order);
 }
 
-/* 1 once src/validate.c no longer reads (and rejects) block-table entries of
-   pages past the keys when the last query row of a shard sees no key (see
-   kvlayout/shard_past_keys_paged); the mods draws avoid that case until then. */
-#define SHARD_PAST_KEYS_PAGED_FIXED 0
-
 /* F32 [B][Hq] of a sink or slope per (b, h), or per head only (batch_stride 0). */
 static attn_tensor per_head(float **mem, rng *g, int64_t B, int64_t Hq)
 {
@@ -254,26 +249,16 @@ static void draw_mods(problem *p, rng *g)
     if (rng_int(g, 0, 1))
         p->opt.window_right = rng_int(g, 1, 30);
     if (rng_int(g, 0, 2) == 0) {
-        int64_t kind = rng_int(g, 0, 2); /* 0: both, 1: q_pos only, 2: k_pos only */
+        const int64_t kind = rng_int(g, 0, 2); /* 0: both, 1: q_pos only, 2: k_pos only */
         const int64_t base = rng_int(g, 0, 3) == 0 ? (int64_t)1 << 40 : 0;
-        /* Until src/validate.c reads only the pages of keys some query sees
-           (kvlayout/shard_past_keys_paged, disabled below): with a pool and a
-           window, the last query row keeps its window on the keys
-           (delta <= window, no clamping of q_pos at 0). */
-        const int past_keys_bug = !SHARD_PAST_KEYS_PAGED_FIXED &&
-                                  p->layout >= KV_PAGED && p->opt.window > 0;
-        if (past_keys_bug && kind == 1)
-            kind = 0;
         p->q_pos = kind == 2 ? NULL : xmalloc((size_t)B * 8);
         p->k_pos = kind == 1 ? NULL : xmalloc((size_t)B * 8);
         for (int64_t b = 0; b < B; b++) {
-            const int64_t kp = kind == 1 ? 0 : base + rng_int(g, past_keys_bug ? 20 : 0, 3000);
+            const int64_t kp = kind == 1 ? 0 : base + rng_int(g, 0, 3000);
             if (p->k_pos)
                 p->k_pos[b] = kp;
             if (p->q_pos) { /* a few positions off the bottom-right alignment */
-                int64_t delta = rng_int(g, -6, 10);
-                if (past_keys_bug && delta > p->opt.window)
-                    delta = p->opt.window;
+                const int64_t delta = rng_int(g, -6, 10);
                 const int64_t qp = kp + p->kv_lens[b] - p->q_lens[b] + delta;
                 p->q_pos[b] = qp < 0 ? 0 : qp;
             }
@@ -793,13 +778,13 @@ ParameterizedTest(isa_row *row, kvlayout, mods_paged_more, .timeout = ATTN_TEST_
  * key seen (query 0 at position 3, window 1; queries 1 and 2 at 4 and 5 see
  * none), so entries 0..2 may hold anything and the table row is 4 entries
  * long, ending at an inaccessible page. src/validate.c's check_block_table
- * takes the page range from the first row's keys to the last row's end,
- * which for an empty last row lies past the keys: it reads entry 4, beyond
- * the table (a fault here), and with a longer buffer rejects the call when
- * that int is no block (ATTN_ERR_ARG). Disabled until validate.c is fixed;
- * then enable it and set SHARD_PAST_KEYS_PAGED_FIXED above.
+ * took the page range from the first row's keys to the last row's end,
+ * which for an empty last row lies past the keys: it read entry 4, beyond
+ * the table (a fault here), and with a longer buffer rejected the call when
+ * that int was no block (ATTN_ERR_ARG). It now ends the range at the last
+ * row that sees a key.
  */
-Test(kvlayout, shard_past_keys_paged, .disabled = true)
+Test(kvlayout, shard_past_keys_paged)
 {
     harness_begin_plain("kvlayout/shard_past_keys_paged");
     const attn_shape s = {1, 1, 1, 3, 4, 4, 0};
