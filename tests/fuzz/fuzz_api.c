@@ -33,6 +33,7 @@
 #include "fuzz_util.h"
 #include "internal.h"
 #include "ops_list.h"
+#include "option_list.h"
 #include "ref.h"
 #include "tolerance.h"
 
@@ -899,15 +900,12 @@ static void run_attention(fz_reader *r, int op)
                                          80, 88, 4096, UINT32_MAX};
         struct_size = sizes[fz_u8(r) % (sizeof sizes / sizeof sizes[0])];
     } else if (opt_mode == 2) {
-        /* an older caller: the struct ends after some field */
-        static const size_t ends[] = {offsetof(attn_options, scale), offsetof(attn_options, softcap),
-                                      offsetof(attn_options, window), offsetof(attn_options, q_lens),
-                                      offsetof(attn_options, kv_lens), offsetof(attn_options, mask),
-                                      offsetof(attn_options, bias), offsetof(attn_options, parallel_for),
-                                      offsetof(attn_options, parallel_ctx),
-                                      offsetof(attn_options, window_right),
-                                      offsetof(attn_options, sinks),
-                                      offsetof(attn_options, alibi_slopes)};
+        /* an older caller: the struct ends before some field (every line of
+           src/option_list.h, so a new option is an older caller's end too;
+           ends inside struct_size or flags are ATTN_ERR_VERSION) */
+#define FZ_OPTION_END(f, kind, extent, dtype, off, since) offsetof(attn_options, f),
+        static const size_t ends[] = {ATTN_OPTION_LIST(FZ_OPTION_END)};
+#undef FZ_OPTION_END
         struct_size = (uint32_t)ends[fz_u8(r) % (sizeof ends / sizeof ends[0])];
     }
 
