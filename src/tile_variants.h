@@ -9,10 +9,22 @@
  *   ATTN_TILE_VARIANT(dt, ID, isa)  defines attn_qk_tile_<dt>_<isa>,
  *                                   attn_pv_tile_<dt>_<isa> and
  *                                   attn_to_f32_<dt>_<isa> for ATTN_KV_<ID>
- *   ATTN_TILE_SLOTS(t, dt, ID, isa) fills those three slots of table t
+ *   ATTN_TILE_SLOTS(dt, ID, isa)    fills those three slots of the table t
+ *   ATTN_TILE_INIT(init, LIST, isa) both for every dtype of LIST
+ *                                   (ATTN_TILE_FLOAT_DTYPES or
+ *                                   ATTN_TILE_QUANT_DTYPES), and the init
+ *                                   function `init` that fills their slots
+ *
+ * It also holds the dtype facts every ISA's body uses: the bytes and
+ * values of a stride unit (src/dtype_list.h) and row addresses, formed in
+ * unsigned arithmetic from the stride in units (src/prefetch.h says why: a
+ * dimension of extent 1 may carry any stride).
  */
 #ifndef ATTN_TILE_VARIANTS_H
 #define ATTN_TILE_VARIANTS_H
+
+#include <stddef.h>
+#include <stdint.h>
 
 #include "dsp.h"
 
@@ -35,11 +47,58 @@
         to_f32(ATTN_KV_##ID, src, dst, n);                                                   \
     }
 
-#define ATTN_TILE_SLOTS(t, dt, ID, isa)                                                      \
-    do {                                                                                     \
-        (t)->qk_tile[ATTN_KV_##ID] = attn_qk_tile_##dt##_##isa;                              \
-        (t)->pv_tile[ATTN_KV_##ID] = attn_pv_tile_##dt##_##isa;                              \
-        (t)->to_f32[ATTN_KV_##ID] = attn_to_f32_##dt##_##isa;                                \
-    } while (0)
+#define ATTN_TILE_SLOTS(dt, ID, isa)                                                         \
+    t->qk_tile[ATTN_KV_##ID] = attn_qk_tile_##dt##_##isa;                                    \
+    t->pv_tile[ATTN_KV_##ID] = attn_pv_tile_##dt##_##isa;                                    \
+    t->to_f32[ATTN_KV_##ID] = attn_to_f32_##dt##_##isa;
+
+/* The dtypes of tile_<isa>.c and of quant_<isa>.c: X(dt, ID, isa). */
+#define ATTN_TILE_FLOAT_DTYPES(X, isa) X(f32, F32, isa) X(f16, F16, isa) X(bf16, BF16, isa)
+#define ATTN_TILE_QUANT_DTYPES(X, isa) X(q8_0, Q8_0, isa) X(q4_0, Q4_0, isa) X(fp8, FP8, isa)
+
+#define ATTN_TILE_INIT(init, LIST, isa)                                                      \
+    LIST(ATTN_TILE_VARIANT, isa)                                                             \
+    void init(attn_dsp *t)                                                                   \
+    {                                                                                        \
+        LIST(ATTN_TILE_SLOTS, isa)                                                           \
+    }
+
+/* Bytes per stride unit of a K/V dtype (one value, or one 32-value block). */
+static inline __attribute__((always_inline)) size_t attn_kv_unit_bytes(int dt)
+{
+    switch (dt) {
+    case ATTN_KV_F32: return 4;
+    case ATTN_KV_F16:
+    case ATTN_KV_BF16: return 2;
+    case ATTN_KV_Q8_0: return ATTN_Q8_0_BYTES;
+    case ATTN_KV_Q4_0: return ATTN_Q4_0_BYTES;
+    default: return 1; /* FP8 */
+    }
+}
+
+/* The block formats (Q8_0, Q4_0): ATTN_QBLOCK values per stride unit. */
+static inline __attribute__((always_inline)) int attn_kv_is_block(int dt)
+{
+    return dt == ATTN_KV_Q8_0 || dt == ATTN_KV_Q4_0;
+}
+
+/* The quantized dtypes: decoding costs more than widening. */
+static inline __attribute__((always_inline)) int attn_kv_is_quant(int dt)
+{
+    return attn_kv_is_block(dt) || dt == ATTN_KV_FP8;
+}
+
+/* Bytes of n values of a K/V row. */
+static inline __attribute__((always_inline)) size_t attn_kv_row_bytes(int dt, size_t n)
+{
+    return n / (attn_kv_is_block(dt) ? ATTN_QBLOCK : 1) * attn_kv_unit_bytes(dt);
+}
+
+/* Row c of an array whose rows lie `step` bytes apart. */
+static inline __attribute__((always_inline)) const unsigned char *
+attn_kv_row(const void *base, size_t c, uintptr_t step)
+{
+    return (const unsigned char *)((uintptr_t)base + (uintptr_t)c * step);
+}
 
 #endif /* ATTN_TILE_VARIANTS_H */

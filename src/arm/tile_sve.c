@@ -16,6 +16,7 @@
 #include "dsp.h"
 #include "arm/sve.h"
 #include "prefetch.h"
+#include "tile_variants.h"
 
 /* ------------------------------------------------------------------ qk_tile */
 
@@ -338,37 +339,4 @@ static ALWAYS_INLINE void to_f32(int dtype, const void *src, float *dst, size_t 
 
 /* ------------------------------------------------------------------ variants */
 
-#define DEFINE_VARIANT(name, DTYPE)                                                        \
-    static void attn_qk_tile_##name##_sve(const float *q, ptrdiff_t q_stride, const void *k, \
-                                          ptrdiff_t k_stride, size_t nq, size_t nk, size_t d, \
-                                          float scale, float *s, ptrdiff_t s_stride)       \
-    {                                                                                      \
-        qk_tile(DTYPE, q, q_stride, k, k_stride, nq, nk, d, scale, s, s_stride);           \
-    }                                                                                      \
-    static void attn_pv_tile_##name##_sve(const float *p, ptrdiff_t p_stride, const void *v, \
-                                          ptrdiff_t v_stride, size_t nq, size_t nk,        \
-                                          size_t dv, float *acc, ptrdiff_t acc_stride)     \
-    {                                                                                      \
-        pv_tile(DTYPE, p, p_stride, v, v_stride, nq, nk, dv, acc, acc_stride);             \
-    }                                                                                      \
-    static void attn_to_f32_##name##_sve(const void *src, float *dst, size_t n)            \
-    {                                                                                      \
-        to_f32(DTYPE, src, dst, n);                                                        \
-    }
-
-DEFINE_VARIANT(f32, ATTN_KV_F32)
-DEFINE_VARIANT(f16, ATTN_KV_F16)
-DEFINE_VARIANT(bf16, ATTN_KV_BF16)
-
-void attn_dsp_init_tile_sve(attn_dsp *t)
-{
-    t->qk_tile[ATTN_KV_F32] = attn_qk_tile_f32_sve;
-    t->qk_tile[ATTN_KV_F16] = attn_qk_tile_f16_sve;
-    t->qk_tile[ATTN_KV_BF16] = attn_qk_tile_bf16_sve;
-    t->pv_tile[ATTN_KV_F32] = attn_pv_tile_f32_sve;
-    t->pv_tile[ATTN_KV_F16] = attn_pv_tile_f16_sve;
-    t->pv_tile[ATTN_KV_BF16] = attn_pv_tile_bf16_sve;
-    t->to_f32[ATTN_KV_F32] = attn_to_f32_f32_sve;
-    t->to_f32[ATTN_KV_F16] = attn_to_f32_f16_sve;
-    t->to_f32[ATTN_KV_BF16] = attn_to_f32_bf16_sve;
-}
+ATTN_TILE_INIT(attn_dsp_init_tile_sve, ATTN_TILE_FLOAT_DTYPES, sve)

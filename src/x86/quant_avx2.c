@@ -9,13 +9,4 @@
 #include "tile_variants.h"
 #include "x86/tile_avx2_body.h"
 
-ATTN_TILE_VARIANT(q8_0, Q8_0, avx2)
-ATTN_TILE_VARIANT(q4_0, Q4_0, avx2)
-ATTN_TILE_VARIANT(fp8, FP8, avx2)
-
-void attn_dsp_init_quant_avx2(attn_dsp *t)
-{
-    ATTN_TILE_SLOTS(t, q8_0, Q8_0, avx2);
-    ATTN_TILE_SLOTS(t, q4_0, Q4_0, avx2);
-    ATTN_TILE_SLOTS(t, fp8, FP8, avx2);
-}
+ATTN_TILE_INIT(attn_dsp_init_quant_avx2, ATTN_TILE_QUANT_DTYPES, avx2)

@@ -6,13 +6,4 @@
 #include "tile_variants.h"
 #include "x86/tile_avx2_body.h"
 
-ATTN_TILE_VARIANT(f32, F32, avx2)
-ATTN_TILE_VARIANT(f16, F16, avx2)
-ATTN_TILE_VARIANT(bf16, BF16, avx2)
-
-void attn_dsp_init_tiles_avx2(attn_dsp *t)
-{
-    ATTN_TILE_SLOTS(t, f32, F32, avx2);
-    ATTN_TILE_SLOTS(t, f16, F16, avx2);
-    ATTN_TILE_SLOTS(t, bf16, BF16, avx2);
-}
+ATTN_TILE_INIT(attn_dsp_init_tiles_avx2, ATTN_TILE_FLOAT_DTYPES, avx2)

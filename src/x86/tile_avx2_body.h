@@ -3,8 +3,8 @@
  * for every K/V dtype, F32/F16/BF16 (tile_avx2.c) and Q8_0/Q4_0/FP8
  * (quant_avx2.c), which instantiate them through src/tile_variants.h. A
  * dtype enters only through its loads (load8, load8_part, and load16 where
- * decoding 16 values at once is cheaper) and its stride unit (unit_bytes,
- * unit_values): F16 rows are widened with vcvtph2ps, BF16 with a 16-bit
+ * decoding 16 values at once is cheaper) and its stride unit (src/tile_variants.h):
+ * F16 rows are widened with vcvtph2ps, BF16 with a 16-bit
  * shift, the quantized ones decoded exactly into f32 (dsp.h), so the
  * arithmetic after the load is the same f32 FMA code for every dtype, with
  * the same blocking, row thresholds, prefetch and panels. Tails (d, dv, nk,
@@ -33,48 +33,17 @@
 
 #include <string.h>
 
+#include "tile_variants.h"
 #include "x86/avx2.h"
 
 /* ------------------------------------------------------------ the dtypes */
 
-/* Bytes per stride unit (one value, or one 32-value block). */
-static ALWAYS_INLINE size_t unit_bytes(int dt)
-{
-    switch (dt) {
-    case ATTN_KV_F32: return 4;
-    case ATTN_KV_F16:
-    case ATTN_KV_BF16: return 2;
-    case ATTN_KV_Q8_0: return ATTN_Q8_0_BYTES;
-    case ATTN_KV_Q4_0: return ATTN_Q4_0_BYTES;
-    default: return 1; /* FP8 */
-    }
-}
-
-/* Values per stride unit. */
-static ALWAYS_INLINE size_t unit_values(int dt)
-{
-    return dt == ATTN_KV_Q8_0 || dt == ATTN_KV_Q4_0 ? ATTN_QBLOCK : 1;
-}
-
-/* Decoding costs more than widening: decode 16 values at a time in the dot
-   products, and a V chunk once for every row group. */
-static ALWAYS_INLINE int is_quant(int dt)
-{
-    return dt == ATTN_KV_Q8_0 || dt == ATTN_KV_Q4_0 || dt == ATTN_KV_FP8;
-}
-
-/* Bytes of n values of a row. */
-static ALWAYS_INLINE size_t row_bytes(int dt, size_t n)
-{
-    return n / unit_values(dt) * unit_bytes(dt);
-}
-
-/* Row c of an array whose rows lie `step` bytes apart. */
-static ALWAYS_INLINE const unsigned char *row_at(const unsigned char *base, size_t c,
-                                                 uintptr_t step)
-{
-    return (const unsigned char *)((uintptr_t)base + (uintptr_t)c * step);
-}
+/* The dtype facts of src/tile_variants.h, by their short names here. */
+#define unit_bytes attn_kv_unit_bytes
+#define is_block attn_kv_is_block
+#define is_quant attn_kv_is_quant
+#define row_bytes attn_kv_row_bytes
+#define row_at attn_kv_row
 
 static ALWAYS_INLINE __m256 widen_f16(__m128i h) { return _mm256_cvtph_ps(h); }
 

@@ -4,8 +4,8 @@
  * every K/V dtype, F32/F16/BF16 (tile_avx512.c) and Q8_0/Q4_0/FP8
  * (quant_avx512.c), which instantiate them through src/tile_variants.h. A
  * dtype enters only through its loads (load16, maskz_load16, and load32 for
- * the block formats, one block per call) and its stride unit (unit_bytes,
- * unit_values): F16 is widened with vcvtph2ps, BF16 by moving its 16 bits
+ * the block formats, one block per call) and its stride unit (src/tile_variants.h):
+ * F16 is widened with vcvtph2ps, BF16 by moving its 16 bits
  * to the top, the quantized dtypes decoded exactly into f32 (dsp.h); after
  * the load the arithmetic, the row thresholds, the prefetch and the panels
  * are the same for every dtype.
@@ -28,6 +28,7 @@
 
 #include <string.h>
 
+#include "tile_variants.h"
 #include "x86/avx512.h"
 
 #ifdef ATTN_SIMDE_EMU
@@ -69,48 +70,12 @@ static inline __attribute__((always_inline)) simde__m512 attn_emu_cvtepi32_ps(si
 /* the dtypes                                                                */
 /* ------------------------------------------------------------------------ */
 
-/* Bytes per stride unit (one value, or one 32-value block). */
-ATTN_AVX512_INLINE size_t unit_bytes(int dt)
-{
-    switch (dt) {
-    case ATTN_KV_F32: return 4;
-    case ATTN_KV_F16:
-    case ATTN_KV_BF16: return 2;
-    case ATTN_KV_Q8_0: return ATTN_Q8_0_BYTES;
-    case ATTN_KV_Q4_0: return ATTN_Q4_0_BYTES;
-    default: return 1; /* FP8 */
-    }
-}
-
-/* The block formats (Q8_0, Q4_0): 32 values per stride unit. */
-ATTN_AVX512_INLINE int is_block(int dt)
-{
-    return dt == ATTN_KV_Q8_0 || dt == ATTN_KV_Q4_0;
-}
-
-ATTN_AVX512_INLINE size_t unit_values(int dt)
-{
-    return is_block(dt) ? ATTN_QBLOCK : 1;
-}
-
-/* Decoding costs more than widening: with many rows a quantized V chunk is
-   decoded once for every row group. */
-ATTN_AVX512_INLINE int is_quant(int dt)
-{
-    return is_block(dt) || dt == ATTN_KV_FP8;
-}
-
-/* Bytes of n values of a row. */
-ATTN_AVX512_INLINE size_t row_bytes(int dt, size_t n)
-{
-    return n / unit_values(dt) * unit_bytes(dt);
-}
-
-/* Row c of an array whose rows lie `step` bytes apart. */
-ATTN_AVX512_INLINE const unsigned char *row_at(const void *base, size_t c, uintptr_t step)
-{
-    return (const unsigned char *)((uintptr_t)base + (uintptr_t)c * step);
-}
+/* The dtype facts of src/tile_variants.h, by their short names here. */
+#define unit_bytes attn_kv_unit_bytes
+#define is_block attn_kv_is_block
+#define is_quant attn_kv_is_quant
+#define row_bytes attn_kv_row_bytes
+#define row_at attn_kv_row
 
 /* The binary16 scale at the head of a block (no alignment assumed). */
 ATTN_AVX512_INLINE __m512 block_scale(const unsigned char *blk)

@@ -1,0 +1,456 @@
+/*
+ * The NEON (AArch64 AdvSIMD) tile family: qk_tile, pv_tile and to_f32
+ * written once for every K/V dtype, F32/F16/BF16 (tile_neon.c) and
+ * Q8_0/Q4_0/FP8 (quant_neon.c), which instantiate them through
+ * src/tile_variants.h; SVE's table keeps the quantized ones (src/isa_list.h).
+ * A dtype enters only through its loads (load4, load4_part) and its stride
+ * unit (src/tile_variants.h): F16 is widened with fcvtl
+ * (vcvt_f32_f16), BF16 with a 16-bit shift (shll), the quantized dtypes
+ * decoded exactly into f32 (dsp.h), so the arithmetic after the load, the
+ * row threshold, the prefetch and the blocking are the same for every
+ * dtype. The blocking mirrors the AVX2 tile kernels
+ * (src/x86/tile_avx2_body.h) with 4-lane vectors and AArch64's 32
+ * registers. Tails (d, dv, nk, nq not multiples of the blocking) use
+ * lane-by-lane partial loads and stores: no kernel reads or writes past what
+ * it is given (the block formats have none: their rows are whole 32-value
+ * blocks). Row addresses are formed in unsigned arithmetic from the stride
+ * in units (src/prefetch.h says why).
+ */
+#ifndef ATTN_ARM_TILE_NEON_BODY_H
+#define ATTN_ARM_TILE_NEON_BODY_H
+
+#include <arm_neon.h>
+#include <string.h>
+
+#include "dsp.h"
+#include "arm/neon.h"
+#include "prefetch.h"
+#include "tile_variants.h"
+
+/*
+ * Fully unrolls a loop over the register block (trip count <= 4, known after
+ * inlining), so the accumulator arrays live in registers. -O3 does this by
+ * itself; -O2 (distribution builds, debugoptimized) does not, and would keep
+ * the accumulators in memory.
+ */
+#define UNROLL _Pragma("GCC unroll 4")
+
+/* ------------------------------------------------------------------ dtypes */
+
+/* The dtype facts of src/tile_variants.h, by their short names here. */
+#define unit_bytes attn_kv_unit_bytes
+#define is_block attn_kv_is_block
+#define is_quant attn_kv_is_quant
+#define row_bytes attn_kv_row_bytes
+#define row_at attn_kv_row
+
+static ALWAYS_INLINE float32x4_t widen_f16(uint16x4_t h)
+{
+    return vcvt_f32_f16(vreinterpret_f16_u16(h));
+}
+
+static ALWAYS_INLINE float32x4_t widen_bf16(uint16x4_t h)
+{
+    return vreinterpretq_f32_u32(vshll_n_u16(h, 16));
+}
+
+/* The binary16 scale at the head of a block (no alignment assumed). */
+static ALWAYS_INLINE float block_scale(const unsigned char *blk)
+{
+    uint16_t h;
+    memcpy(&h, blk, sizeof h);
+    return vgetq_lane_f32(vcvt_f32_f16(vreinterpret_f16_u16(vdup_n_u16(h))), 0);
+}
+
+/*
+ * 4 E4M3 values (sign-extended to int32) to f32, exactly: exponent and
+ * mantissa moved into an f32's and rebiased (+120) for normal values;
+ * subnormals as 2^-6 * (1 + m/8) - 2^-6 = m * 2^-9, so no f32 subnormal is
+ * formed and a flush-to-zero mode (FPCR.FZ) cannot change a value.
+ * S.1111.111 becomes NaN.
+ */
+static ALWAYS_INLINE float32x4_t fp8_4(int32x4_t w)
+{
+    const uint32x4_t mag = vandq_u32(vreinterpretq_u32_s32(vshlq_n_s32(w, 20)),
+                                     vdupq_n_u32(0x07F00000u));
+    const uint32x4_t sign = vandq_u32(vreinterpretq_u32_s32(vshlq_n_s32(w, 24)),
+                                      vdupq_n_u32(0x80000000u));
+    const float32x4_t normal = vreinterpretq_f32_u32(vaddq_u32(mag, vdupq_n_u32(120u << 23)));
+    const float32x4_t sub = vsubq_f32(vreinterpretq_f32_u32(vaddq_u32(mag, vdupq_n_u32(121u << 23))),
+                                      vdupq_n_f32(0x1p-6f));
+    const uint32x4_t is_sub = vceqq_u32(vandq_u32(mag, vdupq_n_u32(0x07800000u)), vdupq_n_u32(0));
+    const uint32x4_t is_nan = vceqq_u32(mag, vdupq_n_u32(0x07F00000u));
+    float32x4_t v = vbslq_f32(is_sub, sub, normal);
+    v = vreinterpretq_f32_u32(vorrq_u32(vreinterpretq_u32_f32(v), sign));
+    return vbslq_f32(is_nan, vdupq_n_f32(__builtin_nanf("")), v);
+}
+
+/* Values t..t+3 (t a multiple of 4) of a row, as f32. */
+static ALWAYS_INLINE float32x4_t load4(int dt, const unsigned char *row, size_t t)
+{
+    if (dt == ATTN_KV_F32)
+        return vld1q_f32((const float *)row + t);
+    if (dt == ATTN_KV_F16 || dt == ATTN_KV_BF16) {
+        uint16x4_t h = vld1_u16((const uint16_t *)row + t);
+        return dt == ATTN_KV_F16 ? widen_f16(h) : widen_bf16(h);
+    }
+    if (dt == ATTN_KV_FP8) {
+        uint32_t b;
+        memcpy(&b, row + t, sizeof b);
+        const int8x8_t x = vreinterpret_s8_u32(vdup_n_u32(b));
+        return fp8_4(vmovl_s16(vget_low_s16(vmovl_s8(x))));
+    }
+    const unsigned char *blk = row + t / ATTN_QBLOCK * unit_bytes(dt);
+    const size_t i = t % ATTN_QBLOCK;
+    uint32_t b;
+    int32x4_t iv;
+    if (dt == ATTN_KV_Q8_0) {
+        memcpy(&b, blk + 2 + i, sizeof b);
+        iv = vmovl_s16(vget_low_s16(vmovl_s8(vreinterpret_s8_u32(vdup_n_u32(b)))));
+    } else { /* Q4_0: values 0..15 in the low nibbles, 16..31 in the high */
+        memcpy(&b, blk + 2 + (i & 15), sizeof b);
+        uint8x8_t x = vreinterpret_u8_u32(vdup_n_u32(b));
+        x = i & 16 ? vshr_n_u8(x, 4) : vand_u8(x, vdup_n_u8(0x0f));
+        iv = vsubq_s32(vreinterpretq_s32_u32(vmovl_u16(vget_low_u16(vmovl_u8(x)))),
+                       vdupq_n_s32(8));
+    }
+    return vmulq_n_f32(vcvtq_f32_s32(iv), block_scale(blk));
+}
+
+
+/* The first n (1..3) values from t, zeros in the other lanes (no block
+   format: their rows have no tails). */
+static ALWAYS_INLINE float32x4_t load4_part(int dt, const unsigned char *row, size_t t, size_t n)
+{
+    if (dt == ATTN_KV_F32)
+        return load_part((const float *)row + t, n, 0.0f);
+    if (dt == ATTN_KV_FP8) {
+        unsigned char buf[8] = {0};
+        memcpy(buf, row + t, n);
+        return load4(ATTN_KV_FP8, buf, 0);
+    }
+    const uint16_t *p = (const uint16_t *)row + t;
+    uint16x4_t h = vld1_lane_u16(p, vdup_n_u16(0), 0);
+    if (n > 1)
+        h = vld1_lane_u16(p + 1, h, 1);
+    if (n > 2)
+        h = vld1_lane_u16(p + 2, h, 2);
+    return dt == ATTN_KV_F16 ? widen_f16(h) : widen_bf16(h);
+}
+
+/* Sum of each of the four vectors, as the four lanes of the result. */
+static ALWAYS_INLINE float32x4_t reduce4(float32x4_t a, float32x4_t b, float32x4_t c,
+                                         float32x4_t d)
+{
+    return vpaddq_f32(vpaddq_f32(a, b), vpaddq_f32(c, d));
+}
+
+/* ------------------------------------------------------------------ qk_tile */
+
+/* Fewer query rows than this make a tile a stream of K and V from memory
+   (decode, small GQA groups, speculative decoding): prefetch, one V pass. */
+#define FEW_ROWS 16
+
+/*
+ * Micro-kernel: an R x C block of dot products (R <= 4 query rows, C <= 4
+ * keys). As in the AVX2 kernel the dot products run along d, where q and k
+ * rows are both contiguous, so each (row, key) pair owns one accumulator,
+ * reduced horizontally once at the end. Per 4 elements of d it loads R + C
+ * vectors for R*C FMAs: 4 x 4 uses 16 accumulators + 8 operands of the 32
+ * vector registers (AVX2, with 16 registers, stops at 3 x 4).
+ */
+#define QK_ROWS 4
+#define QK_KEYS 4
+
+static ALWAYS_INLINE void qk_micro(int dtype, size_t R, size_t C, const float *q,
+                                   ptrdiff_t q_stride, const unsigned char *k, uintptr_t kb,
+                                   size_t d, float scale, float *s, ptrdiff_t s_stride)
+{
+    float32x4_t acc[QK_ROWS][QK_KEYS];
+    UNROLL
+    for (size_t r = 0; r < R; r++)
+        UNROLL
+        for (size_t c = 0; c < QK_KEYS; c++)
+            acc[r][c] = vdupq_n_f32(0.0f);
+
+    size_t t = 0;
+    for (; t + 4 <= d; t += 4) {
+        float32x4_t qv[QK_ROWS];
+        UNROLL
+        for (size_t r = 0; r < R; r++)
+            qv[r] = vld1q_f32(q + (ptrdiff_t)r * q_stride + (ptrdiff_t)t);
+        UNROLL
+        for (size_t c = 0; c < C; c++) {
+            float32x4_t kv = load4(dtype, row_at(k, c, kb), t);
+            UNROLL
+            for (size_t r = 0; r < R; r++)
+                acc[r][c] = vfmaq_f32(acc[r][c], qv[r], kv);
+        }
+    }
+    if (t < d) {
+        size_t n = d - t;
+        float32x4_t qv[QK_ROWS];
+        UNROLL
+        for (size_t r = 0; r < R; r++)
+            qv[r] = load_part(q + (ptrdiff_t)r * q_stride + (ptrdiff_t)t, n, 0.0f);
+        UNROLL
+        for (size_t c = 0; c < C; c++) {
+            float32x4_t kv = load4_part(dtype, row_at(k, c, kb), t, n);
+            UNROLL
+            for (size_t r = 0; r < R; r++)
+                acc[r][c] = vfmaq_f32(acc[r][c], qv[r], kv);
+        }
+    }
+
+    const float32x4_t vscale = vdupq_n_f32(scale);
+    UNROLL
+    for (size_t r = 0; r < R; r++) {
+        float32x4_t dots =
+            vmulq_f32(reduce4(acc[r][0], acc[r][1], acc[r][2], acc[r][3]), vscale);
+        float *sr = s + (ptrdiff_t)r * s_stride;
+        if (C == 4)
+            vst1q_f32(sr, dots);
+        else
+            store_part(sr, dots, C);
+    }
+}
+
+/* Rows in groups of QK_ROWS for keys c..c+C of the tile. */
+static ALWAYS_INLINE void qk_rows(int dtype, size_t C, const float *q, ptrdiff_t q_stride,
+                                  const unsigned char *k, uintptr_t kb, size_t nq, size_t d,
+                                  float scale, float *s, ptrdiff_t s_stride)
+{
+    size_t r = 0;
+    for (; r + QK_ROWS <= nq; r += QK_ROWS)
+        qk_micro(dtype, QK_ROWS, C, q + (ptrdiff_t)r * q_stride, q_stride, k, kb, d,
+                 scale, s + (ptrdiff_t)r * s_stride, s_stride);
+    const float *qr = q + (ptrdiff_t)r * q_stride;
+    float *sr = s + (ptrdiff_t)r * s_stride;
+    switch (nq - r) {
+    case 3:
+        qk_micro(dtype, 3, C, qr, q_stride, k, kb, d, scale, sr, s_stride);
+        break;
+    case 2:
+        qk_micro(dtype, 2, C, qr, q_stride, k, kb, d, scale, sr, s_stride);
+        break;
+    case 1:
+        qk_micro(dtype, 1, C, qr, q_stride, k, kb, d, scale, sr, s_stride);
+        break;
+    default:
+        break;
+    }
+}
+
+/*
+ * Keys outermost: a group of QK_KEYS k rows stays in L1 while every query
+ * row of the block (kept in L1/L2 by the driver's block size) passes over it.
+ * With few rows (decode) K streams from memory: rows ATTN_PREFETCH_BYTES
+ * ahead are prefetched (prefetch.h), as on x86.
+ */
+static ALWAYS_INLINE void qk_tile(int dtype, const float *q, ptrdiff_t q_stride, const void *k,
+                                  ptrdiff_t k_stride, size_t nq, size_t nk, size_t d,
+                                  float scale, float *s, ptrdiff_t s_stride)
+{
+    const size_t unit = unit_bytes(dtype), bytes = row_bytes(dtype, d);
+    const uintptr_t kb = (uintptr_t)k_stride * unit;
+    const size_t ahead = nq < FEW_ROWS ? attn_prefetch_rows_ahead(bytes) : 0;
+    size_t c = 0;
+    for (; c + QK_KEYS <= nk; c += QK_KEYS) {
+        if (ahead)
+            attn_prefetch_rows(k, c + ahead, k_stride, unit, QK_KEYS, bytes);
+        qk_rows(dtype, QK_KEYS, q, q_stride, row_at(k, c, kb), kb, nq, d, scale, s + c,
+                s_stride);
+    }
+    const unsigned char *kc = row_at(k, c, kb);
+    switch (nk - c) {
+    case 3:
+        qk_rows(dtype, 3, q, q_stride, kc, kb, nq, d, scale, s + c, s_stride);
+        break;
+    case 2:
+        qk_rows(dtype, 2, q, q_stride, kc, kb, nq, d, scale, s + c, s_stride);
+        break;
+    case 1:
+        qk_rows(dtype, 1, q, q_stride, kc, kb, nq, d, scale, s + c, s_stride);
+        break;
+    default:
+        break;
+    }
+}
+
+/* ------------------------------------------------------------------ pv_tile */
+
+/*
+ * Micro-kernel: acc rows r..r+R, columns j..j+4W stay in R*W registers while
+ * the keys of the chunk stream by. Keys go four at a time: one vector load
+ * takes four weights of a row, and each key's v row is multiplied by one of
+ * its lanes (fmla by element), so no weight is broadcast separately.
+ * `tail` (1..3, or 0) makes the last vector partial.
+ */
+#define PV_ROWS 4
+#define PV_VECS 4
+/* Keys per pass: this many v rows stay in L1 across the column chunks
+   (many rows; few rows take the whole tile in one pass, see pv_tile). */
+#define PV_KEY_CHUNK 32
+
+/* The W vectors (the last one partial when tail != 0) from value j0 of v
+   row `row` (rows vb bytes apart). */
+static ALWAYS_INLINE void pv_load_v(int dtype, size_t W, size_t tail, const void *v,
+                                    uintptr_t vb, size_t j0, size_t row, float32x4_t *vv)
+{
+    const unsigned char *base = row_at(v, row, vb);
+    UNROLL
+    for (size_t w = 0; w < W; w++)
+        vv[w] = (tail && w == W - 1) ? load4_part(dtype, base, j0 + 4 * w, tail)
+                                     : load4(dtype, base, j0 + 4 * w);
+}
+
+/* a[r][w] += lane `lane` of pr[r] * vv[w]; lane must be a constant. */
+#define PV_FMA_LANE(lane)                                                                  \
+    do {                                                                                   \
+        pv_load_v(dtype, W, tail, v, vb, j0, c + (lane), vv);                      \
+        UNROLL                                                                             \
+        for (size_t r = 0; r < R; r++)                                                     \
+            UNROLL                                                                         \
+            for (size_t w = 0; w < W; w++)                                                 \
+                a[r][w] = vfmaq_laneq_f32(a[r][w], vv[w], pr[r], (lane));                  \
+    } while (0)
+
+/* pf > 0: also prefetches v rows of pf bytes ahead (prefetch.h). */
+static ALWAYS_INLINE void pv_micro(int dtype, size_t R, size_t W, size_t tail, const float *p,
+                                   ptrdiff_t p_stride, const void *v, ptrdiff_t v_stride,
+                                   size_t j0, size_t nk, size_t pf, float *acc,
+                                   ptrdiff_t acc_stride)
+{
+    const size_t v_unit = unit_bytes(dtype);
+    const uintptr_t vb = (uintptr_t)v_stride * v_unit;
+    const size_t ahead = pf ? attn_prefetch_rows_ahead(pf) : 0;
+    float32x4_t a[PV_ROWS][PV_VECS];
+    float32x4_t vv[PV_VECS];
+    UNROLL
+    for (size_t r = 0; r < R; r++)
+        UNROLL
+        for (size_t w = 0; w < W; w++) {
+            const float *ar = acc + (ptrdiff_t)r * acc_stride + (ptrdiff_t)(4 * w);
+            a[r][w] = (tail && w == W - 1) ? load_part(ar, tail, 0.0f) : vld1q_f32(ar);
+        }
+    size_t c = 0;
+    for (; c + 4 <= nk; c += 4) {
+        float32x4_t pr[PV_ROWS];
+        if (pf)
+            attn_prefetch_rows(v, c + ahead, v_stride, v_unit, 4, pf);
+        UNROLL
+        for (size_t r = 0; r < R; r++)
+            pr[r] = vld1q_f32(p + (ptrdiff_t)r * p_stride + (ptrdiff_t)c);
+        PV_FMA_LANE(0);
+        PV_FMA_LANE(1);
+        PV_FMA_LANE(2);
+        PV_FMA_LANE(3);
+    }
+    for (; c < nk; c++) {
+        pv_load_v(dtype, W, tail, v, vb, j0, c, vv);
+        UNROLL
+        for (size_t r = 0; r < R; r++) {
+            const float weight = p[(ptrdiff_t)r * p_stride + (ptrdiff_t)c];
+            UNROLL
+            for (size_t w = 0; w < W; w++)
+                a[r][w] = vfmaq_n_f32(a[r][w], vv[w], weight);
+        }
+    }
+    UNROLL
+    for (size_t r = 0; r < R; r++)
+        UNROLL
+        for (size_t w = 0; w < W; w++) {
+            float *ar = acc + (ptrdiff_t)r * acc_stride + (ptrdiff_t)(4 * w);
+            if (tail && w == W - 1)
+                store_part(ar, a[r][w], tail);
+            else
+                vst1q_f32(ar, a[r][w]);
+        }
+}
+
+#undef PV_FMA_LANE
+
+/* Every column chunk of R rows, for the keys of one pass; pf > 0: the first
+   chunk prefetches whole v rows ahead. */
+static ALWAYS_INLINE void pv_cols(int dtype, size_t R, const float *p, ptrdiff_t p_stride,
+                                  const void *v, ptrdiff_t v_stride, size_t nk, size_t dv,
+                                  size_t pf, float *acc, ptrdiff_t acc_stride)
+{
+    size_t j = 0;
+    for (; j + 4 * PV_VECS <= dv; j += 4 * PV_VECS)
+        pv_micro(dtype, R, PV_VECS, 0, p, p_stride, v, v_stride, j, nk,
+                 j == 0 ? pf : 0, acc + j, acc_stride);
+    if (j)
+        pf = 0;
+    const size_t rest = dv - j, tail = rest % 4;
+    switch ((rest + 3) / 4) { /* rest < 16: up to four vectors, the last partial */
+    case 4:
+        pv_micro(dtype, R, 4, tail, p, p_stride, v, v_stride, j, nk, pf, acc + j, acc_stride);
+        break;
+    case 3:
+        pv_micro(dtype, R, 3, tail, p, p_stride, v, v_stride, j, nk, pf, acc + j, acc_stride);
+        break;
+    case 2:
+        pv_micro(dtype, R, 2, tail, p, p_stride, v, v_stride, j, nk, pf, acc + j, acc_stride);
+        break;
+    case 1:
+        pv_micro(dtype, R, 1, tail, p, p_stride, v, v_stride, j, nk, pf, acc + j, acc_stride);
+        break;
+    default:
+        break;
+    }
+}
+
+static ALWAYS_INLINE void pv_tile(int dtype, const float *p, ptrdiff_t p_stride, const void *v,
+                                  ptrdiff_t v_stride, size_t nq, size_t nk, size_t dv,
+                                  float *acc, ptrdiff_t acc_stride)
+{
+    const uintptr_t vb = (uintptr_t)v_stride * unit_bytes(dtype);
+    /* Few rows (decode): V streams from memory; one pass over the whole
+       tile, its first column chunk prefetching whole rows ahead, as the
+       AVX2 kernel does (src/x86/tile_avx2_body.h says what that was measured to
+       gain). */
+    const int few = nq < FEW_ROWS;
+    const size_t chunk = few ? nk : PV_KEY_CHUNK, pf = few ? row_bytes(dtype, dv) : 0;
+    for (size_t c0 = 0; c0 < nk; c0 += chunk) {
+        const size_t n = nk - c0 < chunk ? nk - c0 : chunk;
+        const unsigned char *vc = row_at(v, c0, vb);
+        const float *pc = p + c0;
+        size_t r = 0;
+        for (; r + PV_ROWS <= nq; r += PV_ROWS)
+            pv_cols(dtype, PV_ROWS, pc + (ptrdiff_t)r * p_stride, p_stride, vc, v_stride, n, dv,
+                    r == 0 ? pf : 0, acc + (ptrdiff_t)r * acc_stride, acc_stride);
+        const float *pr = pc + (ptrdiff_t)r * p_stride;
+        float *ar = acc + (ptrdiff_t)r * acc_stride;
+        switch (nq - r) {
+        case 3:
+            pv_cols(dtype, 3, pr, p_stride, vc, v_stride, n, dv, r == 0 ? pf : 0, ar, acc_stride);
+            break;
+        case 2:
+            pv_cols(dtype, 2, pr, p_stride, vc, v_stride, n, dv, r == 0 ? pf : 0, ar, acc_stride);
+            break;
+        case 1:
+            pv_cols(dtype, 1, pr, p_stride, vc, v_stride, n, dv, r == 0 ? pf : 0, ar, acc_stride);
+            break;
+        default:
+            break;
+        }
+    }
+}
+
+/* ------------------------------------------------------------------ to_f32 */
+
+static ALWAYS_INLINE void to_f32(int dtype, const void *src, float *dst, size_t n)
+{
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        vst1q_f32(dst + i, load4(dtype, src, i));
+        vst1q_f32(dst + i + 4, load4(dtype, src, i + 4));
+    }
+    for (; i + 4 <= n; i += 4)
+        vst1q_f32(dst + i, load4(dtype, src, i));
+    if (i < n)
+        store_part(dst + i, load4_part(dtype, src, i, n - i), n - i);
+}
+
+#endif /* ATTN_ARM_TILE_NEON_BODY_H */
