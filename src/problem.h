@@ -13,7 +13,8 @@ typedef enum attn_op {
     ATTN_OP_MASK_APPLY,
     ATTN_OP_WEIGHTS,
     ATTN_OP_FORWARD,
-    ATTN_OP_BACKWARD
+    ATTN_OP_BACKWARD,
+    ATTN_OP_COUNT
 } attn_op;
 
 typedef struct attn_problem {

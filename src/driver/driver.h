@@ -150,7 +150,8 @@ void attn_write_stats(const attn_problem *pb, const row_ref *row, float lse, flo
 /* The operations: each a plan and a task (the task's context is a task_ctx). */
 task_plan attn_plan_forward(const attn_dsp *dsp, const attn_problem *pb);
 void attn_task_forward(void *ctx, size_t index);
-/* Before the tasks of a split forward run (on the calling thread). */
+/* Before the tasks of a forward run (on the calling thread): the split-KV
+   merge counters, when the plan splits. */
 void attn_prepare_forward(const task_ctx *ctx, size_t count);
 task_plan attn_plan_scores(const attn_dsp *dsp, const attn_problem *pb);
 void attn_task_scores(void *ctx, size_t index); /* scores and weights */
@@ -158,5 +159,18 @@ task_plan attn_plan_backward(const attn_dsp *dsp, const attn_problem *pb);
 void attn_task_backward(void *ctx, size_t index);
 task_plan attn_plan_mask_apply(const attn_dsp *dsp, const attn_problem *pb);
 void attn_task_mask_apply(void *ctx, size_t index);
+
+/*
+ * The one table of the operations that run as tasks: X(ID, plan, task,
+ * prepare) for attn_op ATTN_OP_##ID, its plan, its task and what runs on
+ * the calling thread before the tasks (NULL: nothing). attn_run (run.c)
+ * reads only this table; an operation's file defines its three functions.
+ */
+#define ATTN_DRIVER_OPS(X)                                                             \
+    X(SCORES, attn_plan_scores, attn_task_scores, NULL)                                \
+    X(MASK_APPLY, attn_plan_mask_apply, attn_task_mask_apply, NULL)                    \
+    X(WEIGHTS, attn_plan_scores, attn_task_scores, NULL)                               \
+    X(FORWARD, attn_plan_forward, attn_task_forward, attn_prepare_forward)             \
+    X(BACKWARD, attn_plan_backward, attn_task_backward, NULL)
 
 #endif /* ATTN_DRIVER_H */

@@ -169,6 +169,8 @@ static int64_t row_index(const attn_problem *pb, const row_ref *row)
 
 void attn_prepare_forward(const task_ctx *ctx, size_t count)
 {
+    if (ctx->plan.splits <= 1)
+        return;
     const split_ws ws = split_open(ctx->pb);
     for (size_t u = 0; u < count / (size_t)ctx->plan.splits; u++)
         atomic_init(&ws.done[u], 0);

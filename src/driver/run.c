@@ -1,40 +1,39 @@
 /*
- * attn_run: maps each operation to its plan and task and runs the tasks,
- * on the caller's parallel_for or in order on this thread. The row
- * operations (softmax and its backward) have no tasks: they run here.
+ * attn_run: runs an operation's tasks, on the caller's parallel_for or in
+ * order on this thread. It knows no operation: each one's plan, task and
+ * preparation come from ATTN_DRIVER_OPS (driver.h). The row operations
+ * (softmax and its backward) have no tasks: they run here.
  */
 #include "driver.h"
 
 typedef struct op_module {
     task_plan (*plan)(const attn_dsp *dsp, const attn_problem *pb);
     attn_task_fn task;
+    void (*prepare)(const task_ctx *ctx, size_t count);
 } op_module;
 
-static op_module module_of(attn_op op)
-{
-    switch (op) {
-    case ATTN_OP_FORWARD: return (op_module){attn_plan_forward, attn_task_forward};
-    case ATTN_OP_MASK_APPLY: return (op_module){attn_plan_mask_apply, attn_task_mask_apply};
-    case ATTN_OP_BACKWARD: return (op_module){attn_plan_backward, attn_task_backward};
-    case ATTN_OP_SCORES:
-    case ATTN_OP_WEIGHTS: break;
-    }
-    return (op_module){attn_plan_scores, attn_task_scores};
-}
+#define ATTN_X_MODULE(ID, plan_fn, task_fn, prepare_fn) [ATTN_OP_##ID] = {plan_fn, task_fn, prepare_fn},
+static const op_module g_modules[] = {ATTN_DRIVER_OPS(ATTN_X_MODULE)};
+#undef ATTN_X_MODULE
+#define ATTN_X_COUNT(ID, plan_fn, task_fn, prepare_fn) +1
+_Static_assert(sizeof g_modules / sizeof g_modules[0] == ATTN_OP_COUNT &&
+                   0 ATTN_DRIVER_OPS(ATTN_X_COUNT) == ATTN_OP_COUNT,
+               "ATTN_DRIVER_OPS: one line per attn_op");
+#undef ATTN_X_COUNT
 
 void attn_run(const attn_dsp *dsp, const attn_problem *pb)
 {
-    const op_module m = module_of(pb->op);
-    task_ctx ctx = {dsp, pb, m.plan(dsp, pb)};
+    const op_module *m = &g_modules[pb->op];
+    task_ctx ctx = {dsp, pb, m->plan(dsp, pb)};
     size_t count = (size_t)(pb->batch * (ctx.plan.groups * ctx.plan.blocks * ctx.plan.splits +
                                          pb->kv_heads * ctx.plan.kv_blocks));
-    if (pb->op == ATTN_OP_FORWARD && ctx.plan.splits > 1)
-        attn_prepare_forward(&ctx, count);
+    if (m->prepare)
+        m->prepare(&ctx, count);
     if (pb->parallel_for) {
-        pb->parallel_for(pb->parallel_ctx, m.task, &ctx, count);
+        pb->parallel_for(pb->parallel_ctx, m->task, &ctx, count);
     } else {
         for (size_t i = 0; i < count; i++)
-            m.task(&ctx, i);
+            m->task(&ctx, i);
     }
 }
 
