@@ -148,8 +148,7 @@ static void run_qk(const attn_dsp *t, int dt, size_t nq, size_t nk, size_t d, va
                 folded += fmax(fabs(qd[r * d + i]), fabs(kd[c * d + i]));
             }
             want[r * nk + c] = dot * scale;
-            bound[r * nk + c] = tol_gamma((double)d + 1.0) * fabs((double)scale) * mag +
-                                tol_under_qk((double)d, fabs((double)scale), folded);
+            bound[r * nk + c] = tol_qk((double)d, fabs((double)scale), mag, folded);
         }
     if (harness_is_scalar(t)) {
         expect_near("qk_tile vs float64", s, (ptrdiff_t)ss, want, bound, nq, nk);
@@ -257,7 +256,7 @@ static void run_pv(const attn_dsp *t, int dt, size_t nq, size_t nk, size_t dv, v
                 mag += fabs((double)p[r * ps + c] * vd[c * dv + i]);
             }
             want[r * dv + i] = sum;
-            bound[r * dv + i] = tol_gamma((double)nk + 1.0) * mag + tol_under_pv((double)nk, 0.0);
+            bound[r * dv + i] = tol_pv((double)nk, mag);
         }
 
     t->pv_tile[dt](p, (ptrdiff_t)ps, v, (ptrdiff_t)vs, nq, nk, dv, acc, (ptrdiff_t)as);
@@ -359,8 +358,7 @@ ParameterizedTest(isa_row *row, kernels, tiles_page_fence)
                             mag += fabs(q[r * d + i] * load_as(k, dt, c * d + i));
                             folded += fmax(fabs(q[r * d + i]), fabs(load_as(k, dt, c * d + i)));
                         }
-                        bound[r * nk + c] = TOL_PAIR(tol_gamma((double)d + 1.0) * 0.125 * mag +
-                                                     tol_under_qk((double)d, 0.125, folded));
+                        bound[r * nk + c] = TOL_PAIR(tol_qk((double)d, 0.125, mag, folded));
                     }
                 expect_near_f("qk_tile at fence", s, (ptrdiff_t)nk, s_ref, (ptrdiff_t)nk, bound,
                               nq, nk);
@@ -377,8 +375,7 @@ ParameterizedTest(isa_row *row, kernels, tiles_page_fence)
                         double mag = 0.0;
                         for (size_t c = 0; c < nk; c++)
                             mag += fabs(p[r * nk + c] * load_as(k, dt, c * d + i));
-                        vb[r * d + i] = TOL_PAIR(tol_gamma((double)nk + 1.0) * mag +
-                                                 tol_under_pv((double)nk, 0.0));
+                        vb[r * d + i] = TOL_PAIR(tol_pv((double)nk, mag));
                     }
                 expect_near_f("pv_tile at fence", acc, (ptrdiff_t)d, acc_ref, (ptrdiff_t)d, vb,
                               nq, d);
@@ -536,8 +533,7 @@ static void run_exp_sum(const attn_dsp *t, size_t n, value_range vr, int with_in
         const double shifted = (double)(x0[i] - max); /* the kernel's f32 subtraction */
         const double e = exp((double)x0[i] - max);
         want[i] = e;
-        bound[i] = x0[i] == -INFINITY ? 0.0
-                   : (TOL_U * fabs(shifted) + 2.0 * TOL_EXP_ULP * TOL_U) * e + TOL_TINY;
+        bound[i] = x0[i] == -INFINITY ? 0.0 : tol_exp(shifted, e);
         sum += e;
         sum_bound += bound[i];
         if (e > 0.0) {
@@ -713,11 +709,7 @@ ParameterizedTest(isa_row *row, kernels, softcap)
                 for (size_t i = 0; i < n; i++) {
                     const double tt = tanh((double)x0[i] / cap), y = cap * tt;
                     want[i] = isnan(x0[i]) ? NAN : y;
-                    bound[i] = isfinite(x0[i])
-                                   ? (2.0 * TOL_TANH_ULP + 1.0) * TOL_U * fabs(y) +
-                                         2.0 * TOL_U * fabs((double)x0[i]) * (1.0 - tt * tt) +
-                                         tol_under_softcap(cap, (double)x0[i], 1.0 - tt * tt)
-                                   : 0.0;
+                    bound[i] = isfinite(x0[i]) ? tol_softcap(cap, (double)x0[i], tt) : 0.0;
                     if (isinf(x0[i]))
                         bound[i] = TOL_U * cap; /* tanh(+-inf) = +-1 exactly: one rounding */
                 }

@@ -230,6 +230,36 @@ static inline double tol_under_bwd(double n, double abs_p)
     return 2.0 * TOL_ETA * (n * abs_p + 2.0);
 }
 
+/*
+ * The per-element bounds of the kernels, as derived above, for every test
+ * that checks a kernel (tests/test_kernels.c, tests/checkasm.c).
+ */
+/* qk_tile: mag = sum_t |q_t k_t|, folded = sum_t max(|q_t|, |k_t|) */
+static inline double tol_qk(double d, double abs_scale, double mag, double folded)
+{
+    return tol_gamma(d + 1.0) * abs_scale * mag + tol_under_qk(d, abs_scale, folded);
+}
+
+/* pv_tile (and the backward's pt_tile): n products onto an accumulator;
+   mag = |acc0| + sum |p v| */
+static inline double tol_pv(double n, double mag)
+{
+    return tol_gamma(n + 1.0) * mag + tol_under_pv(n, 0.0);
+}
+
+/* exp_sum's element: e = exp(x - max) exactly, shifted = fl(x - max) */
+static inline double tol_exp(double shifted, double e)
+{
+    return (TOL_U * fabs(shifted) + 2.0 * TOL_EXP_ULP * TOL_U) * e + TOL_TINY;
+}
+
+/* softcap of a finite x: y = cap * t exactly, t = tanh(x / cap) */
+static inline double tol_softcap(double cap, double x, double t)
+{
+    return (2.0 * TOL_TANH_ULP + 1.0) * TOL_U * fabs(cap * t) +
+           2.0 * TOL_U * fabs(x) * (1.0 - t * t) + tol_under_softcap(cap, x, 1.0 - t * t);
+}
+
 /* Two implementations each within `bound` of the exact value. */
 #define TOL_PAIR(bound) (2.0 * (bound))
 
