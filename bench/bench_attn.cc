@@ -1,6 +1,6 @@
 /*
  * libattn benchmarks: scores, softmax and forward (prefill and decode), and
- * the qk_tile, pv_tile and exp_sum kernels, on every ISA table of the
+ * the exp_sum kernel (every kernel: tests/checkasm.c), on every ISA table of the
  * registry this build and CPU run (through attn_*_with, single-threaded:
  * opt.parallel_for = NULL), beside what a C user writes today (OpenBLAS
  * sgemm/sgemv + a SLEEF softmax loop, x86-64 only) and the memory references
@@ -602,34 +602,10 @@ void bm_fma_peak_avx512(benchmark::State &state)
 /* ------------------------------------------------------------ kernels */
 
 /*
- * Single kernels of each table, on data in cache: where the operation
- * figures come from. The tiles use the driver's shapes (block_q rows of
- * prefill, 4 rows for decode's GQA group of 4 heads).
+ * Every kernel of every table, on its own and on data in cache, is timed by
+ * tests/checkasm.c (`checkasm --bench`, which walks the kernel list). Here
+ * only exp_sum, beside the SLEEF loop a C user would write instead.
  */
-void bm_kernel_qk(benchmark::State &state, const attn_dsp *dsp, int64_t nq, int64_t nk, int64_t d)
-{
-    Buffer<float> q(nq * d), k(nk * d), s(nq * nk);
-    fill_uniform(q.p, q.n, -1, 1, 7);
-    fill_uniform(k.p, k.n, -1, 1, 8);
-    for (auto _ : state) {
-        dsp->qk_tile[ATTN_KV_F32](q.p, d, k.p, d, (size_t)nq, (size_t)nk, (size_t)d, 0.125f, s.p, nk);
-        benchmark::ClobberMemory();
-    }
-    set_flops(state, 2.0 * nq * nk * d);
-}
-
-void bm_kernel_pv(benchmark::State &state, const attn_dsp *dsp, int64_t nq, int64_t nk, int64_t d)
-{
-    Buffer<float> p(nq * nk), v(nk * d), acc(nq * d);
-    fill_uniform(p.p, p.n, 0, 1, 9);
-    fill_uniform(v.p, v.n, -1, 1, 10);
-    for (auto _ : state) {
-        dsp->pv_tile[ATTN_KV_F32](p.p, nk, v.p, d, (size_t)nq, (size_t)nk, (size_t)d, acc.p, d);
-        benchmark::ClobberMemory();
-    }
-    set_flops(state, 2.0 * nq * nk * d);
-}
-
 /*
  * exp_sum over the rows of a 512 x 512 table (in L2), as softmax calls it.
  * max = 1 keeps x - max <= 0 on every pass (the results, in (0, 1], are the
@@ -705,19 +681,6 @@ void register_all()
         if (!dsp || i.isa == ATTN_ISA_SCALAR)
             continue;
         const std::string isa = i.name;
-        benchmark::RegisterBenchmark(("kernel/qk_tile_f32/nq32_nk256_d128/" + isa).c_str(),
-                                     bm_kernel_qk, dsp, 32, 256, 128);
-        benchmark::RegisterBenchmark(("kernel/qk_tile_f32/nq4_nk256_d128/" + isa).c_str(),
-                                     bm_kernel_qk, dsp, 4, 256, 128);
-        /* speculative decoding: Lq = 4 of a GQA group of 4 */
-        benchmark::RegisterBenchmark(("kernel/qk_tile_f32/nq16_nk256_d128/" + isa).c_str(),
-                                     bm_kernel_qk, dsp, 16, 256, 128);
-        benchmark::RegisterBenchmark(("kernel/pv_tile_f32/nq32_nk256_d128/" + isa).c_str(),
-                                     bm_kernel_pv, dsp, 32, 256, 128);
-        benchmark::RegisterBenchmark(("kernel/pv_tile_f32/nq4_nk256_d128/" + isa).c_str(),
-                                     bm_kernel_pv, dsp, 4, 256, 128);
-        benchmark::RegisterBenchmark(("kernel/pv_tile_f32/nq16_nk256_d128/" + isa).c_str(),
-                                     bm_kernel_pv, dsp, 16, 256, 128);
         benchmark::RegisterBenchmark(("kernel/exp_sum/512x512/" + isa).c_str(), bm_kernel_exp_sum,
                                      dsp);
     }

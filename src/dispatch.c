@@ -92,6 +92,8 @@ static void build_tables(void)
             g_tables[isa] = g_tables[e->base];
         }
         e->init(&g_tables[isa]);
+        g_tables[isa].isa = (attn_isa)isa;
+        g_tables[isa].isa_name = e->name;
         g_available[isa] = 1;
     }
     g_default = attn_isa_default(g_available, cpu);

@@ -63,7 +63,7 @@ ATTN_DTYPE_LIST(ATTN_KV_X_FLOAT_FIRST)
  * s[r*s_stride + c] = scale * dot(q[r*q_stride + 0..d), k[c*k_stride + 0..d))
  * for r < nq, c < nk. q is f32; k is the variant's dtype.
  */
-typedef void (*attn_qk_tile_fn)(const float *q, ptrdiff_t q_stride,
+typedef void attn_qk_tile_fn(const float *q, ptrdiff_t q_stride,
                                 const void *k, ptrdiff_t k_stride,
                                 size_t nq, size_t nk, size_t d, float scale,
                                 float *s, ptrdiff_t s_stride);
@@ -72,61 +72,61 @@ typedef void (*attn_qk_tile_fn)(const float *q, ptrdiff_t q_stride,
  * acc[r*acc_stride + 0..dv) += sum_{c<nk} p[r*p_stride + c] * v[c*v_stride + 0..dv)
  * for r < nq. v is the variant's dtype.
  */
-typedef void (*attn_pv_tile_fn)(const float *p, ptrdiff_t p_stride,
+typedef void attn_pv_tile_fn(const float *p, ptrdiff_t p_stride,
                                 const void *v, ptrdiff_t v_stride,
                                 size_t nq, size_t nk, size_t dv,
                                 float *acc, ptrdiff_t acc_stride);
 
 /* dst[0..n) = (float)src[0..n) for the variant's dtype (FP8: the bare
    E4M3 value, no scale). */
-typedef void (*attn_to_f32_fn)(const void *src, float *dst, size_t n);
+typedef void attn_to_f32_fn(const void *src, float *dst, size_t n);
 
 /* max of x[0..n), n >= 1; -inf for a row of -inf; NaN when any x[j] is NaN
    (the driver relies on it: a NaN row must never look fully masked). */
-typedef float (*attn_row_max_fn)(const float *x, size_t n);
+typedef float attn_row_max_fn(const float *x, size_t n);
 
 /*
  * x[j] = exp(x[j] - max) in place and returns sum_j x[j]; max is finite.
  * When weighted != NULL also stores sum_j exp(x_j - max) * (x_j - max),
  * where -inf entries contribute exactly 0 (for the entropy).
  */
-typedef float (*attn_exp_sum_fn)(float *x, size_t n, float max, float *weighted);
+typedef float attn_exp_sum_fn(float *x, size_t n, float max, float *weighted);
 
 /* x[0..n) *= s */
-typedef void (*attn_row_scale_fn)(float *x, size_t n, float s);
+typedef void attn_row_scale_fn(float *x, size_t n, float s);
 
 /* x = cap * tanh(x / cap), cap > 0 */
-typedef void (*attn_softcap_fn)(float *x, size_t n, float cap);
+typedef void attn_softcap_fn(float *x, size_t n, float cap);
 
 /* x[j] += bias[j] */
-typedef void (*attn_add_bias_fn)(float *x, const float *bias, size_t n);
+typedef void attn_add_bias_fn(float *x, const float *bias, size_t n);
 
 /* x[j] = mask[j] ? x[j] : -inf */
-typedef void (*attn_mask_bool_fn)(float *x, const uint8_t *mask, size_t n);
+typedef void attn_mask_bool_fn(float *x, const uint8_t *mask, size_t n);
 
 /* ds[j] = p[j] * (dp[j] - sum_i p[i] dp[i]); ds may equal p or dp. */
-typedef void (*attn_softmax_bwd_fn)(const float *p, const float *dp, float *ds, size_t n);
+typedef void attn_softmax_bwd_fn(const float *p, const float *dp, float *ds, size_t n);
 
 /*
  * The transposed tile of the attention backward (dV = P^T.dO, dK = dS^T.Q):
  * acc[c*acc_stride + 0..dim) += sum_{r<nq} p[r*p_stride + c] * x[r*x_stride + 0..dim)
  * for c < nk. Everything f32 (the driver converts x first).
  */
-typedef void (*attn_pt_tile_fn)(const float *p, ptrdiff_t p_stride,
+typedef void attn_pt_tile_fn(const float *p, ptrdiff_t p_stride,
                                 const float *x, ptrdiff_t x_stride,
                                 size_t nq, size_t nk, size_t dim,
                                 float *acc, ptrdiff_t acc_stride);
 
 /* dp[j] = p[j] * (dp[j] - d) in place (the softmax backward of a row whose
    sum_j p_j dp_j is known: d = rowsum(dO * O)). */
-typedef void (*attn_score_grad_fn)(const float *p, float *dp, float d, size_t n);
+typedef void attn_score_grad_fn(const float *p, float *dp, float d, size_t n);
 
 /*
  * x[j] -= slope * |pos - j| for j < n: ALiBi's distance penalty, pos being
  * the query's aligned key position relative to x[0]. The caller guarantees
  * |pos - j| < 2^31 for every j < n.
  */
-typedef void (*attn_alibi_fn)(float *x, size_t n, float slope, int64_t pos);
+typedef void attn_alibi_fn(float *x, size_t n, float slope, int64_t pos);
 
 /*
  * y[j] += sum_{p < parts} w[p] * x[p][j] for j < n, accumulated in the order
@@ -135,10 +135,19 @@ typedef void (*attn_alibi_fn)(float *x, size_t n, float slope, int64_t pos);
  * gives the same bits, and so does any vector width. parts >= 1; y overlaps
  * no x[p]. The merge of partial results (split-KV and attn_merge) is this.
  */
-typedef void (*attn_wsum_fn)(float *y, const float *const *x, const float *w, size_t parts,
+typedef void attn_wsum_fn(float *y, const float *const *x, const float *w, size_t parts,
                              size_t n);
 /* Parts the driver passes to one wsum call at most. */
 #define ATTN_WSUM_MAX_PARTS 32
+
+#include "kernel_list.h" /* after the ATTN_KV_* values: it names them */
+
+/* One member per slot of src/kernel_list.h (a KV slot is an array over the
+   K/V dtypes); a table starts as a copy of its base's, so every ISA's
+   table has a kernel in every slot (tests/test_kernels.c, "list"). */
+#define ATTN_DSP_MEMBER_KV(slot) attn_##slot##_fn *slot[ATTN_KV_DTYPES];
+#define ATTN_DSP_MEMBER_ONE(slot) attn_##slot##_fn *slot;
+#define ATTN_DSP_MEMBER(slot, dt, kind, a) ATTN_DSP_MEMBER_##kind(slot)
 
 typedef struct attn_dsp {
     attn_isa isa;
@@ -146,23 +155,7 @@ typedef struct attn_dsp {
     /* Driver tile: query rows and keys per block (<= ATTN_MAX_BLOCK_*). */
     uint32_t block_q, block_k;
 
-    attn_qk_tile_fn qk_tile[ATTN_KV_DTYPES];
-    attn_pv_tile_fn pv_tile[ATTN_KV_DTYPES];
-    attn_to_f32_fn to_f32[ATTN_KV_DTYPES];
-
-    attn_row_max_fn row_max;
-    attn_exp_sum_fn exp_sum;
-    attn_row_scale_fn row_scale;
-    attn_softcap_fn softcap;
-    attn_add_bias_fn add_bias;
-    attn_mask_bool_fn mask_bool;
-    attn_softmax_bwd_fn softmax_bwd;
-    attn_alibi_fn alibi;
-    attn_wsum_fn wsum;
-
-    /* attention backward (appended: attn_backward) */
-    attn_pt_tile_fn pt_tile;
-    attn_score_grad_fn score_grad;
+    ATTN_SLOT_LIST(ATTN_DSP_MEMBER, _)
 } attn_dsp;
 
 #ifdef __cplusplus

@@ -1,6 +1,6 @@
 /*
  * The quantized K/V formats' scalar helpers (src/scalar/quant_scalar.c):
- * the scalar table's quant slots, the E4M3 and binary16 encoders, and the
+ * the E4M3 decoder and encoder, the binary16 encoder, and the
  * row quantizers behind attn_quantize (src/quantize.c).
  */
 #ifndef ATTN_QUANT_H
@@ -8,10 +8,6 @@
 
 #include <stdint.h>
 
-#include "dsp.h"
-
-/* Fills the Q8_0, Q4_0 and FP8 slots of the scalar table. */
-void attn_dsp_init_quant_scalar(attn_dsp *t);
 
 /* Exact decoding of one E4M3 "fn" byte (S.1111.111 is NaN). */
 float attn_e4m3_to_f32(uint8_t x);

@@ -1,19 +1,17 @@
 /*
- * The per-dtype entry points of a SIMD module's tile family, written once
- * for every ISA: each tile_<isa>.c and quant_<isa>.c includes its ISA's
- * body (src/x86/tile_<isa>_body.h, src/arm/tile_<isa>_body.h), which defines
- * qk_tile, pv_tile and to_f32 as always-inline functions whose first
- * argument is an ATTN_KV_* dtype, and instantiates them here, one set of
- * table entries per K/V dtype (the kernel names of docs/DESIGN.md §2.2).
+ * The per-dtype entry points of a module's tile family, written once for
+ * every ISA: each tile_<isa>.c and quant_<isa>.c includes its ISA's body
+ * (src/x86/tile_<isa>_body.h, src/arm/tile_<isa>_body.h,
+ * src/scalar/tile_scalar_body.h), which defines qk_tile, pv_tile and
+ * to_f32 as always-inline functions whose first argument is an ATTN_KV_*
+ * dtype, and ends with
  *
- *   ATTN_TILE_VARIANT(dt, ID, isa)  defines attn_qk_tile_<dt>_<isa>,
- *                                   attn_pv_tile_<dt>_<isa> and
- *                                   attn_to_f32_<dt>_<isa> for ATTN_KV_<ID>
- *   ATTN_TILE_SLOTS(dt, ID, isa)    fills those three slots of the table t
- *   ATTN_TILE_INIT(init, LIST, isa) both for every dtype of LIST
- *                                   (ATTN_TILE_FLOAT_DTYPES or
- *                                   ATTN_TILE_QUANT_DTYPES), and the init
- *                                   function `init` that fills their slots
+ *   ATTN_TILE_FILE(file, isa, ext)
+ *
+ * which defines one kernel attn_<slot>_<dtype>_<isa> per row that
+ * src/kernel_list.h gives the file (tile: the float K/V dtypes, quant: the
+ * quantized ones), each the body at that dtype, and the file's init
+ * (ATTN_KERNEL_FILE).
  *
  * It also holds the dtype facts every ISA's body uses: the bytes and
  * values of a stride unit (src/dtype_list.h) and row addresses, formed in
@@ -28,40 +26,31 @@
 
 #include "dsp.h"
 
-#define ATTN_TILE_VARIANT(dt, ID, isa)                                                       \
+#define ATTN_TILE_KERNEL(slot, dt, kind, isa) ATTN_TILE_KERNEL_##slot(dt, isa)
+#define ATTN_TILE_KERNEL_qk_tile(dt, isa)                                                    \
     static void attn_qk_tile_##dt##_##isa(const float *q, ptrdiff_t q_stride, const void *k, \
                                           ptrdiff_t k_stride, size_t nq, size_t nk,          \
                                           size_t d, float scale, float *s,                   \
                                           ptrdiff_t s_stride)                                \
     {                                                                                        \
-        qk_tile(ATTN_KV_##ID, q, q_stride, k, k_stride, nq, nk, d, scale, s, s_stride);      \
-    }                                                                                        \
+        qk_tile(ATTN_KV_IDX(dt), q, q_stride, k, k_stride, nq, nk, d, scale, s, s_stride);   \
+    }
+#define ATTN_TILE_KERNEL_pv_tile(dt, isa)                                                    \
     static void attn_pv_tile_##dt##_##isa(const float *p, ptrdiff_t p_stride, const void *v, \
                                           ptrdiff_t v_stride, size_t nq, size_t nk,          \
                                           size_t dv, float *acc, ptrdiff_t acc_stride)       \
     {                                                                                        \
-        pv_tile(ATTN_KV_##ID, p, p_stride, v, v_stride, nq, nk, dv, acc, acc_stride);        \
-    }                                                                                        \
+        pv_tile(ATTN_KV_IDX(dt), p, p_stride, v, v_stride, nq, nk, dv, acc, acc_stride);     \
+    }
+#define ATTN_TILE_KERNEL_to_f32(dt, isa)                                                     \
     static void attn_to_f32_##dt##_##isa(const void *src, float *dst, size_t n)              \
     {                                                                                        \
-        to_f32(ATTN_KV_##ID, src, dst, n);                                                   \
+        to_f32(ATTN_KV_IDX(dt), src, dst, n);                                                \
     }
 
-#define ATTN_TILE_SLOTS(dt, ID, isa)                                                         \
-    t->qk_tile[ATTN_KV_##ID] = attn_qk_tile_##dt##_##isa;                                    \
-    t->pv_tile[ATTN_KV_##ID] = attn_pv_tile_##dt##_##isa;                                    \
-    t->to_f32[ATTN_KV_##ID] = attn_to_f32_##dt##_##isa;
-
-/* The dtypes of tile_<isa>.c and of quant_<isa>.c: X(dt, ID, isa). */
-#define ATTN_TILE_FLOAT_DTYPES(X, isa) X(f32, F32, isa) X(f16, F16, isa) X(bf16, BF16, isa)
-#define ATTN_TILE_QUANT_DTYPES(X, isa) X(q8_0, Q8_0, isa) X(q4_0, Q4_0, isa) X(fp8, FP8, isa)
-
-#define ATTN_TILE_INIT(init, LIST, isa)                                                      \
-    LIST(ATTN_TILE_VARIANT, isa)                                                             \
-    void init(attn_dsp *t)                                                                   \
-    {                                                                                        \
-        LIST(ATTN_TILE_SLOTS, isa)                                                           \
-    }
+#define ATTN_TILE_FILE(file, isa, ext)                                                       \
+    ATTN_FILE_##file(ATTN_TILE_KERNEL, isa)                                                  \
+    ATTN_KERNEL_FILE(file, isa, ext)
 
 /* Bytes per stride unit of a K/V dtype (one value, or one 32-value block). */
 static inline __attribute__((always_inline)) size_t attn_kv_unit_bytes(int dt)

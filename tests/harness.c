@@ -11,6 +11,9 @@
 #include <unistd.h>
 
 #include "harness.h"
+#ifdef ATTN_TEST_AVX512_EMU
+#include "x86/avx512.h" /* attn_dsp_init_avx512_emu */
+#endif
 
 /* ------------------------------------------------------------ ISA rows */
 
@@ -70,6 +73,8 @@ const attn_dsp *harness_row_table(const isa_row *row)
         const attn_dsp *below = attn_dsp_for_isa(ATTN_ISA_AVX2);
         emu = below ? *below : *attn_dsp_for_isa(ATTN_ISA_SCALAR);
         attn_dsp_init_avx512_emu(&emu);
+        emu.isa = ATTN_ISA_AVX512;
+        emu.isa_name = "avx512";
         return &emu;
     }
 #endif

@@ -6,9 +6,9 @@
 #include <arm_neon.h>
 #include <math.h>
 
-#include "alibi.h"
+#include "dsp.h"
 
-void attn_alibi_f32_neon(float *x, size_t n, float slope, int64_t pos)
+static void attn_alibi_f32_neon(float *x, size_t n, float slope, int64_t pos)
 {
     static const int32_t iota[4] = {0, 1, 2, 3};
     const float32x4_t vs = vdupq_n_f32(slope);
@@ -25,3 +25,5 @@ void attn_alibi_f32_neon(float *x, size_t n, float slope, int64_t pos)
         x[j] = fmaf(-slope, (float)(dj < 0 ? -dj : dj), x[j]);
     }
 }
+
+ATTN_KERNEL_FILE(alibi, neon, neon)

@@ -6,9 +6,9 @@
  */
 #include <arm_sve.h>
 
-#include "alibi.h"
+#include "dsp.h"
 
-void attn_alibi_f32_sve(float *x, size_t n, float slope, int64_t pos)
+static void attn_alibi_f32_sve(float *x, size_t n, float slope, int64_t pos)
 {
     const svfloat32_t vs = svdup_n_f32(slope);
     const int32_t vl = (int32_t)svcntw();
@@ -21,3 +21,5 @@ void attn_alibi_f32_sve(float *x, size_t n, float slope, int64_t pos)
         d = svsub_n_s32_x(svptrue_b32(), d, vl);
     }
 }
+
+ATTN_KERNEL_FILE(alibi, sve, sve)

@@ -66,8 +66,4 @@ static void attn_score_grad_f32_neon(const float *p, float *dp, float d, size_t 
         dp[j] = p[j] * (dp[j] - d);
 }
 
-void attn_dsp_init_backward_neon(attn_dsp *t)
-{
-    t->pt_tile = attn_pt_tile_f32_neon;
-    t->score_grad = attn_score_grad_f32_neon;
-}
+ATTN_KERNEL_FILE(backward, neon, neon)

@@ -42,7 +42,4 @@ static void attn_wsum_f32_neon(float *y, const float *const *x, const float *w, 
     }
 }
 
-void attn_dsp_init_merge_neon(attn_dsp *t)
-{
-    t->wsum = attn_wsum_f32_neon;
-}
+ATTN_KERNEL_FILE(merge, neon, neon)

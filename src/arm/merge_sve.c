@@ -21,7 +21,4 @@ static void attn_wsum_f32_sve(float *y, const float *const *x, const float *w, s
     }
 }
 
-void attn_dsp_init_merge_sve(attn_dsp *t)
-{
-    t->wsum = attn_wsum_f32_sve;
-}
+ATTN_KERNEL_FILE(merge, sve, sve)

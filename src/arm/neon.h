@@ -1,7 +1,7 @@
 /*
- * The NEON module: its inits and, for AArch64 builds (NEON is part of the
- * armv8-a baseline), the helpers its files share (tile_neon.c, row_neon.c,
- * merge_neon.c, backward_neon.c, quant_neon.c; alibi_neon.c needs none).
+ * The NEON module's helpers, for AArch64 builds (NEON is part of the
+ * armv8-a baseline). Its kernels and their inits come from
+ * src/kernel_list.h; the registry declares the table's init.
  */
 #ifndef ATTN_ARM_NEON_H
 #define ATTN_ARM_NEON_H
@@ -9,26 +9,6 @@
 #include <stddef.h>
 
 #include "dsp.h"
-
-#ifdef __cplusplus
-extern "C" {
-#endif
-
-/* The NEON table (row_neon.c): block sizes and row slots, and the other
-   slots through the inits below. */
-void attn_dsp_init_neon(attn_dsp *t);
-/* The tile slots (qk_tile, pv_tile, to_f32) only (tile_neon.c). */
-void attn_dsp_init_tiles_neon(attn_dsp *t);
-/* The merge slot (wsum) only (merge_neon.c). */
-void attn_dsp_init_merge_neon(attn_dsp *t);
-/* The backward slots (pt_tile, score_grad) only (backward_neon.c). */
-void attn_dsp_init_backward_neon(attn_dsp *t);
-/* The Q8_0, Q4_0 and FP8 tile slots (quant_neon.c). */
-void attn_dsp_init_quant_neon(attn_dsp *t);
-
-#ifdef __cplusplus
-}
-#endif
 
 #if defined(__ARM_NEON) && defined(__aarch64__) && !defined(__cplusplus)
 #include <arm_neon.h>

@@ -9,4 +9,4 @@
 #include "tile_variants.h"
 #include "arm/tile_neon_body.h"
 
-ATTN_TILE_INIT(attn_dsp_init_quant_neon, ATTN_TILE_QUANT_DTYPES, neon)
+ATTN_TILE_FILE(quant, neon, neon)

@@ -25,7 +25,6 @@
 #include <sleef.h>
 
 #include "dsp.h"
-#include "alibi.h"
 #include "arm/neon.h"
 #include "exp_constants.h"
 
@@ -238,24 +237,5 @@ static void attn_softmax_bwd_f32_neon(const float *p, const float *dp, float *ds
     }
 }
 
-void attn_dsp_init_neon(attn_dsp *t)
-{
-    t->isa = ATTN_ISA_NEON;
-    t->isa_name = "neon";
-    /* 32 x 128: the AVX2 table's sizes when this table was written (AVX2
-       has since moved to 48 x 256); not measured on AArch64 hardware */
-    t->block_q = 32;
-    t->block_k = 128;
-    attn_dsp_init_tiles_neon(t);
-    attn_dsp_init_merge_neon(t);
-    attn_dsp_init_quant_neon(t);
-    t->row_max = attn_row_max_f32_neon;
-    t->exp_sum = attn_exp_sum_f32_neon;
-    t->row_scale = attn_row_scale_f32_neon;
-    t->softcap = attn_softcap_f32_neon;
-    t->add_bias = attn_add_bias_f32_neon;
-    t->mask_bool = attn_mask_bool_f32_neon;
-    t->softmax_bwd = attn_softmax_bwd_f32_neon;
-    attn_dsp_init_backward_neon(t);
-    t->alibi = attn_alibi_f32_neon;
-}
+ATTN_KERNEL_FILE(row, neon, neon)
+ATTN_ISA_INIT(neon, neon)

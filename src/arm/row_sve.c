@@ -22,7 +22,6 @@
 #include <math.h>
 #include <sleef.h>
 
-#include "alibi.h"
 #include "dsp.h"
 #include "arm/sve.h"
 #include "exp_constants.h"
@@ -183,28 +182,5 @@ static void attn_softmax_bwd_f32_sve(const float *p, const float *dp, float *ds,
     }
 }
 
-/*
- * Starts from the NEON table (dispatch copies it in), and replaces every
- * slot. Block sizes: block_k = 256 (ATTN_MAX_BLOCK_K) is a multiple of every
- * SVE vector length (4..64 floats), so a full block's rows have no partial
- * vector at any length, and at 2048 bits a row is still four vectors;
- * block_q = 32 is a multiple of the 4-row qk/pv micro-kernels and keeps the
- * score block (32 x 256 floats, 32 KiB) in L1/L2 beside the K/V rows.
- */
-void attn_dsp_init_sve(attn_dsp *t)
-{
-    t->isa = ATTN_ISA_SVE;
-    t->isa_name = "sve";
-    t->block_q = 32;
-    t->block_k = 256;
-    attn_dsp_init_tile_sve(t);
-    attn_dsp_init_merge_sve(t);
-    t->row_max = attn_row_max_f32_sve;
-    t->exp_sum = attn_exp_sum_f32_sve;
-    t->row_scale = attn_row_scale_f32_sve;
-    t->softcap = attn_softcap_f32_sve;
-    t->add_bias = attn_add_bias_f32_sve;
-    t->mask_bool = attn_mask_bool_f32_sve;
-    t->softmax_bwd = attn_softmax_bwd_f32_sve;
-    t->alibi = attn_alibi_f32_sve;
-}
+ATTN_KERNEL_FILE(row, sve, sve)
+ATTN_ISA_INIT(sve, sve)

@@ -1,8 +1,8 @@
 /*
- * The SVE table's init and the helpers of its kernels. The helpers exist
- * only where SVE code may be generated (__ARM_FEATURE_SVE: the SVE files,
- * compiled with -march=armv8.2-a+sve); dispatch.c, built for the baseline,
- * sees the init declarations alone.
+ * The helpers of the SVE kernels. They exist only where SVE code may be
+ * generated (__ARM_FEATURE_SVE: the SVE files, compiled with
+ * -march=armv8.2-a+sve). The kernels and their inits come from
+ * src/kernel_list.h; the registry declares the table's init.
  *
  * Everything is vector-length-agnostic: a vector holds svcntw() floats
  * (4 to 64), loops step by it and every load and store is predicated by
@@ -17,18 +17,6 @@
 #include <stdint.h>
 
 #include "dsp.h"
-
-#ifdef __cplusplus
-extern "C" {
-#endif
-
-/* The SVE table over a copy of the NEON one; row_sve.c. */
-void attn_dsp_init_sve(attn_dsp *t);
-
-/* Fills the tile slots (qk_tile, pv_tile, to_f32); tile_sve.c. */
-void attn_dsp_init_tile_sve(attn_dsp *t);
-/* Fills the merge slot (wsum); merge_sve.c. */
-void attn_dsp_init_merge_sve(attn_dsp *t);
 
 #ifdef __ARM_FEATURE_SVE
 #include <arm_sve.h>
@@ -65,9 +53,5 @@ static ALWAYS_INLINE svfloat32_t sve_load_kv(int dtype, svbool_t pg, const void 
 }
 
 #endif /* __ARM_FEATURE_SVE */
-
-#ifdef __cplusplus
-}
-#endif
 
 #endif /* ATTN_SVE_H */

@@ -6,4 +6,4 @@
 #include "tile_variants.h"
 #include "arm/tile_neon_body.h"
 
-ATTN_TILE_INIT(attn_dsp_init_tiles_neon, ATTN_TILE_FLOAT_DTYPES, neon)
+ATTN_TILE_FILE(tile, neon, neon)

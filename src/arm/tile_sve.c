@@ -339,4 +339,4 @@ static ALWAYS_INLINE void to_f32(int dtype, const void *src, float *dst, size_t 
 
 /* ------------------------------------------------------------------ variants */
 
-ATTN_TILE_INIT(attn_dsp_init_tile_sve, ATTN_TILE_FLOAT_DTYPES, sve)
+ATTN_TILE_FILE(tile, sve, sve)

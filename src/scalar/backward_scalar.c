@@ -2,7 +2,7 @@
  * Scalar kernels of the attention backward (the oracle of pt_tile and
  * score_grad). Built with the other scalar kernels, -ffp-contract=off.
  */
-#include "scalar/scalar.h"
+#include "dsp.h"
 
 static void attn_pt_tile_f32_scalar(const float *p, ptrdiff_t p_stride, const float *x,
                                     ptrdiff_t x_stride, size_t nq, size_t nk, size_t dim,
@@ -25,8 +25,4 @@ static void attn_score_grad_f32_scalar(const float *p, float *dp, float d, size_
         dp[j] = p[j] * (dp[j] - d);
 }
 
-void attn_dsp_init_backward_scalar(attn_dsp *t)
-{
-    t->pt_tile = attn_pt_tile_f32_scalar;
-    t->score_grad = attn_score_grad_f32_scalar;
-}
+ATTN_KERNEL_FILE(backward, scalar, scalar)

@@ -4,7 +4,7 @@
  * an add, two roundings, the same in every build.
  */
 #include "dsp.h"
-#include "scalar/scalar.h"
+#include "dsp.h"
 
 static void attn_wsum_f32_scalar(float *y, const float *const *x, const float *w, size_t parts,
                                  size_t n)
@@ -17,7 +17,4 @@ static void attn_wsum_f32_scalar(float *y, const float *const *x, const float *w
     }
 }
 
-void attn_dsp_init_merge_scalar(attn_dsp *t)
-{
-    t->wsum = attn_wsum_f32_scalar;
-}
+ATTN_KERNEL_FILE(merge, scalar, scalar)

@@ -1,24 +1,17 @@
 /*
- * Scalar kernels of the quantized K/V dtypes (the oracle of the SIMD ones)
- * and the row quantizers behind attn_quantize. Built with -ffp-contract=off
- * like kernels_scalar.c: the kernels then round as the float oracle does,
- * and the quantizers' x * id and x * id + 8.5 stay two roundings each, as
- * in ggml's reference code (a fused multiply-add would change some
- * nibbles).
+ * Scalar kernels of the quantized K/V dtypes (the oracle of the SIMD ones:
+ * the scalar tile body, src/scalar/tile_scalar_body.h, at Q8_0, Q4_0 and
+ * FP8), the E4M3 decoder and the row quantizers behind attn_quantize. Built
+ * with -ffp-contract=off like every scalar file: the quantizers' x * id and
+ * x * id + 8.5 stay two roundings each, as in ggml's reference code (a
+ * fused multiply-add would change some nibbles).
  */
 #include <math.h>
 #include <string.h>
 
-#include "dsp.h"
 #include "half.h"
 #include "quant.h"
-
-static inline float block_scale(const unsigned char *blk)
-{
-    uint16_t h;
-    memcpy(&h, blk, sizeof h);
-    return attn_f16_to_f32(h);
-}
+#include "scalar/tile_scalar_body.h"
 
 float attn_e4m3_to_f32(uint8_t x)
 {
@@ -33,88 +26,7 @@ float attn_e4m3_to_f32(uint8_t x)
     return x & 0x80 ? -v : v;
 }
 
-/* Value t of a row (row = the row's first byte). */
-static inline float load_q8_0(const unsigned char *row, size_t t)
-{
-    const unsigned char *blk = row + t / ATTN_QBLOCK * ATTN_Q8_0_BYTES;
-    return (float)(int8_t)blk[2 + t % ATTN_QBLOCK] * block_scale(blk);
-}
-
-static inline float load_q4_0(const unsigned char *row, size_t t)
-{
-    const unsigned char *blk = row + t / ATTN_QBLOCK * ATTN_Q4_0_BYTES;
-    const size_t i = t % ATTN_QBLOCK;
-    const int nibble = i < 16 ? blk[2 + i] & 15 : blk[2 + i - 16] >> 4;
-    return (float)(nibble - 8) * block_scale(blk);
-}
-
-static inline float load_fp8(const unsigned char *row, size_t t)
-{
-    return attn_e4m3_to_f32(row[t]);
-}
-
-#define UNIT_q8_0 ATTN_Q8_0_BYTES
-#define UNIT_q4_0 ATTN_Q4_0_BYTES
-#define UNIT_fp8 1
-
-/* The float oracle's loops (kernels_scalar.c) with the decoding loads. */
-#define DEFINE_QUANT_TILES(dtype)                                                             \
-    static void attn_qk_tile_##dtype##_scalar(const float *q, ptrdiff_t q_stride,             \
-                                              const void *k, ptrdiff_t k_stride, size_t nq,   \
-                                              size_t nk, size_t d, float scale, float *s,     \
-                                              ptrdiff_t s_stride)                             \
-    {                                                                                         \
-        const ptrdiff_t kb = k_stride * UNIT_##dtype;                                         \
-        for (size_t r = 0; r < nq; r++) {                                                     \
-            const float *qr = q + (ptrdiff_t)r * q_stride;                                    \
-            for (size_t c = 0; c < nk; c++) {                                                 \
-                const unsigned char *row = (const unsigned char *)k + (ptrdiff_t)c * kb;      \
-                float dot = 0.0f;                                                             \
-                for (size_t t = 0; t < d; t++)                                                \
-                    dot += qr[t] * load_##dtype(row, t);                                      \
-                s[(ptrdiff_t)r * s_stride + (ptrdiff_t)c] = dot * scale;                      \
-            }                                                                                 \
-        }                                                                                     \
-    }                                                                                         \
-    static void attn_pv_tile_##dtype##_scalar(const float *p, ptrdiff_t p_stride,             \
-                                              const void *v, ptrdiff_t v_stride, size_t nq,   \
-                                              size_t nk, size_t dv, float *acc,               \
-                                              ptrdiff_t acc_stride)                           \
-    {                                                                                         \
-        const ptrdiff_t vb = v_stride * UNIT_##dtype;                                         \
-        for (size_t r = 0; r < nq; r++) {                                                     \
-            float *ar = acc + (ptrdiff_t)r * acc_stride;                                      \
-            const float *pr = p + (ptrdiff_t)r * p_stride;                                    \
-            for (size_t c = 0; c < nk; c++) {                                                 \
-                const unsigned char *row = (const unsigned char *)v + (ptrdiff_t)c * vb;      \
-                const float w = pr[c];                                                        \
-                for (size_t t = 0; t < dv; t++)                                               \
-                    ar[t] += w * load_##dtype(row, t);                                        \
-            }                                                                                 \
-        }                                                                                     \
-    }                                                                                         \
-    static void attn_to_f32_##dtype##_scalar(const void *src, float *dst, size_t n)           \
-    {                                                                                         \
-        for (size_t i = 0; i < n; i++)                                                        \
-            dst[i] = load_##dtype(src, i);                                                    \
-    }
-
-DEFINE_QUANT_TILES(q8_0)
-DEFINE_QUANT_TILES(q4_0)
-DEFINE_QUANT_TILES(fp8)
-
-void attn_dsp_init_quant_scalar(attn_dsp *t)
-{
-    t->qk_tile[ATTN_KV_Q8_0] = attn_qk_tile_q8_0_scalar;
-    t->qk_tile[ATTN_KV_Q4_0] = attn_qk_tile_q4_0_scalar;
-    t->qk_tile[ATTN_KV_FP8] = attn_qk_tile_fp8_scalar;
-    t->pv_tile[ATTN_KV_Q8_0] = attn_pv_tile_q8_0_scalar;
-    t->pv_tile[ATTN_KV_Q4_0] = attn_pv_tile_q4_0_scalar;
-    t->pv_tile[ATTN_KV_FP8] = attn_pv_tile_fp8_scalar;
-    t->to_f32[ATTN_KV_Q8_0] = attn_to_f32_q8_0_scalar;
-    t->to_f32[ATTN_KV_Q4_0] = attn_to_f32_q4_0_scalar;
-    t->to_f32[ATTN_KV_FP8] = attn_to_f32_fp8_scalar;
-}
+ATTN_TILE_FILE(quant, scalar, scalar)
 
 /* ------------------------------------------------------------------------ */
 /* quantizers                                                                */

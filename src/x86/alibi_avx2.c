@@ -7,9 +7,9 @@
  */
 #include <immintrin.h>
 
-#include "alibi.h"
+#include "dsp.h"
 
-void attn_alibi_f32_avx2(float *x, size_t n, float slope, int64_t pos)
+static void attn_alibi_f32_avx2(float *x, size_t n, float slope, int64_t pos)
 {
     const __m256 vs = _mm256_set1_ps(slope);
     const __m256i step = _mm256_set1_epi32(8);
@@ -29,3 +29,5 @@ void attn_alibi_f32_avx2(float *x, size_t n, float slope, int64_t pos)
         _mm256_maskstore_ps(x + j, m, _mm256_fnmadd_ps(vs, dist, _mm256_maskload_ps(x + j, m)));
     }
 }
+
+ATTN_KERNEL_FILE(alibi, avx2, avx2)

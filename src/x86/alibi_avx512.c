@@ -4,8 +4,7 @@
  * fused multiply-add, masked tail (see alibi_avx2.c for the numerics).
  */
 #include "x86/avx512.h"
-/* after avx512.h: its _emu renames must reach the declarations */
-#include "alibi.h"
+#include "dsp.h"
 
 #ifdef ATTN_SIMDE_EMU
 /* SIMDe 0.7.4 does not emulate this conversion (see simde_compat_avx512.h):
@@ -22,7 +21,7 @@ static inline __m512 alibi_emu_cvtepi32_ps(__m512i a)
 #define _mm512_cvtepi32_ps(a) alibi_emu_cvtepi32_ps(a)
 #endif
 
-void attn_alibi_f32_avx512(float *x, size_t n, float slope, int64_t pos)
+static void attn_alibi_f32_avx512(float *x, size_t n, float slope, int64_t pos)
 {
     const __m512 vs = _mm512_set1_ps(slope);
     const __m512i step = _mm512_set1_epi32(16);
@@ -43,3 +42,5 @@ void attn_alibi_f32_avx512(float *x, size_t n, float slope, int64_t pos)
                               _mm512_fnmadd_ps(vs, dist, _mm512_maskz_loadu_ps(m, x + j)));
     }
 }
+
+ATTN_KERNEL_FILE(alibi, avx512, ATTN_AVX512_EXT)

@@ -1,32 +1,12 @@
 /*
- * The AVX2 (+FMA+F16C) module: its inits and, for its files compiled with
- * the AVX2 flags (tile_avx2.c, row_avx2.c, merge_avx2.c, backward_avx2.c,
- * quant_avx2.c; alibi_avx2.c needs none of them), the helpers they share.
+ * The AVX2 (+FMA+F16C) module's helpers, for its files (compiled with the
+ * AVX2 flags: src/x86/meson.build). Its kernels and their inits come from
+ * src/kernel_list.h; the registry declares the table's init.
  */
 #ifndef ATTN_X86_AVX2_H
 #define ATTN_X86_AVX2_H
 
 #include "dsp.h"
-
-#ifdef __cplusplus
-extern "C" {
-#endif
-
-/* The AVX2 table (row_avx2.c): block sizes and row slots, and the other
-   slots through the inits below. */
-void attn_dsp_init_avx2(attn_dsp *t);
-/* The tile slots (qk_tile, pv_tile, to_f32) only (tile_avx2.c). */
-void attn_dsp_init_tiles_avx2(attn_dsp *t);
-/* The merge slot (wsum) only (merge_avx2.c). */
-void attn_dsp_init_merge_avx2(attn_dsp *t);
-/* The backward slots (pt_tile, score_grad) only (backward_avx2.c). */
-void attn_dsp_init_backward_avx2(attn_dsp *t);
-/* The Q8_0, Q4_0 and FP8 tile slots (quant_avx2.c). */
-void attn_dsp_init_quant_avx2(attn_dsp *t);
-
-#ifdef __cplusplus
-}
-#endif
 
 /* Helpers: only where the compiler targets AVX2 (the module's own files). */
 #if defined(__AVX2__) && !defined(__cplusplus)

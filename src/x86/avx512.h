@@ -23,34 +23,21 @@
 
 #include "dsp.h"
 
+/* The suffix of the module's external names (its inits; the kernels are
+   static): avx512, or avx512_emu in the emulated build (see above). */
 #ifdef ATTN_SIMDE_EMU
-/* The external names of the emulated objects (see above). */
-#define attn_dsp_init_avx512 attn_dsp_init_avx512_emu
-#define attn_dsp_init_tiles_avx512 attn_dsp_init_tiles_avx512_emu
-#define attn_dsp_init_backward_avx512 attn_dsp_init_backward_avx512_emu
-#define attn_alibi_f32_avx512 attn_alibi_f32_avx512_emu
-#define attn_dsp_init_merge_avx512 attn_dsp_init_merge_avx512_emu
-#define attn_dsp_init_quant_avx512 attn_dsp_init_quant_avx512_emu
+#define ATTN_AVX512_EXT avx512_emu
+#else
+#define ATTN_AVX512_EXT avx512
 #endif
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* The AVX-512 table (row_avx512.c): block sizes and row slots, and the
-   other slots through the inits below. It starts from the AVX2 table
-   (src/isa_list.h). */
-void attn_dsp_init_avx512(attn_dsp *t);
-/* The tile slots (qk_tile, pv_tile, to_f32) only (tile_avx512.c). */
-void attn_dsp_init_tiles_avx512(attn_dsp *t);
-/* The merge slot (wsum) only (merge_avx512.c). */
-void attn_dsp_init_merge_avx512(attn_dsp *t);
-/* The backward slots (pt_tile, score_grad) only (backward_avx512.c). */
-void attn_dsp_init_backward_avx512(attn_dsp *t);
-/* The Q8_0, Q4_0 and FP8 tile slots (quant_avx512.c). */
-void attn_dsp_init_quant_avx512(attn_dsp *t);
-/* The same kernels built against SIMDe (tests/emu only: the harness's
-   "avx512-emu" row). */
+/* The same table built against SIMDe (tests/emu only: the harness's
+   "avx512-emu" row), from ATTN_ISA_INIT in row_avx512.c. The registry's
+   inits are declared by src/isa_list.h. */
 void attn_dsp_init_avx512_emu(attn_dsp *t);
 
 #ifdef __cplusplus

@@ -74,8 +74,4 @@ static void attn_score_grad_f32_avx2(const float *p, float *dp, float d, size_t 
     }
 }
 
-void attn_dsp_init_backward_avx2(attn_dsp *t)
-{
-    t->pt_tile = attn_pt_tile_f32_avx2;
-    t->score_grad = attn_score_grad_f32_avx2;
-}
+ATTN_KERNEL_FILE(backward, avx2, avx2)

@@ -62,8 +62,4 @@ static void attn_score_grad_f32_avx512(const float *p, float *dp, float d, size_
     }
 }
 
-void attn_dsp_init_backward_avx512(attn_dsp *t)
-{
-    t->pt_tile = attn_pt_tile_f32_avx512;
-    t->score_grad = attn_score_grad_f32_avx512;
-}
+ATTN_KERNEL_FILE(backward, avx512, ATTN_AVX512_EXT)

@@ -37,7 +37,4 @@ static void attn_wsum_f32_avx2(float *y, const float *const *x, const float *w, 
     }
 }
 
-void attn_dsp_init_merge_avx2(attn_dsp *t)
-{
-    t->wsum = attn_wsum_f32_avx2;
-}
+ATTN_KERNEL_FILE(merge, avx2, avx2)

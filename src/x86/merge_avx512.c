@@ -34,7 +34,4 @@ static void attn_wsum_f32_avx512(float *y, const float *const *x, const float *w
     }
 }
 
-void attn_dsp_init_merge_avx512(attn_dsp *t)
-{
-    t->wsum = attn_wsum_f32_avx512;
-}
+ATTN_KERNEL_FILE(merge, avx512, ATTN_AVX512_EXT)

@@ -9,4 +9,4 @@
 #include "tile_variants.h"
 #include "x86/tile_avx2_body.h"
 
-ATTN_TILE_INIT(attn_dsp_init_quant_avx2, ATTN_TILE_QUANT_DTYPES, avx2)
+ATTN_TILE_FILE(quant, avx2, avx2)

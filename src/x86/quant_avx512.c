@@ -8,4 +8,4 @@
 #include "tile_variants.h"
 #include "x86/tile_avx512_body.h"
 
-ATTN_TILE_INIT(attn_dsp_init_quant_avx512, ATTN_TILE_QUANT_DTYPES, avx512)
+ATTN_TILE_FILE(quant, avx512, ATTN_AVX512_EXT)

@@ -15,7 +15,6 @@
 #include <sleef.h>
 
 #include "exp_constants.h"
-#include "alibi.h"
 #include "x86/avx2.h"
 
 static ALWAYS_INLINE float hsum(__m256 v)
@@ -294,32 +293,5 @@ static void attn_softmax_bwd_f32_avx2(const float *p, const float *dp, float *ds
     }
 }
 
-void attn_dsp_init_avx2(attn_dsp *t)
-{
-    t->isa = ATTN_ISA_AVX2;
-    t->isa_name = "avx2";
-    /*
-     * 48 query rows: eight full 6-row groups of the packed qk_tile (32 left
-     * two 4-row groups: scores went from 70 % to 76 % of FMA peak at d 128),
-     * and at head_dim 128 the f32 query block (24 KiB) stays in L1 while
-     * the key panels pass over it. The fused forward is capped by the
-     * driver's 64 KiB scratch (q + a rows x 256 score tile + accumulator) to
-     * 32 rows at d 128, a multiple of pv_tile's 4 rows. 256 keys: the
-     * per-block row work (max, rescale) is amortised over more keys, and
-     * decode streams K and V in longer runs (measured faster than 128).
-     */
-    t->block_q = 48;
-    t->block_k = 256;
-    attn_dsp_init_tiles_avx2(t);
-    attn_dsp_init_merge_avx2(t);
-    attn_dsp_init_quant_avx2(t);
-    t->row_max = attn_row_max_f32_avx2;
-    t->exp_sum = attn_exp_sum_f32_avx2;
-    t->row_scale = attn_row_scale_f32_avx2;
-    t->softcap = attn_softcap_f32_avx2;
-    t->add_bias = attn_add_bias_f32_avx2;
-    t->mask_bool = attn_mask_bool_f32_avx2;
-    t->softmax_bwd = attn_softmax_bwd_f32_avx2;
-    attn_dsp_init_backward_avx2(t);
-    t->alibi = attn_alibi_f32_avx2;
-}
+ATTN_KERNEL_FILE(row, avx2, avx2)
+ATTN_ISA_INIT(avx2, avx2)

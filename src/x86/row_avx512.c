@@ -9,8 +9,6 @@
 #include <math.h>
 
 #include "x86/avx512.h"
-/* after avx512.h: its _emu renames must reach the declarations */
-#include "alibi.h"
 
 /*
  * Any NaN makes the result NaN. vmaxps alone would keep or drop a NaN
@@ -169,27 +167,5 @@ static void attn_softmax_bwd_f32_avx512(const float *p, const float *dp, float *
     }
 }
 
-void attn_dsp_init_avx512(attn_dsp *t)
-{
-    t->isa = ATTN_ISA_AVX512;
-    t->isa_name = "avx512";
-    /*
-     * 64 query rows amortise qk_tile's packed key panel (see tile_avx512.c);
-     * 128 keys keep the 32 KiB score tile and a 128-dim f32 K or V block
-     * (64 KiB) within L2 while leaving the per-row kernels 8 vectors a row.
-     */
-    t->block_q = 64;
-    t->block_k = 128;
-    attn_dsp_init_tiles_avx512(t);
-    attn_dsp_init_merge_avx512(t);
-    attn_dsp_init_quant_avx512(t);
-    t->row_max = attn_row_max_f32_avx512;
-    t->exp_sum = attn_exp_sum_f32_avx512;
-    t->row_scale = attn_row_scale_f32_avx512;
-    t->softcap = attn_softcap_f32_avx512;
-    t->add_bias = attn_add_bias_f32_avx512;
-    t->mask_bool = attn_mask_bool_f32_avx512;
-    t->softmax_bwd = attn_softmax_bwd_f32_avx512;
-    attn_dsp_init_backward_avx512(t);
-    t->alibi = attn_alibi_f32_avx512;
-}
+ATTN_KERNEL_FILE(row, avx512, ATTN_AVX512_EXT)
+ATTN_ISA_INIT(avx512, ATTN_AVX512_EXT)

@@ -6,4 +6,4 @@
 #include "tile_variants.h"
 #include "x86/tile_avx2_body.h"
 
-ATTN_TILE_INIT(attn_dsp_init_tiles_avx2, ATTN_TILE_FLOAT_DTYPES, avx2)
+ATTN_TILE_FILE(tile, avx2, avx2)

@@ -6,4 +6,4 @@
 #include "tile_variants.h"
 #include "x86/tile_avx512_body.h"
 
-ATTN_TILE_INIT(attn_dsp_init_tiles_avx512, ATTN_TILE_FLOAT_DTYPES, avx512)
+ATTN_TILE_FILE(tile, avx512, ATTN_AVX512_EXT)

@@ -1,0 +1,166 @@
+/*
+ * The one list of kernels: which (slot, dtype) kernels each ISA's module
+ * implements, in which of its files, and the ISA's block sizes. From it:
+ *   - the slots of the kernel table (struct attn_dsp, src/dsp.h),
+ *   - each module file's init, which stores that file's kernels in the
+ *     table (ATTN_KERNEL_FILE below: one line at the end of the file),
+ *   - each ISA's init (ATTN_ISA_INIT, in row_<isa>.c), which states the
+ *     block sizes and calls the inits of the files the list names,
+ *   - tests/checkasm.c, which walks every ISA's rows: each kernel against
+ *     the scalar oracle, and with --bench timed against it on the same call.
+ * A kernel is named attn_<slot>_<dtype>_<isa> (docs/DESIGN.md §2.2); a
+ * file's init does not compile while a kernel the list names for it is
+ * missing, and -Wunused-function (an error with -Dwerror=true) names a
+ * kernel the list leaves out.
+ *
+ * Slots, by the module file that implements them: R(slot, dtype, kind, a)
+ *   kind  KV:  one kernel per K/V dtype; the slot is an array indexed by
+ *              ATTN_KV_* (src/dsp.h); dtype is the row's K/V dtype
+ *         ONE: one kernel, f32 (dtype is f32)
+ *   a     passed through, for the generators
+ * A slot's signature is its function type attn_<slot>_fn in src/dsp.h.
+ */
+#ifndef ATTN_KERNEL_LIST_H
+#define ATTN_KERNEL_LIST_H
+
+/* tile_<isa>.c, quant_<isa>.c: the tile family, one variant per K/V dtype */
+#define ATTN_SLOTS_TILE(R, dt, a) R(qk_tile, dt, KV, a) R(pv_tile, dt, KV, a) R(to_f32, dt, KV, a)
+/* row_<isa>.c */
+#define ATTN_SLOTS_ROW(R, dt, a)                                                            \
+    R(row_max, dt, ONE, a) R(exp_sum, dt, ONE, a) R(row_scale, dt, ONE, a)                  \
+    R(softcap, dt, ONE, a) R(add_bias, dt, ONE, a) R(mask_bool, dt, ONE, a)                 \
+    R(softmax_bwd, dt, ONE, a)
+/* alibi_<isa>.c */
+#define ATTN_SLOTS_ALIBI(R, dt, a) R(alibi, dt, ONE, a)
+/* merge_<isa>.c */
+#define ATTN_SLOTS_MERGE(R, dt, a) R(wsum, dt, ONE, a)
+/* backward_<isa>.c */
+#define ATTN_SLOTS_BACKWARD(R, dt, a) R(pt_tile, dt, ONE, a) R(score_grad, dt, ONE, a)
+
+/* Every slot once, in the table's order. */
+#define ATTN_SLOT_LIST(R, a)                                                                \
+    ATTN_SLOTS_TILE(R, f32, a)                                                              \
+    ATTN_SLOTS_ROW(R, f32, a) ATTN_SLOTS_ALIBI(R, f32, a) ATTN_SLOTS_MERGE(R, f32, a)       \
+    ATTN_SLOTS_BACKWARD(R, f32, a)
+
+/*
+ * The rows of each kind of module file: R(slot, dtype, kind, a) per kernel
+ * (a: passed through). The float K/V dtypes are the tile files', the
+ * quantized ones the quant files' (one tile body per ISA serves both:
+ * src/tile_variants.h).
+ */
+#define ATTN_FILE_tile(R, a)                                                                \
+    ATTN_SLOTS_TILE(R, f32, a) ATTN_SLOTS_TILE(R, f16, a) ATTN_SLOTS_TILE(R, bf16, a)
+#define ATTN_FILE_quant(R, a)                                                               \
+    ATTN_SLOTS_TILE(R, q8_0, a) ATTN_SLOTS_TILE(R, q4_0, a) ATTN_SLOTS_TILE(R, fp8, a)
+#define ATTN_FILE_row(R, a) ATTN_SLOTS_ROW(R, f32, a)
+#define ATTN_FILE_alibi(R, a) ATTN_SLOTS_ALIBI(R, f32, a)
+#define ATTN_FILE_merge(R, a) ATTN_SLOTS_MERGE(R, f32, a)
+#define ATTN_FILE_backward(R, a) ATTN_SLOTS_BACKWARD(R, f32, a)
+
+/*
+ * The kernel list: per ISA of the registry (src/isa_list.h, by its name),
+ *   ATTN_BLOCKS_<isa>        block_q, block_k: the driver's tile (query
+ *                            rows and keys per block, <= ATTN_MAX_BLOCK_*)
+ *   ATTN_KERNELS_<isa>(F, a) F(file, a) per module file it has, whose
+ *                            kernels are the rows of ATTN_FILE_<file>. A
+ *                            slot no file of it names keeps its base
+ *                            table's kernel (src/isa_list.h).
+ * Expanded, one row (slot, dtype, ISA) per kernel.
+ */
+
+/* The oracle: small tiles, it only has to be right. */
+#define ATTN_BLOCKS_scalar 16, 64
+#define ATTN_KERNELS_scalar(F, a) F(tile, a) F(quant, a) F(row, a) F(alibi, a) F(merge, a) F(backward, a)
+
+/*
+ * 48 query rows: eight full 6-row groups of the packed qk_tile (32 left
+ * two 4-row groups: scores went from 70 % to 76 % of FMA peak at d 128),
+ * and at head_dim 128 the f32 query block (24 KiB) stays in L1 while the
+ * key panels pass over it. The fused forward is capped by the driver's
+ * 64 KiB scratch (q + a rows x 256 score tile + accumulator) to 32 rows at
+ * d 128, a multiple of pv_tile's 4 rows. 256 keys: the per-block row work
+ * (max, rescale) is amortised over more keys, and decode streams K and V
+ * in longer runs (measured faster than 128).
+ */
+#define ATTN_BLOCKS_avx2 48, 256
+#define ATTN_KERNELS_avx2(F, a) F(tile, a) F(quant, a) F(row, a) F(alibi, a) F(merge, a) F(backward, a)
+
+/*
+ * 64 query rows amortise qk_tile's packed key panel
+ * (src/x86/tile_avx512_body.h); 128 keys keep the 32 KiB score tile and a
+ * 128-dim f32 K or V block (64 KiB) within L2 while leaving the per-row
+ * kernels 8 vectors a row.
+ */
+#define ATTN_BLOCKS_avx512 64, 128
+#define ATTN_KERNELS_avx512(F, a) F(tile, a) F(quant, a) F(row, a) F(alibi, a) F(merge, a) F(backward, a)
+
+/* 32 x 128: the AVX2 table's sizes when this table was written (AVX2 has
+   since moved to 48 x 256); not measured on AArch64 hardware. */
+#define ATTN_BLOCKS_neon 32, 128
+#define ATTN_KERNELS_neon(F, a) F(tile, a) F(quant, a) F(row, a) F(alibi, a) F(merge, a) F(backward, a)
+
+/*
+ * block_k = 256: at 128-bit vectors a 256-key row is 64 vectors, and at
+ * 2048 bits still four; block_q = 32 is a multiple of the 4-row qk/pv
+ * micro-kernels and keeps the score block (32 x 256 floats, 32 KiB) in
+ * L1/L2 beside the K/V rows. No quant_ or backward_ file: SVE keeps
+ * NEON's kernels there.
+ */
+#define ATTN_BLOCKS_sve 32, 256
+#define ATTN_KERNELS_sve(F, a) F(tile, a) F(row, a) F(alibi, a) F(merge, a)
+
+/* ------------------------------------------------------------ generators */
+
+#define ATTN_KL_CAT_(a, b) a##b
+#define ATTN_KL_CAT(a, b) ATTN_KL_CAT_(a, b)
+
+/* The ATTN_KV_* index of a kernel row's dtype token (f32 for ONE slots);
+   tests/test_kernels.c checks each token against src/dtype_list.h's names. */
+#define ATTN_KV_IDX(dt) ATTN_KV_IDX_##dt
+enum {
+    ATTN_KV_IDX_f32 = ATTN_KV_F32,
+    ATTN_KV_IDX_f16 = ATTN_KV_F16,
+    ATTN_KV_IDX_bf16 = ATTN_KV_BF16,
+    ATTN_KV_IDX_q8_0 = ATTN_KV_Q8_0,
+    ATTN_KV_IDX_q4_0 = ATTN_KV_Q4_0,
+    ATTN_KV_IDX_fp8 = ATTN_KV_FP8
+};
+
+/* The table member a row fills: an element of a KV slot's array, or the
+   ONE slot itself. */
+#define ATTN_SLOT_KV(t, slot, dt) (t)->slot[ATTN_KV_IDX(dt)]
+#define ATTN_SLOT_ONE(t, slot, dt) (t)->slot
+#define ATTN_SLOT(t, slot, dt, kind) ATTN_SLOT_##kind(t, slot, dt)
+
+/*
+ * At the end of a module file: attn_dsp_init_<file>_<ext>, which stores
+ * the kernels the list names for that file (file: tile, quant, row, alibi,
+ * merge, backward) in the table. isa is the kernels' suffix, ext the
+ * init's: they differ only for the AVX-512 files built against SIMDe
+ * (src/x86/avx512.h).
+ */
+#define ATTN_KERNEL_FILE(file, isa, ext)                                                    \
+    void ATTN_KL_CAT(attn_dsp_init_##file##_, ext)(attn_dsp * t);                           \
+    void ATTN_KL_CAT(attn_dsp_init_##file##_, ext)(attn_dsp * t)                            \
+    {                                                                                       \
+        ATTN_FILE_##file(ATTN_KL_STORE, isa)                                                \
+    }
+#define ATTN_KL_STORE(slot, dt, kind, isa) ATTN_SLOT(t, slot, dt, kind) = attn_##slot##_##dt##_##isa;
+
+/* Once per ISA, in its row_<isa>.c: the registry's init attn_dsp_init_<ext>,
+   which states the block sizes and runs the inits of the ISA's files. */
+#define ATTN_ISA_INIT(isa, ext)                                                             \
+    ATTN_KERNELS_##isa(ATTN_KL_DECLARE, ext)                                                \
+    void ATTN_KL_CAT(attn_dsp_init_, ext)(attn_dsp * t);                                    \
+    void ATTN_KL_CAT(attn_dsp_init_, ext)(attn_dsp * t)                                     \
+    {                                                                                       \
+        ATTN_KL_BLOCKS(t, ATTN_BLOCKS_##isa);                                               \
+        ATTN_KERNELS_##isa(ATTN_KL_CALL, ext)                                               \
+    }
+#define ATTN_KL_DECLARE(file, ext) void ATTN_KL_CAT(attn_dsp_init_##file##_, ext)(attn_dsp * t);
+#define ATTN_KL_CALL(file, ext) ATTN_KL_CAT(attn_dsp_init_##file##_, ext)(t);
+#define ATTN_KL_BLOCKS(t, ...) ATTN_KL_BLOCKS_(t, __VA_ARGS__)
+#define ATTN_KL_BLOCKS_(t, q, k) ((t)->block_q = (q), (t)->block_k = (k))
+
+#endif /* ATTN_KERNEL_LIST_H */

@@ -1,0 +1,92 @@
+/*
+ * The scalar tile family's one body, for every K/V dtype: qk_tile, pv_tile
+ * and to_f32 as always-inline functions of an ATTN_KV_* dtype, which
+ * enters only through load_kv (value t of a row) and the row step
+ * (src/tile_variants.h). tile_scalar.c (the float dtypes) and
+ * quant_scalar.c (the quantized ones) instantiate it (ATTN_TILE_FILE).
+ *
+ * It is the oracle: one product and one add per value, in index order
+ * (the scalar files are compiled with -ffp-contract=off, src/meson.build),
+ * which is what the bounds of tests/tolerance.h assume of it. Every
+ * decoded value is exact in f32.
+ */
+#ifndef ATTN_TILE_SCALAR_BODY_H
+#define ATTN_TILE_SCALAR_BODY_H
+
+#include <string.h>
+
+#include "half.h"
+#include "quant.h"
+#include "tile_variants.h"
+
+#define ATTN_SCALAR_INLINE static inline __attribute__((always_inline))
+
+ATTN_SCALAR_INLINE float block_scale(const unsigned char *blk)
+{
+    uint16_t h;
+    memcpy(&h, blk, sizeof h);
+    return attn_f16_to_f32(h);
+}
+
+/* Value t of a K/V row of dtype dt (row: the row's first byte). */
+ATTN_SCALAR_INLINE float load_kv(int dt, const unsigned char *row, size_t t)
+{
+    switch (dt) {
+    case ATTN_KV_F32: return ((const float *)row)[t];
+    case ATTN_KV_F16: return attn_f16_to_f32(((const uint16_t *)row)[t]);
+    case ATTN_KV_BF16: return attn_bf16_to_f32(((const uint16_t *)row)[t]);
+    case ATTN_KV_Q8_0: {
+        const unsigned char *blk = row + t / ATTN_QBLOCK * ATTN_Q8_0_BYTES;
+        return (float)(int8_t)blk[2 + t % ATTN_QBLOCK] * block_scale(blk);
+    }
+    case ATTN_KV_Q4_0: {
+        const unsigned char *blk = row + t / ATTN_QBLOCK * ATTN_Q4_0_BYTES;
+        const size_t i = t % ATTN_QBLOCK;
+        const int nibble = i < 16 ? blk[2 + i] & 15 : blk[2 + i - 16] >> 4;
+        return (float)(nibble - 8) * block_scale(blk);
+    }
+    default: return attn_e4m3_to_f32(row[t]); /* FP8: the bare E4M3 value */
+    }
+}
+
+ATTN_SCALAR_INLINE void qk_tile(int dt, const float *q, ptrdiff_t q_stride, const void *k,
+                                ptrdiff_t k_stride, size_t nq, size_t nk, size_t d, float scale,
+                                float *s, ptrdiff_t s_stride)
+{
+    const uintptr_t step = (uintptr_t)k_stride * attn_kv_unit_bytes(dt);
+    for (size_t r = 0; r < nq; r++) {
+        const float *qr = q + (ptrdiff_t)r * q_stride;
+        for (size_t c = 0; c < nk; c++) {
+            const unsigned char *row = attn_kv_row(k, c, step);
+            float dot = 0.0f;
+            for (size_t t = 0; t < d; t++)
+                dot += qr[t] * load_kv(dt, row, t);
+            s[(ptrdiff_t)r * s_stride + (ptrdiff_t)c] = dot * scale;
+        }
+    }
+}
+
+ATTN_SCALAR_INLINE void pv_tile(int dt, const float *p, ptrdiff_t p_stride, const void *v,
+                                ptrdiff_t v_stride, size_t nq, size_t nk, size_t dv, float *acc,
+                                ptrdiff_t acc_stride)
+{
+    const uintptr_t step = (uintptr_t)v_stride * attn_kv_unit_bytes(dt);
+    for (size_t r = 0; r < nq; r++) {
+        float *ar = acc + (ptrdiff_t)r * acc_stride;
+        const float *pr = p + (ptrdiff_t)r * p_stride;
+        for (size_t c = 0; c < nk; c++) {
+            const unsigned char *row = attn_kv_row(v, c, step);
+            const float w = pr[c];
+            for (size_t t = 0; t < dv; t++)
+                ar[t] += w * load_kv(dt, row, t);
+        }
+    }
+}
+
+ATTN_SCALAR_INLINE void to_f32(int dt, const void *src, float *dst, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        dst[i] = load_kv(dt, (const unsigned char *)src, i);
+}
+
+#endif /* ATTN_TILE_SCALAR_BODY_H */

@@ -1,0 +1,868 @@
+/*
+ * checkasm: every kernel of the kernel list (src/kernel_list.h), on every
+ * table this build and CPU run, against the scalar oracle, and with --bench
+ * timed against it on the same call (dav1d's checkasm: check_func, then
+ * bench_new).
+ *
+ *   checkasm [--bench] [--isa NAME] [--slot NAME] [--seed N]
+ *
+ * It walks the registry (src/isa_list.h) and each ISA's rows, so a kernel
+ * the list gains is checked and timed with no line here, and a slot the
+ * list gains does not compile here until it has its check_<slot> below.
+ * Each check prepares one call of its slot (random inputs for the row's
+ * dtype, a shape), runs the oracle and the kernel on copies of the same
+ * inputs and compares them within the pair bounds of tests/tolerance.h
+ * (their derivations are there); shapes cover the tails of the table's
+ * tiles. Bitwise slots (to_f32, row_max, row_scale, add_bias, mask_bool)
+ * must match bit for bit, NaN for NaN. The deep sweeps (every tail, NaN
+ * propagation, page fences, strides) are tests/test_kernels.c's and
+ * tests/test_quant.c's; this program makes sure nothing in the list goes
+ * unchecked or untimed.
+ *
+ * Also checked: every slot of every table holds a kernel (for the KV slots,
+ * every K/V dtype), and each row's dtype token names the dtype of that
+ * index in src/dtype_list.h.
+ *
+ * Without --bench it times nothing and is a test (suite kernels): random
+ * inputs come from a seed it prints on failure (ATTN_TEST_SEED or --seed
+ * replays it). Exit status: 0 all passed, 1 a check failed, 2 bad usage.
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "ref.h"
+#include "tolerance.h"
+#ifdef ATTN_TEST_AVX512_EMU
+#include "x86/avx512.h" /* attn_dsp_init_avx512_emu */
+#endif
+
+/* ------------------------------------------------------------ state */
+
+typedef struct checkasm {
+    int bench;
+    const char *only_isa, *only_slot;
+    uint64_t seed, rng;
+    const attn_dsp *ref; /* the oracle */
+    const attn_dsp *t;   /* the table under test */
+    const char *isa, *slot, *dt_name;
+    int dt;
+    int failed_here;     /* failures of the current row */
+    long checked, failures;
+} checkasm;
+
+static uint64_t next(checkasm *c)
+{
+    /* xorshift64* */
+    c->rng ^= c->rng >> 12;
+    c->rng ^= c->rng << 25;
+    c->rng ^= c->rng >> 27;
+    return c->rng * 0x2545f4914f6cdd1dull;
+}
+
+/* Uniform in [lo, hi]. */
+static size_t pick(checkasm *c, size_t lo, size_t hi)
+{
+    return lo + (size_t)(next(c) % (uint64_t)(hi - lo + 1));
+}
+
+static float uniform(checkasm *c, float lo, float hi)
+{
+    return lo + (hi - lo) * (float)((double)(next(c) >> 40) / (double)(1u << 24));
+}
+
+static void *xalloc(size_t bytes)
+{
+    void *p = calloc(bytes ? bytes : 1, 1);
+    if (!p) {
+        fprintf(stderr, "checkasm: out of memory\n");
+        exit(2);
+    }
+    return p;
+}
+
+static void fail(checkasm *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void fail(checkasm *c, const char *fmt, ...)
+{
+    c->failures++;
+    if (c->failed_here++ >= 3) /* the first few of a row say enough */
+        return;
+    fprintf(stderr, "FAIL %s_%s_%s: ", c->slot, c->dt_name, c->isa);
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, " (replay: ATTN_TEST_SEED=%llu)\n", (unsigned long long)c->seed);
+}
+
+/* got vs want within bound (NaN matches NaN; an infinity must match). */
+static int near(float got, float want, double bound)
+{
+    if (isnan(want) || isnan(got))
+        return isnan(want) && isnan(got);
+    if (isinf(want) || isinf(got))
+        return got == want;
+    return fabs((double)got - (double)want) <= bound;
+}
+
+static int same_bits(float a, float b)
+{
+    uint32_t x, y;
+    memcpy(&x, &a, 4);
+    memcpy(&y, &b, 4);
+    return x == y || (isnan(a) && isnan(b));
+}
+
+/* ------------------------------------------------------------ inputs */
+
+/* Bytes of one stride unit of the K/V dtype dt, values per unit. */
+static size_t unit_bytes(int dt)
+{
+    switch (dt) {
+#define CA_DT_BYTES(ID, name, block, bytes, kind, q, kv, out) \
+    case ATTN_DTYPE_##ID: return bytes;
+        ATTN_DTYPE_LIST(CA_DT_BYTES)
+#undef CA_DT_BYTES
+    }
+    return 0;
+}
+
+static size_t unit_values(int dt)
+{
+    switch (dt) {
+#define CA_DT_BLOCK(ID, name, block, bytes, kind, q, kv, out) \
+    case ATTN_DTYPE_##ID: return block;
+        ATTN_DTYPE_LIST(CA_DT_BLOCK)
+#undef CA_DT_BLOCK
+    }
+    return 1;
+}
+
+static const char *dtype_name(int dt)
+{
+    switch (dt) {
+#define CA_DT_NAME(ID, name, block, bytes, kind, q, kv, out) \
+    case ATTN_DTYPE_##ID: return name;
+        ATTN_DTYPE_LIST(CA_DT_NAME)
+#undef CA_DT_NAME
+    }
+    return "?";
+}
+
+/*
+ * `units` stride units of K/V values of dtype dt, drawn as bit patterns of
+ * finite values of moderate size: F16 and BF16 exponents within 2^+-6,
+ * block scales within 2^-8..2^-1 (as attn_quantize makes them for values
+ * of magnitude up to about 60), any int8 or nibble, any E4M3 byte but NaN.
+ */
+static void fill_kv(checkasm *c, unsigned char *x, int dt, size_t units)
+{
+    const size_t ub = unit_bytes(dt);
+    for (size_t u = 0; u < units; u++) {
+        unsigned char *e = x + u * ub;
+        for (size_t b = 0; b < ub; b++)
+            e[b] = (unsigned char)next(c);
+        uint16_t h;
+        switch (dt) {
+        case ATTN_KV_F32: {
+            const float v = uniform(c, -4.0f, 4.0f);
+            memcpy(e, &v, 4);
+            break;
+        }
+        case ATTN_KV_F16: /* sign, exponent 9..21 (2^-6..2^6), any mantissa */
+            h = (uint16_t)((next(c) & 0x8000u) | (pick(c, 9, 21) << 10) | (next(c) & 0x3ffu));
+            memcpy(e, &h, 2);
+            break;
+        case ATTN_KV_BF16: /* sign, exponent 121..133, any mantissa */
+            h = (uint16_t)((next(c) & 0x8000u) | (pick(c, 121, 133) << 7) | (next(c) & 0x7fu));
+            memcpy(e, &h, 2);
+            break;
+        case ATTN_KV_Q8_0:
+        case ATTN_KV_Q4_0: /* a positive f16 block scale 2^-8..2^-1 */
+            h = (uint16_t)((pick(c, 7, 14) << 10) | (next(c) & 0x3ffu));
+            memcpy(e, &h, 2);
+            break;
+        case ATTN_KV_FP8:
+            if ((e[0] & 0x7f) == 0x7f)
+                e[0] &= 0xfe; /* S.1111.111 is NaN */
+            break;
+        }
+    }
+}
+
+/* Row lengths the kernels see for dtype dt: whole blocks for Q8_0/Q4_0. */
+static size_t dim_for(checkasm *c, int dt, size_t lo, size_t hi)
+{
+    const size_t per = unit_values(dt);
+    size_t d = pick(c, lo, hi);
+    return per > 1 ? (d + per - 1) / per * per : d;
+}
+
+/* The oracle's exact decoding of `units` units (to_f32 is bitwise in every
+   table: checked by check_to_f32), for the magnitudes of the bounds. */
+static void decode(checkasm *c, const void *x, int dt, size_t values, float *out)
+{
+    c->ref->to_f32[dt](x, out, values);
+}
+
+/* ------------------------------------------------------------ timing (--bench) */
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Best-of-7 time of one call of `body` in ns (each of the 7 a batch of
+   calls running about 2 ms). */
+#define CA_TIME(ns, body)                                                                   \
+    do {                                                                                    \
+        long reps_ = 1;                                                                     \
+        for (;;) {                                                                          \
+            const double t0_ = now();                                                       \
+            for (long i_ = 0; i_ < reps_; i_++) {                                           \
+                body;                                                                       \
+            }                                                                               \
+            if (now() - t0_ > 2e-3 || reps_ > (1l << 24))                                  \
+                break;                                                                      \
+            reps_ *= 2;                                                                     \
+        }                                                                                   \
+        double best_ = 1e30;                                                                \
+        for (int k_ = 0; k_ < 7; k_++) {                                                    \
+            const double t0_ = now();                                                       \
+            for (long i_ = 0; i_ < reps_; i_++) {                                           \
+                body;                                                                       \
+            }                                                                               \
+            const double e_ = (now() - t0_) / (double)reps_;                                \
+            best_ = e_ < best_ ? e_ : best_;                                                \
+        }                                                                                   \
+        (ns) = best_ * 1e9;                                                                 \
+    } while (0)
+
+/* bench_new: the kernel and the oracle on the same call; `what` names the
+   shape, flops its floating-point operations (0: not a FLOP count worth
+   printing). The kernel's inputs may be overwritten (in-place slots):
+   timing does not care about values past the first call. */
+#define CA_BENCH(c, what, flops, NEW_CALL, REF_CALL)                                         \
+    do {                                                                                    \
+        if ((c)->bench) {                                                                   \
+            double new_ns, ref_ns;                                                          \
+            CA_TIME(new_ns, NEW_CALL);                                                      \
+            CA_TIME(ref_ns, REF_CALL);                                                      \
+            printf("%-12s %-5s %-10s %-16s %12.1f ns %7.2fx scalar", (c)->slot,             \
+                   (c)->dt_name, (c)->isa, what, new_ns, ref_ns / new_ns);                  \
+            if ((flops) > 0)                                                                \
+                printf(" %8.1f GFLOP/s", (double)(flops) / new_ns);                         \
+            printf("\n");                                                                   \
+        }                                                                                   \
+    } while (0)
+
+/* ------------------------------------------------------------ the checks, one per slot */
+
+typedef struct tile_shape {
+    size_t nq, nk, d;
+} tile_shape;
+
+/* Shapes of a tile check: rows and keys past the table's block (tails of
+   every path), head dims from 1 to 256. The first CA_BENCH_SHAPES are the
+   bench shapes: a full block (prefill), and 4 and 16 rows over 256 keys
+   (decode of a GQA group of 4; speculative decoding, Lq = 4 of it). */
+static const char *const tile_bench_names[] = {"block, d 128", "4 x 256, d 128",
+                                               "16 x 256, d 128"};
+#define CA_BENCH_SHAPES 3
+static tile_shape tile_shape_of(checkasm *c, int i, int dt)
+{
+    tile_shape s;
+    if (i < CA_BENCH_SHAPES) {
+        s.nq = i == 0 ? c->t->block_q : i == 1 ? 4 : 16;
+        s.nk = i == 0 ? c->t->block_k : 256;
+        s.d = 128;
+        return s;
+    }
+    const size_t rows = c->t->block_q > ATTN_MAX_QK_ROWS ? c->t->block_q : ATTN_MAX_QK_ROWS;
+    s.nq = i % 3 == 0 ? pick(c, 1, 4) : pick(c, 1, rows + 1);
+    s.nk = pick(c, 1, c->t->block_k + 1);
+    s.d = dim_for(c, dt, 1, i % 4 == 0 ? 256 : 140);
+    return s;
+}
+#define CA_TILE_SHAPES 24
+
+static void check_qk_tile(checkasm *c)
+{
+    const int dt = c->dt;
+    for (int i = 0; i < CA_TILE_SHAPES; i++) {
+        const tile_shape sh = tile_shape_of(c, i, dt);
+        const size_t nq = sh.nq, nk = sh.nk, d = sh.d;
+        const size_t qs = d + pick(c, 0, 3), ks = d / unit_values(dt) + pick(c, 0, 2);
+        const size_t ss = nk + pick(c, 0, 3);
+        const float scale = uniform(c, 0.05f, 1.0f) * (next(c) & 1 ? 1.0f : -1.0f);
+        float *q = xalloc(nq * qs * 4), *s = xalloc(nq * ss * 4), *s_ref = xalloc(nq * ss * 4);
+        unsigned char *k = xalloc(nk * ks * unit_bytes(dt));
+        float *kd = xalloc(d * 4);
+        for (size_t j = 0; j < nq * qs; j++)
+            q[j] = uniform(c, -3.0f, 3.0f);
+        fill_kv(c, k, dt, nk * ks);
+        for (size_t j = 0; j < nq * ss; j++)
+            s[j] = s_ref[j] = -7.0f; /* the row gaps must keep it */
+        c->t->qk_tile[dt](q, (ptrdiff_t)qs, k, (ptrdiff_t)ks, nq, nk, d, scale, s, (ptrdiff_t)ss);
+        c->ref->qk_tile[dt](q, (ptrdiff_t)qs, k, (ptrdiff_t)ks, nq, nk, d, scale, s_ref,
+                            (ptrdiff_t)ss);
+        for (size_t col = 0; col < nk; col++) {
+            decode(c, k + col * ks * unit_bytes(dt), dt, d, kd);
+            for (size_t r = 0; r < nq; r++) {
+                double mag = 0.0, folded = 0.0;
+                for (size_t t = 0; t < d; t++) {
+                    mag += fabs((double)q[r * qs + t] * kd[t]);
+                    folded += fmax(fabs((double)q[r * qs + t]), fabs((double)kd[t]));
+                }
+                const double bound = TOL_PAIR(tol_qk((double)d, fabs((double)scale), mag, folded));
+                if (!near(s[r * ss + col], s_ref[r * ss + col], bound))
+                    fail(c, "nq=%zu nk=%zu d=%zu: s[%zu][%zu] = %.9g, scalar %.9g, bound %.3g",
+                         nq, nk, d, r, col, (double)s[r * ss + col], (double)s_ref[r * ss + col],
+                         bound);
+            }
+        }
+        for (size_t r = 0; r < nq; r++)
+            for (size_t col = nk; col < ss; col++)
+                if (s[r * ss + col] != -7.0f)
+                    fail(c, "nq=%zu nk=%zu d=%zu: wrote into the row gap at [%zu][%zu]", nq, nk,
+                         d, r, col);
+        if (i < CA_BENCH_SHAPES)
+            CA_BENCH(c, tile_bench_names[i], 2.0 * nq * nk * d,
+                     c->t->qk_tile[dt](q, (ptrdiff_t)qs, k, (ptrdiff_t)ks, nq, nk, d, scale, s,
+                                       (ptrdiff_t)ss),
+                     c->ref->qk_tile[dt](q, (ptrdiff_t)qs, k, (ptrdiff_t)ks, nq, nk, d, scale,
+                                         s_ref, (ptrdiff_t)ss));
+        free(q), free(s), free(s_ref), free(k), free(kd);
+    }
+}
+
+static void check_pv_tile(checkasm *c)
+{
+    const int dt = c->dt;
+    for (int i = 0; i < CA_TILE_SHAPES; i++) {
+        const tile_shape sh = tile_shape_of(c, i, dt);
+        const size_t nq = sh.nq, nk = sh.nk, dv = sh.d;
+        const size_t ps = nk + pick(c, 0, 3), vs = dv / unit_values(dt) + pick(c, 0, 2);
+        const size_t as = dv + pick(c, 0, 3);
+        float *p = xalloc(nq * ps * 4), *acc = xalloc(nq * as * 4), *acc_ref = xalloc(nq * as * 4);
+        unsigned char *v = xalloc(nk * vs * unit_bytes(dt));
+        float *vd = xalloc(nk * dv * 4);
+        for (size_t j = 0; j < nq * ps; j++) /* softmax weights, some exactly 0 */
+            p[j] = next(c) % 8 ? uniform(c, 0.0f, 1.0f) : 0.0f;
+        fill_kv(c, v, dt, nk * vs);
+        for (size_t j = 0; j < nq * as; j++)
+            acc[j] = acc_ref[j] = uniform(c, -2.0f, 2.0f);
+        float *acc0 = xalloc(nq * as * 4);
+        memcpy(acc0, acc, nq * as * 4);
+        c->t->pv_tile[dt](p, (ptrdiff_t)ps, v, (ptrdiff_t)vs, nq, nk, dv, acc, (ptrdiff_t)as);
+        c->ref->pv_tile[dt](p, (ptrdiff_t)ps, v, (ptrdiff_t)vs, nq, nk, dv, acc_ref,
+                            (ptrdiff_t)as);
+        for (size_t col = 0; col < nk; col++)
+            decode(c, v + col * vs * unit_bytes(dt), dt, dv, vd + col * dv);
+        for (size_t r = 0; r < nq; r++)
+            for (size_t t = 0; t < as; t++) {
+                if (t >= dv) {
+                    if (!same_bits(acc[r * as + t], acc0[r * as + t]))
+                        fail(c, "nq=%zu nk=%zu dv=%zu: wrote into the row gap at [%zu][%zu]",
+                             nq, nk, dv, r, t);
+                    continue;
+                }
+                double mag = fabs((double)acc0[r * as + t]);
+                for (size_t col = 0; col < nk; col++)
+                    mag += fabs((double)p[r * ps + col] * vd[col * dv + t]);
+                const double bound = TOL_PAIR(tol_pv((double)nk, mag));
+                if (!near(acc[r * as + t], acc_ref[r * as + t], bound))
+                    fail(c, "nq=%zu nk=%zu dv=%zu: acc[%zu][%zu] = %.9g, scalar %.9g, bound %.3g",
+                         nq, nk, dv, r, t, (double)acc[r * as + t], (double)acc_ref[r * as + t],
+                         bound);
+            }
+        if (i < CA_BENCH_SHAPES)
+            CA_BENCH(c, tile_bench_names[i], 2.0 * nq * nk * dv,
+                     c->t->pv_tile[dt](p, (ptrdiff_t)ps, v, (ptrdiff_t)vs, nq, nk, dv, acc,
+                                       (ptrdiff_t)as),
+                     c->ref->pv_tile[dt](p, (ptrdiff_t)ps, v, (ptrdiff_t)vs, nq, nk, dv, acc_ref,
+                                         (ptrdiff_t)as));
+        free(p), free(acc), free(acc_ref), free(acc0), free(v), free(vd);
+    }
+}
+
+static void check_to_f32(checkasm *c)
+{
+    const int dt = c->dt;
+    for (int i = 0; i < CA_TILE_SHAPES; i++) {
+        const size_t n = i == 0 ? 4096 : dim_for(c, dt, 1, 300);
+        const size_t units = n / unit_values(dt);
+        unsigned char *x = xalloc(units * unit_bytes(dt));
+        float *y = xalloc((n + 1) * 4), *y_ref = xalloc((n + 1) * 4);
+        fill_kv(c, x, dt, units);
+        y[n] = y_ref[n] = -7.0f;
+        c->t->to_f32[dt](x, y, n);
+        c->ref->to_f32[dt](x, y_ref, n);
+        for (size_t j = 0; j <= n; j++)
+            if (!same_bits(y[j], y_ref[j]))
+                fail(c, "n=%zu: y[%zu] = %.9g, scalar %.9g (bitwise)", n, j, (double)y[j],
+                     (double)y_ref[j]);
+        if (i == 0)
+            CA_BENCH(c, "4096 values", 0, c->t->to_f32[dt](x, y, n), c->ref->to_f32[dt](x, y_ref, n));
+        free(x), free(y), free(y_ref);
+    }
+}
+
+/* Row lengths of the row checks: 1..40, then across vector multiples; the
+   first is the bench length. */
+static size_t row_len(checkasm *c, int i)
+{
+    return i == 0 ? 1024 : i < 40 ? (size_t)i : pick(c, 41, 1100);
+}
+#define CA_ROWS 60
+
+static void random_row(checkasm *c, float *x, size_t n, float lo, float hi)
+{
+    for (size_t j = 0; j < n; j++)
+        x[j] = uniform(c, lo, hi);
+}
+
+static void check_row_max(checkasm *c)
+{
+    for (int i = 0; i < CA_ROWS; i++) {
+        const size_t n = row_len(c, i);
+        float *x = xalloc(n * 4);
+        random_row(c, x, n, -100.0f, 100.0f);
+        if (i % 5 == 1)
+            x[pick(c, 0, n - 1)] = NAN;
+        else if (i % 5 == 2)
+            for (size_t j = 0; j < n; j++)
+                x[j] = -INFINITY;
+        const float got = c->t->row_max(x, n), want = c->ref->row_max(x, n);
+        if (!same_bits(got, want))
+            fail(c, "n=%zu: %.9g, scalar %.9g (bitwise)", n, (double)got, (double)want);
+        if (i == 0) {
+            volatile float sink;
+            CA_BENCH(c, "1024", 0, sink = c->t->row_max(x, n), sink = c->ref->row_max(x, n));
+            (void)sink;
+        }
+        free(x);
+    }
+}
+
+static void check_exp_sum(checkasm *c)
+{
+    for (int i = 0; i < CA_ROWS; i++) {
+        const size_t n = row_len(c, i);
+        float *x = xalloc(n * 4), *x_ref = xalloc(n * 4), *x0 = xalloc(n * 4);
+        random_row(c, x0, n, -60.0f, 20.0f);
+        if (n > 3 && i % 2)
+            x0[pick(c, 0, n - 1)] = -INFINITY; /* a masked score */
+        float max = -INFINITY;
+        for (size_t j = 0; j < n; j++)
+            max = x0[j] > max ? x0[j] : max;
+        if (max == -INFINITY)
+            max = 0.0f;
+        if (i % 3 == 2)
+            max += uniform(c, 0.0f, 5.0f); /* a running max above the row's own */
+        memcpy(x, x0, n * 4);
+        memcpy(x_ref, x0, n * 4);
+        float w = 0.0f, w_ref = 0.0f;
+        const float sum = c->t->exp_sum(x, n, max, &w);
+        const float sum_ref = c->ref->exp_sum(x_ref, n, max, &w_ref);
+        double sum_bound = 0.0, w_bound = 0.0, total = 0.0, wmag = 0.0;
+        size_t terms = 0;
+        for (size_t j = 0; j < n; j++) {
+            if (x0[j] == -INFINITY) {
+                if (!same_bits(x[j], x_ref[j]))
+                    fail(c, "n=%zu: x[%zu] = %.9g for -inf, scalar %.9g", n, j, (double)x[j],
+                         (double)x_ref[j]);
+                continue;
+            }
+            const double shifted = (double)(x0[j] - max), e = exp((double)x0[j] - max);
+            const double b = tol_exp(shifted, e);
+            if (!near(x[j], x_ref[j], TOL_PAIR(b)))
+                fail(c, "n=%zu: x[%zu] = %.9g, scalar %.9g, bound %.3g", n, j, (double)x[j],
+                     (double)x_ref[j], TOL_PAIR(b));
+            total += e;
+            sum_bound += b;
+            wmag += fabs(e * ((double)x0[j] - max));
+            w_bound += fabs(shifted) * b;
+            terms++;
+        }
+        sum_bound += tol_gamma((double)terms) * total;
+        w_bound += tol_gamma((double)terms + 1.0) * wmag;
+        if (!near(sum, sum_ref, TOL_PAIR(sum_bound)))
+            fail(c, "n=%zu: sum %.9g, scalar %.9g, bound %.3g", n, (double)sum, (double)sum_ref,
+                 TOL_PAIR(sum_bound));
+        if (!near(w, w_ref, TOL_PAIR(w_bound)))
+            fail(c, "n=%zu: weighted %.9g, scalar %.9g, bound %.3g", n, (double)w, (double)w_ref,
+                 TOL_PAIR(w_bound));
+        if (i == 0) {
+            volatile float sink;
+            CA_BENCH(c, "1024, weighted", 0, sink = c->t->exp_sum(x, n, max, &w),
+                     sink = c->ref->exp_sum(x_ref, n, max, &w_ref));
+            (void)sink;
+        }
+        free(x), free(x_ref), free(x0);
+    }
+}
+
+/* A slot that must match the oracle bit for bit, on x in place (and aux). */
+#define CA_BITWISE_ROW(c, i, n, x, x_ref, CALL_NEW, CALL_REF, what)                          \
+    do {                                                                                    \
+        CALL_NEW;                                                                           \
+        CALL_REF;                                                                           \
+        for (size_t j_ = 0; j_ < (n); j_++)                                                 \
+            if (!same_bits((x)[j_], (x_ref)[j_]))                                           \
+                fail(c, "n=%zu: x[%zu] = %.9g, scalar %.9g (bitwise)", (n), j_,             \
+                     (double)(x)[j_], (double)(x_ref)[j_]);                                 \
+        if ((i) == 0)                                                                       \
+            CA_BENCH(c, what, 0, CALL_NEW, CALL_REF);                                          \
+    } while (0)
+
+static void check_row_scale(checkasm *c)
+{
+    for (int i = 0; i < CA_ROWS; i++) {
+        const size_t n = row_len(c, i);
+        float *x = xalloc(n * 4), *x_ref = xalloc(n * 4);
+        random_row(c, x, n, -1e3f, 1e3f);
+        memcpy(x_ref, x, n * 4);
+        const float s = uniform(c, -3.0f, 3.0f);
+        CA_BITWISE_ROW(c, i, n, x, x_ref, c->t->row_scale(x, n, s), c->ref->row_scale(x_ref, n, s),
+                       "1024");
+        free(x), free(x_ref);
+    }
+}
+
+static void check_add_bias(checkasm *c)
+{
+    for (int i = 0; i < CA_ROWS; i++) {
+        const size_t n = row_len(c, i);
+        float *x = xalloc(n * 4), *x_ref = xalloc(n * 4), *b = xalloc(n * 4);
+        random_row(c, x, n, -50.0f, 50.0f);
+        random_row(c, b, n, -5.0f, 5.0f);
+        if (n > 2)
+            x[pick(c, 0, n - 1)] = -INFINITY;
+        memcpy(x_ref, x, n * 4);
+        CA_BITWISE_ROW(c, i, n, x, x_ref, c->t->add_bias(x, b, n), c->ref->add_bias(x_ref, b, n),
+                       "1024");
+        free(x), free(x_ref), free(b);
+    }
+}
+
+static void check_mask_bool(checkasm *c)
+{
+    for (int i = 0; i < CA_ROWS; i++) {
+        const size_t n = row_len(c, i);
+        float *x = xalloc(n * 4), *x_ref = xalloc(n * 4);
+        uint8_t *m = xalloc(n);
+        random_row(c, x, n, -50.0f, 50.0f);
+        for (size_t j = 0; j < n; j++)
+            m[j] = (uint8_t)(next(c) % 3 ? 1 + next(c) % 255 : 0); /* any nonzero byte keeps */
+        memcpy(x_ref, x, n * 4);
+        CA_BITWISE_ROW(c, i, n, x, x_ref, c->t->mask_bool(x, m, n),
+                       c->ref->mask_bool(x_ref, m, n), "1024");
+        free(x), free(x_ref), free(m);
+    }
+}
+
+static void check_softcap(checkasm *c)
+{
+    for (int i = 0; i < CA_ROWS; i++) {
+        const size_t n = row_len(c, i);
+        float *x = xalloc(n * 4), *x_ref = xalloc(n * 4), *x0 = xalloc(n * 4);
+        random_row(c, x0, n, -150.0f, 150.0f);
+        memcpy(x, x0, n * 4);
+        memcpy(x_ref, x0, n * 4);
+        const float cap = uniform(c, 1.0f, 50.0f);
+        c->t->softcap(x, n, cap);
+        c->ref->softcap(x_ref, n, cap);
+        for (size_t j = 0; j < n; j++) {
+            const double b = TOL_PAIR(tol_softcap(cap, x0[j], tanh((double)x0[j] / cap)));
+            if (!near(x[j], x_ref[j], b))
+                fail(c, "n=%zu cap=%g: x[%zu] = %.9g, scalar %.9g, bound %.3g", n, (double)cap, j,
+                     (double)x[j], (double)x_ref[j], b);
+        }
+        if (i == 0)
+            CA_BENCH(c, "1024", 0, c->t->softcap(x, n, cap), c->ref->softcap(x_ref, n, cap));
+        free(x), free(x_ref), free(x0);
+    }
+}
+
+static void check_softmax_bwd(checkasm *c)
+{
+    for (int i = 0; i < CA_ROWS; i++) {
+        const size_t n = row_len(c, i);
+        float *p = xalloc(n * 4), *dp = xalloc(n * 4), *ds = xalloc(n * 4), *ds_ref = xalloc(n * 4);
+        double total = 0.0;
+        for (size_t j = 0; j < n; j++)
+            total += p[j] = next(c) % 6 ? uniform(c, 0.0f, 1.0f) : 0.0f;
+        for (size_t j = 0; j < n && total > 0.0; j++)
+            p[j] = (float)(p[j] / total);
+        random_row(c, dp, n, -10.0f, 10.0f);
+        c->t->softmax_bwd(p, dp, ds, n);
+        c->ref->softmax_bwd(p, dp, ds_ref, n);
+        double *want = xalloc(n * sizeof(double)), *b = xalloc(n * sizeof(double));
+        ref_softmax_bwd_row(p, dp, n, want, b); /* the bound of tolerance.h, softmax_bwd */
+        for (size_t j = 0; j < n; j++)
+            if (!near(ds[j], ds_ref[j], TOL_PAIR(b[j])))
+                fail(c, "n=%zu: ds[%zu] = %.9g, scalar %.9g, bound %.3g", n, j, (double)ds[j],
+                     (double)ds_ref[j], TOL_PAIR(b[j]));
+        free(want), free(b);
+        if (i == 0)
+            CA_BENCH(c, "1024", 0, c->t->softmax_bwd(p, dp, ds, n),
+                     c->ref->softmax_bwd(p, dp, ds_ref, n));
+        free(p), free(dp), free(ds), free(ds_ref);
+    }
+}
+
+static void check_alibi(checkasm *c)
+{
+    for (int i = 0; i < CA_ROWS; i++) {
+        const size_t n = row_len(c, i);
+        float *x = xalloc(n * 4), *x_ref = xalloc(n * 4), *x0 = xalloc(n * 4);
+        random_row(c, x0, n, -20.0f, 20.0f);
+        memcpy(x, x0, n * 4);
+        memcpy(x_ref, x0, n * 4);
+        const float slope = uniform(c, 0.0f, 1.0f) * (float)pow(2.0, -(double)pick(c, 0, 8));
+        /* |pos - j| < 2^31 (the slot's contract), positions before, inside
+           and past the row */
+        const int64_t pos = (int64_t)pick(c, 0, 2 * n + 4000) - 2000 - (int64_t)(i % 7 == 3) * 100000;
+        c->t->alibi(x, n, slope, pos);
+        c->ref->alibi(x_ref, n, slope, pos);
+        for (size_t j = 0; j < n; j++) {
+            const double a = (double)slope * fabs((double)(pos - (int64_t)j));
+            const double y = (double)x0[j] - a;
+            const double b = TOL_PAIR(TOL_ALIBI_A * TOL_U * a + TOL_U * fabs(y)); /* "alibi" */
+            if (!near(x[j], x_ref[j], b))
+                fail(c, "n=%zu pos=%lld: x[%zu] = %.9g, scalar %.9g, bound %.3g", n,
+                     (long long)pos, j, (double)x[j], (double)x_ref[j], b);
+        }
+        if (i == 0)
+            CA_BENCH(c, "1024", 0, c->t->alibi(x, n, slope, pos), c->ref->alibi(x_ref, n, slope, pos));
+        free(x), free(x_ref), free(x0);
+    }
+}
+
+static void check_wsum(checkasm *c)
+{
+    for (int i = 0; i < CA_ROWS; i++) {
+        const size_t n = i == 0 ? 128 : row_len(c, i);
+        const size_t parts = i == 0 ? 8 : pick(c, 1, ATTN_WSUM_MAX_PARTS);
+        float *y = xalloc(n * 4), *y_ref = xalloc(n * 4), *xs = xalloc(parts * n * 4);
+        float w[ATTN_WSUM_MAX_PARTS];
+        const float *xp[ATTN_WSUM_MAX_PARTS];
+        random_row(c, y, n, -3.0f, 3.0f);
+        memcpy(y_ref, y, n * 4);
+        random_row(c, xs, parts * n, -3.0f, 3.0f);
+        for (size_t k = 0; k < parts; k++) {
+            w[k] = uniform(c, 0.0f, 1.0f);
+            xp[k] = xs + k * n;
+        }
+        float *y0 = xalloc(n * 4);
+        memcpy(y0, y, n * 4);
+        c->t->wsum(y, xp, w, parts, n);
+        c->ref->wsum(y_ref, xp, w, parts, n);
+        for (size_t j = 0; j < n; j++) {
+            double mag = fabs((double)y0[j]);
+            for (size_t k = 0; k < parts; k++)
+                mag += fabs((double)w[k] * xp[k][j]);
+            const double b = TOL_PAIR(tol_wsum((double)parts, mag));
+            if (!near(y[j], y_ref[j], b))
+                fail(c, "n=%zu parts=%zu: y[%zu] = %.9g, scalar %.9g, bound %.3g", n, parts, j,
+                     (double)y[j], (double)y_ref[j], b);
+        }
+        if (i == 0)
+            CA_BENCH(c, "8 parts x 128", 0, c->t->wsum(y, xp, w, parts, n),
+                     c->ref->wsum(y_ref, xp, w, parts, n));
+        free(y), free(y_ref), free(y0), free(xs);
+    }
+}
+
+static void check_pt_tile(checkasm *c)
+{
+    for (int i = 0; i < CA_TILE_SHAPES; i++) {
+        const tile_shape sh = tile_shape_of(c, i, ATTN_KV_F32);
+        const size_t nq = sh.nq, nk = sh.nk, dim = sh.d;
+        const size_t ps = nk + pick(c, 0, 3), xs = dim + pick(c, 0, 3), as = dim + pick(c, 0, 3);
+        float *p = xalloc(nq * ps * 4), *x = xalloc(nq * xs * 4);
+        float *acc = xalloc(nk * as * 4), *acc_ref = xalloc(nk * as * 4), *acc0 = xalloc(nk * as * 4);
+        random_row(c, p, nq * ps, -1.0f, 1.0f);
+        random_row(c, x, nq * xs, -3.0f, 3.0f);
+        random_row(c, acc0, nk * as, -2.0f, 2.0f);
+        memcpy(acc, acc0, nk * as * 4);
+        memcpy(acc_ref, acc0, nk * as * 4);
+        c->t->pt_tile(p, (ptrdiff_t)ps, x, (ptrdiff_t)xs, nq, nk, dim, acc, (ptrdiff_t)as);
+        c->ref->pt_tile(p, (ptrdiff_t)ps, x, (ptrdiff_t)xs, nq, nk, dim, acc_ref, (ptrdiff_t)as);
+        for (size_t col = 0; col < nk; col++)
+            for (size_t t = 0; t < as; t++) {
+                if (t >= dim) {
+                    if (!same_bits(acc[col * as + t], acc0[col * as + t]))
+                        fail(c, "nq=%zu nk=%zu dim=%zu: wrote into the row gap at [%zu][%zu]", nq,
+                             nk, dim, col, t);
+                    continue;
+                }
+                double mag = fabs((double)acc0[col * as + t]);
+                for (size_t r = 0; r < nq; r++)
+                    mag += fabs((double)p[r * ps + col] * x[r * xs + t]);
+                const double b = TOL_PAIR(tol_pv((double)nq, mag));
+                if (!near(acc[col * as + t], acc_ref[col * as + t], b))
+                    fail(c, "nq=%zu nk=%zu dim=%zu: acc[%zu][%zu] = %.9g, scalar %.9g, bound %.3g",
+                         nq, nk, dim, col, t, (double)acc[col * as + t],
+                         (double)acc_ref[col * as + t], b);
+            }
+        if (i < CA_BENCH_SHAPES)
+            CA_BENCH(c, tile_bench_names[i], 2.0 * nq * nk * dim,
+                     c->t->pt_tile(p, (ptrdiff_t)ps, x, (ptrdiff_t)xs, nq, nk, dim, acc,
+                                   (ptrdiff_t)as),
+                     c->ref->pt_tile(p, (ptrdiff_t)ps, x, (ptrdiff_t)xs, nq, nk, dim, acc_ref,
+                                     (ptrdiff_t)as));
+        free(p), free(x), free(acc), free(acc_ref), free(acc0);
+    }
+}
+
+/* Bitwise: one subtraction and one multiply in every table
+   (tests/test_backward_kernels.c). */
+static void check_score_grad(checkasm *c)
+{
+    for (int i = 0; i < CA_ROWS; i++) {
+        const size_t n = row_len(c, i);
+        float *p = xalloc(n * 4), *dp = xalloc(n * 4), *dp_ref = xalloc(n * 4);
+        for (size_t j = 0; j < n; j++) /* masked keys: 0 */
+            p[j] = next(c) % 8 ? uniform(c, 0.0f, 1.0f) : 0.0f;
+        random_row(c, dp, n, -50.0f, 50.0f);
+        memcpy(dp_ref, dp, n * 4);
+        const float d = uniform(c, -20.0f, 20.0f);
+        CA_BITWISE_ROW(c, i, n, dp, dp_ref, c->t->score_grad(p, dp, d, n),
+                       c->ref->score_grad(p, dp_ref, d, n), "1024");
+        free(p), free(dp), free(dp_ref);
+    }
+}
+
+/* ------------------------------------------------------------ walking the list */
+
+/* One row (slot, dtype) of the table under test. */
+static void run_row(checkasm *c, const char *slot, const char *dt_name, int dt,
+                    void (*check)(checkasm *))
+{
+    if (c->only_slot && strcmp(c->only_slot, slot) != 0)
+        return;
+    if (strcmp(dt_name, dtype_name(dt)) != 0) {
+        c->slot = slot, c->dt_name = dt_name;
+        fail(c, "the row's dtype token names ATTN_KV index %d, which src/dtype_list.h calls %s",
+             dt, dtype_name(dt));
+        return;
+    }
+    c->slot = slot;
+    c->dt_name = dt_name;
+    c->dt = dt;
+    c->failed_here = 0;
+    c->checked++;
+    check(c);
+}
+
+/* Every slot of a table holds a kernel (for KV slots, every K/V dtype). */
+static void check_complete(checkasm *c, const attn_dsp *t)
+{
+    c->dt_name = "-";
+#define CA_COMPLETE_KV(s_)                                                                  \
+    for (int d_ = 0; d_ < ATTN_KV_DTYPES; d_++)                                             \
+        if (d_ != ATTN_DTYPE_BOOL && !t->s_[d_]) {                                          \
+            c->slot = #s_;                                                                  \
+            fail(c, "no kernel for %s", dtype_name(d_));                                    \
+        }
+#define CA_COMPLETE_ONE(s_)                                                                 \
+    if (!t->s_) {                                                                           \
+        c->slot = #s_;                                                                      \
+        fail(c, "no kernel");                                                               \
+    }
+#define CA_COMPLETE(s_, dt, kind, a) CA_COMPLETE_##kind(s_)
+    ATTN_SLOT_LIST(CA_COMPLETE, _)
+#undef CA_COMPLETE
+#undef CA_COMPLETE_ONE
+#undef CA_COMPLETE_KV
+}
+
+/* The table of an ISA row to test, or NULL (not built, not this CPU, or
+   not asked for). */
+static const attn_dsp *begin_isa(checkasm *c, attn_isa isa, const char *name)
+{
+    if (c->only_isa && strcmp(c->only_isa, name) != 0)
+        return NULL;
+    const attn_dsp *t = attn_dsp_for_isa(isa);
+    if (!t) {
+        printf("%-8s skipped: %s\n", name, attn_isa_built(isa) ? "this CPU lacks it" : "not built");
+        return NULL;
+    }
+    c->t = t;
+    c->isa = name;
+    c->rng = c->seed ^ (0x9e3779b97f4a7c15ull * (uint64_t)(isa + 1));
+    check_complete(c, t);
+    return t;
+}
+
+#define CA_ROW(s_, dt, kind, c) run_row(c, #s_, #dt, ATTN_KV_IDX(dt), check_##s_);
+#define CA_FILE(file, c) ATTN_FILE_##file(CA_ROW, c)
+#define CA_ISA(ID, name, cpu, init, base, have)                                             \
+    if (begin_isa(c, ATTN_ISA_##ID, #name)) {                                               \
+        const long before = c->failures;                                                    \
+        ATTN_KERNELS_##name(CA_FILE, c)                                                     \
+        if (!c->bench)                                                                      \
+            printf("%-8s %s\n", #name, c->failures == before ? "ok" : "FAILED");           \
+    }
+
+static void walk(checkasm *c)
+{
+    ATTN_ISA_LIST(CA_ISA)
+#ifdef ATTN_TEST_AVX512_EMU
+    /* The AVX-512 kernels built against SIMDe, over the AVX2 table as the
+       real one is (tests/emu): SIMDe lowers them to AVX2+FMA+F16C. */
+    if (attn_cpu_detect() & ATTN_CPU_AVX2 && (!c->only_isa || !strcmp(c->only_isa, "avx512-emu"))) {
+        static attn_dsp emu;
+        const attn_dsp *below = attn_dsp_for_isa(ATTN_ISA_AVX2);
+        emu = below ? *below : *attn_dsp_for_isa(ATTN_ISA_SCALAR);
+        attn_dsp_init_avx512_emu(&emu);
+        c->t = &emu;
+        c->isa = "avx512-emu";
+        c->rng = c->seed ^ 0x5bd1e995ull;
+        check_complete(c, &emu);
+        const long before = c->failures;
+        ATTN_KERNELS_avx512(CA_FILE, c)
+        if (!c->bench)
+            printf("%-8s %s\n", "avx512-emu", c->failures == before ? "ok" : "FAILED");
+    }
+#endif
+}
+
+int main(int argc, char **argv)
+{
+    checkasm c = {0};
+    const char *env = getenv("ATTN_TEST_SEED");
+    c.seed = env ? strtoull(env, NULL, 0) : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--bench"))
+            c.bench = 1;
+        else if (!strcmp(argv[i], "--isa") && i + 1 < argc)
+            c.only_isa = argv[++i];
+        else if (!strcmp(argv[i], "--slot") && i + 1 < argc)
+            c.only_slot = argv[++i];
+        else if (!strcmp(argv[i], "--seed") && i + 1 < argc)
+            c.seed = strtoull(argv[++i], NULL, 0);
+        else {
+            fprintf(stderr, "usage: checkasm [--bench] [--isa NAME] [--slot NAME] [--seed N]\n");
+            return 2;
+        }
+    }
+    if (c.seed == 0)
+        c.seed = 1; /* xorshift's one fixed point */
+    c.ref = attn_dsp_for_isa(ATTN_ISA_SCALAR);
+    printf("checkasm: seed %llu%s\n", (unsigned long long)c.seed,
+           c.bench ? " (timings: best of 7, one thread, ns per call)" : "");
+    walk(&c);
+    printf("checkasm: %ld kernels checked, %ld failures\n", c.checked, c.failures);
+    return c.failures ? 1 : 0;
+}
