@@ -173,8 +173,8 @@ static void run_qk(const attn_dsp *t, int dt, size_t nq, size_t nk, size_t d, in
 static const int64_t row_counts[] = {1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 33, 64};
 static const int64_t key_counts[] = {1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 33, 64, 100, 130};
 
-HARNESS_ISA_PARAMS(quant, qk_tile)
-ParameterizedTest(isa_row *row, quant, qk_tile, .timeout = ATTN_TEST_TIMEOUT)
+HARNESS_ISA_PARAMS(quant_kernels, qk_tile)
+ParameterizedTest(isa_row *row, quant_kernels, qk_tile, .timeout = ATTN_TEST_TIMEOUT)
 {
     const attn_dsp *t = harness_begin(row);
     rng *g = harness_rng();
@@ -187,8 +187,8 @@ ParameterizedTest(isa_row *row, quant, qk_tile, .timeout = ATTN_TEST_TIMEOUT)
         }
 }
 
-HARNESS_ISA_PARAMS(quant, qk_tile_nan)
-ParameterizedTest(isa_row *row, quant, qk_tile_nan)
+HARNESS_ISA_PARAMS(quant_kernels, qk_tile_nan)
+ParameterizedTest(isa_row *row, quant_kernels, qk_tile_nan)
 {
     const attn_dsp *t = harness_begin(row);
     rng *g = harness_rng();
@@ -254,8 +254,8 @@ static void run_pv(const attn_dsp *t, int dt, size_t nq, size_t nk, size_t dv, i
     buf_free(&ba);
 }
 
-HARNESS_ISA_PARAMS(quant, pv_tile)
-ParameterizedTest(isa_row *row, quant, pv_tile, .timeout = ATTN_TEST_TIMEOUT)
+HARNESS_ISA_PARAMS(quant_kernels, pv_tile)
+ParameterizedTest(isa_row *row, quant_kernels, pv_tile, .timeout = ATTN_TEST_TIMEOUT)
 {
     const attn_dsp *t = harness_begin(row);
     rng *g = harness_rng();
@@ -269,8 +269,8 @@ ParameterizedTest(isa_row *row, quant, pv_tile, .timeout = ATTN_TEST_TIMEOUT)
 
 /* ------------------------------------------------------------ to_f32 and E4M3 */
 
-HARNESS_ISA_PARAMS(quant, to_f32)
-ParameterizedTest(isa_row *row, quant, to_f32)
+HARNESS_ISA_PARAMS(quant_kernels, to_f32)
+ParameterizedTest(isa_row *row, quant_kernels, to_f32)
 {
     const attn_dsp *t = harness_begin(row);
     rng *g = harness_rng();
@@ -317,8 +317,8 @@ static void check_all_e4m3(const attn_dsp *t)
     }
 }
 
-HARNESS_ISA_PARAMS(quant, e4m3_every_byte)
-ParameterizedTest(isa_row *row, quant, e4m3_every_byte)
+HARNESS_ISA_PARAMS(quant_kernels, e4m3_every_byte)
+ParameterizedTest(isa_row *row, quant_kernels, e4m3_every_byte)
 {
     const attn_dsp *t = harness_begin(row);
     harness_context("every E4M3 byte");
@@ -333,8 +333,8 @@ ParameterizedTest(isa_row *row, quant, e4m3_every_byte)
 }
 
 /* Rows ending at (or starting right after) an inaccessible page. */
-HARNESS_ISA_PARAMS(quant, tiles_page_fence)
-ParameterizedTest(isa_row *row, quant, tiles_page_fence)
+HARNESS_ISA_PARAMS(quant_kernels, tiles_page_fence)
+ParameterizedTest(isa_row *row, quant_kernels, tiles_page_fence)
 {
     const attn_dsp *t = harness_begin(row);
     rng *g = harness_rng();
