@@ -5,7 +5,7 @@ import ctypes
 import enum
 import threading
 
-from . import _dtypes, _loader
+from . import _dtypes, _loader, _options
 
 
 class Status(enum.IntEnum):
@@ -42,41 +42,18 @@ class Tensor(ctypes.Structure):
                 ("row_stride", ctypes.c_int64)]
 
 
-class Options(ctypes.Structure):
-    # parallel_for is a plain address: it is always the library's own
-    # attn_threadpool_parallel_for, never a Python callback.
-    _fields_ = [("struct_size", ctypes.c_uint32),
-                ("flags", ctypes.c_uint32),
-                ("scale", ctypes.c_float),
-                ("softcap", ctypes.c_float),
-                ("window", ctypes.c_int64),
-                ("q_lens", ctypes.POINTER(ctypes.c_int32)),
-                ("kv_lens", ctypes.POINTER(ctypes.c_int32)),
-                ("mask", ctypes.POINTER(Tensor)),
-                ("bias", ctypes.POINTER(Tensor)),
-                ("parallel_for", ctypes.c_void_p),
-                ("parallel_ctx", ctypes.c_void_p),
-                # 1.1: score modifiers
-                ("window_right", ctypes.c_int64),
-                ("sinks", ctypes.POINTER(Tensor)),
-                ("alibi_slopes", ctypes.POINTER(Tensor)),
-                # 1.1: offset, packed and paged K/V
-                ("q_offsets", ctypes.POINTER(ctypes.c_int32)),
-                ("kv_offsets", ctypes.POINTER(ctypes.c_int32)),
-                ("block_table", ctypes.POINTER(ctypes.c_int32)),
-                ("block_table_stride", ctypes.c_int64),
-                ("block_size", ctypes.c_int64),
-                ("num_blocks", ctypes.c_int64),
+_CTYPES = {"uint32": ctypes.c_uint32, "int32": ctypes.c_int32, "int64": ctypes.c_int64,
+           "size_t": ctypes.c_size_t, "float": ctypes.c_float,
+           "int32*": ctypes.POINTER(ctypes.c_int32), "int64*": ctypes.POINTER(ctypes.c_int64),
+           "tensor*": ctypes.POINTER(Tensor), "void*": ctypes.c_void_p,
+           # parallel_for: only ever the library's own attn_threadpool_parallel_for,
+           # never a Python callback, so a plain address
+           "fn*": ctypes.c_void_p}
 
-                # 1.1: shards and split-KV
-                ("q_pos", ctypes.POINTER(ctypes.c_int64)),
-                ("k_pos", ctypes.POINTER(ctypes.c_int64)),
-                ("workspace", ctypes.c_void_p),
-                ("workspace_size", ctypes.c_size_t),
-                ("kv_splits", ctypes.c_int32),
-                # 1.1: FP8 K/V scales
-                ("k_scale", ctypes.c_float),
-                ("v_scale", ctypes.c_float)]
+
+class Options(ctypes.Structure):
+    """attn_options: one field per row of src/option_list.h (_options.py)."""
+    _fields_ = [(row.name, _CTYPES[row.ctype]) for row in _options.ROWS]
 
 
 MAX_POSITION = 1 << 62
