@@ -56,6 +56,48 @@ class Options(ctypes.Structure):
     _fields_ = [(row.name, _CTYPES[row.ctype]) for row in _options.ROWS]
 
 
+def _minor_sizes():
+    """{minor: struct_size of a 1.minor attn_options}: where the first field of
+    a later minor begins, or the whole struct for the newest."""
+    sizes = {}
+    for minor in sorted({row.since for row in _options.ROWS}):
+        later = [getattr(Options, row.name).offset for row in _options.ROWS if row.since > minor]
+        sizes[minor] = min(later) if later else ctypes.sizeof(Options)
+    return sizes
+
+
+_MINOR_SIZES = _minor_sizes()
+_FIELD_ROWS = [row for row in _options.ROWS if row.kind != "header"]
+
+
+def struct_size_for(opt):
+    """The size of the oldest attn_options that has every field `opt` sets (a
+    field is set when it differs from its C default). A call that uses no
+    1.1 field thus runs on a 1.0 library too, which refuses larger sizes
+    (ATTN_ERR_VERSION); the fields beyond the size are read as their
+    defaults, which is what they hold."""
+    newest = 0
+    for row in _FIELD_ROWS:
+        value = getattr(opt, row.name)
+        if row.since > newest and (bool(value) if row.default is None
+                                   else value != row.default):
+            newest = row.since
+    return _MINOR_SIZES[newest]
+
+
+class OptionsArg:
+    """The argtypes entry of every const attn_options *: callers pass the
+    Options itself, and the one place its struct_size is set is here, as it
+    goes to the library, so no call can leave it stale."""
+
+    @staticmethod
+    def from_param(opt):
+        if not isinstance(opt, Options):
+            raise TypeError("expected an Options, got %s" % type(opt).__name__)
+        opt.struct_size = struct_size_for(opt)
+        return ctypes.byref(opt)
+
+
 MAX_POSITION = 1 << 62
 MAX_KV_SPLITS = 1024
 
@@ -90,15 +132,15 @@ _PROTOTYPES = {
     "attn_isa_available": (ctypes.c_int, [ctypes.c_int]),
     "attn_isa_select": (_status, [ctypes.c_int]),
     "attn_isa_name": (ctypes.c_char_p, [ctypes.c_int]),
-    "attn_scores": (_status, [_P(Shape), _P(Options), _P(Tensor), _P(Tensor), _P(Tensor)]),
-    "attn_mask_apply": (_status, [_P(Shape), _P(Options), _P(Tensor)]),
+    "attn_scores": (_status, [_P(Shape), OptionsArg, _P(Tensor), _P(Tensor), _P(Tensor)]),
+    "attn_mask_apply": (_status, [_P(Shape), OptionsArg, _P(Tensor)]),
     "attn_softmax": (_status, [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
                                ctypes.c_int64, ctypes.c_void_p]),
-    "attn_weights": (_status, [_P(Shape), _P(Options), _P(Tensor), _P(Tensor), _P(Tensor),
+    "attn_weights": (_status, [_P(Shape), OptionsArg, _P(Tensor), _P(Tensor), _P(Tensor),
                                _P(RowStats)]),
-    "attn_forward": (_status, [_P(Shape), _P(Options), _P(Tensor), _P(Tensor), _P(Tensor),
+    "attn_forward": (_status, [_P(Shape), OptionsArg, _P(Tensor), _P(Tensor), _P(Tensor),
                                _P(Tensor), _P(RowStats)]),
-    "attn_backward": (_status, [_P(Shape), _P(Options), _P(Tensor), _P(Tensor), _P(Tensor),
+    "attn_backward": (_status, [_P(Shape), OptionsArg, _P(Tensor), _P(Tensor), _P(Tensor),
                                 _P(Tensor), _P(Tensor), ctypes.c_void_p, _P(Grads)]),
     "attn_softmax_backward": (_status, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
                                         ctypes.c_int64, ctypes.c_int64, ctypes.c_int64]),
@@ -115,8 +157,8 @@ _PROTOTYPES = {
 # Functions added in 1.1: declared when the library has them, so a 1.0
 # library still runs everything else (has() tells).
 _PROTOTYPES_1_1 = {
-    "attn_forward_workspace_size": (_status, [_P(Shape), _P(Options), _P(ctypes.c_size_t)]),
-    "attn_merge": (_status, [_P(Shape), _P(Options), _P(Partial), ctypes.c_int64, _P(Tensor),
+    "attn_forward_workspace_size": (_status, [_P(Shape), OptionsArg, _P(ctypes.c_size_t)]),
+    "attn_merge": (_status, [_P(Shape), OptionsArg, _P(Partial), ctypes.c_int64, _P(Tensor),
                              ctypes.c_void_p]),
 }
 

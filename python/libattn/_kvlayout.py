@@ -23,7 +23,7 @@ weights, -inf for scores, lse and max_score).
 import ctypes
 import numbers
 
-from ._capi import Options, RowStats, Shape, check, lib
+from ._capi import RowStats, Shape, check, lib
 from ._tensor import Operand, as_operand, check_no_overlap, new_f32, np
 
 _NEG_INF = float("-inf")
@@ -247,7 +247,7 @@ def run_layout(function, q, k, v, *, out, stats, options, side_inputs, q_lens, k
     if v4 is not None:
         tensors.append(v4.c_tensor())
     tensors.append(out4.c_tensor())
-    args = [ctypes.byref(shape), ctypes.byref(opt)] + [ctypes.byref(t) for t in tensors]
+    args = [ctypes.byref(shape), opt] + [ctypes.byref(t) for t in tensors]
     if function != "attn_scores":
         args.append(ctypes.byref(stats_c) if stats_c is not None else None)
     check(getattr(lib(), function)(*args), function)
@@ -271,7 +271,3 @@ def run_layout(function, q, k, v, *, out, stats, options, side_inputs, q_lens, k
         stats_out[name] = packed_arr
     return result, stats_out
 
-
-def old_struct_size():
-    """struct_size of a 1.0 attn_options: calls without 1.1 fields run on 1.0 libraries."""
-    return Options.window_right.offset  # the first field appended in 1.1

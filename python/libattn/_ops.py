@@ -175,10 +175,7 @@ def _options(*, batch, heads, q_len, kv_len, causal, scale, softcap, window, q_l
     """(attn_options, objects to keep alive during the call)."""
     if not isinstance(causal, (bool, int)) and not (np is not None and isinstance(causal, np.bool_)):
         raise TypeError("causal: expected a bool, got %r" % (causal,))
-    opt = Options()
-    # A 1.0 size unless a 1.1 field is set (run_layout sets the full size):
-    # calls that use no 1.1 feature keep working on a 1.0 library.
-    opt.struct_size = _kvlayout.old_struct_size()
+    opt = Options()  # struct_size: _capi.OptionsArg sets it when the call is made
     opt.flags = CAUSAL if causal else 0
     opt.scale = _float_arg(scale, "scale")
     opt.softcap = _float_arg(softcap, "softcap", minimum=0.0)
@@ -191,8 +188,6 @@ def _options(*, batch, heads, q_len, kv_len, causal, scale, softcap, window, q_l
             setattr(opt, field, ctypes.pointer(t))
     opt.k_scale = _float_arg(k_scale, "k_scale", minimum=0.0)
     opt.v_scale = _float_arg(v_scale, "v_scale", minimum=0.0)
-    if opt.window_right or opt.sinks or opt.alibi_slopes or opt.k_scale or opt.v_scale:
-        opt.struct_size = ctypes.sizeof(Options)  # 1.1 fields
     q_lens_c = _lengths(q_lens, "q_lens", batch, q_len)
     kv_lens_c = _lengths(kv_lens, "kv_lens", batch, kv_len)
     if q_lens_c is not None:
@@ -211,7 +206,6 @@ def _options(*, batch, heads, q_len, kv_len, causal, scale, softcap, window, q_l
         if arr is not None:
             setattr(opt, field, ctypes.cast(arr, ctypes.POINTER(ctypes.c_int64)))
             keep.append(arr)
-            opt.struct_size = ctypes.sizeof(Options)  # a 1.1 field
     parallel_for, pool = pool_for(threads)
     opt.parallel_for = parallel_for
     opt.parallel_ctx = pool
@@ -367,12 +361,10 @@ def _run_attention(function, q, k, v, *, out, stats, causal, scale, softcap, win
                              "cu_seqlens or block_table in this binding")
 
         def options(batch, heads, q_len, kv_len, mask_op, bias_op):
-            opt, keep = _options(batch=batch, heads=heads, q_len=q_len, kv_len=kv_len,
-                                 causal=causal, scale=scale, softcap=softcap, window=window,
-                                 q_lens=None, kv_lens=None, mask=mask_op, bias=bias_op,
-                                 threads=threads, sinks=sinks, alibi=alibi)
-            opt.struct_size = ctypes.sizeof(Options)
-            return opt, keep
+            return _options(batch=batch, heads=heads, q_len=q_len, kv_len=kv_len,
+                            causal=causal, scale=scale, softcap=softcap, window=window,
+                            q_lens=None, kv_lens=None, mask=mask_op, bias=bias_op,
+                            threads=threads, sinks=sinks, alibi=alibi)
 
         def side_inputs(target):
             return (_side_input(mask, "mask", "mask", target),
@@ -399,19 +391,15 @@ def _run_attention(function, q, k, v, *, out, stats, causal, scale, softcap, win
         raise ValueError("kv_splits: at most %d, got %d" % (MAX_KV_SPLITS, splits))
     if function == "attn_forward" and splits != 1 and (splits >= 2 or
                                                       has("attn_forward_workspace_size")):
-        # split-KV (1.1 fields: the full struct_size, only when they matter,
-        # so an unsplit call still runs on a 1.0 library); the binding owns
-        # the workspace the library asks for
-        full = Options.from_buffer_copy(opt)
-        full.struct_size = ctypes.sizeof(Options)
-        full.kv_splits = splits
+        # split-KV; the binding owns the workspace the library asks for
+        probe = Options.from_buffer_copy(opt)
+        probe.kv_splits = splits
         need = ctypes.c_size_t(0)
         # a rejected shape or option: attn_forward below reports it as its own
-        status = (lib().attn_forward_workspace_size(ctypes.byref(shape), ctypes.byref(full),
+        status = (lib().attn_forward_workspace_size(ctypes.byref(shape), probe,
                                                     ctypes.byref(need))
                   if has("attn_forward_workspace_size") else 0)
         if splits >= 2 or need.value:
-            opt.struct_size = ctypes.sizeof(Options)
             opt.kv_splits = splits
         if status == 0 and need.value:
             workspace = ctypes.create_string_buffer(need.value)
@@ -432,7 +420,7 @@ def _run_attention(function, q, k, v, *, out, stats, causal, scale, softcap, win
     if v4 is not None:
         tensors.append(v4.c_tensor())
     tensors.append(out4.c_tensor())
-    args = [ctypes.byref(shape), ctypes.byref(opt)] + [ctypes.byref(t) for t in tensors]
+    args = [ctypes.byref(shape), opt] + [ctypes.byref(t) for t in tensors]
     if function != "attn_scores":
         args.append(ctypes.byref(stats_c) if stats_c is not None else None)
     check(getattr(lib(), function)(*args), function)
@@ -606,7 +594,7 @@ def merge(outs, lses, *, out=None, threads=None):
                          threads=threads)
     shape = Shape(batch, heads, heads, q_len, 1, v_dim, v_dim)
     table = out_op.padded().c_tensor()
-    check(lib().attn_merge(ctypes.byref(shape), ctypes.byref(opt), parts, n,
+    check(lib().attn_merge(ctypes.byref(shape), opt, parts, n,
                            ctypes.byref(table), lse_op.address), "attn_merge")
     del keep, ops, lse_ops
     return result, lse_result
@@ -685,7 +673,7 @@ def backward(q, k, v, out, dout, lse, *, causal=False, scale=0.0, softcap=0.0, w
         grads.dsinks = op.address
     tensors = [q4.c_tensor(), k4.c_tensor(), v4.c_tensor(), outs["out"].c_tensor(),
                outs["dout"].c_tensor()]
-    args = [ctypes.byref(shape), ctypes.byref(opt)] + [ctypes.byref(t) for t in tensors]
+    args = [ctypes.byref(shape), opt] + [ctypes.byref(t) for t in tensors]
     check(lib().attn_backward(*args, lse_op.address, ctypes.byref(grads)), "attn_backward")
     del keep, outs, lse_op
     return tuple(results)
@@ -773,11 +761,10 @@ def mask_apply(scores, *, causal=False, softcap=0.0, window=0, q_lens=None, kv_l
             arr = _kvlayout._int32_array(_kvlayout._int_list(values, field, batch), field)
             keep.append(arr)
             setattr(opt, field, ctypes.cast(arr, ctypes.POINTER(ctypes.c_int32)))
-            opt.struct_size = ctypes.sizeof(Options)
     # head_dim and v_dim are not used by mask_apply but must be valid.
     shape = Shape(batch, heads, heads, q_len, kv_len, 1, 0)
     table = s4.c_tensor()
-    check(lib().attn_mask_apply(ctypes.byref(shape), ctypes.byref(opt), ctypes.byref(table)),
+    check(lib().attn_mask_apply(ctypes.byref(shape), opt, ctypes.byref(table)),
           "attn_mask_apply")
     del keep
     return result
