@@ -1,7 +1,8 @@
 /*
  * Writes the binding's option table, python/libattn/_options.py, from
  * src/option_list.h (python/meson.build runs it; the build's copy is the
- * one installed). _capi.Options (the ctypes attn_options) is built from it.
+ * one installed). _capi.Options (the ctypes attn_options) is built from it,
+ * and _keywords.py maps the Python keywords onto its rows.
  *
  *   gen_options              the module, on stdout
  *   gen_options --check F    exit 1 when F is not exactly that module: the

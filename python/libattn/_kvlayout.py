@@ -103,8 +103,9 @@ def run_layout(function, q, k, v, *, out, stats, options, side_inputs, q_lens, k
                half_bits, is_tensor_result):
     """One of attn_scores / attn_weights / attn_forward with the 1.1 layout keywords.
 
-    options(batch, heads, q_len, kv_len, mask_op, bias_op) -> (Options, keep) builds the
-    1.0 fields; side_inputs(target) -> (mask_op, bias_op) broadcasts mask and bias.
+    side_inputs(target) -> {keyword: Operand or None} broadcasts the score-shaped
+    tensors (mask, bias); options(shape, sides) -> (Options, keep) sets every
+    field but the layouts and the lengths, which this sets.
     """
     packed_q = cu_seqlens_q is not None
     packed_k = cu_seqlens_k is not None
@@ -195,8 +196,8 @@ def run_layout(function, q, k, v, *, out, stats, options, side_inputs, q_lens, k
                                 else kv_lens, "kv_lens", batch)
 
     shape = Shape(batch, q_heads, kv_heads, q_len, kv_len, head_dim, v_dim)
-    mask_op, bias_op = side_inputs((batch, q_heads, q_len, kv_len))
-    opt, keep = options(batch, q_heads, q_len, kv_len, mask_op, bias_op)
+    sides = side_inputs((batch, q_heads, q_len, kv_len))
+    opt, keep = options(shape, sides)
     arrays = {}
     for field, values in (("q_lens", q_len_list), ("kv_lens", kv_len_list),
                           ("q_offsets", q_off), ("kv_offsets", kv_off)):
@@ -232,8 +233,8 @@ def run_layout(function, q, k, v, *, out, stats, options, side_inputs, q_lens, k
                      (0, out_op.strides[0], out_op.strides[1], 1))
     else:
         out4 = out_op
-    check_no_overlap(out4, "out", [(q4, "q"), (k4, "k"), (v4, "v"), (mask_op, "mask"),
-                                   (bias_op, "bias")])
+    check_no_overlap(out4, "out", [(q4, "q"), (k4, "k"), (v4, "v")] +
+                     [(side, name) for name, side in sides.items()])
 
     stats_c, stats_ops = None, []
     if stats:
