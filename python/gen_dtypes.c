@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "dtype_list.h"
+#include "gen_check.h"
 
 static void put_lower(FILE *f, const char *s)
 {
@@ -55,37 +56,10 @@ static void write_module(FILE *f)
     fputs(")\n", f);
 }
 
-static int check(const char *argv0, const char *path)
-{
-    FILE *want = tmpfile(), *got = fopen(path, "rb");
-    if (!want || !got) {
-        fprintf(stderr, "gen_dtypes: cannot open %s\n", got ? "a temporary file" : path);
-        return 1;
-    }
-    write_module(want);
-    rewind(want);
-    int a, b;
-    long line = 1;
-    do {
-        a = fgetc(want);
-        b = fgetc(got);
-        line += a == b && a == '\n';
-    } while (a == b && a != EOF);
-    fclose(want);
-    fclose(got);
-    if (a == b)
-        return 0;
-    fprintf(stderr,
-            "%s differs from src/dtype_list.h's table from line %ld on;\n"
-            "regenerate it: %s > %s\n",
-            path, line, argv0, path);
-    return 1;
-}
-
 int main(int argc, char **argv)
 {
     if (argc == 3 && !strcmp(argv[1], "--check"))
-        return check(argv[0], argv[2]);
+        return gen_check(write_module, argv[0], argv[2], "src/dtype_list.h");
     if (argc != 1) {
         fprintf(stderr, "usage: %s [--check FILE]\n", argv[0]);
         return 2;

@@ -5,7 +5,7 @@ import ctypes
 import enum
 import threading
 
-from . import _dtypes, _loader
+from . import _dtypes, _loader, _options
 
 
 class Status(enum.IntEnum):
@@ -42,41 +42,60 @@ class Tensor(ctypes.Structure):
                 ("row_stride", ctypes.c_int64)]
 
 
-class Options(ctypes.Structure):
-    # parallel_for is a plain address: it is always the library's own
-    # attn_threadpool_parallel_for, never a Python callback.
-    _fields_ = [("struct_size", ctypes.c_uint32),
-                ("flags", ctypes.c_uint32),
-                ("scale", ctypes.c_float),
-                ("softcap", ctypes.c_float),
-                ("window", ctypes.c_int64),
-                ("q_lens", ctypes.POINTER(ctypes.c_int32)),
-                ("kv_lens", ctypes.POINTER(ctypes.c_int32)),
-                ("mask", ctypes.POINTER(Tensor)),
-                ("bias", ctypes.POINTER(Tensor)),
-                ("parallel_for", ctypes.c_void_p),
-                ("parallel_ctx", ctypes.c_void_p),
-                # 1.1: score modifiers
-                ("window_right", ctypes.c_int64),
-                ("sinks", ctypes.POINTER(Tensor)),
-                ("alibi_slopes", ctypes.POINTER(Tensor)),
-                # 1.1: offset, packed and paged K/V
-                ("q_offsets", ctypes.POINTER(ctypes.c_int32)),
-                ("kv_offsets", ctypes.POINTER(ctypes.c_int32)),
-                ("block_table", ctypes.POINTER(ctypes.c_int32)),
-                ("block_table_stride", ctypes.c_int64),
-                ("block_size", ctypes.c_int64),
-                ("num_blocks", ctypes.c_int64),
+_CTYPES = {"uint32": ctypes.c_uint32, "int32": ctypes.c_int32, "int64": ctypes.c_int64,
+           "size_t": ctypes.c_size_t, "float": ctypes.c_float,
+           "int32*": ctypes.POINTER(ctypes.c_int32), "int64*": ctypes.POINTER(ctypes.c_int64),
+           "tensor*": ctypes.POINTER(Tensor), "void*": ctypes.c_void_p,
+           # parallel_for: only ever the library's own attn_threadpool_parallel_for,
+           # never a Python callback, so a plain address
+           "fn*": ctypes.c_void_p}
 
-                # 1.1: shards and split-KV
-                ("q_pos", ctypes.POINTER(ctypes.c_int64)),
-                ("k_pos", ctypes.POINTER(ctypes.c_int64)),
-                ("workspace", ctypes.c_void_p),
-                ("workspace_size", ctypes.c_size_t),
-                ("kv_splits", ctypes.c_int32),
-                # 1.1: FP8 K/V scales
-                ("k_scale", ctypes.c_float),
-                ("v_scale", ctypes.c_float)]
+
+class Options(ctypes.Structure):
+    """attn_options: one field per row of src/option_list.h (_options.py)."""
+    _fields_ = [(row.name, _CTYPES[row.ctype]) for row in _options.ROWS]
+
+
+def _minor_sizes():
+    """{minor: struct_size of a 1.minor attn_options}: where the first field of
+    a later minor begins, or the whole struct for the newest."""
+    sizes = {}
+    for minor in sorted({row.since for row in _options.ROWS}):
+        later = [getattr(Options, row.name).offset for row in _options.ROWS if row.since > minor]
+        sizes[minor] = min(later) if later else ctypes.sizeof(Options)
+    return sizes
+
+
+_MINOR_SIZES = _minor_sizes()
+_FIELD_ROWS = [row for row in _options.ROWS if row.kind != "header"]
+
+
+def struct_size_for(opt):
+    """The size of the oldest attn_options that has every field `opt` sets (a
+    field is set when it differs from its C default). A call that uses no
+    1.1 field thus runs on a 1.0 library too, which refuses larger sizes
+    (ATTN_ERR_VERSION); the fields beyond the size are read as their
+    defaults, which is what they hold."""
+    newest = 0
+    for row in _FIELD_ROWS:
+        value = getattr(opt, row.name)
+        if row.since > newest and (bool(value) if row.default is None
+                                   else value != row.default):
+            newest = row.since
+    return _MINOR_SIZES[newest]
+
+
+class OptionsArg:
+    """The argtypes entry of every const attn_options *: callers pass the
+    Options itself, and the one place its struct_size is set is here, as it
+    goes to the library, so no call can leave it stale."""
+
+    @staticmethod
+    def from_param(opt):
+        if not isinstance(opt, Options):
+            raise TypeError("expected an Options, got %s" % type(opt).__name__)
+        opt.struct_size = struct_size_for(opt)
+        return ctypes.byref(opt)
 
 
 MAX_POSITION = 1 << 62
@@ -113,15 +132,15 @@ _PROTOTYPES = {
     "attn_isa_available": (ctypes.c_int, [ctypes.c_int]),
     "attn_isa_select": (_status, [ctypes.c_int]),
     "attn_isa_name": (ctypes.c_char_p, [ctypes.c_int]),
-    "attn_scores": (_status, [_P(Shape), _P(Options), _P(Tensor), _P(Tensor), _P(Tensor)]),
-    "attn_mask_apply": (_status, [_P(Shape), _P(Options), _P(Tensor)]),
+    "attn_scores": (_status, [_P(Shape), OptionsArg, _P(Tensor), _P(Tensor), _P(Tensor)]),
+    "attn_mask_apply": (_status, [_P(Shape), OptionsArg, _P(Tensor)]),
     "attn_softmax": (_status, [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
                                ctypes.c_int64, ctypes.c_void_p]),
-    "attn_weights": (_status, [_P(Shape), _P(Options), _P(Tensor), _P(Tensor), _P(Tensor),
+    "attn_weights": (_status, [_P(Shape), OptionsArg, _P(Tensor), _P(Tensor), _P(Tensor),
                                _P(RowStats)]),
-    "attn_forward": (_status, [_P(Shape), _P(Options), _P(Tensor), _P(Tensor), _P(Tensor),
+    "attn_forward": (_status, [_P(Shape), OptionsArg, _P(Tensor), _P(Tensor), _P(Tensor),
                                _P(Tensor), _P(RowStats)]),
-    "attn_backward": (_status, [_P(Shape), _P(Options), _P(Tensor), _P(Tensor), _P(Tensor),
+    "attn_backward": (_status, [_P(Shape), OptionsArg, _P(Tensor), _P(Tensor), _P(Tensor),
                                 _P(Tensor), _P(Tensor), ctypes.c_void_p, _P(Grads)]),
     "attn_softmax_backward": (_status, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
                                         ctypes.c_int64, ctypes.c_int64, ctypes.c_int64]),
@@ -138,8 +157,8 @@ _PROTOTYPES = {
 # Functions added in 1.1: declared when the library has them, so a 1.0
 # library still runs everything else (has() tells).
 _PROTOTYPES_1_1 = {
-    "attn_forward_workspace_size": (_status, [_P(Shape), _P(Options), _P(ctypes.c_size_t)]),
-    "attn_merge": (_status, [_P(Shape), _P(Options), _P(Partial), ctypes.c_int64, _P(Tensor),
+    "attn_forward_workspace_size": (_status, [_P(Shape), OptionsArg, _P(ctypes.c_size_t)]),
+    "attn_merge": (_status, [_P(Shape), OptionsArg, _P(Partial), ctypes.c_int64, _P(Tensor),
                              ctypes.c_void_p]),
 }
 

@@ -23,7 +23,7 @@ weights, -inf for scores, lse and max_score).
 import ctypes
 import numbers
 
-from ._capi import Options, RowStats, Shape, check, lib
+from ._capi import RowStats, Shape, check, lib
 from ._tensor import Operand, as_operand, check_no_overlap, new_f32, np
 
 _NEG_INF = float("-inf")
@@ -103,8 +103,9 @@ def run_layout(function, q, k, v, *, out, stats, options, side_inputs, q_lens, k
                half_bits, is_tensor_result):
     """One of attn_scores / attn_weights / attn_forward with the 1.1 layout keywords.
 
-    options(batch, heads, q_len, kv_len, mask_op, bias_op) -> (Options, keep) builds the
-    1.0 fields; side_inputs(target) -> (mask_op, bias_op) broadcasts mask and bias.
+    side_inputs(target) -> {keyword: Operand or None} broadcasts the score-shaped
+    tensors (mask, bias); options(shape, sides) -> (Options, keep) sets every
+    field but the layouts and the lengths, which this sets.
     """
     packed_q = cu_seqlens_q is not None
     packed_k = cu_seqlens_k is not None
@@ -195,8 +196,8 @@ def run_layout(function, q, k, v, *, out, stats, options, side_inputs, q_lens, k
                                 else kv_lens, "kv_lens", batch)
 
     shape = Shape(batch, q_heads, kv_heads, q_len, kv_len, head_dim, v_dim)
-    mask_op, bias_op = side_inputs((batch, q_heads, q_len, kv_len))
-    opt, keep = options(batch, q_heads, q_len, kv_len, mask_op, bias_op)
+    sides = side_inputs((batch, q_heads, q_len, kv_len))
+    opt, keep = options(shape, sides)
     arrays = {}
     for field, values in (("q_lens", q_len_list), ("kv_lens", kv_len_list),
                           ("q_offsets", q_off), ("kv_offsets", kv_off)):
@@ -232,8 +233,8 @@ def run_layout(function, q, k, v, *, out, stats, options, side_inputs, q_lens, k
                      (0, out_op.strides[0], out_op.strides[1], 1))
     else:
         out4 = out_op
-    check_no_overlap(out4, "out", [(q4, "q"), (k4, "k"), (v4, "v"), (mask_op, "mask"),
-                                   (bias_op, "bias")])
+    check_no_overlap(out4, "out", [(q4, "q"), (k4, "k"), (v4, "v")] +
+                     [(side, name) for name, side in sides.items()])
 
     stats_c, stats_ops = None, []
     if stats:
@@ -247,7 +248,7 @@ def run_layout(function, q, k, v, *, out, stats, options, side_inputs, q_lens, k
     if v4 is not None:
         tensors.append(v4.c_tensor())
     tensors.append(out4.c_tensor())
-    args = [ctypes.byref(shape), ctypes.byref(opt)] + [ctypes.byref(t) for t in tensors]
+    args = [ctypes.byref(shape), opt] + [ctypes.byref(t) for t in tensors]
     if function != "attn_scores":
         args.append(ctypes.byref(stats_c) if stats_c is not None else None)
     check(getattr(lib(), function)(*args), function)
@@ -271,7 +272,3 @@ def run_layout(function, q, k, v, *, out, stats, options, side_inputs, q_lens, k
         stats_out[name] = packed_arr
     return result, stats_out
 
-
-def old_struct_size():
-    """struct_size of a 1.0 attn_options: calls without 1.1 fields run on 1.0 libraries."""
-    return Options.window_right.offset  # the first field appended in 1.1

@@ -1,152 +1,28 @@
-"""The operations of include/attn.h, with Python argument checking."""
+"""The operations of include/attn.h, with Python argument checking.
+
+The keywords that set attn_options are declared once, in _keywords.py:
+@operation(op) adds the ones `op` takes to its signature and docstring and
+hands them to the function as the dict `_kw`, which _keywords.build() turns
+into the Options.
+"""
 
 import ctypes
-import math
-import numbers
 
-from ._capi import (CAUSAL, MAX_KV_SPLITS, MAX_POSITION, Grads, Options, Partial, RowStats,
-                    Shape, check, has, lib, pool_for)
+from ._capi import Grads, Partial, RowStats, Shape, check, has, lib
 from ._loader import LibraryError
-from ._capi import Tensor as _CTensor
-from ._tensor import (Operand, as_operand, broadcast, check_no_overlap, check_output,
-                      copy_f32, dtype_from_name, indices, is_tensor, materialize_columns,
-                      new_f32, np)
+from ._tensor import (Operand, as_operand, check_no_overlap, check_output, copy_f32,
+                      dtype_from_name, indices, is_tensor, new_f32, np)
 from ._capi import DType
 from ._dtypes import ROWS
 from . import _kvlayout
-
-_FLT_MAX = 3.4028234663852886e38
-
-
-# ------------------------------------------------------------------ options
-
-def _float_arg(value, name, minimum=None):
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError("%s: expected a number, got %r" % (name, value))
-    value = float(value)
-    if not math.isfinite(value) or abs(value) > _FLT_MAX:
-        raise ValueError("%s: must be a finite float32 value, got %r" % (name, value))
-    if minimum is not None and value < minimum:
-        raise ValueError("%s: must be >= %g, got %r" % (name, minimum, value))
-    return value
-
-
-def _int_arg(value, name, minimum):
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError("%s: expected an int, got %r" % (name, value))
-    value = int(value)
-    if value < minimum:
-        raise ValueError("%s: must be >= %d, got %d" % (name, minimum, value))
-    return value
-
-
-def _per_batch(value, name, batch, ctype, what, limit, limit_text):
-    """ctype[batch] from an int or a sequence of ints in [0, limit], or None."""
-    if value is None:
-        return None
-    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
-        values = [value] * batch
-    else:
-        if np is not None and isinstance(value, np.ndarray):
-            if value.dtype.kind not in "iu":
-                raise TypeError("%s: expected integers, got an array of %s" % (name, value.dtype))
-            value = value.reshape(-1).tolist()
-        try:
-            values = list(value)
-        except TypeError:
-            raise TypeError("%s: expected an int or a sequence of %d ints, got %r"
-                            % (name, batch, value)) from None
-        if len(values) != batch:
-            raise ValueError("%s: %d %s for a batch of %d" % (name, len(values), what, batch))
-    out = (ctype * batch)()
-    for b, n in enumerate(values):
-        if isinstance(n, bool) or not isinstance(n, numbers.Integral):
-            raise TypeError("%s[%d]: expected an int, got %r" % (name, b, n))
-        if not 0 <= n <= limit:
-            raise ValueError("%s[%d] = %d is outside [0, %s]" % (name, b, n, limit_text))
-        out[b] = int(n)
-    return out
-
-
-def _lengths(value, name, batch, limit):
-    """int32[batch] valid lengths, or None."""
-    return _per_batch(value, name, batch, ctypes.c_int32, "lengths", limit, str(limit))
-
-
-def _positions(value, name, batch):
-    """int64[batch] global positions in [0, MAX_POSITION], or None."""
-    return _per_batch(value, name, batch, ctypes.c_int64, "positions", MAX_POSITION, "2**62")
-
-
-def _windows(window):
-    """(window, window_right) from an int or a (left, right) pair, in attn.h's
-    convention: each side counts the query's own aligned position, 0 = off."""
-    if isinstance(window, (tuple, list)):
-        if len(window) != 2:
-            raise ValueError("window: expected an int or a (left, right) pair, got %r"
-                             % (window,))
-        sides = [(window[0], "window[0]"), (window[1], "window[1]")]
-    else:
-        sides = [(window, "window"), (0, "window_right")]
-    out = []
-    for value, name in sides:
-        value = _int_arg(value, name, 0)
-        if value > 2 ** 63 - 1:  # ctypes would wrap it silently
-            raise ValueError("%s: must fit in int64, got %d" % (name, value))
-        out.append(value)
-    return tuple(out)
-
-
-def _per_head(value, name, batch, heads):
-    """A float32 [B][H] attn_tensor (data, strides) for sinks / ALiBi slopes:
-    a number (every head), H values (per head) or B x H values. Returns
-    (Tensor, buffer to keep alive) or (None, None)."""
-    if value is None:
-        return None, None
-    if np is not None and isinstance(value, np.ndarray):
-        if value.dtype.kind not in "fiu":
-            raise TypeError("%s: expected numbers, got an array of %s" % (name, value.dtype))
-        dims = value.shape
-        flat = [float(x) for x in value.reshape(-1).tolist()]
-    elif isinstance(value, numbers.Real) and not isinstance(value, bool):
-        dims, flat = (), [float(value)]
-    else:
-        try:
-            rows = list(value)
-        except TypeError:
-            raise TypeError("%s: expected a number or a sequence of numbers, got %r"
-                            % (name, value)) from None
-        if rows and not isinstance(rows[0], numbers.Real):
-            nested = [list(r) for r in rows]
-            dims = (len(nested), len(nested[0]) if nested else 0)
-            if any(len(r) != dims[1] for r in nested):
-                raise ValueError("%s: rows of different lengths" % name)
-            flat = [x for r in nested for x in r]
-        else:
-            dims, flat = (len(rows),), rows
-        for x in flat:
-            if isinstance(x, bool) or not isinstance(x, numbers.Real):
-                raise TypeError("%s: expected numbers, got %r" % (name, x))
-        flat = [float(x) for x in flat]
-    if dims == ():
-        batch_stride, head_stride = 0, 0
-    elif dims == (heads,):
-        batch_stride, head_stride = 0, 1
-    elif dims == (batch, heads):
-        batch_stride, head_stride = heads, 1
-    else:
-        raise ValueError("%s: expected a number, %d values (one per query head) or [%d, %d] "
-                         "(per batch entry and head), got shape %r"
-                         % (name, heads, batch, heads, dims))
-    data = (ctypes.c_float * len(flat))(*flat)
-    return _CTensor(ctypes.addressof(data), DType.F32, batch_stride, head_stride, 0), data
+from ._keywords import LAYOUT, build, float_arg, int_arg, operation, side_inputs
 
 
 def alibi_slopes(heads):
     """The ALiBi paper's slopes for `heads` heads: 2^(-8 i / n) for i = 1..heads
     with n = heads when it is a power of two (else the closest power below,
     interleaved with the next power's odd slopes, as in the reference code)."""
-    heads = _int_arg(heads, "heads", 1)
+    heads = int_arg(heads, "heads", 1)
 
     def power_of_two(n):
         start = 2.0 ** (-8.0 / n)
@@ -156,66 +32,6 @@ def alibi_slopes(heads):
         return power_of_two(heads)
     low = 1 << (heads.bit_length() - 1)
     return power_of_two(low) + power_of_two(2 * low)[0::2][:heads - low]
-
-
-def _side_input(x, name, slot, target):
-    """mask/bias as a 4-D operand broadcast to `target` = (B, H, Lq, Lk)."""
-    if x is None:
-        return None
-    widened = materialize_columns(x, name, slot, target[3])
-    op = as_operand(widened, name, slot)
-    if not all(op.shape):
-        raise ValueError("%s: shape %r has an empty dimension" % (name, op.shape))
-    return broadcast(op, target, name)
-
-
-def _options(*, batch, heads, q_len, kv_len, causal, scale, softcap, window, q_lens, kv_lens,
-             mask, bias, threads, sinks=None, alibi=None, q_pos=None, k_pos=None, k_scale=0.0,
-             v_scale=0.0):
-    """(attn_options, objects to keep alive during the call)."""
-    if not isinstance(causal, (bool, int)) and not (np is not None and isinstance(causal, np.bool_)):
-        raise TypeError("causal: expected a bool, got %r" % (causal,))
-    opt = Options()
-    # A 1.0 size unless a 1.1 field is set (run_layout sets the full size):
-    # calls that use no 1.1 feature keep working on a 1.0 library.
-    opt.struct_size = _kvlayout.old_struct_size()
-    opt.flags = CAUSAL if causal else 0
-    opt.scale = _float_arg(scale, "scale")
-    opt.softcap = _float_arg(softcap, "softcap", minimum=0.0)
-    opt.window, opt.window_right = _windows(window)
-    keep = []
-    for field, value, name in (("sinks", sinks, "sinks"), ("alibi_slopes", alibi, "alibi")):
-        t, data = _per_head(value, name, batch, heads)
-        if t is not None:
-            keep += [t, data]
-            setattr(opt, field, ctypes.pointer(t))
-    opt.k_scale = _float_arg(k_scale, "k_scale", minimum=0.0)
-    opt.v_scale = _float_arg(v_scale, "v_scale", minimum=0.0)
-    if opt.window_right or opt.sinks or opt.alibi_slopes or opt.k_scale or opt.v_scale:
-        opt.struct_size = ctypes.sizeof(Options)  # 1.1 fields
-    q_lens_c = _lengths(q_lens, "q_lens", batch, q_len)
-    kv_lens_c = _lengths(kv_lens, "kv_lens", batch, kv_len)
-    if q_lens_c is not None:
-        opt.q_lens = ctypes.cast(q_lens_c, ctypes.POINTER(ctypes.c_int32))
-        keep.append(q_lens_c)
-    if kv_lens_c is not None:
-        opt.kv_lens = ctypes.cast(kv_lens_c, ctypes.POINTER(ctypes.c_int32))
-        keep.append(kv_lens_c)
-    for field, op in (("mask", mask), ("bias", bias)):
-        if op is not None:
-            t = op.c_tensor()
-            keep += [t, op]
-            setattr(opt, field, ctypes.pointer(t))
-    for field, value in (("q_pos", q_pos), ("k_pos", k_pos)):
-        arr = _positions(value, field, batch)
-        if arr is not None:
-            setattr(opt, field, ctypes.cast(arr, ctypes.POINTER(ctypes.c_int64)))
-            keep.append(arr)
-            opt.struct_size = ctypes.sizeof(Options)  # a 1.1 field
-    parallel_for, pool = pool_for(threads)
-    opt.parallel_for = parallel_for
-    opt.parallel_ctx = pool
-    return opt, keep
 
 
 # ------------------------------------------------------------------ q, k, v
@@ -348,82 +164,43 @@ def _output(out, name, dims, like_tensor):
     return out, check_output(out, name, dims)
 
 
-_LAYOUT_KEYWORDS = ("q_offsets", "kv_offsets", "cu_seqlens_q", "cu_seqlens_k", "block_table")
+# Not converted by build() with a cache layout: run_layout sets the layouts
+# and the lengths itself, and reads no kv_splits, k_scale or v_scale (no
+# split-KV or FP8 cache with a layout in this binding; a non-zero scale is
+# refused before).
+_LAYOUT_SKIPS = LAYOUT + ("q_lens", "kv_lens", "kv_splits", "k_scale", "v_scale")
 
 
-def _run_attention(function, q, k, v, *, out, stats, causal, scale, softcap, window, q_lens,
-                   kv_lens, mask, bias, threads, dtype, sinks=None, alibi=None, layout=None,
-                   q_pos=None, k_pos=None, kv_splits=1, kv_dtype=None, k_scale=0.0, v_scale=0.0):
-    if kv_dtype is None and (k_scale or v_scale):
+def _run_attention(function, q, k, v, kw, *, out, stats, dtype, kv_dtype=None):
+    if kv_dtype is None and (kw.get("k_scale") or kw.get("v_scale")):
         raise ValueError("k_scale/v_scale: only for kv_dtype='fp8'")
-    if layout and any(value is not None for value in layout.values()):
+    if any(kw.get(name) is not None for name in LAYOUT):
         if kv_dtype is not None:
             raise ValueError("kv_dtype: quantized caches with q_offsets/cu_seqlens/block_table "
                              "are not supported by the Python binding (the C API takes them)")
         if q is None or k is None:
             raise TypeError("q, k: arrays are required, got None")
-        if q_pos is not None or k_pos is not None:
+        if kw.get("q_pos") is not None or kw.get("k_pos") is not None:
             raise ValueError("q_pos, k_pos: not supported with q_offsets/kv_offsets, "
                              "cu_seqlens or block_table in this binding")
-
-        def options(batch, heads, q_len, kv_len, mask_op, bias_op):
-            opt, keep = _options(batch=batch, heads=heads, q_len=q_len, kv_len=kv_len,
-                                 causal=causal, scale=scale, softcap=softcap, window=window,
-                                 q_lens=None, kv_lens=None, mask=mask_op, bias=bias_op,
-                                 threads=threads, sinks=sinks, alibi=alibi)
-            opt.struct_size = ctypes.sizeof(Options)
-            return opt, keep
-
-        def side_inputs(target):
-            return (_side_input(mask, "mask", "mask", target),
-                    _side_input(bias, "bias", "bias", target))
-
-        return _kvlayout.run_layout(function, q, k, v, out=out, stats=stats, options=options,
-                                    side_inputs=side_inputs, q_lens=q_lens, kv_lens=kv_lens,
-                                    dtype=dtype, half_bits=_half_bits(dtype),
-                                    is_tensor_result=is_tensor(q), **layout)
+        return _kvlayout.run_layout(
+            function, q, k, v, out=out, stats=stats,
+            options=lambda shape, sides: build(kw, shape, sides, skip=_LAYOUT_SKIPS),
+            side_inputs=lambda target: side_inputs(kw, target), q_lens=kw["q_lens"],
+            kv_lens=kw["kv_lens"], dtype=dtype, half_bits=_half_bits(dtype),
+            is_tensor_result=is_tensor(q), **{name: kw[name] for name in LAYOUT})
     rank, shape, q4, k4, v4 = _attention_inputs(q, k, v, dtype, kv_dtype)
-    if kv_dtype is not None and k4.dtype != DType.FP8_E4M3 and (k_scale or v_scale):
+    if kv_dtype is not None and k4.dtype != DType.FP8_E4M3 and \
+            (kw.get("k_scale") or kw.get("v_scale")):
         raise ValueError("k_scale/v_scale: only for kv_dtype='fp8', not %r" % (kv_dtype,))
-    target = (shape.batch, shape.q_heads, shape.q_len, shape.kv_len)
-    mask_op = _side_input(mask, "mask", "mask", target)
-    bias_op = _side_input(bias, "bias", "bias", target)
-    opt, keep = _options(batch=shape.batch, heads=shape.q_heads, q_len=shape.q_len,
-                         kv_len=shape.kv_len, causal=causal, scale=scale, softcap=softcap,
-                         window=window, q_lens=q_lens, kv_lens=kv_lens, mask=mask_op,
-                         bias=bias_op, threads=threads, sinks=sinks, alibi=alibi,
-                         q_pos=q_pos, k_pos=k_pos, k_scale=k_scale,
-                         v_scale=v_scale)
-    splits = _int_arg(kv_splits, "kv_splits", 0)
-    if splits > MAX_KV_SPLITS:
-        raise ValueError("kv_splits: at most %d, got %d" % (MAX_KV_SPLITS, splits))
-    if function == "attn_forward" and splits != 1 and (splits >= 2 or
-                                                      has("attn_forward_workspace_size")):
-        # split-KV (1.1 fields: the full struct_size, only when they matter,
-        # so an unsplit call still runs on a 1.0 library); the binding owns
-        # the workspace the library asks for
-        full = Options.from_buffer_copy(opt)
-        full.struct_size = ctypes.sizeof(Options)
-        full.kv_splits = splits
-        need = ctypes.c_size_t(0)
-        # a rejected shape or option: attn_forward below reports it as its own
-        status = (lib().attn_forward_workspace_size(ctypes.byref(shape), ctypes.byref(full),
-                                                    ctypes.byref(need))
-                  if has("attn_forward_workspace_size") else 0)
-        if splits >= 2 or need.value:
-            opt.struct_size = ctypes.sizeof(Options)
-            opt.kv_splits = splits
-        if status == 0 and need.value:
-            workspace = ctypes.create_string_buffer(need.value)
-            opt.workspace = ctypes.addressof(workspace)
-            opt.workspace_size = need.value
-            keep.append(workspace)
+    sides = side_inputs(kw, (shape.batch, shape.q_heads, shape.q_len, shape.kv_len))
+    opt, keep = build(kw, shape, sides)
     last = shape.v_dim if v4 is not None else shape.kv_len
     dims = (shape.batch, shape.q_heads, shape.q_len, last)[4 - rank:]
     like_tensor = is_tensor(q)
     result, out_op = _output(out, "out", dims, like_tensor)
-    check_no_overlap(out_op, "out", [(q4, "q"), (k4, "k"), (v4, "v"), (mask_op, "mask"),
-                                     (bias_op, "bias")])
+    check_no_overlap(out_op, "out", [(q4, "q"), (k4, "k"), (v4, "v")] +
+                     [(side, name) for name, side in sides.items()])
     out4 = out_op.padded()
     stats_arrays, stats_c, stats_ops = (None, None, None)
     if stats:
@@ -432,7 +209,7 @@ def _run_attention(function, q, k, v, *, out, stats, causal, scale, softcap, win
     if v4 is not None:
         tensors.append(v4.c_tensor())
     tensors.append(out4.c_tensor())
-    args = [ctypes.byref(shape), ctypes.byref(opt)] + [ctypes.byref(t) for t in tensors]
+    args = [ctypes.byref(shape), opt] + [ctypes.byref(t) for t in tensors]
     if function != "attn_scores":
         args.append(ctypes.byref(stats_c) if stats_c is not None else None)
     check(getattr(lib(), function)(*args), function)
@@ -440,113 +217,59 @@ def _run_attention(function, q, k, v, *, out, stats, causal, scale, softcap, win
     return (result, stats_arrays) if stats else result
 
 
-def scores(q, k, *, causal=False, scale=0.0, softcap=0.0, window=0, q_lens=None,
-           kv_lens=None, mask=None, bias=None, threads=None, dtype=None, out=None,
-           alibi=None, q_offsets=None, kv_offsets=None, cu_seqlens_q=None, cu_seqlens_k=None,
-           block_table=None, kv_dtype=None, k_scale=0.0):
+@operation("scores")
+def scores(q, k, *, dtype=None, out=None, kv_dtype=None, _kw):
     """Final attention scores, -inf where masked: [..., Lq, Lk] float32.
 
     q [B,H,Lq,D] / [H,Lq,D] / [Lq,D] and k [B,Hkv,Lk,D] (same rank) in
     float32, float16 or bfloat16 (uint16 with dtype='bf16'). See forward()
-    for the keyword arguments.
+    for dtype, out, kv_dtype and the caches.
     """
-    return _run_attention("attn_scores", q, k, None, out=out, stats=False, causal=causal,
-                          scale=scale, softcap=softcap, window=window, q_lens=q_lens,
-                          kv_lens=kv_lens, mask=mask, bias=bias, threads=threads, dtype=dtype,
-                          alibi=alibi,
-                          layout=dict(q_offsets=q_offsets, kv_offsets=kv_offsets,
-                                      cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
-                                      block_table=block_table),
-                          kv_dtype=kv_dtype, k_scale=k_scale)
+    return _run_attention("attn_scores", q, k, None, _kw, out=out, stats=False, dtype=dtype,
+                          kv_dtype=kv_dtype)
 
 
-def weights(q, k, *, causal=False, scale=0.0, softcap=0.0, window=0, q_lens=None,
-            kv_lens=None, mask=None, bias=None, threads=None, dtype=None, out=None,
-            stats=False, sinks=None, alibi=None, q_offsets=None, kv_offsets=None,
-            cu_seqlens_q=None, cu_seqlens_k=None, block_table=None, kv_dtype=None, k_scale=0.0):
+@operation("weights")
+def weights(q, k, *, dtype=None, out=None, stats=False, kv_dtype=None, _kw):
     """Attention weights softmax(scores): [..., Lq, Lk] float32 (+ row stats).
 
     With stats=True returns (weights, {'lse', 'max_score', 'entropy'}), each
-    [..., Lq]. See forward() for the keyword arguments.
+    [..., Lq]. See forward() for dtype, out, kv_dtype and the caches.
     """
-    return _run_attention("attn_weights", q, k, None, out=out, stats=stats, causal=causal,
-                          scale=scale, softcap=softcap, window=window, q_lens=q_lens,
-                          kv_lens=kv_lens, mask=mask, bias=bias, threads=threads, dtype=dtype,
-                          sinks=sinks, alibi=alibi,
-                          layout=dict(q_offsets=q_offsets, kv_offsets=kv_offsets,
-                                      cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
-                                      block_table=block_table),
-                          kv_dtype=kv_dtype, k_scale=k_scale)
+    return _run_attention("attn_weights", q, k, None, _kw, out=out, stats=stats, dtype=dtype,
+                          kv_dtype=kv_dtype)
 
 
-def forward(q, k, v, *, causal=False, scale=0.0, softcap=0.0, window=0, q_lens=None,
-            kv_lens=None, mask=None, bias=None, threads=None, dtype=None, out=None,
-            stats=False, sinks=None, alibi=None, q_offsets=None, kv_offsets=None,
-            cu_seqlens_q=None, cu_seqlens_k=None, block_table=None, q_pos=None, k_pos=None,
-            kv_splits=0, kv_dtype=None, k_scale=0.0, v_scale=0.0):
+@operation("forward")
+def forward(q, k, v, *, dtype=None, out=None, stats=False, kv_dtype=None, _kw):
     """Fused attention softmax(scores) . v: [..., Lq, Dv] float32.
 
     q        [B,Hq,Lq,D], [Hq,Lq,D] or [Lq,D]; k [..,Hkv,Lk,D], v [..,Hkv,Lk,Dv]
              of the same rank. Hq % Hkv == 0 (grouped-query attention).
              Any strides: views with a contiguous last axis (e.g. a [B,L,H,D]
              array transposed to [B,H,L,D]) are used in place, others copied.
-    causal   bottom-right aligned causal mask.
-    scale    0 means 1/sqrt(D).          softcap  0 means off.
-    window   sliding window: W keys up to and including the query's aligned
-             position (0 = off), or (W, R): also at most R keys from that
-             position on (two-sided; FlashAttention's window_size=(l, r) is
-             (l + 1, r + 1) here, its -1 is 0).
-    sinks    attention-sink logits: a number, [Hq] or [B,Hq]; one more softmax
-             entry per row with no value (gpt-oss). Stats include it.
-    alibi    ALiBi slopes, [Hq] or [B,Hq] (or a number): adds
-             -slope * |i + Lk - Lq - j| to each score (see alibi_slopes()).
-    q_lens, kv_lens   valid lengths per batch entry (int or sequence).
-    mask     bool, broadcastable to [B,Hq,Lq,Lk]; True = may attend.
-    bias     float, broadcastable to [B,Hq,Lq,Lk]; added to the scores.
-    threads  None/1: the calling thread; n > 1: a cached pool of n threads;
-             0: one per CPU. Results are identical for every value.
     dtype    'bf16' (or 'f16'): how uint16 inputs are read.
     out      optional float32 output to write into.
     stats    True: return (out, {'lse', 'max_score', 'entropy'}).
-    q_pos, k_pos  global position of query row 0 / key row 0 (int or one per
-             batch entry): masks and ALiBi then compare positions, so a call
-             can cover a shard of a longer sequence (see merge(); give sinks
-             to one shard only).
-    kv_splits  0: split the keys into chunks when the shape gives few tasks
-             (decode, MQA), 1: never, n >= 2: about n chunks. The binding
-             provides the workspace; results are identical for every
-             `threads` value.
-
-    Caches as engines keep them (see libattn._kvlayout for the details):
-    q_offsets, kv_offsets   first row / key of each sequence in [B,H,L,D]
-             tensors (left-padded cache: kv_offsets=pad, kv_lens=valid keys).
-    cu_seqlens_q, cu_seqlens_k   B + 1 offsets into packed q [Tq,Hq,D] and
-             k, v [Tk,Hkv,D] (FlashAttention varlen); out is [Tq,Hq,Dv].
-    block_table  int [B, max_blocks]: k, v are pools [num_blocks, block_size,
-             Hkv, D] (vLLM / FlashAttention paged cache); kv_lens = lengths.
-    Only each sequence's rows are written; other rows of a fresh result are 0
-    (stats: -inf, -inf, 0).
     kv_dtype 'q8_0', 'q4_0' or 'fp8': k and v are quantized caches, uint8
              arrays [..., Lk, row_bytes] as quantize() returns them (or as
              llama.cpp / vLLM store them): D = row_bytes / 34 * 32 (q8_0),
              / 18 * 32 (q4_0), = row_bytes (fp8). They are read in place
-             (not with the layout keywords above, in this binding).
-    k_scale, v_scale  fp8 only: the cache holds values / scale (0 means 1).
+             (not with the cache layouts below, in this binding).
+
+    Caches as engines keep them (q_offsets, kv_offsets, cu_seqlens_q,
+    cu_seqlens_k, block_table below; see libattn._kvlayout for the details):
+    only each sequence's rows are written; other rows of a fresh result are 0
+    (stats: -inf, -inf, 0).
     """
     if v is None:
         raise TypeError("v: an array is required, got None")
-    return _run_attention("attn_forward", q, k, v, out=out, stats=stats, causal=causal,
-                          scale=scale, softcap=softcap, window=window, q_lens=q_lens,
-                          kv_lens=kv_lens, mask=mask, bias=bias, threads=threads, dtype=dtype,
-                          sinks=sinks, alibi=alibi,
-                          layout=dict(q_offsets=q_offsets, kv_offsets=kv_offsets,
-                                      cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
-                                      block_table=block_table),
-                          q_pos=q_pos, k_pos=k_pos, kv_splits=kv_splits, kv_dtype=kv_dtype,
-                          k_scale=k_scale, v_scale=v_scale)
+    return _run_attention("attn_forward", q, k, v, _kw, out=out, stats=stats, dtype=dtype,
+                          kv_dtype=kv_dtype)
 
 
-def merge(outs, lses, *, out=None, threads=None):
+@operation("merge")
+def merge(outs, lses, *, out=None, _kw):
     """Merge partial attention results over disjoint key sets: (out, lse).
 
     outs     sequence of n >= 1 float32 arrays of one shape [B,H,Lq,Dv],
@@ -601,20 +324,17 @@ def merge(outs, lses, *, out=None, threads=None):
     for i in range(n):
         parts[i].out = o4[i].c_tensor()
         parts[i].lse = lse_ops[i].address
-    opt, keep = _options(batch=batch, heads=heads, q_len=q_len, kv_len=1, causal=False, scale=0.0,
-                         softcap=0.0, window=0, q_lens=None, kv_lens=None, mask=None, bias=None,
-                         threads=threads)
     shape = Shape(batch, heads, heads, q_len, 1, v_dim, v_dim)
+    opt, keep = build(_kw, shape)
     table = out_op.padded().c_tensor()
-    check(lib().attn_merge(ctypes.byref(shape), ctypes.byref(opt), parts, n,
+    check(lib().attn_merge(ctypes.byref(shape), opt, parts, n,
                            ctypes.byref(table), lse_op.address), "attn_merge")
     del keep, ops, lse_ops
     return result, lse_result
 
 
-def backward(q, k, v, out, dout, lse, *, causal=False, scale=0.0, softcap=0.0, window=0,
-             q_lens=None, kv_lens=None, mask=None, bias=None, threads=None, dtype=None,
-             dbias=False, sinks=None, alibi=None, dsinks=False):
+@operation("backward")
+def backward(q, k, v, out, dout, lse, *, dtype=None, dbias=False, dsinks=False, _kw):
     """Gradients of forward(): (dq, dk, dv), then dbias when dbias=True and
     dsinks when dsinks=True, in that order.
 
@@ -632,12 +352,7 @@ def backward(q, k, v, out, dout, lse, *, causal=False, scale=0.0, softcap=0.0, w
         raise TypeError("v: an array is required, got None")
     rank, shape, q4, k4, v4 = _attention_inputs(q, k, v, dtype)
     target = (shape.batch, shape.q_heads, shape.q_len, shape.kv_len)
-    mask_op = _side_input(mask, "mask", "mask", target)
-    bias_op = _side_input(bias, "bias", "bias", target)
-    opt, keep = _options(batch=shape.batch, heads=shape.q_heads, q_len=shape.q_len,
-                         kv_len=shape.kv_len, causal=causal, scale=scale, softcap=softcap,
-                         window=window, q_lens=q_lens, kv_lens=kv_lens, mask=mask_op,
-                         bias=bias_op, threads=threads, sinks=sinks, alibi=alibi)
+    opt, keep = build(_kw, shape, side_inputs(_kw, target))
     lead = 4 - rank
     o_dims = (shape.batch, shape.q_heads, shape.q_len, shape.v_dim)
     outs = {}
@@ -665,7 +380,7 @@ def backward(q, k, v, out, dout, lse, *, causal=False, scale=0.0, softcap=0.0, w
             "dk": (shape.batch, shape.kv_heads, shape.kv_len, shape.head_dim),
             "dv": (shape.batch, shape.kv_heads, shape.kv_len, shape.v_dim),
             "dbias": target}
-    if dsinks and sinks is None:
+    if dsinks and _kw["sinks"] is None:
         raise ValueError("dsinks: needs sinks= (the gradient of sinks that are not there)")
     names = ["dq", "dk", "dv"] + (["dbias"] if dbias else [])
     results, c_tensors = [], {}
@@ -685,7 +400,7 @@ def backward(q, k, v, out, dout, lse, *, causal=False, scale=0.0, softcap=0.0, w
         grads.dsinks = op.address
     tensors = [q4.c_tensor(), k4.c_tensor(), v4.c_tensor(), outs["out"].c_tensor(),
                outs["dout"].c_tensor()]
-    args = [ctypes.byref(shape), ctypes.byref(opt)] + [ctypes.byref(t) for t in tensors]
+    args = [ctypes.byref(shape), opt] + [ctypes.byref(t) for t in tensors]
     check(lib().attn_backward(*args, lse_op.address, ctypes.byref(grads)), "attn_backward")
     del keep, outs, lse_op
     return tuple(results)
@@ -714,7 +429,7 @@ def quantize(x, dtype, *, scale=0.0):
     if cols % values:
         raise ValueError("x: %s rows are whole blocks of %d values; D = %d"
                          % (dt.name.lower(), values, cols))
-    scale = _float_arg(scale, "scale", minimum=0.0)
+    scale = float_arg(scale, "scale", minimum=0.0)
     if dt != DType.FP8_E4M3 and scale:
         raise ValueError("scale: only for dtype='fp8'")
     rows = arr.size // cols
@@ -727,9 +442,8 @@ def quantize(x, dtype, *, scale=0.0):
     return out
 
 
-def mask_apply(scores, *, causal=False, softcap=0.0, window=0, q_lens=None, kv_lens=None,
-               mask=None, bias=None, threads=None, copy=False, alibi=None, q_offsets=None,
-               kv_offsets=None):
+@operation("mask_apply")
+def mask_apply(scores, *, copy=False, _kw):
     """Apply softcap, bias, ALiBi and masks to a score table you computed: [B,H,Lq,Lk],
     [H,Lq,Lk] or [Lq,Lk] float32 (already scaled).
 
@@ -760,24 +474,13 @@ def mask_apply(scores, *, causal=False, softcap=0.0, window=0, q_lens=None, kv_l
             raise ValueError("scores: is written in place and cannot broadcast (stride 0)")
     s4 = op.padded()
     batch, heads, q_len, kv_len = s4.shape
-    target = s4.shape
-    mask_op = _side_input(mask, "mask", "mask", target)
-    bias_op = _side_input(bias, "bias", "bias", target)
-    check_no_overlap(s4, "scores", [(mask_op, "mask"), (bias_op, "bias")])
-    opt, keep = _options(batch=batch, heads=heads, q_len=q_len, kv_len=kv_len, causal=causal,
-                         scale=0.0, softcap=softcap, window=window, q_lens=q_lens,
-                         kv_lens=kv_lens, mask=mask_op, bias=bias_op, threads=threads,
-                         alibi=alibi)
-    for field, values in (("q_offsets", q_offsets), ("kv_offsets", kv_offsets)):
-        if values is not None:  # rows / columns of each sequence (attn.h 1.1)
-            arr = _kvlayout._int32_array(_kvlayout._int_list(values, field, batch), field)
-            keep.append(arr)
-            setattr(opt, field, ctypes.cast(arr, ctypes.POINTER(ctypes.c_int32)))
-            opt.struct_size = ctypes.sizeof(Options)
+    sides = side_inputs(_kw, s4.shape)
+    check_no_overlap(s4, "scores", [(side, name) for name, side in sides.items()])
     # head_dim and v_dim are not used by mask_apply but must be valid.
     shape = Shape(batch, heads, heads, q_len, kv_len, 1, 0)
+    opt, keep = build(_kw, shape, sides)
     table = s4.c_tensor()
-    check(lib().attn_mask_apply(ctypes.byref(shape), ctypes.byref(opt), ctypes.byref(table)),
+    check(lib().attn_mask_apply(ctypes.byref(shape), opt, ctypes.byref(table)),
           "attn_mask_apply")
     del keep
     return result

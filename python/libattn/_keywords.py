@@ -1,0 +1,429 @@
+"""The keyword arguments that set attn_options: one table, read by every operation.
+
+KEYWORDS has one Keyword per Python keyword, in the order the operations'
+signatures list them and convert them (a call with two bad arguments
+reports the first in this order, the score-shaped tensors before the rest):
+
+  name     the keyword
+  fields   the attn_options fields it sets (src/option_list.h, _options.ROWS)
+  default  its default, which leaves those fields at their C defaults
+  ops      the operations that take it: ATTENTION (all but merge, which
+           takes threads only) unless the row says why fewer
+  convert  convert(value, call) checks the value and sets its fields on
+           call.opt (a Call); None: only _kvlayout.run_layout reads it
+  slot     for the score-shaped tensors (mask, bias): the dtype slot their
+           operand is read in, converted by side_inputs() before the rest
+           (the operations check them for overlap with the output)
+  doc      its lines in the operations' docstrings
+
+NOT_EXPOSED names every field that no keyword sets, and why. test_options.py
+fails unless the two cover _options.ROWS (so src/option_list.h) exactly.
+@operation(op) gives a function the keywords of `op`: in its signature and
+its docstring, and as one dict, converted by build().
+"""
+
+import ctypes
+import functools
+import inspect
+import math
+import numbers
+
+from . import _kvlayout
+from ._capi import CAUSAL, MAX_KV_SPLITS, MAX_POSITION, DType, Options, has, lib, pool_for
+from ._capi import Tensor as _CTensor
+from ._tensor import as_operand, broadcast, materialize_columns, np
+
+_FLT_MAX = 3.4028234663852886e38
+
+
+# ------------------------------------------------------------------ converters
+
+def float_arg(value, name, minimum=None):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError("%s: expected a number, got %r" % (name, value))
+    value = float(value)
+    if not math.isfinite(value) or abs(value) > _FLT_MAX:
+        raise ValueError("%s: must be a finite float32 value, got %r" % (name, value))
+    if minimum is not None and value < minimum:
+        raise ValueError("%s: must be >= %g, got %r" % (name, minimum, value))
+    return value
+
+
+def int_arg(value, name, minimum):
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError("%s: expected an int, got %r" % (name, value))
+    value = int(value)
+    if value < minimum:
+        raise ValueError("%s: must be >= %d, got %d" % (name, minimum, value))
+    return value
+
+
+def _per_batch(value, name, batch, ctype, what, limit, limit_text):
+    """ctype[batch] from an int or a sequence of ints in [0, limit], or None."""
+    if value is None:
+        return None
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        values = [value] * batch
+    else:
+        if np is not None and isinstance(value, np.ndarray):
+            if value.dtype.kind not in "iu":
+                raise TypeError("%s: expected integers, got an array of %s" % (name, value.dtype))
+            value = value.reshape(-1).tolist()
+        try:
+            values = list(value)
+        except TypeError:
+            raise TypeError("%s: expected an int or a sequence of %d ints, got %r"
+                            % (name, batch, value)) from None
+        if len(values) != batch:
+            raise ValueError("%s: %d %s for a batch of %d" % (name, len(values), what, batch))
+    out = (ctype * batch)()
+    for b, n in enumerate(values):
+        if isinstance(n, bool) or not isinstance(n, numbers.Integral):
+            raise TypeError("%s[%d]: expected an int, got %r" % (name, b, n))
+        if not 0 <= n <= limit:
+            raise ValueError("%s[%d] = %d is outside [0, %s]" % (name, b, n, limit_text))
+        out[b] = int(n)
+    return out
+
+
+def _windows(window):
+    """(window, window_right) from an int or a (left, right) pair, in attn.h's
+    convention: each side counts the query's own aligned position, 0 = off."""
+    if isinstance(window, (tuple, list)):
+        if len(window) != 2:
+            raise ValueError("window: expected an int or a (left, right) pair, got %r"
+                             % (window,))
+        sides = [(window[0], "window[0]"), (window[1], "window[1]")]
+    else:
+        sides = [(window, "window"), (0, "window_right")]
+    out = []
+    for value, name in sides:
+        value = int_arg(value, name, 0)
+        if value > 2 ** 63 - 1:  # ctypes would wrap it silently
+            raise ValueError("%s: must fit in int64, got %d" % (name, value))
+        out.append(value)
+    return tuple(out)
+
+
+def _per_head(value, name, batch, heads):
+    """A float32 [B][H] attn_tensor (data, strides) for sinks / ALiBi slopes:
+    a number (every head), H values (per head) or B x H values. Returns
+    (Tensor, buffer to keep alive) or (None, None)."""
+    if value is None:
+        return None, None
+    if np is not None and isinstance(value, np.ndarray):
+        if value.dtype.kind not in "fiu":
+            raise TypeError("%s: expected numbers, got an array of %s" % (name, value.dtype))
+        dims = value.shape
+        flat = [float(x) for x in value.reshape(-1).tolist()]
+    elif isinstance(value, numbers.Real) and not isinstance(value, bool):
+        dims, flat = (), [float(value)]
+    else:
+        try:
+            rows = list(value)
+        except TypeError:
+            raise TypeError("%s: expected a number or a sequence of numbers, got %r"
+                            % (name, value)) from None
+        if rows and not isinstance(rows[0], numbers.Real):
+            nested = [list(r) for r in rows]
+            dims = (len(nested), len(nested[0]) if nested else 0)
+            if any(len(r) != dims[1] for r in nested):
+                raise ValueError("%s: rows of different lengths" % name)
+            flat = [x for r in nested for x in r]
+        else:
+            dims, flat = (len(rows),), rows
+        for x in flat:
+            if isinstance(x, bool) or not isinstance(x, numbers.Real):
+                raise TypeError("%s: expected numbers, got %r" % (name, x))
+        flat = [float(x) for x in flat]
+    if dims == ():
+        batch_stride, head_stride = 0, 0
+    elif dims == (heads,):
+        batch_stride, head_stride = 0, 1
+    elif dims == (batch, heads):
+        batch_stride, head_stride = heads, 1
+    else:
+        raise ValueError("%s: expected a number, %d values (one per query head) or [%d, %d] "
+                         "(per batch entry and head), got shape %r"
+                         % (name, heads, batch, heads, dims))
+    data = (ctypes.c_float * len(flat))(*flat)
+    return _CTensor(ctypes.addressof(data), DType.F32, batch_stride, head_stride, 0), data
+
+
+_FIELD_TYPES = dict(Options._fields_)
+
+
+class Call:
+    """One call's attn_options while its keywords are converted.
+
+    opt holds the fields; keep, what they point into (alive until the C
+    call returns); shape, the call's attn_shape; sides, the score-shaped
+    operands side_inputs() made. struct_size is left to _capi.OptionsArg.
+    """
+
+    def __init__(self, shape, sides):
+        self.opt = Options()
+        self.keep = []
+        self.shape = shape
+        self.sides = sides
+
+    def point(self, field, array, keep=()):
+        """opt.field = the address of ctypes `array` (an array or a struct)."""
+        if isinstance(array, ctypes.Array):
+            setattr(self.opt, field, ctypes.cast(array, _FIELD_TYPES[field]))
+        else:
+            setattr(self.opt, field, ctypes.pointer(array))
+        self.keep += [array, *keep]
+
+
+def _value(field, check):
+    """A converter setting `field` to check(value)."""
+    def convert(value, call):
+        setattr(call.opt, field, check(value))
+    return convert
+
+
+def _causal(value, call):
+    if not isinstance(value, (bool, int)) and not (np is not None and isinstance(value, np.bool_)):
+        raise TypeError("causal: expected a bool, got %r" % (value,))
+    call.opt.flags = CAUSAL if value else 0
+
+
+def _window(value, call):
+    call.opt.window, call.opt.window_right = _windows(value)
+
+
+def _heads(field, name):
+    def convert(value, call):
+        t, data = _per_head(value, name, call.shape.batch, call.shape.q_heads)
+        if t is not None:
+            call.point(field, t, [data])
+    return convert
+
+
+def _lengths(name, extent):
+    def convert(value, call):
+        arr = _per_batch(value, name, call.shape.batch, ctypes.c_int32, "lengths",
+                         getattr(call.shape, extent), str(getattr(call.shape, extent)))
+        if arr is not None:
+            call.point(name, arr)
+    return convert
+
+
+def _positions(name):
+    def convert(value, call):
+        arr = _per_batch(value, name, call.shape.batch, ctypes.c_int64, "positions",
+                         MAX_POSITION, "2**62")
+        if arr is not None:
+            call.point(name, arr)
+    return convert
+
+
+def _side(name):
+    def convert(value, call):
+        op = call.sides.get(name)
+        if op is not None:
+            call.point(name, op.c_tensor(), [op])
+    return convert
+
+
+def _offsets(name):
+    def convert(value, call):
+        if value is not None:  # rows / columns of each sequence (attn.h 1.1)
+            call.point(name, _kvlayout._int32_array(
+                _kvlayout._int_list(value, name, call.shape.batch), name))
+    return convert
+
+
+def _threads(value, call):
+    call.opt.parallel_for, call.opt.parallel_ctx = pool_for(value)
+
+
+def _kv_splits(value, call):
+    """Split-KV, with the workspace the binding owns. The probe reads every
+    other field, which is why this row is the table's last."""
+    splits = int_arg(value, "kv_splits", 0)
+    if splits > MAX_KV_SPLITS:
+        raise ValueError("kv_splits: at most %d, got %d" % (MAX_KV_SPLITS, splits))
+    can_ask = has("attn_forward_workspace_size")
+    if splits == 1 or not (splits >= 2 or can_ask):
+        return
+    probe = Options.from_buffer_copy(call.opt)
+    probe.kv_splits = splits
+    need = ctypes.c_size_t(0)
+    # a rejected shape or option: attn_forward reports it as its own
+    status = (lib().attn_forward_workspace_size(ctypes.byref(call.shape), probe,
+                                                ctypes.byref(need)) if can_ask else 0)
+    if splits >= 2 or need.value:
+        call.opt.kv_splits = splits
+    if status == 0 and need.value:
+        workspace = ctypes.create_string_buffer(need.value)
+        call.opt.workspace = ctypes.addressof(workspace)
+        call.opt.workspace_size = need.value
+        call.keep.append(workspace)
+
+
+# ------------------------------------------------------------------ the table
+
+class Keyword:
+    __slots__ = ("name", "fields", "default", "ops", "convert", "slot", "doc")
+
+    def __init__(self, name, fields, default, convert, doc, ops=None, slot=None):
+        self.name, self.fields, self.default = name, tuple(fields.split()), default
+        self.ops = ATTENTION if ops is None else ops
+        self.convert, self.slot, self.doc = convert, slot, doc
+
+
+# The operations that take the score options (merge takes threads only).
+ATTENTION = ("scores", "weights", "forward", "backward", "mask_apply")
+# The cache layouts: with any of them set, _kvlayout.run_layout runs the call.
+LAYOUT = ("q_offsets", "kv_offsets", "cu_seqlens_q", "cu_seqlens_k", "block_table")
+
+KEYWORDS = (
+    Keyword("causal", "flags", False, _causal,
+            "bottom-right aligned causal mask."),
+    # mask_apply's scores are already scaled
+    Keyword("scale", "scale", 0.0, _value("scale", lambda v: float_arg(v, "scale")),
+            "0 means 1/sqrt(D).", ops=("scores", "weights", "forward", "backward")),
+    Keyword("softcap", "softcap", 0.0,
+            _value("softcap", lambda v: float_arg(v, "softcap", minimum=0.0)),
+            "0 means off."),
+    Keyword("window", "window window_right", 0, _window,
+            "sliding window: W keys up to and including the query's aligned\n"
+            "position (0 = off), or (W, R): also at most R keys from that\n"
+            "position on (two-sided; FlashAttention's window_size=(l, r) is\n"
+            "(l + 1, r + 1) here, its -1 is 0)."),
+    # scores come before the softmax that the sink enters
+    Keyword("sinks", "sinks", None, _heads("sinks", "sinks"),
+            "attention-sink logits: a number, [Hq] or [B,Hq]; one more softmax\n"
+            "entry per row with no value (gpt-oss). Stats include it.",
+            ops=("weights", "forward", "backward")),
+    Keyword("alibi", "alibi_slopes", None, _heads("alibi_slopes", "alibi"),
+            "ALiBi slopes, [Hq] or [B,Hq] (or a number): adds\n"
+            "-slope * |i + Lk - Lq - j| to each score (see alibi_slopes())."),
+    # FP8 caches (kv_dtype=): read by the operations that take one; v by forward only
+    Keyword("k_scale", "k_scale", 0.0,
+            _value("k_scale", lambda v: float_arg(v, "k_scale", minimum=0.0)),
+            "fp8 only: the K cache holds values / k_scale (0 means 1).",
+            ops=("scores", "weights", "forward")),
+    Keyword("v_scale", "v_scale", 0.0,
+            _value("v_scale", lambda v: float_arg(v, "v_scale", minimum=0.0)),
+            "fp8 only: the V cache holds values / v_scale (0 means 1).", ops=("forward",)),
+    Keyword("q_lens", "q_lens", None, _lengths("q_lens", "q_len"),
+            "valid query rows per batch entry (int or sequence)."),
+    Keyword("kv_lens", "kv_lens", None, _lengths("kv_lens", "kv_len"),
+            "valid keys per batch entry (int or sequence)."),
+    Keyword("mask", "mask", None, _side("mask"),
+            "bool, broadcastable to [B,Hq,Lq,Lk]; True = may attend.", slot="mask"),
+    Keyword("bias", "bias", None, _side("bias"),
+            "float, broadcastable to [B,Hq,Lq,Lk]; added to the scores.", slot="bias"),
+    # forward only: merge() combines the shards' forward outputs
+    Keyword("q_pos", "q_pos", None, _positions("q_pos"),
+            "global position of query row 0 (int or one per batch entry): masks\n"
+            "and ALiBi then compare positions, so a call can cover a shard of a\n"
+            "longer sequence (see merge(); give sinks to one shard only).",
+            ops=("forward",)),
+    Keyword("k_pos", "k_pos", None, _positions("k_pos"),
+            "global position of key row 0, likewise.", ops=("forward",)),
+    Keyword("threads", "parallel_for parallel_ctx", None, _threads,
+            "None/1: the calling thread; n > 1: a cached pool of n threads;\n"
+            "0: one per CPU. Results are identical for every value.",
+            ops=ATTENTION + ("merge",)),
+    # the cache layouts (_kvlayout.py) of the attention operations; mask_apply
+    # takes the offsets into its dense table; backward takes dense tensors only
+    Keyword("q_offsets", "q_offsets", None, _offsets("q_offsets"),
+            "first row of each sequence in [B,H,L,D] tensors.",
+            ops=("scores", "weights", "forward", "mask_apply")),
+    Keyword("kv_offsets", "kv_offsets", None, _offsets("kv_offsets"),
+            "first key of each sequence (a left-padded cache: kv_offsets=pad,\n"
+            "kv_lens=valid keys).", ops=("scores", "weights", "forward", "mask_apply")),
+    Keyword("cu_seqlens_q", "q_offsets q_lens", None, None,
+            "B + 1 offsets into packed q [Tq,Hq,D] (FlashAttention varlen);\n"
+            "out is then [Tq,Hq,Dv].", ops=("scores", "weights", "forward")),
+    Keyword("cu_seqlens_k", "kv_offsets kv_lens", None, None,
+            "B + 1 offsets into packed k, v [Tk,Hkv,D].", ops=("scores", "weights", "forward")),
+    Keyword("block_table", "block_table block_table_stride block_size num_blocks", None, None,
+            "int [B, max_blocks]: k, v are pools [num_blocks, block_size, Hkv, D]\n"
+            "(vLLM / FlashAttention paged cache); kv_lens = lengths.",
+            ops=("scores", "weights", "forward")),
+    # last: its workspace probe reads every other field
+    Keyword("kv_splits", "kv_splits workspace workspace_size", 0, _kv_splits,
+            "0: split the keys into chunks when the shape gives few tasks\n"
+            "(decode, MQA), 1: never, n >= 2: about n chunks. The binding\n"
+            "provides the workspace; results are identical for every\n"
+            "`threads` value.", ops=("forward",)),
+)
+
+NOT_EXPOSED = {
+    "struct_size": "set for each call by _capi.OptionsArg: the size of the oldest "
+                   "attn_options that has every field the call sets",
+}
+
+def side_inputs(kw, target):
+    """{keyword: Operand or None}: the score-shaped tensors of `kw` broadcast
+    to `target` = (B, H, Lq, Lk)."""
+    sides = {}
+    for k in KEYWORDS:
+        if k.slot is not None and k.name in kw:
+            x = kw[k.name]
+            op = None
+            if x is not None:
+                op = as_operand(materialize_columns(x, k.name, k.slot, target[3]), k.name,
+                                k.slot)
+                if not all(op.shape):
+                    raise ValueError("%s: shape %r has an empty dimension" % (k.name, op.shape))
+                op = broadcast(op, target, k.name)
+            sides[k.name] = op
+    return sides
+
+
+def build(kw, shape, sides=None, skip=()):
+    """(attn_options, objects to keep alive during the call) from the keywords
+    `kw` of one operation, in the table's order; `skip`: keywords read elsewhere."""
+    call = Call(shape, sides or {})
+    for k in KEYWORDS:
+        if k.name in kw and k.convert is not None and k.name not in skip:
+            k.convert(kw[k.name], call)
+    return call.opt, call.keep
+
+
+def _doc(own, rows):
+    """The function's docstring, then the table's lines for its keywords."""
+    lines = [inspect.cleandoc(own), "", "Options (one meaning in every operation that takes them):"]
+    for k in rows:
+        first, *rest = k.doc.split("\n")
+        lines.append("%-8s %s" % (k.name, first) if len(k.name) < 9 else "%s  %s" % (k.name, first))
+        lines += [" " * 9 + line for line in rest]
+    return "\n".join(lines) + "\n"
+
+
+def operation(op):
+    """Decorator: the function takes the keywords whose ops name `op`.
+
+    It is written with its own parameters and a keyword-only `_kw`, which
+    receives those keywords as a dict (defaults filled in). The wrapper's
+    signature lists them after the function's positional parameters, and
+    its docstring documents them, so inspect.signature() and help() show
+    every keyword; a keyword added to KEYWORDS reaches every operation of
+    its row this way.
+    """
+    rows = [k for k in KEYWORDS if op in k.ops]
+
+    def decorate(fn):
+        sig = inspect.signature(fn)
+        own = [p for p in sig.parameters.values() if p.name != "_kw"]
+        first_kw = next((i for i, p in enumerate(own) if p.kind == p.KEYWORD_ONLY), len(own))
+        table = [inspect.Parameter(k.name, inspect.Parameter.KEYWORD_ONLY, default=k.default)
+                 for k in rows]
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            if "_kw" in kwargs:  # not a public keyword
+                raise TypeError("%s() got an unexpected keyword argument '_kw'" % fn.__name__)
+            kw = {k.name: kwargs.pop(k.name, k.default) for k in rows}
+            return fn(*args, _kw=kw, **kwargs)
+
+        wrapper.__signature__ = sig.replace(parameters=own[:first_kw] + table + own[first_kw:])
+        wrapper.__doc__ = _doc(fn.__doc__, rows)
+        return wrapper
+    return decorate
