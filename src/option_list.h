@@ -7,6 +7,11 @@
  *                           their dtypes, every pointer option as an input
  *                           byte range
  *   tests/abi/layout_test.c the frozen offsets (LP64 and LLP64)
+ *   python/gen_options.c    the Python option table (python/libattn/_options.py,
+ *                           generated; its committed copy checked by test
+ *                           python-options), from which _capi.Options and
+ *                           struct_size follow; python/tests/test_options.py
+ *                           fails until _keywords.py has the field's keyword
  *   tests/abi/option_layout.c + tests/check_options.py
  *                           the Python ctypes mirror (python/libattn/_capi.py)
  *                           and include/attn.h's struct against this list
@@ -42,10 +47,11 @@
  *
  * Adding an option: its member at the end of attn_options (include/attn.h,
  * documented there, ATTN_OPTIONS_INIT), one line here, its use in the
- * driver, its float64 reference and test, and python/libattn/_capi.py's
- * mirror (tests/check_options.py fails until it matches). Its reading,
- * pointer and dtype checks, byte range, frozen offset and the fuzzer's
- * struct_size model follow from the line.
+ * driver, its float64 reference and test, and its Python keyword (a row of
+ * python/libattn/_keywords.py, after regenerating _options.py: the tests
+ * say how). Its reading, pointer and dtype checks, byte range, frozen
+ * offset, the ctypes mirror and the fuzzer's struct_size model follow from
+ * the line.
  */
 #ifndef ATTN_OPTION_LIST_H
 #define ATTN_OPTION_LIST_H
