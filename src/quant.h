@@ -1,7 +1,7 @@
 /*
  * The quantized K/V formats' scalar helpers (src/scalar/quant_scalar.c):
  * the scalar table's quant slots, the E4M3 and binary16 encoders, and the
- * row quantizers behind attn_quantize (src/quantize.c).
+ * row quantizers behind attn_quantize (src/driver/quantize.c).
  */
 #ifndef ATTN_QUANT_H
 #define ATTN_QUANT_H
