@@ -3,7 +3,7 @@
  * struct's order. What the library does with a field because of what it is
  * (copy it when struct_size covers it, check its pointer, register the bytes
  * it points at as an input, freeze its offset) is read from here:
- *   src/validate.c          read_options, the NULL checks of tensor options,
+ *   src/validate.c          attn_read_options, the NULL checks of tensor options,
  *                           their dtypes, every pointer option as an input
  *                           byte range
  *   tests/abi/layout_test.c the frozen offsets (LP64 and LLP64)
@@ -115,7 +115,7 @@ enum { ATTN_OPTION_LIST(ATTN_OPT_X_POS) ATTN_OPTION_COUNT };
 #undef ATTN_OPT_X_POS
 
 /* Pointer options whose bytes are an input of every call that reads them:
-   an upper bound of the input ranges options add (validate.c sizes its
+   an upper bound of the input ranges options add (src/validate.h sizes its
    range sets with it, so a new pointer option can never overflow them). */
 #define ATTN_OPT_X_IS_RANGE(f, kind, extent, dtype, off, since)                        \
     +(ATTN_OPT_KIND_##kind == ATTN_OPT_KIND_I32 || ATTN_OPT_KIND_##kind == ATTN_OPT_KIND_I64 || \

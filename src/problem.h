@@ -1,6 +1,8 @@
 /*
- * A validated attention problem: what the entry points hand the drivers.
- * Everything in it has been checked (validate.c), so the drivers never fail.
+ * A validated attention problem: what the entry points hand the drivers,
+ * and the attn_op that says what its operation checks and runs. Everything
+ * in it has been checked (attn_validate, src/validate.h), so the drivers
+ * never fail.
  */
 #ifndef ATTN_PROBLEM_H
 #define ATTN_PROBLEM_H
@@ -8,17 +10,44 @@
 #include "attn.h"
 #include "dsp.h"
 
-typedef enum attn_op {
-    ATTN_OP_SCORES,
-    ATTN_OP_MASK_APPLY,
-    ATTN_OP_WEIGHTS,
-    ATTN_OP_FORWARD,
-    ATTN_OP_BACKWARD,
-    ATTN_OP_COUNT
+struct task_plan;
+struct task_ctx;
+struct attn_range_set;
+typedef struct attn_problem attn_problem;
+
+/* The columns of an operation's output rows. */
+typedef enum attn_out_cols {
+    ATTN_OUT_KV_LEN,   /* a score row: scores, weights, mask_apply's table */
+    ATTN_OUT_V_DIM,    /* the forward's output */
+    ATTN_OUT_HEAD_DIM  /* the backward's dq */
+} attn_out_cols;
+
+/*
+ * An operation on an attn_problem as its module (src/driver/<op>.c) describes
+ * it: what attn_validate (src/validate.c) checks of its arguments, and the
+ * plan and task attn_run (src/driver/run.c) runs. Neither of those files
+ * names an operation: what differs between operations is this data and the
+ * module's code.
+ */
+typedef struct attn_op {
+    int reads_qk;           /* q and k, and with them the paging fields */
+    int reads_v;            /* v */
+    attn_out_cols out_cols; /* the columns of `out` */
+    int writes_stats;       /* the attn_row_stats argument (else ignored) */
+    /* NULL, or the outputs the operation sizes itself after `out` is checked
+       and before the stats are (the forward: the split-KV workspace when the
+       call splits): sets pb->splits, chunk and workspace (1, kv_len and NULL
+       before) and adds what it writes to the output ranges. */
+    attn_status (*scratch)(attn_problem *pb, const attn_options *o, struct attn_range_set *set);
+    /* the task geometry and count (src/driver/driver.h) */
+    struct task_plan (*plan)(const attn_dsp *dsp, const attn_problem *pb);
+    attn_task_fn task;
+    /* NULL, or what runs on the calling thread before the tasks */
+    void (*prepare)(const struct task_ctx *ctx);
 } attn_op;
 
-typedef struct attn_problem {
-    attn_op op;
+struct attn_problem {
+    const attn_op *op;
     int64_t batch, q_heads, kv_heads, q_len, kv_len, head_dim, v_dim;
     int64_t group; /* q_heads / kv_heads */
 
@@ -60,7 +89,7 @@ typedef struct attn_problem {
        FP8 k (validated finite and nonzero). What the output row is
        multiplied by besides 1/l: v_scale for an FP8 v, else 1. */
     float qk_scale, v_scale;
-} attn_problem;
+};
 
 /*
  * The properties of an attn_dtype, read from src/dtype_list.h; an unknown
@@ -161,52 +190,5 @@ void attn_split_plan(int64_t batch, int64_t q_heads, int64_t kv_heads, int64_t q
 /* Workspace bytes of a split forward; 0 when it overflows size_t. */
 size_t attn_split_bytes(int64_t batch, int64_t q_heads, int64_t q_len, int64_t v_dim,
                         int64_t splits);
-
-/* A validated attn_merge: n partial tensors and lse arrays into out. */
-typedef struct attn_merge_problem {
-    int64_t batch, q_heads, q_len, v_dim, n_parts;
-    const attn_partial *parts;
-    attn_tensor out;
-    float *lse; /* may be NULL */
-    attn_parallel_for_fn parallel_for;
-    void *parallel_ctx;
-} attn_merge_problem;
-
-attn_status attn_validate_merge(attn_merge_problem *mp, const attn_shape *shape,
-                                const attn_options *opt, const attn_partial *parts,
-                                int64_t n_parts, const attn_tensor *out, float *lse);
-/* attn_forward_workspace_size after its argument checks. */
-attn_status attn_validate_workspace_query(const attn_shape *shape, const attn_options *opt,
-                                          size_t *bytes);
-void attn_run_merge(const attn_dsp *dsp, const attn_merge_problem *mp);
-
-/* Checks everything for `op` and fills `pb`; writes nothing else. */
-attn_status attn_validate(attn_problem *pb, attn_op op, const attn_shape *shape,
-                          const attn_options *opt, const attn_tensor *q,
-                          const attn_tensor *k, const attn_tensor *v,
-                          const attn_tensor *out, const attn_row_stats *stats);
-
-/* attn_backward's checks (everything attn_validate does, and the gradients). */
-attn_status attn_validate_backward(attn_problem *pb, const attn_shape *shape,
-                                   const attn_options *opt, const attn_tensor *q,
-                                   const attn_tensor *k, const attn_tensor *v,
-                                   const attn_tensor *out, const attn_tensor *dout,
-                                   const float *lse, const attn_grads *grads);
-
-/* Checks the arguments of attn_softmax / attn_softmax_backward. */
-attn_status attn_validate_rows(int64_t rows, int64_t cols, int64_t row_stride);
-
-/* 1 when the float rows a and b (validated sizes) share any address. */
-int attn_rows_overlap(const float *a, int64_t a_rows, int64_t a_cols, int64_t a_stride,
-                      const float *b, int64_t b_rows, int64_t b_cols, int64_t b_stride);
-
-/* Runs a validated problem on `dsp` (never fails). */
-void attn_run(const attn_dsp *dsp, const attn_problem *pb);
-
-/* Row softmax and its backward on validated arguments. */
-void attn_run_softmax(const attn_dsp *dsp, float *x, int64_t rows, int64_t cols,
-                      int64_t row_stride, float *lse);
-void attn_run_softmax_backward(const attn_dsp *dsp, const float *p, const float *dp,
-                               float *ds, int64_t rows, int64_t cols, int64_t row_stride);
 
 #endif /* ATTN_PROBLEM_H */

@@ -1,7 +1,7 @@
 /*
  * The quantized K/V formats' scalar helpers (src/scalar/quant_scalar.c):
  * the E4M3 decoder and encoder, the binary16 encoder, and the
- * row quantizers behind attn_quantize (src/quantize.c).
+ * row quantizers behind attn_quantize (src/driver/quantize.c).
  */
 #ifndef ATTN_QUANT_H
 #define ATTN_QUANT_H

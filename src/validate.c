@@ -1,17 +1,17 @@
 /*
- * Argument checks shared by every entry point. They run before anything is
- * written, so a rejected call leaves every output untouched.
+ * The argument checks the operations' modules share (src/validate.h). They
+ * run before anything is written, so a rejected call leaves every output
+ * untouched. No operation is named here: what differs per operation comes
+ * from its attn_op (src/problem.h) or stays in its module (src/driver/).
  */
 #include <math.h>
 #include <stddef.h>
 #include <string.h>
 
-#include "option_list.h"
-#include "problem.h"
+#include "validate.h"
 
-/* Copies the fields of the caller's attn_options that its struct_size covers
-   (every line of src/option_list.h but struct_size itself). */
-static attn_status read_options(attn_options *o, const attn_options *user)
+/* Every line of src/option_list.h but struct_size itself. */
+attn_status attn_read_options(attn_options *o, const attn_options *user)
 {
     const attn_options defaults = ATTN_OPTIONS_INIT;
     *o = defaults;
@@ -46,52 +46,26 @@ static int kv_scale_ok(float scale, int32_t dtype)
     return dtype == ATTN_DTYPE_FP8_E4M3 || scale == 0.0f || scale == 1.0f;
 }
 
-/* Bytes [begin, end) a tensor view or array touches. */
-typedef struct byte_range {
-    uintptr_t begin, end;
-} byte_range;
-
-static int ranges_meet(byte_range a, byte_range b)
-{
-    return a.begin < b.end && b.begin < a.end;
-}
-
-/*
- * The byte ranges of one call: its inputs and its outputs. The capacity is
- * counted, not guessed: the operations' own tensors (the backward has the
- * most: q, k, v, out, dout, lse in; dq, dk, dv, dbias, dsinks out) plus
- * every pointer option of src/option_list.h, plus the three row statistics
- * and the split-KV workspace.
- */
-enum {
-    MAX_INPUT_RANGES = 6 + ATTN_OPTION_INPUT_RANGES,
-    MAX_OUTPUT_RANGES = 5 + 3 + 1
-};
-typedef struct range_set {
-    byte_range in[MAX_INPUT_RANGES], out[MAX_OUTPUT_RANGES];
-    int n_in, n_out;
-} range_set;
-
 /* The next free slot of the inputs (is_output 0) or outputs (1). The
-   capacity above counts every range a call adds, so a full set is a bug of
-   this file: it is reported as ATTN_ERR_ARG rather than written past. */
-static byte_range *range_slot(range_set *set, int is_output)
+   capacity counts every range a call adds, so a full set is a bug of a
+   caller: it is reported as ATTN_ERR_ARG rather than written past. */
+static attn_byte_range *range_slot(attn_range_set *set, int is_output)
 {
     if (is_output)
-        return set->n_out < MAX_OUTPUT_RANGES ? &set->out[set->n_out++] : NULL;
-    return set->n_in < MAX_INPUT_RANGES ? &set->in[set->n_in++] : NULL;
+        return set->n_out < ATTN_MAX_OUTPUT_RANGES ? &set->out[set->n_out++] : NULL;
+    return set->n_in < ATTN_MAX_INPUT_RANGES ? &set->in[set->n_in++] : NULL;
 }
 
 /* 6. no output may share a byte with an input or another output (the
    address ranges are compared, which is exact for separate buffers) */
-static attn_status check_disjoint(const range_set *set)
+attn_status attn_check_disjoint(const attn_range_set *set)
 {
     for (int a = 0; a < set->n_out; a++) {
         for (int b = 0; b < set->n_in; b++)
-            if (ranges_meet(set->out[a], set->in[b]))
+            if (attn_ranges_meet(set->out[a], set->in[b]))
                 return ATTN_ERR_STRIDE;
         for (int b = a + 1; b < set->n_out; b++)
-            if (ranges_meet(set->out[a], set->out[b]))
+            if (attn_ranges_meet(set->out[a], set->out[b]))
                 return ATTN_ERR_STRIDE;
     }
     return ATTN_OK;
@@ -107,9 +81,8 @@ static attn_status check_disjoint(const range_set *set)
  * any size is computed, so the status does not depend on which dimension
  * has it.
  */
-
-static attn_status check_tensor(const attn_tensor *t, int64_t nb, int64_t nh, int64_t nr,
-                                int64_t nc, int is_output, byte_range *range)
+attn_status attn_check_tensor(const attn_tensor *t, int64_t nb, int64_t nh, int64_t nr,
+                              int64_t nc, int is_output, attn_byte_range *range)
 {
     const int64_t extent[3] = {nb, nh, nr};
     const int64_t stride[3] = {t->batch_stride, t->head_stride, t->row_stride};
@@ -155,21 +128,19 @@ static attn_status check_tensor(const attn_tensor *t, int64_t nb, int64_t nh, in
     return ATTN_OK;
 }
 
-/* check_tensor, recording the range in set (as an input or an output). */
-static attn_status add_tensor(range_set *set, const attn_tensor *t, int64_t nb, int64_t nh,
-                              int64_t nr, int64_t nc, int is_output)
+attn_status attn_add_tensor(attn_range_set *set, const attn_tensor *t, int64_t nb, int64_t nh,
+                            int64_t nr, int64_t nc, int is_output)
 {
-    byte_range *r = range_slot(set, is_output);
+    attn_byte_range *r = range_slot(set, is_output);
     if (!r)
         return ATTN_ERR_ARG;
-    return check_tensor(t, nb, nh, nr, nc, is_output, r);
+    return attn_check_tensor(t, nb, nh, nr, nc, is_output, r);
 }
 
-/* The n elements of `size` bytes at p as a range of set (n >= 1, no wrap). */
-static attn_status add_array(range_set *set, const void *p, int64_t n, size_t size,
-                             int is_output)
+attn_status attn_add_array(attn_range_set *set, const void *p, int64_t n, size_t size,
+                           int is_output)
 {
-    byte_range *r = range_slot(set, is_output);
+    attn_byte_range *r = range_slot(set, is_output);
     if (!r)
         return ATTN_ERR_ARG;
     if ((uint64_t)n > (UINTPTR_MAX - (uintptr_t)p) / size)
@@ -201,15 +172,9 @@ static attn_status check_positions(const int64_t *pos, int64_t batch)
     return ATTN_OK;
 }
 
-#define TRY(expr)                        \
-    do {                                 \
-        attn_status status_ = (expr);    \
-        if (status_ != ATTN_OK)          \
-            return status_;              \
-    } while (0)
+#define TRY ATTN_TRY
 
-/* The shape, as every operation on an attn_shape checks it (merge too). */
-static attn_status check_shape(const attn_shape *shape)
+attn_status attn_check_shape(const attn_shape *shape)
 {
     const attn_shape s = *shape;
     if (s.batch <= 0 || s.q_heads <= 0 || s.kv_heads <= 0 || s.q_len <= 0 ||
@@ -270,24 +235,25 @@ static attn_status check_option_dtypes(const attn_options *o)
 
 /*
  * Every I32, I64 and TENSOR option that is given, as an input range of set
- * over the extent its line names. (PAGES and SCRATCH depend on the
- * operation: attn_validate adds them.)
+ * over the extent its line names. (PAGES and SCRATCH depend on the call:
+ * attn_validate adds the block table, the forward's attn_op the workspace.)
  */
 #define ATTN_X_RANGE(f, kind, extent, dtype, off, since) ATTN_X_RANGE_##kind(f, extent, dtype)
 #define ATTN_X_RANGE_I32(f, e, t)                                                           \
     if (o->f)                                                                              \
-        TRY(add_array(set, o->f, ext[ATTN_OPT_EXTENT_##e][0], sizeof *o->f, 0));
+        TRY(attn_add_array(set, o->f, ext[ATTN_OPT_EXTENT_##e][0], sizeof *o->f, 0));
 #define ATTN_X_RANGE_I64 ATTN_X_RANGE_I32
 #define ATTN_X_RANGE_TENSOR(f, e, t)                                                        \
     if (o->f)                                                                              \
-        TRY(add_tensor(set, o->f, ext[ATTN_OPT_EXTENT_##e][0], ext[ATTN_OPT_EXTENT_##e][1],  \
-                       ext[ATTN_OPT_EXTENT_##e][2], ext[ATTN_OPT_EXTENT_##e][3], 0));
+        TRY(attn_add_tensor(set, o->f, ext[ATTN_OPT_EXTENT_##e][0], ext[ATTN_OPT_EXTENT_##e][1], \
+                            ext[ATTN_OPT_EXTENT_##e][2], ext[ATTN_OPT_EXTENT_##e][3], 0));
 #define ATTN_X_RANGE_HEADER ATTN_X_NOTHING
 #define ATTN_X_RANGE_VALUE ATTN_X_NOTHING
 #define ATTN_X_RANGE_HOOK ATTN_X_NOTHING
 #define ATTN_X_RANGE_PAGES ATTN_X_NOTHING
 #define ATTN_X_RANGE_SCRATCH ATTN_X_NOTHING
-static attn_status add_option_ranges(range_set *set, const attn_options *o, const attn_shape *s)
+attn_status attn_add_option_ranges(attn_range_set *set, const attn_options *o,
+                                   const attn_shape *s)
 {
     const int64_t ext[][4] = {
         [ATTN_OPT_EXTENT_NONE] = {1, 1, 1, 1},
@@ -299,14 +265,12 @@ static attn_status add_option_ranges(range_set *set, const attn_options *o, cons
     return ATTN_OK;
 }
 
-/* The checks of every attention operation that need no tensor: options
-   (read into *o), shape and scalar arguments. */
-static attn_status check_shape_options(const attn_shape *shape, const attn_options *opt,
-                                       attn_options *o)
+attn_status attn_check_shape_options(const attn_shape *shape, const attn_options *opt,
+                                     attn_options *o)
 {
-    TRY(read_options(o, opt));
+    TRY(attn_read_options(o, opt));
     TRY(check_option_pointers(o));
-    TRY(check_shape(shape));
+    TRY(attn_check_shape(shape));
     const attn_shape s = *shape;
 
     /* arguments */
@@ -325,34 +289,6 @@ static attn_status check_shape_options(const attn_shape *shape, const attn_optio
     TRY(check_positions(o->k_pos, s.batch));
     return ATTN_OK;
 }
-
-/* The workspace bytes a forward of this shape needs to split (0: unsplit). */
-static size_t split_need(const attn_shape *s, const attn_options *o, int64_t *splits,
-                         int64_t *chunk)
-{
-    const int64_t v_dim = s->v_dim ? s->v_dim : s->head_dim;
-    attn_split_plan(s->batch, s->q_heads, s->kv_heads, s->q_len, s->kv_len, o->kv_splits,
-                    splits, chunk);
-    if (*splits <= 1)
-        return 0;
-    return attn_split_bytes(s->batch, s->q_heads, s->q_len, v_dim, *splits);
-}
-
-attn_status attn_validate_workspace_query(const attn_shape *shape, const attn_options *opt,
-                                          size_t *bytes)
-{
-    if (!shape || !bytes)
-        return ATTN_ERR_NULL;
-    attn_options o;
-    TRY(check_shape_options(shape, opt, &o));
-    int64_t splits, chunk;
-    size_t need = split_need(shape, &o, &splits, &chunk);
-    if (splits > 1 && need == 0)
-        return ATTN_ERR_SHAPE; /* does not fit size_t */
-    *bytes = need;
-    return ATTN_OK;
-}
-
 
 /* Each sequence's range [offsets[b], offsets[b] + len_b) inside [0, limit). */
 static attn_status check_offsets(const int32_t *offsets, const int32_t *lens, int64_t batch,
@@ -374,7 +310,7 @@ static attn_status check_offsets(const int32_t *offsets, const int32_t *lens, in
  * moves both ends forward with i), from the first query that sees any to the
  * last; only the entries of its pages are read, here and in the drivers.
  */
-static attn_status check_block_table(const attn_problem *pb, range_set *set)
+static attn_status check_block_table(const attn_problem *pb, attn_range_set *set)
 {
     if (pb->block_size < 1 || pb->num_blocks < 1)
         return ATTN_ERR_ARG;
@@ -385,7 +321,7 @@ static attn_status check_block_table(const attn_problem *pb, range_set *set)
     if (__builtin_mul_overflow(pb->batch - 1, pb->block_table_stride, &entries) ||
         __builtin_add_overflow(entries, pages, &entries))
         return ATTN_ERR_SHAPE;
-    TRY(add_array(set, pb->block_table, entries, sizeof(int32_t), 0));
+    TRY(attn_add_array(set, pb->block_table, entries, sizeof(int32_t), 0));
 
     for (int64_t b = 0; b < pb->batch; b++) {
         const int64_t lq = pb->q_lens ? pb->q_lens[b] : pb->q_len;
@@ -432,13 +368,14 @@ static int packed_rows_disjoint(const attn_problem *pb)
     return 1;
 }
 
-attn_status attn_validate(attn_problem *pb, attn_op op, const attn_shape *shape,
+
+attn_status attn_validate(attn_problem *pb, const attn_op *op, const attn_shape *shape,
                           const attn_options *opt, const attn_tensor *q,
                           const attn_tensor *k, const attn_tensor *v,
                           const attn_tensor *out, const attn_row_stats *stats)
 {
-    const int needs_qk = op != ATTN_OP_MASK_APPLY;
-    const int needs_v = op == ATTN_OP_FORWARD || op == ATTN_OP_BACKWARD;
+    const int needs_qk = op->reads_qk;
+    const int needs_v = op->reads_v;
 
     /* 1. pointers */
     if (!shape || !out || !out->data)
@@ -450,8 +387,8 @@ attn_status attn_validate(attn_problem *pb, attn_op op, const attn_shape *shape,
 
     /* 2.-4. options, shape, arguments */
     attn_options o;
-    TRY(check_shape_options(shape, opt, &o));
-    /* attn_mask_apply reads no K: the paging fields do not concern it */
+    TRY(attn_check_shape_options(shape, opt, &o));
+    /* an operation that reads no K: the paging fields do not concern it */
     const int paged = needs_qk && o.block_table;
     const attn_shape s = *shape;
     const int64_t v_dim = s.v_dim ? s.v_dim : s.head_dim;
@@ -538,53 +475,44 @@ attn_status attn_validate(attn_problem *pb, attn_op op, const attn_shape *shape,
     }
 
     /* 5. tensors, and the arrays that describe the batch */
-    range_set set = {.n_in = 0};
+    attn_range_set set = {.n_in = 0};
     if (paged)
         TRY(check_block_table(pb, &set));
     if (needs_qk) {
-        TRY(add_tensor(&set, q, s.batch, s.q_heads, s.q_len, s.head_dim, 0));
+        TRY(attn_add_tensor(&set, q, s.batch, s.q_heads, s.q_len, s.head_dim, 0));
         /* paged: the pool, [num_blocks][kv_heads][block_size] rows */
         const int64_t kb = paged ? o.num_blocks : s.batch, kr = paged ? o.block_size : s.kv_len;
-        TRY(add_tensor(&set, k, kb, s.kv_heads, kr, s.head_dim, 0));
+        TRY(attn_add_tensor(&set, k, kb, s.kv_heads, kr, s.head_dim, 0));
         if (needs_v)
-            TRY(add_tensor(&set, v, kb, s.kv_heads, kr, v_dim, 0));
+            TRY(attn_add_tensor(&set, v, kb, s.kv_heads, kr, v_dim, 0));
     }
-    TRY(add_option_ranges(&set, &o, &s));
+    TRY(attn_add_option_ranges(&set, &o, &s));
     /* packed output: every sequence in one row space (batch_stride 0) */
     const int packed_out = o.q_offsets && out->batch_stride == 0 && s.batch > 1;
     if (packed_out && !packed_rows_disjoint(pb))
         return ATTN_ERR_STRIDE;
-    TRY(add_tensor(&set, out, packed_out ? 1 : s.batch, s.q_heads, s.q_len,
-                   op == ATTN_OP_FORWARD    ? v_dim
-                   : op == ATTN_OP_BACKWARD ? s.head_dim
-                                            : s.kv_len,
-                   1));
+    const int64_t out_cols[] = {
+        [ATTN_OUT_KV_LEN] = s.kv_len, [ATTN_OUT_V_DIM] = v_dim, [ATTN_OUT_HEAD_DIM] = s.head_dim};
+    TRY(attn_add_tensor(&set, out, packed_out ? 1 : s.batch, s.q_heads, s.q_len,
+                        out_cols[op->out_cols], 1));
 
-    /* split-KV: the workspace, when this call will use it, is an output */
-    int64_t splits = 1, chunk = s.kv_len;
-    if (op == ATTN_OP_FORWARD) {
-        size_t need = split_need(&s, &o, &splits, &chunk);
-        if (splits > 1 && need == 0 && o.kv_splits >= 2)
-            return ATTN_ERR_SHAPE; /* its workspace would not fit size_t */
-        if (splits > 1 && (need == 0 || !o.workspace || o.workspace_size < need)) {
-            if (o.kv_splits >= 2)
-                return ATTN_ERR_ARG; /* asked for, impossible: say so */
-            splits = 1;              /* automatic: the documented unsplit fallback */
-            chunk = s.kv_len;
-        }
-        if (splits > 1)
-            TRY(add_array(&set, o.workspace, (int64_t)need, 1, 1));
-    }
+    /* what the operation sizes itself (the split-KV workspace) */
+    pb->splits = 1;
+    pb->chunk = s.kv_len;
+    pb->workspace = NULL;
+    if (op->scratch)
+        TRY(op->scratch(pb, &o, &set));
 
     /* the row statistics the call writes are outputs too */
-    const int has_stats = op == ATTN_OP_WEIGHTS || op == ATTN_OP_FORWARD;
+    const int has_stats = op->writes_stats;
     if (stats && has_stats) {
         float *const st[3] = {stats->lse, stats->max_score, stats->entropy};
         for (int i = 0; i < 3; i++)
             if (st[i])
-                TRY(add_array(&set, st[i], s.batch * s.q_heads * s.q_len, sizeof(float), 1));
+                TRY(attn_add_array(&set, st[i], s.batch * s.q_heads * s.q_len, sizeof(float),
+                                   1));
     }
-    TRY(check_disjoint(&set));
+    TRY(attn_check_disjoint(&set));
 
     if (o.mask)
         pb->mask = *o.mask;
@@ -596,9 +524,6 @@ attn_status attn_validate(attn_problem *pb, attn_op op, const attn_shape *shape,
         pb->alibi = *o.alibi_slopes;
     pb->parallel_for = o.parallel_for;
     pb->parallel_ctx = o.parallel_ctx;
-    pb->splits = splits;
-    pb->chunk = chunk;
-    pb->workspace = splits > 1 ? o.workspace : NULL;
     if (needs_qk) {
         pb->q = *q;
         pb->k = *k;
@@ -608,85 +533,6 @@ attn_status attn_validate(attn_problem *pb, attn_op op, const attn_shape *shape,
     pb->out = *out;
     if (stats && has_stats)
         pb->stats = *stats;
-    return ATTN_OK;
-}
-
-/*
- * attn_backward: attn_validate checks the shape, the options, q, k, v and dq
- * (as the operation's `out`); the rest is checked here, before the problem
- * is filled, so nothing is written on any error.
- */
-attn_status attn_validate_backward(attn_problem *pb, const attn_shape *shape,
-                                   const attn_options *opt, const attn_tensor *q,
-                                   const attn_tensor *k, const attn_tensor *v,
-                                   const attn_tensor *out, const attn_tensor *dout,
-                                   const float *lse, const attn_grads *grads)
-{
-    if (!grads || !out || !dout || !lse || !out->data || !dout->data)
-        return ATTN_ERR_NULL;
-    const attn_grads defaults = ATTN_GRADS_INIT;
-    attn_grads g = defaults;
-    const uint32_t size = grads->struct_size;
-    if (size < offsetof(attn_grads, dv) + sizeof(grads->dv) || size > sizeof(attn_grads))
-        return ATTN_ERR_VERSION;
-    g.dq = grads->dq;
-    g.dk = grads->dk;
-    g.dv = grads->dv;
-    if (size >= offsetof(attn_grads, dbias) + sizeof(grads->dbias))
-        g.dbias = grads->dbias;
-    if (size >= offsetof(attn_grads, dsinks) + sizeof(grads->dsinks))
-        g.dsinks = grads->dsinks;
-    if (!g.dq || !g.dk || !g.dv || !g.dk->data || !g.dv->data || (g.dbias && !g.dbias->data))
-        return ATTN_ERR_NULL;
-
-    attn_problem p;
-    TRY(attn_validate(&p, ATTN_OP_BACKWARD, shape, opt, q, k, v, g.dq, NULL));
-    /* The backward reads and writes dense [B][H][L][D] tensors: offset,
-       packed or paged layouts and global positions are not supported yet. */
-    if (p.q_offsets || p.kv_offsets || p.block_table || p.q_pos || p.k_pos)
-        return ATTN_ERR_UNSUPPORTED;
-    /* nor quantized K/V (Q8_0, Q4_0, FP8): training keeps K and V in float */
-    if (!attn_dtype_is_float_input(p.k.dtype) || !attn_dtype_is_float_input(p.v.dtype))
-        return ATTN_ERR_UNSUPPORTED;
-
-    if (g.dsinks && !p.sinks.data) /* the gradient of sinks that are not there */
-        return ATTN_ERR_ARG;
-    if (!attn_dtype_is_float_input(out->dtype) || !attn_dtype_is_float_input(dout->dtype) ||
-        g.dk->dtype != ATTN_DTYPE_F32 || g.dv->dtype != ATTN_DTYPE_F32 ||
-        (g.dbias && g.dbias->dtype != ATTN_DTYPE_F32))
-        return ATTN_ERR_ARG;
-
-    /* every range again: the backward's own tensors, and the options' */
-    range_set set = {.n_in = 0};
-    const attn_shape bs = {p.batch, p.q_heads, p.kv_heads, p.q_len, p.kv_len, p.head_dim, p.v_dim};
-    attn_options o;
-    TRY(read_options(&o, opt));
-    TRY(add_tensor(&set, q, p.batch, p.q_heads, p.q_len, p.head_dim, 0));
-    TRY(add_tensor(&set, k, p.batch, p.kv_heads, p.kv_len, p.head_dim, 0));
-    TRY(add_tensor(&set, v, p.batch, p.kv_heads, p.kv_len, p.v_dim, 0));
-    TRY(add_tensor(&set, out, p.batch, p.q_heads, p.q_len, p.v_dim, 0));
-    TRY(add_tensor(&set, dout, p.batch, p.q_heads, p.q_len, p.v_dim, 0));
-    TRY(add_array(&set, lse, p.batch * p.q_heads * p.q_len, sizeof(float), 0));
-    TRY(add_option_ranges(&set, &o, &bs));
-
-    TRY(add_tensor(&set, g.dq, p.batch, p.q_heads, p.q_len, p.head_dim, 1));
-    TRY(add_tensor(&set, g.dk, p.batch, p.kv_heads, p.kv_len, p.head_dim, 1));
-    TRY(add_tensor(&set, g.dv, p.batch, p.kv_heads, p.kv_len, p.v_dim, 1));
-    if (g.dbias)
-        TRY(add_tensor(&set, g.dbias, p.batch, p.q_heads, p.q_len, p.kv_len, 1));
-    if (g.dsinks)
-        TRY(add_array(&set, g.dsinks, p.batch * p.q_heads, sizeof(float), 1));
-    TRY(check_disjoint(&set));
-
-    *pb = p;
-    pb->o = *out;
-    pb->dout = *dout;
-    pb->dk = *g.dk;
-    pb->dv = *g.dv;
-    if (g.dbias)
-        pb->dbias = *g.dbias;
-    pb->lse = lse;
-    pb->dsinks = g.dsinks;
     return ATTN_OK;
 }
 
@@ -708,75 +554,7 @@ int attn_rows_overlap(const float *a, int64_t a_rows, int64_t a_cols, int64_t a_
                       const float *b, int64_t b_rows, int64_t b_cols, int64_t b_stride)
 {
     /* sizes were validated: (rows - 1) * stride + cols fits */
-    byte_range ra = {(uintptr_t)a, (uintptr_t)(a + (a_rows - 1) * a_stride + a_cols)};
-    byte_range rb = {(uintptr_t)b, (uintptr_t)(b + (b_rows - 1) * b_stride + b_cols)};
-    return ranges_meet(ra, rb);
-}
-
-attn_status attn_validate_merge(attn_merge_problem *mp, const attn_shape *shape,
-                                const attn_options *opt, const attn_partial *parts,
-                                int64_t n_parts, const attn_tensor *out, float *lse)
-{
-    /* pointers */
-    if (!shape || !out || !out->data || (n_parts > 0 && !parts))
-        return ATTN_ERR_NULL;
-    for (int64_t i = 0; i < n_parts; i++)
-        if (!parts[i].out.data || !parts[i].lse)
-            return ATTN_ERR_NULL;
-
-    /* options (only the pool is used, but flags are checked as everywhere:
-       bits no version defines are a mistake), shape */
-    attn_options o;
-    TRY(read_options(&o, opt));
-    if (n_parts <= 0)
-        return ATTN_ERR_SHAPE;
-    TRY(check_shape(shape));
-    const attn_shape s = *shape;
-    const int64_t v_dim = s.v_dim ? s.v_dim : s.head_dim;
-    if (o.flags & ~ATTN_CAUSAL)
-        return ATTN_ERR_ARG;
-    if (!attn_dtype_is_output(out->dtype))
-        return ATTN_ERR_ARG;
-    for (int64_t i = 0; i < n_parts; i++)
-        if (!attn_dtype_is_output(parts[i].out.dtype))
-            return ATTN_ERR_ARG;
-
-    /* tensors; no output byte may meet an input or the other output */
-    byte_range ro, rl = {0, 0}, r;
-    TRY(check_tensor(out, s.batch, s.q_heads, s.q_len, v_dim, 1, &ro));
-    const int64_t rows = s.batch * s.q_heads * s.q_len;
-    if ((uint64_t)rows > (uint64_t)(PTRDIFF_MAX / (ptrdiff_t)sizeof(float)))
-        return ATTN_ERR_SHAPE;
-    const uintptr_t lse_bytes = (uintptr_t)rows * sizeof(float);
-    if (lse) {
-        if ((uintptr_t)lse > UINTPTR_MAX - lse_bytes)
-            return ATTN_ERR_SHAPE;
-        rl = (byte_range){(uintptr_t)lse, (uintptr_t)lse + lse_bytes};
-        if (ranges_meet(ro, rl))
-            return ATTN_ERR_STRIDE;
-    }
-    for (int64_t i = 0; i < n_parts; i++) {
-        TRY(check_tensor(&parts[i].out, s.batch, s.q_heads, s.q_len, v_dim, 0, &r));
-        byte_range rp;
-        if ((uintptr_t)parts[i].lse > UINTPTR_MAX - lse_bytes)
-            return ATTN_ERR_SHAPE;
-        rp = (byte_range){(uintptr_t)parts[i].lse, (uintptr_t)parts[i].lse + lse_bytes};
-        if (ranges_meet(ro, r) || ranges_meet(ro, rp))
-            return ATTN_ERR_STRIDE;
-        if (lse && (ranges_meet(rl, r) || ranges_meet(rl, rp)))
-            return ATTN_ERR_STRIDE;
-    }
-
-    memset(mp, 0, sizeof *mp);
-    mp->batch = s.batch;
-    mp->q_heads = s.q_heads;
-    mp->q_len = s.q_len;
-    mp->v_dim = v_dim;
-    mp->n_parts = n_parts;
-    mp->parts = parts;
-    mp->out = *out;
-    mp->lse = lse;
-    mp->parallel_for = o.parallel_for;
-    mp->parallel_ctx = o.parallel_ctx;
-    return ATTN_OK;
+    attn_byte_range ra = {(uintptr_t)a, (uintptr_t)(a + (a_rows - 1) * a_stride + a_cols)};
+    attn_byte_range rb = {(uintptr_t)b, (uintptr_t)(b + (b_rows - 1) * b_stride + b_cols)};
+    return attn_ranges_meet(ra, rb);
 }

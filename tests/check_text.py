@@ -49,6 +49,13 @@ Rules:
     <n>" must name a numbered heading of that file, and 'docs/<doc>.md,
     "<Title>"' or 'README, "<Title>"' the start of one of its headings (a
     reference may wrap onto the next comment line).
+ 4. The operation list. Each X(ID, name, "test") line of ATTN_OP_LIST in
+    tests/ops_list.h names a module, src/driver/<name>.c, that defines
+    attn_<name>_with or attn_<name> (attn_quantize takes no kernel table),
+    and a test file that exists and calls attn_<name> (or its _with twin);
+    every file of src/driver/ that defines an attn_<x>_with has a line.
+    So an operation cannot be added without its line, its module and its
+    test.
 A file the text tells the reader to create is named as a template
 (abi/libattn.so.<major>.abi) or without its folder, so rule 1 passes it.
 
@@ -293,12 +300,41 @@ def main():
             elif not any(t.startswith(want) for t in h[1]):
                 bad(f, text, m.start(), '%s has no section "%s"' % (doc, want))
 
+    # 4. the operation list
+    ops_file = "tests/ops_list.h"
+    ops_text = texts.get(ops_file, "")
+    m = re.search(r"#define ATTN_OP_LIST\(X\)(.*?)(?:\n\s*\n|\n#)", ops_text, re.S)
+    ops = re.findall(r"X\(\s*(\w+)\s*,\s*(\w+)\s*,\s*\"([^\"]+)\"\s*\)",
+                     m.group(1)) if m else []
+    if not ops:
+        findings.append((ops_file, 1, "no X(ID, name, \"test\") lines in ATTN_OP_LIST"))
+    listed = {name for _, name, _ in ops}
+    for _, name, test in ops:
+        at = ops_text.index('"%s"' % test, ops_text.index(name))
+        module = "src/driver/%s.c" % name
+        mod_text = texts.get(module)
+        if mod_text is None:
+            bad(ops_file, ops_text, at, "operation %s: no module %s" % (name, module))
+        elif not re.search(r"^attn_status attn_%s(?:_with)?\(" % name, mod_text, re.M):
+            bad(ops_file, ops_text, at, "operation %s: %s defines no attn_%s" % (name, module, name))
+        test_text = texts.get(test)
+        if test_text is None:
+            bad(ops_file, ops_text, at, "operation %s: no test file %s" % (name, test))
+        elif not re.search(r"\battn_%s(?:_with)?\(" % name, test_text):
+            bad(ops_file, ops_text, at, "operation %s: %s never calls attn_%s" % (name, test, name))
+    for f, t in texts.items():
+        if not (f.startswith("src/driver/") and f.endswith(".c")):
+            continue
+        for d in re.finditer(r"^attn_status attn_(\w+)_with\(", t, re.M):
+            if d.group(1) not in listed:
+                bad(f, t, d.start(), "attn_%s_with has no line in %s" % (d.group(1), ops_file))
+
     for f, line, msg in sorted(set(findings)):
         print("%s:%d: %s" % (f, line, msg))
     if findings:
         print("check_text: %d finding(s) in %d files scanned" % (len(set(findings)), len(texts)))
         return 1
-    print("check_text: %d files, no stale path, ISA or section name" % len(texts))
+    print("check_text: %d files, no stale path, ISA, section or operation name" % len(texts))
     return 0
 
 

@@ -433,8 +433,13 @@ static attn_status run_op(const attn_dsp *t, problem *p, op_kind op, const attn_
     case OP_FORWARD:
         return attn_forward_with(t, &p->shape, opt, &p->q, &p->k, &p->v, &p->out, &p->stats);
     case OP_MASK_APPLY: return attn_mask_apply_with(t, &p->shape, opt, &p->scores);
+    /* no K/V layout: the row operations, merge and quantize read none, the
+       backward refuses every one (tests/test_backward.c, op_tests[]) */
     case OP_SOFTMAX:
     case OP_SOFTMAX_BWD:
+    case OP_MERGE:
+    case OP_BACKWARD:
+    case OP_QUANTIZE:
     case OP_COUNT: break;
     }
     CHECK(0, "%s reads no K/V layout", op < OP_COUNT ? op_names[op] : "?");
@@ -603,6 +608,9 @@ static dense_result run_dense(const attn_dsp *t, const ref_dense *dn, op_kind op
     case OP_MASK_APPLY: rc = attn_mask_apply_with(t, s, &dn->opt, &o); break;
     case OP_SOFTMAX:
     case OP_SOFTMAX_BWD:
+    case OP_MERGE:
+    case OP_BACKWARD:
+    case OP_QUANTIZE: /* no K/V layout: see run_op */
     case OP_COUNT: break;
     }
     CHECK(rc == ATTN_OK, "the dense call: status %d (%s)", rc, attn_strerror(rc));

@@ -120,7 +120,8 @@ static void compare_stats(const workload *w, const ref_attn *r, const float *sta
 
 /* The operations (ops_list.h) this file runs on workloads: those that
    compute from q and k. mask_apply has its own cases; softmax and
-   softmax_backward work on plain rows and have their own tests. */
+   softmax_backward work on plain rows and have their own tests below;
+   merge, backward and quantize have their own suites (op_tests[]). */
 static const op_kind qk_ops[] = {OP_SCORES, OP_WEIGHTS, OP_FORWARD};
 #define QK_OPS (sizeof qk_ops / sizeof qk_ops[0])
 
@@ -137,8 +138,11 @@ static attn_status run_op(const attn_dsp *t, workload *w, op_kind op, int with_s
         return attn_forward_with(t, &w->shape, &w->opt, &w->q, &w->k, &w->v, &w->out, st);
     case OP_MASK_APPLY:
         return attn_mask_apply_with(t, &w->shape, &w->opt, &w->scores);
-    case OP_SOFTMAX:
-    case OP_SOFTMAX_BWD:
+    case OP_SOFTMAX:     /* on plain rows: ops/softmax below */
+    case OP_SOFTMAX_BWD: /* on plain rows: ops/softmax_backward below */
+    case OP_MERGE:       /* tests/test_split.c */
+    case OP_BACKWARD:    /* tests/test_backward.c */
+    case OP_QUANTIZE:    /* tests/test_quantize.c */
     case OP_COUNT:
         break;
     }
@@ -233,6 +237,9 @@ static void check_problem(const attn_dsp *t, workload *w, op_kind op, float scor
         break;
     case OP_SOFTMAX:
     case OP_SOFTMAX_BWD:
+    case OP_MERGE:
+    case OP_BACKWARD:
+    case OP_QUANTIZE: /* not on workloads: see run_op */
     case OP_COUNT:
         CHECK(0, "%s is not an operation on a workload", op < OP_COUNT ? op_names[op] : "?");
     }

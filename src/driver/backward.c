@@ -1,5 +1,5 @@
 /*
- * The attention backward, flash-style and deterministic without atomics:
+ * attn_backward, the attention backward: flash-style and deterministic without atomics:
  * P is recomputed from Q, K and the forward's lse in tiles and never stored,
  * and every gradient element has exactly one owner task, which accumulates
  * it in a fixed order. Two plans, chosen from the shape alone (never from
@@ -35,6 +35,7 @@
 
 #include "internal.h"
 #include "kv.h"
+#include "validate.h"
 
 /* (batch entry, KV head) pairs from which one task per pair (the fused
    plan, 5 tile products) keeps a typical pool busy; below it the split
@@ -56,7 +57,7 @@ static int64_t bwd_row_floats(const task_plan *p, const attn_problem *pb)
            tiles * p->block_k;
 }
 
-task_plan attn_plan_backward(const attn_dsp *dsp, const attn_problem *pb)
+static task_plan plan_backward(const attn_dsp *dsp, const attn_problem *pb)
 {
     const int fused = pb->batch * pb->kv_heads >= attn_bwd_fused_min_tasks;
     /* fused: one head per row block, so a run of rows has one dq stride */
@@ -76,6 +77,8 @@ task_plan attn_plan_backward(const attn_dsp *dsp, const attn_problem *pb)
         p.blocks = 0;
         p.kv_blocks = 1;
     }
+    /* the query tasks, then the key tasks (fused: one per (batch, KV head)) */
+    p.tasks = (size_t)(pb->batch * (p.groups * p.blocks * p.splits + pb->kv_heads * p.kv_blocks));
     return p;
 }
 
@@ -391,7 +394,7 @@ static void task_keys(const task_ctx *ctx, size_t index, float *scratch)
         }
 }
 
-void attn_task_backward(void *vctx, size_t index)
+static void task_backward(void *vctx, size_t index)
 {
     const task_ctx *ctx = vctx;
     const task_plan *p = &ctx->plan;
@@ -403,4 +406,114 @@ void attn_task_backward(void *vctx, size_t index)
         query_block(ctx, p, index, scratch, 0, NULL);
     else
         task_keys(ctx, index - query_tasks, scratch);
+}
+
+/* ------------------------------------------------------------ entry points */
+
+static const attn_op backward_op = {
+    .reads_qk = 1,
+    .reads_v = 1,
+    .out_cols = ATTN_OUT_HEAD_DIM, /* dq */
+    .plan = plan_backward,
+    .task = task_backward,
+};
+
+/*
+ * attn_validate checks the shape, the options, q, k, v and dq (as the
+ * operation's `out`); the rest is checked here, before the problem is
+ * filled, so nothing is written on any error.
+ */
+static attn_status validate_backward(attn_problem *pb, const attn_shape *shape,
+                                     const attn_options *opt, const attn_tensor *q,
+                                     const attn_tensor *k, const attn_tensor *v,
+                                     const attn_tensor *out, const attn_tensor *dout,
+                                     const float *lse, const attn_grads *grads)
+{
+    if (!grads || !out || !dout || !lse || !out->data || !dout->data)
+        return ATTN_ERR_NULL;
+    const attn_grads defaults = ATTN_GRADS_INIT;
+    attn_grads g = defaults;
+    const uint32_t size = grads->struct_size;
+    if (size < offsetof(attn_grads, dv) + sizeof(grads->dv) || size > sizeof(attn_grads))
+        return ATTN_ERR_VERSION;
+    g.dq = grads->dq;
+    g.dk = grads->dk;
+    g.dv = grads->dv;
+    if (size >= offsetof(attn_grads, dbias) + sizeof(grads->dbias))
+        g.dbias = grads->dbias;
+    if (size >= offsetof(attn_grads, dsinks) + sizeof(grads->dsinks))
+        g.dsinks = grads->dsinks;
+    if (!g.dq || !g.dk || !g.dv || !g.dk->data || !g.dv->data || (g.dbias && !g.dbias->data))
+        return ATTN_ERR_NULL;
+
+    attn_problem p;
+    ATTN_TRY(attn_validate(&p, &backward_op, shape, opt, q, k, v, g.dq, NULL));
+    /* The backward reads and writes dense [B][H][L][D] tensors: offset,
+       packed or paged layouts and global positions are not supported yet. */
+    if (p.q_offsets || p.kv_offsets || p.block_table || p.q_pos || p.k_pos)
+        return ATTN_ERR_UNSUPPORTED;
+    /* nor quantized K/V (Q8_0, Q4_0, FP8): training keeps K and V in float */
+    if (!attn_dtype_is_float_input(p.k.dtype) || !attn_dtype_is_float_input(p.v.dtype))
+        return ATTN_ERR_UNSUPPORTED;
+
+    if (g.dsinks && !p.sinks.data) /* the gradient of sinks that are not there */
+        return ATTN_ERR_ARG;
+    if (!attn_dtype_is_float_input(out->dtype) || !attn_dtype_is_float_input(dout->dtype) ||
+        g.dk->dtype != ATTN_DTYPE_F32 || g.dv->dtype != ATTN_DTYPE_F32 ||
+        (g.dbias && g.dbias->dtype != ATTN_DTYPE_F32))
+        return ATTN_ERR_ARG;
+
+    /* every range again: the backward's own tensors, and the options' */
+    attn_range_set set = {.n_in = 0};
+    const attn_shape bs = {p.batch, p.q_heads, p.kv_heads, p.q_len, p.kv_len, p.head_dim, p.v_dim};
+    attn_options o;
+    ATTN_TRY(attn_read_options(&o, opt));
+    ATTN_TRY(attn_add_tensor(&set, q, p.batch, p.q_heads, p.q_len, p.head_dim, 0));
+    ATTN_TRY(attn_add_tensor(&set, k, p.batch, p.kv_heads, p.kv_len, p.head_dim, 0));
+    ATTN_TRY(attn_add_tensor(&set, v, p.batch, p.kv_heads, p.kv_len, p.v_dim, 0));
+    ATTN_TRY(attn_add_tensor(&set, out, p.batch, p.q_heads, p.q_len, p.v_dim, 0));
+    ATTN_TRY(attn_add_tensor(&set, dout, p.batch, p.q_heads, p.q_len, p.v_dim, 0));
+    ATTN_TRY(attn_add_array(&set, lse, p.batch * p.q_heads * p.q_len, sizeof(float), 0));
+    ATTN_TRY(attn_add_option_ranges(&set, &o, &bs));
+
+    ATTN_TRY(attn_add_tensor(&set, g.dq, p.batch, p.q_heads, p.q_len, p.head_dim, 1));
+    ATTN_TRY(attn_add_tensor(&set, g.dk, p.batch, p.kv_heads, p.kv_len, p.head_dim, 1));
+    ATTN_TRY(attn_add_tensor(&set, g.dv, p.batch, p.kv_heads, p.kv_len, p.v_dim, 1));
+    if (g.dbias)
+        ATTN_TRY(attn_add_tensor(&set, g.dbias, p.batch, p.q_heads, p.q_len, p.kv_len, 1));
+    if (g.dsinks)
+        ATTN_TRY(attn_add_array(&set, g.dsinks, p.batch * p.q_heads, sizeof(float), 1));
+    ATTN_TRY(attn_check_disjoint(&set));
+
+    *pb = p;
+    pb->o = *out;
+    pb->dout = *dout;
+    pb->dk = *g.dk;
+    pb->dv = *g.dv;
+    if (g.dbias)
+        pb->dbias = *g.dbias;
+    pb->lse = lse;
+    pb->dsinks = g.dsinks;
+    return ATTN_OK;
+}
+
+attn_status attn_backward_with(const attn_dsp *dsp, const attn_shape *shape,
+                               const attn_options *opt, const attn_tensor *q,
+                               const attn_tensor *k, const attn_tensor *v,
+                               const attn_tensor *out, const attn_tensor *dout,
+                               const float *lse, const attn_grads *grads)
+{
+    attn_problem pb;
+    attn_status status = validate_backward(&pb, shape, opt, q, k, v, out, dout, lse, grads);
+    if (status == ATTN_OK)
+        attn_run(dsp, &pb);
+    return status;
+}
+
+attn_status attn_backward(const attn_shape *shape, const attn_options *opt,
+                          const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
+                          const attn_tensor *out, const attn_tensor *dout, const float *lse,
+                          const attn_grads *grads)
+{
+    return attn_backward_with(attn_dsp_active(), shape, opt, q, k, v, out, dout, lse, grads);
 }

@@ -52,6 +52,7 @@ task_plan attn_plan_common(const attn_dsp *dsp, const attn_problem *pb, int64_t 
     p.kv_blocks = 0;
     p.fused_blocks = 0;
     p.q_direct = 0;
+    p.tasks = 0; /* each operation counts its own */
     return p;
 }
 

@@ -1,12 +1,14 @@
 /*
- * What the operation modules of the driver share: the geometry of a row
- * (which keys it may see), the task plan (how the shape is cut into tasks),
- * the score epilogue, the row softmax and the stats. Each operation lives in
- * its own file with its plan and its task (forward.c, scores.c,
- * backward.c; split.c is the split-KV plan forward.c runs); run.c maps an
- * attn_op to them. attn_merge, which is no attn_op, runs its own tasks
- * (merge.c). Where a key or value row lives in memory is asked of
- * kv.h only, so nothing here knows about layouts.
+ * What the operations' modules share. Each public operation is one file of
+ * this folder, its module: its entry points (attn_<op> and attn_<op>_with),
+ * the checks specific to it, its plan (the task count included) and its
+ * task: scores.c, mask_apply.c, weights.c, forward.c, backward.c, merge.c,
+ * softmax.c, softmax_backward.c, quantize.c. Shared here: the geometry of a
+ * row (which keys it may see), the task plan (how the shape is cut into
+ * tasks), the score epilogue, the row softmax and the stats (common.c), the
+ * split-KV plan (split.c), the runner (run.c, which knows no operation),
+ * and where a key or value row lives in memory (kv.h, the only file that
+ * knows about layouts). The shared checks are src/validate.h's.
  *
  * Work is cut into tasks by the shape alone (never by the thread count):
  * a task is one block of query rows of one batch entry and one head group.
@@ -43,6 +45,7 @@ typedef struct task_plan {
                                 (its tasks are one per (batch, KV head)); 0 else */
     int q_direct;            /* forward: the kernels read F32 queries where they lie
                                 (q_stride is then the tensor's row stride), no copy */
+    size_t tasks;            /* the task count, which the operation's plan sets */
 } task_plan;
 
 /*
@@ -147,30 +150,24 @@ float attn_row_sink(const attn_problem *pb, const row_ref *row);
 void attn_write_stats(const attn_problem *pb, const row_ref *row, float lse, float max_score,
                       float entropy);
 
-/* The operations: each a plan and a task (the task's context is a task_ctx). */
-task_plan attn_plan_forward(const attn_dsp *dsp, const attn_problem *pb);
-void attn_task_forward(void *ctx, size_t index);
-/* Before the tasks of a forward run (on the calling thread): the split-KV
-   merge counters, when the plan splits. */
-void attn_prepare_forward(const task_ctx *ctx, size_t count);
-task_plan attn_plan_scores(const attn_dsp *dsp, const attn_problem *pb);
-void attn_task_scores(void *ctx, size_t index); /* scores and weights */
-task_plan attn_plan_backward(const attn_dsp *dsp, const attn_problem *pb);
-void attn_task_backward(void *ctx, size_t index);
-task_plan attn_plan_mask_apply(const attn_dsp *dsp, const attn_problem *pb);
-void attn_task_mask_apply(void *ctx, size_t index);
+/*
+ * The runner. attn_run_tasks runs `count` tasks on the caller's parallel_for
+ * (NULL: in order on this thread); attn_run runs a validated problem: its
+ * op's plan, preparation and tasks. Neither knows an operation.
+ */
+void attn_run_tasks(attn_parallel_for_fn parallel_for, void *parallel_ctx, attn_task_fn task,
+                    void *ctx, size_t count);
+void attn_run(const attn_dsp *dsp, const attn_problem *pb);
 
 /*
- * The one table of the operations that run as tasks: X(ID, plan, task,
- * prepare) for attn_op ATTN_OP_##ID, its plan, its task and what runs on
- * the calling thread before the tasks (NULL: nothing). attn_run (run.c)
- * reads only this table; an operation's file defines its three functions.
+ * The query rows of one task of attn_scores and attn_weights, at most
+ * ATTN_SCORES_BLOCK_Q (scores.c says why that many): the plan of both and
+ * their common first pass, the scaled products q.k written straight into
+ * the caller's table (*out0: the first row's). Returns the row count (0: the
+ * block lies past its sequence's end); each operation finishes the rows.
  */
-#define ATTN_DRIVER_OPS(X)                                                             \
-    X(SCORES, attn_plan_scores, attn_task_scores, NULL)                                \
-    X(MASK_APPLY, attn_plan_mask_apply, attn_task_mask_apply, NULL)                    \
-    X(WEIGHTS, attn_plan_scores, attn_task_scores, NULL)                               \
-    X(FORWARD, attn_plan_forward, attn_task_forward, attn_prepare_forward)             \
-    X(BACKWARD, attn_plan_backward, attn_task_backward, NULL)
+#define ATTN_SCORES_BLOCK_Q ATTN_MAX_QK_ROWS
+task_plan attn_plan_scores(const attn_dsp *dsp, const attn_problem *pb);
+int64_t attn_score_tiles(const task_ctx *ctx, size_t index, row_ref *rows, float **out0);
 
 #endif /* ATTN_DRIVER_H */

@@ -1,6 +1,6 @@
 /*
- * The fused forward: out = softmax(S) . V with an online softmax, one task
- * per block of query rows of a head group. Per task, keys are visited in
+ * attn_forward, the fused forward: out = softmax(S) . V with an online
+ * softmax, one task per block of query rows of a head group. Per task, keys are visited in
  * blocks of block_k over the union of the rows' visible ranges; a block no
  * row sees is skipped, and keys beyond kv_lens are never touched. Within a
  * block, runs of consecutive rows that see it go through qk_tile / pv_tile
@@ -18,14 +18,16 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "internal.h"
 #include "kv.h"
+#include "validate.h"
 
 typedef struct online_row {
     float m, l, t; /* running max, sum of exp(s - m), sum of exp(s - m) * (s - m) */
     int poisoned;  /* a NaN or +inf score was seen: the row's result is NaN */
 } online_row;
 
-task_plan attn_plan_forward(const attn_dsp *dsp, const attn_problem *pb)
+static task_plan plan_forward(const attn_dsp *dsp, const attn_problem *pb)
 {
     task_plan p = attn_plan_common(dsp, pb, pb->group);
     /* Without GQA stacking a block's rows are consecutive positions of one
@@ -38,6 +40,7 @@ task_plan attn_plan_forward(const attn_dsp *dsp, const attn_problem *pb)
         attn_block_rows_for(dsp, (p.q_direct ? 0 : p.q_stride) + p.block_k + p.acc_stride);
     p.blocks = (p.rows + p.block_rows - 1) / p.block_rows;
     p.splits = pb->splits;
+    p.tasks = (size_t)(pb->batch * (p.groups * p.blocks * p.splits));
     return p;
 }
 
@@ -167,12 +170,13 @@ static int64_t row_index(const attn_problem *pb, const row_ref *row)
     return (row->b * pb->q_heads + row->h) * pb->q_len + row->i;
 }
 
-void attn_prepare_forward(const task_ctx *ctx, size_t count)
+/* Before the tasks, on the calling thread: the merge counters of a split. */
+static void prepare_forward(const task_ctx *ctx)
 {
     if (ctx->plan.splits <= 1)
         return;
     const split_ws ws = split_open(ctx->pb);
-    for (size_t u = 0; u < count / (size_t)ctx->plan.splits; u++)
+    for (size_t u = 0; u < ctx->plan.tasks / (size_t)ctx->plan.splits; u++)
         atomic_init(&ws.done[u], 0);
 }
 
@@ -240,7 +244,7 @@ static void split_merge(const attn_dsp *dsp, const attn_problem *pb, const split
         dsp->wsum(acc, x, w, k, (size_t)pb->v_dim);
 }
 
-void attn_task_forward(void *vctx, size_t index)
+static void task_forward(void *vctx, size_t index)
 {
     const task_ctx *ctx = vctx;
     const attn_dsp *dsp = ctx->dsp;
@@ -302,4 +306,86 @@ void attn_task_forward(void *vctx, size_t index)
         split_merge(dsp, pb, &ws, &rows[r], &merged, acc + r * p->acc_stride);
         finish_row(dsp, pb, &rows[r], &merged, acc + r * p->acc_stride);
     }
+}
+
+/* ------------------------------------------------------------ entry points */
+
+/* The workspace bytes a forward of this shape needs to split (0: unsplit). */
+static size_t split_need(const attn_shape *s, int32_t kv_splits, int64_t *splits,
+                         int64_t *chunk)
+{
+    const int64_t v_dim = s->v_dim ? s->v_dim : s->head_dim;
+    attn_split_plan(s->batch, s->q_heads, s->kv_heads, s->q_len, s->kv_len, kv_splits, splits,
+                    chunk);
+    if (*splits <= 1)
+        return 0;
+    return attn_split_bytes(s->batch, s->q_heads, s->q_len, v_dim, *splits);
+}
+
+/* attn_op.scratch: whether this call splits, and its workspace as an output. */
+static attn_status forward_scratch(attn_problem *pb, const attn_options *o, attn_range_set *set)
+{
+    const attn_shape s = {pb->batch, pb->q_heads, pb->kv_heads, pb->q_len,
+                          pb->kv_len, pb->head_dim, pb->v_dim};
+    int64_t splits, chunk;
+    size_t need = split_need(&s, o->kv_splits, &splits, &chunk);
+    if (splits > 1 && need == 0 && o->kv_splits >= 2)
+        return ATTN_ERR_SHAPE; /* its workspace would not fit size_t */
+    if (splits > 1 && (need == 0 || !o->workspace || o->workspace_size < need)) {
+        if (o->kv_splits >= 2)
+            return ATTN_ERR_ARG; /* asked for, impossible: say so */
+        splits = 1;              /* automatic: the documented unsplit fallback */
+        chunk = s.kv_len;
+    }
+    if (splits > 1)
+        ATTN_TRY(attn_add_array(set, o->workspace, (int64_t)need, 1, 1));
+    pb->splits = splits;
+    pb->chunk = chunk;
+    pb->workspace = splits > 1 ? o->workspace : NULL;
+    return ATTN_OK;
+}
+
+static const attn_op forward_op = {
+    .reads_qk = 1,
+    .reads_v = 1,
+    .out_cols = ATTN_OUT_V_DIM,
+    .writes_stats = 1,
+    .scratch = forward_scratch,
+    .plan = plan_forward,
+    .task = task_forward,
+    .prepare = prepare_forward,
+};
+
+attn_status attn_forward_with(const attn_dsp *dsp, const attn_shape *shape,
+                              const attn_options *opt, const attn_tensor *q,
+                              const attn_tensor *k, const attn_tensor *v,
+                              const attn_tensor *out, const attn_row_stats *stats)
+{
+    attn_problem pb;
+    attn_status status = attn_validate(&pb, &forward_op, shape, opt, q, k, v, out, stats);
+    if (status == ATTN_OK)
+        attn_run(dsp, &pb);
+    return status;
+}
+
+attn_status attn_forward(const attn_shape *shape, const attn_options *opt,
+                         const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
+                         const attn_tensor *out, const attn_row_stats *stats)
+{
+    return attn_forward_with(attn_dsp_active(), shape, opt, q, k, v, out, stats);
+}
+
+attn_status attn_forward_workspace_size(const attn_shape *shape, const attn_options *opt,
+                                        size_t *bytes)
+{
+    if (!shape || !bytes)
+        return ATTN_ERR_NULL;
+    attn_options o;
+    ATTN_TRY(attn_check_shape_options(shape, opt, &o));
+    int64_t splits, chunk;
+    size_t need = split_need(shape, o.kv_splits, &splits, &chunk);
+    if (splits > 1 && need == 0)
+        return ATTN_ERR_SHAPE; /* does not fit size_t */
+    *bytes = need;
+    return ATTN_OK;
 }

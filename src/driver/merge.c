@@ -6,19 +6,33 @@
  * then out = sum_i w_i out_i with the table's wsum, in part order.
  */
 #include <math.h>
+#include <string.h>
 
+#include "internal.h"
 #include "driver.h"
+#include "validate.h"
 
 #define MERGE_ROWS 64
 #define MERGE_CACHE 64 /* parts whose exp a row keeps */
 
+/* A validated attn_merge: n partial tensors and lse arrays into out. */
+typedef struct merge_problem {
+    int64_t batch, q_heads, q_len, v_dim, n_parts;
+    const attn_partial *parts;
+    attn_tensor out;
+    float *lse; /* may be NULL */
+    attn_parallel_for_fn parallel_for;
+    void *parallel_ctx;
+} merge_problem;
+
 typedef struct merge_ctx {
     const attn_dsp *dsp;
-    const attn_merge_problem *mp;
+    const merge_problem *mp;
     int64_t blocks; /* per (b, h) */
+    size_t tasks;
 } merge_ctx;
 
-static void merge_row(const attn_dsp *dsp, const attn_merge_problem *mp, int64_t b, int64_t h,
+static void merge_row(const attn_dsp *dsp, const merge_problem *mp, int64_t b, int64_t h,
                       int64_t i)
 {
     const size_t at = (size_t)((b * mp->q_heads + h) * mp->q_len + i);
@@ -74,7 +88,7 @@ static void merge_row(const attn_dsp *dsp, const attn_merge_problem *mp, int64_t
 static void merge_task(void *vctx, size_t index)
 {
     const merge_ctx *ctx = vctx;
-    const attn_merge_problem *mp = ctx->mp;
+    const merge_problem *mp = ctx->mp;
     const int64_t blk = (int64_t)index % ctx->blocks;
     const int64_t bh = (int64_t)index / ctx->blocks;
     const int64_t b = bh / mp->q_heads, h = bh % mp->q_heads;
@@ -83,14 +97,100 @@ static void merge_task(void *vctx, size_t index)
         merge_row(ctx->dsp, mp, b, h, i);
 }
 
-void attn_run_merge(const attn_dsp *dsp, const attn_merge_problem *mp)
+/* The plan: blocks of MERGE_ROWS rows of each (batch entry, head), a task each. */
+static merge_ctx plan_merge(const attn_dsp *dsp, const merge_problem *mp)
 {
-    merge_ctx ctx = {dsp, mp, (mp->q_len + MERGE_ROWS - 1) / MERGE_ROWS};
-    const size_t count = (size_t)(mp->batch * mp->q_heads * ctx.blocks);
-    if (mp->parallel_for) {
-        mp->parallel_for(mp->parallel_ctx, merge_task, &ctx, count);
-    } else {
-        for (size_t i = 0; i < count; i++)
-            merge_task(&ctx, i);
+    merge_ctx ctx = {dsp, mp, (mp->q_len + MERGE_ROWS - 1) / MERGE_ROWS, 0};
+    ctx.tasks = (size_t)(mp->batch * mp->q_heads * ctx.blocks);
+    return ctx;
+}
+
+/* ------------------------------------------------------------ entry points */
+
+static attn_status validate_merge(merge_problem *mp, const attn_shape *shape,
+                                  const attn_options *opt, const attn_partial *parts,
+                                  int64_t n_parts, const attn_tensor *out, float *lse)
+{
+    /* pointers */
+    if (!shape || !out || !out->data || (n_parts > 0 && !parts))
+        return ATTN_ERR_NULL;
+    for (int64_t i = 0; i < n_parts; i++)
+        if (!parts[i].out.data || !parts[i].lse)
+            return ATTN_ERR_NULL;
+
+    /* options (only the pool is used, but flags are checked as everywhere:
+       bits no version defines are a mistake), shape */
+    attn_options o;
+    ATTN_TRY(attn_read_options(&o, opt));
+    if (n_parts <= 0)
+        return ATTN_ERR_SHAPE;
+    ATTN_TRY(attn_check_shape(shape));
+    const attn_shape s = *shape;
+    const int64_t v_dim = s.v_dim ? s.v_dim : s.head_dim;
+    if (o.flags & ~ATTN_CAUSAL)
+        return ATTN_ERR_ARG;
+    if (!attn_dtype_is_output(out->dtype))
+        return ATTN_ERR_ARG;
+    for (int64_t i = 0; i < n_parts; i++)
+        if (!attn_dtype_is_output(parts[i].out.dtype))
+            return ATTN_ERR_ARG;
+
+    /* tensors; no output byte may meet an input or the other output */
+    attn_byte_range ro, rl = {0, 0}, r;
+    ATTN_TRY(attn_check_tensor(out, s.batch, s.q_heads, s.q_len, v_dim, 1, &ro));
+    const int64_t rows = s.batch * s.q_heads * s.q_len;
+    if ((uint64_t)rows > (uint64_t)(PTRDIFF_MAX / (ptrdiff_t)sizeof(float)))
+        return ATTN_ERR_SHAPE;
+    const uintptr_t lse_bytes = (uintptr_t)rows * sizeof(float);
+    if (lse) {
+        if ((uintptr_t)lse > UINTPTR_MAX - lse_bytes)
+            return ATTN_ERR_SHAPE;
+        rl = (attn_byte_range){(uintptr_t)lse, (uintptr_t)lse + lse_bytes};
+        if (attn_ranges_meet(ro, rl))
+            return ATTN_ERR_STRIDE;
     }
+    for (int64_t i = 0; i < n_parts; i++) {
+        ATTN_TRY(attn_check_tensor(&parts[i].out, s.batch, s.q_heads, s.q_len, v_dim, 0, &r));
+        attn_byte_range rp;
+        if ((uintptr_t)parts[i].lse > UINTPTR_MAX - lse_bytes)
+            return ATTN_ERR_SHAPE;
+        rp = (attn_byte_range){(uintptr_t)parts[i].lse, (uintptr_t)parts[i].lse + lse_bytes};
+        if (attn_ranges_meet(ro, r) || attn_ranges_meet(ro, rp))
+            return ATTN_ERR_STRIDE;
+        if (lse && (attn_ranges_meet(rl, r) || attn_ranges_meet(rl, rp)))
+            return ATTN_ERR_STRIDE;
+    }
+
+    memset(mp, 0, sizeof *mp);
+    mp->batch = s.batch;
+    mp->q_heads = s.q_heads;
+    mp->q_len = s.q_len;
+    mp->v_dim = v_dim;
+    mp->n_parts = n_parts;
+    mp->parts = parts;
+    mp->out = *out;
+    mp->lse = lse;
+    mp->parallel_for = o.parallel_for;
+    mp->parallel_ctx = o.parallel_ctx;
+    return ATTN_OK;
+}
+
+attn_status attn_merge_with(const attn_dsp *dsp, const attn_shape *shape,
+                            const attn_options *opt, const attn_partial *parts,
+                            int64_t n_parts, const attn_tensor *out, float *lse)
+{
+    merge_problem mp;
+    attn_status status = validate_merge(&mp, shape, opt, parts, n_parts, out, lse);
+    if (status == ATTN_OK) {
+        merge_ctx ctx = plan_merge(dsp, &mp);
+        attn_run_tasks(mp.parallel_for, mp.parallel_ctx, merge_task, &ctx, ctx.tasks);
+    }
+    return status;
+}
+
+attn_status attn_merge(const attn_shape *shape, const attn_options *opt,
+                       const attn_partial *parts, int64_t n_parts, const attn_tensor *out,
+                       float *lse)
+{
+    return attn_merge_with(attn_dsp_active(), shape, opt, parts, n_parts, out, lse);
 }

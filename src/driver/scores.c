@@ -1,22 +1,24 @@
 /*
- * The score operations: attn_scores and attn_weights (one task per block of
+ * attn_scores: the final scores, -inf where masked, one task per block of
  * query rows of one head: the tile kernels write straight into the caller's
- * table) and attn_mask_apply (the epilogue alone on the caller's table).
+ * table. The plan and that first pass are attn_weights' as well
+ * (weights.c).
  */
 #include <math.h>
 
+#include "internal.h"
 #include "kv.h"
+#include "validate.h"
 
 /*
  * Query rows per task without a sliding window: up to 128 (as many as the
- * scratch holds), twice the largest block_q of a table. The tile kernels
- * pack each K panel once per call; more rows per call spread that cost
- * thinner (AVX-512 qk_tile in cache on Zen 5: 254 GFLOP/s at 64 rows, 266
- * at 128). A window keeps the table's block_q: a block computes the union
- * of its rows' windows, which grows with the rows (tests/test_mods.c).
+ * scratch holds, ATTN_SCORES_BLOCK_Q), twice the largest block_q of a
+ * table. The tile kernels pack each K panel once per call; more rows per
+ * call spread that cost thinner (AVX-512 qk_tile in cache on Zen 5: 254
+ * GFLOP/s at 64 rows, 266 at 128). A window keeps the table's block_q: a
+ * block computes the union of its rows' windows, which grows with the rows
+ * (tests/test_mods.c).
  */
-#define ATTN_SCORES_BLOCK_Q ATTN_MAX_QK_ROWS
-
 task_plan attn_plan_scores(const attn_dsp *dsp, const attn_problem *pb)
 {
     task_plan p = attn_plan_common(dsp, pb, 1);
@@ -25,24 +27,23 @@ task_plan attn_plan_scores(const attn_dsp *dsp, const attn_problem *pb)
                             : attn_max64(1, attn_min64(ATTN_SCORES_BLOCK_Q,
                                                        ATTN_SCRATCH_FLOATS / p.q_stride));
     p.blocks = (p.rows + p.block_rows - 1) / p.block_rows;
+    p.tasks = (size_t)(pb->batch * p.groups * p.blocks);
     return p;
 }
 
-void attn_task_scores(void *vctx, size_t index)
+int64_t attn_score_tiles(const task_ctx *ctx, size_t index, row_ref *rows, float **out0)
 {
-    const task_ctx *ctx = vctx;
     const attn_dsp *dsp = ctx->dsp;
     const attn_problem *pb = ctx->pb;
     const task_plan *p = &ctx->plan;
 
     _Alignas(64) float qbuf[ATTN_SCRATCH_FLOATS];
-    row_ref rows[ATTN_SCORES_BLOCK_Q];
     int64_t kv_head;
     int64_t n = attn_task_rows(pb, p, index, rows, &kv_head);
     if (n == 0)
-        return;
+        return 0;
     const int64_t out_stride = pb->out.row_stride;
-    float *out0 = attn_out_row(&pb->out, rows[0].b, rows[0].h, rows[0].i);
+    float *const out = attn_out_row(&pb->out, rows[0].b, rows[0].h, rows[0].i);
     const kv_src ks = attn_kv_open(pb, &pb->k, rows[0].b, kv_head, pb->head_dim);
 
     attn_convert_queries(dsp, pb, p, rows, n, qbuf);
@@ -58,49 +59,50 @@ void attn_task_scores(void *vctx, size_t index)
                 dsp->qk_tile[pb->k.dtype](qbuf + r * p->q_stride, p->q_stride, kp, ks.stride,
                                           (size_t)(run_end - r), (size_t)len,
                                           (size_t)pb->head_dim, pb->qk_scale,
-                                          out0 + r * out_stride + j, out_stride);
+                                          out + r * out_stride + j, out_stride);
             }
     }
-
-    for (int64_t r = 0; r < n; r++) {
-        const row_ref *row = &rows[r];
-        float *s = out0 + r * out_stride;
-        const int64_t lo = row->lo, hi = row->hi;
-        attn_score_epilogue(dsp, pb, row, s + lo, lo, hi - lo);
-        if (pb->op == ATTN_OP_WEIGHTS) {
-            float lse, max_score, entropy;
-            attn_softmax_segment(dsp, s + lo, hi - lo, attn_row_sink(pb, row), &lse, &max_score,
-                                 &entropy, pb->stats.entropy != NULL);
-            attn_write_stats(pb, row, lse, max_score, entropy);
-            attn_fill(s + row->col_lo, lo - row->col_lo, 0.0f);
-            attn_fill(s + hi, row->col_hi - hi, 0.0f);
-        } else {
-            attn_fill(s + row->col_lo, lo - row->col_lo, -INFINITY);
-            attn_fill(s + hi, row->col_hi - hi, -INFINITY);
-        }
-    }
+    *out0 = out;
+    return n;
 }
 
-task_plan attn_plan_mask_apply(const attn_dsp *dsp, const attn_problem *pb)
-{
-    task_plan p = attn_plan_common(dsp, pb, 1);
-    p.block_rows = dsp->block_q;
-    p.blocks = (p.rows + p.block_rows - 1) / p.block_rows;
-    return p;
-}
-
-void attn_task_mask_apply(void *vctx, size_t index)
+static void task_scores(void *vctx, size_t index)
 {
     const task_ctx *ctx = vctx;
     const attn_problem *pb = ctx->pb;
-    row_ref rows[ATTN_MAX_BLOCK_Q];
-    int64_t kv_head;
-    int64_t n = attn_task_rows(pb, &ctx->plan, index, rows, &kv_head);
+    row_ref rows[ATTN_SCORES_BLOCK_Q];
+    float *out0 = NULL;
+    const int64_t n = attn_score_tiles(ctx, index, rows, &out0);
     for (int64_t r = 0; r < n; r++) {
         const row_ref *row = &rows[r];
-        float *s = attn_out_row(&pb->out, row->b, row->h, row->i);
-        attn_score_epilogue(ctx->dsp, pb, row, s + row->lo, row->lo, row->hi - row->lo);
-        attn_fill(s + row->col_lo, row->lo - row->col_lo, -INFINITY);
-        attn_fill(s + row->hi, row->col_hi - row->hi, -INFINITY);
+        float *s = out0 + r * pb->out.row_stride;
+        const int64_t lo = row->lo, hi = row->hi;
+        attn_score_epilogue(ctx->dsp, pb, row, s + lo, lo, hi - lo);
+        attn_fill(s + row->col_lo, lo - row->col_lo, -INFINITY);
+        attn_fill(s + hi, row->col_hi - hi, -INFINITY);
     }
+}
+
+static const attn_op scores_op = {
+    .reads_qk = 1,
+    .out_cols = ATTN_OUT_KV_LEN,
+    .plan = attn_plan_scores,
+    .task = task_scores,
+};
+
+attn_status attn_scores_with(const attn_dsp *dsp, const attn_shape *shape,
+                             const attn_options *opt, const attn_tensor *q,
+                             const attn_tensor *k, const attn_tensor *scores)
+{
+    attn_problem pb;
+    attn_status status = attn_validate(&pb, &scores_op, shape, opt, q, k, NULL, scores, NULL);
+    if (status == ATTN_OK)
+        attn_run(dsp, &pb);
+    return status;
+}
+
+attn_status attn_scores(const attn_shape *shape, const attn_options *opt,
+                        const attn_tensor *q, const attn_tensor *k, const attn_tensor *scores)
+{
+    return attn_scores_with(attn_dsp_active(), shape, opt, q, k, scores);
 }

@@ -1,8 +1,8 @@
 /*
  * The split-KV plan (attn.h, "Split-KV") and the workspace it needs. Only
  * the shape and kv_splits decide it, so the same call splits the same way
- * on every ISA and thread count; validate.c sizes the workspace with it and
- * forward.c runs it.
+ * on every ISA and thread count; forward.c sizes the workspace with it (in
+ * its validation and in attn_forward_workspace_size) and runs it.
  */
 #include "driver.h"
 

@@ -13,9 +13,9 @@
  *    untouched, every byte allocated so far freed, and every thread started
  *    so far joined (counted through pthread_join's wrapper).
  *  - After a successful create and a destroy, nothing is left allocated.
- *  - attn_scores, attn_mask_apply, attn_weights, attn_forward (with and
- *    without the built-in pool), attn_softmax, attn_softmax_backward and
- *    attn_backward (both plans) make no allocation at all, on every kernel table, including the first call
+ *  - Every operation of tests/ops_list.h (those that take options with and
+ *    without the built-in pool; attn_backward in both plans) makes no
+ *    allocation at all, on every kernel table, including the first call
  *    that initialises dispatch.
  * LSan (an ASan build) or valgrind double-checks the leak accounting.
  */
@@ -242,7 +242,36 @@ static uint8_t maskd[B * HQ * LQ * LK];
 static float dqd[B * HQ * LQ * D], dkd[B * HKV * LK * D], dvd[B * HKV * LK * DV],
     dbd[B * HQ * LQ * LK];
 
-/* Runs every operation on `dsp` (NULL: the public entry points). */
+/* attn_backward with dout = out, in both of its plans; the first failure's
+   status. */
+static attn_status run_backward(const attn_dsp *dsp, const attn_shape *shape,
+                                const attn_options *opt, const attn_tensor *q,
+                                const attn_tensor *k, const attn_tensor *v, const attn_tensor *o)
+{
+    const attn_tensor dq = {dqd, ATTN_DTYPE_F32, HQ * LQ * D, LQ * D, D};
+    const attn_tensor dk = {dkd, ATTN_DTYPE_F32, HKV * LK * D, LK * D, D};
+    const attn_tensor dv = {dvd, ATTN_DTYPE_F32, HKV * LK * DV, LK * DV, DV};
+    const attn_tensor db = {dbd, ATTN_DTYPE_F32, HQ * LQ * LK, LQ * LK, LK};
+    attn_grads g = ATTN_GRADS_INIT;
+    g.dq = &dq;
+    g.dk = &dk;
+    g.dv = &dv;
+    g.dbias = &db;
+    const int64_t plans[2] = {1, INT64_MAX}; /* fused, split (src/driver/backward.c) */
+    const int64_t keep = attn_bwd_fused_min_tasks;
+    attn_status r = ATTN_OK;
+    for (int plan = 0; plan < 2 && r == ATTN_OK; plan++) {
+        attn_bwd_fused_min_tasks = plans[plan];
+        r = dsp ? attn_backward_with(dsp, shape, opt, q, k, v, o, o, lse, &g)
+                : attn_backward(shape, opt, q, k, v, o, o, lse, &g);
+    }
+    attn_bwd_fused_min_tasks = keep;
+    return r;
+}
+
+/* Runs every operation on `dsp` (NULL: the public entry points), in the
+   order of tests/ops_list.h: the backward takes the forward's output and the
+   lse the softmax left. */
 static void run_all(const attn_dsp *dsp, attn_threadpool *pool)
 {
     const attn_shape shape = {B, HQ, HKV, LQ, LK, D, DV};
@@ -292,34 +321,24 @@ static void run_all(const attn_dsp *dsp, attn_threadpool *pool)
             r = dsp ? attn_softmax_backward_with(dsp, sd, dp, dp, B * HQ * LQ, LK, LK)
                     : attn_softmax_backward(sd, dp, dp, B * HQ * LQ, LK, LK);
             break;
+        case OP_MERGE: { /* two partials (the forward's output twice), into dq's memory */
+            const attn_partial parts[2] = {{o, lse}, {o, lse}};
+            const attn_tensor mo = {dqd, ATTN_DTYPE_F32, HQ * LQ * DV, LQ * DV, DV};
+            r = dsp ? attn_merge_with(dsp, &shape, &opt, parts, 2, &mo, mx)
+                    : attn_merge(&shape, &opt, parts, 2, &mo, mx);
+            break;
+        }
+        case OP_BACKWARD:
+            r = run_backward(dsp, &shape, &opt, &q, &k, &v, &o);
+            break;
+        case OP_QUANTIZE: /* no kernel table: the same call for every dsp */
+            r = attn_quantize(ATTN_DTYPE_FP8_E4M3, qd, B * HQ * LQ, D, D, dbd, D, 0.0f);
+            break;
         case OP_COUNT:
             break;
         }
         CHECK(r == ATTN_OK, "%s on %s: status %d", op_names[i], dsp ? dsp->isa_name : "auto", r);
     }
-
-    /* attn_backward (not in tests/ops_list.h: its arguments differ from every
-       other operation's), on the forward's output and lse from the loop above,
-       with dout = out; both of its plans */
-    const attn_tensor dq = {dqd, ATTN_DTYPE_F32, HQ * LQ * D, LQ * D, D};
-    const attn_tensor dk = {dkd, ATTN_DTYPE_F32, HKV * LK * D, LK * D, D};
-    const attn_tensor dv = {dvd, ATTN_DTYPE_F32, HKV * LK * DV, LK * DV, DV};
-    const attn_tensor db = {dbd, ATTN_DTYPE_F32, HQ * LQ * LK, LQ * LK, LK};
-    attn_grads g = ATTN_GRADS_INIT;
-    g.dq = &dq;
-    g.dk = &dk;
-    g.dv = &dv;
-    g.dbias = &db;
-    const int64_t plans[2] = {1, INT64_MAX}; /* fused, split (src/driver/backward.c) */
-    const int64_t keep = attn_bwd_fused_min_tasks;
-    for (int plan = 0; plan < 2; plan++) {
-        attn_bwd_fused_min_tasks = plans[plan];
-        const attn_status r =
-            dsp ? attn_backward_with(dsp, &shape, &opt, &q, &k, &v, &o, &o, lse, &g)
-                : attn_backward(&shape, &opt, &q, &k, &v, &o, &o, lse, &g);
-        CHECK(r == ATTN_OK, "backward on %s: status %d", dsp ? dsp->isa_name : "auto", r);
-    }
-    attn_bwd_fused_min_tasks = keep;
 }
 
 static void operations_do_not_allocate(void)

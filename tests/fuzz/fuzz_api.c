@@ -44,9 +44,10 @@
 
 #define BIT(s) (1u << (s))
 
-/* The operations (ops_list.h), then this fuzzer's own pseudo-operation: calls
-   outside them (version, strerror, ISA names, thread pools). */
-enum { OP_MISC = OP_COUNT, FUZZ_OP_COUNT };
+/* The operations its corpus draws (OP_FUZZ_DRAWN of ops_list.h), then this
+   fuzzer's own pseudo-operation: calls outside them (version, strerror, ISA
+   names, thread pools). */
+enum { OP_MISC = OP_FUZZ_DRAWN, FUZZ_OP_COUNT };
 
 /* ------------------------------------------------------------ values */
 

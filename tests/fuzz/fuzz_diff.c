@@ -458,7 +458,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0; /* nothing to compare on this CPU/build */
 
     fz_reader r = {data, size};
-    const int op = fz_u8(&r) % OP_COUNT;
+    const int op = fz_u8(&r) % OP_FUZZ_DRAWN; /* the operations of its corpus */
     if (op <= OP_FORWARD)
         run_attention(&r, op, tables, ntables);
     else

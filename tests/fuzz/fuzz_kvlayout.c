@@ -313,6 +313,9 @@ static attn_status run(const attn_dsp *t, prob *p)
     case OP_MASK_APPLY: return attn_mask_apply_with(t, &p->shape, &p->opt, &p->out);
     case OP_SOFTMAX:
     case OP_SOFTMAX_BWD:
+    case OP_MERGE:
+    case OP_BACKWARD:
+    case OP_QUANTIZE: /* no K/V layout: not drawn (layout_ops) */
     case OP_COUNT: break;
     }
     FZ_CHECK(0, "%s reads no K/V layout", op_names[p->op]);

@@ -1,0 +1,100 @@
+/*
+ * The argument checks every operation's module (src/driver/) shares, in
+ * src/validate.c: the options, the shape, tensors and arrays as byte ranges
+ * and their disjointness, the row arguments of the row operations, and the
+ * whole check of an operation on an attn_problem, which reads what differs
+ * per operation from its attn_op (src/problem.h). docs/DESIGN.md §3 is the
+ * contract: everything is checked before anything is written.
+ */
+#ifndef ATTN_VALIDATE_H
+#define ATTN_VALIDATE_H
+
+#include <stdint.h>
+
+#include "option_list.h"
+#include "problem.h"
+
+/* Returns the status of `expr` from the enclosing function unless ATTN_OK. */
+#define ATTN_TRY(expr)                   \
+    do {                                 \
+        attn_status status_ = (expr);    \
+        if (status_ != ATTN_OK)          \
+            return status_;              \
+    } while (0)
+
+/* Copies the fields of the caller's attn_options that its struct_size covers
+   into *o, the defaults elsewhere (NULL: all defaults). */
+attn_status attn_read_options(attn_options *o, const attn_options *user);
+
+/* The shape, as every operation on an attn_shape checks it (merge too). */
+attn_status attn_check_shape(const attn_shape *shape);
+
+/* The checks of every attention operation that need no tensor: options
+   (read into *o), shape and scalar arguments. */
+attn_status attn_check_shape_options(const attn_shape *shape, const attn_options *opt,
+                                     attn_options *o);
+
+/* Bytes [begin, end) a tensor view or array touches. */
+typedef struct attn_byte_range {
+    uintptr_t begin, end;
+} attn_byte_range;
+
+static inline int attn_ranges_meet(attn_byte_range a, attn_byte_range b)
+{
+    return a.begin < b.end && b.begin < a.end;
+}
+
+/*
+ * The byte ranges of one call: its inputs and its outputs. The capacity is
+ * counted, not guessed: the operations' own tensors (the backward has the
+ * most: q, k, v, out, dout, lse in; dq, dk, dv, dbias, dsinks out) plus
+ * every pointer option of src/option_list.h, plus the three row statistics
+ * and the split-KV workspace. A full set is a bug of the caller: adding to
+ * it is ATTN_ERR_ARG rather than a write past it.
+ */
+enum {
+    ATTN_MAX_INPUT_RANGES = 6 + ATTN_OPTION_INPUT_RANGES,
+    ATTN_MAX_OUTPUT_RANGES = 5 + 3 + 1
+};
+typedef struct attn_range_set {
+    attn_byte_range in[ATTN_MAX_INPUT_RANGES], out[ATTN_MAX_OUTPUT_RANGES];
+    int n_in, n_out;
+} attn_range_set;
+
+/*
+ * The view [nb][nh][nr][nc] of t: addressable without overflow and, for an
+ * output, no two elements at one address (nested layouts only); its bytes
+ * in *range.
+ */
+attn_status attn_check_tensor(const attn_tensor *t, int64_t nb, int64_t nh, int64_t nr,
+                              int64_t nc, int is_output, attn_byte_range *range);
+/* attn_check_tensor, recording the range in set (as an input or an output). */
+attn_status attn_add_tensor(attn_range_set *set, const attn_tensor *t, int64_t nb, int64_t nh,
+                            int64_t nr, int64_t nc, int is_output);
+/* The n elements of `size` bytes at p as a range of set (n >= 1, no wrap). */
+attn_status attn_add_array(attn_range_set *set, const void *p, int64_t n, size_t size,
+                           int is_output);
+/* Every I32, I64 and TENSOR option that is given, as an input range of set
+   over the extent its line of src/option_list.h names. */
+attn_status attn_add_option_ranges(attn_range_set *set, const attn_options *o,
+                                   const attn_shape *s);
+/* No output may share a byte with an input or another output. */
+attn_status attn_check_disjoint(const attn_range_set *set);
+
+/* The arguments of a row operation (attn_softmax, attn_softmax_backward). */
+attn_status attn_validate_rows(int64_t rows, int64_t cols, int64_t row_stride);
+/* 1 when the float rows a and b (validated sizes) share any address. */
+int attn_rows_overlap(const float *a, int64_t a_rows, int64_t a_cols, int64_t a_stride,
+                      const float *b, int64_t b_rows, int64_t b_cols, int64_t b_stride);
+
+/*
+ * Checks everything of operation `op` on these arguments and fills `pb`;
+ * writes nothing else. What the operation reads and writes comes from op
+ * (q and k, v, the output's columns, the stats, its scratch outputs).
+ */
+attn_status attn_validate(attn_problem *pb, const attn_op *op, const attn_shape *shape,
+                          const attn_options *opt, const attn_tensor *q,
+                          const attn_tensor *k, const attn_tensor *v,
+                          const attn_tensor *out, const attn_row_stats *stats);
+
+#endif /* ATTN_VALIDATE_H */
