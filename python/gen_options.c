@@ -108,7 +108,7 @@ static void write_module(FILE *f)
 {
     static const attn_options init = ATTN_OPTIONS_INIT;
     fputs(module_head, f);
-#define PY_ROW(fld, kind, extent, dtype, off, since)                                          \
+#define PY_ROW(fld, kind, extent, dtype, off, since, rule)                                        \
     put_row(f, #fld, #kind, ATTN_OPT_KIND_##kind == ATTN_OPT_KIND_HEADER, C_TYPE(init.fld),   \
             #extent, ATTN_OPT_EXTENT_##extent != ATTN_OPT_EXTENT_NONE,                        \
             ATTN_OPT_KIND_##kind == ATTN_OPT_KIND_TENSOR ? dtype_name(ATTN_DTYPE_##dtype) : NULL, \

@@ -21,7 +21,7 @@
  * It is data, not code: it needs only include/attn.h, so the ABI tests and
  * the fuzzers' models (which share no code with src/) include it as well.
  *
- * X(field, kind, extent, dtype, offset, since)
+ * X(field, kind, extent, dtype, offset, since, rule)
  *   field   the attn_options member
  *   kind    ATTN_OPT_KIND_##kind, what the field is:
  *             HEADER  struct_size (read before anything else)
@@ -44,19 +44,35 @@
  *   offset  the field's offset in the LP64/LLP64 ABIs: frozen, a different
  *           offset breaks compiled callers (tests/abi/layout_test.c)
  *   since   the minor version of 1.x that appended it
+ *   rule    ATTN_OPT_RULE_##rule(v): what a VALUE must be, checked by
+ *           validate.c for every operation before anything else of the
+ *           options (ATTN_ERR_ARG otherwise):
+ *             NONE    no rule of its own (not a value, or checked with
+ *                     others: the paging description, the FP8 scales
+ *                     against the K/V dtypes, the workspace per call)
+ *             FLAGS   no bit but the ATTN_* flags attn.h defines
+ *             FINITE  a finite float
+ *             CAP     0, or a finite positive float whose reciprocal is
+ *                     finite (every table computes cap * tanh(s * (1/cap)):
+ *                     below 1/FLT_MAX a score of 0 would become 0 * inf)
+ *             NONNEG  an integer >= 0
+ *             SPLITS  0 .. ATTN_MAX_KV_SPLITS
  *
  * Adding an option: its member at the end of attn_options (include/attn.h,
  * documented there, ATTN_OPTIONS_INIT), one line here, its use in the
- * driver, its float64 reference and test, and its Python keyword (a row of
+ * driver (which reads a value as pb->opt.<field>, src/problem.h), its
+ * float64 reference and test, and its Python keyword (a row of
  * python/libattn/_keywords.py, after regenerating _options.py: the tests
- * say how). Its reading, pointer and dtype checks, byte range, frozen
- * offset, the ctypes mirror and the fuzzer's struct_size model follow from
- * the line.
+ * say how). Its reading, its value rule or its pointer and dtype checks,
+ * byte range, frozen offset, the ctypes mirror and the fuzzer's
+ * struct_size model follow from the line.
  */
 #ifndef ATTN_OPTION_LIST_H
 #define ATTN_OPTION_LIST_H
 
+#include <math.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "attn.h"
 
@@ -79,45 +95,53 @@ typedef enum attn_opt_extent {
 } attn_opt_extent;
 
 /* clang-format off */
-#define ATTN_OPTION_LIST(X)                                              \
-    X(struct_size,        HEADER,  NONE,   F32,  0,   0)                 \
-    X(flags,              VALUE,   NONE,   F32,  4,   0)                 \
-    X(scale,              VALUE,   NONE,   F32,  8,   0)                 \
-    X(softcap,            VALUE,   NONE,   F32,  12,  0)                 \
-    X(window,             VALUE,   NONE,   F32,  16,  0)                 \
-    X(q_lens,             I32,     BATCH,  F32,  24,  0)                 \
-    X(kv_lens,            I32,     BATCH,  F32,  32,  0)                 \
-    X(mask,               TENSOR,  SCORES, BOOL, 40,  0)                 \
-    X(bias,               TENSOR,  SCORES, F32,  48,  0)                 \
-    X(parallel_for,       HOOK,    NONE,   F32,  56,  0)                 \
-    X(parallel_ctx,       HOOK,    NONE,   F32,  64,  0)                 \
-    X(window_right,       VALUE,   NONE,   F32,  72,  1)                 \
-    X(sinks,              TENSOR,  HEADS,  F32,  80,  1)                 \
-    X(alibi_slopes,       TENSOR,  HEADS,  F32,  88,  1)                 \
-    X(q_offsets,          I32,     BATCH,  F32,  96,  1)                 \
-    X(kv_offsets,         I32,     BATCH,  F32,  104, 1)                 \
-    X(block_table,        PAGES,   NONE,   F32,  112, 1)                 \
-    X(block_table_stride, VALUE,   NONE,   F32,  120, 1)                 \
-    X(block_size,         VALUE,   NONE,   F32,  128, 1)                 \
-    X(num_blocks,         VALUE,   NONE,   F32,  136, 1)                 \
-    X(q_pos,              I64,     BATCH,  F32,  144, 1)                 \
-    X(k_pos,              I64,     BATCH,  F32,  152, 1)                 \
-    X(workspace,          SCRATCH, NONE,   F32,  160, 1)                 \
-    X(workspace_size,     VALUE,   NONE,   F32,  168, 1)                 \
-    X(kv_splits,          VALUE,   NONE,   F32,  176, 1)                 \
-    X(k_scale,            VALUE,   NONE,   F32,  180, 1)                 \
-    X(v_scale,            VALUE,   NONE,   F32,  184, 1)
+#define ATTN_OPTION_LIST(X)                                                  \
+    X(struct_size,        HEADER,  NONE,   F32,  0,   0, NONE)               \
+    X(flags,              VALUE,   NONE,   F32,  4,   0, FLAGS)              \
+    X(scale,              VALUE,   NONE,   F32,  8,   0, FINITE)             \
+    X(softcap,            VALUE,   NONE,   F32,  12,  0, CAP)                \
+    X(window,             VALUE,   NONE,   F32,  16,  0, NONNEG)             \
+    X(q_lens,             I32,     BATCH,  F32,  24,  0, NONE)               \
+    X(kv_lens,            I32,     BATCH,  F32,  32,  0, NONE)               \
+    X(mask,               TENSOR,  SCORES, BOOL, 40,  0, NONE)               \
+    X(bias,               TENSOR,  SCORES, F32,  48,  0, NONE)               \
+    X(parallel_for,       HOOK,    NONE,   F32,  56,  0, NONE)               \
+    X(parallel_ctx,       HOOK,    NONE,   F32,  64,  0, NONE)               \
+    X(window_right,       VALUE,   NONE,   F32,  72,  1, NONNEG)             \
+    X(sinks,              TENSOR,  HEADS,  F32,  80,  1, NONE)               \
+    X(alibi_slopes,       TENSOR,  HEADS,  F32,  88,  1, NONE)               \
+    X(q_offsets,          I32,     BATCH,  F32,  96,  1, NONE)               \
+    X(kv_offsets,         I32,     BATCH,  F32,  104, 1, NONE)               \
+    X(block_table,        PAGES,   NONE,   F32,  112, 1, NONE)               \
+    X(block_table_stride, VALUE,   NONE,   F32,  120, 1, NONE)               \
+    X(block_size,         VALUE,   NONE,   F32,  128, 1, NONE)               \
+    X(num_blocks,         VALUE,   NONE,   F32,  136, 1, NONE)               \
+    X(q_pos,              I64,     BATCH,  F32,  144, 1, NONE)               \
+    X(k_pos,              I64,     BATCH,  F32,  152, 1, NONE)               \
+    X(workspace,          SCRATCH, NONE,   F32,  160, 1, NONE)               \
+    X(workspace_size,     VALUE,   NONE,   F32,  168, 1, NONE)               \
+    X(kv_splits,          VALUE,   NONE,   F32,  176, 1, SPLITS)             \
+    X(k_scale,            VALUE,   NONE,   F32,  180, 1, NONE)               \
+    X(v_scale,            VALUE,   NONE,   F32,  184, 1, NONE)
 /* clang-format on */
 
+/* The rules (see above). */
+#define ATTN_OPT_RULE_NONE(v) ((void)(v), 1)
+#define ATTN_OPT_RULE_FLAGS(v) (((v) & ~(uint32_t)ATTN_CAUSAL) == 0)
+#define ATTN_OPT_RULE_FINITE(v) isfinite(v)
+#define ATTN_OPT_RULE_CAP(v) (isfinite(v) && (v) >= 0.0f && ((v) == 0.0f || isfinite(1.0f / (v))))
+#define ATTN_OPT_RULE_NONNEG(v) ((v) >= 0)
+#define ATTN_OPT_RULE_SPLITS(v) ((v) >= 0 && (v) <= ATTN_MAX_KV_SPLITS)
+
 /* ATTN_OPTION_COUNT: the number of lines. */
-#define ATTN_OPT_X_POS(f, kind, extent, dtype, off, since) ATTN_OPT_POS_##f,
+#define ATTN_OPT_X_POS(f, kind, extent, dtype, off, since, rule) ATTN_OPT_POS_##f,
 enum { ATTN_OPTION_LIST(ATTN_OPT_X_POS) ATTN_OPTION_COUNT };
 #undef ATTN_OPT_X_POS
 
 /* Pointer options whose bytes are an input of every call that reads them:
    an upper bound of the input ranges options add (src/validate.h sizes its
    range sets with it, so a new pointer option can never overflow them). */
-#define ATTN_OPT_X_IS_RANGE(f, kind, extent, dtype, off, since)                        \
+#define ATTN_OPT_X_IS_RANGE(f, kind, extent, dtype, off, since, rule)                        \
     +(ATTN_OPT_KIND_##kind == ATTN_OPT_KIND_I32 || ATTN_OPT_KIND_##kind == ATTN_OPT_KIND_I64 || \
       ATTN_OPT_KIND_##kind == ATTN_OPT_KIND_TENSOR || ATTN_OPT_KIND_##kind == ATTN_OPT_KIND_PAGES)
 enum { ATTN_OPTION_INPUT_RANGES = 0 ATTN_OPTION_LIST(ATTN_OPT_X_IS_RANGE) };
@@ -133,12 +157,12 @@ enum { ATTN_OPTION_INPUT_RANGES = 0 ATTN_OPTION_LIST(ATTN_OPT_X_IS_RANGE) };
  * header's text. The frozen offsets are checked by tests/abi/layout_test.c.
  */
 #ifndef __cplusplus
-#define ATTN_OPT_X_MEMBER(f, kind, extent, dtype, off, since) __typeof__(((attn_options *)0)->f) f;
+#define ATTN_OPT_X_MEMBER(f, kind, extent, dtype, off, since, rule) __typeof__(((attn_options *)0)->f) f;
 struct attn_options_from_list {
     ATTN_OPTION_LIST(ATTN_OPT_X_MEMBER)
 };
 #undef ATTN_OPT_X_MEMBER
-#define ATTN_OPT_X_PLACE(f, kind, extent, dtype, off, since)                                   \
+#define ATTN_OPT_X_PLACE(f, kind, extent, dtype, off, since, rule)                                   \
     _Static_assert(offsetof(struct attn_options_from_list, f) == offsetof(attn_options, f),  \
                    #f ": line out of attn_options order, or a field before it is missing");
 ATTN_OPTION_LIST(ATTN_OPT_X_PLACE)

@@ -51,15 +51,18 @@ struct attn_problem {
     int64_t batch, q_heads, kv_heads, q_len, kv_len, head_dim, v_dim;
     int64_t group; /* q_heads / kv_heads */
 
-    /* options, defaults resolved */
-    uint32_t flags;
-    float scale, softcap;
-    int64_t window;
+    /* The options as read (attn_read_options: defaults past the caller's
+       struct_size) and validated. The driver reads the plain values
+       (flags, softcap, window, window_right, ...) from here, so a new
+       value option needs no field of its own; what validation resolves or
+       derives is below. */
+    attn_options opt;
+
+    float scale; /* opt.scale, or 1/sqrt(head_dim) for 0 */
     const int32_t *q_lens, *kv_lens;
     attn_tensor mask, bias; /* data == NULL when absent */
     attn_parallel_for_fn parallel_for;
     void *parallel_ctx;
-    int64_t window_right;
     attn_tensor sinks, alibi; /* F32 [b][q_head]; data == NULL when absent */
     const int64_t *q_pos, *k_pos; /* NULL: the defaults of attn.h */
 
@@ -165,14 +168,14 @@ static inline void attn_seq_keys(const attn_problem *pb, int64_t b, int64_t i, i
     if (*hi == 0)
         return;
     const int64_t aligned = i + attn_seq_rel(pb, b, lq, lk);
-    if ((pb->flags & ATTN_CAUSAL) && aligned + 1 < *hi)
+    if ((pb->opt.flags & ATTN_CAUSAL) && aligned + 1 < *hi)
         *hi = aligned + 1;
-    if (pb->window > 0 && aligned >= pb->window)
-        *lo = aligned - pb->window + 1;
+    if (pb->opt.window > 0 && aligned >= pb->opt.window)
+        *lo = aligned - pb->opt.window + 1;
     /* the right edge: R >= lk - aligned (= lq - i > 0) hides nothing, and
        aligned + R could overflow for such R */
-    if (pb->window_right > 0 && pb->window_right < lk - aligned && aligned + pb->window_right < *hi)
-        *hi = aligned + pb->window_right;
+    if (pb->opt.window_right > 0 && pb->opt.window_right < lk - aligned && aligned + pb->opt.window_right < *hi)
+        *hi = aligned + pb->opt.window_right;
     if (*hi < *lo)
         *hi = *lo;
 }

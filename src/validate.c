@@ -20,7 +20,7 @@ attn_status attn_read_options(attn_options *o, const attn_options *user)
     uint32_t size = user->struct_size;
     if (size < offsetof(attn_options, flags) + sizeof(user->flags) || size > sizeof(attn_options))
         return ATTN_ERR_VERSION;
-#define COPY_IF_COVERED(f, kind, extent, dtype, off, since)                                  \
+#define COPY_IF_COVERED(f, kind, extent, dtype, off, since, rule)                                  \
     if (ATTN_OPT_KIND_##kind != ATTN_OPT_KIND_HEADER &&                                    \
         size >= offsetof(attn_options, f) + sizeof(user->f))                               \
         o->f = user->f;
@@ -198,7 +198,7 @@ attn_status attn_check_shape(const attn_shape *shape)
 #define ATTN_X_NOTHING(f, e, t)
 
 /* A tensor option that is given must have data ... */
-#define ATTN_X_NULL(f, kind, extent, dtype, off, since) ATTN_X_NULL_##kind(f, extent, dtype)
+#define ATTN_X_NULL(f, kind, extent, dtype, off, since, rule) ATTN_X_NULL_##kind(f, extent, dtype)
 #define ATTN_X_NULL_TENSOR(f, e, t)                                                         \
     if (o->f && !o->f->data)                                                               \
         return ATTN_ERR_NULL;
@@ -216,7 +216,7 @@ static attn_status check_option_pointers(const attn_options *o)
 }
 
 /* ... and the dtype its line names. */
-#define ATTN_X_DTYPE(f, kind, extent, dtype, off, since) ATTN_X_DTYPE_##kind(f, extent, dtype)
+#define ATTN_X_DTYPE(f, kind, extent, dtype, off, since, rule) ATTN_X_DTYPE_##kind(f, extent, dtype)
 #define ATTN_X_DTYPE_TENSOR(f, e, t)                                                        \
     if (o->f && o->f->dtype != ATTN_DTYPE_##t)                                             \
         return ATTN_ERR_ARG;
@@ -238,7 +238,7 @@ static attn_status check_option_dtypes(const attn_options *o)
  * over the extent its line names. (PAGES and SCRATCH depend on the call:
  * attn_validate adds the block table, the forward's attn_op the workspace.)
  */
-#define ATTN_X_RANGE(f, kind, extent, dtype, off, since) ATTN_X_RANGE_##kind(f, extent, dtype)
+#define ATTN_X_RANGE(f, kind, extent, dtype, off, since, rule) ATTN_X_RANGE_##kind(f, extent, dtype)
 #define ATTN_X_RANGE_I32(f, e, t)                                                           \
     if (o->f)                                                                              \
         TRY(attn_add_array(set, o->f, ext[ATTN_OPT_EXTENT_##e][0], sizeof *o->f, 0));
@@ -273,18 +273,12 @@ attn_status attn_check_shape_options(const attn_shape *shape, const attn_options
     TRY(attn_check_shape(shape));
     const attn_shape s = *shape;
 
-    /* arguments */
-    if (o->flags & ~ATTN_CAUSAL)
+    /* arguments: each value's rule (src/option_list.h) */
+#define ATTN_X_RULE(f, kind, extent, dtype, off, since, rule)                                \
+    if (!ATTN_OPT_RULE_##rule(o->f))                                                        \
         return ATTN_ERR_ARG;
-    if (!isfinite(o->scale) || !isfinite(o->softcap) || o->softcap < 0.0f || o->window < 0 ||
-        o->window_right < 0)
-        return ATTN_ERR_ARG;
-    /* Every table computes cap * tanh(s * (1 / cap)); below 1/FLT_MAX the
-     * reciprocal overflows and a score of 0 would become 0 * inf = NaN. */
-    if (o->softcap > 0.0f && !isfinite(1.0f / o->softcap))
-        return ATTN_ERR_ARG;
-    if (o->kv_splits < 0 || o->kv_splits > ATTN_MAX_KV_SPLITS)
-        return ATTN_ERR_ARG;
+    ATTN_OPTION_LIST(ATTN_X_RULE)
+#undef ATTN_X_RULE
     TRY(check_positions(o->q_pos, s.batch));
     TRY(check_positions(o->k_pos, s.batch));
     return ATTN_OK;
@@ -447,14 +441,11 @@ attn_status attn_validate(attn_problem *pb, const attn_op *op, const attn_shape 
     pb->head_dim = s.head_dim;
     pb->v_dim = v_dim;
     pb->group = s.q_heads / s.kv_heads;
-    pb->flags = o.flags;
+    pb->opt = o;
     pb->scale = scale;
     pb->qk_scale = qk_scale;
     pb->v_scale = needs_v && v->dtype == ATTN_DTYPE_FP8_E4M3 && o.v_scale != 0.0f ? o.v_scale
                                                                                   : 1.0f;
-    pb->softcap = o.softcap;
-    pb->window = o.window;
-    pb->window_right = o.window_right;
     pb->q_lens = o.q_lens;
     pb->kv_lens = o.kv_lens;
     pb->q_offsets = o.q_offsets;

@@ -52,7 +52,7 @@ int64_t attn_bwd_fused_min_tasks = 8;
  */
 static int64_t bwd_row_floats(const task_plan *p, const attn_problem *pb)
 {
-    const int64_t tiles = pb->softcap > 0.0f ? 3 : 2;
+    const int64_t tiles = pb->opt.softcap > 0.0f ? 3 : 2;
     return p->q_stride + p->acc_stride + (p->fused_blocks ? 0 : p->q_stride) +
            tiles * p->block_k;
 }
@@ -101,7 +101,7 @@ static bwd_scratch carve(const task_plan *p, const attn_problem *pb, float *scra
     b.dp = b.s + p->block_rows * p->block_k;
     float *next = b.dp + p->block_rows * p->block_k;
     b.capped = NULL;
-    if (pb->softcap > 0.0f) {
+    if (pb->opt.softcap > 0.0f) {
         b.capped = next;
         next += p->block_rows * p->block_k;
     }
@@ -187,8 +187,8 @@ static void run_grads(const attn_dsp *dsp, const attn_problem *pb, const task_pl
             continue;
         }
         /* the forward's epilogue, keeping the capped scores for their derivative */
-        if (pb->softcap > 0.0f) {
-            dsp->softcap(s + a, (size_t)(z - a), pb->softcap);
+        if (pb->opt.softcap > 0.0f) {
+            dsp->softcap(s + a, (size_t)(z - a), pb->opt.softcap);
             memcpy(b->capped + r * p->block_k + a, s + a, (size_t)(z - a) * sizeof(float));
         }
         attn_score_epilogue_after_softcap(dsp, pb, row, s + a, kb + a, z - a);
@@ -208,7 +208,7 @@ static void run_grads(const attn_dsp *dsp, const attn_problem *pb, const task_pl
 static void softcap_grad(const attn_problem *pb, const task_plan *p, const row_ref *rows,
                          int64_t r0, int64_t r1, int64_t kb, int64_t ke, const bwd_scratch *b)
 {
-    const float inv = 1.0f / pb->softcap;
+    const float inv = 1.0f / pb->opt.softcap;
     for (int64_t r = r0; r < r1; r++) {
         const int64_t a = attn_max64(rows[r].lo, kb) - kb, z = attn_min64(rows[r].hi, ke) - kb;
         float *dp = b->dp + r * p->block_k;
@@ -274,7 +274,7 @@ static void query_block(const task_ctx *ctx, const task_plan *p, size_t index, f
                                b.dp + rr * p->block_k + (a - kb),
                                (size_t)(z - a) * sizeof(float));
                 }
-            if (pb->softcap > 0.0f)
+            if (pb->opt.softcap > 0.0f)
                 softcap_grad(pb, p, rows, r, run_end, kb, ke, &b);
             if (with_kv)
                 dsp->pt_tile(b.dp + r * p->block_k, p->block_k, b.q + r * p->q_stride,
@@ -366,7 +366,7 @@ static void task_keys(const task_ctx *ctx, size_t index, float *scratch)
             dsp->pt_tile(b.s + r * p->block_k, p->block_k, b.dout + r * p->acc_stride,
                          p->acc_stride, nr, (size_t)(ke - kb), (size_t)pb->v_dim,
                          dv0 + (kb - kb0) * pb->dv.row_stride, pb->dv.row_stride);
-            if (pb->softcap > 0.0f)
+            if (pb->opt.softcap > 0.0f)
                 softcap_grad(pb, p, rows, r, run_end, kb, ke, &b);
             dsp->pt_tile(b.dp + r * p->block_k, p->block_k, b.q + r * p->q_stride, p->q_stride,
                          nr, (size_t)(ke - kb), (size_t)pb->head_dim,

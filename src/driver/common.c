@@ -118,8 +118,8 @@ void attn_score_epilogue(const attn_dsp *dsp, const attn_problem *pb, const row_
 {
     if (n <= 0)
         return;
-    if (pb->softcap > 0.0f)
-        dsp->softcap(s, (size_t)n, pb->softcap);
+    if (pb->opt.softcap > 0.0f)
+        dsp->softcap(s, (size_t)n, pb->opt.softcap);
     attn_score_epilogue_after_softcap(dsp, pb, row, s, k0, n);
 }
 

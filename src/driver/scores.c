@@ -22,7 +22,7 @@
 task_plan attn_plan_scores(const attn_dsp *dsp, const attn_problem *pb)
 {
     task_plan p = attn_plan_common(dsp, pb, 1);
-    const int windowed = pb->window > 0 || pb->window_right > 0;
+    const int windowed = pb->opt.window > 0 || pb->opt.window_right > 0;
     p.block_rows = windowed ? attn_block_rows_for(dsp, p.q_stride)
                             : attn_max64(1, attn_min64(ATTN_SCORES_BLOCK_Q,
                                                        ATTN_SCRATCH_FLOATS / p.q_stride));

@@ -66,7 +66,7 @@ FROZEN(offsetof(attn_tensor, row_stride) == 32);
 FROZEN(sizeof(attn_options) >= 72);
 /* every field at the offset its line of src/option_list.h records (the
    record is frozen: a line's offset never changes within a major version) */
-#define FROZEN_OPTION(f, kind, extent, dtype, off, since) \
+#define FROZEN_OPTION(f, kind, extent, dtype, off, since, rule) \
     FROZEN(offsetof(attn_options, f) == (off));
 ATTN_OPTION_LIST(FROZEN_OPTION)
 #undef FROZEN_OPTION
@@ -98,7 +98,7 @@ int main(void)
     const attn_options opt = ATTN_OPTIONS_INIT;
     int bad = 0;
     bad |= opt.struct_size != sizeof(attn_options);
-#define DEFAULT_IS_ZERO(f, kind, extent, dtype, off, since) \
+#define DEFAULT_IS_ZERO(f, kind, extent, dtype, off, since, rule) \
     bad |= ATTN_OPT_KIND_##kind != ATTN_OPT_KIND_HEADER && opt.f != 0;
     ATTN_OPTION_LIST(DEFAULT_IS_ZERO)
 #undef DEFAULT_IS_ZERO

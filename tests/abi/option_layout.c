@@ -12,7 +12,7 @@
 
 int main(void)
 {
-#define ATTN_X_PRINT(f, kind, extent, dtype, off, since)                                  \
+#define ATTN_X_PRINT(f, kind, extent, dtype, off, since, rule)                                  \
     printf("%s %s %zu %zu %d\n", #f, #kind, offsetof(attn_options, f),                    \
            sizeof(((attn_options *)0)->f), since);
     ATTN_OPTION_LIST(ATTN_X_PRINT)

@@ -904,7 +904,7 @@ static void run_attention(fz_reader *r, int op)
         /* an older caller: the struct ends before some field (every line of
            src/option_list.h, so a new option is an older caller's end too;
            ends inside struct_size or flags are ATTN_ERR_VERSION) */
-#define FZ_OPTION_END(f, kind, extent, dtype, off, since) offsetof(attn_options, f),
+#define FZ_OPTION_END(f, kind, extent, dtype, off, since, rule) offsetof(attn_options, f),
         static const size_t ends[] = {ATTN_OPTION_LIST(FZ_OPTION_END)};
 #undef FZ_OPTION_END
         struct_size = (uint32_t)ends[fz_u8(r) % (sizeof ends / sizeof ends[0])];
