@@ -62,11 +62,13 @@ static const char module_head[] =
     "  since    the minor version of 1.x that appended it\n"
     "  default  its value in ATTN_OPTIONS_INIT (None: NULL; struct_size: None,\n"
     "           the binding sets it for each call)\n"
+    "  rule     option_list.h's rule for a value: 'none', 'flags', 'finite',\n"
+    "           'cap', 'nonneg' or 'splits'\n"
     "\"\"\"\n"
     "\n"
     "import collections\n"
     "\n"
-    "Row = collections.namedtuple(\"Row\", \"name kind ctype extent dtype since default\")\n"
+    "Row = collections.namedtuple(\"Row\", \"name kind ctype extent dtype since default rule\")\n"
     "\n"
     "ROWS = (\n";
 
@@ -75,7 +77,7 @@ static int failed;
 /* One Row(...) line. */
 static void put_row(FILE *f, const char *name, const char *kind, int is_header,
                     const char *ctype, const char *extent, int has_extent, const char *dtype,
-                    int since, int default_is_zero)
+                    int since, int default_is_zero, const char *rule)
 {
     if (!ctype || (!is_header && !default_is_zero)) {
         /* a new C type or a non-zero default: fail the build rather than write a row that
@@ -100,8 +102,10 @@ static void put_row(FILE *f, const char *name, const char *kind, int is_header,
         fprintf(f, "\"%s\", ", dtype);
     else
         fputs("None, ", f);
-    fprintf(f, "%d, %s),\n", since,
+    fprintf(f, "%d, %s, \"", since,
             is_header || pointer ? "None" : !strcmp(ctype, "float") ? "0.0" : "0");
+    put_lower(f, rule);
+    fputs("\"),\n", f);
 }
 
 static void write_module(FILE *f)
@@ -112,7 +116,7 @@ static void write_module(FILE *f)
     put_row(f, #fld, #kind, ATTN_OPT_KIND_##kind == ATTN_OPT_KIND_HEADER, C_TYPE(init.fld),   \
             #extent, ATTN_OPT_EXTENT_##extent != ATTN_OPT_EXTENT_NONE,                        \
             ATTN_OPT_KIND_##kind == ATTN_OPT_KIND_TENSOR ? dtype_name(ATTN_DTYPE_##dtype) : NULL, \
-            since, init.fld == 0);
+            since, init.fld == 0, #rule);
     ATTN_OPTION_LIST(PY_ROW)
 #undef PY_ROW
     fputs(")\n", f);

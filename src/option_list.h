@@ -61,11 +61,12 @@
  * Adding an option: its member at the end of attn_options (include/attn.h,
  * documented there, ATTN_OPTIONS_INIT), one line here, its use in the
  * driver (which reads a value as pb->opt.<field>, src/problem.h), its
- * float64 reference and test, and its Python keyword (a row of
- * python/libattn/_keywords.py, after regenerating _options.py: the tests
- * say how). Its reading, its value rule or its pointer and dtype checks,
- * byte range, frozen offset, the ctypes mirror and the fuzzer's
- * struct_size model follow from the line.
+ * float64 reference and test. Its reading, its value rule or its pointer and
+ * dtype checks, byte range, frozen offset, the ctypes mirror and the
+ * fuzzer's struct_size model follow from the line, and so does a value's
+ * Python keyword (python/libattn/_keywords.py gives a value no row names a
+ * keyword of its name, checked by its rule; regenerate _options.py, the
+ * tests say how). A pointer option's keyword is a row of _keywords.py.
  */
 #ifndef ATTN_OPTION_LIST_H
 #define ATTN_OPTION_LIST_H

@@ -29,6 +29,7 @@ import math
 import numbers
 
 from . import _kvlayout
+from ._options import ROWS
 from ._capi import CAUSAL, MAX_KV_SPLITS, MAX_POSITION, DType, Options, has, lib, pool_for
 from ._capi import Tensor as _CTensor
 from ._tensor import as_operand, broadcast, materialize_columns, np
@@ -279,7 +280,35 @@ ATTENTION = ("scores", "weights", "forward", "backward", "mask_apply")
 # The cache layouts: with any of them set, _kvlayout.run_layout runs the call.
 LAYOUT = ("q_offsets", "kv_offsets", "cu_seqlens_q", "cu_seqlens_k", "block_table")
 
-KEYWORDS = (
+NOT_EXPOSED = {
+    "struct_size": "set for each call by _capi.OptionsArg: the size of the oldest "
+                   "attn_options that has every field the call sets",
+}
+
+
+def _default_keywords(by_hand):
+    """A keyword for each value field of _options.ROWS that no row of `by_hand`
+    and no NOT_EXPOSED entry names: named after the field, its value checked by the
+    field's rule as the library would (a negative integer or float is
+    refused where the rule wants >= 0), its help pointing at attn.h. So a new
+    value option reaches every operation without a row; a row of its own
+    replaces this when it needs another name, converter or help text."""
+    named = {f for k in by_hand for f in k.fields} | set(NOT_EXPOSED)
+    for row in ROWS:
+        if row.kind != "value" or row.name in named:
+            continue
+        nonneg = row.rule in ("cap", "nonneg", "splits")
+        if row.ctype == "float":
+            check = (lambda name, m: lambda v: float_arg(v, name, minimum=m))(
+                row.name, 0.0 if nonneg else None)
+        else:
+            check = (lambda name, m: lambda v: int_arg(v, name, m))(
+                row.name, 0 if nonneg else -(1 << 63))
+        yield Keyword(row.name, row.name, row.default, _value(row.name, check),
+                      "attn_options.%s (include/attn.h)." % row.name)
+
+
+_BY_HAND = (
     Keyword("causal", "flags", False, _causal,
             "bottom-right aligned causal mask."),
     # mask_apply's scores are already scaled
@@ -353,11 +382,10 @@ KEYWORDS = (
             "provides the workspace; results are identical for every\n"
             "`threads` value.", ops=("forward",)),
 )
+# every value field no row names (a new option of src/option_list.h) gets a
+# default row, before kv_splits
+KEYWORDS = _BY_HAND[:-1] + tuple(_default_keywords(_BY_HAND)) + _BY_HAND[-1:]
 
-NOT_EXPOSED = {
-    "struct_size": "set for each call by _capi.OptionsArg: the size of the oldest "
-                   "attn_options that has every field the call sets",
-}
 
 def side_inputs(kw, target):
     """{keyword: Operand or None}: the score-shaped tensors of `kw` broadcast

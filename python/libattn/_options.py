@@ -15,38 +15,40 @@ test 'python-options' fails when it differs from the list (then run
   since    the minor version of 1.x that appended it
   default  its value in ATTN_OPTIONS_INIT (None: NULL; struct_size: None,
            the binding sets it for each call)
+  rule     option_list.h's rule for a value: 'none', 'flags', 'finite',
+           'cap', 'nonneg' or 'splits'
 """
 
 import collections
 
-Row = collections.namedtuple("Row", "name kind ctype extent dtype since default")
+Row = collections.namedtuple("Row", "name kind ctype extent dtype since default rule")
 
 ROWS = (
-    Row("struct_size", "header", "uint32", None, None, 0, None),
-    Row("flags", "value", "uint32", None, None, 0, 0),
-    Row("scale", "value", "float", None, None, 0, 0.0),
-    Row("softcap", "value", "float", None, None, 0, 0.0),
-    Row("window", "value", "int64", None, None, 0, 0),
-    Row("q_lens", "i32", "int32*", "batch", None, 0, None),
-    Row("kv_lens", "i32", "int32*", "batch", None, 0, None),
-    Row("mask", "tensor", "tensor*", "scores", "bool", 0, None),
-    Row("bias", "tensor", "tensor*", "scores", "f32", 0, None),
-    Row("parallel_for", "hook", "fn*", None, None, 0, None),
-    Row("parallel_ctx", "hook", "void*", None, None, 0, None),
-    Row("window_right", "value", "int64", None, None, 1, 0),
-    Row("sinks", "tensor", "tensor*", "heads", "f32", 1, None),
-    Row("alibi_slopes", "tensor", "tensor*", "heads", "f32", 1, None),
-    Row("q_offsets", "i32", "int32*", "batch", None, 1, None),
-    Row("kv_offsets", "i32", "int32*", "batch", None, 1, None),
-    Row("block_table", "pages", "int32*", None, None, 1, None),
-    Row("block_table_stride", "value", "int64", None, None, 1, 0),
-    Row("block_size", "value", "int64", None, None, 1, 0),
-    Row("num_blocks", "value", "int64", None, None, 1, 0),
-    Row("q_pos", "i64", "int64*", "batch", None, 1, None),
-    Row("k_pos", "i64", "int64*", "batch", None, 1, None),
-    Row("workspace", "scratch", "void*", None, None, 1, None),
-    Row("workspace_size", "value", "size_t", None, None, 1, 0),
-    Row("kv_splits", "value", "int32", None, None, 1, 0),
-    Row("k_scale", "value", "float", None, None, 1, 0.0),
-    Row("v_scale", "value", "float", None, None, 1, 0.0),
+    Row("struct_size", "header", "uint32", None, None, 0, None, "none"),
+    Row("flags", "value", "uint32", None, None, 0, 0, "flags"),
+    Row("scale", "value", "float", None, None, 0, 0.0, "finite"),
+    Row("softcap", "value", "float", None, None, 0, 0.0, "cap"),
+    Row("window", "value", "int64", None, None, 0, 0, "nonneg"),
+    Row("q_lens", "i32", "int32*", "batch", None, 0, None, "none"),
+    Row("kv_lens", "i32", "int32*", "batch", None, 0, None, "none"),
+    Row("mask", "tensor", "tensor*", "scores", "bool", 0, None, "none"),
+    Row("bias", "tensor", "tensor*", "scores", "f32", 0, None, "none"),
+    Row("parallel_for", "hook", "fn*", None, None, 0, None, "none"),
+    Row("parallel_ctx", "hook", "void*", None, None, 0, None, "none"),
+    Row("window_right", "value", "int64", None, None, 1, 0, "nonneg"),
+    Row("sinks", "tensor", "tensor*", "heads", "f32", 1, None, "none"),
+    Row("alibi_slopes", "tensor", "tensor*", "heads", "f32", 1, None, "none"),
+    Row("q_offsets", "i32", "int32*", "batch", None, 1, None, "none"),
+    Row("kv_offsets", "i32", "int32*", "batch", None, 1, None, "none"),
+    Row("block_table", "pages", "int32*", None, None, 1, None, "none"),
+    Row("block_table_stride", "value", "int64", None, None, 1, 0, "none"),
+    Row("block_size", "value", "int64", None, None, 1, 0, "none"),
+    Row("num_blocks", "value", "int64", None, None, 1, 0, "none"),
+    Row("q_pos", "i64", "int64*", "batch", None, 1, None, "none"),
+    Row("k_pos", "i64", "int64*", "batch", None, 1, None, "none"),
+    Row("workspace", "scratch", "void*", None, None, 1, None, "none"),
+    Row("workspace_size", "value", "size_t", None, None, 1, 0, "none"),
+    Row("kv_splits", "value", "int32", None, None, 1, 0, "splits"),
+    Row("k_scale", "value", "float", None, None, 1, 0.0, "none"),
+    Row("v_scale", "value", "float", None, None, 1, 0.0, "none"),
 )

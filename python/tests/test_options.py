@@ -107,3 +107,20 @@ def test_calls_without_1_1_fields_fit_a_1_0_library():
     assert sized(k_scale=2.0) == v11
     assert sized(q_pos=[1, 2]) == v11
     assert sized(kv_offsets=[0, 1]) == v11
+
+
+def test_a_value_field_without_a_row_gets_a_default_keyword():
+    """A new value option of src/option_list.h reaches Python with no row:
+    simulated by leaving the softcap row out of the by-hand table."""
+    by_hand = tuple(k for k in _keywords._BY_HAND if k.name != "softcap")
+    auto = {k.name: k for k in _keywords._default_keywords(by_hand)}
+    assert list(auto) == ["softcap"]
+    k = auto["softcap"]
+    assert k.fields == ("softcap",) and k.default == 0.0
+    call = _keywords.Call(Shape(), {})
+    k.convert(2.5, call)
+    assert call.opt.softcap == 2.5
+    with pytest.raises(ValueError, match="softcap: must be >= 0"):
+        k.convert(-1.0, call)  # its rule, CAP, wants >= 0
+    # the rows the table has now: none is left to the default
+    assert not list(_keywords._default_keywords(_keywords._BY_HAND))
