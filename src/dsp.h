@@ -30,21 +30,21 @@
 extern "C" {
 #endif
 
-/* Index of the K/V dtype variants in the table: the attn_dtype values, one
-   per line of src/dtype_list.h. Index 3 (ATTN_DTYPE_BOOL) is no K/V dtype:
-   its slots stay NULL. The float dtypes come first (checked below), so the
-   query conversion (to_f32 of q, which is F32/F16/BF16) and the float-only
-   loops use [0, ATTN_KV_FLOAT_DTYPES). */
+/* Index of the K/V dtype variants in the table: ATTN_KV_<ID> is the
+   attn_dtype value, one per line of src/dtype_list.h (the BOOL index is no
+   K/V dtype: its slots stay NULL). The float dtypes come first (counted and
+   checked below), so the query conversion (to_f32 of q, which is
+   F32/F16/BF16) and the float-only loops use [0, ATTN_KV_FLOAT_DTYPES). */
+#define ATTN_KV_X_INDEX(ID, name, block, bytes, kind, q, kv, out) ATTN_KV_##ID = ATTN_DTYPE_##ID,
+#define ATTN_KV_X_FLOAT(ID, name, block, bytes, kind, q, kv, out) \
+    +(ATTN_DTYPE_KIND_##kind == ATTN_DTYPE_KIND_FLOAT)
 enum {
-    ATTN_KV_F32 = ATTN_DTYPE_F32,
-    ATTN_KV_F16 = ATTN_DTYPE_F16,
-    ATTN_KV_BF16 = ATTN_DTYPE_BF16,
-    ATTN_KV_FLOAT_DTYPES = 3,
-    ATTN_KV_Q8_0 = ATTN_DTYPE_Q8_0,
-    ATTN_KV_Q4_0 = ATTN_DTYPE_Q4_0,
-    ATTN_KV_FP8 = ATTN_DTYPE_FP8_E4M3,
+    ATTN_DTYPE_LIST(ATTN_KV_X_INDEX)
+    ATTN_KV_FLOAT_DTYPES = 0 ATTN_DTYPE_LIST(ATTN_KV_X_FLOAT),
     ATTN_KV_DTYPES = ATTN_DTYPE_COUNT
 };
+#undef ATTN_KV_X_INDEX
+#undef ATTN_KV_X_FLOAT
 #define ATTN_KV_X_FLOAT_FIRST(ID, name, block, bytes, kind, q, kv, out)              \
     ATTN_DTYPE_STATIC_ASSERT(((int)ATTN_DTYPE_##ID < (int)ATTN_KV_FLOAT_DTYPES) ==        \
                                  (ATTN_DTYPE_KIND_##kind == ATTN_DTYPE_KIND_FLOAT),   \

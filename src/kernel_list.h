@@ -124,7 +124,7 @@ enum {
     ATTN_KV_IDX_bf16 = ATTN_KV_BF16,
     ATTN_KV_IDX_q8_0 = ATTN_KV_Q8_0,
     ATTN_KV_IDX_q4_0 = ATTN_KV_Q4_0,
-    ATTN_KV_IDX_fp8 = ATTN_KV_FP8
+    ATTN_KV_IDX_fp8 = ATTN_KV_FP8_E4M3
 };
 
 /* The table member a row fills: an element of a KV slot's array, or the

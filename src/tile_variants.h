@@ -52,29 +52,40 @@
     ATTN_FILE_##file(ATTN_TILE_KERNEL, isa)                                                  \
     ATTN_KERNEL_FILE(file, isa, ext)
 
-/* Bytes per stride unit of a K/V dtype (one value, or one 32-value block). */
+/* The dtype facts of src/dtype_list.h, as switches the compiler folds for
+   the constant dtype of an instantiated body. */
+#define ATTN_KV_X_UNIT(ID, name, block, bytes, kind, q, kv, out) \
+    case ATTN_DTYPE_##ID: return bytes;
+#define ATTN_KV_X_KIND(ID, name, block, bytes, kind, q, kv, out) \
+    case ATTN_DTYPE_##ID: return ATTN_DTYPE_KIND_##kind;
+
+/* Bytes per stride unit of a K/V dtype (one value, or one block). */
 static inline __attribute__((always_inline)) size_t attn_kv_unit_bytes(int dt)
 {
     switch (dt) {
-    case ATTN_KV_F32: return 4;
-    case ATTN_KV_F16:
-    case ATTN_KV_BF16: return 2;
-    case ATTN_KV_Q8_0: return ATTN_Q8_0_BYTES;
-    case ATTN_KV_Q4_0: return ATTN_Q4_0_BYTES;
-    default: return 1; /* FP8 */
+        ATTN_DTYPE_LIST(ATTN_KV_X_UNIT)
     }
+    return 1;
+}
+
+static inline __attribute__((always_inline)) int attn_kv_kind(int dt)
+{
+    switch (dt) {
+        ATTN_DTYPE_LIST(ATTN_KV_X_KIND)
+    }
+    return -1;
 }
 
 /* The block formats (Q8_0, Q4_0): ATTN_QBLOCK values per stride unit. */
 static inline __attribute__((always_inline)) int attn_kv_is_block(int dt)
 {
-    return dt == ATTN_KV_Q8_0 || dt == ATTN_KV_Q4_0;
+    return attn_kv_kind(dt) == ATTN_DTYPE_KIND_QBLOCK;
 }
 
 /* The quantized dtypes: decoding costs more than widening. */
 static inline __attribute__((always_inline)) int attn_kv_is_quant(int dt)
 {
-    return attn_kv_is_block(dt) || dt == ATTN_KV_FP8;
+    return attn_kv_is_block(dt) || attn_kv_kind(dt) == ATTN_DTYPE_KIND_FP8;
 }
 
 /* Bytes of n values of a K/V row. */

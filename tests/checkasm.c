@@ -188,7 +188,7 @@ static void fill_kv(checkasm *c, unsigned char *x, int dt, size_t units)
             h = (uint16_t)((pick(c, 7, 14) << 10) | (next(c) & 0x3ffu));
             memcpy(e, &h, 2);
             break;
-        case ATTN_KV_FP8:
+        case ATTN_KV_FP8_E4M3:
             if ((e[0] & 0x7f) == 0x7f)
                 e[0] &= 0xfe; /* S.1111.111 is NaN */
             break;

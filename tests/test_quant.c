@@ -27,7 +27,7 @@
 #include "ref_quant.h"
 #include "tolerance.h"
 
-static const int quant_dts[] = {ATTN_KV_Q8_0, ATTN_KV_Q4_0, ATTN_KV_FP8};
+static const int quant_dts[] = {ATTN_KV_Q8_0, ATTN_KV_Q4_0, ATTN_KV_FP8_E4M3};
 #define N_QUANT_DTS 3
 
 static const char *qname(int dt)
@@ -41,7 +41,7 @@ static size_t pick_dim(rng *g, int dt)
     static const int64_t block_dims[] = {32, 64, 96, 128, 160, 192, 256};
     static const int64_t fp8_dims[] = {1, 3, 4, 5, 7, 8, 15, 16, 17, 31, 32, 33, 63, 64, 65,
                                        100, 127, 128, 129, 256};
-    if (dt == ATTN_KV_FP8)
+    if (dt == ATTN_KV_FP8_E4M3)
         return (size_t)rng_pick(g, fp8_dims, sizeof fp8_dims / sizeof fp8_dims[0]);
     return (size_t)rng_pick(g, block_dims, sizeof block_dims / sizeof block_dims[0]);
 }
@@ -54,7 +54,7 @@ static size_t pick_dim(rng *g, int dt)
  */
 static void random_row(rng *g, int dt, unsigned char *row, size_t n, double mag)
 {
-    if (dt == ATTN_KV_FP8) {
+    if (dt == ATTN_KV_FP8_E4M3) {
         for (size_t t = 0; t < n; t++) {
             uint8_t x;
             do
@@ -305,7 +305,7 @@ static void check_all_e4m3(const attn_dsp *t)
     for (int shift = 0; shift < 8; shift++) {
         for (int i = 0; i < 256 + 7; i++)
             bytes[i] = (unsigned char)(i - shift);
-        t->to_f32[ATTN_KV_FP8](bytes, out, 256 + 7);
+        t->to_f32[ATTN_KV_FP8_E4M3](bytes, out, 256 + 7);
         for (int i = 0; i < 256 + 7; i++) {
             const double want = ref_e4m3_to_double(bytes[i]);
             if (isnan(want))
@@ -416,9 +416,9 @@ static void make_qproblem(qproblem *P, rng *g, int kdt, int vdt, int decode)
     s->kv_len = rng_int(g, 1, 300);
     s->q_len = decode ? 1 : rng_int(g, 1, 80);
     s->head_dim = 32 * rng_int(g, 1, 4);
-    if (kdt == ATTN_KV_FP8 && rng_int(g, 0, 1))
+    if (kdt == ATTN_KV_FP8_E4M3 && rng_int(g, 0, 1))
         s->head_dim = rng_int(g, 1, 130);
-    s->v_dim = vdt == ATTN_KV_FP8 ? rng_int(g, 1, 130) : 32 * rng_int(g, 1, 4);
+    s->v_dim = vdt == ATTN_KV_FP8_E4M3 ? rng_int(g, 1, 130) : 32 * rng_int(g, 1, 4);
     P->kdt = kdt;
     P->vdt = vdt;
     P->opt = (attn_options)ATTN_OPTIONS_INIT;
@@ -432,9 +432,9 @@ static void make_qproblem(qproblem *P, rng *g, int kdt, int vdt, int decode)
             P->kv_lens[b] = (int32_t)rng_int(g, 0, s->kv_len);
         P->opt.kv_lens = P->kv_lens;
     }
-    if (kdt == ATTN_KV_FP8)
+    if (kdt == ATTN_KV_FP8_E4M3)
         P->opt.k_scale = rng_float(g, 0.001f, 0.05f); /* not a power of two */
-    if (vdt == ATTN_KV_FP8)
+    if (vdt == ATTN_KV_FP8_E4M3)
         P->opt.v_scale = rng_float(g, 0.001f, 0.05f);
 
     const int blhd = (int)rng_int(g, 0, 1);
@@ -472,7 +472,7 @@ static void make_qproblem(qproblem *P, rng *g, int kdt, int vdt, int decode)
                                                      ref_quant_unit_bytes(dts[x]);
                     /* magnitudes ~1 for the block formats; FP8 spans its range */
                     fill_rows(g, dts[x], rowp, 1, (size_t)units, (size_t)cols[x],
-                              dts[x] == ATTN_KV_FP8 ? 448.0 : 2.0, dec);
+                              dts[x] == ATTN_KV_FP8_E4M3 ? 448.0 : 2.0, dec);
                     const size_t at = (size_t)(((b * s->kv_heads + h) * s->kv_len + r) * cols[x]);
                     for (int64_t c = 0; c < cols[x]; c++)
                         (*dense[x])[at + (size_t)c] = (float)dec[c]; /* exact */
@@ -508,7 +508,7 @@ static void free_qproblem(qproblem *P)
 static attn_options ref_options(const qproblem *P)
 {
     attn_options o = P->opt;
-    if (P->kdt == ATTN_KV_FP8)
+    if (P->kdt == ATTN_KV_FP8_E4M3)
         o.scale = P->opt.scale * P->opt.k_scale;
     o.k_scale = o.v_scale = 0.0f;
     return o;
@@ -548,11 +548,11 @@ static void check_qproblem(const attn_dsp *t, qproblem *P, int op)
         expect_near("weights vs float64", P->scores.data, s->kv_len, r.p, r.p_err, rows,
                     (size_t)s->kv_len);
     } else {
-        const double vs = P->vdt == ATTN_KV_FP8 ? (double)P->opt.v_scale : 1.0;
+        const double vs = P->vdt == ATTN_KV_FP8_E4M3 ? (double)P->opt.v_scale : 1.0;
         for (size_t i = 0; i < rows * (size_t)s->v_dim; i++) {
             r.o[i] *= vs; /* v_scale is linear; this double rounding (2^-53) is far below the bound */
             r.o_err[i] *= vs;
-            if (P->vdt == ATTN_KV_FP8) /* the extra rounding of the v_scale multiply */
+            if (P->vdt == ATTN_KV_FP8_E4M3) /* the extra rounding of the v_scale multiply */
                 r.o_err[i] += TOL_VSCALE_REL * TOL_U * fabs(r.o[i]) + TOL_VSCALE_ABS;
         }
         expect_near("out vs float64", P->out.data, s->v_dim, r.o, r.o_err, rows,
@@ -633,10 +633,10 @@ ParameterizedTest(isa_row *row, quant, paged_cache, .timeout = ATTN_TEST_TIMEOUT
         double dec[DV > D ? DV : D];
         for (int r = 0; r < NB * BS * HKV; r++) {
             random_row(g, kdt, kp + (size_t)(r * ku) * kub, D, 2.0);
-            random_row(g, ATTN_KV_FP8, vp + (size_t)(r * vu), DV, 448.0);
+            random_row(g, ATTN_KV_FP8_E4M3, vp + (size_t)(r * vu), DV, 448.0);
         }
         const attn_tensor tk = {kp, kdt, BS * HKV * ku, ku, HKV * ku};
-        const attn_tensor tv = {vp, ATTN_KV_FP8, BS * HKV * vu, vu, HKV * vu};
+        const attn_tensor tv = {vp, ATTN_KV_FP8_E4M3, BS * HKV * vu, vu, HKV * vu};
         float *kf = xmalloc((size_t)(B * HKV * LK * D) * 4), *vf = xmalloc((size_t)(B * HKV * LK * DV) * 4);
         for (int b = 0; b < B; b++)
             for (int h = 0; h < HKV; h++)
@@ -649,7 +649,7 @@ ParameterizedTest(isa_row *row, quant, paged_cache, .timeout = ATTN_TEST_TIMEOUT
                         kf[((b * HKV + h) * LK + j) * D + c] = (float)dec[c];
                     for (int c = 0; c < DV; c++)
                         vf[((b * HKV + h) * LK + j) * DV + c] =
-                            (float)ref_quant_value(ATTN_KV_FP8, vp + at * (size_t)vu, (size_t)c);
+                            (float)ref_quant_value(ATTN_KV_FP8_E4M3, vp + at * (size_t)vu, (size_t)c);
                 }
         float q[B * HQ * LQ * D], out[B * HQ * LQ * DV];
         rng_fill(g, q, B * HQ * LQ * D, -1.0f, 1.0f);

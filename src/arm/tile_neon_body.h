@@ -94,7 +94,7 @@ static ALWAYS_INLINE float32x4_t load4(int dt, const unsigned char *row, size_t 
         uint16x4_t h = vld1_u16((const uint16_t *)row + t);
         return dt == ATTN_KV_F16 ? widen_f16(h) : widen_bf16(h);
     }
-    if (dt == ATTN_KV_FP8) {
+    if (dt == ATTN_KV_FP8_E4M3) {
         uint32_t b;
         memcpy(&b, row + t, sizeof b);
         const int8x8_t x = vreinterpret_s8_u32(vdup_n_u32(b));
@@ -124,10 +124,10 @@ static ALWAYS_INLINE float32x4_t load4_part(int dt, const unsigned char *row, si
 {
     if (dt == ATTN_KV_F32)
         return load_part((const float *)row + t, n, 0.0f);
-    if (dt == ATTN_KV_FP8) {
+    if (dt == ATTN_KV_FP8_E4M3) {
         unsigned char buf[8] = {0};
         memcpy(buf, row + t, n);
-        return load4(ATTN_KV_FP8, buf, 0);
+        return load4(ATTN_KV_FP8_E4M3, buf, 0);
     }
     const uint16_t *p = (const uint16_t *)row + t;
     uint16x4_t h = vld1_lane_u16(p, vdup_n_u16(0), 0);

@@ -90,7 +90,7 @@ static ALWAYS_INLINE __m256 load8(int dt, const unsigned char *row, size_t t)
         __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)row + t));
         return dt == ATTN_KV_F16 ? widen_f16(h) : widen_bf16(h);
     }
-    if (dt == ATTN_KV_FP8)
+    if (dt == ATTN_KV_FP8_E4M3)
         return fp8_8(_mm_loadl_epi64((const __m128i *)(row + t)));
     const unsigned char *blk = row + t / ATTN_QBLOCK * unit_bytes(dt);
     __m256i iv;
@@ -112,7 +112,7 @@ static ALWAYS_INLINE __m256 load8_part(int dt, const unsigned char *row, size_t 
 {
     if (dt == ATTN_KV_F32)
         return _mm256_maskload_ps((const float *)row + t, first_lanes(n));
-    if (dt == ATTN_KV_FP8) {
+    if (dt == ATTN_KV_FP8_E4M3) {
         unsigned char buf[16] = {0};
         memcpy(buf, row + t, n);
         return fp8_8(_mm_loadl_epi64((const __m128i *)buf));
@@ -133,7 +133,7 @@ static ALWAYS_INLINE __m256 load8_part(int dt, const unsigned char *row, size_t 
 static ALWAYS_INLINE void load16(int dt, const unsigned char *row, size_t t, __m256 *lo,
                                  __m256 *hi)
 {
-    if (dt == ATTN_KV_FP8) {
+    if (dt == ATTN_KV_FP8_E4M3) {
         const __m128i x = _mm_loadu_si128((const __m128i *)(row + t));
         const __m256i h = _mm256_and_si256(_mm256_slli_epi16(_mm256_cvtepi8_epi16(x), 7),
                                            _mm256_set1_epi16((short)0xBF80));

@@ -117,7 +117,7 @@ ATTN_AVX512_INLINE __m512 load16(int dt, const unsigned char *row, size_t t)
             return _mm512_cvtph_ps(h);
         return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
     }
-    if (dt == ATTN_KV_FP8)
+    if (dt == ATTN_KV_FP8_E4M3)
         return fp8_16(_mm_loadu_si128((const __m128i *)(row + t)));
     const unsigned char *blk = row + t / ATTN_QBLOCK * unit_bytes(dt);
     __m512i iv;
@@ -139,7 +139,7 @@ ATTN_AVX512_INLINE __m512 maskz_load16(int dt, __mmask16 m, const unsigned char 
 {
     if (dt == ATTN_KV_F32)
         return _mm512_maskz_loadu_ps(m, (const float *)row + t);
-    if (dt == ATTN_KV_FP8)
+    if (dt == ATTN_KV_FP8_E4M3)
         return fp8_16(_mm_maskz_loadu_epi8(m, row + t));
     __m256i h = _mm256_maskz_loadu_epi16(m, (const uint16_t *)row + t);
     if (dt == ATTN_KV_F16)
