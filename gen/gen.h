@@ -23,13 +23,13 @@
  *      an allocator the consumer may replace (the tests' canary-guarded
  *      buffers, the fuzzers' guard pages).
  *
- * The option part walks src/option_list.h: a line without a rule here gets
+ * The option part walks src/option_list.h: a line without a rule in gen.c gets
  * its kind's default draw (a VALUE: mostly its ATTN_OPTIONS_INIT value,
  * else a small positive number; a TENSOR: absent or present with random
  * contents of its dtype and view; an array: absent), and the materialiser
  * allocates, fills and points at any TENSOR, I32 or I64 option by its
- * line. Every problem drawn is valid (attn.h): consumers that test errors
- * corrupt a materialised problem themselves.
+ * line. Every problem drawn is valid (attn.h) when the pins are: consumers
+ * that test errors corrupt a materialised problem themselves.
  *
  * Public API only: attn.h and the lists src/option_list.h and
  * src/dtype_list.h (data on attn.h), so tools/ and bench/ may link it.
