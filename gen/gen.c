@@ -1160,6 +1160,10 @@ int gen_materialise(gen_bufs *m, const gen_problem *d, uint64_t seed, unsigned f
         uint64_t st = stream_of(seed, r);
         const int64_t cols = r == GEN_V ? dv : hd, heads = r == GEN_Q ? Hq : Hkv;
         const float scale = r == GEN_K ? d->opt.k_scale : r == GEN_V ? d->opt.v_scale : 0.0f;
+        /* every byte written, so a seed gives the same bytes: NaN (every
+           dtype's all-ones bytes are a NaN) between rows, and with poison
+           everywhere but the rows of the sequences (nothing else may be read) */
+        memset(m->data[r], 0xff, m->bytes[r]);
         if (!poison) {
             if (r != GEN_Q && m->table) { /* every slot of every block */
                 for (int64_t blk = 0; blk < m->opt.num_blocks && !rc; blk++)
@@ -1173,9 +1177,6 @@ int gen_materialise(gen_bufs *m, const gen_problem *d, uint64_t seed, unsigned f
             }
             continue;
         }
-        /* NaN everywhere (every dtype's all-ones bytes are a NaN), then the
-           rows of the sequences: nothing else may be read */
-        memset(m->data[r], 0xff, m->bytes[r]);
         for (int64_t b = 0; b < B && !rc; b++) {
             const int64_t n = r == GEN_Q ? gen_seq_q(d, b) : gen_seq_kv(d, b);
             const int64_t off = r == GEN_Q ? gen_q_offset(d, b) : gen_kv_offset(d, b);
@@ -1211,6 +1212,7 @@ int gen_materialise(gen_bufs *m, const gen_problem *d, uint64_t seed, unsigned f
         if (rc)
             break;
         uint64_t st = stream_of(seed, role);
+        memset(m->data[role], option_dtypes[pos] == ATTN_DTYPE_BOOL ? 0 : 0xff, m->bytes[role]);
         rc = fill_all(&m->t[role], B, Hq, nl, cols, &d->val[role], &st, Hq, 0.0f, row);
         const attn_tensor *tp = &m->t[role];
         memcpy((char *)&m->opt + option_offsets[pos], &tp, sizeof tp);
