@@ -756,16 +756,6 @@ void gen_free(gen_problem *d)
     }
 }
 
-void gen_copy(gen_problem *dst, const gen_problem *src)
-{
-    *dst = *src;
-    for (int i = 0; i < ATTN_OPTION_COUNT; i++)
-        if (src->ints[i]) {
-            dst->ints[i] = batch_array(src->shape.batch);
-            memcpy(dst->ints[i], src->ints[i], (size_t)src->shape.batch * sizeof(int64_t));
-        }
-}
-
 int64_t gen_seq_q(const gen_problem *d, int64_t b)
 {
     return d->ints[POS(q_lens)] ? d->ints[POS(q_lens)][b] : d->shape.q_len;

@@ -245,8 +245,6 @@ typedef struct gen_problem {
  */
 int gen_draw(gen_problem *d, gen_src *src, const gen_profile *p);
 void gen_free(gen_problem *d);
-/* A copy that owns its arrays. */
-void gen_copy(gen_problem *dst, const gen_problem *src);
 
 /* Query rows, keys and first rows of sequence b (lengths: the option, or
    the longest sequence; offsets: the option, or 0). */
