@@ -11,7 +11,8 @@
  *      (target within 1.2: both see about 1024 keys per query).
  *
  * Single thread (parallel_for NULL), timed by the thread's CPU clock, the
- * active ISA (ATTN_ISA=... to pick one), f32 inputs, head_dim 128. Usage: attn_mods_ratios [repetitions]
+ * active ISA (ATTN_ISA=... to pick one), f32 inputs, head_dim 128, the
+ * problems from the problem generator (gen/gen.h). Usage: attn_mods_ratios [repetitions]
  * (default 7). Prints one line per variant and the ratios.
  */
 #include <math.h>
@@ -22,6 +23,7 @@
 #include <time.h>
 
 #include "attn.h"
+#include "gen.h"
 
 /* CPU time of this thread: on a machine shared with other work, wall time
    mostly measures the scheduler; the forward runs on this thread only. */
@@ -32,21 +34,32 @@ static double now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static float *alloc_filled(size_t n, unsigned seed)
+/* A forward problem from the generator (gen/gen.h), every choice pinned or
+   off: B = 1, H heads, L queries and keys, d = 128, f32, values in [-1, 1);
+   with ALiBi's standard slopes and sinks when asked. */
+static void problem_of(gen_problem *d, gen_bufs *m, int64_t H, int64_t L, int causal,
+                       int modifiers)
 {
-    float *p = malloc(n * sizeof(float));
-    if (!p) {
+    gen_profile p;
+    gen_profile_init(&p);
+    p.work_cap = 0;
+    gen_pin(&p, GEN_C_KV_HEADS, H);
+    gen_pin(&p, GEN_C_Q_LEN, L);
+    gen_pin(&p, GEN_C_KV_LEN, L);
+    gen_pin(&p, GEN_C_HEAD_DIM, 128);
+    gen_pin(&p, GEN_C_OPT(flags), causal ? ATTN_CAUSAL : 0);
+    gen_pin(&p, GEN_C_OPT(alibi_slopes), modifiers);
+    gen_pin(&p, GEN_C_OPT(sinks), modifiers);
+    gen_pin(&p, GEN_C_BROADCAST_OPT, 1); /* per head */
+    for (int r = GEN_Q; r <= GEN_V; r++)
+        p.val[r].lo = -1.0f, p.val[r].hi = 1.0f;
+    p.val[GEN_OPT(alibi_slopes)] = (gen_values){GEN_VAL_ALIBI, 1.0f, 1.0f, 0, 0, 0, 0, 0, 0};
+    gen_src fixed = {NULL, NULL};
+    gen_draw(d, &fixed, &p);
+    if (gen_materialise(m, d, 1, GEN_M_OUT, NULL) != 0) {
         fprintf(stderr, "out of memory\n");
         exit(1);
     }
-    uint64_t s = seed * 0x9e3779b97f4a7c15ull + 1;
-    for (size_t i = 0; i < n; i++) {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
-        p[i] = (float)((double)(s >> 11) / 9007199254740992.0 * 2.0 - 1.0);
-    }
-    return p;
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -105,17 +118,12 @@ int main(int argc, char **argv)
     /* ---- 1 and 2: causal prefill, H = 4, L = 2048, d = 128 */
     {
         const int64_t H = 4, L = 2048, D = 128;
-        attn_shape s = {1, H, H, L, L, D, D};
-        const size_t n = (size_t)(H * L * D);
-        attn_tensor q = {alloc_filled(n, 1), ATTN_DTYPE_F32, H * L * D, L * D, D};
-        attn_tensor k = {alloc_filled(n, 2), ATTN_DTYPE_F32, H * L * D, L * D, D};
-        attn_tensor v = {alloc_filled(n, 3), ATTN_DTYPE_F32, H * L * D, L * D, D};
-        attn_tensor o = {alloc_filled(n, 4), ATTN_DTYPE_F32, H * L * D, L * D, D};
-        float slopes[4], sinks[4];
-        for (int h = 0; h < 4; h++) {
-            slopes[h] = powf(2.0f, -2.0f * (float)(h + 1)); /* ALiBi's 2^(-8i/H), H = 4 */
-            sinks[h] = 0.5f * (float)h;
-        }
+        gen_problem pd;
+        gen_bufs m;
+        problem_of(&pd, &m, H, L, 1, 1);
+        const attn_tensor *ts = &m.t[GEN_OPT(alibi_slopes)], *tz = &m.t[GEN_OPT(sinks)];
+        for (int h = 0; h < H; h++) /* ALiBi's 2^(-8i/H), H = 4, and these sinks */
+            *(float *)gen_at(tz, 0, h, 0, 0) = 0.5f * (float)h;
         /* the explicit tensor a caller materialises without alibi_slopes */
         float *bias = malloc((size_t)(H * L * L) * sizeof(float));
         if (!bias)
@@ -123,55 +131,47 @@ int main(int argc, char **argv)
         for (int64_t h = 0; h < H; h++)
             for (int64_t i = 0; i < L; i++)
                 for (int64_t j = 0; j < L; j++)
-                    bias[(h * L + i) * L + j] = -slopes[h] * (float)llabs(i - j);
-        attn_tensor ts = {slopes, ATTN_DTYPE_F32, 0, 1, 0};
-        attn_tensor tz = {sinks, ATTN_DTYPE_F32, 0, 1, 0};
+                    bias[(h * L + i) * L + j] =
+                        -*(const float *)gen_at(ts, 0, h, 0, 0) * (float)llabs(i - j);
         attn_tensor tb = {bias, ATTN_DTYPE_F32, H * L * L, L * L, L};
         variant vs[4];
         for (int i = 0; i < 4; i++) {
-            attn_options d = ATTN_OPTIONS_INIT;
-            d.flags = ATTN_CAUSAL;
-            vs[i].opt = d;
+            vs[i].opt = m.opt;
+            vs[i].opt.alibi_slopes = vs[i].opt.sinks = NULL;
         }
         vs[0].name = "causal forward, plain";
         vs[1].name = "causal forward, alibi_slopes";
-        vs[1].opt.alibi_slopes = &ts;
+        vs[1].opt.alibi_slopes = ts;
         vs[2].name = "causal forward, explicit bias tensor";
         vs[2].opt.bias = &tb;
         vs[3].name = "causal forward, sinks";
-        vs[3].opt.sinks = &tz;
+        vs[3].opt.sinks = tz;
         double med[4];
         printf("forward B=1 H=%lld L=%lld d=%lld, causal:\n", (long long)H, (long long)L,
                (long long)D);
-        measure(&s, &q, &k, &v, &o, vs, 4, reps, med);
+        measure(&m.shape, &m.t[GEN_Q], &m.t[GEN_K], &m.t[GEN_V], &m.t[GEN_OUT], vs, 4, reps, med);
         printf("  ratio alibi / plain          %.3f  (target <= 1.05)\n", med[1] / med[0]);
         printf("  ratio bias tensor / alibi    %.3f  (ALiBi faster by %.1f %%)\n",
                med[2] / med[1], 100.0 * (1.0 - med[1] / med[2]));
         printf("  ratio sinks / plain          %.3f  (target <= 1.02)\n", med[3] / med[0]);
         free(bias);
-        free(q.data);
-        free(k.data);
-        free(v.data);
-        free(o.data);
+        gen_release(&m);
+        gen_free(&pd);
     }
 
     /* ---- 3: L = 8192, two-sided 512 + 512 vs causal window 1024 */
     {
         const int64_t H = 2, L = 8192, D = 128;
-        attn_shape s = {1, H, H, L, L, D, D};
-        const size_t n = (size_t)(H * L * D);
-        attn_tensor q = {alloc_filled(n, 5), ATTN_DTYPE_F32, H * L * D, L * D, D};
-        attn_tensor k = {alloc_filled(n, 6), ATTN_DTYPE_F32, H * L * D, L * D, D};
-        attn_tensor v = {alloc_filled(n, 7), ATTN_DTYPE_F32, H * L * D, L * D, D};
-        attn_tensor o = {alloc_filled(n, 8), ATTN_DTYPE_F32, H * L * D, L * D, D};
+        gen_problem pd;
+        gen_bufs m;
+        problem_of(&pd, &m, H, L, 0, 0);
         variant vs[2];
-        attn_options d = ATTN_OPTIONS_INIT;
         vs[0].name = "two-sided window 512 + 512 (513/513)";
-        vs[0].opt = d;
+        vs[0].opt = m.opt;
         vs[0].opt.window = 513;
         vs[0].opt.window_right = 513;
         vs[1].name = "causal window 1024";
-        vs[1].opt = d;
+        vs[1].opt = m.opt;
         vs[1].opt.flags = ATTN_CAUSAL;
         vs[1].opt.window = 1024;
         /* visible (query, key) pairs of each, for the per-pair comparison */
@@ -185,16 +185,14 @@ int main(int argc, char **argv)
         double med[2];
         printf("forward B=1 H=%lld L=%lld d=%lld, local windows:\n", (long long)H, (long long)L,
                (long long)D);
-        measure(&s, &q, &k, &v, &o, vs, 2, reps, med);
+        measure(&m.shape, &m.t[GEN_Q], &m.t[GEN_K], &m.t[GEN_V], &m.t[GEN_OUT], vs, 2, reps, med);
         printf("  ratio two-sided / causal window   %.3f  (visible pairs %.3f; target within "
                "1.2)\n",
                med[0] / med[1], pairs[0] / pairs[1]);
         printf("  per visible pair                  %.3f\n",
                (med[0] / pairs[0]) / (med[1] / pairs[1]));
-        free(q.data);
-        free(k.data);
-        free(v.data);
-        free(o.data);
+        gen_release(&m);
+        gen_free(&pd);
     }
     return 0;
 }

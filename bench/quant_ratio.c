@@ -12,7 +12,8 @@
  *   attn_quant_ratio [--reps N] [--threads N] [--isa NAME] [--decode-calls N]
  *   (defaults: 9 repetitions; decode: 1 call per repetition, 9 x LAYERS of them)
  *
- * The caches are quantized from the same f32 values with attn_quantize.
+ * The problems come from the problem generator (gen/gen.h); the caches are
+ * quantized from the same f32 values with attn_quantize.
  * Decode cycles through LAYERS copies of each cache, as a model's decode
  * step reads one cache per layer: together they exceed the last-level
  * cache, so every call streams its K and V from memory as in an engine (a
@@ -28,7 +29,7 @@
 #include <time.h>
 
 #include "attn.h"
-#include "../src/dtype_list.h"
+#include "gen.h"
 
 static double now(void)
 {
@@ -37,34 +38,15 @@ static double now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* The order of the variants in a repetition (a permutation per repetition). */
 static uint64_t rng_state = 0x9e3779b97f4a7c15u;
-static float rnd(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (float)(rng_state >> 40) / (float)(1u << 24) * 2.0f - 1.0f;
-}
-
-static uint16_t to_f16(float f) /* round to nearest even, |f| small and normal here */
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    const uint32_t sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
-    if (a < 0x38800000u)
-        return (uint16_t)sign; /* flush: the values here are never that small */
-    uint32_t h = (a >> 13) - (112u << 10);
-    const uint32_t rest = a & 0x1fffu;
-    if (rest > 0x1000u || (rest == 0x1000u && (h & 1u)))
-        h++;
-    return (uint16_t)(sign | h);
-}
 
 typedef struct variant {
     const char *name;
     int32_t dtype;
-    void *k[LAYERS], *v[LAYERS]; /* prefill uses layer 0 only */
-    int64_t units; /* stride units per row */
+    gen_problem g; /* the problem, from the generator (gen/gen.h) */
+    gen_bufs m;
+    void *k[LAYERS], *v[LAYERS]; /* layer 0: m's own; prefill uses layer 0 only */
     double *times;
 } variant;
 
@@ -80,53 +62,65 @@ static double median(double *x, int n)
     return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
 }
 
-static void *make_kv(int32_t dtype, const float *src, int64_t rows, int64_t d, int64_t *units)
+/*
+ * The variant's problem: the shape pinned, K and V of its dtype (the block
+ * formats and FP8 quantized by attn_quantize from the f32 values every
+ * variant draws alike: the same seed and stream), and `layers` copies of
+ * its caches.
+ */
+static void make_variant(variant *v, const attn_shape *s, int causal, int layers)
 {
-    switch (dtype) {
-    case ATTN_DTYPE_F32: {
-        float *p = malloc((size_t)(rows * d) * 4);
-        memcpy(p, src, (size_t)(rows * d) * 4);
-        *units = d;
-        return p;
+    gen_profile p;
+    gen_profile_init(&p);
+    p.work_cap = 0;
+    gen_pin(&p, GEN_C_BATCH, s->batch);
+    gen_pin(&p, GEN_C_KV_HEADS, s->kv_heads);
+    gen_pin(&p, GEN_C_GROUP, s->q_heads / s->kv_heads);
+    gen_pin(&p, GEN_C_Q_LEN, s->q_len);
+    gen_pin(&p, GEN_C_KV_LEN, s->kv_len);
+    gen_pin(&p, GEN_C_HEAD_DIM, s->head_dim);
+    gen_pin(&p, GEN_C_K_DTYPE, v->dtype);
+    gen_pin(&p, GEN_C_OPT(flags), causal ? ATTN_CAUSAL : 0);
+    for (int r = GEN_Q; r <= GEN_V; r++)
+        p.val[r].lo = -1.0f, p.val[r].hi = 1.0f;
+    gen_src fixed = {NULL, NULL};
+    gen_draw(&v->g, &fixed, &p);
+    if (gen_materialise(&v->m, &v->g, 1, GEN_M_OUT, NULL) != 0) {
+        fprintf(stderr, "%s: out of memory, or attn_quantize failed\n", v->name);
+        exit(1);
     }
-    case ATTN_DTYPE_F16: {
-        uint16_t *p = malloc((size_t)(rows * d) * 2);
-        for (int64_t i = 0; i < rows * d; i++)
-            p[i] = to_f16(src[i]);
-        *units = d;
-        return p;
-    }
-    default: {
-        int64_t block = 1;
-        size_t ub = 1;
-        switch (dtype) { /* src/dtype_list.h: data on attn.h only */
-#define UNIT_OF(ID, name, blk, bytes, kind, q, kv, out) \
-    case ATTN_DTYPE_##ID: block = blk, ub = bytes; break;
-            ATTN_DTYPE_LIST(UNIT_OF)
-#undef UNIT_OF
-        }
-        *units = d / block;
-        void *p = malloc((size_t)(rows * *units) * ub);
-        if (attn_quantize(dtype, src, rows, d, d, p, *units, 0.0f) != ATTN_OK) {
-            fprintf(stderr, "attn_quantize failed\n");
+    v->k[0] = v->m.data[GEN_K];
+    v->v[0] = v->m.data[GEN_V];
+    for (int l = 1; l < layers; l++) {
+        v->k[l] = malloc(v->m.bytes[GEN_K]);
+        v->v[l] = malloc(v->m.bytes[GEN_V]);
+        if (!v->k[l] || !v->v[l]) {
+            fprintf(stderr, "out of memory\n");
             exit(1);
         }
-        return p;
+        memcpy(v->k[l], v->k[0], v->m.bytes[GEN_K]);
+        memcpy(v->v[l], v->v[0], v->m.bytes[GEN_V]);
     }
+}
+
+static void free_variant(variant *v, int layers)
+{
+    for (int l = 1; l < layers; l++) {
+        free(v->k[l]);
+        free(v->v[l]);
     }
+    gen_release(&v->m);
+    gen_free(&v->g);
 }
 
 /* Times `calls` forwards of every variant per repetition, shuffled order. */
 static void run(const char *title, const attn_shape *s, int causal, variant *vs, int nv, int reps,
                 int calls, int layers, attn_options *opt, int base)
 {
-    const int64_t d = s->head_dim;
-    const size_t nq = (size_t)(s->batch * s->q_heads * s->q_len * d);
-    float *q = malloc(nq * 4), *out = malloc(nq * 4);
-    for (size_t i = 0; i < nq; i++)
-        q[i] = rnd();
-    const attn_tensor qt = {q, ATTN_DTYPE_F32, s->q_heads * s->q_len * d, s->q_len * d, d};
-    const attn_tensor ot = {out, ATTN_DTYPE_F32, s->q_heads * s->q_len * d, s->q_len * d, d};
+    for (int i = 0; i < nv; i++)
+        make_variant(&vs[i], s, causal, layers);
+    /* q and out: the first variant's (every variant draws the same q) */
+    const attn_tensor qt = vs[0].m.t[GEN_Q], ot = vs[0].m.t[GEN_OUT];
     opt->flags = causal ? ATTN_CAUSAL : 0u;
     int order[8];
     for (int i = 0; i < nv; i++) {
@@ -134,10 +128,7 @@ static void run(const char *title, const attn_shape *s, int causal, variant *vs,
         order[i] = i;
     }
     for (int w = 0; w < nv; w++) { /* warm-up: one call each */
-        const attn_tensor kt = {vs[w].k[0], vs[w].dtype, s->kv_heads * s->kv_len * vs[w].units,
-                                s->kv_len * vs[w].units, vs[w].units};
-        const attn_tensor vt = {vs[w].v[0], vs[w].dtype, kt.batch_stride, kt.head_stride,
-                                kt.row_stride};
+        const attn_tensor kt = vs[w].m.t[GEN_K], vt = vs[w].m.t[GEN_V];
         if (attn_forward(s, opt, &qt, &kt, &vt, &ot, NULL) != ATTN_OK) {
             fprintf(stderr, "%s: attn_forward failed\n", vs[w].name);
             exit(1);
@@ -153,10 +144,9 @@ static void run(const char *title, const attn_shape *s, int causal, variant *vs,
         for (int i = 0; i < nv; i++) {
             variant *v = &vs[order[i]];
             const int layer = r % layers;
-            const attn_tensor kt = {v->k[layer], v->dtype, s->kv_heads * s->kv_len * v->units,
-                                    s->kv_len * v->units, v->units};
-            const attn_tensor vt = {v->v[layer], v->dtype, kt.batch_stride, kt.head_stride,
-                                    kt.row_stride};
+            attn_tensor kt = v->m.t[GEN_K], vt = v->m.t[GEN_V];
+            kt.data = v->k[layer];
+            vt.data = v->v[layer];
             const double t0 = now();
             for (int c = 0; c < calls; c++)
                 attn_forward(s, opt, &qt, &kt, &vt, &ot, NULL);
@@ -173,10 +163,10 @@ static void run(const char *title, const attn_shape *s, int causal, variant *vs,
         printf("  %-5s median %9.3f ms (%.3fx %s)   min %9.3f ms (%.3fx %s)\n", vs[i].name,
                1e3 * med[i], med[i] / med[base], vs[base].name, 1e3 * best[i],
                best[i] / best[base], vs[base].name);
-    for (int i = 0; i < nv; i++)
+    for (int i = 0; i < nv; i++) {
         free(vs[i].times);
-    free(q);
-    free(out);
+        free_variant(&vs[i], layers);
+    }
 }
 
 int main(int argc, char **argv)
@@ -225,52 +215,18 @@ int main(int argc, char **argv)
 
     {
         const attn_shape s = {1, 32, 8, 1, 4096, 128, 128};
-        const int64_t rows = s.batch * s.kv_heads * s.kv_len;
-        float *kf = malloc((size_t)(rows * 128) * 4), *vf = malloc((size_t)(rows * 128) * 4);
-        for (int64_t i = 0; i < rows * 128; i++) {
-            kf[i] = rnd();
-            vf[i] = rnd();
-        }
         variant vs[4] = {{.name = "f16", .dtype = ATTN_DTYPE_F16},
                          {.name = "q8_0", .dtype = ATTN_DTYPE_Q8_0},
                          {.name = "q4_0", .dtype = ATTN_DTYPE_Q4_0},
                          {.name = "fp8", .dtype = ATTN_DTYPE_FP8_E4M3}};
-        for (int i = 0; i < 4; i++)
-            for (int l = 0; l < LAYERS; l++) {
-                vs[i].k[l] = make_kv(vs[i].dtype, kf, rows, 128, &vs[i].units);
-                vs[i].v[l] = make_kv(vs[i].dtype, vf, rows, 128, &vs[i].units);
-            }
         run("decode B=1 Lq=1 Lk=4096 Hq=32 Hkv=8 d=128, 12 layers' caches in turn", &s, 0, vs,
             4, reps * LAYERS, decode_calls, LAYERS, &opt, 0);
-        for (int i = 0; i < 4; i++)
-            for (int l = 0; l < LAYERS; l++) {
-                free(vs[i].k[l]);
-                free(vs[i].v[l]);
-            }
-        free(kf);
-        free(vf);
     }
     {
         const attn_shape s = {1, 8, 8, 2048, 2048, 128, 128};
-        const int64_t rows = s.batch * s.kv_heads * s.kv_len;
-        float *kf = malloc((size_t)(rows * 128) * 4), *vf = malloc((size_t)(rows * 128) * 4);
-        for (int64_t i = 0; i < rows * 128; i++) {
-            kf[i] = rnd();
-            vf[i] = rnd();
-        }
         variant vs[2] = {{.name = "f32", .dtype = ATTN_DTYPE_F32},
                          {.name = "q8_0", .dtype = ATTN_DTYPE_Q8_0}};
-        for (int i = 0; i < 2; i++) {
-            vs[i].k[0] = make_kv(vs[i].dtype, kf, rows, 128, &vs[i].units);
-            vs[i].v[0] = make_kv(vs[i].dtype, vf, rows, 128, &vs[i].units);
-        }
         run("prefill B=1 Hq=Hkv=8 L=2048 d=128 causal", &s, 1, vs, 2, reps, 1, 1, &opt, 0);
-        for (int i = 0; i < 2; i++) {
-            free(vs[i].k[0]);
-            free(vs[i].v[0]);
-        }
-        free(kf);
-        free(vf);
     }
     attn_threadpool_destroy(pool);
     return 0;

@@ -25,6 +25,7 @@
 #include <time.h>
 
 #include "attn.h"
+#include "gen.h"
 
 static double now(void)
 {
@@ -69,54 +70,60 @@ static float *filled(size_t n, unsigned seed)
     return p;
 }
 
-/* A decode problem and a way to time one attn_forward of it. */
+/* A decode problem (the problem generator's, gen/gen.h, every choice pinned
+   or off: B = 1, Lq = 1, d = 128, f32 in [-1, 1), causal), its split-KV
+   workspace of the size the library asks for, and a way to time one
+   attn_forward of it. */
 typedef struct decode {
-    attn_shape shape;
-    float *q, *k, *v, *out;
-    attn_tensor tq, tk, tv, tout;
-    void *ws;
-    size_t ws_bytes;
+    gen_problem g;
+    gen_bufs m;
 } decode;
 
 static void decode_init(decode *d, int64_t hq, int64_t hkv, int64_t lk)
 {
-    const int64_t D = 128;
-    d->shape = (attn_shape){1, hq, hkv, 1, lk, D, D};
-    d->q = filled((size_t)(hq * D), 1);
-    d->k = filled((size_t)(hkv * lk * D), 2);
-    d->v = filled((size_t)(hkv * lk * D), 3);
-    d->out = filled((size_t)(hq * D), 4);
-    d->tq = (attn_tensor){d->q, ATTN_DTYPE_F32, hq * D, D, D};
-    d->tk = (attn_tensor){d->k, ATTN_DTYPE_F32, hkv * lk * D, lk * D, D};
-    d->tv = (attn_tensor){d->v, ATTN_DTYPE_F32, hkv * lk * D, lk * D, D};
-    d->tout = (attn_tensor){d->out, ATTN_DTYPE_F32, hq * D, D, D};
-    attn_options o = ATTN_OPTIONS_INIT;
-    if (attn_forward_workspace_size(&d->shape, &o, &d->ws_bytes) != ATTN_OK) {
-        fprintf(stderr, "workspace query failed\n");
+    gen_profile p;
+    gen_profile_init(&p);
+    p.work_cap = 0;
+    gen_pin(&p, GEN_C_KV_HEADS, hkv);
+    gen_pin(&p, GEN_C_GROUP, hq / hkv);
+    gen_pin(&p, GEN_C_Q_LEN, 1);
+    gen_pin(&p, GEN_C_KV_LEN, lk);
+    gen_pin(&p, GEN_C_HEAD_DIM, 128);
+    gen_pin(&p, GEN_C_OPT(flags), ATTN_CAUSAL);
+    gen_pin(&p, GEN_C_OPT(workspace), 1);
+    for (int r = GEN_Q; r <= GEN_V; r++)
+        p.val[r].lo = -1.0f, p.val[r].hi = 1.0f;
+    gen_src fixed = {NULL, NULL};
+    gen_draw(&d->g, &fixed, &p);
+    if (gen_materialise(&d->m, &d->g, 1, GEN_M_OUT, NULL) != 0) {
+        fprintf(stderr, "out of memory\n");
         exit(2);
     }
-    d->ws = d->ws_bytes ? malloc(d->ws_bytes) : NULL;
 }
 
 static void decode_free(decode *d)
 {
-    free(d->q), free(d->k), free(d->v), free(d->out), free(d->ws);
+    gen_release(&d->m);
+    gen_free(&d->g);
 }
 
 /* Seconds per call over `calls` calls (wall; *cpu: this thread's CPU time). */
 static double time_decode_cpu(decode *d, attn_threadpool *pool, int split, int calls,
                               double *cpu)
 {
-    attn_options o = ATTN_OPTIONS_INIT;
-    o.flags = ATTN_CAUSAL;
+    const gen_bufs *m = &d->m;
+    attn_options o = m->opt;
     o.parallel_for = attn_threadpool_parallel_for;
     o.parallel_ctx = pool;
     o.kv_splits = split ? 0 : 1;
-    o.workspace = split ? d->ws : NULL;
-    o.workspace_size = split ? d->ws_bytes : 0;
+    if (!split) {
+        o.workspace = NULL;
+        o.workspace_size = 0;
+    }
     const double t0 = now(), c0 = cpu_now();
     for (int i = 0; i < calls; i++)
-        if (attn_forward(&d->shape, &o, &d->tq, &d->tk, &d->tv, &d->tout, NULL) != ATTN_OK) {
+        if (attn_forward(&m->shape, &o, &m->t[GEN_Q], &m->t[GEN_K], &m->t[GEN_V], &m->t[GEN_OUT],
+                         NULL) != ATTN_OK) {
             fprintf(stderr, "attn_forward failed\n");
             exit(2);
         }
@@ -181,7 +188,8 @@ int main(int argc, char **argv)
     }
     const double m1s = median(t1s, reps), m2s = median(t2s, reps);
     const double m1u = median(t1u, reps), m2u = median(t2u, reps);
-    printf("MQA decode Lk 32768 Hq 8 Hkv 1 d 128 f32 (workspace %zu bytes)\n", d.ws_bytes);
+    printf("MQA decode Lk 32768 Hq 8 Hkv 1 d 128 f32 (workspace %zu bytes)\n",
+           d.m.opt.workspace_size);
     printf("  split   1 thread %8.3f ms, 2 threads %8.3f ms: speed-up %.2fx (target >= 1.8)\n",
            m1s * 1e3, m2s * 1e3, m1s / m2s);
     printf("  unsplit 1 thread %8.3f ms, 2 threads %8.3f ms: speed-up %.2fx (one task)\n",

@@ -3,7 +3,8 @@
  * ISA row, against the float64 reference of ref_kv.h (bounds of
  * tolerance.h) and, on SIMD rows, against the scalar table.
  *
- * Every problem also checks what must NOT happen: outside the valid ranges
+ * The problems are the problem generator's (gen/gen.h), one profile per
+ * layout. Every problem also checks what must NOT happen: outside the valid ranges
  * the inputs hold NaN (a read would poison a result), block-table entries of
  * pages no query sees hold garbage (a read would fault or be out of range),
  * the table ends at an inaccessible page, and every output element outside a
@@ -28,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gen.h"
 #include "harness.h"
 #include "ops_list.h"
 #include "ref.h"
@@ -56,372 +58,192 @@ typedef struct problem {
     kv_layout layout;
     attn_shape shape;
     attn_options opt;
-    attn_tensor q, k, v, mask, bias, scores, out;
+    attn_tensor q, k, v, scores, out;
     int64_t dv, scores_n, out_n, stats_n;
-    int32_t *q_lens, *kv_lens, *q_offsets, *kv_offsets;
-    fence_buf table_mem;
-    void *mem[7];
-    float *stats_mem;
+    const int32_t *q_lens, *kv_lens, *q_offsets, *kv_offsets;
     attn_row_stats stats;
-    /* score modifiers (mods_* tests): F32 [B][Hq] sinks and slopes, positions */
-    attn_tensor sinks, alibi;
-    float *sinks_mem, *alibi_mem;
-    int64_t *q_pos, *k_pos;
-    char desc[384];
+    gen_problem d; /* drawn and materialised by the problem generator (gen/gen.h) */
+    gen_bufs m;
+    fence_buf table_mem;
+    char desc[1024];
 } problem;
 
 static const int64_t head_dims[] = {8, 16, 64, 72, 128};
 
-static void store(int32_t dtype, void *at, float x)
+/* The block table ends at an inaccessible page; the rest is heap memory. */
+static void *problem_alloc(void *ctx, int role, size_t bytes, size_t elem, int misalign)
 {
-    if (dtype == ATTN_DTYPE_F32) {
-        memcpy(at, &x, 4);
+    (void)elem, (void)misalign;
+    if (role == GEN_OPT(block_table))
+        return fence_alloc(&((problem *)ctx)->table_mem, bytes, 0);
+    return xmalloc(bytes);
+}
+
+static void problem_release(void *ctx, int role, void *data, size_t bytes)
+{
+    (void)bytes;
+    if (role == GEN_OPT(block_table))
+        fence_free(&((problem *)ctx)->table_mem);
+    else
+        free(data);
+}
+
+/* The harness's RNG as the generator's choice source. */
+static int64_t rng_range(void *ctx, int64_t lo, int64_t hi)
+{
+    return rng_int(ctx, lo, hi);
+}
+
+static void set_menu(gen_profile *p, int c, unsigned chance, const int64_t *menu, size_t n)
+{
+    p->rule[c] = (gen_rule){(uint16_t)chance, 0, 0, 0, 0, 0, 0.0, menu, n};
+}
+
+/*
+ * The profile of a layout: every sequence with its lengths, some empty,
+ * causal or not, a window, softcap, scale, BOOL mask and bias now and then;
+ * with mods the score modifiers of 1.1 on top (ALiBi slopes, sinks,
+ * window_right, q_pos/k_pos shards, q_offsets with paged caches), which read
+ * positions and rows the layouts shift.
+ */
+static void profile_of(gen_profile *p, kv_layout layout, int64_t bs, int mods)
+{
+    static const int64_t groups[] = {1, 2, 4}, dtypes[] = {ATTN_DTYPE_F32, ATTN_DTYPE_F16,
+                                                           ATTN_DTYPE_BF16};
+    static const int64_t lens[] = {GEN_SEQ_EMPTY, GEN_SEQ_FULL, GEN_SEQ_RANDOM, GEN_SEQ_RANDOM,
+                                   GEN_SEQ_RANDOM, GEN_SEQ_RANDOM};
+    static const int64_t random_offset[] = {GEN_OFFSET_RANDOM}, softcap[] = {20}, scale[] = {3},
+                         per_head[] = {1}, pools[] = {GEN_POOL_SHUFFLED, GEN_POOL_ADJOIN,
+                                                      GEN_POOL_SHARED};
+    gen_profile_init(p);
+    p->work_cap = 0;
+    for (int c = 0; c < GEN_C_COUNT; c++)
+        gen_never(p, c);
+    gen_range(p, GEN_C_BATCH, 1, 4);
+    gen_range(p, GEN_C_KV_HEADS, 1, 2);
+    set_menu(p, GEN_C_GROUP, 256, groups, 3);
+    set_menu(p, GEN_C_HEAD_DIM, 256, head_dims, 5);
+    gen_range(p, GEN_C_V_DIM, 1, 40);
+    gen_chance(p, GEN_C_V_DIM, 64);
+    for (int c = GEN_C_Q_DTYPE; c <= GEN_C_V_DTYPE; c++)
+        set_menu(p, c, 256, dtypes, 3);
+    gen_pin(p, GEN_C_OPT(q_lens), 1);
+    gen_pin(p, GEN_C_OPT(kv_lens), 1);
+    set_menu(p, GEN_C_SEQ_Q, 256, lens, 6);
+    set_menu(p, GEN_C_SEQ_KV, 256, lens, 6);
+    set_menu(p, GEN_C_OFFSET, 256, random_offset, 1);
+    gen_range(p, GEN_C_OPT(flags), 1, 1); /* causal half the time */
+    gen_chance(p, GEN_C_OPT(flags), 128);
+    gen_range(p, GEN_C_OPT(window), 1, 40);
+    gen_chance(p, GEN_C_OPT(window), 85);
+    set_menu(p, GEN_C_OPT(softcap), 64, softcap, 1);
+    p->rule[GEN_C_OPT(softcap)].unit = 1.0 / 8.0; /* 2.5 */
+    set_menu(p, GEN_C_OPT(scale), 128, scale, 1);
+    p->rule[GEN_C_OPT(scale)].unit = 0.1; /* 0.3 */
+    gen_range(p, GEN_C_ROWS_OUTER, 1, 1);
+    gen_chance(p, GEN_C_ROWS_OUTER, 128);
+    gen_range(p, GEN_C_OPT(mask), 1, 1);
+    gen_chance(p, GEN_C_OPT(mask), 64);
+    gen_range(p, GEN_C_OPT(bias), 1, 1);
+    gen_chance(p, GEN_C_OPT(bias), 64);
+    p->val[GEN_OPT(mask)].hidden = 51;
+    p->val[GEN_OPT(bias)].minus_inf = 0;
+    p->val[GEN_OPT(bias)].lo = -2.0f, p->val[GEN_OPT(bias)].hi = 2.0f;
+    for (int r = GEN_Q; r <= GEN_V; r++)
+        p->val[r].lo = -1.0f, p->val[r].hi = 1.0f;
+
+    const int paged = layout >= KV_PAGED;
+    if (layout == KV_PACKED) {
+        gen_pin(p, GEN_C_Q_PACKED, 1);
+        gen_pin(p, GEN_C_KV_PACKED, 1);
+        gen_range(p, GEN_C_Q_LEN, 40, 40);
+        gen_range(p, GEN_C_KV_LEN, 70, 70);
+        gen_range(p, GEN_C_GAP, 1, 2); /* rows between sequences nobody owns */
+        gen_chance(p, GEN_C_GAP, 170);
     } else {
-        uint16_t h = dtype == ATTN_DTYPE_F16 ? ref_f32_to_f16(x) : ref_f32_to_bf16(x);
-        memcpy(at, &h, 2);
+        gen_range(p, GEN_C_Q_LEN, 1, bs >= 256 ? 4 : 12);
+        gen_range(p, GEN_C_KV_LEN, 1,
+                  layout == KV_LEFTPAD ? 90 : bs == 1 ? 70 : bs <= 16 ? 200 : 700);
+        if (layout == KV_LEFTPAD || (mods && paged)) {
+            gen_range(p, GEN_C_OPT(q_offsets), 1, 1);
+            gen_chance(p, GEN_C_OPT(q_offsets), 128);
+        }
+        if (layout == KV_LEFTPAD || layout == KV_PAGED_LEFTPAD)
+            gen_pin(p, GEN_C_OPT(kv_offsets), 1);
     }
-}
-
-/* The tensor's whole span filled with NaN: what is not overwritten with data
-   below must never be read. */
-static attn_tensor make_tensor(void **mem, int32_t dtype, int64_t nb, int64_t nh, int64_t nr,
-                               int64_t nc, int rows_outer)
-{
-    const size_t n = (size_t)(nb * nh * nr * nc);
-    *mem = xmalloc(n * ref_dtype_size(dtype) + 64);
-    for (size_t i = 0; i < n; i++)
-        store(dtype, (char *)*mem + i * ref_dtype_size(dtype), NAN);
-    attn_tensor t = {*mem, dtype, nh * nr * nc, nr * nc, nc};
-    if (rows_outer) { /* [nb][nr][nh][nc] */
-        t.head_stride = nc;
-        t.row_stride = nh * nc;
+    if (paged) {
+        gen_pin(p, GEN_C_BLOCK_SIZE, bs);
+        gen_pin(p, GEN_C_POOL, layout == KV_PAGED_ADJOIN   ? pools[1]
+                              : layout == KV_PAGED_SHARED ? pools[2]
+                                                          : pools[0]);
+        gen_pin(p, GEN_C_POOL_HEADS_OUTER, layout == KV_PAGED_HEADS);
+        gen_range(p, GEN_C_POOL_SPARE, 0, layout == KV_PAGED_ADJOIN ? 12 : 3);
+        gen_range(p, GEN_C_TABLE_PAD, 0, 3);
     }
-    return t;
-}
-
-static void fill_row(rng *g, const attn_tensor *t, int64_t b, int64_t h, int64_t r, int64_t n)
-{
-    for (int64_t c = 0; c < n; c++)
-        store(t->dtype, ref_tensor_at(t, b, h, r, c), rng_float(g, -1.0f, 1.0f));
-}
-
-static int64_t pick_len(rng *g, int64_t full)
-{
-    switch (rng_int(g, 0, 5)) {
-    case 0: return 0;
-    case 1: return full;
-    default: return rng_int(g, 0, full);
+    if (mods) {
+        gen_range(p, GEN_C_OPT(alibi_slopes), 1, 1);
+        gen_chance(p, GEN_C_OPT(alibi_slopes), 192);
+        gen_range(p, GEN_C_OPT(sinks), 1, 1);
+        gen_chance(p, GEN_C_OPT(sinks), 128);
+        set_menu(p, GEN_C_BROADCAST_OPT, 85, per_head, 1); /* [Hq] or [B][Hq] */
+        gen_range(p, GEN_C_OPT(window_right), 1, 30);
+        gen_chance(p, GEN_C_OPT(window_right), 128);
+        /* q_pos/k_pos: both, q_pos only or k_pos only; queries a few
+           positions off the bottom-right alignment, near 0 or far out */
+        gen_range(p, GEN_C_OPT(q_pos), 1, 1);
+        gen_chance(p, GEN_C_OPT(q_pos), 85);
+        gen_profile dflt;
+        gen_profile_init(&dflt);
+        for (int c = GEN_C_POS_KIND; c <= GEN_C_POS_DELTA; c++)
+            p->rule[c] = dflt.rule[c];
     }
-}
-
-/* Key j of sequence b is seen by some query (padding, causal, window). */
-static int key_seen(const problem *p, int64_t b, int64_t j)
-{
-    attn_options geometry = p->opt;
-    geometry.mask = NULL;
-    geometry.q_offsets = geometry.kv_offsets = NULL;
-    for (int64_t i = 0; i < p->q_lens[b]; i++)
-        if (ref_visible(&p->shape, &geometry, b, 0, i, j))
-            return 1;
-    return 0;
 }
 
 /*
- * Builds the block table and the pool: pages holding a key some query sees
- * get pool blocks (shuffled, or in order with gaps), the others garbage
- * entries; the pool's data is random at the sequences' valid positions and
- * NaN elsewhere.
+ * A problem of the layout: random data at the sequences' valid positions
+ * and NaN everywhere else (nothing else may be read); block-table entries of
+ * pages no query sees hold garbage, and the table ends at an inaccessible
+ * page.
  */
-static void make_pool(problem *p, rng *g, int64_t bs)
-{
-    const int64_t B = p->shape.batch, kvh = p->shape.kv_heads, d = p->shape.head_dim;
-    const int64_t pages = (p->shape.kv_len + bs - 1) / bs;
-    const int shared = p->layout == KV_PAGED_SHARED;
-    const int64_t stride = shared ? 0 : pages + rng_int(g, 0, 3);
-    const int64_t rows = shared ? 1 : B;
-    const int64_t entries = (rows - 1) * stride + pages;
-    int32_t *table = fence_alloc(&p->table_mem, (size_t)entries * 4, 0);
-    static const int32_t garbage[] = {-1, INT32_MIN, INT32_MAX, 1 << 30};
-    for (int64_t e = 0; e < entries; e++)
-        table[e] = garbage[rng_int(g, 0, 3)];
-
-    /* which pages need a block */
-    uint8_t *need = xcalloc0((size_t)entries, 1);
-    int64_t used = 0;
-    for (int64_t b = 0; b < B; b++) {
-        const int64_t ko = p->kv_offsets ? p->kv_offsets[b] : 0;
-        for (int64_t j = 0; j < p->kv_lens[b]; j++)
-            if (key_seen(p, b, j)) {
-                const int64_t e = (shared ? 0 : b * stride) + (ko + j) / bs;
-                used += !need[e];
-                need[e] = 1;
-            }
-    }
-    /* in order, each used block may be followed by a gap */
-    const int64_t spare = p->layout == KV_PAGED_ADJOIN ? used : rng_int(g, 0, 3);
-    const int64_t nblocks = used + spare + 1;
-    int32_t *order = xmalloc((size_t)nblocks * 4);
-    for (int64_t i = 0; i < nblocks; i++)
-        order[i] = (int32_t)i;
-    if (p->layout != KV_PAGED_ADJOIN) {
-        for (int64_t i = nblocks - 1; i > 0; i--) { /* Fisher-Yates */
-            int64_t r = rng_int(g, 0, i);
-            int32_t tmp = order[i];
-            order[i] = order[r];
-            order[r] = tmp;
-        }
-    }
-    int64_t next = 0;
-    for (int64_t e = 0; e < entries; e++)
-        if (need[e]) {
-            if (p->layout == KV_PAGED_ADJOIN && rng_int(g, 0, 3) == 0)
-                next++; /* a gap: the run must break here */
-            cr_assert(next < nblocks);
-            table[e] = order[next++];
-        }
-
-    const int heads_inner = p->layout != KV_PAGED_HEADS;
-    p->k = make_tensor(&p->mem[1], p->k.dtype, nblocks, kvh, bs, d, heads_inner);
-    p->v = make_tensor(&p->mem[2], p->v.dtype, nblocks, kvh, bs, p->dv, heads_inner);
-    for (int64_t b = 0; b < B; b++) {
-        const int64_t ko = p->kv_offsets ? p->kv_offsets[b] : 0;
-        for (int64_t j = 0; j < p->kv_lens[b]; j++) {
-            const int64_t pos = ko + j, e = (shared ? 0 : b * stride) + pos / bs;
-            if (!need[e])
-                continue;
-            for (int64_t h = 0; h < kvh; h++) {
-                fill_row(g, &p->k, table[e], h, pos % bs, d);
-                fill_row(g, &p->v, table[e], h, pos % bs, p->dv);
-            }
-        }
-    }
-    p->opt.block_table = table;
-    p->opt.block_table_stride = stride;
-    p->opt.block_size = bs;
-    p->opt.num_blocks = nblocks;
-    free(need);
-    free(order);
-}
-
-/* F32 [B][Hq] of a sink or slope per (b, h), or per head only (batch_stride 0). */
-static attn_tensor per_head(float **mem, rng *g, int64_t B, int64_t Hq)
-{
-    const int per_batch = rng_int(g, 0, 2) != 0;
-    *mem = xmalloc((size_t)((per_batch ? B : 1) * Hq) * 4);
-    attn_tensor t = {*mem, ATTN_DTYPE_F32, per_batch ? Hq : 0, 1, 0};
-    return t;
-}
-
-/*
- * The score modifiers of the mods_* tests, drawn after the lengths (the
- * shard positions follow them): ALiBi slopes (the usual 2^(-8(h+1)/H),
- * scaled, now and then negative or steep), sinks (none, comparable to the
- * scores or dominant), window_right, and q_pos/k_pos (both, q_pos only or
- * k_pos only; queries a few positions before or after the bottom-right
- * alignment, near 0 or far out).
- */
-static void draw_mods(problem *p, rng *g)
-{
-    const int64_t B = p->shape.batch, Hq = p->shape.q_heads;
-    if (rng_int(g, 0, 3) != 0) {
-        p->alibi = per_head(&p->alibi_mem, g, B, Hq);
-        for (int64_t b = 0; b < (p->alibi.batch_stride ? B : 1); b++)
-            for (int64_t h = 0; h < Hq; h++) {
-                const float usual = exp2f(-8.0f * (float)(h + 1) / (float)Hq);
-                const int64_t kind = rng_int(g, 0, 7);
-                p->alibi_mem[b * Hq + h] = kind == 0   ? rng_float(g, -0.1f, 0.0f)
-                                           : kind == 1 ? rng_float(g, 0.5f, 2.0f)
-                                                       : usual * rng_float(g, 0.25f, 2.0f);
-            }
-        p->opt.alibi_slopes = &p->alibi;
-    }
-    if (rng_int(g, 0, 1)) {
-        p->sinks = per_head(&p->sinks_mem, g, B, Hq);
-        for (int64_t b = 0; b < (p->sinks.batch_stride ? B : 1); b++)
-            for (int64_t h = 0; h < Hq; h++) {
-                const int64_t kind = rng_int(g, 0, 7);
-                p->sinks_mem[b * Hq + h] = kind == 0   ? -INFINITY
-                                           : kind == 1 ? rng_float(g, 6.0f, 12.0f)
-                                                       : rng_float(g, -3.0f, 3.0f);
-            }
-        p->opt.sinks = &p->sinks;
-    }
-    if (rng_int(g, 0, 1))
-        p->opt.window_right = rng_int(g, 1, 30);
-    if (rng_int(g, 0, 2) == 0) {
-        const int64_t kind = rng_int(g, 0, 2); /* 0: both, 1: q_pos only, 2: k_pos only */
-        const int64_t base = rng_int(g, 0, 3) == 0 ? (int64_t)1 << 40 : 0;
-        p->q_pos = kind == 2 ? NULL : xmalloc((size_t)B * 8);
-        p->k_pos = kind == 1 ? NULL : xmalloc((size_t)B * 8);
-        for (int64_t b = 0; b < B; b++) {
-            const int64_t kp = kind == 1 ? 0 : base + rng_int(g, 0, 3000);
-            if (p->k_pos)
-                p->k_pos[b] = kp;
-            if (p->q_pos) { /* a few positions off the bottom-right alignment */
-                const int64_t delta = rng_int(g, -6, 10);
-                const int64_t qp = kp + p->kv_lens[b] - p->q_lens[b] + delta;
-                p->q_pos[b] = qp < 0 ? 0 : qp;
-            }
-        }
-        p->opt.q_pos = p->q_pos;
-        p->opt.k_pos = p->k_pos;
-    }
-}
-
 static void make_problem(problem *p, rng *g, kv_layout layout, int64_t bs, int mods)
 {
     memset(p, 0, sizeof *p);
-    attn_options init = ATTN_OPTIONS_INIT;
-    p->opt = init;
     p->layout = layout;
-    const int64_t B = rng_int(g, 1, 4), kvh = rng_int(g, 1, 2), group = 1 << rng_int(g, 0, 2);
-    const int64_t d = rng_pick(g, head_dims, 5);
-    p->dv = rng_int(g, 0, 3) ? d : rng_int(g, 1, 40);
-    p->shape = (attn_shape){B, kvh * group, kvh, 0, 0, d, p->dv == d ? 0 : p->dv};
-    const int32_t dtypes[] = {ATTN_DTYPE_F32, ATTN_DTYPE_F16, ATTN_DTYPE_BF16};
-    const int32_t qt = dtypes[rng_int(g, 0, 2)], kt = dtypes[rng_int(g, 0, 2)],
-                  vt = dtypes[rng_int(g, 0, 2)];
-    p->q_lens = xcalloc0((size_t)B, 4);
-    p->kv_lens = xcalloc0((size_t)B, 4);
-    p->opt.q_lens = p->q_lens;
-    p->opt.kv_lens = p->kv_lens;
-    p->opt.flags = rng_int(g, 0, 1) ? ATTN_CAUSAL : 0;
-    p->opt.window = rng_int(g, 0, 2) == 0 ? rng_int(g, 1, 40) : 0;
-    p->opt.softcap = rng_int(g, 0, 3) == 0 ? 2.5f : 0.0f;
-    p->opt.scale = rng_int(g, 0, 1) ? 0.0f : 0.3f;
-    const int paged = layout >= KV_PAGED;
-
-    /* lengths and offsets */
-    int64_t q_len = 0, kv_len = 0;
-    if (layout == KV_PACKED) {
-        p->q_offsets = xcalloc0((size_t)B, 4);
-        p->kv_offsets = xcalloc0((size_t)B, 4);
-        for (int64_t b = 0; b < B; b++) {
-            p->q_lens[b] = (int32_t)pick_len(g, 40);
-            p->kv_lens[b] = p->q_lens[b] + (int32_t)(rng_int(g, 0, 1) ? 0 : rng_int(g, 0, 30));
-            q_len += rng_int(g, 0, 2); /* rows between sequences nobody owns */
-            kv_len += rng_int(g, 0, 2);
-            p->q_offsets[b] = (int32_t)q_len;
-            p->kv_offsets[b] = (int32_t)kv_len;
-            q_len += p->q_lens[b];
-            kv_len += p->kv_lens[b];
-        }
-        q_len = q_len ? q_len : 1;
-        kv_len = kv_len ? kv_len : 1;
-    } else {
-        const int64_t kmax = layout == KV_LEFTPAD ? 90 : bs == 1 ? 70 : bs <= 16 ? 200 : 700;
-        q_len = rng_int(g, 1, bs >= 256 ? 4 : 12);
-        kv_len = rng_int(g, 1, kmax);
-        /* with mods, paged caches get q_offsets too (a short-circuit: no
-           draw otherwise, so the other tests' problems are unchanged) */
-        const int offset_q = (layout == KV_LEFTPAD || (mods && paged)) && rng_int(g, 0, 1);
-        const int offset_k = layout == KV_LEFTPAD || layout == KV_PAGED_LEFTPAD;
-        if (offset_q)
-            p->q_offsets = xcalloc0((size_t)B, 4);
-        if (offset_k)
-            p->kv_offsets = xcalloc0((size_t)B, 4);
-        for (int64_t b = 0; b < B; b++) {
-            p->q_lens[b] = (int32_t)pick_len(g, q_len);
-            p->kv_lens[b] = (int32_t)pick_len(g, kv_len);
-            if (offset_q)
-                p->q_offsets[b] = (int32_t)rng_int(g, 0, q_len - p->q_lens[b]);
-            if (offset_k)
-                p->kv_offsets[b] = (int32_t)rng_int(g, 0, kv_len - p->kv_lens[b]);
-        }
-    }
-    p->shape.q_len = q_len;
-    p->shape.kv_len = kv_len;
-    p->opt.q_offsets = p->q_offsets;
-    p->opt.kv_offsets = p->kv_offsets;
-    if (mods) /* before the pool: window_right and positions decide which pages are seen */
-        draw_mods(p, g);
-
-    /* q, and k/v when not paged; packed tensors are [T][H][D], batch_stride 0 */
-    const int packed = layout == KV_PACKED;
-    const int64_t tb = packed ? 1 : B, Hq = p->shape.q_heads;
-    p->q = make_tensor(&p->mem[0], qt, tb, Hq, q_len, d, packed || rng_int(g, 0, 1));
-    if (packed)
-        p->q.batch_stride = 0;
-    for (int64_t b = 0; b < B; b++)
-        for (int64_t h = 0; h < Hq; h++)
-            for (int64_t i = 0; i < p->q_lens[b]; i++)
-                fill_row(g, &p->q, b, h, (p->q_offsets ? p->q_offsets[b] : 0) + i, d);
-    if (paged) {
-        p->k.dtype = kt;
-        p->v.dtype = vt;
-        make_pool(p, g, bs);
-    } else {
-        p->k = make_tensor(&p->mem[1], kt, tb, kvh, kv_len, d, 1);
-        p->v = make_tensor(&p->mem[2], vt, tb, kvh, kv_len, p->dv, 1);
-        if (packed)
-            p->k.batch_stride = p->v.batch_stride = 0;
-        for (int64_t b = 0; b < B; b++)
-            for (int64_t h = 0; h < kvh; h++)
-                for (int64_t j = 0; j < p->kv_lens[b]; j++) {
-                    const int64_t pos = (p->kv_offsets ? p->kv_offsets[b] : 0) + j;
-                    fill_row(g, &p->k, b, h, pos, d);
-                    fill_row(g, &p->v, b, h, pos, p->dv);
-                }
-    }
-
-    /* mask and bias at the sequences' positions (broadcast over batch when packed) */
-    if (rng_int(g, 0, 3) == 0) {
-        p->mask = make_tensor(&p->mem[3], ATTN_DTYPE_BOOL, tb, Hq, q_len, kv_len, 0);
-        for (size_t i = 0; i < (size_t)(tb * Hq * q_len * kv_len); i++)
-            ((uint8_t *)p->mask.data)[i] = rng_int(g, 0, 4) != 0;
-        if (packed)
-            p->mask.batch_stride = 0;
-        p->opt.mask = &p->mask;
-    }
-    if (rng_int(g, 0, 3) == 0) {
-        p->bias = make_tensor(&p->mem[4], ATTN_DTYPE_F32, tb, Hq, q_len, kv_len, 0);
-        rng_fill(g, p->bias.data, (size_t)(tb * Hq * q_len * kv_len), -2.0f, 2.0f);
-        if (packed)
-            p->bias.batch_stride = 0;
-        p->opt.bias = &p->bias;
-    }
-
-    /* outputs: one row space for every sequence when packed */
-    p->scores_n = tb * Hq * q_len * kv_len;
-    p->scores = make_tensor(&p->mem[5], ATTN_DTYPE_F32, tb, Hq, q_len, kv_len, 0);
-    p->out_n = tb * Hq * q_len * p->dv;
-    p->out = make_tensor(&p->mem[6], ATTN_DTYPE_F32, tb, Hq, q_len, p->dv, packed);
-    if (packed)
-        p->scores.batch_stride = p->out.batch_stride = 0;
-    p->stats_n = B * Hq * q_len;
-    p->stats_mem = xmalloc((size_t)p->stats_n * 3 * 4);
-    p->stats = (attn_row_stats){p->stats_mem, p->stats_mem + p->stats_n,
-                                p->stats_mem + 2 * p->stats_n};
-
-    snprintf(p->desc, sizeof p->desc,
-             "%s bs=%lld B=%lld Hq=%lld Hkv=%lld q_len=%lld kv_len=%lld d=%lld dv=%lld "
-             "dtypes=%d/%d/%d causal=%u window=%lld softcap=%g mask=%d bias=%d q_offsets=%d "
-             "alibi=%d sinks=%d (0: none, 1: per head, 2: per batch and head) "
-             "window_right=%lld q_pos=%d k_pos=%d",
-             layout_names[layout], (long long)bs, (long long)B, (long long)Hq, (long long)kvh,
-             (long long)q_len, (long long)kv_len, (long long)d, (long long)p->dv, qt, kt, vt,
-             p->opt.flags, (long long)p->opt.window, (double)p->opt.softcap,
-             p->opt.mask != NULL, p->opt.bias != NULL, p->q_offsets != NULL,
-             p->opt.alibi_slopes ? 1 + (p->alibi.batch_stride != 0) : 0,
-             p->opt.sinks ? 1 + (p->sinks.batch_stride != 0) : 0,
-             (long long)p->opt.window_right, p->q_pos != NULL, p->k_pos != NULL);
+    gen_profile prof;
+    profile_of(&prof, layout, bs, mods);
+    gen_src src = {rng_range, g};
+    CHECK(gen_draw(&p->d, &src, &prof), "gen_draw");
+    const gen_allocator a = {problem_alloc, problem_release, p};
+    CHECK(gen_materialise(&p->m, &p->d, rng_next(g),
+                          GEN_M_OUT | GEN_M_SCORES | GEN_M_STATS | GEN_M_POISON | GEN_M_GARBAGE,
+                          &a) == 0,
+          "gen_materialise");
+    const gen_bufs *m = &p->m;
+    p->shape = m->shape;
+    p->opt = m->opt;
+    p->q = m->t[GEN_Q];
+    p->k = m->t[GEN_K];
+    p->v = m->t[GEN_V];
+    p->scores = m->t[GEN_SCORES];
+    p->out = m->t[GEN_OUT];
+    p->stats = m->stats;
+    p->dv = p->d.dv;
+    p->scores_n = (int64_t)(m->bytes[GEN_SCORES] / 4);
+    p->out_n = (int64_t)(m->bytes[GEN_OUT] / 4);
+    p->stats_n = p->shape.batch * p->shape.q_heads * p->shape.q_len;
+    p->q_lens = p->opt.q_lens;
+    p->kv_lens = p->opt.kv_lens;
+    p->q_offsets = p->opt.q_offsets;
+    p->kv_offsets = p->opt.kv_offsets;
+    char d[896];
+    snprintf(p->desc, sizeof p->desc, "%s: %s", layout_names[layout],
+             gen_describe(&p->d, d, sizeof d));
 }
 
 static void free_problem(problem *p)
 {
-    for (int i = 0; i < 7; i++)
-        free(p->mem[i]);
-    free(p->stats_mem);
-    free(p->q_lens);
-    free(p->kv_lens);
-    free(p->q_offsets);
-    free(p->kv_offsets);
-    free(p->sinks_mem);
-    free(p->alibi_mem);
-    free(p->q_pos);
-    free(p->k_pos);
-    if (p->opt.block_table)
-        fence_free(&p->table_mem);
+    gen_release(&p->m);
+    gen_free(&p->d);
 }
 
 static attn_status run_op(const attn_dsp *t, problem *p, op_kind op, const attn_options *opt)
@@ -455,14 +277,18 @@ static void output_save(const problem *p, op_kind op, float *dst)
 {
     const size_t n = (size_t)(op == OP_FORWARD ? p->out_n : p->scores_n);
     memcpy(dst, op == OP_FORWARD ? p->out.data : p->scores.data, n * 4);
-    memcpy(dst + n, p->stats_mem, (size_t)p->stats_n * 3 * 4);
+    float *const stats[3] = {p->stats.lse, p->stats.max_score, p->stats.entropy};
+    for (int s = 0; s < 3; s++)
+        memcpy(dst + n + (size_t)s * (size_t)p->stats_n, stats[s], (size_t)p->stats_n * 4);
 }
 
 static void output_load(problem *p, op_kind op, const float *src)
 {
     const size_t n = (size_t)(op == OP_FORWARD ? p->out_n : p->scores_n);
     memcpy(op == OP_FORWARD ? p->out.data : p->scores.data, src, n * 4);
-    memcpy(p->stats_mem, src + n, (size_t)p->stats_n * 3 * 4);
+    float *const stats[3] = {p->stats.lse, p->stats.max_score, p->stats.entropy};
+    for (int s = 0; s < 3; s++)
+        memcpy(stats[s], src + n + (size_t)s * (size_t)p->stats_n, (size_t)p->stats_n * 4);
 }
 
 /* What a comparison collects: got, scalar's result, the dense call's, the
@@ -630,8 +456,10 @@ static void check_problem(const attn_dsp *t, problem *p, op_kind op, rng *g)
     const uint32_t canary = BUF_CANARY;
     for (size_t i = 0; i < table_n; i++)
         memcpy(&fill[i], &canary, 4);
-    for (size_t i = 0; i < (size_t)p->stats_n * 3; i++)
-        memcpy(&p->stats_mem[i], &canary, 4);
+    float *const stats[3] = {p->stats.lse, p->stats.max_score, p->stats.entropy};
+    for (int s = 0; s < 3; s++)
+        for (size_t i = 0; i < (size_t)p->stats_n; i++)
+            memcpy(&stats[s][i], &canary, 4);
     if (op == OP_MASK_APPLY)
         rng_fill(g, fill, table_n, -10.0f, 10.0f);
     output_save(p, op, before);

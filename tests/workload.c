@@ -9,6 +9,7 @@
 #include "workload.h"
 
 static const int64_t lengths[] = {1, 3, 17, 63, 65, 127, 129};
+static const int64_t decode_lengths[] = {129, 129, 129, 2, 3, 17, 64, 65, 100, 128, 200, 257, 300};
 static const int64_t small_dims[] = {1, 3, 8, 16, 17, 31, 32, 33, 63, 64, 65, 80, 96};
 static const int64_t big_dims[] = {127, 128, 129, 256};
 
@@ -40,78 +41,152 @@ void wl_set(const attn_tensor *t, int64_t b, int64_t h, int64_t r, int64_t c, fl
     }
 }
 
-/* Elements spanned by a [nb][nh][nr][nc] view (strides >= 0). */
-static size_t span(const attn_tensor *t, int64_t nb, int64_t nh, int64_t nr, int64_t nc)
+/* The generator's profile for a feature set: the features pin or allow
+   choices, everything else stays off (gen/gen.h). */
+static void profile_of(gen_profile *p, unsigned f)
 {
-    return (size_t)((nb - 1) * t->batch_stride + (nh - 1) * t->head_stride +
-                    (nr - 1) * t->row_stride + nc);
+    static const int64_t long_decode[] = {2048, 4500};
+    gen_profile_init(p);
+    p->flags = GEN_P_DENSE;
+    /* keep each problem small: the float64 reference is naive */
+    p->work_cap = (f & WL_LONG_KV) ? 0 : 3000000;
+    p->shrink = 1;
+    for (int c = 0; c < GEN_C_COUNT; c++)
+        gen_never(p, c);
+
+    gen_range(p, GEN_C_BATCH, 1, (f & WL_LENS) ? WL_MAX_BATCH : 2);
+    if (f & WL_GQA) {
+        gen_pin(p, GEN_C_KV_HEADS, 2);
+        gen_pin(p, GEN_C_GROUP, 4);
+    } else if (f & WL_MQA) {
+        gen_pin(p, GEN_C_KV_HEADS, 1);
+        gen_range(p, GEN_C_GROUP, 2, 4);
+    } else {
+        gen_range(p, GEN_C_KV_HEADS, 1, 2);
+        gen_range(p, GEN_C_GROUP, 1, 2);
+    }
+    p->rule[GEN_C_Q_LEN] = (gen_rule){256, 0, 0, 0, 0, 0, 0.0, lengths, COUNT(lengths)};
+    p->rule[GEN_C_KV_LEN] = p->rule[GEN_C_Q_LEN];
+    if (f & WL_Q_SHORT) {
+        p->flags |= GEN_P_Q_SHORTER;
+    } else if (f & WL_Q_LONG) {
+        p->flags |= GEN_P_Q_LONGER;
+    }
+    if (f & WL_DECODE) {
+        gen_pin(p, GEN_C_Q_LEN, 1);
+        p->rule[GEN_C_KV_LEN] = (gen_rule){256, 0, 0, 0, 0, 0, 0.0, decode_lengths,
+                                           COUNT(decode_lengths)};
+    }
+    p->rule[GEN_C_HEAD_DIM] =
+        (f & WL_BIG_HEAD) ? (gen_rule){256, 0, 0, 0, 0, 0, 0.0, big_dims, COUNT(big_dims)}
+                          : (gen_rule){256, 0, 0, 0, 0, 0, 0.0, small_dims, COUNT(small_dims)};
+    if (f & WL_LONG_KV) { /* few query rows keep it cheap */
+        if (f & WL_DECODE)
+            gen_range(p, GEN_C_KV_LEN, long_decode[0], long_decode[1]);
+        else {
+            gen_range(p, GEN_C_Q_LEN, 1, 6);
+            gen_range(p, GEN_C_KV_LEN, 257, 1400);
+        }
+        if ((f & WL_DECODE) && (f & WL_MANY_CHUNKS)) /* 34 to 36 chunks of 256 at kv_splits 64 */
+            gen_range(p, GEN_C_KV_LEN, 8450, 9000);
+    }
+    if (f & WL_VDIM)
+        p->rule[GEN_C_V_DIM] = (gen_rule){256, 0, 0, 0, 0, 0, 0.0, small_dims, COUNT(small_dims)};
+    const int64_t kv_type = (f & WL_F16) ? ATTN_DTYPE_F16 : (f & WL_BF16) ? ATTN_DTYPE_BF16
+                                                                          : ATTN_DTYPE_F32;
+    gen_pin(p, GEN_C_K_DTYPE, kv_type);
+    gen_pin(p, GEN_C_V_DTYPE, kv_type);
+    /* q: the K/V dtype or F32 */
+    static const int64_t q_types[3][2] = {{ATTN_DTYPE_F32, ATTN_DTYPE_F32},
+                                          {ATTN_DTYPE_F16, ATTN_DTYPE_F32},
+                                          {ATTN_DTYPE_BF16, ATTN_DTYPE_F32}};
+    p->rule[GEN_C_Q_DTYPE] = (gen_rule){256, 0, 0, 0, 0, 0, 0.0, q_types[kv_type], 2};
+
+    /* layouts: the same for q, k, v and the outputs */
+    if (f & WL_BLHD)
+        gen_pin(p, GEN_C_ROWS_OUTER, 1);
+    if (f & WL_PAD)
+        gen_range(p, GEN_C_ROW_PAD, 1, 5);
+    if (f & WL_OFFSET)
+        gen_pin(p, GEN_C_MISALIGN, 1);
+    gen_range(p, GEN_C_BROADCAST_OPT, 1, 7);
+    gen_chance(p, GEN_C_BROADCAST_OPT, 170);
+
+    gen_pin(p, GEN_C_OPT(flags), (f & WL_CAUSAL) != 0);
+    if (f & WL_SCALE) {
+        gen_range(p, GEN_C_OPT(scale), -4096, 4096);
+        p->rule[GEN_C_OPT(scale)].unit = 1.0 / 8192.0;
+    }
+    if (f & WL_SOFTCAP) {
+        gen_range(p, GEN_C_OPT(softcap), 16, 240);
+        p->rule[GEN_C_OPT(softcap)].unit = 1.0 / 8.0;
+    }
+    if (f & WL_WINDOW) { /* 1 .. kv_len + 1 */
+        gen_range(p, GEN_C_OPT(window), 1, 1);
+        p->rule[GEN_C_OPT(window)].kv = 1;
+    }
+    if (f & WL_WINDOW_R) {
+        gen_range(p, GEN_C_OPT(window_right), 1, 1);
+        p->rule[GEN_C_OPT(window_right)].kv = 1;
+    }
+    if (f & WL_LENS) {
+        static const int64_t q_kinds[] = {GEN_SEQ_FULL, GEN_SEQ_EMPTY, GEN_SEQ_RANDOM,
+                                          GEN_SEQ_RANDOM};
+        static const int64_t kv_kinds[] = {GEN_SEQ_FULL, GEN_SEQ_EMPTY, GEN_SEQ_RANDOM};
+        gen_pin(p, GEN_C_OPT(q_lens), 1);
+        gen_pin(p, GEN_C_OPT(kv_lens), 1);
+        p->rule[GEN_C_SEQ_Q] = (gen_rule){256, 0, 0, 0, 0, 0, 0.0, q_kinds, COUNT(q_kinds)};
+        p->rule[GEN_C_SEQ_KV] = (gen_rule){256, 0, 0, 0, 0, 0, 0.0, kv_kinds, COUNT(kv_kinds)};
+    }
+    gen_pin(p, GEN_C_OPT(mask), (f & WL_MASK) != 0);
+    gen_pin(p, GEN_C_OPT(bias), (f & WL_BIAS) != 0);
+    gen_pin(p, GEN_C_OPT(sinks), (f & WL_SINKS) != 0);
+    gen_pin(p, GEN_C_OPT(alibi_slopes), (f & WL_ALIBI) != 0);
+
+    p->val[GEN_Q].lo = p->val[GEN_K].lo = -1.5f;
+    p->val[GEN_Q].hi = p->val[GEN_K].hi = 1.5f;
+    p->val[GEN_V].lo = -10.0f;
+    p->val[GEN_V].hi = 10.0f;
+    /* ALiBi slopes: mostly in [0, 0.5), now and then negative or steep */
+    p->val[GEN_OPT(alibi_slopes)] =
+        (gen_values){GEN_VAL_UNIFORM, 0.0f, 0.5f, 32, -0.1f, 2.0f, 0, 0, 0};
 }
 
-/* Strides of a dense [B,H,L,C] (or [B,L,H,C]) tensor with row padding. */
-static void layout(attn_tensor *t, int blhd, int64_t heads, int64_t len, int64_t cols, int64_t pad)
+/* The harness's RNG as the generator's choice source. */
+static int64_t harness_range(void *ctx, int64_t lo, int64_t hi)
 {
-    const int64_t c = cols + pad;
-    if (blhd) {
-        t->head_stride = c;
-        t->row_stride = heads * c;
-        t->batch_stride = len * heads * c;
-    } else {
-        t->row_stride = c;
-        t->head_stride = len * c;
-        t->batch_stride = heads * len * c;
+    return rng_int(ctx, lo, hi);
+}
+
+/* Guarded buffers (harness.h) for the generator's roles. */
+static buf *role_buf(workload *w, int role)
+{
+    switch (role) {
+    case GEN_Q: return &w->qb;
+    case GEN_K: return &w->kb;
+    case GEN_V: return &w->vb;
+    case GEN_OUT: return &w->ob;
+    case GEN_SCORES: return &w->sb;
+    case GEN_LSE: return &w->lb;
+    case GEN_MAX: return &w->xb;
+    case GEN_ENT: return &w->eb;
+    case GEN_OPT(mask): return &w->mb;
+    case GEN_OPT(bias): return &w->bb;
+    case GEN_OPT(sinks): return &w->snb;
+    case GEN_OPT(alibi_slopes): return &w->alb;
+    default: return &w->other[role];
     }
 }
 
-static void alloc_tensor(buf *b, attn_tensor *t, int32_t dtype, int64_t nb, int64_t nh,
-                         int64_t nr, int64_t nc, int offset)
+static void *wl_alloc(void *ctx, int role, size_t bytes, size_t elem, int misalign)
 {
-    t->dtype = dtype;
-    const size_t es = ref_dtype_size(dtype);
-    t->data = buf_alloc(b, span(t, nb, nh, nr, nc) * es, offset ? es : 0);
+    return buf_alloc(role_buf(ctx, role), bytes, misalign ? elem : 0);
 }
 
-static void fill_input(const attn_tensor *t, int64_t nb, int64_t nh, int64_t nr, int64_t nc,
-                       float lo, float hi)
+static void wl_release(void *ctx, int role, void *data, size_t bytes)
 {
-    rng *g = harness_rng();
-    for (int64_t b = 0; b < nb; b++)
-        for (int64_t h = 0; h < nh; h++)
-            for (int64_t r = 0; r < nr; r++)
-                for (int64_t c = 0; c < nc; c++)
-                    wl_set(t, b, h, r, c, rng_float(g, lo, hi));
-}
-
-/* Broadcast-or-full strides for a mask/bias view [B][Hq][Lq][Lk]. */
-static void broadcast_layout(attn_tensor *t, const attn_shape *s, int pad)
-{
-    rng *g = harness_rng();
-    const int64_t rs = rng_int(g, 0, 3) == 0 ? 0 : s->kv_len + (pad ? rng_int(g, 0, 3) : 0);
-    const int64_t hs = rng_int(g, 0, 2) == 0 ? 0 : (rs ? rs * s->q_len : s->kv_len);
-    const int64_t inner = hs ? hs * s->q_heads : rs ? rs * s->q_len : s->kv_len;
-    const int64_t bs = rng_int(g, 0, 2) == 0 ? 0 : inner;
-    t->row_stride = rs;
-    t->head_stride = hs;
-    t->batch_stride = bs;
-}
-
-/* An F32 [B][Hq] view (sinks, ALiBi slopes): per head (batch stride 0) or
-   per batch entry and head, with a random head stride and row stride. */
-static void per_head_tensor(buf *b, attn_tensor *t, const attn_shape *s, int offset)
-{
-    rng *g = harness_rng();
-    t->row_stride = rng_int(g, 0, 3);
-    t->head_stride = rng_int(g, 1, 3);
-    t->batch_stride = rng_int(g, 0, 1) ? 0 : s->q_heads * t->head_stride + rng_int(g, 0, 2);
-    alloc_tensor(b, t, ATTN_DTYPE_F32, s->batch, s->q_heads, 1, 1, offset);
-}
-
-static int64_t pick_len(rng *g, int64_t below)
-{
-    int64_t v;
-    do
-        v = rng_pick(g, lengths, COUNT(lengths));
-    while (v >= below);
-    return v;
+    (void)data, (void)bytes;
+    buf_free(role_buf(ctx, role));
 }
 
 void wl_make(workload *w, unsigned f)
@@ -119,159 +194,50 @@ void wl_make(workload *w, unsigned f)
     rng *g = harness_rng();
     memset(w, 0, sizeof *w);
     w->features = f;
-    attn_shape *s = &w->shape;
-
-    s->batch = rng_int(g, 1, (f & WL_LENS) ? WL_MAX_BATCH : 2);
-    if (f & WL_GQA) {
-        s->q_heads = 8;
-        s->kv_heads = 2;
-    } else if (f & WL_MQA) {
-        s->kv_heads = 1;
-        s->q_heads = rng_int(g, 2, 4);
-    } else {
-        s->kv_heads = rng_int(g, 1, 2);
-        s->q_heads = s->kv_heads * rng_int(g, 1, 2);
+    gen_profile p;
+    profile_of(&p, f);
+    gen_src src = {harness_range, g};
+    for (int tries = 0;; tries++) {
+        CHECK(gen_draw(&w->gen, &src, &p), "gen_draw gave up (features 0x%x)", f);
+        if (!(f & WL_VDIM) || w->gen.dv != w->gen.shape.head_dim || tries == 100)
+            break;
+        gen_free(&w->gen); /* WL_VDIM: v_dim != head_dim */
     }
-    s->kv_len = rng_pick(g, lengths, COUNT(lengths));
-    s->q_len = rng_pick(g, lengths, COUNT(lengths));
-    if (f & WL_DECODE) {
-        s->q_len = 1;
-        s->kv_len = rng_int(g, 0, 1) ? 129 : rng_int(g, 2, 300);
-    } else if (f & WL_Q_SHORT) {
-        s->kv_len = rng_pick(g, lengths + 1, COUNT(lengths) - 1);
-        s->q_len = pick_len(g, s->kv_len);
-    } else if (f & WL_Q_LONG) {
-        s->q_len = rng_pick(g, lengths + 1, COUNT(lengths) - 1);
-        s->kv_len = pick_len(g, s->q_len);
+    CHECK(!(f & WL_VDIM) || w->gen.dv != w->gen.shape.head_dim, "no v_dim != head_dim drawn");
+    /* v_dim 0 means head_dim: only WL_VDIM0 asks for it, the others say it */
+    if (!(f & WL_VDIM0))
+        w->gen.shape.v_dim = w->gen.dv;
+    const gen_allocator a = {wl_alloc, wl_release, w};
+    CHECK(gen_materialise(&w->gm, &w->gen, rng_next(g), GEN_M_OUT | GEN_M_SCORES | GEN_M_STATS,
+                          &a) == 0,
+          "gen_materialise failed");
+    const gen_bufs *m = &w->gm;
+    w->shape = m->shape;
+    w->opt = m->opt;
+    w->dv = w->gen.dv;
+    w->q = m->t[GEN_Q];
+    w->k = m->t[GEN_K];
+    w->v = m->t[GEN_V];
+    w->scores = m->t[GEN_SCORES];
+    w->out = m->t[GEN_OUT];
+    w->stats = m->stats;
+    /* the option pointers point at these copies, which tests may change */
+    w->mask = m->t[GEN_OPT(mask)];
+    w->bias = m->t[GEN_OPT(bias)];
+    w->sinks = m->t[GEN_OPT(sinks)];
+    w->alibi = m->t[GEN_OPT(alibi_slopes)];
+    w->opt.mask = w->gen.present[ATTN_OPT_POS_mask] ? &w->mask : NULL;
+    w->opt.bias = w->gen.present[ATTN_OPT_POS_bias] ? &w->bias : NULL;
+    w->opt.sinks = w->gen.present[ATTN_OPT_POS_sinks] ? &w->sinks : NULL;
+    w->opt.alibi_slopes = w->gen.present[ATTN_OPT_POS_alibi_slopes] ? &w->alibi : NULL;
+    for (int64_t b = 0; b < w->shape.batch && b < WL_MAX_BATCH; b++) {
+        w->q_lens[b] = (int32_t)gen_seq_q(&w->gen, b);
+        w->kv_lens[b] = (int32_t)gen_seq_kv(&w->gen, b);
     }
-    s->head_dim = (f & WL_BIG_HEAD) ? rng_pick(g, big_dims, COUNT(big_dims))
-                                    : rng_pick(g, small_dims, COUNT(small_dims));
-    /* keep each problem small: the float64 reference is naive */
-    while (s->batch * s->q_heads * s->q_len * s->kv_len * (s->head_dim + 16) > 1500000 &&
-           s->q_len > 1) {
-        s->q_len = (s->q_len + 1) / 2;
-        if (s->kv_len > 17)
-            s->kv_len = (s->kv_len + 1) / 2;
-    }
-    if (f & WL_LONG_KV) { /* after the size cap: few query rows keep it cheap */
-        s->q_len = (f & WL_DECODE) ? 1 : rng_int(g, 1, 6);
-        s->kv_len = (f & WL_DECODE) ? rng_int(g, 2048, 4500) : rng_int(g, 257, 1400);
-        if ((f & WL_DECODE) && (f & WL_MANY_CHUNKS))
-            s->kv_len = rng_int(g, 8450, 9000); /* 34 to 36 chunks of 256 at kv_splits 64 */
-    }
-    w->dv = s->head_dim;
-    s->v_dim = s->head_dim;
-    if (f & WL_VDIM) {
-        do
-            w->dv = rng_pick(g, small_dims, COUNT(small_dims));
-        while (w->dv == s->head_dim);
-        s->v_dim = w->dv;
-    } else if (f & WL_VDIM0) {
-        s->v_dim = 0;
-    }
-
-    const int blhd = !!(f & WL_BLHD), offset = !!(f & WL_OFFSET);
-    const int64_t pad = (f & WL_PAD) ? rng_int(g, 1, 5) : 0;
-    const int32_t kv_type = (f & WL_F16)    ? ATTN_DTYPE_F16
-                            : (f & WL_BF16) ? ATTN_DTYPE_BF16
-                                            : ATTN_DTYPE_F32;
-    int32_t q_type = rng_int(g, 0, 1) ? kv_type : ATTN_DTYPE_F32;
-    layout(&w->q, blhd, s->q_heads, s->q_len, s->head_dim, pad);
-    layout(&w->k, blhd, s->kv_heads, s->kv_len, s->head_dim, pad);
-    layout(&w->v, blhd, s->kv_heads, s->kv_len, w->dv, pad);
-    alloc_tensor(&w->qb, &w->q, q_type, s->batch, s->q_heads, s->q_len, s->head_dim, offset);
-    alloc_tensor(&w->kb, &w->k, kv_type, s->batch, s->kv_heads, s->kv_len, s->head_dim, offset);
-    alloc_tensor(&w->vb, &w->v, kv_type, s->batch, s->kv_heads, s->kv_len, w->dv, offset);
-    fill_input(&w->q, s->batch, s->q_heads, s->q_len, s->head_dim, -1.5f, 1.5f);
-    fill_input(&w->k, s->batch, s->kv_heads, s->kv_len, s->head_dim, -1.5f, 1.5f);
-    fill_input(&w->v, s->batch, s->kv_heads, s->kv_len, w->dv, -10.0f, 10.0f);
-
-    attn_options defaults = ATTN_OPTIONS_INIT;
-    w->opt = defaults;
-    if (f & WL_CAUSAL)
-        w->opt.flags |= ATTN_CAUSAL;
-    if (f & WL_SCALE)
-        w->opt.scale = rng_float(g, -0.5f, 0.5f);
-    if (f & WL_SOFTCAP)
-        w->opt.softcap = rng_float(g, 2.0f, 30.0f);
-    if (f & WL_WINDOW)
-        w->opt.window = rng_int(g, 1, s->kv_len + 1);
-    if (f & WL_LENS) {
-        for (int64_t b = 0; b < s->batch; b++) {
-            /* batch 0 full, the last empty (0), others random */
-            int64_t kind = b == 0 ? 0 : b == s->batch - 1 ? 1 : 2;
-            if (rng_int(g, 0, 3) == 0)
-                kind = 2;
-            w->q_lens[b] =
-                (int32_t)(kind == 0 ? s->q_len : kind == 1 ? 0 : rng_int(g, 0, s->q_len));
-            kind = rng_int(g, 0, 2);
-            w->kv_lens[b] = (int32_t)(kind == 0            ? s->kv_len
-                                      : kind == 1 && b > 0 ? 0
-                                                           : rng_int(g, 1, s->kv_len));
-        }
+    if (w->opt.q_lens)
         w->opt.q_lens = w->q_lens;
+    if (w->opt.kv_lens)
         w->opt.kv_lens = w->kv_lens;
-    }
-    if (f & WL_MASK) {
-        broadcast_layout(&w->mask, s, (int)pad);
-        alloc_tensor(&w->mb, &w->mask, ATTN_DTYPE_BOOL, s->batch, s->q_heads, s->q_len, s->kv_len,
-                     offset);
-        memset(w->mb.data, 0, w->mb.bytes);
-        for (int64_t b = 0; b < s->batch; b++)
-            for (int64_t h = 0; h < s->q_heads; h++)
-                for (int64_t i = 0; i < s->q_len; i++)
-                    for (int64_t j = 0; j < s->kv_len; j++)
-                        *(uint8_t *)wl_at(&w->mask, b, h, i, j) =
-                            rng_int(g, 0, 3) ? (uint8_t)rng_int(g, 1, 255) : 0;
-        w->opt.mask = &w->mask;
-    }
-    if (f & WL_BIAS) {
-        broadcast_layout(&w->bias, s, (int)pad);
-        alloc_tensor(&w->bb, &w->bias, ATTN_DTYPE_F32, s->batch, s->q_heads, s->q_len, s->kv_len,
-                     offset);
-        for (int64_t b = 0; b < s->batch; b++)
-            for (int64_t h = 0; h < s->q_heads; h++)
-                for (int64_t i = 0; i < s->q_len; i++)
-                    for (int64_t j = 0; j < s->kv_len; j++)
-                        wl_set(&w->bias, b, h, i, j,
-                               rng_int(g, 0, 15) ? rng_float(g, -3.0f, 3.0f) : -INFINITY);
-        w->opt.bias = &w->bias;
-    }
-
-    if (f & WL_WINDOW_R)
-        w->opt.window_right = rng_int(g, 1, s->kv_len + 1);
-    if (f & WL_SINKS) {
-        per_head_tensor(&w->snb, &w->sinks, s, offset);
-        for (int64_t b = 0; b < s->batch; b++)
-            for (int64_t h = 0; h < s->q_heads; h++) {
-                /* mostly comparable to the scores, sometimes dominant, sometimes none */
-                const int64_t kind = rng_int(g, 0, 7);
-                wl_set(&w->sinks, b, h, 0, 0,
-                       kind == 0   ? -INFINITY
-                       : kind == 1 ? rng_float(g, 6.0f, 12.0f)
-                                   : rng_float(g, -3.0f, 3.0f));
-            }
-        w->opt.sinks = &w->sinks;
-    }
-    if (f & WL_ALIBI) {
-        per_head_tensor(&w->alb, &w->alibi, s, offset);
-        for (int64_t b = 0; b < s->batch; b++)
-            for (int64_t h = 0; h < s->q_heads; h++)
-                wl_set(&w->alibi, b, h, 0, 0, rng_int(g, 0, 7) ? rng_float(g, 0.0f, 0.5f)
-                                                               : rng_float(g, -0.1f, 2.0f));
-        w->opt.alibi_slopes = &w->alibi;
-    }
-
-    /* outputs, in the inputs' layout and padding */
-    layout(&w->scores, blhd, s->q_heads, s->q_len, s->kv_len, pad);
-    layout(&w->out, blhd, s->q_heads, s->q_len, w->dv, pad);
-    alloc_tensor(&w->sb, &w->scores, ATTN_DTYPE_F32, s->batch, s->q_heads, s->q_len, s->kv_len,
-                 offset);
-    alloc_tensor(&w->ob, &w->out, ATTN_DTYPE_F32, s->batch, s->q_heads, s->q_len, w->dv, offset);
-    const size_t rows = (size_t)wl_rows(w);
-    w->stats.lse = buf_alloc(&w->lb, rows * 4, offset ? 4 : 0);
-    w->stats.max_score = buf_alloc(&w->xb, rows * 4, 0);
-    w->stats.entropy = buf_alloc(&w->eb, rows * 4, offset ? 4 : 0);
 }
 
 int64_t wl_rows(const workload *w)
@@ -281,19 +247,10 @@ int64_t wl_rows(const workload *w)
 
 const char *wl_describe(const workload *w)
 {
-    static char line[512];
-    const attn_shape *s = &w->shape;
-    snprintf(line, sizeof line,
-             "B=%lld Hq=%lld Hkv=%lld Lq=%lld Lk=%lld D=%lld Dv=%lld(v_dim=%lld) q/kv dtype=%d/%d "
-             "flags=%u scale=%g softcap=%g window=%lld window_right=%lld lens=%s mask=%s bias=%s "
-             "sinks=%s alibi=%s features=0x%x",
-             (long long)s->batch, (long long)s->q_heads, (long long)s->kv_heads,
-             (long long)s->q_len, (long long)s->kv_len, (long long)s->head_dim, (long long)w->dv,
-             (long long)s->v_dim, w->q.dtype, w->k.dtype, w->opt.flags, (double)w->opt.scale,
-             (double)w->opt.softcap, (long long)w->opt.window, (long long)w->opt.window_right,
-             w->opt.q_lens ? "yes" : "no", w->opt.mask ? "yes" : "no",
-             w->opt.bias ? "yes" : "no", w->opt.sinks ? "yes" : "no",
-             w->opt.alibi_slopes ? "yes" : "no", w->features);
+    static char line[1024];
+    char d[896];
+    snprintf(line, sizeof line, "%s features=0x%x", gen_describe(&w->gen, d, sizeof d),
+             w->features);
     return line;
 }
 
@@ -374,9 +331,6 @@ void wl_fill_scores(workload *w, float lo, float hi)
 
 void wl_free(workload *w)
 {
-    buf *all[] = {&w->qb, &w->kb, &w->vb, &w->mb,  &w->bb, &w->sb,
-                  &w->ob, &w->lb, &w->xb, &w->eb, &w->snb, &w->alb};
-    for (size_t i = 0; i < COUNT(all); i++)
-        if (all[i]->base)
-            buf_free(all[i]);
+    gen_release(&w->gm);
+    gen_free(&w->gen);
 }

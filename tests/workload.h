@@ -1,11 +1,14 @@
 /*
  * Random attention problems for the operation-level tests: shapes, layouts,
  * dtypes, masks and options chosen from a feature set, with guarded output
- * buffers whose padding must stay untouched.
+ * buffers whose padding must stay untouched. The features narrow the
+ * problem generator's profile (gen/gen.h), drawn from the harness's seeded
+ * RNG and materialised in canary-guarded buffers.
  */
 #ifndef ATTN_TEST_WORKLOAD_H
 #define ATTN_TEST_WORKLOAD_H
 
+#include "gen.h"
 #include "harness.h"
 
 enum wl_feature {
@@ -57,6 +60,11 @@ typedef struct workload {
     /* score modifiers: F32 [B][Hq] views */
     attn_tensor sinks, alibi;
     buf snb, alb;
+    /* the generator's description and buffers (the views above are theirs);
+       other roles' guarded buffers */
+    gen_problem gen;
+    gen_bufs gm;
+    buf other[GEN_ROLE_COUNT];
 } workload;
 
 /* A random problem with the given features (inputs filled, outputs allocated). */

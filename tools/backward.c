@@ -46,12 +46,13 @@ static double dq_row(const problem *p, const buffers *b, const grads *g, int64_t
                      int64_t i, double *ref)
 {
     const attn_shape *s = &p->shape;
+    const gen_bufs *m = &b->m;
     const int64_t d = s->head_dim, dv = v_dim_of(s), lk = s->kv_len;
     const int64_t kvh = h / (s->q_heads / s->kv_heads);
     const size_t row = (size_t)((bi * s->q_heads + h) * s->q_len + i);
-    const size_t kv0 = (size_t)((bi * s->kv_heads + kvh) * lk);
-    const float *q = b->q + row * (size_t)d, *dout = g->dout + row * (size_t)dv;
-    const double scale = scale_of(p), cap = p->softcap;
+    const attn_dtype kt = kv_dtype_of(p);
+    const float *q = gen_at(&m->t[GEN_Q], bi, h, i, 0), *dout = g->dout + row * (size_t)dv;
+    const double scale = scale_of(p), cap = p->g.opt.softcap;
     int64_t lo, hi;
     visible_keys(p, bi, i, &lo, &hi);
     const int64_t n = hi - lo;
@@ -66,21 +67,26 @@ static double dq_row(const problem *p, const buffers *b, const grads *g, int64_t
     /* the score modifiers as the library applies them: ALiBi from the
        query's aligned position, the sink as one more logit in the softmax */
     const int64_t pos = i + (lk - s->q_len);
-    const double alibi_slope_h = p->alibi ? (double)b->slopes[h] : 0.0;
-    double m = p->has_sink ? (double)p->sink : -INFINITY;
+    const double alibi_slope_h =
+        has_alibi(p) ? (double)*(const float *)gen_at(&m->t[GEN_OPT(alibi_slopes)], bi, h, 0, 0)
+                     : 0.0;
+    const double sink =
+        has_sink(p) ? (double)*(const float *)gen_at(&m->t[GEN_OPT(sinks)], bi, h, 0, 0)
+                    : -INFINITY;
+    double mx = sink;
     double a_max = 0.0, w_max = 0.0, k_max = 0.0, v_max = 0.0, alibi_max = 0.0;
     for (int64_t j = 0; j < n; j++) {
-        const size_t kr = (kv0 + (size_t)(lo + j)) * (size_t)d;
-        const size_t vr = (kv0 + (size_t)(lo + j)) * (size_t)dv;
+        const void *kr = gen_kv_row(m, GEN_K, bi, kvh, lo + j);
+        const void *vr = gen_kv_row(m, GEN_V, bi, kvh, lo + j);
         double dot = 0.0, terms = 0.0, pd = 0.0, w = 0.0;
         for (int64_t t = 0; t < d; t++) {
-            const double kt = load_elem(b->k, p->kv_dtype, kr + (size_t)t);
-            dot += q[t] * kt;
-            terms += fabs(q[t] * kt);
-            k_max = fmax(k_max, fabs(kt));
+            const double kx = gen_load(kr, kt, t, p->g.opt.k_scale);
+            dot += q[t] * kx;
+            terms += fabs(q[t] * kx);
+            k_max = fmax(k_max, fabs(kx));
         }
         for (int64_t t = 0; t < dv; t++) {
-            const double vt = load_elem(b->v, p->kv_dtype, vr + (size_t)t);
+            const double vt = gen_load(vr, kt, t, p->g.opt.v_scale);
             pd += dout[t] * vt;
             w += fabs(dout[t] * vt);
             v_max = fmax(v_max, fabs(vt));
@@ -92,30 +98,30 @@ static double dq_row(const problem *p, const buffers *b, const grads *g, int64_t
             x = cap * th;
             slope[j] = 1.0 - th * th;
         }
-        if (p->alibi) {
+        if (has_alibi(p)) {
             const double a = alibi_slope_h * (double)llabs(pos - (lo + j));
             x -= a;
             alibi_max = fmax(alibi_max, a);
         }
         sc[j] = x;
         dp[j] = pd;
-        m = fmax(m, x);
+        mx = fmax(mx, x);
         a_max = fmax(a_max, terms * fabs(scale));
         w_max = fmax(w_max, w);
     }
-    double sum = p->has_sink ? exp((double)p->sink - m) : 0.0, D = 0.0;
+    double sum = has_sink(p) ? exp(sink - mx) : 0.0, D = 0.0;
     for (int64_t j = 0; j < n; j++)
-        sum += exp(sc[j] - m);
+        sum += exp(sc[j] - mx);
     for (int64_t j = 0; j < n; j++)
-        D += exp(sc[j] - m) / sum * dp[j];
+        D += exp(sc[j] - mx) / sum * dp[j];
     double pa = 0.0, ds_abs = 0.0, dout_abs = 0.0;
     for (int64_t t = 0; t < dv; t++)
         dout_abs += fabs(dout[t]);
     for (int64_t j = 0; j < n; j++) {
-        const double pj = exp(sc[j] - m) / sum, a = dp[j] - D, ds = pj * a * slope[j];
-        const size_t kr = (kv0 + (size_t)(lo + j)) * (size_t)d;
+        const double pj = exp(sc[j] - mx) / sum, a = dp[j] - D, ds = pj * a * slope[j];
+        const void *kr = gen_kv_row(m, GEN_K, bi, kvh, lo + j);
         for (int64_t t = 0; t < d; t++)
-            ref[t] += scale * ds * load_elem(b->k, p->kv_dtype, kr + (size_t)t);
+            ref[t] += scale * ds * gen_load(kr, kt, t, p->g.opt.k_scale);
         pa += pj * fabs(a);
         ds_abs += fabs(ds);
     }
@@ -204,7 +210,7 @@ int measure_backward(const problem *p, const cli_settings *x, attn_threadpool *p
         return EXIT_LIBRARY;
     }
     uint64_t seed = x->seed ^ 0x6464646464646464u;
-    fill_random(g.dout, ATTN_DTYPE_F32, (size_t)(rows * dv), &seed);
+    gen_fill(g.dout, ATTN_DTYPE_F32, rows * dv, &p->g.val[GEN_Q], &seed); /* q's distribution */
     for (int64_t i = 0; i < rows * s->head_dim; i++)
         g.dq[i] = NAN; /* a row the library failed to write cannot pass */
     g.tdout = make_tensor(g.dout, ATTN_DTYPE_F32, s->q_heads, s->q_len, dv);
@@ -216,8 +222,7 @@ int measure_backward(const problem *p, const cli_settings *x, attn_threadpool *p
     gr.dk = &g.tdk;
     gr.dv = &g.tdv;
 
-    attn_options o = options_of(p);
-    add_modifiers(&o, p, &b);
+    attn_options o = b.m.opt;
     o.parallel_for = attn_threadpool_parallel_for;
     o.parallel_ctx = pool;
     const attn_row_stats st = { g.lse, NULL, NULL };
@@ -225,12 +230,14 @@ int measure_backward(const problem *p, const cli_settings *x, attn_threadpool *p
     m->threads = attn_threadpool_size(pool);
     m->floor = (timing){ 0, 0.0, 0.0, false };
     m->kv_copies = 1;
-    attn_status status = attn_forward(s, &o, &b.tq, &b.tk, &b.tv, &b.tout, &st);
+    const attn_tensor *tq = &b.m.t[GEN_Q], *tk = &b.m.t[GEN_K], *tv = &b.m.t[GEN_V],
+                      *tout = &b.m.t[GEN_OUT];
+    attn_status status = attn_forward(s, &o, tq, tk, tv, tout, &st);
     double first = 0.0, total = 0.0, best = INFINITY;
     int64_t n = 0;
     if (status == ATTN_OK) {
         const double t0 = now_seconds();
-        status = attn_backward(s, &o, &b.tq, &b.tk, &b.tv, &b.tout, &g.tdout, g.lse, &gr);
+        status = attn_backward(s, &o, tq, tk, tv, tout, &g.tdout, g.lse, &gr);
         first = now_seconds() - t0;
     }
     if (status == ATTN_OK && x->iters == 0 && first >= SINGLE_CALL_SECONDS) {
@@ -243,7 +250,7 @@ int measure_backward(const problem *p, const cli_settings *x, attn_threadpool *p
         }
         for (int64_t it = 0; it < n && status == ATTN_OK; it++) {
             const double t0 = now_seconds();
-            status = attn_backward(s, &o, &b.tq, &b.tk, &b.tv, &b.tout, &g.tdout, g.lse, &gr);
+            status = attn_backward(s, &o, tq, tk, tv, tout, &g.tdout, g.lse, &gr);
             const double sec = now_seconds() - t0;
             total += sec;
             best = sec < best ? sec : best;

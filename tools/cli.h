@@ -3,22 +3,29 @@
  *
  *   main.c      commands and `attn --help`
  *   options.c   THE option table of run and bench, its parser and its help
- *   problem.c   presets and a problem's geometry (visible keys, FLOPs, bytes)
- *   numbers.c   f16/bf16 conversion, the seeded input generator, clocks
- *   exec.c      buffers, the progress line, timing, one measured problem
+ *   problem.c   presets, a problem's description from the flags (the
+ *               problem generator, gen/gen.h) and its geometry (visible
+ *               keys, FLOPs, bytes)
+ *   numbers.c   clocks, CPUs
+ *   exec.c      buffers (the generator's, plus K/V copies to rotate), the
+ *               progress line, timing, one measured problem
  *   peak.c      the FMA peak of the pool's threads (the roofline's compute side)
  *   pin.h       pins a thread to one CPU for the peak (bench_attn.cc too)
  *   backward.c  run --backward: timing attn_backward, dq rows in float64
- *   verify.c    sampled rows against the scalar oracle
+ *   verify.c    sampled rows against the scalar oracle (reads exec.c's
+ *               buffers; exec.c does not call it)
  *   cmd_run.c, cmd_bench.c, cmd_info.c   the commands
  *
- * Uses the public API only (attn.h, and src/dtype_list.h, which is data on
- * attn.h alone); cpu_features only describes the CPU in `attn info`, never
- * makes decisions the library makes itself. A new option is a row of the
- * table in options.c and a field of cli_settings: parsing and --help come
- * from the row. One that changes the problem also needs its "not given"
- * value in cli_defaults and its lines in cli_problem_overridden and
- * cli_problem (options.c), and a field of problem.
+ * Uses the public API only (attn.h, src/dtype_list.h and src/option_list.h,
+ * which are data on attn.h alone, and gen/, which uses nothing else);
+ * cpu_features only describes the CPU in `attn info`, never makes decisions
+ * the library makes itself. A new option is a row of the table in options.c:
+ * parsing and --help come from the row. An execution option also needs a
+ * field of cli_settings; a problem option pins its generator choice (for an
+ * attn_options line, GEN_C_OPT(field)), and the description, the buffers
+ * and the timed calls follow. What the verification's oracle does not get
+ * from the description (verify.c: a one-row problem over the row's visible
+ * keys, ALiBi as a bias row) is written by hand there.
  */
 #ifndef ATTN_CLI_H
 #define ATTN_CLI_H
@@ -28,6 +35,7 @@
 #include <stdint.h>
 
 #include "attn.h"
+#include "gen.h"
 
 /* Exit codes (documented in `attn --help`). */
 enum {
@@ -50,31 +58,20 @@ enum {
 
 /* ------------------------------------------------------------ problems (problem.c) */
 
+/* A problem: its description, drawn from the preset and the flags by the
+   problem generator with every choice fixed (gen/gen.h). */
 typedef struct problem {
     const char *name;
-    attn_shape shape;
-    bool causal;
-    int64_t window;
-    float scale;
-    float softcap;
-    attn_dtype kv_dtype;
-    /* score modifiers (attn.h 1.1) */
-    int64_t window_right; /* 0: off */
-    bool alibi;           /* ALiBi with alibi_slope(h, q_heads) */
-    bool has_sink;
-    float sink;           /* one sink logit for every query head */
-    /* K/V in a paged pool [blocks][paged_block][kv_heads][d] read through a
-       shuffled block table (0: one contiguous cache per batch entry) */
-    int64_t paged_block;
-    /* the batch as variable-length sequences (seq_lengths) packed into
-       [tokens][heads][d] tensors with offsets, instead of padded */
-    bool packed;
+    attn_shape shape; /* as given: per sequence (--packed: the longest) */
+    gen_problem g;    /* the call's (--packed: q_len, kv_len are the token counts) */
 } problem;
 
 typedef struct preset {
     const char *name;
     const char *about;
-    problem problem;
+    attn_shape shape;
+    bool causal;
+    attn_dtype kv_dtype;
 } preset;
 
 extern const preset cli_presets[];
@@ -84,14 +81,21 @@ extern const char *const cli_bench_order[];
 extern const size_t cli_bench_count;
 
 const preset *find_preset(const char *name);
+/* The preset's problem, with the choices pinned in *flags (NULL: none). */
+problem preset_problem(const preset *pre, const attn_shape *shape, const gen_profile *flags);
+void problem_free(problem *p);
 int64_t v_dim_of(const attn_shape *s);
 float scale_of(const problem *p);
+attn_dtype kv_dtype_of(const problem *p);
+bool is_packed(const problem *p);
+int64_t paged_block_of(const problem *p);
+bool has_alibi(const problem *p);
+bool has_sink(const problem *p);
+float sink_of(const problem *p);
 /* Bytes per stride unit: an element, or a block of dtype_block(t) values. */
 size_t dtype_size(attn_dtype t);
 int64_t dtype_block(attn_dtype t);
 const char *dtype_name(attn_dtype t);
-/* Q8_0, Q4_0, FP8: values made by attn_quantize. */
-bool dtype_is_quantized(attn_dtype t);
 /* A valid K/V dtype (--kv-dtype). */
 bool dtype_is_kv(attn_dtype t);
 /* Query and key lengths of sequence b: q_len and kv_len, or with --packed
@@ -105,20 +109,9 @@ double flops_per_call(const problem *p);
 double kv_bytes_per_call(const problem *p);
 /* Few query rows (decode, speculative decoding): bound by reading K and V. */
 bool is_decode_like(const problem *p);
-/* The options of p; sinks and ALiBi slopes point into b (see buffers). */
-attn_options options_of(const problem *p);
-/* ALiBi's standard slope of query head h of `heads` (the ALiBi paper's
-   geometric sequence, extended as its reference code does for heads that
-   are not a power of two). */
-float alibi_slope(int64_t h, int64_t heads);
 
 /* ------------------------------------------------------------ numbers (numbers.c) */
 
-float load_elem(const void *base, attn_dtype t, size_t i);
-/* Seeded bell-shaped values in [-1, 1), stored as dtype t (quantized by
-   attn_quantize for Q8_0/Q4_0/FP8; n a multiple of 32 for the block
-   formats). 0, or -1 when attn_quantize refused. */
-int fill_random(void *dst, attn_dtype t, size_t n, uint64_t *state);
 double now_seconds(void);
 int online_cpus(void);
 
@@ -139,18 +132,11 @@ typedef struct cli_settings {
     bool progress;
     int64_t splits; /* attn_options.kv_splits: 0 automatic, 1 never, N */
     bool backward; /* run: time attn_backward instead of attn_forward */
-    /* the problem (run): a preset, then overrides; -1 / NaN: not given */
+    /* the problem (run): a preset, then overrides: dimensions (-1: not
+       given) and the generator's choices the flags pin */
     const preset *preset;
     int64_t dims[N_DIMS];
-    int causal;
-    int64_t window;
-    float scale, softcap;
-    int kv_dtype;
-    int64_t window_right; /* -1: not given */
-    float sink;           /* NaN: not given */
-    int alibi;            /* -1: not given */
-    int64_t paged_block;
-    bool packed;
+    gen_profile pins;
     /* bench */
     const preset *chosen[CLI_MAX_CHOSEN];
     size_t n_chosen;
@@ -188,30 +174,15 @@ typedef struct timing {
 } timing;
 
 typedef struct buffers {
-    float *q;
-    void *k; /* `copies` identical copies of K, k_copy_bytes apart */
-    void *v; /* likewise for V */
-    float *out; /* dense [B][H][q_len][dv]: what verify reads */
-    attn_tensor tq, tk, tv, tout; /* what the timed calls use; tk, tv: copy 0 */
+    /* the problem's tensors, options and NaN-poisoned output, in its layout
+       (gen/gen.h): what the timed calls use and verify reads */
+    gen_bufs m;
+    /* decode-like dense problems: `copies` identical copies of K (V), each
+       k_copy_bytes (v_copy_bytes) long, rotated over by the timed calls */
+    void *k, *v;
     int64_t copies;
     size_t k_copy_bytes, v_copy_bytes;
-    /* score modifiers: the sink (one value, broadcast over batch and heads)
-       and the ALiBi slopes [q_heads] (NULL without ALiBi) */
-    float sink;
-    float *slopes;
-    attn_tensor tsinks, tslopes;
-    /* --paged-block, --packed: the layouts the timed calls use instead (one
-       copy: a layout is never rotated) */
-    void *pool_k, *pool_v;
-    int32_t *table, *q_lens, *kv_lens, *q_offsets, *kv_offsets;
-    float *packed_q, *packed_out;
-    void *packed_k, *packed_v;
-    attn_options layout; /* the layout fields of the timed calls' options */
-    attn_shape shape;    /* the timed calls' shape (packed: q_len, kv_len = tokens) */
 } buffers;
-
-/* opt with p's sinks and ALiBi slopes from b (when p has them). */
-void add_modifiers(attn_options *opt, const problem *p, const buffers *b);
 
 typedef struct verify_result {
     int64_t rows;
@@ -241,14 +212,16 @@ typedef struct measurement {
 } measurement;
 
 void *alloc_elems(int64_t n, size_t size);
-/* Seeded q, k, v and a NaN-poisoned out for p (EXIT_LIBRARY when out of memory). */
+/* Seeded q, k, v and a NaN-poisoned out for p (EXIT_USAGE for dimensions
+   the K/V dtype cannot store, EXIT_LIBRARY when out of memory). */
 int buffers_init(buffers *b, const problem *p, uint64_t seed);
 void buffers_free(buffers *b);
 attn_tensor make_tensor(void *data, attn_dtype t, int64_t heads, int64_t rows, int64_t cols);
 int library_error(const char *what, attn_status st);
-/* Times p (target_s of calls when iters is 0) and verifies sampled rows. */
+/* Times p on b (target_s of calls when iters is 0); m->verify is the
+   caller's (verify.c). */
 int measure(const problem *p, const cli_settings *x, attn_threadpool *pool, double target_s,
-            measurement *m);
+            const buffers *b, measurement *m);
 /* Selects --isa if given and creates the pool of --threads. */
 int open_pool(const cli_settings *x, attn_threadpool **pool);
 void format_ms(char *buf, size_t size, double seconds);
@@ -276,6 +249,9 @@ int measure_backward(const problem *p, const cli_settings *x, attn_threadpool *p
 
 /* Verifies `rows` sampled rows of b's output on the scalar ISA. */
 int verify(const problem *p, const buffers *b, int64_t rows, verify_result *vr);
+/* buffers_init, measure, verify, buffers_free: one problem of run or bench. */
+int measure_verified(const problem *p, const cli_settings *x, attn_threadpool *pool,
+                     double target_s, measurement *m);
 
 /* ------------------------------------------------------------ commands */
 

@@ -75,33 +75,25 @@ static const char run_outro[] =
     "Exit status: 0 pass, 1 verification failed, 2 bad arguments, 3 library error\n"
     "or out of memory.\n";
 
-int cmd_run(int argc, char **argv)
+/* Runs p (from the preset pre, changed by options when overridden). */
+static int run(const cli_settings *xs, const preset *pre, bool overridden, const problem *pp)
 {
-    cli_settings x;
-    cli_defaults(CLI_RUN, &x);
-    int rc = cli_parse(CLI_RUN, "run", argc, argv, &x);
-    if (rc < 0) {
-        cli_print_help(CLI_RUN, run_intro, run_outro);
-        return EXIT_OK;
-    }
-    if (rc)
-        return rc;
-    const preset *pre = x.preset;
-    const bool overridden = cli_problem_overridden(&x);
-    problem p = cli_problem(&x);
+    const cli_settings x = *xs;
+    const problem p = *pp;
+    int rc;
     if (p.shape.q_heads % p.shape.kv_heads) {
         fprintf(stderr, "attn run: q-heads (%" PRId64 ") must be a multiple of kv-heads (%" PRId64
                         ")\nTry 'attn run --help'.\n", p.shape.q_heads, p.shape.kv_heads);
         return EXIT_USAGE;
     }
 
-    if (p.packed && p.shape.kv_len < p.shape.q_len) {
+    if (is_packed(&p) && p.shape.kv_len < p.shape.q_len) {
         fprintf(stderr, "attn run: --packed needs kv-len >= q-len (each sequence has\n"
                         "kv_len - q_len keys more than queries)\nTry 'attn run --help'.\n");
         return EXIT_USAGE;
     }
 
-    if (x.backward && (p.packed || p.paged_block > 0)) {
+    if (x.backward && (is_packed(&p) || paged_block_of(&p) > 0)) {
         fprintf(stderr, "attn run: --backward reads dense tensors only (attn_backward does not\n"
                         "take offset, packed or paged layouts yet)\nTry 'attn run --help'.\n");
         return EXIT_USAGE;
@@ -120,40 +112,42 @@ int cmd_run(int argc, char **argv)
     printf("  shape    batch %" PRId64 ", q_heads %" PRId64 ", kv_heads %" PRId64
            ", q_len %" PRId64 ", kv_len %" PRId64 ", head_dim %" PRId64 ", v_dim %" PRId64 "\n",
            s->batch, s->q_heads, s->kv_heads, s->q_len, s->kv_len, s->head_dim, v_dim_of(s));
+    const attn_options *o = &p.g.opt;
     char window_text[32] = "off", softcap_text[32] = "off";
-    if (p.window)
-        snprintf(window_text, sizeof window_text, "%" PRId64, p.window);
-    if (p.softcap != 0.0f)
-        snprintf(softcap_text, sizeof softcap_text, "%g", (double)p.softcap);
+    if (o->window)
+        snprintf(window_text, sizeof window_text, "%" PRId64, o->window);
+    if (o->softcap != 0.0f)
+        snprintf(softcap_text, sizeof softcap_text, "%g", (double)o->softcap);
     printf("  options  %s, window %s, scale %g%s, softcap %s, K/V %s, seed %" PRIu64 "\n",
-           p.causal ? "causal" : "not causal", window_text, (double)scale_of(&p),
-           p.scale == 0.0f ? " (1/sqrt(head_dim))" : "", softcap_text, dtype_name(p.kv_dtype),
-           x.seed);
-    if (p.window_right || p.has_sink || p.alibi) {
+           (o->flags & ATTN_CAUSAL) ? "causal" : "not causal", window_text, (double)scale_of(&p),
+           o->scale == 0.0f ? " (1/sqrt(head_dim))" : "", softcap_text,
+           dtype_name(kv_dtype_of(&p)), x.seed);
+    if (o->window_right || has_sink(&p) || has_alibi(&p)) {
         char right_text[32] = "off", sink_text[32] = "off";
-        if (p.window_right)
-            snprintf(right_text, sizeof right_text, "%" PRId64, p.window_right);
-        if (p.has_sink)
-            snprintf(sink_text, sizeof sink_text, "%g", (double)p.sink);
+        if (o->window_right)
+            snprintf(right_text, sizeof right_text, "%" PRId64, o->window_right);
+        if (has_sink(&p))
+            snprintf(sink_text, sizeof sink_text, "%g", (double)sink_of(&p));
         printf("  modifiers window_right %s, sinks %s, ALiBi %s\n", right_text, sink_text,
-               p.alibi ? "on (standard slopes)" : "off");
+               has_alibi(&p) ? "on (standard slopes)" : "off");
     }
-    if (p.packed) {
+    if (is_packed(&p)) {
         int64_t first_q, first_k, last_q, last_k;
         seq_lengths(&p, 0, &first_q, &first_k);
         seq_lengths(&p, s->batch - 1, &last_q, &last_k);
         printf("  layout   packed: %" PRId64 " sequences of %" PRId64 "..%" PRId64
                " queries, [tokens][heads][dim] with offsets\n", s->batch, first_q, last_q);
     }
-    if (p.paged_block > 0)
+    if (paged_block_of(&p) > 0)
         printf("  layout   K/V paged: blocks of %" PRId64 " keys, shuffled block table\n",
-               p.paged_block);
+               paged_block_of(&p));
     if (x.backward)
         printf("  op       attn_backward (dq, dk, dv), after one attn_forward for out and lse\n");
     fflush(stdout);
 
     measurement m;
-    rc = x.backward ? measure_backward(&p, &x, pool, 2.0, &m) : measure(&p, &x, pool, 2.0, &m);
+    rc = x.backward ? measure_backward(&p, &x, pool, 2.0, &m)
+                    : measure_verified(&p, &x, pool, 2.0, &m);
     attn_threadpool_destroy(pool);
     if (rc)
         return rc;
@@ -219,4 +213,21 @@ int cmd_run(int argc, char **argv)
         return EXIT_VERIFY_FAILED;
     }
     return EXIT_OK;
+}
+
+int cmd_run(int argc, char **argv)
+{
+    cli_settings x;
+    cli_defaults(CLI_RUN, &x);
+    int rc = cli_parse(CLI_RUN, "run", argc, argv, &x);
+    if (rc < 0) {
+        cli_print_help(CLI_RUN, run_intro, run_outro);
+        return EXIT_OK;
+    }
+    if (rc)
+        return rc;
+    problem p = cli_problem(&x);
+    rc = run(&x, x.preset, cli_problem_overridden(&x), &p);
+    problem_free(&p);
+    return rc;
 }

@@ -119,11 +119,9 @@ static void progress_stop(progress *pr)
 
 void buffers_free(buffers *b)
 {
-    void *all[] = {b->q, b->k, b->v, b->out, b->slopes, b->pool_k, b->pool_v, b->table,
-                   b->q_lens, b->kv_lens, b->q_offsets, b->kv_offsets, b->packed_q,
-                   b->packed_out, b->packed_k, b->packed_v};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        free(all[i]);
+    gen_release(&b->m);
+    free(b->k);
+    free(b->v);
     memset(b, 0, sizeof *b);
 }
 
@@ -214,7 +212,7 @@ static int64_t llc_bytes(void)
 #define ROTATE_MAX_COPIES 64
 static int64_t kv_copies_for(const problem *p)
 {
-    if (!is_decode_like(p) || p->paged_block > 0 || p->packed)
+    if (!is_decode_like(p) || paged_block_of(p) > 0 || is_packed(p))
         return 1;
     const int64_t llc = llc_bytes() > 0 ? llc_bytes() : ROTATE_UNKNOWN_LLC;
     const double bytes = kv_bytes_per_call(p);
@@ -227,222 +225,59 @@ static int64_t kv_copies_for(const problem *p)
     return copies;
 }
 
-/* Rows [0, n) of (batch b, head h) of a dense [B][H][L][cols] buffer, copied
-   to or from rows at0.. of a packed [T][H][cols] one. */
-static void copy_rows(char *dense, char *packed, int to_packed, int64_t b, int64_t heads,
-                      int64_t len, int64_t at0, int64_t n, int64_t cols, size_t es)
-{
-    for (int64_t h = 0; h < heads; h++)
-        for (int64_t i = 0; i < n; i++) {
-            char *d = dense + (size_t)(((b * heads + h) * len + i) * cols) * es;
-            char *q = packed + (size_t)(((at0 + i) * heads + h) * cols) * es;
-            memcpy(to_packed ? q : d, to_packed ? d : q, (size_t)cols * es);
-        }
-}
-
-/*
- * --paged-block and --packed: the same data in the layouts engines use, for
- * the timed calls; verify keeps reading the dense buffers (and the dense
- * output, which collect_output fills from a packed one).
- */
-static int layouts_init(buffers *b, const problem *p, uint64_t seed)
-{
-    const attn_shape *s = &p->shape;
-    const int64_t B = s->batch, dv = v_dim_of(s), d = s->head_dim;
-    const size_t es = dtype_size(p->kv_dtype);
-    attn_options *o = &b->layout;
-    int64_t tq = 0, tk = 0;
-    if (p->packed) {
-        b->q_lens = alloc_elems(B, sizeof(int32_t));
-        b->kv_lens = alloc_elems(B, sizeof(int32_t));
-        b->q_offsets = alloc_elems(B, sizeof(int32_t));
-        b->kv_offsets = alloc_elems(B, sizeof(int32_t));
-        if (!b->q_lens || !b->kv_lens || !b->q_offsets || !b->kv_offsets)
-            return EXIT_LIBRARY;
-        for (int64_t i = 0; i < B; i++) {
-            int64_t lq, lk;
-            seq_lengths(p, i, &lq, &lk);
-            b->q_lens[i] = (int32_t)lq;
-            b->kv_lens[i] = (int32_t)lk;
-            b->q_offsets[i] = (int32_t)tq;
-            b->kv_offsets[i] = (int32_t)tk;
-            tq += lq;
-            tk += lk;
-        }
-        if (tq > INT32_MAX || tk > INT32_MAX)
-            return EXIT_LIBRARY;
-        b->packed_q = alloc_elems(tq * s->q_heads * d, sizeof(float));
-        b->packed_out = alloc_elems(tq * s->q_heads * dv, sizeof(float));
-        b->packed_k = alloc_elems(tk * s->kv_heads * d, es);
-        b->packed_v = alloc_elems(tk * s->kv_heads * dv, es);
-        if (!b->packed_q || !b->packed_out || !b->packed_k || !b->packed_v)
-            return EXIT_LIBRARY;
-        for (int64_t i = 0; i < B; i++) {
-            copy_rows((char *)b->q, (char *)b->packed_q, 1, i, s->q_heads, s->q_len,
-                      b->q_offsets[i], b->q_lens[i], d, sizeof(float));
-            copy_rows(b->k, b->packed_k, 1, i, s->kv_heads, s->kv_len, b->kv_offsets[i],
-                      b->kv_lens[i], d, es);
-            copy_rows(b->v, b->packed_v, 1, i, s->kv_heads, s->kv_len, b->kv_offsets[i],
-                      b->kv_lens[i], dv, es);
-        }
-        for (int64_t i = 0; i < tq * s->q_heads * dv; i++)
-            b->packed_out[i] = NAN;
-        /* rows past a sequence's end are not written: what a padded row gets */
-        for (int64_t i = 0; i < B * s->q_heads * s->q_len * dv; i++)
-            b->out[i] = 0.0f;
-        b->tq = (attn_tensor){b->packed_q, ATTN_DTYPE_F32, 0, d, s->q_heads * d};
-        b->tk = (attn_tensor){b->packed_k, (int32_t)p->kv_dtype, 0, d, s->kv_heads * d};
-        b->tv = (attn_tensor){b->packed_v, (int32_t)p->kv_dtype, 0, dv, s->kv_heads * dv};
-        b->tout = (attn_tensor){b->packed_out, ATTN_DTYPE_F32, 0, dv, s->q_heads * dv};
-        b->shape.q_len = tq;
-        b->shape.kv_len = tk;
-        o->q_lens = b->q_lens;
-        o->kv_lens = b->kv_lens;
-        o->q_offsets = b->q_offsets;
-        o->kv_offsets = b->kv_offsets;
-    }
-    if (p->paged_block > 0) {
-        /* every sequence's pages, each in its own pool block, in shuffled order */
-        const int64_t bs = p->paged_block, pages = (s->kv_len + bs - 1) / bs;
-        const int64_t blocks = B * pages, heads = s->kv_heads;
-        b->table = alloc_elems(blocks, sizeof(int32_t));
-        b->pool_k = alloc_elems(blocks * bs * heads * d, es);
-        b->pool_v = alloc_elems(blocks * bs * heads * dv, es);
-        if (blocks > INT32_MAX || !b->table || !b->pool_k || !b->pool_v)
-            return EXIT_LIBRARY;
-        uint64_t st = seed ^ 0x5050505050505050u;
-        for (int64_t i = 0; i < blocks; i++)
-            b->table[i] = (int32_t)i;
-        for (int64_t i = blocks - 1; i > 0; i--) {
-            st ^= st << 13, st ^= st >> 7, st ^= st << 17;
-            const int64_t j = (int64_t)(st % (uint64_t)(i + 1));
-            const int32_t x = b->table[i];
-            b->table[i] = b->table[j];
-            b->table[j] = x;
-        }
-        for (int64_t i = 0; i < B; i++)
-            for (int64_t h = 0; h < heads; h++)
-                for (int64_t j = 0; j < s->kv_len; j++) {
-                    const int64_t slot = (int64_t)b->table[i * pages + j / bs] * bs + j % bs;
-                    memcpy((char *)b->pool_k + (size_t)((slot * heads + h) * d) * es,
-                           (char *)b->k + (size_t)(((i * heads + h) * s->kv_len + j) * d) * es,
-                           (size_t)d * es);
-                    memcpy((char *)b->pool_v + (size_t)((slot * heads + h) * dv) * es,
-                           (char *)b->v + (size_t)(((i * heads + h) * s->kv_len + j) * dv) * es,
-                           (size_t)dv * es);
-                }
-        b->tk = (attn_tensor){b->pool_k, (int32_t)p->kv_dtype, bs * heads * d, d, heads * d};
-        b->tv = (attn_tensor){b->pool_v, (int32_t)p->kv_dtype, bs * heads * dv, dv, heads * dv};
-        o->block_table = b->table;
-        o->block_table_stride = pages;
-        o->block_size = bs;
-        o->num_blocks = blocks;
-        if (p->packed) { /* the pool holds each sequence from position 0 */
-            o->kv_offsets = NULL;
-            b->shape.kv_len = s->kv_len;
-            free(b->packed_k);
-            free(b->packed_v);
-            b->packed_k = b->packed_v = NULL;
-        }
-    }
-    return EXIT_OK;
-}
-
-/* A packed output's rows, back into the dense output verify reads. */
-static void collect_output(buffers *b, const problem *p)
-{
-    if (!p->packed)
-        return;
-    const attn_shape *s = &p->shape;
-    for (int64_t i = 0; i < s->batch; i++)
-        copy_rows((char *)b->out, (char *)b->packed_out, 0, i, s->q_heads, s->q_len,
-                  b->q_offsets[i], b->q_lens[i], v_dim_of(s), sizeof(float));
-}
-
 int buffers_init(buffers *b, const problem *p, uint64_t seed)
 {
     const attn_shape *s = &p->shape;
     const int64_t dv = v_dim_of(s);
+    const attn_dtype kt = kv_dtype_of(p);
+    const int64_t block = dtype_block(kt); /* values per stride unit */
+    memset(b, 0, sizeof *b);
+    if (s->head_dim % block != 0 || dv % block != 0) {
+        fprintf(stderr, "attn: --kv-dtype %s needs head_dim and v_dim to be multiples of %" PRId64
+                        "\n", dtype_name(kt), block);
+        return EXIT_USAGE;
+    }
+    if (block > 1 && (paged_block_of(p) > 0 || is_packed(p))) {
+        fprintf(stderr, "attn: --kv-dtype %s with --paged-block or --packed is not supported by "
+                        "this tool (the library takes such caches)\n", dtype_name(kt));
+        return EXIT_USAGE;
+    }
     const int64_t nq = mul4(s->batch, s->q_heads, s->q_len, s->head_dim);
     const int64_t nk = mul4(s->batch, s->kv_heads, s->kv_len, s->head_dim);
     const int64_t nv = mul4(s->batch, s->kv_heads, s->kv_len, dv);
     const int64_t no = mul4(s->batch, s->q_heads, s->q_len, dv);
-    const int64_t copies = kv_copies_for(p);
-    const size_t esize = dtype_size(p->kv_dtype);
-    const int64_t block = dtype_block(p->kv_dtype); /* values per stride unit */
-    memset(b, 0, sizeof *b);
-    if (s->head_dim % block != 0 || dv % block != 0) {
-        fprintf(stderr, "attn: --kv-dtype %s needs head_dim and v_dim to be multiples of %" PRId64
-                        "\n", dtype_name(p->kv_dtype), block);
-        return EXIT_USAGE;
-    }
-    if (block > 1 && (p->paged_block > 0 || p->packed)) {
-        fprintf(stderr, "attn: --kv-dtype %s with --paged-block or --packed is not supported by "
-                        "this tool (the library takes such caches)\n", dtype_name(p->kv_dtype));
-        return EXIT_USAGE;
-    }
-    /* each copy starts on a 64-byte boundary */
-    b->k_copy_bytes = ((size_t)(nk > 0 ? nk / block : 0) * esize + 63) & ~(size_t)63;
-    b->v_copy_bytes = ((size_t)(nv > 0 ? nv / block : 0) * esize + 63) & ~(size_t)63;
-    b->copies = copies;
-    b->q = alloc_elems(nq, sizeof(float));
-    b->k = nk > 0 ? alloc_elems(copies, b->k_copy_bytes) : NULL;
-    b->v = nv > 0 ? alloc_elems(copies, b->v_copy_bytes) : NULL;
-    b->out = alloc_elems(no, sizeof(float));
-    b->slopes = p->alibi ? alloc_elems(s->q_heads, sizeof(float)) : NULL;
-    if (!b->q || !b->k || !b->v || !b->out || (p->alibi && !b->slopes)) {
+    if (nq < 0 || nk < 0 || nv < 0 || no < 0 ||
+        gen_materialise(&b->m, &p->g, seed, GEN_M_OUT, NULL) != 0) {
         fprintf(stderr, "attn: cannot allocate the tensors of this problem "
                         "(q %" PRId64 ", k %" PRId64 ", v %" PRId64 ", out %" PRId64
-                        " elements, %" PRId64 " K/V copies)\n", nq, nk, nv, no, copies);
-        buffers_free(b);
+                        " elements)\n", nq, nk, nv, no);
         return EXIT_LIBRARY;
-    }
-    /* One stream per tensor, so a change of one dimension leaves the others' data alone. */
-    uint64_t sq = seed ^ 0x5151515151515151u, sk = seed ^ 0x4b4b4b4b4b4b4b4bu,
-             sv = seed ^ 0x5656565656565656u;
-    fill_random(b->q, ATTN_DTYPE_F32, (size_t)nq, &sq);
-    if (fill_random(b->k, p->kv_dtype, (size_t)nk, &sk) != 0 ||
-        fill_random(b->v, p->kv_dtype, (size_t)nv, &sv) != 0) {
-        fprintf(stderr, "attn: attn_quantize refused the generated K/V values\n");
-        buffers_free(b);
-        return EXIT_LIBRARY;
-    }
-    for (int64_t c = 1; c < copies; c++) { /* identical copies: verification reads copy 0 */
-        memcpy((char *)b->k + (size_t)c * b->k_copy_bytes, b->k, b->k_copy_bytes);
-        memcpy((char *)b->v + (size_t)c * b->v_copy_bytes, b->v, b->v_copy_bytes);
     }
     /* Poison the output so rows the library failed to write cannot pass. */
-    for (int64_t i = 0; i < no; i++)
-        b->out[i] = NAN;
-    b->tq = make_tensor(b->q, ATTN_DTYPE_F32, s->q_heads, s->q_len, s->head_dim);
-    b->tk = make_tensor(b->k, p->kv_dtype, s->kv_heads, s->kv_len, s->head_dim);
-    b->tv = make_tensor(b->v, p->kv_dtype, s->kv_heads, s->kv_len, dv);
-    b->tout = make_tensor(b->out, ATTN_DTYPE_F32, s->q_heads, s->q_len, dv);
-    /* [batch][q_head] views: the sink broadcast everywhere, slopes per head */
-    b->sink = p->sink;
-    b->tsinks = (attn_tensor){ &b->sink, ATTN_DTYPE_F32, 0, 0, 0 };
-    if (b->slopes) {
-        for (int64_t h = 0; h < s->q_heads; h++)
-            b->slopes[h] = alibi_slope(h, s->q_heads);
-        b->tslopes = (attn_tensor){ b->slopes, ATTN_DTYPE_F32, 0, 1, 0 };
-    }
-    const attn_options init = ATTN_OPTIONS_INIT;
-    b->layout = init;
-    b->shape = p->shape;
-    if (layouts_init(b, p, seed) != EXIT_OK) {
-        fprintf(stderr, "attn: cannot allocate the paged or packed copies of this problem\n");
-        buffers_free(b);
-        return EXIT_LIBRARY;
+    memset(b->m.data[GEN_OUT], 0xff, b->m.bytes[GEN_OUT]);
+    /* identical K/V copies to rotate over (verification reads the problem's own) */
+    const int64_t copies = kv_copies_for(p);
+    b->copies = copies;
+    if (copies > 1) {
+        /* each copy starts on a 64-byte boundary */
+        b->k_copy_bytes = (b->m.bytes[GEN_K] + 63) & ~(size_t)63;
+        b->v_copy_bytes = (b->m.bytes[GEN_V] + 63) & ~(size_t)63;
+        b->k = alloc_elems(copies, b->k_copy_bytes);
+        b->v = alloc_elems(copies, b->v_copy_bytes);
+        if (!b->k || !b->v) {
+            fprintf(stderr, "attn: cannot allocate %" PRId64 " K/V copies of this problem\n",
+                    copies);
+            buffers_free(b);
+            return EXIT_LIBRARY;
+        }
+        for (int64_t c = 0; c < copies; c++) {
+            memcpy((char *)b->k + (size_t)c * b->k_copy_bytes, b->m.data[GEN_K],
+                   b->m.bytes[GEN_K]);
+            memcpy((char *)b->v + (size_t)c * b->v_copy_bytes, b->m.data[GEN_V],
+                   b->m.bytes[GEN_V]);
+        }
     }
     return EXIT_OK;
-}
-
-void add_modifiers(attn_options *opt, const problem *p, const buffers *b)
-{
-    if (p->has_sink)
-        opt->sinks = &b->tsinks;
-    if (p->alibi)
-        opt->alibi_slopes = &b->tslopes;
 }
 
 int library_error(const char *what, attn_status st)
@@ -453,24 +288,25 @@ int library_error(const char *what, attn_status st)
 
 /* ------------------------------------------------------------------ timing */
 
-/* The K and V tensors of copy c. */
+/* The K and V tensors of copy c (the problem's own without copies). */
 static void copy_tensors(const buffers *b, int64_t c, attn_tensor *tk, attn_tensor *tv)
 {
-    *tk = b->tk;
-    *tv = b->tv;
-    tk->data = (char *)b->k + (size_t)c * b->k_copy_bytes;
-    tv->data = (char *)b->v + (size_t)c * b->v_copy_bytes;
+    *tk = b->m.t[GEN_K];
+    *tv = b->m.t[GEN_V];
+    if (b->copies > 1) {
+        tk->data = (char *)b->k + (size_t)c * b->k_copy_bytes;
+        tv->data = (char *)b->v + (size_t)c * b->v_copy_bytes;
+    }
 }
 
-static attn_status timed_call(const problem *p, const buffers *b, const attn_options *o,
-                              int64_t copy, double *seconds)
+static attn_status timed_call(const buffers *b, const attn_options *o, int64_t copy,
+                              double *seconds)
 {
-    attn_tensor tk = b->tk, tv = b->tv; /* one copy: as laid out (dense, pool, packed) */
-    if (b->copies > 1)
-        copy_tensors(b, copy, &tk, &tv);
-    (void)p;
+    attn_tensor tk, tv; /* one copy: as laid out (dense, pool, packed) */
+    copy_tensors(b, copy, &tk, &tv);
     const double t0 = now_seconds();
-    attn_status st = attn_forward(&b->shape, o, &b->tq, &tk, &tv, &b->tout, NULL);
+    attn_status st =
+        attn_forward(&b->m.shape, o, &b->m.t[GEN_Q], &tk, &tv, &b->m.t[GEN_OUT], NULL);
     *seconds = now_seconds() - t0;
     return st;
 }
@@ -518,20 +354,15 @@ static void read_task(void *ctx, size_t index)
 
 static volatile uint64_t read_sink;
 
-static double timed_read(const problem *p, const buffers *b, attn_threadpool *pool,
-                         int64_t copy)
+static double timed_read(const buffers *b, attn_threadpool *pool, int64_t copy)
 {
     attn_tensor tk, tv;
     copy_tensors(b, copy, &tk, &tv);
     read_job j;
     j.k = tk.data;
     j.v = tv.data;
-    j.k_bytes = (size_t)mul4(p->shape.batch, p->shape.kv_heads, p->shape.kv_len,
-                             p->shape.head_dim) / (size_t)dtype_block(p->kv_dtype) *
-                dtype_size(p->kv_dtype);
-    j.v_bytes = (size_t)mul4(p->shape.batch, p->shape.kv_heads, p->shape.kv_len,
-                             v_dim_of(&p->shape)) / (size_t)dtype_block(p->kv_dtype) *
-                dtype_size(p->kv_dtype);
+    j.k_bytes = b->m.bytes[GEN_K]; /* dense (copies need it): exactly the cache's bytes */
+    j.v_bytes = b->m.bytes[GEN_V];
     /* chunks of whole cache lines, a few per thread */
     const size_t want = (size_t)attn_threadpool_size(pool) * 4;
     const size_t total = j.k_bytes + j.v_bytes;
@@ -559,9 +390,8 @@ static double timed_read(const problem *p, const buffers *b, attn_threadpool *po
  * ones for the floor read that follows each call), so every call finds its
  * cache out of the last-level cache.
  */
-static attn_status time_forward(const problem *p, const buffers *b, pool_hook *hook,
-                                const attn_options *base, int64_t iters, double target_s,
-                                timing *t, timing *floor_t)
+static attn_status time_forward(const buffers *b, pool_hook *hook, const attn_options *base,
+                                int64_t iters, double target_s, timing *t, timing *floor_t)
 {
     attn_options o = *base;
     o.parallel_for = counting_parallel_for;
@@ -569,7 +399,7 @@ static attn_status time_forward(const problem *p, const buffers *b, pool_hook *h
     progress *pr = hook->progress;
     const int with_floor = b->copies >= 2;
     double first;
-    attn_status st = timed_call(p, b, &o, 0, &first);
+    attn_status st = timed_call(b, &o, 0, &first);
     atomic_store(&pr->calls_done, 1);
     if (st != ATTN_OK)
         return st;
@@ -588,14 +418,14 @@ static attn_status time_forward(const problem *p, const buffers *b, pool_hook *h
     for (int64_t i = 0; i < n; i++) {
         double sec;
         const int64_t copy = with_floor ? (2 * (i + 1)) % b->copies : 0;
-        if ((st = timed_call(p, b, &o, copy, &sec)) != ATTN_OK)
+        if ((st = timed_call(b, &o, copy, &sec)) != ATTN_OK)
             return st;
         atomic_store(&pr->calls_done, i + 2);
         total += sec;
         if (sec < best)
             best = sec;
         if (with_floor) {
-            const double fs = timed_read(p, b, hook->pool, copy + 1);
+            const double fs = timed_read(b, hook->pool, copy + 1);
             ftotal += fs;
             if (fs < fbest)
                 fbest = fs;
@@ -608,12 +438,8 @@ static attn_status time_forward(const problem *p, const buffers *b, pool_hook *h
 }
 
 int measure(const problem *p, const cli_settings *x, attn_threadpool *pool, double target_s,
-            measurement *m)
+            const buffers *b, measurement *m)
 {
-    buffers b;
-    int rc = buffers_init(&b, p, x->seed);
-    if (rc)
-        return rc;
     progress pr;
     memset(&pr, 0, sizeof pr);
     pr.enabled = x->progress && isatty(STDERR_FILENO);
@@ -623,45 +449,31 @@ int measure(const problem *p, const cli_settings *x, attn_threadpool *pool, doub
     m->threads = attn_threadpool_size(pool);
     char label[64];
     snprintf(label, sizeof label, "attn: %s [%s]", p->name, attn_isa_name(m->isa));
-    /* split-KV: the workspace the library asks for, allocated before timing */
-    attn_options o = options_of(p);
-    add_modifiers(&o, p, &b);
-    o.q_lens = b.layout.q_lens;
-    o.kv_lens = b.layout.kv_lens;
-    o.q_offsets = b.layout.q_offsets;
-    o.kv_offsets = b.layout.kv_offsets;
-    o.block_table = b.layout.block_table;
-    o.block_table_stride = b.layout.block_table_stride;
-    o.block_size = b.layout.block_size;
-    o.num_blocks = b.layout.num_blocks;
+    /* the problem's options (layout and modifiers: gen/gen.h), and split-KV:
+       the workspace the library asks for, allocated before timing */
+    attn_options o = b->m.opt;
     o.kv_splits = (int32_t)x->splits;
     size_t ws_bytes = 0;
-    attn_status st = attn_forward_workspace_size(&p->shape, &o, &ws_bytes);
-    if (st != ATTN_OK) {
-        buffers_free(&b);
+    attn_status st = attn_forward_workspace_size(&b->m.shape, &o, &ws_bytes);
+    if (st != ATTN_OK)
         return library_error("attn_forward_workspace_size", st);
-    }
     void *ws = ws_bytes ? alloc_elems((int64_t)ws_bytes, 1) : NULL;
     if (ws_bytes && !ws) {
         fprintf(stderr, "attn: out of memory for a %zu-byte split-KV workspace\n", ws_bytes);
-        buffers_free(&b);
         return EXIT_LIBRARY;
     }
     o.workspace = ws;
     o.workspace_size = ws_bytes;
     m->workspace = ws_bytes;
     progress_start(&pr, label);
-    st = time_forward(p, &b, &hook, &o, x->iters, target_s, &m->time, &m->floor);
+    st = time_forward(b, &hook, &o, x->iters, target_s, &m->time, &m->floor);
     progress_stop(&pr);
     free(ws);
-    if (st != ATTN_OK) {
-        buffers_free(&b);
+    if (st != ATTN_OK)
         return library_error("attn_forward", st);
-    }
-    collect_output(&b, p);
     m->gflops = flops_per_call(p) / m->time.mean_s * 1e-9;
     m->kv_gbytes_s = kv_bytes_per_call(p) / m->time.mean_s * 1e-9;
-    m->kv_copies = b.copies;
+    m->kv_copies = b->copies;
     m->floor_gbytes_s = m->floor.calls ? kv_bytes_per_call(p) / m->floor.mean_s * 1e-9 : 0.0;
     /* The FMA peak on the same threads, after the timed calls so it cannot
        disturb them (measured once per pool: cached for the next problem).
@@ -675,9 +487,7 @@ int measure(const problem *p, const cli_settings *x, attn_threadpool *pool, doub
         const double fma_s = flops_per_call(p) / (m->peak_gflops * 1e9);
         m->t_star_s = read_s > fma_s ? read_s : fma_s;
     }
-    rc = verify(p, &b, x->verify_rows, &m->verify);
-    buffers_free(&b);
-    return rc;
+    return EXIT_OK;
 }
 
 int open_pool(const cli_settings *x, attn_threadpool **pool)

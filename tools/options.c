@@ -26,7 +26,8 @@ struct cli_option {
     unsigned commands;   /* CLI_RUN | CLI_BENCH */
     const char *section; /* help section */
     parse_fn parse;
-    size_t field;        /* offsetof(cli_settings, ...) the generic parsers set */
+    size_t field;        /* offsetof(cli_settings, ...) the generic parsers set; for
+                            the pin_* parsers, the generator's choice (gen/gen.h) */
     int64_t min, max;    /* integer range; for flags the value stored */
     const char *help;    /* lines after the first are indented under it */
 };
@@ -69,8 +70,21 @@ static int parse_u64(const cli_option *o, const char *cmd, const char *v, cli_se
     return EXIT_OK;
 }
 
-/* A finite float; min (0 or not) from the row: 0 means ">= 0", else any. */
-static int parse_float(const cli_option *o, const char *cmd, const char *v, cli_settings *s)
+/* Problem options pin a choice of the generator (gen/gen.h): an integer
+   in [min, max], a finite float (min 0: >= 0), or the row's min. */
+static int pin_i64(const cli_option *o, const char *cmd, const char *v, cli_settings *s)
+{
+    char *end;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (errno || end == v || *end || x < o->min || x > o->max)
+        return usage_error(cmd, "%s expects an integer in [%" PRId64 ", %" PRId64 "], got '%s'",
+                           o->name, o->min, o->max, v);
+    gen_pin(&s->pins, (int)o->field, (int64_t)x);
+    return EXIT_OK;
+}
+
+static int pin_float(const cli_option *o, const char *cmd, const char *v, cli_settings *s)
 {
     char *end;
     errno = 0;
@@ -79,14 +93,36 @@ static int parse_float(const cli_option *o, const char *cmd, const char *v, cli_
     if (errno || end == v || *end || !isfinite(x) || (nonneg && x < 0.0f))
         return usage_error(cmd, "%s expects %s, got '%s'", o->name,
                            nonneg ? "a finite number >= 0" : "a finite number", v);
-    *FIELD(s, o, float) = x;
+    gen_pin_f(&s->pins, (int)o->field, (double)x);
     return EXIT_OK;
 }
 
-static int set_int(const cli_option *o, const char *cmd, const char *v, cli_settings *s)
+static int pin_flag(const cli_option *o, const char *cmd, const char *v, cli_settings *s)
 {
     (void)cmd, (void)v;
-    *FIELD(s, o, int) = (int)o->min;
+    gen_pin(&s->pins, (int)o->field, o->min);
+    return EXIT_OK;
+}
+
+/* --sinks Z: sinks present, every (batch entry, head) the logit Z. */
+static int pin_sink(const cli_option *o, const char *cmd, const char *v, cli_settings *s)
+{
+    int rc = pin_float(o, cmd, v, s);
+    if (rc)
+        return rc;
+    const float z = (float)s->pins.pin_f[o->field];
+    gen_pin(&s->pins, (int)o->field, 1);
+    s->pins.val[GEN_OPT(sinks)] = (gen_values){ GEN_VAL_UNIFORM, z, z, 0, 0, 0, 0, 0, 0 };
+    return EXIT_OK;
+}
+
+/* --packed: both sides packed, the sequences' lengths spread (seq_lengths). */
+static int pin_packed(const cli_option *o, const char *cmd, const char *v, cli_settings *s)
+{
+    (void)o, (void)cmd, (void)v;
+    gen_pin(&s->pins, GEN_C_Q_PACKED, 1);
+    gen_pin(&s->pins, GEN_C_KV_PACKED, 1);
+    gen_pin(&s->pins, GEN_C_SPREAD_LENS, 1);
     return EXIT_OK;
 }
 
@@ -133,7 +169,8 @@ static int parse_kv_dtype(const cli_option *o, const char *cmd, const char *v, c
         if (!dtype_is_kv(dtypes[i]))
             continue;
         if (!strcmp(v, dtype_name(dtypes[i]))) {
-            s->kv_dtype = (int)dtypes[i];
+            gen_pin(&s->pins, GEN_C_K_DTYPE, dtypes[i]);
+            gen_pin(&s->pins, GEN_C_V_DTYPE, dtypes[i]);
             return EXIT_OK;
         }
         left--;
@@ -220,31 +257,31 @@ static const cli_option options[] = {
     {"--head-dim", "N", CLI_RUN, P, parse_i64, DIM(D_HDIM), 1, INT32_MAX, "q/k row length"},
     {"--v-dim", "N", CLI_RUN, P, parse_i64, DIM(D_VDIM), 0, INT32_MAX,
      "v/out row length (0: = head-dim)"},
-    {"--causal", NULL, CLI_RUN, P, set_int, AT(causal), 1, 0,
+    {"--causal", NULL, CLI_RUN, P, pin_flag, GEN_C_OPT(flags), ATTN_CAUSAL, 0,
      "bottom-right aligned causal mask on"},
-    {"--no-causal", NULL, CLI_RUN, P, set_int, AT(causal), 0, 0, "causal mask off"},
-    {"--window", "W", CLI_RUN, P, parse_i64, AT(window), 0, INT64_MAX,
+    {"--no-causal", NULL, CLI_RUN, P, pin_flag, GEN_C_OPT(flags), 0, 0, "causal mask off"},
+    {"--window", "W", CLI_RUN, P, pin_i64, GEN_C_OPT(window), 0, INT64_MAX,
      "sliding window of W keys (0: off)"},
-    {"--scale", "S", CLI_RUN, P, parse_float, AT(scale), -1, 0,
+    {"--scale", "S", CLI_RUN, P, pin_float, GEN_C_OPT(scale), -1, 0,
      "score scale (0: 1/sqrt(head_dim))"},
-    {"--softcap", "C", CLI_RUN, P, parse_float, AT(softcap), 0, 0,
+    {"--softcap", "C", CLI_RUN, P, pin_float, GEN_C_OPT(softcap), 0, 0,
      "score soft-capping C*tanh(s/C) (0: off)"},
     {"--kv-dtype", "T", CLI_RUN, P, parse_kv_dtype, 0, 0, 0, "f32, f16, bf16, q8_0, q4_0 or fp8 (E4M3, scale 1) storage of K and V"},
-    {"--window-right", "R", CLI_RUN, P, parse_i64, AT(window_right), 0, INT64_MAX,
+    {"--window-right", "R", CLI_RUN, P, pin_i64, GEN_C_OPT(window_right), 0, INT64_MAX,
      "right edge of a local window: keys j < i + off + R (0: off);\n"
      "with --window and --no-causal a two-sided window of W + R - 1\n"
      "keys (FlashAttention's window_size (l, r) is W = l+1, R = r+1)"},
-    {"--sinks", "Z", CLI_RUN, P, parse_float, AT(sink), -1, 0,
+    {"--sinks", "Z", CLI_RUN, P, pin_sink, GEN_C_OPT(sinks), -1, 0,
      "an attention-sink logit Z for every query head (gpt-oss):\n"
      "one more softmax entry per row, without a value"},
-    {"--alibi", NULL, CLI_RUN, P, set_int, AT(alibi), 1, 0,
+    {"--alibi", NULL, CLI_RUN, P, pin_flag, GEN_C_OPT(alibi_slopes), 1, 0,
      "ALiBi: add -slope_h * |i + off - j| with the standard slopes\n"
      "2^(-8 (h+1) / H) of the query heads"},
-    {"--no-alibi", NULL, CLI_RUN, P, set_int, AT(alibi), 0, 0, "ALiBi off"},
-    {"--paged-block", "N", CLI_RUN, P, parse_i64, AT(paged_block), 0, INT32_MAX,
+    {"--no-alibi", NULL, CLI_RUN, P, pin_flag, GEN_C_OPT(alibi_slopes), 0, 0, "ALiBi off"},
+    {"--paged-block", "N", CLI_RUN, P, pin_i64, GEN_C_BLOCK_SIZE, 0, INT32_MAX,
      "K and V in a paged pool [blocks][N][kv_heads][head_dim] read\n"
      "through a shuffled block table (vLLM's layout; 0: off)"},
-    {"--packed", NULL, CLI_RUN, P, set_bool, AT(packed), 1, 0,
+    {"--packed", NULL, CLI_RUN, P, pin_packed, 0, 1, 0,
      "the batch as sequences of q_len/20 .. q_len queries (keys:\n"
      "kv_len - q_len more), packed into [tokens][heads][dim] with\n"
      "offsets (FlashAttention's cu_seqlens) instead of padded"},
@@ -290,13 +327,7 @@ void cli_defaults(unsigned command, cli_settings *s)
     s->preset = &cli_presets[0]; /* prefill */
     for (int d = 0; d < N_DIMS; d++)
         s->dims[d] = -1;
-    s->causal = -1;
-    s->window = -1;
-    s->scale = s->softcap = NAN;
-    s->kv_dtype = -1;
-    s->window_right = -1;
-    s->sink = NAN;
-    s->alibi = -1;
+    gen_profile_init(&s->pins); /* no choice pinned */
 }
 
 /* The option part of a command's --help, from the table. */
@@ -367,9 +398,9 @@ int cli_parse(unsigned command, const char *cmd, int argc, char **argv, cli_sett
 
 bool cli_problem_overridden(const cli_settings *s)
 {
-    bool any = s->causal >= 0 || s->window >= 0 || !isnan(s->scale) || !isnan(s->softcap) ||
-               s->kv_dtype >= 0 || s->window_right >= 0 || !isnan(s->sink) || s->alibi >= 0 ||
-               s->paged_block > 0 || s->packed;
+    bool any = false;
+    for (int c = 0; c < GEN_C_COUNT; c++)
+        any = any || s->pins.pinned[c];
     for (int d = 0; d < N_DIMS; d++)
         any = any || s->dims[d] >= 0;
     return any;
@@ -377,32 +408,12 @@ bool cli_problem_overridden(const cli_settings *s)
 
 problem cli_problem(const cli_settings *s)
 {
-    problem p = s->preset->problem;
-    int64_t *fields[N_DIMS] = {&p.shape.batch,  &p.shape.q_heads,  &p.shape.kv_heads,
-                               &p.shape.q_len,  &p.shape.kv_len,   &p.shape.head_dim,
-                               &p.shape.v_dim};
+    attn_shape shape = s->preset->shape;
+    int64_t *fields[N_DIMS] = {&shape.batch,  &shape.q_heads,  &shape.kv_heads,
+                               &shape.q_len,  &shape.kv_len,   &shape.head_dim,
+                               &shape.v_dim};
     for (int d = 0; d < N_DIMS; d++)
         if (s->dims[d] >= 0)
             *fields[d] = s->dims[d];
-    if (s->causal >= 0)
-        p.causal = s->causal;
-    if (s->window >= 0)
-        p.window = s->window;
-    if (!isnan(s->scale))
-        p.scale = s->scale;
-    if (!isnan(s->softcap))
-        p.softcap = s->softcap;
-    if (s->kv_dtype >= 0)
-        p.kv_dtype = (attn_dtype)s->kv_dtype;
-    if (s->window_right >= 0)
-        p.window_right = s->window_right;
-    if (!isnan(s->sink)) {
-        p.has_sink = true;
-        p.sink = s->sink;
-    }
-    if (s->alibi >= 0)
-        p.alibi = s->alibi;
-    p.paged_block = s->paged_block;
-    p.packed = s->packed;
-    return p;
+    return preset_problem(s->preset, &shape, &s->pins);
 }

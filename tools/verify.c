@@ -1,7 +1,12 @@
-/* Verification: sampled output rows against the scalar oracle. */
+/*
+ * Verification: sampled output rows against the scalar oracle, and one
+ * measured and verified problem (measure_verified): this file reads exec.c's
+ * buffers and calls its timing, never the other way.
+ */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cli.h"
 
@@ -9,69 +14,85 @@
 
 #define F32_UNIT_ROUNDOFF 0x1p-24
 
+/*
+ * Row i of (batch bi, head h) on its own: the K and V rows it may see,
+ * gathered from the problem's layout (dense, packed or paged: gen_kv_row)
+ * into kbuf and vbuf, make a one-query problem without masks.
+ */
 static attn_status verify_one_row(const problem *p, const buffers *b, int64_t bi, int64_t h,
-                                  int64_t i, float *ref, float *bias, verify_result *vr)
+                                  int64_t i, float *ref, float *bias, void *kbuf, void *vbuf,
+                                  verify_result *vr)
 {
     const attn_shape *s = &p->shape;
-    const int64_t d = s->head_dim, dv = v_dim_of(s), lk = s->kv_len;
+    const gen_bufs *m = &b->m;
+    const int64_t d = s->head_dim, dv = v_dim_of(s);
     const int64_t kvh = h / (s->q_heads / s->kv_heads);
-    const size_t esize = dtype_size(p->kv_dtype);
-    const int64_t block = dtype_block(p->kv_dtype); /* K/V rows are whole blocks */
-    const size_t q_off = (size_t)(((bi * s->q_heads + h) * s->q_len + i) * d);
-    const size_t kv_row0 = (size_t)((bi * s->kv_heads + kvh) * lk);
-    const float *got = b->out + ((bi * s->q_heads + h) * s->q_len + i) * dv;
-    int64_t lo, hi;
+    const attn_dtype kt = kv_dtype_of(p);
+    const size_t k_row = (size_t)(d / dtype_block(kt)) * dtype_size(kt);
+    const size_t v_row = (size_t)(dv / dtype_block(kt)) * dtype_size(kt);
+    int64_t lo, hi, lq, lk;
     visible_keys(p, bi, i, &lo, &hi);
+    seq_lengths(p, bi, &lq, &lk);
     const int64_t n = hi - lo;
+    /* a packed batch has no row past a sequence's end: what a padded row gets, 0 */
+    const int64_t qrow = gen_q_offset(&p->g, bi) + i, k0 = gen_kv_offset(&p->g, bi);
+    const float *got = i < lq ? gen_at(&m->t[GEN_OUT], bi, h, qrow, 0) : NULL;
 
     double tol = 0.0; /* a row with no visible key must be exactly 0 */
     if (n > 0) {
         /* The oracle: a one-query problem over exactly the visible keys, no masks. */
         const attn_shape one = { 1, 1, 1, 1, n, d, s->v_dim };
         attn_options o = ATTN_OPTIONS_INIT;
-        o.scale = p->scale;
-        o.softcap = p->softcap;
-        if (p->has_sink)
-            o.sinks = &b->tsinks; /* the same logit, broadcast */
+        o.scale = p->g.opt.scale;
+        o.softcap = p->g.opt.softcap;
+        attn_tensor ts;
+        if (has_sink(p)) { /* the same logit: its (batch entry, head)'s */
+            ts = (attn_tensor){ gen_at(&m->t[GEN_OPT(sinks)], bi, h, 0, 0), ATTN_DTYPE_F32, 0,
+                                0, 0 };
+            o.sinks = &ts;
+        }
+        for (int64_t j = lo; j < hi; j++) {
+            memcpy((char *)kbuf + (size_t)(j - lo) * k_row, gen_kv_row(m, GEN_K, bi, kvh, k0 + j),
+                   k_row);
+            memcpy((char *)vbuf + (size_t)(j - lo) * v_row, gen_kv_row(m, GEN_V, bi, kvh, k0 + j),
+                   v_row);
+        }
         /* ALiBi as an explicit bias row: the oracle's keys start at lo, so
            its own alignment would measure distances from the wrong place */
         double alibi_max = 0.0;
         attn_tensor tb = make_tensor(bias, ATTN_DTYPE_F32, 1, 1, n);
-        if (p->alibi) {
-            int64_t seq_q, seq_k;
-            seq_lengths(p, bi, &seq_q, &seq_k);
-            const int64_t pos = i + (seq_k - seq_q);
+        if (has_alibi(p)) {
+            const float slope = *(const float *)gen_at(&m->t[GEN_OPT(alibi_slopes)], bi, h, 0, 0);
+            const int64_t pos = i + (lk - lq);
             for (int64_t j = lo; j < hi; j++) {
-                const float a = b->slopes[h] * (float)llabs(pos - j);
+                const float a = slope * (float)llabs(pos - j);
                 bias[j - lo] = -a;
                 if (fabs((double)a) > alibi_max)
                     alibi_max = fabs((double)a);
             }
             o.bias = &tb;
         }
-        attn_tensor tq = make_tensor(b->q + q_off, ATTN_DTYPE_F32, 1, 1, d);
-        attn_tensor tk = make_tensor((char *)b->k + (kv_row0 + (size_t)lo) * (size_t)(d / block) * esize,
-                                     p->kv_dtype, 1, lk, d);
-        attn_tensor tv = make_tensor((char *)b->v + (kv_row0 + (size_t)lo) * (size_t)(dv / block) * esize,
-                                     p->kv_dtype, 1, lk, dv);
+        const float *qr = gen_at(&m->t[GEN_Q], bi, h, qrow, 0);
+        attn_tensor tq = make_tensor((void *)qr, ATTN_DTYPE_F32, 1, 1, d);
+        attn_tensor tk = make_tensor(kbuf, kt, 1, n, d);
+        attn_tensor tv = make_tensor(vbuf, kt, 1, n, dv);
         attn_tensor to = make_tensor(ref, ATTN_DTYPE_F32, 1, 1, dv);
         attn_status st = attn_forward(&one, &o, &tq, &tk, &tv, &to, NULL);
         if (st != ATTN_OK)
             return st;
 
         /* A and V of the tolerance (see `attn run --help`). */
-        const float *qr = b->q + q_off;
         double a = 0.0, vmax = 0.0;
-        for (int64_t j = lo; j < hi; j++) {
-            const size_t krow = (kv_row0 + (size_t)j) * (size_t)d;
-            const size_t vrow = (kv_row0 + (size_t)j) * (size_t)dv;
+        for (int64_t j = 0; j < n; j++) {
+            const void *kr = (const char *)kbuf + (size_t)j * k_row;
+            const void *vr_ = (const char *)vbuf + (size_t)j * v_row;
             double terms = 0.0;
             for (int64_t t = 0; t < d; t++)
-                terms += fabs((double)qr[t] * (double)load_elem(b->k, p->kv_dtype, krow + (size_t)t));
+                terms += fabs((double)qr[t] * (double)gen_load(kr, kt, t, p->g.opt.k_scale));
             if (terms > a)
                 a = terms;
             for (int64_t t = 0; t < dv; t++) {
-                const double x = fabs((double)load_elem(b->v, p->kv_dtype, vrow + (size_t)t));
+                const double x = fabs((double)gen_load(vr_, kt, t, p->g.opt.v_scale));
                 if (x > vmax)
                     vmax = x;
             }
@@ -90,7 +111,7 @@ static attn_status verify_one_row(const problem *p, const buffers *b, int64_t bi
 
     double row_err = 0.0, row_ref = 0.0;
     for (int64_t t = 0; t < dv; t++) {
-        double e = fabs((double)got[t] - (double)ref[t]);
+        double e = fabs((double)(got ? got[t] : 0.0f) - (double)ref[t]);
         /* The inputs are finite: a NaN output (or an unwritten, NaN-poisoned one) is wrong. */
         if (isnan(e))
             e = INFINITY;
@@ -130,11 +151,17 @@ int verify(const problem *p, const buffers *b, int64_t rows, verify_result *vr)
         return EXIT_OK;
     if (rows > total)
         rows = total;
-    float *ref = alloc_elems(v_dim_of(s), sizeof(float));
-    float *bias = p->alibi ? alloc_elems(s->kv_len, sizeof(float)) : NULL;
-    if (!ref || (p->alibi && !bias)) {
+    const attn_dtype kt = kv_dtype_of(p);
+    const int64_t d = s->head_dim, dv = v_dim_of(s);
+    float *ref = alloc_elems(dv, sizeof(float));
+    float *bias = alloc_elems(s->kv_len, sizeof(float));
+    void *kbuf = alloc_elems(s->kv_len, (size_t)(d / dtype_block(kt)) * dtype_size(kt));
+    void *vbuf = alloc_elems(s->kv_len, (size_t)(dv / dtype_block(kt)) * dtype_size(kt));
+    if (!ref || !bias || !kbuf || !vbuf) {
         free(ref);
         free(bias);
+        free(kbuf);
+        free(vbuf);
         fprintf(stderr, "attn: out of memory\n");
         return EXIT_LIBRARY;
     }
@@ -143,6 +170,8 @@ int verify(const problem *p, const buffers *b, int64_t rows, verify_result *vr)
     if (st != ATTN_OK) {
         free(ref);
         free(bias);
+        free(kbuf);
+        free(vbuf);
         return library_error("attn_isa_select(scalar)", st);
     }
     for (int64_t r = 0; r < rows && st == ATTN_OK; r++) {
@@ -154,14 +183,30 @@ int verify(const problem *p, const buffers *b, int64_t rows, verify_result *vr)
         const int64_t bi = flat / (s->q_heads * s->q_len);
         const int64_t h = (flat / s->q_len) % s->q_heads;
         const int64_t i = flat % s->q_len;
-        st = verify_one_row(p, b, bi, h, i, ref, bias, vr);
+        st = verify_one_row(p, b, bi, h, i, ref, bias, kbuf, vbuf, vr);
     }
     free(ref);
     free(bias);
+    free(kbuf);
+    free(vbuf);
     attn_status restore = attn_isa_select(previous);
     if (st != ATTN_OK)
         return library_error("attn_forward (scalar oracle)", st);
     if (restore != ATTN_OK)
         return library_error("attn_isa_select (restoring the active ISA)", restore);
     return EXIT_OK;
+}
+
+int measure_verified(const problem *p, const cli_settings *x, attn_threadpool *pool,
+                     double target_s, measurement *m)
+{
+    buffers b;
+    int rc = buffers_init(&b, p, x->seed);
+    if (rc)
+        return rc;
+    rc = measure(p, x, pool, target_s, &b, m);
+    if (!rc)
+        rc = verify(p, &b, x->verify_rows, &m->verify);
+    buffers_free(&b);
+    return rc;
 }

@@ -1,6 +1,8 @@
 /*
- * Differential fuzzer of attn_backward: small random problems (every option
- * of the forward, sinks, ALiBi and two-sided windows included, F32/F16/BF16 inputs, padded and [B,L,H,D] layouts, GQA)
+ * Differential fuzzer of attn_backward: small random problems from the
+ * problem generator (gen/gen.h; every option of the forward the backward
+ * takes, sinks, ALiBi and two-sided windows included, F32/F16/BF16 inputs,
+ * padded, [B,L,H,D] and broadcast layouts, GQA)
  * through every kernel table this build and CPU offer. Each table runs its
  * own forward, then the backward on that forward's output and lse; every
  * gradient (and dbias) must be within tests/ref_backward.c's bound of the
@@ -32,51 +34,40 @@ static size_t esize(int32_t dt)
     return ref_dtype_size(dt);
 }
 
-/* [B][H][L][C], padded rows or [B][L][H][C]; broadcast strides when asked. */
-static void make_tensor(attn_tensor *t, fz_reader *r, int32_t dtype, int64_t nb, int64_t nh,
-                        int64_t nl, int64_t nc, int allow_broadcast)
-{
-    const int mode = fz_u8(r) % 4;
-    const int64_t pad = mode == 1 ? fz_range(r, 1, 5) : 0;
-    t->dtype = dtype;
-    if (mode == 2) {
-        t->head_stride = nc;
-        t->row_stride = nh * nc;
-        t->batch_stride = nl * nh * nc;
-    } else {
-        t->row_stride = nc + pad;
-        t->head_stride = nl * t->row_stride + pad;
-        t->batch_stride = nh * t->head_stride;
-    }
-    if (mode == 3 && allow_broadcast) {
-        if (fz_chance(r, 128)) t->batch_stride = 0;
-        if (fz_chance(r, 128)) t->head_stride = 0;
-        if (fz_chance(r, 64)) t->row_stride = 0;
-    }
-    const int64_t last = (nb - 1) * t->batch_stride + (nh - 1) * t->head_stride +
-                         (nl - 1) * t->row_stride + nc;
-    t->data = calloc((size_t)last, esize(dtype));
-    if (!t->data)
-        abort();
-}
-
 static void fill(const attn_tensor *t, fz_rng *g, float lo, float hi, int64_t nb, int64_t nh,
                  int64_t nl, int64_t nc)
 {
     for (int64_t b = 0; b < nb; b++)
         for (int64_t h = 0; h < nh; h++)
             for (int64_t i = 0; i < nl; i++)
-                for (int64_t c = 0; c < nc; c++) {
-                    const float x = fz_rng_float(g, lo, hi);
-                    void *p = ref_tensor_at(t, b, h, i, c);
-                    if (t->dtype == ATTN_DTYPE_F32) {
-                        memcpy(p, &x, 4);
-                    } else {
-                        uint16_t bits =
-                            t->dtype == ATTN_DTYPE_F16 ? ref_f32_to_f16(x) : ref_f32_to_bf16(x);
-                        memcpy(p, &bits, 2);
-                    }
-                }
+                for (int64_t c = 0; c < nc; c++)
+                    gen_store(ref_tensor_at(t, b, h, i, c), t->dtype, fz_rng_float(g, lo, hi));
+}
+
+/* Dense problems with every option attn_backward takes (attn.h: no
+   offsets, pages, positions or quantized K/V yet). */
+static void profile_of(gen_profile *p)
+{
+    gen_profile_init(p);
+    p->flags = GEN_P_DENSE;
+    p->work_cap = CAP_WORK;
+    gen_range(p, GEN_C_BATCH, 1, 2);
+    p->rule[GEN_C_KV_LEN].wide_hi = 150;
+    gen_range(p, GEN_C_HEAD_DIM, 1, 40);
+    /* now and then past the AVX-512 K panel's 128 dims (src/x86/tile_avx512_body.h) */
+    p->rule[GEN_C_HEAD_DIM].wide = 30, p->rule[GEN_C_HEAD_DIM].wide_hi = 160;
+    gen_range(p, GEN_C_V_DIM, 1, 40);
+    gen_chance(p, GEN_C_V_DIM, 128);
+    gen_chance(p, GEN_C_BROADCAST_QKV, 64); /* stride-0 q, k, v as often as padding */
+    gen_never(p, GEN_C_OPT(q_pos));
+    gen_never(p, GEN_C_SPECIALS);
+    /* values finite: non-finite inputs only test where NaN spreads, which
+       the forward's fuzzer covers; a bias may hold -inf */
+    static const int64_t spreads[] = {GEN_SPREAD_FLAT, GEN_SPREAD_PEAKED};
+    p->rule[GEN_C_SPREAD] = (gen_rule){170, 0, 0, 0, 0, 0, 0.0, spreads, 2};
+    p->val[GEN_V].lo = -4.0f, p->val[GEN_V].hi = 4.0f;
+    p->val[GEN_OPT(sinks)] = (gen_values){GEN_VAL_UNIFORM, -3.0f, 3.0f, 0, 0, 0, 0, 0, 0};
+    p->val[GEN_OPT(alibi_slopes)] = (gen_values){GEN_VAL_UNIFORM, 0.0f, 0.5f, 0, 0, 0, 0, 0, 0};
 }
 
 /* Dense f32 [n][cols] tensor description. */
@@ -110,77 +101,27 @@ static void compare(const char *what, const char *isa, size_t at, float got, flo
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     fz_reader rd = {data, size}, *r = &rd;
-    attn_shape s = {0};
-    s.batch = fz_range(r, 1, 2);
-    s.kv_heads = fz_range(r, 1, 2);
-    s.q_heads = s.kv_heads * fz_range(r, 1, 3);
-    s.q_len = fz_range(r, 1, fz_chance(r, 40) ? 70 : 20);
-    s.kv_len = fz_range(r, 1, fz_chance(r, 40) ? 150 : 40);
-    s.head_dim = fz_range(r, 1, fz_chance(r, 30) ? 130 : 40);
-    s.v_dim = fz_chance(r, 128) ? 0 : fz_range(r, 1, 40);
-    const int64_t dv = s.v_dim ? s.v_dim : s.head_dim;
-    if (s.batch * s.q_heads * s.q_len * s.kv_len * (s.head_dim + dv) > CAP_WORK)
+    gen_profile prof;
+    profile_of(&prof);
+    gen_src src = fz_gen_source(r);
+    gen_problem d;
+    if (!gen_draw(&d, &src, &prof))
         return 0;
-
-    attn_options opt = ATTN_OPTIONS_INIT;
-    opt.flags = fz_chance(r, 110) ? ATTN_CAUSAL : 0;
-    if (fz_chance(r, 90))
-        opt.scale = (float)fz_range(r, -24, 24) / 8.0f;
-    if (fz_chance(r, 70))
-        opt.softcap = (float)fz_range(r, 4, 240) / 8.0f;
-    if (fz_chance(r, 70))
-        opt.window = fz_range(r, 1, s.kv_len + 2);
-    int32_t q_lens[2] = {0, 0}, kv_lens[2] = {0, 0};
-    if (fz_chance(r, 80)) {
-        for (int64_t b = 0; b < s.batch; b++) {
-            q_lens[b] = (int32_t)fz_range(r, 0, s.q_len);
-            kv_lens[b] = (int32_t)fz_range(r, 0, s.kv_len);
-        }
-        opt.q_lens = fz_chance(r, 128) ? q_lens : NULL;
-        opt.kv_lens = kv_lens;
-    }
     /* either plan of the driver, whatever the shape (backward.c) */
     attn_bwd_fused_min_tasks = fz_chance(r, 128) ? 1 : INT64_MAX;
-    static const int32_t dtypes[] = {ATTN_DTYPE_F32, ATTN_DTYPE_F16, ATTN_DTYPE_BF16};
-    const int32_t qt = dtypes[fz_u8(r) % 3], kt = dtypes[fz_u8(r) % 3];
-    float lo = -2.0f, hi = 2.0f;
-    const int spread = fz_u8(r) % 3;
-    if (spread == 1) { lo = -0.05f; hi = 0.05f; } /* flat rows */
-    if (spread == 2) { lo = -6.0f; hi = 6.0f; }   /* peaked rows, exp underflow */
+    gen_bufs m;
+    FZ_CHECK(gen_materialise(&m, &d, fz_u64(r), 0, NULL) == 0, "gen_materialise");
+    char text[896];
+    fz_context("%s", gen_describe(&d, text, sizeof text));
+    const attn_shape s = m.shape;
+    const attn_options opt = m.opt;
+    const attn_tensor q = m.t[GEN_Q], k = m.t[GEN_K], v = m.t[GEN_V];
+    const int64_t dv = d.dv;
     fz_rng g = {fz_u64(r) | 1};
 
-    attn_tensor q, k, v, mask = {0}, bias = {0};
-    make_tensor(&q, r, qt, s.batch, s.q_heads, s.q_len, s.head_dim, 1);
-    make_tensor(&k, r, kt, s.batch, s.kv_heads, s.kv_len, s.head_dim, 1);
-    make_tensor(&v, r, kt, s.batch, s.kv_heads, s.kv_len, dv, 1);
-    fill(&q, &g, lo, hi, s.batch, s.q_heads, s.q_len, s.head_dim);
-    fill(&k, &g, lo, hi, s.batch, s.kv_heads, s.kv_len, s.head_dim);
-    fill(&v, &g, -4.0f, 4.0f, s.batch, s.kv_heads, s.kv_len, dv);
-    if (fz_chance(r, 70)) {
-        make_tensor(&mask, r, ATTN_DTYPE_BOOL, s.batch, s.q_heads, s.q_len, s.kv_len, 1);
-        const unsigned hidden = fz_u8(r);
-        for (int64_t b = 0; b < s.batch; b++)
-            for (int64_t h = 0; h < s.q_heads; h++)
-                for (int64_t i = 0; i < s.q_len; i++)
-                    for (int64_t j = 0; j < s.kv_len; j++)
-                        *(uint8_t *)ref_tensor_at(&mask, b, h, i, j) =
-                            fz_rng_next(&g) % 256 >= hidden;
-        opt.mask = &mask;
-    }
-    if (fz_chance(r, 70)) {
-        make_tensor(&bias, r, ATTN_DTYPE_F32, s.batch, s.q_heads, s.q_len, s.kv_len, 1);
-        for (int64_t b = 0; b < s.batch; b++)
-            for (int64_t h = 0; h < s.q_heads; h++)
-                for (int64_t i = 0; i < s.q_len; i++)
-                    for (int64_t j = 0; j < s.kv_len; j++) {
-                        float x = fz_rng_next(&g) % 16 ? fz_rng_float(&g, -3.0f, 3.0f)
-                                                       : -INFINITY;
-                        memcpy(ref_tensor_at(&bias, b, h, i, j), &x, 4);
-                    }
-        opt.bias = &bias;
-    }
     const int64_t rows = s.batch * s.q_heads * s.q_len;
-    /* dout in any input dtype (read last: older corpus inputs keep their meaning) */
+    /* dout in any input dtype */
+    static const int32_t dtypes[] = {ATTN_DTYPE_F32, ATTN_DTYPE_F16, ATTN_DTYPE_BF16};
     const int32_t dout_type = dtypes[fz_u8(r) % 3];
     void *dout = malloc((size_t)(rows * dv) * esize(dout_type));
     if (!dout)
@@ -188,21 +129,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     attn_tensor dt = dense(dout, s.q_heads, s.q_len, dv);
     dt.dtype = dout_type;
     fill(&dt, &g, -2.0f, 2.0f, s.batch, s.q_heads, s.q_len, dv);
-    /* score modifiers, read after everything above: right window edge,
-       sinks and ALiBi slopes ([B][Hq] views, broadcast strides allowed) */
-    attn_tensor sinks = {0}, slopes = {0};
-    if (fz_chance(r, 60))
-        opt.window_right = fz_range(r, 1, s.kv_len + 2);
-    if (fz_chance(r, 60)) {
-        make_tensor(&sinks, r, ATTN_DTYPE_F32, s.batch, s.q_heads, 1, 1, 1);
-        fill(&sinks, &g, -3.0f, 3.0f, s.batch, s.q_heads, 1, 1);
-        opt.sinks = &sinks;
-    }
-    if (fz_chance(r, 60)) {
-        make_tensor(&slopes, r, ATTN_DTYPE_F32, s.batch, s.q_heads, 1, 1, 1);
-        fill(&slopes, &g, 0.0f, 0.5f, s.batch, s.q_heads, 1, 1);
-        opt.alibi_slopes = &slopes;
-    }
 
     ref_bwd_in in;
     ref_bwd_load(&in, &s, &opt, &q, &k, &v, &dt);
@@ -278,12 +204,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     ref_grads_free(&sref);
     ref_bwd_free(&in);
     free(dout);
-    free(q.data);
-    free(k.data);
-    free(v.data);
-    free(mask.data);
-    free(bias.data);
-    free(sinks.data);
-    free(slopes.data);
+    gen_release(&m);
+    gen_free(&d);
     return 0;
 }

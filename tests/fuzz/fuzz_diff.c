@@ -9,8 +9,11 @@
  * scores and 0 weights exactly where a key is hidden, NaN exactly where a
  * NaN or +inf score reaches a row, in every table.
  *
- * Inputs: finite values of several spreads, plus NaN/inf sprinkled into q, k
- * and bias (and into the rows beyond kv_lens of v). v is otherwise finite:
+ * Problems: the problem generator's (gen/gen.h) with dense layouts (padded,
+ * [B,L,H,D], broadcast strides; fuzz_kvlayout.c draws offsets, packing and
+ * pages) and every option it draws, decoded from the input. Values of
+ * several spreads, plus NaN/inf sprinkled into q, k, bias and sinks, and NaN
+ * in every element nothing may read (rows past the lengths). v is finite:
  * the header lets a non-finite v row hidden only by a mask turn an output
  * NaN or not depending on tiling (0 * inf), which differs between tables by
  * design.
@@ -50,49 +53,16 @@ static float gen_value(gen *g, int allow_special)
     return fz_rng_float(&g->rng, g->lo, g->hi);
 }
 
-/* Bytes per element: src/dtype_list.h's, through ref.c. */
-static size_t esize(int32_t dt)
+/* The generator's problems, dense layouts (fuzz_kvlayout.c draws the
+   others): every option, padded, [B,L,H,D] and broadcast strides. */
+static void profile_of(gen_profile *p)
 {
-    return ref_dtype_size(dt);
-}
-
-/* A dense-or-padded [B][H][L][C] (or [B][L][H][C]) tensor on the heap. */
-static void make_tensor(attn_tensor *t, fz_reader *r, int32_t dtype, int64_t nb, int64_t nh,
-                        int64_t nl, int64_t nc, int allow_broadcast)
-{
-    const int mode = fz_u8(r) % 4;
-    const int64_t pad = mode == 1 ? fz_range(r, 1, 7) : 0;
-    t->dtype = dtype;
-    if (mode == 2) { /* [B][L][H][C] */
-        t->head_stride = nc;
-        t->row_stride = nh * nc;
-        t->batch_stride = nl * nh * nc;
-    } else {
-        t->row_stride = nc + pad;
-        t->head_stride = nl * t->row_stride + pad;
-        t->batch_stride = nh * t->head_stride;
-    }
-    if (mode == 3 && allow_broadcast) {
-        if (fz_chance(r, 128)) t->batch_stride = 0;
-        if (fz_chance(r, 128)) t->head_stride = 0;
-        if (fz_chance(r, 64)) t->row_stride = 0;
-    }
-    const int64_t last = (nb - 1) * t->batch_stride + (nh - 1) * t->head_stride +
-                         (nl - 1) * t->row_stride + nc;
-    t->data = calloc((size_t)last, esize(dtype));
-    if (!t->data)
-        abort();
-}
-
-static void store(const attn_tensor *t, int64_t b, int64_t h, int64_t i, int64_t c, float x)
-{
-    void *p = ref_tensor_at(t, b, h, i, c);
-    if (t->dtype == ATTN_DTYPE_F32) {
-        memcpy(p, &x, 4);
-    } else {
-        uint16_t bits = t->dtype == ATTN_DTYPE_F16 ? ref_f32_to_f16(x) : ref_f32_to_bf16(x);
-        memcpy(p, &bits, 2);
-    }
+    gen_profile_init(p);
+    p->flags = GEN_P_DENSE;
+    gen_chance(p, GEN_C_BROADCAST_QKV, 64); /* stride-0 q, k, v as often as padding */
+    p->work_cap = CAP_WORK;
+    for (int r = GEN_Q; r <= GEN_V; r++)
+        p->val[r].lo = -3.0f, p->val[r].hi = 3.0f;
 }
 
 /* ------------------------------------------------------------ comparisons */
@@ -137,122 +107,37 @@ typedef struct outputs {
 
 static void run_attention(fz_reader *r, int op, const attn_dsp *const *tables, int ntables)
 {
-    attn_shape s = {0};
-    s.batch = fz_range(r, 1, 2);
-    s.kv_heads = fz_range(r, 1, 2);
-    s.q_heads = s.kv_heads * fz_range(r, 1, 3);
-    const int big = fz_chance(r, 40);
-    s.q_len = fz_range(r, 1, big ? 70 : 20);
-    s.kv_len = fz_range(r, 1, big ? 300 : 40);
-    s.head_dim = fz_range(r, 1, fz_chance(r, 30) ? 200 : 72);
-    s.v_dim = fz_chance(r, 128) ? 0 : fz_range(r, 1, 72);
-    const int64_t v_dim = s.v_dim ? s.v_dim : s.head_dim;
-    if (s.batch * s.q_heads * s.q_len * s.kv_len * (s.head_dim + v_dim) > CAP_WORK)
+    gen_profile prof;
+    profile_of(&prof);
+    gen_src src = fz_gen_source(r);
+    gen_problem d;
+    if (!gen_draw(&d, &src, &prof))
         return;
+    /* NaN wherever nothing may be read (rows past the lengths, row gaps);
+       v otherwise finite: the header lets a non-finite v row hidden only by
+       a mask turn an output NaN or not depending on tiling (0 * inf) */
+    gen_bufs m;
+    FZ_CHECK(gen_materialise(&m, &d, fz_u64(r), GEN_M_POISON | (op == OP_FORWARD ? 0 : GEN_M_NO_V),
+                             NULL) == 0,
+             "gen_materialise");
+    char text[896];
+    fz_context("%s %s", op_names[op], gen_describe(&d, text, sizeof text));
+    const attn_shape s = m.shape;
+    const attn_options opt = m.opt;
+    const int64_t v_dim = d.dv;
+    const attn_tensor q = m.t[GEN_Q], k = m.t[GEN_K], v = m.t[GEN_V];
 
-    attn_options opt = ATTN_OPTIONS_INIT;
-    opt.flags = fz_chance(r, 110) ? ATTN_CAUSAL : 0;
-    if (fz_chance(r, 90))
-        opt.scale = (float)fz_range(r, -40, 40) / 8.0f;
-    if (fz_chance(r, 60))
-        opt.softcap = (float)fz_range(r, 1, 400) / 8.0f;
-    if (fz_chance(r, 70))
-        opt.window = fz_range(r, 1, s.kv_len + 2);
-    int32_t q_lens[2] = {0, 0}, kv_lens[2] = {0, 0};
-    if (fz_chance(r, 80)) {
-        for (int64_t b = 0; b < s.batch; b++) {
-            q_lens[b] = (int32_t)fz_range(r, 0, s.q_len);
-            kv_lens[b] = (int32_t)fz_range(r, 0, s.kv_len);
-        }
-        opt.q_lens = fz_chance(r, 128) ? q_lens : NULL;
-        opt.kv_lens = kv_lens;
-    }
-
-    gen g = {{fz_u64(r)}, -3.0f, 3.0f, 0};
-    const int spread = fz_u8(r) % 4;
-    if (spread == 1) { g.lo = -0.05f; g.hi = 0.05f; }    /* flat rows */
-    if (spread == 2) { g.lo = -12.0f; g.hi = 12.0f; }    /* peaked rows, exp underflow */
-    if (spread == 3) g.specials = (int)fz_range(r, 3, 200);
-
-    const int32_t dts[3] = {(int32_t)fz_range(r, 0, 2), (int32_t)fz_range(r, 0, 2),
-                            (int32_t)fz_range(r, 0, 2)};
-    attn_tensor q = {0}, k = {0}, v = {0}, mask = {0}, bias = {0}, scores_in = {0};
-    const int needs_qk = op != OP_MASK_APPLY;
-    if (needs_qk) {
-        make_tensor(&q, r, dts[0], s.batch, s.q_heads, s.q_len, s.head_dim, 1);
-        make_tensor(&k, r, dts[1], s.batch, s.kv_heads, s.kv_len, s.head_dim, 1);
-    }
-    if (op == OP_FORWARD)
-        make_tensor(&v, r, dts[2], s.batch, s.kv_heads, s.kv_len, v_dim, 1);
-    if (op == OP_MASK_APPLY)
-        make_tensor(&scores_in, r, ATTN_DTYPE_F32, s.batch, s.q_heads, s.q_len, s.kv_len, 0);
-    if (fz_chance(r, 90)) {
-        make_tensor(&mask, r, ATTN_DTYPE_BOOL, s.batch, s.q_heads, s.q_len, s.kv_len, 1);
-        opt.mask = &mask;
-    }
-    if (fz_chance(r, 90)) {
-        make_tensor(&bias, r, ATTN_DTYPE_F32, s.batch, s.q_heads, s.q_len, s.kv_len, 1);
-        opt.bias = &bias;
-    }
-    /* score modifiers: right window edge, sinks, ALiBi slopes ([B][Hq] views) */
-    attn_tensor sinks = {0}, slopes = {0};
-    if (fz_chance(r, 60))
-        opt.window_right = fz_range(r, 1, s.kv_len + 2);
-    if (fz_chance(r, 60)) {
-        make_tensor(&sinks, r, ATTN_DTYPE_F32, s.batch, s.q_heads, 1, 1, 1);
-        opt.sinks = &sinks;
-    }
-    if (fz_chance(r, 60)) {
-        make_tensor(&slopes, r, ATTN_DTYPE_F32, s.batch, s.q_heads, 1, 1, 1);
-        opt.alibi_slopes = &slopes;
-    }
-
-    /* values, written through the views (broadcast elements written last win) */
-    const unsigned mask_density = fz_u8(r);
-    for (int64_t b = 0; b < s.batch; b++)
-        for (int64_t h = 0; h < s.q_heads; h++) {
-            /* a sink may be special (NaN/inf poison the row, -inf is none);
-               slopes stay finite: an infinite slope makes 0 * inf at the
-               query's own position, a case the bounds do not model */
-            if (opt.sinks)
-                store(&sinks, b, h, 0, 0, gen_value(&g, 1));
-            if (opt.alibi_slopes)
-                store(&slopes, b, h, 0, 0, gen_value(&g, 0) / 4.0f);
-        }
-    for (int64_t b = 0; b < s.batch; b++) {
-        for (int64_t h = 0; h < s.q_heads; h++)
-            for (int64_t i = 0; i < s.q_len; i++) {
-                /* query rows past q_lens are never read either */
-                const int padded_q = opt.q_lens && i >= q_lens[b] && q.row_stride != 0 &&
-                                     (q.batch_stride != 0 || s.batch == 1);
-                if (needs_qk)
-                    for (int64_t t = 0; t < s.head_dim; t++)
-                        store(&q, b, h, i, t, padded_q ? NAN : gen_value(&g, 1));
-                for (int64_t j = 0; j < s.kv_len; j++) {
-                    if (opt.mask)
-                        *(uint8_t *)ref_tensor_at(&mask, b, h, i, j) =
-                            (uint8_t)((fz_rng_next(&g.rng) & 255) >= mask_density / 2 ? 1 + j % 3 : 0);
-                    if (opt.bias)
-                        store(&bias, b, h, i, j, gen_value(&g, 1));
-                    if (op == OP_MASK_APPLY)
-                        store(&scores_in, b, h, i, j, gen_value(&g, 1) * 4.0f);
-                }
-            }
-        const int64_t lk = kv_lens[b];
-        /* rows past kv_lens are never read: anything goes there, unless a
-           broadcast stride shares them with rows that are read */
-        const int k_private = k.row_stride != 0 && (k.batch_stride != 0 || s.batch == 1);
-        const int v_private = v.row_stride != 0 && (v.batch_stride != 0 || s.batch == 1);
-        for (int64_t h = 0; h < s.kv_heads; h++)
-            for (int64_t j = 0; j < s.kv_len; j++) {
-                const int padded = opt.kv_lens && j >= lk;
-                if (needs_qk)
-                    for (int64_t t = 0; t < s.head_dim; t++)
-                        store(&k, b, h, j, t, padded && k_private ? NAN : gen_value(&g, 1));
-                if (op == OP_FORWARD)
-                    for (int64_t t = 0; t < v_dim; t++)
-                        store(&v, b, h, j, t, padded && v_private ? INFINITY : gen_value(&g, 0));
-            }
+    /* attn_mask_apply's input table: scores of the drawn spread */
+    attn_tensor scores_in = {0};
+    if (op == OP_MASK_APPLY) {
+        gen g = {{fz_u64(r)}, 4.0f * d.val[GEN_Q].lo, 4.0f * d.val[GEN_Q].hi, d.val[GEN_Q].special};
+        const int64_t n = s.batch * s.q_heads * s.q_len * s.kv_len;
+        scores_in = (attn_tensor){malloc((size_t)n * 4), ATTN_DTYPE_F32,
+                                  s.q_heads * s.q_len * s.kv_len, s.q_len * s.kv_len, s.kv_len};
+        if (!scores_in.data)
+            abort();
+        for (int64_t i = 0; i < n; i++)
+            ((float *)scores_in.data)[i] = gen_value(&g, 1);
     }
 
     /* float64 reference and bounds */
@@ -340,14 +225,9 @@ static void run_attention(fz_reader *r, int op, const attn_dsp *const *tables, i
         free(res[t].ent);
     }
     ref_attn_free(&ref);
-    free(q.data);
-    free(k.data);
-    free(v.data);
-    free(mask.data);
-    free(bias.data);
-    free(sinks.data);
-    free(slopes.data);
     free(scores_in.data);
+    gen_release(&m);
+    gen_free(&d);
 }
 
 /* ------------------------------------------------------------ row operations */

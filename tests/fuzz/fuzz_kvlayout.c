@@ -2,16 +2,20 @@
  * Fuzzer of offset, packed and paged K/V (attn.h 1.1): API checks and
  * differential checks in one target, so that the layouts are decoded once.
  *
- * The input decodes a small problem and a layout description: q/kv offsets
- * and lengths (mostly valid, sometimes out of range), a paged pool with a
- * block table (shuffled, in order, shared; entries of unseen pages garbage;
- * now and then a seen page outside the pool), packed outputs with
- * batch_stride 0 (sometimes overlapping sequences), and ALiBi slopes and
- * sinks (per batch entry and head, or per head), whose positions and rows
- * the layouts shift. Every buffer (q, the K/V pools, the table, the four
- * int32 arrays, the slopes and sinks, outputs, stats) is exactly as large as
- * the description says and ends at, or starts after, a PROT_NONE page, so a
- * read of an entry or a slot nobody may use faults.
+ * The input decodes a small problem through the problem generator
+ * (gen/gen.h): lengths, q/kv offsets (left-padded or packed), a paged pool
+ * with its block table (shuffled, in order with gaps, one row shared by
+ * every sequence, any block for any entry; garbage entries where no query
+ * looks), packed outputs with batch_stride 0, and with them the score
+ * modifiers whose positions and rows the layouts shift: ALiBi slopes, sinks,
+ * window and window_right, softcap, bias, BOOL mask, q_pos/k_pos shards.
+ * Then, now and then, one hostile change this fuzzer models itself: a length
+ * or offset out of range, a seen page outside the pool, a bad block size or
+ * pool size, paging fields without a table, packed outputs whose sequences
+ * overlap. Every buffer (q, the K/V pools, the table, the int arrays, every
+ * tensor option, outputs, stats) is exactly as large as the description
+ * says and ends at, or starts after, a PROT_NONE page, so a read of an entry
+ * or a slot nobody may use faults.
  *
  * Fails when: a crash or sanitizer report; a status outside those the
  * header allows for the description (a model written from attn.h below);
@@ -42,263 +46,238 @@ static const op_kind layout_ops[] = {OP_SCORES, OP_WEIGHTS, OP_FORWARD, OP_MASK_
 
 typedef struct prob {
     op_kind op;
-    int paged, packed_out;
+    gen_problem d;
+    gen_bufs m;
+    fz_gen_mem mem;
     attn_shape shape;
     attn_options opt;
-    attn_tensor q, k, v, out, alibi, sinks;
+    attn_tensor q, k, v, out;
     int64_t dv, out_floats, stats_floats;
-    fz_buf bq, bk, bv, bout, bstats, btable, barr[4], balibi, bsinks;
     int32_t *arr[4]; /* q_lens, kv_lens, q_offsets, kv_offsets (NULL: absent) */
     attn_row_stats stats;
     unsigned expect; /* bit s: status s allowed */
 } prob;
 
-static void store(int32_t dt, void *at, float x)
-{
-    if (dt == ATTN_DTYPE_F32) {
-        memcpy(at, &x, 4);
-    } else {
-        uint16_t h = dt == ATTN_DTYPE_F16 ? ref_f32_to_f16(x) : ref_f32_to_bf16(x);
-        memcpy(at, &h, 2);
-    }
-}
-
-static void *alloc_nan(fz_buf *b, fz_reader *r, int32_t dt, size_t n)
-{
-    void *p = fz_buf_alloc(b, n * ref_dtype_size(dt), fz_chance(r, 128));
-    for (size_t i = 0; i < n; i++)
-        store(dt, (char *)p + i * ref_dtype_size(dt), NAN);
-    return p;
-}
-
 static int64_t seq(const int32_t *lens, int64_t b, int64_t full) { return lens ? lens[b] : full; }
 
-/* The header's rule for one sequence: keys some query sees, as [lo, hi). */
-static void seen_keys(const prob *p, int64_t b, int64_t *lo, int64_t *hi)
+/* Small problems, every layout and modifier often. */
+static void profile_of(gen_profile *p)
 {
-    const int64_t lq = seq(p->opt.q_lens, b, p->shape.q_len),
-                  lk = seq(p->opt.kv_lens, b, p->shape.kv_len);
-    *lo = INT64_MAX;
-    *hi = 0;
-    for (int64_t i = 0; i < lq; i++)
-        for (int64_t j = 0; j < lk; j++) {
-            const int64_t a = i + lk - lq;
-            if ((p->opt.flags & ATTN_CAUSAL) && j > a)
-                continue;
-            if (p->opt.window > 0 && j <= a - p->opt.window)
-                continue;
-            *lo = j < *lo ? j : *lo;
-            *hi = j + 1 > *hi ? j + 1 : *hi;
-        }
+    gen_profile_init(p);
+    gen_range(p, GEN_C_KV_HEADS, 1, 2);
+    gen_range(p, GEN_C_GROUP, 1, 2);
+    gen_range(p, GEN_C_HEAD_DIM, 1, 24);
+    gen_range(p, GEN_C_V_DIM, 1, 24);
+    gen_chance(p, GEN_C_V_DIM, 64);
+    gen_range(p, GEN_C_Q_LEN, 1, 10);
+    gen_range(p, GEN_C_KV_LEN, 1, 40);
+    gen_chance(p, GEN_C_OPT(q_lens), 150);
+    gen_chance(p, GEN_C_OPT(kv_lens), 150);
+    gen_chance(p, GEN_C_OPT(q_offsets), 120);
+    gen_chance(p, GEN_C_OPT(kv_offsets), 120);
+    gen_chance(p, GEN_C_Q_PACKED, 64);
+    gen_chance(p, GEN_C_KV_PACKED, 48);
+    gen_chance(p, GEN_C_BLOCK_SIZE, 160);
+    gen_chance(p, GEN_C_OPT(q_pos), 64);
+    gen_chance(p, GEN_C_OPT(alibi_slopes), 170);
+    gen_chance(p, GEN_C_OPT(sinks), 150);
+    gen_chance(p, GEN_C_OPT(mask), 48);
+    gen_chance(p, GEN_C_OPT(bias), 48);
+    gen_never(p, GEN_C_SPREAD); /* finite values: a NaN in a result is a read outside */
 }
 
-/* Decodes a problem; returns 0 when the decoded sizes are not worth a run. */
-static int decode(prob *p, fz_reader *r, fz_rng *g)
+/*
+ * The pages of sequence b that some query sees, [*p0, *p1), by attn.h's
+ * rules: those entries are read, so they must hold a block of the pool.
+ */
+static void seen_pages(const prob *p, int64_t b, int64_t *p0, int64_t *p1)
 {
-    memset(p, 0, sizeof *p);
-    attn_options init = ATTN_OPTIONS_INIT;
-    p->opt = init;
-    p->op = layout_ops[fz_range(r, 0, 3)];
-    const int64_t B = fz_range(r, 1, 3), kvh = fz_range(r, 1, 2), grp = fz_range(r, 1, 2);
-    const int64_t d = fz_range(r, 1, 24);
-    p->dv = fz_chance(r, 64) ? fz_range(r, 1, 24) : d;
-    const int64_t q_len = fz_range(r, 1, 10), kv_len = fz_range(r, 1, 40);
-    p->shape = (attn_shape){B, kvh * grp, kvh, q_len, kv_len, d, p->dv == d ? 0 : p->dv};
-    p->opt.flags = fz_chance(r, 128) ? ATTN_CAUSAL : 0;
-    p->opt.window = fz_chance(r, 64) ? fz_range(r, 1, 12) : 0;
-    p->opt.softcap = fz_chance(r, 40) ? 3.0f : 0.0f;
-    const int32_t dts[] = {ATTN_DTYPE_F32, ATTN_DTYPE_F16, ATTN_DTYPE_BF16};
-    const int32_t qt = dts[fz_range(r, 0, 2)], kt = dts[fz_range(r, 0, 2)],
-                  vt = dts[fz_range(r, 0, 2)];
-    unsigned bad_arg = 0, bad_stride = 0;
-
-    /* lengths and offsets: each array present or not, mostly in range */
-    const int64_t limit[4] = {q_len, kv_len, q_len, kv_len};
-    for (int a = 0; a < 4; a++) {
-        if (!fz_chance(r, 150))
-            continue;
-        p->arr[a] = fz_buf_alloc(&p->barr[a], (size_t)B * 4, fz_chance(r, 128));
-        for (int64_t b = 0; b < B; b++)
-            p->arr[a][b] = (int32_t)(fz_chance(r, 8) ? fz_range(r, -3, limit[a] + 3)
-                                                     : fz_range(r, 0, limit[a]));
+    int64_t lo = INT64_MAX, hi = 0;
+    for (int64_t i = 0; i < gen_seq_q(&p->d, b); i++) {
+        int64_t l, h;
+        gen_row_keys(&p->d, b, i, &l, &h);
+        if (l < h) {
+            lo = l < lo ? l : lo;
+            hi = h > hi ? h : hi;
+        }
     }
-    /* offsets that fit their sequence, most of the time */
-    for (int a = 2; a < 4; a++)
-        if (p->arr[a])
-            for (int64_t b = 0; b < B; b++) {
-                const int64_t len = p->arr[a - 2] ? p->arr[a - 2][b] : limit[a];
-                if (!fz_chance(r, 8) && len >= 0 && len <= limit[a])
-                    p->arr[a][b] = (int32_t)fz_range(r, 0, limit[a] - len);
-            }
-    p->opt.q_lens = p->arr[0];
-    p->opt.kv_lens = p->arr[1];
-    p->opt.q_offsets = p->arr[2];
-    p->opt.kv_offsets = p->arr[3];
-    int lens_ok = 1;
+    *p0 = *p1 = 0;
+    if (lo < hi) {
+        const int64_t ko = gen_kv_offset(&p->d, b), bs = p->opt.block_size;
+        *p0 = (ko + lo) / bs;
+        *p1 = (ko + hi - 1) / bs + 1;
+    }
+}
+
+/* One hostile change of a valid problem; each makes the call invalid. */
+static void corrupt(prob *p, fz_reader *r)
+{
+    const int64_t B = p->shape.batch;
+    const int64_t limit[4] = {p->shape.q_len, p->shape.kv_len, p->shape.q_len, p->shape.kv_len};
+    const int paged = p->opt.block_table != NULL, apply = p->op == OP_MASK_APPLY;
+    switch (fz_range(r, 0, 7)) {
+    case 1: case 2: { /* a length or an offset out of range */
+        const int a = (int)fz_range(r, 0, 3);
+        if (!p->arr[a])
+            break;
+        const int64_t b = fz_range(r, 0, B - 1), len = seq(p->arr[a & 1], b, limit[a]);
+        p->arr[a][b] = (int32_t)(fz_chance(r, 128) ? -fz_range(r, 1, 3)
+                                                   : (a < 2 ? limit[a] : limit[a] - len) +
+                                                         fz_range(r, 1, 3));
+        break;
+    }
+    case 3: /* a bad block size or pool size */
+        if (paged && !apply) {
+            if (fz_chance(r, 128))
+                p->opt.block_size = fz_range(r, -1, 0);
+            else
+                p->opt.num_blocks = 0;
+        }
+        break;
+    case 4: /* paging fields without a table */
+        if (!paged && !apply)
+            p->opt.block_size = 16;
+        break;
+    case 5: { /* a seen page outside the pool */
+        if (!paged || apply)
+            break;
+        const int64_t b = fz_range(r, 0, B - 1);
+        int64_t p0, p1;
+        seen_pages(p, b, &p0, &p1);
+        if (p0 < p1) {
+            int32_t *t = (int32_t *)p->opt.block_table;
+            t[b * p->opt.block_table_stride + fz_range(r, p0, p1 - 1)] =
+                fz_chance(r, 128) ? (int32_t)p->opt.num_blocks : -5;
+        }
+        break;
+    }
+    case 6: { /* packed outputs: a sequence starting inside the one before */
+        if (!p->d.q_packed || B < 2)
+            break;
+        const int64_t b = fz_range(r, 1, B - 1);
+        p->arr[2][b] = p->arr[2][b - 1];
+        break;
+    }
+    default: break;
+    }
+}
+
+/* The statuses attn.h gives for the (possibly corrupted) description. */
+static unsigned expected(const prob *p)
+{
+    const int64_t B = p->shape.batch;
+    const int64_t limit[4] = {p->shape.q_len, p->shape.kv_len, p->shape.q_len, p->shape.kv_len};
+    unsigned bad_arg = 0, bad_stride = 0;
     for (int a = 0; a < 2; a++)
         for (int64_t b = 0; p->arr[a] && b < B; b++)
             if (p->arr[a][b] < 0 || p->arr[a][b] > limit[a])
-                lens_ok = 0;
-    for (int a = 2; a < 4 && lens_ok; a++)
+                bad_arg = 1;
+    for (int a = 2; a < 4 && !bad_arg; a++)
         for (int64_t b = 0; p->arr[a] && b < B; b++)
             if (p->arr[a][b] < 0 || p->arr[a][b] + seq(p->arr[a - 2], b, limit[a]) > limit[a])
                 bad_arg = 1;
-    bad_arg |= !lens_ok;
-
-    /* q */
-    const int rows_outer = fz_chance(r, 128);
-    p->q = (attn_tensor){alloc_nan(&p->bq, r, qt, (size_t)(B * p->shape.q_heads * q_len * d)),
-                         qt, p->shape.q_heads * q_len * d, q_len * d, d};
-    if (rows_outer) {
-        p->q.head_stride = d;
-        p->q.row_stride = p->shape.q_heads * d;
-    }
-
-    /* K/V: dense, or a pool with a table */
-    p->paged = p->op != OP_MASK_APPLY && fz_chance(r, 160);
-    int64_t nb = B, slots = kv_len;
-    if (p->paged) {
-        const int64_t bs = fz_chance(r, 64) ? 1 : fz_range(r, 1, kv_len + 2);
-        const int64_t pages = (kv_len + bs - 1) / bs;
-        const int shared = fz_chance(r, 30);
-        const int64_t stride = shared ? 0 : pages + fz_range(r, 0, 2);
-        const int64_t entries = (B - 1) * stride + pages;
-        nb = pages * B + fz_range(r, 0, 2);
-        slots = bs;
-        int32_t *t = fz_buf_alloc(&p->btable, (size_t)entries * 4, fz_chance(r, 128));
-        const int in_order = fz_chance(r, 80);
-        for (int64_t e = 0; e < entries; e++)
-            t[e] = (int32_t)(in_order ? e % nb : (int64_t)(fz_rng_next(g) % (uint64_t)nb));
-        p->opt.block_table = t;
-        p->opt.block_table_stride = stride;
-        p->opt.block_size = bs;
-        p->opt.num_blocks = nb;
-        if (fz_chance(r, 10))
-            p->opt.block_size = fz_range(r, -1, 0), bad_arg = 1;
-        if (fz_chance(r, 10))
-            p->opt.num_blocks = 0, bad_arg = 1;
-        if (!bad_arg) { /* garbage where nobody looks, and now and then where someone does */
-            const int poison_seen = fz_chance(r, 12);
+    if (p->op != OP_MASK_APPLY) {
+        if (!p->opt.block_table && (p->opt.block_size || p->opt.num_blocks))
+            bad_arg = 1;
+        if (p->opt.block_table && (p->opt.block_size <= 0 || p->opt.num_blocks <= 0))
+            bad_arg = 1;
+        if (p->opt.block_table && !bad_arg)
             for (int64_t b = 0; b < B; b++) {
-                int64_t lo, hi;
-                seen_keys(p, b, &lo, &hi);
-                const int64_t ko = seq(p->arr[3], b, 0);
-                for (int64_t pg = 0; pg < pages; pg++) {
-                    const int seen = lo < hi && pg >= (ko + lo) / bs && pg <= (ko + hi - 1) / bs;
-                    int32_t *e = &t[(shared ? 0 : b * stride) + pg];
-                    if (!seen && !shared)
-                        *e = fz_chance(r, 128) ? -1 : INT32_MAX;
-                    if (seen && poison_seen && fz_chance(r, 60)) {
-                        *e = fz_chance(r, 128) ? (int32_t)nb : -5;
-                        bad_arg = 1;
-                    }
+                int64_t p0, p1;
+                seen_pages(p, b, &p0, &p1);
+                for (int64_t pg = p0; pg < p1; pg++) {
+                    const int32_t e = p->opt.block_table[b * p->opt.block_table_stride + pg];
+                    bad_arg |= e < 0 || e >= p->opt.num_blocks;
                 }
             }
-        }
-    } else if (p->op != OP_MASK_APPLY && fz_chance(r, 10)) {
-        p->opt.block_size = 16; /* paging fields without a table */
-        bad_arg = 1;
     }
-    p->k = (attn_tensor){alloc_nan(&p->bk, r, kt, (size_t)(nb * kvh * slots * d)), kt,
-                         slots * kvh * d, d, kvh * d}; /* [blocks][slots][heads][d] */
-    p->v = (attn_tensor){alloc_nan(&p->bv, r, vt, (size_t)(nb * kvh * slots * p->dv)), vt,
-                         slots * kvh * p->dv, p->dv, kvh * p->dv};
-
-    /* outputs; packed: batch_stride 0 (needs in-order disjoint sequences) */
-    const int64_t cols = p->op == OP_FORWARD ? p->dv : kv_len;
-    p->packed_out = p->arr[2] && fz_chance(r, 100);
-    const int64_t ob = p->packed_out ? 1 : B;
-    p->out_floats = ob * p->shape.q_heads * q_len * cols;
-    p->out = (attn_tensor){fz_buf_alloc(&p->bout, (size_t)p->out_floats * 4, fz_chance(r, 128)),
-                           ATTN_DTYPE_F32, p->packed_out ? 0 : p->shape.q_heads * q_len * cols,
-                           q_len * cols, cols};
-    if (p->packed_out && B > 1 && !bad_arg) {
+    if (p->d.q_packed && B > 1 && !bad_arg) { /* in order and disjoint (attn.h) */
         int64_t end = 0;
         for (int64_t b = 0; b < B; b++) {
-            const int64_t len = seq(p->arr[0], b, q_len);
+            const int64_t len = seq(p->arr[0], b, p->shape.q_len);
             if (len && p->arr[2][b] < end)
                 bad_stride = 1;
             if (len)
                 end = p->arr[2][b] + len;
         }
     }
-    p->stats_floats = B * p->shape.q_heads * q_len;
-    float *st = fz_buf_alloc(&p->bstats, (size_t)p->stats_floats * 12, fz_chance(r, 128));
-    p->stats = (attn_row_stats){st, st + p->stats_floats, st + 2 * p->stats_floats};
+    return bad_arg || bad_stride ? (bad_arg << ATTN_ERR_ARG) | (bad_stride << ATTN_ERR_STRIDE)
+                                 : 1u << ATTN_OK;
+}
 
-    /* valid data where a sequence may be read; NaN stays everywhere else */
-    const int64_t Hq = p->shape.q_heads;
-    if (!bad_arg)
-        for (int64_t b = 0; b < B; b++) {
-            const int64_t qo = seq(p->arr[2], b, 0), ko = seq(p->arr[3], b, 0);
-            for (int64_t h = 0; h < Hq; h++)
-                for (int64_t i = 0; i < seq(p->arr[0], b, q_len); i++)
-                    for (int64_t c = 0; c < d; c++)
-                        store(qt, ref_tensor_at(&p->q, b, h, qo + i, c),
-                              fz_rng_float(g, -2.0f, 2.0f));
-            for (int64_t j = 0; j < seq(p->arr[1], b, kv_len); j++)
-                for (int64_t h = 0; h < kvh; h++) {
-                    const void *kp = ref_kv_at(&p->k, &p->opt, b, h, ko + j);
-                    const void *vp = ref_kv_at(&p->v, &p->opt, b, h, ko + j);
-                    if (p->paged) { /* pages nobody sees may be garbage entries */
-                        const int32_t e = p->opt.block_table[b * p->opt.block_table_stride +
-                                                             (ko + j) / p->opt.block_size];
-                        if (e < 0 || e >= nb)
-                            continue;
-                    }
-                    for (int64_t c = 0; c < d; c++)
-                        store(kt, (char *)kp + c * (int64_t)ref_dtype_size(kt),
-                              fz_rng_float(g, -2.0f, 2.0f));
-                    for (int64_t c = 0; c < p->dv; c++)
-                        store(vt, (char *)vp + c * (int64_t)ref_dtype_size(vt),
-                              fz_rng_float(g, -2.0f, 2.0f));
-                }
+/* Decodes a problem; returns 0 when the decoded sizes are not worth a run. */
+static int decode(prob *p, fz_reader *r)
+{
+    memset(p, 0, sizeof *p);
+    p->op = layout_ops[fz_range(r, 0, 3)];
+    gen_profile prof;
+    profile_of(&prof);
+    gen_src src = fz_gen_source(r);
+    if (!gen_draw(&p->d, &src, &prof))
+        return 0;
+    const uint64_t seed = fz_u64(r);
+    p->mem.r = r;
+    const gen_allocator a = fz_gen_allocator(&p->mem);
+    const unsigned out = p->op == OP_FORWARD ? GEN_M_OUT : GEN_M_SCORES;
+    FZ_CHECK(gen_materialise(&p->m, &p->d, seed, out | GEN_M_STATS | GEN_M_POISON | GEN_M_GARBAGE,
+                             &a) == 0,
+             "gen_materialise");
+    p->shape = p->m.shape;
+    p->opt = p->m.opt;
+    p->dv = p->d.dv;
+    p->q = p->m.t[GEN_Q];
+    p->k = p->m.t[GEN_K];
+    p->v = p->m.t[GEN_V];
+    p->out = p->m.t[p->op == OP_FORWARD ? GEN_OUT : GEN_SCORES];
+    p->stats = p->m.stats;
+    p->out_floats = (int64_t)(p->m.bytes[p->op == OP_FORWARD ? GEN_OUT : GEN_SCORES] / 4);
+    p->stats_floats = p->shape.batch * p->shape.q_heads * p->shape.q_len;
+    p->arr[0] = (int32_t *)p->opt.q_lens;
+    p->arr[1] = (int32_t *)p->opt.kv_lens;
+    p->arr[2] = (int32_t *)p->opt.q_offsets;
+    p->arr[3] = (int32_t *)p->opt.kv_offsets;
+    if (fz_chance(r, 40)) {
+        /* a change the model finds valid is undone: the data were written
+           for the drawn description (everything else holds NaN) */
+        int32_t keep[4][8], *table = (int32_t *)p->opt.block_table;
+        const attn_options opt = p->opt;
+        const size_t table_bytes = table ? p->m.bytes[GEN_OPT(block_table)] : 0;
+        int32_t *table0 = table ? malloc(table_bytes) : NULL;
+        FZ_CHECK(p->shape.batch <= 8 && (!table || table0), "batch %lld",
+                 (long long)p->shape.batch);
+        for (int i = 0; i < 4; i++)
+            if (p->arr[i])
+                memcpy(keep[i], p->arr[i], (size_t)p->shape.batch * 4);
+        if (table)
+            memcpy(table0, table, table_bytes);
+        corrupt(p, r);
+        if (expected(p) == 1u << ATTN_OK) {
+            for (int i = 0; i < 4; i++)
+                if (p->arr[i])
+                    memcpy(p->arr[i], keep[i], (size_t)p->shape.batch * 4);
+            if (table)
+                memcpy(table, table0, table_bytes);
+            p->opt = opt;
         }
-
-    /* Score modifiers, decoded last so that every byte before keeps its
-       meaning (the committed corpus decodes the same problems, with slopes
-       and sinks where its inputs end: running out of bytes reads as 0,
-       "present, usual value"). F32 [B][Hq] or [Hq] (batch_stride 0). */
-    if (fz_chance(r, 170)) { /* ALiBi: 2^(-8(h+1)/H) scaled, now and then steep or negative */
-        const int per_batch = fz_chance(r, 170);
-        float *a = fz_buf_alloc(&p->balibi, (size_t)((per_batch ? B : 1) * Hq) * 4,
-                                fz_chance(r, 128));
-        for (int64_t i = 0; i < (per_batch ? B : 1) * Hq; i++) {
-            const int kind = fz_u8(r) % 8;
-            a[i] = kind == 6   ? fz_rng_float(g, 0.5f, 2.0f)
-                   : kind == 7 ? fz_rng_float(g, -0.1f, 0.0f)
-                               : exp2f(-8.0f * (float)(i % Hq + 1) / (float)Hq) *
-                                     fz_rng_float(g, 0.25f, 2.0f);
-        }
-        p->alibi = (attn_tensor){a, ATTN_DTYPE_F32, per_batch ? Hq : 0, 1, 0};
-        p->opt.alibi_slopes = &p->alibi;
+        free(table0);
     }
-    if (fz_chance(r, 150)) { /* sinks: comparable to the scores, dominant, or none (-inf) */
-        const int per_batch = fz_chance(r, 170);
-        float *z = fz_buf_alloc(&p->bsinks, (size_t)((per_batch ? B : 1) * Hq) * 4,
-                                fz_chance(r, 128));
-        for (int64_t i = 0; i < (per_batch ? B : 1) * Hq; i++) {
-            const int kind = fz_u8(r) % 8;
-            z[i] = kind == 6   ? fz_rng_float(g, 6.0f, 12.0f)
-                   : kind == 7 ? -INFINITY
-                               : fz_rng_float(g, -3.0f, 3.0f);
-        }
-        p->sinks = (attn_tensor){z, ATTN_DTYPE_F32, per_batch ? Hq : 0, 1, 0};
-        p->opt.sinks = &p->sinks;
-    }
-    p->expect = bad_arg || bad_stride ? (bad_arg << ATTN_ERR_ARG) | (bad_stride << ATTN_ERR_STRIDE)
-                                      : 1u << ATTN_OK;
+    p->expect = expected(p);
+    char text[896];
+    fz_context("%s %s", op_names[p->op], gen_describe(&p->d, text, sizeof text));
     return 1;
 }
 
 static void release(prob *p)
 {
-    fz_buf *bufs[] = {&p->bq, &p->bk, &p->bv, &p->bout, &p->bstats, &p->btable,
-                      &p->barr[0], &p->barr[1], &p->barr[2], &p->barr[3], &p->balibi,
-                      &p->bsinks};
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
-        if (bufs[i]->map)
-            fz_buf_free(bufs[i]);
+    gen_release(&p->m);
+    gen_free(&p->d);
+}
+
+/* Roles whose bytes are the call's inputs: every buffer but the outputs. */
+static int is_input(int role)
+{
+    return role != GEN_OUT && role != GEN_SCORES && role != GEN_LSE && role != GEN_MAX &&
+           role != GEN_ENT && role != GEN_OPT(workspace);
 }
 
 static attn_status run(const attn_dsp *t, prob *p)
@@ -390,13 +369,17 @@ static void check_results(const prob *p, const ref_attn *ra, const ref_dense *dn
 static void save(const prob *p, float *dst)
 {
     memcpy(dst, p->out.data, (size_t)p->out_floats * 4);
-    memcpy(dst + p->out_floats, p->stats.lse, (size_t)p->stats_floats * 12);
+    float *const stats[3] = {p->stats.lse, p->stats.max_score, p->stats.entropy};
+    for (int s = 0; s < 3; s++)
+        memcpy(dst + p->out_floats + s * p->stats_floats, stats[s], (size_t)p->stats_floats * 4);
 }
 
 static void load(prob *p, const float *src)
 {
     memcpy(p->out.data, src, (size_t)p->out_floats * 4);
-    memcpy(p->stats.lse, src + p->out_floats, (size_t)p->stats_floats * 12);
+    float *const stats[3] = {p->stats.lse, p->stats.max_score, p->stats.entropy};
+    for (int s = 0; s < 3; s++)
+        memcpy(stats[s], src + p->out_floats + s * p->stats_floats, (size_t)p->stats_floats * 4);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -404,7 +387,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fz_reader r = {data, size};
     fz_rng g = {fz_u64(&r) | 1};
     prob p;
-    if (!decode(&p, &r, &g)) {
+    if (!decode(&p, &r)) {
         release(&p);
         return 0;
     }
@@ -416,18 +399,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                         ? fz_rng_float(&g, -8.0f, 8.0f)
                         : (float)(int64_t)(fz_rng_next(&g) % 1000) - 500.5f;
     /* inputs, compared bitwise after every call */
-    const size_t q_bytes = p.bq.bytes, k_bytes = p.bk.bytes, v_bytes = p.bv.bytes;
-    const size_t mod_bytes = p.balibi.bytes + p.bsinks.bytes;
-    unsigned char *q0 = malloc(q_bytes + 1), *k0 = malloc(k_bytes + 1), *v0 = malloc(v_bytes + 1),
-                  *mods0 = malloc(mod_bytes + 1);
-    FZ_CHECK(q0 && k0 && v0 && mods0, "out of memory");
-    memcpy(q0, p.bq.data, q_bytes);
-    memcpy(k0, p.bk.data, k_bytes);
-    memcpy(v0, p.bv.data, v_bytes);
-    if (p.balibi.bytes)
-        memcpy(mods0, p.balibi.data, p.balibi.bytes);
-    if (p.bsinks.bytes)
-        memcpy(mods0 + p.balibi.bytes, p.bsinks.data, p.bsinks.bytes);
+    unsigned char *inputs[GEN_ROLE_COUNT] = {0};
+    for (int role = 0; role < GEN_ROLE_COUNT; role++)
+        if (p.m.data[role] && is_input(role)) {
+            inputs[role] = malloc(p.m.bytes[role]);
+            FZ_CHECK(inputs[role], "out of memory");
+            memcpy(inputs[role], p.m.data[role], p.m.bytes[role]);
+        }
 
     ref_dense dn;
     ref_attn ra;
@@ -443,12 +421,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FZ_CHECK(p.expect >> st & 1, "%s %s: status %d, allowed mask 0x%x",
                  attn_isa_name((attn_isa)isa), op_names[p.op], st, p.expect);
         save(&p, got);
-        FZ_CHECK(memcmp(p.bq.data, q0, q_bytes) == 0 && memcmp(p.bk.data, k0, k_bytes) == 0 &&
-                     memcmp(p.bv.data, v0, v_bytes) == 0 &&
-                     (!p.balibi.bytes || memcmp(p.balibi.data, mods0, p.balibi.bytes) == 0) &&
-                     (!p.bsinks.bytes ||
-                      memcmp(p.bsinks.data, mods0 + p.balibi.bytes, p.bsinks.bytes) == 0),
-                 "an input changed");
+        for (int role = 0; role < GEN_ROLE_COUNT; role++)
+            FZ_CHECK(!inputs[role] || memcmp(p.m.data[role], inputs[role], p.m.bytes[role]) == 0,
+                     "an input changed (role %d)", role);
         if (st != ATTN_OK) {
             FZ_CHECK(memcmp(got, before, total * 4) == 0, "a rejected call wrote an output");
             continue;
@@ -485,10 +460,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     free(before);
     free(got);
     free(scalar);
-    free(q0);
-    free(k0);
-    free(v0);
-    free(mods0);
+    for (int role = 0; role < GEN_ROLE_COUNT; role++)
+        free(inputs[role]);
     release(&p);
     return 0;
 }

@@ -96,6 +96,44 @@ void fz_buf_free(fz_buf *b)
     memset(b, 0, sizeof *b);
 }
 
+static int64_t source_range(void *ctx, int64_t lo, int64_t hi)
+{
+    return fz_range(ctx, lo, hi);
+}
+
+gen_src fz_gen_source(fz_reader *r)
+{
+    return (gen_src){source_range, r};
+}
+
+static void *guarded_alloc(void *ctx, int role, size_t bytes, size_t elem, int misalign)
+{
+    fz_gen_mem *m = ctx;
+    (void)elem, (void)misalign; /* a page's end leaves any alignment */
+    return fz_buf_alloc(&m->b[role], bytes, m->r ? fz_chance(m->r, 128) : 0);
+}
+
+static void guarded_release(void *ctx, int role, void *data, size_t bytes)
+{
+    (void)data, (void)bytes;
+    fz_buf_free(&((fz_gen_mem *)ctx)->b[role]);
+}
+
+gen_allocator fz_gen_allocator(fz_gen_mem *mem)
+{
+    return (gen_allocator){guarded_alloc, guarded_release, mem};
+}
+
+static char context[1024];
+
+void fz_context(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(context, sizeof context, fmt, ap);
+    va_end(ap);
+}
+
 void fz_fail(const char *file, int line, const char *fmt, ...)
 {
     va_list ap;
@@ -104,6 +142,8 @@ void fz_fail(const char *file, int line, const char *fmt, ...)
     vfprintf(stderr, fmt, ap);
     va_end(ap);
     fputc('\n', stderr);
+    if (context[0])
+        fprintf(stderr, "problem: %s\n", context);
     fflush(stderr);
     abort();
 }

@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gen.h"
+
 /* libFuzzer's entry point (defined by each fuzzer). */
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -54,8 +56,24 @@ typedef struct fz_buf {
 void *fz_buf_alloc(fz_buf *b, size_t bytes, int guard_front);
 void fz_buf_free(fz_buf *b);
 
+/* ------------------------------------------------------------ the problem generator */
+
+/* The generator's choices (gen/gen.h) read from the input: fz_range. */
+gen_src fz_gen_source(fz_reader *r);
+
+/* Every buffer of a materialised problem ends at (or, when the input's next
+   byte says so, starts after) an inaccessible page. */
+typedef struct fz_gen_mem {
+    fz_buf b[GEN_ROLE_COUNT];
+    fz_reader *r; /* NULL: every buffer ends at the page */
+} fz_gen_mem;
+gen_allocator fz_gen_allocator(fz_gen_mem *mem);
+
 /* ------------------------------------------------------------ failures */
 
+/* What the input decoded to, printed with a failure (printf format; the
+   next call replaces it). */
+void fz_context(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Prints the message and aborts (libFuzzer then keeps the input as a crash). */
 void fz_fail(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4), noreturn));
