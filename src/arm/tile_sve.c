@@ -136,16 +136,17 @@ static ALWAYS_INLINE void qk_tile(int dtype, const float *q, ptrdiff_t q_stride,
                                   ptrdiff_t k_stride, size_t nq, size_t nk, size_t d,
                                   float scale, float *s, ptrdiff_t s_stride)
 {
-    const ptrdiff_t esize = dtype == ATTN_KV_F32 ? 4 : 2;
-    const size_t ahead = nq < FEW_ROWS ? attn_prefetch_rows_ahead(d * (size_t)esize) : 0;
+    const size_t esize = attn_kv_unit_bytes(dtype);
+    const uintptr_t step = (uintptr_t)k_stride * esize;
+    const size_t ahead = nq < FEW_ROWS ? attn_prefetch_rows_ahead(d * esize) : 0;
     size_t c = 0;
     for (; c + QK_KEYS <= nk; c += QK_KEYS) {
         if (ahead)
-            attn_prefetch_rows(k, c + ahead, k_stride, (size_t)esize, QK_KEYS, d * (size_t)esize);
-        qk_rows(dtype, QK_KEYS, q, q_stride, (const char *)k + (ptrdiff_t)c * k_stride * esize,
-                k_stride, nq, d, scale, s + c, s_stride);
+            attn_prefetch_rows(k, c + ahead, k_stride, esize, QK_KEYS, d * esize);
+        qk_rows(dtype, QK_KEYS, q, q_stride, attn_kv_row(k, c, step), k_stride, nq, d, scale,
+                s + c, s_stride);
     }
-    const void *kc = (const char *)k + (ptrdiff_t)c * k_stride * esize;
+    const void *kc = attn_kv_row(k, c, step);
     switch (nk - c) {
     case 3:
         qk_rows(dtype, 3, q, q_stride, kc, k_stride, nq, d, scale, s + c, s_stride);
@@ -210,7 +211,7 @@ static ALWAYS_INLINE void pv_micro(int dtype, size_t R, size_t W, const float *p
                                    size_t pf)
 {
     const size_t vl = svcntw();
-    const size_t v_esize = dtype == ATTN_KV_F32 ? 4 : 2;
+    const size_t v_esize = attn_kv_unit_bytes(dtype);
     const size_t ahead = pf ? attn_prefetch_rows_ahead(pf) : 0;
     /* columns of vector w: w*vl .. min((w+1)*vl, cols) */
     const svbool_t p0 = sve_lanes(0, cols), p1 = sve_lanes(vl, cols);
@@ -263,7 +264,7 @@ static ALWAYS_INLINE void pv_cols(int dtype, size_t R, const float *p, ptrdiff_t
                                   const void *v, ptrdiff_t v_stride, size_t nk, size_t dv,
                                   size_t pf, float *acc, ptrdiff_t acc_stride)
 {
-    const size_t esize = dtype == ATTN_KV_F32 ? 4 : 2;
+    const size_t esize = attn_kv_unit_bytes(dtype);
     const size_t vl = svcntw(), chunk = PV_VECS * vl;
     size_t j = 0;
     for (; j + chunk <= dv; j += chunk)
@@ -295,14 +296,15 @@ static ALWAYS_INLINE void pv_tile(int dtype, const float *p, ptrdiff_t p_stride,
                                   ptrdiff_t v_stride, size_t nq, size_t nk, size_t dv,
                                   float *acc, ptrdiff_t acc_stride)
 {
-    const ptrdiff_t esize = dtype == ATTN_KV_F32 ? 4 : 2;
-    /* few rows: one pass over the tile, prefetching V (tile_avx2.c says
-       what that was measured to gain) */
+    const size_t esize = attn_kv_unit_bytes(dtype);
+    const uintptr_t step = (uintptr_t)v_stride * esize;
+    /* few rows: one pass over the tile, prefetching V
+       (src/x86/tile_avx2_body.h says what that was measured to gain) */
     const int few = nq < FEW_ROWS;
-    const size_t chunk = few ? nk : PV_KEY_CHUNK, pf = few ? dv * (size_t)esize : 0;
+    const size_t chunk = few ? nk : PV_KEY_CHUNK, pf = few ? dv * esize : 0;
     for (size_t c0 = 0; c0 < nk; c0 += chunk) {
         const size_t n = nk - c0 < chunk ? nk - c0 : chunk;
-        const void *vc = (const char *)v + (ptrdiff_t)c0 * v_stride * esize;
+        const void *vc = attn_kv_row(v, c0, step);
         const float *pc = p + c0;
         size_t r = 0;
         for (; r + PV_ROWS <= nq; r += PV_ROWS)
