@@ -14,38 +14,13 @@
 
 /* ------------------------------------------------------------ dtypes */
 
-#define DT_BYTES(ID, name, block, bytes, kind, q, kv, out) \
-    case ATTN_DTYPE_##ID: return bytes;
-#define DT_BLOCK(ID, name, block, bytes, kind, q, kv, out) \
-    case ATTN_DTYPE_##ID: return block;
-#define DT_NAME(ID, name, block, bytes, kind, q, kv, out) \
-    case ATTN_DTYPE_##ID: return name;
-#define DT_KIND(ID, name, block, bytes, kind, q, kv, out) \
-    case ATTN_DTYPE_##ID: return ATTN_DTYPE_KIND_##kind;
+size_t gen_dtype_bytes(int32_t dtype) { ATTN_DTYPE_GET(dtype, bytes, 4) }
 
-size_t gen_dtype_bytes(int32_t dtype)
-{
-    switch ((attn_dtype)dtype) { ATTN_DTYPE_LIST(DT_BYTES) }
-    return 4;
-}
+int64_t gen_dtype_block(int32_t dtype) { ATTN_DTYPE_GET(dtype, block, 1) }
 
-int64_t gen_dtype_block(int32_t dtype)
-{
-    switch ((attn_dtype)dtype) { ATTN_DTYPE_LIST(DT_BLOCK) }
-    return 1;
-}
+const char *gen_dtype_name(int32_t dtype) { ATTN_DTYPE_GET(dtype, name, "?") }
 
-const char *gen_dtype_name(int32_t dtype)
-{
-    switch ((attn_dtype)dtype) { ATTN_DTYPE_LIST(DT_NAME) }
-    return "?";
-}
-
-static int dtype_kind(int32_t dtype)
-{
-    switch ((attn_dtype)dtype) { ATTN_DTYPE_LIST(DT_KIND) }
-    return ATTN_DTYPE_KIND_FLOAT;
-}
+static int dtype_kind(int32_t dtype) { ATTN_DTYPE_GET(dtype, kind, ATTN_DTYPE_KIND_FLOAT) }
 
 /* ------------------------------------------------------------ numbers */
 

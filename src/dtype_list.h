@@ -94,4 +94,37 @@ static inline int attn_dtype_list_covers(attn_dtype dtype)
 }
 #pragma GCC diagnostic pop
 
+/*
+ * ATTN_DTYPE_GET(dtype, field, none): a function body returning the list's
+ * `field` of an attn_dtype value, `none` for a value outside the list:
+ * bytes, block, name, kind (ATTN_DTYPE_KIND_*), float (a float kind),
+ * quant (QBLOCK or FP8), q, kv, out. A switch over the lines, so it compiles
+ * to what a hand-written switch did. The one reader of the list's columns
+ * for src/, the tools, the generator and the tests.
+ */
+#define ATTN_DTYPE_GET(dtype, field, none)                                    \
+    switch (dtype) {                                                          \
+        ATTN_DTYPE_LIST(ATTN_DTYPE_X_GET_##field)                             \
+    default: return none;                                                     \
+    }
+#define ATTN_DTYPE_X_GET_bytes(ID, name, block, bytes, kind, q, kv, out) \
+    case ATTN_DTYPE_##ID: return bytes;
+#define ATTN_DTYPE_X_GET_block(ID, name, block, bytes, kind, q, kv, out) \
+    case ATTN_DTYPE_##ID: return block;
+#define ATTN_DTYPE_X_GET_name(ID, name, block, bytes, kind, q, kv, out) \
+    case ATTN_DTYPE_##ID: return name;
+#define ATTN_DTYPE_X_GET_kind(ID, name, block, bytes, kind, q, kv, out) \
+    case ATTN_DTYPE_##ID: return ATTN_DTYPE_KIND_##kind;
+#define ATTN_DTYPE_X_GET_float(ID, name, block, bytes, kind, q, kv, out) \
+    case ATTN_DTYPE_##ID: return ATTN_DTYPE_KIND_##kind == ATTN_DTYPE_KIND_FLOAT;
+#define ATTN_DTYPE_X_GET_quant(ID, name, block, bytes, kind, q, kv, out) \
+    case ATTN_DTYPE_##ID: return ATTN_DTYPE_KIND_##kind == ATTN_DTYPE_KIND_QBLOCK || \
+                                 ATTN_DTYPE_KIND_##kind == ATTN_DTYPE_KIND_FP8;
+#define ATTN_DTYPE_X_GET_q(ID, name, block, bytes, kind, q, kv, out) \
+    case ATTN_DTYPE_##ID: return q;
+#define ATTN_DTYPE_X_GET_kv(ID, name, block, bytes, kind, q, kv, out) \
+    case ATTN_DTYPE_##ID: return kv;
+#define ATTN_DTYPE_X_GET_out(ID, name, block, bytes, kind, q, kv, out) \
+    case ATTN_DTYPE_##ID: return out;
+
 #endif /* ATTN_DTYPE_LIST_H */

@@ -94,32 +94,7 @@ struct attn_problem {
     float qk_scale, v_scale;
 };
 
-/*
- * The properties of an attn_dtype, read from src/dtype_list.h; an unknown
- * value is none of them. Each is a switch over the list, so it compiles to
- * what a hand-written switch did.
- */
-#define ATTN_DTYPE_GET(dtype, field, none)                                    \
-    switch (dtype) {                                                          \
-        ATTN_DTYPE_LIST(ATTN_DTYPE_X_GET_##field)                             \
-    default: return none;                                                     \
-    }
-#define ATTN_DTYPE_X_GET_bytes(ID, name, block, bytes, kind, q, kv, out) \
-    case ATTN_DTYPE_##ID: return bytes;
-#define ATTN_DTYPE_X_GET_block(ID, name, block, bytes, kind, q, kv, out) \
-    case ATTN_DTYPE_##ID: return block;
-#define ATTN_DTYPE_X_GET_float(ID, name, block, bytes, kind, q, kv, out) \
-    case ATTN_DTYPE_##ID: return ATTN_DTYPE_KIND_##kind == ATTN_DTYPE_KIND_FLOAT;
-#define ATTN_DTYPE_X_GET_quant(ID, name, block, bytes, kind, q, kv, out) \
-    case ATTN_DTYPE_##ID: return ATTN_DTYPE_KIND_##kind == ATTN_DTYPE_KIND_QBLOCK || \
-                                 ATTN_DTYPE_KIND_##kind == ATTN_DTYPE_KIND_FP8;
-#define ATTN_DTYPE_X_GET_q(ID, name, block, bytes, kind, q, kv, out) \
-    case ATTN_DTYPE_##ID: return q;
-#define ATTN_DTYPE_X_GET_kv(ID, name, block, bytes, kind, q, kv, out) \
-    case ATTN_DTYPE_##ID: return kv;
-#define ATTN_DTYPE_X_GET_out(ID, name, block, bytes, kind, q, kv, out) \
-    case ATTN_DTYPE_##ID: return out;
-
+/* The properties of an attn_dtype (ATTN_DTYPE_GET, src/dtype_list.h). */
 /* Bytes per stride unit (an element, or a block for Q8_0/Q4_0); 0 for an
    unknown value. */
 static inline size_t attn_dtype_size(int32_t dtype) { ATTN_DTYPE_GET(dtype, bytes, 0) }

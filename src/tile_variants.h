@@ -54,26 +54,15 @@
 
 /* The dtype facts of src/dtype_list.h, as switches the compiler folds for
    the constant dtype of an instantiated body. */
-#define ATTN_KV_X_UNIT(ID, name, block, bytes, kind, q, kv, out) \
-    case ATTN_DTYPE_##ID: return bytes;
-#define ATTN_KV_X_KIND(ID, name, block, bytes, kind, q, kv, out) \
-    case ATTN_DTYPE_##ID: return ATTN_DTYPE_KIND_##kind;
-
 /* Bytes per stride unit of a K/V dtype (one value, or one block). */
 static inline __attribute__((always_inline)) size_t attn_kv_unit_bytes(int dt)
 {
-    switch (dt) {
-        ATTN_DTYPE_LIST(ATTN_KV_X_UNIT)
-    }
-    return 1;
+    ATTN_DTYPE_GET(dt, bytes, 1)
 }
 
 static inline __attribute__((always_inline)) int attn_kv_kind(int dt)
 {
-    switch (dt) {
-        ATTN_DTYPE_LIST(ATTN_KV_X_KIND)
-    }
-    return -1;
+    ATTN_DTYPE_GET(dt, kind, -1)
 }
 
 /* The block formats (Q8_0, Q4_0): ATTN_QBLOCK values per stride unit. */

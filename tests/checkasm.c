@@ -122,38 +122,11 @@ static int same_bits(float a, float b)
 /* ------------------------------------------------------------ inputs */
 
 /* Bytes of one stride unit of the K/V dtype dt, values per unit. */
-static size_t unit_bytes(int dt)
-{
-    switch (dt) {
-#define CA_DT_BYTES(ID, name, block, bytes, kind, q, kv, out) \
-    case ATTN_DTYPE_##ID: return bytes;
-        ATTN_DTYPE_LIST(CA_DT_BYTES)
-#undef CA_DT_BYTES
-    }
-    return 0;
-}
+static size_t unit_bytes(int dt) { ATTN_DTYPE_GET(dt, bytes, 0) }
 
-static size_t unit_values(int dt)
-{
-    switch (dt) {
-#define CA_DT_BLOCK(ID, name, block, bytes, kind, q, kv, out) \
-    case ATTN_DTYPE_##ID: return block;
-        ATTN_DTYPE_LIST(CA_DT_BLOCK)
-#undef CA_DT_BLOCK
-    }
-    return 1;
-}
+static size_t unit_values(int dt) { ATTN_DTYPE_GET(dt, block, 1) }
 
-static const char *dtype_name(int dt)
-{
-    switch (dt) {
-#define CA_DT_NAME(ID, name, block, bytes, kind, q, kv, out) \
-    case ATTN_DTYPE_##ID: return name;
-        ATTN_DTYPE_LIST(CA_DT_NAME)
-#undef CA_DT_NAME
-    }
-    return "?";
-}
+static const char *dtype_name(int dt) { ATTN_DTYPE_GET(dt, name, "?") }
 
 /*
  * `units` stride units of K/V values of dtype dt, drawn as bit patterns of

@@ -85,43 +85,13 @@ uint16_t ref_f32_to_f16(float f)
 
 /* Bytes per stride unit, from src/dtype_list.h (data, not src/ code); 1 for
    a value outside it, as before the list. */
-size_t ref_dtype_size(int32_t dtype)
-{
-    switch (dtype) {
-#define REF_DTYPE_SIZE(ID, name, block, bytes, kind, q, kv, out) \
-    case ATTN_DTYPE_##ID: return bytes;
-        ATTN_DTYPE_LIST(REF_DTYPE_SIZE)
-#undef REF_DTYPE_SIZE
-    default:
-        return 1;
-    }
-}
+size_t ref_dtype_size(int32_t dtype) { ATTN_DTYPE_GET(dtype, bytes, 1) }
 
 /* Values per stride unit, from the list; 1 outside it. */
-int64_t ref_dtype_block(int32_t dtype)
-{
-    switch (dtype) {
-#define REF_DTYPE_BLOCK(ID, name, block, bytes, kind, q, kv, out) \
-    case ATTN_DTYPE_##ID: return block;
-        ATTN_DTYPE_LIST(REF_DTYPE_BLOCK)
-#undef REF_DTYPE_BLOCK
-    default:
-        return 1;
-    }
-}
+int64_t ref_dtype_block(int32_t dtype) { ATTN_DTYPE_GET(dtype, block, 1) }
 
 /* The list's name ("q8_0"), "?" outside it. */
-const char *ref_dtype_name(int32_t dtype)
-{
-    switch (dtype) {
-#define REF_DTYPE_NAME(ID, name, block, bytes, kind, q, kv, out) \
-    case ATTN_DTYPE_##ID: return name;
-        ATTN_DTYPE_LIST(REF_DTYPE_NAME)
-#undef REF_DTYPE_NAME
-    default:
-        return "?";
-    }
-}
+const char *ref_dtype_name(int32_t dtype) { ATTN_DTYPE_GET(dtype, name, "?") }
 
 void *ref_tensor_at(const attn_tensor *t, int64_t b, int64_t h, int64_t r, int64_t c)
 {

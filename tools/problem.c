@@ -136,14 +136,7 @@ const char *dtype_name(attn_dtype t)
 
 /* Whether the library's one list of dtypes takes t for K/V: data that needs
    only attn.h, so the tool stays on the public API. */
-#define DT_CASE_KV(ID, name, block, bytes, kind, q, kv, out) \
-    case ATTN_DTYPE_##ID: return kv;
-
-bool dtype_is_kv(attn_dtype t)
-{
-    switch (t) { ATTN_DTYPE_LIST(DT_CASE_KV) }
-    return false;
-}
+bool dtype_is_kv(attn_dtype t) { ATTN_DTYPE_GET(t, kv, false) }
 
 void seq_lengths(const problem *p, int64_t b, int64_t *lq, int64_t *lk)
 {
