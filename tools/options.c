@@ -45,16 +45,23 @@ int usage_error(const char *cmd, const char *fmt, ...)
 
 #define FIELD(s, o, type) ((type *)(void *)((char *)(s) + (o)->field))
 
-static int parse_i64(const cli_option *o, const char *cmd, const char *v, cli_settings *s)
+/* The integer in [o->min, o->max] that v spells, into *x (a usage error
+   otherwise). */
+static int read_i64(const cli_option *o, const char *cmd, const char *v, int64_t *x)
 {
     char *end;
     errno = 0;
-    long long x = strtoll(v, &end, 10);
-    if (errno || end == v || *end || x < o->min || x > o->max)
+    long long n = strtoll(v, &end, 10);
+    if (errno || end == v || *end || n < o->min || n > o->max)
         return usage_error(cmd, "%s expects an integer in [%" PRId64 ", %" PRId64 "], got '%s'",
                            o->name, o->min, o->max, v);
-    *FIELD(s, o, int64_t) = (int64_t)x;
+    *x = (int64_t)n;
     return EXIT_OK;
+}
+
+static int parse_i64(const cli_option *o, const char *cmd, const char *v, cli_settings *s)
+{
+    return read_i64(o, cmd, v, FIELD(s, o, int64_t));
 }
 
 static int parse_u64(const cli_option *o, const char *cmd, const char *v, cli_settings *s)
@@ -74,14 +81,11 @@ static int parse_u64(const cli_option *o, const char *cmd, const char *v, cli_se
    in [min, max], a finite float (min 0: >= 0), or the row's min. */
 static int pin_i64(const cli_option *o, const char *cmd, const char *v, cli_settings *s)
 {
-    char *end;
-    errno = 0;
-    long long x = strtoll(v, &end, 10);
-    if (errno || end == v || *end || x < o->min || x > o->max)
-        return usage_error(cmd, "%s expects an integer in [%" PRId64 ", %" PRId64 "], got '%s'",
-                           o->name, o->min, o->max, v);
-    gen_pin(&s->pins, (int)o->field, (int64_t)x);
-    return EXIT_OK;
+    int64_t x;
+    int rc = read_i64(o, cmd, v, &x);
+    if (rc == EXIT_OK)
+        gen_pin(&s->pins, (int)o->field, x);
+    return rc;
 }
 
 static int pin_float(const cli_option *o, const char *cmd, const char *v, cli_settings *s)
