@@ -372,6 +372,9 @@ void gen_profile_init(gen_profile *p)
     menu(p, GEN_C_OPT(v_scale), 64, fp8_scales, 4);
     p->rule[GEN_C_OPT(v_scale)].unit = 1.0 / 16.0;
     rule(p, GEN_C_OPT(workspace), 0, 1, 1);
+    /* the modes that round have bounds of their own: drawn only by the
+       consumers that check them (tests/test_precision.c) */
+    rule(p, GEN_C_OPT(precision), 0, 0, 0);
 
     p->work_cap = (int64_t)2 << 20;
     /* values: every tensor in [-2, 2), option tensors by their dtype */

@@ -187,7 +187,7 @@ extern "C" {
 #endif
 
 #define ATTN_VERSION_MAJOR 1
-#define ATTN_VERSION_MINOR 1
+#define ATTN_VERSION_MINOR 2
 #define ATTN_VERSION_PATCH 0
 #define ATTN_VERSION \
     ((ATTN_VERSION_MAJOR << 16) | (ATTN_VERSION_MINOR << 8) | ATTN_VERSION_PATCH)
@@ -318,6 +318,11 @@ ATTN_API int attn_isa_available(attn_isa isa);
 ATTN_API attn_status attn_isa_select(attn_isa isa);
 /* "auto", "scalar", "avx2", "avx512", "neon", "sve"; "unknown" otherwise. */
 ATTN_API const char *attn_isa_name(attn_isa isa);
+/* Since 1.2: 1 when the active ISA has dot-product kernels for `precision`
+ * (attn_precision, see attn_options) with k of dtype `k_dtype`, so that the
+ * mode runs faster than the default there; 0 when such a call computes as
+ * in ATTN_PRECISION_DEFAULT (or for an unknown precision or dtype). */
+ATTN_API int attn_precision_native(int64_t precision, int32_t k_dtype);
 
 /* ---------------------------------------------------------------- types */
 
@@ -343,6 +348,55 @@ typedef void (*attn_parallel_for_fn)(void *pool_ctx, attn_task_fn task,
                                      void *task_ctx, size_t count);
 
 #define ATTN_CAUSAL 1u
+
+/*
+ * Arithmetic precision (attn_options.precision, since 1.2): what the
+ * products of Q.K^T and P.V may be rounded to. A mode permits rounding; it
+ * does not require it: where this CPU has no dot-product kernel for a mode
+ * (see attn_precision_native) the call computes as in ATTN_PRECISION_DEFAULT,
+ * which is within every mode's bound. Read by attn_forward, attn_scores and
+ * attn_weights; attn_backward accepts only ATTN_PRECISION_DEFAULT
+ * (ATTN_ERR_UNSUPPORTED otherwise); the other operations multiply no Q by K
+ * and ignore it. Any other value is ATTN_ERR_ARG. Notation: d = head_dim,
+ * u = 2^-24 (f32), g(n) = n u / (1 - n u), |.| element-wise absolute values,
+ * T = 2^-126 (the least normal f32); s is a score before softcap, bias, ALiBi
+ * and masks, s* its exact value from the inputs as given.
+ *
+ *  ATTN_PRECISION_DEFAULT (0): f32 products of the inputs as given, f32
+ *    accumulation: |s - s*| <= g(d + 1) |scale| sum_t |q_t k_t| (+ gradual
+ *    underflow, below 2^-140 relative). One exception, exact in its products:
+ *    when q and k are both BF16, QK^T may run on bf16 dot-product units
+ *    (AVX512_BF16), which flush subnormal inputs and results to zero; the
+ *    bound then gains |scale| T (sum_t max(|q_t|, |k_t|) + d): a product
+ *    with a subnormal factor (|x| < T) counts as 0.
+ *  ATTN_PRECISION_BF16 (1): q, k, the softmax weights p (exp(s - m), before
+ *    normalisation) and v are rounded to bfloat16 (round to nearest even;
+ *    BF16 inputs as given), their products summed in f32; softmax
+ *    statistics, normalisation and the output stay f32. With b = 2^-8 and
+ *    B = 2b + b^2 (two rounded factors):
+ *      |s - s*| <= |scale| ((B + g(d + 1)(1 + B)) sum_t |q_t k_t| + T (sum_t max(|q_t|, |k_t|) + d))
+ *    and the output row o = sum_j p_j v_j / l gains B sum_j p_j |v_j| / l
+ *    (<= B max_j |v_j|) beyond what the score error does through the
+ *    softmax. Q8_0, Q4_0 and FP8 k or v are read as in the default mode.
+ *  ATTN_PRECISION_INT8 (2): for Q8_0 and Q4_0 k, each 32-value block of a
+ *    query row is quantized on the fly: m = max |q_t| over the block,
+ *    dq = fl(m / 127), q_t = dq n_t with n_t = rne(fl(q_t fl(1 / dq))) in
+ *    [-127, 127] (ggml's q8_0 rule with round-to-nearest-even); the integer
+ *    dot of n with the block's integers is exact (int32); the block scales
+ *    are applied in f32. A block with dq < T counts as 0; a non-finite q
+ *    value makes its row's scores NaN. With q^_t = dq n_t:
+ *      |s - s*| <= |scale| (sum_blocks (dq / 2)(1 + 2^-15) sum_t |k_t| + g(d + 3) sum_t |q^_t k_t| + 127 T sum_t |k_t|)
+ *    (dq / 2 <= max |q_t| / 254: half a quantization step per value).
+ *    Other k dtypes, and P.V for every v dtype, are computed as in the
+ *    default mode.
+ * Row statistics (lse, max_score, entropy) are those of the scores the
+ * mode computed.
+ */
+typedef enum attn_precision {
+    ATTN_PRECISION_DEFAULT = 0,
+    ATTN_PRECISION_BF16 = 1,
+    ATTN_PRECISION_INT8 = 2
+} attn_precision;
 
 typedef struct attn_options {
     uint32_t struct_size;              /* sizeof(attn_options) the caller was built with */
@@ -387,6 +441,9 @@ typedef struct attn_options {
        (ATTN_ERR_ARG); a value other than 0 or 1 with a k (v) of another
        dtype is ATTN_ERR_ARG too, checked by the operations that read k (v). */
     float k_scale, v_scale;
+    /* since 1.2. Bytes 188..191 stay padding for ever: a 1.1 caller's
+       struct_size (192) covers them, uninitialised. */
+    int64_t precision;                 /* attn_precision (see above); 0: default */
 } attn_options;
 
 /*
@@ -399,7 +456,7 @@ typedef struct attn_options {
  */
 #define ATTN_OPTIONS_INIT \
     { (uint32_t)sizeof(attn_options), 0u, 0.0f, 0.0f, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, \
-      0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0.0f, 0.0f }
+      0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0.0f, 0.0f, 0 }
 
 /*
  * Optional per-row outputs, each float[batch][q_heads][q_len] contiguous,

@@ -30,6 +30,10 @@ unsigned attn_cpu_detect(void)
     /* Zen 4 (AMD family 19h; its AVX-512 parts) splits each 512-bit
        operation into two 256-bit halves. Zen 5 (1Ah) server and desktop
        parts have full 512-bit units and keep the AVX-512 default. */
+    if ((flags & ATTN_CPU_AVX512) && f.avx512_bf16 != 0)
+        flags |= ATTN_CPU_AVX512_BF16;
+    if ((flags & ATTN_CPU_AVX512) && f.avx512vnni != 0)
+        flags |= ATTN_CPU_AVX512_VNNI;
     const X86Info info = GetX86Info();
     if ((flags & ATTN_CPU_AVX512) && strcmp(info.vendor, "AuthenticAMD") == 0 && info.family == 0x19)
         flags |= ATTN_CPU_NARROW512;

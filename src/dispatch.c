@@ -77,6 +77,23 @@ static attn_isa isa_from_name(const char *name)
     return ATTN_ISA_AUTO;
 }
 
+/*
+ * The dot slots hold the scalar oracle of each low-precision mode; a table
+ * still holding it after its init has no dot-product kernel there (none
+ * written, or the CPU lacks the instructions), so the slot is cleared: the
+ * driver computes such calls as the default mode does, at the table's own
+ * speed, instead of running the oracle (src/kernel_list.h).
+ */
+static void drop_oracle_dots(attn_dsp *t, const attn_dsp *scalar)
+{
+#define ATTN_X_DROP(slot, dt, kind, a)                                                        \
+    for (int i = 0; i < ATTN_KV_DTYPES; i++)                                                 \
+        if (t->slot[i] == scalar->slot[i])                                                    \
+            t->slot[i] = NULL;
+    ATTN_SLOTS_DOT_BF16(ATTN_X_DROP, f32, _) ATTN_SLOTS_DOT_I8(ATTN_X_DROP, f32, _)
+#undef ATTN_X_DROP
+}
+
 static void build_tables(void)
 {
     const unsigned cpu = attn_cpu_detect();
@@ -91,7 +108,10 @@ static void build_tables(void)
                 continue;
             g_tables[isa] = g_tables[e->base];
         }
+        g_tables[isa].cpu = cpu;
         e->init(&g_tables[isa]);
+        if (isa != ATTN_ISA_SCALAR)
+            drop_oracle_dots(&g_tables[isa], &g_tables[ATTN_ISA_SCALAR]);
         g_tables[isa].isa = (attn_isa)isa;
         g_tables[isa].isa_name = e->name;
         g_available[isa] = 1;
@@ -125,6 +145,18 @@ const attn_dsp *attn_dsp_for_isa(attn_isa isa)
     if ((int)isa <= ATTN_ISA_AUTO || (int)isa >= ATTN_ISA_COUNT || !g_available[isa])
         return NULL;
     return &g_tables[isa];
+}
+
+int attn_precision_native(int64_t precision, int32_t k_dtype)
+{
+    const attn_dsp *t = attn_dsp_active();
+    if (t->isa == ATTN_ISA_SCALAR || k_dtype < 0 || k_dtype >= ATTN_KV_DTYPES)
+        return 0; /* the scalar table's are the oracles, no faster path */
+    if (precision == ATTN_PRECISION_BF16)
+        return t->qk_bf16[k_dtype] != NULL;
+    if (precision == ATTN_PRECISION_INT8)
+        return t->qk_i8[k_dtype] != NULL;
+    return 0;
 }
 
 int attn_isa_built(attn_isa isa)

@@ -6,7 +6,7 @@
  * Everything else (masks, tiling, online softmax, stats, threading) is the
  * driver's job (src/driver/), written once for every ISA.
  *
- * All arithmetic is f32. K and V may be F32, F16, BF16, Q8_0, Q4_0 or
+ * All arithmetic is f32 (the dot file's kernels: on rounded inputs). K and V may be F32, F16, BF16, Q8_0, Q4_0 or
  * FP8_E4M3: the tile kernels come in one variant per dtype and convert
  * (dequantize) inside their loads.
  * Strides are in elements of the array they describe; for the block formats
@@ -137,8 +137,28 @@ typedef void attn_alibi_fn(float *x, size_t n, float slope, int64_t pos);
  */
 typedef void attn_wsum_fn(float *y, const float *const *x, const float *w, size_t parts,
                              size_t n);
+/* The low-precision modes' kernels (src/kernel_list.h, dot file): the
+   signatures of qk_tile and pv_tile, products rounded as src/lowp.h says. */
+typedef attn_qk_tile_fn attn_qk_bf16_fn;
+typedef attn_pv_tile_fn attn_pv_bf16_fn;
+typedef attn_qk_tile_fn attn_qk_i8_fn;
+
 /* Parts the driver passes to one wsum call at most. */
 #define ATTN_WSUM_MAX_PARTS 32
+
+/* CPU capability bits (attn_cpu_detect, src/cpu.c): what an ISA of the
+   registry needs (src/isa_list.h), and what a module file needs beyond its
+   ISA (src/kernel_list.h). */
+#define ATTN_CPU_AVX2 (1u << 0)   /* AVX2 + FMA3 + F16C */
+#define ATTN_CPU_AVX512 (1u << 1) /* AVX-512 F + BW + DQ + VL */
+#define ATTN_CPU_NEON (1u << 2)
+#define ATTN_CPU_SVE (1u << 3)
+/* The CPU runs 512-bit vectors on 256-bit units (AMD Zen 4): set with
+   ATTN_CPU_AVX512 when known, never alone. */
+#define ATTN_CPU_NARROW512 (1u << 4)
+/* With ATTN_CPU_AVX512 only: vdpbf16ps, and vpdpbusd on 512-bit vectors. */
+#define ATTN_CPU_AVX512_BF16 (1u << 5)
+#define ATTN_CPU_AVX512_VNNI (1u << 6)
 
 #include "kernel_list.h" /* after the ATTN_KV_* values: it names them */
 
@@ -152,6 +172,9 @@ typedef void attn_wsum_fn(float *y, const float *const *x, const float *w, size_
 typedef struct attn_dsp {
     attn_isa isa;
     const char *isa_name;
+    /* The ATTN_CPU_* bits the table was built for: its init installs a
+       file whose extra bits are missing here (src/kernel_list.h) not at all. */
+    unsigned cpu;
     /* Driver tile: query rows and keys per block (<= ATTN_MAX_BLOCK_*). */
     uint32_t block_q, block_k;
 

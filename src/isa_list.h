@@ -43,14 +43,7 @@
 #include "config.h"
 #include "dsp.h"
 
-/* CPU capability bits (attn_cpu_detect, src/cpu.c). */
-#define ATTN_CPU_AVX2 (1u << 0)   /* AVX2 + FMA3 + F16C */
-#define ATTN_CPU_AVX512 (1u << 1) /* AVX-512 F + BW + DQ + VL */
-#define ATTN_CPU_NEON (1u << 2)
-#define ATTN_CPU_SVE (1u << 3)
-/* The CPU runs 512-bit vectors on 256-bit units (AMD Zen 4): set with
-   ATTN_CPU_AVX512 when known, never alone. */
-#define ATTN_CPU_NARROW512 (1u << 4)
+/* CPU capability bits: ATTN_CPU_* in src/dsp.h. */
 
 #define ATTN_ISA_LIST(X)                                                       \
     X(SCALAR, scalar, 0, attn_dsp_init_scalar, SCALAR, ATTN_ALWAYS)            \

@@ -36,12 +36,28 @@
 #define ATTN_SLOTS_MERGE(R, dt, a) R(wsum, dt, ONE, a)
 /* backward_<isa>.c */
 #define ATTN_SLOTS_BACKWARD(R, dt, a) R(pt_tile, dt, ONE, a) R(score_grad, dt, ONE, a)
+/*
+ * dot_<isa>.c: the low-precision modes (attn_precision, include/attn.h), on
+ * dot-product instructions. Signatures are qk_tile's and pv_tile's; what
+ * they round is src/lowp.h's. The scalar file is their oracle; a table
+ * whose slot still holds the oracle after its init has none, and dispatch
+ * clears the slot (src/dispatch.c): the driver then computes as the
+ * default mode does (src/driver/driver.h, attn_qk_kernel).
+ *   qk_bf16, pv_bf16  the float K/V dtypes (bf16 mode; qk_bf16 also serves
+ *                     the default mode when q and k are both BF16)
+ *   qk_i8             the block formats (int8 mode)
+ */
+#define ATTN_SLOTS_DOT_BF16(R, dt, a) R(qk_bf16, dt, KV, a) R(pv_bf16, dt, KV, a)
+#define ATTN_SLOTS_DOT_I8(R, dt, a) R(qk_i8, dt, KV, a)
 
-/* Every slot once, in the table's order. */
-#define ATTN_SLOT_LIST(R, a)                                                                \
+/* Every slot once, in the table's order: those every table fills, then the
+   dot slots, which a table without dot-product kernels leaves NULL. */
+#define ATTN_SLOT_LIST_FILLED(R, a)                                                         \
     ATTN_SLOTS_TILE(R, f32, a)                                                              \
     ATTN_SLOTS_ROW(R, f32, a) ATTN_SLOTS_ALIBI(R, f32, a) ATTN_SLOTS_MERGE(R, f32, a)       \
     ATTN_SLOTS_BACKWARD(R, f32, a)
+#define ATTN_SLOT_LIST(R, a)                                                                \
+    ATTN_SLOT_LIST_FILLED(R, a) ATTN_SLOTS_DOT_BF16(R, f32, a) ATTN_SLOTS_DOT_I8(R, f32, a)
 
 /*
  * The rows of each kind of module file: R(slot, dtype, kind, a) per kernel
@@ -57,21 +73,28 @@
 #define ATTN_FILE_alibi(R, a) ATTN_SLOTS_ALIBI(R, f32, a)
 #define ATTN_FILE_merge(R, a) ATTN_SLOTS_MERGE(R, f32, a)
 #define ATTN_FILE_backward(R, a) ATTN_SLOTS_BACKWARD(R, f32, a)
+#define ATTN_FILE_dot(R, a)                                                                 \
+    ATTN_SLOTS_DOT_BF16(R, f32, a) ATTN_SLOTS_DOT_BF16(R, f16, a)                           \
+    ATTN_SLOTS_DOT_BF16(R, bf16, a) ATTN_SLOTS_DOT_I8(R, q8_0, a) ATTN_SLOTS_DOT_I8(R, q4_0, a)
 
 /*
  * The kernel list: per ISA of the registry (src/isa_list.h, by its name),
  *   ATTN_BLOCKS_<isa>        block_q, block_k: the driver's tile (query
  *                            rows and keys per block, <= ATTN_MAX_BLOCK_*)
- *   ATTN_KERNELS_<isa>(F, a) F(file, a) per module file it has, whose
- *                            kernels are the rows of ATTN_FILE_<file>. A
- *                            slot no file of it names keeps its base
- *                            table's kernel (src/isa_list.h).
+ *   ATTN_KERNELS_<isa>(F, a) F(file, need, a) per module file it has,
+ *                            whose kernels are the rows of ATTN_FILE_<file>,
+ *                            installed when the CPU has the ATTN_CPU_* bits
+ *                            `need` (src/dsp.h) beyond the ISA's own (0:
+ *                            always). A slot no file of it names keeps its
+ *                            base table's kernel (src/isa_list.h).
  * Expanded, one row (slot, dtype, ISA) per kernel.
  */
 
 /* The oracle: small tiles, it only has to be right. */
 #define ATTN_BLOCKS_scalar 16, 64
-#define ATTN_KERNELS_scalar(F, a) F(tile, a) F(quant, a) F(row, a) F(alibi, a) F(merge, a) F(backward, a)
+#define ATTN_KERNELS_scalar(F, a)                                                           \
+    F(tile, 0, a) F(quant, 0, a) F(row, 0, a) F(alibi, 0, a) F(merge, 0, a)                 \
+    F(backward, 0, a) F(dot, 0, a)
 
 /*
  * 48 query rows: eight full 6-row groups of the packed qk_tile (32 left
@@ -84,7 +107,7 @@
  * in longer runs (measured faster than 128).
  */
 #define ATTN_BLOCKS_avx2 48, 256
-#define ATTN_KERNELS_avx2(F, a) F(tile, a) F(quant, a) F(row, a) F(alibi, a) F(merge, a) F(backward, a)
+#define ATTN_KERNELS_avx2(F, a) F(tile, 0, a) F(quant, 0, a) F(row, 0, a) F(alibi, 0, a) F(merge, 0, a) F(backward, 0, a)
 
 /*
  * 64 query rows amortise qk_tile's packed key panel
@@ -93,12 +116,16 @@
  * kernels 8 vectors a row.
  */
 #define ATTN_BLOCKS_avx512 64, 128
-#define ATTN_KERNELS_avx512(F, a) F(tile, a) F(quant, a) F(row, a) F(alibi, a) F(merge, a) F(backward, a)
+/* dot: AVX512_BF16 (vdpbf16ps) and AVX512_VNNI (vpdpbusd): Cooper Lake,
+   Sapphire Rapids and later, Zen 4 and later */
+#define ATTN_KERNELS_avx512(F, a)                                                           \
+    F(tile, 0, a) F(quant, 0, a) F(row, 0, a) F(alibi, 0, a) F(merge, 0, a)                 \
+    F(backward, 0, a) F(dot, ATTN_CPU_AVX512_BF16 | ATTN_CPU_AVX512_VNNI, a)
 
 /* 32 x 128: the AVX2 table's sizes when this table was written (AVX2 has
    since moved to 48 x 256); not measured on AArch64 hardware. */
 #define ATTN_BLOCKS_neon 32, 128
-#define ATTN_KERNELS_neon(F, a) F(tile, a) F(quant, a) F(row, a) F(alibi, a) F(merge, a) F(backward, a)
+#define ATTN_KERNELS_neon(F, a) F(tile, 0, a) F(quant, 0, a) F(row, 0, a) F(alibi, 0, a) F(merge, 0, a) F(backward, 0, a)
 
 /*
  * block_k = 256: at 128-bit vectors a 256-key row is 64 vectors, and at
@@ -108,7 +135,7 @@
  * NEON's kernels there.
  */
 #define ATTN_BLOCKS_sve 32, 256
-#define ATTN_KERNELS_sve(F, a) F(tile, a) F(row, a) F(alibi, a) F(merge, a)
+#define ATTN_KERNELS_sve(F, a) F(tile, 0, a) F(row, 0, a) F(alibi, 0, a) F(merge, 0, a)
 
 /* ------------------------------------------------------------ generators */
 
@@ -158,8 +185,10 @@ enum {
         ATTN_KL_BLOCKS(t, ATTN_BLOCKS_##isa);                                               \
         ATTN_KERNELS_##isa(ATTN_KL_CALL, ext)                                               \
     }
-#define ATTN_KL_DECLARE(file, ext) void ATTN_KL_CAT(attn_dsp_init_##file##_, ext)(attn_dsp * t);
-#define ATTN_KL_CALL(file, ext) ATTN_KL_CAT(attn_dsp_init_##file##_, ext)(t);
+#define ATTN_KL_DECLARE(file, need, ext) void ATTN_KL_CAT(attn_dsp_init_##file##_, ext)(attn_dsp * t);
+#define ATTN_KL_CALL(file, need, ext)                                                       \
+    if ((t->cpu & (need)) == (unsigned)(need))                                              \
+        ATTN_KL_CAT(attn_dsp_init_##file##_, ext)(t);
 #define ATTN_KL_BLOCKS(t, ...) ATTN_KL_BLOCKS_(t, __VA_ARGS__)
 #define ATTN_KL_BLOCKS_(t, q, k) ((t)->block_q = (q), (t)->block_k = (k))
 

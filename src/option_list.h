@@ -60,6 +60,7 @@
  *                     below 1/FLT_MAX a score of 0 would become 0 * inf)
  *             NONNEG  an integer >= 0
  *             SPLITS  0 .. ATTN_MAX_KV_SPLITS
+ *             PRECISION  an attn_precision value
  *
  * Adding an option: its member at the end of attn_options (include/attn.h,
  * documented there, ATTN_OPTIONS_INIT), one line here, its use in the
@@ -126,7 +127,8 @@ typedef enum attn_opt_extent {
     X(workspace_size,     VALUE,   NONE,   F32,  168, 1, NONE)               \
     X(kv_splits,          VALUE,   NONE,   F32,  176, 1, SPLITS)             \
     X(k_scale,            VALUE,   NONE,   F32,  180, 1, NONE)               \
-    X(v_scale,            VALUE,   NONE,   F32,  184, 1, NONE)
+    X(v_scale,            VALUE,   NONE,   F32,  184, 1, NONE)               \
+    X(precision,          VALUE,   NONE,   F32,  192, 2, PRECISION)
 /* clang-format on */
 
 /* The rules (see above). */
@@ -136,6 +138,7 @@ typedef enum attn_opt_extent {
 #define ATTN_OPT_RULE_CAP(v) (isfinite(v) && (v) >= 0.0f && ((v) == 0.0f || isfinite(1.0f / (v))))
 #define ATTN_OPT_RULE_NONNEG(v) ((v) >= 0)
 #define ATTN_OPT_RULE_SPLITS(v) ((v) >= 0 && (v) <= ATTN_MAX_KV_SPLITS)
+#define ATTN_OPT_RULE_PRECISION(v) ((v) >= ATTN_PRECISION_DEFAULT && (v) <= ATTN_PRECISION_INT8)
 
 /* ATTN_OPTION_COUNT: the number of lines. */
 #define ATTN_OPT_X_POS(f, kind, extent, dtype, off, since, rule) ATTN_OPT_POS_##f,

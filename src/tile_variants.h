@@ -48,6 +48,25 @@
         to_f32(ATTN_KV_IDX(dt), src, dst, n);                                                \
     }
 
+/* The dot file's slots (src/kernel_list.h): the body's qk_bf16, pv_bf16
+   and qk_i8, with qk_tile's and pv_tile's signatures. */
+#define ATTN_TILE_KERNEL_qk_bf16(dt, isa) ATTN_TILE_KERNEL_QK(qk_bf16, dt, isa)
+#define ATTN_TILE_KERNEL_qk_i8(dt, isa) ATTN_TILE_KERNEL_QK(qk_i8, dt, isa)
+#define ATTN_TILE_KERNEL_QK(fn, dt, isa)                                                     \
+    static void attn_##fn##_##dt##_##isa(const float *q, ptrdiff_t q_stride, const void *k,  \
+                                         ptrdiff_t k_stride, size_t nq, size_t nk, size_t d, \
+                                         float scale, float *s, ptrdiff_t s_stride)          \
+    {                                                                                        \
+        fn(ATTN_KV_IDX(dt), q, q_stride, k, k_stride, nq, nk, d, scale, s, s_stride);        \
+    }
+#define ATTN_TILE_KERNEL_pv_bf16(dt, isa)                                                    \
+    static void attn_pv_bf16_##dt##_##isa(const float *p, ptrdiff_t p_stride, const void *v, \
+                                          ptrdiff_t v_stride, size_t nq, size_t nk,          \
+                                          size_t dv, float *acc, ptrdiff_t acc_stride)       \
+    {                                                                                        \
+        pv_bf16(ATTN_KV_IDX(dt), p, p_stride, v, v_stride, nq, nk, dv, acc, acc_stride);     \
+    }
+
 #define ATTN_TILE_FILE(file, isa, ext)                                                       \
     ATTN_FILE_##file(ATTN_TILE_KERNEL, isa)                                                  \
     ATTN_KERNEL_FILE(file, isa, ext)

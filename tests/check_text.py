@@ -37,7 +37,7 @@ Rules:
       <anything>_<isa>.c          a file of that name is in the tree
       ATTN_ISA_<ID>               or a name #defined / enumerated in src/,
                                   include/ or tests/ (ATTN_ISA_COUNT, ...)
-      ATTN_CPU_<BIT>              a bit #defined in src/isa_list.h
+      ATTN_CPU_<BIT>              a bit #defined in src/dsp.h
       HAVE_<ID>                   the `have` macro of a registry row
       ATTN_ISA=<name>             a registry name or auto
     An _emu suffix after the ISA is allowed: the AVX-512 sources built
@@ -129,7 +129,8 @@ def registry(root):
     ids = {r[0] for r in rows}
     names = {r[1] for r in rows}
     haves = {r[2] for r in rows}
-    cpu_bits = set(re.findall(r"#define (ATTN_CPU_\w+)", text))
+    dsp = read_text(os.path.join(root, "src", "dsp.h"))
+    cpu_bits = set(re.findall(r"#define (ATTN_CPU_\w+)", dsp))
     return names, ids, haves, cpu_bits
 
 
@@ -272,7 +273,7 @@ def main():
             name = "ATTN_CPU_" + m.group(1)
             if not m.group(1) or template_after(text, m.end()) or name in cpu_bits:
                 continue
-            bad(f, text, m.start(), "%s is no CPU bit of src/isa_list.h" % name)
+            bad(f, text, m.start(), "%s is no CPU bit of src/dsp.h" % name)
         for m in have_re.finditer(text):
             name = "HAVE_" + m.group(1)
             if not m.group(1) or template_after(text, m.end()) or name in haves:

@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "lowp.h"
 #include "ref.h"
 #include "tolerance.h"
 #ifdef ATTN_TEST_AVX512_EMU
@@ -267,9 +268,38 @@ static tile_shape tile_shape_of(checkasm *c, int i, int dt)
 }
 #define CA_TILE_SHAPES 24
 
-static void check_qk_tile(checkasm *c)
+/*
+ * The precision a score or weighted-sum check runs in: how the inputs are
+ * rounded before their exact products (src/lowp.h), and which table
+ * members are the kernel and its oracles. A kernel of a rounding mode may
+ * also compute exactly (the mode permits rounding, attn.h): it passes
+ * within the pair bound of either oracle.
+ */
+enum { CA_EXACT, CA_BF16, CA_I8 };
+
+/* Dequantized int8-mode query row (src/lowp.h), d a multiple of 32. */
+static void i8_query(const float *q, size_t d, float *out)
+{
+    for (size_t b = 0; b < d; b += ATTN_QBLOCK) {
+        attn_q8_block x;
+        attn_q8_quantize(q + b, &x);
+        for (size_t t = 0; t < ATTN_QBLOCK; t++)
+            out[b + t] = x.dq * (float)x.n[t];
+    }
+}
+
+/* vdpbf16ps flushes subnormal factors and sums (attn.h): what that may
+   move a score by, beyond the f32 bound (T = 2^-126). */
+static double tol_flush(double d, double abs_scale, double folded)
+{
+    return abs_scale * 0x1p-126 * (folded + d);
+}
+
+static void check_qk_mode(checkasm *c, int mode, attn_qk_tile_fn *kernel, attn_qk_tile_fn *oracle)
 {
     const int dt = c->dt;
+    if (!kernel)
+        return; /* a dot slot this table has no kernel for (src/kernel_list.h) */
     for (int i = 0; i < CA_TILE_SHAPES; i++) {
         const tile_shape sh = tile_shape_of(c, i, dt);
         const size_t nq = sh.nq, nk = sh.nk, d = sh.d;
@@ -277,29 +307,51 @@ static void check_qk_tile(checkasm *c)
         const size_t ss = nk + pick(c, 0, 3);
         const float scale = uniform(c, 0.05f, 1.0f) * (next(c) & 1 ? 1.0f : -1.0f);
         float *q = xalloc(nq * qs * 4), *s = xalloc(nq * ss * 4), *s_ref = xalloc(nq * ss * 4);
+        float *s_exact = xalloc(nq * ss * 4), *qr = xalloc(d * 4);
         unsigned char *k = xalloc(nk * ks * unit_bytes(dt));
         float *kd = xalloc(d * 4);
         for (size_t j = 0; j < nq * qs; j++)
             q[j] = uniform(c, -3.0f, 3.0f);
         fill_kv(c, k, dt, nk * ks);
         for (size_t j = 0; j < nq * ss; j++)
-            s[j] = s_ref[j] = -7.0f; /* the row gaps must keep it */
-        c->t->qk_tile[dt](q, (ptrdiff_t)qs, k, (ptrdiff_t)ks, nq, nk, d, scale, s, (ptrdiff_t)ss);
-        c->ref->qk_tile[dt](q, (ptrdiff_t)qs, k, (ptrdiff_t)ks, nq, nk, d, scale, s_ref,
-                            (ptrdiff_t)ss);
+            s[j] = s_ref[j] = s_exact[j] = -7.0f; /* the row gaps must keep it */
+        kernel(q, (ptrdiff_t)qs, k, (ptrdiff_t)ks, nq, nk, d, scale, s, (ptrdiff_t)ss);
+        oracle(q, (ptrdiff_t)qs, k, (ptrdiff_t)ks, nq, nk, d, scale, s_ref, (ptrdiff_t)ss);
+        if (mode == CA_BF16)
+            c->ref->qk_tile[dt](q, (ptrdiff_t)qs, k, (ptrdiff_t)ks, nq, nk, d, scale, s_exact,
+                                (ptrdiff_t)ss);
         for (size_t col = 0; col < nk; col++) {
             decode(c, k + col * ks * unit_bytes(dt), dt, d, kd);
             for (size_t r = 0; r < nq; r++) {
-                double mag = 0.0, folded = 0.0;
-                for (size_t t = 0; t < d; t++) {
-                    mag += fabs((double)q[r * qs + t] * kd[t]);
-                    folded += fmax(fabs((double)q[r * qs + t]), fabs((double)kd[t]));
+                const float *qrow = q + r * qs;
+                if (mode == CA_I8) {
+                    i8_query(qrow, d, qr);
+                    qrow = qr;
                 }
-                const double bound = TOL_PAIR(tol_qk((double)d, fabs((double)scale), mag, folded));
-                if (!near(s[r * ss + col], s_ref[r * ss + col], bound))
+                double mag = 0.0, folded = 0.0, mag_e = 0.0, folded_e = 0.0;
+                for (size_t t = 0; t < d; t++) {
+                    const double qv = mode == CA_BF16 ? attn_bf16_round(qrow[t]) : qrow[t];
+                    const double kv = mode == CA_BF16 ? attn_bf16_round(kd[t]) : kd[t];
+                    mag += fabs(qv * kv);
+                    folded += fmax(fabs(qv), fabs(kv));
+                    mag_e += fabs((double)qrow[t] * kd[t]);
+                    folded_e += fmax(fabs((double)qrow[t]), fabs((double)kd[t]));
+                }
+                const double as = fabs((double)scale);
+                /* the int8 mode sums a converted partial per 4 values and
+                   one scale product per block: d + 2 roundings at most */
+                const double n = mode == CA_I8 ? (double)d + 2.0 : (double)d;
+                double bound = TOL_PAIR(tol_qk(n, as, mag, folded));
+                if (mode == CA_BF16)
+                    bound += tol_flush((double)d, as, folded);
+                const float got = s[r * ss + col];
+                const int ok = near(got, s_ref[r * ss + col], bound) ||
+                               (mode == CA_BF16 &&
+                                near(got, s_exact[r * ss + col],
+                                     TOL_PAIR(tol_qk((double)d, as, mag_e, folded_e))));
+                if (!ok)
                     fail(c, "nq=%zu nk=%zu d=%zu: s[%zu][%zu] = %.9g, scalar %.9g, bound %.3g",
-                         nq, nk, d, r, col, (double)s[r * ss + col], (double)s_ref[r * ss + col],
-                         bound);
+                         nq, nk, d, r, col, (double)got, (double)s_ref[r * ss + col], bound);
             }
         }
         for (size_t r = 0; r < nq; r++)
@@ -309,35 +361,54 @@ static void check_qk_tile(checkasm *c)
                          d, r, col);
         if (i < CA_BENCH_SHAPES)
             CA_BENCH(c, tile_bench_names[i], 2.0 * nq * nk * d,
-                     c->t->qk_tile[dt](q, (ptrdiff_t)qs, k, (ptrdiff_t)ks, nq, nk, d, scale, s,
-                                       (ptrdiff_t)ss),
-                     c->ref->qk_tile[dt](q, (ptrdiff_t)qs, k, (ptrdiff_t)ks, nq, nk, d, scale,
-                                         s_ref, (ptrdiff_t)ss));
-        free(q), free(s), free(s_ref), free(k), free(kd);
+                     kernel(q, (ptrdiff_t)qs, k, (ptrdiff_t)ks, nq, nk, d, scale, s, (ptrdiff_t)ss),
+                     oracle(q, (ptrdiff_t)qs, k, (ptrdiff_t)ks, nq, nk, d, scale, s_ref,
+                            (ptrdiff_t)ss));
+        free(q), free(s), free(s_ref), free(s_exact), free(qr), free(k), free(kd);
     }
 }
 
-static void check_pv_tile(checkasm *c)
+static void check_qk_tile(checkasm *c)
+{
+    check_qk_mode(c, CA_EXACT, c->t->qk_tile[c->dt], c->ref->qk_tile[c->dt]);
+}
+
+static void check_qk_bf16(checkasm *c)
+{
+    check_qk_mode(c, CA_BF16, c->t->qk_bf16[c->dt], c->ref->qk_bf16[c->dt]);
+}
+
+static void check_qk_i8(checkasm *c)
+{
+    check_qk_mode(c, CA_I8, c->t->qk_i8[c->dt], c->ref->qk_i8[c->dt]);
+}
+
+static void check_pv_mode(checkasm *c, int mode, attn_pv_tile_fn *kernel, attn_pv_tile_fn *oracle)
 {
     const int dt = c->dt;
+    if (!kernel)
+        return; /* a dot slot this table has no kernel for (src/kernel_list.h) */
     for (int i = 0; i < CA_TILE_SHAPES; i++) {
         const tile_shape sh = tile_shape_of(c, i, dt);
         const size_t nq = sh.nq, nk = sh.nk, dv = sh.d;
         const size_t ps = nk + pick(c, 0, 3), vs = dv / unit_values(dt) + pick(c, 0, 2);
         const size_t as = dv + pick(c, 0, 3);
         float *p = xalloc(nq * ps * 4), *acc = xalloc(nq * as * 4), *acc_ref = xalloc(nq * as * 4);
+        float *acc_exact = xalloc(nq * as * 4);
         unsigned char *v = xalloc(nk * vs * unit_bytes(dt));
         float *vd = xalloc(nk * dv * 4);
         for (size_t j = 0; j < nq * ps; j++) /* softmax weights, some exactly 0 */
             p[j] = next(c) % 8 ? uniform(c, 0.0f, 1.0f) : 0.0f;
         fill_kv(c, v, dt, nk * vs);
         for (size_t j = 0; j < nq * as; j++)
-            acc[j] = acc_ref[j] = uniform(c, -2.0f, 2.0f);
+            acc[j] = acc_ref[j] = acc_exact[j] = uniform(c, -2.0f, 2.0f);
         float *acc0 = xalloc(nq * as * 4);
         memcpy(acc0, acc, nq * as * 4);
-        c->t->pv_tile[dt](p, (ptrdiff_t)ps, v, (ptrdiff_t)vs, nq, nk, dv, acc, (ptrdiff_t)as);
-        c->ref->pv_tile[dt](p, (ptrdiff_t)ps, v, (ptrdiff_t)vs, nq, nk, dv, acc_ref,
-                            (ptrdiff_t)as);
+        kernel(p, (ptrdiff_t)ps, v, (ptrdiff_t)vs, nq, nk, dv, acc, (ptrdiff_t)as);
+        oracle(p, (ptrdiff_t)ps, v, (ptrdiff_t)vs, nq, nk, dv, acc_ref, (ptrdiff_t)as);
+        if (mode == CA_BF16)
+            c->ref->pv_tile[dt](p, (ptrdiff_t)ps, v, (ptrdiff_t)vs, nq, nk, dv, acc_exact,
+                                (ptrdiff_t)as);
         for (size_t col = 0; col < nk; col++)
             decode(c, v + col * vs * unit_bytes(dt), dt, dv, vd + col * dv);
         for (size_t r = 0; r < nq; r++)
@@ -348,23 +419,42 @@ static void check_pv_tile(checkasm *c)
                              nq, nk, dv, r, t);
                     continue;
                 }
-                double mag = fabs((double)acc0[r * as + t]);
-                for (size_t col = 0; col < nk; col++)
-                    mag += fabs((double)p[r * ps + col] * vd[col * dv + t]);
-                const double bound = TOL_PAIR(tol_pv((double)nk, mag));
-                if (!near(acc[r * as + t], acc_ref[r * as + t], bound))
+                double mag = fabs((double)acc0[r * as + t]), mag_e = mag;
+                for (size_t col = 0; col < nk; col++) {
+                    const double pv = p[r * ps + col], vv = vd[col * dv + t];
+                    mag_e += fabs(pv * vv);
+                    mag += mode == CA_BF16
+                               ? fabs((double)attn_bf16_round((float)pv) * attn_bf16_round((float)vv))
+                               : fabs(pv * vv);
+                }
+                /* vdpbf16ps flushes: T per product and per sum (attn.h) */
+                const double bound = TOL_PAIR(tol_pv((double)nk, mag)) +
+                                     (mode == CA_BF16 ? 2.0 * (double)nk * 0x1p-126 : 0.0);
+                const float got = acc[r * as + t];
+                const int ok = near(got, acc_ref[r * as + t], bound) ||
+                               (mode == CA_BF16 && near(got, acc_exact[r * as + t],
+                                                        TOL_PAIR(tol_pv((double)nk, mag_e))));
+                if (!ok)
                     fail(c, "nq=%zu nk=%zu dv=%zu: acc[%zu][%zu] = %.9g, scalar %.9g, bound %.3g",
-                         nq, nk, dv, r, t, (double)acc[r * as + t], (double)acc_ref[r * as + t],
-                         bound);
+                         nq, nk, dv, r, t, (double)got, (double)acc_ref[r * as + t], bound);
             }
         if (i < CA_BENCH_SHAPES)
             CA_BENCH(c, tile_bench_names[i], 2.0 * nq * nk * dv,
-                     c->t->pv_tile[dt](p, (ptrdiff_t)ps, v, (ptrdiff_t)vs, nq, nk, dv, acc,
-                                       (ptrdiff_t)as),
-                     c->ref->pv_tile[dt](p, (ptrdiff_t)ps, v, (ptrdiff_t)vs, nq, nk, dv, acc_ref,
-                                         (ptrdiff_t)as));
-        free(p), free(acc), free(acc_ref), free(acc0), free(v), free(vd);
+                     kernel(p, (ptrdiff_t)ps, v, (ptrdiff_t)vs, nq, nk, dv, acc, (ptrdiff_t)as),
+                     oracle(p, (ptrdiff_t)ps, v, (ptrdiff_t)vs, nq, nk, dv, acc_ref,
+                            (ptrdiff_t)as));
+        free(p), free(acc), free(acc_ref), free(acc_exact), free(acc0), free(v), free(vd);
     }
+}
+
+static void check_pv_tile(checkasm *c)
+{
+    check_pv_mode(c, CA_EXACT, c->t->pv_tile[c->dt], c->ref->pv_tile[c->dt]);
+}
+
+static void check_pv_bf16(checkasm *c)
+{
+    check_pv_mode(c, CA_BF16, c->t->pv_bf16[c->dt], c->ref->pv_bf16[c->dt]);
 }
 
 static void check_to_f32(checkasm *c)
@@ -738,7 +828,8 @@ static void run_row(checkasm *c, const char *slot, const char *dt_name, int dt,
     check(c);
 }
 
-/* Every slot of a table holds a kernel (for KV slots, every K/V dtype). */
+/* Every slot of a table holds a kernel (for KV slots, every K/V dtype);
+   the dot slots are checked where a table has them (check_dot). */
 static void check_complete(checkasm *c, const attn_dsp *t)
 {
     c->dt_name = "-";
@@ -754,7 +845,7 @@ static void check_complete(checkasm *c, const attn_dsp *t)
         fail(c, "no kernel");                                                               \
     }
 #define CA_COMPLETE(s_, dt, kind, a) CA_COMPLETE_##kind(s_)
-    ATTN_SLOT_LIST(CA_COMPLETE, _)
+    ATTN_SLOT_LIST_FILLED(CA_COMPLETE, _)
 #undef CA_COMPLETE
 #undef CA_COMPLETE_ONE
 #undef CA_COMPLETE_KV
@@ -779,7 +870,7 @@ static const attn_dsp *begin_isa(checkasm *c, attn_isa isa, const char *name)
 }
 
 #define CA_ROW(s_, dt, kind, c) run_row(c, #s_, #dt, ATTN_KV_IDX(dt), check_##s_);
-#define CA_FILE(file, c) ATTN_FILE_##file(CA_ROW, c)
+#define CA_FILE(file, need, c) ATTN_FILE_##file(CA_ROW, c)
 #define CA_ISA(ID, name, cpu, init, base, have)                                             \
     if (begin_isa(c, ATTN_ISA_##ID, #name)) {                                               \
         const long before = c->failures;                                                    \
@@ -798,6 +889,7 @@ static void walk(checkasm *c)
         static attn_dsp emu;
         const attn_dsp *below = attn_dsp_for_isa(ATTN_ISA_AVX2);
         emu = below ? *below : *attn_dsp_for_isa(ATTN_ISA_SCALAR);
+        emu.cpu = ~0u; /* SIMDe emulates vdpbf16ps and vpdpbusd too */
         attn_dsp_init_avx512_emu(&emu);
         c->t = &emu;
         c->isa = "avx512-emu";

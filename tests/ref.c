@@ -383,7 +383,7 @@ static double ref_sink(const attn_shape *shape, const attn_options *opt, int64_t
 
 /* Row softmax, stats and (when v) the output of every row of r. */
 static void finish_rows(ref_attn *r, const attn_shape *shape, const attn_options *opt,
-                        const attn_tensor *v, int64_t rescales)
+                        const attn_tensor *v, int64_t rescales, double pv_rel)
 {
     const int64_t lk = shape->kv_len, dv = r->v_dim;
     const int64_t group = shape->q_heads / shape->kv_heads;
@@ -436,8 +436,9 @@ static void finish_rows(ref_attn *r, const attn_shape *shape, const attn_options
                         continue;
                     const double vj = ref_tensor_get(v, b, h / group, j, t);
                     o += p[j] * vj;
-                    /* pe[j] already holds p_j * rel_p_j + TOL_TINY */
-                    err += pe[j] * fabs(vj) + p[j] * fabs(vj) * spread;
+                    /* pe[j] already holds p_j * rel_p_j + TOL_TINY; pv_rel:
+                       the precision mode's rounding of p_j and v_j */
+                    err += pe[j] * fabs(vj) + p[j] * fabs(vj) * (spread + pv_rel);
                 }
                 err += TOL_U * fabs(o) + tol_under_pv((double)visible, (double)rescales);
             }
@@ -451,25 +452,80 @@ static void finish_rows(ref_attn *r, const attn_shape *shape, const attn_options
     free(aug_pe);
 }
 
-void ref_attn_compute(ref_attn *r, const attn_shape *shape, const attn_options *opt,
-                      const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
-                      int64_t rescales)
+/*
+ * The precision modes (attn.h, attn_precision), as the library applies them
+ * to a call whose q, k and v have dtypes qdt, kdt, vdt: which rounding the
+ * scores get, and the relative error the weighted sum gains. b = 2^-8 is
+ * bfloat16's unit roundoff, B = 2b + b^2 bounds a product of two rounded
+ * factors, T = 2^-126 the flush of vdpbf16ps.
+ */
+enum { REF_QK_EXACT, REF_QK_BF16, REF_QK_BF16_INPUTS, REF_QK_I8 };
+#define REF_BF16_B (2.0 * 0x1p-8 + 0x1p-16)
+#define REF_FLUSH 0x1p-126
+
+static int is_float_dtype(int32_t dt)
+{
+    return dt == ATTN_DTYPE_F32 || dt == ATTN_DTYPE_F16 || dt == ATTN_DTYPE_BF16;
+}
+
+static int qk_mode(const attn_options *opt, int32_t qdt, int32_t kdt)
+{
+    const int64_t prec = opt ? opt->precision : 0;
+    if (prec == ATTN_PRECISION_INT8 && (kdt == ATTN_DTYPE_Q8_0 || kdt == ATTN_DTYPE_Q4_0))
+        return REF_QK_I8;
+    if (prec == ATTN_PRECISION_BF16 && is_float_dtype(kdt))
+        return REF_QK_BF16;
+    if (qdt == ATTN_DTYPE_BF16 && kdt == ATTN_DTYPE_BF16)
+        return REF_QK_BF16_INPUTS;
+    return REF_QK_EXACT;
+}
+
+/* The int8 mode's extra score error (attn.h) over one query row and key:
+   half a quantization step per value, the f32 sums over the dequantized
+   query, and the blocks that count as 0; q, k in double, d whole blocks. */
+static double i8_error(const double *q, const double *k, int64_t d, double abs_scale)
+{
+    double err = 0.0;
+    for (int64_t b = 0; b < d; b += 32) {
+        double m = 0.0, ks = 0.0;
+        for (int64_t t = b; t < b + 32; t++) {
+            m = fmax(m, fabs(q[t]));
+            ks += fabs(k[t]);
+        }
+        const double dq = (double)((float)m / 127.0f); /* the library's f32 step */
+        double mag = 0.0;
+        for (int64_t t = b; t < b + 32; t++)
+            mag += (fabs(q[t]) + dq / 2.0) * fabs(k[t]);
+        err += (dq / 2.0) * (1.0 + 0x1p-15) * ks + tol_gamma((double)d + 3.0) * mag +
+               127.0 * REF_FLUSH * ks;
+    }
+    return abs_scale * err;
+}
+
+void ref_attn_compute_as(ref_attn *r, const attn_shape *shape, const attn_options *opt,
+                         const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
+                         int64_t rescales, int32_t kdt, int32_t vdt)
 {
     ref_alloc(r, shape, v != NULL);
     const int64_t d = shape->head_dim, lk = shape->kv_len;
     const int64_t group = shape->q_heads / shape->kv_heads;
     const int default_scale = !opt || opt->scale == 0.0f;
     const double scale = default_scale ? 1.0 / sqrt((double)d) : (double)opt->scale;
+    const int mode = qk_mode(opt, q->dtype, kdt);
+    double *qd = xcalloc((size_t)d, sizeof(double)), *kd = xcalloc((size_t)d, sizeof(double));
     for (int64_t b = 0; b < shape->batch; b++)
         for (int64_t h = 0; h < shape->q_heads; h++)
             for (int64_t i = 0; i < shape->q_len; i++) {
                 const int64_t row = (b * shape->q_heads + h) * shape->q_len + i;
                 for (int64_t j = 0; j < lk; j++) {
                     double dot = 0.0, mag = 0.0, folded = 0.0;
-                    if (ref_visible(shape, opt, b, h, i, j))
+                    const int vis = ref_visible(shape, opt, b, h, i, j);
+                    if (vis)
                         for (int64_t t = 0; t < d; t++) {
                             const double qt = ref_tensor_get(q, b, h, i, t),
                                          kt = ref_tensor_get(k, b, h / group, j, t);
+                            qd[t] = qt;
+                            kd[t] = kt;
                             dot += qt * kt;
                             mag += fabs(qt * kt);
                             folded += fmax(fabs(qt), fabs(kt));
@@ -477,6 +533,12 @@ void ref_attn_compute(ref_attn *r, const attn_shape *shape, const attn_options *
                     const double x = dot * scale;
                     double e0 = tol_gamma((double)d + 1.0) * fabs(scale) * mag +
                                 tol_under_qk((double)d, fabs(scale), folded);
+                    if (mode == REF_QK_BF16)
+                        e0 += fabs(scale) * REF_BF16_B * (1.0 + tol_gamma((double)d + 1.0)) * mag;
+                    if (mode == REF_QK_BF16 || mode == REF_QK_BF16_INPUTS)
+                        e0 += fabs(scale) * REF_FLUSH * (folded + (double)d);
+                    if (mode == REF_QK_I8 && vis)
+                        e0 += i8_error(qd, kd, d, fabs(scale));
                     if (default_scale)
                         e0 += 2.0 * TOL_U * fabs(x);
                     if (isnan(mag) || isinf(mag))
@@ -485,7 +547,18 @@ void ref_attn_compute(ref_attn *r, const attn_shape *shape, const attn_options *
                         finish_score(shape, opt, b, h, i, j, x, e0, &r->s_err[row * lk + j]);
                 }
             }
-    finish_rows(r, shape, opt, v, rescales);
+    free(qd);
+    free(kd);
+    const int pv_bf16 = opt && opt->precision == ATTN_PRECISION_BF16 && is_float_dtype(vdt);
+    finish_rows(r, shape, opt, v, rescales, pv_bf16 ? REF_BF16_B : 0.0);
+}
+
+void ref_attn_compute(ref_attn *r, const attn_shape *shape, const attn_options *opt,
+                      const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
+                      int64_t rescales)
+{
+    ref_attn_compute_as(r, shape, opt, q, k, v, rescales, k->dtype,
+                        v ? v->dtype : ATTN_DTYPE_F32);
 }
 
 void ref_attn_from_scores(ref_attn *r, const attn_shape *shape, const attn_options *opt,
@@ -502,7 +575,7 @@ void ref_attn_from_scores(ref_attn *r, const attn_shape *shape, const attn_optio
                         finish_score(shape, opt, b, h, i, j, ref_tensor_get(scores, b, h, i, j),
                                      0.0, &r->s_err[row * lk + j]);
             }
-    finish_rows(r, shape, opt, NULL, 0);
+    finish_rows(r, shape, opt, NULL, 0, 0.0);
 }
 
 /* ------------------------------------------------------------ merge */

@@ -59,6 +59,13 @@ typedef struct ref_attn {
 void ref_attn_compute(ref_attn *r, const attn_shape *shape, const attn_options *opt,
                       const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
                       int64_t rescales);
+/* The same for a call whose k and v the library reads as kdt and vdt
+   (q, k, v here: their exactly decoded values), so that the bounds of the
+   options' precision mode (attn.h, attn_precision) for those dtypes apply;
+   ref_attn_compute passes k's and v's own dtypes. */
+void ref_attn_compute_as(ref_attn *r, const attn_shape *shape, const attn_options *opt,
+                         const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
+                         int64_t rescales, int32_t kdt, int32_t vdt);
 /* attn_mask_apply's reference: the pre-scores are the given f32 table. */
 void ref_attn_from_scores(ref_attn *r, const attn_shape *shape, const attn_options *opt,
                           const attn_tensor *scores);

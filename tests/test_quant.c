@@ -9,7 +9,9 @@
  *  - every E4M3 byte decodes exactly, also with the FPU flushing
  *    subnormals (x86 DAZ/FTZ);
  *  - operations (scores, weights, forward) on quantized caches against
- *    ref_attn_compute on the decoded F32 tensors, with its bounds.
+ *    ref_attn_compute on the decoded F32 tensors, with its bounds, in each
+ *    precision mode (the int8 mode's rounding of Q8_0 / Q4_0 scores has
+ *    its own bound: attn.h, tests/ref.c).
  * The SIMD rows are compared with float64 directly (not with the scalar
  * row), so each meets the one-implementation bound itself.
  */
@@ -518,9 +520,9 @@ static void check_qproblem(const attn_dsp *t, qproblem *P, int op)
 {
     static const char *const ops[] = {"scores", "weights", "forward"};
     const attn_shape *s = &P->shape;
-    harness_context("%s k=%s v=%s B=%lld Hq=%lld Hkv=%lld Lq=%lld Lk=%lld d=%lld dv=%lld "
-                    "causal=%u window=%lld lens=%d k_scale=%g v_scale=%g",
-                    ops[op], qname(P->kdt), qname(P->vdt), (long long)s->batch,
+    harness_context("%s precision=%lld k=%s v=%s B=%lld Hq=%lld Hkv=%lld Lq=%lld Lk=%lld "
+                    "d=%lld dv=%lld causal=%u window=%lld lens=%d k_scale=%g v_scale=%g",
+                    ops[op], (long long)P->opt.precision, qname(P->kdt), qname(P->vdt), (long long)s->batch,
                     (long long)s->q_heads, (long long)s->kv_heads, (long long)s->q_len,
                     (long long)s->kv_len, (long long)s->head_dim, (long long)s->v_dim,
                     P->opt.flags, (long long)P->opt.window, P->opt.kv_lens != NULL,
@@ -529,8 +531,8 @@ static void check_qproblem(const attn_dsp *t, qproblem *P, int op)
     const attn_dsp *sc = harness_scalar();
     const uint32_t bk = t->block_k < sc->block_k ? t->block_k : sc->block_k;
     ref_attn r;
-    ref_attn_compute(&r, s, &ro, &P->q, &P->kf, op == 2 ? &P->vf : NULL,
-                     op == 2 ? (s->kv_len + bk - 1) / bk + 1 : 0);
+    ref_attn_compute_as(&r, s, &ro, &P->q, &P->kf, op == 2 ? &P->vf : NULL,
+                        op == 2 ? (s->kv_len + bk - 1) / bk + 1 : 0, P->kdt, P->vdt);
     const size_t rows = (size_t)(s->batch * s->q_heads * s->q_len);
     attn_row_stats st = {P->lse, P->mx, P->ent};
     attn_status status;
@@ -577,6 +579,9 @@ static void run_ops(const isa_row *row, int decode)
             for (int rep = 0; rep < 3; rep++) {
                 qproblem *P = xmalloc(sizeof *P);
                 make_qproblem(P, g, quant_dts[ki], quant_dts[(vi + rep) % N_QUANT_DTS], decode);
+                /* each precision mode once (attn.h): int8 rounds Q8_0 and
+                   Q4_0 scores; bf16 reads quantized caches exactly */
+                P->opt.precision = rep;
                 if ((size_t)(P->shape.batch * P->shape.q_heads * P->shape.q_len) <= 4096)
                     for (int op = 0; op < 3; op++)
                         check_qproblem(t, P, op);

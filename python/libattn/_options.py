@@ -51,4 +51,5 @@ ROWS = (
     Row("kv_splits", "value", "int32", None, None, 1, 0, "splits"),
     Row("k_scale", "value", "float", None, None, 1, 0.0, "none"),
     Row("v_scale", "value", "float", None, None, 1, 0.0, "none"),
+    Row("precision", "value", "int64", None, None, 2, 0, "precision"),
 )

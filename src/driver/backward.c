@@ -452,6 +452,9 @@ static attn_status validate_backward(attn_problem *pb, const attn_shape *shape,
        packed or paged layouts and global positions are not supported yet. */
     if (p.q_offsets || p.kv_offsets || p.block_table || p.q_pos || p.k_pos)
         return ATTN_ERR_UNSUPPORTED;
+    /* the gradient of the default mode only (attn.h, attn_precision) */
+    if (p.opt.precision != ATTN_PRECISION_DEFAULT)
+        return ATTN_ERR_UNSUPPORTED;
     /* nor quantized K/V (Q8_0, Q4_0, FP8): training keeps K and V in float */
     if (!attn_dtype_is_float_input(p.k.dtype) || !attn_dtype_is_float_input(p.v.dtype))
         return ATTN_ERR_UNSUPPORTED;

@@ -26,6 +26,32 @@
 
 #include "problem.h"
 
+/*
+ * The score and weighted-sum kernels of a call's precision (attn.h,
+ * attn_precision): the mode's dot-product kernel where the table has one
+ * (src/kernel_list.h, dot file), else the default kernel, which is within
+ * every mode's bound. The default mode takes the bf16 dot kernel for BF16 q
+ * and k: exact products (attn.h states what its flushing adds).
+ */
+static inline attn_qk_tile_fn *attn_qk_kernel(const attn_dsp *dsp, const attn_problem *pb)
+{
+    const int32_t dt = pb->k.dtype;
+    attn_qk_tile_fn *f = NULL;
+    if (pb->opt.precision == ATTN_PRECISION_INT8)
+        f = dsp->qk_i8[dt];
+    if (!f && (pb->opt.precision == ATTN_PRECISION_BF16 ||
+               (pb->q.dtype == ATTN_DTYPE_BF16 && dt == ATTN_DTYPE_BF16)))
+        f = dsp->qk_bf16[dt];
+    return f ? f : dsp->qk_tile[dt];
+}
+
+static inline attn_pv_tile_fn *attn_pv_kernel(const attn_dsp *dsp, const attn_problem *pb)
+{
+    const int32_t dt = pb->v.dtype;
+    attn_pv_tile_fn *f = pb->opt.precision == ATTN_PRECISION_BF16 ? dsp->pv_bf16[dt] : NULL;
+    return f ? f : dsp->pv_tile[dt];
+}
+
 /* Task scratch (query block, score tile, accumulator): 64 KiB of stack. */
 #define ATTN_SCRATCH_FLOATS 16384
 

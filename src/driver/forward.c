@@ -113,6 +113,8 @@ static void forward_keys(const attn_dsp *dsp, const attn_problem *pb, const task
                          float *sbuf, float *acc)
 {
     const int want_entropy = pb->stats.entropy != NULL;
+    attn_qk_tile_fn *const qk = attn_qk_kernel(dsp, pb);
+    attn_pv_tile_fn *const pv = attn_pv_kernel(dsp, pb);
     const kv_src ks = attn_kv_open(pb, &pb->k, rows[0].b, kv_head, pb->head_dim);
     const kv_src vs = attn_kv_open(pb, &pb->v, rows[0].b, kv_head, pb->v_dim);
     int64_t ulo, uhi;
@@ -129,7 +131,7 @@ static void forward_keys(const attn_dsp *dsp, const attn_problem *pb, const task
             float *s = sbuf + r * p->block_k;
             for (int64_t j = kb, len; j < ke; j += len) {
                 const void *kp = attn_kv_run(&ks, j, ke, &len);
-                dsp->qk_tile[pb->k.dtype](q + r * q_stride, q_stride, kp, ks.stride,
+                qk(q + r * q_stride, q_stride, kp, ks.stride,
                                           nr, (size_t)len, (size_t)pb->head_dim, pb->qk_scale,
                                           s + (j - kb), p->block_k);
             }
@@ -138,7 +140,7 @@ static void forward_keys(const attn_dsp *dsp, const attn_problem *pb, const task
                               acc + rr * p->acc_stride, want_entropy);
             for (int64_t j = kb, len; j < ke; j += len) {
                 const void *vp = attn_kv_run(&vs, j, ke, &len);
-                dsp->pv_tile[pb->v.dtype](s + (j - kb), p->block_k, vp, vs.stride, nr,
+                pv(s + (j - kb), p->block_k, vp, vs.stride, nr,
                                           (size_t)len, (size_t)pb->v_dim,
                                           acc + r * p->acc_stride, p->acc_stride);
             }

@@ -46,6 +46,7 @@ int64_t attn_score_tiles(const task_ctx *ctx, size_t index, row_ref *rows, float
     float *const out = attn_out_row(&pb->out, rows[0].b, rows[0].h, rows[0].i);
     const kv_src ks = attn_kv_open(pb, &pb->k, rows[0].b, kv_head, pb->head_dim);
 
+    attn_qk_tile_fn *const qk = attn_qk_kernel(dsp, pb);
     attn_convert_queries(dsp, pb, p, rows, n, qbuf);
     int64_t ulo, uhi;
     attn_visible_union(rows, n, &ulo, &uhi);
@@ -56,7 +57,7 @@ int64_t attn_score_tiles(const task_ctx *ctx, size_t index, row_ref *rows, float
              r = run_end)
             for (int64_t j = kb, len; j < ke; j += len) {
                 const void *kp = attn_kv_run(&ks, j, ke, &len);
-                dsp->qk_tile[pb->k.dtype](qbuf + r * p->q_stride, p->q_stride, kp, ks.stride,
+                qk(qbuf + r * p->q_stride, p->q_stride, kp, ks.stride,
                                           (size_t)(run_end - r), (size_t)len,
                                           (size_t)pb->head_dim, pb->qk_scale,
                                           out + r * out_stride + j, out_stride);

@@ -41,6 +41,9 @@ FROZEN(ATTN_ISA_NEON == 4);
 FROZEN(ATTN_ISA_SVE == 5);
 
 FROZEN(ATTN_CAUSAL == 1u);
+FROZEN(ATTN_PRECISION_DEFAULT == 0);
+FROZEN(ATTN_PRECISION_BF16 == 1);
+FROZEN(ATTN_PRECISION_INT8 == 2);
 FROZEN(ATTN_VERSION == ((ATTN_VERSION_MAJOR << 16) | (ATTN_VERSION_MINOR << 8) | ATTN_VERSION_PATCH));
 /* This file describes the ABI of major version 1 (libattn.so.1). */
 FROZEN(ATTN_VERSION_MAJOR == 1);
@@ -70,7 +73,10 @@ FROZEN(sizeof(attn_options) >= 72);
     FROZEN(offsetof(attn_options, f) == (off));
 ATTN_OPTION_LIST(FROZEN_OPTION)
 #undef FROZEN_OPTION
-FROZEN(sizeof(attn_options) == 192); /* 1.1's size: a later minor appends and says so here */
+/* 1.1's size was 192, with 4 bytes of tail padding a 1.1 caller's
+   struct_size covers: 1.2 appended precision at 192, not 188, so that no
+   field is ever read from an older caller's padding. */
+FROZEN(sizeof(attn_options) == 200); /* 1.2's size: a later minor appends and says so here */
 
 /* attn_partial (1.1, attn_merge's input) */
 FROZEN(offsetof(attn_partial, out) == 0);

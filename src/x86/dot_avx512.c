@@ -1,0 +1,538 @@
+/*
+ * AVX-512 kernels of the low-precision modes (attn_precision, include/attn.h;
+ * the dot file of src/kernel_list.h), on AVX512_BF16 (vdpbf16ps) and
+ * AVX512_VNNI (vpdpbusd). Built with those flags on top of the ISA's
+ * (src/x86/meson.build) and installed only on CPUs that have both
+ * (src/dispatch.c sets the table's cpu bits); against SIMDe in tests/emu.
+ *
+ * They round exactly as src/lowp.h says (the same IEEE operations, so the
+ * same bits) and differ from the scalar oracle (src/scalar/dot_scalar.c)
+ * only in the order of the f32 additions and, on real hardware, in
+ * vdpbf16ps flushing subnormal factors and sums (attn.h's bounds count
+ * both). A mode permits rounding: with few query rows (decode) the bf16
+ * kernels take the exact f32 path of the tile family (packing a panel
+ * would cost more than it saves there), which is within the mode's bound.
+ *
+ *   qk_bf16: q rows rounded to bf16 once per call and depth chunk; keys
+ *            packed as a panel of bf16 pairs (dims 2i, 2i + 1 in one
+ *            32-bit lane, key-major), then per pair of dims one broadcast
+ *            of the row's pair and one vdpbf16ps per 16 keys.
+ *   pv_bf16: the weights of a key chunk rounded to bf16 pairs (keys 2i,
+ *            2i + 1), V packed as lanes of (v[2i][col], v[2i + 1][col]);
+ *            per key pair one broadcast and one vdpbf16ps per 16 columns.
+ *   qk_i8:   q quantized per 32-block once per call (src/lowp.h's rule);
+ *            16 keys' integers transposed so that lane j holds key j's
+ *            4 values of a dword, then 8 vpdpbusd per block sum the whole
+ *            block of 16 keys at once (u8 operand: the key's value + 128
+ *            for Q8_0, its nibble, value + 8, for Q4_0; the offset times
+ *            the block's q sum is subtracted exactly in int32), one
+ *            conversion and one multiply-add by fl(dk * dq) per block.
+ */
+#include "lowp.h"
+#include "tile_variants.h"
+#include "x86/tile_avx512_body.h"
+
+#ifdef ATTN_SIMDE_EMU
+/* What SIMDe 0.7.4 lacks here (emulation speed does not matter). */
+static inline simde__m512bh attn_emu_as_bh(simde__m512i x)
+{
+    simde__m512bh r;
+    memcpy(&r, &x, sizeof r);
+    return r;
+}
+#define as_bh(x) attn_emu_as_bh(x)
+
+static inline simde__m512i attn_emu_cvtps_epi32(simde__m512 a)
+{
+    simde__m512_private x = simde__m512_to_private(a);
+    simde__m512i_private r;
+    r.m256i[0] = _mm256_cvtps_epi32(x.m256[0]);
+    r.m256i[1] = _mm256_cvtps_epi32(x.m256[1]);
+    return simde__m512i_from_private(r);
+}
+#define _mm512_cvtps_epi32(a) attn_emu_cvtps_epi32(a)
+
+static inline simde__m128i attn_emu_cvtepi32_epi8(simde__m512i a)
+{
+    simde__m512i_private x = simde__m512i_to_private(a);
+    simde__m128i_private r;
+    for (int i = 0; i < 16; i++)
+        r.i8[i] = (int8_t)x.i32[i];
+    return simde__m128i_from_private(r);
+}
+#define _mm512_cvtepi32_epi8(a) attn_emu_cvtepi32_epi8(a)
+
+static inline simde__m256i attn_emu_cvtepi32_epi16(simde__m512i a)
+{
+    simde__m512i_private x = simde__m512i_to_private(a);
+    simde__m256i_private r;
+    for (int i = 0; i < 16; i++)
+        r.i16[i] = (int16_t)x.i32[i];
+    return simde__m256i_from_private(r);
+}
+#define _mm512_cvtepi32_epi16(a) attn_emu_cvtepi32_epi16(a)
+
+static inline simde__m512i attn_emu_maskz_loadu_epi16(uint32_t m, const void *p)
+{
+    simde__m512i_private r;
+    for (int i = 0; i < 32; i++) {
+        int16_t v = 0;
+        if (m >> i & 1)
+            memcpy(&v, (const unsigned char *)p + 2 * i, 2);
+        r.i16[i] = v;
+    }
+    return simde__m512i_from_private(r);
+}
+#undef _mm512_maskz_loadu_epi16
+#define _mm512_maskz_loadu_epi16(m, p) attn_emu_maskz_loadu_epi16(m, p)
+
+static inline int attn_emu_reduce_add_epi32(simde__m512i a)
+{
+    simde__m512i_private x = simde__m512i_to_private(a);
+    int s = 0;
+    for (int i = 0; i < 16; i++)
+        s += x.i32[i];
+    return s;
+}
+#undef _mm512_reduce_add_epi32
+#define _mm512_reduce_add_epi32(a) attn_emu_reduce_add_epi32(a)
+#else
+#define as_bh(x) ((__m512bh)(x))
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* bf16 rounding (src/lowp.h's attn_bf16_round, 16 lanes)                    */
+/* ------------------------------------------------------------------------ */
+
+/* The bf16 bits of x rounded to nearest even, in the low half of each lane. */
+ATTN_AVX512_INLINE __m512i bf16_bits(__m512 x)
+{
+    __m512i u = _mm512_castps_si512(x);
+    const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+    u = _mm512_mask_or_epi32(u, nan, u, _mm512_set1_epi32(0x00400000));
+    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    u = _mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff)));
+    return _mm512_srli_epi32(u, 16);
+}
+
+/* 32 bf16 values (t .. t + n, n <= 32, zeros beyond) of a row of dtype dt,
+   in order: lane i holds values 2i (low half) and 2i + 1. */
+ATTN_AVX512_INLINE __m512i pairs32(int dt, const unsigned char *row, size_t t, size_t n)
+{
+    if (dt == ATTN_KV_BF16) {
+        const __mmask32 m = n >= 32 ? 0xffffffffu : (((__mmask32)1 << n) - 1);
+        return _mm512_maskz_loadu_epi16(m, (const uint16_t *)row + t);
+    }
+    const size_t n0 = n < 16 ? n : 16, n1 = n > 16 ? n - 16 : 0;
+    const __m512 a = n0 == 16 ? load16(dt, row, t) : maskz_load16(dt, attn_mask16(n0), row, t);
+    const __m512 b = n1 == 16   ? load16(dt, row, t + 16)
+                     : n1 == 0  ? _mm512_setzero_ps()
+                                : maskz_load16(dt, attn_mask16(n1), row, t + 16);
+    const __m256i lo = _mm512_cvtepi32_epi16(bf16_bits(a));
+    const __m256i hi = _mm512_cvtepi32_epi16(bf16_bits(b));
+    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+
+/* ------------------------------------------------------------------------ */
+/* qk_bf16                                                                   */
+/* ------------------------------------------------------------------------ */
+
+#define BF_PANEL_KEYS 32  /* two vectors of keys */
+#define BF_DEPTH 128      /* dims per pass: 64 pairs */
+#define BF_ROWS 64        /* query rows rounded per pass */
+
+/* panel[p * 32 + j] = bf16 pair p (dims t0 + 2p, + 1) of key j, j < 32;
+   keys nkeys..31 zero. */
+ATTN_AVX512_INLINE void bf_pack_keys(int dt, const unsigned char *k, uintptr_t kb, size_t nkeys,
+                                     size_t t0, size_t td, uint32_t *panel)
+{
+    for (size_t g = 0; g < BF_PANEL_KEYS; g += 16) {
+        const size_t kn = nkeys > g ? (nkeys - g < 16 ? nkeys - g : 16) : 0;
+        for (size_t tb = 0; tb < td; tb += 32) {
+            const size_t tn = td - tb < 32 ? td - tb : 32;
+            __m512 rows[16];
+            for (size_t j = 0; j < 16; j++)
+                rows[j] = j < kn ? _mm512_castsi512_ps(pairs32(dt, row_at(k, g + j, kb), t0 + tb, tn))
+                                 : _mm512_setzero_ps();
+            transpose16x16(rows);
+            for (size_t i = 0; i < (tn + 1) / 2; i++)
+                _mm512_store_ps((float *)panel + (tb / 2 + i) * BF_PANEL_KEYS + g, rows[i]);
+        }
+    }
+}
+
+/* R rows (R <= 8) x the 32 keys of a panel over np pairs; q pairs of row r
+   at qp + r * BF_DEPTH / 2. First pass from zero, later ones from s. */
+ATTN_AVX512_INLINE void bf_panel_rows(size_t R, const uint32_t *qp, size_t np,
+                                      const uint32_t *panel, __mmask16 m0, __mmask16 m1,
+                                      int first, int last, float scale, float *s,
+                                      ptrdiff_t s_stride)
+{
+    __m512 acc[8][2];
+    for (size_t r = 0; r < R; r++) {
+        const float *sr = s + (ptrdiff_t)r * s_stride;
+        acc[r][0] = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m0, sr);
+        acc[r][1] = first || !m1 ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m1, sr + 16);
+    }
+    for (size_t p = 0; p < np; p++) {
+        const __m512i k0 = _mm512_load_si512(panel + p * BF_PANEL_KEYS);
+        const __m512i k1 = _mm512_load_si512(panel + p * BF_PANEL_KEYS + 16);
+        for (size_t r = 0; r < R; r++) {
+            const __m512i qb = _mm512_set1_epi32((int)qp[r * (BF_DEPTH / 2) + p]);
+            acc[r][0] = _mm512_dpbf16_ps(acc[r][0], as_bh(qb), as_bh(k0));
+            acc[r][1] = _mm512_dpbf16_ps(acc[r][1], as_bh(qb), as_bh(k1));
+        }
+    }
+    const __m512 vscale = _mm512_set1_ps(scale);
+    for (size_t r = 0; r < R; r++) {
+        float *sr = s + (ptrdiff_t)r * s_stride;
+        if (last) {
+            acc[r][0] = _mm512_mul_ps(acc[r][0], vscale);
+            acc[r][1] = _mm512_mul_ps(acc[r][1], vscale);
+        }
+        _mm512_mask_storeu_ps(sr, m0, acc[r][0]);
+        if (m1)
+            _mm512_mask_storeu_ps(sr + 16, m1, acc[r][1]);
+    }
+}
+
+ATTN_AVX512_INLINE void qk_bf16(int dt, const float *q, ptrdiff_t q_stride, const void *k,
+                                ptrdiff_t k_stride, size_t nq, size_t nk, size_t d, float scale,
+                                float *s, ptrdiff_t s_stride)
+{
+    if (nq < QK_PACKED_MIN_ROWS) { /* few rows: exact (see the top) */
+        qk_tile(dt, q, q_stride, k, k_stride, nq, nk, d, scale, s, s_stride);
+        return;
+    }
+    _Alignas(64) uint32_t panel[BF_DEPTH / 2 * BF_PANEL_KEYS];
+    _Alignas(64) uint32_t qp[BF_ROWS * (BF_DEPTH / 2)];
+    const uintptr_t kb = (uintptr_t)k_stride * unit_bytes(dt);
+    for (size_t r0 = 0; r0 < nq; r0 += BF_ROWS) {
+        const size_t nr = nq - r0 < BF_ROWS ? nq - r0 : BF_ROWS;
+        for (size_t t0 = 0; t0 < d; t0 += BF_DEPTH) {
+            const size_t td = d - t0 < BF_DEPTH ? d - t0 : BF_DEPTH, np = (td + 1) / 2;
+            const int first = t0 == 0, last = t0 + td == d;
+            for (size_t r = 0; r < nr; r++) {
+                const unsigned char *qr =
+                    (const unsigned char *)(q + (ptrdiff_t)(r0 + r) * q_stride);
+                for (size_t tb = 0; tb < td; tb += 32)
+                    _mm512_store_si512(qp + r * (BF_DEPTH / 2) + tb / 2,
+                                       pairs32(ATTN_KV_F32, qr, t0 + tb,
+                                               td - tb < 32 ? td - tb : 32));
+            }
+            for (size_t c0 = 0; c0 < nk; c0 += BF_PANEL_KEYS) {
+                const size_t nkeys = nk - c0 < BF_PANEL_KEYS ? nk - c0 : BF_PANEL_KEYS;
+                const __mmask16 m0 = attn_mask16(nkeys < 16 ? nkeys : 16);
+                const __mmask16 m1 = attn_mask16(nkeys > 16 ? nkeys - 16 : 0);
+                bf_pack_keys(dt, row_at(k, c0, kb), kb, nkeys, t0, td, panel);
+                float *sc = s + (ptrdiff_t)r0 * s_stride + (ptrdiff_t)c0;
+                size_t r = 0;
+                for (; r + 8 <= nr; r += 8)
+                    bf_panel_rows(8, qp + r * (BF_DEPTH / 2), np, panel, m0, m1, first, last,
+                                  scale, sc + (ptrdiff_t)r * s_stride, s_stride);
+                for (; r + 4 <= nr; r += 4)
+                    bf_panel_rows(4, qp + r * (BF_DEPTH / 2), np, panel, m0, m1, first, last,
+                                  scale, sc + (ptrdiff_t)r * s_stride, s_stride);
+                for (; r < nr; r++)
+                    bf_panel_rows(1, qp + r * (BF_DEPTH / 2), np, panel, m0, m1, first, last,
+                                  scale, sc + (ptrdiff_t)r * s_stride, s_stride);
+            }
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* pv_bf16                                                                   */
+/* ------------------------------------------------------------------------ */
+
+#define PV_KEYS 64  /* keys per chunk: 32 pairs */
+#define PV_COLS 64  /* output columns per panel: four vectors */
+#define PV_ROWS 64  /* weight rows rounded per chunk */
+
+/* vp[i * 64 + col] = (v[c0 + 2i][j0 + col], v[c0 + 2i + 1][j0 + col]) as bf16
+   pairs for i < np, col < 64 (zero beyond n keys and w columns). */
+ATTN_AVX512_INLINE void pv_pack_values(int dt, const void *v, uintptr_t vb, size_t n, size_t j0,
+                                       size_t w, uint32_t *vp)
+{
+    for (size_t i = 0; i < (n + 1) / 2; i++) {
+        const unsigned char *r0 = row_at(v, 2 * i, vb);
+        const int has1 = 2 * i + 1 < n;
+        for (size_t x = 0; x < PV_COLS; x += 16) {
+            __m512i lo = _mm512_setzero_si512(), hi = _mm512_setzero_si512();
+            if (x < w) {
+                const size_t cn = w - x < 16 ? w - x : 16;
+                const __mmask16 m = attn_mask16(cn);
+                lo = bf16_bits(cn == 16 ? load16(dt, r0, j0 + x) : maskz_load16(dt, m, r0, j0 + x));
+                if (has1) {
+                    const unsigned char *r1 = row_at(v, 2 * i + 1, vb);
+                    hi = bf16_bits(cn == 16 ? load16(dt, r1, j0 + x)
+                                            : maskz_load16(dt, m, r1, j0 + x));
+                }
+            }
+            _mm512_store_si512(vp + i * PV_COLS + x, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+        }
+    }
+}
+
+/* R rows x four vectors of columns over np key pairs. */
+ATTN_AVX512_INLINE void pv_bf_rows(size_t R, const uint32_t *pp, size_t np, const uint32_t *vp,
+                                   size_t w, float *acc, ptrdiff_t acc_stride)
+{
+    const size_t nv = (w + 15) / 16;
+    const __mmask16 mt = attn_mask16(w - 16 * (nv - 1));
+    __m512 a[4][4];
+    for (size_t r = 0; r < R; r++)
+        for (size_t x = 0; x < 4; x++)
+            a[r][x] = x < nv ? _mm512_maskz_loadu_ps(x + 1 < nv ? 0xffff : mt,
+                                                     acc + (ptrdiff_t)r * acc_stride + 16 * x)
+                             : _mm512_setzero_ps();
+    for (size_t i = 0; i < np; i++) {
+        __m512i vv[4];
+        for (size_t x = 0; x < 4; x++)
+            vv[x] = _mm512_load_si512(vp + i * PV_COLS + 16 * x);
+        for (size_t r = 0; r < R; r++) {
+            const __m512i pb = _mm512_set1_epi32((int)pp[r * (PV_KEYS / 2) + i]);
+            for (size_t x = 0; x < 4; x++)
+                a[r][x] = _mm512_dpbf16_ps(a[r][x], as_bh(pb), as_bh(vv[x]));
+        }
+    }
+    for (size_t r = 0; r < R; r++)
+        for (size_t x = 0; x < nv; x++)
+            _mm512_mask_storeu_ps(acc + (ptrdiff_t)r * acc_stride + 16 * x,
+                                  x + 1 < nv ? 0xffff : mt, a[r][x]);
+}
+
+ATTN_AVX512_INLINE void pv_bf16(int dt, const float *p, ptrdiff_t p_stride, const void *v,
+                                ptrdiff_t v_stride, size_t nq, size_t nk, size_t dv, float *acc,
+                                ptrdiff_t acc_stride)
+{
+    if (nq < QK_PACKED_MIN_ROWS) { /* few rows: exact (see the top) */
+        pv_tile(dt, p, p_stride, v, v_stride, nq, nk, dv, acc, acc_stride);
+        return;
+    }
+    _Alignas(64) uint32_t vp[PV_KEYS / 2 * PV_COLS];
+    _Alignas(64) uint32_t pp[PV_ROWS * (PV_KEYS / 2)];
+    const uintptr_t vb = (uintptr_t)v_stride * unit_bytes(dt);
+    for (size_t r0 = 0; r0 < nq; r0 += PV_ROWS) {
+        const size_t nr = nq - r0 < PV_ROWS ? nq - r0 : PV_ROWS;
+        for (size_t c0 = 0; c0 < nk; c0 += PV_KEYS) {
+            const size_t n = nk - c0 < PV_KEYS ? nk - c0 : PV_KEYS, np = (n + 1) / 2;
+            for (size_t r = 0; r < nr; r++) {
+                const unsigned char *pr =
+                    (const unsigned char *)(p + (ptrdiff_t)(r0 + r) * p_stride + (ptrdiff_t)c0);
+                for (size_t tb = 0; tb < n; tb += 32)
+                    _mm512_store_si512(pp + r * (PV_KEYS / 2) + tb / 2,
+                                       pairs32(ATTN_KV_F32, pr, tb, n - tb < 32 ? n - tb : 32));
+            }
+            for (size_t j0 = 0; j0 < dv; j0 += PV_COLS) {
+                const size_t w = dv - j0 < PV_COLS ? dv - j0 : PV_COLS;
+                pv_pack_values(dt, row_at(v, c0, vb), vb, n, j0, w, vp);
+                float *ac = acc + (ptrdiff_t)r0 * acc_stride + (ptrdiff_t)j0;
+                size_t r = 0;
+                for (; r + 4 <= nr; r += 4)
+                    pv_bf_rows(4, pp + r * (PV_KEYS / 2), np, vp, w,
+                               ac + (ptrdiff_t)r * acc_stride, acc_stride);
+                for (; r < nr; r++)
+                    pv_bf_rows(1, pp + r * (PV_KEYS / 2), np, vp, w,
+                               ac + (ptrdiff_t)r * acc_stride, acc_stride);
+            }
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* qk_i8                                                                     */
+/* ------------------------------------------------------------------------ */
+
+#define I8_KEYS 16      /* keys per group: one vector of lanes */
+#define I8_BLOCKS 16    /* blocks per packed chunk: 8 KiB of panel */
+#define I8_QBLOCKS 256  /* quantized query blocks kept per pass (10 KiB) */
+#define I8_ROWS 4       /* query rows per micro-kernel */
+_Static_assert(ATTN_MAX_HEAD_DIM / ATTN_QBLOCK <= I8_QBLOCKS, "a query row must fit one pass");
+
+/* src/lowp.h's attn_q8_quantize on 32 values, vectorised: the same IEEE
+   operations (max, one division for dq, one for 1/dq, one multiply and a
+   round to nearest even per value), so the same bits. */
+ATTN_AVX512_INLINE void i8_quantize(const float *x, attn_q8_block *b)
+{
+    const __m512 a = _mm512_loadu_ps(x), c = _mm512_loadu_ps(x + 16);
+    const __mmask16 nan = _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q) |
+                          _mm512_cmp_ps_mask(c, c, _CMP_UNORD_Q);
+    const float m = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(a), _mm512_abs_ps(c)));
+    const float dq = nan ? NAN : m / 127.0f;
+    b->sum = 0;
+    if (!(dq >= ATTN_Q8_TINY) || dq == INFINITY) {
+        b->dq = dq >= 0.0f && dq < ATTN_Q8_TINY ? 0.0f : NAN;
+        memset(b->n, 0, sizeof b->n);
+        return;
+    }
+    const __m512 id = _mm512_set1_ps(1.0f / dq);
+    const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127);
+    const __m512i na = _mm512_min_epi32(_mm512_max_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(a, id)), lo), hi);
+    const __m512i nc = _mm512_min_epi32(_mm512_max_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(c, id)), lo), hi);
+    b->dq = dq;
+    b->sum = _mm512_reduce_add_epi32(_mm512_add_epi32(na, nc));
+    _mm_storeu_si128((__m128i *)(void *)b->n, _mm512_cvtepi32_epi8(na));
+    _mm_storeu_si128((__m128i *)(void *)(b->n + 16), _mm512_cvtepi32_epi8(nc));
+}
+
+/* The 32 integers of a block as unsigned bytes: value + 128 (Q8_0) or the
+   nibble, value + 8 (Q4_0), in order. */
+ATTN_AVX512_INLINE __m256i i8_block_u8(int dt, const unsigned char *blk)
+{
+    if (dt == ATTN_KV_Q8_0)
+        return _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(blk + 2)),
+                                _mm256_set1_epi8((char)0x80));
+    const __m128i x = _mm_loadu_si128((const __m128i *)(blk + 2));
+    const __m128i nib = _mm_set1_epi8(0x0f);
+    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(x, 4), nib), _mm_and_si128(x, nib));
+}
+
+/* Lane order of a packed group: the transpose below leaves key
+   kperm[l] in lane l (an involution, so it also puts lanes back). */
+static const int32_t kperm[16] = {0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12, 13, 14, 15};
+
+/*
+ * Packs blocks b0 .. b0 + nb of the keys of a group (nkeys <= 16, the rest
+ * zero): kp[(b * 8 + w) * 16 + l] = dword w (values 4w .. 4w + 3, as u8) of
+ * block b of key kperm[l]; ks[b * 16 + l] = that block's scale.
+ */
+ATTN_AVX512_INLINE void i8_pack(int dt, const unsigned char *k, uintptr_t kb, size_t nkeys,
+                                size_t b0, size_t nb, uint32_t *kp, float *ks)
+{
+    const size_t unit = unit_bytes(dt);
+    for (size_t b = 0; b < nb; b++) {
+        __m512i r[8];
+        for (size_t j = 0; j < 8; j++) {
+            /* key j in the low half, key j + 8 in the high half */
+            __m256i x0 = _mm256_setzero_si256(), x1 = _mm256_setzero_si256();
+            if (j < nkeys)
+                x0 = i8_block_u8(dt, row_at(k, j, kb) + (b0 + b) * unit);
+            if (j + 8 < nkeys)
+                x1 = i8_block_u8(dt, row_at(k, j + 8, kb) + (b0 + b) * unit);
+            r[j] = _mm512_inserti64x4(_mm512_castsi256_si512(x0), x1, 1);
+        }
+        for (size_t l = 0; l < 16; l++) {
+            const size_t j = (size_t)kperm[l];
+            float d = 0.0f;
+            if (j < nkeys) {
+                uint16_t h;
+                memcpy(&h, row_at(k, j, kb) + (b0 + b) * unit, sizeof h);
+                d = _cvtsh_ss(h);
+            }
+            ks[b * 16 + l] = d;
+        }
+        /* 8 x 8 dword transposes in each 256-bit half */
+        __m512i t[8], u[8];
+        for (size_t j = 0; j < 8; j += 2) {
+            t[j] = _mm512_unpacklo_epi32(r[j], r[j + 1]);
+            t[j + 1] = _mm512_unpackhi_epi32(r[j], r[j + 1]);
+        }
+        for (size_t j = 0; j < 8; j += 4) {
+            u[j] = _mm512_unpacklo_epi64(t[j], t[j + 2]);
+            u[j + 1] = _mm512_unpackhi_epi64(t[j], t[j + 2]);
+            u[j + 2] = _mm512_unpacklo_epi64(t[j + 1], t[j + 3]);
+            u[j + 3] = _mm512_unpackhi_epi64(t[j + 1], t[j + 3]);
+        }
+        /* u[i] (i < 4), 128-bit lanes: dword i of keys 0-3, dword i + 4 of
+           keys 0-3, dword i of keys 8-11, dword i + 4 of keys 8-11; u[4 + i]
+           the same for keys 4-7 and 12-15. */
+        for (size_t i = 0; i < 4; i++) {
+            _mm512_store_si512(kp + (b * 8 + i) * 16, _mm512_shuffle_i32x4(u[i], u[4 + i], 0x88));
+            _mm512_store_si512(kp + (b * 8 + i + 4) * 16,
+                               _mm512_shuffle_i32x4(u[i], u[4 + i], 0xdd));
+        }
+    }
+}
+
+/* R rows (R <= 4) x one packed group, blocks 0 .. nb of the chunk; acc[r]
+   carries the f32 sums (lane l: key kperm[l]). */
+ATTN_AVX512_INLINE void i8_rows(int dt, size_t R, const attn_q8_block *qb, size_t q_blocks,
+                                const uint32_t *kp, const float *ks, size_t nb, __m512 *acc)
+{
+    const int off = dt == ATTN_KV_Q8_0 ? 128 : 8;
+    for (size_t b = 0; b < nb; b++) {
+        __m512i kv[8];
+        for (size_t w = 0; w < 8; w++)
+            kv[w] = _mm512_load_si512(kp + (b * 8 + w) * 16);
+        const __m512 dk = _mm512_load_ps(ks + b * 16);
+        for (size_t r = 0; r < R; r++) {
+            const attn_q8_block *x = &qb[r * q_blocks + b];
+            int32_t qd[8];
+            memcpy(qd, x->n, sizeof qd);
+            /* two chains, so that eight dependent vpdpbusd do not wait on
+               each other's latency */
+            __m512i s0 = _mm512_set1_epi32(-off * x->sum), s1 = _mm512_setzero_si512();
+            s0 = _mm512_dpbusd_epi32(s0, kv[0], _mm512_set1_epi32(qd[0]));
+            s1 = _mm512_dpbusd_epi32(s1, kv[1], _mm512_set1_epi32(qd[1]));
+            s0 = _mm512_dpbusd_epi32(s0, kv[2], _mm512_set1_epi32(qd[2]));
+            s1 = _mm512_dpbusd_epi32(s1, kv[3], _mm512_set1_epi32(qd[3]));
+            s0 = _mm512_dpbusd_epi32(s0, kv[4], _mm512_set1_epi32(qd[4]));
+            s1 = _mm512_dpbusd_epi32(s1, kv[5], _mm512_set1_epi32(qd[5]));
+            s0 = _mm512_dpbusd_epi32(s0, kv[6], _mm512_set1_epi32(qd[6]));
+            s1 = _mm512_dpbusd_epi32(s1, kv[7], _mm512_set1_epi32(qd[7]));
+            /* the exact integer block sum: |it| < 2^24, so converting is exact */
+            const __m512 isum = _mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1));
+            acc[r] = _mm512_fmadd_ps(isum, _mm512_mul_ps(dk, _mm512_set1_ps(x->dq)), acc[r]);
+        }
+    }
+}
+
+ATTN_AVX512_INLINE void qk_i8(int dt, const float *q, ptrdiff_t q_stride, const void *k,
+                              ptrdiff_t k_stride, size_t nq, size_t nk, size_t d, float scale,
+                              float *s, ptrdiff_t s_stride)
+{
+    _Alignas(64) uint32_t kp[I8_BLOCKS * 8 * I8_KEYS];
+    _Alignas(64) float ks[I8_BLOCKS * I8_KEYS];
+    attn_q8_block qb[I8_QBLOCKS];
+    const size_t nb = d / ATTN_QBLOCK; /* k rows are whole blocks */
+    const size_t unit = unit_bytes(dt), bytes = row_bytes(dt, d);
+    const uintptr_t kb = (uintptr_t)k_stride * unit;
+    const size_t rows_per_pass = nb <= I8_QBLOCKS ? I8_QBLOCKS / nb : 1;
+    const size_t ahead = attn_prefetch_rows_ahead(bytes);
+    const __m512i perm = _mm512_loadu_si512(kperm);
+    for (size_t r0 = 0; r0 < nq; r0 += rows_per_pass) {
+        const size_t nr = nq - r0 < rows_per_pass ? nq - r0 : rows_per_pass;
+        for (size_t r = 0; r < nr; r++)
+            for (size_t b = 0; b < nb; b++)
+                i8_quantize(q + (ptrdiff_t)(r0 + r) * q_stride + (ptrdiff_t)(b * ATTN_QBLOCK),
+                            &qb[r * nb + b]);
+        for (size_t c0 = 0; c0 < nk; c0 += I8_KEYS) {
+            const size_t nkeys = nk - c0 < I8_KEYS ? nk - c0 : I8_KEYS;
+            if (r0 == 0)
+                attn_prefetch_rows(k, c0 + ahead, k_stride, unit, I8_KEYS, bytes);
+            /* store lanes l < nkeys, back in key order */
+            const __mmask16 m = attn_mask16(nkeys);
+            for (size_t bc = 0; bc < nb; bc += I8_BLOCKS) {
+                const size_t nbc = nb - bc < I8_BLOCKS ? nb - bc : I8_BLOCKS;
+                const int first = bc == 0, last = bc + nbc == nb;
+                i8_pack(dt, row_at(k, c0, kb), kb, nkeys, bc, nbc, kp, ks);
+                for (size_t r = 0; r < nr; r += I8_ROWS) {
+                    const size_t R = nr - r < I8_ROWS ? nr - r : I8_ROWS;
+                    float *sr = s + (ptrdiff_t)(r0 + r) * s_stride + (ptrdiff_t)c0;
+                    __m512 acc[I8_ROWS];
+                    for (size_t i = 0; i < R; i++)
+                        acc[i] = first ? _mm512_setzero_ps()
+                                       : _mm512_permutexvar_ps(
+                                             perm, _mm512_maskz_loadu_ps(m, sr + (ptrdiff_t)i * s_stride));
+                    /* a switch, so that each R is its own loop with the
+                       accumulators in registers */
+                    switch (R) {
+                    case 4: i8_rows(dt, 4, qb + r * nb + bc, nb, kp, ks, nbc, acc); break;
+                    case 3: i8_rows(dt, 3, qb + r * nb + bc, nb, kp, ks, nbc, acc); break;
+                    case 2: i8_rows(dt, 2, qb + r * nb + bc, nb, kp, ks, nbc, acc); break;
+                    default: i8_rows(dt, 1, qb + r * nb + bc, nb, kp, ks, nbc, acc); break;
+                    }
+                    for (size_t i = 0; i < R; i++) {
+                        __m512 x = _mm512_permutexvar_ps(perm, acc[i]);
+                        if (last)
+                            x = _mm512_mul_ps(x, _mm512_set1_ps(scale));
+                        _mm512_mask_storeu_ps(sr + (ptrdiff_t)i * s_stride, m, x);
+                    }
+                }
+            }
+        }
+    }
+}
+
+ATTN_TILE_FILE(dot, avx512, ATTN_AVX512_EXT)
