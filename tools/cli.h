@@ -259,4 +259,7 @@ int cmd_run(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 
+/* The --precision name of an attn_precision value ("?" for none). */
+const char *cli_precision_name(int64_t precision);
+
 #endif /* ATTN_CLI_H */

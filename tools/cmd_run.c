@@ -57,7 +57,11 @@ static const char run_outro[] =
     "  keys moves o by about V/n (5x the bound at n = 4096, more for fewer keys).\n"
     "  Reported: max abs error, max relative error (per row, relative to the\n"
     "  row's largest |o_ref|), and the worst error/tolerance ratio.\n"
-    "  With --alibi the tolerance adds 12 * u * B * V, B = the largest |ALiBi\n"
+    "  With --precision bf16 or int8 the oracle runs in the default mode, and the\n"
+    "  tolerance adds the mode's derived bound (attn.h): a score error E (the\n"
+    "  largest over the row's keys of the mode's per-score bound) moves o by at\n"
+    "  most expm1(2E) * V; bf16 also rounds the weights and v: + B * V, B = 2^-7 + 2^-16.\n"
+  "  With --alibi the tolerance adds 12 * u * B * V, B = the largest |ALiBi\n"
     "  bias| of the row's keys: the library may fuse the bias into one FMA where\n"
     "  the oracle rounds twice (each within 3u|bias| of exact).\n"
     "\n"
@@ -156,6 +160,11 @@ static int run(const cli_settings *xs, const preset *pre, bool overridden, const
     format_ms(best, sizeof best, m.time.best_s);
     printf("  isa      %s, %d thread%s\n", attn_isa_name(m.isa), (int)m.threads,
            m.threads == 1 ? "" : "s");
+    if (p.g.opt.precision != ATTN_PRECISION_DEFAULT)
+        printf("  precision %s (%s)\n", cli_precision_name(p.g.opt.precision),
+               attn_precision_native(p.g.opt.precision, kv_dtype_of(&p))
+                   ? "dot-product kernels"
+                   : "no dot-product kernel here: computed as the default mode");
     if (m.workspace)
         printf("  split    keys in chunks (--splits %" PRId64 "%s), workspace %.1f KiB\n",
                x.splits, x.splits ? "" : ": automatic", (double)m.workspace / 1024.0);

@@ -197,6 +197,26 @@ static void preset_names(char *buf, size_t size)
     }
 }
 
+/* attn_precision's values by name (include/attn.h), in enum order. */
+static const char *const precision_names[] = {"default", "bf16", "int8"};
+_Static_assert(sizeof precision_names / sizeof precision_names[0] == ATTN_PRECISION_INT8 + 1,
+               "a name per attn_precision value");
+
+static int parse_precision(const cli_option *o, const char *cmd, const char *v, cli_settings *s)
+{
+    for (int i = 0; i <= ATTN_PRECISION_INT8; i++)
+        if (!strcmp(v, precision_names[i])) {
+            gen_pin(&s->pins, GEN_C_OPT(precision), i);
+            return EXIT_OK;
+        }
+    return usage_error(cmd, "%s expects default, bf16 or int8, got '%s'", o->name, v);
+}
+
+const char *cli_precision_name(int64_t precision)
+{
+    return precision >= 0 && precision <= ATTN_PRECISION_INT8 ? precision_names[precision] : "?";
+}
+
 static int parse_preset(const cli_option *o, const char *cmd, const char *v, cli_settings *s)
 {
     char names[256];
@@ -271,6 +291,11 @@ static const cli_option options[] = {
     {"--softcap", "C", CLI_RUN, P, pin_float, GEN_C_OPT(softcap), 0, 0,
      "score soft-capping C*tanh(s/C) (0: off)"},
     {"--kv-dtype", "T", CLI_RUN, P, parse_kv_dtype, 0, 0, 0, "f32, f16, bf16, q8_0, q4_0 or fp8 (E4M3, scale 1) storage of K and V"},
+    {"--precision", "P", CLI_RUN, P, parse_precision, 0, 0, 0,
+     "default, bf16 or int8 (attn_options.precision): bf16 rounds q,\n"
+     "k, the weights and v to bfloat16 for the bf16 dot units; int8\n"
+     "quantizes q per 32-block against q8_0/q4_0 keys (attn.h gives\n"
+     "each mode's bound, which verification adds)"},
     {"--window-right", "R", CLI_RUN, P, pin_i64, GEN_C_OPT(window_right), 0, INT64_MAX,
      "right edge of a local window: keys j < i + off + R (0: off);\n"
      "with --window and --no-causal a two-sided window of W + R - 1\n"

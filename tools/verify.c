@@ -13,6 +13,8 @@
 /* ------------------------------------------------------------------ verification */
 
 #define F32_UNIT_ROUNDOFF 0x1p-24
+/* 2b + b^2, b = 2^-8: a product of two factors rounded to bfloat16 */
+#define BF16_PRODUCT (0x1p-7 + 0x1p-16)
 
 /*
  * Row i of (batch bi, head h) on its own: the K and V rows it may see,
@@ -81,14 +83,42 @@ static attn_status verify_one_row(const problem *p, const buffers *b, int64_t bi
         if (st != ATTN_OK)
             return st;
 
-        /* A and V of the tolerance (see `attn run --help`). */
-        double a = 0.0, vmax = 0.0;
+        /* A and V of the tolerance (see `attn run --help`); E, the
+           precision mode's score bound (attn.h), the largest of the keys' */
+        double a = 0.0, vmax = 0.0, e_mode = 0.0;
+        const int64_t prec = p->g.opt.precision;
+        const int i8 = prec == ATTN_PRECISION_INT8 &&
+                       (kt == ATTN_DTYPE_Q8_0 || kt == ATTN_DTYPE_Q4_0);
+        const int bf = prec == ATTN_PRECISION_BF16 &&
+                       (kt == ATTN_DTYPE_F32 || kt == ATTN_DTYPE_F16 || kt == ATTN_DTYPE_BF16);
         for (int64_t j = 0; j < n; j++) {
             const void *kr = (const char *)kbuf + (size_t)j * k_row;
             const void *vr_ = (const char *)vbuf + (size_t)j * v_row;
-            double terms = 0.0;
-            for (int64_t t = 0; t < d; t++)
-                terms += fabs((double)qr[t] * (double)gen_load(kr, kt, t, p->g.opt.k_scale));
+            double terms = 0.0, folded = 0.0, e_i8 = 0.0;
+            for (int64_t t = 0; t < d; t++) {
+                const double kv = gen_load(kr, kt, t, p->g.opt.k_scale);
+                terms += fabs((double)qr[t] * kv);
+                folded += fmax(fabs((double)qr[t]), fabs(kv));
+            }
+            for (int64_t b0 = 0; i8 && b0 < d; b0 += 32) {
+                double qmax = 0.0, ks = 0.0, mag = 0.0;
+                for (int64_t t = b0; t < b0 + 32; t++) {
+                    qmax = fmax(qmax, fabs((double)qr[t]));
+                    ks += fabs((double)gen_load(kr, kt, t, 1.0f));
+                }
+                const double dq = (double)((float)qmax / 127.0f);
+                for (int64_t t = b0; t < b0 + 32; t++)
+                    mag += (fabs((double)qr[t]) + dq / 2.0) *
+                           fabs((double)gen_load(kr, kt, t, 1.0f));
+                e_i8 += dq / 2.0 * (1.0 + 0x1p-15) * ks +
+                        (double)(d + 3) * F32_UNIT_ROUNDOFF / (1.0 - (double)(d + 3) * F32_UNIT_ROUNDOFF) * mag +
+                        127.0 * 0x1p-126 * ks;
+            }
+            const double e = bf ? BF16_PRODUCT * (1.0 + (double)(d + 1) * 2.0 * F32_UNIT_ROUNDOFF) * terms +
+                                      0x1p-126 * (folded + (double)d)
+                                : e_i8;
+            if (e > e_mode)
+                e_mode = e;
             if (terms > a)
                 a = terms;
             for (int64_t t = 0; t < dv; t++) {
@@ -104,6 +134,10 @@ static attn_status verify_one_row(const problem *p, const buffers *b, int64_t bi
            exact score (tests/tolerance.h "alibi"), so the scores differ by
            <= 6u|a| and the output by <= 2 * 6u * max|a| * V */
         tol += 12.0 * F32_UNIT_ROUNDOFF * alibi_max * vmax;
+        /* the mode's bound, derived (attn.h): a score error E moves the
+           weights by expm1(2E) relative; bf16 also rounds p and v */
+        e_mode *= fabs((double)scale_of(p));
+        tol += expm1(2.0 * e_mode) * vmax + (bf ? BF16_PRODUCT * vmax : 0.0);
     } else {
         for (int64_t t = 0; t < dv; t++)
             ref[t] = 0.0f;
