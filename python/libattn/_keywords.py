@@ -190,6 +190,21 @@ def _causal(value, call):
     call.opt.flags = CAUSAL if value else 0
 
 
+# attn_precision (include/attn.h), by name, in the enum's order
+PRECISIONS = ("default", "bf16", "int8")
+
+
+def _precision(value, call):
+    if isinstance(value, str):
+        if value not in PRECISIONS:
+            raise ValueError("precision: expected one of %s, got %r" % (", ".join(PRECISIONS), value))
+        call.opt.precision = PRECISIONS.index(value)
+        return
+    call.opt.precision = int_arg(value, "precision", 0)
+    if call.opt.precision >= len(PRECISIONS):
+        raise ValueError("precision: expected 0..%d, got %r" % (len(PRECISIONS) - 1, value))
+
+
 def _window(value, call):
     call.opt.window, call.opt.window_right = _windows(value)
 
@@ -338,6 +353,13 @@ _BY_HAND = (
     Keyword("v_scale", "v_scale", 0.0,
             _value("v_scale", lambda v: float_arg(v, "v_scale", minimum=0.0)),
             "fp8 only: the V cache holds values / v_scale (0 means 1).", ops=("forward",)),
+    # the operations that multiply q by k (attn.h: backward takes the default only)
+    Keyword("precision", "precision", "default", _precision,
+            "'default' (f32 products), 'bf16' (q, k, weights and v rounded to\n"
+            "bfloat16 for the bf16 dot units) or 'int8' (q quantized per\n"
+            "32-block against q8_0/q4_0 keys); each mode's error bound is in\n"
+            "attn.h. Where the CPU lacks the instructions: the default's result.",
+            ops=("scores", "weights", "forward", "backward")),
     Keyword("q_lens", "q_lens", None, _lengths("q_lens", "q_len"),
             "valid query rows per batch entry (int or sequence)."),
     Keyword("kv_lens", "kv_lens", None, _lengths("kv_lens", "kv_len"),

@@ -164,3 +164,41 @@ def test_quantized_cache_errors(rng):
         libattn.forward(q, k, k, kv_dtype="q8_0", k_scale=2.0)
     with pytest.raises(ValueError):  # head_dim mismatch: 68 bytes = 64 values, q has 32
         libattn.forward(q[..., :32], k, k, kv_dtype="q8_0")
+
+
+def _i8_score_bound(q, k, scale):
+    """attn.h's ATTN_PRECISION_INT8 score bound, per (b, h, i, j): half a
+    quantization step of each query value, the f32 sums over the
+    dequantized query, and blocks that count as 0 (q [B,H,Lq,D], k decoded
+    [B,H,Lk,D], D whole 32-blocks, equal head counts)."""
+    B, H, Lq, D = q.shape
+    nb = D // 32
+    qb = np.abs(q.astype(np.float64)).reshape(B, H, Lq, nb, 32)
+    kb = np.abs(k).reshape(B, H, -1, nb, 32)
+    dq = (qb.max(axis=-1).astype(np.float32) / np.float32(127.0)).astype(np.float64)
+    ksum = kb.sum(axis=-1)  # [B,H,Lk,nb]
+    gamma = (D + 3) * 2.0 ** -24 / (1 - (D + 3) * 2.0 ** -24)
+    half = np.einsum("bhin,bhjn->bhij", dq / 2 * (1 + 2.0 ** -15), ksum)
+    mag = np.einsum("bhinc,bhjnc->bhij", qb + dq[..., None] / 2, kb)
+    tiny = 127.0 * 2.0 ** -126 * ksum.sum(axis=-1)[:, :, None, :]
+    return abs(scale) * (half + gamma * mag + tiny)
+
+
+@pytest.mark.parametrize("dtype", ["q8_0", "q4_0"])
+def test_int8_precision_scores(rng, dtype):
+    """precision='int8' reaches the library: its scores are within attn.h's
+    int8 bound (plus the f32 bound) of float64, and the mode is refused by
+    name when unknown."""
+    B, H, L, D = 1, 2, 40, 96
+    q = rng.standard_normal((B, H, L, D)).astype(np.float32)
+    k = libattn.quantize(rng.standard_normal((B, H, L, D)).astype(np.float32), dtype)
+    kd = decode(k, dtype)
+    scale = 1.0 / math.sqrt(D)
+    ref = Reference(q, kd, kd, scale=scale, causal=True)
+    s = libattn.scores(q, k, kv_dtype=dtype, causal=True, precision="int8")
+    bound = ref.score_err + np.where(np.isfinite(ref.scores), _i8_score_bound(q, kd, scale), 0.0)
+    assert_close(s, ref.scores, bound, "int8 scores")
+    with pytest.raises(ValueError, match="precision"):
+        libattn.scores(q, k, kv_dtype=dtype, precision="fp4")
+    with pytest.raises(ValueError, match="precision"):
+        libattn.scores(q, k, kv_dtype=dtype, precision=3)
