@@ -266,6 +266,7 @@ int measure_backward(const problem *p, const cli_settings *x, attn_threadpool *p
     m->kv_gbytes_s = kv_bytes_per_call(p) / m->time.mean_s * 1e-9;
     m->floor_gbytes_s = 0.0;
     m->peak_gflops = cli_fma_peak_gflops(pool); /* after the timed calls, as measure() */
+    m->peak_what = "FMA";
     m->t_star_s = 0.0; /* no floor: the backward is not a decode step */
     rc = verify_dq(p, &b, &g, x->verify_rows, &m->verify);
     grads_free(&g);

@@ -201,7 +201,11 @@ typedef struct measurement {
     double kv_gbytes_s;
     double floor_gbytes_s; /* K+V bytes / the floor's mean time */
     int64_t kv_copies;     /* K/V copies rotated over (1: none) */
-    double peak_gflops;    /* the pool's measured FMA peak (cli_fma_peak_gflops; 0: none) */
+    /* The compute peak of the call's precision (0: none): the pool's FMA
+       peak (cli_fma_peak_gflops), or, where a mode runs on dot products,
+       FLOPs / (QK FLOPs / its units' peak + PV FLOPs / theirs). */
+    double peak_gflops;
+    const char *peak_what; /* which units peak_gflops is, for the report */
     /* The roofline of a decode-like call with its floor measured (else 0):
        max(K+V bytes / the floor's bandwidth, FLOPs / peak_gflops). */
     double t_star_s;
@@ -235,6 +239,11 @@ void format_ms(char *buf, size_t size, double seconds);
 double cli_fma_peak_gflops(attn_threadpool *pool);
 /* What that loop runs, e.g. "AVX-512 FMA" (a scalar fallback says so). */
 const char *cli_fma_peak_kind(void);
+/* The same for the dot-product instructions of the precision modes:
+   GFLOP/s (an int8 multiply-add counts 2 ops), 0 when the CPU lacks them. */
+typedef enum cli_peak_kind { CLI_PEAK_FMA, CLI_PEAK_BF16, CLI_PEAK_INT8, CLI_PEAK_KINDS } cli_peak_kind;
+double cli_peak_gflops(attn_threadpool *pool, cli_peak_kind k);
+const char *cli_peak_kind_name(cli_peak_kind k);
 
 /* ------------------------------------------------------------ backward (backward.c) */
 

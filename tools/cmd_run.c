@@ -2,6 +2,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "cli.h"
 
@@ -181,8 +182,13 @@ static int run(const cli_settings *xs, const preset *pre, bool overridden, const
            (x.backward ? backward_flops_per_call(&p) : flops_per_call(&p)) * 1e-9,
            100.0 * pairs / ((double)s->q_len * (double)s->kv_len), s->q_len, s->kv_len);
     if (m.peak_gflops > 0.0)
-        printf("           %.1f%% of the measured FMA peak, %.1f GFLOP/s (%s, %d thread%s)\n",
-               100.0 * m.gflops / m.peak_gflops, m.peak_gflops, cli_fma_peak_kind(),
+        printf("           %.1f%% of the measured %s peak, %.1f GFLOP/s (%s, %d thread%s)\n",
+               100.0 * m.gflops / m.peak_gflops, m.peak_what, m.peak_gflops,
+               strcmp(m.peak_what, "FMA") ? cli_peak_kind_name(p.g.opt.precision ==
+                                                                       ATTN_PRECISION_BF16
+                                                                   ? CLI_PEAK_BF16
+                                                                   : CLI_PEAK_INT8)
+                                          : cli_fma_peak_kind(),
                (int)m.threads, m.threads == 1 ? "" : "s");
     if (is_decode_like(&p) && !x.backward) {
         printf("  memory   %.2f GB/s of K+V read (%.1f MB/call", m.kv_gbytes_s,

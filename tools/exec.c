@@ -481,6 +481,20 @@ int measure(const problem *p, const cli_settings *x, attn_threadpool *pool, doub
        floor also gets the roofline, T* = max(time to read its bytes at the
        floor's bandwidth, time for its FLOPs at the peak). */
     m->peak_gflops = cli_fma_peak_gflops(pool);
+    m->peak_what = "FMA";
+    const int64_t prec = p->g.opt.precision;
+    if (prec != ATTN_PRECISION_DEFAULT && m->peak_gflops > 0.0 &&
+        attn_precision_native(prec, kv_dtype_of(p))) {
+        /* QK on the mode's dot units; PV too in the bf16 mode (attn.h) */
+        const int bf = prec == ATTN_PRECISION_BF16;
+        const double qk_peak = cli_peak_gflops(pool, bf ? CLI_PEAK_BF16 : CLI_PEAK_INT8);
+        const double pv_peak = bf ? qk_peak : m->peak_gflops;
+        const double d = (double)p->shape.head_dim, dv = (double)v_dim_of(&p->shape);
+        if (qk_peak > 0.0) {
+            m->peak_gflops = (d + dv) / (d / qk_peak + dv / pv_peak);
+            m->peak_what = bf ? "bf16 dot (QK, PV)" : "int8 dot (QK) + FMA (PV)";
+        }
+    }
     m->t_star_s = 0.0;
     if (is_decode_like(p) && m->floor.calls && m->floor_gbytes_s > 0.0 && m->peak_gflops > 0.0) {
         const double read_s = kv_bytes_per_call(p) / (m->floor_gbytes_s * 1e9);

@@ -1,6 +1,8 @@
 /*
  * The machine's single-precision FMA peak on the pool's threads: the compute
- * half of the roofline T* (exec.c). Memory has its measured floor (a plain
+ * half of the roofline T* (exec.c); and the peaks of the bf16 and int8 dot
+ * products (vdpbf16ps, vpdpbusd) the precision modes run on, measured the
+ * same way. Memory has its measured floor (a plain
  * read of the same bytes); compute needs a measured figure too, not a
  * datasheet number, because clocks under load, SMT siblings and a shared
  * VM decide what a call can reach.
@@ -108,6 +110,49 @@ __attribute__((target("avx2,fma"))) static float fma_loop_avx2(int64_t rounds, f
     _mm256_storeu_ps(lanes, s);
     return lanes[0] + lanes[1] + lanes[2] + lanes[3] + lanes[4] + lanes[5] + lanes[6] + lanes[7];
 }
+
+/* vdpbf16ps: per lane two bf16 products added to an f32 (4 flops); x, y
+   from the caller, so nothing folds. 16 chains as for the FMA. */
+__attribute__((target("avx512f,avx512bf16"))) static float bf16_loop_avx512(int64_t rounds,
+                                                                             float m, float a)
+{
+    const __m512bh x = _mm512_cvtne2ps_pbh(_mm512_set1_ps(a), _mm512_set1_ps(a));
+    const __m512bh y = _mm512_cvtne2ps_pbh(_mm512_set1_ps(m), _mm512_set1_ps(m));
+#define INIT(i) __m512 c##i = _mm512_set1_ps((float)(i) * 0.01f);
+#define STEP(i) c##i = _mm512_dpbf16_ps(c##i, x, y);
+#define SUM(i) s = _mm512_add_ps(s, c##i);
+    REPEAT_16(INIT)
+    for (int64_t r = 0; r < rounds; r++) {
+        REPEAT_16(STEP)
+    }
+    __m512 s = _mm512_setzero_ps();
+    REPEAT_16(SUM)
+#undef INIT
+#undef STEP
+#undef SUM
+    return _mm512_reduce_add_ps(s);
+}
+
+/* vpdpbusd: per lane four u8 x s8 products added to an int32 (8 ops). */
+__attribute__((target("avx512f,avx512vnni"))) static float int8_loop_avx512(int64_t rounds,
+                                                                             float m, float a)
+{
+    const __m512i x = _mm512_set1_epi8((char)(int)(m * 100.0f));
+    const __m512i y = _mm512_set1_epi8((char)(int)(a * 1000.0f));
+#define INIT(i) __m512i c##i = _mm512_set1_epi32(i);
+#define STEP(i) c##i = _mm512_dpbusd_epi32(c##i, x, y);
+#define SUM(i) s = _mm512_add_epi32(s, c##i);
+    REPEAT_16(INIT)
+    for (int64_t r = 0; r < rounds; r++) {
+        REPEAT_16(STEP)
+    }
+    __m512i s = _mm512_setzero_si512();
+    REPEAT_16(SUM)
+#undef INIT
+#undef STEP
+#undef SUM
+    return (float)_mm512_reduce_add_epi32(s);
+}
 #endif
 
 #ifdef PEAK_NEON
@@ -153,6 +198,7 @@ typedef struct fma_kind {
     fma_loop_fn loop;
     int lanes, chains;
     const char *name;
+    int flops_per_lane; /* per instruction: 2 for an FMA, 4 bf16 dot, 8 int8 dot */
 } fma_kind;
 
 /* The widest FMA the CPU runs (x86: what cpuid and the OS's saved state
@@ -162,14 +208,34 @@ static fma_kind widest_fma(void)
 #ifdef PEAK_X86
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512f"))
-        return (fma_kind){ fma_loop_avx512, 16, CHAINS_WIDE, "AVX-512 FMA" };
+        return (fma_kind){ fma_loop_avx512, 16, CHAINS_WIDE, "AVX-512 FMA", 2 };
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-        return (fma_kind){ fma_loop_avx2, 8, CHAINS_AVX2, "AVX2 FMA" };
+        return (fma_kind){ fma_loop_avx2, 8, CHAINS_AVX2, "AVX2 FMA", 2 };
 #elif defined(PEAK_NEON)
-    return (fma_kind){ fma_loop_neon, 4, CHAINS_WIDE, "NEON FMA" };
+    return (fma_kind){ fma_loop_neon, 4, CHAINS_WIDE, "NEON FMA", 2 };
 #endif
     return (fma_kind){ fma_loop_scalar, 1, 12,
-                       "scalar multiply-add: this tool has no SIMD FMA loop for this CPU" };
+                       "scalar multiply-add: this tool has no SIMD FMA loop for this CPU", 2 };
+}
+
+/* The loop of a peak kind; lanes 0 when the CPU lacks the instructions. */
+static fma_kind kind_of(cli_peak_kind k)
+{
+    if (k == CLI_PEAK_FMA)
+        return widest_fma();
+#ifdef PEAK_X86
+    __builtin_cpu_init();
+    if (k == CLI_PEAK_BF16 && __builtin_cpu_supports("avx512bf16"))
+        return (fma_kind){ bf16_loop_avx512, 16, CHAINS_WIDE, "AVX512_BF16 vdpbf16ps", 4 };
+    if (k == CLI_PEAK_INT8 && __builtin_cpu_supports("avx512vnni"))
+        return (fma_kind){ int8_loop_avx512, 16, CHAINS_WIDE, "AVX512_VNNI vpdpbusd", 8 };
+#endif
+    return (fma_kind){ NULL, 0, 0, "none", 0 };
+}
+
+const char *cli_peak_kind_name(cli_peak_kind k)
+{
+    return kind_of(k).name;
 }
 
 const char *cli_fma_peak_kind(void)
@@ -234,15 +300,18 @@ static double peak_rep(peak_job *j, attn_threadpool *pool)
         sum += j->sums[i];
     }
     peak_sink = sum;
-    const double flops = 2.0 * (double)j->kind.lanes * (double)j->kind.chains *
+    const double flops = (double)j->kind.flops_per_lane * (double)j->kind.lanes *
+                         (double)j->kind.chains *
                          (double)j->rounds * (double)j->threads;
     return last > first ? flops / (last - first) * 1e-9 : 0.0;
 }
 
-static double measure_peak(attn_threadpool *pool)
+static double measure_peak(attn_threadpool *pool, cli_peak_kind k)
 {
     peak_job j;
-    j.kind = widest_fma();
+    j.kind = kind_of(k);
+    if (!j.kind.loop)
+        return 0.0;
     j.threads = (size_t)(attn_threadpool_size(pool) > 0 ? attn_threadpool_size(pool) : 1);
     j.m = peak_m;
     j.a = peak_a;
@@ -285,17 +354,22 @@ static double measure_peak(attn_threadpool *pool)
     return best;
 }
 
-/* Once per process per pool: the CLI makes one pool and asks per problem.
-   Keyed by the thread count, which is all the figure depends on. */
-static int32_t cached_threads;
-static double cached_gflops;
+/* Once per process per pool and kind: the CLI makes one pool and asks per
+   problem. Keyed by the thread count, which is all a figure depends on. */
+static int32_t cached_threads[CLI_PEAK_KINDS];
+static double cached_gflops[CLI_PEAK_KINDS];
+
+double cli_peak_gflops(attn_threadpool *pool, cli_peak_kind k)
+{
+    const int32_t threads = attn_threadpool_size(pool);
+    if (cached_gflops[k] <= 0.0 || cached_threads[k] != threads) {
+        cached_gflops[k] = measure_peak(pool, k);
+        cached_threads[k] = threads;
+    }
+    return cached_gflops[k];
+}
 
 double cli_fma_peak_gflops(attn_threadpool *pool)
 {
-    const int32_t threads = attn_threadpool_size(pool);
-    if (cached_gflops <= 0.0 || cached_threads != threads) {
-        cached_gflops = measure_peak(pool);
-        cached_threads = threads;
-    }
-    return cached_gflops;
+    return cli_peak_gflops(pool, CLI_PEAK_FMA);
 }
