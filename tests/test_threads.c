@@ -263,8 +263,12 @@ static float *filled(size_t n)
 }
 
 /* The largest stack one task of the forward, scores, weights, split-KV and
-   backward used on shape s, through the public API on the active table. */
-static size_t worst_task_stack(stack_pool *sp, attn_shape s, attn_dtype kv_dtype)
+   backward used on shape s, through the public API on the active table, in
+   a precision mode (attn.h; its dot-product kernels have buffers of their
+   own; the backward runs in the default mode only). Q8_0 K/V reuse the
+   float buffers' bytes: their values do not matter here. */
+static size_t worst_task_stack(stack_pool *sp, attn_shape s, attn_dtype kv_dtype,
+                               int64_t precision)
 {
     const int64_t dv = s.v_dim ? s.v_dim : s.head_dim;
     const size_t nq = (size_t)(s.q_heads * s.q_len * s.head_dim);
@@ -276,8 +280,9 @@ static size_t worst_task_stack(stack_pool *sp, attn_shape s, attn_dtype kv_dtype
     float *sc = filled(ns), *lse = filled((size_t)(s.q_heads * s.q_len));
     float *dq = filled(nq), *dk = filled(nk), *dvv = filled(nv), *dout = filled(no);
     attn_tensor tq = dense(q, ATTN_DTYPE_F32, s.q_heads, s.q_len, s.head_dim);
-    attn_tensor tk = dense(k, kv_dtype, s.kv_heads, s.kv_len, s.head_dim);
-    attn_tensor tv = dense(v, kv_dtype, s.kv_heads, s.kv_len, dv);
+    const int64_t per = kv_dtype == ATTN_DTYPE_Q8_0 ? 32 : 1; /* values per stride unit */
+    attn_tensor tk = dense(k, kv_dtype, s.kv_heads, s.kv_len, s.head_dim / per);
+    attn_tensor tv = dense(v, kv_dtype, s.kv_heads, s.kv_len, dv / per);
     attn_tensor to = dense(o, ATTN_DTYPE_F32, s.q_heads, s.q_len, dv);
     attn_tensor ts = dense(sc, ATTN_DTYPE_F32, s.q_heads, s.q_len, s.kv_len);
     attn_tensor tdq = dense(dq, ATTN_DTYPE_F32, s.q_heads, s.q_len, s.head_dim);
@@ -288,12 +293,13 @@ static size_t worst_task_stack(stack_pool *sp, attn_shape s, attn_dtype kv_dtype
     opt.flags = ATTN_CAUSAL;
     opt.parallel_for = stack_parallel_for;
     opt.parallel_ctx = sp;
+    opt.precision = precision;
     attn_row_stats stats = {lse, NULL, NULL};
     sp->worst = 0;
     cr_assert_eq(attn_forward(&s, &opt, &tq, &tk, &tv, &to, &stats), ATTN_OK);
     cr_assert_eq(attn_scores(&s, &opt, &tq, &tk, &ts), ATTN_OK);
     cr_assert_eq(attn_weights(&s, &opt, &tq, &tk, &ts, NULL), ATTN_OK);
-    if (kv_dtype == ATTN_DTYPE_F32) {
+    if (kv_dtype == ATTN_DTYPE_F32 && precision == ATTN_PRECISION_DEFAULT) {
         attn_grads g = ATTN_GRADS_INIT;
         g.dq = &tdq;
         g.dk = &tdk;
@@ -333,17 +339,29 @@ Test(threads, task_stack_within_bound, .timeout = ATTN_TEST_TIMEOUT)
     for (int isa = ATTN_ISA_SCALAR; strcmp(attn_isa_name((attn_isa)isa), "unknown") != 0; isa++) {
         if (attn_isa_select((attn_isa)isa) != ATTN_OK)
             continue;
+        /* F32 and F16 K/V in the default and bf16 modes, Q8_0 in int8 */
+        static const struct {
+            attn_dtype dt;
+            int64_t precision;
+            const char *name;
+        } kinds[] = {{ATTN_DTYPE_F32, ATTN_PRECISION_DEFAULT, "F32"},
+                     {ATTN_DTYPE_F16, ATTN_PRECISION_DEFAULT, "F16"},
+                     {ATTN_DTYPE_F32, ATTN_PRECISION_BF16, "F32, bf16 mode"},
+                     {ATTN_DTYPE_F16, ATTN_PRECISION_BF16, "F16, bf16 mode"},
+                     {ATTN_DTYPE_Q8_0, ATTN_PRECISION_INT8, "Q8_0, int8 mode"}};
         for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
-            for (int dt = 0; dt < 2; dt++) {
+            for (size_t x = 0; x < sizeof kinds / sizeof kinds[0]; x++) {
+                if (shapes[i].head_dim % 32 && kinds[x].dt == ATTN_DTYPE_Q8_0)
+                    continue;
                 const size_t used =
-                    worst_task_stack(&sp, shapes[i], dt ? ATTN_DTYPE_F16 : ATTN_DTYPE_F32);
+                    worst_task_stack(&sp, shapes[i], kinds[x].dt, kinds[x].precision);
                 cr_expect(used <= ATTN_TASK_STACK_BYTES,
                           "%s, shape %zu, %s K/V: a task used %zu bytes of stack > "
                           "ATTN_TASK_STACK_BYTES (%d)",
-                          attn_isa_name((attn_isa)isa), i, dt ? "F16" : "F32", used,
+                          attn_isa_name((attn_isa)isa), i, kinds[x].name, used,
                           (int)ATTN_TASK_STACK_BYTES);
                 cr_log_info("%s shape %zu %s: %zu bytes", attn_isa_name((attn_isa)isa), i,
-                            dt ? "F16" : "F32", used);
+                            kinds[x].name, used);
             }
     }
     attn_isa_select(ATTN_ISA_AUTO);

@@ -262,13 +262,17 @@ static int parse_preset_list(const cli_option *o, const char *cmd, const char *v
 
 static const cli_option options[] = {
     {"--preset", "NAME", CLI_RUN, P, parse_preset, 0, 0, 0,
-     "prefill (default), decode, prefill-f16, decode-f16, small\n"
+     "prefill (default), decode, prefill-f16, decode-f16, small,\n"
+     "spec-decode, mla-decode\n"
      "prefill: Llama-3-8B-like prefill: batch 1, 32 query heads,\n"
      "  8 KV heads, head_dim 128, q_len = kv_len = 2048, causal, f32\n"
      "decode: one decode step: as prefill but q_len 1, kv_len 4096\n"
      "prefill-f16, decode-f16: the same with K and V stored as f16\n"
      "small: batch 2, 8 query heads, 2 KV heads, head_dim 64,\n"
-     "  q_len = kv_len = 256, causal (a quick check)"},
+     "  q_len = kv_len = 256, causal (a quick check)\n"
+     "spec-decode: as decode-f16 with q_len 4 (4 draft tokens)\n"
+     "mla-decode: DeepSeek-style MLA: 128 query heads, 1 KV head,\n"
+     "  head_dim 576, v_dim 512, kv_len 4096, bf16 K and V"},
     {"--presets", "LIST", CLI_BENCH, P, parse_preset_list, 0, 0, 0,
      "comma-separated presets, in the order to run (default: small,\n"
      "prefill, prefill-f16, decode, decode-f16)"},

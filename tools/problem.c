@@ -17,6 +17,13 @@ const preset cli_presets[] = {
       { LLAMA3_8B_HEADS, 1, 4096, 128, 0 }, true, ATTN_DTYPE_F16 },
     { "small", "a quick check: 2 x 8 heads (GQA 4:1), 256 tokens, head_dim 64",
       { 2, 8, 2, 256, 256, 64, 0 }, true, ATTN_DTYPE_F32 },
+    { "spec-decode", "speculative decoding: 4 draft tokens per step (GQA 4:1: 16 rows per "
+      "KV head), 4096-token f16 cache",
+      { LLAMA3_8B_HEADS, 4, 4096, 128, 0 }, true, ATTN_DTYPE_F16 },
+    { "mla-decode", "DeepSeek-style MLA decode: 128 query heads on one bf16 latent head, "
+      "head_dim 576, v_dim 512, 4096 tokens (V here a separate tensor; engines view the "
+      "latent rows' first 512 columns)",
+      { 1, 128, 1, 1, 4096, 576, 512 }, true, ATTN_DTYPE_BF16 },
 };
 const size_t cli_preset_count = sizeof(cli_presets) / sizeof(cli_presets[0]);
 const char *const cli_bench_order[] = { "small", "prefill", "prefill-f16", "decode", "decode-f16" };

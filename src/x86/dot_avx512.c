@@ -11,7 +11,8 @@
  * vdpbf16ps flushing subnormal factors and sums (attn.h's bounds count
  * both). A mode permits rounding: with few query rows (decode) the bf16
  * kernels take the exact f32 path of the tile family (packing a panel
- * would cost more than it saves there), which is within the mode's bound.
+ * would cost more than it saves there: BF_MIN_ROWS), which is within the
+ * mode's bound.
  *
  *   qk_bf16: q rows rounded to bf16 once per call and depth chunk; keys
  *            packed as a panel of bf16 pairs (dims 2i, 2i + 1 in one
@@ -138,8 +139,17 @@ ATTN_AVX512_INLINE __m512i pairs32(int dt, const unsigned char *row, size_t t, s
 /* ------------------------------------------------------------------------ */
 
 #define BF_PANEL_KEYS 32  /* two vectors of keys */
-#define BF_DEPTH 128      /* dims per pass: 64 pairs */
-#define BF_ROWS 64        /* query rows rounded per pass */
+/* dims per pass (32 pairs) and query rows rounded per pass: panel 4 KiB,
+   rounded rows 8 KiB, so that a task stays within ATTN_TASK_STACK_BYTES
+   (the f32 kernels' panel is 16 KiB); at d 128 two passes, the partial
+   sums kept in s between them as the f32 kernel does past d 128 */
+#define BF_DEPTH 64
+#define BF_ROWS 64
+/* From this many rows on the packed kernels round; below, the exact f32
+   path (tile family) is as fast: it is bound by reading K and V then
+   (decode of a GQA group), where packing would cost more than it saves.
+   8, not the f32 path's 17: MLA decode blocks hold 13 rows at d 576. */
+#define BF_MIN_ROWS 8
 
 /* panel[p * 32 + j] = bf16 pair p (dims t0 + 2p, + 1) of key j, j < 32;
    keys nkeys..31 zero. */
@@ -200,7 +210,7 @@ ATTN_AVX512_INLINE void qk_bf16(int dt, const float *q, ptrdiff_t q_stride, cons
                                 ptrdiff_t k_stride, size_t nq, size_t nk, size_t d, float scale,
                                 float *s, ptrdiff_t s_stride)
 {
-    if (nq < QK_PACKED_MIN_ROWS) { /* few rows: exact (see the top) */
+    if (nq < BF_MIN_ROWS) { /* few rows: exact (see the top) */
         qk_tile(dt, q, q_stride, k, k_stride, nq, nk, d, scale, s, s_stride);
         return;
     }
@@ -246,8 +256,8 @@ ATTN_AVX512_INLINE void qk_bf16(int dt, const float *q, ptrdiff_t q_stride, cons
 /* ------------------------------------------------------------------------ */
 
 #define PV_KEYS 64  /* keys per chunk: 32 pairs */
-#define PV_COLS 64  /* output columns per panel: four vectors */
-#define PV_ROWS 64  /* weight rows rounded per chunk */
+#define PV_COLS 64  /* output columns per panel: four vectors (8 KiB) */
+#define PV_ROWS 64  /* weight rows rounded per chunk (8 KiB) */
 
 /* vp[i * 64 + col] = (v[c0 + 2i][j0 + col], v[c0 + 2i + 1][j0 + col]) as bf16
    pairs for i < np, col < 64 (zero beyond n keys and w columns). */
@@ -306,7 +316,7 @@ ATTN_AVX512_INLINE void pv_bf16(int dt, const float *p, ptrdiff_t p_stride, cons
                                 ptrdiff_t v_stride, size_t nq, size_t nk, size_t dv, float *acc,
                                 ptrdiff_t acc_stride)
 {
-    if (nq < QK_PACKED_MIN_ROWS) { /* few rows: exact (see the top) */
+    if (nq < BF_MIN_ROWS) { /* few rows: exact (see the top) */
         pv_tile(dt, p, p_stride, v, v_stride, nq, nk, dv, acc, acc_stride);
         return;
     }
@@ -345,8 +355,9 @@ ATTN_AVX512_INLINE void pv_bf16(int dt, const float *p, ptrdiff_t p_stride, cons
 /* ------------------------------------------------------------------------ */
 
 #define I8_KEYS 16      /* keys per group: one vector of lanes */
-#define I8_BLOCKS 16    /* blocks per packed chunk: 8 KiB of panel */
-#define I8_QBLOCKS 256  /* quantized query blocks kept per pass (10 KiB) */
+/* stack: 4 KiB of panel, 10 KiB of quantized query (ATTN_TASK_STACK_BYTES) */
+#define I8_BLOCKS 8     /* blocks per packed chunk (d 256) */
+#define I8_QBLOCKS 256  /* quantized query blocks kept per pass: 64 rows at d 128 */
 #define I8_ROWS 4       /* query rows per micro-kernel */
 _Static_assert(ATTN_MAX_HEAD_DIM / ATTN_QBLOCK <= I8_QBLOCKS, "a query row must fit one pass");
 
