@@ -1,7 +1,11 @@
 /*
- * The quantized K/V targets as ratios measured in one process:
- *   decode  B=1 Lq=1 Lk=4096 Hq=32 Hkv=8 d=128: Q8_0, Q4_0, FP8 vs F16 K/V
- *   prefill B=1 Hq=Hkv=8 L=2048 d=128 causal:   Q8_0 vs F32 K/V
+ * The quantized K/V and precision-mode targets as ratios measured in one
+ * process:
+ *   decode  B=1 Lq=1 Lk=4096 Hq=32 Hkv=8 d=128: Q8_0, Q4_0 (each also in
+ *           the int8 mode), FP8 vs F16 K/V
+ *   prefill B=1 Hq=Hkv=8 L=2048 d=128 causal:   Q8_0 (default and int8
+ *           mode), F32 in the bf16 mode, BF16 q/k/v (default and bf16
+ *           mode) vs F32
  * Each repetition times every variant once, in an order shuffled per
  * repetition (so drifting machine load hits all alike); the report gives,
  * per variant, the median and the minimum over the repetitions, and their
@@ -44,6 +48,8 @@ static uint64_t rng_state = 0x9e3779b97f4a7c15u;
 typedef struct variant {
     const char *name;
     int32_t dtype;
+    int64_t precision; /* attn_options.precision (attn.h) */
+    int32_t q_dtype;   /* 0: F32 */
     gen_problem g; /* the problem, from the generator (gen/gen.h) */
     gen_bufs m;
     void *k[LAYERS], *v[LAYERS]; /* layer 0: m's own; prefill uses layer 0 only */
@@ -80,6 +86,8 @@ static void make_variant(variant *v, const attn_shape *s, int causal, int layers
     gen_pin(&p, GEN_C_KV_LEN, s->kv_len);
     gen_pin(&p, GEN_C_HEAD_DIM, s->head_dim);
     gen_pin(&p, GEN_C_K_DTYPE, v->dtype);
+    if (v->q_dtype)
+        gen_pin(&p, GEN_C_Q_DTYPE, v->q_dtype);
     gen_pin(&p, GEN_C_OPT(flags), causal ? ATTN_CAUSAL : 0);
     for (int r = GEN_Q; r <= GEN_V; r++)
         p.val[r].lo = -1.0f, p.val[r].hi = 1.0f;
@@ -119,17 +127,20 @@ static void run(const char *title, const attn_shape *s, int causal, variant *vs,
 {
     for (int i = 0; i < nv; i++)
         make_variant(&vs[i], s, causal, layers);
-    /* q and out: the first variant's (every variant draws the same q) */
-    const attn_tensor qt = vs[0].m.t[GEN_Q], ot = vs[0].m.t[GEN_OUT];
+    /* out: the first variant's; q each variant's own (the same values,
+       in its dtype) */
+    const attn_tensor ot = vs[0].m.t[GEN_OUT];
     opt->flags = causal ? ATTN_CAUSAL : 0u;
-    int order[8];
+    int order[16];
     for (int i = 0; i < nv; i++) {
         vs[i].times = malloc((size_t)reps * sizeof(double));
         order[i] = i;
     }
     for (int w = 0; w < nv; w++) { /* warm-up: one call each */
-        const attn_tensor kt = vs[w].m.t[GEN_K], vt = vs[w].m.t[GEN_V];
-        if (attn_forward(s, opt, &qt, &kt, &vt, &ot, NULL) != ATTN_OK) {
+        const attn_tensor kt = vs[w].m.t[GEN_K], vt = vs[w].m.t[GEN_V], qt = vs[w].m.t[GEN_Q];
+        attn_options o = *opt;
+        o.precision = vs[w].precision;
+        if (attn_forward(s, &o, &qt, &kt, &vt, &ot, NULL) != ATTN_OK) {
             fprintf(stderr, "%s: attn_forward failed\n", vs[w].name);
             exit(1);
         }
@@ -145,22 +156,25 @@ static void run(const char *title, const attn_shape *s, int causal, variant *vs,
             variant *v = &vs[order[i]];
             const int layer = r % layers;
             attn_tensor kt = v->m.t[GEN_K], vt = v->m.t[GEN_V];
+            const attn_tensor qt = v->m.t[GEN_Q];
             kt.data = v->k[layer];
             vt.data = v->v[layer];
+            attn_options o = *opt;
+            o.precision = v->precision;
             const double t0 = now();
             for (int c = 0; c < calls; c++)
-                attn_forward(s, opt, &qt, &kt, &vt, &ot, NULL);
+                attn_forward(s, &o, &qt, &kt, &vt, &ot, NULL);
             v->times[r] = (now() - t0) / calls;
         }
     }
     printf("%s (%d repetitions x %d calls)\n", title, reps, calls);
-    double med[8], best[8];
+    double med[16], best[16];
     for (int i = 0; i < nv; i++) {
         med[i] = median(vs[i].times, reps); /* sorts */
         best[i] = vs[i].times[0];
     }
     for (int i = 0; i < nv; i++)
-        printf("  %-5s median %9.3f ms (%.3fx %s)   min %9.3f ms (%.3fx %s)\n", vs[i].name,
+        printf("  %-12s median %9.3f ms (%.3fx %s)   min %9.3f ms (%.3fx %s)\n", vs[i].name,
                1e3 * med[i], med[i] / med[base], vs[base].name, 1e3 * best[i],
                best[i] / best[base], vs[base].name);
     for (int i = 0; i < nv; i++) {
@@ -213,20 +227,28 @@ int main(int argc, char **argv)
     printf("libattn %s, ISA %s, %d thread(s)\n", attn_version_string(),
            attn_isa_name(attn_isa_active()), pool ? attn_threadpool_size(pool) : 1);
 
+    /* the precision modes (attn.h): ".int8" and ".bf16" variants */
     {
         const attn_shape s = {1, 32, 8, 1, 4096, 128, 128};
-        variant vs[4] = {{.name = "f16", .dtype = ATTN_DTYPE_F16},
+        variant vs[6] = {{.name = "f16", .dtype = ATTN_DTYPE_F16},
                          {.name = "q8_0", .dtype = ATTN_DTYPE_Q8_0},
+                         {.name = "q8_0.int8", .dtype = ATTN_DTYPE_Q8_0, .precision = 2},
                          {.name = "q4_0", .dtype = ATTN_DTYPE_Q4_0},
+                         {.name = "q4_0.int8", .dtype = ATTN_DTYPE_Q4_0, .precision = 2},
                          {.name = "fp8", .dtype = ATTN_DTYPE_FP8_E4M3}};
         run("decode B=1 Lq=1 Lk=4096 Hq=32 Hkv=8 d=128, 12 layers' caches in turn", &s, 0, vs,
-            4, reps * LAYERS, decode_calls, LAYERS, &opt, 0);
+            6, reps * LAYERS, decode_calls, LAYERS, &opt, 0);
     }
     {
         const attn_shape s = {1, 8, 8, 2048, 2048, 128, 128};
-        variant vs[2] = {{.name = "f32", .dtype = ATTN_DTYPE_F32},
-                         {.name = "q8_0", .dtype = ATTN_DTYPE_Q8_0}};
-        run("prefill B=1 Hq=Hkv=8 L=2048 d=128 causal", &s, 1, vs, 2, reps, 1, 1, &opt, 0);
+        variant vs[6] = {{.name = "f32", .dtype = ATTN_DTYPE_F32},
+                         {.name = "q8_0", .dtype = ATTN_DTYPE_Q8_0},
+                         {.name = "q8_0.int8", .dtype = ATTN_DTYPE_Q8_0, .precision = 2},
+                         {.name = "f32.bf16", .dtype = ATTN_DTYPE_F32, .precision = 1},
+                         {.name = "bf16qkv", .dtype = ATTN_DTYPE_BF16, .q_dtype = ATTN_DTYPE_BF16},
+                         {.name = "bf16qkv.bf16", .dtype = ATTN_DTYPE_BF16,
+                          .q_dtype = ATTN_DTYPE_BF16, .precision = 1}};
+        run("prefill B=1 Hq=Hkv=8 L=2048 d=128 causal", &s, 1, vs, 6, reps, 1, 1, &opt, 0);
     }
     attn_threadpool_destroy(pool);
     return 0;
