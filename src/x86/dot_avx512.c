@@ -456,12 +456,31 @@ ATTN_AVX512_INLINE void i8_pack(int dt, const unsigned char *k, uintptr_t kb, si
     }
 }
 
-/* R rows (R <= 4) x one packed group, blocks 0 .. nb of the chunk; acc[r]
-   carries the f32 sums (lane l: key kperm[l]). */
+/* A dword of a query block's integers, broadcast (one load). */
+ATTN_AVX512_INLINE __m512i i8_qword(const attn_q8_block *x, size_t w)
+{
+    int32_t v;
+    memcpy(&v, x->n + 4 * w, sizeof v);
+    return _mm512_set1_epi32(v);
+}
+
+/*
+ * R rows (R <= 4) x one packed group over the nb blocks of the chunk: the
+ * f32 sums start from zero (first chunk) or from the partial sums left in
+ * s, and are stored back in key order (scaled after the last chunk). The
+ * accumulators stay in registers for the whole chunk.
+ */
 ATTN_AVX512_INLINE void i8_rows(int dt, size_t R, const attn_q8_block *qb, size_t q_blocks,
-                                const uint32_t *kp, const float *ks, size_t nb, __m512 *acc)
+                                const uint32_t *kp, const float *ks, size_t nb, float *s,
+                                ptrdiff_t s_stride, __mmask16 m, int first, int last,
+                                float scale, __m512i perm)
 {
     const int off = dt == ATTN_KV_Q8_0 ? 128 : 8;
+    __m512 acc[I8_ROWS];
+    for (size_t r = 0; r < R; r++)
+        acc[r] = first ? _mm512_setzero_ps()
+                       : _mm512_permutexvar_ps(perm, _mm512_maskz_loadu_ps(
+                                                         m, s + (ptrdiff_t)r * s_stride));
     for (size_t b = 0; b < nb; b++) {
         __m512i kv[8];
         for (size_t w = 0; w < 8; w++)
@@ -469,23 +488,29 @@ ATTN_AVX512_INLINE void i8_rows(int dt, size_t R, const attn_q8_block *qb, size_
         const __m512 dk = _mm512_load_ps(ks + b * 16);
         for (size_t r = 0; r < R; r++) {
             const attn_q8_block *x = &qb[r * q_blocks + b];
-            int32_t qd[8];
-            memcpy(qd, x->n, sizeof qd);
-            /* two chains, so that eight dependent vpdpbusd do not wait on
-               each other's latency */
+            /* four chains, so that eight dependent vpdpbusd do not wait on
+               each other's latency; the offset times the q sum, exactly */
             __m512i s0 = _mm512_set1_epi32(-off * x->sum), s1 = _mm512_setzero_si512();
-            s0 = _mm512_dpbusd_epi32(s0, kv[0], _mm512_set1_epi32(qd[0]));
-            s1 = _mm512_dpbusd_epi32(s1, kv[1], _mm512_set1_epi32(qd[1]));
-            s0 = _mm512_dpbusd_epi32(s0, kv[2], _mm512_set1_epi32(qd[2]));
-            s1 = _mm512_dpbusd_epi32(s1, kv[3], _mm512_set1_epi32(qd[3]));
-            s0 = _mm512_dpbusd_epi32(s0, kv[4], _mm512_set1_epi32(qd[4]));
-            s1 = _mm512_dpbusd_epi32(s1, kv[5], _mm512_set1_epi32(qd[5]));
-            s0 = _mm512_dpbusd_epi32(s0, kv[6], _mm512_set1_epi32(qd[6]));
-            s1 = _mm512_dpbusd_epi32(s1, kv[7], _mm512_set1_epi32(qd[7]));
+            __m512i s2 = _mm512_setzero_si512(), s3 = _mm512_setzero_si512();
+            s0 = _mm512_dpbusd_epi32(s0, kv[0], i8_qword(x, 0));
+            s1 = _mm512_dpbusd_epi32(s1, kv[1], i8_qword(x, 1));
+            s2 = _mm512_dpbusd_epi32(s2, kv[2], i8_qword(x, 2));
+            s3 = _mm512_dpbusd_epi32(s3, kv[3], i8_qword(x, 3));
+            s0 = _mm512_dpbusd_epi32(s0, kv[4], i8_qword(x, 4));
+            s1 = _mm512_dpbusd_epi32(s1, kv[5], i8_qword(x, 5));
+            s2 = _mm512_dpbusd_epi32(s2, kv[6], i8_qword(x, 6));
+            s3 = _mm512_dpbusd_epi32(s3, kv[7], i8_qword(x, 7));
             /* the exact integer block sum: |it| < 2^24, so converting is exact */
-            const __m512 isum = _mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1));
+            const __m512 isum = _mm512_cvtepi32_ps(
+                _mm512_add_epi32(_mm512_add_epi32(s0, s1), _mm512_add_epi32(s2, s3)));
             acc[r] = _mm512_fmadd_ps(isum, _mm512_mul_ps(dk, _mm512_set1_ps(x->dq)), acc[r]);
         }
+    }
+    for (size_t r = 0; r < R; r++) {
+        __m512 x = _mm512_permutexvar_ps(perm, acc[r]);
+        if (last)
+            x = _mm512_mul_ps(x, _mm512_set1_ps(scale));
+        _mm512_mask_storeu_ps(s + (ptrdiff_t)r * s_stride, m, x);
     }
 }
 
@@ -521,24 +546,13 @@ ATTN_AVX512_INLINE void qk_i8(int dt, const float *q, ptrdiff_t q_stride, const 
                 for (size_t r = 0; r < nr; r += I8_ROWS) {
                     const size_t R = nr - r < I8_ROWS ? nr - r : I8_ROWS;
                     float *sr = s + (ptrdiff_t)(r0 + r) * s_stride + (ptrdiff_t)c0;
-                    __m512 acc[I8_ROWS];
-                    for (size_t i = 0; i < R; i++)
-                        acc[i] = first ? _mm512_setzero_ps()
-                                       : _mm512_permutexvar_ps(
-                                             perm, _mm512_maskz_loadu_ps(m, sr + (ptrdiff_t)i * s_stride));
-                    /* a switch, so that each R is its own loop with the
-                       accumulators in registers */
+                    const attn_q8_block *x = qb + r * nb + bc;
+                    /* a switch, so that each R is its own loop */
                     switch (R) {
-                    case 4: i8_rows(dt, 4, qb + r * nb + bc, nb, kp, ks, nbc, acc); break;
-                    case 3: i8_rows(dt, 3, qb + r * nb + bc, nb, kp, ks, nbc, acc); break;
-                    case 2: i8_rows(dt, 2, qb + r * nb + bc, nb, kp, ks, nbc, acc); break;
-                    default: i8_rows(dt, 1, qb + r * nb + bc, nb, kp, ks, nbc, acc); break;
-                    }
-                    for (size_t i = 0; i < R; i++) {
-                        __m512 x = _mm512_permutexvar_ps(perm, acc[i]);
-                        if (last)
-                            x = _mm512_mul_ps(x, _mm512_set1_ps(scale));
-                        _mm512_mask_storeu_ps(sr + (ptrdiff_t)i * s_stride, m, x);
+                    case 4: i8_rows(dt, 4, x, nb, kp, ks, nbc, sr, s_stride, m, first, last, scale, perm); break;
+                    case 3: i8_rows(dt, 3, x, nb, kp, ks, nbc, sr, s_stride, m, first, last, scale, perm); break;
+                    case 2: i8_rows(dt, 2, x, nb, kp, ks, nbc, sr, s_stride, m, first, last, scale, perm); break;
+                    default: i8_rows(dt, 1, x, nb, kp, ks, nbc, sr, s_stride, m, first, last, scale, perm); break;
                     }
                 }
             }
