@@ -236,16 +236,19 @@ ATTN_AVX512_INLINE void qk_bf16(int dt, const float *q, ptrdiff_t q_stride, cons
                 const __mmask16 m1 = attn_mask16(nkeys > 16 ? nkeys - 16 : 0);
                 bf_pack_keys(dt, row_at(k, c0, kb), kb, nkeys, t0, td, panel);
                 float *sc = s + (ptrdiff_t)r0 * s_stride + (ptrdiff_t)c0;
-                size_t r = 0;
-                for (; r + 8 <= nr; r += 8)
-                    bf_panel_rows(8, qp + r * (BF_DEPTH / 2), np, panel, m0, m1, first, last,
-                                  scale, sc + (ptrdiff_t)r * s_stride, s_stride);
-                for (; r + 4 <= nr; r += 4)
-                    bf_panel_rows(4, qp + r * (BF_DEPTH / 2), np, panel, m0, m1, first, last,
-                                  scale, sc + (ptrdiff_t)r * s_stride, s_stride);
-                for (; r < nr; r++)
-                    bf_panel_rows(1, qp + r * (BF_DEPTH / 2), np, panel, m0, m1, first, last,
-                                  scale, sc + (ptrdiff_t)r * s_stride, s_stride);
+                /* groups of 8 rows, then the rest in one group (each R its
+                   own loop, accumulators in registers) */
+                for (size_t r = 0; r < nr; r += 8) {
+                    const uint32_t *qr = qp + r * (BF_DEPTH / 2);
+                    float *sr = sc + (ptrdiff_t)r * s_stride;
+#define BF_ROWS_CASE(R)                                                                     \
+    case R: bf_panel_rows(R, qr, np, panel, m0, m1, first, last, scale, sr, s_stride); break;
+                    switch (nr - r < 8 ? nr - r : 8) {
+                        BF_ROWS_CASE(1) BF_ROWS_CASE(2) BF_ROWS_CASE(3) BF_ROWS_CASE(4)
+                        BF_ROWS_CASE(5) BF_ROWS_CASE(6) BF_ROWS_CASE(7) default: BF_ROWS_CASE(8)
+                    }
+#undef BF_ROWS_CASE
+                }
             }
         }
     }
@@ -272,11 +275,19 @@ ATTN_AVX512_INLINE void pv_pack_values(int dt, const void *v, uintptr_t vb, size
             if (x < w) {
                 const size_t cn = w - x < 16 ? w - x : 16;
                 const __mmask16 m = attn_mask16(cn);
-                lo = bf16_bits(cn == 16 ? load16(dt, r0, j0 + x) : maskz_load16(dt, m, r0, j0 + x));
-                if (has1) {
-                    const unsigned char *r1 = row_at(v, 2 * i + 1, vb);
-                    hi = bf16_bits(cn == 16 ? load16(dt, r1, j0 + x)
-                                            : maskz_load16(dt, m, r1, j0 + x));
+                const unsigned char *r1 = row_at(v, 2 * i + 1, vb);
+                if (dt == ATTN_KV_BF16) { /* already bf16: widen the bits */
+                    lo = _mm512_cvtepu16_epi32(
+                        _mm256_maskz_loadu_epi16(m, (const uint16_t *)r0 + j0 + x));
+                    if (has1)
+                        hi = _mm512_cvtepu16_epi32(
+                            _mm256_maskz_loadu_epi16(m, (const uint16_t *)r1 + j0 + x));
+                } else {
+                    lo = bf16_bits(cn == 16 ? load16(dt, r0, j0 + x)
+                                            : maskz_load16(dt, m, r0, j0 + x));
+                    if (has1)
+                        hi = bf16_bits(cn == 16 ? load16(dt, r1, j0 + x)
+                                                : maskz_load16(dt, m, r1, j0 + x));
                 }
             }
             _mm512_store_si512(vp + i * PV_COLS + x, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
@@ -338,13 +349,16 @@ ATTN_AVX512_INLINE void pv_bf16(int dt, const float *p, ptrdiff_t p_stride, cons
                 const size_t w = dv - j0 < PV_COLS ? dv - j0 : PV_COLS;
                 pv_pack_values(dt, row_at(v, c0, vb), vb, n, j0, w, vp);
                 float *ac = acc + (ptrdiff_t)r0 * acc_stride + (ptrdiff_t)j0;
-                size_t r = 0;
-                for (; r + 4 <= nr; r += 4)
-                    pv_bf_rows(4, pp + r * (PV_KEYS / 2), np, vp, w,
-                               ac + (ptrdiff_t)r * acc_stride, acc_stride);
-                for (; r < nr; r++)
-                    pv_bf_rows(1, pp + r * (PV_KEYS / 2), np, vp, w,
-                               ac + (ptrdiff_t)r * acc_stride, acc_stride);
+                for (size_t r = 0; r < nr; r += 4) {
+                    const uint32_t *pr = pp + r * (PV_KEYS / 2);
+                    float *ar = ac + (ptrdiff_t)r * acc_stride;
+                    switch (nr - r < 4 ? nr - r : 4) {
+                    case 1: pv_bf_rows(1, pr, np, vp, w, ar, acc_stride); break;
+                    case 2: pv_bf_rows(2, pr, np, vp, w, ar, acc_stride); break;
+                    case 3: pv_bf_rows(3, pr, np, vp, w, ar, acc_stride); break;
+                    default: pv_bf_rows(4, pr, np, vp, w, ar, acc_stride); break;
+                    }
+                }
             }
         }
     }
