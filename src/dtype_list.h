@@ -111,8 +111,8 @@ static inline int attn_dtype_list_covers(attn_dtype dtype)
  * `field` of an attn_dtype value, `none` for a value outside the list:
  * bytes, block, name, kind (ATTN_DTYPE_KIND_*), float (a float kind),
  * quant (QBLOCK or FP8), q, kv, out (ATTN_DTYPE_OUT_*). A switch over the
- * lines, so it compiles to what a hand-written switch did. The one reader of the list's columns
- * for src/, the tools, the generator and the tests.
+ * lines, so it compiles to what a hand-written switch did. The one reader of
+ * the list's columns for src/, the tools, the generator and the tests.
  */
 #define ATTN_DTYPE_GET(dtype, field, none)                                    \
     switch (dtype) {                                                          \

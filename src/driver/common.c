@@ -223,6 +223,7 @@ void attn_fill_out_row(const attn_tensor *t, int64_t b, int64_t h, int64_t r, fl
         attn_fill((float *)(void *)dst, n, value);
         return;
     }
-    for (int64_t j = 0; j < n; j++)
-        store_halves(dst + 2 * j, &value, 1, t->dtype);
+    store_halves(dst, &value, 1, t->dtype); /* rounded once, then copied */
+    for (int64_t j = 1; j < n; j++)
+        memcpy(dst + 2 * j, dst, 2);
 }
