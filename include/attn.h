@@ -18,7 +18,7 @@
  *   q      [batch][q_heads ][q_len ][head_dim]   F32, F16 or BF16
  *   k      [batch][kv_heads][kv_len][head_dim]   F32, F16, BF16, Q8_0, Q4_0, FP8_E4M3
  *   v      [batch][kv_heads][kv_len][v_dim]      the same as k (its own dtype)
- *   out    [batch][q_heads ][q_len ][v_dim]      F32
+ *   out    [batch][q_heads ][q_len ][v_dim]      F32, F16 or BF16 (see attn_forward)
  *   scores [batch][q_heads ][q_len ][kv_len]     F32 (also weights)
  *   mask   [batch][q_heads ][q_len ][kv_len]     BOOL (1 byte), strides may be 0
  *   bias   [batch][q_heads ][q_len ][kv_len]     F32, strides may be 0
@@ -506,7 +506,23 @@ ATTN_API attn_status attn_weights(const attn_shape *shape, const attn_options *o
 
 /*
  * out = softmax(S) . V, fused: tiled with an online softmax, the score
- * table is never materialised. out must be F32.
+ * table is never materialised.
+ *
+ * out is F32, F16 or BF16 (the model's dtype, written directly; any other
+ * dtype is ATTN_ERR_ARG, nothing written). Accumulation, normalisation and
+ * the row statistics (lse, max_score, entropy) are f32 whatever out's
+ * dtype: each row is computed as an F32 out would hold it, bit for bit on
+ * the same ISA, and each element is then rounded once, to nearest (ties to
+ * even), into the out dtype; the stats are the F32 call's bits. An F16 or
+ * BF16 element is therefore within the F32 result's error bound E plus one
+ * rounding: |h - o| <= E + u |o| (exactly, (1 + u) E + u |o|; o the exact
+ * value), u = 2^-11 for F16 and 2^-8 for BF16. Below the format's normal
+ * range (2^-14 for F16, 2^-126 for BF16) the rounding is absolute instead,
+ * at most half the subnormal spacing (2^-25, 2^-134): subnormals are kept,
+ * never flushed. F16 overflows as IEEE says: an element whose magnitude
+ * rounds to 2^16 or more (f32 value >= 65520 in magnitude) is +-inf (BF16
+ * has f32's range). NaN stays NaN (quiet, sign kept), +-inf stays +-inf,
+ * and rows without a visible key are +0.
  */
 ATTN_API attn_status attn_forward(const attn_shape *shape, const attn_options *opt,
                                   const attn_tensor *q, const attn_tensor *k,
@@ -569,11 +585,18 @@ typedef struct attn_partial {
  * head_dim are not used but must be valid); only batch, q_heads, q_len and
  * v_dim size the tensors. Of opt only struct_size, flags (ATTN_CAUSAL is
  * accepted and has no effect; other bits are ATTN_ERR_ARG, as everywhere),
- * parallel_for and parallel_ctx are read. out must be F32 and share no byte with any part
+ * parallel_for and parallel_ctx are read. out must share no byte with any part
  * (ATTN_ERR_STRIDE); lse may be NULL, else float[batch][q_heads][q_len] and
  * separate from everything else. The result equals the call over the union
  * of the keys within the sum of the partials' error and the merge's own
  * rounding (tests/tolerance.h, "merge").
+ * out is F32, F16 or BF16 (the parts' out F32 only; any other dtype is
+ * ATTN_ERR_ARG, nothing written): the merged row is accumulated in f32 as
+ * for an F32 out (the same bits) and each element rounded once, to nearest
+ * even, into the out dtype, as attn_forward does and with the same bound:
+ * the F32 bound E plus one rounding, |h - o| <= (1 + u) E + u |o|, u = 2^-11
+ * (F16) or 2^-8 (BF16), subnormals kept (half their spacing absolutely),
+ * F16 overflow to +-inf, NaN kept. lse stays f32 (the F32 call's bits).
  */
 ATTN_API attn_status attn_merge(const attn_shape *shape, const attn_options *opt,
                                 const attn_partial *parts, int64_t n_parts,

@@ -36,7 +36,9 @@ static void write_module(FILE *f)
           "  block  values per stride unit (32 for the block formats, else 1)\n"
           "  bytes  bytes per stride unit (one value, or one block)\n"
           "  kind   'float', 'qblock', 'fp8' or 'bool'\n"
-          "  q, kv, out  valid as the query, as K/V, as scores/weights/forward output\n"
+          "  q, kv  valid as the query, as K/V\n"
+          "  out    where it may be an output: 'any' (every output), 'rounded' (only\n"
+          "         the out of forward and merge, rounded once from f32), 'none'\n"
           "\"\"\"\n"
           "\n"
           "import collections\n"
@@ -49,8 +51,9 @@ static void write_module(FILE *f)
     fprintf(f, "    Row(\"%s\", %d, \"%s\", %d, %d, \"", #ID, (int)ATTN_DTYPE_##ID, name,  \
             (int)(block), (int)(bytes));                                                  \
     put_lower(f, #kind);                                                                  \
-    fprintf(f, "\", %s, %s, %s),\n", (q) ? "True" : "False", (kv) ? "True" : "False",      \
-            (out) ? "True" : "False");
+    fprintf(f, "\", %s, %s, \"", (q) ? "True" : "False", (kv) ? "True" : "False");        \
+    put_lower(f, #out);                                                                   \
+    fputs("\"),\n", f);
     ATTN_DTYPE_LIST(PY_ROW)
 #undef PY_ROW
     fputs(")\n", f);

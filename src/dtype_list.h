@@ -22,7 +22,12 @@
  *          QBLOCK (ggml's block formats), FP8, BOOL
  *   q      1: a valid query dtype (attn.h)
  *   kv     1: a valid K/V dtype
- *   out    1: a valid dtype of scores, weights and the forward's output
+ *   out    where it is a valid output dtype (ATTN_DTYPE_OUT_##out):
+ *          ANY: every operation's output (scores, weights, mask_apply's
+ *          table, the forward's and attn_merge's out, the backward's
+ *          gradients); ROUNDED: only the out of attn_forward and attn_merge,
+ *          the f32 row rounded once to it (src/half.h; an attn_op says
+ *          whether its out takes these, src/problem.h); NONE: no output
  *
  * Lines are in attn_dtype order and cover every value (checked below at
  * compile time); the float kinds come first (src/dsp.h relies on it).
@@ -40,6 +45,13 @@
 #define ATTN_Q8_0_BYTES 34 /* f16 d, then 32 int8 */
 #define ATTN_Q4_0_BYTES 18 /* f16 d, then 16 bytes of nibble pairs */
 
+/* The `out` column. */
+typedef enum attn_dtype_out {
+    ATTN_DTYPE_OUT_NONE,
+    ATTN_DTYPE_OUT_ROUNDED,
+    ATTN_DTYPE_OUT_ANY
+} attn_dtype_out;
+
 typedef enum attn_dtype_kind {
     ATTN_DTYPE_KIND_FLOAT,
     ATTN_DTYPE_KIND_QBLOCK,
@@ -49,13 +61,13 @@ typedef enum attn_dtype_kind {
 
 /* clang-format off */
 #define ATTN_DTYPE_LIST(X)                                                   \
-    X(F32,      "f32",  1,           4,               FLOAT,  1, 1, 1)      \
-    X(F16,      "f16",  1,           2,               FLOAT,  1, 1, 0)      \
-    X(BF16,     "bf16", 1,           2,               FLOAT,  1, 1, 0)      \
-    X(BOOL,     "bool", 1,           1,               BOOL,   0, 0, 0)      \
-    X(Q8_0,     "q8_0", ATTN_QBLOCK, ATTN_Q8_0_BYTES, QBLOCK, 0, 1, 0)      \
-    X(Q4_0,     "q4_0", ATTN_QBLOCK, ATTN_Q4_0_BYTES, QBLOCK, 0, 1, 0)      \
-    X(FP8_E4M3, "fp8",  1,           1,               FP8,    0, 1, 0)
+    X(F32,      "f32",  1,           4,               FLOAT,  1, 1, ANY)     \
+    X(F16,      "f16",  1,           2,               FLOAT,  1, 1, ROUNDED) \
+    X(BF16,     "bf16", 1,           2,               FLOAT,  1, 1, ROUNDED) \
+    X(BOOL,     "bool", 1,           1,               BOOL,   0, 0, NONE)    \
+    X(Q8_0,     "q8_0", ATTN_QBLOCK, ATTN_Q8_0_BYTES, QBLOCK, 0, 1, NONE)    \
+    X(Q4_0,     "q4_0", ATTN_QBLOCK, ATTN_Q4_0_BYTES, QBLOCK, 0, 1, NONE)    \
+    X(FP8_E4M3, "fp8",  1,           1,               FP8,    0, 1, NONE)
 /* clang-format on */
 
 /* ATTN_DTYPE_COUNT: the number of lines, so every value in [0, count) is a
@@ -98,9 +110,9 @@ static inline int attn_dtype_list_covers(attn_dtype dtype)
  * ATTN_DTYPE_GET(dtype, field, none): a function body returning the list's
  * `field` of an attn_dtype value, `none` for a value outside the list:
  * bytes, block, name, kind (ATTN_DTYPE_KIND_*), float (a float kind),
- * quant (QBLOCK or FP8), q, kv, out. A switch over the lines, so it compiles
- * to what a hand-written switch did. The one reader of the list's columns
- * for src/, the tools, the generator and the tests.
+ * quant (QBLOCK or FP8), q, kv, out (ATTN_DTYPE_OUT_*). A switch over the
+ * lines, so it compiles to what a hand-written switch did. The one reader of
+ * the list's columns for src/, the tools, the generator and the tests.
  */
 #define ATTN_DTYPE_GET(dtype, field, none)                                    \
     switch (dtype) {                                                          \
@@ -125,6 +137,6 @@ static inline int attn_dtype_list_covers(attn_dtype dtype)
 #define ATTN_DTYPE_X_GET_kv(ID, name, block, bytes, kind, q, kv, out) \
     case ATTN_DTYPE_##ID: return kv;
 #define ATTN_DTYPE_X_GET_out(ID, name, block, bytes, kind, q, kv, out) \
-    case ATTN_DTYPE_##ID: return out;
+    case ATTN_DTYPE_##ID: return ATTN_DTYPE_OUT_##out;
 
 #endif /* ATTN_DTYPE_LIST_H */

@@ -33,6 +33,10 @@ typedef struct attn_op {
     int reads_qk;           /* q and k, and with them the paging fields */
     int reads_v;            /* v */
     attn_out_cols out_cols; /* the columns of `out` */
+    int rounds_out;         /* `out` may also have a dtype whose line of
+                               src/dtype_list.h says ROUNDED (F16, BF16): the
+                               module writes its f32 rows through
+                               attn_store_out_row (src/driver/driver.h) */
     int writes_stats;       /* the attn_row_stats argument (else ignored) */
     /* NULL, or the outputs the operation sizes itself after `out` is checked
        and before the stats are (the forward: the split-KV workspace when the
@@ -108,11 +112,22 @@ static inline int attn_dtype_is_float_input(int32_t dtype) { ATTN_DTYPE_GET(dtyp
 /* Q8_0, Q4_0, FP8_E4M3: what attn_quantize writes. */
 static inline int attn_dtype_is_quantized(int32_t dtype) { ATTN_DTYPE_GET(dtype, quant, 0) }
 
-/* A valid dtype of q; of k and v (attn.h, "Quantized K/V caches"); of the
-   scores, weights and the forward's output. */
+/* A valid dtype of q; of k and v (attn.h, "Quantized K/V caches"). */
 static inline int attn_dtype_is_q(int32_t dtype) { ATTN_DTYPE_GET(dtype, q, 0) }
 static inline int attn_dtype_is_kv(int32_t dtype) { ATTN_DTYPE_GET(dtype, kv, 0) }
-static inline int attn_dtype_is_output(int32_t dtype) { ATTN_DTYPE_GET(dtype, out, 0) }
+/* Where a dtype may be an output (ATTN_DTYPE_OUT_*, the list's `out`). */
+static inline attn_dtype_out attn_dtype_output(int32_t dtype)
+{
+    ATTN_DTYPE_GET(dtype, out, ATTN_DTYPE_OUT_NONE)
+}
+/* A valid dtype of every output (scores, weights, dq, attn_merge's parts);
+   with `rounded`, of an output an operation rounds its f32 rows into (the
+   forward's and attn_merge's out: F16, BF16 too). */
+static inline int attn_dtype_is_output(int32_t dtype, int rounded)
+{
+    const attn_dtype_out where = attn_dtype_output(dtype);
+    return where == ATTN_DTYPE_OUT_ANY || (rounded && where == ATTN_DTYPE_OUT_ROUNDED);
+}
 
 /*
  * Query row 0's position minus key row 0's, for sequence b (lq, lk its valid

@@ -1,7 +1,8 @@
 /*
  * The quantized K/V formats' scalar helpers (src/scalar/quant_scalar.c):
- * the E4M3 decoder and encoder, the binary16 encoder, and the
- * row quantizers behind attn_quantize (src/driver/quantize.c).
+ * the E4M3 decoder and encoder and the row quantizers behind attn_quantize
+ * (src/driver/quantize.c). The binary16 encoder of the block scales is
+ * src/half.h's, shared with the 16-bit outputs.
  */
 #ifndef ATTN_QUANT_H
 #define ATTN_QUANT_H
@@ -13,8 +14,6 @@
 float attn_e4m3_to_f32(uint8_t x);
 /* Round to nearest even; above 448 (and +-inf) saturates to +-448. */
 uint8_t attn_f32_to_e4m3(float x);
-/* IEEE binary16, round to nearest even (overflow to inf, NaN kept). */
-uint16_t attn_f32_to_f16(float f);
 
 /* 1 when a row of n values (a multiple of 32 for the block formats) can be
    quantized to dtype: finite, and every block's scale fits binary16. */

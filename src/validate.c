@@ -410,7 +410,7 @@ attn_status attn_validate(attn_problem *pb, const attn_op *op, const attn_shape 
         return ATTN_ERR_SHAPE;
     if (needs_v && !splits_into_blocks(v->dtype, v_dim))
         return ATTN_ERR_SHAPE;
-    if (!attn_dtype_is_output(out->dtype))
+    if (!attn_dtype_is_output(out->dtype, op->rounds_out))
         return ATTN_ERR_ARG;
     TRY(check_option_dtypes(&o));
     TRY(check_lengths(o.q_lens, s.batch, s.q_len));

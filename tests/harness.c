@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "ref.h"
 #ifdef ATTN_TEST_AVX512_EMU
 #include "x86/avx512.h" /* attn_dsp_init_avx512_emu */
 #endif
@@ -377,6 +378,40 @@ void expect_bits(const char *what, const float *got, const float *want, size_t n
         CHECK(f32_bits(got[i]) == f32_bits(want[i]),
               "%s: element %zu of %zu differs: got %.9g (0x%08x), want %.9g (0x%08x)", what, i, n,
               (double)got[i], f32_bits(got[i]), (double)want[i], f32_bits(want[i]));
+}
+
+void expect_rounded16(const char *what, const void *got, ptrdiff_t got_stride, int32_t dtype,
+                      const float *want, ptrdiff_t want_stride, size_t rows, size_t cols)
+{
+    const unsigned char *g = got;
+    for (size_t r = 0; r < rows; r++)
+        for (size_t c = 0; c < cols; c++) {
+            const float x = want[(ptrdiff_t)r * want_stride + (ptrdiff_t)c];
+            uint16_t h;
+            memcpy(&h, g + 2 * ((ptrdiff_t)r * got_stride + (ptrdiff_t)c), 2);
+            const uint16_t rne = dtype == ATTN_DTYPE_F16 ? ref_f32_to_f16(x) : ref_f32_to_bf16(x);
+            const uint16_t exp_mask = dtype == ATTN_DTYPE_F16 ? 0x7c00u : 0x7f80u;
+            const int h_nan = (h & exp_mask) == exp_mask && (h & ~exp_mask & 0x7fffu);
+            const int ok = isnan(x) ? h_nan && (h >> 15) == (f32_bits(x) >> 31) : h == rne;
+            CHECK(ok, "%s: [%zu][%zu] is 0x%04x, want %s(%.9g = 0x%08x) = 0x%04x%s", what, r, c,
+                  h, dtype == ATTN_DTYPE_F16 ? "f16" : "bf16", (double)x, f32_bits(x), rne,
+                  isnan(x) ? " (any NaN of that sign)" : "");
+        }
+}
+
+void decode16(const void *src, int32_t dtype, float *dst, size_t n)
+{
+    const unsigned char *s = src;
+    for (size_t i = 0; i < n; i++) {
+        uint16_t h;
+        memcpy(&h, s + 2 * i, 2);
+        dst[i] = (float)(dtype == ATTN_DTYPE_F16 ? ref_f16_to_double(h) : ref_bf16_to_double(h));
+    }
+}
+
+uint16_t canary16(int32_t dtype)
+{
+    return dtype == ATTN_DTYPE_F16 ? 0x7d5au : 0x7fa5u;
 }
 
 void expect_bytes(const char *what, const void *got, const void *want, size_t n)

@@ -151,6 +151,21 @@ void expect_bits(const char *what, const float *got, const float *want, size_t n
 /* Bitwise equality of bytes. */
 void expect_bytes(const char *what, const void *got, const void *want, size_t n);
 
+/*
+ * 16-bit outputs (attn_forward's and attn_merge's out in F16 or BF16; the
+ * bounds are tolerance.h's "16-bit outputs"). expect_rounded16: got (dtype
+ * F16 or BF16, rows x cols, got_stride elements between rows) is want (f32)
+ * rounded to nearest even, bit for bit, by tests/ref.c's own encoders; a
+ * NaN must be a NaN of the same sign (payloads are not specified).
+ * decode16: n such values, exactly, as floats.
+ */
+void expect_rounded16(const char *what, const void *got, ptrdiff_t got_stride, int32_t dtype,
+                      const float *want, ptrdiff_t want_stride, size_t rows, size_t cols);
+void decode16(const void *src, int32_t dtype, float *dst, size_t n);
+/* A signalling NaN of the dtype (F16 0x7d5a, BF16 0x7fa5): no encoder makes
+   one, so an element that still holds it was not written. */
+uint16_t canary16(int32_t dtype);
+
 /* Plain heap arrays that abort on failure. */
 void *xmalloc(size_t bytes);
 void *xcalloc0(size_t n, size_t size);

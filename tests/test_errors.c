@@ -381,11 +381,23 @@ Test(errors, arguments)
         a = valid_args(), t = fx.scores, t.dtype = not_f32[i], a.scores = &t;
         expect_status("scores dtype", OPS_SCORES | OPS_MASK_APPLY | OPS_WEIGHTS, &a,
                       ATTN_ERR_ARG);
-        a = valid_args(), t = fx.out, t.dtype = not_f32[i], a.out = &t;
-        expect_status("out dtype", OPS_FORWARD, &a, ATTN_ERR_ARG);
+        if (i >= 2) { /* the forward's out may be F16 or BF16 (below) */
+            a = valid_args(), t = fx.out, t.dtype = not_f32[i], a.out = &t;
+            expect_status("out dtype", OPS_FORWARD, &a, ATTN_ERR_ARG);
+        }
         o = fx.opt;
         a = valid_args(), t = fx.bias, t.dtype = not_f32[i], o.bias = &t, a.opt = &o;
         expect_status("bias dtype", OPS_ALL, &a, ATTN_ERR_ARG);
+    }
+    /* F16 and BF16 are valid dtypes of the forward's out: accepted, the
+       rows written (ops/out_dtype checks their values) */
+    static const int32_t rounded[] = {ATTN_DTYPE_F16, ATTN_DTYPE_BF16};
+    for (int i = 0; i < 2; i++) {
+        t = fx.out, t.dtype = rounded[i];
+        fill_outputs();
+        const attn_status st = attn_forward(&fx.shape, &fx.opt, &fx.q, &fx.k, &fx.v, &t, &fx.stats);
+        CHECK(st == ATTN_OK, "forward with a %s out: %d (%s)", i ? "BF16" : "F16", st,
+              attn_strerror(st));
     }
     static const int32_t not_bool[] = {ATTN_DTYPE_F32, ATTN_DTYPE_F16, ATTN_DTYPE_BF16, 12};
     for (int i = 0; i < 4; i++) {

@@ -8,6 +8,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "half.h"
 #include "harness.h"
 #include "ref.h"
 #include "tolerance.h"
@@ -434,6 +435,46 @@ ParameterizedTest(isa_row *row, kernels, to_f32)
                 buf_free(&bsrc);
                 buf_free(&bdst);
             }
+}
+
+/* ------------------------------------------------------------ 16-bit encoders */
+
+/*
+ * src/half.h's encoders (the 16-bit outputs' rounding and the Q8_0/Q4_0
+ * scales) against tests/ref.c's own: for every upper 16 bits of an f32, the
+ * lower bits that decide a rounding (ties of BF16's 16 and of F16's 13
+ * dropped bits, one below and above each) and random ones; so every
+ * exponent (subnormal and overflow ranges of both formats included), ties
+ * to even and away, infinities and NaN. A NaN must stay a quiet NaN of the
+ * same sign (the reference keeps no payload).
+ */
+static void check_encoded(const char *what, uint16_t got, uint16_t want, uint32_t bits, int f16)
+{
+    const uint16_t exp_mask = f16 ? 0x7c00u : 0x7f80u, quiet = f16 ? 0x0200u : 0x0040u;
+    float x;
+    memcpy(&x, &bits, 4);
+    const int ok = isnan(x) ? (got & exp_mask) == exp_mask && (got & quiet) &&
+                                  (got >> 15) == (bits >> 31)
+                            : got == want;
+    CHECK(ok, "%s(%a = 0x%08x) = 0x%04x, want 0x%04x", what, (double)x, bits, got, want);
+}
+
+Test(kernels, half_encoders)
+{
+    harness_begin_plain("kernels/half_encoders");
+    rng *g = harness_rng();
+    static const uint32_t low[] = {0x0000, 0x0001, 0x7fff, 0x8000, 0x8001, 0xffff, 0x0fff,
+                                   0x1000, 0x1001, 0x2fff, 0x3000, 0x3001, 0x5000, 0x7000,
+                                   0x9000, 0xb000, 0xd000, 0xf000};
+    for (uint32_t hi = 0; hi < 0x10000u; hi++)
+        for (size_t k = 0; k < sizeof low / sizeof low[0] + 2; k++) {
+            const uint32_t lo = k < sizeof low / sizeof low[0] ? low[k] : (uint32_t)rng_next(g);
+            const uint32_t bits = hi << 16 | (lo & 0xffffu);
+            float x;
+            memcpy(&x, &bits, 4);
+            check_encoded("attn_f32_to_f16", attn_f32_to_f16(x), ref_f32_to_f16(x), bits, 1);
+            check_encoded("attn_f32_to_bf16", attn_f32_to_bf16(x), ref_f32_to_bf16(x), bits, 0);
+        }
 }
 
 /* ------------------------------------------------------------ row kernels */

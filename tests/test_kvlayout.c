@@ -21,6 +21,9 @@
  * thread counts only, not across layouts (key blocks start at absolute
  * positions, so a kv_offset moves the online softmax's rescales), so the two
  * must agree within twice the float64 bound (TOL_PAIR), as two tables do.
+ * The forward also writes F16 and BF16 outs in the same layout: each the F32
+ * out of the same table rounded to nearest even, bit for bit, and nothing
+ * outside the sequences.
  */
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
@@ -443,6 +446,48 @@ static dense_result run_dense(const attn_dsp *t, const ref_dense *dn, op_kind op
     return dr;
 }
 
+/*
+ * The forward into F16 and BF16 twins of p->out (the same strides in
+ * elements): every element the F32 call wrote (after differs from before,
+ * the canary) is its value rounded to nearest even, bit for bit; every
+ * other element keeps its canary; the stats are the F32 call's bits.
+ */
+static void check_out16(const attn_dsp *t, problem *p, const float *before, const float *after)
+{
+    static const int32_t dtypes[] = {ATTN_DTYPE_F16, ATTN_DTYPE_BF16};
+    const size_t n = (size_t)p->out_n;
+    const attn_tensor out32 = p->out;
+    for (int d = 0; d < 2; d++) {
+        unsigned char *o = xmalloc(n * 2);
+        const uint16_t canary = canary16(dtypes[d]);
+        for (size_t i = 0; i < n; i++)
+            memcpy(o + 2 * i, &canary, 2);
+        output_load(p, OP_FORWARD, before); /* the stats' canaries */
+        p->out.data = o;
+        p->out.dtype = dtypes[d];
+        const attn_status st = run_op(t, p, OP_FORWARD, &p->opt);
+        p->out = out32;
+        CHECK(st == ATTN_OK, "%s out: status %d (%s)", ref_dtype_name(dtypes[d]), st,
+              attn_strerror(st));
+        for (size_t i = 0; i < n; i++) {
+            if (memcmp(&before[i], &after[i], 4) != 0) {
+                expect_rounded16("16-bit out vs f32 out rounded", o + 2 * i, 1, dtypes[d],
+                                 &after[i], 1, 1, 1);
+            } else {
+                uint16_t v;
+                memcpy(&v, o + 2 * i, 2);
+                CHECK(v == canary, "a %s out: element %zu written outside every sequence",
+                      ref_dtype_name(dtypes[d]), i);
+            }
+        }
+        float *const stats[3] = {p->stats.lse, p->stats.max_score, p->stats.entropy};
+        for (int k = 0; k < 3; k++)
+            expect_bits("stats with a 16-bit out vs an f32 out", stats[k],
+                        after + n + (size_t)k * (size_t)p->stats_n, (size_t)p->stats_n);
+        free(o);
+    }
+}
+
 static void check_problem(const attn_dsp *t, problem *p, op_kind op, rng *g)
 {
     harness_context("%s on %s", op_names[op], p->desc);
@@ -502,6 +547,8 @@ static void check_problem(const attn_dsp *t, problem *p, op_kind op, rng *g)
     }
     const dense_result dr = run_dense(t, &dn, op);
     check_outputs(p, op, &r, &dn, before, after, scalar, &dr);
+    if (op == OP_FORWARD)
+        check_out16(t, p, before, after);
     free(dr.table);
     free(dr.stats);
     ref_attn_free(&r);

@@ -286,6 +286,91 @@ ParameterizedTest(isa_row *row, ops, forward, .timeout = ATTN_TEST_TIMEOUT)
     run_specs(row, OP_FORWARD, 2);
 }
 
+/* ------------------------------------------------------------ 16-bit out */
+
+/* Problems of the forward with an F16/BF16 out: masks, lengths (rows with
+   no key: zeros), GQA/MQA, sinks (rows with only a sink), half inputs,
+   layouts (padded, [B,L,H,D], misaligned). */
+static const unsigned out16_specs[] = {
+    0,
+    WL_CAUSAL | WL_LENS,
+    WL_GQA | WL_CAUSAL | WL_WINDOW,
+    WL_MQA | WL_DECODE | WL_CAUSAL | WL_LENS,
+    WL_BLHD | WL_PAD | WL_OFFSET | WL_VDIM,
+    ALL_MASKS | WL_GQA | WL_BF16 | WL_SINKS,
+    WL_F16 | WL_ALIBI | WL_WINDOW | WL_WINDOW_R | WL_Q_SHORT,
+    WL_SINKS | WL_LENS | WL_CAUSAL | WL_BLHD,
+    WL_BIG_HEAD | WL_F16 | WL_DECODE,
+};
+
+/*
+ * The forward into an F16 and a BF16 out: bit for bit the F32 out of the
+ * same call on the same table rounded to nearest even, the same stats bits,
+ * nothing written outside the view, and within tolerance.h's "16-bit
+ * outputs" bound of float64. `vscale` scales v (F32 v only): 2^13 makes
+ * some outputs overflow F16 (+-inf), 2^-20 puts them among F16's
+ * subnormals and 2^-128 among BF16's (and f32's).
+ */
+static void check_out16(const attn_dsp *t, unsigned features, float vscale, int nan_row)
+{
+    rng *g = harness_rng();
+    workload w;
+    wl_make(&w, features);
+    const attn_shape *s = &w.shape;
+    if (vscale != 1.0f && w.v.dtype == ATTN_DTYPE_F32)
+        for (int64_t b = 0; b < s->batch; b++)
+            for (int64_t h = 0; h < s->kv_heads; h++)
+                for (int64_t j = 0; j < s->kv_len; j++)
+                    for (int64_t c = 0; c < w.dv; c++)
+                        wl_set(&w.v, b, h, j, c, vscale * rng_float(g, -10.0f, 10.0f));
+    if (nan_row) /* one query element NaN: its row is NaN (the fill path) */
+        wl_set(&w.q, rng_int(g, 0, s->batch - 1), rng_int(g, 0, s->q_heads - 1),
+               rng_int(g, 0, s->q_len - 1), rng_int(g, 0, s->head_dim - 1), NAN);
+    harness_context("forward, 16-bit out, v x %g, on %s", (double)vscale, wl_describe(&w));
+    ref_attn r;
+    ref_attn_compute(&r, s, &w.opt, &w.q, &w.k, &w.v, forward_rescales(t, &w));
+    result f32;
+    wl_poison_outputs(&w);
+    attn_status st = run_op(t, &w, OP_FORWARD, 1);
+    CHECK(st == ATTN_OK, "status %d (%s)", st, attn_strerror(st));
+    capture(&w, OP_FORWARD, &f32);
+    const size_t rows = (size_t)wl_rows(&w);
+    static const int32_t dtypes[] = {ATTN_DTYPE_F16, ATTN_DTYPE_BF16};
+    for (int d = 0; d < 2; d++) {
+        buf b16;
+        const attn_tensor o16 = wl_out16(&w, dtypes[d], &b16);
+        wl_poison_outputs(&w);
+        st = attn_forward_with(t, s, &w.opt, &w.q, &w.k, &w.v, &o16, &w.stats);
+        CHECK(st == ATTN_OK, "%s out: status %d (%s)", ref_dtype_name(dtypes[d]), st,
+              attn_strerror(st));
+        wl_check_out16(&w, &b16, &o16, f32.table, r.o, r.o_err);
+        const float *stats[3] = {w.stats.lse, w.stats.max_score, w.stats.entropy};
+        for (int k = 0; k < 3; k++)
+            expect_bits("stats with a 16-bit out vs with an f32 out", stats[k], f32.stats[k],
+                        rows);
+        wl_check_outputs(&w, 0, 0, 1);
+        buf_free(&b16);
+    }
+    release(&f32);
+    ref_attn_free(&r);
+    wl_free(&w);
+}
+
+HARNESS_ISA_PARAMS(ops, out_dtype)
+ParameterizedTest(isa_row *row, ops, out_dtype, .timeout = ATTN_TEST_TIMEOUT)
+{
+    const attn_dsp *t = harness_begin(row);
+    for (size_t i = 0; i < sizeof out16_specs / sizeof out16_specs[0]; i++) {
+        check_out16(t, out16_specs[i], 1.0f, 0);
+        check_out16(t, out16_specs[i], 1.0f, 1);
+    }
+    static const float vscales[] = {0x1p13f, 0x1p-20f, 0x1p-128f};
+    for (size_t i = 0; i < 3; i++) {
+        check_out16(t, WL_CAUSAL | WL_LENS | WL_GQA, vscales[i], 0);
+        check_out16(t, WL_DECODE | WL_MQA | WL_SINKS, vscales[i], 0);
+    }
+}
+
 /* ------------------------------------------------------------ extreme values */
 
 static void set_bias_range(workload *w, float lo, float hi, int inf_rows)

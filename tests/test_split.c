@@ -19,6 +19,9 @@
  *                         q_pos/k_pos (causal, window, lengths, bias,
  *                         mask sliced per shard), merged with attn_merge,
  *                         against the unsharded reference
+ * split/merge, split/forward and split/shards also write F16 and BF16 outs:
+ * bit for bit the F32 out of the same table rounded to nearest even, the
+ * same lse bits, within tolerance.h's "16-bit outputs" bound of float64.
  */
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
@@ -131,6 +134,50 @@ static void reverse_parallel_for(void *ctx, attn_task_fn task, void *task_ctx, s
 
 enum { ROW_NORMAL, ROW_SOME_EMPTY, ROW_ALL_EMPTY, ROW_NAN_LSE, ROW_INF_LSE, ROW_NAN_OUT, ROW_KINDS };
 
+/*
+ * attn_merge of the same parts into an F16 and a BF16 out ([B][H][Lq][dv]
+ * dense, misaligned by one element): f32 (the F32 out of the same table,
+ * dense) rounded to nearest even bit for bit, the same lse bits as lse32,
+ * nothing written outside, and within tol_out16 of the float64 merge.
+ */
+static void merge16(const attn_dsp *t, const attn_shape *shape, const attn_partial *parts,
+                    int64_t n_parts, const float *f32, const float *lse32, const double *want,
+                    const double *err)
+{
+    const int64_t dv = shape->v_dim ? shape->v_dim : shape->head_dim;
+    const int64_t rows = shape->batch * shape->q_heads * shape->q_len;
+    const size_t n = (size_t)(rows * dv);
+    static const int32_t dtypes[] = {ATTN_DTYPE_F16, ATTN_DTYPE_BF16};
+    for (int d = 0; d < 2; d++) {
+        buf bo, bl;
+        unsigned char *o = buf_alloc(&bo, n * 2, 2);
+        float *lse = buf_alloc(&bl, (size_t)rows * 4, 0);
+        const uint16_t canary = canary16(dtypes[d]);
+        for (size_t i = 0; i < n; i++)
+            memcpy(o + 2 * i, &canary, 2);
+        const attn_tensor to = {o, dtypes[d], shape->q_heads * shape->q_len * dv,
+                                shape->q_len * dv, dv};
+        attn_options opt = ATTN_OPTIONS_INIT;
+        const attn_status st = attn_merge_with(t, shape, &opt, parts, n_parts, &to, lse);
+        CHECK(st == ATTN_OK, "%s merge: status %d", ref_dtype_name(dtypes[d]), st);
+        buf_check(&bo, "16-bit merge out");
+        buf_check(&bl, "16-bit merge lse");
+        expect_rounded16("16-bit merge out vs f32 merge out rounded", o, dv, dtypes[d], f32, dv,
+                         (size_t)rows, (size_t)dv);
+        expect_bits("lse of a 16-bit merge vs of an f32 merge", lse, lse32, (size_t)rows);
+        float *got = xmalloc(n * 4 + 4);
+        double *bound = xmalloc(n * sizeof(double) + 8);
+        decode16(o, dtypes[d], got, n);
+        for (size_t i = 0; i < n; i++)
+            bound[i] = isfinite(want[i]) ? tol_out16(dtypes[d], want[i], err[i]) : err[i];
+        expect_near("16-bit merge out vs float64", got, dv, want, bound, (size_t)rows, (size_t)dv);
+        free(got);
+        free(bound);
+        buf_free(&bo);
+        buf_free(&bl);
+    }
+}
+
 static void merge_case(const attn_dsp *t, int64_t n_parts, int64_t batch, int64_t heads,
                        int64_t q_len, int64_t dv, float lse_spread, float lse_center)
 {
@@ -238,6 +285,8 @@ static void merge_case(const attn_dsp *t, int64_t n_parts, int64_t batch, int64_
     CHECK(attn_merge_with(t, &shape, &opt, parts, n_parts, &to, lse) == ATTN_OK, "reversed");
     expect_bits("merge, reverse task order", out, first, (size_t)(rows * dv));
     expect_bits("merge lse, reverse task order", lse, first_l, (size_t)rows);
+    opt.parallel_for = NULL;
+    merge16(t, &shape, parts, n_parts, first, first_l, want, werr);
 
     for (int64_t p = 0; p < n_parts; p++) {
         buf_free(&pb[p]);
@@ -319,8 +368,11 @@ static void compare(const char *what, const float *got, const float *scalar, con
 }
 
 /* Runs a forward with kv_splits on t (and on scalar) into a fresh
-   workspace of exactly the queried size; checks it was used and bounded. */
-static void split_forward(const attn_dsp *t, workload *w, int32_t splits, captured *got)
+   workspace of exactly the queried size; checks it was used and bounded.
+   out16: a 16-bit twin of w->out (wl_out16) to write instead (got->out is
+   then not captured). */
+static void split_forward(const attn_dsp *t, workload *w, int32_t splits,
+                          const attn_tensor *out16, captured *got)
 {
     size_t need = 0;
     w->opt.kv_splits = splits;
@@ -333,9 +385,10 @@ static void split_forward(const attn_dsp *t, workload *w, int32_t splits, captur
     w->opt.workspace = mem;
     w->opt.workspace_size = need;
     wl_poison_outputs(w);
-    st = attn_forward_with(t, &w->shape, &w->opt, &w->q, &w->k, &w->v, &w->out, &w->stats);
+    st = attn_forward_with(t, &w->shape, &w->opt, &w->q, &w->k, &w->v, out16 ? out16 : &w->out,
+                           &w->stats);
     CHECK(st == ATTN_OK, "split forward status %d (%s)", st, attn_strerror(st));
-    wl_check_outputs(w, 0, 1, 1);
+    wl_check_outputs(w, 0, !out16, 1);
     buf_check(&ws, "workspace");
     size_t used = 0;
     for (size_t i = 0; i + 4 <= need; i += 4) {
@@ -344,7 +397,17 @@ static void split_forward(const attn_dsp *t, workload *w, int32_t splits, captur
         used += word != BUF_CANARY;
     }
     CHECK(used > 0, "the split forward did not use its workspace");
-    capture(w, got);
+    if (out16) {
+        const size_t rows = (size_t)wl_rows(w);
+        const float *src[3] = {w->stats.lse, w->stats.max_score, w->stats.entropy};
+        got->out = NULL;
+        for (int i = 0; i < 3; i++) {
+            got->stats[i] = xmalloc(rows * 4);
+            memcpy(got->stats[i], src[i], rows * 4);
+        }
+    } else {
+        capture(w, got);
+    }
     w->opt.workspace = NULL;
     w->opt.workspace_size = 0;
     buf_free(&ws);
@@ -359,9 +422,9 @@ static void check_split(const attn_dsp *t, unsigned features, int32_t splits)
     ref_attn r;
     ref_attn_compute(&r, &w.shape, &w.opt, &w.q, &w.k, &w.v, forward_rescales(t, &w));
     captured got, scalar;
-    split_forward(t, &w, splits, &got);
+    split_forward(t, &w, splits, NULL, &got);
     if (!is_scalar)
-        split_forward(harness_scalar(), &w, splits, &scalar);
+        split_forward(harness_scalar(), &w, splits, NULL, &scalar);
     const size_t rows = (size_t)wl_rows(&w);
     compare("split out", got.out, is_scalar ? NULL : scalar.out, r.o, r.o_err, rows,
             (size_t)w.dv);
@@ -371,6 +434,20 @@ static void check_split(const attn_dsp *t, unsigned features, int32_t splits)
             r.max_err, 1, rows);
     compare("split entropy", got.stats[2], is_scalar ? NULL : scalar.stats[2], r.ent, r.ent_err,
             1, rows);
+    /* the same split into F16 and BF16 outs */
+    static const int32_t dtypes[] = {ATTN_DTYPE_F16, ATTN_DTYPE_BF16};
+    for (int d = 0; d < 2; d++) {
+        buf b16;
+        const attn_tensor o16 = wl_out16(&w, dtypes[d], &b16);
+        captured half;
+        split_forward(t, &w, splits, &o16, &half);
+        wl_check_out16(&w, &b16, &o16, got.out, r.o, r.o_err);
+        for (int k = 0; k < 3; k++)
+            expect_bits("split stats with a 16-bit out vs an f32 out", half.stats[k],
+                        got.stats[k], rows);
+        release(&half);
+        buf_free(&b16);
+    }
     release(&got);
     if (!is_scalar)
         release(&scalar);
@@ -469,12 +546,12 @@ ParameterizedTest(isa_row *row, split, threads, .timeout = ATTN_TEST_TIMEOUT)
         wl_make(&w, which[i]);
         harness_context("split forward thread invariance on %s", wl_describe(&w));
         captured serial, pooled, reversed;
-        split_forward(t, &w, 7, &serial);
+        split_forward(t, &w, 7, NULL, &serial);
         w.opt.parallel_for = attn_threadpool_parallel_for;
         w.opt.parallel_ctx = pool;
-        split_forward(t, &w, 7, &pooled);
+        split_forward(t, &w, 7, NULL, &pooled);
         w.opt.parallel_for = reverse_parallel_for;
-        split_forward(t, &w, 7, &reversed);
+        split_forward(t, &w, 7, NULL, &reversed);
         const size_t rows = (size_t)wl_rows(&w);
         expect_bits("pool of 3 vs serial", pooled.out, serial.out, rows * (size_t)w.dv);
         expect_bits("reverse vs serial", reversed.out, serial.out, rows * (size_t)w.dv);
@@ -614,6 +691,7 @@ static void check_shards(const attn_dsp *t, unsigned features)
                 (size_t)rows);
     buf_check(&bo, "merged out");
     buf_check(&bl, "merged lse");
+    merge16(t, &full, parts, n, out, lse, whole.o, bound);
 
     for (int64_t s = 0; s < n; s++) {
         buf_free(&ob[s]);

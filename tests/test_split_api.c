@@ -288,9 +288,27 @@ Test(split_api, merge_errors_write_nothing)
     parts[1].lse = l1;
     parts[1].out.dtype = ATTN_DTYPE_BF16;
     EXPECT_MERGE(ATTN_ERR_ARG, merge2(&s, parts, 2, &to, lse));
-    parts[1].out.dtype = ATTN_DTYPE_F32;
-    to.dtype = ATTN_DTYPE_F16;
+    parts[1].out.dtype = ATTN_DTYPE_F16; /* parts are F32 only */
     EXPECT_MERGE(ATTN_ERR_ARG, merge2(&s, parts, 2, &to, lse));
+    parts[1].out.dtype = ATTN_DTYPE_F32;
+    /* out: F32, F16 or BF16; never BOOL, a quantized dtype or an unknown one */
+    static const int32_t bad_out[] = {ATTN_DTYPE_BOOL, ATTN_DTYPE_Q8_0, ATTN_DTYPE_Q4_0,
+                                      ATTN_DTYPE_FP8_E4M3, 7, -1};
+    for (size_t i = 0; i < sizeof bad_out / sizeof bad_out[0]; i++) {
+        to.dtype = bad_out[i];
+        EXPECT_MERGE(ATTN_ERR_ARG, merge2(&s, parts, 2, &to, lse));
+    }
+    static const int32_t half_out[] = {ATTN_DTYPE_F16, ATTN_DTYPE_BF16};
+    for (size_t i = 0; i < 2; i++) { /* 1.0 and log 2, in 16 bits */
+        to.dtype = half_out[i];
+        EXPECT_MERGE(ATTN_OK, merge2(&s, parts, 2, &to, lse));
+        uint16_t one;
+        memcpy(&one, out, 2);
+        cr_assert(one == (i ? 0x3f80u : 0x3c00u), "merged 1.0 as %s: 0x%04x", i ? "bf16" : "f16",
+                  one);
+        cr_assert(untouched((unsigned char *)out + 24 * 2, sizeof out - 24 * 2),
+                  "a 16-bit merge wrote past its 24 elements");
+    }
     to.dtype = ATTN_DTYPE_F32;
     parts[1].out.row_stride = -4;
     EXPECT_MERGE(ATTN_ERR_STRIDE, merge2(&s, parts, 2, &to, lse));

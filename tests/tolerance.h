@@ -190,6 +190,8 @@
 #include <float.h>
 #include <math.h>
 
+#include "attn.h" /* ATTN_DTYPE_F16: the 16-bit outputs' bounds */
+
 #define TOL_U (FLT_EPSILON / 2.0) /* 2^-24 */
 #define TOL_TINY ((double)FLT_MIN)
 
@@ -360,5 +362,38 @@ static inline double tol_wsum(double k, double abs_sum)
  */
 #define TOL_VSCALE_REL 1.0
 #define TOL_VSCALE_ABS 0x1p-150
+
+/*
+ * 16-bit outputs (attn_forward's and attn_merge's out in F16 or BF16): the
+ * operation computes its f32 row o32 exactly as for an F32 out (the same
+ * bits: the tests check it bit for bit) and rounds each element once, to
+ * nearest even, into the out dtype. With p the format's precision (11
+ * significant bits for F16, 8 for BF16) and u_h = 2^-p, a value in the
+ * format's normal range rounds with |h - o32| <= u_h |o32| (2^e <= |o32|,
+ * the half spacing there is 2^(e-p)). With |o32 - o| <= E, the F32 bound
+ * against the exact o:
+ *   |h - o| <= E + u_h |o32| <= E + u_h (|o| + E) = (1 + u_h) E + u_h |o|,
+ * which attn.h states as "the F32 bound plus one rounding, u_h |o|". Below
+ * the normal range the rounding is absolute instead: half the subnormal
+ * spacing, 2^-25 for F16 (spacing 2^-24) and 2^-134 for BF16 (2^-133),
+ * added as TOL_OUT16_ABS. F16 overflows: a |o32| that rounds to 2^16 or
+ * more (>= 65520) becomes +-inf, which no finite bound covers; an element
+ * whose |o| + E reaches 65504 (the largest F16) gets bound +inf
+ * (unspecified), and the tests draw values far below it. BF16 has f32's
+ * range: an f32 row cannot overflow it except by rounding FLT_MAX up,
+ * which the same rule covers. NaN stays NaN; infinities stay themselves.
+ */
+#define TOL_OUT16_U(dtype) ((dtype) == ATTN_DTYPE_F16 ? 0x1p-11 : 0x1p-8)
+#define TOL_OUT16_ABS(dtype) ((dtype) == ATTN_DTYPE_F16 ? 0x1p-25 : 0x1p-134)
+
+/* The bound of a 16-bit out element whose F32 result has bound err against
+   the exact value want (a finite want). */
+static inline double tol_out16(int dtype, double want, double err)
+{
+    const double u = TOL_OUT16_U(dtype);
+    if (dtype == ATTN_DTYPE_F16 && fabs(want) + err >= 65504.0)
+        return INFINITY; /* may round to +-inf */
+    return (1.0 + u) * err + u * fabs(want) + TOL_OUT16_ABS(dtype);
+}
 
 #endif /* ATTN_TEST_TOLERANCE_H */

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "ref.h"
+#include "tolerance.h"
 #include "workload.h"
 
 static const int64_t lengths[] = {1, 3, 17, 63, 65, 127, 129};
@@ -316,6 +317,62 @@ void wl_check_outputs(const workload *w, int check_scores, int check_out, int ch
         buf_check(&w->xb, "max_score");
         buf_check(&w->eb, "entropy");
     }
+}
+
+attn_tensor wl_out16(const workload *w, int32_t dtype, buf *b)
+{
+    const size_t n = w->ob.bytes / 4; /* elements of the F32 out's buffer */
+    const size_t misalign = (size_t)((uintptr_t)w->out.data & 63u) / 2;
+    unsigned char *data = buf_alloc(b, n * 2, misalign);
+    const uint16_t c = canary16(dtype);
+    for (size_t i = 0; i < n; i++)
+        memcpy(data + 2 * i, &c, 2);
+    attn_tensor t = w->out;
+    t.data = data;
+    t.dtype = dtype;
+    return t;
+}
+
+void wl_check_out16(const workload *w, const buf *b, const attn_tensor *t, const float *f32,
+                    const double *want, const double *err)
+{
+    const attn_shape *s = &w->shape;
+    const size_t rows = (size_t)wl_rows(w), cols = (size_t)w->dv, n = b->bytes / 2;
+    char name[64];
+    snprintf(name, sizeof name, "%s out vs f32 out rounded", ref_dtype_name(t->dtype));
+    /* the view, dense */
+    unsigned char *dense = xmalloc(rows * cols * 2 + 2);
+    unsigned char *inside = xcalloc0(n, 1);
+    size_t at = 0;
+    for (int64_t bb = 0; bb < s->batch; bb++)
+        for (int64_t h = 0; h < s->q_heads; h++)
+            for (int64_t i = 0; i < s->q_len; i++)
+                for (int64_t c = 0; c < (int64_t)cols; c++) {
+                    const unsigned char *p = wl_at(t, bb, h, i, c);
+                    memcpy(dense + 2 * at++, p, 2);
+                    inside[(size_t)(p - b->data) / 2] = 1;
+                }
+    expect_rounded16(name, dense, (ptrdiff_t)cols, t->dtype, f32, (ptrdiff_t)cols, rows, cols);
+    buf_check(b, name);
+    const uint16_t canary = canary16(t->dtype);
+    for (size_t i = 0; i < n; i++) {
+        uint16_t v;
+        memcpy(&v, b->data + 2 * i, 2);
+        CHECK(inside[i] || v == canary, "%s: wrote into padding at element %zu", name, i);
+    }
+    if (want) {
+        float *got = xmalloc(rows * cols * 4 + 4);
+        double *bound = xmalloc(rows * cols * sizeof(double) + 8);
+        decode16(dense, t->dtype, got, rows * cols);
+        for (size_t i = 0; i < rows * cols; i++)
+            bound[i] = isfinite(want[i]) ? tol_out16(t->dtype, want[i], err[i]) : err[i];
+        snprintf(name, sizeof name, "%s out vs float64", ref_dtype_name(t->dtype));
+        expect_near(name, got, (ptrdiff_t)cols, want, bound, rows, cols);
+        free(got);
+        free(bound);
+    }
+    free(dense);
+    free(inside);
 }
 
 void wl_fill_scores(workload *w, float lo, float hi)

@@ -83,6 +83,20 @@ void wl_fill_scores(workload *w, float lo, float hi);
 int64_t wl_rows(const workload *w);
 void wl_free(workload *w);
 
+/*
+ * The forward's out in F16 or BF16: wl_out16 returns a twin of w->out in
+ * `dtype` (the same strides in elements, its own guarded buffer b at the
+ * same misalignment, every element canary16(dtype)). wl_check_out16 checks
+ * it after a call whose F32 twin gave the dense rows f32 ([rows][dv], from
+ * wl_gather): every element of the view is f32's rounded to nearest even,
+ * bit for bit (expect_rounded16), everything else of b kept its canary, and
+ * (want != NULL) the values are within tol_out16 of the float64 reference
+ * want, err (ref_attn's o, o_err).
+ */
+attn_tensor wl_out16(const workload *w, int32_t dtype, buf *b);
+void wl_check_out16(const workload *w, const buf *b, const attn_tensor *t, const float *f32,
+                    const double *want, const double *err);
+
 /* Element pointer for a tensor (any dtype). */
 void *wl_at(const attn_tensor *t, int64_t b, int64_t h, int64_t r, int64_t c);
 /* Sets an input element to v (converted to the tensor's dtype). */

@@ -11,7 +11,9 @@ test 'python-dtypes' fails when it differs from the list (then run
   block  values per stride unit (32 for the block formats, else 1)
   bytes  bytes per stride unit (one value, or one block)
   kind   'float', 'qblock', 'fp8' or 'bool'
-  q, kv, out  valid as the query, as K/V, as scores/weights/forward output
+  q, kv  valid as the query, as K/V
+  out    where it may be an output: 'any' (every output), 'rounded' (only
+         the out of forward and merge, rounded once from f32), 'none'
 """
 
 import collections
@@ -19,11 +21,11 @@ import collections
 Row = collections.namedtuple("Row", "id value name block bytes kind q kv out")
 
 ROWS = (
-    Row("F32", 0, "f32", 1, 4, "float", True, True, True),
-    Row("F16", 1, "f16", 1, 2, "float", True, True, False),
-    Row("BF16", 2, "bf16", 1, 2, "float", True, True, False),
-    Row("BOOL", 3, "bool", 1, 1, "bool", False, False, False),
-    Row("Q8_0", 4, "q8_0", 32, 34, "qblock", False, True, False),
-    Row("Q4_0", 5, "q4_0", 32, 18, "qblock", False, True, False),
-    Row("FP8_E4M3", 6, "fp8", 1, 1, "fp8", False, True, False),
+    Row("F32", 0, "f32", 1, 4, "float", True, True, "any"),
+    Row("F16", 1, "f16", 1, 2, "float", True, True, "rounded"),
+    Row("BF16", 2, "bf16", 1, 2, "float", True, True, "rounded"),
+    Row("BOOL", 3, "bool", 1, 1, "bool", False, False, "none"),
+    Row("Q8_0", 4, "q8_0", 32, 34, "qblock", False, True, "none"),
+    Row("Q4_0", 5, "q4_0", 32, 18, "qblock", False, True, "none"),
+    Row("FP8_E4M3", 6, "fp8", 1, 1, "fp8", False, True, "none"),
 )

@@ -222,7 +222,10 @@ def run_layout(function, q, k, v, *, out, stats, options, side_inputs, q_lens, k
         result, out_op = new_f32(dims, is_tensor_result)
         _fill(out_op, _NEG_INF if function == "attn_scores" else 0.0, dims)
     else:
-        result, out_op = out, as_operand(out, "out", "f32", need_writable=True, allow_copy=False)
+        # the forward's out may be f16/bf16 too (the library rounds its rows)
+        slot = "qkv" if function == "attn_forward" else "f32"
+        result, out_op = out, as_operand(out, "out", slot, half_bits, need_writable=True,
+                                         allow_copy=False)
         if out_op.shape != dims:
             raise ValueError("out: shape %r, expected %r" % (out_op.shape, dims))
     if packed_q and forward:

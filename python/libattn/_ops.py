@@ -158,10 +158,10 @@ def _stats_outputs(shape, rank, like_tensor):
     return arrays, RowStats(*(op.address for op in ops)), ops
 
 
-def _output(out, name, dims, like_tensor):
+def _output(out, name, dims, like_tensor, rounded=False, half_bits=None):
     if out is None:
         return new_f32(dims, like_tensor)
-    return out, check_output(out, name, dims)
+    return out, check_output(out, name, dims, rounded, half_bits)
 
 
 # Not converted by build() with a cache layout: run_layout sets the layouts
@@ -198,7 +198,8 @@ def _run_attention(function, q, k, v, kw, *, out, stats, dtype, kv_dtype=None):
     last = shape.v_dim if v4 is not None else shape.kv_len
     dims = (shape.batch, shape.q_heads, shape.q_len, last)[4 - rank:]
     like_tensor = is_tensor(q)
-    result, out_op = _output(out, "out", dims, like_tensor)
+    result, out_op = _output(out, "out", dims, like_tensor, function == "attn_forward",
+                             _half_bits(dtype))
     check_no_overlap(out_op, "out", [(q4, "q"), (k4, "k"), (v4, "v")] +
                      [(side, name) for name, side in sides.items()])
     out4 = out_op.padded()
@@ -248,8 +249,11 @@ def forward(q, k, v, *, dtype=None, out=None, stats=False, kv_dtype=None, _kw):
              of the same rank. Hq % Hkv == 0 (grouped-query attention).
              Any strides: views with a contiguous last axis (e.g. a [B,L,H,D]
              array transposed to [B,H,L,D]) are used in place, others copied.
-    dtype    'bf16' (or 'f16'): how uint16 inputs are read.
-    out      optional float32 output to write into.
+    dtype    'bf16' (or 'f16'): how uint16 inputs (and a uint16 out) are read.
+    out      optional output to write into: float32, or the model's float16
+             or bfloat16 (ml_dtypes, or uint16 with dtype='bf16'; a Tensor
+             of 'f16'/'bf16'), which gets the float32 result rounded once to
+             nearest even (stats stay float32).
     stats    True: return (out, {'lse', 'max_score', 'entropy'}).
     kv_dtype 'q8_0', 'q4_0' or 'fp8': k and v are quantized caches, uint8
              arrays [..., Lk, row_bytes] as quantize() returns them (or as
@@ -269,13 +273,16 @@ def forward(q, k, v, *, dtype=None, out=None, stats=False, kv_dtype=None, _kw):
 
 
 @operation("merge")
-def merge(outs, lses, *, out=None, _kw):
+def merge(outs, lses, *, out=None, dtype=None, _kw):
     """Merge partial attention results over disjoint key sets: (out, lse).
 
     outs     sequence of n >= 1 float32 arrays of one shape [B,H,Lq,Dv],
              [H,Lq,Dv] or [Lq,Dv]: forward() outputs over the key subsets.
     lses     sequence of n float32 arrays [B,H,Lq] / [H,Lq] / [Lq]: their
              stats['lse'].
+    out      optional output: float32, float16 or bfloat16 (as forward()'s;
+             dtype='bf16' or 'f16' says how a uint16 out is read), which gets
+             the float32 merge rounded once to nearest even; lse stays float32.
     Per row: L = log sum exp(lse_i), out = sum exp(lse_i - L) out_i in part
     order. A part with lse -inf contributes nothing (its row is not read);
     all -inf gives 0 and -inf; a NaN or +inf lse gives NaN.
@@ -314,7 +321,7 @@ def merge(outs, lses, *, out=None, _kw):
         lse_ops.append(op)
     o4 = [op.padded() for op in ops]
     batch, heads, q_len, v_dim = o4[0].shape
-    result, out_op = _output(out, "out", ops[0].shape, like_tensor)
+    result, out_op = _output(out, "out", ops[0].shape, like_tensor, True, _half_bits(dtype))
     lse_result, lse_op = new_f32(lead, like_tensor)
     inputs = [(op, "outs[%d]" % i) for i, op in enumerate(ops)] + \
         [(op, "lses[%d]" % i) for i, op in enumerate(lse_ops)]

@@ -288,7 +288,8 @@ def _numpy_operand(x, name, slot, half_bits, need_writable, allow_copy):
     if not isinstance(x, np.ndarray):
         x = np.asarray(x)
     converted, dt = _numpy_dtype(x, name, slot, half_bits)
-    if converted is not x and not allow_copy:
+    # a bfloat16 array's uint16 view is the same memory: written in place
+    if converted is not x and not allow_copy and not np.may_share_memory(converted, x):
         raise TypeError("%s: must already be %s to be written in place, got %s"
                         % (name, dt.name.lower(), x.dtype))
     arr = converted
@@ -356,9 +357,12 @@ def new_f32(shape, like_tensor):
                         [arr], arr, True)
 
 
-def check_output(out, name, shape):
-    """Operand for a caller-provided f32 output of exactly `shape`."""
-    op = as_operand(out, name, "f32", need_writable=True, allow_copy=False)
+def check_output(out, name, shape, rounded=False, half_bits=None):
+    """Operand for a caller-provided output of exactly `shape`: f32, or with
+    `rounded` (forward's and merge's out) also f16 or bf16 (uint16 arrays as
+    half_bits says), which the library fills with its f32 rows rounded once."""
+    op = as_operand(out, name, "qkv" if rounded else "f32", half_bits, need_writable=True,
+                    allow_copy=False)
     if op.shape != tuple(shape):
         raise ValueError("%s: shape %r, expected %r" % (name, op.shape, tuple(shape)))
     for n, s in zip(op.shape, op.strides):

@@ -164,3 +164,17 @@ def test_mask_apply_offsets(rng):
     assert np.array_equal(s[1][:, 0], before[1][:, 0])
     vis = np.arange(10)[None, :] <= np.arange(2)[:, None] + 8
     assert np.array_equal(np.isneginf(s[1][:, 1:]), np.broadcast_to(~vis, (HQ, 2, 10)))
+
+
+def test_packed_half_out(rng):
+    # a float16 out with cu_seqlens: every sequence's rows are the float32
+    # result rounded (RNE), the rows no sequence owns keep what they held
+    lens_q, lens_k = [3, 0, 5], [4, 2, 7]
+    cu_q = np.concatenate([[0], np.cumsum(lens_q)]).astype(np.int32)
+    cu_k = np.concatenate([[0], np.cumsum(lens_k)]).astype(np.int32)
+    q, k, v = randn(rng, cu_q[-1], HQ, D), randn(rng, cu_k[-1], HK, D), randn(rng, cu_k[-1], HK, DV)
+    kw = dict(cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, causal=True)
+    o32 = libattn.forward(q, k, v, **kw)
+    o16 = np.zeros((cu_q[-1], HQ, DV), np.float16)
+    assert libattn.forward(q, k, v, out=o16, **kw) is o16
+    assert np.array_equal(o16, o32.astype(np.float16))

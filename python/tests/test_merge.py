@@ -131,3 +131,18 @@ def test_shards_with_positions_merge_to_the_whole(rng, causal, window):
                                           [r.lse for r in shard_refs], oerr, lerr)
     assert_close(merged, whole.out, bound, "sharded + merged vs whole")
     assert_close(lse, whole.lse, lbound, "merged lse vs whole")
+
+
+def test_merge_half_out(rng):
+    # merge into float16 / bfloat16: the float32 merge rounded once, bit for bit
+    outs = [randn(rng, 2, 3, 7, 16) * 5 for _ in range(3)]
+    lses = [(rng.standard_normal((2, 3, 7)) * 30).astype(np.float32) for _ in range(3)]
+    o32, l32 = libattn.merge(outs, lses)
+    o16 = np.empty((2, 3, 7, 16), np.float16)
+    got, lse = libattn.merge(outs, lses, out=o16)
+    assert got is o16 and np.array_equal(lse.view(np.uint32), l32.view(np.uint32))
+    assert np.array_equal(o16, o32.astype(np.float16))
+    ob = np.empty((2, 3, 7, 16), np.uint16)
+    libattn.merge(outs, lses, out=ob, dtype="bf16")
+    bits = o32.view(np.uint32).astype(np.uint64)
+    assert np.array_equal(ob, ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16))

@@ -380,3 +380,48 @@ def test_isa_enum_walks_the_library():
     assert libattn.isa_names() == [m.name.lower() for m in isa][1:]
     with pytest.raises(ValueError):
         libattn.isa_select("no-such-isa")
+
+
+def rounded_bits(x, dtype):
+    """float32 x rounded to nearest even, as float16 or bfloat16 bits (uint16)."""
+    x = np.asarray(x, np.float32)
+    return x.astype(np.float16).view(np.uint16) if dtype == "f16" else bf16_bits(x)
+
+
+@pytest.mark.parametrize("name", ["none", "causal", "q_lens", "all"])
+def test_forward_half_out(rng, name):
+    # A float16 / bfloat16 out: the float32 result rounded once (RNE), bit
+    # for bit; the stats are the float32 call's.
+    q, k, v = randn(rng, B, HQ, LQ, D), randn(rng, B, HK, LK, D), randn(rng, B, HK, LK, DV)
+    kw = make_kwargs(rng, MASKS[name])
+    o32, st32 = libattn.forward(q, k, v, stats=True, **kw)
+    o16 = np.full((B, HQ, LQ, DV), np.nan, dtype=np.float16)
+    got, st = libattn.forward(q, k, v, out=o16, stats=True, **kw)
+    assert got is o16
+    assert np.array_equal(o16.view(np.uint16), rounded_bits(o32, "f16"))
+    for key in st32:
+        assert np.array_equal(st[key].view(np.uint32), st32[key].view(np.uint32)), key
+    ob = np.zeros((B, HQ, LQ, DV), dtype=np.uint16)  # bfloat16 bits: dtype='bf16'
+    libattn.forward(q, k, v, out=ob, dtype="bf16", **kw)
+    assert np.array_equal(ob, rounded_bits(o32, "bf16"))
+    ref = Reference(q, k, v, **kw)
+    # the float32 bound plus one rounding (tests/tolerance.h, "16-bit outputs")
+    assert_close(o16.astype(np.float32), ref.out, ref.out_tol * (1 + 2.0 ** -11) +
+                 2.0 ** -11 * np.abs(ref.out) + 2.0 ** -25, "f16 out")
+    assert_close(bf16_value(ob), ref.out, ref.out_tol * (1 + 2.0 ** -8) +
+                 2.0 ** -8 * np.abs(ref.out) + 2.0 ** -134, "bf16 out")
+
+
+def test_half_out_only_where_rounded(rng):
+    q, k, v = randn(rng, 1, 2, 3, 8), randn(rng, 1, 2, 4, 8), randn(rng, 1, 2, 4, 8)
+    with pytest.raises(TypeError, match=r"^out: "):
+        libattn.scores(q, k, out=np.empty((1, 2, 3, 4), np.float16))
+    with pytest.raises(TypeError, match=r"^out: "):
+        libattn.forward(q, k, v, out=np.empty((1, 2, 3, 8), np.float64))
+    with pytest.raises(TypeError, match=r"^out: uint16 array"):
+        libattn.forward(q, k, v, out=np.empty((1, 2, 3, 8), np.uint16))
+    # a Tensor of f16 (no NumPy needed for the call)
+    t = libattn.Tensor(bytearray(2 * 3 * 8 * 2), (1, 2, 3, 8), dtype="f16")
+    libattn.forward(q, k, v, out=t)
+    want = rounded_bits(libattn.forward(q, k, v), "f16")
+    assert np.array_equal(np.frombuffer(t.buffer, np.uint16).reshape(want.shape), want)

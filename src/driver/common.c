@@ -1,8 +1,10 @@
 /* The geometry, planning, epilogue and softmax that every operation shares. */
 #include <float.h>
 #include <math.h>
+#include <string.h>
 
 #include "driver.h"
+#include "half.h"
 
 static int64_t round_up16(int64_t n) { return (n + 15) & ~(int64_t)15; }
 
@@ -191,4 +193,37 @@ void attn_write_stats(const attn_problem *pb, const row_ref *row, float lse, flo
         pb->stats.max_score[at] = max_score;
     if (pb->stats.entropy)
         pb->stats.entropy[at] = entropy;
+}
+
+/* n values as 16-bit elements at dst (any alignment): F16 or BF16. */
+static void store_halves(unsigned char *dst, const float *x, int64_t n, int32_t dtype)
+{
+    const int f16 = dtype == ATTN_DTYPE_F16;
+    for (int64_t j = 0; j < n; j++) {
+        const uint16_t h = f16 ? attn_f32_to_f16(x[j]) : attn_f32_to_bf16(x[j]);
+        memcpy(dst + 2 * j, &h, sizeof h);
+    }
+}
+
+void attn_store_out_row(const attn_tensor *t, int64_t b, int64_t h, int64_t r, const float *x,
+                        int64_t n)
+{
+    unsigned char *dst = (unsigned char *)attn_row_ptr(t, b, h, r);
+    if (t->dtype == ATTN_DTYPE_F32)
+        memcpy(dst, x, (size_t)n * sizeof(float));
+    else
+        store_halves(dst, x, n, t->dtype);
+}
+
+void attn_fill_out_row(const attn_tensor *t, int64_t b, int64_t h, int64_t r, float value,
+                       int64_t n)
+{
+    unsigned char *dst = (unsigned char *)attn_row_ptr(t, b, h, r);
+    if (t->dtype == ATTN_DTYPE_F32) {
+        attn_fill((float *)(void *)dst, n, value);
+        return;
+    }
+    store_halves(dst, &value, 1, t->dtype); /* rounded once, then copied */
+    for (int64_t j = 1; j < n; j++)
+        memcpy(dst + 2 * j, dst, 2);
 }

@@ -126,10 +126,23 @@ static inline const void *attn_row_ptr(const attn_tensor *t, int64_t b, int64_t 
     return (const char *)t->data + off * (int64_t)attn_dtype_size(t->dtype);
 }
 
+/* Row (b, h, r) of an F32 output (scores, weights, mask_apply's table). */
 static inline float *attn_out_row(const attn_tensor *t, int64_t b, int64_t h, int64_t r)
 {
     return (float *)attn_row_ptr(t, b, h, r);
 }
+
+/*
+ * Row (b, h, r) of an output its operation may round (attn_op.rounds_out:
+ * the forward's and attn_merge's out): the n f32 values of x, stored as they
+ * are for F32, each rounded once to nearest even for F16 and BF16 (src/half.h's
+ * encoders); attn_fill_out_row stores n copies of one value so. The one
+ * place a rounded output is written: no operation converts on its own.
+ */
+void attn_store_out_row(const attn_tensor *t, int64_t b, int64_t h, int64_t r, const float *x,
+                        int64_t n);
+void attn_fill_out_row(const attn_tensor *t, int64_t b, int64_t h, int64_t r, float value,
+                       int64_t n);
 
 /* Tiles the block rows so that per_row_floats of scratch fit per row. */
 int64_t attn_block_rows_for(const attn_dsp *dsp, int64_t per_row_floats);

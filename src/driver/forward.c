@@ -80,19 +80,21 @@ static void online_update(const attn_dsp *dsp, const attn_problem *pb, const row
     attn_fill(s + z, nk - z, 0.0f);
 }
 
-/* Writes one row's output and stats from its online state. */
+/* Writes one row's output and stats from its online state. The output row
+   is the normalised f32 row, rounded once into an F16/BF16 out (the stats
+   stay f32). */
 static void finish_row(const attn_dsp *dsp, const attn_problem *pb, const row_ref *row,
                        const online_row *o, float *acc)
 {
-    float *dst = attn_out_row(&pb->out, row->b, row->h, row->i);
+    const attn_tensor *out = &pb->out;
     if (o->poisoned) {
-        attn_fill(dst, pb->v_dim, NAN);
+        attn_fill_out_row(out, row->b, row->h, row->i, NAN, pb->v_dim);
         attn_write_stats(pb, row, NAN, NAN, NAN);
     } else if (o->m == -INFINITY) { /* no visible key, no sink */
-        attn_fill(dst, pb->v_dim, 0.0f);
+        attn_fill_out_row(out, row->b, row->h, row->i, 0.0f, pb->v_dim);
         attn_write_stats(pb, row, -INFINITY, -INFINITY, 0.0f);
     } else if (row->lo >= row->hi) { /* only the sink: acc was never started */
-        attn_fill(dst, pb->v_dim, 0.0f);
+        attn_fill_out_row(out, row->b, row->h, row->i, 0.0f, pb->v_dim);
         attn_write_stats(pb, row, o->m, o->m, 0.0f);
     } else {
         dsp->row_scale(acc, (size_t)pb->v_dim, 1.0f / o->l);
@@ -100,7 +102,7 @@ static void finish_row(const attn_dsp *dsp, const attn_problem *pb, const row_re
            could fall into the subnormal range and lose precision) */
         if (pb->v_scale != 1.0f)
             dsp->row_scale(acc, (size_t)pb->v_dim, pb->v_scale);
-        memcpy(dst, acc, (size_t)pb->v_dim * sizeof(float));
+        attn_store_out_row(out, row->b, row->h, row->i, acc, pb->v_dim);
         const float log_l = logf(o->l);
         attn_write_stats(pb, row, o->m + log_l, o->m, fmaxf(0.0f, log_l - o->t / o->l));
     }
@@ -351,6 +353,7 @@ static const attn_op forward_op = {
     .reads_qk = 1,
     .reads_v = 1,
     .out_cols = ATTN_OUT_V_DIM,
+    .rounds_out = 1, /* F32, F16 or BF16 out */
     .writes_stats = 1,
     .scratch = forward_scratch,
     .plan = plan_forward,

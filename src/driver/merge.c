@@ -3,7 +3,8 @@
  * disjoint key sets into the result over their union. One task per block of
  * MERGE_ROWS query rows of one (batch entry, head); each row on its own:
  * the weights exp(lse_i - L) and L in double (libm, the same on every ISA),
- * then out = sum_i w_i out_i with the table's wsum, in part order.
+ * then out = sum_i w_i out_i with the table's wsum, in part order, into an
+ * f32 row that is then stored (rounded once when out is F16 or BF16).
  */
 #include <math.h>
 #include <string.h>
@@ -32,11 +33,11 @@ typedef struct merge_ctx {
     size_t tasks;
 } merge_ctx;
 
+/* One row into out; acc: v_dim floats of scratch. */
 static void merge_row(const attn_dsp *dsp, const merge_problem *mp, int64_t b, int64_t h,
-                      int64_t i)
+                      int64_t i, float *acc)
 {
     const size_t at = (size_t)((b * mp->q_heads + h) * mp->q_len + i);
-    float *dst = attn_out_row(&mp->out, b, h, i);
     double m = -INFINITY;
     int poisoned = 0;
     for (int64_t p = 0; p < mp->n_parts; p++) {
@@ -47,7 +48,7 @@ static void merge_row(const attn_dsp *dsp, const merge_problem *mp, int64_t b, i
             m = l;
     }
     if (poisoned || m == -INFINITY) {
-        attn_fill(dst, mp->v_dim, poisoned ? NAN : 0.0f);
+        attn_fill_out_row(&mp->out, b, h, i, poisoned ? NAN : 0.0f, mp->v_dim);
         if (mp->lse)
             mp->lse[at] = poisoned ? NAN : -INFINITY;
         return;
@@ -67,7 +68,7 @@ static void merge_row(const attn_dsp *dsp, const merge_problem *mp, int64_t b, i
     const float *x[ATTN_WSUM_MAX_PARTS];
     float w[ATTN_WSUM_MAX_PARTS];
     size_t k = 0;
-    attn_fill(dst, mp->v_dim, 0.0f);
+    attn_fill(acc, mp->v_dim, 0.0f);
     for (int64_t p = 0; p < mp->n_parts; p++) {
         const float l = mp->parts[p].lse[at];
         if (l == -INFINITY)
@@ -75,12 +76,13 @@ static void merge_row(const attn_dsp *dsp, const merge_problem *mp, int64_t b, i
         w[k] = (float)((p < MERGE_CACHE ? e[p] : exp((double)l - m)) / sum);
         x[k++] = (const float *)attn_row_ptr(&mp->parts[p].out, b, h, i);
         if (k == ATTN_WSUM_MAX_PARTS) {
-            dsp->wsum(dst, x, w, k, (size_t)mp->v_dim);
+            dsp->wsum(acc, x, w, k, (size_t)mp->v_dim);
             k = 0;
         }
     }
     if (k)
-        dsp->wsum(dst, x, w, k, (size_t)mp->v_dim);
+        dsp->wsum(acc, x, w, k, (size_t)mp->v_dim);
+    attn_store_out_row(&mp->out, b, h, i, acc, mp->v_dim);
     if (mp->lse)
         mp->lse[at] = (float)(m + log(sum));
 }
@@ -93,8 +95,10 @@ static void merge_task(void *vctx, size_t index)
     const int64_t bh = (int64_t)index / ctx->blocks;
     const int64_t b = bh / mp->q_heads, h = bh % mp->q_heads;
     const int64_t i0 = blk * MERGE_ROWS, i1 = attn_min64(i0 + MERGE_ROWS, mp->q_len);
+    /* the f32 row wsum accumulates (16 KiB at v_dim = ATTN_MAX_HEAD_DIM) */
+    _Alignas(64) float acc[ATTN_MAX_HEAD_DIM];
     for (int64_t i = i0; i < i1; i++)
-        merge_row(ctx->dsp, mp, b, h, i);
+        merge_row(ctx->dsp, mp, b, h, i, acc);
 }
 
 /* The plan: blocks of MERGE_ROWS rows of each (batch entry, head), a task each. */
@@ -129,10 +133,12 @@ static attn_status validate_merge(merge_problem *mp, const attn_shape *shape,
     const int64_t v_dim = s.v_dim ? s.v_dim : s.head_dim;
     if (o.flags & ~ATTN_CAUSAL)
         return ATTN_ERR_ARG;
-    if (!attn_dtype_is_output(out->dtype))
+    /* out: F32, or rounded into F16/BF16; the parts: F32 (they are read
+       as the f32 rows wsum sums) */
+    if (!attn_dtype_is_output(out->dtype, 1))
         return ATTN_ERR_ARG;
     for (int64_t i = 0; i < n_parts; i++)
-        if (!attn_dtype_is_output(parts[i].out.dtype))
+        if (!attn_dtype_is_output(parts[i].out.dtype, 0))
             return ATTN_ERR_ARG;
 
     /* tensors; no output byte may meet an input or the other output */

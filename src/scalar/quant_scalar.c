@@ -32,33 +32,6 @@ ATTN_TILE_FILE(quant, scalar, scalar)
 /* quantizers                                                                */
 /* ------------------------------------------------------------------------ */
 
-uint16_t attn_f32_to_f16(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    const uint32_t sign = (u >> 16) & 0x8000u;
-    const uint32_t abs = u & 0x7fffffffu;
-    if (abs > 0x7f800000u) /* NaN: keep it quiet */
-        return (uint16_t)(sign | 0x7e00u | ((abs >> 13) & 0x3ffu));
-    if (abs >= 0x477ff000u) /* rounds to >= 2^16: infinity */
-        return (uint16_t)(sign | 0x7c00u);
-    if (abs < 0x38800000u) { /* below 2^-14: a subnormal half (or zero) */
-        /* value / 2^-24 rounded to nearest even; exact scaling by 2^24 */
-        float scaled;
-        const uint32_t bits = abs;
-        memcpy(&scaled, &bits, sizeof scaled);
-        scaled = scaled * 0x1p24f;
-        return (uint16_t)(sign | (uint32_t)nearbyintf(scaled));
-    }
-    /* normal: drop 13 mantissa bits, rounding to nearest even; a carry into
-       the exponent is the right result (up to 2^16 was excluded above) */
-    uint32_t h = ((abs >> 13) - (112u << 10));
-    const uint32_t rest = abs & 0x1fffu;
-    if (rest > 0x1000u || (rest == 0x1000u && (h & 1u)))
-        h++;
-    return (uint16_t)(sign | h);
-}
-
 uint8_t attn_f32_to_e4m3(float x)
 {
     const uint8_t sign = signbit(x) ? 0x80 : 0;

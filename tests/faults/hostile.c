@@ -189,10 +189,29 @@ static void dims_and_strides(void)
     reset();
     qt.dtype = 7;
     expect_all("q.dtype = 7", ATTN_ERR_ARG);
+    /* no output is BOOL or quantized (the forward's out may be F16/BF16,
+       scores and weights may not) */
+    reset();
+    st_scores.dtype = ATTN_DTYPE_BOOL;
+    st_out.dtype = ATTN_DTYPE_BOOL;
+    expect_all("output dtype BOOL", ATTN_ERR_ARG);
+    reset();
+    st_scores.dtype = ATTN_DTYPE_Q8_0;
+    st_out.dtype = ATTN_DTYPE_Q8_0;
+    expect_all("output dtype Q8_0", ATTN_ERR_ARG);
     reset();
     st_scores.dtype = ATTN_DTYPE_F16;
-    st_out.dtype = ATTN_DTYPE_F16;
-    expect_all("output dtype F16", ATTN_ERR_ARG);
+    {
+        memset(out, 0x5a, sizeof out);
+        memset(lse, 0x5a, sizeof lse);
+        memset(mx, 0x5a, sizeof mx);
+        memset(ent, 0x5a, sizeof ent);
+        attn_status w = attn_weights(&shape, &opt, &qt, &kt, &st_scores, &stats);
+        attn_status s = attn_scores(&shape, &opt, &qt, &kt, &st_scores);
+        EXPECT(w == ATTN_ERR_ARG && s == ATTN_ERR_ARG && untouched(),
+               "scores/weights dtype F16: weights %d, scores %d", w, s);
+        printf("  %-58s -> %s\n", "scores/weights dtype F16", attn_strerror(w));
+    }
     {
         float x[4] = {1, 2, 3, 4};
         EXPECT(attn_softmax(x, INT64_MAX, 4, INT64_MAX, NULL) == ATTN_ERR_SHAPE &&

@@ -17,6 +17,11 @@
  * the header lets a non-finite v row hidden only by a mask turn an output
  * NaN or not depending on tiling (0 * inf), which differs between tables by
  * design.
+ *
+ * A forward is now and then (a byte after the problem's) run again on every
+ * table into an F16 or BF16 out: it must be that table's F32 out rounded to
+ * nearest even, bit for bit (tests/ref.c's encoders, not the library's),
+ * with the same stats bits.
  */
 #include <float.h>
 #include <math.h>
@@ -104,6 +109,55 @@ typedef struct outputs {
     attn_tensor out;
     float *lse, *max, *ent;
 } outputs;
+
+/*
+ * The forward on every table into a dense out of `dtype` (F16 or BF16): each
+ * element must be the same table's F32 out (res[t]) rounded to nearest even,
+ * by tests/ref.c's encoders (a NaN: a NaN of the same sign), and the stats
+ * the same bits.
+ */
+static void forward16(int32_t dtype, const attn_dsp *const *tables, int ntables,
+                      const attn_shape *s, const attn_options *opt, const attn_tensor *q,
+                      const attn_tensor *k, const attn_tensor *v, int64_t v_dim,
+                      const outputs *res)
+{
+    const int64_t rows = s->batch * s->q_heads * s->q_len;
+    const size_t n = (size_t)(rows * v_dim);
+    uint16_t *o = malloc(n * 2 + 2);
+    float *st = malloc((size_t)rows * 3 * 4 + 4);
+    if (!o || !st)
+        abort();
+    const attn_tensor out = {o, dtype, s->q_heads * s->q_len * v_dim, s->q_len * v_dim, v_dim};
+    const attn_row_stats stats = {st, st + rows, st + 2 * rows};
+    const uint16_t exp_mask = dtype == ATTN_DTYPE_F16 ? 0x7c00u : 0x7f80u;
+    for (int t = 0; t < ntables; t++) {
+        const char *isa = tables[t]->isa_name;
+        memset(o, 0xa5, n * 2);
+        const attn_status status = attn_forward_with(tables[t], s, opt, q, k, v, &out, &stats);
+        FZ_CHECK(status == ATTN_OK, "forward, %s out, on %s: status %d", ref_dtype_name(dtype),
+                 isa, status);
+        const float *f32 = res[t].out.data;
+        for (size_t i = 0; i < n; i++) {
+            const uint16_t want = dtype == ATTN_DTYPE_F16 ? ref_f32_to_f16(f32[i])
+                                                          : ref_f32_to_bf16(f32[i]);
+            uint32_t bits;
+            memcpy(&bits, &f32[i], 4);
+            const int ok = isnan(f32[i]) ? (o[i] & exp_mask) == exp_mask &&
+                                               (o[i] & ~exp_mask & 0x7fffu) &&
+                                               (o[i] >> 15) == (bits >> 31)
+                                         : o[i] == want;
+            FZ_CHECK(ok, "forward, %s out, on %s: out[%zu] = 0x%04x, want rne(%.9g) = 0x%04x",
+                     ref_dtype_name(dtype), isa, i, o[i], f32[i], want);
+        }
+        const float *want_st[3] = {res[t].lse, res[t].max, res[t].ent};
+        for (int w = 0; w < 3; w++)
+            FZ_CHECK(memcmp(st + w * rows, want_st[w], (size_t)rows * 4) == 0,
+                     "forward, %s out, on %s: stats %d differ from the f32 out's",
+                     ref_dtype_name(dtype), isa, w);
+    }
+    free(o);
+    free(st);
+}
 
 static void run_attention(fz_reader *r, int op, const attn_dsp *const *tables, int ntables)
 {
@@ -218,6 +272,11 @@ static void run_attention(fz_reader *r, int op, const attn_dsp *const *tables, i
             }
         }
     }
+    /* the forward into a 16-bit out: byte 0 (or none left) F32 only */
+    const unsigned out_kind = op == OP_FORWARD ? fz_u8(r) % 3u : 0u;
+    if (out_kind)
+        forward16(out_kind == 1 ? ATTN_DTYPE_F16 : ATTN_DTYPE_BF16, tables, ntables, &s, &opt,
+                  &q, &k, &v, v_dim, res);
     for (int t = 0; t < ntables; t++) {
         free(res[t].out.data);
         free(res[t].lse);

@@ -16,7 +16,10 @@
  * is finite and >= the largest lse); for rows whose contributing partial
  * outputs are finite, a value outside tests/tolerance.h's merge bound of
  * the float64 merge (ref_merge_row); different bits for reversed task order
- * or between runs.
+ * or between runs. A last byte draws the out dtype of one more call per
+ * table: F16 or BF16 must give the F32 out rounded to nearest even bit for
+ * bit (tests/ref.c's encoders) and the same lse bits; BOOL or Q8_0 must be
+ * ATTN_ERR_ARG with nothing written.
  */
 #include <float.h>
 #include <math.h>
@@ -65,6 +68,59 @@ static float hostile_lse(fz_reader *r, fz_rng *g)
 static int is_float_bits_equal(const float *a, const float *b, size_t n)
 {
     return memcmp(a, b, n * sizeof(float)) == 0;
+}
+
+/*
+ * One more merge of the accepted call on table t into a fresh out of
+ * `dtype` (dense [B][H][Lq][dv], its own lse array): F16/BF16 must be f32
+ * (the F32 call's dense out) rounded to nearest even and lse32's bits;
+ * any other dtype ATTN_ERR_ARG with out and lse untouched.
+ */
+static void merge16(const attn_dsp *t, const attn_shape *shape, const attn_partial *parts,
+                    int64_t n_parts, int32_t dtype, int with_lse, const float *f32,
+                    const float *lse32, int64_t rows, int64_t dv)
+{
+    const size_t n = (size_t)(rows * dv);
+    const size_t esize = dtype == ATTN_DTYPE_Q8_0 ? 34 : dtype == ATTN_DTYPE_BOOL ? 1 : 2;
+    fz_buf ob, lb;
+    unsigned char *o = fz_buf_alloc(&ob, n * esize, 0);
+    float *lse = fz_buf_alloc(&lb, (size_t)rows * 4, 0);
+    memset(o, 0xa5, n * esize);
+    memset(lse, 0xa5, (size_t)rows * 4);
+    const attn_tensor to = {o, dtype, shape->q_heads * shape->q_len * dv, shape->q_len * dv, dv};
+    attn_options opt = ATTN_OPTIONS_INIT;
+    const attn_status st = attn_merge_with(t, shape, &opt, parts, n_parts, &to,
+                                           with_lse ? lse : NULL);
+    if (dtype != ATTN_DTYPE_F16 && dtype != ATTN_DTYPE_BF16) {
+        FZ_CHECK(st == ATTN_ERR_ARG, "%s: merge into a %s out: status %d", t->isa_name,
+                 ref_dtype_name(dtype), st);
+        for (size_t i = 0; i < n * esize; i++)
+            FZ_CHECK(o[i] == 0xa5, "a rejected merge wrote its out");
+    } else {
+        FZ_CHECK(st == ATTN_OK, "%s: merge into a %s out: status %d", t->isa_name,
+                 ref_dtype_name(dtype), st);
+        const uint16_t exp_mask = dtype == ATTN_DTYPE_F16 ? 0x7c00u : 0x7f80u;
+        for (size_t i = 0; i < n; i++) {
+            uint16_t h;
+            uint32_t bits;
+            memcpy(&h, o + 2 * i, 2);
+            memcpy(&bits, &f32[i], 4);
+            const uint16_t want = dtype == ATTN_DTYPE_F16 ? ref_f32_to_f16(f32[i])
+                                                          : ref_f32_to_bf16(f32[i]);
+            const int ok = isnan(f32[i]) ? (h & exp_mask) == exp_mask &&
+                                               (h & ~exp_mask & 0x7fffu) &&
+                                               (h >> 15) == (bits >> 31)
+                                         : h == want;
+            FZ_CHECK(ok, "%s: %s merge out[%zu] = 0x%04x, want rne(%.9g) = 0x%04x", t->isa_name,
+                     ref_dtype_name(dtype), i, h, (double)f32[i], want);
+        }
+        if (with_lse)
+            FZ_CHECK(is_float_bits_equal(lse, lse32, (size_t)rows),
+                     "%s: lse of a %s merge differs from the f32 merge's", t->isa_name,
+                     ref_dtype_name(dtype));
+    }
+    fz_buf_free(&ob);
+    fz_buf_free(&lb);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -146,6 +202,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     attn_tensor to = {out, ATTN_DTYPE_F32, hsz * qsz * dv, qsz * dv, dv};
     const int overlap = fz_range(r, 0, 31);
     float *lse_arg = fz_chance(r, 32) ? NULL : lse;
+    /* one more call's out dtype: none (0..3, and no byte left), F16, BF16,
+       then two it must refuse */
+    static const int32_t out16_kinds[] = {ATTN_DTYPE_F16, ATTN_DTYPE_BF16, ATTN_DTYPE_BOOL,
+                                          ATTN_DTYPE_Q8_0};
+    const unsigned out_kind = fz_u8(r) % 8u;
     if (overlap == 0 && n_parts > 0 && parts[0].out.row_stride == dv &&
         parts[0].out.head_stride == qsz * dv)
         to.data = parts[0].out.data;
@@ -246,6 +307,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                  "second run rejected");
         FZ_CHECK(is_float_bits_equal(first, out, (size_t)(rows * dv)), "bits differ, reversed");
         FZ_CHECK(is_float_bits_equal(first_l, lse, (size_t)rows), "lse bits differ, reversed");
+        if (out_kind >= 4)
+            merge16(t, &shape, parts, n_parts, out16_kinds[out_kind - 4], lse_arg != NULL, first,
+                    first_l, rows, dv);
         free(first);
         free(first_l);
     }
