@@ -12,19 +12,14 @@
 #include <string.h>
 
 #include "dtype_list.h" /* ATTN_QBLOCK */
+#include "half.h"
 
-/* x rounded to bfloat16, round to nearest even, as an f32 (exact). NaN
-   stays NaN (quieted), overflow goes to infinity, subnormals round like
-   any other value. */
+/* x rounded to bfloat16 (src/half.h's encoder: round to nearest even, NaN
+   quieted, overflow to infinity, subnormals rounded like any value), as
+   the f32 it is exactly. */
 static inline float attn_bf16_round(float x)
 {
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    if ((u & 0x7fffffffu) > 0x7f800000u)
-        u |= 0x00400000u; /* quiet NaN: the carry below cannot reach inf */
-    u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
-    memcpy(&x, &u, sizeof x);
-    return x;
+    return attn_bf16_to_f32(attn_f32_to_bf16(x));
 }
 
 /* The int8 mode's query blocks: 32 values as dq * n[t]. */
