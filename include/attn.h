@@ -390,7 +390,11 @@ typedef void (*attn_parallel_for_fn)(void *pool_ctx, attn_task_fn task,
  *    Other k dtypes, and P.V for every v dtype, are computed as in the
  *    default mode.
  * Row statistics (lse, max_score, entropy) are those of the scores the
- * mode computed.
+ * mode computed. Non-finite inputs stay non-finite, but a rounded mode may
+ * turn an infinity times a tiny value into NaN (bf16 rounds |x| <= 2^-134
+ * to 0, and vdpbf16ps flushes bf16 subnormals; inf * 0 is NaN) where the
+ * default mode gives the infinity; bfloat16 overflows for |x| >= 2^128 -
+ * 2^119, which f32 holds: such a q, k, p or v becomes an infinity.
  */
 typedef enum attn_precision {
     ATTN_PRECISION_DEFAULT = 0,

@@ -349,7 +349,12 @@ static double finish_score(const attn_shape *shape, const attn_options *opt, int
             e0 = u * fabs(y);
         } else {
             const double slope = 1.0 - t * t;
-            e0 = e0 * slope + (2.0 * TOL_TANH_ULP + 1.0) * u * fabs(y) +
+            /* e0 passes through at the largest slope over [x - e0, x + e0]
+               (mean value theorem; 1 - t^2 at x alone is first order only,
+               too small for the errors of the rounded precision modes) */
+            const double near0 = fabs(x) > e0 ? fabs(x) - e0 : 0.0;
+            const double tn = tanh(near0 / cap), slope_max = 1.0 - tn * tn;
+            e0 = e0 * slope_max + (2.0 * TOL_TANH_ULP + 1.0) * u * fabs(y) +
                  2.0 * u * fabs(x) * slope + tol_under_softcap(cap, x, slope);
         }
         x = y;

@@ -143,6 +143,9 @@ static void run_mode(const isa_row *row, int64_t precision, int bf16_inputs, con
         gen_profile p;
         gen_profile_init(&p);
         gen_pin(&p, GEN_C_OPT(precision), precision);
+        /* finite inputs: a mode's rounding may turn inf * tiny into
+           inf * 0 (attn.h), checked on its own below */
+        gen_pin(&p, GEN_C_SPREAD, rep % 2 ? GEN_SPREAD_FLAT : GEN_SPREAD_PEAKED);
         if (bf16_inputs) {
             gen_pin(&p, GEN_C_Q_DTYPE, ATTN_DTYPE_BF16);
             gen_pin(&p, GEN_C_K_DTYPE, ATTN_DTYPE_BF16);
@@ -167,6 +170,33 @@ HARNESS_ISA_PARAMS(precision, default_bf16_inputs)
 ParameterizedTest(isa_row *row, precision, default_bf16_inputs, .timeout = ATTN_TEST_TIMEOUT)
 {
     run_mode(row, ATTN_PRECISION_DEFAULT, 1, "default, bf16 q and k");
+}
+
+/* attn.h: the bf16 mode rounds a factor below the least bf16 subnormal
+   to 0, so an infinite q against it gives NaN (inf * 0), where the
+   default mode gives inf; either way the score is not finite. */
+HARNESS_ISA_PARAMS(precision, bf16_infinities)
+ParameterizedTest(isa_row *row, precision, bf16_infinities)
+{
+    const attn_dsp *t = harness_begin(row);
+    const int64_t L = 20, D = 32;
+    const attn_shape s = {1, 1, 1, L, L, D, D};
+    float x[2 * 20 * 32], sc[20 * 20];
+    for (size_t i = 0; i < sizeof x / sizeof x[0]; i++)
+        x[i] = 0.25f;
+    x[0] = INFINITY;        /* q row 0, dim 0 */
+    x[L * D] = 1e-45f;      /* k row 0, dim 0: rounds to 0 in bf16 */
+    const attn_tensor q = {x, ATTN_DTYPE_F32, L * D, L * D, D},
+                      k = {x + L * D, ATTN_DTYPE_F32, L * D, L * D, D},
+                      o = {sc, ATTN_DTYPE_F32, L * L, L * L, L};
+    attn_options opt = ATTN_OPTIONS_INIT;
+    CHECK(attn_scores_with(t, &s, &opt, &q, &k, &o) == ATTN_OK, "default");
+    CHECK(sc[0] == INFINITY, "default mode: inf * 1e-45 is inf, got %g", (double)sc[0]);
+    opt.precision = ATTN_PRECISION_BF16;
+    CHECK(attn_scores_with(t, &s, &opt, &q, &k, &o) == ATTN_OK, "bf16");
+    CHECK(!isfinite(sc[0]), "bf16 mode: a score of inf * tiny must stay non-finite, got %g",
+          (double)sc[0]);
+    CHECK(isfinite(sc[L + 1]), "row 1 has no infinity");
 }
 
 /* The int8 mode on float caches is the default mode: the same bits. */

@@ -58,7 +58,11 @@
  *            carries <= 2u relative error, which moves tanh by at most
  *            2u*|x/cap|*(1 - t^2); then tanh's ulp and the final multiply:
  *              |y - y*| <= (2*TOL_TANH_ULP + 1) * u * |y*| + 2u*|x|*(1 - t^2)
- *            and an error e0 already in x passes through scaled by (1 - t^2).
+ *            and an error e0 already in x passes through scaled by the
+ *            largest slope of y over [x - e0, x + e0] (mean value theorem),
+ *            1 - tanh^2(max(|x| - e0, 0) / cap): 1 - t^2 at x itself is only
+ *            first order, which the f32 errors meet but the precision
+ *            modes' (2^-7 relative) do not.
  *
  *  bias:     s + b adds u*|s + b| and passes the error of s unchanged.
  *

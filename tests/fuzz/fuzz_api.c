@@ -673,9 +673,13 @@ static void check_results(problem *P, int op, const snapshot *sn)
                 }
                 const double rescales = op == OP_FORWARD ? (double)s->kv_len + 1.0 : 0.0;
                 const float *mx_row = P->stats_passed ? P->stats.max_score : NULL;
-                const row_bounds rb = contract_bounds(
+                row_bounds rb = contract_bounds(
                     (double)(visible ? visible + (has_sink ? 1 : 0) : 1), rescales,
                     mx_row && visible ? fabs((double)mx_row[row]) : 0.0);
+                /* the bf16 mode rounds each weight and value (attn.h):
+                   2^-7 + 2^-16 more per term of o, relative to max |v| */
+                if (P->eff.precision == ATTN_PRECISION_BF16)
+                    rb.hull += 0x1p-7 + 0x1p-16;
                 if (op == OP_WEIGHTS && visible && !has_sink)
                     FZ_CHECK(fabs(sum - 1.0) <= rb.sum,
                              "weights: row [%lld][%lld][%lld] sums to %.9g over %lld keys "
@@ -894,6 +898,11 @@ static void run_attention(fz_reader *r, int op)
     if (fz_chance(r, 80))
         full.window = hostile && fz_chance(r, 60) ? (fz_chance(r, 128) ? -fz_range(r, 1, 5) : INT64_MIN)
                                                   : fz_range(r, 1, 45);
+    /* precision (1.2): the modes, or (hostile) a value no mode has */
+    static const int64_t wild_precisions[] = {-1, 3, INT64_MIN, INT64_MAX, (int64_t)1 << 32};
+    if (fz_chance(r, 60))
+        full.precision = hostile && fz_chance(r, 80) ? wild_precisions[fz_u8(r) % 5]
+                                                     : fz_range(r, 0, 2);
     if (fz_chance(r, 70))
         full.window_right = hostile && fz_chance(r, 60)
                                 ? (fz_chance(r, 128) ? -fz_range(r, 1, 5) : INT64_MIN)
@@ -986,6 +995,7 @@ static void run_attention(fz_reader *r, int op)
             P.eff.mask = COVERED(mask) && P.mask.passed ? &P.mask.t : NULL;
             P.eff.bias = COVERED(bias) && P.bias.passed ? &P.bias.t : NULL;
             if (COVERED(window_right)) P.eff.window_right = full.window_right;
+            if (COVERED(precision)) P.eff.precision = full.precision;
             P.eff.sinks = COVERED(sinks) && P.sinks.passed ? &P.sinks.t : NULL;
             P.eff.alibi_slopes = COVERED(alibi_slopes) && P.alibi.passed ? &P.alibi.t : NULL;
             P.eff.parallel_for = COVERED(parallel_for) && fz_chance(r, 160) ? permuting_parallel_for
@@ -998,7 +1008,8 @@ static void run_attention(fz_reader *r, int op)
     if (P.eff.flags & ~ATTN_CAUSAL)
         must |= BIT(ATTN_ERR_ARG);
     if (!isfinite(P.eff.scale) || !isfinite(P.eff.softcap) || P.eff.softcap < 0.0f ||
-        P.eff.window < 0 || P.eff.window_right < 0 ||
+        P.eff.window < 0 || P.eff.window_right < 0 || P.eff.precision < 0 ||
+        P.eff.precision > ATTN_PRECISION_INT8 ||
         (P.eff.softcap > 0.0f && !isfinite(1.0f / P.eff.softcap)))
         must |= BIT(ATTN_ERR_ARG);
 
