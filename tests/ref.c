@@ -234,6 +234,22 @@ void ref_softmax_row(const double *s, const double *s_err, size_t n, int64_t res
            the product e_j (m - s_j) may round into the subnormal range */
         w_tiny += TOL_TINY * (m - s[j]) + TOL_ETA;
     }
+    /* the normaliser's change: log sum_k p_k e^(d_k) lies in [-e_bar, E]
+       with E = log sum_k p_k e^(E_k) >= e_bar (Jensen): rigorous for score
+       errors of any size (e_bar alone is first order, too small where a
+       key of tiny weight has a large error, as in the rounded precision
+       modes), and equal to e_bar to first order */
+    {
+        double lmax = -INFINITY, acc = 0.0;
+        for (size_t j = 0; j < n; j++)
+            if (s[j] != -INFINITY && p[j] > 0.0)
+                lmax = max_d(lmax, log(p[j]) + (s_err ? s_err[j] : 0.0));
+        for (size_t j = 0; j < n; j++)
+            if (s[j] != -INFINITY && p[j] > 0.0)
+                acc += exp(log(p[j]) + (s_err ? s_err[j] : 0.0) - lmax);
+        if (lmax > -INFINITY)
+            e_bar = max_d(e_bar, lmax + log(acc));
+    }
     for (size_t j = 0; j < n; j++)
         if (p[j] > 0.0)
             ent_in += p[j] * fabs(s[j] - st->lse) * ((s_err ? s_err[j] : 0.0) + e_bar);

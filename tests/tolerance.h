@@ -73,8 +73,11 @@
  *
  *  softmax of a row (weights, lse, max_score, entropy) given score errors
  *  E_j (from the bounds above) and n visible keys:
- *    input part:   dp_j/p_j = ds_j - sum_k p_k ds_k, so the relative change
- *                  is at most expm1(E_j + Ebar), Ebar = sum_k p_k E_k;
+ *    input part:   p changes by exp(ds_j - dlse), dlse = log sum_k p_k e^(ds_k)
+ *                  in [-sum_k p_k E_k, log sum_k p_k e^(E_k)] (Jensen), so
+ *                  the relative change is at most expm1(E_j + Ebar) with
+ *                  Ebar = log sum_k p_k e^(E_k): rigorous for errors of any
+ *                  size, and sum_k p_k E_k to first order;
  *                  dlse <= Ebar; |dmax| <= max E_j;
  *                  dH <= sum_j p_j |log p_j| (E_j + Ebar), times e^(Emax+Ebar)
  *                  to cover the second-order terms.
