@@ -23,6 +23,10 @@ void bench_fma_peak_avx2(long iters);
 /* iters rounds of 16 independent 16-wide FMAs (512 flops per round); built
    with a target attribute (fma_peak_avx512.c): call only where AVX-512 F runs. */
 void bench_fma_peak_avx512(long iters);
+/* The bf16 and int8 dot-product peaks (same file): call only where the CPU
+   has AVX512_BF16, resp. AVX512_VNNI. */
+void bench_bf16dot_peak_avx512(long iters);
+void bench_int8dot_peak_avx512(long iters);
 
 #ifdef __cplusplus
 }

@@ -222,29 +222,58 @@ double fwd_flops(const FwdShape &f)
     return 4.0 * pairs * f.d * f.hq;
 }
 
-void bm_forward(benchmark::State &state, const attn_dsp *dsp, FwdShape f, attn_dtype kv_dtype)
+/* bfloat16 of x, round to nearest even (x finite here) */
+uint16_t to_bf16(float x)
+{
+    uint32_t u;
+    std::memcpy(&u, &x, 4);
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+/* The forward on K/V of kv_dtype (F32, F16, BF16, Q8_0: attn_quantize), q of
+   q_dtype (F32 or BF16), in a precision mode (attn.h). */
+void bm_forward(benchmark::State &state, const attn_dsp *dsp, FwdShape f, attn_dtype kv_dtype,
+                int64_t precision = 0, attn_dtype q_dtype = ATTN_DTYPE_F32)
 {
     const size_t nq = f.hq * f.lq * f.d, nkv = f.hkv * f.lk * f.d;
+    const bool half = kv_dtype == ATTN_DTYPE_F16 || kv_dtype == ATTN_DTYPE_BF16;
+    const bool q8 = kv_dtype == ATTN_DTYPE_Q8_0;
     Buffer<float> q(nq), out(nq), k32(nkv), v32(nkv);
-    Buffer<uint16_t> k16(kv_dtype == ATTN_DTYPE_F32 ? 0 : nkv), v16(kv_dtype == ATTN_DTYPE_F32 ? 0 : nkv);
+    Buffer<uint16_t> k16(half ? nkv : 0), v16(half ? nkv : 0), q16(q_dtype == ATTN_DTYPE_BF16 ? nq : 0);
+    Buffer<unsigned char> k8(q8 ? nkv / 32 * 34 : 0), v8(q8 ? nkv / 32 * 34 : 0);
     fill_uniform(q.p, q.n, -1, 1, 4);
     fill_uniform(k32.p, k32.n, -1, 1, 5);
     fill_uniform(v32.p, v32.n, -1, 1, 6);
-    void *kd = k32.p, *vd = v32.p;
-    if (kv_dtype == ATTN_DTYPE_F16) {
+    void *kd = k32.p, *vd = v32.p, *qd = q.p;
+    int64_t kcols = f.d;
+    if (half) {
         for (size_t i = 0; i < nkv; i++) {
-            k16.p[i] = to_half(k32.p[i]);
-            v16.p[i] = to_half(v32.p[i]);
+            k16.p[i] = kv_dtype == ATTN_DTYPE_F16 ? to_half(k32.p[i]) : to_bf16(k32.p[i]);
+            v16.p[i] = kv_dtype == ATTN_DTYPE_F16 ? to_half(v32.p[i]) : to_bf16(v32.p[i]);
         }
         kd = k16.p;
         vd = v16.p;
+    } else if (q8) {
+        const int64_t rows = (int64_t)(nkv / f.d);
+        if (attn_quantize(ATTN_DTYPE_Q8_0, k32.p, rows, f.d, f.d, k8.p, f.d / 32, 0.0f) != ATTN_OK ||
+            attn_quantize(ATTN_DTYPE_Q8_0, v32.p, rows, f.d, f.d, v8.p, f.d / 32, 0.0f) != ATTN_OK)
+            state.SkipWithError("attn_quantize failed");
+        kd = k8.p;
+        vd = v8.p;
+        kcols = f.d / 32; /* strides count blocks */
+    }
+    if (q_dtype == ATTN_DTYPE_BF16) {
+        for (size_t i = 0; i < nq; i++)
+            q16.p[i] = to_bf16(q.p[i]);
+        qd = q16.p;
     }
     attn_shape shape = {1, f.hq, f.hkv, f.lq, f.lk, f.d, f.d};
     attn_options opt = ATTN_OPTIONS_INIT;
     opt.flags = f.causal ? ATTN_CAUSAL : 0u;
-    attn_tensor tq = tensor(q.p, ATTN_DTYPE_F32, f.hq, f.lq, f.d);
-    attn_tensor tk = tensor(kd, kv_dtype, f.hkv, f.lk, f.d);
-    attn_tensor tv = tensor(vd, kv_dtype, f.hkv, f.lk, f.d);
+    opt.precision = precision;
+    attn_tensor tq = tensor(qd, q_dtype, f.hq, f.lq, f.d);
+    attn_tensor tk = tensor(kd, kv_dtype, f.hkv, f.lk, kcols);
+    attn_tensor tv = tensor(vd, kv_dtype, f.hkv, f.lk, kcols);
     attn_tensor to = tensor(out.p, ATTN_DTYPE_F32, f.hq, f.lq, f.d);
     for (auto _ : state) {
         if (attn_forward_with(dsp, &shape, &opt, &tq, &tk, &tv, &to, nullptr) != ATTN_OK)
@@ -597,6 +626,23 @@ void bm_fma_peak_avx512(benchmark::State &state)
         bench_fma_peak_avx512(iters);
     set_flops(state, 512.0 * iters);
 }
+
+/* 16 chains x 16 lanes x 4 flops (vdpbf16ps), x 8 ops (vpdpbusd) */
+void bm_bf16dot_peak_avx512(benchmark::State &state)
+{
+    const long iters = 1000000;
+    for (auto _ : state)
+        bench_bf16dot_peak_avx512(iters);
+    set_flops(state, 1024.0 * iters);
+}
+
+void bm_int8dot_peak_avx512(benchmark::State &state)
+{
+    const long iters = 1000000;
+    for (auto _ : state)
+        bench_int8dot_peak_avx512(iters);
+    set_flops(state, 2048.0 * iters);
+}
 #endif
 
 /* ------------------------------------------------------------ kernels */
@@ -674,6 +720,10 @@ void register_all()
         benchmark::RegisterBenchmark("ref/fma_peak_avx2_1thread", bm_fma_peak);
     if (have_avx512f())
         benchmark::RegisterBenchmark("ref/fma_peak_avx512_1thread", bm_fma_peak_avx512);
+    if (__builtin_cpu_supports("avx512bf16"))
+        benchmark::RegisterBenchmark("ref/bf16dot_peak_avx512_1thread", bm_bf16dot_peak_avx512);
+    if (__builtin_cpu_supports("avx512vnni"))
+        benchmark::RegisterBenchmark("ref/int8dot_peak_avx512_1thread", bm_int8dot_peak_avx512);
 #endif
 
     for (const Isa &i : kIsas) {
@@ -733,14 +783,35 @@ void register_all()
             if (i.isa == ATTN_ISA_SCALAR)
                 g.lq = g.lk = 512; /* the scalar table at L=2048 takes tens of seconds */
             auto *b = benchmark::RegisterBenchmark((fwd_name("forward", g, "f32") + "/" + i.name).c_str(),
-                                                   bm_forward, dsp, g, ATTN_DTYPE_F32)
+                                                   bm_forward, dsp, g, ATTN_DTYPE_F32, 0, ATTN_DTYPE_F32)
                           ->Unit(kMillisecond);
             if (i.isa == ATTN_ISA_SCALAR)
                 b->Iterations(1);
             if (f.causal && f.hq == f.hkv && i.isa != ATTN_ISA_SCALAR)
                 benchmark::RegisterBenchmark((fwd_name("forward", g, "f16kv") + "/" + i.name).c_str(),
-                                             bm_forward, dsp, g, ATTN_DTYPE_F16)
+                                             bm_forward, dsp, g, ATTN_DTYPE_F16, 0, ATTN_DTYPE_F32)
                     ->Unit(kMillisecond);
+            /* the precision modes (attn.h) on the MHA shapes: bf16 q/k/v in
+               the default and bf16 modes, f32 in the bf16 mode; Q8_0 K/V in
+               the default and int8 modes (causal) */
+            if (f.hq == f.hkv && i.isa != ATTN_ISA_SCALAR) {
+                const struct {
+                    const char *name;
+                    attn_dtype kv, q;
+                    int64_t precision;
+                    bool causal_only;
+                } modes[] = {{"bf16qkv", ATTN_DTYPE_BF16, ATTN_DTYPE_BF16, 0, true},
+                             {"bf16qkv_bf16mode", ATTN_DTYPE_BF16, ATTN_DTYPE_BF16, 1, false},
+                             {"f32_bf16mode", ATTN_DTYPE_F32, ATTN_DTYPE_F32, 1, true},
+                             {"q8_0kv", ATTN_DTYPE_Q8_0, ATTN_DTYPE_F32, 0, true},
+                             {"q8_0kv_int8mode", ATTN_DTYPE_Q8_0, ATTN_DTYPE_F32, 2, true}};
+                for (const auto &m : modes)
+                    if (f.causal || !m.causal_only)
+                        benchmark::RegisterBenchmark(
+                            (fwd_name("forward", g, m.name) + "/" + i.name).c_str(), bm_forward,
+                            dsp, g, m.kv, m.precision, m.q)
+                            ->Unit(kMillisecond);
+            }
         }
 #if BENCH_COMPOSITION
         if (avx2)

@@ -151,6 +151,45 @@ def main():
                "baseline_composition", "composition")
     gflops_row("prefill H=8 causal, F16 K/V", fwd.format(8, 8, "_causal_f16kv"), None, "")
 
+    # The precision modes (attn.h): "% peak" against the peak of the units
+    # the mode runs on (the dot-product loops of bench/fma_peak_avx512.c,
+    # same run), the baseline the same call in the default mode.
+    def dot_peak(kind):
+        b = get(f"ref/{kind}dot_peak_avx512_1thread")
+        return b["flops"] if b else None
+    bf16_peak, int8_peak = dot_peak("bf16"), dot_peak("int8")
+    # int8 mode: QK on the int8 units, PV on the FMA (d = dv: half each)
+    int8_mode_peak = 2.0 / (1.0 / int8_peak + 1.0 / peak) if int8_peak else None
+
+    def mode_row(label, base, ref_base, ref_label, mode_peak, peak_label):
+        cells, dflt = [], None
+        for isa in isas:
+            b = get(f"{base}/{isa}")
+            cells.append(f"{b['flops'] / 1e9:.1f}" if b else "-")
+            if isa == default:
+                dflt = b
+        ref = get(f"{ref_base}/{default}")
+        pct = (f"{100 * dflt['flops'] / mode_peak:.0f} % {peak_label}"
+               if dflt and mode_peak else "-")
+        rows.append([label + " (GFLOP/s)"] + cells +
+                    [pct, f"{ref_label} {ref['flops'] / 1e9:.1f}" if ref else "-",
+                     f"{dflt['flops'] / ref['flops']:.2f}×" if ref and dflt else "-"])
+
+    c = "_causal"
+    mode_row("prefill H=8 causal, BF16 q/k/v, default mode", fwd.format(8, 8, c + "_bf16qkv"),
+             fwd.format(8, 8, c + "_f32"), "F32", peak, "FMA")
+    mode_row("same, bf16 mode", fwd.format(8, 8, c + "_bf16qkv_bf16mode"),
+             fwd.format(8, 8, c + "_bf16qkv"), "default mode", bf16_peak, "bf16 dot")
+    mode_row("same, not causal, bf16 mode", fwd.format(8, 8, "_bf16qkv_bf16mode"),
+             fwd.format(8, 8, "_f32"), "F32 default", bf16_peak, "bf16 dot")
+    mode_row("prefill H=8 causal, F32, bf16 mode", fwd.format(8, 8, c + "_f32_bf16mode"),
+             fwd.format(8, 8, c + "_f32"), "default mode", bf16_peak, "bf16 dot")
+    mode_row("prefill H=8 causal, Q8_0 K/V, default mode", fwd.format(8, 8, c + "_q8_0kv"),
+             fwd.format(8, 8, c + "_f32"), "F32", peak, "FMA")
+    mode_row("same, int8 mode", fwd.format(8, 8, c + "_q8_0kv_int8mode"),
+             fwd.format(8, 8, c + "_q8_0kv"), "default mode", int8_mode_peak,
+             "int8 dot + FMA")
+
     def tstar(b):
         return f"{b['x_Tstar']:.2f}× T*" if "x_Tstar" in b else "-"
 
@@ -177,6 +216,8 @@ def main():
           f"{', '.join(f'{x:.1f}' for x in ctx.get('load_avg', []))} at the start; "
           f"medians of {args.repetitions}, 1 thread unless the row says 2; default table "
           f"`{default}`; FMA peak {peak / 1e9:.1f} GFLOP/s ({peak_name.split('/')[-1]}); "
+          + (f"bf16 dot peak {bf16_peak / 1e9:.1f} GFLOP/s; " if bf16_peak else "")
+          + (f"int8 dot peak {int8_peak / 1e9:.1f} GOP/s; " if int8_peak else "") +
           f"OpenBLAS core type {core} (OPENBLAS_CORETYPE={env['OPENBLAS_CORETYPE']}).")
     print()
     head = ["shape"] + [f"{i}{' (default)' if i == default else ''}" for i in isas] + \

@@ -30,7 +30,10 @@ static const char run_outro[] =
     "  last-level cache: the floor, a plain read of the same bytes on the same\n"
     "  threads after each call, and the call's time in floor times; the roofline\n"
     "  T* = max(the floor's read time, FLOPs / the FMA peak) and the call's time\n"
-    "  in T*s (1.00x: at the roofline).\n"
+    "  in T*s (1.00x: at the roofline). With --precision bf16 or int8 where the\n"
+    "  CPU runs them on dot-product units, the peak is that of those units,\n"
+    "  measured the same way (vdpbf16ps; vpdpbusd for QK with the FMA for PV in\n"
+    "  the int8 mode: FLOPs / (QK FLOPs / its peak + PV FLOPs / the FMA peak)).\n"
     "\n"
     "Verification:\n"
     "  Each sampled row i of (batch b, head h) is recomputed on its own with the\n"
@@ -207,9 +210,9 @@ static int run(const cli_settings *xs, const preset *pre, bool overridden, const
             format_ms(read_ms, sizeof read_ms, kv_bytes_per_call(&p) / (m.floor_gbytes_s * 1e9));
             format_ms(fma_ms, sizeof fma_ms, flops_per_call(&p) / (m.peak_gflops * 1e9));
             format_ms(t_star_ms, sizeof t_star_ms, m.t_star_s);
-            printf("  roofline T* = max(%s ms read, %s ms at %.1f GFLOP/s FMA peak) = %s ms;\n"
+            printf("  roofline T* = max(%s ms read, %s ms at %.1f GFLOP/s %s peak) = %s ms;\n"
                    "           this call takes %.2fx T*\n", read_ms, fma_ms, m.peak_gflops,
-                   t_star_ms, m.time.mean_s / m.t_star_s);
+                   m.peak_what, t_star_ms, m.time.mean_s / m.t_star_s);
         }
     }
     if (x.verify_rows == 0) {
