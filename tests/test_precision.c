@@ -139,7 +139,7 @@ static void run_mode(const isa_row *row, int64_t precision, int bf16_inputs, con
     const attn_dsp *t = harness_begin(row);
     rng *g = harness_rng();
     double w = 0.0;
-    for (int rep = 0; rep < 24; rep++) {
+    for (int rep = 0; rep < 12; rep++) {
         gen_profile p;
         gen_profile_init(&p);
         gen_pin(&p, GEN_C_OPT(precision), precision);
