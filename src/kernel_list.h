@@ -130,13 +130,17 @@
 /* 32 x 128: the AVX2 table's sizes when this table was written (AVX2 has
    since moved to 48 x 256); not measured on AArch64 hardware. */
 #define ATTN_BLOCKS_neon 32, 128
-#define ATTN_KERNELS_neon(F, a) F(tile, 0, a) F(quant, 0, a) F(row, 0, a) F(alibi, 0, a) F(merge, 0, a) F(backward, 0, a)
+/* dot: FEAT_BF16 (BFDOT: Neoverse V1, N2, V2 and later); dot_i8:
+   FEAT_DotProd (SDOT: also Neoverse N1, Cortex-A55, A76 and later) */
+#define ATTN_KERNELS_neon(F, a)                                                             \
+    F(tile, 0, a) F(quant, 0, a) F(row, 0, a) F(alibi, 0, a) F(merge, 0, a)                 \
+    F(backward, 0, a) F(dot, ATTN_CPU_NEON_BF16, a) F(dot_i8, ATTN_CPU_NEON_DOTPROD, a)
 
 /*
  * block_k = 256: at 128-bit vectors a 256-key row is 64 vectors, and at
  * 2048 bits still four; block_q = 32 is a multiple of the 4-row qk/pv
  * micro-kernels and keeps the score block (32 x 256 floats, 32 KiB) in
- * L1/L2 beside the K/V rows. No quant_ or backward_ file: SVE keeps
+ * L1/L2 beside the K/V rows. No quant_, backward_ or dot files: SVE keeps
  * NEON's kernels there.
  */
 #define ATTN_BLOCKS_sve 32, 256
