@@ -67,15 +67,18 @@ static inline simde__m512i attn_emu_maskz_loadu_epi16(uint32_t m, const void *p)
 /* bf16 rounding (src/lowp.h's attn_bf16_round, 16 lanes)                    */
 /* ------------------------------------------------------------------------ */
 
-/* The bf16 bits of x rounded to nearest even, in the low half of each lane. */
+/* The bf16 bits of x (src/half.h's attn_f32_to_bf16: rounded to nearest
+   even, a NaN quieted and truncated, since rounding could carry its
+   payload into the exponent and sign: 0x7fff8000 would become -0), in the
+   low half of each lane. */
 ATTN_AVX512_INLINE __m512i bf16_bits(__m512 x)
 {
-    __m512i u = _mm512_castps_si512(x);
+    const __m512i u = _mm512_castps_si512(x);
     const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
-    u = _mm512_mask_or_epi32(u, nan, u, _mm512_set1_epi32(0x00400000));
     const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-    u = _mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff)));
-    return _mm512_srli_epi32(u, 16);
+    const __m512i rne = _mm512_srli_epi32(
+        _mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
+    return _mm512_mask_or_epi32(rne, nan, _mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
 }
 
 /* 32 bf16 values (t .. t + n, n <= 32, zeros beyond) of a row of dtype dt,
