@@ -366,9 +366,12 @@ typedef void (*attn_parallel_for_fn)(void *pool_ctx, attn_task_fn task,
  *    accumulation: |s - s*| <= g(d + 1) |scale| sum_t |q_t k_t| (+ gradual
  *    underflow, below 2^-140 relative). One exception, exact in its products:
  *    when q and k are both BF16, QK^T may run on bf16 dot-product units
- *    (AVX512_BF16), which flush subnormal inputs and results to zero; the
- *    bound then gains |scale| T (sum_t max(|q_t|, |k_t|) + d): a product
- *    with a subnormal factor (|x| < T) counts as 0.
+ *    (AVX512_BF16, AArch64 BF16), which flush subnormal inputs and results
+ *    to zero; the bound then gains |scale| T (sum_t max(|q_t|, |k_t|) + d):
+ *    a product with a subnormal factor (|x| < T) counts as 0. (AArch64's
+ *    BFDOT also rounds its sums to odd, within 2u instead of u; the kernels
+ *    chain it so that no product is rounded more often than g(d + 1)
+ *    counts: src/arm/dot_neon.c.)
  *  ATTN_PRECISION_BF16 (1): q, k, the softmax weights p (exp(s - m), before
  *    normalisation) and v are rounded to bfloat16 (round to nearest even;
  *    BF16 inputs as given), their products summed in f32; softmax
@@ -392,9 +395,10 @@ typedef void (*attn_parallel_for_fn)(void *pool_ctx, attn_task_fn task,
  * Row statistics (lse, max_score, entropy) are those of the scores the
  * mode computed. Non-finite inputs stay non-finite, but a rounded mode may
  * turn an infinity times a tiny value into NaN (bf16 rounds |x| <= 2^-134
- * to 0, and vdpbf16ps flushes bf16 subnormals; inf * 0 is NaN) where the
- * default mode gives the infinity; bfloat16 overflows for |x| >= 2^128 -
- * 2^119, which f32 holds: such a q, k, p or v becomes an infinity.
+ * to 0, and vdpbf16ps and BFDOT flush bf16 subnormals; inf * 0 is NaN)
+ * where the default mode gives the infinity; bfloat16 overflows for
+ * |x| >= 2^128 - 2^119, which f32 holds: such a q, k, p or v becomes an
+ * infinity.
  */
 typedef enum attn_precision {
     ATTN_PRECISION_DEFAULT = 0,

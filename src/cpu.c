@@ -8,8 +8,15 @@
 #include <cpuinfo_x86.h>
 #elif defined(CPU_FEATURES_ARCH_AARCH64) && defined(__linux__)
 #include <sys/auxv.h>
+/* from <asm/hwcap.h>, for headers older than the features */
+#ifndef HWCAP_ASIMDDP
+#define HWCAP_ASIMDDP (1ul << 20)
+#endif
 #ifndef HWCAP_SVE
-#define HWCAP_SVE (1ul << 22) /* from <asm/hwcap.h> */
+#define HWCAP_SVE (1ul << 22)
+#endif
+#ifndef HWCAP2_BF16
+#define HWCAP2_BF16 (1ul << 14)
 #endif
 #elif defined(CPU_FEATURES_ARCH_AARCH64)
 #include <cpuinfo_aarch64.h>
@@ -42,13 +49,24 @@ unsigned attn_cpu_detect(void)
        stderr on every ARMv8.0 core (AT_HWCAP2 == 0), and a library must
        print nothing. */
     flags |= ATTN_CPU_NEON; /* baseline on AArch64 */
-    if (getauxval(AT_HWCAP) & HWCAP_SVE)
+    const unsigned long hwcap = getauxval(AT_HWCAP), hwcap2 = getauxval(AT_HWCAP2);
+    if (hwcap & HWCAP_SVE)
         flags |= ATTN_CPU_SVE;
+    /* the dot files' extra instructions (src/kernel_list.h): SDOT and
+       BFDOT come separately (Neoverse N1 has the first only) */
+    if (hwcap & HWCAP_ASIMDDP)
+        flags |= ATTN_CPU_NEON_DOTPROD;
+    if (hwcap2 & HWCAP2_BF16)
+        flags |= ATTN_CPU_NEON_BF16;
 #elif defined(CPU_FEATURES_ARCH_AARCH64)
     const Aarch64Features f = GetAarch64Info().features;
     flags |= ATTN_CPU_NEON; /* baseline on AArch64 */
     if (f.sve != 0)
         flags |= ATTN_CPU_SVE;
+    if (f.asimddp != 0)
+        flags |= ATTN_CPU_NEON_DOTPROD;
+    if (f.bf16 != 0)
+        flags |= ATTN_CPU_NEON_BF16;
 #endif
     return flags;
 }

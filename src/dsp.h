@@ -159,6 +159,10 @@ typedef attn_qk_tile_fn attn_qk_i8_fn;
 /* With ATTN_CPU_AVX512 only: vdpbf16ps, and vpdpbusd on 512-bit vectors. */
 #define ATTN_CPU_AVX512_BF16 (1u << 5)
 #define ATTN_CPU_AVX512_VNNI (1u << 6)
+/* With ATTN_CPU_NEON only: the AdvSIMD dot products, FEAT_DotProd (SDOT,
+   UDOT) and FEAT_BF16 (BFDOT, BFMMLA, BFMLALB/T, BFCVT). */
+#define ATTN_CPU_NEON_DOTPROD (1u << 7)
+#define ATTN_CPU_NEON_BF16 (1u << 8)
 
 #include "kernel_list.h" /* after the ATTN_KV_* values: it names them */
 

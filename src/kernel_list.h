@@ -37,9 +37,10 @@
 /* backward_<isa>.c */
 #define ATTN_SLOTS_BACKWARD(R, dt, a) R(pt_tile, dt, ONE, a) R(score_grad, dt, ONE, a)
 /*
- * dot_<isa>.c: the low-precision modes (attn_precision, include/attn.h), on
- * dot-product instructions. Signatures are qk_tile's and pv_tile's; what
- * they round is src/lowp.h's. The scalar file is their oracle; a table
+ * dot_<isa>.c (bf16) and dot_i8_<isa>.c (int8): the low-precision modes
+ * (attn_precision, include/attn.h), on dot-product instructions. Signatures
+ * are qk_tile's and pv_tile's; what they round is src/lowp.h's. The scalar
+ * file (both kinds in src/scalar/dot_scalar.c) is their oracle; a table
  * whose slot still holds the oracle after its init has none, and dispatch
  * clears the slot (src/dispatch.c): the driver then computes as the
  * default mode does (src/driver/driver.h, attn_qk_kernel).
@@ -73,9 +74,13 @@
 #define ATTN_FILE_alibi(R, a) ATTN_SLOTS_ALIBI(R, f32, a)
 #define ATTN_FILE_merge(R, a) ATTN_SLOTS_MERGE(R, f32, a)
 #define ATTN_FILE_backward(R, a) ATTN_SLOTS_BACKWARD(R, f32, a)
+/* The two dot files need different instructions (a CPU may have the int8
+   ones without the bf16 ones: Ice Lake, Neoverse N1), so each has its own
+   `need` bits in the list below: dot_<isa>.c the bf16 slots, dot_i8_<isa>.c
+   the int8 one. */
 #define ATTN_FILE_dot(R, a)                                                                 \
-    ATTN_SLOTS_DOT_BF16(R, f32, a) ATTN_SLOTS_DOT_BF16(R, f16, a)                           \
-    ATTN_SLOTS_DOT_BF16(R, bf16, a) ATTN_SLOTS_DOT_I8(R, q8_0, a) ATTN_SLOTS_DOT_I8(R, q4_0, a)
+    ATTN_SLOTS_DOT_BF16(R, f32, a) ATTN_SLOTS_DOT_BF16(R, f16, a) ATTN_SLOTS_DOT_BF16(R, bf16, a)
+#define ATTN_FILE_dot_i8(R, a) ATTN_SLOTS_DOT_I8(R, q8_0, a) ATTN_SLOTS_DOT_I8(R, q4_0, a)
 
 /*
  * The kernel list: per ISA of the registry (src/isa_list.h, by its name),
@@ -94,7 +99,7 @@
 #define ATTN_BLOCKS_scalar 16, 64
 #define ATTN_KERNELS_scalar(F, a)                                                           \
     F(tile, 0, a) F(quant, 0, a) F(row, 0, a) F(alibi, 0, a) F(merge, 0, a)                 \
-    F(backward, 0, a) F(dot, 0, a)
+    F(backward, 0, a) F(dot, 0, a) F(dot_i8, 0, a)
 
 /*
  * 48 query rows: eight full 6-row groups of the packed qk_tile (32 left
@@ -116,22 +121,26 @@
  * kernels 8 vectors a row.
  */
 #define ATTN_BLOCKS_avx512 64, 128
-/* dot: AVX512_BF16 (vdpbf16ps) and AVX512_VNNI (vpdpbusd): Cooper Lake,
-   Sapphire Rapids and later, Zen 4 and later */
+/* dot: AVX512_BF16 (vdpbf16ps: Cooper Lake, Sapphire Rapids and later, Zen 4
+   and later); dot_i8: AVX512_VNNI (vpdpbusd: also Cascade Lake, Ice Lake) */
 #define ATTN_KERNELS_avx512(F, a)                                                           \
     F(tile, 0, a) F(quant, 0, a) F(row, 0, a) F(alibi, 0, a) F(merge, 0, a)                 \
-    F(backward, 0, a) F(dot, ATTN_CPU_AVX512_BF16 | ATTN_CPU_AVX512_VNNI, a)
+    F(backward, 0, a) F(dot, ATTN_CPU_AVX512_BF16, a) F(dot_i8, ATTN_CPU_AVX512_VNNI, a)
 
 /* 32 x 128: the AVX2 table's sizes when this table was written (AVX2 has
    since moved to 48 x 256); not measured on AArch64 hardware. */
 #define ATTN_BLOCKS_neon 32, 128
-#define ATTN_KERNELS_neon(F, a) F(tile, 0, a) F(quant, 0, a) F(row, 0, a) F(alibi, 0, a) F(merge, 0, a) F(backward, 0, a)
+/* dot: FEAT_BF16 (BFDOT: Neoverse V1, N2, V2 and later); dot_i8:
+   FEAT_DotProd (SDOT: also Neoverse N1, Cortex-A55, A76 and later) */
+#define ATTN_KERNELS_neon(F, a)                                                             \
+    F(tile, 0, a) F(quant, 0, a) F(row, 0, a) F(alibi, 0, a) F(merge, 0, a)                 \
+    F(backward, 0, a) F(dot, ATTN_CPU_NEON_BF16, a) F(dot_i8, ATTN_CPU_NEON_DOTPROD, a)
 
 /*
  * block_k = 256: at 128-bit vectors a 256-key row is 64 vectors, and at
  * 2048 bits still four; block_q = 32 is a multiple of the 4-row qk/pv
  * micro-kernels and keeps the score block (32 x 256 floats, 32 KiB) in
- * L1/L2 beside the K/V rows. No quant_ or backward_ file: SVE keeps
+ * L1/L2 beside the K/V rows. No quant_, backward_ or dot files: SVE keeps
  * NEON's kernels there.
  */
 #define ATTN_BLOCKS_sve 32, 256
@@ -163,7 +172,7 @@ enum {
 /*
  * At the end of a module file: attn_dsp_init_<file>_<ext>, which stores
  * the kernels the list names for that file (file: tile, quant, row, alibi,
- * merge, backward) in the table. isa is the kernels' suffix, ext the
+ * merge, backward, dot, dot_i8) in the table. isa is the kernels' suffix, ext the
  * init's: they differ only for the AVX-512 files built against SIMDe
  * (src/x86/avx512.h).
  */

@@ -288,8 +288,8 @@ static void i8_query(const float *q, size_t d, float *out)
     }
 }
 
-/* vdpbf16ps flushes subnormal factors and sums (attn.h): what that may
-   move a score by, beyond the f32 bound (T = 2^-126). */
+/* vdpbf16ps and BFDOT flush subnormal factors and sums (attn.h): what that
+   may move a score by, beyond the f32 bound (T = 2^-126). */
 static double tol_flush(double d, double abs_scale, double folded)
 {
     return abs_scale * 0x1p-126 * (folded + d);
@@ -427,7 +427,7 @@ static void check_pv_mode(checkasm *c, int mode, attn_pv_tile_fn *kernel, attn_p
                                ? fabs((double)attn_bf16_round((float)pv) * attn_bf16_round((float)vv))
                                : fabs(pv * vv);
                 }
-                /* vdpbf16ps flushes: T per product and per sum (attn.h) */
+                /* the bf16 units flush: T per product and per sum (attn.h) */
                 const double bound = TOL_PAIR(tol_pv((double)nk, mag)) +
                                      (mode == CA_BF16 ? 2.0 * (double)nk * 0x1p-126 : 0.0);
                 const float got = acc[r * as + t];

@@ -478,7 +478,7 @@ static void finish_rows(ref_attn *r, const attn_shape *shape, const attn_options
  * to a call whose q, k and v have dtypes qdt, kdt, vdt: which rounding the
  * scores get, and the relative error the weighted sum gains. b = 2^-8 is
  * bfloat16's unit roundoff, B = 2b + b^2 bounds a product of two rounded
- * factors, T = 2^-126 the flush of vdpbf16ps.
+ * factors, T = 2^-126 the flush of vdpbf16ps and BFDOT.
  */
 enum { REF_QK_EXACT, REF_QK_BF16, REF_QK_BF16_INPUTS, REF_QK_I8 };
 #define REF_BF16_B (2.0 * 0x1p-8 + 0x1p-16)

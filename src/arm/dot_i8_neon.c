@@ -1,0 +1,251 @@
+/*
+ * NEON kernel of the int8 mode (attn_precision, include/attn.h; the dot_i8
+ * file of src/kernel_list.h, its bf16 twin is src/arm/dot_neon.c), on
+ * FEAT_DotProd's SDOT. Built with -march=armv8.2-a+dotprod
+ * (src/arm/meson.build) and installed only where the kernel reports it
+ * (HWCAP_ASIMDDP, src/cpu.c); the SVE table keeps it (src/isa_list.h).
+ *
+ * It quantizes q exactly as src/lowp.h says (the same IEEE operations, so
+ * the same bits), sums the integer products exactly (SDOT multiplies
+ * signed bytes: the Q8_0 integers as stored, the Q4_0 nibbles less 8, so
+ * no offset has to be undone), and differs from the scalar oracle
+ * (src/scalar/dot_scalar.c) only in the order of the f32 additions of the
+ * block sums, and in adding each with one fused multiply-add.
+ *
+ *   qk_i8:   q quantized per 32-block once per call (src/lowp.h's rule);
+ *            8 keys' integers transposed so that lane j of a vector holds
+ *            key j's 4 values of a dword, then per block 8 SDOTs by
+ *            element (the row's dword as the lane) per 4 keys sum the
+ *            whole block in int32, one conversion (exact: |sum| < 2^24)
+ *            and one multiply-add by fl(dk * dq) per block.
+ */
+#include "lowp.h"
+#include "tile_variants.h"
+#include "arm/tile_neon_body.h"
+
+#if !defined(__ARM_FEATURE_DOTPROD)
+#error "dot_i8_neon.c needs the dotprod flags of src/arm/meson.build"
+#endif
+
+#define I8_KEYS 8       /* keys per group: two vectors of lanes */
+/* stack: 4 KiB of panel, 10 KiB of quantized query (ATTN_TASK_STACK_BYTES) */
+#define I8_BLOCKS 16    /* blocks per packed chunk (d 512) */
+#define I8_QBLOCKS 256  /* quantized query blocks kept per pass: 64 rows at d 128 */
+#define I8_ROWS 4       /* query rows per micro-kernel */
+_Static_assert(ATTN_MAX_HEAD_DIM / ATTN_QBLOCK <= I8_QBLOCKS, "a query row must fit one pass");
+
+/* src/lowp.h's attn_q8_quantize on 32 values, vectorised: the same IEEE
+   operations (max, one division for dq, one for 1/dq, one multiply and a
+   round to nearest even per value), so the same bits. b->sum is left 0:
+   nothing here needs it. */
+static ALWAYS_INLINE void i8_quantize(const float *x, attn_q8_block *b)
+{
+    float32x4_t v[8];
+    uint32x4_t nan = vdupq_n_u32(0);
+    float32x4_t m4 = vdupq_n_f32(0.0f);
+    for (size_t i = 0; i < 8; i++) {
+        v[i] = vld1q_f32(x + 4 * i);
+        nan = vorrq_u32(nan, vmvnq_u32(vceqq_f32(v[i], v[i])));
+        m4 = vmaxq_f32(m4, vabsq_f32(v[i]));
+    }
+    const float dq = vmaxvq_u32(nan) ? NAN : vmaxvq_f32(m4) / 127.0f;
+    b->sum = 0;
+    if (!(dq >= ATTN_Q8_TINY) || dq == INFINITY) {
+        b->dq = dq >= 0.0f && dq < ATTN_Q8_TINY ? 0.0f : NAN;
+        memset(b->n, 0, sizeof b->n);
+        return;
+    }
+    const float id = 1.0f / dq;
+    b->dq = dq;
+    int16x8_t h[4];
+    for (size_t i = 0; i < 4; i++) {
+        int32x4_t n0 = vcvtnq_s32_f32(vmulq_n_f32(v[2 * i], id));
+        int32x4_t n1 = vcvtnq_s32_f32(vmulq_n_f32(v[2 * i + 1], id));
+        n0 = vmaxq_s32(vminq_s32(n0, vdupq_n_s32(127)), vdupq_n_s32(-127));
+        n1 = vmaxq_s32(vminq_s32(n1, vdupq_n_s32(127)), vdupq_n_s32(-127));
+        h[i] = vcombine_s16(vmovn_s32(n0), vmovn_s32(n1));
+    }
+    vst1q_s8(b->n, vcombine_s8(vmovn_s16(h[0]), vmovn_s16(h[1])));
+    vst1q_s8(b->n + 16, vcombine_s8(vmovn_s16(h[2]), vmovn_s16(h[3])));
+}
+
+/* The 32 integers of a block as signed bytes, in order: values 0-15 in
+   *lo, 16-31 in *hi. */
+static ALWAYS_INLINE void i8_block(int dt, const unsigned char *blk, int8x16_t *lo, int8x16_t *hi)
+{
+    if (dt == ATTN_KV_Q8_0) {
+        *lo = vld1q_s8((const int8_t *)(blk + 2));
+        *hi = vld1q_s8((const int8_t *)(blk + 18));
+        return;
+    }
+    const uint8x16_t x = vld1q_u8(blk + 2); /* Q4_0: 0-15 low nibbles, 16-31 high */
+    *lo = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(x, vdupq_n_u8(0x0f))), vdupq_n_s8(8));
+    *hi = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(x, 4)), vdupq_n_s8(8));
+}
+
+/* Columns of a 4 x 4 matrix of 32-bit lanes, in place. */
+static ALWAYS_INLINE void transpose4(uint32x4_t *r)
+{
+    const uint64x2_t t0 = vreinterpretq_u64_u32(vtrn1q_u32(r[0], r[1]));
+    const uint64x2_t t1 = vreinterpretq_u64_u32(vtrn2q_u32(r[0], r[1]));
+    const uint64x2_t t2 = vreinterpretq_u64_u32(vtrn1q_u32(r[2], r[3]));
+    const uint64x2_t t3 = vreinterpretq_u64_u32(vtrn2q_u32(r[2], r[3]));
+    r[0] = vreinterpretq_u32_u64(vtrn1q_u64(t0, t2));
+    r[1] = vreinterpretq_u32_u64(vtrn1q_u64(t1, t3));
+    r[2] = vreinterpretq_u32_u64(vtrn2q_u64(t0, t2));
+    r[3] = vreinterpretq_u32_u64(vtrn2q_u64(t1, t3));
+}
+
+/*
+ * Packs blocks b0 .. b0 + nb of the keys of a group (nkeys <= 8, the rest
+ * zero): kp[(b * 8 + w) * 8 + j] = dword w (values 4w .. 4w + 3) of block b
+ * of key j; ks[b * 8 + j] = that block's scale.
+ */
+static ALWAYS_INLINE void i8_pack(int dt, const unsigned char *k, uintptr_t kb, size_t nkeys,
+                                  size_t b0, size_t nb, uint32_t *kp, float *ks)
+{
+    const size_t unit = unit_bytes(dt);
+    for (size_t b = 0; b < nb; b++)
+        for (size_t g = 0; g < I8_KEYS; g += 4) {
+            uint32x4_t lo[4], hi[4];
+            for (size_t j = 0; j < 4; j++) {
+                if (g + j < nkeys) {
+                    const unsigned char *blk = row_at(k, g + j, kb) + (b0 + b) * unit;
+                    int8x16_t l, h;
+                    i8_block(dt, blk, &l, &h);
+                    lo[j] = vreinterpretq_u32_s8(l);
+                    hi[j] = vreinterpretq_u32_s8(h);
+                    ks[b * I8_KEYS + g + j] = block_scale(blk);
+                } else {
+                    lo[j] = hi[j] = vdupq_n_u32(0);
+                    ks[b * I8_KEYS + g + j] = 0.0f;
+                }
+            }
+            transpose4(lo);
+            transpose4(hi);
+            for (size_t w = 0; w < 4; w++) {
+                vst1q_u32(kp + (b * 8 + w) * I8_KEYS + g, lo[w]);
+                vst1q_u32(kp + (b * 8 + w + 4) * I8_KEYS + g, hi[w]);
+            }
+        }
+}
+
+/* s[r][x] += key vector x of dword w times dword `lane` of row r's q
+   vector; lane must be a constant. */
+#define I8_DOT(w, qv, lane)                                                                 \
+    do {                                                                                    \
+        const int8x16_t k0 = vreinterpretq_s8_u32(vld1q_u32(kp + (b * 8 + (w)) * I8_KEYS));  \
+        const int8x16_t k1 =                                                                \
+            vreinterpretq_s8_u32(vld1q_u32(kp + (b * 8 + (w)) * I8_KEYS + 4));              \
+        UNROLL                                                                              \
+        for (size_t r = 0; r < R; r++) {                                                    \
+            is[r][0] = vdotq_laneq_s32(is[r][0], k0, qv[r], (lane));                        \
+            is[r][1] = vdotq_laneq_s32(is[r][1], k1, qv[r], (lane));                        \
+        }                                                                                   \
+    } while (0)
+
+/*
+ * R rows (R <= 4) x one packed group over the nb blocks of the chunk: the
+ * f32 sums start from zero (first chunk) or from the partial sums left in
+ * s, and are stored back (scaled after the last chunk), lanes < nkeys.
+ */
+static ALWAYS_INLINE void i8_rows(size_t R, const attn_q8_block *qb, size_t q_blocks,
+                                  const uint32_t *kp, const float *ks, size_t nb, float *s,
+                                  ptrdiff_t s_stride, size_t nkeys, int first, int last,
+                                  float scale)
+{
+    const size_t n0 = nkeys < 4 ? nkeys : 4, n1 = nkeys > 4 ? nkeys - 4 : 0;
+    float32x4_t acc[I8_ROWS][2];
+    UNROLL
+    for (size_t r = 0; r < R; r++) {
+        const float *sr = s + (ptrdiff_t)r * s_stride;
+        acc[r][0] = first ? vdupq_n_f32(0.0f) : n0 == 4 ? vld1q_f32(sr) : load_part(sr, n0, 0.0f);
+        acc[r][1] = first || !n1 ? vdupq_n_f32(0.0f)
+                                 : n1 == 4 ? vld1q_f32(sr + 4) : load_part(sr + 4, n1, 0.0f);
+    }
+    for (size_t b = 0; b < nb; b++) {
+        int8x16_t qlo[I8_ROWS], qhi[I8_ROWS];
+        int32x4_t is[I8_ROWS][2];
+        UNROLL
+        for (size_t r = 0; r < R; r++) {
+            const attn_q8_block *x = &qb[r * q_blocks + b];
+            qlo[r] = vld1q_s8(x->n);
+            qhi[r] = vld1q_s8(x->n + 16);
+            is[r][0] = is[r][1] = vdupq_n_s32(0);
+        }
+        I8_DOT(0, qlo, 0);
+        I8_DOT(1, qlo, 1);
+        I8_DOT(2, qlo, 2);
+        I8_DOT(3, qlo, 3);
+        I8_DOT(4, qhi, 0);
+        I8_DOT(5, qhi, 1);
+        I8_DOT(6, qhi, 2);
+        I8_DOT(7, qhi, 3);
+        const float32x4_t dk0 = vld1q_f32(ks + b * I8_KEYS), dk1 = vld1q_f32(ks + b * I8_KEYS + 4);
+        UNROLL
+        for (size_t r = 0; r < R; r++) {
+            /* the exact integer block sum: |it| < 2^24, so converting is exact */
+            const float dq = qb[r * q_blocks + b].dq;
+            acc[r][0] = vfmaq_f32(acc[r][0], vcvtq_f32_s32(is[r][0]), vmulq_n_f32(dk0, dq));
+            acc[r][1] = vfmaq_f32(acc[r][1], vcvtq_f32_s32(is[r][1]), vmulq_n_f32(dk1, dq));
+        }
+    }
+    UNROLL
+    for (size_t r = 0; r < R; r++) {
+        float *sr = s + (ptrdiff_t)r * s_stride;
+        for (size_t h = 0; h < 2; h++) {
+            const size_t n = h ? n1 : n0;
+            const float32x4_t y = last ? vmulq_n_f32(acc[r][h], scale) : acc[r][h];
+            if (n == 4)
+                vst1q_f32(sr + 4 * h, y);
+            else if (n)
+                store_part(sr + 4 * h, y, n);
+        }
+    }
+}
+
+#undef I8_DOT
+
+static ALWAYS_INLINE void qk_i8(int dt, const float *q, ptrdiff_t q_stride, const void *k,
+                                ptrdiff_t k_stride, size_t nq, size_t nk, size_t d, float scale,
+                                float *s, ptrdiff_t s_stride)
+{
+    _Alignas(16) uint32_t kp[I8_BLOCKS * 8 * I8_KEYS];
+    _Alignas(16) float ks[I8_BLOCKS * I8_KEYS];
+    attn_q8_block qb[I8_QBLOCKS];
+    const size_t nb = d / ATTN_QBLOCK; /* k rows are whole blocks */
+    const size_t unit = unit_bytes(dt), bytes = row_bytes(dt, d);
+    const uintptr_t kb = (uintptr_t)k_stride * unit;
+    const size_t rows_per_pass = nb <= I8_QBLOCKS ? I8_QBLOCKS / nb : 1;
+    const size_t ahead = attn_prefetch_rows_ahead(bytes);
+    for (size_t r0 = 0; r0 < nq; r0 += rows_per_pass) {
+        const size_t nr = nq - r0 < rows_per_pass ? nq - r0 : rows_per_pass;
+        for (size_t r = 0; r < nr; r++)
+            for (size_t b = 0; b < nb; b++)
+                i8_quantize(q + (ptrdiff_t)(r0 + r) * q_stride + (ptrdiff_t)(b * ATTN_QBLOCK),
+                            &qb[r * nb + b]);
+        for (size_t c0 = 0; c0 < nk; c0 += I8_KEYS) {
+            const size_t nkeys = nk - c0 < I8_KEYS ? nk - c0 : I8_KEYS;
+            if (r0 == 0)
+                attn_prefetch_rows(k, c0 + ahead, k_stride, unit, I8_KEYS, bytes);
+            for (size_t bc = 0; bc < nb; bc += I8_BLOCKS) {
+                const size_t nbc = nb - bc < I8_BLOCKS ? nb - bc : I8_BLOCKS;
+                const int first = bc == 0, last = bc + nbc == nb;
+                i8_pack(dt, row_at(k, c0, kb), kb, nkeys, bc, nbc, kp, ks);
+                for (size_t r = 0; r < nr; r += I8_ROWS) {
+                    float *sr = s + (ptrdiff_t)(r0 + r) * s_stride + (ptrdiff_t)c0;
+                    const attn_q8_block *x = qb + r * nb + bc;
+                    /* a switch, so that each R is its own loop */
+                    switch (nr - r < I8_ROWS ? nr - r : I8_ROWS) {
+                    case 1: i8_rows(1, x, nb, kp, ks, nbc, sr, s_stride, nkeys, first, last, scale); break;
+                    case 2: i8_rows(2, x, nb, kp, ks, nbc, sr, s_stride, nkeys, first, last, scale); break;
+                    case 3: i8_rows(3, x, nb, kp, ks, nbc, sr, s_stride, nkeys, first, last, scale); break;
+                    default: i8_rows(4, x, nb, kp, ks, nbc, sr, s_stride, nkeys, first, last, scale); break;
+                    }
+                }
+            }
+        }
+    }
+}
+
+ATTN_TILE_FILE(dot_i8, neon, neon)
