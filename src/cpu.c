@@ -5,6 +5,7 @@
 
 #include <cpu_features_macros.h>
 #if defined(CPU_FEATURES_ARCH_X86)
+#include <cpuid.h>
 #include <cpuinfo_x86.h>
 #elif defined(CPU_FEATURES_ARCH_AARCH64) && defined(__linux__)
 #include <sys/auxv.h>
@@ -41,6 +42,12 @@ unsigned attn_cpu_detect(void)
         flags |= ATTN_CPU_AVX512_BF16;
     if ((flags & ATTN_CPU_AVX512) && f.avx512vnni != 0)
         flags |= ATTN_CPU_AVX512_VNNI;
+    /* AVX-VNNI: CPUID.(EAX=7,ECX=1):EAX bit 4, which cpu_features 0.7 does
+       not report; its YMM state is AVX2's, already checked above. */
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if ((flags & ATTN_CPU_AVX2) && __get_cpuid_count(7, 0, &a, &b, &c, &d) && a >= 1 &&
+        __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 4)))
+        flags |= ATTN_CPU_AVX_VNNI;
     const X86Info info = GetX86Info();
     if ((flags & ATTN_CPU_AVX512) && strcmp(info.vendor, "AuthenticAMD") == 0 && info.family == 0x19)
         flags |= ATTN_CPU_NARROW512;

@@ -163,6 +163,9 @@ typedef attn_qk_tile_fn attn_qk_i8_fn;
    UDOT) and FEAT_BF16 (BFDOT, BFMMLA, BFMLALB/T, BFCVT). */
 #define ATTN_CPU_NEON_DOTPROD (1u << 7)
 #define ATTN_CPU_NEON_BF16 (1u << 8)
+/* With ATTN_CPU_AVX2 only: AVX-VNNI, vpdpbusd in its VEX form on 256-bit
+   vectors (Alder Lake, Sapphire Rapids, Zen 5). */
+#define ATTN_CPU_AVX_VNNI (1u << 9)
 
 #include "kernel_list.h" /* after the ATTN_KV_* values: it names them */
 

@@ -216,6 +216,12 @@ def main():
     def template_after(text, end):
         return text[end:end + 1] == "<" or text[end:end + 2] == "##"
 
+    # the module files of src/kernel_list.h (ATTN_FILE_<file>), whose inits
+    # are attn_dsp_init_<file>_<isa>
+    module_files = sorted(set(re.findall(r"#define ATTN_FILE_(\w+)\(",
+                                         read_text(os.path.join(root, "src", "kernel_list.h")))),
+                          key=len, reverse=True)
+
     def isa_of(suffix):
         """The ISA part of a symbol suffix: last component, _emu dropped."""
         if suffix.endswith("_emu"):
@@ -242,9 +248,11 @@ def main():
             suf = m.group(1)
             if not suf or suf.endswith("_") or template_after(text, m.end()):
                 continue
-            parts = suf.split("_", 1)
-            if parts[0] in ("tiles", "tile", "merge", "backward", "quant") and len(parts) == 2:
-                suf = parts[1]
+            # a module file's init: attn_dsp_init_<file>_<isa> (longest file first)
+            for fname in module_files:
+                if suf.startswith(fname + "_"):
+                    suf = suf[len(fname) + 1:]
+                    break
             if isa_of(suf) not in names or (suf.endswith("_emu") and suf.count("_") > 1):
                 bad(f, text, m.start(), "unknown ISA in attn_dsp_init_%s" % m.group(1))
         for m in kernel_re.finditer(text):

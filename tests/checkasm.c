@@ -40,9 +40,7 @@
 #include "lowp.h"
 #include "ref.h"
 #include "tolerance.h"
-#ifdef ATTN_TEST_AVX512_EMU
-#include "x86/avx512.h" /* attn_dsp_init_avx512_emu */
-#endif
+#include "emu_tables.h"
 
 /* ------------------------------------------------------------ state */
 
@@ -883,23 +881,25 @@ static void walk(checkasm *c)
 {
     ATTN_ISA_LIST(CA_ISA)
 #ifdef ATTN_TEST_AVX512_EMU
-    /* The AVX-512 kernels built against SIMDe, over the AVX2 table as the
-       real one is (tests/emu): SIMDe lowers them to AVX2+FMA+F16C. */
-    if (attn_cpu_detect() & ATTN_CPU_AVX2 && (!c->only_isa || !strcmp(c->only_isa, "avx512-emu"))) {
-        static attn_dsp emu;
-        const attn_dsp *below = attn_dsp_for_isa(ATTN_ISA_AVX2);
-        emu = below ? *below : *attn_dsp_for_isa(ATTN_ISA_SCALAR);
-        emu.cpu = ~0u; /* SIMDe emulates vdpbf16ps and vpdpbusd too */
-        attn_dsp_init_avx512_emu(&emu);
-        c->t = &emu;
-        c->isa = "avx512-emu";
-        c->rng = c->seed ^ 0x5bd1e995ull;
-        check_complete(c, &emu);
-        const long before = c->failures;
-        ATTN_KERNELS_avx512(CA_FILE, c)
-        if (!c->bench)
-            printf("%-8s %s\n", "avx512-emu", c->failures == before ? "ok" : "FAILED");
+    /* The kernels built against SIMDe (tests/emu_tables.h), each row over
+       its ISA's kernel list as the real table is. */
+#define CA_EMU(row, name, table)                                                            \
+    if (!c->only_isa || !strcmp(c->only_isa, row)) {                                        \
+        const attn_dsp *t_ = table();                                                       \
+        if (t_) {                                                                           \
+            c->t = t_;                                                                      \
+            c->isa = row;                                                                   \
+            c->rng = c->seed ^ 0x5bd1e995ull ^ (uint64_t)t_->isa;                          \
+            check_complete(c, t_);                                                          \
+            const long before = c->failures;                                                \
+            ATTN_KERNELS_##name(CA_FILE, c)                                                 \
+            if (!c->bench)                                                                  \
+                printf("%-8s %s\n", row, c->failures == before ? "ok" : "FAILED");          \
+        }                                                                                   \
     }
+    CA_EMU("avx512-emu", avx512, emu_table_avx512)
+    CA_EMU("avx2-emu", avx2, emu_table_avx2)
+#undef CA_EMU
 #endif
 }
 

@@ -12,24 +12,24 @@
 
 #include "harness.h"
 #include "ref.h"
-#ifdef ATTN_TEST_AVX512_EMU
-#include "x86/avx512.h" /* attn_dsp_init_avx512_emu */
-#endif
+#include "emu_tables.h"
 
 /* ------------------------------------------------------------ ISA rows */
 
 typedef struct row_desc {
     const char *name;
-    attn_isa isa; /* ATTN_ISA_AUTO for the emulated row */
+    attn_isa isa; /* ATTN_ISA_AUTO for an emulated row */
+    const attn_dsp *(*emu)(void); /* its table (tests/emu_tables.h) */
 } row_desc;
 
 /* One row per registry ISA, then the extra rows of this test binary. */
 static const row_desc row_descs[] = {
-#define ROW_DESC(ID, nm, cpu, init, base, have) {#nm, ATTN_ISA_##ID},
+#define ROW_DESC(ID, nm, cpu, init, base, have) {#nm, ATTN_ISA_##ID, NULL},
     ATTN_ISA_LIST(ROW_DESC)
 #undef ROW_DESC
 #ifdef ATTN_TEST_AVX512_EMU
-    {"avx512-emu", ATTN_ISA_AUTO},
+    {"avx512-emu", ATTN_ISA_AUTO, emu_table_avx512},
+    {"avx2-emu", ATTN_ISA_AUTO, emu_table_avx2},
 #endif
 };
 
@@ -64,20 +64,9 @@ const attn_dsp *harness_row_table(const isa_row *row)
 {
     const row_desc *d = &row_descs[row->index];
 #ifdef ATTN_TEST_AVX512_EMU
-    if (d->isa == ATTN_ISA_AUTO) {
-        /* SIMDe lowers AVX-512 to AVX2+FMA+F16C code: without those the row
-           is skipped, like any ISA the CPU lacks. Like the real table, it
-           starts from the AVX2 table when the build has one. */
-        if (!(attn_cpu_detect() & ATTN_CPU_AVX2))
-            return NULL;
-        static attn_dsp emu;
-        const attn_dsp *below = attn_dsp_for_isa(ATTN_ISA_AVX2);
-        emu = below ? *below : *attn_dsp_for_isa(ATTN_ISA_SCALAR);
-        attn_dsp_init_avx512_emu(&emu);
-        emu.isa = ATTN_ISA_AVX512;
-        emu.isa_name = "avx512";
-        return &emu;
-    }
+    /* NULL (skipped, like an ISA the CPU lacks) without AVX2+FMA+F16C */
+    if (d->isa == ATTN_ISA_AUTO)
+        return d->emu();
 #endif
     return attn_dsp_for_isa(d->isa);
 }

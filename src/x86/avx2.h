@@ -8,6 +8,15 @@
 
 #include "dsp.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+/* dot_i8_avx2.c built against SIMDe (tests/emu only: the "avx2-emu" row). */
+void attn_dsp_init_dot_i8_avx2_emu(attn_dsp *t);
+#ifdef __cplusplus
+}
+#endif
+
 /* Helpers: only where the compiler targets AVX2 (the module's own files). */
 #if defined(__AVX2__) && !defined(__cplusplus)
 #include <immintrin.h>

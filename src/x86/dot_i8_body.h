@@ -1,0 +1,226 @@
+/*
+ * The int8 mode's qk_i8 (attn_precision, include/attn.h) on vpdpbusd,
+ * written once for both x86 widths: dot_i8_avx512.c (AVX512_VNNI, 16 keys
+ * a vector) and dot_i8_avx2.c (AVX-VNNI, 8 keys) include it after defining
+ * their vector vocabulary and their key pack, so a fix or a tuning of the
+ * quantizer, the block loop or the driver lands in both.
+ *
+ * It quantizes q exactly as src/lowp.h says (the same IEEE operations, so
+ * the same bits), sums the integer products exactly, and differs from the
+ * scalar oracle (src/scalar/dot_scalar.c) only in the order of the f32
+ * additions of the block sums.
+ *
+ *   q: quantized per 32-block once per call (src/lowp.h's rule), a pass of
+ *      rows at a time; keys: a group of I8_KEYS transposed so that lane j
+ *      holds dword w (4 values) of a key's block in vector w, then 8
+ *      vpdpbusd per block sum the block of the whole group at once (u8
+ *      operand: the key's value + 128 for Q8_0, its nibble, value + 8, for
+ *      Q4_0; the offset times the block's q sum is subtracted exactly in
+ *      int32), one conversion and one multiply-add by fl(dk * dq) per block.
+ *
+ * The including file defines, before including this one:
+ *   I8_KEYS                      keys per group: the int32 lanes of a vector
+ *   I8_INLINE                    its always-inline qualifier
+ *   i8_vi, i8_vf, i8_mask        int32 vector, f32 vector, lane mask types
+ *   i8_dpbusd(acc, u8, s8)       acc + per-lane sums of 4 u8 x s8 products
+ *   i8_vi_load(p), i8_vi_set1(x), i8_vi_zero(), i8_vi_add(a, b)
+ *   i8_vf_load(p), i8_vf_set1(x), i8_vf_zero(), i8_vf_cvt(vi),
+ *   i8_vf_mul(a, b), i8_vf_fmadd(a, b, c)      (aligned loads)
+ *   i8_lanes(n)                  the mask of lanes 0 .. n-1
+ *   i8_vf_mload(m, p), i8_vf_mstore(p, m, x)   masked f32 load and store
+ *   i8_key_order(x)              a vector of group lanes back in key order
+ *                                (an involution: also key order to lanes)
+ *   i8_pack(dt, k, kb, nkeys, b0, nb, kp, ks)
+ *       packs blocks b0 .. b0 + nb of a group of nkeys (<= I8_KEYS) keys,
+ *       the rest zero: kp[(b * 8 + w) * I8_KEYS + l] = dword w of block b
+ *       (as u8, i8_block_u8) of the key in lane l, ks[b * I8_KEYS + l]
+ *       that block's scale (0 for a missing key)
+ * and includes its ISA's tile body (unit_bytes, row_at, the prefetch).
+ */
+#ifndef ATTN_X86_DOT_I8_BODY_H
+#define ATTN_X86_DOT_I8_BODY_H
+
+#include <math.h>
+#include <string.h>
+
+#include "lowp.h"
+
+/* stack: 2-4 KiB of panel, 10 KiB of quantized query (ATTN_TASK_STACK_BYTES) */
+#define I8_BLOCKS 8     /* blocks per packed chunk (d 256) */
+#define I8_QBLOCKS 256  /* quantized query blocks kept per pass: 64 rows at d 128 */
+#define I8_ROWS 4       /* query rows per micro-kernel */
+_Static_assert(ATTN_MAX_HEAD_DIM / ATTN_QBLOCK <= I8_QBLOCKS, "a query row must fit one pass");
+
+/* Horizontal max and sum of 8 lanes (exact: max, and int32 sums that
+   cannot overflow here). */
+I8_INLINE float i8_hmax8(__m256 x)
+{
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    return _mm_cvtss_f32(m);
+}
+
+I8_INLINE int i8_hsum8(__m256i x)
+{
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(x), _mm256_extracti128_si256(x, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+    return _mm_cvtsi128_si32(s);
+}
+
+/* src/lowp.h's attn_q8_quantize on 32 values, on 256-bit vectors for both
+   widths (once per query block and call): the same IEEE operations (max,
+   one division for dq, one for 1/dq, one multiply and a round to nearest
+   even per value), so the same bits. */
+I8_INLINE void i8_quantize(const float *x, attn_q8_block *b)
+{
+    __m256 v[4];
+    const __m256 abs = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    __m256 m = _mm256_setzero_ps(), unord = _mm256_setzero_ps();
+    for (int i = 0; i < 4; i++) {
+        v[i] = _mm256_loadu_ps(x + 8 * i);
+        m = _mm256_max_ps(m, _mm256_and_ps(v[i], abs));
+        unord = _mm256_or_ps(unord, _mm256_cmp_ps(v[i], v[i], _CMP_UNORD_Q));
+    }
+    const float dq = _mm256_movemask_ps(unord) ? NAN : i8_hmax8(m) / 127.0f;
+    b->sum = 0;
+    if (!(dq >= ATTN_Q8_TINY) || dq == INFINITY) {
+        b->dq = dq >= 0.0f && dq < ATTN_Q8_TINY ? 0.0f : NAN;
+        memset(b->n, 0, sizeof b->n);
+        return;
+    }
+    const __m256 id = _mm256_set1_ps(1.0f / dq);
+    const __m256i lo = _mm256_set1_epi32(-127), hi = _mm256_set1_epi32(127);
+    __m256i n[4];
+    for (int i = 0; i < 4; i++)
+        n[i] = _mm256_min_epi32(_mm256_max_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(v[i], id)), lo), hi);
+    b->dq = dq;
+    b->sum = i8_hsum8(_mm256_add_epi32(_mm256_add_epi32(n[0], n[1]), _mm256_add_epi32(n[2], n[3])));
+    /* |n| <= 127: the saturating packs are exact; they interleave the
+       vectors by 128-bit lane, the dword permutation restores the order */
+    const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(n[0], n[1]), _mm256_packs_epi32(n[2], n[3]));
+    _mm256_storeu_si256((__m256i *)(void *)b->n,
+                        _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+}
+
+/* The 32 integers of a block as unsigned bytes: value + 128 (Q8_0) or the
+   nibble, value + 8 (Q4_0), in order. */
+I8_INLINE __m256i i8_block_u8(int dt, const unsigned char *blk)
+{
+    if (dt == ATTN_KV_Q8_0)
+        return _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(blk + 2)),
+                                _mm256_set1_epi8((char)0x80));
+    const __m128i x = _mm_loadu_si128((const __m128i *)(blk + 2));
+    const __m128i nib = _mm_set1_epi8(0x0f);
+    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(x, 4), nib), _mm_and_si128(x, nib));
+}
+
+/* The scale of block b of key row `row` (0 for a missing key). */
+I8_INLINE float i8_block_scale(int dt, const unsigned char *row, size_t b)
+{
+    uint16_t h;
+    memcpy(&h, row + b * unit_bytes(dt), sizeof h);
+    return _cvtsh_ss(h);
+}
+
+/* A dword of a query block's integers, broadcast (one load). */
+I8_INLINE i8_vi i8_qword(const attn_q8_block *x, size_t w)
+{
+    int32_t v;
+    memcpy(&v, x->n + 4 * w, sizeof v);
+    return i8_vi_set1(v);
+}
+
+/*
+ * R rows (R <= I8_ROWS) x one packed group over the nb blocks of the
+ * chunk: the f32 sums start from zero (first chunk) or from the partial
+ * sums left in s, and are stored back in key order (scaled after the last
+ * chunk). The accumulators stay in registers for the whole chunk.
+ */
+I8_INLINE void i8_rows(int dt, size_t R, const attn_q8_block *qb, size_t q_blocks,
+                       const uint32_t *kp, const float *ks, size_t nb, float *s,
+                       ptrdiff_t s_stride, i8_mask m, int first, int last, float scale)
+{
+    const int off = dt == ATTN_KV_Q8_0 ? 128 : 8;
+    i8_vf acc[I8_ROWS];
+    for (size_t r = 0; r < R; r++)
+        acc[r] = first ? i8_vf_zero() : i8_key_order(i8_vf_mload(m, s + (ptrdiff_t)r * s_stride));
+    for (size_t b = 0; b < nb; b++) {
+        i8_vi kv[8];
+        for (size_t w = 0; w < 8; w++)
+            kv[w] = i8_vi_load(kp + (b * 8 + w) * I8_KEYS);
+        const i8_vf dk = i8_vf_load(ks + b * I8_KEYS);
+        for (size_t r = 0; r < R; r++) {
+            const attn_q8_block *x = &qb[r * q_blocks + b];
+            /* four chains, so that eight dependent vpdpbusd do not wait on
+               each other's latency; the offset times the q sum, exactly */
+            i8_vi s0 = i8_vi_set1(-off * x->sum), s1 = i8_vi_zero();
+            i8_vi s2 = i8_vi_zero(), s3 = i8_vi_zero();
+            s0 = i8_dpbusd(s0, kv[0], i8_qword(x, 0));
+            s1 = i8_dpbusd(s1, kv[1], i8_qword(x, 1));
+            s2 = i8_dpbusd(s2, kv[2], i8_qword(x, 2));
+            s3 = i8_dpbusd(s3, kv[3], i8_qword(x, 3));
+            s0 = i8_dpbusd(s0, kv[4], i8_qword(x, 4));
+            s1 = i8_dpbusd(s1, kv[5], i8_qword(x, 5));
+            s2 = i8_dpbusd(s2, kv[6], i8_qword(x, 6));
+            s3 = i8_dpbusd(s3, kv[7], i8_qword(x, 7));
+            /* the exact integer block sum: |it| < 2^24, so converting is exact */
+            const i8_vf isum = i8_vf_cvt(i8_vi_add(i8_vi_add(s0, s1), i8_vi_add(s2, s3)));
+            acc[r] = i8_vf_fmadd(isum, i8_vf_mul(dk, i8_vf_set1(x->dq)), acc[r]);
+        }
+    }
+    for (size_t r = 0; r < R; r++) {
+        i8_vf x = i8_key_order(acc[r]);
+        if (last)
+            x = i8_vf_mul(x, i8_vf_set1(scale));
+        i8_vf_mstore(s + (ptrdiff_t)r * s_stride, m, x);
+    }
+}
+
+I8_INLINE void qk_i8(int dt, const float *q, ptrdiff_t q_stride, const void *k,
+                     ptrdiff_t k_stride, size_t nq, size_t nk, size_t d, float scale, float *s,
+                     ptrdiff_t s_stride)
+{
+    _Alignas(64) uint32_t kp[I8_BLOCKS * 8 * I8_KEYS];
+    _Alignas(64) float ks[I8_BLOCKS * I8_KEYS];
+    attn_q8_block qb[I8_QBLOCKS];
+    const size_t nb = d / ATTN_QBLOCK; /* k rows are whole blocks */
+    const size_t unit = unit_bytes(dt), bytes = row_bytes(dt, d);
+    const uintptr_t kb = (uintptr_t)k_stride * unit;
+    const size_t rows_per_pass = nb <= I8_QBLOCKS ? I8_QBLOCKS / nb : 1;
+    const size_t ahead = attn_prefetch_rows_ahead(bytes);
+    for (size_t r0 = 0; r0 < nq; r0 += rows_per_pass) {
+        const size_t nr = nq - r0 < rows_per_pass ? nq - r0 : rows_per_pass;
+        for (size_t r = 0; r < nr; r++)
+            for (size_t b = 0; b < nb; b++)
+                i8_quantize(q + (ptrdiff_t)(r0 + r) * q_stride + (ptrdiff_t)(b * ATTN_QBLOCK),
+                            &qb[r * nb + b]);
+        for (size_t c0 = 0; c0 < nk; c0 += I8_KEYS) {
+            const size_t nkeys = nk - c0 < I8_KEYS ? nk - c0 : I8_KEYS;
+            if (r0 == 0)
+                attn_prefetch_rows(k, c0 + ahead, k_stride, unit, I8_KEYS, bytes);
+            /* store lanes l < nkeys, back in key order */
+            const i8_mask m = i8_lanes(nkeys);
+            for (size_t bc = 0; bc < nb; bc += I8_BLOCKS) {
+                const size_t nbc = nb - bc < I8_BLOCKS ? nb - bc : I8_BLOCKS;
+                const int first = bc == 0, last = bc + nbc == nb;
+                i8_pack(dt, row_at(k, c0, kb), kb, nkeys, bc, nbc, kp, ks);
+                for (size_t r = 0; r < nr; r += I8_ROWS) {
+                    const size_t R = nr - r < I8_ROWS ? nr - r : I8_ROWS;
+                    float *sr = s + (ptrdiff_t)(r0 + r) * s_stride + (ptrdiff_t)c0;
+                    const attn_q8_block *x = qb + r * nb + bc;
+                    /* a switch, so that each R is its own loop */
+                    switch (R) {
+                    case 4: i8_rows(dt, 4, x, nb, kp, ks, nbc, sr, s_stride, m, first, last, scale); break;
+                    case 3: i8_rows(dt, 3, x, nb, kp, ks, nbc, sr, s_stride, m, first, last, scale); break;
+                    case 2: i8_rows(dt, 2, x, nb, kp, ks, nbc, sr, s_stride, m, first, last, scale); break;
+                    default: i8_rows(dt, 1, x, nb, kp, ks, nbc, sr, s_stride, m, first, last, scale); break;
+                    }
+                }
+            }
+        }
+    }
+}
+
+#endif /* ATTN_X86_DOT_I8_BODY_H */
