@@ -18,13 +18,13 @@ void bench_softmax_sleef_avx2(float *x, size_t rows, size_t cols, size_t row_str
 float bench_exp_sum_sleef_avx2(float *x, size_t n, float max);
 /* Sum of x[0..n): one read of the bytes. */
 float bench_read_sum_avx2(const float *x, size_t n);
-/* iters rounds of 12 independent 8-wide FMAs (192 flops per round). */
+/* The peak loops of tools/peak_loops.h (bench/peak.c): iters rounds of 12
+   independent 8-wide FMAs (192 flops per round); of 16 independent 16-wide
+   FMAs (512 flops per round), only where AVX-512 F runs. */
 void bench_fma_peak_avx2(long iters);
-/* iters rounds of 16 independent 16-wide FMAs (512 flops per round); built
-   with a target attribute (fma_peak_avx512.c): call only where AVX-512 F runs. */
 void bench_fma_peak_avx512(long iters);
-/* The bf16 and int8 dot-product peaks (same file): call only where the CPU
-   has AVX512_BF16, resp. AVX512_VNNI. */
+/* The bf16 and int8 dot-product peaks, 16 chains of 16 lanes (4, resp. 8
+   operations a lane): only where the CPU has AVX512_BF16, resp. AVX512_VNNI. */
 void bench_bf16dot_peak_avx512(long iters);
 void bench_int8dot_peak_avx512(long iters);
 

@@ -152,7 +152,7 @@ def main():
     gflops_row("prefill H=8 causal, F16 K/V", fwd.format(8, 8, "_causal_f16kv"), None, "")
 
     # The precision modes (attn.h): "% peak" against the peak of the units
-    # the mode runs on (the dot-product loops of bench/fma_peak_avx512.c,
+    # the mode runs on (the dot-product loops of bench/peak.c,
     # same run), the baseline the same call in the default mode.
     def dot_peak(kind):
         b = get(f"ref/{kind}dot_peak_avx512_1thread")

@@ -81,7 +81,7 @@ static int parse_u64(const cli_option *o, const char *cmd, const char *v, cli_se
    in [min, max], a finite float (min 0: >= 0), or the row's min. */
 static int pin_i64(const cli_option *o, const char *cmd, const char *v, cli_settings *s)
 {
-    int64_t x;
+    int64_t x = 0; /* set when rc is EXIT_OK; gcc -O3 cannot see it */
     int rc = read_i64(o, cmd, v, &x);
     if (rc == EXIT_OK)
         gen_pin(&s->pins, (int)o->field, x);
