@@ -104,12 +104,14 @@ cmd_test() {
         -Dtests=enabled -Dbench=disabled
     meson_test build-test
 
-    echo "== AddressSanitizer + UndefinedBehaviorSanitizer"
-    configure build-asan -Dbuildtype=debugoptimized -Db_sanitize=address,undefined \
-        -Db_lundef=false -Dtests=enabled -Dbench=disabled -Dpython=disabled
+    # One sanitizer build serves the suites and the fuzzers: clang, ASan +
+    # UBSan, libFuzzer's coverage hooks (tests/fuzz/run.sh --setup), so the
+    # test command compiles the library instrumented once, not twice.
+    echo "== AddressSanitizer + UndefinedBehaviorSanitizer (clang; the fuzzers' build, build-fuzz)"
+    tests/fuzz/run.sh --setup
     ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
     UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-        meson_test build-asan --suite kernels --suite api --suite fuzz --suite faults --suite tsan
+        meson_test build-fuzz --suite kernels --suite api --suite fuzz --suite faults --suite tsan
 
     # step NAME COMMAND...: one pass/fail entry in the summary.
     step() {

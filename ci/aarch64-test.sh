@@ -2,10 +2,10 @@
 # Cross-builds libattn for AArch64 and runs the test suite under
 # qemu-aarch64: the whole suite on qemu's max CPU (NEON, SVE2) at an SVE
 # vector length of 128 bits; the length-dependent suites (LENGTH_SUITES) at
-# 256, 512 and 2048 bits (the SVE kernels are vector-length-agnostic, and
-# each length puts their predicated tails elsewhere), with
-# QEMU_CPU=cortex-a72 (NEON only, where SVE must not be chosen) and from
-# the README's release build; then `attn info` and a short
+# 256 and 512 bits (the SVE kernels are vector-length-agnostic, and each
+# length puts their predicated tails elsewhere), with QEMU_CPU=cortex-a72
+# (NEON only, where SVE must not be chosen), and at 2048 bits from the
+# README's release build; then `attn info` and a short
 # `attn run --preset small` when the CLI is built.
 #
 #   ci/aarch64-test.sh          (root, or a user with sudo, on Debian 12 amd64)
@@ -272,8 +272,11 @@ run_readme() {
         local saved=$BUILD
         BUILD=$README_BUILD
         # the whole suite ran from the -O2 build above: here the suites of
-        # the longer vector lengths, on code compiled as the README builds it
-        run_tests "README build (default buildtype), default CPU (max)" --suites
+        # the longer vector lengths, on code compiled as the README builds
+        # it, at the longest length (which the -O2 build leaves to this one)
+        local last=${SVE_VECTOR_BYTES[-1]}
+        run_tests "README build (default buildtype), SVE $((last * 8))-bit (max)" --suites \
+            QEMU_CPU="max,sve-default-vector-length=$last"
         BUILD=$saved
     else
         echo "FAIL: the README's AArch64 build ($README_BUILD)"
@@ -288,7 +291,8 @@ setup_binfmt
 build
 run_tests "SVE $((SVE_VECTOR_BYTES[0] * 8))-bit (max)" \
     QEMU_CPU="max,sve-default-vector-length=${SVE_VECTOR_BYTES[0]}"
-for bytes in "${SVE_VECTOR_BYTES[@]:1}"; do
+# the last length runs from the README's build (run_readme)
+for bytes in "${SVE_VECTOR_BYTES[@]:1:${#SVE_VECTOR_BYTES[@]}-2}"; do
     run_tests "SVE $((bytes * 8))-bit (max)" --suites QEMU_CPU="max,sve-default-vector-length=$bytes"
 done
 run_tests "$NEON_ONLY_CPU (NEON only)" --suites QEMU_CPU="$NEON_ONLY_CPU"

@@ -68,6 +68,10 @@ static void profile_of(gen_profile *p)
     p->work_cap = CAP_WORK;
     for (int r = GEN_Q; r <= GEN_V; r++)
         p->val[r].lo = -3.0f, p->val[r].hi = 3.0f;
+    /* the precision modes (attn.h): ref.c widens the bounds by the mode's
+       terms (ref_attn_compute reads opt.precision) */
+    gen_chance(p, GEN_C_OPT(precision), 64);
+    gen_range(p, GEN_C_OPT(precision), ATTN_PRECISION_DEFAULT, ATTN_PRECISION_INT8);
 }
 
 /* ------------------------------------------------------------ comparisons */
@@ -177,7 +181,12 @@ static void run_attention(fz_reader *r, int op, const attn_dsp *const *tables, i
     char text[896];
     fz_context("%s %s", op_names[op], gen_describe(&d, text, sizeof text));
     const attn_shape s = m.shape;
-    const attn_options opt = m.opt;
+    attn_options opt = m.opt;
+    /* a rounding mode may turn inf * tiny into inf * 0 = NaN where the
+       exact product is inf (attn.h; tests/test_precision.c checks that
+       case): with non-finite q or k drawn, the default mode */
+    if (d.val[GEN_Q].special || d.val[GEN_K].special)
+        opt.precision = ATTN_PRECISION_DEFAULT;
     const int64_t v_dim = d.dv;
     const attn_tensor q = m.t[GEN_Q], k = m.t[GEN_K], v = m.t[GEN_V];
 

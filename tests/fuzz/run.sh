@@ -9,9 +9,13 @@
 #                                     coverage build and print llvm-cov's report of src/
 #   tests/fuzz/run.sh --replay api|diff FILE...
 #                                     run inputs once (a finding's reproducer)
+#   tests/fuzz/run.sh --setup         only configure the build directory (the
+#                                     test command runs the ASan+UBSan suites
+#                                     in it too: one sanitizer build, not two)
 # Environment: ATTN_FUZZ_BUILD (default build-fuzz), ATTN_FUZZ_JOBS (parallel
-# fuzzing processes per target, default 1), ATTN_FUZZ_TARGETS ("api diff kvlayout merge split
-# backward quant").
+# fuzzing processes per target, default 1), ATTN_FUZZ_PARALLEL (targets
+# fuzzed at once, default one per CPU), ATTN_FUZZ_TARGETS ("api diff kvlayout
+# merge split backward quant").
 # A crash leaves crash-* in the build directory's fuzz-artifacts/ and fails.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -20,10 +24,12 @@ build=${ATTN_FUZZ_BUILD:-$root/build-fuzz}
 targets=${ATTN_FUZZ_TARGETS:-api diff kvlayout merge split backward quant}
 seconds=${ATTN_FUZZ_SECONDS:-30}
 coverage=0
+setup_only=0
 replay=()
 while (($#)); do
     case $1 in
     --coverage) coverage=1 ;;
+    --setup) setup_only=1 ;;
     --replay)
         (($# >= 3)) || { echo "usage: $0 --replay api|diff FILE..." >&2; exit 2; }
         targets=$2
@@ -31,7 +37,7 @@ while (($#)); do
         replay=("$@")
         break
         ;;
-    ''|*[!0-9]*) echo "usage: $0 [seconds] [--coverage] | --replay api|diff FILE..." >&2; exit 2 ;;
+    ''|*[!0-9]*) echo "usage: $0 [seconds] [--coverage] | --setup | --replay api|diff FILE..." >&2; exit 2 ;;
     *) seconds=$1 ;;
     esac
     shift
@@ -45,6 +51,7 @@ if [ ! -f "$build/build.ninja" ]; then
         meson setup "$build" "$root" "${common[@]}" -Db_sanitize=address,undefined \
         -Db_lundef=false >/dev/null
 fi
+((setup_only)) && exit 0
 ninja -C "$build" $(for t in $targets; do echo tests/fuzz/attn-fuzz-$t; done) >/dev/null
 
 artifacts=$build/fuzz-artifacts
@@ -70,22 +77,43 @@ report_finding() {
         "tests/fuzz/run.sh --replay $t /tmp/attn-$t-input"
 }
 
-status=0
-for t in $targets; do
-    work=$build/fuzz-corpus/$t
+# fuzz_one TARGET: one bounded run; its summary lines and any finding go to
+# $artifacts/TARGET.out (printed in target order once all have ended).
+fuzz_one() {
+    local t=$1 work=$build/fuzz-corpus/$1 log=$artifacts/$1.log out=$artifacts/$1.out rc=0
     mkdir -p "$work"
-    log=$artifacts/$t.log
-    echo "== fuzzing $t for ${seconds}s"
-    if ! "$build/tests/fuzz/attn-fuzz-$t" -max_total_time="$seconds" -timeout=30 \
+    "$build/tests/fuzz/attn-fuzz-$t" -max_total_time="$seconds" -timeout=30 \
         -rss_limit_mb=4096 -max_len=512 -len_control=0 -print_final_stats=1 \
         -artifact_prefix="$artifacts/$t-" ${ATTN_FUZZ_JOBS:+-jobs=$ATTN_FUZZ_JOBS -workers=$ATTN_FUZZ_JOBS} \
-        "$work" "$here/corpus/$t" >"$log" 2>&1; then
-        status=1
-        grep -E "FUZZ CHECK|ERROR|runtime error|SUMMARY|Test unit written" "$log" || tail -30 "$log"
-        report_finding "$t" "$log"
-    fi
-    grep -E "^stat::number_of_executed_units|^stat::peak_rss_mb|DONE" "$log" | tr '\n' ' '
-    echo
+        "$work" "$here/corpus/$t" >"$log" 2>&1 || rc=1
+    {
+        echo "== fuzzed $t for ${seconds}s"
+        if [ "$rc" != 0 ]; then
+            grep -E "FUZZ CHECK|ERROR|runtime error|SUMMARY|Test unit written" "$log" || tail -30 "$log"
+            report_finding "$t" "$log"
+        fi
+        grep -E "^stat::number_of_executed_units|^stat::peak_rss_mb|DONE" "$log" | tr '\n' ' '
+        echo
+    } >"$out"
+    echo "$rc" >"$artifacts/$t.rc"
+}
+
+# The targets run side by side, ATTN_FUZZ_PARALLEL at a time (default: one
+# per CPU): each still gets its full time, the stage takes a fraction of it.
+parallel=${ATTN_FUZZ_PARALLEL:-$(nproc)}
+echo "== fuzzing $targets for ${seconds}s each, $parallel at a time"
+status=0
+for t in $targets; do
+    rm -f "$artifacts/$t.rc" "$artifacts/$t.out"
+    while (($(jobs -rp | wc -l) >= parallel)); do
+        wait -n || true
+    done
+    fuzz_one "$t" &
+done
+wait
+for t in $targets; do
+    cat "$artifacts/$t.out" 2>/dev/null || echo "== $t: no result"
+    [ "$(cat "$artifacts/$t.rc" 2>/dev/null)" = 0 ] || status=1
 done
 
 if [ "$coverage" = 1 ]; then
