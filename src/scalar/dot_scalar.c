@@ -6,44 +6,22 @@
  * is checked against these (tests/checkasm.c); a table without its own
  * keeps none of them (src/dispatch.c).
  */
-#include "lowp.h"
 #include "scalar/tile_scalar_body.h"
 
-/* bf16 mode: scores of bf16-rounded q and k (a product of two bf16 values
-   is exact in f32). */
+/* bf16 mode: the tile body's loops (src/scalar/tile_scalar_body.h) on
+   factors rounded to bf16; a product of two bf16 values is exact in f32. */
 ATTN_SCALAR_INLINE void qk_bf16(int dt, const float *q, ptrdiff_t q_stride, const void *k,
                                 ptrdiff_t k_stride, size_t nq, size_t nk, size_t d, float scale,
                                 float *s, ptrdiff_t s_stride)
 {
-    const uintptr_t step = (uintptr_t)k_stride * attn_kv_unit_bytes(dt);
-    for (size_t r = 0; r < nq; r++) {
-        const float *qr = q + (ptrdiff_t)r * q_stride;
-        for (size_t c = 0; c < nk; c++) {
-            const unsigned char *row = attn_kv_row(k, c, step);
-            float dot = 0.0f;
-            for (size_t t = 0; t < d; t++)
-                dot += attn_bf16_round(qr[t]) * attn_bf16_round(load_kv(dt, row, t));
-            s[(ptrdiff_t)r * s_stride + (ptrdiff_t)c] = dot * scale;
-        }
-    }
+    qk_rows(dt, 1, q, q_stride, k, k_stride, nq, nk, d, scale, s, s_stride);
 }
 
-/* bf16 mode: acc += bf16(p) . bf16(v), key by key. */
 ATTN_SCALAR_INLINE void pv_bf16(int dt, const float *p, ptrdiff_t p_stride, const void *v,
                                 ptrdiff_t v_stride, size_t nq, size_t nk, size_t dv, float *acc,
                                 ptrdiff_t acc_stride)
 {
-    const uintptr_t step = (uintptr_t)v_stride * attn_kv_unit_bytes(dt);
-    for (size_t r = 0; r < nq; r++) {
-        float *ar = acc + (ptrdiff_t)r * acc_stride;
-        const float *pr = p + (ptrdiff_t)r * p_stride;
-        for (size_t c = 0; c < nk; c++) {
-            const unsigned char *row = attn_kv_row(v, c, step);
-            const float w = attn_bf16_round(pr[c]);
-            for (size_t t = 0; t < dv; t++)
-                ar[t] += w * attn_bf16_round(load_kv(dt, row, t));
-        }
-    }
+    pv_rows(dt, 1, p, p_stride, v, v_stride, nq, nk, dv, acc, acc_stride);
 }
 
 /* The integers of block b of a Q8_0 / Q4_0 row (the value is n * scale). */

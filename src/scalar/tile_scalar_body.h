@@ -3,7 +3,9 @@
  * and to_f32 as always-inline functions of an ATTN_KV_* dtype, which
  * enters only through load_kv (value t of a row) and the row step
  * (src/tile_variants.h). tile_scalar.c (the float dtypes) and
- * quant_scalar.c (the quantized ones) instantiate it (ATTN_TILE_FILE).
+ * quant_scalar.c (the quantized ones) instantiate it (ATTN_TILE_FILE);
+ * the bf16 mode's oracle (src/scalar/dot_scalar.c) runs the same loops,
+ * qk_rows and pv_rows, on factors rounded to bf16.
  *
  * It is the oracle: one product and one add per value, in index order
  * (the scalar files are compiled with -ffp-contract=off, src/meson.build),
@@ -16,6 +18,7 @@
 #include <string.h>
 
 #include "half.h"
+#include "lowp.h"
 #include "quant.h"
 #include "tile_variants.h"
 
@@ -49,9 +52,19 @@ ATTN_SCALAR_INLINE float load_kv(int dt, const unsigned char *row, size_t t)
     }
 }
 
-ATTN_SCALAR_INLINE void qk_tile(int dt, const float *q, ptrdiff_t q_stride, const void *k,
-                                ptrdiff_t k_stride, size_t nq, size_t nk, size_t d, float scale,
-                                float *s, ptrdiff_t s_stride)
+/* A factor of a product as the oracle multiplies it: as given, or (bf16:
+   the bf16 mode's oracle, src/scalar/dot_scalar.c) rounded to bf16 by
+   src/lowp.h's rule. bf16 is a constant of each instantiation. */
+ATTN_SCALAR_INLINE float factor(int bf16, float x)
+{
+    return bf16 ? attn_bf16_round(x) : x;
+}
+
+/* s = scale * q . k per row and key, one product and one add per value
+   in index order; with bf16 set, the factors rounded first. */
+ATTN_SCALAR_INLINE void qk_rows(int dt, int bf16, const float *q, ptrdiff_t q_stride,
+                                const void *k, ptrdiff_t k_stride, size_t nq, size_t nk,
+                                size_t d, float scale, float *s, ptrdiff_t s_stride)
 {
     const uintptr_t step = (uintptr_t)k_stride * attn_kv_unit_bytes(dt);
     for (size_t r = 0; r < nq; r++) {
@@ -60,15 +73,16 @@ ATTN_SCALAR_INLINE void qk_tile(int dt, const float *q, ptrdiff_t q_stride, cons
             const unsigned char *row = attn_kv_row(k, c, step);
             float dot = 0.0f;
             for (size_t t = 0; t < d; t++)
-                dot += qr[t] * load_kv(dt, row, t);
+                dot += factor(bf16, qr[t]) * factor(bf16, load_kv(dt, row, t));
             s[(ptrdiff_t)r * s_stride + (ptrdiff_t)c] = dot * scale;
         }
     }
 }
 
-ATTN_SCALAR_INLINE void pv_tile(int dt, const float *p, ptrdiff_t p_stride, const void *v,
-                                ptrdiff_t v_stride, size_t nq, size_t nk, size_t dv, float *acc,
-                                ptrdiff_t acc_stride)
+/* acc += p . v, key by key; with bf16 set, the factors rounded first. */
+ATTN_SCALAR_INLINE void pv_rows(int dt, int bf16, const float *p, ptrdiff_t p_stride,
+                                const void *v, ptrdiff_t v_stride, size_t nq, size_t nk,
+                                size_t dv, float *acc, ptrdiff_t acc_stride)
 {
     const uintptr_t step = (uintptr_t)v_stride * attn_kv_unit_bytes(dt);
     for (size_t r = 0; r < nq; r++) {
@@ -76,11 +90,25 @@ ATTN_SCALAR_INLINE void pv_tile(int dt, const float *p, ptrdiff_t p_stride, cons
         const float *pr = p + (ptrdiff_t)r * p_stride;
         for (size_t c = 0; c < nk; c++) {
             const unsigned char *row = attn_kv_row(v, c, step);
-            const float w = pr[c];
+            const float w = factor(bf16, pr[c]);
             for (size_t t = 0; t < dv; t++)
-                ar[t] += w * load_kv(dt, row, t);
+                ar[t] += w * factor(bf16, load_kv(dt, row, t));
         }
     }
+}
+
+ATTN_SCALAR_INLINE void qk_tile(int dt, const float *q, ptrdiff_t q_stride, const void *k,
+                                ptrdiff_t k_stride, size_t nq, size_t nk, size_t d, float scale,
+                                float *s, ptrdiff_t s_stride)
+{
+    qk_rows(dt, 0, q, q_stride, k, k_stride, nq, nk, d, scale, s, s_stride);
+}
+
+ATTN_SCALAR_INLINE void pv_tile(int dt, const float *p, ptrdiff_t p_stride, const void *v,
+                                ptrdiff_t v_stride, size_t nq, size_t nk, size_t dv, float *acc,
+                                ptrdiff_t acc_stride)
+{
+    pv_rows(dt, 0, p, p_stride, v, v_stride, nq, nk, dv, acc, acc_stride);
 }
 
 ATTN_SCALAR_INLINE void to_f32(int dt, const void *src, float *dst, size_t n)
