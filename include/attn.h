@@ -538,23 +538,43 @@ ATTN_API attn_status attn_forward(const attn_shape *shape, const attn_options *o
                                   const attn_row_stats *stats);
 
 /*
- * Split-KV. When the shape gives attn_forward few tasks (decode, MQA, short
- * query tails: batch * kv_heads * ceil(q_len * q_heads / kv_heads / 64) < 64,
- * counting blocks of 64 query rows of one KV head), it can
- * cut each task's keys into chunks that run as separate tasks, each leaving
+ * Split-KV. When a sequence gives attn_forward few tasks (decode, MQA,
+ * short query tails: kv_heads * ceil(Lq_b * q_heads / kv_heads / 64) < 64,
+ * counting blocks of 64 query rows of one KV head), it can cut the keys of
+ * each of its tasks into chunks that run as separate tasks, each leaving
  * a partial result (unnormalised output, running max and sum) in the
  * caller's workspace; the last chunk of a task to finish merges them in
- * chunk order, with the same rescaling as the online softmax. The chunks
- * depend on the shape and kv_splits only (multiples of 256 keys, at least
- * 1024 per chunk when automatic), so results stay bitwise identical for any
- * thread count and parallel_for; they may differ in rounding from the
- * unsplit call (same error bound: the merge is one more rescale).
+ * chunk order, with the same rescaling as the online softmax. A sequence's
+ * chunks depend on its own Lq_b and Lk_b, the head counts and kv_splits
+ * only (multiples of 256 keys counted from its first key, at least 1024
+ * per chunk when automatic; kv_splits >= 2 cuts each sequence's Lk_b keys
+ * into about that many), so results stay bitwise identical for any thread
+ * count and parallel_for; they may differ in rounding from the unsplit call
+ * (same error bound: the merge is one more rescale).
+ *
+ * Batch invariance. A sequence's output rows and row statistics are
+ * bitwise the same whatever else the call holds: alone or in a batch of
+ * any size and composition, padded (q_lens, kv_lens), packed or
+ * left-padded (q_offsets, kv_offsets) or with paged K/V, on any thread
+ * count, provided the calls agree on the options and each gets the
+ * workspace attn_forward_workspace_size asks for (or none gets one). Its
+ * keys are visited in blocks counted from its first key, and no kernel's
+ * arithmetic on a key depends on where a page boundary cuts a run of keys.
+ * The bf16 mode's P.V (ATTN_PRECISION_BF16, 8 or more query rows per KV
+ * head) works on runs of keys: on AVX-512 it pairs keys 2m, 2m + 1 of the
+ * sequence, so paged K/V gives the contiguous bits when pages start at even
+ * keys (an even block_size and even kv_offsets); on NEON and SVE it sums
+ * each run in a chain of its own (to keep BFDOT's rounding within the
+ * bound), so paged and contiguous K/V may differ in rounding there. The
+ * precision mode, the ISA, the dtypes and kv_splits are options: results
+ * differ between them.
  *
  * attn_forward_workspace_size sets *bytes to the workspace attn_forward with
- * this shape and options (kv_splits) needs to split, or 0 when it would not
- * split; it validates the shape and the options as attn_forward does (not
- * the tensors). The size depends on the shape and kv_splits only, not on
- * the ISA. attn_forward then splits when opt->workspace_size >= that size;
+ * this shape and options needs to split, or 0 when no sequence would split;
+ * it validates the shape and the options as attn_forward does (not the
+ * tensors). The size depends on the shape, kv_splits and the lengths
+ * (q_lens, kv_lens: the most chunks one sequence takes), not on the ISA.
+ * attn_forward then splits when opt->workspace_size >= that size;
  * with kv_splits = 0 and no or too small a workspace it runs unsplit (the
  * documented fallback); with kv_splits >= 2 and too small a workspace it is
  * ATTN_ERR_ARG before anything is written. The workspace may hold anything

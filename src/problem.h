@@ -40,8 +40,8 @@ typedef struct attn_op {
     int writes_stats;       /* the attn_row_stats argument (else ignored) */
     /* NULL, or the outputs the operation sizes itself after `out` is checked
        and before the stats are (the forward: the split-KV workspace when the
-       call splits): sets pb->splits, chunk and workspace (1, kv_len and NULL
-       before) and adds what it writes to the output ranges. */
+       call splits): sets pb->splits and workspace (1 and NULL before) and
+       adds what it writes to the output ranges. */
     attn_status (*scratch)(attn_problem *pb, const attn_options *o, struct attn_range_set *set);
     /* the task geometry and count (src/driver/driver.h) */
     struct task_plan (*plan)(const attn_dsp *dsp, const attn_problem *pb);
@@ -70,8 +70,10 @@ struct attn_problem {
     attn_tensor sinks, alibi; /* F32 [b][q_head]; data == NULL when absent */
     const int64_t *q_pos, *k_pos; /* NULL: the defaults of attn.h */
 
-    /* split-KV (forward only): splits == 1 means unsplit */
-    int64_t splits, chunk; /* chunks of `chunk` keys, the last may be shorter */
+    /* split-KV (forward only): splits == 1 means unsplit; else the task
+       grid's chunks per block (attn_split_grid), each sequence taking its
+       own attn_split_plan of them */
+    int64_t splits;
     void *workspace;       /* >= attn_split_bytes(...) bytes when splits > 1 */
 
     /* offset batches and paged K/V (attn.h); NULL / 0 when absent */
@@ -141,6 +143,17 @@ static inline int64_t attn_seq_rel(const attn_problem *pb, int64_t b, int64_t lq
     return pb->q_pos[b] - (pb->k_pos ? pb->k_pos[b] : 0);
 }
 
+/* Sequence b's own query rows and keys (attn.h: Lq_b, Lk_b). */
+static inline int64_t attn_seq_q_len(const attn_problem *pb, int64_t b)
+{
+    return pb->q_lens ? pb->q_lens[b] : pb->q_len;
+}
+
+static inline int64_t attn_seq_kv_len(const attn_problem *pb, int64_t b)
+{
+    return pb->kv_lens ? pb->kv_lens[b] : pb->kv_len;
+}
+
 /*
  * The keys query i (counted from its sequence's start) of sequence b may see
  * by padding, causal and window, as [*lo, *hi) counted from the sequence's
@@ -151,8 +164,8 @@ static inline int64_t attn_seq_rel(const attn_problem *pb, int64_t b, int64_t lq
 static inline void attn_seq_keys(const attn_problem *pb, int64_t b, int64_t i, int64_t *lo,
                                  int64_t *hi)
 {
-    const int64_t lq = pb->q_lens ? pb->q_lens[b] : pb->q_len;
-    const int64_t lk = pb->kv_lens ? pb->kv_lens[b] : pb->kv_len;
+    const int64_t lq = attn_seq_q_len(pb, b);
+    const int64_t lk = attn_seq_kv_len(pb, b);
     *lo = 0;
     *hi = i < lq ? lk : 0;
     if (*hi == 0)
@@ -171,15 +184,23 @@ static inline void attn_seq_keys(const attn_problem *pb, int64_t b, int64_t i, i
 }
 
 /*
- * The split-KV plan of attn.h (shape and kv_splits only, never the ISA or
- * the thread count): the number of key chunks and their length, a multiple
- * of ATTN_SPLIT_ALIGN. splits == 1: unsplit.
+ * The split-KV plan of attn.h. Each sequence splits as it would called
+ * alone: from its own query rows and keys, the head counts and kv_splits
+ * only (never the rest of the batch, the ISA or the thread count), so its
+ * results do not depend on what else the call holds. attn_split_plan
+ * gives one sequence's chunks (splits == 1: unsplit; chunks of `chunk`
+ * keys, a multiple of ATTN_SPLIT_ALIGN, the last may be shorter);
+ * attn_split_grid the most chunks a sequence of the call takes (its task
+ * grid and workspace).
  */
 #define ATTN_SPLIT_ALIGN 256      /* every ISA's block_k divides it */
 #define ATTN_SPLIT_MIN_CHUNK 1024 /* automatic chunks are at least this long */
-#define ATTN_SPLIT_TARGET 64      /* automatic: aim for this many tasks */
-void attn_split_plan(int64_t batch, int64_t q_heads, int64_t kv_heads, int64_t q_len,
-                     int64_t kv_len, int32_t kv_splits, int64_t *splits, int64_t *chunk);
+#define ATTN_SPLIT_TARGET 64      /* automatic: aim for this many tasks per sequence */
+void attn_split_plan(int64_t q_heads, int64_t kv_heads, int64_t q_len, int64_t kv_len,
+                     int32_t kv_splits, int64_t *splits, int64_t *chunk);
+int64_t attn_split_grid(int64_t batch, int64_t q_heads, int64_t kv_heads, int64_t q_len,
+                        int64_t kv_len, const int32_t *q_lens, const int32_t *kv_lens,
+                        int32_t kv_splits);
 /* Workspace bytes of a split forward; 0 when it overflows size_t. */
 size_t attn_split_bytes(int64_t batch, int64_t q_heads, int64_t q_len, int64_t v_dim,
                         int64_t splits);

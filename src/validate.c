@@ -489,7 +489,6 @@ attn_status attn_validate(attn_problem *pb, const attn_op *op, const attn_shape 
 
     /* what the operation sizes itself (the split-KV workspace) */
     pb->splits = 1;
-    pb->chunk = s.kv_len;
     pb->workspace = NULL;
     if (op->scratch)
         TRY(op->scratch(pb, &o, &set));

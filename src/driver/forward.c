@@ -108,22 +108,27 @@ static void finish_row(const attn_dsp *dsp, const attn_problem *pb, const row_re
     }
 }
 
-/* Folds keys [klo, khi) of the visible ranges into the rows' states. */
+/* Folds keys [klo, khi) of the visible ranges into the rows' states, in
+   blocks of block_k keys counted from the sequence's first key `base` (its
+   kv_offsets entry): where its blocks start must not depend on where the
+   sequence lies in the tensor, or its online softmax would group its keys
+   differently alone and in a packed batch. */
 static void forward_keys(const attn_dsp *dsp, const attn_problem *pb, const task_plan *p,
-                         const row_ref *rows, int64_t n, int64_t kv_head, int64_t klo,
-                         int64_t khi, online_row *st, const float *q, int64_t q_stride,
-                         float *sbuf, float *acc)
+                         const row_ref *rows, int64_t n, int64_t kv_head, int64_t base,
+                         int64_t klo, int64_t khi, online_row *st, const float *q,
+                         int64_t q_stride, float *sbuf, float *acc)
 {
     const int want_entropy = pb->stats.entropy != NULL;
     attn_qk_tile_fn *const qk = attn_qk_kernel(dsp, pb);
     attn_pv_tile_fn *const pv = attn_pv_kernel(dsp, pb);
+    const int pairs = pv != dsp->pv_tile[pb->v.dtype]; /* pv_bf16 */
     const kv_src ks = attn_kv_open(pb, &pb->k, rows[0].b, kv_head, pb->head_dim);
     const kv_src vs = attn_kv_open(pb, &pb->v, rows[0].b, kv_head, pb->v_dim);
     int64_t ulo, uhi;
     attn_visible_union(rows, n, &ulo, &uhi);
     ulo = attn_max64(ulo, klo);
     uhi = attn_min64(uhi, khi);
-    for (int64_t k0 = ulo < uhi ? ulo / p->block_k * p->block_k : uhi; k0 < uhi;
+    for (int64_t k0 = ulo < uhi ? base + (ulo - base) / p->block_k * p->block_k : uhi; k0 < uhi;
          k0 += p->block_k) {
         const int64_t kb = attn_max64(k0, ulo), ke = attn_min64(k0 + p->block_k, uhi);
         const int64_t nk = ke - kb;
@@ -142,6 +147,12 @@ static void forward_keys(const attn_dsp *dsp, const attn_problem *pb, const task
                               acc + rr * p->acc_stride, want_entropy);
             for (int64_t j = kb, len; j < ke; j += len) {
                 const void *vp = attn_kv_run(&vs, j, ke, &len);
+                /* the bf16 P.V pairs keys 2m, 2m + 1 of a call: a run
+                   that starts at an odd key of the sequence gives that key
+                   a call of its own, so that the pairs are the same keys
+                   whether a page boundary cuts the run or not */
+                if (pairs && (j - base) % 2 && len > 1)
+                    len = 1;
                 pv(s + (j - kb), p->block_k, vp, vs.stride, nr,
                                           (size_t)len, (size_t)pb->v_dim,
                                           acc + r * p->acc_stride, p->acc_stride);
@@ -204,16 +215,16 @@ static void split_store(const attn_problem *pb, const split_ws *ws, const task_p
 }
 
 /*
- * Merges the chunks of each row in chunk order into acc and the returned
+ * Merges the `splits` chunks of a row in chunk order into acc and the returned
  * state: acc = sum_c exp(m_c - M) acc_c, l and t likewise (the online
  * softmax's rescale, once per chunk), M the largest m_c.
  */
 static void split_merge(const attn_dsp *dsp, const attn_problem *pb, const split_ws *ws,
-                        const row_ref *row, online_row *o, float *acc)
+                        const row_ref *row, int64_t splits, online_row *o, float *acc)
 {
     const int64_t first = row_index(pb, row) * pb->splits;
     *o = (online_row){-INFINITY, 0.0f, 0.0f, 0};
-    for (int64_t c = 0; c < pb->splits; c++) {
+    for (int64_t c = 0; c < splits; c++) {
         const float *state = ws->states + (first + c) * 4;
         if (state[3] != 0.0f)
             o->poisoned = 1;
@@ -228,7 +239,7 @@ static void split_merge(const attn_dsp *dsp, const attn_problem *pb, const split
     size_t k = 0;
     if (has_acc)
         attn_fill(acc, pb->v_dim, 0.0f);
-    for (int64_t c = 0; c < pb->splits; c++) {
+    for (int64_t c = 0; c < splits; c++) {
         const float *state = ws->states + (first + c) * 4;
         if (state[0] == -INFINITY)
             continue; /* no visible key in this chunk: its acc was not written */
@@ -290,8 +301,20 @@ static void task_forward(void *vctx, size_t index)
         if (rows[r].lo < rows[r].hi)
             attn_fill(acc + r * p->acc_stride, pb->v_dim, 0.0f);
     }
-    if (p->splits == 1) {
-        forward_keys(dsp, pb, p, rows, n, kv_head, 0, INT64_MAX, st, q, q_stride, sbuf,
+    /* this sequence's own chunks (src/driver/split.c): the grid's tasks
+       past them have nothing to do. A sequence without query rows (its
+       padded rows are written as fully masked) stays whole: the grid does
+       not count it. */
+    int64_t splits = 1, chunk_keys = 0;
+    const int64_t seq_rows = attn_seq_q_len(pb, rows[0].b);
+    if (p->splits > 1 && seq_rows > 0)
+        attn_split_plan(pb->q_heads, pb->kv_heads, seq_rows, attn_seq_kv_len(pb, rows[0].b),
+                        pb->opt.kv_splits, &splits, &chunk_keys);
+    if (chunk >= splits)
+        return;
+    const int64_t base = pb->kv_offsets ? pb->kv_offsets[rows[0].b] : 0;
+    if (splits == 1) {
+        forward_keys(dsp, pb, p, rows, n, kv_head, base, 0, INT64_MAX, st, q, q_stride, sbuf,
                      acc);
         for (int64_t r = 0; r < n; r++)
             finish_row(dsp, pb, &rows[r], &st[r], acc + r * p->acc_stride);
@@ -299,28 +322,30 @@ static void task_forward(void *vctx, size_t index)
     }
 
     const split_ws ws = split_open(pb);
-    const int64_t klo = chunk * pb->chunk;
-    forward_keys(dsp, pb, p, rows, n, kv_head, klo, klo + pb->chunk, st, q, q_stride, sbuf, acc);
+    /* chunks counted from the sequence's first key, like the blocks */
+    const int64_t klo = base + chunk * chunk_keys;
+    forward_keys(dsp, pb, p, rows, n, kv_head, base, klo, klo + chunk_keys, st, q, q_stride,
+                 sbuf, acc);
     split_store(pb, &ws, p, rows, n, chunk, st, acc);
     /* acq_rel: the last task sees every chunk's stores of this block */
-    if (atomic_fetch_add_explicit(&ws.done[block], 1, memory_order_acq_rel) != p->splits - 1)
+    if (atomic_fetch_add_explicit(&ws.done[block], 1, memory_order_acq_rel) != splits - 1)
         return;
     for (int64_t r = 0; r < n; r++) {
         online_row merged;
-        split_merge(dsp, pb, &ws, &rows[r], &merged, acc + r * p->acc_stride);
+        split_merge(dsp, pb, &ws, &rows[r], splits, &merged, acc + r * p->acc_stride);
         finish_row(dsp, pb, &rows[r], &merged, acc + r * p->acc_stride);
     }
 }
 
 /* ------------------------------------------------------------ entry points */
 
-/* The workspace bytes a forward of this shape needs to split (0: unsplit). */
-static size_t split_need(const attn_shape *s, int32_t kv_splits, int64_t *splits,
-                         int64_t *chunk)
+/* The workspace bytes a forward of this shape and these lengths needs to
+   split (0: unsplit), for the most chunks one of its sequences takes. */
+static size_t split_need(const attn_shape *s, const attn_options *o, int64_t *splits)
 {
     const int64_t v_dim = s->v_dim ? s->v_dim : s->head_dim;
-    attn_split_plan(s->batch, s->q_heads, s->kv_heads, s->q_len, s->kv_len, kv_splits, splits,
-                    chunk);
+    *splits = attn_split_grid(s->batch, s->q_heads, s->kv_heads, s->q_len, s->kv_len, o->q_lens,
+                              o->kv_lens, o->kv_splits);
     if (*splits <= 1)
         return 0;
     return attn_split_bytes(s->batch, s->q_heads, s->q_len, v_dim, *splits);
@@ -331,20 +356,18 @@ static attn_status forward_scratch(attn_problem *pb, const attn_options *o, attn
 {
     const attn_shape s = {pb->batch, pb->q_heads, pb->kv_heads, pb->q_len,
                           pb->kv_len, pb->head_dim, pb->v_dim};
-    int64_t splits, chunk;
-    size_t need = split_need(&s, o->kv_splits, &splits, &chunk);
+    int64_t splits;
+    size_t need = split_need(&s, o, &splits);
     if (splits > 1 && need == 0 && o->kv_splits >= 2)
         return ATTN_ERR_SHAPE; /* its workspace would not fit size_t */
     if (splits > 1 && (need == 0 || !o->workspace || o->workspace_size < need)) {
         if (o->kv_splits >= 2)
             return ATTN_ERR_ARG; /* asked for, impossible: say so */
         splits = 1;              /* automatic: the documented unsplit fallback */
-        chunk = s.kv_len;
     }
     if (splits > 1)
         ATTN_TRY(attn_add_array(set, o->workspace, (int64_t)need, 1, 1));
     pb->splits = splits;
-    pb->chunk = chunk;
     pb->workspace = splits > 1 ? o->workspace : NULL;
     return ATTN_OK;
 }
@@ -387,8 +410,8 @@ attn_status attn_forward_workspace_size(const attn_shape *shape, const attn_opti
         return ATTN_ERR_NULL;
     attn_options o;
     ATTN_TRY(attn_check_shape_options(shape, opt, &o));
-    int64_t splits, chunk;
-    size_t need = split_need(shape, o.kv_splits, &splits, &chunk);
+    int64_t splits;
+    size_t need = split_need(shape, &o, &splits);
     if (splits > 1 && need == 0)
         return ATTN_ERR_SHAPE; /* does not fit size_t */
     *bytes = need;

@@ -1,34 +1,38 @@
 /*
- * The split-KV plan (attn.h, "Split-KV") and the workspace it needs. Only
- * the shape and kv_splits decide it, so the same call splits the same way
- * on every ISA and thread count; forward.c sizes the workspace with it (in
- * its validation and in attn_forward_workspace_size) and runs it.
+ * The split-KV plan (attn.h, "Split-KV") and the workspace it needs. A
+ * sequence's own lengths, the head counts and kv_splits decide its chunks
+ * (src/problem.h), so a sequence splits the same way alone or in any
+ * batch, on every ISA and thread count; forward.c sizes the workspace
+ * with the grid (in its validation and in attn_forward_workspace_size) and
+ * runs each sequence's plan.
  */
 #include "driver.h"
 
-void attn_split_plan(int64_t batch, int64_t q_heads, int64_t kv_heads, int64_t q_len,
-                     int64_t kv_len, int32_t kv_splits, int64_t *splits, int64_t *chunk)
+/* The chunks a sequence of q_len query rows and kv_len keys aims for (before
+   rounding chunks to ATTN_SPLIT_ALIGN), or 1 when it stays whole. */
+static int64_t split_want(int64_t q_heads, int64_t kv_heads, int64_t q_len, int64_t kv_len,
+                          int32_t kv_splits)
+{
+    if (kv_splits == 1 || kv_len <= 0)
+        return 1;
+    if (kv_splits >= 2)
+        return attn_min64(kv_splits, (kv_len + ATTN_SPLIT_ALIGN - 1) / ATTN_SPLIT_ALIGN);
+    /* Tasks the sequence has unsplit, counted in blocks of 64 query rows of
+       one KV head (every ISA's block is at most that): a sequence with
+       enough of them keeps every core busy without splitting. */
+    const int64_t group_rows = attn_max64(q_len, 1) * (q_heads / kv_heads);
+    const int64_t units = kv_heads * ((group_rows + 63) / 64);
+    if (units >= ATTN_SPLIT_TARGET)
+        return 1;
+    return attn_min64((ATTN_SPLIT_TARGET + units - 1) / units, kv_len / ATTN_SPLIT_MIN_CHUNK);
+}
+
+void attn_split_plan(int64_t q_heads, int64_t kv_heads, int64_t q_len, int64_t kv_len,
+                     int32_t kv_splits, int64_t *splits, int64_t *chunk)
 {
     *splits = 1;
     *chunk = kv_len;
-    if (kv_splits == 1)
-        return;
-    int64_t want;
-    int64_t most = (kv_len + ATTN_SPLIT_ALIGN - 1) / ATTN_SPLIT_ALIGN;
-    if (kv_splits >= 2) {
-        want = kv_splits;
-    } else {
-        /* Tasks the unsplit forward has, counted in blocks of 64 query rows
-           of one KV head (every ISA's block is at most that): a shape with
-           enough of them keeps every core busy without splitting. */
-        const int64_t group_rows = q_len * (q_heads / kv_heads);
-        const int64_t units = batch * kv_heads * ((group_rows + 63) / 64);
-        if (units >= ATTN_SPLIT_TARGET)
-            return;
-        want = (ATTN_SPLIT_TARGET + units - 1) / units;
-        most = kv_len / ATTN_SPLIT_MIN_CHUNK;
-    }
-    want = attn_min64(want, most);
+    const int64_t want = split_want(q_heads, kv_heads, q_len, kv_len, kv_splits);
     if (want < 2)
         return;
     const int64_t per = (kv_len + want - 1) / want;
@@ -38,6 +42,27 @@ void attn_split_plan(int64_t batch, int64_t q_heads, int64_t kv_heads, int64_t q
         return;
     *splits = s;
     *chunk = c;
+}
+
+/* A sequence's splits are at most its `want` (chunks of at least
+   Lk_b / want keys): the grid is the largest want of the call's sequences
+   (one without query rows has no task). */
+int64_t attn_split_grid(int64_t batch, int64_t q_heads, int64_t kv_heads, int64_t q_len,
+                        int64_t kv_len, const int32_t *q_lens, const int32_t *kv_lens,
+                        int32_t kv_splits)
+{
+    int64_t grid = 1;
+    for (int64_t b = 0; b < batch; b++) {
+        /* clamped: attn_forward_workspace_size reads the lengths unchecked
+           (a call with lengths out of range is refused anyway) */
+        const int64_t lq = q_lens ? attn_min64(q_lens[b], q_len) : q_len;
+        const int64_t lk = kv_lens ? attn_max64(0, attn_min64(kv_lens[b], kv_len)) : kv_len;
+        if (lq > 0)
+            grid = attn_max64(grid, split_want(q_heads, kv_heads, lq, lk, kv_splits));
+        if (!q_lens && !kv_lens)
+            break; /* every sequence alike */
+    }
+    return grid;
 }
 
 static int add_rounded(size_t *total, size_t bytes)

@@ -236,7 +236,13 @@ ATTN_AVX512_INLINE void qk_dot_block(int dt, size_t R, size_t C, const float *q,
     for (size_t r = 0; r < R; r++) {
         float *sr = s + (ptrdiff_t)r * s_stride;
         if (C == 1) {
-            sr[0] = _mm512_reduce_add_ps(acc[r][0]) * scale;
+            /* the same sum tree as a lane of the C >= 4 blocks (hsum4 adds
+               each vector's lanes apart from the others'), so a score does
+               not depend on where its key falls in a run of keys: runs end
+               at page boundaries (paged K), and a batch-invariant result
+               must not see them */
+            const __m512 z = _mm512_setzero_ps();
+            sr[0] = _mm_cvtss_f32(_mm_mul_ps(attn_hsum4(acc[r][0], z, z, z), vscale));
             continue;
         }
         for (size_t c = 0; c < C; c += 4)
