@@ -174,7 +174,7 @@ static int run(const cli_settings *xs, const preset *pre, bool overridden, const
                x.splits, x.splits ? "" : ": automatic", (double)m.workspace / 1024.0);
     else
         printf("  split    none (--splits %" PRId64 "%s)\n", x.splits,
-               x.splits == 1 ? "" : ": the shape has enough tasks");
+               x.splits == 1 ? "" : ": every sequence has enough tasks");
     if (m.time.single_cold)
         printf("  time     %s ms/call (one call of >= 1 s, no warm-up)\n", mean);
     else
