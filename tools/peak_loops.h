@@ -40,6 +40,17 @@ typedef float (*fma_loop_fn)(int64_t rounds, float m, float a);
                      X(8) X(9) X(10) X(11) X(12) X(13) X(14) X(15)
 #define REPEAT_12(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
 
+/* The loop every kind shares, from the INIT(i), STEP(i) and SUM(i) its
+   function defines: REPEAT chains started by INIT, `rounds` rounds of STEP,
+   then the chains summed by SUM into `s` (type T, from zero). */
+#define PEAK_CHAINS(REPEAT, T, zero)                                                        \
+    REPEAT(INIT)                                                                            \
+    for (int64_t r = 0; r < rounds; r++) {                                                  \
+        REPEAT(STEP)                                                                        \
+    }                                                                                       \
+    T s = zero;                                                                             \
+    REPEAT(SUM)
+
 #ifdef PEAK_X86
 __attribute__((target("avx512f"))) static inline float fma_loop_avx512(int64_t rounds, float m, float a)
 {
@@ -47,12 +58,7 @@ __attribute__((target("avx512f"))) static inline float fma_loop_avx512(int64_t r
 #define INIT(i) __m512 c##i = _mm512_set1_ps((float)(i) * 0.01f);
 #define STEP(i) c##i = _mm512_fmadd_ps(c##i, vm, va);
 #define SUM(i) s = _mm512_add_ps(s, c##i);
-    REPEAT_16(INIT)
-    for (int64_t r = 0; r < rounds; r++) {
-        REPEAT_16(STEP)
-    }
-    __m512 s = _mm512_setzero_ps();
-    REPEAT_16(SUM)
+    PEAK_CHAINS(REPEAT_16, __m512, _mm512_setzero_ps())
 #undef INIT
 #undef STEP
 #undef SUM
@@ -65,12 +71,7 @@ __attribute__((target("avx2,fma"))) static inline float fma_loop_avx2(int64_t ro
 #define INIT(i) __m256 c##i = _mm256_set1_ps((float)(i) * 0.01f);
 #define STEP(i) c##i = _mm256_fmadd_ps(c##i, vm, va);
 #define SUM(i) s = _mm256_add_ps(s, c##i);
-    REPEAT_12(INIT)
-    for (int64_t r = 0; r < rounds; r++) {
-        REPEAT_12(STEP)
-    }
-    __m256 s = _mm256_setzero_ps();
-    REPEAT_12(SUM)
+    PEAK_CHAINS(REPEAT_12, __m256, _mm256_setzero_ps())
 #undef INIT
 #undef STEP
 #undef SUM
@@ -89,12 +90,7 @@ __attribute__((target("avx512f,avx512bf16"))) static inline float bf16_loop_avx5
 #define INIT(i) __m512 c##i = _mm512_set1_ps((float)(i) * 0.01f);
 #define STEP(i) c##i = _mm512_dpbf16_ps(c##i, x, y);
 #define SUM(i) s = _mm512_add_ps(s, c##i);
-    REPEAT_16(INIT)
-    for (int64_t r = 0; r < rounds; r++) {
-        REPEAT_16(STEP)
-    }
-    __m512 s = _mm512_setzero_ps();
-    REPEAT_16(SUM)
+    PEAK_CHAINS(REPEAT_16, __m512, _mm512_setzero_ps())
 #undef INIT
 #undef STEP
 #undef SUM
@@ -110,12 +106,7 @@ __attribute__((target("avx512f,avx512vnni"))) static inline float int8_loop_avx5
 #define INIT(i) __m512i c##i = _mm512_set1_epi32(i);
 #define STEP(i) c##i = _mm512_dpbusd_epi32(c##i, x, y);
 #define SUM(i) s = _mm512_add_epi32(s, c##i);
-    REPEAT_16(INIT)
-    for (int64_t r = 0; r < rounds; r++) {
-        REPEAT_16(STEP)
-    }
-    __m512i s = _mm512_setzero_si512();
-    REPEAT_16(SUM)
+    PEAK_CHAINS(REPEAT_16, __m512i, _mm512_setzero_si512())
 #undef INIT
 #undef STEP
 #undef SUM
@@ -132,12 +123,7 @@ __attribute__((target("avx2,avxvnni"))) static inline float int8_loop_avxvnni(in
 #define INIT(i) __m256i c##i = _mm256_set1_epi32(i);
 #define STEP(i) c##i = _mm256_dpbusd_avx_epi32(c##i, x, y);
 #define SUM(i) s = _mm256_add_epi32(s, c##i);
-    REPEAT_12(INIT)
-    for (int64_t r = 0; r < rounds; r++) {
-        REPEAT_12(STEP)
-    }
-    __m256i s = _mm256_setzero_si256();
-    REPEAT_12(SUM)
+    PEAK_CHAINS(REPEAT_12, __m256i, _mm256_setzero_si256())
 #undef INIT
 #undef STEP
 #undef SUM
@@ -155,12 +141,7 @@ static inline float fma_loop_neon(int64_t rounds, float m, float a)
 #define INIT(i) float32x4_t c##i = vdupq_n_f32((float)(i) * 0.01f);
 #define STEP(i) c##i = vfmaq_f32(va, c##i, vm);
 #define SUM(i) s = vaddq_f32(s, c##i);
-    REPEAT_16(INIT)
-    for (int64_t r = 0; r < rounds; r++) {
-        REPEAT_16(STEP)
-    }
-    float32x4_t s = vdupq_n_f32(0.0f);
-    REPEAT_16(SUM)
+    PEAK_CHAINS(REPEAT_16, float32x4_t, vdupq_n_f32(0.0f))
 #undef INIT
 #undef STEP
 #undef SUM
@@ -175,12 +156,7 @@ static inline float fma_loop_scalar(int64_t rounds, float m, float a)
 #define INIT(i) float c##i = (float)(i) * 0.01f;
 #define STEP(i) c##i = c##i * m + a;
 #define SUM(i) s += c##i;
-    REPEAT_12(INIT)
-    for (int64_t r = 0; r < rounds; r++) {
-        REPEAT_12(STEP)
-    }
-    float s = 0.0f;
-    REPEAT_12(SUM)
+    PEAK_CHAINS(REPEAT_12, float, 0.0f)
 #undef INIT
 #undef STEP
 #undef SUM
