@@ -83,19 +83,6 @@ static ALWAYS_INLINE void i8_block(int dt, const unsigned char *blk, int8x16_t *
     *hi = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(x, 4)), vdupq_n_s8(8));
 }
 
-/* Columns of a 4 x 4 matrix of 32-bit lanes, in place. */
-static ALWAYS_INLINE void transpose4(uint32x4_t *r)
-{
-    const uint64x2_t t0 = vreinterpretq_u64_u32(vtrn1q_u32(r[0], r[1]));
-    const uint64x2_t t1 = vreinterpretq_u64_u32(vtrn2q_u32(r[0], r[1]));
-    const uint64x2_t t2 = vreinterpretq_u64_u32(vtrn1q_u32(r[2], r[3]));
-    const uint64x2_t t3 = vreinterpretq_u64_u32(vtrn2q_u32(r[2], r[3]));
-    r[0] = vreinterpretq_u32_u64(vtrn1q_u64(t0, t2));
-    r[1] = vreinterpretq_u32_u64(vtrn1q_u64(t1, t3));
-    r[2] = vreinterpretq_u32_u64(vtrn2q_u64(t0, t2));
-    r[3] = vreinterpretq_u32_u64(vtrn2q_u64(t1, t3));
-}
-
 /*
  * Packs blocks b0 .. b0 + nb of the keys of a group (nkeys <= 8, the rest
  * zero): kp[(b * 8 + w) * 8 + j] = dword w (values 4w .. 4w + 3) of block b

@@ -92,19 +92,6 @@ static ALWAYS_INLINE bfloat16x8_t as_bf(uint32x4_t x)
     return vreinterpretq_bf16_u32(x);
 }
 
-/* Columns of a 4 x 4 matrix of 32-bit lanes, in place. */
-static ALWAYS_INLINE void transpose4(uint32x4_t *r)
-{
-    const uint64x2_t t0 = vreinterpretq_u64_u32(vtrn1q_u32(r[0], r[1]));
-    const uint64x2_t t1 = vreinterpretq_u64_u32(vtrn2q_u32(r[0], r[1]));
-    const uint64x2_t t2 = vreinterpretq_u64_u32(vtrn1q_u32(r[2], r[3]));
-    const uint64x2_t t3 = vreinterpretq_u64_u32(vtrn2q_u32(r[2], r[3]));
-    r[0] = vreinterpretq_u32_u64(vtrn1q_u64(t0, t2));
-    r[1] = vreinterpretq_u32_u64(vtrn1q_u64(t1, t3));
-    r[2] = vreinterpretq_u32_u64(vtrn2q_u64(t0, t2));
-    r[3] = vreinterpretq_u32_u64(vtrn2q_u64(t1, t3));
-}
-
 /* The first n (0..4) lanes of v at p. */
 static ALWAYS_INLINE void store_n(float *p, float32x4_t v, size_t n)
 {

@@ -37,6 +37,20 @@ static ALWAYS_INLINE void store_part(float *p, float32x4_t v, size_t n)
         vst1q_lane_f32(p + 2, v, 2);
 }
 
+/* Columns of a 4 x 4 matrix of 32-bit lanes, in place (the dot files'
+   panel transposes). */
+static ALWAYS_INLINE void transpose4(uint32x4_t *r)
+{
+    const uint64x2_t t0 = vreinterpretq_u64_u32(vtrn1q_u32(r[0], r[1]));
+    const uint64x2_t t1 = vreinterpretq_u64_u32(vtrn2q_u32(r[0], r[1]));
+    const uint64x2_t t2 = vreinterpretq_u64_u32(vtrn1q_u32(r[2], r[3]));
+    const uint64x2_t t3 = vreinterpretq_u64_u32(vtrn2q_u32(r[2], r[3]));
+    r[0] = vreinterpretq_u32_u64(vtrn1q_u64(t0, t2));
+    r[1] = vreinterpretq_u32_u64(vtrn1q_u64(t1, t3));
+    r[2] = vreinterpretq_u32_u64(vtrn2q_u64(t0, t2));
+    r[3] = vreinterpretq_u32_u64(vtrn2q_u64(t1, t3));
+}
+
 #endif /* helpers */
 
 #endif /* ATTN_ARM_NEON_H */
