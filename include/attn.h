@@ -187,7 +187,7 @@ extern "C" {
 #endif
 
 #define ATTN_VERSION_MAJOR 1
-#define ATTN_VERSION_MINOR 2
+#define ATTN_VERSION_MINOR 3
 #define ATTN_VERSION_PATCH 0
 #define ATTN_VERSION \
     ((ATTN_VERSION_MAJOR << 16) | (ATTN_VERSION_MINOR << 8) | ATTN_VERSION_PATCH)
@@ -733,6 +733,51 @@ ATTN_API attn_status attn_backward(const attn_shape *shape, const attn_options *
 ATTN_API attn_status attn_quantize(int32_t dtype, const float *src, int64_t rows, int64_t cols,
                                    int64_t src_stride, void *dst, int64_t dst_stride,
                                    float scale);
+
+/*
+ * Cache append (since 1.3): writes the K and V rows of a step's new tokens
+ * into the cache the next attn_forward reads, in that cache's layout and
+ * dtype. shape and opt are the forward's own: a call of shape S and options
+ * O writes what the forward with S and O reads as its last keys.
+ *   Sequence b has n_b = Lq_b new tokens (q_lens[b], or q_len) and, after the
+ *   append, Lk_b keys (kv_lens[b], or kv_len); new token i (0 <= i < n_b) is
+ *   written at key position j = Lk_b - n_b + i: where the forward reads key j
+ *   of sequence b (kv_offsets, block_table: "Offset and packed batches",
+ *   "Paged K/V" above). n_b > Lk_b is ATTN_ERR_ARG.
+ *   k_new is [batch][kv_heads][q_len][head_dim], v_new [..][v_dim], laid out
+ *   as q is (token i of sequence b is row q_offsets[b] + i with q_offsets;
+ *   batch_stride 0 for a packed batch); F32, F16 or BF16.
+ *   k and v are the caches, of any K/V dtype, described as for the forward
+ *   (paged: the pool). Each value is converted once: F32 stored as is, F16
+ *   and BF16 rounded to nearest even (src/half.h's rules: overflow to
+ *   +-inf, NaN kept quiet), Q8_0, Q4_0 and FP8_E4M3 quantized row by row
+ *   exactly as attn_quantize writes them (FP8: x / k_scale, x / v_scale,
+ *   0 meaning 1). An F16 or BF16 input is widened exactly first, so the
+ *   result depends on the values only.
+ *   Either pair may be absent (v_new and v both NULL: keys only, e.g. a
+ *   latent cache whose values are a view of the keys); one of a pair without
+ *   the other is ATTN_ERR_NULL, both pairs absent too.
+ * Of opt only struct_size, q_lens, kv_lens, q_offsets, kv_offsets, the paging
+ * fields, k_scale, v_scale, parallel_for and parallel_ctx are read (every
+ * field is still validated as everywhere, so the forward's struct can be
+ * passed as it is). The tasks are the sequences; the bytes written do not
+ * depend on the thread count or the ISA.
+ * Errors, nothing written: those of attn_forward for the shared arguments;
+ * ATTN_ERR_ARG for a k_new/v_new dtype other than F32, F16, BF16, n_b > Lk_b,
+ * a block-table entry of a written page outside [0, num_blocks), two new
+ * rows of the call landing on one cache row (a block shared by two
+ * sequences' new positions, or sequences of a batch_stride-0 cache whose new
+ * positions meet), and for Q8_0/Q4_0 caches a non-finite new value or a
+ * block whose scale would overflow binary16 (as attn_quantize);
+ * ATTN_ERR_STRIDE where the k and v caches share a byte (a pool holding K
+ * and V interleaved takes one call per cache), a cache shares a byte with
+ * k_new, v_new or an option's array, or a cache's layout is not nested.
+ * Only rows of new tokens are written; every other byte of the caches,
+ * padding and pool blocks included, is left as it was.
+ */
+ATTN_API attn_status attn_cache_append(const attn_shape *shape, const attn_options *opt,
+                                       const attn_tensor *k_new, const attn_tensor *v_new,
+                                       const attn_tensor *k, const attn_tensor *v);
 
 /* ---------------------------------------------------------------- thread pool */
 

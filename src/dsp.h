@@ -81,6 +81,15 @@ typedef void attn_pv_tile_fn(const float *p, ptrdiff_t p_stride,
    E4M3 value, no scale). */
 typedef void attn_to_f32_fn(const void *src, float *dst, size_t n);
 
+/*
+ * dst = the n values of src in the variant's dtype, each rounded once as
+ * attn_cache_append documents (attn.h): F32 as is, F16 and BF16 to nearest
+ * even, Q8_0, Q4_0 and FP8 bit for bit as attn_quantize (FP8: src / scale,
+ * scale > 0). For Q8_0 and Q4_0, n is a multiple of 32 and the caller has
+ * checked the row with attn_quantize_row_ok (src/quant.h).
+ */
+typedef void attn_from_f32_fn(const float *src, void *dst, size_t n, float scale);
+
 /* max of x[0..n), n >= 1; -inf for a row of -inf; NaN when any x[j] is NaN
    (the driver relies on it: a NaN row must never look fully masked). */
 typedef float attn_row_max_fn(const float *x, size_t n);

@@ -25,6 +25,8 @@
 
 /* tile_<isa>.c, quant_<isa>.c: the tile family, one variant per K/V dtype */
 #define ATTN_SLOTS_TILE(R, dt, a) R(qk_tile, dt, KV, a) R(pv_tile, dt, KV, a) R(to_f32, dt, KV, a)
+/* store_<isa>.c: f32 rows into a cache of the variant's dtype (attn_cache_append) */
+#define ATTN_SLOTS_STORE(R, dt, a) R(from_f32, dt, KV, a)
 /* row_<isa>.c */
 #define ATTN_SLOTS_ROW(R, dt, a)                                                            \
     R(row_max, dt, ONE, a) R(exp_sum, dt, ONE, a) R(row_scale, dt, ONE, a)                  \
@@ -54,7 +56,7 @@
 /* Every slot once, in the table's order: those every table fills, then the
    dot slots, which a table without dot-product kernels leaves NULL. */
 #define ATTN_SLOT_LIST_FILLED(R, a)                                                         \
-    ATTN_SLOTS_TILE(R, f32, a)                                                              \
+    ATTN_SLOTS_TILE(R, f32, a) ATTN_SLOTS_STORE(R, f32, a)                                  \
     ATTN_SLOTS_ROW(R, f32, a) ATTN_SLOTS_ALIBI(R, f32, a) ATTN_SLOTS_MERGE(R, f32, a)       \
     ATTN_SLOTS_BACKWARD(R, f32, a)
 #define ATTN_SLOT_LIST(R, a)                                                                \
@@ -70,6 +72,9 @@
     ATTN_SLOTS_TILE(R, f32, a) ATTN_SLOTS_TILE(R, f16, a) ATTN_SLOTS_TILE(R, bf16, a)
 #define ATTN_FILE_quant(R, a)                                                               \
     ATTN_SLOTS_TILE(R, q8_0, a) ATTN_SLOTS_TILE(R, q4_0, a) ATTN_SLOTS_TILE(R, fp8, a)
+#define ATTN_FILE_store(R, a)                                                               \
+    ATTN_SLOTS_STORE(R, f32, a) ATTN_SLOTS_STORE(R, f16, a) ATTN_SLOTS_STORE(R, bf16, a)    \
+    ATTN_SLOTS_STORE(R, q8_0, a) ATTN_SLOTS_STORE(R, q4_0, a) ATTN_SLOTS_STORE(R, fp8, a)
 #define ATTN_FILE_row(R, a) ATTN_SLOTS_ROW(R, f32, a)
 #define ATTN_FILE_alibi(R, a) ATTN_SLOTS_ALIBI(R, f32, a)
 #define ATTN_FILE_merge(R, a) ATTN_SLOTS_MERGE(R, f32, a)
@@ -99,7 +104,7 @@
 #define ATTN_BLOCKS_scalar 16, 64
 #define ATTN_KERNELS_scalar(F, a)                                                           \
     F(tile, 0, a) F(quant, 0, a) F(row, 0, a) F(alibi, 0, a) F(merge, 0, a)                 \
-    F(backward, 0, a) F(dot, 0, a) F(dot_i8, 0, a)
+    F(backward, 0, a) F(dot, 0, a) F(dot_i8, 0, a) F(store, 0, a)
 
 /*
  * 48 query rows: eight full 6-row groups of the packed qk_tile (32 left

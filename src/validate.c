@@ -304,18 +304,21 @@ static attn_status check_offsets(const int32_t *offsets, const int32_t *lens, in
  * moves both ends forward with i), from the first query that sees any to the
  * last; only the entries of its pages are read, here and in the drivers.
  */
-static attn_status check_block_table(const attn_problem *pb, attn_range_set *set)
+attn_status attn_add_block_table(attn_range_set *set, const attn_options *o,
+                                 const attn_shape *s)
 {
-    if (pb->block_size < 1 || pb->num_blocks < 1)
-        return ATTN_ERR_ARG;
-    if (pb->block_table_stride < 0)
-        return ATTN_ERR_STRIDE;
-    const int64_t pages = (pb->kv_len + pb->block_size - 1) / pb->block_size;
+    const int64_t pages = (s->kv_len + o->block_size - 1) / o->block_size;
     int64_t entries;
-    if (__builtin_mul_overflow(pb->batch - 1, pb->block_table_stride, &entries) ||
+    if (__builtin_mul_overflow(s->batch - 1, o->block_table_stride, &entries) ||
         __builtin_add_overflow(entries, pages, &entries))
         return ATTN_ERR_SHAPE;
-    TRY(attn_add_array(set, pb->block_table, entries, sizeof(int32_t), 0));
+    return attn_add_array(set, o->block_table, entries, sizeof(int32_t), 0);
+}
+
+static attn_status check_block_table(const attn_problem *pb, const attn_shape *s,
+                                     attn_range_set *set)
+{
+    TRY(attn_add_block_table(set, &pb->opt, s));
 
     for (int64_t b = 0; b < pb->batch; b++) {
         const int64_t lq = pb->q_lens ? pb->q_lens[b] : pb->q_len;
@@ -340,6 +343,42 @@ static attn_status check_block_table(const attn_problem *pb, attn_range_set *set
              page++)
             if (row[page] < 0 || row[page] >= pb->num_blocks)
                 return ATTN_ERR_ARG;
+    }
+    return ATTN_OK;
+}
+
+attn_status attn_check_kv_scales(const attn_options *o)
+{
+    /* a subnormal scale would put the f32 products into the subnormal range,
+       where they lose the relative accuracy the error bounds rest on */
+    if (!(o->k_scale == 0.0f || (isnormal(o->k_scale) && o->k_scale > 0.0f)) ||
+        !(o->v_scale == 0.0f || (isnormal(o->v_scale) && o->v_scale > 0.0f)))
+        return ATTN_ERR_ARG;
+    return ATTN_OK;
+}
+
+attn_status attn_check_kv(int32_t dtype, int64_t cols, float scale)
+{
+    if (!attn_dtype_is_kv(dtype) || !kv_scale_ok(scale, dtype))
+        return ATTN_ERR_ARG;
+    return splits_into_blocks(dtype, cols) ? ATTN_OK : ATTN_ERR_SHAPE;
+}
+
+attn_status attn_check_batch_arrays(const attn_options *o, const attn_shape *s, int paging)
+{
+    TRY(check_lengths(o->q_lens, s->batch, s->q_len));
+    TRY(check_lengths(o->kv_lens, s->batch, s->kv_len));
+    TRY(check_offsets(o->q_offsets, o->q_lens, s->batch, s->q_len));
+    TRY(check_offsets(o->kv_offsets, o->kv_lens, s->batch, s->kv_len));
+    /* paging fields without a table are a mistake, not a default */
+    if (paging && !o->block_table &&
+        (o->block_size != 0 || o->num_blocks != 0 || o->block_table_stride != 0))
+        return ATTN_ERR_ARG;
+    if (paging && o->block_table) {
+        if (o->block_size < 1 || o->num_blocks < 1)
+            return ATTN_ERR_ARG;
+        if (o->block_table_stride < 0)
+            return ATTN_ERR_STRIDE;
     }
     return ATTN_OK;
 }
@@ -386,19 +425,13 @@ attn_status attn_validate(attn_problem *pb, const attn_op *op, const attn_shape 
     const int paged = needs_qk && o.block_table;
     const attn_shape s = *shape;
     const int64_t v_dim = s.v_dim ? s.v_dim : s.head_dim;
-    if (needs_qk && (!attn_dtype_is_float_input(q->dtype) || !attn_dtype_is_kv(k->dtype)))
+    if (needs_qk && !attn_dtype_is_float_input(q->dtype))
         return ATTN_ERR_ARG;
-    if (needs_v && !attn_dtype_is_kv(v->dtype))
-        return ATTN_ERR_ARG;
-    /* a subnormal scale would put the f32 products into the subnormal range,
-       where they lose the relative accuracy the error bounds rest on */
-    if (!(o.k_scale == 0.0f || (isnormal(o.k_scale) && o.k_scale > 0.0f)) ||
-        !(o.v_scale == 0.0f || (isnormal(o.v_scale) && o.v_scale > 0.0f)))
-        return ATTN_ERR_ARG;
-    if (needs_qk && !kv_scale_ok(o.k_scale, k->dtype))
-        return ATTN_ERR_ARG;
-    if (needs_v && !kv_scale_ok(o.v_scale, v->dtype))
-        return ATTN_ERR_ARG;
+    TRY(attn_check_kv_scales(&o));
+    if (needs_qk)
+        TRY(attn_check_kv(k->dtype, s.head_dim, o.k_scale));
+    if (needs_v)
+        TRY(attn_check_kv(v->dtype, v_dim, o.v_scale));
     const float scale = o.scale != 0.0f ? o.scale : (float)(1.0 / sqrt((double)s.head_dim));
     float qk_scale = scale;
     if (needs_qk && k->dtype == ATTN_DTYPE_FP8_E4M3 && o.k_scale != 0.0f) {
@@ -406,15 +439,10 @@ attn_status attn_validate(attn_problem *pb, const attn_op *op, const attn_shape 
         if (!isnormal(qk_scale))
             return ATTN_ERR_ARG;
     }
-    if (needs_qk && !splits_into_blocks(k->dtype, s.head_dim))
-        return ATTN_ERR_SHAPE;
-    if (needs_v && !splits_into_blocks(v->dtype, v_dim))
-        return ATTN_ERR_SHAPE;
     if (!attn_dtype_is_output(out->dtype, op->rounds_out))
         return ATTN_ERR_ARG;
     TRY(check_option_dtypes(&o));
-    TRY(check_lengths(o.q_lens, s.batch, s.q_len));
-    TRY(check_lengths(o.kv_lens, s.batch, s.kv_len));
+    TRY(attn_check_batch_arrays(&o, &s, needs_qk));
     /* ALiBi's distances |qpos - kpos| must stay below 2^31 (the alibi slot's
        contract): with q_pos given they are up to |q_pos - k_pos| + q_len + kv_len */
     if (o.alibi_slopes && o.q_pos)
@@ -424,12 +452,6 @@ attn_status attn_validate(attn_problem *pb, const attn_op *op, const attn_shape 
                 return ATTN_ERR_ARG;
         }
 
-    TRY(check_offsets(o.q_offsets, o.q_lens, s.batch, s.q_len));
-    TRY(check_offsets(o.kv_offsets, o.kv_lens, s.batch, s.kv_len));
-    /* paging fields without a table are a mistake, not a default */
-    if (needs_qk && !o.block_table &&
-        (o.block_size != 0 || o.num_blocks != 0 || o.block_table_stride != 0))
-        return ATTN_ERR_ARG;
 
     memset(pb, 0, sizeof *pb);
     pb->op = op;
@@ -468,7 +490,7 @@ attn_status attn_validate(attn_problem *pb, const attn_op *op, const attn_shape 
     /* 5. tensors, and the arrays that describe the batch */
     attn_range_set set = {.n_in = 0};
     if (paged)
-        TRY(check_block_table(pb, &set));
+        TRY(check_block_table(pb, &s, &set));
     if (needs_qk) {
         TRY(attn_add_tensor(&set, q, s.batch, s.q_heads, s.q_len, s.head_dim, 0));
         /* paged: the pool, [num_blocks][kv_heads][block_size] rows */

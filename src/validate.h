@@ -34,6 +34,19 @@ attn_status attn_check_shape(const attn_shape *shape);
 attn_status attn_check_shape_options(const attn_shape *shape, const attn_options *opt,
                                      attn_options *o);
 
+/* k_scale and v_scale: each 0 or a positive normal float (ATTN_ERR_ARG). */
+attn_status attn_check_kv_scales(const attn_options *o);
+/* A K or V tensor of `dtype` with rows of `cols` values and its scale (k_scale
+   or v_scale): a K/V dtype, a scale other than 0 or 1 only for FP8
+   (ATTN_ERR_ARG), whole blocks of a block format (ATTN_ERR_SHAPE). */
+attn_status attn_check_kv(int32_t dtype, int64_t cols, float scale);
+/* The arrays that describe the batch: q_lens/kv_lens in [0, q_len]/[0, kv_len],
+   each offset range inside them, and with `paging` (an operation that reads
+   K/V) the paging description's scalars: none without a block table, else
+   block_size and num_blocks >= 1 (ATTN_ERR_ARG), block_table_stride >= 0
+   (ATTN_ERR_STRIDE). */
+attn_status attn_check_batch_arrays(const attn_options *o, const attn_shape *s, int paging);
+
 /* Bytes [begin, end) a tensor view or array touches. */
 typedef struct attn_byte_range {
     uintptr_t begin, end;
@@ -78,6 +91,11 @@ attn_status attn_add_array(attn_range_set *set, const void *p, int64_t n, size_t
    over the extent its line of src/option_list.h names. */
 attn_status attn_add_option_ranges(attn_range_set *set, const attn_options *o,
                                    const attn_shape *s);
+/* The block table's entries a call may read, ceil(kv_len / block_size) per
+   sequence, as an input range of set (the paging scalars already checked:
+   attn_check_batch_arrays). */
+attn_status attn_add_block_table(attn_range_set *set, const attn_options *o,
+                                 const attn_shape *s);
 /* No output may share a byte with an input or another output. */
 attn_status attn_check_disjoint(const attn_range_set *set);
 

@@ -30,7 +30,8 @@
     X(SOFTMAX_BWD, softmax_backward, "tests/test_ops.c")                                   \
     X(MERGE, merge, "tests/test_split.c")                                                  \
     X(BACKWARD, backward, "tests/test_backward.c")                                         \
-    X(QUANTIZE, quantize, "tests/test_quantize.c")
+    X(QUANTIZE, quantize, "tests/test_quantize.c")                                         \
+    X(CACHE_APPEND, cache_append, "tests/test_cache_append.c")
 
 #define ATTN_OP_ENUM(ID, name, test) OP_##ID,
 typedef enum op_kind { ATTN_OP_LIST(ATTN_OP_ENUM) OP_COUNT } op_kind;
@@ -50,7 +51,8 @@ static const char *const op_tests[OP_COUNT] = {ATTN_OP_LIST(ATTN_OP_TEST)};
  * picking one: the list's first six, in this order. Those fuzzers draw only
  * these, so a line appended here changes no committed input's meaning;
  * merge, backward and quantize have fuzzers of their own (fuzz_merge.c,
- * fuzz_backward.c, fuzz_quant.c).
+ * fuzz_backward.c, fuzz_quant.c), cache_append is drawn by the K/V layout
+ * fuzzer (fuzz_kvlayout.c).
  */
 #define OP_FUZZ_DRAWN 6
 _Static_assert(OP_SCORES == 0 && OP_MASK_APPLY == 1 && OP_WEIGHTS == 2 && OP_FORWARD == 3 &&

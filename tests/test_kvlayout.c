@@ -259,12 +259,15 @@ static attn_status run_op(const attn_dsp *t, problem *p, op_kind op, const attn_
         return attn_forward_with(t, &p->shape, opt, &p->q, &p->k, &p->v, &p->out, &p->stats);
     case OP_MASK_APPLY: return attn_mask_apply_with(t, &p->shape, opt, &p->scores);
     /* no K/V layout: the row operations, merge and quantize read none, the
-       backward refuses every one (tests/test_backward.c, op_tests[]) */
+       backward refuses every one (tests/test_backward.c, op_tests[]);
+       cache_append writes them (tests/test_cache_append.c, on these
+       layouts' generator) */
     case OP_SOFTMAX:
     case OP_SOFTMAX_BWD:
     case OP_MERGE:
     case OP_BACKWARD:
     case OP_QUANTIZE:
+    case OP_CACHE_APPEND:
     case OP_COUNT: break;
     }
     CHECK(0, "%s reads no K/V layout", op < OP_COUNT ? op_names[op] : "?");
@@ -440,6 +443,7 @@ static dense_result run_dense(const attn_dsp *t, const ref_dense *dn, op_kind op
     case OP_MERGE:
     case OP_BACKWARD:
     case OP_QUANTIZE: /* no K/V layout: see run_op */
+    case OP_CACHE_APPEND:
     case OP_COUNT: break;
     }
     CHECK(rc == ATTN_OK, "the dense call: status %d (%s)", rc, attn_strerror(rc));

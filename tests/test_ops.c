@@ -143,6 +143,7 @@ static attn_status run_op(const attn_dsp *t, workload *w, op_kind op, int with_s
     case OP_MERGE:       /* tests/test_split.c */
     case OP_BACKWARD:    /* tests/test_backward.c */
     case OP_QUANTIZE:    /* tests/test_quantize.c */
+    case OP_CACHE_APPEND: /* tests/test_cache_append.c */
     case OP_COUNT:
         break;
     }
@@ -240,6 +241,7 @@ static void check_problem(const attn_dsp *t, workload *w, op_kind op, float scor
     case OP_MERGE:
     case OP_BACKWARD:
     case OP_QUANTIZE: /* not on workloads: see run_op */
+    case OP_CACHE_APPEND:
     case OP_COUNT:
         CHECK(0, "%s is not an operation on a workload", op < OP_COUNT ? op_names[op] : "?");
     }

@@ -334,6 +334,14 @@ static void run_all(const attn_dsp *dsp, attn_threadpool *pool)
         case OP_QUANTIZE: /* no kernel table: the same call for every dsp */
             r = attn_quantize(ATTN_DTYPE_FP8_E4M3, qd, B * HQ * LQ, D, D, dbd, D, 0.0f);
             break;
+        case OP_CACHE_APPEND: { /* q's rows as the new tokens, into BF16 and FP8 caches */
+            const attn_tensor kn = {qd, ATTN_DTYPE_F32, HKV * LQ * D, LQ * D, D};
+            const attn_tensor kc = {dkd, ATTN_DTYPE_BF16, HKV * LK * D, LK * D, D};
+            const attn_tensor vc = {dvd, ATTN_DTYPE_FP8_E4M3, HKV * LK * DV, LK * DV, DV};
+            r = dsp ? attn_cache_append_with(dsp, &shape, &opt, &kn, &kn, &kc, &vc)
+                    : attn_cache_append(&shape, &opt, &kn, &kn, &kc, &vc);
+            break;
+        }
         case OP_COUNT:
             break;
         }

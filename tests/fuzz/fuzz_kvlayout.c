@@ -295,6 +295,7 @@ static attn_status run(const attn_dsp *t, prob *p)
     case OP_MERGE:
     case OP_BACKWARD:
     case OP_QUANTIZE: /* no K/V layout: not drawn (layout_ops) */
+    case OP_CACHE_APPEND: /* writes K/V: not in layout_ops */
     case OP_COUNT: break;
     }
     FZ_CHECK(0, "%s reads no K/V layout", op_names[p->op]);

@@ -212,6 +212,15 @@ static uint64_t run_op(int op, const attn_dsp *dsp, result *r, attn_threadpool *
                                0.0f);
         bytes = ROWS * COLS;
         break;
+    case OP_CACHE_APPEND: { /* q's rows as the new tokens, into an F16 k and an F32 v cache */
+        const attn_tensor kn = {q_data, ATTN_DTYPE_F32, 2 * 33 * 40, 33 * 40, 40};
+        const attn_tensor kc = {r->out, ATTN_DTYPE_F16, 2 * 70 * 40, 70 * 40, 40};
+        const attn_tensor vc = {r->out + K_ELEMS / 2, ATTN_DTYPE_F32, 2 * 70 * 24, 70 * 24, 24};
+        status = dsp ? attn_cache_append_with(dsp, &shape, &o, &kn, &kn, &kc, &vc)
+                     : attn_cache_append(&shape, &o, &kn, &kn, &kc, &vc);
+        bytes = K_ELEMS * 2 + V_ELEMS * 4;
+        break;
+    }
     case OP_COUNT:
         abort();
     }

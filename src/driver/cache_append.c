@@ -1,0 +1,335 @@
+/*
+ * attn_cache_append: a step's new K/V rows into the cache the forward reads
+ * (attn.h). New token i of sequence b goes to key position
+ * Lk_b - Lq_b + i, addressed as src/driver/kv.h's readers address it: one
+ * statement of "where key j lives" (attn_kv_open / attn_kv_run) for the
+ * writer and the readers. Validation reads every new value of a Q8_0/Q4_0
+ * cache before anything is written (attn_quantize's rule); the plan is one
+ * task per sequence, each row converted by the table's from_f32 kernel
+ * (widened first by to_f32 when it is F16 or BF16).
+ */
+#include <string.h>
+
+#include "driver.h"
+#include "internal.h"
+#include "kv.h"
+#include "quant.h"
+#include "validate.h"
+
+#define TRY ATTN_TRY
+
+/* One cache and its new rows: k (cols = head_dim) or v (v_dim). */
+typedef struct append_pair {
+    attn_tensor src, dst; /* src.data == NULL: this pair is absent */
+    int64_t cols;
+    float scale; /* FP8: k_scale or v_scale, 0 resolved to 1; else 1 */
+} append_pair;
+
+typedef struct append_problem {
+    attn_problem pb; /* lengths, offsets and paging, as the forward's */
+    append_pair pair[2];
+} append_problem;
+
+typedef struct append_ctx {
+    const attn_dsp *dsp;
+    const append_problem *ap;
+} append_ctx;
+
+/* Sequence b's new tokens: its first key position written, and how many. */
+static int64_t new_first(const attn_problem *pb, int64_t b)
+{
+    return attn_seq_kv_len(pb, b) - attn_seq_q_len(pb, b);
+}
+
+/* Row i of sequence b's new tokens, head h, in `src`. */
+static const void *new_row(const attn_problem *pb, const attn_tensor *src, int64_t b, int64_t h,
+                           int64_t i)
+{
+    return attn_row_ptr(src, b, h, (pb->q_offsets ? pb->q_offsets[b] : 0) + i);
+}
+
+/* Where key position j (counted from the sequence's start) of (b, h) lives. */
+static char *cache_row(const attn_problem *pb, const attn_tensor *t, int64_t b, int64_t h,
+                       int64_t cols, int64_t j)
+{
+    const kv_src s = attn_kv_open(pb, t, b, h, cols);
+    const int64_t p = (pb->kv_offsets ? pb->kv_offsets[b] : 0) + j;
+    int64_t n;
+    return (char *)attn_kv_run(&s, p, p + 1, &n);
+}
+
+/* The f32 values of a new row: the row itself (F32), or widened into buf. */
+static const float *row_f32(const attn_dsp *dsp, const void *row, int32_t dtype, int64_t n,
+                            float *buf)
+{
+    if (dtype == ATTN_DTYPE_F32)
+        return row;
+    dsp->to_f32[dtype](row, buf, (size_t)n);
+    return buf;
+}
+
+/* ------------------------------------------------------------ validation */
+
+/* Which cache row a written position is: the pool slot (paged) or the row
+   index of a cache every sequence shares (batch_stride 0). */
+static int64_t row_id(const attn_problem *pb, int64_t b, int64_t j)
+{
+    const int64_t p = (pb->kv_offsets ? pb->kv_offsets[b] : 0) + j;
+    if (!pb->block_table)
+        return p;
+    const int64_t page = p / pb->block_size;
+    return (int64_t)pb->block_table[b * pb->block_table_stride + page] * pb->block_size +
+           (p - page * pb->block_size);
+}
+
+static uint64_t mix64(uint64_t x)
+{
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+/* Slots of the stack set of written rows (16 KiB). */
+#define APPEND_SEEN 2048
+
+/* The quadratic check of the ids of one pass (never reached in practice:
+   only when a pass's hashes crowd its table). */
+static int pass_distinct_slow(const attn_problem *pb, uint64_t passes, uint64_t pass)
+{
+    for (int64_t b = 0; b < pb->batch; b++)
+        for (int64_t j = new_first(pb, b); j < attn_seq_kv_len(pb, b); j++) {
+            const int64_t id = row_id(pb, b, j);
+            if (mix64((uint64_t)id) % passes != pass)
+                continue;
+            for (int64_t c = 0; c <= b; c++)
+                for (int64_t l = new_first(pb, c); l < (c == b ? j : attn_seq_kv_len(pb, c)); l++)
+                    if (row_id(pb, c, l) == id)
+                        return 0;
+        }
+    return 1;
+}
+
+/*
+ * 1 when no two new rows of the call land on one cache row. Without heap
+ * memory: the ids go through a stack hash set in passes, pass r taking the
+ * ids whose hash is r modulo the pass count, so each pass fills at most
+ * about half of the set.
+ */
+static int rows_distinct(const attn_problem *pb)
+{
+    int64_t n = 0;
+    for (int64_t b = 0; b < pb->batch; b++)
+        n += attn_seq_q_len(pb, b);
+    if (n < 2)
+        return 1;
+    uint64_t cap = 4;
+    while (cap < 2 * (uint64_t)n && cap < APPEND_SEEN)
+        cap *= 2;
+    const uint64_t passes = (2 * (uint64_t)n + cap - 1) / cap;
+    int64_t set[APPEND_SEEN];
+    for (uint64_t pass = 0; pass < passes; pass++) {
+        memset(set, 0xff, cap * sizeof set[0]); /* -1: empty (ids are >= 0) */
+        uint64_t used = 0;
+        int crowded = 0;
+        for (int64_t b = 0; b < pb->batch && !crowded; b++)
+            for (int64_t j = new_first(pb, b); j < attn_seq_kv_len(pb, b); j++) {
+                const int64_t id = row_id(pb, b, j);
+                const uint64_t h = mix64((uint64_t)id);
+                if (h % passes != pass)
+                    continue;
+                if (++used > cap * 3 / 4) {
+                    crowded = 1;
+                    break;
+                }
+                uint64_t at = (h / passes) & (cap - 1);
+                while (set[at] != -1 && set[at] != id)
+                    at = (at + 1) & (cap - 1);
+                if (set[at] == id)
+                    return 0;
+                set[at] = id;
+            }
+        if (crowded && !pass_distinct_slow(pb, passes, pass))
+            return 0;
+    }
+    return 1;
+}
+
+/* The new rows of one pair and its cache as byte ranges, and the block-table
+   entries of the pages the pair writes. */
+static attn_status add_pair(attn_range_set *set, const attn_problem *pb, const attn_shape *s,
+                            const append_pair *pr)
+{
+    TRY(attn_add_tensor(set, &pr->src, s->batch, s->kv_heads, s->q_len, pr->cols, 0));
+    if (pb->block_table)
+        return attn_add_tensor(set, &pr->dst, pb->num_blocks, s->kv_heads, pb->block_size,
+                               pr->cols, 1);
+    const int shared = pr->dst.batch_stride == 0 && s->batch > 1;
+    return attn_add_tensor(set, &pr->dst, shared ? 1 : s->batch, s->kv_heads, s->kv_len,
+                           pr->cols, 1);
+}
+
+static attn_status validate(const attn_dsp *dsp, append_problem *ap, const attn_shape *shape,
+                            const attn_options *opt, const attn_tensor *k_new,
+                            const attn_tensor *v_new, const attn_tensor *k,
+                            const attn_tensor *v)
+{
+    /* 1. pointers: each pair whole or absent, one at least */
+    if (!shape)
+        return ATTN_ERR_NULL;
+    const attn_tensor *const src[2] = {k_new, v_new}, *const dst[2] = {k, v};
+    int present = 0;
+    for (int p = 0; p < 2; p++) {
+        if (!src[p] && !dst[p])
+            continue;
+        if (!src[p] || !dst[p] || !src[p]->data || !dst[p]->data)
+            return ATTN_ERR_NULL;
+        present++;
+    }
+    if (!present)
+        return ATTN_ERR_NULL;
+
+    /* 2. options, shape, dtypes, scales, the batch arrays */
+    attn_options o;
+    TRY(attn_check_shape_options(shape, opt, &o));
+    const attn_shape s = *shape;
+    const int64_t v_dim = s.v_dim ? s.v_dim : s.head_dim;
+    TRY(attn_check_kv_scales(&o));
+    memset(ap, 0, sizeof *ap);
+    const int64_t cols[2] = {s.head_dim, v_dim};
+    const float scale[2] = {o.k_scale, o.v_scale};
+    for (int p = 0; p < 2; p++) {
+        if (!src[p])
+            continue;
+        if (!attn_dtype_is_float_input(src[p]->dtype))
+            return ATTN_ERR_ARG;
+        TRY(attn_check_kv(dst[p]->dtype, cols[p], scale[p]));
+        append_pair *pr = &ap->pair[p];
+        pr->src = *src[p];
+        pr->dst = *dst[p];
+        pr->cols = cols[p];
+        pr->scale = dst[p]->dtype == ATTN_DTYPE_FP8_E4M3 && scale[p] != 0.0f ? scale[p] : 1.0f;
+    }
+    TRY(attn_check_batch_arrays(&o, &s, 1));
+
+    attn_problem *pb = &ap->pb;
+    pb->batch = s.batch;
+    pb->q_heads = s.q_heads;
+    pb->kv_heads = s.kv_heads;
+    pb->q_len = s.q_len;
+    pb->kv_len = s.kv_len;
+    pb->head_dim = s.head_dim;
+    pb->v_dim = v_dim;
+    pb->opt = o;
+    pb->q_lens = o.q_lens;
+    pb->kv_lens = o.kv_lens;
+    pb->q_offsets = o.q_offsets;
+    pb->kv_offsets = o.kv_offsets;
+    pb->parallel_for = o.parallel_for;
+    pb->parallel_ctx = o.parallel_ctx;
+    if (o.block_table) {
+        pb->block_table = o.block_table;
+        pb->block_table_stride = o.block_table_stride;
+        pb->block_size = o.block_size;
+        pb->num_blocks = o.num_blocks;
+    }
+    for (int64_t b = 0; b < s.batch; b++)
+        if (new_first(pb, b) < 0)
+            return ATTN_ERR_ARG; /* more new tokens than keys */
+
+    /* 3. the block-table entries of every written page */
+    attn_range_set set = {.n_in = 0};
+    if (pb->block_table) {
+        TRY(attn_add_block_table(&set, &o, &s));
+        for (int64_t b = 0; b < s.batch; b++) {
+            const int64_t ko = pb->kv_offsets ? pb->kv_offsets[b] : 0;
+            const int64_t first = new_first(pb, b), end = attn_seq_kv_len(pb, b);
+            const int32_t *row = pb->block_table + b * pb->block_table_stride;
+            for (int64_t page = (ko + first) / pb->block_size;
+                 first < end && page <= (ko + end - 1) / pb->block_size; page++)
+                if (row[page] < 0 || row[page] >= pb->num_blocks)
+                    return ATTN_ERR_ARG;
+        }
+    }
+
+    /* 4. byte ranges: new rows and option arrays in, caches out */
+    for (int p = 0; p < 2; p++)
+        if (src[p])
+            TRY(add_pair(&set, pb, &s, &ap->pair[p]));
+    TRY(attn_add_option_ranges(&set, &o, &s));
+    TRY(attn_check_disjoint(&set));
+
+    /* 5. no cache row written twice: distinct batch entries of a nested
+       cache never meet; a pool or a cache every sequence shares may */
+    for (int p = 0; p < 2; p++)
+        if (src[p] && (pb->block_table || (dst[p]->batch_stride == 0 && s.batch > 1))) {
+            if (!rows_distinct(pb))
+                return ATTN_ERR_ARG;
+            break; /* the same positions for both pairs */
+        }
+
+    /* 6. the values a block format can hold (attn_quantize's rule) */
+    float buf[ATTN_MAX_HEAD_DIM];
+    for (int p = 0; p < 2; p++) {
+        const append_pair *pr = &ap->pair[p];
+        if (!src[p] || attn_dtype_block(pr->dst.dtype) == 1 ||
+            pr->dst.dtype == ATTN_DTYPE_FP8_E4M3)
+            continue;
+        for (int64_t b = 0; b < s.batch; b++)
+            for (int64_t h = 0; h < s.kv_heads; h++)
+                for (int64_t i = 0; i < attn_seq_q_len(pb, b); i++) {
+                    const float *x = row_f32(dsp, new_row(pb, &pr->src, b, h, i),
+                                             pr->src.dtype, pr->cols, buf);
+                    if (!attn_quantize_row_ok(pr->dst.dtype, x, pr->cols))
+                        return ATTN_ERR_ARG;
+                }
+    }
+    return ATTN_OK;
+}
+
+/* ------------------------------------------------------------ tasks */
+
+/* Task b: every new row of sequence b, both pairs, every KV head. */
+static void task_append(void *vctx, size_t index)
+{
+    const append_ctx *c = vctx;
+    const attn_problem *pb = &c->ap->pb;
+    const int64_t b = (int64_t)index, first = new_first(pb, b), n = attn_seq_q_len(pb, b);
+    float buf[ATTN_MAX_HEAD_DIM];
+    for (int p = 0; p < 2; p++) {
+        const append_pair *pr = &c->ap->pair[p];
+        if (!pr->src.data)
+            continue;
+        attn_from_f32_fn *const store = c->dsp->from_f32[pr->dst.dtype];
+        for (int64_t h = 0; h < pb->kv_heads; h++)
+            for (int64_t i = 0; i < n; i++) {
+                const float *x = row_f32(c->dsp, new_row(pb, &pr->src, b, h, i),
+                                         pr->src.dtype, pr->cols, buf);
+                store(x, cache_row(pb, &pr->dst, b, h, pr->cols, first + i), (size_t)pr->cols,
+                      pr->scale);
+            }
+    }
+}
+
+attn_status attn_cache_append_with(const attn_dsp *dsp, const attn_shape *shape,
+                                   const attn_options *opt, const attn_tensor *k_new,
+                                   const attn_tensor *v_new, const attn_tensor *k,
+                                   const attn_tensor *v)
+{
+    append_problem ap;
+    attn_status status = validate(dsp, &ap, shape, opt, k_new, v_new, k, v);
+    if (status != ATTN_OK)
+        return status;
+    append_ctx ctx = {dsp, &ap};
+    attn_run_tasks(ap.pb.parallel_for, ap.pb.parallel_ctx, task_append, &ctx,
+                   (size_t)ap.pb.batch);
+    return ATTN_OK;
+}
+
+attn_status attn_cache_append(const attn_shape *shape, const attn_options *opt,
+                              const attn_tensor *k_new, const attn_tensor *v_new,
+                              const attn_tensor *k, const attn_tensor *v)
+{
+    return attn_cache_append_with(attn_dsp_active(), shape, opt, k_new, v_new, k, v);
+}
