@@ -13,7 +13,8 @@
  * that rotates per repetition; the report gives the median and minimum per
  * step over the repetitions and their ratios to `copy`.
  *
- *   attn_append_ratio [--reps N]   (default 15)
+ *   attn_append_ratio [--reps N] [--only V]   (default 15 repetitions; --only:
+ *   time variant V alone (0..3, in the order above), for a profiler)
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
@@ -135,12 +136,14 @@ static const char *const names[] = {"append Q8_0", "append F16", "copy (floor)",
 
 int main(int argc, char **argv)
 {
-    int reps = 15;
+    int reps = 15, only = -1;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--reps") && i + 1 < argc)
             reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--only") && i + 1 < argc)
+            only = atoi(argv[++i]);
         else {
-            fprintf(stderr, "usage: %s [--reps N]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--reps N] [--only V]\n", argv[0]);
             return 2;
         }
     }
@@ -189,6 +192,10 @@ int main(int argc, char **argv)
     for (int r = 0; r < reps; r++)
         for (int k = 0; k < VARIANTS; k++) {
             const int v = (k + r) % VARIANTS;
+            if (only >= 0 && v != only) {
+                t[v * reps + r] = 0.0;
+                continue;
+            }
             const double t0 = now();
             for (int s = 0; s < STEPS; s++) {
                 if (v == V_APPEND_Q8 || v == V_APPEND_F16)
@@ -211,8 +218,9 @@ int main(int argc, char **argv)
         mn[v] = t[v * reps];
     }
     for (int v = 0; v < VARIANTS; v++)
-        printf("%-16s %12.2f %12.2f %10.2f %10.2f\n", names[v], med[v] * 1e6, mn[v] * 1e6,
-               med[v] / med[V_COPY], mn[v] / mn[V_COPY]);
+        if (only < 0 || v == only)
+            printf("%-16s %12.2f %12.2f %10.2f %10.2f\n", names[v], med[v] * 1e6, mn[v] * 1e6,
+                   med[v] / med[V_COPY], mn[v] / mn[V_COPY]);
     for (int l = 0; l < LAYERS; l++) {
         free(ls[l].k_new), free(ls[l].v_new), free(ls[l].kq), free(ls[l].vq);
         free(ls[l].kh), free(ls[l].vh), free(ls[l].k_enc), free(ls[l].v_enc);

@@ -85,10 +85,13 @@ typedef void attn_to_f32_fn(const void *src, float *dst, size_t n);
  * dst = the n values of src in the variant's dtype, each rounded once as
  * attn_cache_append documents (attn.h): F32 as is, F16 and BF16 to nearest
  * even, Q8_0, Q4_0 and FP8 bit for bit as attn_quantize (FP8: src / scale,
- * scale > 0). For Q8_0 and Q4_0, n is a multiple of 32 and the caller has
- * checked the row with attn_quantize_row_ok (src/quant.h).
+ * scale > 0; Q8_0, Q4_0: n a multiple of 32). Returns 1 when the row can be
+ * stored, which for Q8_0 and Q4_0 means what attn_quantize_row_ok
+ * (src/quant.h) says (every value finite, every block scale finite in
+ * binary16), and is always so for the others; on 0 the bytes of dst are
+ * unspecified (none past the row's).
  */
-typedef void attn_from_f32_fn(const float *src, void *dst, size_t n, float scale);
+typedef int attn_from_f32_fn(const float *src, void *dst, size_t n, float scale);
 
 /* max of x[0..n), n >= 1; -inf for a row of -inf; NaN when any x[j] is NaN
    (the driver relies on it: a NaN row must never look fully masked). */

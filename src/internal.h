@@ -59,6 +59,11 @@ attn_status attn_cache_append_with(const attn_dsp *dsp, const attn_shape *shape,
                                    const attn_tensor *v_new, const attn_tensor *k,
                                    const attn_tensor *v);
 
+/* attn_cache_append stages a call's encoded rows when they take at most this
+   many bytes (and at most its stage's size; src/driver/cache_append.c); the
+   tests set it to 0 to run the other path. */
+extern size_t attn_append_stage_limit;
+
 /* attn_backward uses its fused plan from this many (batch entry, KV head)
    pairs on (src/driver/backward.c); the tests set it to run both plans. */
 extern int64_t attn_bwd_fused_min_tasks;

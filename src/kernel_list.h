@@ -119,10 +119,11 @@
 #define ATTN_BLOCKS_avx2 48, 256
 /* dot_i8: AVX-VNNI (VEX vpdpbusd: Alder Lake, Sapphire Rapids, Zen 5; not
    Zen 4, whose vpdpbusd is AVX-512's). No bf16 file: AVX2-class CPUs have
-   no bf16 dot product outside AVX-512 (AVX-NE-CONVERT only converts). */
+   no bf16 dot product outside AVX-512 (AVX-NE-CONVERT only converts).
+   store: also the AVX-512 table's (it has no store file of its own). */
 #define ATTN_KERNELS_avx2(F, a)                                                             \
     F(tile, 0, a) F(quant, 0, a) F(row, 0, a) F(alibi, 0, a) F(merge, 0, a)                 \
-    F(backward, 0, a) F(dot_i8, ATTN_CPU_AVX_VNNI, a)
+    F(backward, 0, a) F(dot_i8, ATTN_CPU_AVX_VNNI, a) F(store, 0, a)
 
 /*
  * 64 query rows amortise qk_tile's packed key panel

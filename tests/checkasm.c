@@ -516,14 +516,37 @@ static void check_from_f32(checkasm *c)
         const float mag = ldexpf(1.0f, (int)pick(c, 0, unit_values(dt) > 1 ? 30 : 40) - 20);
         for (size_t j = 0; j < n; j++)
             x[j] = store_value(c, dt, mag);
+        /* blocks whose largest |x| is 127 * mag exactly (mag a power of two:
+           Q8_0's d = mag, so x * id = k + 1/2 is a tie of the rounding), now
+           and then at two places with either sign (Q4_0 takes the first) */
+        for (size_t b0 = 0; unit_values(dt) > 1 && b0 < n; b0 += 32)
+            for (int twice = 0; twice < 2; twice++)
+                if (next(c) % 2)
+                    x[b0 + pick(c, 0, 31)] = (next(c) % 2 ? 127.0f : -127.0f) * mag;
         if (unit_values(dt) > 1 && !attn_quantize_row_ok(dt, x, (int64_t)n))
             fail(c, "n=%zu: a drawn row attn_quantize_row_ok refuses", n);
+        /* every fourth row of a block format holds one value it cannot
+           store: NaN, an infinity, or a block scale past binary16 */
+        const int refused = unit_values(dt) > 1 && i % 4 == 3;
+        if (refused) {
+            static const float bad[] = {NAN, INFINITY, -INFINITY, 1e7f, -3e38f};
+            x[pick(c, 0, n - 1)] = bad[pick(c, 0, 4)];
+        }
         /* FP8's scale: 1, or a normal float around 1 */
         const float scale = i % 2 ? 1.0f : ldexpf(uniform(c, 1.0f, 2.0f), (int)pick(c, 0, 8) - 4);
         memset(y, 0xa5, bytes + 1);
         memset(y_ref, 0xa5, bytes + 1);
-        c->t->from_f32[dt](x, y, n, scale);
-        c->ref->from_f32[dt](x, y_ref, n, scale);
+        const int ok = c->t->from_f32[dt](x, y, n, scale);
+        const int ok_ref = c->ref->from_f32[dt](x, y_ref, n, scale);
+        if (ok != ok_ref || ok == refused)
+            fail(c, "n=%zu: returned %d, scalar %d, for a row it %s store", n, ok, ok_ref,
+                 refused ? "cannot" : "can");
+        if (!ok) {
+            if (y[bytes] != 0xa5)
+                fail(c, "n=%zu: a refused row written past its end", n);
+            free(x), free(y), free(y_ref);
+            continue;
+        }
         for (size_t j = 0; j <= bytes; j++)
             if (y[j] != y_ref[j]) {
                 fail(c, "n=%zu: byte %zu = 0x%02x, scalar 0x%02x (bitwise%s)", n, j, y[j],
@@ -531,8 +554,8 @@ static void check_from_f32(checkasm *c)
                 break;
             }
         if (i == 0)
-            CA_BENCH(c, "4096 values", 0, c->t->from_f32[dt](x, y, n, scale),
-                     c->ref->from_f32[dt](x, y_ref, n, scale));
+            CA_BENCH(c, "4096 values", 0, (void)c->t->from_f32[dt](x, y, n, scale),
+                     (void)c->ref->from_f32[dt](x, y_ref, n, scale));
         free(x), free(y), free(y_ref);
     }
 }

@@ -252,9 +252,13 @@ static void check_one(const attn_dsp *t, rng *g, int layout, int64_t bs)
     attn_options o = m.opt;
     if (rng_int(g, 0, 1))
         o.parallel_for = reverse_for;
+    const size_t stage = attn_append_stage_limit;
+    if (rng_int(g, 0, 1))
+        attn_append_stage_limit = 0; /* encode in place, one task per sequence */
     const attn_status st =
         attn_cache_append_with(t, s, &o, &nr[0].t, keys_only ? NULL : &nr[1].t, &m.t[GEN_K],
                                keys_only ? NULL : &m.t[GEN_V]);
+    attn_append_stage_limit = stage;
     CHECK(st == (ok ? ATTN_OK : ATTN_ERR_ARG), "status %d (%s), expected %s", st,
           attn_strerror(st), ok ? "ATTN_OK" : "ATTN_ERR_ARG");
 
@@ -405,11 +409,20 @@ Test(cache_append, errors)
     expect_refused("block_size 0", &c, ATTN_ERR_ARG);
     err_base(&c), c.opt.block_table = NULL;
     expect_refused("paging fields without a table", &c, ATTN_ERR_ARG);
-    err_base(&c), e_new[5] = NAN;
-    expect_refused("NaN into a Q8_0 cache", &c, ATTN_ERR_ARG);
-    err_base(&c), e_new[5] = 1e10f;
-    expect_refused("a block scale past binary16", &c, ATTN_ERR_ARG);
-    e_new[5] = 0.25f;
+    /* values: checked whether the call stages its rows or not */
+    const size_t stage = attn_append_stage_limit;
+    for (int staged = 0; staged < 2; staged++) {
+        attn_append_stage_limit = staged ? stage : 0;
+        err_base(&c), e_new[5] = NAN;
+        expect_refused("NaN into a Q8_0 cache", &c, ATTN_ERR_ARG);
+        err_base(&c), e_new[E_H * E_LQ * E_D + 7] = -INFINITY; /* sequence 1 */
+        expect_refused("-inf into a Q8_0 cache", &c, ATTN_ERR_ARG);
+        e_new[E_H * E_LQ * E_D + 7] = 0.5f;
+        err_base(&c), e_new[5] = 1e10f;
+        expect_refused("a block scale past binary16", &c, ATTN_ERR_ARG);
+        e_new[5] = 0.25f;
+    }
+    attn_append_stage_limit = stage;
     err_base(&c), c.v.data = e_k, c.v.dtype = ATTN_DTYPE_FP8_E4M3;
     expect_refused("k and v caches in one buffer", &c, ATTN_ERR_STRIDE);
     err_base(&c), c.k_new.data = e_v;

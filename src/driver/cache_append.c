@@ -3,17 +3,22 @@
  * (attn.h). New token i of sequence b goes to key position
  * Lk_b - Lq_b + i, addressed as src/driver/kv.h's readers address it: one
  * statement of "where key j lives" (attn_kv_open / attn_kv_run) for the
- * writer and the readers. Validation reads every new value of a Q8_0/Q4_0
- * cache before anything is written (attn_quantize's rule); the plan is one
- * task per sequence, each row converted by the table's from_f32 kernel
- * (widened first by to_f32 when it is F16 or BF16).
+ * writer and the readers. Each row is converted by the table's from_f32
+ * kernel (widened first by to_f32 when it is F16 or BF16).
+ * A Q8_0/Q4_0 cache refuses rows attn_quantize would (non-finite values,
+ * scales past binary16), and every row is checked before anything is
+ * written: validation encodes the rows (the kernel says whether it could).
+ * When all the call's rows fit APPEND_STAGE bytes (a decode step) they are
+ * encoded there once and the one task copies them into place; otherwise
+ * validation encodes each into a scratch row and the tasks, one per
+ * sequence, encode them again in place, as they do for every other cache
+ * dtype (which has nothing to check).
  */
 #include <string.h>
 
 #include "driver.h"
 #include "internal.h"
 #include "kv.h"
-#include "quant.h"
 #include "validate.h"
 
 #define TRY ATTN_TRY
@@ -25,9 +30,15 @@ typedef struct append_pair {
     float scale; /* FP8: k_scale or v_scale, 0 resolved to 1; else 1 */
 } append_pair;
 
+/* Bytes of encoded rows validation keeps for the tasks to copy. */
+#define APPEND_STAGE (32 * 1024)
+size_t attn_append_stage_limit = APPEND_STAGE;
+
 typedef struct append_problem {
     attn_problem pb; /* lengths, offsets and paging, as the forward's */
     append_pair pair[2];
+    int staged; /* every row is in stage, in (pair, sequence, head, token) order */
+    unsigned char stage[APPEND_STAGE];
 } append_problem;
 
 typedef struct append_ctx {
@@ -68,6 +79,12 @@ static const float *row_f32(const attn_dsp *dsp, const void *row, int32_t dtype,
     return buf;
 }
 
+/* Bytes of one encoded row of a pair's cache. */
+static size_t row_bytes(const append_pair *pr)
+{
+    return (size_t)(pr->cols / attn_dtype_block(pr->dst.dtype)) * attn_dtype_size(pr->dst.dtype);
+}
+
 /* ------------------------------------------------------------ validation */
 
 /* Which cache row a written position is: the pool slot (paged) or the row
@@ -91,8 +108,8 @@ static uint64_t mix64(uint64_t x)
     return x ^ (x >> 31);
 }
 
-/* Slots of the stack set of written rows (16 KiB). */
-#define APPEND_SEEN 2048
+/* Slots of the stack set of written rows (8 KiB). */
+#define APPEND_SEEN 1024
 
 /* The quadratic check of the ids of one pass (never reached in practice:
    only when a pass's hashes crowd its table). */
@@ -196,7 +213,7 @@ static attn_status validate(const attn_dsp *dsp, append_problem *ap, const attn_
     const attn_shape s = *shape;
     const int64_t v_dim = s.v_dim ? s.v_dim : s.head_dim;
     TRY(attn_check_kv_scales(&o));
-    memset(ap, 0, sizeof *ap);
+    memset(ap, 0, offsetof(append_problem, stage)); /* not the stage: 32 KiB a call */
     const int64_t cols[2] = {s.head_dim, v_dim};
     const float scale[2] = {o.k_scale, o.v_scale};
     for (int p = 0; p < 2; p++) {
@@ -269,20 +286,37 @@ static attn_status validate(const attn_dsp *dsp, append_problem *ap, const attn_
             break; /* the same positions for both pairs */
         }
 
-    /* 6. the values a block format can hold (attn_quantize's rule) */
-    float buf[ATTN_MAX_HEAD_DIM];
+    /* 6. the rows, encoded: into the stage when they all fit, else one at
+       a time into a scratch row where a block format must check them */
+    size_t total = 0;
+    int blocks = 0;
     for (int p = 0; p < 2; p++) {
         const append_pair *pr = &ap->pair[p];
-        if (!src[p] || attn_dtype_block(pr->dst.dtype) == 1 ||
-            pr->dst.dtype == ATTN_DTYPE_FP8_E4M3)
+        if (!src[p])
             continue;
+        blocks |= attn_dtype_block(pr->dst.dtype) > 1;
+        for (int64_t b = 0; b < s.batch; b++)
+            total += (size_t)(attn_seq_q_len(pb, b) * s.kv_heads) * row_bytes(pr);
+    }
+    if (!blocks)
+        return ATTN_OK; /* nothing to check: the tasks encode in place */
+    ap->staged = total <= attn_append_stage_limit && total <= APPEND_STAGE;
+    float buf[ATTN_MAX_HEAD_DIM];
+    unsigned char *at = ap->stage;
+    for (int p = 0; p < 2; p++) {
+        const append_pair *pr = &ap->pair[p];
+        if (!src[p] || (!ap->staged && attn_dtype_block(pr->dst.dtype) == 1))
+            continue;
+        attn_from_f32_fn *const store = dsp->from_f32[pr->dst.dtype];
         for (int64_t b = 0; b < s.batch; b++)
             for (int64_t h = 0; h < s.kv_heads; h++)
                 for (int64_t i = 0; i < attn_seq_q_len(pb, b); i++) {
                     const float *x = row_f32(dsp, new_row(pb, &pr->src, b, h, i),
                                              pr->src.dtype, pr->cols, buf);
-                    if (!attn_quantize_row_ok(pr->dst.dtype, x, pr->cols))
+                    if (!store(x, at, (size_t)pr->cols, pr->scale))
                         return ATTN_ERR_ARG;
+                    if (ap->staged)
+                        at += row_bytes(pr);
                 }
     }
     return ATTN_OK;
@@ -290,7 +324,28 @@ static attn_status validate(const attn_dsp *dsp, append_problem *ap, const attn_
 
 /* ------------------------------------------------------------ tasks */
 
-/* Task b: every new row of sequence b, both pairs, every KV head. */
+/* The one task of a staged call: the encoded rows into place, in order. */
+static void task_copy(void *vctx, size_t index)
+{
+    const append_ctx *c = vctx;
+    const attn_problem *pb = &c->ap->pb;
+    const unsigned char *at = c->ap->stage;
+    (void)index;
+    for (int p = 0; p < 2; p++) {
+        const append_pair *pr = &c->ap->pair[p];
+        if (!pr->src.data)
+            continue;
+        const size_t bytes = row_bytes(pr);
+        for (int64_t b = 0; b < pb->batch; b++)
+            for (int64_t h = 0; h < pb->kv_heads; h++)
+                for (int64_t i = 0; i < attn_seq_q_len(pb, b); i++, at += bytes)
+                    memcpy(cache_row(pb, &pr->dst, b, h, pr->cols, new_first(pb, b) + i), at,
+                           bytes);
+    }
+}
+
+/* Task b of a call too large to stage: every new row of sequence b, both
+   pairs, every KV head, encoded in place (validation has checked them). */
 static void task_append(void *vctx, size_t index)
 {
     const append_ctx *c = vctx;
@@ -306,8 +361,8 @@ static void task_append(void *vctx, size_t index)
             for (int64_t i = 0; i < n; i++) {
                 const float *x = row_f32(c->dsp, new_row(pb, &pr->src, b, h, i),
                                          pr->src.dtype, pr->cols, buf);
-                store(x, cache_row(pb, &pr->dst, b, h, pr->cols, first + i), (size_t)pr->cols,
-                      pr->scale);
+                (void)store(x, cache_row(pb, &pr->dst, b, h, pr->cols, first + i),
+                            (size_t)pr->cols, pr->scale);
             }
     }
 }
@@ -322,8 +377,11 @@ attn_status attn_cache_append_with(const attn_dsp *dsp, const attn_shape *shape,
     if (status != ATTN_OK)
         return status;
     append_ctx ctx = {dsp, &ap};
-    attn_run_tasks(ap.pb.parallel_for, ap.pb.parallel_ctx, task_append, &ctx,
-                   (size_t)ap.pb.batch);
+    if (ap.staged)
+        attn_run_tasks(NULL, NULL, task_copy, &ctx, 1); /* a few KiB: no pool */
+    else
+        attn_run_tasks(ap.pb.parallel_for, ap.pb.parallel_ctx, task_append, &ctx,
+                       (size_t)ap.pb.batch);
     return ATTN_OK;
 }
 

@@ -77,19 +77,41 @@ static float q4_0_scale(const float *x)
     return max / -8.0f;
 }
 
+/*
+ * One pass per block: every value finite (on the bits, so the loop
+ * vectorizes at the baseline ISA), and |d| < 65520, the least magnitude
+ * binary16 rounds to infinity (src/half.h). |d| is Q8_0's amax / 127, and
+ * Q4_0's |m| / 8 = amax / 8 (m is a value of largest magnitude).
+ */
 int attn_quantize_row_ok(int32_t dtype, const float *x, int64_t n)
 {
     if (dtype == ATTN_DTYPE_FP8_E4M3)
         return 1;
-    for (int64_t i = 0; i < n; i++)
-        if (!isfinite(x[i]))
-            return 0;
     for (int64_t b = 0; b < n; b += ATTN_QBLOCK) {
-        const float d = dtype == ATTN_DTYPE_Q8_0 ? q8_0_scale(x + b) : q4_0_scale(x + b);
-        if ((attn_f32_to_f16(d) & 0x7fffu) == 0x7c00u) /* d overflows binary16 */
+        uint32_t amax = 0, bad = 0;
+        for (int j = 0; j < ATTN_QBLOCK; j++) {
+            uint32_t u;
+            memcpy(&u, x + b + j, sizeof u);
+            u &= 0x7fffffffu;
+            bad |= u >= 0x7f800000u;   /* inf or NaN */
+            amax = amax > u ? amax : u; /* finite magnitudes order as their bits */
+        }
+        float a;
+        memcpy(&a, &amax, sizeof a);
+        if (bad || (dtype == ATTN_DTYPE_Q8_0 ? a / 127.0f : a / 8.0f) >= 65520.0f)
             return 0;
     }
     return 1;
+}
+
+/* roundf (half away from zero) for |v| < 2^31, without a libm call: the
+   truncation, one step further where the dropped part is at least 1/2
+   (v - t is exact). */
+static int round_half_away(float v)
+{
+    const int t = (int)v;
+    const float f = v - (float)t;
+    return t + (f >= 0.5f) - (f <= -0.5f);
 }
 
 void attn_quantize_row(int32_t dtype, const float *x, int64_t n, void *dst, float scale)
@@ -107,7 +129,7 @@ void attn_quantize_row(int32_t dtype, const float *x, int64_t n, void *dst, floa
         memcpy(out, &dh, sizeof dh);
         if (dtype == ATTN_DTYPE_Q8_0) {
             for (int j = 0; j < ATTN_QBLOCK; j++)
-                out[2 + j] = (uint8_t)(int8_t)roundf(x[j] * id); /* |x * id| <= 127.5 */
+                out[2 + j] = (uint8_t)(int8_t)round_half_away(x[j] * id); /* |x * id| <= 127.5 */
             out += ATTN_Q8_0_BYTES;
         } else {
             for (int j = 0; j < 16; j++) {
