@@ -10,7 +10,8 @@
 Operations: scores, mask_apply, softmax, weights, forward, backward,
 softmax_backward, merge; libattn.torch wraps forward and backward for PyTorch;
 quantize() makes Q8_0 / Q4_0 / FP8 K/V caches that forward(...,
-kv_dtype='q8_0') reads in place.
+kv_dtype='q8_0') reads in place; cache_append() writes a step's new K/V rows
+into such caches (dense or paged) where forward() reads them.
 They take NumPy arrays (float32, float16, bfloat16 bits as uint16 with
 dtype='bf16') or, without NumPy, libattn.Tensor views of flat buffers.
 Failures inside the library raise AttnError; arguments Python can check
@@ -26,13 +27,14 @@ from ._loader import ABI_MAJOR, LibraryError
 from ._ops import (alibi_slopes, backward, forward, mask_apply, merge, quantize, scores, softmax,
                    softmax_backward, weights)
 from ._tensor import Tensor
+from ._cache import cache_append
 
 __version__ = "1.1.0"
 
 __all__ = [
     "ABI_MAJOR", "AttnError", "LibraryError", "Status", "DType", "Isa", "Tensor",
     "scores", "mask_apply", "softmax", "weights", "forward", "backward", "softmax_backward",
-    "alibi_slopes", "merge", "quantize",
+    "alibi_slopes", "merge", "quantize", "cache_append",
     "isa_active", "isa_available", "isa_select", "isa_names", "available_isas",
     "version", "version_info", "library_path", "thread_pool_size",
 ]

@@ -154,12 +154,15 @@ _PROTOTYPES = {
                                             ctypes.c_void_p, ctypes.c_size_t]),
 }
 
-# Functions added in 1.1: declared when the library has them, so a 1.0
-# library still runs everything else (has() tells).
+# Functions added in 1.1 and later: declared when the library has them, so
+# an older library still runs everything else (has() tells).
 _PROTOTYPES_1_1 = {
     "attn_forward_workspace_size": (_status, [_P(Shape), OptionsArg, _P(ctypes.c_size_t)]),
     "attn_merge": (_status, [_P(Shape), OptionsArg, _P(Partial), ctypes.c_int64, _P(Tensor),
                              ctypes.c_void_p]),
+    # 1.3
+    "attn_cache_append": (_status, [_P(Shape), OptionsArg, _P(Tensor), _P(Tensor), _P(Tensor),
+                                    _P(Tensor)]),
 }
 
 _state = {"lib": None, "path": None, "has": set()}

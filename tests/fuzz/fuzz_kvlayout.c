@@ -26,6 +26,17 @@
  * the scalar table by more than twice it; a NaN anywhere (the valid ranges
  * hold finite values and everything outside them NaN, which must never be
  * read).
+ *
+ * Then the same description, as the forward's, takes a step's new tokens
+ * through attn_cache_append (after the layout operation, from the input's
+ * remaining bytes, so the corpus keeps its meaning): new rows of a float
+ * dtype, keys only now and then, a NaN planted into a block-format cache
+ * now and then. Fails when the status is not the model's (the lengths and
+ * offsets above, more new tokens than keys, a written page outside the
+ * pool, two new rows on one cache row, a value a block format refuses), a
+ * refused call changed a pool byte, an accepted one changed a byte outside
+ * the new rows, or two kernel tables wrote different bytes. The encoding of
+ * each row is tests/test_cache_append.c's to check, bit for bit.
  */
 #include <math.h>
 #include <stdint.h>
@@ -203,6 +214,181 @@ static unsigned expected(const prob *p)
     }
     return bad_arg || bad_stride ? (bad_arg << ATTN_ERR_ARG) | (bad_stride << ATTN_ERR_STRIDE)
                                  : 1u << ATTN_OK;
+}
+
+/* ------------------------------------------------------------ cache append */
+
+/* Key position of new token i of sequence b (from the cache's row 0 of it). */
+static int64_t append_pos(const prob *p, int64_t b, int64_t i)
+{
+    return gen_kv_offset(&p->d, b) + seq(p->arr[1], b, p->shape.kv_len) -
+           seq(p->arr[0], b, p->shape.q_len) + i;
+}
+
+/* Which cache row a new token lands on: its pool slot, or its row in a
+   cache every sequence shares (`shared`: batch_stride 0); -1: each
+   sequence its own. */
+static int64_t append_row_id(const prob *p, int shared, int64_t b, int64_t i)
+{
+    const int64_t pos = append_pos(p, b, i);
+    if (p->opt.block_table) {
+        const int64_t bs = p->opt.block_size;
+        return (int64_t)p->opt.block_table[b * p->opt.block_table_stride + pos / bs] * bs + pos % bs;
+    }
+    return shared ? pos : -1;
+}
+
+/* attn.h's statuses for the append of this (possibly corrupted) description
+   into k (and v unless keys_only). */
+static unsigned append_expected(const prob *p, int keys_only, int bad_value)
+{
+    const int64_t B = p->shape.batch;
+    /* a dense cache broadcast over heads or rows is no output layout */
+    unsigned stride = 0;
+    int shared = 0;
+    for (int c = 0; c < (keys_only ? 1 : 2); c++) {
+        const attn_tensor *t = c ? &p->v : &p->k;
+        if (!p->opt.block_table && ((p->shape.kv_heads > 1 && t->head_stride == 0) ||
+                                    (p->shape.kv_len > 1 && t->row_stride == 0)))
+            stride = 1u << ATTN_ERR_STRIDE;
+        shared |= t->batch_stride == 0 && B > 1;
+    }
+    const int64_t limit[4] = {p->shape.q_len, p->shape.kv_len, p->shape.q_len, p->shape.kv_len};
+    int bad = 0;
+    for (int a = 0; a < 2; a++)
+        for (int64_t b = 0; p->arr[a] && b < B; b++)
+            bad |= p->arr[a][b] < 0 || p->arr[a][b] > limit[a];
+    for (int a = 2; a < 4 && !bad; a++)
+        for (int64_t b = 0; p->arr[a] && b < B; b++)
+            bad |= p->arr[a][b] < 0 || p->arr[a][b] + seq(p->arr[a - 2], b, limit[a]) > limit[a];
+    if (!p->opt.block_table && (p->opt.block_size || p->opt.num_blocks))
+        bad = 1;
+    if (p->opt.block_table && (p->opt.block_size <= 0 || p->opt.num_blocks <= 0))
+        bad = 1;
+    for (int64_t b = 0; b < B && !bad; b++)
+        bad |= seq(p->arr[0], b, limit[0]) > seq(p->arr[1], b, limit[1]);
+    for (int64_t b = 0; b < B && !bad && p->opt.block_table; b++)
+        for (int64_t i = 0; i < seq(p->arr[0], b, limit[0]); i++) {
+            const int32_t e = p->opt.block_table[b * p->opt.block_table_stride +
+                                                 append_pos(p, b, i) / p->opt.block_size];
+            bad |= e < 0 || e >= p->opt.num_blocks;
+        }
+    for (int64_t b = 0; b < B && !bad; b++)
+        for (int64_t i = 0; i < seq(p->arr[0], b, limit[0]) && !bad; i++) {
+            const int64_t id = append_row_id(p, shared, b, i);
+            for (int64_t c = 0; c <= b && id >= 0 && !bad; c++)
+                for (int64_t l = 0; l < (c == b ? i : seq(p->arr[0], c, limit[0])); l++)
+                    if (append_row_id(p, shared, c, l) == id) {
+                        bad = 1;
+                        break;
+                    }
+        }
+    if (stride) /* reported before or after the others */
+        return stride | (bad || bad_value ? 1u << ATTN_ERR_ARG : 0u);
+    return bad || bad_value ? 1u << ATTN_ERR_ARG : 1u << ATTN_OK;
+}
+
+/* The append of p's description on every table (see the header). */
+static void check_append(prob *p, fz_reader *r, fz_rng *g)
+{
+    const attn_shape *s = &p->shape;
+    static const int32_t dts[] = {ATTN_DTYPE_F32, ATTN_DTYPE_F16, ATTN_DTYPE_BF16};
+    const int32_t dt = dts[fz_range(r, 0, 2)];
+    const int keys_only = fz_chance(r, 40);
+    const int64_t cols[2] = {s->head_dim, p->dv};
+    const size_t es = dt == ATTN_DTYPE_F32 ? 4 : 2;
+    attn_tensor nt[2];
+    void *mem[2];
+    for (int c = 0; c < 2; c++) {
+        const int64_t per_head = s->q_len * cols[c], n = s->batch * s->kv_heads * per_head;
+        mem[c] = malloc((size_t)n * es);
+        FZ_CHECK(mem[c], "out of memory");
+        for (int64_t e = 0; e < n; e++)
+            gen_store((char *)mem[c] + e * (int64_t)es, dt, fz_rng_float(g, -2.0f, 2.0f));
+        nt[c] = (attn_tensor){mem[c], dt, s->kv_heads * per_head, per_head, cols[c]};
+    }
+    /* a NaN where a block-format cache must refuse it */
+    int bad_value = 0;
+    const attn_tensor *cache[2] = {&p->k, &p->v};
+    for (int c = 0; c < (keys_only ? 1 : 2); c++)
+        if (gen_dtype_block(cache[c]->dtype) > 1 && fz_chance(r, 30)) {
+            const int64_t b = fz_range(r, 0, s->batch - 1);
+            const int64_t n = seq(p->arr[0], b, s->q_len);
+            if (n > 0 && (!p->arr[2] || p->arr[2][b] >= 0)) {
+                const int64_t row = gen_q_offset(&p->d, b) + fz_range(r, 0, n - 1);
+                if (row < s->q_len) {
+                    gen_store(gen_at(&nt[c], b, fz_range(r, 0, s->kv_heads - 1), row,
+                                     fz_range(r, 0, cols[c] - 1)),
+                              dt, NAN);
+                    bad_value = 1;
+                }
+            }
+        }
+    const unsigned expect = append_expected(p, keys_only, bad_value);
+    const int roles[2] = {GEN_K, GEN_V};
+    unsigned char *before[2], *first[2] = {NULL, NULL};
+    for (int c = 0; c < 2; c++) {
+        before[c] = malloc(p->m.bytes[roles[c]]);
+        FZ_CHECK(before[c], "out of memory");
+        memcpy(before[c], p->m.data[roles[c]], p->m.bytes[roles[c]]);
+    }
+    for (int isa = ATTN_ISA_SCALAR; isa < ATTN_ISA_COUNT; isa++) {
+        const attn_dsp *table = attn_dsp_for_isa((attn_isa)isa);
+        if (!table)
+            continue;
+        for (int c = 0; c < 2; c++)
+            memcpy(p->m.data[roles[c]], before[c], p->m.bytes[roles[c]]);
+        const attn_status st =
+            attn_cache_append_with(table, s, &p->opt, &nt[0], keys_only ? NULL : &nt[1], &p->k,
+                                   keys_only ? NULL : &p->v);
+        FZ_CHECK(expect >> st & 1, "%s cache_append: status %d, allowed mask 0x%x",
+                 attn_isa_name((attn_isa)isa), st, expect);
+        if (st != ATTN_OK) {
+            for (int c = 0; c < 2; c++)
+                FZ_CHECK(!memcmp(p->m.data[roles[c]], before[c], p->m.bytes[roles[c]]),
+                         "a refused cache_append wrote the %s pool", c ? "v" : "k");
+            continue;
+        }
+        /* the bytes outside the new rows: as before */
+        for (int c = 0; c < (keys_only ? 1 : 2); c++) {
+            unsigned char *want = malloc(p->m.bytes[roles[c]]);
+            FZ_CHECK(want, "out of memory");
+            memcpy(want, before[c], p->m.bytes[roles[c]]);
+            const int32_t cdt = cache[c]->dtype;
+            const size_t rb = (size_t)(cols[c] / gen_dtype_block(cdt)) * gen_dtype_bytes(cdt);
+            for (int64_t b = 0; b < s->batch; b++)
+                for (int64_t h = 0; h < s->kv_heads; h++)
+                    for (int64_t i = 0; i < seq(p->arr[0], b, s->q_len); i++) {
+                        const unsigned char *at = gen_kv_row(&p->m, roles[c], b, h, append_pos(p, b, i));
+                        const size_t off = (size_t)(at - (unsigned char *)p->m.data[roles[c]]);
+                        memcpy(want + off, at, rb);
+                    }
+            FZ_CHECK(!memcmp(want, p->m.data[roles[c]], p->m.bytes[roles[c]]),
+                     "%s cache_append wrote the %s pool outside the new rows",
+                     attn_isa_name((attn_isa)isa), c ? "v" : "k");
+            free(want);
+        }
+        if (keys_only)
+            FZ_CHECK(!memcmp(p->m.data[GEN_V], before[1], p->m.bytes[GEN_V]),
+                     "a keys-only cache_append wrote the v pool");
+        for (int c = 0; c < 2; c++) {
+            if (!first[c]) {
+                first[c] = malloc(p->m.bytes[roles[c]]);
+                FZ_CHECK(first[c], "out of memory");
+                memcpy(first[c], p->m.data[roles[c]], p->m.bytes[roles[c]]);
+            } else {
+                FZ_CHECK(!memcmp(first[c], p->m.data[roles[c]], p->m.bytes[roles[c]]),
+                         "%s cache_append: the %s pool differs from the scalar table's",
+                         attn_isa_name((attn_isa)isa), c ? "v" : "k");
+            }
+        }
+    }
+    for (int c = 0; c < 2; c++) {
+        memcpy(p->m.data[roles[c]], before[c], p->m.bytes[roles[c]]);
+        free(before[c]);
+        free(first[c]);
+        free(mem[c]);
+    }
 }
 
 /* Decodes a problem; returns 0 when the decoded sizes are not worth a run. */
@@ -458,6 +644,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         ref_attn_free(&ra);
         ref_dense_free(&dn);
     }
+    check_append(&p, &r, &g);
     free(before);
     free(got);
     free(scalar);

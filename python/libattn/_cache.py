@@ -1,0 +1,123 @@
+"""cache_append: a step's new K/V rows into the caches the next forward reads.
+
+The C call (attn_cache_append, libattn 1.3) writes new token t of sequence b
+at key position kv_lens[b] - q_lens[b] + t of that sequence, in the cache's
+layout and dtype: the positions forward(..., kv_lens=..., block_table=...)
+reads as the sequence's last keys. Nothing is written when an argument is
+refused.
+"""
+
+import ctypes
+import numbers
+
+from ._capi import Options, Shape, check, has, lib
+from ._kvlayout import _int32_array, _int_list, _pool
+from ._ops import _quant_dtype, _quant_operand
+from ._tensor import as_operand, np
+
+
+def _cache_operand(x, name, kv_dtype):
+    if kv_dtype is None:
+        return as_operand(x, name, "qkv", need_writable=True, allow_copy=False), 1
+    op, per_unit = _quant_operand(x, name, _quant_dtype(kv_dtype, "kv_dtype"))
+    if not op.writable:
+        raise ValueError("%s: the cache must be writable" % name)
+    return op, per_unit
+
+
+def cache_append(k_new, k_cache, v_new=None, v_cache=None, *, kv_lens, q_lens=None,
+                 block_table=None, kv_dtype=None, k_scale=0.0, v_scale=0.0):
+    """Write new K (and V) rows into caches, in place; returns None.
+
+    k_new, v_new      float32 or float16 arrays [B, Hkv, T, D] (T: the most new
+                      tokens of a sequence; [Hkv, T, D] for B = 1).
+    k_cache, v_cache  writable caches, the arrays forward() reads: dense
+                      [B, Hkv, L, D], or with block_table a pool [num_blocks,
+                      block_size, Hkv, D] (vLLM's); float32/float16, or with
+                      kv_dtype ('q8_0', 'q4_0', 'fp8') the raw uint8 bytes of
+                      such a cache, rows of row_bytes ([..., row_bytes]).
+    kv_lens           each sequence's keys after the append (an int: all).
+    q_lens            each sequence's new tokens (default T): token t of
+                      sequence b goes to key kv_lens[b] - q_lens[b] + t.
+    block_table       [B, max_blocks] pool block of each page (the logical key
+                      extent is max_blocks * block_size).
+    k_scale, v_scale  fp8 only: the cache stores x / scale (0 means 1).
+    The values are rounded once (float16 to nearest even) or quantized
+    exactly as quantize() does; v_new and v_cache go together (neither: keys
+    only).
+    """
+    if not has("attn_cache_append"):
+        raise NotImplementedError("cache_append: the loaded libattn is older than 1.3")
+    if (v_new is None) != (v_cache is None):
+        raise TypeError("v_new, v_cache: give both or neither")
+    rank = None
+    pairs = []
+    for name, new, cache in (("k", k_new, k_cache), ("v", v_new, v_cache)):
+        if new is None:
+            continue
+        n = as_operand(new, name + "_new", "qkv")
+        if rank is None:
+            rank = len(n.shape)
+        if len(n.shape) != rank or rank not in (3, 4):
+            raise ValueError("%s_new: expected [B, Hkv, T, D] or [Hkv, T, D], got shape %r"
+                             % (name, n.shape))
+        c, per_unit = _cache_operand(cache, name + "_cache", kv_dtype)
+        pairs.append((name, n.padded(), c, per_unit))
+    batch, kv_heads, q_len, head_dim = pairs[0][1].shape
+    views, v_dim, kv_len, block_size, num_blocks = [], head_dim, None, 0, 0
+    for name, n, c, per_unit in pairs:
+        if block_table is not None:
+            c4 = _pool(c, name + "_cache")
+            block_size, num_blocks = c4.shape[2], c4.shape[0]
+        else:
+            if len(c.shape) != rank:
+                raise ValueError("%s_cache: shape %r, but %s_new has %d dimensions"
+                                 % (name, c.shape, name, rank))
+            c4 = c.padded()
+            if c4.shape[0] != batch:
+                raise ValueError("%s_cache: batch %d, but %s_new has %d"
+                                 % (name, c4.shape[0], name, batch))
+            kv_len = c4.shape[2] if kv_len is None else kv_len
+            if c4.shape[2] != kv_len:
+                raise ValueError("v_cache: %d keys, but k_cache has %d" % (c4.shape[2], kv_len))
+        cols = c4.shape[3] * per_unit
+        if n.shape[:3] != (batch, kv_heads, q_len) or n.shape[3] != cols or \
+                c4.shape[1] != kv_heads:
+            raise ValueError("%s_new: shape %r does not fit %s_cache (%d heads of %d values)"
+                             % (name, n.shape, name, c4.shape[1], cols))
+        if name == "v":
+            v_dim = cols
+        views.append((name, n, c4))
+    opt = Options()
+    keep = []
+    if block_table is not None:
+        table = block_table.tolist() if np is not None and isinstance(block_table, np.ndarray) \
+            else [_int_list(r, "block_table row") for r in block_table]
+        if len(table) != batch or not table or not table[0] or \
+                any(len(r) != len(table[0]) for r in table):
+            raise ValueError("block_table: expected [%d, max_blocks]" % batch)
+        flat = _int32_array([int(x) for r in table for x in r], "block_table")
+        keep.append(flat)
+        opt.block_table = ctypes.cast(flat, ctypes.POINTER(ctypes.c_int32))
+        opt.block_table_stride = len(table[0])
+        opt.block_size = block_size
+        opt.num_blocks = num_blocks
+        kv_len = len(table[0]) * block_size
+    for field, value, count in (("kv_lens", kv_lens, batch), ("q_lens", q_lens, batch)):
+        if value is None:
+            continue
+        values = _int_list([value] * count if isinstance(value, numbers.Integral) else value,
+                           field, count)
+        arr = _int32_array(values, field)
+        keep.append(arr)
+        setattr(opt, field, ctypes.cast(arr, ctypes.POINTER(ctypes.c_int32)))
+    opt.k_scale = float(k_scale)
+    opt.v_scale = float(v_scale)
+    shape = Shape(batch, kv_heads, kv_heads, q_len, kv_len, head_dim, v_dim)
+    ct = {name: (n.c_tensor(), c4.c_tensor()) for name, n, c4 in views}
+    k = ct["k"]
+    v = ct.get("v")
+    check(lib().attn_cache_append(ctypes.byref(shape), opt, ctypes.byref(k[0]),
+                                  ctypes.byref(v[0]) if v else None, ctypes.byref(k[1]),
+                                  ctypes.byref(v[1]) if v else None), "attn_cache_append")
+    del keep
