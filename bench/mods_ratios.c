@@ -8,7 +8,11 @@
  *   2. forward with sinks / plain forward (target <= 1.02);
  *   3. non-causal two-sided window 512 + 512 (FlashAttention's (512, 512):
  *      window = window_right = 513) / causal window of 1024, L = 8192
- *      (target within 1.2: both see about 1024 keys per query).
+ *      (target within 1.2: both see about 1024 keys per query);
+ *   4. a speculative-decoding draft tree of 64 tokens on a 4096-token
+ *      prefix (Hq 32, Hkv 8): tree_parents / the same call with no mask
+ *      (target <= 1.1), and the equivalent dense BOOL mask [Lq][Lk] (heads
+ *      broadcast) / no mask.
  *
  * Single thread (parallel_for NULL), timed by the thread's CPU clock, the
  * active ISA (ATTN_ISA=... to pick one), f32 inputs, head_dim 128, the
@@ -35,17 +39,19 @@ static double now(void)
 }
 
 /* A forward problem from the generator (gen/gen.h), every choice pinned or
-   off: B = 1, H heads, L queries and keys, d = 128, f32, values in [-1, 1);
-   with ALiBi's standard slopes and sinks when asked. */
-static void problem_of(gen_problem *d, gen_bufs *m, int64_t H, int64_t L, int causal,
-                       int modifiers)
+   off: B = 1, H KV heads of `group` query heads each, Lq queries, Lk keys,
+   d = 128, f32, values in [-1, 1); with ALiBi's standard slopes and sinks
+   when asked. */
+static void problem_of(gen_problem *d, gen_bufs *m, int64_t H, int64_t group, int64_t Lq,
+                       int64_t Lk, int causal, int modifiers)
 {
     gen_profile p;
     gen_profile_init(&p);
     p.work_cap = 0;
     gen_pin(&p, GEN_C_KV_HEADS, H);
-    gen_pin(&p, GEN_C_Q_LEN, L);
-    gen_pin(&p, GEN_C_KV_LEN, L);
+    gen_pin(&p, GEN_C_GROUP, group);
+    gen_pin(&p, GEN_C_Q_LEN, Lq);
+    gen_pin(&p, GEN_C_KV_LEN, Lk);
     gen_pin(&p, GEN_C_HEAD_DIM, 128);
     gen_pin(&p, GEN_C_OPT(flags), causal ? ATTN_CAUSAL : 0);
     gen_pin(&p, GEN_C_OPT(alibi_slopes), modifiers);
@@ -120,7 +126,7 @@ int main(int argc, char **argv)
         const int64_t H = 4, L = 2048, D = 128;
         gen_problem pd;
         gen_bufs m;
-        problem_of(&pd, &m, H, L, 1, 1);
+        problem_of(&pd, &m, H, 1, L, L, 1, 1);
         const attn_tensor *ts = &m.t[GEN_OPT(alibi_slopes)], *tz = &m.t[GEN_OPT(sinks)];
         for (int h = 0; h < H; h++) /* ALiBi's 2^(-8i/H), H = 4, and these sinks */
             *(float *)gen_at(tz, 0, h, 0, 0) = 0.5f * (float)h;
@@ -164,7 +170,7 @@ int main(int argc, char **argv)
         const int64_t H = 2, L = 8192, D = 128;
         gen_problem pd;
         gen_bufs m;
-        problem_of(&pd, &m, H, L, 0, 0);
+        problem_of(&pd, &m, H, 1, L, L, 0, 0);
         variant vs[2];
         vs[0].name = "two-sided window 512 + 512 (513/513)";
         vs[0].opt = m.opt;
@@ -191,6 +197,52 @@ int main(int argc, char **argv)
                med[0] / med[1], pairs[0] / pairs[1]);
         printf("  per visible pair                  %.3f\n",
                (med[0] / pairs[0]) / (med[1] / pairs[1]));
+        gen_release(&m);
+        gen_free(&pd);
+    }
+
+    /* ---- 4: a draft tree of 64 tokens on a 4096-token prefix */
+    {
+        const int64_t Lq = 64, Lk = 4096 + 64;
+        gen_problem pd;
+        gen_bufs m;
+        problem_of(&pd, &m, 8, 4, Lq, Lk, 0, 0);
+        const int64_t Hq = m.shape.q_heads;
+        /* a tree of branching draft tokens: parent of i drawn from the last
+           few tokens (a tree as EAGLE builds it: depth ~ 8) */
+        int32_t parents[64];
+        uint64_t st = 0x9e3779b97f4a7c15u;
+        for (int64_t i = 0; i < Lq; i++) {
+            st = st * 6364136223846793005u + 1442695040888963407u;
+            const int64_t back = (int64_t)((st >> 33) % 8) + 1;
+            parents[i] = (int32_t)(i - back < 0 ? -1 : i - back);
+        }
+        /* the dense BOOL mask of the same tree, one [Lq][Lk] for every head */
+        uint8_t *mask = malloc((size_t)(Lq * Lk));
+        if (!mask)
+            return 1;
+        memset(mask, 1, (size_t)(Lq * Lk));
+        for (int64_t i = 0; i < Lq; i++) {
+            memset(mask + i * Lk + Lk - Lq, 0, (size_t)Lq);
+            for (int64_t a = i; a >= 0; a = parents[a])
+                mask[i * Lk + Lk - Lq + a] = 1;
+        }
+        attn_tensor tm = {mask, ATTN_DTYPE_BOOL, 0, 0, Lk};
+        variant vs[3];
+        for (int i = 0; i < 3; i++)
+            vs[i].opt = m.opt;
+        vs[0].name = "64 draft queries, no mask";
+        vs[1].name = "64 draft queries, tree_parents";
+        vs[1].opt.tree_parents = parents;
+        vs[2].name = "64 draft queries, dense BOOL mask";
+        vs[2].opt.mask = &tm;
+        double med[3];
+        printf("forward B=1 Hq=%lld Hkv=8 Lq=%lld Lk=%lld d=128, a draft tree:\n", (long long)Hq,
+               (long long)Lq, (long long)Lk);
+        measure(&m.shape, &m.t[GEN_Q], &m.t[GEN_K], &m.t[GEN_V], &m.t[GEN_OUT], vs, 3, reps, med);
+        printf("  ratio tree_parents / no mask      %.3f  (target <= 1.1)\n", med[1] / med[0]);
+        printf("  ratio dense BOOL mask / no mask   %.3f\n", med[2] / med[0]);
+        free(mask);
         gen_release(&m);
         gen_free(&pd);
     }

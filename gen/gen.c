@@ -375,6 +375,10 @@ void gen_profile_init(gen_profile *p)
     /* the modes that round have bounds of their own: drawn only by the
        consumers that check them (tests/test_precision.c) */
     rule(p, GEN_C_OPT(precision), 0, 0, 0);
+    /* draft trees: drawn only by the consumers that ask (their chance), with
+       a shape of GEN_TREE_* */
+    rule(p, GEN_C_OPT(tree_parents), 0, 1, 1);
+    rule(p, GEN_C_TREE, 256, GEN_TREE_CHAIN, GEN_TREE_RANDOM);
 
     p->work_cap = (int64_t)2 << 20;
     /* values: every tensor in [-2, 2), option tensors by their dtype */
@@ -567,6 +571,32 @@ static void draw_sequences(drawer *w, gen_problem *d, int dense)
     }
 }
 
+/*
+ * tree_parents (attn.h): a draft tree over each sequence's queries, a chain
+ * (the causal mask), every token off the prefix, or random parents; only
+ * where every sequence has no more queries than keys (else the call would
+ * be invalid). Entry (b, r) for the query at tensor row r, -1 elsewhere.
+ */
+static void draw_tree(drawer *w, gen_problem *d)
+{
+    if (!choose(w, GEN_C_OPT(tree_parents), 0))
+        return;
+    const int64_t B = d->shape.batch, Lq = d->shape.q_len;
+    for (int64_t b = 0; b < B; b++)
+        if (gen_seq_q(d, b) > gen_seq_kv(d, b))
+            return;
+    const int64_t shape = choose(w, GEN_C_TREE, GEN_TREE_RANDOM);
+    int64_t *par = batch_array(B * Lq);
+    for (int64_t e = 0; e < B * Lq; e++)
+        par[e] = -1;
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t i = 0; i < gen_seq_q(d, b); i++)
+            par[b * Lq + gen_q_offset(d, b) + i] =
+                shape == GEN_TREE_CHAIN ? i - 1 : shape == GEN_TREE_FLAT ? -1 : raw(w, -1, i - 1, -1);
+    d->ints[POS(tree_parents)] = par;
+    d->present[POS(tree_parents)] = 1;
+}
+
 /* q_pos/k_pos: shards a few positions off the bottom-right alignment. */
 static void draw_positions(drawer *w, gen_problem *d)
 {
@@ -723,6 +753,9 @@ int gen_draw(gen_problem *d, gen_src *src, const gen_profile *p)
     for (int t = 1; t < 3; t++)
         if (dtype_kind(d->dtype[t]) != ATTN_DTYPE_KIND_FLOAT)
             d->val[t].special = 0;
+    /* last: a source that never draws a tree reads no byte for it, so the
+       fuzz corpora written before the line keep their meaning */
+    draw_tree(&w, d);
     return 1;
 }
 
@@ -1050,10 +1083,12 @@ static int make_pool(gen_bufs *m, const gen_problem *d, uint64_t seed, unsigned 
     return 0;
 }
 
-/* An array option's values as the option's integer type. */
+/* An array option's values as the option's integer type: [batch] entries,
+   [batch][q_len] for a QROWS line. */
 static int make_array(gen_bufs *m, const gen_problem *d, int pos)
 {
-    const int64_t B = d->shape.batch;
+    const int64_t B =
+        d->shape.batch * (option_extents[pos] == ATTN_OPT_EXTENT_QROWS ? d->shape.q_len : 1);
     const int is64 = option_kinds[pos] == ATTN_OPT_KIND_I64;
     void *a = get(m, GEN_OPT0 + pos, (size_t)B * (is64 ? 8 : 4), is64 ? 8 : 4, 0);
     if (!a)

@@ -86,7 +86,8 @@
     X(POS_K)          /* a sequence's first key position (from the base) */                  \
     X(POS_DELTA)      /* q_pos off the bottom-right alignment by this many positions */      \
     X(SPREAD)         /* values: GEN_SPREAD_* */                                             \
-    X(SPECIALS)       /* with GEN_SPREAD_SPECIAL: 1 in this many values is special */
+    X(SPECIALS)       /* with GEN_SPREAD_SPECIAL: 1 in this many values is special */ \
+    X(TREE)           /* with tree_parents: GEN_TREE_* */
 
 #define GEN_C_ENUM(name) GEN_C_##name,
 enum gen_choice {
@@ -107,6 +108,7 @@ enum {
     GEN_POOL_COUNT
 };
 enum { GEN_SPREAD_TAME, GEN_SPREAD_FLAT, GEN_SPREAD_PEAKED, GEN_SPREAD_SPECIAL };
+enum { GEN_TREE_CHAIN, GEN_TREE_FLAT, GEN_TREE_RANDOM };
 
 /*
  * How one choice is drawn by a random source: with probability chance/256

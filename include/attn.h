@@ -65,6 +65,11 @@
  *     position; FlashAttention's window_size = (left, right) is W = left + 1,
  *     R = right + 1 (its -1, unbounded, is 0 here).
  *   - mask given: mask[b][h][i][j] != 0             (SDPA convention)
+ *   - tree_parents given (since 1.3), a draft tree: the last Lq_b keys of
+ *     the sequence are the queries' own tokens (key Lk_b - Lq_b + t is
+ *     query t's), and query i sees draft key t only when t is i or one of
+ *     its ancestors, following tree_parents from i; every key before the
+ *     draft stays visible (see attn_options.tree_parents)
  * The causal and window rules (and ALiBi's distance) compare positions:
  * key j is at position K_b + j and query i at Q_b + i, with K_b = k_pos[b]
  * (or 0) and Q_b = q_pos[b] (or K_b + Lk_b - Lq_b, the bottom-right
@@ -452,6 +457,19 @@ typedef struct attn_options {
     /* since 1.2. Bytes 188..191 stay padding for ever: a 1.1 caller's
        struct_size (192) covers them, uninitialised. */
     int64_t precision;                 /* attn_precision (see above); 0: default */
+    /* since 1.3: the draft-tree mask of speculative decoding (EAGLE, Medusa).
+       int32 [batch][q_len], indexed like the row statistics (the query at
+       tensor row r of sequence b, r = q_offsets[b] + i or i, is entry
+       b * q_len + r): query i's parent, a query index of its sequence in
+       [-1, i - 1]; -1 hangs the token off the prefix. Query i sees every key
+       before the draft, its own key and its ancestors' (see Masks), combined
+       with every other mask rule, sinks, ALiBi and softcap; the other draft
+       keys are masked like any hidden key. Needs Lq_b <= Lk_b for every b,
+       else (or for a parent outside [-1, i - 1]) ATTN_ERR_ARG; entries of
+       rows past Lq_b are not read. A chain (parent i - 1) is the causal
+       mask over the draft. Read by every operation on an attention problem
+       (the backward too); NULL: no tree. */
+    const int32_t *tree_parents;
 } attn_options;
 
 /*
@@ -464,7 +482,7 @@ typedef struct attn_options {
  */
 #define ATTN_OPTIONS_INIT \
     { (uint32_t)sizeof(attn_options), 0u, 0.0f, 0.0f, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, \
-      0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0.0f, 0.0f, 0 }
+      0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0.0f, 0.0f, 0, 0 }
 
 /*
  * Optional per-row outputs, each float[batch][q_heads][q_len] contiguous,

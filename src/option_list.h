@@ -42,6 +42,7 @@
  *             BATCH   [batch]
  *             SCORES  [batch][q_heads][q_len][kv_len]
  *             HEADS   [batch][q_heads][1][1]
+ *             QROWS   [batch][q_len] (one entry per query row, as the stats)
  *   dtype   the attn_dtype a TENSOR must have (ATTN_DTYPE_##dtype); F32
  *           for the others (unused)
  *   offset  the field's offset in the LP64/LLP64 ABIs: frozen, a different
@@ -96,7 +97,8 @@ typedef enum attn_opt_extent {
     ATTN_OPT_EXTENT_NONE,
     ATTN_OPT_EXTENT_BATCH,
     ATTN_OPT_EXTENT_SCORES,
-    ATTN_OPT_EXTENT_HEADS
+    ATTN_OPT_EXTENT_HEADS,
+    ATTN_OPT_EXTENT_QROWS
 } attn_opt_extent;
 
 /* clang-format off */
@@ -128,7 +130,8 @@ typedef enum attn_opt_extent {
     X(kv_splits,          VALUE,   NONE,   F32,  176, 1, SPLITS)             \
     X(k_scale,            VALUE,   NONE,   F32,  180, 1, NONE)               \
     X(v_scale,            VALUE,   NONE,   F32,  184, 1, NONE)               \
-    X(precision,          VALUE,   NONE,   F32,  192, 2, PRECISION)
+    X(precision,          VALUE,   NONE,   F32,  192, 2, PRECISION)         \
+    X(tree_parents,       I32,     QROWS,  F32,  200, 3, NONE)
 /* clang-format on */
 
 /* The rules (see above). */

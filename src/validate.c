@@ -241,7 +241,7 @@ static attn_status check_option_dtypes(const attn_options *o)
 #define ATTN_X_RANGE(f, kind, extent, dtype, off, since, rule) ATTN_X_RANGE_##kind(f, extent, dtype)
 #define ATTN_X_RANGE_I32(f, e, t)                                                           \
     if (o->f)                                                                              \
-        TRY(attn_add_array(set, o->f, ext[ATTN_OPT_EXTENT_##e][0], sizeof *o->f, 0));
+        TRY(add_entries(set, o->f, ext[ATTN_OPT_EXTENT_##e], sizeof *o->f));
 #define ATTN_X_RANGE_I64 ATTN_X_RANGE_I32
 #define ATTN_X_RANGE_TENSOR(f, e, t)                                                        \
     if (o->f)                                                                              \
@@ -252,6 +252,16 @@ static attn_status check_option_dtypes(const attn_options *o)
 #define ATTN_X_RANGE_HOOK ATTN_X_NOTHING
 #define ATTN_X_RANGE_PAGES ATTN_X_NOTHING
 #define ATTN_X_RANGE_SCRATCH ATTN_X_NOTHING
+/* An array option of ext[0] * ext[1] entries (its view's first two extents). */
+static attn_status add_entries(attn_range_set *set, const void *p, const int64_t ext[4],
+                               size_t size)
+{
+    int64_t n;
+    if (__builtin_mul_overflow(ext[0], ext[1], &n))
+        return ATTN_ERR_SHAPE;
+    return attn_add_array(set, p, n, size, 0);
+}
+
 attn_status attn_add_option_ranges(attn_range_set *set, const attn_options *o,
                                    const attn_shape *s)
 {
@@ -260,6 +270,7 @@ attn_status attn_add_option_ranges(attn_range_set *set, const attn_options *o,
         [ATTN_OPT_EXTENT_BATCH] = {s->batch, 1, 1, 1},
         [ATTN_OPT_EXTENT_SCORES] = {s->batch, s->q_heads, s->q_len, s->kv_len},
         [ATTN_OPT_EXTENT_HEADS] = {s->batch, s->q_heads, 1, 1},
+        [ATTN_OPT_EXTENT_QROWS] = {s->batch, s->q_len, 1, 1},
     };
     ATTN_OPTION_LIST(ATTN_X_RANGE)
     return ATTN_OK;
@@ -281,6 +292,26 @@ attn_status attn_check_shape_options(const attn_shape *shape, const attn_options
 #undef ATTN_X_RULE
     TRY(check_positions(o->q_pos, s.batch));
     TRY(check_positions(o->k_pos, s.batch));
+    return ATTN_OK;
+}
+
+/* The draft tree (attn.h, attn_options.tree_parents): each sequence's
+   queries fit among its keys, and each parent is an earlier query or -1.
+   Called after the lengths and offsets are checked. */
+static attn_status check_tree(const attn_options *o, const attn_shape *s)
+{
+    if (!o->tree_parents)
+        return ATTN_OK;
+    for (int64_t b = 0; b < s->batch; b++) {
+        const int64_t lq = o->q_lens ? o->q_lens[b] : s->q_len;
+        const int64_t lk = o->kv_lens ? o->kv_lens[b] : s->kv_len;
+        if (lq > lk)
+            return ATTN_ERR_ARG;
+        const int32_t *par = o->tree_parents + b * s->q_len + (o->q_offsets ? o->q_offsets[b] : 0);
+        for (int64_t i = 0; i < lq; i++)
+            if (par[i] < -1 || par[i] >= i)
+                return ATTN_ERR_ARG;
+    }
     return ATTN_OK;
 }
 
@@ -370,6 +401,7 @@ attn_status attn_check_batch_arrays(const attn_options *o, const attn_shape *s, 
     TRY(check_lengths(o->kv_lens, s->batch, s->kv_len));
     TRY(check_offsets(o->q_offsets, o->q_lens, s->batch, s->q_len));
     TRY(check_offsets(o->kv_offsets, o->kv_lens, s->batch, s->kv_len));
+    TRY(check_tree(o, s));
     /* paging fields without a table are a mistake, not a default */
     if (paging && !o->block_table &&
         (o->block_size != 0 || o->num_blocks != 0 || o->block_table_stride != 0))

@@ -156,6 +156,17 @@ int ref_visible(const attn_shape *shape, const attn_options *opt, int64_t b, int
         return 0;
     if (opt->mask && *(const uint8_t *)ref_tensor_at(opt->mask, b, h, i, j) == 0)
         return 0;
+    /* a draft tree: key j is draft token t = j - (lk - lq); visible when t is
+       i or reached from i by following parents */
+    if (opt->tree_parents && j >= lk - lq) {
+        const int32_t *par =
+            opt->tree_parents + b * shape->q_len + (opt->q_offsets ? opt->q_offsets[b] : 0);
+        int64_t a = i;
+        while (a > j - (lk - lq))
+            a = par[a];
+        if (a != j - (lk - lq))
+            return 0;
+    }
     return 1;
 }
 

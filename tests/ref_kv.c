@@ -74,6 +74,14 @@ void ref_dense_make(ref_dense *d, const attn_shape *shape, const attn_options *o
     d->opt.block_table = NULL;
     d->opt.block_table_stride = d->opt.block_size = d->opt.num_blocks = 0;
     d->opt.mask = d->opt.bias = NULL;
+    if (opt->tree_parents) { /* entry (b, row) of the dense problem: row = i */
+        d->tree = zalloc((size_t)(B * lq_max) * sizeof(int32_t));
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t i = 0; i < d->q_lens[b]; i++)
+                d->tree[b * lq_max + i] =
+                    opt->tree_parents[b * shape->q_len + (opt->q_offsets ? opt->q_offsets[b] : 0) + i];
+        d->opt.tree_parents = d->tree;
+    }
 
     for (int64_t b = 0; b < B; b++) {
         const int64_t qo = opt->q_offsets ? opt->q_offsets[b] : 0;
@@ -150,5 +158,6 @@ void ref_dense_free(ref_dense *d)
         free(d->mem[i]);
     free(d->q_lens);
     free(d->kv_lens);
+    free(d->tree);
     memset(d, 0, sizeof *d);
 }

@@ -22,6 +22,7 @@ typedef struct ref_dense {
     attn_tensor mask, bias;
     attn_tensor scores;    /* F32, filled by ref_dense_scores */
     int32_t *q_lens, *kv_lens;
+    int32_t *tree;         /* tree_parents re-indexed by the dense rows, or NULL */
     void *mem[6];
 } ref_dense;
 

@@ -366,6 +366,8 @@ static const unsigned bwd_specs[] = {
     WL_WINDOW | WL_WINDOW_R | WL_Q_SHORT,
     WL_WINDOW_R | WL_CAUSAL | WL_SINKS,
     ALL_MASKS | WL_SINKS | WL_ALIBI | WL_WINDOW_R | WL_GQA | WL_BF16,
+    WL_TREE | WL_Q_SHORT,
+    WL_TREE | WL_CAUSAL | WL_LENS | WL_SINKS | WL_ALIBI | WL_GQA,
 };
 
 /* Both plans of the driver (backward.c) on every spec: fused (one task per

@@ -310,6 +310,19 @@ Test(mods, option_errors)
            o.window_right = -5; o.sinks = &null_sinks; o.alibi_slopes = &f16);
     EXPECT(ATTN_OK, "valid sinks, slopes and windows", o.sinks = &ts; o.alibi_slopes = &ts;
            o.window = 1; o.window_right = 2);
+    /* draft trees (1.3): a parent is an earlier query or -1, and the draft
+       fits among the keys */
+    int32_t chain[2] = {-1, 0}, self[2] = {-1, 1}, low[2] = {-2, 0}, ahead[2] = {1, -1};
+    EXPECT(ATTN_OK, "a chain", o.tree_parents = chain);
+    for (int c = 0; c < 4; c++) /* the canary again, for the refused calls */
+        out[c] = -7.0f;
+    EXPECT(ATTN_ERR_ARG, "a token its own parent", o.tree_parents = self);
+    EXPECT(ATTN_ERR_ARG, "parent -2", o.tree_parents = low);
+    EXPECT(ATTN_ERR_ARG, "a later parent", o.tree_parents = ahead);
+    const int32_t one_key[1] = {1};
+    EXPECT(ATTN_ERR_ARG, "2 draft tokens, 1 key", o.tree_parents = chain; o.kv_lens = one_key);
+    EXPECT(ATTN_OK, "a 1.2 struct_size ignores tree_parents",
+           o.struct_size = (uint32_t)offsetof(attn_options, tree_parents); o.tree_parents = low);
 #undef EXPECT
 
     /* windows wider than everything hide nothing (and must not overflow) */

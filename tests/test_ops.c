@@ -74,6 +74,11 @@ static const unsigned specs[] = {
     WL_WINDOW_R | WL_CAUSAL | WL_DECODE,
     WL_SINKS | WL_ALIBI | WL_WINDOW | WL_WINDOW_R | WL_LENS | WL_PAD | WL_OFFSET,
     ALL_MASKS | WL_SINKS | WL_ALIBI | WL_WINDOW_R | WL_GQA | WL_F16 | WL_VDIM,
+    /* draft trees (1.3) */
+    WL_TREE | WL_Q_SHORT,
+    WL_TREE | WL_CAUSAL | WL_Q_SHORT | WL_GQA,
+    WL_TREE | WL_LENS | WL_SINKS | WL_ALIBI | WL_WINDOW | WL_SOFTCAP,
+    WL_TREE | WL_CAUSAL | WL_MASK | WL_BIAS | WL_LONG_KV,
 };
 #define N_SPECS (sizeof specs / sizeof specs[0])
 

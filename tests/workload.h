@@ -40,6 +40,7 @@ enum wl_feature {
                                 several 256-key chunks for split-KV */
     WL_MANY_CHUNKS = 1u << 24, /* with WL_LONG_KV | WL_DECODE: kv_len 8450..9000, more
                                   256-key chunks than one wsum call merges (32) */
+    WL_TREE = 1u << 25,      /* a draft tree (tree_parents) where every sequence fits */
 };
 
 #define WL_MAX_BATCH 3

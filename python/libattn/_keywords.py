@@ -251,6 +251,22 @@ def _offsets(name):
     return convert
 
 
+def _tree(value, call):
+    """tree_parents: [Lq] (one tree for every sequence) or [B, Lq] parents,
+    as the int32 [B][q_len] array of attn.h (entry b * q_len + row)."""
+    if value is None:
+        return
+    batch, q_len = call.shape.batch, call.shape.q_len
+    rows = value.tolist() if np is not None and isinstance(value, np.ndarray) else list(value)
+    if rows and not isinstance(rows[0], (list, tuple)):
+        rows = [rows] * batch
+    if len(rows) != batch or any(len(r) != q_len for r in rows):
+        raise ValueError("tree_parents: expected [%d] or [%d, %d] parents"
+                         % (q_len, batch, q_len))
+    flat = [int(p) for r in rows for p in _kvlayout._int_list(r, "tree_parents")]
+    call.point("tree_parents", _kvlayout._int32_array(flat, "tree_parents"))
+
+
 def _threads(value, call):
     call.opt.parallel_for, call.opt.parallel_ctx = pool_for(value)
 
@@ -376,6 +392,10 @@ _BY_HAND = (
             ops=("forward",)),
     Keyword("k_pos", "k_pos", None, _positions("k_pos"),
             "global position of key row 0, likewise.", ops=("forward",)),
+    Keyword("tree_parents", "tree_parents", None, _tree,
+            "a draft tree: each query's parent query (-1: the prefix), [Lq] or\n"
+            "[B, Lq] (rows as q's); the last Lq keys are the queries' own, and\n"
+            "a query sees the prefix, itself and its ancestors (attn.h 1.3)."),
     Keyword("threads", "parallel_for parallel_ctx", None, _threads,
             "None/1: the calling thread; n > 1: a cached pool of n threads;\n"
             "0: one per CPU. Results are identical for every value.",

@@ -52,4 +52,5 @@ ROWS = (
     Row("k_scale", "value", "float", None, None, 1, 0.0, "none"),
     Row("v_scale", "value", "float", None, None, 1, 0.0, "none"),
     Row("precision", "value", "int64", None, None, 2, 0, "precision"),
+    Row("tree_parents", "i32", "int32*", "qrows", None, 3, None, "none"),
 )

@@ -187,3 +187,32 @@ def test_argument_errors(kw, exc):
     k = np.zeros((2, 2, 5, 8), np.float32)
     with pytest.raises(exc):
         libattn.forward(q, k, k, **kw)
+
+
+def test_tree_parents_is_its_dense_mask():
+    """A draft tree equals the BOOL mask it stands for (prefix visible, the
+    draft keys of each query: itself and its ancestors), bit for bit."""
+    g = np.random.default_rng(7)
+    B, H, Lq, Lk, D = 2, 2, 5, 12, 16
+    q = g.standard_normal((B, H, Lq, D), dtype=np.float32)
+    k = g.standard_normal((B, H, Lk, D), dtype=np.float32)
+    v = g.standard_normal((B, H, Lk, D), dtype=np.float32)
+    parents = np.array([[-1, 0, 0, 1, -1], [-1, 0, 1, 2, 3]])
+    mask = np.ones((B, H, Lq, Lk), dtype=bool)
+    for b in range(B):
+        for i in range(Lq):
+            seen, a = set(), i
+            while a >= 0:  # i, its parent, its parent's parent, ...
+                seen.add(a)
+                a = parents[b, a]
+            for t in range(Lq):
+                mask[b, :, i, Lk - Lq + t] = t in seen
+    got = libattn.forward(q, k, v, tree_parents=parents)
+    want = libattn.forward(q, k, v, mask=mask)
+    assert np.array_equal(got, want)
+    # one tree for every sequence: the [Lq] form
+    got1 = libattn.forward(q, k, v, tree_parents=parents[1])
+    want1 = libattn.forward(q, k, v, tree_parents=np.stack([parents[1]] * B))
+    assert np.array_equal(got1, want1)
+    with pytest.raises(libattn.AttnError):
+        libattn.forward(q, k, v, tree_parents=[[0] * Lq] * B)  # a token its own parent

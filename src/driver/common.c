@@ -115,6 +115,34 @@ int64_t attn_next_run(const row_ref *rows, int64_t n, int64_t *r, int64_t kb, in
     return end;
 }
 
+/*
+ * The draft tree (attn.h, attn_options.tree_parents) on the scores of keys
+ * [k0, k0 + n) of one row: of the draft's keys in that range, only the
+ * row's own and its ancestors' stay; the others become -inf. The ancestors
+ * form a path of decreasing indices, walked once against the keys from the
+ * last down: O(n + depth) per call, nothing where the range holds no draft
+ * key (a decode's prefix blocks).
+ */
+static void tree_mask(const attn_problem *pb, const row_ref *row, float *s, int64_t k0, int64_t n)
+{
+    const int64_t b = row->b, lq = attn_seq_q_len(pb, b), lk = attn_seq_kv_len(pb, b);
+    const int64_t qo = pb->q_offsets ? pb->q_offsets[b] : 0;
+    const int64_t p0 = (pb->kv_offsets ? pb->kv_offsets[b] : 0) + lk - lq; /* draft key 0 */
+    const int64_t t_lo = attn_max64(k0 - p0, 0), t_hi = attn_min64(k0 + n - p0, lq);
+    if (t_lo >= t_hi || !row->is_query)
+        return;
+    const int32_t *par = pb->opt.tree_parents + b * pb->q_len + qo;
+    int64_t a = row->i - qo; /* the query's own draft index, then its ancestors */
+    while (a >= t_hi)
+        a = par[a];
+    for (int64_t t = t_hi - 1; t >= t_lo; t--) {
+        if (t == a)
+            a = par[a];
+        else
+            s[p0 + t - k0] = -INFINITY;
+    }
+}
+
 void attn_score_epilogue(const attn_dsp *dsp, const attn_problem *pb, const row_ref *row,
                          float *s, int64_t k0, int64_t n)
 {
@@ -139,6 +167,8 @@ void attn_score_epilogue_after_softcap(const attn_dsp *dsp, const attn_problem *
     if (pb->mask.data)
         dsp->mask_bool(s, (const uint8_t *)attn_row_ptr(&pb->mask, row->b, row->h, row->i) + k0,
                        (size_t)n);
+    if (pb->opt.tree_parents)
+        tree_mask(pb, row, s, k0, n);
 }
 
 float attn_row_sink(const attn_problem *pb, const row_ref *row)

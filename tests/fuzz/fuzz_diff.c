@@ -72,6 +72,8 @@ static void profile_of(gen_profile *p)
        terms (ref_attn_compute reads opt.precision) */
     gen_chance(p, GEN_C_OPT(precision), 64);
     gen_range(p, GEN_C_OPT(precision), ATTN_PRECISION_DEFAULT, ATTN_PRECISION_INT8);
+    /* draft trees (1.3; drawn last by gen.c, where every sequence fits) */
+    gen_chance(p, GEN_C_OPT(tree_parents), 64);
 }
 
 /* ------------------------------------------------------------ comparisons */

@@ -75,6 +75,7 @@ static int64_t seq(const int32_t *lens, int64_t b, int64_t full) { return lens ?
 static void profile_of(gen_profile *p)
 {
     gen_profile_init(p);
+    gen_chance(p, GEN_C_OPT(tree_parents), 48); /* draft trees over packed rows too */
     gen_range(p, GEN_C_KV_HEADS, 1, 2);
     gen_range(p, GEN_C_GROUP, 1, 2);
     gen_range(p, GEN_C_HEAD_DIM, 1, 24);
