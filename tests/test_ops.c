@@ -78,7 +78,7 @@ static const unsigned specs[] = {
     WL_TREE | WL_Q_SHORT,
     WL_TREE | WL_CAUSAL | WL_Q_SHORT | WL_GQA,
     WL_TREE | WL_LENS | WL_SINKS | WL_ALIBI | WL_WINDOW | WL_SOFTCAP,
-    WL_TREE | WL_CAUSAL | WL_MASK | WL_BIAS | WL_LONG_KV,
+    WL_TREE | WL_CAUSAL | WL_MASK | WL_BIAS | WL_GQA | WL_F16,
 };
 #define N_SPECS (sizeof specs / sizeof specs[0])
 
