@@ -415,6 +415,42 @@ attn_status attn_check_batch_arrays(const attn_options *o, const attn_shape *s, 
     return ATTN_OK;
 }
 
+void attn_problem_geometry(attn_problem *pb, const attn_shape *shape, const attn_options *o,
+                           int paged)
+{
+    const attn_shape s = *shape;
+    memset(pb, 0, sizeof *pb);
+    pb->batch = s.batch;
+    pb->q_heads = s.q_heads;
+    pb->kv_heads = s.kv_heads;
+    pb->q_len = s.q_len;
+    pb->kv_len = s.kv_len;
+    pb->head_dim = s.head_dim;
+    pb->v_dim = s.v_dim ? s.v_dim : s.head_dim;
+    pb->group = s.q_heads / s.kv_heads;
+    pb->opt = *o;
+    pb->q_lens = o->q_lens;
+    pb->kv_lens = o->kv_lens;
+    pb->q_offsets = o->q_offsets;
+    pb->kv_offsets = o->kv_offsets;
+    pb->q_pos = o->q_pos;
+    pb->k_pos = o->k_pos;
+    pb->parallel_for = o->parallel_for;
+    pb->parallel_ctx = o->parallel_ctx;
+    if (paged) {
+        pb->block_table = o->block_table;
+        pb->block_table_stride = o->block_table_stride;
+        pb->block_size = o->block_size;
+        pb->num_blocks = o->num_blocks;
+    }
+    pb->q_extent = s.q_len;
+    if (o->q_offsets) {
+        pb->q_extent = 0;
+        for (int64_t b = 0; b < s.batch; b++)
+            pb->q_extent = attn_max_i64(pb->q_extent, o->q_lens ? o->q_lens[b] : s.q_len);
+    }
+}
+
 /*
  * An output with q_offsets and batch_stride 0 holds all sequences in one row
  * space: they must not share a row, which in-order disjoint ranges ensure.
@@ -485,39 +521,12 @@ attn_status attn_validate(attn_problem *pb, const attn_op *op, const attn_shape 
         }
 
 
-    memset(pb, 0, sizeof *pb);
+    attn_problem_geometry(pb, &s, &o, paged); /* before check_block_table: the masks need it */
     pb->op = op;
-    pb->batch = s.batch;
-    pb->q_heads = s.q_heads;
-    pb->kv_heads = s.kv_heads;
-    pb->q_len = s.q_len;
-    pb->kv_len = s.kv_len;
-    pb->head_dim = s.head_dim;
-    pb->v_dim = v_dim;
-    pb->group = s.q_heads / s.kv_heads;
-    pb->opt = o;
     pb->scale = scale;
     pb->qk_scale = qk_scale;
     pb->v_scale = needs_v && v->dtype == ATTN_DTYPE_FP8_E4M3 && o.v_scale != 0.0f ? o.v_scale
                                                                                   : 1.0f;
-    pb->q_lens = o.q_lens;
-    pb->kv_lens = o.kv_lens;
-    pb->q_offsets = o.q_offsets;
-    pb->kv_offsets = o.kv_offsets;
-    pb->q_pos = o.q_pos; /* before check_block_table: the masks need them */
-    pb->k_pos = o.k_pos;
-    if (paged) {
-        pb->block_table = o.block_table;
-        pb->block_table_stride = o.block_table_stride;
-        pb->block_size = o.block_size;
-        pb->num_blocks = o.num_blocks;
-    }
-    pb->q_extent = s.q_len;
-    if (o.q_offsets) {
-        pb->q_extent = 0;
-        for (int64_t b = 0; b < s.batch; b++)
-            pb->q_extent = attn_max_i64(pb->q_extent, o.q_lens ? o.q_lens[b] : s.q_len);
-    }
 
     /* 5. tensors, and the arrays that describe the batch */
     attn_range_set set = {.n_in = 0};
@@ -566,8 +575,6 @@ attn_status attn_validate(attn_problem *pb, const attn_op *op, const attn_shape 
         pb->sinks = *o.sinks;
     if (o.alibi_slopes)
         pb->alibi = *o.alibi_slopes;
-    pb->parallel_for = o.parallel_for;
-    pb->parallel_ctx = o.parallel_ctx;
     if (needs_qk) {
         pb->q = *q;
         pb->k = *k;

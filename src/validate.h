@@ -105,6 +105,13 @@ attn_status attn_validate_rows(int64_t rows, int64_t cols, int64_t row_stride);
 int attn_rows_overlap(const float *a, int64_t a_rows, int64_t a_cols, int64_t a_stride,
                       const float *b, int64_t b_rows, int64_t b_cols, int64_t b_stride);
 
+/* The problem's shape, options as read (o: checked), lengths, offsets,
+   positions, threads and, with `paged`, the paging description; everything
+   else of *pb zero. attn_validate and the operations on other arguments
+   (attn_cache_append) start from it. */
+void attn_problem_geometry(attn_problem *pb, const attn_shape *shape, const attn_options *o,
+                           int paged);
+
 /*
  * Checks everything of operation `op` on these arguments and fills `pb`;
  * writes nothing else. What the operation reads and writes comes from op

@@ -231,26 +231,7 @@ static attn_status validate(const attn_dsp *dsp, append_problem *ap, const attn_
     TRY(attn_check_batch_arrays(&o, &s, 1));
 
     attn_problem *pb = &ap->pb;
-    pb->batch = s.batch;
-    pb->q_heads = s.q_heads;
-    pb->kv_heads = s.kv_heads;
-    pb->q_len = s.q_len;
-    pb->kv_len = s.kv_len;
-    pb->head_dim = s.head_dim;
-    pb->v_dim = v_dim;
-    pb->opt = o;
-    pb->q_lens = o.q_lens;
-    pb->kv_lens = o.kv_lens;
-    pb->q_offsets = o.q_offsets;
-    pb->kv_offsets = o.kv_offsets;
-    pb->parallel_for = o.parallel_for;
-    pb->parallel_ctx = o.parallel_ctx;
-    if (o.block_table) {
-        pb->block_table = o.block_table;
-        pb->block_table_stride = o.block_table_stride;
-        pb->block_size = o.block_size;
-        pb->num_blocks = o.num_blocks;
-    }
+    attn_problem_geometry(pb, &s, &o, o.block_table != NULL);
     for (int64_t b = 0; b < s.batch; b++)
         if (new_first(pb, b) < 0)
             return ATTN_ERR_ARG; /* more new tokens than keys */
