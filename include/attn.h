@@ -800,6 +800,59 @@ ATTN_API attn_status attn_cache_append(const attn_shape *shape, const attn_optio
                                        const attn_tensor *k_new, const attn_tensor *v_new,
                                        const attn_tensor *k, const attn_tensor *v);
 
+/*
+ * Plans (since 1.3): a forward validated once and run many times. An engine
+ * calls attention once per layer with the same shapes, options and layout
+ * metadata, only the data changing; a plan holds the validated problem and
+ * its task partition, so each run checks only what can change: the new
+ * data pointers.
+ *
+ *   size_t n;  attn_plan_size(&shape, &opt, &n);
+ *   attn_plan *plan;
+ *   attn_plan_forward(buffer_of_n_bytes, n, &shape, &opt, &q, &k, &v, &out,
+ *                     &stats, &plan);               validates as attn_forward
+ *   for each layer:
+ *       attn_plan_run(plan, q_l, k_l, v_l, out_l, &stats_l);
+ *
+ * attn_plan_size: the bytes a plan of this shape and these options takes
+ * (ATTN_ERR_* as attn_forward for the shape and options). attn_plan_forward
+ * checks every argument exactly as attn_forward does (the same statuses,
+ * the tensors' data included) and writes the plan into mem (mem_size of
+ * at least attn_plan_size's bytes, else ATTN_ERR_ARG; any alignment; it may
+ * share no byte with a tensor: ATTN_ERR_STRIDE); *plan then points into
+ * mem. Nothing else is written, nothing is computed, nothing allocated.
+ * The plan copies what describes the batch: q_lens, kv_lens, q_offsets,
+ * kv_offsets, q_pos, k_pos, tree_parents and the block table, so changing
+ * those arrays afterwards does not change the plan (make a new plan per
+ * step). It keeps, as pointers, the option tensors (mask, bias, sinks,
+ * alibi_slopes), the split-KV workspace and parallel_for: the caller keeps
+ * them valid while the plan is used (their contents may change between
+ * runs: they are read by each run). The plan uses the kernel table active
+ * when it was made (attn_isa_select afterwards does not change it).
+ * attn_plan_run runs the planned forward on new data pointers for q, k, v
+ * (the tensors' dtypes and strides as planned: the same views, elsewhere)
+ * and out, and the stats arrays given (each may be NULL, whatever the plan
+ * was made with). It checks that no pointer is NULL (ATTN_ERR_NULL), that
+ * no view wraps the address space (ATTN_ERR_SHAPE), and that out and the
+ * stats share no byte with each other or with q, k, v, the option tensors,
+ * the workspace and the plan (ATTN_ERR_STRIDE); then it computes exactly
+ * what attn_forward computes for those arguments, bit for bit. The plan
+ * itself is never written by a run: runs of one plan may go on at once in
+ * several threads, except with a split-KV workspace (one run at a time).
+ * A plan is plain memory: free it as the caller's buffer; no destroy call.
+ */
+typedef struct attn_plan attn_plan;
+
+ATTN_API attn_status attn_plan_size(const attn_shape *shape, const attn_options *opt,
+                                    size_t *bytes);
+ATTN_API attn_status attn_plan_forward(void *mem, size_t mem_size, const attn_shape *shape,
+                                       const attn_options *opt, const attn_tensor *q,
+                                       const attn_tensor *k, const attn_tensor *v,
+                                       const attn_tensor *out, const attn_row_stats *stats,
+                                       attn_plan **plan);
+ATTN_API attn_status attn_plan_run(const attn_plan *plan, const void *q, const void *k,
+                                   const void *v, void *out, const attn_row_stats *stats);
+
 /* ---------------------------------------------------------------- thread pool */
 
 /*

@@ -54,6 +54,11 @@ attn_status attn_backward_with(const attn_dsp *dsp, const attn_shape *shape,
 attn_status attn_softmax_backward_with(const attn_dsp *dsp, const float *p,
                                        const float *dp, float *ds, int64_t rows,
                                        int64_t cols, int64_t row_stride);
+attn_status attn_plan_forward_with(const attn_dsp *dsp, void *mem, size_t mem_size,
+                                   const attn_shape *shape, const attn_options *opt,
+                                   const attn_tensor *q, const attn_tensor *k,
+                                   const attn_tensor *v, const attn_tensor *out,
+                                   const attn_row_stats *stats, attn_plan **plan);
 attn_status attn_cache_append_with(const attn_dsp *dsp, const attn_shape *shape,
                                    const attn_options *opt, const attn_tensor *k_new,
                                    const attn_tensor *v_new, const attn_tensor *k,

@@ -11,6 +11,11 @@
 #include "dsp.h"
 
 struct task_plan;
+
+/* Bytes [begin, end) a tensor view or array touches (src/validate.h). */
+typedef struct attn_byte_range {
+    uintptr_t begin, end;
+} attn_byte_range;
 struct task_ctx;
 struct attn_range_set;
 typedef struct attn_problem attn_problem;
@@ -94,6 +99,11 @@ struct attn_problem {
     attn_tensor o, dout, dk, dv, dbias;
     const float *lse;
     float *dsinks; /* NULL when not asked for */
+    /* The bytes attn_validate found q, k, v, out and the operation's scratch
+       (the split-KV workspace) to span, in that order ({0, 0} for those the
+       call has not): a plan (src/driver/plan_forward.c) checks new data
+       pointers with their lengths. */
+    attn_byte_range span[5];
     /* What qk_tile multiplies dot(q, k) by: scale, times k_scale for an
        FP8 k (validated finite and nonzero). What the output row is
        multiplied by besides 1/l: v_scale for an FP8 v, else 1. */

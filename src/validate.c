@@ -534,11 +534,15 @@ attn_status attn_validate(attn_problem *pb, const attn_op *op, const attn_shape 
         TRY(check_block_table(pb, &s, &set));
     if (needs_qk) {
         TRY(attn_add_tensor(&set, q, s.batch, s.q_heads, s.q_len, s.head_dim, 0));
+        pb->span[0] = set.in[set.n_in - 1];
         /* paged: the pool, [num_blocks][kv_heads][block_size] rows */
         const int64_t kb = paged ? o.num_blocks : s.batch, kr = paged ? o.block_size : s.kv_len;
         TRY(attn_add_tensor(&set, k, kb, s.kv_heads, kr, s.head_dim, 0));
-        if (needs_v)
+        pb->span[1] = set.in[set.n_in - 1];
+        if (needs_v) {
             TRY(attn_add_tensor(&set, v, kb, s.kv_heads, kr, v_dim, 0));
+            pb->span[2] = set.in[set.n_in - 1];
+        }
     }
     TRY(attn_add_option_ranges(&set, &o, &s));
     /* packed output: every sequence in one row space (batch_stride 0) */
@@ -549,12 +553,16 @@ attn_status attn_validate(attn_problem *pb, const attn_op *op, const attn_shape 
         [ATTN_OUT_KV_LEN] = s.kv_len, [ATTN_OUT_V_DIM] = v_dim, [ATTN_OUT_HEAD_DIM] = s.head_dim};
     TRY(attn_add_tensor(&set, out, packed_out ? 1 : s.batch, s.q_heads, s.q_len,
                         out_cols[op->out_cols], 1));
+    pb->span[3] = set.out[set.n_out - 1];
 
     /* what the operation sizes itself (the split-KV workspace) */
     pb->splits = 1;
     pb->workspace = NULL;
+    const int outs = set.n_out;
     if (op->scratch)
         TRY(op->scratch(pb, &o, &set));
+    if (set.n_out > outs)
+        pb->span[4] = set.out[outs];
 
     /* the row statistics the call writes are outputs too */
     const int has_stats = op->writes_stats;

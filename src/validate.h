@@ -47,10 +47,7 @@ attn_status attn_check_kv(int32_t dtype, int64_t cols, float scale);
    (ATTN_ERR_STRIDE). */
 attn_status attn_check_batch_arrays(const attn_options *o, const attn_shape *s, int paging);
 
-/* Bytes [begin, end) a tensor view or array touches. */
-typedef struct attn_byte_range {
-    uintptr_t begin, end;
-} attn_byte_range;
+/* attn_byte_range: src/problem.h. */
 
 static inline int attn_ranges_meet(attn_byte_range a, attn_byte_range b)
 {

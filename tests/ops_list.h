@@ -31,7 +31,8 @@
     X(MERGE, merge, "tests/test_split.c")                                                  \
     X(BACKWARD, backward, "tests/test_backward.c")                                         \
     X(QUANTIZE, quantize, "tests/test_quantize.c")                                         \
-    X(CACHE_APPEND, cache_append, "tests/test_cache_append.c")
+    X(CACHE_APPEND, cache_append, "tests/test_cache_append.c")                             \
+    X(PLAN_FORWARD, plan_forward, "tests/test_plan.c")
 
 #define ATTN_OP_ENUM(ID, name, test) OP_##ID,
 typedef enum op_kind { ATTN_OP_LIST(ATTN_OP_ENUM) OP_COUNT } op_kind;

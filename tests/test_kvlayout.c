@@ -272,6 +272,7 @@ static attn_status run_op(const attn_dsp *t, problem *p, op_kind op, const attn_
     case OP_BACKWARD:
     case OP_QUANTIZE:
     case OP_CACHE_APPEND:
+    case OP_PLAN_FORWARD: /* tests/test_plan.c, on these layouts' generator */
     case OP_COUNT: break;
     }
     CHECK(0, "%s reads no K/V layout", op < OP_COUNT ? op_names[op] : "?");
@@ -448,6 +449,7 @@ static dense_result run_dense(const attn_dsp *t, const ref_dense *dn, op_kind op
     case OP_BACKWARD:
     case OP_QUANTIZE: /* no K/V layout: see run_op */
     case OP_CACHE_APPEND:
+    case OP_PLAN_FORWARD:
     case OP_COUNT: break;
     }
     CHECK(rc == ATTN_OK, "the dense call: status %d (%s)", rc, attn_strerror(rc));

@@ -149,6 +149,7 @@ static attn_status run_op(const attn_dsp *t, workload *w, op_kind op, int with_s
     case OP_BACKWARD:    /* tests/test_backward.c */
     case OP_QUANTIZE:    /* tests/test_quantize.c */
     case OP_CACHE_APPEND: /* tests/test_cache_append.c */
+    case OP_PLAN_FORWARD: /* beside every forward below (check_plan), tests/test_plan.c */
     case OP_COUNT:
         break;
     }
@@ -179,6 +180,33 @@ static void release(result *res)
     free(res->table);
     for (int i = 0; i < 3; i++)
         free(res->stats[i]);
+}
+
+/*
+ * The same forward through a plan (attn.h, attn_plan_forward and
+ * attn_plan_run on the same table): out and stats bit for bit as the
+ * direct call's (`got`).
+ */
+static void check_plan(const attn_dsp *t, workload *w, const result *got)
+{
+    size_t bytes = 0;
+    CHECK(attn_plan_size(&w->shape, &w->opt, &bytes) == ATTN_OK, "attn_plan_size");
+    void *mem = xmalloc(bytes);
+    attn_plan *plan = NULL;
+    attn_status st = attn_plan_forward_with(t, mem, bytes, &w->shape, &w->opt, &w->q, &w->k,
+                                            &w->v, &w->out, &w->stats, &plan);
+    CHECK(st == ATTN_OK, "attn_plan_forward: status %d (%s)", st, attn_strerror(st));
+    wl_poison_outputs(w);
+    st = attn_plan_run(plan, w->q.data, w->k.data, w->v.data, w->out.data, &w->stats);
+    CHECK(st == ATTN_OK, "attn_plan_run: status %d (%s)", st, attn_strerror(st));
+    result again;
+    capture(w, OP_FORWARD, &again);
+    const size_t rows = (size_t)wl_rows(w);
+    expect_bits("plan: out", again.table, got->table, rows * (size_t)w->dv);
+    for (int i = 0; i < 3; i++)
+        expect_bits("plan: stats", again.stats[i], got->stats[i], rows);
+    release(&again);
+    free(mem);
 }
 
 /*
@@ -240,6 +268,7 @@ static void check_problem(const attn_dsp *t, workload *w, op_kind op, float scor
         compare("out", got.table, scalar_table, r.o, r.o_err, rows, (size_t)w->dv);
         compare_stats(w, &r, (const float **)got.stats,
                       is_scalar ? NULL : (const float **)ref_scalar.stats);
+        check_plan(t, w, &got);
         break;
     case OP_SOFTMAX:
     case OP_SOFTMAX_BWD:
@@ -247,6 +276,7 @@ static void check_problem(const attn_dsp *t, workload *w, op_kind op, float scor
     case OP_BACKWARD:
     case OP_QUANTIZE: /* not on workloads: see run_op */
     case OP_CACHE_APPEND:
+    case OP_PLAN_FORWARD:
     case OP_COUNT:
         CHECK(0, "%s is not an operation on a workload", op < OP_COUNT ? op_names[op] : "?");
     }

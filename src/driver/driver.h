@@ -197,6 +197,13 @@ void attn_write_stats(const attn_problem *pb, const row_ref *row, float lse, flo
 void attn_run_tasks(attn_parallel_for_fn parallel_for, void *parallel_ctx, attn_task_fn task,
                     void *ctx, size_t count);
 void attn_run(const attn_dsp *dsp, const attn_problem *pb);
+/* attn_run with the op's task plan computed before (a plan's: it depends on
+   the shape, dtypes, strides and options only, never on data pointers). */
+void attn_run_planned(const attn_dsp *dsp, const attn_problem *pb, const task_plan *tp);
+
+/* The forward's attn_op (src/driver/forward.c), which a plan
+   (src/driver/plan_forward.c) validates with and runs. */
+extern const attn_op attn_forward_op;
 
 /*
  * The query rows of one task of attn_scores and attn_weights, at most

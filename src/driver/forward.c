@@ -372,7 +372,7 @@ static attn_status forward_scratch(attn_problem *pb, const attn_options *o, attn
     return ATTN_OK;
 }
 
-static const attn_op forward_op = {
+const attn_op attn_forward_op = {
     .reads_qk = 1,
     .reads_v = 1,
     .out_cols = ATTN_OUT_V_DIM,
@@ -390,7 +390,7 @@ attn_status attn_forward_with(const attn_dsp *dsp, const attn_shape *shape,
                               const attn_tensor *out, const attn_row_stats *stats)
 {
     attn_problem pb;
-    attn_status status = attn_validate(&pb, &forward_op, shape, opt, q, k, v, out, stats);
+    attn_status status = attn_validate(&pb, &attn_forward_op, shape, opt, q, k, v, out, stats);
     if (status == ATTN_OK)
         attn_run(dsp, &pb);
     return status;

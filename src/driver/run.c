@@ -20,8 +20,14 @@ void attn_run_tasks(attn_parallel_for_fn parallel_for, void *parallel_ctx, attn_
 
 void attn_run(const attn_dsp *dsp, const attn_problem *pb)
 {
+    const task_plan tp = pb->op->plan(dsp, pb);
+    attn_run_planned(dsp, pb, &tp);
+}
+
+void attn_run_planned(const attn_dsp *dsp, const attn_problem *pb, const task_plan *tp)
+{
     const attn_op *op = pb->op;
-    task_ctx ctx = {dsp, pb, op->plan(dsp, pb)};
+    task_ctx ctx = {dsp, pb, *tp};
     if (op->prepare)
         op->prepare(&ctx);
     attn_run_tasks(pb->parallel_for, pb->parallel_ctx, op->task, &ctx, ctx.plan.tasks);

@@ -334,6 +334,16 @@ static void run_all(const attn_dsp *dsp, attn_threadpool *pool)
         case OP_QUANTIZE: /* no kernel table: the same call for every dsp */
             r = attn_quantize(ATTN_DTYPE_FP8_E4M3, qd, B * HQ * LQ, D, D, dbd, D, 0.0f);
             break;
+        case OP_PLAN_FORWARD: { /* planned in static memory, run once */
+            static unsigned char mem[16384];
+            attn_plan *plan = NULL;
+            r = dsp ? attn_plan_forward_with(dsp, mem, sizeof mem, &shape, &opt, &q, &k, &v, &o,
+                                             &st, &plan)
+                    : attn_plan_forward(mem, sizeof mem, &shape, &opt, &q, &k, &v, &o, &st, &plan);
+            if (r == ATTN_OK)
+                r = attn_plan_run(plan, qd, kd, vd, od, &st);
+            break;
+        }
         case OP_CACHE_APPEND: { /* q's rows as the new tokens, into BF16 and FP8 caches */
             const attn_tensor kn = {qd, ATTN_DTYPE_F32, HKV * LQ * D, LQ * D, D};
             const attn_tensor kc = {dkd, ATTN_DTYPE_BF16, HKV * LK * D, LK * D, D};

@@ -37,6 +37,8 @@
  * refused call changed a pool byte, an accepted one changed a byte outside
  * the new rows, or two kernel tables wrote different bytes. The encoding of
  * each row is tests/test_cache_append.c's to check, bit for bit.
+ * Every accepted forward also runs through a plan (attn_plan_forward,
+ * attn_plan_run), which must give its bytes.
  */
 #include <math.h>
 #include <stdint.h>
@@ -483,6 +485,7 @@ static attn_status run(const attn_dsp *t, prob *p)
     case OP_BACKWARD:
     case OP_QUANTIZE: /* no K/V layout: not drawn (layout_ops) */
     case OP_CACHE_APPEND: /* writes K/V: not in layout_ops */
+    case OP_PLAN_FORWARD: /* beside each forward: check_plan */
     case OP_COUNT: break;
     }
     FZ_CHECK(0, "%s reads no K/V layout", op_names[p->op]);
@@ -570,6 +573,29 @@ static void load(prob *p, const float *src)
         memcpy(stats[s], src + p->out_floats + s * p->stats_floats, (size_t)p->stats_floats * 4);
 }
 
+/* An accepted forward again through a plan on the same table (attn.h,
+   attn_plan_forward, attn_plan_run): the same bytes as `got`. */
+static void check_plan(const attn_dsp *t, prob *p, const float *before, const float *got,
+                       size_t total)
+{
+    size_t bytes = 0;
+    FZ_CHECK(attn_plan_size(&p->shape, &p->opt, &bytes) == ATTN_OK, "attn_plan_size");
+    void *mem = malloc(bytes);
+    float *again = malloc(total * 4);
+    FZ_CHECK(mem && again, "out of memory");
+    attn_plan *plan = NULL;
+    attn_status st = attn_plan_forward_with(t, mem, bytes, &p->shape, &p->opt, &p->q, &p->k,
+                                            &p->v, &p->out, &p->stats, &plan);
+    FZ_CHECK(st == ATTN_OK, "attn_plan_forward: status %d for an accepted forward", st);
+    load(p, before);
+    st = attn_plan_run(plan, p->q.data, p->k.data, p->v.data, p->out.data, &p->stats);
+    FZ_CHECK(st == ATTN_OK, "attn_plan_run: status %d", st);
+    save(p, again);
+    FZ_CHECK(memcmp(again, got, total * 4) == 0, "the plan's results differ from attn_forward's");
+    free(mem);
+    free(again);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     fz_reader r = {data, size};
@@ -616,6 +642,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             FZ_CHECK(memcmp(got, before, total * 4) == 0, "a rejected call wrote an output");
             continue;
         }
+        if (p.op == OP_FORWARD)
+            check_plan(table, &p, before, got, total);
         if (!have_ref) {
             load(&p, before);
             if (p.op == OP_MASK_APPLY) {

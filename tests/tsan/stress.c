@@ -212,6 +212,24 @@ static uint64_t run_op(int op, const attn_dsp *dsp, result *r, attn_threadpool *
                                0.0f);
         bytes = ROWS * COLS;
         break;
+    case OP_PLAN_FORWARD: { /* planned in the plan's own memory, run once */
+        attn_tensor fo = out;
+        size_t need = 0;
+        unsigned char mem[8192];
+        attn_plan *plan = NULL;
+        status = attn_plan_size(&shape, &o, &need);
+        if (status == ATTN_OK && need > sizeof mem)
+            status = ATTN_ERR_ARG;
+        if (status == ATTN_OK)
+            status = dsp ? attn_plan_forward_with(dsp, mem, sizeof mem, &shape, &o, &q_t, &k_t,
+                                                  &v_t, &fo, &st, &plan)
+                         : attn_plan_forward(mem, sizeof mem, &shape, &o, &q_t, &k_t, &v_t, &fo,
+                                             &st, &plan);
+        if (status == ATTN_OK)
+            status = attn_plan_run(plan, q_t.data, k_t.data, v_t.data, fo.data, &st);
+        bytes = O_ELEMS * 4;
+        break;
+    }
     case OP_CACHE_APPEND: { /* q's rows as the new tokens, into an F16 k and an F32 v cache */
         const attn_tensor kn = {q_data, ATTN_DTYPE_F32, 2 * 33 * 40, 33 * 40, 40};
         const attn_tensor kc = {r->out, ATTN_DTYPE_F16, 2 * 70 * 40, 70 * 40, 40};

@@ -1,0 +1,235 @@
+/*
+ * Plans (attn.h, since 1.3): attn_forward validated once (attn_validate
+ * with the forward's attn_op), its problem kept in the caller's memory
+ * with copies of the arrays that describe the batch, and run on new data
+ * pointers. A run rebuilds only the byte ranges that can move (q, k, v,
+ * out, stats, from the lengths validation found) and checks them against
+ * the fixed ones kept at planning (option tensors, workspace, the plan).
+ */
+#include <string.h>
+
+#include "driver.h"
+#include "internal.h"
+#include "validate.h"
+
+#define TRY ATTN_TRY
+#define PLAN_MAGIC 0x6174746e706c616eull /* "attnplan" */
+
+struct attn_plan {
+    uint64_t magic;
+    const attn_dsp *dsp;
+    attn_problem pb;   /* data pointers of q, k, v, out and stats replaced per run */
+    task_plan tasks;   /* the forward's task partition */
+    attn_shape shape;
+    attn_byte_range fixed[ATTN_MAX_INPUT_RANGES]; /* option tensors, the plan's arrays */
+    int n_fixed;
+    uintptr_t mem_end; /* the plan is [this, mem_end) */
+    /* then the copied arrays, 8-byte aligned */
+};
+
+/* Entries of an array option's line: [batch], or [batch][q_len] (QROWS). */
+static int64_t entries_of(attn_opt_extent e, const attn_shape *s)
+{
+    return e == ATTN_OPT_EXTENT_QROWS ? s->batch * s->q_len : s->batch;
+}
+
+/* Entries of the block table a call reads: ceil(kv_len / block_size) per
+   sequence, rows block_table_stride apart (checked by validation). */
+static int64_t table_entries(const attn_options *o, const attn_shape *s)
+{
+    return (s->batch - 1) * o->block_table_stride + (s->kv_len + o->block_size - 1) / o->block_size;
+}
+
+static size_t round8(size_t n) { return (n + 7) & ~(size_t)7; }
+
+/* What the plan does with an option line, by kind: the I32 and I64 arrays
+   are copied (their entries by the line's extent), nothing else. */
+#define PLAN_NOTHING(f, e)
+#define PLAN_SIZE_I32(f, e)                                                                 \
+    if (o->f)                                                                              \
+        n += round8((size_t)entries_of(ATTN_OPT_EXTENT_##e, s) * sizeof *o->f);
+#define PLAN_SIZE_I64 PLAN_SIZE_I32
+#define PLAN_SIZE_HEADER PLAN_NOTHING
+#define PLAN_SIZE_VALUE PLAN_NOTHING
+#define PLAN_SIZE_HOOK PLAN_NOTHING
+#define PLAN_SIZE_TENSOR PLAN_NOTHING
+#define PLAN_SIZE_PAGES PLAN_NOTHING
+#define PLAN_SIZE_SCRATCH PLAN_NOTHING
+#define PLAN_COPY_I32(f, e)                                                                 \
+    if (o->f)                                                                              \
+        o->f = copy_to(&at, o->f, (size_t)entries_of(ATTN_OPT_EXTENT_##e, shape) * sizeof *o->f);
+#define PLAN_COPY_I64 PLAN_COPY_I32
+#define PLAN_COPY_HEADER PLAN_NOTHING
+#define PLAN_COPY_VALUE PLAN_NOTHING
+#define PLAN_COPY_HOOK PLAN_NOTHING
+#define PLAN_COPY_TENSOR PLAN_NOTHING
+#define PLAN_COPY_PAGES PLAN_NOTHING
+#define PLAN_COPY_SCRATCH PLAN_NOTHING
+
+/* The plan's bytes for checked shape and options: the header (8 bytes of
+   slack for aligning the caller's memory) and each array copied. */
+static size_t plan_bytes(const attn_shape *s, const attn_options *o)
+{
+    size_t n = round8(sizeof(struct attn_plan)) + 8;
+#define PLAN_X_SIZE(f, kind, extent, dtype, off, since, rule) PLAN_SIZE_##kind(f, extent)
+    ATTN_OPTION_LIST(PLAN_X_SIZE)
+#undef PLAN_X_SIZE
+    if (o->block_table)
+        n += round8((size_t)table_entries(o, s) * sizeof(int32_t));
+    return n;
+}
+
+attn_status attn_plan_size(const attn_shape *shape, const attn_options *opt, size_t *bytes)
+{
+    if (!shape || !bytes)
+        return ATTN_ERR_NULL;
+    attn_options o;
+    TRY(attn_check_shape_options(shape, opt, &o));
+    TRY(attn_check_batch_arrays(&o, shape, 1));
+    *bytes = plan_bytes(shape, &o);
+    return ATTN_OK;
+}
+
+/* Copies n bytes of src to *at (advanced, 8-byte aligned) and returns the copy. */
+static void *copy_to(unsigned char **at, const void *src, size_t n)
+{
+    void *dst = *at;
+    memcpy(dst, src, n);
+    *at += round8(n);
+    return dst;
+}
+
+attn_status attn_plan_forward_with(const attn_dsp *dsp, void *mem, size_t mem_size,
+                                   const attn_shape *shape, const attn_options *opt,
+                                   const attn_tensor *q, const attn_tensor *k,
+                                   const attn_tensor *v, const attn_tensor *out,
+                                   const attn_row_stats *stats, attn_plan **plan)
+{
+    if (!mem || !plan)
+        return ATTN_ERR_NULL;
+    attn_problem pb;
+    TRY(attn_validate(&pb, &attn_forward_op, shape, opt, q, k, v, out, stats));
+    const size_t need = plan_bytes(shape, &pb.opt);
+    if (mem_size < need)
+        return ATTN_ERR_ARG;
+    const attn_byte_range whole = {(uintptr_t)mem, (uintptr_t)mem + need};
+    for (int t = 0; t < 5; t++)
+        if (attn_ranges_meet(whole, pb.span[t]))
+            return ATTN_ERR_STRIDE;
+    if (stats) {
+        float *const st[3] = {stats->lse, stats->max_score, stats->entropy};
+        const uintptr_t n = (uintptr_t)(pb.batch * pb.q_heads * pb.q_len) * sizeof(float);
+        for (int i = 0; i < 3; i++)
+            if (st[i] && attn_ranges_meet(whole, (attn_byte_range){(uintptr_t)st[i],
+                                                                  (uintptr_t)st[i] + n}))
+                return ATTN_ERR_STRIDE;
+    }
+
+    /* everything checked: write the plan */
+    struct attn_plan *p = (struct attn_plan *)(void *)round8((uintptr_t)mem);
+    unsigned char *at = (unsigned char *)p + round8(sizeof *p);
+    memset(p, 0, sizeof *p);
+    p->magic = PLAN_MAGIC;
+    p->dsp = dsp;
+    p->shape = *shape;
+    attn_options *o = &pb.opt;
+#define PLAN_X_COPY(f, kind, extent, dtype, off, since, rule) PLAN_COPY_##kind(f, extent)
+    ATTN_OPTION_LIST(PLAN_X_COPY)
+#undef PLAN_X_COPY
+    if (o->block_table)
+        o->block_table = copy_to(&at, o->block_table,
+                                 (size_t)table_entries(o, shape) * sizeof(int32_t));
+    p->mem_end = (uintptr_t)at;
+    /* the problem reads its arrays from the copies (the paging fields only
+       where validation kept them: an operation that reads K) */
+    pb.q_lens = o->q_lens;
+    pb.kv_lens = o->kv_lens;
+    pb.q_offsets = o->q_offsets;
+    pb.kv_offsets = o->kv_offsets;
+    pb.q_pos = o->q_pos;
+    pb.k_pos = o->k_pos;
+    if (pb.block_table)
+        pb.block_table = o->block_table;
+    p->pb = pb;
+    /* the option tensors as the plan's own structs (the caller's may go) */
+    attn_options *po = &p->pb.opt;
+    po->mask = o->mask ? &p->pb.mask : NULL;
+    po->bias = o->bias ? &p->pb.bias : NULL;
+    po->sinks = o->sinks ? &p->pb.sinks : NULL;
+    po->alibi_slopes = o->alibi_slopes ? &p->pb.alibi : NULL;
+    /* the ranges no run moves: the option tensors and arrays (copies, inside
+       the plan), the plan itself */
+    attn_range_set fixed = {.n_in = 0};
+    TRY(attn_add_option_ranges(&fixed, po, shape));
+    memcpy(p->fixed, fixed.in, (size_t)fixed.n_in * sizeof fixed.in[0]);
+    p->n_fixed = fixed.n_in;
+    p->tasks = attn_forward_op.plan(dsp, &p->pb);
+    *plan = p;
+    return ATTN_OK;
+}
+
+/* One moved view: its validated length at the new base, or ATTN_ERR_SHAPE
+   when that wraps the address space. */
+static attn_status moved(attn_range_set *set, attn_byte_range planned, const void *data,
+                         int is_output)
+{
+    const uintptr_t len = planned.end - planned.begin;
+    if ((uintptr_t)data > UINTPTR_MAX - len)
+        return ATTN_ERR_SHAPE;
+    attn_byte_range *r = is_output ? &set->out[set->n_out++] : &set->in[set->n_in++];
+    r->begin = (uintptr_t)data;
+    r->end = (uintptr_t)data + len;
+    return ATTN_OK;
+}
+
+attn_status attn_plan_run(const attn_plan *plan, const void *q, const void *k, const void *v,
+                          void *out, const attn_row_stats *stats)
+{
+    if (!plan || !q || !k || !v || !out)
+        return ATTN_ERR_NULL;
+    if (plan->magic != PLAN_MAGIC)
+        return ATTN_ERR_ARG;
+    /* the ranges: fixed ones, then what moved (the set's capacity counts
+       every option range and the operation's tensors and stats) */
+    attn_range_set set;
+    memcpy(set.in, plan->fixed, (size_t)plan->n_fixed * sizeof set.in[0]);
+    set.n_in = plan->n_fixed;
+    set.n_out = 0;
+    set.in[set.n_in++] = (attn_byte_range){(uintptr_t)plan, plan->mem_end};
+    const attn_problem *pp = &plan->pb;
+    TRY(moved(&set, pp->span[0], q, 0));
+    TRY(moved(&set, pp->span[1], k, 0));
+    TRY(moved(&set, pp->span[2], v, 0));
+    TRY(moved(&set, pp->span[3], out, 1));
+    if (pp->workspace)
+        set.out[set.n_out++] = pp->span[4];
+    attn_row_stats st = {NULL, NULL, NULL};
+    if (stats) {
+        st = *stats;
+        float *const arr[3] = {st.lse, st.max_score, st.entropy};
+        const uintptr_t n = (uintptr_t)(pp->batch * pp->q_heads * pp->q_len) * sizeof(float);
+        for (int i = 0; i < 3; i++)
+            if (arr[i])
+                TRY(moved(&set, (attn_byte_range){0, n}, arr[i], 1));
+    }
+    TRY(attn_check_disjoint(&set));
+
+    attn_problem pb = *pp;
+    pb.q.data = (void *)(uintptr_t)q;
+    pb.k.data = (void *)(uintptr_t)k;
+    pb.v.data = (void *)(uintptr_t)v;
+    pb.out.data = out;
+    pb.stats = st;
+    attn_run_planned(plan->dsp, &pb, &plan->tasks);
+    return ATTN_OK;
+}
+
+attn_status attn_plan_forward(void *mem, size_t mem_size, const attn_shape *shape,
+                              const attn_options *opt, const attn_tensor *q,
+                              const attn_tensor *k, const attn_tensor *v,
+                              const attn_tensor *out, const attn_row_stats *stats,
+                              attn_plan **plan)
+{
+    return attn_plan_forward_with(attn_dsp_active(), mem, mem_size, shape, opt, q, k, v, out,
+                                  stats, plan);
+}

@@ -1,0 +1,196 @@
+/*
+ * Plans (attn.h 1.3: attn_plan_size, attn_plan_forward, attn_plan_run) on
+ * every ISA row. A plan made on one set of buffers and run on another (the
+ * same views at other addresses, as a layer of an engine is) must give
+ * exactly attn_forward's bytes on those buffers: the generator's problems
+ * with every layout, option and modifier, split-KV with a workspace among
+ * them; the arrays the plan copied may change afterwards without effect.
+ * tests/test_ops.c also runs every forward of its specs through a plan on
+ * the same buffers; the errors test checks each refusal writes nothing.
+ */
+#include <criterion/criterion.h>
+#include <criterion/parameterized.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gen.h"
+#include "harness.h"
+#include "internal.h"
+
+static int64_t rng_range(void *ctx, int64_t lo, int64_t hi) { return rng_int(ctx, lo, hi); }
+
+/* A copy of buffer `role` of m; *moved: the tensor at the same place in it. */
+static void *clone(const gen_bufs *m, int role, attn_tensor *moved)
+{
+    void *c = xmalloc(m->bytes[role]);
+    memcpy(c, m->data[role], m->bytes[role]);
+    *moved = m->t[role];
+    moved->data = (char *)c + ((char *)m->t[role].data - (char *)m->data[role]);
+    return c;
+}
+
+static void check_one(const attn_dsp *t, rng *g)
+{
+    gen_profile prof;
+    gen_profile_init(&prof);
+    prof.shrink = 1; /* large draws halve their lengths rather than fail */
+    gen_chance(&prof, GEN_C_OPT(tree_parents), 64);
+    gen_chance(&prof, GEN_C_OPT(workspace), 64);
+    gen_range(&prof, GEN_C_OPT(kv_splits), 0, 5);
+    gen_chance(&prof, GEN_C_OPT(kv_splits), 64);
+    gen_problem d;
+    gen_src src = {rng_range, g};
+    CHECK(gen_draw(&d, &src, &prof), "gen_draw");
+    gen_bufs m;
+    CHECK(gen_materialise(&m, &d, rng_next(g), GEN_M_OUT | GEN_M_STATS, NULL) == 0,
+          "gen_materialise");
+    char desc[1024];
+    harness_context("%s", gen_describe(&d, desc, sizeof desc));
+
+    size_t bytes = 0;
+    attn_status st = attn_plan_size(&m.shape, &m.opt, &bytes);
+    attn_plan *plan = NULL;
+    void *mem = xmalloc(bytes + 3);
+    const attn_status direct = attn_forward_with(t, &m.shape, &m.opt, &m.t[GEN_Q], &m.t[GEN_K],
+                                                 &m.t[GEN_V], &m.t[GEN_OUT], &m.stats);
+    if (st == ATTN_OK) /* unaligned memory on purpose */
+        st = attn_plan_forward_with(t, (char *)mem + 3, bytes, &m.shape, &m.opt, &m.t[GEN_Q],
+                                    &m.t[GEN_K], &m.t[GEN_V], &m.t[GEN_OUT], &m.stats, &plan);
+    CHECK(st == direct, "plan status %d, attn_forward %d", st, direct);
+    if (st == ATTN_OK) {
+        /* the plan's arrays are copies: the caller's may change now (and
+           are put back for the direct call below) */
+        const int roles[] = {GEN_OPT(q_lens), GEN_OPT(kv_lens), GEN_OPT(q_offsets),
+                             GEN_OPT(kv_offsets), GEN_OPT(tree_parents), GEN_OPT(block_table)};
+        enum { N_ROLES = sizeof roles / sizeof roles[0] };
+        void *saved[N_ROLES] = {NULL};
+        for (int i = 0; i < N_ROLES; i++)
+            if (m.data[roles[i]]) {
+                saved[i] = xmalloc(m.bytes[roles[i]]);
+                memcpy(saved[i], m.data[roles[i]], m.bytes[roles[i]]);
+                memset(m.data[roles[i]], 0x7f, m.bytes[roles[i]]);
+            }
+
+        /* another layer: the same views elsewhere, and the direct call there
+           (on copies of the original arrays: its own) */
+        attn_tensor q2, k2, v2, o2;
+        void *cq = clone(&m, GEN_Q, &q2), *ck = clone(&m, GEN_K, &k2), *cv = clone(&m, GEN_V, &v2);
+        void *co = clone(&m, GEN_OUT, &o2);
+        /* the first layer's inputs turn to NaN: a run that read them would show */
+        for (int r = GEN_Q; r <= GEN_V; r++)
+            memset(m.data[r], 0xff, m.bytes[r]);
+        const size_t rows = (size_t)(m.shape.batch * m.shape.q_heads * m.shape.q_len);
+        float *st_plan = xcalloc0(rows * 3, 4), *st_direct = xcalloc0(rows * 3, 4);
+        attn_row_stats sp = {st_plan, st_plan + rows, st_plan + 2 * rows};
+        CHECK(attn_plan_run(plan, q2.data, k2.data, v2.data, o2.data, &sp) == ATTN_OK,
+              "attn_plan_run");
+        void *plan_out = xmalloc(m.bytes[GEN_OUT]);
+        memcpy(plan_out, co, m.bytes[GEN_OUT]);
+
+        /* the direct call on the second buffers, with the arrays put back */
+        for (int i = 0; i < N_ROLES; i++)
+            if (saved[i]) {
+                memcpy(m.data[roles[i]], saved[i], m.bytes[roles[i]]);
+                free(saved[i]);
+            }
+        attn_row_stats sd = {st_direct, st_direct + rows, st_direct + 2 * rows};
+        memcpy(co, m.data[GEN_OUT], m.bytes[GEN_OUT]); /* the same prior bytes */
+        CHECK(attn_forward_with(t, &m.shape, &m.opt, &q2, &k2, &v2, &o2, &sd) == ATTN_OK,
+              "attn_forward on the second buffers");
+        expect_bytes("out (plan vs attn_forward)", plan_out, co, m.bytes[GEN_OUT]);
+        expect_bits("stats (plan vs attn_forward)", st_plan, st_direct, rows * 3);
+        free(plan_out), free(st_plan), free(st_direct);
+        free(cq), free(ck), free(cv), free(co);
+    }
+    free(mem);
+    gen_release(&m);
+    gen_free(&d);
+}
+
+HARNESS_ISA_PARAMS(plan, runs_like_forward)
+ParameterizedTest(isa_row *row, plan, runs_like_forward, .timeout = ATTN_TEST_TIMEOUT)
+{
+    const attn_dsp *t = harness_begin(row);
+    rng *g = harness_rng();
+    for (int i = 0; i < 150; i++)
+        check_one(t, g);
+}
+
+/* Each refusal: its status, and out, the stats and the plan's memory as they were. */
+Test(plan, errors)
+{
+    harness_begin_plain("plan/errors");
+    enum { B = 2, H = 2, L = 8, D = 16 };
+    static float q[B * H * L * D], k[B * H * L * D], v[B * H * L * D], out[B * H * L * D],
+        lse[B * H * L];
+    for (size_t i = 0; i < sizeof q / 4; i++)
+        q[i] = k[i] = v[i] = (float)(i % 13) / 13.0f - 0.5f;
+    const attn_shape s = {B, H, H, L, L, D, 0};
+    attn_tensor tq = {q, ATTN_DTYPE_F32, H * L * D, L * D, D}, tk = tq, tv = tq;
+    tk.data = k, tv.data = v;
+    attn_tensor to = tq;
+    to.data = out;
+    attn_options o = ATTN_OPTIONS_INIT;
+    const int32_t kv_lens[B] = {8, 5};
+    o.kv_lens = kv_lens;
+    o.flags = ATTN_CAUSAL;
+    const attn_row_stats st = {lse, NULL, NULL};
+    size_t bytes = 0;
+    CHECK(attn_plan_size(&s, &o, &bytes) == ATTN_OK, "attn_plan_size");
+    unsigned char *mem = xmalloc(bytes), *mem0 = xmalloc(bytes);
+    memset(mem, 0x5a, bytes);
+    memcpy(mem0, mem, bytes);
+    attn_plan *plan = NULL;
+
+    CHECK(attn_plan_forward(NULL, bytes, &s, &o, &tq, &tk, &tv, &to, &st, &plan) ==
+              ATTN_ERR_NULL, "mem NULL");
+    CHECK(attn_plan_forward(mem, bytes - 1, &s, &o, &tq, &tk, &tv, &to, &st, &plan) ==
+              ATTN_ERR_ARG, "one byte short");
+    attn_options bad = o;
+    const int32_t too_long[B] = {9, 5};
+    bad.kv_lens = too_long;
+    CHECK(attn_plan_forward(mem, bytes, &s, &bad, &tq, &tk, &tv, &to, &st, &plan) ==
+              ATTN_ERR_ARG, "kv_lens past kv_len: attn_forward's status");
+    CHECK(attn_plan_forward(q, sizeof q, &s, &o, &tq, &tk, &tv, &to, &st, &plan) ==
+              ATTN_ERR_STRIDE, "the plan's memory inside q");
+    expect_bytes("the plan's memory after refusals", mem, mem0, bytes);
+    CHECK(plan == NULL, "*plan set by a refused call");
+
+    CHECK(attn_plan_forward(mem, bytes, &s, &o, &tq, &tk, &tv, &to, &st, &plan) == ATTN_OK,
+          "the valid plan");
+    static float out0[sizeof out / 4], lse0[sizeof lse / 4];
+    for (size_t i = 0; i < sizeof out / 4; i++)
+        out[i] = out0[i] = -7.0f;
+    for (size_t i = 0; i < sizeof lse / 4; i++)
+        lse[i] = lse0[i] = -7.0f;
+    const attn_row_stats lse_in_out = {out + 5, NULL, NULL};
+    struct {
+        const char *what;
+        attn_status want;
+        const attn_plan *p;
+        const void *q;
+        void *out;
+        const attn_row_stats *st;
+    } cases[] = {
+        {"plan NULL", ATTN_ERR_NULL, NULL, q, out, &st},
+        {"q NULL", ATTN_ERR_NULL, plan, NULL, out, &st},
+        {"out NULL", ATTN_ERR_NULL, plan, q, NULL, &st},
+        {"out inside q", ATTN_ERR_STRIDE, plan, q, q + 7, &st},
+        {"out is q", ATTN_ERR_STRIDE, plan, out, out, &st},
+        {"lse inside out", ATTN_ERR_STRIDE, plan, q, out, &lse_in_out},
+        {"out inside the plan", ATTN_ERR_STRIDE, plan, q, mem, &st},
+        {"not a plan", ATTN_ERR_ARG, (const attn_plan *)(const void *)mem0, q, out, &st},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        harness_context("%s", cases[i].what);
+        const attn_status got =
+            attn_plan_run(cases[i].p, cases[i].q, k, v, cases[i].out, cases[i].st);
+        CHECK(got == cases[i].want, "status %d, want %d", got, cases[i].want);
+        expect_bits("out", out, out0, sizeof out / 4);
+        expect_bits("lse", lse, lse0, sizeof lse / 4);
+        expect_bytes("q", q, k, sizeof q); /* q, k, v hold the same values */
+    }
+    harness_context("a run with the planned buffers");
+    CHECK(attn_plan_run(plan, q, k, v, out, &st) == ATTN_OK, "the valid run");
+    free(mem), free(mem0);
+}
