@@ -153,6 +153,13 @@ Test(plan, errors)
               ATTN_ERR_ARG, "kv_lens past kv_len: attn_forward's status");
     CHECK(attn_plan_forward(q, sizeof q, &s, &o, &tq, &tk, &tv, &to, &st, &plan) ==
               ATTN_ERR_STRIDE, "the plan's memory inside q");
+    CHECK(attn_plan_forward(lse, bytes, &s, &o, &tq, &tk, &tv, &to, &st, &plan) ==
+              ATTN_ERR_STRIDE, "the plan's memory on the lse array");
+    int32_t lens_in_mem[B + 64] = {8, 5};
+    attn_options o_in = o;
+    o_in.kv_lens = lens_in_mem;
+    CHECK(attn_plan_forward(lens_in_mem, bytes, &s, &o_in, &tq, &tk, &tv, &to, &st, &plan) ==
+              ATTN_ERR_STRIDE, "the plan's memory on kv_lens (the array it copies)");
     expect_bytes("the plan's memory after refusals", mem, mem0, bytes);
     CHECK(plan == NULL, "*plan set by a refused call");
 

@@ -112,9 +112,18 @@ attn_status attn_plan_forward_with(const attn_dsp *dsp, void *mem, size_t mem_si
     const size_t need = plan_bytes(shape, &pb.opt);
     if (mem_size < need)
         return ATTN_ERR_ARG;
+    /* the plan's memory is an output of this call: it may meet no tensor,
+       statistics array, option (copied from below) or block table */
     const attn_byte_range whole = {(uintptr_t)mem, (uintptr_t)mem + need};
     for (int t = 0; t < 5; t++)
         if (attn_ranges_meet(whole, pb.span[t]))
+            return ATTN_ERR_STRIDE;
+    attn_range_set given = {.n_in = 0};
+    TRY(attn_add_option_ranges(&given, &pb.opt, shape));
+    if (pb.opt.block_table)
+        TRY(attn_add_block_table(&given, &pb.opt, shape));
+    for (int i = 0; i < given.n_in; i++)
+        if (attn_ranges_meet(whole, given.in[i]))
             return ATTN_ERR_STRIDE;
     if (stats) {
         float *const st[3] = {stats->lse, stats->max_score, stats->entropy};
