@@ -819,8 +819,8 @@ ATTN_API attn_status attn_cache_append(const attn_shape *shape, const attn_optio
  * checks every argument exactly as attn_forward does (the same statuses,
  * the tensors' data included) and writes the plan into mem (mem_size of
  * at least attn_plan_size's bytes, else ATTN_ERR_ARG; any alignment; it may
- * share no byte with a tensor: ATTN_ERR_STRIDE); *plan then points into
- * mem. Nothing else is written, nothing is computed, nothing allocated.
+ * share no byte with a tensor, a stats array, an option's array or tensor
+ * or the block table: ATTN_ERR_STRIDE); *plan then points into mem. Nothing else is written, nothing is computed, nothing allocated.
  * The plan copies what describes the batch: q_lens, kv_lens, q_offsets,
  * kv_offsets, q_pos, k_pos, tree_parents and the block table, so changing
  * those arrays afterwards does not change the plan (make a new plan per
