@@ -778,11 +778,11 @@ ATTN_API attn_status attn_quantize(int32_t dtype, const float *src, int64_t rows
  * Of opt only struct_size, q_lens, kv_lens, q_offsets, kv_offsets, the paging
  * fields, k_scale, v_scale, parallel_for and parallel_ctx are read (every
  * field is still validated as everywhere, so the forward's struct can be
- * passed as it is). A call whose Q8_0/Q4_0 rows fit 32 KiB once encoded (a
- * decode step) encodes them while validating and copies them into place on
- * the calling thread; larger calls run one task per sequence on
- * parallel_for. The bytes written do not depend on the thread count or the
- * ISA.
+ * passed as it is). A call with a Q8_0/Q4_0 cache whose new rows fit 32 KiB
+ * once encoded (a decode step) encodes them while validating and copies
+ * them into place on the calling thread; every other call runs one task per
+ * sequence on parallel_for. The bytes written do not depend on the thread
+ * count or the ISA.
  * Errors, nothing written: those of attn_forward for the shared arguments;
  * ATTN_ERR_ARG for a k_new/v_new dtype other than F32, F16, BF16, n_b > Lk_b,
  * a block-table entry of a written page outside [0, num_blocks), two new

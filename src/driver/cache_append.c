@@ -8,11 +8,12 @@
  * A Q8_0/Q4_0 cache refuses rows attn_quantize would (non-finite values,
  * scales past binary16), and every row is checked before anything is
  * written: validation encodes the rows (the kernel says whether it could).
- * When all the call's rows fit APPEND_STAGE bytes (a decode step) they are
- * encoded there once and the one task copies them into place; otherwise
- * validation encodes each into a scratch row and the tasks, one per
- * sequence, encode them again in place, as they do for every other cache
- * dtype (which has nothing to check).
+ * When a call has such a cache and all its rows (both pairs) fit
+ * APPEND_STAGE bytes once encoded (a decode step), they are encoded there
+ * once and the one task copies them into place; otherwise validation
+ * encodes each block-format row into a scratch row and the tasks, one per
+ * sequence, encode every row in place, as they always do when no cache is
+ * Q8_0/Q4_0 (nothing to check then).
  */
 #include <string.h>
 
