@@ -21,6 +21,7 @@
 #include "harness.h"
 #include "internal.h"
 #include "ref_quant.h"
+#include "workload.h"
 
 enum {
     AP_DENSE,
@@ -34,8 +35,6 @@ enum {
 };
 static const char *const ap_names[] = {"dense",         "packed",        "leftpad", "paged",
                                        "paged-adjoin", "paged-shared", "paged-random"};
-
-static int64_t rng_range(void *ctx, int64_t lo, int64_t hi) { return rng_int(ctx, lo, hi); }
 
 static void set_menu(gen_profile *p, int c, const int64_t *menu, size_t n)
 {
@@ -203,7 +202,7 @@ static void check_one(const attn_dsp *t, rng *g, int layout, int64_t bs)
     gen_profile prof;
     profile_of(&prof, layout, bs);
     gen_problem d;
-    gen_src src = {rng_range, g};
+    gen_src src = wl_gen_source(g);
     CHECK(gen_draw(&d, &src, &prof), "gen_draw");
     gen_bufs m;
     CHECK(gen_materialise(&m, &d, rng_next(g), GEN_M_POISON | GEN_M_GARBAGE, NULL) == 0,

@@ -9,11 +9,7 @@
 #include "gen.h"
 #include "harness.h"
 #include "ref.h"
-
-static int64_t harness_range(void *ctx, int64_t lo, int64_t hi)
-{
-    return rng_int(ctx, lo, hi);
-}
+#include "workload.h"
 
 /* The same description and seed give the same input bytes (padding
    included): each tensor from its own stream, the pool's table too.
@@ -24,7 +20,7 @@ Test(gen, same_seed_same_bytes)
     for (int rep = 0; rep < 40; rep++) {
         gen_profile p;
         gen_profile_init(&p);
-        gen_src src = {harness_range, harness_rng()};
+        gen_src src = wl_gen_source(harness_rng());
         gen_problem d;
         if (!gen_draw(&d, &src, &p))
             continue;
@@ -54,7 +50,7 @@ Test(gen, row_keys_are_the_reference_masks)
         gen_profile_init(&p);
         gen_never(&p, GEN_C_OPT(mask));
         gen_chance(&p, GEN_C_OPT(q_pos), 128);
-        gen_src src = {harness_range, harness_rng()};
+        gen_src src = wl_gen_source(harness_rng());
         gen_problem d;
         if (!gen_draw(&d, &src, &p))
             continue;

@@ -39,6 +39,7 @@
 #include "ref.h"
 #include "ref_kv.h"
 #include "tolerance.h"
+#include "workload.h"
 
 typedef enum kv_layout {
     KV_PACKED,        /* cu_seqlens: q, k, v, out one [T][H][D] tensor each */
@@ -90,12 +91,6 @@ static void problem_release(void *ctx, int role, void *data, size_t bytes)
         fence_free(&((problem *)ctx)->table_mem);
     else
         free(data);
-}
-
-/* The harness's RNG as the generator's choice source. */
-static int64_t rng_range(void *ctx, int64_t lo, int64_t hi)
-{
-    return rng_int(ctx, lo, hi);
 }
 
 static void set_menu(gen_profile *p, int c, unsigned chance, const int64_t *menu, size_t n)
@@ -218,7 +213,7 @@ static void make_problem(problem *p, rng *g, kv_layout layout, int64_t bs, int m
     p->layout = layout;
     gen_profile prof;
     profile_of(&prof, layout, bs, mods);
-    gen_src src = {rng_range, g};
+    gen_src src = wl_gen_source(g);
     CHECK(gen_draw(&p->d, &src, &prof), "gen_draw");
     const gen_allocator a = {problem_alloc, problem_release, p};
     CHECK(gen_materialise(&p->m, &p->d, rng_next(g),

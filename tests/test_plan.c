@@ -16,8 +16,7 @@
 #include "gen.h"
 #include "harness.h"
 #include "internal.h"
-
-static int64_t rng_range(void *ctx, int64_t lo, int64_t hi) { return rng_int(ctx, lo, hi); }
+#include "workload.h"
 
 /* A copy of buffer `role` of m; *moved: the tensor at the same place in it. */
 static void *clone(const gen_bufs *m, int role, attn_tensor *moved)
@@ -39,7 +38,7 @@ static void check_one(const attn_dsp *t, rng *g)
     gen_range(&prof, GEN_C_OPT(kv_splits), 0, 5);
     gen_chance(&prof, GEN_C_OPT(kv_splits), 64);
     gen_problem d;
-    gen_src src = {rng_range, g};
+    gen_src src = wl_gen_source(g);
     CHECK(gen_draw(&d, &src, &prof), "gen_draw");
     gen_bufs m;
     CHECK(gen_materialise(&m, &d, rng_next(g), GEN_M_OUT | GEN_M_STATS, NULL) == 0,

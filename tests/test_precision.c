@@ -24,11 +24,7 @@
 #include "harness.h"
 #include "ref.h"
 #include "ref_kv.h"
-
-static int64_t rng_range(void *ctx, int64_t lo, int64_t hi)
-{
-    return rng_int(ctx, lo, hi);
-}
+#include "workload.h"
 
 static void *plain_alloc(void *ctx, int role, size_t bytes, size_t elem, int misalign)
 {
@@ -67,7 +63,7 @@ enum { OPS_SCORES, OPS_WEIGHTS, OPS_FORWARD };
 static double check_drawn(const attn_dsp *t, rng *g, const gen_profile *prof)
 {
     gen_problem d;
-    gen_src src = {rng_range, g};
+    gen_src src = wl_gen_source(g);
     if (!gen_draw(&d, &src, prof))
         return 0.0;
     gen_bufs m;

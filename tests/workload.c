@@ -154,10 +154,15 @@ static void profile_of(gen_profile *p, unsigned f)
         (gen_values){GEN_VAL_UNIFORM, 0.0f, 0.5f, 32, -0.1f, 2.0f, 0, 0, 0};
 }
 
-/* The harness's RNG as the generator's choice source. */
 static int64_t harness_range(void *ctx, int64_t lo, int64_t hi)
 {
     return rng_int(ctx, lo, hi);
+}
+
+gen_src wl_gen_source(rng *g)
+{
+    const gen_src src = {harness_range, g};
+    return src;
 }
 
 /* Guarded buffers (harness.h) for the generator's roles. */
@@ -198,7 +203,7 @@ void wl_make(workload *w, unsigned f)
     w->features = f;
     gen_profile p;
     profile_of(&p, f);
-    gen_src src = {harness_range, g};
+    gen_src src = wl_gen_source(g);
     for (int tries = 0;; tries++) {
         CHECK(gen_draw(&w->gen, &src, &p), "gen_draw gave up (features 0x%x)", f);
         if (!(f & WL_VDIM) || w->gen.dv != w->gen.shape.head_dim || tries == 100)

@@ -70,6 +70,8 @@ typedef struct workload {
 
 /* A random problem with the given features (inputs filled, outputs allocated). */
 void wl_make(workload *w, unsigned features);
+/* The harness's RNG g as the problem generator's choice source (gen.h). */
+gen_src wl_gen_source(rng *g);
 /* One line describing the problem, for failure messages. */
 const char *wl_describe(const workload *w);
 /* Refills every output byte (data, padding, guards) with the canary. */
