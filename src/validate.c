@@ -300,8 +300,11 @@ attn_status attn_check_shape_options(const attn_shape *shape, const attn_options
    Called after the lengths and offsets are checked. */
 static attn_status check_tree(const attn_options *o, const attn_shape *s)
 {
+    int64_t entries;
     if (!o->tree_parents)
         return ATTN_OK;
+    if (__builtin_mul_overflow(s->batch, s->q_len, &entries))
+        return ATTN_ERR_SHAPE; /* [batch][q_len] entries */
     for (int64_t b = 0; b < s->batch; b++) {
         const int64_t lq = o->q_lens ? o->q_lens[b] : s->q_len;
         const int64_t lk = o->kv_lens ? o->kv_lens[b] : s->kv_len;
@@ -335,13 +338,21 @@ static attn_status check_offsets(const int32_t *offsets, const int32_t *lens, in
  * moves both ends forward with i), from the first query that sees any to the
  * last; only the entries of its pages are read, here and in the drivers.
  */
-attn_status attn_add_block_table(attn_range_set *set, const attn_options *o,
-                                 const attn_shape *s)
+int64_t attn_block_table_entries(const attn_options *o, const attn_shape *s)
 {
     const int64_t pages = (s->kv_len + o->block_size - 1) / o->block_size;
     int64_t entries;
     if (__builtin_mul_overflow(s->batch - 1, o->block_table_stride, &entries) ||
         __builtin_add_overflow(entries, pages, &entries))
+        return -1;
+    return entries;
+}
+
+attn_status attn_add_block_table(attn_range_set *set, const attn_options *o,
+                                 const attn_shape *s)
+{
+    const int64_t entries = attn_block_table_entries(o, s);
+    if (entries < 0)
         return ATTN_ERR_SHAPE;
     return attn_add_array(set, o->block_table, entries, sizeof(int32_t), 0);
 }

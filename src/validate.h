@@ -88,9 +88,11 @@ attn_status attn_add_array(attn_range_set *set, const void *p, int64_t n, size_t
    over the extent its line of src/option_list.h names. */
 attn_status attn_add_option_ranges(attn_range_set *set, const attn_options *o,
                                    const attn_shape *s);
-/* The block table's entries a call may read, ceil(kv_len / block_size) per
-   sequence, as an input range of set (the paging scalars already checked:
-   attn_check_batch_arrays). */
+/* The block table's entries a call may read: ceil(kv_len / block_size) per
+   sequence, rows block_table_stride apart (the paging scalars already
+   checked: attn_check_batch_arrays); -1 when that overflows. */
+int64_t attn_block_table_entries(const attn_options *o, const attn_shape *s);
+/* Those entries as an input range of set (ATTN_ERR_SHAPE on overflow). */
 attn_status attn_add_block_table(attn_range_set *set, const attn_options *o,
                                  const attn_shape *s);
 /* No output may share a byte with an input or another output. */

@@ -60,14 +60,13 @@ static const void *new_row(const attn_problem *pb, const attn_tensor *src, int64
     return attn_row_ptr(src, b, h, (pb->q_offsets ? pb->q_offsets[b] : 0) + i);
 }
 
-/* Where key position j (counted from the sequence's start) of (b, h) lives. */
-static char *cache_row(const attn_problem *pb, const attn_tensor *t, int64_t b, int64_t h,
-                       int64_t cols, int64_t j)
+/* Where key position j (counted from sequence b's start) lives in the
+   cache s opened for (b, a KV head). */
+static char *cache_row(const attn_problem *pb, const kv_src *s, int64_t b, int64_t j)
 {
-    const kv_src s = attn_kv_open(pb, t, b, h, cols);
     const int64_t p = (pb->kv_offsets ? pb->kv_offsets[b] : 0) + j;
     int64_t n;
-    return (char *)attn_kv_run(&s, p, p + 1, &n);
+    return (char *)attn_kv_run(s, p, p + 1, &n);
 }
 
 /* The f32 values of a new row: the row itself (F32), or widened into buf. */
@@ -174,8 +173,7 @@ static int rows_distinct(const attn_problem *pb)
     return 1;
 }
 
-/* The new rows of one pair and its cache as byte ranges, and the block-table
-   entries of the pages the pair writes. */
+/* The new rows of one pair (inputs) and its cache (an output) as byte ranges. */
 static attn_status add_pair(attn_range_set *set, const attn_problem *pb, const attn_shape *s,
                             const append_pair *pr)
 {
@@ -319,10 +317,11 @@ static void task_copy(void *vctx, size_t index)
             continue;
         const size_t bytes = row_bytes(pr);
         for (int64_t b = 0; b < pb->batch; b++)
-            for (int64_t h = 0; h < pb->kv_heads; h++)
+            for (int64_t h = 0; h < pb->kv_heads; h++) {
+                const kv_src s = attn_kv_open(pb, &pr->dst, b, h, pr->cols);
                 for (int64_t i = 0; i < attn_seq_q_len(pb, b); i++, at += bytes)
-                    memcpy(cache_row(pb, &pr->dst, b, h, pr->cols, new_first(pb, b) + i), at,
-                           bytes);
+                    memcpy(cache_row(pb, &s, b, new_first(pb, b) + i), at, bytes);
+            }
     }
 }
 
@@ -339,13 +338,14 @@ static void task_append(void *vctx, size_t index)
         if (!pr->src.data)
             continue;
         attn_from_f32_fn *const store = c->dsp->from_f32[pr->dst.dtype];
-        for (int64_t h = 0; h < pb->kv_heads; h++)
+        for (int64_t h = 0; h < pb->kv_heads; h++) {
+            const kv_src s = attn_kv_open(pb, &pr->dst, b, h, pr->cols);
             for (int64_t i = 0; i < n; i++) {
                 const float *x = row_f32(c->dsp, new_row(pb, &pr->src, b, h, i),
                                          pr->src.dtype, pr->cols, buf);
-                (void)store(x, cache_row(pb, &pr->dst, b, h, pr->cols, first + i),
-                            (size_t)pr->cols, pr->scale);
+                (void)store(x, cache_row(pb, &s, b, first + i), (size_t)pr->cols, pr->scale);
             }
+        }
     }
 }
 

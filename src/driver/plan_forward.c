@@ -33,13 +33,6 @@ static int64_t entries_of(attn_opt_extent e, const attn_shape *s)
     return e == ATTN_OPT_EXTENT_QROWS ? s->batch * s->q_len : s->batch;
 }
 
-/* Entries of the block table a call reads: ceil(kv_len / block_size) per
-   sequence, rows block_table_stride apart (checked by validation). */
-static int64_t table_entries(const attn_options *o, const attn_shape *s)
-{
-    return (s->batch - 1) * o->block_table_stride + (s->kv_len + o->block_size - 1) / o->block_size;
-}
-
 static size_t round8(size_t n) { return (n + 7) & ~(size_t)7; }
 
 /* What the plan does with an option line, by kind: the I32 and I64 arrays
@@ -67,15 +60,20 @@ static size_t round8(size_t n) { return (n + 7) & ~(size_t)7; }
 #define PLAN_COPY_SCRATCH PLAN_NOTHING
 
 /* The plan's bytes for checked shape and options: the header (8 bytes of
-   slack for aligning the caller's memory) and each array copied. */
+   slack for aligning the caller's memory) and each array copied; 0 when
+   the block table's extent overflows. */
 static size_t plan_bytes(const attn_shape *s, const attn_options *o)
 {
     size_t n = round8(sizeof(struct attn_plan)) + 8;
 #define PLAN_X_SIZE(f, kind, extent, dtype, off, since, rule) PLAN_SIZE_##kind(f, extent)
     ATTN_OPTION_LIST(PLAN_X_SIZE)
 #undef PLAN_X_SIZE
-    if (o->block_table)
-        n += round8((size_t)table_entries(o, s) * sizeof(int32_t));
+    if (o->block_table) {
+        const int64_t entries = attn_block_table_entries(o, s);
+        if (entries < 0)
+            return 0;
+        n += round8((size_t)entries * sizeof(int32_t));
+    }
     return n;
 }
 
@@ -86,7 +84,10 @@ attn_status attn_plan_size(const attn_shape *shape, const attn_options *opt, siz
     attn_options o;
     TRY(attn_check_shape_options(shape, opt, &o));
     TRY(attn_check_batch_arrays(&o, shape, 1));
-    *bytes = plan_bytes(shape, &o);
+    const size_t n = plan_bytes(shape, &o);
+    if (!n)
+        return ATTN_ERR_SHAPE; /* the block table's extent overflows */
+    *bytes = n;
     return ATTN_OK;
 }
 
@@ -147,7 +148,7 @@ attn_status attn_plan_forward_with(const attn_dsp *dsp, void *mem, size_t mem_si
 #undef PLAN_X_COPY
     if (o->block_table)
         o->block_table = copy_to(&at, o->block_table,
-                                 (size_t)table_entries(o, shape) * sizeof(int32_t));
+                                 (size_t)attn_block_table_entries(o, shape) * sizeof(int32_t));
     p->mem_end = (uintptr_t)at;
     /* the problem reads its arrays from the copies (the paging fields only
        where validation kept them: an operation that reads K) */
