@@ -176,25 +176,34 @@ static void corrupt(prob *p, fz_reader *r)
     }
 }
 
+/* 1 when a length or offset is out of range (attn.h, "Offset and packed
+   batches"), or, with `paging`, the paging description's scalars are
+   inconsistent: what every operation on K/V refuses first. */
+static int arrays_bad(const prob *p, int paging)
+{
+    const int64_t B = p->shape.batch;
+    const int64_t limit[4] = {p->shape.q_len, p->shape.kv_len, p->shape.q_len, p->shape.kv_len};
+    int bad = 0;
+    for (int a = 0; a < 2; a++)
+        for (int64_t b = 0; p->arr[a] && b < B; b++)
+            bad |= p->arr[a][b] < 0 || p->arr[a][b] > limit[a];
+    for (int a = 2; a < 4 && !bad; a++)
+        for (int64_t b = 0; p->arr[a] && b < B; b++)
+            bad |= p->arr[a][b] < 0 || p->arr[a][b] + seq(p->arr[a - 2], b, limit[a]) > limit[a];
+    if (paging && !p->opt.block_table && (p->opt.block_size || p->opt.num_blocks))
+        bad = 1;
+    if (paging && p->opt.block_table && (p->opt.block_size <= 0 || p->opt.num_blocks <= 0))
+        bad = 1;
+    return bad;
+}
+
 /* The statuses attn.h gives for the (possibly corrupted) description. */
 static unsigned expected(const prob *p)
 {
     const int64_t B = p->shape.batch;
-    const int64_t limit[4] = {p->shape.q_len, p->shape.kv_len, p->shape.q_len, p->shape.kv_len};
-    unsigned bad_arg = 0, bad_stride = 0;
-    for (int a = 0; a < 2; a++)
-        for (int64_t b = 0; p->arr[a] && b < B; b++)
-            if (p->arr[a][b] < 0 || p->arr[a][b] > limit[a])
-                bad_arg = 1;
-    for (int a = 2; a < 4 && !bad_arg; a++)
-        for (int64_t b = 0; p->arr[a] && b < B; b++)
-            if (p->arr[a][b] < 0 || p->arr[a][b] + seq(p->arr[a - 2], b, limit[a]) > limit[a])
-                bad_arg = 1;
+    unsigned bad_stride = 0;
+    unsigned bad_arg = (unsigned)arrays_bad(p, p->op != OP_MASK_APPLY);
     if (p->op != OP_MASK_APPLY) {
-        if (!p->opt.block_table && (p->opt.block_size || p->opt.num_blocks))
-            bad_arg = 1;
-        if (p->opt.block_table && (p->opt.block_size <= 0 || p->opt.num_blocks <= 0))
-            bad_arg = 1;
         if (p->opt.block_table && !bad_arg)
             for (int64_t b = 0; b < B; b++) {
                 int64_t p0, p1;
@@ -256,18 +265,8 @@ static unsigned append_expected(const prob *p, int keys_only, int bad_value)
             stride = 1u << ATTN_ERR_STRIDE;
         shared |= t->batch_stride == 0 && B > 1;
     }
-    const int64_t limit[4] = {p->shape.q_len, p->shape.kv_len, p->shape.q_len, p->shape.kv_len};
-    int bad = 0;
-    for (int a = 0; a < 2; a++)
-        for (int64_t b = 0; p->arr[a] && b < B; b++)
-            bad |= p->arr[a][b] < 0 || p->arr[a][b] > limit[a];
-    for (int a = 2; a < 4 && !bad; a++)
-        for (int64_t b = 0; p->arr[a] && b < B; b++)
-            bad |= p->arr[a][b] < 0 || p->arr[a][b] + seq(p->arr[a - 2], b, limit[a]) > limit[a];
-    if (!p->opt.block_table && (p->opt.block_size || p->opt.num_blocks))
-        bad = 1;
-    if (p->opt.block_table && (p->opt.block_size <= 0 || p->opt.num_blocks <= 0))
-        bad = 1;
+    const int64_t limit[2] = {p->shape.q_len, p->shape.kv_len};
+    int bad = arrays_bad(p, 1);
     for (int64_t b = 0; b < B && !bad; b++)
         bad |= seq(p->arr[0], b, limit[0]) > seq(p->arr[1], b, limit[1]);
     for (int64_t b = 0; b < B && !bad && p->opt.block_table; b++)
