@@ -379,6 +379,10 @@ void gen_profile_init(gen_profile *p)
        a shape of GEN_TREE_* */
     rule(p, GEN_C_OPT(tree_parents), 0, 1, 1);
     rule(p, GEN_C_TREE, 256, GEN_TREE_CHAIN, GEN_TREE_RANDOM);
+    /* shared prefixes: likewise, drawn only by the consumers that ask */
+    rule(p, GEN_C_OPT(shared_prefix), 0, 1, 1);
+    rule(p, GEN_C_SHARED, 256, GEN_SHARED_ALL, GEN_SHARED_RANDOM);
+    rule(p, GEN_C_SHARED_KEYS, 0, 0, 0);
 
     p->work_cap = (int64_t)2 << 20;
     /* values: every tensor in [-2, 2), option tensors by their dtype */
@@ -597,6 +601,31 @@ static void draw_tree(drawer *w, gen_problem *d)
     d->present[POS(tree_parents)] = 1;
 }
 
+/*
+ * shared_prefix (attn.h): sequence b shares P_b keys with sequence b - 1,
+ * at most what both have: all of it in one group (GEN_SHARED_ALL, or
+ * GEN_C_SHARED_KEYS keys), or random lengths, 0 (a new group) now and then.
+ */
+static void draw_shared(drawer *w, gen_problem *d)
+{
+    const int64_t B = d->shape.batch;
+    if (!choose(w, GEN_C_OPT(shared_prefix), 0))
+        return;
+    const int64_t kind = choose(w, GEN_C_SHARED, GEN_SHARED_ALL);
+    const int64_t most = choose(w, GEN_C_SHARED_KEYS, 0);
+    int64_t *p = batch_array(B);
+    for (int64_t b = 1; b < B; b++) {
+        const int64_t kb = gen_seq_kv(d, b), kp = gen_seq_kv(d, b - 1);
+        int64_t room = kb < kp ? kb : kp;
+        if (kind == GEN_SHARED_ALL)
+            p[b] = most > 0 && most < room ? most : room;
+        else
+            p[b] = raw(w, 0, 3, 0) ? raw(w, 0, room, room) : 0;
+    }
+    d->ints[POS(shared_prefix)] = p;
+    d->present[POS(shared_prefix)] = 1;
+}
+
 /* q_pos/k_pos: shards a few positions off the bottom-right alignment. */
 static void draw_positions(drawer *w, gen_problem *d)
 {
@@ -756,6 +785,7 @@ int gen_draw(gen_problem *d, gen_src *src, const gen_profile *p)
     /* last: a source that never draws a tree reads no byte for it, so the
        fuzz corpora written before the line keep their meaning */
     draw_tree(&w, d);
+    draw_shared(&w, d);
     return 1;
 }
 
@@ -982,24 +1012,42 @@ static uint64_t stream_of(uint64_t seed, int role)
     return seed ^ (0x9e3779b97f4a7c15ull * (uint64_t)(role + 1));
 }
 
-/* The pages of sequence b some query sees: [*p0, *p1). */
-static void seen_pages(const gen_problem *d, int64_t b, int64_t bs, int64_t *p0, int64_t *p1)
+/*
+ * The keys of each sequence's own storage that some query reads, [lo, hi)
+ * at [2b], [2b + 1] (lo >= hi: none): those its queries see, less a shared
+ * prefix, plus those of later sequences that share them (attn.h, "Shared
+ * prefixes"; the hull, so a few more may be listed). NULL when out of memory.
+ */
+static int64_t *seen_keys(const gen_problem *d)
 {
-    int64_t lo = INT64_MAX, hi = 0;
-    for (int64_t i = 0; i < gen_seq_q(d, b); i++) {
-        int64_t l, h;
-        gen_row_keys(d, b, i, &l, &h);
-        if (l < h) {
-            lo = l < lo ? l : lo;
-            hi = h > hi ? h : hi;
+    const int64_t B = d->shape.batch;
+    const int64_t *shared = d->ints[POS(shared_prefix)];
+    int64_t *k = malloc((size_t)(2 * B) * sizeof *k);
+    if (!k)
+        return NULL;
+    for (int64_t b = 0; b < B; b++) {
+        int64_t lo = INT64_MAX, hi = 0;
+        for (int64_t i = 0; i < gen_seq_q(d, b); i++) {
+            int64_t l, h;
+            gen_row_keys(d, b, i, &l, &h);
+            if (l < h) {
+                lo = l < lo ? l : lo;
+                hi = h > hi ? h : hi;
+            }
         }
+        k[2 * b] = lo;
+        k[2 * b + 1] = hi;
     }
-    *p0 = *p1 = 0;
-    if (lo < hi) {
-        const int64_t ko = gen_kv_offset(d, b);
-        *p0 = (ko + lo) / bs;
-        *p1 = (ko + hi - 1) / bs + 1;
+    for (int64_t b = B - 1; shared && b > 0; b--) {
+        int64_t *lo = &k[2 * b], *hi = &k[2 * b + 1];
+        if (*lo >= *hi || *lo >= shared[b])
+            continue;
+        const int64_t top = *hi < shared[b] ? *hi : shared[b];
+        k[2 * b - 2] = *lo < k[2 * b - 2] ? *lo : k[2 * b - 2];
+        k[2 * b - 1] = top > k[2 * b - 1] ? top : k[2 * b - 1];
+        *lo = shared[b];
     }
+    return k;
 }
 
 /* The block table and the pool (K and V tensors). */
@@ -1021,10 +1069,18 @@ static int make_pool(gen_bufs *m, const gen_problem *d, uint64_t seed, unsigned 
     for (int64_t e = 0; e < entries; e++)
         table[e] = garbage[gen_splitmix(&st) % 4];
     int64_t used = 0;
+    int64_t *seen = NULL;
+    if ((flags & GEN_M_GARBAGE) && !(seen = seen_keys(d)))
+        return free(need), -1;
     for (int64_t b = 0; b < B; b++) {
         int64_t p0 = 0, p1 = pages;
-        if (flags & GEN_M_GARBAGE)
-            seen_pages(d, b, bs, &p0, &p1);
+        if (seen && seen[2 * b] < seen[2 * b + 1]) {
+            const int64_t ko = gen_kv_offset(d, b);
+            p0 = (ko + seen[2 * b]) / bs;
+            p1 = (ko + seen[2 * b + 1] - 1) / bs + 1;
+        } else if (seen) {
+            p0 = p1 = 0;
+        }
         for (int64_t pg = p0; pg < p1; pg++) {
             const int64_t e = (shared ? 0 : b * stride) + pg;
             used += !need[e];
@@ -1046,6 +1102,7 @@ static int make_pool(gen_bufs *m, const gen_problem *d, uint64_t seed, unsigned 
             order[i] = order[r];
             order[r] = x;
         }
+    free(seen);
     int64_t next = 0, gaps = nblocks - used;
     for (int64_t e = 0; e < entries; e++) {
         if (!need[e])

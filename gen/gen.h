@@ -87,7 +87,9 @@
     X(POS_DELTA)      /* q_pos off the bottom-right alignment by this many positions */      \
     X(SPREAD)         /* values: GEN_SPREAD_* */                                             \
     X(SPECIALS)       /* with GEN_SPREAD_SPECIAL: 1 in this many values is special */ \
-    X(TREE)           /* with tree_parents: GEN_TREE_* */
+    X(TREE)           /* with tree_parents: GEN_TREE_* */                                   \
+    X(SHARED)         /* with shared_prefix: GEN_SHARED_* */                                 \
+    X(SHARED_KEYS)    /* GEN_SHARED_ALL: at most this many keys shared (0: all it can) */
 
 #define GEN_C_ENUM(name) GEN_C_##name,
 enum gen_choice {
@@ -109,6 +111,9 @@ enum {
 };
 enum { GEN_SPREAD_TAME, GEN_SPREAD_FLAT, GEN_SPREAD_PEAKED, GEN_SPREAD_SPECIAL };
 enum { GEN_TREE_CHAIN, GEN_TREE_FLAT, GEN_TREE_RANDOM };
+/* shared_prefix: one group sharing what it can (or GEN_C_SHARED_KEYS), or
+   random groups and lengths */
+enum { GEN_SHARED_ALL, GEN_SHARED_RANDOM };
 
 /*
  * How one choice is drawn by a random source: with probability chance/256

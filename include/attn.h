@@ -172,6 +172,34 @@
  * written; slots and blocks no query may see are never read. Blocks may be
  * shared between sequences and listed in any order. attn_mask_apply has no
  * K and ignores the paging fields.
+ *
+ * Shared prefixes (since 1.4). With attn_options.shared_prefix, entry
+ * P_b >= 0 says that the first P_b keys of sequence b are the first P_b keys
+ * of sequence b - 1: every operation reads key (and value) j < P_b of
+ * sequence b where key j of sequence b - 1 lies (and so on down a chain of
+ * such sequences), never from b's own storage, which may hold anything
+ * there (paged: the table entries of b's pages below P_b are not read).
+ * Masks, ALiBi, bias and the scores' columns stay those of sequence b: the
+ * keys are shared, not the queries. P_0 must be 0 and P_b <= min(Lk_b,
+ * Lk_(b-1)), else ATTN_ERR_ARG. The sequences of a run b0 < b0 + 1 < ... < b1
+ * with P_b > 0 for every b in (b0, b1] and P_b0 = 0 form a group that shares
+ * the keys [0, P) of b0, P the least P_b of the run. Given the workspace
+ * attn_forward_workspace_size asks for, attn_forward attends those P keys
+ * once for the query rows of every sequence of the group (parallel sampling,
+ * beam search, a common system prompt: decode reads the prefix from memory
+ * once, not once per sequence) and continues each row's online softmax
+ * over the sequence's own keys, which is the LSE merge of attn_merge; without
+ * it, each sequence reads the prefix itself. Both are deterministic and
+ * within the forward's bound, and differ in rounding from each other and
+ * from an unshared call (the keys are summed in another order). A group's
+ * rows depend on the group (its sequences share the prefix's key tiles, and
+ * SIMD kernels may round a row by where it falls in a tile), never on the
+ * sequences outside it: batch invariance holds for whole groups. The
+ * prefix's chunks are counted from key 0, so the forward's bound holds
+ * unchanged (tests/tolerance.h). attn_backward does not take shared_prefix
+ * (ATTN_ERR_UNSUPPORTED: the gradient of a shared key belongs to every
+ * sequence that reads it); attn_cache_append writes new rows into b's own
+ * storage and refuses (ATTN_ERR_ARG) a new row at a key below P_b.
  */
 #ifndef ATTN_H
 #define ATTN_H
@@ -192,7 +220,7 @@ extern "C" {
 #endif
 
 #define ATTN_VERSION_MAJOR 1
-#define ATTN_VERSION_MINOR 3
+#define ATTN_VERSION_MINOR 4
 #define ATTN_VERSION_PATCH 0
 #define ATTN_VERSION \
     ((ATTN_VERSION_MAJOR << 16) | (ATTN_VERSION_MINOR << 8) | ATTN_VERSION_PATCH)
@@ -470,6 +498,9 @@ typedef struct attn_options {
        mask over the draft. Read by every operation on an attention problem
        (the backward too); NULL: no tree. */
     const int32_t *tree_parents;
+    /* since 1.4: int32 [batch] keys each sequence shares with the one
+       before it (see "Shared prefixes"), or NULL. */
+    const int32_t *shared_prefix;
 } attn_options;
 
 /*
@@ -482,7 +513,7 @@ typedef struct attn_options {
  */
 #define ATTN_OPTIONS_INIT \
     { (uint32_t)sizeof(attn_options), 0u, 0.0f, 0.0f, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, \
-      0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0.0f, 0.0f, 0, 0 }
+      0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0.0f, 0.0f, 0, 0, 0 }
 
 /*
  * Optional per-row outputs, each float[batch][q_heads][q_len] contiguous,
@@ -776,7 +807,8 @@ ATTN_API attn_status attn_quantize(int32_t dtype, const float *src, int64_t rows
  *   latent cache whose values are a view of the keys); one of a pair without
  *   the other is ATTN_ERR_NULL, both pairs absent too.
  * Of opt only struct_size, q_lens, kv_lens, q_offsets, kv_offsets, the paging
- * fields, k_scale, v_scale, parallel_for and parallel_ctx are read (every
+ * fields, shared_prefix (n_b > Lk_b - P_b, a new row on a shared key, is
+ * ATTN_ERR_ARG), k_scale, v_scale, parallel_for and parallel_ctx are read (every
  * field is still validated as everywhere, so the forward's struct can be
  * passed as it is). A call with a Q8_0/Q4_0 cache whose new rows fit 32 KiB
  * once encoded (a decode step) encodes them while validating and copies

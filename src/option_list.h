@@ -131,7 +131,8 @@ typedef enum attn_opt_extent {
     X(k_scale,            VALUE,   NONE,   F32,  180, 1, NONE)               \
     X(v_scale,            VALUE,   NONE,   F32,  184, 1, NONE)               \
     X(precision,          VALUE,   NONE,   F32,  192, 2, PRECISION)         \
-    X(tree_parents,       I32,     QROWS,  F32,  200, 3, NONE)
+    X(tree_parents,       I32,     QROWS,  F32,  200, 3, NONE)               \
+    X(shared_prefix,      I32,     BATCH,  F32,  208, 4, NONE)
 /* clang-format on */
 
 /* The rules (see above). */

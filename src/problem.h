@@ -80,6 +80,11 @@ struct attn_problem {
        own attn_split_plan of them */
     int64_t splits;
     void *workspace;       /* >= attn_split_bytes(...) bytes when splits > 1 */
+    /* shared prefixes (forward only): the most key chunks a group's prefix
+       takes (attn_prefix_parts), and where their states go, when the call
+       attends each group's prefix once; 0 and NULL when it does not */
+    int64_t prefix_parts;
+    void *prefix_workspace;
 
     /* offset batches and paged K/V (attn.h); NULL / 0 when absent */
     const int32_t *q_offsets, *kv_offsets;
@@ -164,6 +169,35 @@ static inline int64_t attn_seq_kv_len(const attn_problem *pb, int64_t b)
     return pb->kv_lens ? pb->kv_lens[b] : pb->kv_len;
 }
 
+/* Keys sequence b shares with sequence b - 1 (attn.h, "Shared prefixes"). */
+static inline int64_t attn_seq_shared(const attn_problem *pb, int64_t b)
+{
+    return pb->opt.shared_prefix ? pb->opt.shared_prefix[b] : 0;
+}
+
+/*
+ * The group of sequence b (attn.h, "Shared prefixes"): its sequences
+ * [*b0, *b1] and the keys *p of *b0 every one of them reads (0 for a group
+ * of one). Takes the entries as validated.
+ */
+static inline void attn_prefix_group(const int32_t *shared, int64_t batch, int64_t b,
+                                     int64_t *b0, int64_t *b1, int64_t *p)
+{
+    *b0 = *b1 = b;
+    *p = 0;
+    if (!shared)
+        return;
+    while (*b0 > 0 && shared[*b0] > 0)
+        --*b0;
+    while (*b1 + 1 < batch && shared[*b1 + 1] > 0)
+        ++*b1;
+    if (*b1 == *b0)
+        return;
+    *p = INT64_MAX;
+    for (int64_t c = *b0 + 1; c <= *b1; c++)
+        *p = shared[c] < *p ? shared[c] : *p;
+}
+
 /*
  * The keys query i (counted from its sequence's start) of sequence b may see
  * by padding, causal and window, as [*lo, *hi) counted from the sequence's
@@ -206,6 +240,10 @@ static inline void attn_seq_keys(const attn_problem *pb, int64_t b, int64_t i, i
 #define ATTN_SPLIT_ALIGN 256      /* every ISA's block_k divides it */
 #define ATTN_SPLIT_MIN_CHUNK 1024 /* automatic chunks are at least this long */
 #define ATTN_SPLIT_TARGET 64      /* automatic: aim for this many tasks per sequence */
+/* A shared prefix (attn.h, "Shared prefixes") is attended in chunks of this
+   many keys: tasks for the threads, the same chunks on every ISA and thread
+   count (a multiple of ATTN_SPLIT_ALIGN). */
+#define ATTN_PREFIX_CHUNK 1024
 void attn_split_plan(int64_t q_heads, int64_t kv_heads, int64_t q_len, int64_t kv_len,
                      int32_t kv_splits, int64_t *splits, int64_t *chunk);
 int64_t attn_split_grid(int64_t batch, int64_t q_heads, int64_t kv_heads, int64_t q_len,

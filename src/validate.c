@@ -318,6 +318,22 @@ static attn_status check_tree(const attn_options *o, const attn_shape *s)
     return ATTN_OK;
 }
 
+/* Shared prefixes (attn.h): none for sequence 0, and each P_b within both
+   sequences' keys. */
+static attn_status check_shared(const attn_options *o, const attn_shape *s)
+{
+    const int32_t *p = o->shared_prefix;
+    if (!p)
+        return ATTN_OK;
+    for (int64_t b = 0; b < s->batch; b++) {
+        const int64_t lk = o->kv_lens ? o->kv_lens[b] : s->kv_len;
+        const int64_t before = b ? (o->kv_lens ? o->kv_lens[b - 1] : s->kv_len) : 0;
+        if (p[b] < 0 || p[b] > lk || p[b] > before)
+            return ATTN_ERR_ARG;
+    }
+    return ATTN_OK;
+}
+
 /* Each sequence's range [offsets[b], offsets[b] + len_b) inside [0, limit). */
 static attn_status check_offsets(const int32_t *offsets, const int32_t *lens, int64_t batch,
                                  int64_t limit)
@@ -357,6 +373,25 @@ attn_status attn_add_block_table(attn_range_set *set, const attn_options *o,
     return attn_add_array(set, o->block_table, entries, sizeof(int32_t), 0);
 }
 
+/* The entries of the pages that hold keys [lo, hi) (counted from the
+   sequence's first key) of sequence b: b's own, and below its shared
+   prefix those of the sequences it shares them with (kv.h reads there). */
+static attn_status check_pages(const attn_problem *pb, int64_t b, int64_t lo, int64_t hi)
+{
+    for (; lo < hi; b--) {
+        const int64_t ko = pb->kv_offsets ? pb->kv_offsets[b] : 0;
+        const int64_t shared = attn_seq_shared(pb, b);
+        const int32_t *row = pb->block_table + b * pb->block_table_stride;
+        if (attn_max_i64(lo, shared) < hi)
+            for (int64_t page = (ko + attn_max_i64(lo, shared)) / pb->block_size;
+                 page <= (ko + hi - 1) / pb->block_size; page++)
+                if (row[page] < 0 || row[page] >= pb->num_blocks)
+                    return ATTN_ERR_ARG;
+        hi = hi < shared ? hi : shared;
+    }
+    return ATTN_OK;
+}
+
 static attn_status check_block_table(const attn_problem *pb, const attn_shape *s,
                                      attn_range_set *set)
 {
@@ -364,7 +399,6 @@ static attn_status check_block_table(const attn_problem *pb, const attn_shape *s
 
     for (int64_t b = 0; b < pb->batch; b++) {
         const int64_t lq = pb->q_lens ? pb->q_lens[b] : pb->q_len;
-        const int64_t ko = pb->kv_offsets ? pb->kv_offsets[b] : 0;
         int64_t i = 0, lo = 0, hi = 0, last_lo = 0, last_hi = 0;
         for (; i < lq; i++) {
             attn_seq_keys(pb, b, i, &lo, &hi);
@@ -380,11 +414,7 @@ static attn_status check_block_table(const attn_problem *pb, const attn_shape *s
             if (last_lo < last_hi)
                 break;
         }
-        const int32_t *row = pb->block_table + b * pb->block_table_stride;
-        for (int64_t page = (ko + lo) / pb->block_size; page <= (ko + last_hi - 1) / pb->block_size;
-             page++)
-            if (row[page] < 0 || row[page] >= pb->num_blocks)
-                return ATTN_ERR_ARG;
+        TRY(check_pages(pb, b, lo, last_hi));
     }
     return ATTN_OK;
 }
@@ -413,6 +443,8 @@ attn_status attn_check_batch_arrays(const attn_options *o, const attn_shape *s, 
     TRY(check_offsets(o->q_offsets, o->q_lens, s->batch, s->q_len));
     TRY(check_offsets(o->kv_offsets, o->kv_lens, s->batch, s->kv_len));
     TRY(check_tree(o, s));
+    if (paging)
+        TRY(check_shared(o, s));
     /* paging fields without a table are a mistake, not a default */
     if (paging && !o->block_table &&
         (o->block_size != 0 || o->num_blocks != 0 || o->block_table_stride != 0))

@@ -74,6 +74,7 @@ void ref_dense_make(ref_dense *d, const attn_shape *shape, const attn_options *o
     d->opt.block_table = NULL;
     d->opt.block_table_stride = d->opt.block_size = d->opt.num_blocks = 0;
     d->opt.mask = d->opt.bias = NULL;
+    d->opt.shared_prefix = NULL; /* the copies below resolve it */
     if (opt->tree_parents) { /* entry (b, row) of the dense problem: row = i */
         d->tree = zalloc((size_t)(B * lq_max) * sizeof(int32_t));
         for (int64_t b = 0; b < B; b++)
@@ -120,12 +121,18 @@ void ref_dense_make(ref_dense *d, const attn_shape *shape, const attn_options *o
             /* a paged table need not describe keys nobody sees */
             if (opt->block_table && !key_seen(&d->shape, &d->opt, b, j))
                 continue;
+            /* a shared key is the same key of an earlier sequence, and
+               lives there (attn.h, "Shared prefixes") */
+            int64_t src = b;
+            while (opt->shared_prefix && j < opt->shared_prefix[src])
+                src--;
+            const int64_t at = (opt->kv_offsets ? opt->kv_offsets[src] : 0) + j;
             for (int64_t h = 0; h < shape->kv_heads; h++) {
                 if (k)
-                    memcpy(ref_tensor_at(&d->k, b, h, j, 0), ref_kv_at(k, opt, b, h, ko + j),
+                    memcpy(ref_tensor_at(&d->k, b, h, j, 0), ref_kv_at(k, opt, src, h, at),
                            (size_t)shape->head_dim * ref_dtype_size(k->dtype));
                 if (v)
-                    memcpy(ref_tensor_at(&d->v, b, h, j, 0), ref_kv_at(v, opt, b, h, ko + j),
+                    memcpy(ref_tensor_at(&d->v, b, h, j, 0), ref_kv_at(v, opt, src, h, at),
                            (size_t)dv * ref_dtype_size(v->dtype));
             }
         }

@@ -179,7 +179,16 @@ static void profile_of(gen_profile *p, kv_layout layout, int64_t bs, int mods)
         gen_range(p, GEN_C_POOL_SPARE, 0, layout == KV_PAGED_ADJOIN ? 12 : 3);
         gen_range(p, GEN_C_TABLE_PAD, 0, 3);
     }
+    /* shared prefixes (1.4): without a workspace every sequence reads its
+       prefix where the sequence before it keeps it (src/driver/kv.h) */
+    gen_range(p, GEN_C_OPT(shared_prefix), 1, 1);
+    gen_chance(p, GEN_C_OPT(shared_prefix), mods ? 128 : 64);
     if (mods) {
+        /* with one, the forward attends each group's prefix once, alone or
+           with split-KV on the sequences' own keys */
+        gen_pin(p, GEN_C_OPT(workspace), 1);
+        gen_range(p, GEN_C_OPT(kv_splits), 0, 3);
+        gen_chance(p, GEN_C_OPT(kv_splits), 96);
         /* a draft tree over the queries (1.3), where every sequence fits */
         gen_range(p, GEN_C_OPT(tree_parents), 1, 1);
         gen_chance(p, GEN_C_OPT(tree_parents), 128);

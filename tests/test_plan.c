@@ -35,6 +35,8 @@ static void check_one(const attn_dsp *t, rng *g)
     prof.shrink = 1; /* large draws halve their lengths rather than fail */
     gen_chance(&prof, GEN_C_OPT(tree_parents), 64);
     gen_chance(&prof, GEN_C_OPT(workspace), 64);
+    gen_range(&prof, GEN_C_OPT(shared_prefix), 1, 1);
+    gen_chance(&prof, GEN_C_OPT(shared_prefix), 64);
     gen_range(&prof, GEN_C_OPT(kv_splits), 0, 5);
     gen_chance(&prof, GEN_C_OPT(kv_splits), 64);
     gen_problem d;

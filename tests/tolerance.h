@@ -320,6 +320,19 @@ static inline double tol_softcap(double cap, double x, double t)
  *            seeds chunk 0 only: its extra rescale (sinks, below) falls in a
  *            chunk with fewer blocks than the whole, so R still holds.
  *
+ *  shared prefix (attn.h, "Shared prefixes"): a group's prefix is attended
+ *            in chunks of ATTN_PREFIX_CHUNK keys counted from key 0, each an
+ *            online softmax whose state is merged into the row's (one
+ *            rescale per chunk), then the row's own keys continue that
+ *            online softmax from the first block boundary at or below P.
+ *            A prefix key of chunk c meets at most (blocks of c - 1) + 1 +
+ *            (blocks of the own keys) rescales, a split of the own keys
+ *            trading one of its chunk-0 blocks for the split's merge; the
+ *            block holding key P counts in both, so that is at most the
+ *            blocks of the sequence + 1: the R the forward tests use. The
+ *            sums keep their terms, in another association. The forward
+ *            bound applies unchanged (tests/test_shared_prefix.c).
+ *
  *  attn_merge of n partials (o_i, L_i) given with errors |o_i - o_i*| <= E_i
  *            and |L_i - L_i*| <= l_i against exact partials whose exact
  *            merge is o* = sum W_i* o_i*, W_i* = exp(L_i* - L*),

@@ -278,7 +278,8 @@ def _kv_splits(value, call):
     if splits > MAX_KV_SPLITS:
         raise ValueError("kv_splits: at most %d, got %d" % (MAX_KV_SPLITS, splits))
     can_ask = has("attn_forward_workspace_size")
-    if splits == 1 or not (splits >= 2 or can_ask):
+    # kv_splits 1 still asks: a shared prefix is attended once with a workspace
+    if not (splits >= 2 or can_ask):
         return
     probe = Options.from_buffer_copy(call.opt)
     probe.kv_splits = splits
@@ -396,6 +397,11 @@ _BY_HAND = (
             "a draft tree: each query's parent query (-1: the prefix), [Lq] or\n"
             "[B, Lq] (rows as q's); the last Lq keys are the queries' own, and\n"
             "a query sees the prefix, itself and its ancestors (attn.h 1.3)."),
+    Keyword("shared_prefix", "shared_prefix", None, _offsets("shared_prefix"),
+            "keys each sequence shares with the one before it (int per batch\n"
+            "entry, the first 0): read from the earlier sequence's cache, and\n"
+            "attended once per group by forward (attn.h 1.4).",
+            ops=("scores", "weights", "forward")),
     Keyword("threads", "parallel_for parallel_ctx", None, _threads,
             "None/1: the calling thread; n > 1: a cached pool of n threads;\n"
             "0: one per CPU. Results are identical for every value.",

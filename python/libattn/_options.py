@@ -53,4 +53,5 @@ ROWS = (
     Row("v_scale", "value", "float", None, None, 1, 0.0, "none"),
     Row("precision", "value", "int64", None, None, 2, 0, "precision"),
     Row("tree_parents", "i32", "int32*", "qrows", None, 3, None, "none"),
+    Row("shared_prefix", "i32", "int32*", "batch", None, 4, None, "none"),
 )

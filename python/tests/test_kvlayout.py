@@ -178,3 +178,28 @@ def test_packed_half_out(rng):
     o16 = np.zeros((cu_q[-1], HQ, DV), np.float16)
     assert libattn.forward(q, k, v, out=o16, **kw) is o16
     assert np.array_equal(o16, o32.astype(np.float16))
+
+
+@pytest.mark.parametrize("kv_splits", [0, 1, 3])
+def test_shared_prefix(rng, kv_splits):
+    """attn.h 1.4: sequences 1 and 2 share 1500 keys with the one before
+    them (a group of three, attended once), sequence 3 starts a group of its
+    own; the shared keys of their own storage are NaN and never read."""
+    lens = [1600, 1700, 1550, 40]
+    shared = [0, 1500, 1500, 0]
+    B, LQ, LK = len(lens), 2, max(lens)
+    q, k, v = randn(rng, B, HQ, LQ, D), randn(rng, B, HK, LK, D), randn(rng, B, HK, LK, DV)
+    dk, dv = k.copy(), v.copy()
+    for b in range(1, B):
+        k[b, :, :shared[b]] = v[b, :, :shared[b]] = np.nan
+        dk[b, :, :shared[b]], dv[b, :, :shared[b]] = dk[b - 1, :, :shared[b]], dv[b - 1, :, :shared[b]]
+    kw = dict(kv_lens=lens, causal=True, shared_prefix=shared, kv_splits=kv_splits)
+    o, st = libattn.forward(q, k, v, stats=True, **kw)
+    w = libattn.weights(q, k, kv_lens=lens, causal=True, shared_prefix=shared)
+    for b, n in enumerate(lens):
+        ref = Reference(q[b:b + 1], dk[b:b + 1, :, :n], dv[b:b + 1, :, :n], causal=True)
+        assert_close(o[b], ref.out[0], ref.out_tol[0], "out %d" % b)
+        assert_close(st["lse"][b], ref.lse[0], ref.lse_tol[0], "lse %d" % b)
+        assert_close(w[b, :, :, :n], ref.weights[0], ref.weight_tol[0], "weights %d" % b)
+    with pytest.raises(libattn.AttnError):  # sequence 0 has no sequence before it
+        libattn.forward(q, k, v, kv_lens=lens, shared_prefix=[1, 0, 0, 0])

@@ -452,6 +452,9 @@ static attn_status validate_backward(attn_problem *pb, const attn_shape *shape,
        packed or paged layouts and global positions are not supported yet. */
     if (p.q_offsets || p.kv_offsets || p.block_table || p.q_pos || p.k_pos)
         return ATTN_ERR_UNSUPPORTED;
+    /* a shared key's gradient belongs to every sequence that reads it */
+    if (p.opt.shared_prefix)
+        return ATTN_ERR_UNSUPPORTED;
     /* the gradient of the default mode only (attn.h, attn_precision) */
     if (p.opt.precision != ATTN_PRECISION_DEFAULT)
         return ATTN_ERR_UNSUPPORTED;

@@ -232,8 +232,9 @@ static attn_status validate(const attn_dsp *dsp, append_problem *ap, const attn_
     attn_problem *pb = &ap->pb;
     attn_problem_geometry(pb, &s, &o, o.block_table != NULL);
     for (int64_t b = 0; b < s.batch; b++)
-        if (new_first(pb, b) < 0)
-            return ATTN_ERR_ARG; /* more new tokens than keys */
+        if (new_first(pb, b) < attn_seq_shared(pb, b))
+            return ATTN_ERR_ARG; /* more new tokens than keys, or a row in a
+                                    shared prefix (another sequence's key) */
 
     /* 3. the block-table entries of every written page */
     attn_range_set set = {.n_in = 0};

@@ -10,7 +10,7 @@ static int64_t round_up16(int64_t n) { return (n + 15) & ~(int64_t)15; }
 
 /* Row i of sequence b (i counted from its start) at its place in the tensors:
    the query row and the key positions shifted by the sequence's offsets. */
-static row_ref make_row(const attn_problem *pb, int64_t b, int64_t h, int64_t i)
+row_ref attn_make_row(const attn_problem *pb, int64_t b, int64_t h, int64_t i)
 {
     const int64_t qo = pb->q_offsets ? pb->q_offsets[b] : 0;
     const int64_t ko = pb->kv_offsets ? pb->kv_offsets[b] : 0;
@@ -19,7 +19,7 @@ static row_ref make_row(const attn_problem *pb, int64_t b, int64_t h, int64_t i)
     /* aligned: the query's position as a key index (q_pos/k_pos or
        bottom-right), what ALiBi measures from */
     row_ref row = {b, h, qo + i, ko, ko, 0, pb->kv_len, ko + i + attn_seq_rel(pb, b, lq, lk),
-                   i < lq};
+                   0, i < lq};
     if (pb->kv_offsets) { /* only the sequence's own columns are written */
         row.col_lo = ko;
         row.col_hi = ko + lk;
@@ -74,7 +74,7 @@ int64_t attn_task_rows(const attn_problem *pb, const task_plan *p, size_t index,
     for (int64_t r = 0; r < n; r++) {
         int64_t pos = (r0 + r) / p->heads_per_group;
         int64_t h = group * p->heads_per_group + (r0 + r) % p->heads_per_group;
-        rows[r] = make_row(pb, b, h, pos);
+        rows[r] = attn_make_row(pb, b, h, pos);
     }
     *kv_head = group * p->heads_per_group / pb->group;
     return n;

@@ -101,11 +101,16 @@ typedef struct task_ctx {
  * belong to its sequence (the only ones written). aligned is the key
  * position (kv_offset added) of the query's bottom-right aligned place,
  * i + (Lk_b - Lq_b) within the sequence, that the masks and ALiBi measure
- * from; is_query: i < Lq_b (a padded row has no sink either).
+ * from; is_query: i < Lq_b (a padded row has no sink either). shift is 0
+ * except in the forward's pass over a shared prefix (attn.h, "Shared
+ * prefixes"), which reads the keys of the group's first sequence: lo and hi
+ * are then positions of that sequence, and position p is the row's own
+ * position p + shift, where its masks, bias and ALiBi look.
  */
 typedef struct row_ref {
     int64_t b, h, i, lo, hi, col_lo, col_hi;
     int64_t aligned;
+    int64_t shift;
     int is_query;
 } row_ref;
 
@@ -148,6 +153,8 @@ void attn_fill_out_row(const attn_tensor *t, int64_t b, int64_t h, int64_t r, fl
 int64_t attn_block_rows_for(const attn_dsp *dsp, int64_t per_row_floats);
 /* The plan fields every operation shares (groups, rows, strides). */
 task_plan attn_plan_common(const attn_dsp *dsp, const attn_problem *pb, int64_t heads_per_group);
+/* Row i (counted from its sequence's start) of sequence b and head h. */
+row_ref attn_make_row(const attn_problem *pb, int64_t b, int64_t h, int64_t i);
 /* Rows of task `index`: fills rows[] and returns their count (0: nothing to
    do, the block lies past its sequence's end). */
 int64_t attn_task_rows(const attn_problem *pb, const task_plan *p, size_t index, row_ref *rows,

@@ -12,6 +12,13 @@
  * count elects it) merges the chunks in chunk order, as one more rescale of
  * the online softmax, and writes the rows. Which task merges varies, what it
  * computes does not.
+ *
+ * Shared prefixes (attn.h; pb->prefix_parts > 0): before the tasks, one
+ * round of prefix tasks attends each group's shared keys once for the
+ * query rows of all its sequences, in chunks of ATTN_PREFIX_CHUNK keys, and
+ * leaves each chunk's online state in the workspace; each sequence's tasks
+ * then start their rows from those states (merged in chunk order, the
+ * rescale split-KV uses) and fold in the sequence's own keys only.
  */
 #include <math.h>
 #include <stdatomic.h>
@@ -51,7 +58,7 @@ static void online_update(const attn_dsp *dsp, const attn_problem *pb, const row
                           int want_entropy)
 {
     const int64_t a = attn_max64(row->lo, kb) - kb, z = attn_min64(row->hi, kb + nk) - kb;
-    attn_score_epilogue(dsp, pb, row, s + a, kb + a, z - a);
+    attn_score_epilogue(dsp, pb, row, s + a, kb + a + row->shift, z - a);
     float bm = o->poisoned ? -INFINITY : dsp->row_max(s + a, (size_t)(z - a));
     if (isnan(bm) || bm == INFINITY)
         o->poisoned = 1;
@@ -114,16 +121,16 @@ static void finish_row(const attn_dsp *dsp, const attn_problem *pb, const row_re
    sequence lies in the tensor, or its online softmax would group its keys
    differently alone and in a packed batch. */
 static void forward_keys(const attn_dsp *dsp, const attn_problem *pb, const task_plan *p,
-                         const row_ref *rows, int64_t n, int64_t kv_head, int64_t base,
-                         int64_t klo, int64_t khi, online_row *st, const float *q,
-                         int64_t q_stride, float *sbuf, float *acc)
+                         const row_ref *rows, int64_t n, int64_t kv_seq, int64_t kv_head,
+                         int64_t base, int64_t klo, int64_t khi, online_row *st,
+                         const float *q, int64_t q_stride, float *sbuf, float *acc)
 {
     const int want_entropy = pb->stats.entropy != NULL;
     attn_qk_tile_fn *const qk = attn_qk_kernel(dsp, pb);
     attn_pv_tile_fn *const pv = attn_pv_kernel(dsp, pb);
     const int pairs = pv != dsp->pv_tile[pb->v.dtype]; /* pv_bf16 */
-    const kv_src ks = attn_kv_open(pb, &pb->k, rows[0].b, kv_head, pb->head_dim);
-    const kv_src vs = attn_kv_open(pb, &pb->v, rows[0].b, kv_head, pb->v_dim);
+    const kv_src ks = attn_kv_open(pb, &pb->k, kv_seq, kv_head, pb->head_dim);
+    const kv_src vs = attn_kv_open(pb, &pb->v, kv_seq, kv_head, pb->v_dim);
     int64_t ulo, uhi;
     attn_visible_union(rows, n, &ulo, &uhi);
     ulo = attn_max64(ulo, klo);
@@ -163,36 +170,34 @@ static void forward_keys(const attn_dsp *dsp, const attn_problem *pb, const task
 
 /* ------------------------------------------------------------ split-KV */
 
+/* The split-KV workspace, or the shared prefixes' (the same layout, with
+   the prefix chunks as parts; its counters unused). */
 typedef struct split_ws {
     atomic_int *done; /* per task block: chunks finished */
-    float *states;    /* per (row, chunk): m, l, t, poisoned */
-    float *acc;       /* per (row, chunk): acc_stride floats */
+    float *states;    /* per (row, part): m, l, t, poisoned */
+    float *acc;       /* per (row, part): acc_stride floats */
     int64_t acc_stride;
+    int64_t parts;    /* per row */
 } split_ws;
+
+static split_ws ws_open(const attn_problem *pb, void *mem, int64_t parts)
+{
+    attn_split_layout l;
+    attn_split_layout_of(pb->batch, pb->q_heads, pb->q_len, pb->v_dim, parts, &l);
+    char *base = (char *)(((uintptr_t)mem + 63) & ~(uintptr_t)63);
+    return (split_ws){(atomic_int *)(void *)(base + l.counters_at),
+                      (float *)(void *)(base + l.states_at), (float *)(void *)(base + l.acc_at),
+                      l.acc_stride, parts};
+}
 
 static split_ws split_open(const attn_problem *pb)
 {
-    attn_split_layout l;
-    attn_split_layout_of(pb->batch, pb->q_heads, pb->q_len, pb->v_dim, pb->splits, &l);
-    char *base = (char *)(((uintptr_t)pb->workspace + 63) & ~(uintptr_t)63);
-    return (split_ws){(atomic_int *)(void *)(base + l.counters_at),
-                      (float *)(void *)(base + l.states_at), (float *)(void *)(base + l.acc_at),
-                      l.acc_stride};
+    return ws_open(pb, pb->workspace, pb->splits);
 }
 
 static int64_t row_index(const attn_problem *pb, const row_ref *row)
 {
     return (row->b * pb->q_heads + row->h) * pb->q_len + row->i;
-}
-
-/* Before the tasks, on the calling thread: the merge counters of a split. */
-static void prepare_forward(const task_ctx *ctx)
-{
-    if (ctx->plan.splits <= 1)
-        return;
-    const split_ws ws = split_open(ctx->pb);
-    for (size_t u = 0; u < ctx->plan.tasks / (size_t)ctx->plan.splits; u++)
-        atomic_init(&ws.done[u], 0);
 }
 
 /* Stores the rows' states of chunk `c` in the workspace. */
@@ -201,7 +206,7 @@ static void split_store(const attn_problem *pb, const split_ws *ws, const task_p
                         const float *acc)
 {
     for (int64_t r = 0; r < n; r++) {
-        const int64_t at = row_index(pb, &rows[r]) * pb->splits + c;
+        const int64_t at = row_index(pb, &rows[r]) * ws->parts + c;
         float *state = ws->states + at * 4;
         state[0] = st[r].m;
         state[1] = st[r].l;
@@ -215,16 +220,19 @@ static void split_store(const attn_problem *pb, const split_ws *ws, const task_p
 }
 
 /*
- * Merges the `splits` chunks of a row in chunk order into acc and the returned
- * state: acc = sum_c exp(m_c - M) acc_c, l and t likewise (the online
- * softmax's rescale, once per chunk), M the largest m_c.
+ * Merges the first `parts` stored parts of a row in order into acc and the
+ * state *o, which holds at most a sink (no accumulator): acc = sum_c
+ * exp(m_c - M) acc_c, l and t likewise (the online softmax's rescale, once
+ * per part), M the largest m.
  */
-static void split_merge(const attn_dsp *dsp, const attn_problem *pb, const split_ws *ws,
-                        const row_ref *row, int64_t splits, online_row *o, float *acc)
+static void merge_parts(const attn_dsp *dsp, const attn_problem *pb, const split_ws *ws,
+                        const row_ref *row, int64_t parts, online_row *o, float *acc)
 {
-    const int64_t first = row_index(pb, row) * pb->splits;
-    *o = (online_row){-INFINITY, 0.0f, 0.0f, 0};
-    for (int64_t c = 0; c < splits; c++) {
+    const int64_t first = row_index(pb, row) * ws->parts;
+    const online_row in = *o;
+    if (in.poisoned)
+        return;
+    for (int64_t c = 0; c < parts; c++) {
         const float *state = ws->states + (first + c) * 4;
         if (state[3] != 0.0f)
             o->poisoned = 1;
@@ -233,13 +241,19 @@ static void split_merge(const attn_dsp *dsp, const attn_problem *pb, const split
     }
     if (o->poisoned || o->m == -INFINITY)
         return;
+    o->l = o->t = 0.0f;
+    if (in.m != -INFINITY) { /* the sink's entry */
+        const float alpha = expf(in.m - o->m);
+        o->l += alpha * in.l;
+        o->t += alpha * (in.t + in.l * (in.m - o->m));
+    }
     const int has_acc = row->lo < row->hi; /* else only a sink: finish_row needs none */
     const float *x[ATTN_WSUM_MAX_PARTS];
     float w[ATTN_WSUM_MAX_PARTS];
     size_t k = 0;
     if (has_acc)
         attn_fill(acc, pb->v_dim, 0.0f);
-    for (int64_t c = 0; c < splits; c++) {
+    for (int64_t c = 0; c < parts; c++) {
         const float *state = ws->states + (first + c) * 4;
         if (state[0] == -INFINITY)
             continue; /* no visible key in this chunk: its acc was not written */
@@ -259,6 +273,126 @@ static void split_merge(const attn_dsp *dsp, const attn_problem *pb, const split
         dsp->wsum(acc, x, w, k, (size_t)pb->v_dim);
 }
 
+/* ------------------------------------------------------------ shared prefixes */
+
+/* The groups of a call, and the prefix tasks of one: its query rows
+   (sequence-major, then position, then head, as a head group stacks them)
+   per KV head, in blocks of block_rows, for each chunk of its keys. */
+typedef struct prefix_group {
+    int64_t b0, b1, keys;          /* sequences [b0, b1], keys [0, keys) of b0 */
+    int64_t rows, blocks, chunks;  /* per KV head */
+} prefix_group;
+
+/* The group that starts at sequence b, and the sequence after it. */
+static int64_t next_group(const attn_problem *pb, int64_t block_rows, int64_t b,
+                          prefix_group *g)
+{
+    attn_prefix_group(pb->opt.shared_prefix, pb->batch, b, &g->b0, &g->b1, &g->keys);
+    g->rows = 0;
+    for (int64_t c = g->b0; c <= g->b1; c++)
+        g->rows += attn_seq_q_len(pb, c) * pb->group;
+    g->blocks = (g->rows + block_rows - 1) / block_rows;
+    g->chunks = (g->keys + ATTN_PREFIX_CHUNK - 1) / ATTN_PREFIX_CHUNK;
+    return g->b1 + 1;
+}
+
+static size_t group_tasks(const attn_problem *pb, const prefix_group *g)
+{
+    return (size_t)(pb->kv_heads * g->blocks * g->chunks);
+}
+
+typedef struct prefix_ctx {
+    const attn_dsp *dsp;
+    const attn_problem *pb;
+    task_plan plan; /* the forward's geometry, block_rows for converted queries */
+} prefix_ctx;
+
+/* Row r of a group's rows of KV head kv_head, in the first sequence's key
+   positions (row_ref.shift), seeing only the shared keys. */
+static row_ref group_row(const attn_problem *pb, const prefix_group *g, int64_t kv_head,
+                         int64_t r)
+{
+    int64_t b = g->b0;
+    for (; r >= attn_seq_q_len(pb, b) * pb->group; b++)
+        r -= attn_seq_q_len(pb, b) * pb->group;
+    row_ref row = attn_make_row(pb, b, kv_head * pb->group + r % pb->group, r / pb->group);
+    const int64_t ko = pb->kv_offsets ? pb->kv_offsets[b] : 0;
+    row.shift = ko - (pb->kv_offsets ? pb->kv_offsets[g->b0] : 0);
+    row.hi = attn_min64(row.hi, ko + g->keys) - row.shift;
+    row.lo -= row.shift;
+    if (row.hi <= row.lo)
+        row.lo = row.hi = ko - row.shift;
+    return row;
+}
+
+static void task_prefix(void *vctx, size_t index)
+{
+    const prefix_ctx *ctx = vctx;
+    const attn_dsp *dsp = ctx->dsp;
+    const attn_problem *pb = ctx->pb;
+    const task_plan *p = &ctx->plan;
+    prefix_group g = {0};
+    for (int64_t b = 0; b < pb->batch;) {
+        b = next_group(pb, p->block_rows, b, &g);
+        if (g.keys > 0 && index < group_tasks(pb, &g))
+            break;
+        if (g.keys > 0)
+            index -= group_tasks(pb, &g);
+    }
+    const int64_t blk = (int64_t)index % g.blocks;
+    const int64_t chunk = (int64_t)index / g.blocks % g.chunks;
+    const int64_t kv_head = (int64_t)index / g.blocks / g.chunks;
+
+    _Alignas(64) float scratch[ATTN_SCRATCH_FLOATS];
+    row_ref rows[ATTN_MAX_BLOCK_Q];
+    online_row st[ATTN_MAX_BLOCK_Q];
+    const int64_t r0 = blk * p->block_rows, n = attn_min64(p->block_rows, g.rows - r0);
+    float *qbuf = scratch, *sbuf = qbuf + p->block_rows * p->q_stride;
+    float *acc = sbuf + p->block_rows * p->block_k;
+    for (int64_t r = 0; r < n; r++) {
+        rows[r] = group_row(pb, &g, kv_head, r0 + r);
+        st[r] = (online_row){-INFINITY, 0.0f, 0.0f, 0};
+        if (rows[r].lo < rows[r].hi)
+            attn_fill(acc + r * p->acc_stride, pb->v_dim, 0.0f);
+    }
+    attn_convert_queries(dsp, pb, p, rows, n, qbuf);
+    const int64_t base = pb->kv_offsets ? pb->kv_offsets[g.b0] : 0;
+    const int64_t klo = base + chunk * ATTN_PREFIX_CHUNK;
+    forward_keys(dsp, pb, p, rows, n, g.b0, kv_head, base, klo,
+                 attn_min64(klo + ATTN_PREFIX_CHUNK, base + g.keys), st, qbuf, p->q_stride, sbuf,
+                 acc);
+    const split_ws ws = ws_open(pb, pb->prefix_workspace, pb->prefix_parts);
+    split_store(pb, &ws, p, rows, n, chunk, st, acc);
+}
+
+/* Before the tasks, on the calling thread: the merge counters of a split,
+   and the round of prefix tasks. */
+static void prepare_forward(const task_ctx *ctx)
+{
+    const attn_problem *pb = ctx->pb;
+    if (ctx->plan.splits > 1) {
+        const split_ws ws = split_open(pb);
+        for (size_t u = 0; u < ctx->plan.tasks / (size_t)ctx->plan.splits; u++)
+            atomic_init(&ws.done[u], 0);
+    }
+    if (!pb->prefix_parts)
+        return;
+    prefix_ctx pc = {ctx->dsp, pb, ctx->plan};
+    pc.plan.q_direct = 0; /* rows of several sequences: always converted */
+    pc.plan.block_rows =
+        attn_block_rows_for(ctx->dsp, pc.plan.q_stride + pc.plan.block_k + pc.plan.acc_stride);
+    size_t tasks = 0;
+    prefix_group g;
+    for (int64_t b = 0; b < pb->batch;) {
+        b = next_group(pb, pc.plan.block_rows, b, &g);
+        if (g.keys > 0)
+            tasks += group_tasks(pb, &g);
+    }
+    attn_run_tasks(pb->parallel_for, pb->parallel_ctx, task_prefix, &pc, tasks);
+}
+
+/* ------------------------------------------------------------ tasks */
+
 static void task_forward(void *vctx, size_t index)
 {
     const task_ctx *ctx = vctx;
@@ -276,6 +410,15 @@ static void task_forward(void *vctx, size_t index)
     if (n == 0)
         return; /* nothing of this block exists; a split counts it as done
                    nowhere, so no chunk of it waits for a merge either */
+    const int64_t b = rows[0].b;
+    /* keys [0, start) of this sequence: its group's shared prefix, which
+       the prefix tasks attended */
+    int64_t start = 0, parts = 0;
+    if (pb->prefix_parts) {
+        int64_t b0, b1;
+        attn_prefix_group(pb->opt.shared_prefix, pb->batch, b, &b0, &b1, &start);
+        parts = (start + ATTN_PREFIX_CHUNK - 1) / ATTN_PREFIX_CHUNK;
+    }
 
     float *qbuf = scratch;
     float *sbuf = qbuf + (p->q_direct ? 0 : p->block_rows * p->q_stride);
@@ -288,10 +431,12 @@ static void task_forward(void *vctx, size_t index)
     } else {
         attn_convert_queries(dsp, pb, p, rows, n, qbuf);
     }
+    const split_ws pws = parts ? ws_open(pb, pb->prefix_workspace, pb->prefix_parts)
+                               : (split_ws){0};
     for (int64_t r = 0; r < n; r++) {
         /* A sink starts the row as its first entry: max z, sum exp(z - z) = 1,
            no value (the accumulator stays 0 for it). Split-KV counts it once,
-           in chunk 0. */
+           in chunk 0, and so the shared prefix's states. */
         const float sink = chunk == 0 ? attn_row_sink(pb, &rows[r]) : -INFINITY;
         st[r] = (online_row){-INFINITY, 0.0f, 0.0f, 0};
         if (isnan(sink) || sink == INFINITY)
@@ -300,39 +445,41 @@ static void task_forward(void *vctx, size_t index)
             st[r] = (online_row){sink, 1.0f, 0.0f, 0};
         if (rows[r].lo < rows[r].hi)
             attn_fill(acc + r * p->acc_stride, pb->v_dim, 0.0f);
+        if (parts && chunk == 0 && rows[r].is_query)
+            merge_parts(dsp, pb, &pws, &rows[r], parts, &st[r], acc + r * p->acc_stride);
     }
     /* this sequence's own chunks (src/driver/split.c): the grid's tasks
        past them have nothing to do. A sequence without query rows (its
        padded rows are written as fully masked) stays whole: the grid does
        not count it. */
     int64_t splits = 1, chunk_keys = 0;
-    const int64_t seq_rows = attn_seq_q_len(pb, rows[0].b);
+    const int64_t seq_rows = attn_seq_q_len(pb, b);
     if (p->splits > 1 && seq_rows > 0)
-        attn_split_plan(pb->q_heads, pb->kv_heads, seq_rows, attn_seq_kv_len(pb, rows[0].b),
+        attn_split_plan(pb->q_heads, pb->kv_heads, seq_rows, attn_seq_kv_len(pb, b) - start,
                         pb->opt.kv_splits, &splits, &chunk_keys);
     if (chunk >= splits)
         return;
-    const int64_t base = pb->kv_offsets ? pb->kv_offsets[rows[0].b] : 0;
+    const int64_t base = pb->kv_offsets ? pb->kv_offsets[b] : 0;
     if (splits == 1) {
-        forward_keys(dsp, pb, p, rows, n, kv_head, base, 0, INT64_MAX, st, q, q_stride, sbuf,
-                     acc);
+        forward_keys(dsp, pb, p, rows, n, b, kv_head, base, base + start, INT64_MAX, st, q,
+                     q_stride, sbuf, acc);
         for (int64_t r = 0; r < n; r++)
             finish_row(dsp, pb, &rows[r], &st[r], acc + r * p->acc_stride);
         return;
     }
 
     const split_ws ws = split_open(pb);
-    /* chunks counted from the sequence's first key, like the blocks */
-    const int64_t klo = base + chunk * chunk_keys;
-    forward_keys(dsp, pb, p, rows, n, kv_head, base, klo, klo + chunk_keys, st, q, q_stride,
+    /* chunks counted from the sequence's first own key, like the blocks */
+    const int64_t klo = base + start + chunk * chunk_keys;
+    forward_keys(dsp, pb, p, rows, n, b, kv_head, base, klo, klo + chunk_keys, st, q, q_stride,
                  sbuf, acc);
     split_store(pb, &ws, p, rows, n, chunk, st, acc);
     /* acq_rel: the last task sees every chunk's stores of this block */
     if (atomic_fetch_add_explicit(&ws.done[block], 1, memory_order_acq_rel) != splits - 1)
         return;
     for (int64_t r = 0; r < n; r++) {
-        online_row merged;
-        split_merge(dsp, pb, &ws, &rows[r], splits, &merged, acc + r * p->acc_stride);
+        online_row merged = {-INFINITY, 0.0f, 0.0f, 0};
+        merge_parts(dsp, pb, &ws, &rows[r], splits, &merged, acc + r * p->acc_stride);
         finish_row(dsp, pb, &rows[r], &merged, acc + r * p->acc_stride);
     }
 }
@@ -351,24 +498,53 @@ static size_t split_need(const attn_shape *s, const attn_options *o, int64_t *sp
     return attn_split_bytes(s->batch, s->q_heads, s->q_len, v_dim, *splits);
 }
 
-/* attn_op.scratch: whether this call splits, and its workspace as an output. */
+/* The most chunks a group's shared prefix takes (0: no group shares). The
+   entries are clamped: attn_forward_workspace_size reads them unchecked. */
+static int64_t prefix_parts_of(const attn_shape *s, const attn_options *o)
+{
+    int64_t most = 0;
+    for (int64_t b = 0, b0, b1, keys; o->shared_prefix && b < s->batch; b = b1 + 1) {
+        attn_prefix_group(o->shared_prefix, s->batch, b, &b0, &b1, &keys);
+        keys = attn_min64(keys, s->kv_len);
+        most = attn_max64(most, (keys + ATTN_PREFIX_CHUNK - 1) / ATTN_PREFIX_CHUNK);
+    }
+    return most;
+}
+
+/* The workspace of the prefix states (0: none, or it overflows size_t). */
+static size_t prefix_need(const attn_shape *s, const attn_options *o, int64_t *parts)
+{
+    *parts = prefix_parts_of(s, o);
+    const int64_t v_dim = s->v_dim ? s->v_dim : s->head_dim;
+    return *parts ? attn_split_bytes(s->batch, s->q_heads, s->q_len, v_dim, *parts) : 0;
+}
+
+/* attn_op.scratch: whether this call splits and attends shared prefixes
+   once, and its workspace (the split's, then the prefixes') as an output. */
 static attn_status forward_scratch(attn_problem *pb, const attn_options *o, attn_range_set *set)
 {
     const attn_shape s = {pb->batch, pb->q_heads, pb->kv_heads, pb->q_len,
                           pb->kv_len, pb->head_dim, pb->v_dim};
-    int64_t splits;
+    int64_t splits, parts;
     size_t need = split_need(&s, o, &splits);
+    const size_t pneed = prefix_need(&s, o, &parts);
+    const size_t have = o->workspace ? o->workspace_size : 0;
     if (splits > 1 && need == 0 && o->kv_splits >= 2)
         return ATTN_ERR_SHAPE; /* its workspace would not fit size_t */
-    if (splits > 1 && (need == 0 || !o->workspace || o->workspace_size < need)) {
+    if (splits > 1 && (need == 0 || have < need)) {
         if (o->kv_splits >= 2)
             return ATTN_ERR_ARG; /* asked for, impossible: say so */
         splits = 1;              /* automatic: the documented unsplit fallback */
+        need = 0;
     }
-    if (splits > 1)
-        ATTN_TRY(attn_add_array(set, o->workspace, (int64_t)need, 1, 1));
+    /* without room for the prefix states each sequence reads its prefix */
+    const int shared = pneed > 0 && have >= need && have - need >= pneed;
+    if (splits > 1 || shared)
+        ATTN_TRY(attn_add_array(set, o->workspace, (int64_t)(need + (shared ? pneed : 0)), 1, 1));
     pb->splits = splits;
     pb->workspace = splits > 1 ? o->workspace : NULL;
+    pb->prefix_parts = shared ? parts : 0;
+    pb->prefix_workspace = shared ? (char *)o->workspace + need : NULL;
     return ATTN_OK;
 }
 
@@ -410,9 +586,11 @@ attn_status attn_forward_workspace_size(const attn_shape *shape, const attn_opti
         return ATTN_ERR_NULL;
     attn_options o;
     ATTN_TRY(attn_check_shape_options(shape, opt, &o));
-    int64_t splits;
+    int64_t splits, parts;
     size_t need = split_need(shape, &o, &splits);
-    if (splits > 1 && need == 0)
+    const size_t pneed = prefix_need(shape, &o, &parts);
+    if ((splits > 1 && need == 0) || (parts > 0 && pneed == 0) ||
+        __builtin_add_overflow(need, pneed, &need))
         return ATTN_ERR_SHAPE; /* does not fit size_t */
     *bytes = need;
     return ATTN_OK;

@@ -26,6 +26,12 @@ typedef struct kv_src {
     ptrdiff_t block_step;  /* paged: stride units between consecutive pool blocks */
     int blocks_adjoin;     /* paged: block n + 1 starts where block n ends */
     size_t row_bytes;      /* bytes of one row (cols values) */
+    /* shared prefixes (attn.h): positions below own_from are another
+       sequence's keys, found from these (own_from 0 without sharing) */
+    int64_t own_from;
+    const attn_problem *pb;
+    const attn_tensor *t;
+    int64_t b, kv_head, cols;
 } kv_src;
 
 /* `cols`: the row length of t (head_dim for K, v_dim for V). */
@@ -40,6 +46,14 @@ static inline kv_src attn_kv_open(const attn_problem *pb, const attn_tensor *t, 
     s.block_size = 0;
     s.block_step = 0;
     s.blocks_adjoin = 0;
+    s.own_from = 0;
+    s.pb = pb;
+    s.t = t;
+    s.b = b;
+    s.kv_head = kv_head;
+    s.cols = cols;
+    if (pb->opt.shared_prefix)
+        s.own_from = (pb->kv_offsets ? pb->kv_offsets[b] : 0) + pb->opt.shared_prefix[b];
     if (pb->block_table) {
         s.base = (const char *)t->data + kv_head * t->head_stride * (int64_t)s.esize;
         s.table = pb->block_table + b * pb->block_table_stride;
@@ -52,9 +66,29 @@ static inline kv_src attn_kv_open(const attn_problem *pb, const attn_tensor *t, 
     return s;
 }
 
+static inline const void *attn_kv_run(const kv_src *s, int64_t j, int64_t end, int64_t *n);
+
+/* Key j (a position of s's sequence) below own_from: the same key of the
+   sequence before it, or of the one before that while it is shared too,
+   as a run that stops where the key stops being shared. */
+static inline const void *attn_kv_run_shared(const kv_src *s, int64_t j, int64_t end, int64_t *n)
+{
+    const attn_problem *pb = s->pb;
+    const int32_t *shared = pb->opt.shared_prefix;
+    const int64_t t = j - (pb->kv_offsets ? pb->kv_offsets[s->b] : 0);
+    int64_t lim = attn_min64(end - j, shared[s->b] - t), c = s->b - 1;
+    for (; t < shared[c]; c--) /* shared[0] is 0: the walk ends */
+        lim = attn_min64(lim, shared[c] - t);
+    const kv_src o = attn_kv_open(pb, s->t, c, s->kv_head, s->cols);
+    const int64_t p = (pb->kv_offsets ? pb->kv_offsets[c] : 0) + t;
+    return attn_kv_run(&o, p, p + lim, n);
+}
+
 /* Rows j.. of the run starting at key j, with *n (>= 1, <= end - j) rows in it. */
 static inline const void *attn_kv_run(const kv_src *s, int64_t j, int64_t end, int64_t *n)
 {
+    if (j < s->own_from)
+        return attn_kv_run_shared(s, j, end, n);
     if (!s->table) {
         *n = end - j;
         return s->base + (ptrdiff_t)j * s->stride * (ptrdiff_t)s->esize;

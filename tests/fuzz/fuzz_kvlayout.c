@@ -78,6 +78,9 @@ static void profile_of(gen_profile *p)
 {
     gen_profile_init(p);
     gen_chance(p, GEN_C_OPT(tree_parents), 48); /* draft trees over packed rows too */
+    /* shared prefixes (1.4), attended once with the workspace when given */
+    gen_chance(p, GEN_C_OPT(shared_prefix), 64);
+    gen_chance(p, GEN_C_OPT(workspace), 128);
     gen_range(p, GEN_C_KV_HEADS, 1, 2);
     gen_range(p, GEN_C_GROUP, 1, 2);
     gen_range(p, GEN_C_HEAD_DIM, 1, 24);
@@ -100,27 +103,44 @@ static void profile_of(gen_profile *p)
     gen_never(p, GEN_C_SPREAD); /* finite values: a NaN in a result is a read outside */
 }
 
-/*
- * The pages of sequence b that some query sees, [*p0, *p1), by attn.h's
- * rules: those entries are read, so they must hold a block of the pool.
- */
-static void seen_pages(const prob *p, int64_t b, int64_t *p0, int64_t *p1)
+/* Keys sequence b shares with sequence b - 1 (attn.h, "Shared prefixes"). */
+static int64_t shared_of(const prob *p, int64_t b)
 {
-    int64_t lo = INT64_MAX, hi = 0;
-    for (int64_t i = 0; i < gen_seq_q(&p->d, b); i++) {
-        int64_t l, h;
-        gen_row_keys(&p->d, b, i, &l, &h);
-        if (l < h) {
-            lo = l < lo ? l : lo;
-            hi = h > hi ? h : hi;
+    return p->opt.shared_prefix ? p->opt.shared_prefix[b] : 0;
+}
+
+/*
+ * Which block-table entries a call reads, by attn.h's rules: for each
+ * sequence, the pages of the keys some of its queries see, each key in the
+ * storage of the sequence it lives in (a shared key: down the chain of
+ * shared prefixes). read[b * pages + page] = 1; those entries must hold a
+ * block of the pool. The caller frees the array.
+ */
+static uint8_t *read_pages(const prob *p, int64_t *pages)
+{
+    const int64_t B = p->shape.batch, bs = p->opt.block_size;
+    *pages = (p->shape.kv_len + bs - 1) / bs;
+    uint8_t *read = calloc((size_t)(B * *pages) + 1, 1);
+    FZ_CHECK(read, "out of memory");
+    for (int64_t b = 0; b < B; b++) {
+        int64_t lo = INT64_MAX, hi = 0;
+        for (int64_t i = 0; i < gen_seq_q(&p->d, b); i++) {
+            int64_t l, h;
+            gen_row_keys(&p->d, b, i, &l, &h);
+            if (l < h) {
+                lo = l < lo ? l : lo;
+                hi = h > hi ? h : hi;
+            }
+        }
+        for (int64_t c = b; lo < hi && c >= 0; c--) {
+            const int64_t own = lo > shared_of(p, c) ? lo : shared_of(p, c);
+            const int64_t ko = gen_kv_offset(&p->d, c);
+            for (int64_t k = own; k < hi; k++)
+                read[c * *pages + (ko + k) / bs] = 1;
+            hi = hi < shared_of(p, c) ? hi : shared_of(p, c);
         }
     }
-    *p0 = *p1 = 0;
-    if (lo < hi) {
-        const int64_t ko = gen_kv_offset(&p->d, b), bs = p->opt.block_size;
-        *p0 = (ko + lo) / bs;
-        *p1 = (ko + hi - 1) / bs + 1;
-    }
+    return read;
 }
 
 /* One hostile change of a valid problem; each makes the call invalid. */
@@ -129,7 +149,7 @@ static void corrupt(prob *p, fz_reader *r)
     const int64_t B = p->shape.batch;
     const int64_t limit[4] = {p->shape.q_len, p->shape.kv_len, p->shape.q_len, p->shape.kv_len};
     const int paged = p->opt.block_table != NULL, apply = p->op == OP_MASK_APPLY;
-    switch (fz_range(r, 0, 7)) {
+    switch (fz_range(r, 0, 8)) {
     case 1: case 2: { /* a length or an offset out of range */
         const int a = (int)fz_range(r, 0, 3);
         if (!p->arr[a])
@@ -152,17 +172,29 @@ static void corrupt(prob *p, fz_reader *r)
         if (!paged && !apply)
             p->opt.block_size = 16;
         break;
-    case 5: { /* a seen page outside the pool */
+    case 5: { /* a page some query reads outside the pool */
         if (!paged || apply)
             break;
         const int64_t b = fz_range(r, 0, B - 1);
-        int64_t p0, p1;
-        seen_pages(p, b, &p0, &p1);
-        if (p0 < p1) {
+        int64_t pages;
+        uint8_t *read = read_pages(p, &pages);
+        const int64_t pg = fz_range(r, 0, pages - 1);
+        if (read[b * pages + pg]) {
             int32_t *t = (int32_t *)p->opt.block_table;
-            t[b * p->opt.block_table_stride + fz_range(r, p0, p1 - 1)] =
+            t[b * p->opt.block_table_stride + pg] =
                 fz_chance(r, 128) ? (int32_t)p->opt.num_blocks : -5;
         }
+        free(read);
+        break;
+    }
+    case 7: { /* a shared prefix longer than a sequence, or sequence 0's */
+        if (!p->opt.shared_prefix || apply)
+            break;
+        const int64_t b = fz_range(r, 0, B - 1);
+        int32_t *sp = (int32_t *)p->opt.shared_prefix;
+        sp[b] = b == 0 || fz_chance(r, 64)
+                    ? (int32_t)fz_range(r, b == 0 ? 1 : -2, b == 0 ? 3 : -1)
+                    : (int32_t)(seq(p->arr[1], b, limit[1]) + fz_range(r, 1, 2));
         break;
     }
     case 6: { /* packed outputs: a sequence starting inside the one before */
@@ -190,6 +222,12 @@ static int arrays_bad(const prob *p, int paging)
     for (int a = 2; a < 4 && !bad; a++)
         for (int64_t b = 0; p->arr[a] && b < B; b++)
             bad |= p->arr[a][b] < 0 || p->arr[a][b] + seq(p->arr[a - 2], b, limit[a]) > limit[a];
+    /* shared prefixes: none for sequence 0, within both sequences' keys */
+    for (int64_t b = 0; paging && p->opt.shared_prefix && b < B && !bad; b++) {
+        const int64_t room = b ? seq(p->arr[1], b - 1, limit[1]) : 0;
+        bad |= shared_of(p, b) < 0 || shared_of(p, b) > seq(p->arr[1], b, limit[1]) ||
+               shared_of(p, b) > room;
+    }
     if (paging && !p->opt.block_table && (p->opt.block_size || p->opt.num_blocks))
         bad = 1;
     if (paging && p->opt.block_table && (p->opt.block_size <= 0 || p->opt.num_blocks <= 0))
@@ -204,15 +242,17 @@ static unsigned expected(const prob *p)
     unsigned bad_stride = 0;
     unsigned bad_arg = (unsigned)arrays_bad(p, p->op != OP_MASK_APPLY);
     if (p->op != OP_MASK_APPLY) {
-        if (p->opt.block_table && !bad_arg)
-            for (int64_t b = 0; b < B; b++) {
-                int64_t p0, p1;
-                seen_pages(p, b, &p0, &p1);
-                for (int64_t pg = p0; pg < p1; pg++) {
-                    const int32_t e = p->opt.block_table[b * p->opt.block_table_stride + pg];
-                    bad_arg |= e < 0 || e >= p->opt.num_blocks;
-                }
-            }
+        if (p->opt.block_table && !bad_arg) {
+            int64_t pages;
+            uint8_t *read = read_pages(p, &pages);
+            for (int64_t b = 0; b < B; b++)
+                for (int64_t pg = 0; pg < pages; pg++)
+                    if (read[b * pages + pg]) {
+                        const int32_t e = p->opt.block_table[b * p->opt.block_table_stride + pg];
+                        bad_arg |= e < 0 || e >= p->opt.num_blocks;
+                    }
+            free(read);
+        }
     }
     if (p->d.q_packed && B > 1 && !bad_arg) { /* in order and disjoint (attn.h) */
         int64_t end = 0;
@@ -267,8 +307,8 @@ static unsigned append_expected(const prob *p, int keys_only, int bad_value)
     }
     const int64_t limit[2] = {p->shape.q_len, p->shape.kv_len};
     int bad = arrays_bad(p, 1);
-    for (int64_t b = 0; b < B && !bad; b++)
-        bad |= seq(p->arr[0], b, limit[0]) > seq(p->arr[1], b, limit[1]);
+    for (int64_t b = 0; b < B && !bad; b++) /* a new key below a shared prefix too */
+        bad |= seq(p->arr[0], b, limit[0]) > seq(p->arr[1], b, limit[1]) - shared_of(p, b);
     for (int64_t b = 0; b < B && !bad && p->opt.block_table; b++)
         for (int64_t i = 0; i < seq(p->arr[0], b, limit[0]); i++) {
             const int32_t e = p->opt.block_table[b * p->opt.block_table_stride +
@@ -433,9 +473,12 @@ static int decode(prob *p, fz_reader *r)
         int32_t *table0 = table ? malloc(table_bytes) : NULL;
         FZ_CHECK(p->shape.batch <= 8 && (!table || table0), "batch %lld",
                  (long long)p->shape.batch);
+        int32_t keep_shared[8], *shared = (int32_t *)p->opt.shared_prefix;
         for (int i = 0; i < 4; i++)
             if (p->arr[i])
                 memcpy(keep[i], p->arr[i], (size_t)p->shape.batch * 4);
+        if (shared)
+            memcpy(keep_shared, shared, (size_t)p->shape.batch * 4);
         if (table)
             memcpy(table0, table, table_bytes);
         corrupt(p, r);
@@ -443,6 +486,8 @@ static int decode(prob *p, fz_reader *r)
             for (int i = 0; i < 4; i++)
                 if (p->arr[i])
                     memcpy(p->arr[i], keep[i], (size_t)p->shape.batch * 4);
+            if (shared)
+                memcpy(shared, keep_shared, (size_t)p->shape.batch * 4);
             if (table)
                 memcpy(table, table0, table_bytes);
             p->opt = opt;
