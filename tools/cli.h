@@ -72,6 +72,7 @@ typedef struct preset {
     attn_shape shape;
     bool causal;
     attn_dtype kv_dtype;
+    int64_t shared_prefix; /* keys each sequence shares with the one before (0: none) */
 } preset;
 
 extern const preset cli_presets[];
@@ -106,7 +107,12 @@ void visible_keys(const problem *p, int64_t b, int64_t i, int64_t *lo, int64_t *
 /* Visible query-key pairs of one (batch, head), averaged over the batch. */
 double visible_pairs(const problem *p);
 double flops_per_call(const problem *p);
+/* The K and V bytes a call must read: a shared prefix once (attn.h). */
 double kv_bytes_per_call(const problem *p);
+/* The bytes of a dense K and V cache of the shape (every slot). */
+double kv_cache_bytes(const problem *p);
+/* Keys sequence b shares with the one before it (0: none). */
+int64_t shared_keys(const problem *p, int64_t b);
 /* Few query rows (decode, speculative decoding): bound by reading K and V. */
 bool is_decode_like(const problem *p);
 
@@ -200,6 +206,7 @@ typedef struct measurement {
     double gflops;
     double kv_gbytes_s;
     double floor_gbytes_s; /* K+V bytes / the floor's mean time */
+    double floor_read_s;   /* the floor's time for the bytes the call must read */
     int64_t kv_copies;     /* K/V copies rotated over (1: none) */
     /* The compute peak of the call's precision (0: none): the pool's FMA
        peak (cli_fma_peak_gflops), or, where a mode runs on dot products,

@@ -62,7 +62,7 @@ int cmd_bench(int argc, char **argv)
         else
             snprintf(gbs, sizeof gbs, "-");
         if (m.floor.calls)
-            snprintf(vs_floor, sizeof vs_floor, "%.2f", m.time.mean_s / m.floor.mean_s);
+            snprintf(vs_floor, sizeof vs_floor, "%.2f", m.time.mean_s / m.floor_read_s);
         if (m.peak_gflops > 0.0)
             snprintf(of_peak, sizeof of_peak, "%.1f", 100.0 * m.gflops / m.peak_gflops);
         if (m.t_star_s > 0.0)

@@ -215,7 +215,7 @@ static int64_t kv_copies_for(const problem *p)
     if (!is_decode_like(p) || paged_block_of(p) > 0 || is_packed(p))
         return 1;
     const int64_t llc = llc_bytes() > 0 ? llc_bytes() : ROTATE_UNKNOWN_LLC;
-    const double bytes = kv_bytes_per_call(p);
+    const double bytes = kv_cache_bytes(p); /* a copy holds every slot */
     int64_t copies = (int64_t)ceil((double)(ROTATE_LLC_FACTOR * llc) / bytes);
     /* even, so the forward and the floor read alternate copies (see measure) */
     copies = copies < 2 ? 2 : copies + (copies & 1);
@@ -474,7 +474,13 @@ int measure(const problem *p, const cli_settings *x, attn_threadpool *pool, doub
     m->gflops = flops_per_call(p) / m->time.mean_s * 1e-9;
     m->kv_gbytes_s = kv_bytes_per_call(p) / m->time.mean_s * 1e-9;
     m->kv_copies = b->copies;
-    m->floor_gbytes_s = m->floor.calls ? kv_bytes_per_call(p) / m->floor.mean_s * 1e-9 : 0.0;
+    /* the floor reads the whole copy (every slot of K and V); a call may
+       need fewer bytes (padding, a shared prefix read once) */
+    m->floor_gbytes_s = m->floor.calls ? (double)(b->m.bytes[GEN_K] + b->m.bytes[GEN_V]) /
+                                             m->floor.mean_s * 1e-9
+                                       : 0.0;
+    m->floor_read_s = m->floor_gbytes_s > 0.0 ? kv_bytes_per_call(p) / (m->floor_gbytes_s * 1e9)
+                                              : 0.0;
     /* The FMA peak on the same threads, after the timed calls so it cannot
        disturb them (measured once per pool: cached for the next problem).
        Every problem reports its share of it; a decode-like one with its

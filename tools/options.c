@@ -130,6 +130,20 @@ static int pin_packed(const cli_option *o, const char *cmd, const char *v, cli_s
     return EXIT_OK;
 }
 
+/* --shared-prefix N: one group, each sequence sharing N keys (or what both
+   sequences have) with the one before it; 0 turns a preset's off. */
+static int pin_shared(const cli_option *o, const char *cmd, const char *v, cli_settings *s)
+{
+    int rc = pin_i64(o, cmd, v, s);
+    if (rc)
+        return rc;
+    const int64_t n = s->pins.pin[o->field];
+    gen_pin(&s->pins, GEN_C_OPT(shared_prefix), n > 0);
+    gen_pin(&s->pins, GEN_C_SHARED, GEN_SHARED_ALL);
+    gen_pin(&s->pins, GEN_C_SHARED_KEYS, n);
+    return EXIT_OK;
+}
+
 static int set_bool(const cli_option *o, const char *cmd, const char *v, cli_settings *s)
 {
     (void)cmd, (void)v;
@@ -263,7 +277,7 @@ static int parse_preset_list(const cli_option *o, const char *cmd, const char *v
 static const cli_option options[] = {
     {"--preset", "NAME", CLI_RUN, P, parse_preset, 0, 0, 0,
      "prefill (default), decode, prefill-f16, decode-f16, small,\n"
-     "spec-decode, mla-decode\n"
+     "spec-decode, mla-decode, shared-prefix\n"
      "prefill: Llama-3-8B-like prefill: batch 1, 32 query heads,\n"
      "  8 KV heads, head_dim 128, q_len = kv_len = 2048, causal, f32\n"
      "decode: one decode step: as prefill but q_len 1, kv_len 4096\n"
@@ -272,7 +286,9 @@ static const cli_option options[] = {
      "  q_len = kv_len = 256, causal (a quick check)\n"
      "spec-decode: as decode-f16 with q_len 4 (4 draft tokens)\n"
      "mla-decode: DeepSeek-style MLA: 128 query heads, 1 KV head,\n"
-     "  head_dim 576, v_dim 512, kv_len 4096, bf16 K and V"},
+     "  head_dim 576, v_dim 512, kv_len 4096, bf16 K and V\n"
+     "shared-prefix: parallel sampling: batch 16, as decode-f16 with\n"
+     "  kv_len 4352 of which 4096 are one prefix every sequence shares"},
     {"--presets", "LIST", CLI_BENCH, P, parse_preset_list, 0, 0, 0,
      "comma-separated presets, in the order to run (default: small,\n"
      "prefill, prefill-f16, decode, decode-f16)"},
@@ -318,6 +334,10 @@ static const cli_option options[] = {
      "the batch as sequences of q_len/20 .. q_len queries (keys:\n"
      "kv_len - q_len more), packed into [tokens][heads][dim] with\n"
      "offsets (FlashAttention's cu_seqlens) instead of padded"},
+    {"--shared-prefix", "N", CLI_RUN, P, pin_shared, GEN_C_SHARED_KEYS, 0, INT32_MAX,
+     "every sequence after the first shares its first N keys with\n"
+     "the one before it (attn_options.shared_prefix; at most what both\n"
+     "have; 0: off): decode reads and attends them once"},
     {"--seed", "S", RB, P, parse_u64, AT(seed), 0, 0,
      "seed of the input generator (default 1)"},
     {"--threads", "N", RB, E, parse_i64, AT(threads), 0, MAX_THREADS,

@@ -8,22 +8,25 @@
 #define LLAMA3_8B_HEADS 1, 32, 8
 const preset cli_presets[] = {
     { "prefill", "Llama-3-8B-like prefill, 2048 tokens",
-      { LLAMA3_8B_HEADS, 2048, 2048, 128, 0 }, true, ATTN_DTYPE_F32 },
+      { LLAMA3_8B_HEADS, 2048, 2048, 128, 0 }, true, ATTN_DTYPE_F32, 0 },
     { "decode", "one decode step over a 4096-token KV cache",
-      { LLAMA3_8B_HEADS, 1, 4096, 128, 0 }, true, ATTN_DTYPE_F32 },
+      { LLAMA3_8B_HEADS, 1, 4096, 128, 0 }, true, ATTN_DTYPE_F32, 0 },
     { "prefill-f16", "prefill, K and V stored as f16",
-      { LLAMA3_8B_HEADS, 2048, 2048, 128, 0 }, true, ATTN_DTYPE_F16 },
+      { LLAMA3_8B_HEADS, 2048, 2048, 128, 0 }, true, ATTN_DTYPE_F16, 0 },
     { "decode-f16", "decode, K and V stored as f16",
-      { LLAMA3_8B_HEADS, 1, 4096, 128, 0 }, true, ATTN_DTYPE_F16 },
+      { LLAMA3_8B_HEADS, 1, 4096, 128, 0 }, true, ATTN_DTYPE_F16, 0 },
     { "small", "a quick check: 2 x 8 heads (GQA 4:1), 256 tokens, head_dim 64",
-      { 2, 8, 2, 256, 256, 64, 0 }, true, ATTN_DTYPE_F32 },
+      { 2, 8, 2, 256, 256, 64, 0 }, true, ATTN_DTYPE_F32, 0 },
     { "spec-decode", "speculative decoding: 4 draft tokens per step (GQA 4:1: 16 rows per "
       "KV head), 4096-token f16 cache",
-      { LLAMA3_8B_HEADS, 4, 4096, 128, 0 }, true, ATTN_DTYPE_F16 },
+      { LLAMA3_8B_HEADS, 4, 4096, 128, 0 }, true, ATTN_DTYPE_F16, 0 },
     { "mla-decode", "DeepSeek-style MLA decode: 128 query heads on one bf16 latent head, "
       "head_dim 576, v_dim 512, 4096 tokens (V here a separate tensor; engines view the "
       "latent rows' first 512 columns)",
-      { 1, 128, 1, 1, 4096, 576, 512 }, true, ATTN_DTYPE_BF16 },
+      { 1, 128, 1, 1, 4096, 576, 512 }, true, ATTN_DTYPE_BF16, 0 },
+    { "shared-prefix", "parallel sampling: 16 sequences decode against one 4096-token f16 "
+      "prefix (attended once) plus 256 tokens each",
+      { 16, 32, 8, 1, 4096 + 256, 128, 0 }, true, ATTN_DTYPE_F16, 4096 },
 };
 const size_t cli_preset_count = sizeof(cli_presets) / sizeof(cli_presets[0]);
 const char *const cli_bench_order[] = { "small", "prefill", "prefill-f16", "decode", "decode-f16" };
@@ -63,6 +66,11 @@ problem preset_problem(const preset *pre, const attn_shape *shape, const gen_pro
     gen_pin(&prof, GEN_C_OPT(flags), pre->causal);
     gen_pin(&prof, GEN_C_K_DTYPE, pre->kv_dtype);
     gen_pin(&prof, GEN_C_V_DTYPE, pre->kv_dtype);
+    if (pre->shared_prefix > 0) {
+        gen_pin(&prof, GEN_C_OPT(shared_prefix), 1);
+        gen_pin(&prof, GEN_C_SHARED, GEN_SHARED_ALL);
+        gen_pin(&prof, GEN_C_SHARED_KEYS, pre->shared_prefix);
+    }
     for (int r = GEN_Q; r <= GEN_V; r++)
         prof.val[r] = (gen_values){ GEN_VAL_BELL, -1.0f, 1.0f, 0, 0, 0, 0, 0, 0 };
     prof.val[GEN_OPT(alibi_slopes)] = (gen_values){ GEN_VAL_ALIBI, 1.0f, 1.0f, 0, 0, 0, 0, 0, 0 };
@@ -181,6 +189,14 @@ double flops_per_call(const problem *p)
            (2.0 * (double)s->head_dim + 2.0 * (double)v_dim_of(s));
 }
 
+/* Keys sequence b shares with the one before it (attn.h, "Shared prefixes"). */
+int64_t shared_keys(const problem *p, int64_t b)
+{
+    const int64_t *shared = p->g.ints[ATTN_OPT_POS_shared_prefix];
+    return shared ? shared[b] : 0;
+}
+
+/* The keys a call must read: each sequence's own, a shared prefix once. */
 double kv_bytes_per_call(const problem *p)
 {
     const attn_shape *s = &p->shape;
@@ -189,10 +205,18 @@ double kv_bytes_per_call(const problem *p)
     for (int64_t b = 0; b < s->batch; b++) {
         int64_t lq, lk;
         seq_lengths(p, b, &lq, &lk);
-        keys += (double)lk;
+        keys += (double)(lk - shared_keys(p, b));
     }
     return keys * (double)s->kv_heads * (double)(s->head_dim + v_dim_of(s)) /
            (double)dtype_block(t) * (double)dtype_size(t);
+}
+
+double kv_cache_bytes(const problem *p)
+{
+    const attn_shape *s = &p->shape;
+    const attn_dtype t = kv_dtype_of(p);
+    return (double)s->batch * (double)s->kv_len * (double)s->kv_heads *
+           (double)(s->head_dim + v_dim_of(s)) / (double)dtype_block(t) * (double)dtype_size(t);
 }
 
 bool is_decode_like(const problem *p)

@@ -54,9 +54,14 @@ static attn_status verify_one_row(const problem *p, const buffers *b, int64_t bi
             o.sinks = &ts;
         }
         for (int64_t j = lo; j < hi; j++) {
-            memcpy((char *)kbuf + (size_t)(j - lo) * k_row, gen_kv_row(m, GEN_K, bi, kvh, k0 + j),
+            /* a shared key lives with the sequence it is shared from */
+            int64_t src = bi;
+            while (j < shared_keys(p, src))
+                src--;
+            const int64_t at = src == bi ? k0 + j : gen_kv_offset(&p->g, src) + j;
+            memcpy((char *)kbuf + (size_t)(j - lo) * k_row, gen_kv_row(m, GEN_K, src, kvh, at),
                    k_row);
-            memcpy((char *)vbuf + (size_t)(j - lo) * v_row, gen_kv_row(m, GEN_V, bi, kvh, k0 + j),
+            memcpy((char *)vbuf + (size_t)(j - lo) * v_row, gen_kv_row(m, GEN_V, src, kvh, at),
                    v_row);
         }
         /* ALiBi as an explicit bias row: the oracle's keys start at lo, so

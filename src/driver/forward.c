@@ -281,6 +281,7 @@ static void merge_parts(const attn_dsp *dsp, const attn_problem *pb, const split
 typedef struct prefix_group {
     int64_t b0, b1, keys;          /* sequences [b0, b1], keys [0, keys) of b0 */
     int64_t rows, blocks, chunks;  /* per KV head */
+    int64_t block_rows;            /* rows per block: the fewest blocks, evened out */
 } prefix_group;
 
 /* The group that starts at sequence b, and the sequence after it. */
@@ -292,6 +293,9 @@ static int64_t next_group(const attn_problem *pb, int64_t block_rows, int64_t b,
     for (int64_t c = g->b0; c <= g->b1; c++)
         g->rows += attn_seq_q_len(pb, c) * pb->group;
     g->blocks = (g->rows + block_rows - 1) / block_rows;
+    /* 64 rows in blocks of 42 would leave 22 for a second pass at a lower
+       rate: two of 32 read the same keys as often, each at the full rate */
+    g->block_rows = g->blocks ? (g->rows + g->blocks - 1) / g->blocks : 0;
     g->chunks = (g->keys + ATTN_PREFIX_CHUNK - 1) / ATTN_PREFIX_CHUNK;
     return g->b1 + 1;
 }
@@ -346,7 +350,7 @@ static void task_prefix(void *vctx, size_t index)
     _Alignas(64) float scratch[ATTN_SCRATCH_FLOATS];
     row_ref rows[ATTN_MAX_BLOCK_Q];
     online_row st[ATTN_MAX_BLOCK_Q];
-    const int64_t r0 = blk * p->block_rows, n = attn_min64(p->block_rows, g.rows - r0);
+    const int64_t r0 = blk * g.block_rows, n = attn_min64(g.block_rows, g.rows - r0);
     float *qbuf = scratch, *sbuf = qbuf + p->block_rows * p->q_stride;
     float *acc = sbuf + p->block_rows * p->block_k;
     for (int64_t r = 0; r < n; r++) {
