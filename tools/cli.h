@@ -138,6 +138,7 @@ typedef struct cli_settings {
     bool progress;
     int64_t splits; /* attn_options.kv_splits: 0 automatic, 1 never, N */
     bool backward; /* run: time attn_backward instead of attn_forward */
+    bool plan;     /* run: time attn_plan_run on a plan made once */
     /* the problem (run): a preset, then overrides: dimensions (-1: not
        given) and the generator's choices the flags pin */
     const preset *preset;

@@ -107,6 +107,12 @@ static int run(const cli_settings *xs, const preset *pre, bool overridden, const
         return EXIT_USAGE;
     }
 
+    if (x.backward && x.plan) {
+        fprintf(stderr, "attn run: --plan times the forward (attn_plan_run); it does not take "
+                        "--backward\nTry 'attn run --help'.\n");
+        return EXIT_USAGE;
+    }
+
     attn_threadpool *pool = NULL;
     rc = open_pool(&x, &pool);
     if (rc)
@@ -151,6 +157,8 @@ static int run(const cli_settings *xs, const preset *pre, bool overridden, const
                paged_block_of(&p));
     if (x.backward)
         printf("  op       attn_backward (dq, dk, dv), after one attn_forward for out and lse\n");
+    else if (x.plan)
+        printf("  op       attn_plan_run on a plan made once (attn_plan_forward)\n");
     fflush(stdout);
 
     measurement m;

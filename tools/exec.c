@@ -299,14 +299,18 @@ static void copy_tensors(const buffers *b, int64_t c, attn_tensor *tk, attn_tens
     }
 }
 
-static attn_status timed_call(const buffers *b, const attn_options *o, int64_t copy,
-                              double *seconds)
+/* One call on copy `copy`: attn_forward, or attn_plan_run of `plan` with
+   the copy's K and V (a plan takes new data pointers, the same layout). */
+static attn_status timed_call(const buffers *b, const attn_options *o, const attn_plan *plan,
+                              int64_t copy, double *seconds)
 {
     attn_tensor tk, tv; /* one copy: as laid out (dense, pool, packed) */
     copy_tensors(b, copy, &tk, &tv);
     const double t0 = now_seconds();
     attn_status st =
-        attn_forward(&b->m.shape, o, &b->m.t[GEN_Q], &tk, &tv, &b->m.t[GEN_OUT], NULL);
+        plan ? attn_plan_run(plan, b->m.t[GEN_Q].data, tk.data, tv.data, b->m.t[GEN_OUT].data,
+                             NULL)
+             : attn_forward(&b->m.shape, o, &b->m.t[GEN_Q], &tk, &tv, &b->m.t[GEN_OUT], NULL);
     *seconds = now_seconds() - t0;
     return st;
 }
@@ -391,7 +395,8 @@ static double timed_read(const buffers *b, attn_threadpool *pool, int64_t copy)
  * cache out of the last-level cache.
  */
 static attn_status time_forward(const buffers *b, pool_hook *hook, const attn_options *base,
-                                int64_t iters, double target_s, timing *t, timing *floor_t)
+                                const attn_plan *plan, int64_t iters, double target_s, timing *t,
+                                timing *floor_t)
 {
     attn_options o = *base;
     o.parallel_for = counting_parallel_for;
@@ -399,7 +404,7 @@ static attn_status time_forward(const buffers *b, pool_hook *hook, const attn_op
     progress *pr = hook->progress;
     const int with_floor = b->copies >= 2;
     double first;
-    attn_status st = timed_call(b, &o, 0, &first);
+    attn_status st = timed_call(b, &o, plan, 0, &first);
     atomic_store(&pr->calls_done, 1);
     if (st != ATTN_OK)
         return st;
@@ -418,7 +423,7 @@ static attn_status time_forward(const buffers *b, pool_hook *hook, const attn_op
     for (int64_t i = 0; i < n; i++) {
         double sec;
         const int64_t copy = with_floor ? (2 * (i + 1)) % b->copies : 0;
-        if ((st = timed_call(b, &o, copy, &sec)) != ATTN_OK)
+        if ((st = timed_call(b, &o, plan, copy, &sec)) != ATTN_OK)
             return st;
         atomic_store(&pr->calls_done, i + 2);
         total += sec;
@@ -465,9 +470,31 @@ int measure(const problem *p, const cli_settings *x, attn_threadpool *pool, doub
     o.workspace = ws;
     o.workspace_size = ws_bytes;
     m->workspace = ws_bytes;
+    /* --plan: validated and partitioned once, with the hooks the timed
+       calls use (a plan keeps its options' parallel_for) */
+    attn_plan *plan = NULL;
+    void *plan_mem = NULL;
+    if (x->plan) {
+        attn_options po = o;
+        po.parallel_for = counting_parallel_for;
+        po.parallel_ctx = &hook;
+        size_t bytes = 0;
+        st = attn_plan_size(&b->m.shape, &po, &bytes);
+        if (st == ATTN_OK && !(plan_mem = malloc(bytes)))
+            st = ATTN_ERR_NOMEM;
+        if (st == ATTN_OK)
+            st = attn_plan_forward(plan_mem, bytes, &b->m.shape, &po, &b->m.t[GEN_Q],
+                                   &b->m.t[GEN_K], &b->m.t[GEN_V], &b->m.t[GEN_OUT], NULL, &plan);
+        if (st != ATTN_OK) {
+            free(plan_mem);
+            free(ws);
+            return library_error("attn_plan_forward", st);
+        }
+    }
     progress_start(&pr, label);
-    st = time_forward(b, &hook, &o, x->iters, target_s, &m->time, &m->floor);
+    st = time_forward(b, &hook, &o, plan, x->iters, target_s, &m->time, &m->floor);
     progress_stop(&pr);
+    free(plan_mem);
     free(ws);
     if (st != ATTN_OK)
         return library_error("attn_forward", st);

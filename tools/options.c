@@ -364,6 +364,10 @@ static const cli_option options[] = {
     {"--backward", NULL, CLI_RUN, E, set_bool, AT(backward), 1, 0,
      "time attn_backward (dq, dk, dv) after one forward for its\n"
      "output and lse, and verify sampled dq rows in float64"},
+    {"--plan", NULL, CLI_RUN, E, set_bool, AT(plan), 1, 0,
+     "time attn_plan_run on a plan made once (attn_plan_forward:\n"
+     "validation and partition done before timing) instead of\n"
+     "attn_forward, as an engine does for every layer of a step"},
     {"--no-progress", NULL, RB, E, set_bool, AT(progress), 0, 0,
      "no progress line (it is shown on stderr, when stderr is a\n"
      "terminal, once a timed phase exceeds 1 s)"},
