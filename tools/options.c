@@ -130,6 +130,20 @@ static int pin_packed(const cli_option *o, const char *cmd, const char *v, cli_s
     return EXIT_OK;
 }
 
+/* --tree chain|flat: a draft tree over every sequence's queries. */
+static int parse_tree(const cli_option *o, const char *cmd, const char *v, cli_settings *s)
+{
+    static const char *const shapes[] = {"chain", "flat"};
+    static const int64_t kinds[] = {GEN_TREE_CHAIN, GEN_TREE_FLAT};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        if (!strcmp(v, shapes[i])) {
+            gen_pin(&s->pins, GEN_C_OPT(tree_parents), 1);
+            gen_pin(&s->pins, GEN_C_TREE, kinds[i]);
+            return EXIT_OK;
+        }
+    return usage_error(cmd, "%s expects chain or flat, got '%s'", o->name, v);
+}
+
 /* --shared-prefix N: one group, each sequence sharing N keys (or what both
    sequences have) with the one before it; 0 turns a preset's off. */
 static int pin_shared(const cli_option *o, const char *cmd, const char *v, cli_settings *s)
@@ -338,6 +352,11 @@ static const cli_option options[] = {
      "every sequence after the first shares its first N keys with\n"
      "the one before it (attn_options.shared_prefix; at most what both\n"
      "have; 0: off): decode reads and attends them once"},
+    {"--tree", "SHAPE", CLI_RUN, P, parse_tree, 0, 0, 0,
+     "a draft tree over each sequence's q_len queries\n"
+     "(attn_options.tree_parents, speculative decoding): chain (each\n"
+     "token's parent the one before: the causal mask) or flat (every\n"
+     "token hangs off the prefix)"},
     {"--seed", "S", RB, P, parse_u64, AT(seed), 0, 0,
      "seed of the input generator (default 1)"},
     {"--threads", "N", RB, E, parse_i64, AT(threads), 0, MAX_THREADS,

@@ -16,6 +16,24 @@
 /* 2b + b^2, b = 2^-8: a product of two factors rounded to bfloat16 */
 #define BF16_PRODUCT (0x1p-7 + 0x1p-16)
 
+/* Whether the draft tree (attn_options.tree_parents) hides key j (counted
+   from the sequence's start) from query i of sequence b: j is a draft key
+   (one of the last Lq_b) that is neither the query's own nor an ancestor's. */
+static int tree_hides(const problem *p, int64_t b, int64_t i, int64_t j)
+{
+    const int64_t *parents = p->g.ints[ATTN_OPT_POS_tree_parents];
+    int64_t lq, lk;
+    seq_lengths(p, b, &lq, &lk);
+    const int64_t t = j - (lk - lq);
+    if (!parents || t < 0)
+        return 0;
+    const int64_t *par = parents + b * p->shape.q_len + gen_q_offset(&p->g, b);
+    int64_t a = i;
+    while (a > t)
+        a = par[a];
+    return a != t;
+}
+
 /*
  * Row i of (batch bi, head h) on its own: the K and V rows it may see,
  * gathered from the problem's layout (dense, packed or paged: gen_kv_row)
@@ -35,9 +53,16 @@ static attn_status verify_one_row(const problem *p, const buffers *b, int64_t bi
     int64_t lo, hi, lq, lk;
     visible_keys(p, bi, i, &lo, &hi);
     seq_lengths(p, bi, &lq, &lk);
-    const int64_t n = hi - lo;
     /* a packed batch has no row past a sequence's end: what a padded row gets, 0 */
     const int64_t qrow = gen_q_offset(&p->g, bi) + i, k0 = gen_kv_offset(&p->g, bi);
+    /* the keys the row sees: [lo, hi) less the draft keys a tree hides */
+    int64_t *keys = malloc((size_t)(hi > lo ? hi - lo : 1) * sizeof *keys);
+    if (!keys)
+        return ATTN_ERR_NOMEM;
+    int64_t n = 0;
+    for (int64_t j = lo; j < hi; j++)
+        if (!tree_hides(p, bi, i, j))
+            keys[n++] = j;
     const float *got = i < lq ? gen_at(&m->t[GEN_OUT], bi, h, qrow, 0) : NULL;
 
     double tol = 0.0; /* a row with no visible key must be exactly 0 */
@@ -53,16 +78,15 @@ static attn_status verify_one_row(const problem *p, const buffers *b, int64_t bi
                                 0, 0 };
             o.sinks = &ts;
         }
-        for (int64_t j = lo; j < hi; j++) {
+        for (int64_t x = 0; x < n; x++) {
             /* a shared key lives with the sequence it is shared from */
+            const int64_t j = keys[x];
             int64_t src = bi;
             while (j < shared_keys(p, src))
                 src--;
             const int64_t at = src == bi ? k0 + j : gen_kv_offset(&p->g, src) + j;
-            memcpy((char *)kbuf + (size_t)(j - lo) * k_row, gen_kv_row(m, GEN_K, src, kvh, at),
-                   k_row);
-            memcpy((char *)vbuf + (size_t)(j - lo) * v_row, gen_kv_row(m, GEN_V, src, kvh, at),
-                   v_row);
+            memcpy((char *)kbuf + (size_t)x * k_row, gen_kv_row(m, GEN_K, src, kvh, at), k_row);
+            memcpy((char *)vbuf + (size_t)x * v_row, gen_kv_row(m, GEN_V, src, kvh, at), v_row);
         }
         /* ALiBi as an explicit bias row: the oracle's keys start at lo, so
            its own alignment would measure distances from the wrong place */
@@ -71,9 +95,9 @@ static attn_status verify_one_row(const problem *p, const buffers *b, int64_t bi
         if (has_alibi(p)) {
             const float slope = *(const float *)gen_at(&m->t[GEN_OPT(alibi_slopes)], bi, h, 0, 0);
             const int64_t pos = i + (lk - lq);
-            for (int64_t j = lo; j < hi; j++) {
-                const float a = slope * (float)llabs(pos - j);
-                bias[j - lo] = -a;
+            for (int64_t x = 0; x < n; x++) {
+                const float a = slope * (float)llabs(pos - keys[x]);
+                bias[x] = -a;
                 if (fabs((double)a) > alibi_max)
                     alibi_max = fabs((double)a);
             }
@@ -85,8 +109,10 @@ static attn_status verify_one_row(const problem *p, const buffers *b, int64_t bi
         attn_tensor tv = make_tensor(vbuf, kt, 1, n, dv);
         attn_tensor to = make_tensor(ref, ATTN_DTYPE_F32, 1, 1, dv);
         attn_status st = attn_forward(&one, &o, &tq, &tk, &tv, &to, NULL);
-        if (st != ATTN_OK)
+        if (st != ATTN_OK) {
+            free(keys);
             return st;
+        }
 
         /* A and V of the tolerance (see `attn run --help`); E, the
            precision mode's score bound (attn.h), the largest of the keys' */
@@ -147,6 +173,7 @@ static attn_status verify_one_row(const problem *p, const buffers *b, int64_t bi
         for (int64_t t = 0; t < dv; t++)
             ref[t] = 0.0f;
     }
+    free(keys);
 
     double row_err = 0.0, row_ref = 0.0;
     for (int64_t t = 0; t < dv; t++) {
