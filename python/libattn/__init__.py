@@ -28,13 +28,14 @@ from ._ops import (alibi_slopes, backward, forward, mask_apply, merge, quantize,
                    softmax_backward, weights)
 from ._tensor import Tensor
 from ._cache import cache_append
+from ._prepared import Prepared, prepare
 
 __version__ = "1.1.0"
 
 __all__ = [
     "ABI_MAJOR", "AttnError", "LibraryError", "Status", "DType", "Isa", "Tensor",
     "scores", "mask_apply", "softmax", "weights", "forward", "backward", "softmax_backward",
-    "alibi_slopes", "merge", "quantize", "cache_append",
+    "alibi_slopes", "merge", "quantize", "cache_append", "prepare", "Prepared",
     "isa_active", "isa_available", "isa_select", "isa_names", "available_isas",
     "version", "version_info", "library_path", "thread_pool_size",
 ]

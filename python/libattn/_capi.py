@@ -163,6 +163,12 @@ _PROTOTYPES_1_1 = {
     # 1.3
     "attn_cache_append": (_status, [_P(Shape), OptionsArg, _P(Tensor), _P(Tensor), _P(Tensor),
                                     _P(Tensor)]),
+    "attn_plan_size": (_status, [_P(Shape), OptionsArg, _P(ctypes.c_size_t)]),
+    "attn_plan_forward": (_status, [ctypes.c_void_p, ctypes.c_size_t, _P(Shape), OptionsArg,
+                                    _P(Tensor), _P(Tensor), _P(Tensor), _P(Tensor), _P(RowStats),
+                                    _P(ctypes.c_void_p)]),
+    "attn_plan_run": (_status, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+                                ctypes.c_void_p, ctypes.c_void_p, _P(RowStats)]),
 }
 
 _state = {"lib": None, "path": None, "has": set()}

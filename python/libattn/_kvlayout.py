@@ -100,7 +100,7 @@ def _fill(op, value, shape):
 
 def run_layout(function, q, k, v, *, out, stats, options, side_inputs, q_lens, kv_lens,
                q_offsets, kv_offsets, cu_seqlens_q, cu_seqlens_k, block_table, dtype,
-               half_bits, is_tensor_result):
+               half_bits, is_tensor_result, invoke):
     """One of attn_scores / attn_weights / attn_forward with the 1.1 layout keywords.
 
     side_inputs(target) -> {keyword: Operand or None} broadcasts the score-shaped
@@ -254,7 +254,7 @@ def run_layout(function, q, k, v, *, out, stats, options, side_inputs, q_lens, k
     args = [ctypes.byref(shape), opt] + [ctypes.byref(t) for t in tensors]
     if function != "attn_scores":
         args.append(ctypes.byref(stats_c) if stats_c is not None else None)
-    check(getattr(lib(), function)(*args), function)
+    invoke(function, args, [keep, sides, tensors, stats_c, stats_ops, out_op])
     del keep, arrays
     if not stats:
         return result

@@ -171,7 +171,12 @@ def _output(out, name, dims, like_tensor, rounded=False, half_bits=None):
 _LAYOUT_SKIPS = LAYOUT + ("q_lens", "kv_lens", "kv_splits", "k_scale", "v_scale")
 
 
-def _run_attention(function, q, k, v, kw, *, out, stats, dtype, kv_dtype=None):
+def _call(function, args, keep):
+    """The C call of an attention operation (prepare() captures it instead)."""
+    check(getattr(lib(), function)(*args), function)
+
+
+def _run_attention(function, q, k, v, kw, *, out, stats, dtype, kv_dtype=None, invoke=_call):
     if kv_dtype is None and (kw.get("k_scale") or kw.get("v_scale")):
         raise ValueError("k_scale/v_scale: only for kv_dtype='fp8'")
     if any(kw.get(name) is not None for name in LAYOUT):
@@ -188,7 +193,7 @@ def _run_attention(function, q, k, v, kw, *, out, stats, dtype, kv_dtype=None):
             options=lambda shape, sides: build(kw, shape, sides, skip=_LAYOUT_SKIPS),
             side_inputs=lambda target: side_inputs(kw, target), q_lens=kw["q_lens"],
             kv_lens=kw["kv_lens"], dtype=dtype, half_bits=_half_bits(dtype),
-            is_tensor_result=is_tensor(q), **{name: kw[name] for name in LAYOUT})
+            is_tensor_result=is_tensor(q), invoke=invoke, **{name: kw[name] for name in LAYOUT})
     rank, shape, q4, k4, v4 = _attention_inputs(q, k, v, dtype, kv_dtype)
     if kv_dtype is not None and k4.dtype != DType.FP8_E4M3 and \
             (kw.get("k_scale") or kw.get("v_scale")):
@@ -213,7 +218,7 @@ def _run_attention(function, q, k, v, kw, *, out, stats, dtype, kv_dtype=None):
     args = [ctypes.byref(shape), opt] + [ctypes.byref(t) for t in tensors]
     if function != "attn_scores":
         args.append(ctypes.byref(stats_c) if stats_c is not None else None)
-    check(getattr(lib(), function)(*args), function)
+    invoke(function, args, [keep, sides, tensors, stats_c, stats_ops, out_op])
     del keep, stats_ops
     return (result, stats_arrays) if stats else result
 

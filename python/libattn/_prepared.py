@@ -1,0 +1,146 @@
+"""prepare(): a forward call validated and planned once, run per step.
+
+An engine calls attention once per layer with the same shapes, dtypes,
+layout and options; only the arrays change. prepare() takes the keywords of
+forward() and arrays of the layout the steps will use, goes through
+forward()'s own argument handling once, and hands the result to the C plan
+(attn_plan_forward, libattn 1.3): the C library validates and partitions
+once. A call of the Prepared object then checks only that each new array
+has the prepared dtype, shape and strides (one comparison each) and runs
+attn_plan_run with their addresses, which re-checks nothing but the
+pointers. The results are forward()'s for the same arguments, bit for bit.
+"""
+
+import ctypes
+
+from ._capi import RowStats, check, has, lib
+from ._keywords import operation
+from ._ops import _run_attention
+from ._tensor import Tensor, as_operand, np
+
+
+def _layout(x):
+    """What a new array must share with the prepared one: its type, dtype,
+    shape and strides (the C views of q, k, v and out follow from them)."""
+    if np is not None and isinstance(x, np.ndarray):
+        return (np.ndarray, x.dtype, x.shape, x.strides)
+    if isinstance(x, Tensor):
+        return (Tensor, x.dtype, x.shape, x.strides)
+    return (type(x),)
+
+
+def _address(x):
+    if isinstance(x, Tensor):
+        return as_operand(x, "array", "qkv").address
+    return x.__array_interface__["data"][0]
+
+
+class Prepared:
+    """A forward() call planned once: call it with new q, k, v (and out).
+
+    prepared(q, k, v, out=None) -> out, or (out, stats) when prepared with
+    stats=True. Each array must have the dtype, shape and strides of the
+    one given to prepare() (ValueError otherwise: prepare again for another
+    layout); out=None returns a new array like forward()'s. The lengths,
+    offsets, block table and draft tree were copied when preparing (a step
+    with other lengths needs a new prepare()); mask, bias, sinks and slopes
+    are read from the arrays given then, at every call. Calls may run in
+    several threads at once unless the call splits (kv_splits, whose
+    workspace the object owns).
+    """
+
+    __slots__ = ("_plan", "_mem", "_keep", "_layouts", "_result", "_stats", "_fresh", "_run")
+
+    def __init__(self, plan, mem, keep, layouts, result, stats, fresh):
+        self._plan = plan
+        self._mem = mem
+        self._keep = keep
+        self._layouts = layouts
+        self._result = result
+        self._stats = stats
+        self._fresh = fresh
+        self._run = lib().attn_plan_run
+
+    def _like(self, template):
+        """A new result of the template's layout: every element is written
+        by a dense call; with a cache layout, rows outside every sequence
+        hold forward()'s fill, 0 (no stats there)."""
+        if isinstance(template, Tensor):
+            return Tensor.empty(template.shape, template.dtype)  # zero-filled
+        return np.zeros_like(template) if self._fresh else np.empty_like(template)
+
+    def __call__(self, q, k, v, out=None):
+        arrays = (q, k, v)
+        for name, x, want in zip(("q", "k", "v"), arrays, self._layouts):
+            if _layout(x) != want:
+                raise ValueError("%s: dtype, shape or strides differ from the prepared %s "
+                                 "(prepare() again for another layout)" % (name, name))
+        if out is None:
+            out = self._like(self._result)
+        elif _layout(out) != self._layouts[3]:
+            raise ValueError("out: dtype, shape or strides differ from the prepared out")
+        stats_c, stats = None, None
+        if self._stats is not None:
+            stats = {name: self._like(arr) for name, arr in self._stats.items()}
+            stats_c = RowStats(_address(stats["lse"]), _address(stats["max_score"]),
+                               _address(stats["entropy"]))
+        check(self._run(self._plan, _address(q), _address(k), _address(v), _address(out),
+                        ctypes.byref(stats_c) if stats_c is not None else None),
+              "attn_plan_run")
+        return (out, stats) if stats is not None else out
+
+
+@operation("forward")
+def prepare(q, k, v, *, dtype=None, out=None, stats=False, kv_dtype=None, _kw):
+    """A forward() call validated and planned once (libattn 1.3's attn_plan).
+
+    Takes forward()'s arguments: q, k, v (and out) give the layout every
+    call will have (their values are not read here). Returns a Prepared
+    object; prepared(q, k, v, out=None) runs the call on new arrays of that
+    layout and returns what forward() would. The arrays must be read in
+    place: float32, float16 or bfloat16 arrays with a contiguous last axis
+    (or uint8 caches with kv_dtype), NumPy arrays or libattn.Tensor. With
+    cache layouts (cu_seqlens_q, q_offsets, ...) stats=True is not taken.
+    """
+    if not has("attn_plan_size"):
+        raise NotImplementedError("prepare: the loaded libattn is older than 1.3 (no plans)")
+    if v is None:
+        raise TypeError("v: an array is required, got None")
+    layout_kw = any(_kw.get(n) is not None for n in ("cu_seqlens_q", "cu_seqlens_k", "q_offsets",
+                                                      "kv_offsets", "block_table"))
+    if stats and layout_kw:
+        raise ValueError("stats: not with cache layouts in a prepared call (forward() takes "
+                         "them)")
+    for name, x in (("q", q), ("k", k), ("v", v), ("out", out)):
+        if x is None:
+            continue
+        if not ((np is not None and isinstance(x, np.ndarray)) or isinstance(x, Tensor)):
+            raise TypeError("%s: a prepared call takes NumPy arrays or libattn.Tensor, got %s"
+                            % (name, type(x).__name__))
+    captured = {}
+
+    def plan(function, args, keep):
+        size = ctypes.c_size_t(0)
+        check(lib().attn_plan_size(args[0], args[1], ctypes.byref(size)), "attn_plan_size")
+        mem = ctypes.create_string_buffer(size.value)
+        handle = ctypes.c_void_p()
+        check(lib().attn_plan_forward(mem, size, *args, ctypes.byref(handle)),
+              "attn_plan_forward")
+        # the C views must be the arrays themselves, not copies forward() made
+        for i, (name, x) in enumerate((("q", q), ("k", k), ("v", v))):
+            if args[2 + i]._obj.data != _address(x):
+                raise ValueError("%s: forward() would copy it (a dtype to convert or a "
+                                 "non-contiguous last axis); a prepared call reads its arrays "
+                                 "in place" % name)
+        captured.update(plan=handle, mem=mem, keep=keep, out_address=args[5]._obj.data)
+
+    result = _run_attention("attn_forward", q, k, v, _kw, out=out, stats=stats, dtype=dtype,
+                            kv_dtype=kv_dtype, invoke=plan)
+    template, stats_arrays = result if stats else (result, None)
+    if captured["out_address"] != _address(template):
+        raise ValueError("out: forward() would write a view of it; give an out of the "
+                         "result's own layout")
+    prepared = Prepared(captured["plan"], captured["mem"], captured["keep"],
+                        tuple(_layout(x) for x in (q, k, v, template)), template, stats_arrays,
+                        layout_kw)
+    return prepared

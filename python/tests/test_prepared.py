@@ -1,0 +1,101 @@
+"""prepare(): a forward call planned once (attn_plan_forward) and run on new
+arrays, bit for bit what forward() returns for the same arguments."""
+
+import numpy as np
+import pytest
+
+import libattn
+
+
+def randn(rng, *shape, dtype=np.float32):
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def same(a, b):
+    assert a.dtype == b.dtype and a.shape == b.shape
+    assert np.array_equal(a, b, equal_nan=True)
+
+
+@pytest.mark.parametrize("kw", [
+    dict(causal=True),
+    dict(causal=True, stats=True, sinks=np.linspace(-1, 1, 8, dtype=np.float32)),
+    dict(window=5, softcap=20.0, threads=2),
+    dict(kv_splits=3, stats=True),
+    dict(alibi=libattn.alibi_slopes(8), causal=True, kv_lens=[30, 64], q_lens=[2, 3]),
+])
+def test_dense_bitwise(rng, kw):
+    q, k, v = randn(rng, 2, 8, 3, 32), randn(rng, 2, 2, 64, 32), randn(rng, 2, 2, 64, 16)
+    call = libattn.prepare(q, k, v, **kw)
+    for step in range(3):  # new arrays of the same layout each step
+        q, k, v = randn(rng, 2, 8, 3, 32), randn(rng, 2, 2, 64, 32), randn(rng, 2, 2, 64, 16)
+        got, want = call(q, k, v), libattn.forward(q, k, v, **kw)
+        if kw.get("stats"):
+            same(got[0], want[0])
+            for name in ("lse", "max_score", "entropy"):
+                same(got[1][name], want[1][name])
+        else:
+            same(got, want)
+
+
+def test_f16_cache_and_out(rng):
+    q = randn(rng, 1, 4, 1, 64)
+    k, v = randn(rng, 1, 4, 100, 64, dtype=np.float16), randn(rng, 1, 4, 100, 64, dtype=np.float16)
+    out = np.empty((1, 4, 1, 64), np.float16)
+    call = libattn.prepare(q, k, v, out=out)
+    got = call(q, k, v, out=np.empty_like(out))
+    want = libattn.forward(q, k, v, out=np.empty_like(out))
+    same(got, want)
+    same(call(q, k, v), want)  # a new out like the prepared one
+
+
+def test_quantized_cache(rng):
+    q = randn(rng, 1, 8, 1, 64)
+    kq = libattn.quantize(randn(rng, 1, 2, 80, 64), "q8_0")
+    vq = libattn.quantize(randn(rng, 1, 2, 80, 64), "q8_0")
+    call = libattn.prepare(q, kq, vq, kv_dtype="q8_0")
+    same(call(q, kq, vq), libattn.forward(q, kq, vq, kv_dtype="q8_0"))
+
+
+def test_paged_and_shared_prefix(rng):
+    """A paged decode whose sequences share a prefix (attn.h 1.4): the plan
+    copies the table and the lengths; new pools of the same layout per step."""
+    bs, lens, shared = 16, [100, 120, 90], [0, 80, 80]
+    table = np.arange(3 * 8, dtype=np.int32).reshape(3, 8)
+    q = randn(rng, 3, 4, 1, 32)
+    kw = dict(block_table=table, kv_lens=lens, shared_prefix=shared, causal=True)
+    k, v = randn(rng, 24, bs, 2, 32), randn(rng, 24, bs, 2, 32)
+    call = libattn.prepare(q, k, v, **kw)
+    table[:] = -1  # copied: the plan does not read the caller's table again
+    table[:] = np.arange(3 * 8, dtype=np.int32).reshape(3, 8)
+    for step in range(2):
+        k, v = randn(rng, 24, bs, 2, 32), randn(rng, 24, bs, 2, 32)
+        same(call(q, k, v), libattn.forward(q, k, v, **kw))
+
+
+def test_packed(rng):
+    cu = np.array([0, 5, 12], dtype=np.int32)
+    q, k, v = randn(rng, 12, 4, 16), randn(rng, 12, 2, 16), randn(rng, 12, 2, 16)
+    kw = dict(cu_seqlens_q=cu, cu_seqlens_k=cu, causal=True)
+    call = libattn.prepare(q, k, v, **kw)
+    same(call(q, k, v), libattn.forward(q, k, v, **kw))
+    with pytest.raises(ValueError, match="stats"):
+        libattn.prepare(q, k, v, stats=True, **kw)
+
+
+def test_errors(rng):
+    q, k, v = randn(rng, 1, 4, 2, 32), randn(rng, 1, 4, 50, 32), randn(rng, 1, 4, 50, 32)
+    call = libattn.prepare(q, k, v)
+    with pytest.raises(ValueError, match="q: dtype, shape or strides"):
+        call(randn(rng, 1, 4, 3, 32), k, v)
+    with pytest.raises(ValueError, match="k: dtype, shape or strides"):
+        call(q, k.astype(np.float16), v)
+    with pytest.raises(ValueError, match="v: dtype, shape or strides"):
+        call(q, k, np.asfortranarray(v))
+    with pytest.raises(ValueError, match="out: dtype, shape or strides"):
+        call(q, k, v, out=np.empty((1, 4, 2, 16), np.float32))
+    with pytest.raises(TypeError, match="NumPy arrays or libattn.Tensor"):
+        libattn.prepare(q.tolist(), k, v)
+    with pytest.raises(ValueError, match="in place"):  # float64 would be converted per call
+        libattn.prepare(q.astype(np.float64), k, v)
+    with pytest.raises(libattn.AttnError):  # what the C library refuses, at prepare time
+        libattn.prepare(q, k, v, shared_prefix=[1])
