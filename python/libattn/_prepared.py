@@ -22,17 +22,29 @@ from ._tensor import Tensor, as_operand, np
 def _layout(x):
     """What a new array must share with the prepared one: its type, dtype,
     shape and strides (the C views of q, k, v and out follow from them)."""
-    if np is not None and isinstance(x, np.ndarray):
-        return (np.ndarray, x.dtype, x.shape, x.strides)
-    if isinstance(x, Tensor):
-        return (Tensor, x.dtype, x.shape, x.strides)
-    return (type(x),)
+    t = type(x)
+    if t is _ndarray or t is Tensor:
+        return (t, x.dtype, x.shape, x.strides)
+    return (t,)
+
+
+_ndarray = np.ndarray if np is not None else Tensor
+_empty = np.empty if np is not None else None
+
+
+_addressof, _from_buffer = ctypes.addressof, ctypes.c_char.from_buffer
 
 
 def _address(x):
-    if isinstance(x, Tensor):
+    """The address of an array's first element. A writable C-contiguous
+    array exports it through the buffer protocol (0.15 us here, against
+    0.65 us for __array_interface__, which the other arrays take)."""
+    if type(x) is Tensor:
         return as_operand(x, "array", "qkv").address
-    return x.__array_interface__["data"][0]
+    try:
+        return _addressof(_from_buffer(x))
+    except (TypeError, ValueError, BufferError):
+        return x.__array_interface__["data"][0]
 
 
 class Prepared:
@@ -70,14 +82,16 @@ class Prepared:
         return np.zeros_like(template) if self._fresh else np.empty_like(template)
 
     def __call__(self, q, k, v, out=None):
-        arrays = (q, k, v)
-        for name, x, want in zip(("q", "k", "v"), arrays, self._layouts):
-            if _layout(x) != want:
-                raise ValueError("%s: dtype, shape or strides differ from the prepared %s "
-                                 "(prepare() again for another layout)" % (name, name))
+        lq, lk, lv, lo = self._layouts
+        if _layout(q) != lq or _layout(k) != lk or _layout(v) != lv:
+            for name, x, want in (("q", q, lq), ("k", k, lk), ("v", v, lv)):
+                if _layout(x) != want:
+                    raise ValueError("%s: dtype, shape or strides differ from the prepared %s "
+                                     "(prepare() again for another layout)" % (name, name))
         if out is None:
-            out = self._like(self._result)
-        elif _layout(out) != self._layouts[3]:
+            out = self._like(self._result) if self._fresh or type(self._result) is not _ndarray \
+                else _empty(self._result.shape, self._result.dtype)
+        elif _layout(out) != lo:
             raise ValueError("out: dtype, shape or strides differ from the prepared out")
         stats_c, stats = None, None
         if self._stats is not None:
@@ -114,7 +128,7 @@ def prepare(q, k, v, *, dtype=None, out=None, stats=False, kv_dtype=None, _kw):
     for name, x in (("q", q), ("k", k), ("v", v), ("out", out)):
         if x is None:
             continue
-        if not ((np is not None and isinstance(x, np.ndarray)) or isinstance(x, Tensor)):
+        if type(x) is not _ndarray and type(x) is not Tensor:
             raise TypeError("%s: a prepared call takes NumPy arrays or libattn.Tensor, got %s"
                             % (name, type(x).__name__))
     captured = {}
