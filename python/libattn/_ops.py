@@ -165,10 +165,12 @@ def _output(out, name, dims, like_tensor, rounded=False, half_bits=None):
 
 
 # Not converted by build() with a cache layout: run_layout sets the layouts
-# and the lengths itself, and reads no kv_splits, k_scale or v_scale (no
-# split-KV or FP8 cache with a layout in this binding; a non-zero scale is
-# refused before).
-_LAYOUT_SKIPS = LAYOUT + ("q_lens", "kv_lens", "kv_splits", "k_scale", "v_scale")
+# and the lengths itself, and reads no k_scale or v_scale (no FP8 cache with
+# a layout in this binding; a non-zero scale is refused before). kv_splits
+# is converted: its workspace probe sees the call without lengths and
+# table, which asks for at least the workspace the call needs (every
+# sequence as long as kv_len; paging changes no size).
+_LAYOUT_SKIPS = LAYOUT + ("q_lens", "kv_lens", "k_scale", "v_scale")
 
 
 def _call(function, args, keep):
