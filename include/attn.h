@@ -619,10 +619,13 @@ ATTN_API attn_status attn_forward(const attn_shape *shape, const attn_options *o
  * differ between them.
  *
  * attn_forward_workspace_size sets *bytes to the workspace attn_forward with
- * this shape and options needs to split, or 0 when no sequence would split;
+ * this shape and options needs to split and to attend each group's shared
+ * prefix once (see "Shared prefixes": the prefix states follow the split's
+ * bytes), or 0 when no sequence would split and no group shares keys;
  * it validates the shape and the options as attn_forward does (not the
- * tensors). The size depends on the shape, kv_splits and the lengths
- * (q_lens, kv_lens: the most chunks one sequence takes), not on the ISA.
+ * tensors). The size depends on the shape, kv_splits, the lengths
+ * (q_lens, kv_lens: the most chunks one sequence takes) and shared_prefix,
+ * not on the ISA.
  * attn_forward then splits when opt->workspace_size >= that size;
  * with kv_splits = 0 and no or too small a workspace it runs unsplit (the
  * documented fallback); with kv_splits >= 2 and too small a workspace it is
