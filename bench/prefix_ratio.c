@@ -99,22 +99,30 @@ static void read_bytes(const void *p, size_t n)
 }
 
 static volatile float peak_sink;
-/* FLOP/s of the widest FMA loop on this thread (best of 20 x ~1 ms). */
+/* FLOP/s of the widest FMA loop on this thread (best of 20 x ~1 ms):
+   AVX-512 or AVX2 on x86-64, NEON on AArch64, else the scalar loop. */
 static double fma_peak(void)
 {
     static volatile float m = 0.9999f, a = 0.001f;
     double best = 0;
-#ifdef PEAK_X86
-    const int wide = __builtin_cpu_supports("avx512f");
-    const double per_round = wide ? 16.0 * 16 * 2 : 12.0 * 8 * 2;
     for (int r = 0; r < 20; r++) {
         const int64_t rounds = 200000;
+        double per_round;
         const double t0 = now();
+#if defined(PEAK_X86)
+        const int wide = __builtin_cpu_supports("avx512f");
+        per_round = wide ? 16.0 * 16 * 2 : 12.0 * 8 * 2;
         peak_sink = wide ? fma_loop_avx512(rounds, m, a) : fma_loop_avx2(rounds, m, a);
+#elif defined(PEAK_NEON)
+        per_round = 16.0 * 4 * 2;
+        peak_sink = fma_loop_neon(rounds, m, a);
+#else
+        per_round = 12.0 * 2;
+        peak_sink = fma_loop_scalar(rounds, m, a);
+#endif
         const double f = per_round * (double)rounds / (now() - t0);
         best = f > best ? f : best;
     }
-#endif
     return best;
 }
 
