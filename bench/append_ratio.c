@@ -23,6 +23,7 @@
 #include <time.h>
 
 #include "attn.h"
+#include "bench_util.h"
 
 #define LAYERS 32
 #define STEPS 50
@@ -34,19 +35,6 @@
 #define PAGES (LK / BS)
 #define NBLOCKS (B * PAGES)
 #define Q8_ROW (D / 32 * 34) /* bytes of a Q8_0 row */
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 static void *xmalloc(size_t n)
 {
@@ -196,14 +184,14 @@ int main(int argc, char **argv)
                 t[v * reps + r] = 0.0;
                 continue;
             }
-            const double t0 = now();
+            const double t0 = bench_wall();
             for (int s = 0; s < STEPS; s++) {
                 if (v == V_APPEND_Q8 || v == V_APPEND_F16)
                     step_append(ls, v == V_APPEND_F16);
                 else
                     step_copy(ls, v == V_QUANTIZE);
             }
-            t[v * reps + r] = (now() - t0) / STEPS;
+            t[v * reps + r] = (bench_wall() - t0) / STEPS;
         }
     const double bytes = (double)LAYERS * 2 * B * HKV * Q8_ROW;
     printf("cache append, one decode step of %d layers: B=%d Hkv=%d d=%d, one token per "
@@ -213,7 +201,7 @@ int main(int argc, char **argv)
            "min/copy");
     double med[VARIANTS], mn[VARIANTS];
     for (int v = 0; v < VARIANTS; v++) {
-        qsort(t + v * reps, (size_t)reps, sizeof(double), cmp_double);
+        qsort(t + v * reps, (size_t)reps, sizeof(double), bench_cmp_double);
         med[v] = t[v * reps + reps / 2];
         mn[v] = t[v * reps];
     }

@@ -29,6 +29,7 @@
 #include <time.h>
 
 #include "attn.h"
+#include "bench_util.h"
 #include "gen.h"
 
 /* With one thread every task runs on this thread, so its CPU time is the
@@ -36,12 +37,7 @@
    (a loaded machine); with more threads, wall time. */
 static clockid_t bench_clock = CLOCK_MONOTONIC;
 
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(bench_clock, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
+static double now(void) { return bench_seconds(bench_clock); }
 
 static void *xalloc(size_t bytes)
 {
@@ -105,12 +101,6 @@ static attn_status forward(const config *c, const attn_options *o)
                         NULL);
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* Runs every config `reps` times, interleaved; each sample is the mean of
    enough calls to last about 0.2 s (the same count for every config).
    Prints medians and ratios to config 0. */
@@ -145,7 +135,7 @@ static void run(config *c, int n, int reps, attn_threadpool *pool)
     free(opt);
     double base = 0.0;
     for (int i = 0; i < n; i++) {
-        qsort(c[i].times, (size_t)reps, sizeof(double), cmp_double);
+        qsort(c[i].times, (size_t)reps, sizeof(double), bench_cmp_double);
         const double med = c[i].times[reps / 2];
         if (i == 0)
             base = med;

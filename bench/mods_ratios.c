@@ -19,6 +19,7 @@
  * problems from the problem generator (gen/gen.h). Usage: attn_mods_ratios [repetitions]
  * (default 7). Prints one line per variant and the ratios.
  */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -27,17 +28,11 @@
 #include <time.h>
 
 #include "attn.h"
+#include "bench_util.h"
 #include "gen.h"
 
 /* CPU time of this thread: on a machine shared with other work, wall time
    mostly measures the scheduler; the forward runs on this thread only. */
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* A forward problem from the generator (gen/gen.h), every choice pinned or
    off: B = 1, H KV heads of `group` query heads each, Lq queries, Lk keys,
    d = 128, f32, values in [-1, 1); with ALiBi's standard slopes and sinks
@@ -68,15 +63,9 @@ static void problem_of(gen_problem *d, gen_bufs *m, int64_t H, int64_t group, in
     }
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 static double median(double *x, int n)
 {
-    qsort(x, (size_t)n, sizeof *x, cmp_double);
+    qsort(x, (size_t)n, sizeof *x, bench_cmp_double);
     return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
 }
 
@@ -94,9 +83,9 @@ static void measure(const attn_shape *s, const attn_tensor *q, const attn_tensor
     double *t = calloc((size_t)(nv * reps), sizeof(double));
     for (int r = -1; r < reps; r++)
         for (int i = 0; i < nv; i++) {
-            const double t0 = now();
+            const double t0 = bench_cpu();
             attn_status st = attn_forward(s, &vs[i].opt, q, k, v, out, NULL);
-            const double dt = now() - t0;
+            const double dt = bench_cpu() - t0;
             if (st != ATTN_OK) {
                 fprintf(stderr, "%s: %s\n", vs[i].name, attn_strerror(st));
                 exit(1);

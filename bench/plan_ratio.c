@@ -21,21 +21,9 @@
 #include <time.h>
 
 #include "attn.h"
+#include "bench_util.h"
 
 #define LAYERS 32
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 static float *filled(size_t n, unsigned seed)
 {
@@ -47,14 +35,6 @@ static float *filled(size_t n, unsigned seed)
     for (size_t i = 0; i < n; i++)
         x[i] = (float)((i * 2654435761u + seed) % 2001) / 1000.0f - 1.0f;
     return x;
-}
-
-static void ok(attn_status st, const char *what)
-{
-    if (st != ATTN_OK) {
-        fprintf(stderr, "%s: %s\n", what, attn_strerror(st));
-        exit(1);
-    }
 }
 
 enum { V_TINY_FWD, V_TINY_PLAN, V_STEP_FWD, V_STEP_PLAN, V_CHECK_PLAN, V_CHECK_RUN, VARIANTS };
@@ -87,10 +67,10 @@ int main(int argc, char **argv)
                       to_t = {to, ATTN_DTYPE_F32, 8 * 64, 64, 64};
     const attn_options none = ATTN_OPTIONS_INIT;
     size_t tbytes;
-    ok(attn_plan_size(&ts, &none, &tbytes), "attn_plan_size");
+    bench_ok(attn_plan_size(&ts, &none, &tbytes), "attn_plan_size");
     void *tmem = malloc(tbytes);
     attn_plan *tplan;
-    ok(attn_plan_forward(tmem, tbytes, &ts, &none, &tq_t, &tk_t, &tv_t, &to_t, NULL, &tplan),
+    bench_ok(attn_plan_forward(tmem, tbytes, &ts, &none, &tq_t, &tk_t, &tv_t, &to_t, NULL, &tplan),
        "attn_plan_forward");
 
     /* step: B 4, Hq 32, Hkv 8, Lk 512 (kv_lens 512, 500, 300, 100), d 128 */
@@ -112,7 +92,7 @@ int main(int argc, char **argv)
     sv_t.data = sv[0];
     const attn_row_stats st = {lse, NULL, NULL};
     size_t sbytes;
-    ok(attn_plan_size(&ss, &so, &sbytes), "attn_plan_size");
+    bench_ok(attn_plan_size(&ss, &so, &sbytes), "attn_plan_size");
     void *smem = malloc(sbytes);
 
     double *t = calloc((size_t)(VARIANTS * reps), sizeof(double));
@@ -120,37 +100,37 @@ int main(int argc, char **argv)
         for (int k = 0; k < VARIANTS; k++) {
             const int v = (k + (r < 0 ? 0 : r)) % VARIANTS;
             attn_plan *plan;
-            const double t0 = now();
+            const double t0 = bench_wall();
             for (int c = 0; c < CALLS(v); c++) {
                 switch (v) {
                 case V_TINY_FWD:
-                    ok(attn_forward(&ts, &none, &tq_t, &tk_t, &tv_t, &to_t, NULL), "forward");
+                    bench_ok(attn_forward(&ts, &none, &tq_t, &tk_t, &tv_t, &to_t, NULL), "forward");
                     break;
                 case V_TINY_PLAN:
-                    ok(attn_plan_run(tplan, tq, tk, tv, to, NULL), "run");
+                    bench_ok(attn_plan_run(tplan, tq, tk, tv, to, NULL), "run");
                     break;
                 case V_STEP_FWD:
                     for (int l = 0; l < LAYERS; l++) {
                         sk_t.data = sk[l], sv_t.data = sv[l];
-                        ok(attn_forward(&ss, &so, &sq_t, &sk_t, &sv_t, &so_t, &st), "forward");
+                        bench_ok(attn_forward(&ss, &so, &sq_t, &sk_t, &sv_t, &so_t, &st), "forward");
                     }
                     break;
                 case V_STEP_PLAN:
                     sk_t.data = sk[0], sv_t.data = sv[0];
-                    ok(attn_plan_forward(smem, sbytes, &ss, &so, &sq_t, &sk_t, &sv_t, &so_t, &st,
+                    bench_ok(attn_plan_forward(smem, sbytes, &ss, &so, &sq_t, &sk_t, &sv_t, &so_t, &st,
                                          &plan),
                        "plan");
                     for (int l = 0; l < LAYERS; l++)
-                        ok(attn_plan_run(plan, sq, sk[l], sv[l], so_out, &st), "run");
+                        bench_ok(attn_plan_run(plan, sq, sk[l], sv[l], so_out, &st), "run");
                     break;
                 case V_CHECK_PLAN:
                     for (int l = 0; l < LAYERS; l++)
-                        ok(attn_plan_forward(smem, sbytes, &ss, &so, &sq_t, &sk_t, &sv_t, &so_t,
+                        bench_ok(attn_plan_forward(smem, sbytes, &ss, &so, &sq_t, &sk_t, &sv_t, &so_t,
                                              &st, &plan),
                            "plan");
                     break;
                 case V_CHECK_RUN:
-                    ok(attn_plan_forward(smem, sbytes, &ss, &so, &sq_t, &sk_t, &sv_t, &so_t, &st,
+                    bench_ok(attn_plan_forward(smem, sbytes, &ss, &so, &sq_t, &sk_t, &sv_t, &so_t, &st,
                                          &plan),
                        "plan");
                     for (int l = 0; l < LAYERS; l++)
@@ -160,13 +140,13 @@ int main(int argc, char **argv)
                 }
             }
             if (r >= 0)
-                t[v * reps + r] = (now() - t0) / CALLS(v);
+                t[v * reps + r] = (bench_wall() - t0) / CALLS(v);
         }
     printf("plans, ISA %s, 1 thread; median / min of %d repetitions\n",
            attn_isa_name(attn_isa_active()), reps);
     double med[VARIANTS];
     for (int v = 0; v < VARIANTS; v++) {
-        qsort(t + v * reps, (size_t)reps, sizeof(double), cmp_double);
+        qsort(t + v * reps, (size_t)reps, sizeof(double), bench_cmp_double);
         med[v] = t[v * reps + reps / 2];
         printf("  %-38s %10.3f / %10.3f us\n", names[v], med[v] * 1e6, t[v * reps] * 1e6);
     }

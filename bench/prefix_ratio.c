@@ -30,31 +30,11 @@
 #include <time.h>
 
 #include "attn.h"
+#include "bench_util.h"
 #include "../tools/peak_loops.h"
 
 enum { B = 16, HQ = 32, HKV = 8, D = 128, PREFIX = 4096, OWN = 256, LK = PREFIX + OWN };
 #define COPIES 4
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static void ok(attn_status st, const char *what)
-{
-    if (st != ATTN_OK) {
-        fprintf(stderr, "%s: %s\n", what, attn_strerror(st));
-        exit(1);
-    }
-}
 
 static void *alloc(size_t n)
 {
@@ -108,7 +88,7 @@ static double fma_peak(void)
     for (int r = 0; r < 20; r++) {
         const int64_t rounds = 200000;
         double per_round;
-        const double t0 = now();
+        const double t0 = bench_wall();
 #if defined(PEAK_X86)
         const int wide = __builtin_cpu_supports("avx512f");
         per_round = wide ? 16.0 * 16 * 2 : 12.0 * 8 * 2;
@@ -120,7 +100,7 @@ static double fma_peak(void)
         per_round = 12.0 * 2;
         peak_sink = fma_loop_scalar(rounds, m, a);
 #endif
-        const double f = per_round * (double)rounds / (now() - t0);
+        const double f = per_round * (double)rounds / (bench_wall() - t0);
         best = f > best ? f : best;
     }
     return best;
@@ -190,7 +170,7 @@ int main(int argc, char **argv)
     attn_options base = ATTN_OPTIONS_INIT;
     base.flags = ATTN_CAUSAL;
     if (threads > 1) {
-        ok(attn_threadpool_create(threads, &pool), "attn_threadpool_create");
+        bench_ok(attn_threadpool_create(threads, &pool), "attn_threadpool_create");
         base.parallel_for = attn_threadpool_parallel_for;
         base.parallel_ctx = pool;
     }
@@ -202,9 +182,9 @@ int main(int argc, char **argv)
     /* the workspace each call asks for (unshared and chain: what split-KV
        asks for, so they split as any decode would; chain: none of the
        prefix's, so it reads the prefix per sequence) */
-    ok(attn_forward_workspace_size(&shape, &opt[V_SHARED], &ws_bytes[V_SHARED]),
+    bench_ok(attn_forward_workspace_size(&shape, &opt[V_SHARED], &ws_bytes[V_SHARED]),
        "workspace size");
-    ok(attn_forward_workspace_size(&shape, &opt[V_UNSHARED], &ws_bytes[V_UNSHARED]),
+    bench_ok(attn_forward_workspace_size(&shape, &opt[V_UNSHARED], &ws_bytes[V_UNSHARED]),
        "workspace size");
     ws_bytes[V_CHAIN] = ws_bytes[V_UNSHARED];
     for (int x = 0; x < 3; x++)
@@ -220,17 +200,17 @@ int main(int argc, char **argv)
     for (int r = -1; r < reps; r++)
         for (int x = 0; x < VARIANTS; x++) {
             copy = (copy + 1) % COPIES;
-            const double t0 = now();
+            const double t0 = bench_wall();
             if (x == V_FLOOR) {
                 read_bytes(fl[copy], shared_bytes);
             } else {
                 const attn_tensor kt = {k[copy], dt, HKV * (int64_t)per_head, (int64_t)per_head, D};
                 attn_tensor vt = kt;
                 vt.data = v[copy];
-                ok(attn_forward(&shape, &opt[x], &qt, &kt, &vt, &ot, NULL), names[x]);
+                bench_ok(attn_forward(&shape, &opt[x], &qt, &kt, &vt, &ot, NULL), names[x]);
             }
             if (r >= 0)
-                t[x * reps + r] = now() - t0;
+                t[x * reps + r] = bench_wall() - t0;
         }
     const double flops = 4.0 * B * HQ * (double)LK * D;
     double med[VARIANTS], min[VARIANTS];
@@ -239,7 +219,7 @@ int main(int argc, char **argv)
            B, HQ, HKV, D, PREFIX, OWN, dt == ATTN_DTYPE_F32 ? "F32" : dt == ATTN_DTYPE_BF16 ? "BF16" : "F16",
            threads, reps);
     for (int x = 0; x < VARIANTS; x++) {
-        qsort(t + x * reps, (size_t)reps, sizeof(double), cmp_double);
+        qsort(t + x * reps, (size_t)reps, sizeof(double), bench_cmp_double);
         min[x] = t[x * reps];
         med[x] = t[x * reps + reps / 2];
         printf("  %-44s %9.3f ms  %9.3f ms\n", names[x], 1e3 * min[x], 1e3 * med[x]);

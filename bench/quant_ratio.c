@@ -33,14 +33,8 @@
 #include <time.h>
 
 #include "attn.h"
+#include "bench_util.h"
 #include "gen.h"
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* The order of the variants in a repetition (a permutation per repetition). */
 static uint64_t rng_state = 0x9e3779b97f4a7c15u;
@@ -56,15 +50,9 @@ typedef struct variant {
     double *times;
 } variant;
 
-static int cmp_double(const void *a, const void *b)
-{
-    const double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 static double median(double *x, int n)
 {
-    qsort(x, (size_t)n, sizeof *x, cmp_double);
+    qsort(x, (size_t)n, sizeof *x, bench_cmp_double);
     return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
 }
 
@@ -161,10 +149,10 @@ static void run(const char *title, const attn_shape *s, int causal, variant *vs,
             vt.data = v->v[layer];
             attn_options o = *opt;
             o.precision = v->precision;
-            const double t0 = now();
+            const double t0 = bench_wall();
             for (int c = 0; c < calls; c++)
                 attn_forward(s, &o, &qt, &kt, &vt, &ot, NULL);
-            v->times[r] = (now() - t0) / calls;
+            v->times[r] = (bench_wall() - t0) / calls;
         }
     }
     printf("%s (%d repetitions x %d calls)\n", title, reps, calls);

@@ -25,33 +25,12 @@
 #include <time.h>
 
 #include "attn.h"
+#include "bench_util.h"
 #include "gen.h"
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* CPU time of this thread: on a shared machine it leaves out the time other
-   processes had the core, so single-threaded ratios stay meaningful. */
-static double cpu_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    const double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 static double median(double *x, int n)
 {
-    qsort(x, (size_t)n, sizeof *x, cmp_double);
+    qsort(x, (size_t)n, sizeof *x, bench_cmp_double);
     return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
 }
 
@@ -120,15 +99,15 @@ static double time_decode_cpu(decode *d, attn_threadpool *pool, int split, int c
         o.workspace = NULL;
         o.workspace_size = 0;
     }
-    const double t0 = now(), c0 = cpu_now();
+    const double t0 = bench_wall(), c0 = bench_cpu();
     for (int i = 0; i < calls; i++)
         if (attn_forward(&m->shape, &o, &m->t[GEN_Q], &m->t[GEN_K], &m->t[GEN_V], &m->t[GEN_OUT],
                          NULL) != ATTN_OK) {
             fprintf(stderr, "attn_forward failed\n");
             exit(2);
         }
-    *cpu = (cpu_now() - c0) / calls;
-    return (now() - t0) / calls;
+    *cpu = (bench_cpu() - c0) / calls;
+    return (bench_wall() - t0) / calls;
 }
 
 static double time_decode(decode *d, attn_threadpool *pool, int split, int calls)
@@ -141,13 +120,13 @@ static double time_decode(decode *d, attn_threadpool *pool, int split, int calls
 static double sink;
 static double time_read(const float *x, size_t n)
 {
-    const double t0 = cpu_now();
+    const double t0 = bench_cpu();
     float a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0, a5 = 0, a6 = 0, a7 = 0;
     for (size_t i = 0; i + 8 <= n; i += 8) {
         a0 += x[i], a1 += x[i + 1], a2 += x[i + 2], a3 += x[i + 3];
         a4 += x[i + 4], a5 += x[i + 5], a6 += x[i + 6], a7 += x[i + 7];
     }
-    const double t = cpu_now() - t0;
+    const double t = bench_cpu() - t0;
     sink += a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7;
     return t;
 }
@@ -216,9 +195,9 @@ int main(int argc, char **argv)
         attn_merge(&s, &o, pp, n, &to, lse);
         time_read(parts, (size_t)(n * rows * D));
         for (int r = 0; r < reps; r++) {
-            double t0 = cpu_now();
+            double t0 = bench_cpu();
             attn_merge(&s, &o, pp, n, &to, lse);
-            tm[r] = cpu_now() - t0;
+            tm[r] = bench_cpu() - t0;
             tr[r] = time_read(parts, (size_t)(n * rows * D));
         }
         const double mm = median(tm, reps), mr = median(tr, reps);
