@@ -1070,8 +1070,10 @@ static int make_pool(gen_bufs *m, const gen_problem *d, uint64_t seed, unsigned 
         table[e] = garbage[gen_splitmix(&st) % 4];
     int64_t used = 0;
     int64_t *seen = NULL;
-    if ((flags & GEN_M_GARBAGE) && !(seen = seen_keys(d)))
-        return free(need), -1;
+    if ((flags & GEN_M_GARBAGE) && !(seen = seen_keys(d))) {
+        free(need);
+        return -1;
+    }
     for (int64_t b = 0; b < B; b++) {
         int64_t p0 = 0, p1 = pages;
         if (seen && seen[2 * b] < seen[2 * b + 1]) {

@@ -196,27 +196,30 @@ int64_t shared_keys(const problem *p, int64_t b)
     return shared ? shared[b] : 0;
 }
 
-/* The keys a call must read: each sequence's own, a shared prefix once. */
-double kv_bytes_per_call(const problem *p)
+/* Bytes of one key's K and V rows across the KV heads. */
+static double kv_bytes_per_key(const problem *p)
 {
     const attn_shape *s = &p->shape;
     const attn_dtype t = kv_dtype_of(p);
+    return (double)s->kv_heads * (double)(s->head_dim + v_dim_of(s)) / (double)dtype_block(t) *
+           (double)dtype_size(t);
+}
+
+/* The keys a call must read: each sequence's own, a shared prefix once. */
+double kv_bytes_per_call(const problem *p)
+{
     double keys = 0.0;
-    for (int64_t b = 0; b < s->batch; b++) {
+    for (int64_t b = 0; b < p->shape.batch; b++) {
         int64_t lq, lk;
         seq_lengths(p, b, &lq, &lk);
         keys += (double)(lk - shared_keys(p, b));
     }
-    return keys * (double)s->kv_heads * (double)(s->head_dim + v_dim_of(s)) /
-           (double)dtype_block(t) * (double)dtype_size(t);
+    return keys * kv_bytes_per_key(p);
 }
 
 double kv_cache_bytes(const problem *p)
 {
-    const attn_shape *s = &p->shape;
-    const attn_dtype t = kv_dtype_of(p);
-    return (double)s->batch * (double)s->kv_len * (double)s->kv_heads *
-           (double)(s->head_dim + v_dim_of(s)) / (double)dtype_block(t) * (double)dtype_size(t);
+    return (double)p->shape.batch * (double)p->shape.kv_len * kv_bytes_per_key(p);
 }
 
 bool is_decode_like(const problem *p)

@@ -74,12 +74,23 @@ class Prepared:
         self._run = lib().attn_plan_run
 
     def _like(self, template):
-        """A new result of the template's layout: every element is written
-        by a dense call; with a cache layout, rows outside every sequence
-        hold forward()'s fill, 0 (no stats there)."""
+        """A new result of the template's layout (its strides too: the plan
+        writes at them): every element is written by a dense call; with a
+        cache layout, rows outside every sequence hold forward()'s fill, 0
+        (no stats there)."""
         if isinstance(template, Tensor):
-            return Tensor.empty(template.shape, template.dtype)  # zero-filled
-        return np.zeros_like(template) if self._fresh else np.empty_like(template)
+            new = Tensor.empty(template.shape, template.dtype)  # zero-filled
+            if _layout(new) != _layout(template):
+                raise ValueError("out: the prepared out is a strided Tensor; give out= of its "
+                                 "layout at every call")
+            return new
+        fill = np.zeros if self._fresh else _empty
+        if template.flags.c_contiguous:
+            return fill(template.shape, template.dtype)
+        # a strided out given to prepare(): a buffer of its span, viewed alike
+        span = sum((n - 1) * st for n, st in zip(template.shape, template.strides))
+        buf = fill(span // template.itemsize + 1, template.dtype)
+        return np.lib.stride_tricks.as_strided(buf, template.shape, template.strides)
 
     def __call__(self, q, k, v, out=None):
         lq, lk, lv, lo = self._layouts
@@ -89,8 +100,7 @@ class Prepared:
                     raise ValueError("%s: dtype, shape or strides differ from the prepared %s "
                                      "(prepare() again for another layout)" % (name, name))
         if out is None:
-            out = self._like(self._result) if self._fresh or type(self._result) is not _ndarray \
-                else _empty(self._result.shape, self._result.dtype)
+            out = self._like(self._result)
         elif _layout(out) != lo:
             raise ValueError("out: dtype, shape or strides differ from the prepared out")
         stats_c, stats = None, None

@@ -48,6 +48,18 @@ def test_f16_cache_and_out(rng):
     same(call(q, k, v), want)  # a new out like the prepared one
 
 
+def test_strided_out(rng):
+    """An out view given to prepare() (every other row of a larger array):
+    calls without out= get a new array of the same strides, which the plan
+    writes at."""
+    q, k, v = randn(rng, 1, 4, 3, 32), randn(rng, 1, 4, 40, 32), randn(rng, 1, 4, 40, 32)
+    out = np.zeros((1, 4, 6, 32), np.float32)[:, :, ::2]
+    call = libattn.prepare(q, k, v, out=out)
+    got = call(q, k, v)
+    assert got.strides == out.strides
+    same(np.ascontiguousarray(got), libattn.forward(q, k, v))
+
+
 def test_quantized_cache(rng):
     q = randn(rng, 1, 8, 1, 64)
     kq = libattn.quantize(randn(rng, 1, 2, 80, 64), "q8_0")

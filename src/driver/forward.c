@@ -284,6 +284,13 @@ typedef struct prefix_group {
     int64_t block_rows;            /* rows per block: the fewest blocks, evened out */
 } prefix_group;
 
+/* The chunks a shared prefix of `keys` keys is attended in: the prefix
+   tasks' count, the parts a sequence's task merges and the workspace's. */
+static int64_t prefix_chunks(int64_t keys)
+{
+    return (keys + ATTN_PREFIX_CHUNK - 1) / ATTN_PREFIX_CHUNK;
+}
+
 /* The group that starts at sequence b, and the sequence after it. */
 static int64_t next_group(const attn_problem *pb, int64_t block_rows, int64_t b,
                           prefix_group *g)
@@ -296,7 +303,7 @@ static int64_t next_group(const attn_problem *pb, int64_t block_rows, int64_t b,
     /* 64 rows in blocks of 42 would leave 22 for a second pass at a lower
        rate: two of 32 read the same keys as often, each at the full rate */
     g->block_rows = g->blocks ? (g->rows + g->blocks - 1) / g->blocks : 0;
-    g->chunks = (g->keys + ATTN_PREFIX_CHUNK - 1) / ATTN_PREFIX_CHUNK;
+    g->chunks = prefix_chunks(g->keys);
     return g->b1 + 1;
 }
 
@@ -421,7 +428,7 @@ static void task_forward(void *vctx, size_t index)
     if (pb->prefix_parts) {
         int64_t b0, b1;
         attn_prefix_group(pb->opt.shared_prefix, pb->batch, b, &b0, &b1, &start);
-        parts = (start + ATTN_PREFIX_CHUNK - 1) / ATTN_PREFIX_CHUNK;
+        parts = prefix_chunks(start);
     }
 
     float *qbuf = scratch;
@@ -510,7 +517,7 @@ static int64_t prefix_parts_of(const attn_shape *s, const attn_options *o)
     for (int64_t b = 0, b0, b1, keys; o->shared_prefix && b < s->batch; b = b1 + 1) {
         attn_prefix_group(o->shared_prefix, s->batch, b, &b0, &b1, &keys);
         keys = attn_min64(keys, s->kv_len);
-        most = attn_max64(most, (keys + ATTN_PREFIX_CHUNK - 1) / ATTN_PREFIX_CHUNK);
+        most = attn_max64(most, prefix_chunks(keys));
     }
     return most;
 }
