@@ -69,6 +69,18 @@ typedef void attn_qk_tile_fn(const float *q, ptrdiff_t q_stride,
                                 float *s, ptrdiff_t s_stride);
 
 /*
+ * s[r] = scale * dot(q[r*q_stride + 0..d), rows[r][0..d)) for r < nq, each
+ * summed bit for bit as the table's qk_tile, of any K/V dtype, sums a score
+ * of a call with nq query rows and the same d (its keys do not matter):
+ * where rows[r] holds a key's values, s[r] is that key's score. The
+ * backward's D = dO . O comes from here, so that a row whose output is a
+ * key's V (one visible key) gets dP - D = 0 exactly. rows[r] are in the
+ * variant's dtype (tests/checkasm.c checks both claims).
+ */
+typedef void attn_qk_diag_fn(const float *q, ptrdiff_t q_stride, const void *const *rows,
+                             size_t nq, size_t d, float scale, float *s);
+
+/*
  * acc[r*acc_stride + 0..dv) += sum_{c<nk} p[r*p_stride + c] * v[c*v_stride + 0..dv)
  * for r < nq. v is the variant's dtype.
  */

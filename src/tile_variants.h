@@ -2,8 +2,8 @@
  * The per-dtype entry points of a module's tile family, written once for
  * every ISA: each tile_<isa>.c and quant_<isa>.c includes its ISA's body
  * (src/x86/tile_<isa>_body.h, src/arm/tile_<isa>_body.h,
- * src/scalar/tile_scalar_body.h), which defines qk_tile, pv_tile and
- * to_f32 as always-inline functions whose first argument is an ATTN_KV_*
+ * src/scalar/tile_scalar_body.h), which defines qk_tile, qk_diag, pv_tile
+ * and to_f32 as always-inline functions whose first argument is an ATTN_KV_*
  * dtype, and ends with
  *
  *   ATTN_TILE_FILE(file, isa, ext)
@@ -41,6 +41,24 @@
                                           size_t dv, float *acc, ptrdiff_t acc_stride)       \
     {                                                                                        \
         pv_tile(ATTN_KV_IDX(dt), p, p_stride, v, v_stride, nq, nk, dv, acc, acc_stride);     \
+    }
+#define ATTN_TILE_KERNEL_qk_diag(dt, isa)                                                    \
+    static void attn_qk_diag_##dt##_##isa(const float *q, ptrdiff_t q_stride,                \
+                                          const void *const *rows, size_t nq, size_t d,      \
+                                          float scale, float *s)                             \
+    {                                                                                        \
+        qk_diag(ATTN_KV_IDX(dt), q, q_stride, rows, nq, d, scale, s);                        \
+    }
+/* qk_diag of a body whose qk_tile sums every score in one order whatever
+   the tile's shape (scalar, NEON, SVE): each row as a 1 x 1 tile. Such a
+   body expands it after its qk_tile, with its inline attributes. */
+#define ATTN_QK_DIAG_BY_TILE(attrs)                                                          \
+    attrs void qk_diag(int dt, const float *q, ptrdiff_t q_stride, const void *const *rows,  \
+                       size_t nq, size_t d, float scale, float *s)                           \
+    {                                                                                        \
+        for (size_t r = 0; r < nq; r++)                                                      \
+            qk_tile(dt, q + (ptrdiff_t)r * q_stride, q_stride, rows[r], 0, 1, 1, d, scale,   \
+                    s + r, 1);                                                               \
     }
 #define ATTN_TILE_KERNEL_to_f32(dt, isa)                                                     \
     static void attn_to_f32_##dt##_##isa(const void *src, float *dst, size_t n)              \

@@ -382,6 +382,53 @@ static void check_qk_i8(checkasm *c)
     check_qk_mode(c, CA_I8, c->t->qk_i8[c->dt], c->ref->qk_i8[c->dt]);
 }
 
+/*
+ * qk_diag against the same table's qk_tile (src/dsp.h): row r of q against
+ * its own K row must give, bit for bit, the score qk_tile gives that pair
+ * in a call with the same nq rows (the K rows as its keys). Its accuracy is
+ * then qk_tile's, checked above against the scalar kernel and float64. The
+ * rows are passed in reverse memory order: only the pointers locate them.
+ */
+static void check_qk_diag(checkasm *c)
+{
+    const int dt = c->dt;
+    for (int i = 0; i < CA_TILE_SHAPES; i++) {
+        const tile_shape sh = tile_shape_of(c, i, dt);
+        const size_t nq = sh.nq, d = sh.d;
+        const size_t qs = d + pick(c, 0, 3), ks = d / unit_values(dt) + pick(c, 0, 2);
+        const float scale = uniform(c, 0.05f, 1.0f) * (next(c) & 1 ? 1.0f : -1.0f);
+        float *q = xalloc(nq * qs * 4), *s = xalloc(nq * nq * 4), *diag = xalloc((nq + 1) * 4);
+        unsigned char *k = xalloc(nq * ks * unit_bytes(dt));
+        const void **rows = xalloc(nq * sizeof *rows);
+        for (size_t j = 0; j < nq * qs; j++)
+            q[j] = uniform(c, -3.0f, 3.0f);
+        fill_kv(c, k, dt, nq * ks);
+        for (size_t r = 0; r < nq; r++) /* row r's K row is key nq - 1 - r */
+            rows[r] = k + (nq - 1 - r) * ks * unit_bytes(dt);
+        diag[nq] = -7.0f; /* past the end: must stay */
+        c->t->qk_tile[dt](q, (ptrdiff_t)qs, k, (ptrdiff_t)ks, nq, nq, d, scale, s, (ptrdiff_t)nq);
+        c->t->qk_diag[dt](q, (ptrdiff_t)qs, rows, nq, d, scale, diag);
+        for (size_t r = 0; r < nq; r++)
+            if (!same_bits(diag[r], s[r * nq + (nq - 1 - r)]))
+                fail(c, "nq=%zu d=%zu: row %zu = %.9g, qk_tile's score %.9g", nq, d, r,
+                     (double)diag[r], (double)s[r * nq + (nq - 1 - r)]);
+        if (!same_bits(diag[nq], -7.0f))
+            fail(c, "nq=%zu d=%zu: wrote past s[nq - 1]", nq, d);
+        /* and as qk_tile sums the same values in f32: the backward's D
+           (o's dtype) meets dP (v's dtype) */
+        float *kd = xalloc(nq * d * 4);
+        for (size_t r = 0; r < nq; r++)
+            decode(c, k + r * ks * unit_bytes(dt), dt, d, kd + r * d);
+        c->t->qk_tile[ATTN_KV_F32](q, (ptrdiff_t)qs, kd, (ptrdiff_t)d, nq, nq, d, scale, s,
+                                   (ptrdiff_t)nq);
+        for (size_t r = 0; r < nq; r++)
+            if (!same_bits(diag[r], s[r * nq + (nq - 1 - r)]))
+                fail(c, "nq=%zu d=%zu: row %zu = %.9g, qk_tile's f32 score %.9g", nq, d, r,
+                     (double)diag[r], (double)s[r * nq + (nq - 1 - r)]);
+        free(q), free(s), free(diag), free(k), free(rows), free(kd);
+    }
+}
+
 static void check_pv_mode(checkasm *c, int mode, attn_pv_tile_fn *kernel, attn_pv_tile_fn *oracle)
 {
     const int dt = c->dt;

@@ -531,6 +531,155 @@ Test(backward, masked_rows_are_zero)
     wl_free(&w);
 }
 
+/* ------------------------------------------------------- exact cancellation */
+
+/*
+ * Rows that see one key: the softmax is constant there (P = 1), so the
+ * exact dq, dk and dbias are 0, and O is that key's V. The backward sums
+ * D = dO.O in the order of dP's tile (src/dsp.h, qk_diag), so dP - D is
+ * exactly 0, and so are dq, dk and dbias, on every ISA and both plans.
+ * Case 0 is FlashAttention's test_flash_attn_splitkv case (f16, d 64,
+ * ALiBi, q_len 339, kv_len 1), where two differently ordered sums left
+ * dk ~1e-5. Q, K, V and out share a dtype, so O == V holds in storage.
+ *
+ * Near-one-hot rows (one_hot): every key visible, but a bias of -40 on all
+ * keys but row i's key i % Lk leaves the others weights below e^-30, so O
+ * rounds to that key's V in most rows; there dS of that key (dbias) must be
+ * exactly 0 as well (the other keys' dS are ~1e-13, within the reference
+ * bound of the vs_reference tests).
+ */
+typedef struct one_key_case {
+    attn_shape shape;
+    int32_t dtype;
+    int causal_diagonal; /* causal with window 1: each row sees its own key */
+    int alibi, bias, one_hot;
+} one_key_case;
+
+static const one_key_case one_key_cases[] = {
+    {{1, 2, 2, 339, 1, 64, 0}, ATTN_DTYPE_F16, 0, 1, 0, 0},
+    {{2, 4, 2, 100, 100, 128, 0}, ATTN_DTYPE_BF16, 1, 0, 1, 0},
+    {{1, 3, 1, 40, 1, 80, 0}, ATTN_DTYPE_F32, 0, 0, 1, 0},
+    {{1, 2, 2, 70, 70, 256, 0}, ATTN_DTYPE_F16, 1, 1, 0, 0},
+    {{3, 1, 1, 18, 18, 40, 24}, ATTN_DTYPE_F32, 1, 0, 0, 0},
+    {{1, 2, 1, 48, 8, 64, 0}, ATTN_DTYPE_F16, 0, 1, 1, 1},
+    {{2, 2, 2, 20, 5, 128, 0}, ATTN_DTYPE_F32, 0, 0, 1, 1},
+};
+
+/* n random values in [-2, 2) stored as dtype. */
+static void *one_key_fill(int32_t dtype, size_t n)
+{
+    rng *g = harness_rng();
+    const size_t size = dtype == ATTN_DTYPE_F32 ? 4 : 2;
+    unsigned char *x = xmalloc(n * size);
+    for (size_t i = 0; i < n; i++) {
+        const float f = rng_float(g, -2.0f, 2.0f);
+        if (dtype == ATTN_DTYPE_F32)
+            memcpy(x + 4 * i, &f, 4);
+        else
+            ((uint16_t *)x)[i] = dtype == ATTN_DTYPE_F16 ? ref_f32_to_f16(f) : ref_f32_to_bf16(f);
+    }
+    return x;
+}
+
+static void check_one_key(const attn_dsp *t, const one_key_case *c)
+{
+    const attn_shape *s = &c->shape;
+    const int64_t d = s->head_dim, dv = s->v_dim ? s->v_dim : d;
+    const int64_t B = s->batch, hq = s->q_heads, hk = s->kv_heads, lq = s->q_len, lk = s->kv_len;
+    harness_context("one visible key: B %lld Hq %lld Hkv %lld Lq %lld Lk %lld d %lld dv %lld "
+                    "dtype %d%s%s%s%s",
+                    (long long)B, (long long)hq, (long long)hk, (long long)lq, (long long)lk,
+                    (long long)d, (long long)dv, c->dtype, c->causal_diagonal ? " diagonal" : "",
+                    c->alibi ? " alibi" : "", c->bias ? " bias" : "",
+                    c->one_hot ? " near-one-hot" : "");
+    void *q = one_key_fill(c->dtype, (size_t)(B * hq * lq * d));
+    void *k = one_key_fill(c->dtype, (size_t)(B * hk * lk * d));
+    void *v = one_key_fill(c->dtype, (size_t)(B * hk * lk * dv));
+    void *o = one_key_fill(c->dtype, (size_t)(B * hq * lq * dv));
+    float *dout = one_key_fill(ATTN_DTYPE_F32, (size_t)(B * hq * lq * dv));
+    float *bias = one_key_fill(ATTN_DTYPE_F32, (size_t)(B * hq * lq * lk));
+    float *slopes = one_key_fill(ATTN_DTYPE_F32, (size_t)(B * hq));
+    float *lse = xmalloc((size_t)(B * hq * lq) * 4);
+    const attn_tensor tq = {q, c->dtype, hq * lq * d, lq * d, d};
+    const attn_tensor tk = {k, c->dtype, hk * lk * d, lk * d, d};
+    const attn_tensor tv = {v, c->dtype, hk * lk * dv, lk * dv, dv};
+    const attn_tensor to = {o, c->dtype, hq * lq * dv, lq * dv, dv};
+    const attn_tensor tdo = {dout, ATTN_DTYPE_F32, hq * lq * dv, lq * dv, dv};
+    const attn_tensor tb = {bias, ATTN_DTYPE_F32, hq * lq * lk, lq * lk, lk};
+    const attn_tensor ta = {slopes, ATTN_DTYPE_F32, hq, 1, 0};
+    attn_options opt = ATTN_OPTIONS_INIT;
+    if (c->causal_diagonal) {
+        opt.flags = ATTN_CAUSAL;
+        opt.window = 1;
+    }
+    if (c->one_hot)
+        for (int64_t r = 0; r < B * hq * lq; r++)
+            for (int64_t j = 0; j < lk; j++)
+                bias[r * lk + j] = j == r % lq % lk ? 0.0f : -40.0f;
+    if (c->bias)
+        opt.bias = &tb;
+    if (c->alibi)
+        opt.alibi_slopes = &ta;
+    attn_row_stats stats = {lse, NULL, NULL};
+    attn_status st = attn_forward_with(t, s, &opt, &tq, &tk, &tv, &to, &stats);
+    CHECK(st == ATTN_OK, "forward status %d", st);
+
+    const size_t nq = (size_t)(B * hq * lq * d), nk = (size_t)(B * hk * lk * d);
+    const size_t nb = (size_t)(B * hq * lq * lk);
+    float *dq = xmalloc(nq * 4), *dk = xmalloc(nk * 4), *dvv = xmalloc((size_t)(B * hk * lk * dv) * 4);
+    float *dbias = xmalloc(nb * 4);
+    attn_tensor tdq = {dq, ATTN_DTYPE_F32, hq * lq * d, lq * d, d};
+    attn_tensor tdk = {dk, ATTN_DTYPE_F32, hk * lk * d, lk * d, d};
+    attn_tensor tdv = {dvv, ATTN_DTYPE_F32, hk * lk * dv, lk * dv, dv};
+    attn_tensor tdb = {dbias, ATTN_DTYPE_F32, hq * lq * lk, lq * lk, lk};
+    attn_grads gr = ATTN_GRADS_INIT;
+    gr.dq = &tdq;
+    gr.dk = &tdk;
+    gr.dv = &tdv;
+    gr.dbias = &tdb;
+    st = attn_backward_with(t, s, &opt, &tq, &tk, &tv, &to, &tdo, lse, &gr);
+    CHECK(st == ATTN_OK, "backward status %d", st);
+    if (c->one_hot) {
+        const size_t es = c->dtype == ATTN_DTYPE_F32 ? 4 : 2;
+        int64_t exact_rows = 0;
+        for (int64_t r = 0; r < B * hq * lq; r++) {
+            const int64_t b = r / (hq * lq), h = r / lq % hq, i = r % lq, j = i % lk;
+            const int64_t kh = h / (hq / hk);
+            const unsigned char *orow = (const unsigned char *)o + (size_t)(r * dv) * es;
+            const unsigned char *vrow =
+                (const unsigned char *)v + (size_t)(((b * hk + kh) * lk + j) * dv) * es;
+            if (memcmp(orow, vrow, (size_t)dv * es) != 0)
+                continue;
+            exact_rows++;
+            CHECK(dbias[r * lk + j] == 0.0f, "row %lld: dS of its dominant key = %g, exactly 0 "
+                  "expected (O is that key's V)", (long long)r, (double)dbias[r * lk + j]);
+        }
+        CHECK(2 * exact_rows >= B * hq * lq, "only %lld of %lld rows have O == V",
+              (long long)exact_rows, (long long)(B * hq * lq));
+        goto done;
+    }
+    for (size_t i = 0; i < nq; i++)
+        CHECK(dq[i] == 0.0f, "dq[%zu] = %g, exactly 0 expected", i, (double)dq[i]);
+    for (size_t i = 0; i < nk; i++)
+        CHECK(dk[i] == 0.0f, "dk[%zu] = %g, exactly 0 expected", i, (double)dk[i]);
+    for (size_t i = 0; i < nb; i++)
+        CHECK(dbias[i] == 0.0f, "dbias[%zu] = %g, exactly 0 expected", i, (double)dbias[i]);
+done:
+    free(q), free(k), free(v), free(o), free(dout), free(bias), free(slopes), free(lse);
+    free(dq), free(dk), free(dvv), free(dbias);
+}
+
+HARNESS_ISA_PARAMS(backward, one_visible_key_exact)
+ParameterizedTest(isa_row *row, backward, one_visible_key_exact, .timeout = ATTN_TEST_TIMEOUT)
+{
+    const attn_dsp *t = harness_begin(row);
+    for (int plan = 0; plan < 2; plan++) {
+        attn_bwd_fused_min_tasks = plans[plan];
+        for (size_t i = 0; i < sizeof one_key_cases / sizeof one_key_cases[0]; i++)
+            check_one_key(t, &one_key_cases[i]);
+    }
+}
+
 /* An error leaves every gradient byte as it was. */
 static void expect_error(const char *what, attn_status want, const workload *w,
                          const attn_options *opt, const attn_tensor *dout, const float *lse,

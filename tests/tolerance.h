@@ -151,7 +151,8 @@
  *         Delta = E + L + u(|s - lse| + E + L)
  *         |p^ - p| <= pe = p (exp(Delta)(1 + 2*TOL_EXP_ULP*u) - 1) + TOL_TINY
  *    2. dP^ = dO.V (qk_tile, scale 1): F = gamma(dv+1) sum_t |dO_t V_jt|.
- *    3. D^ = dO.O^ (a 1x1 qk_tile on the f32 output):
+ *    3. D^ = dO.O^ (qk_diag: summed in dP's order, so one visible key
+ *       gives a^ = 0 exactly; tests/test_backward.c checks that apart):
  *         G = sum_t |dO_t| |O^_t - O_t| + gamma(dv+1) sum_t |dO_t O^_t|.
  *    4. a^ = fl(dP^ - D^):  A = F + G + u(|a| + F + G).
  *    5. dS^ = fl(p^ a^) (score_grad; this is dbias):

@@ -277,6 +277,9 @@ static ALWAYS_INLINE void qk_tile(int dtype, const float *q, ptrdiff_t q_stride,
     }
 }
 
+/* one sum order for every tile shape */
+ATTN_QK_DIAG_BY_TILE(static ALWAYS_INLINE)
+
 /* ------------------------------------------------------------------ pv_tile */
 
 /*

@@ -131,9 +131,9 @@ static int64_t load_rows(const attn_dsp *dsp, const attn_problem *pb, const task
         float *dout = b->dout + r * p->acc_stride;
         dsp->to_f32[pb->dout.dtype](attn_row_ptr(&pb->dout, row->b, row->h, row->i), dout,
                                     (size_t)pb->v_dim);
-        /* D as a 1x1 tile: the kernels' dot product, in o's dtype */
-        dsp->qk_tile[pb->o.dtype](dout, 0, attn_row_ptr(&pb->o, row->b, row->h, row->i), 0, 1,
-                                  1, (size_t)pb->v_dim, 1.0f, &g[r].dsum, 1);
+        /* D for the sinks' gradient; run_dsums sums it again to match dP */
+        const void *o = attn_row_ptr(&pb->o, row->b, row->h, row->i);
+        dsp->qk_diag[pb->o.dtype](dout, 0, &o, 1, (size_t)pb->v_dim, 1.0f, &g[r].dsum);
     }
     attn_convert_queries(dsp, pb, p, rows, n, b->q);
     return n;
@@ -153,16 +153,47 @@ static void sink_grads(const attn_problem *pb, const row_ref *rows, const row_gr
 }
 
 /*
+ * D of the run of rows [r0, r1), summed in the order dP's tile of r1 - r0
+ * rows sums dP (src/dsp.h, qk_diag): where O is a visible key's V (one
+ * visible key, or weights that round to one-hot) dP - D cancels exactly,
+ * as it does in exact arithmetic, instead of leaving two sums' rounding in
+ * dS = P (dP - D). *last is the run D was last summed for since the rows
+ * were loaded ({0, 0}: none); most key blocks see the same run, so D is
+ * summed again only where it changes (a causal diagonal). Not inlined: its
+ * arrays stay off the stack of the tile calls (ATTN_TASK_STACK_BYTES).
+ */
+static __attribute__((noinline)) void run_dsums(const attn_dsp *dsp, const attn_problem *pb,
+                                                const task_plan *p, const row_ref *rows,
+                                                row_grad *g, int64_t r0, int64_t r1,
+                                                const bwd_scratch *b, int64_t last[2])
+{
+    if (last[0] == r0 && last[1] == r1)
+        return;
+    const size_t nr = (size_t)(r1 - r0);
+    const void *o[ATTN_MAX_BLOCK_Q] = {NULL}; /* all set below; gcc 12 cannot tell */
+    float dsum[ATTN_MAX_BLOCK_Q];
+    for (int64_t r = r0; r < r1; r++)
+        o[r - r0] = attn_row_ptr(&pb->o, rows[r].b, rows[r].h, rows[r].i);
+    dsp->qk_diag[pb->o.dtype](b->dout + r0 * p->acc_stride, p->acc_stride, o, nr,
+                              (size_t)pb->v_dim, 1.0f, dsum);
+    for (int64_t r = r0; r < r1; r++)
+        g[r].dsum = dsum[r - r0];
+    last[0] = r0;
+    last[1] = r1;
+}
+
+/*
  * For the run of rows [r0, r1) and keys [kb, ke): leaves P in b->s and
  * dS = P * (dP - D) in b->dp (row stride block_k, zero outside each row's
  * visible keys), and the softcapped scores in b->capped when softcap is on.
  */
 static void run_grads(const attn_dsp *dsp, const attn_problem *pb, const task_plan *p,
-                      const row_ref *rows, const row_grad *g, int64_t r0, int64_t r1,
+                      const row_ref *rows, row_grad *g, int64_t r0, int64_t r1,
                       int64_t kb, int64_t ke, const kv_src *ks, const kv_src *vs,
-                      const bwd_scratch *b)
+                      const bwd_scratch *b, int64_t dsum_run[2])
 {
     const size_t nr = (size_t)(r1 - r0);
+    run_dsums(dsp, pb, p, rows, g, r0, r1, b, dsum_run);
     const int64_t nk = ke - kb;
     float *s0 = b->s + r0 * p->block_k, *dp0 = b->dp + r0 * p->block_k;
     for (int64_t j = kb, len; j < ke; j += len) {
@@ -235,6 +266,7 @@ static void query_block(const task_ctx *ctx, const task_plan *p, size_t index, f
     row_grad g[ATTN_MAX_BLOCK_Q];
     int64_t kv_head;
     const int64_t n = load_rows(dsp, pb, p, index, rows, g, &b, &kv_head);
+    int64_t dsum_run[2] = {0, 0}; /* run_dsums */
     const kv_src ks = attn_kv_open(pb, &pb->k, rows[0].b, kv_head, pb->head_dim);
     const kv_src vs = attn_kv_open(pb, &pb->v, rows[0].b, kv_head, pb->v_dim);
     float *dk0 = attn_out_row(&pb->dk, rows[0].b, kv_head, 0);
@@ -261,7 +293,7 @@ static void query_block(const task_ctx *ctx, const task_plan *p, size_t index, f
         for (int64_t r = 0, run_end; (run_end = attn_next_run(rows, n, &r, kb, ke)) > r;
              r = run_end) {
             const size_t nr = (size_t)(run_end - r);
-            run_grads(dsp, pb, p, rows, g, r, run_end, kb, ke, &ks, &vs, &b);
+            run_grads(dsp, pb, p, rows, g, r, run_end, kb, ke, &ks, &vs, &b, dsum_run);
             if (with_kv)
                 dsp->pt_tile(b.s + r * p->block_k, p->block_k, b.dout + r * p->acc_stride,
                              p->acc_stride, nr, (size_t)(ke - kb), (size_t)pb->v_dim,
@@ -359,10 +391,11 @@ static void task_keys(const task_ctx *ctx, size_t index, float *scratch)
         if (kb >= ke)
             continue;
         const int64_t n = load_rows(dsp, pb, p, qindex, rows, g, &b, &unused);
+        int64_t dsum_run[2] = {0, 0}; /* run_dsums */
         for (int64_t r = 0, run_end; (run_end = attn_next_run(rows, n, &r, kb, ke)) > r;
              r = run_end) {
             const size_t nr = (size_t)(run_end - r);
-            run_grads(dsp, pb, p, rows, g, r, run_end, kb, ke, &ks, &vs, &b);
+            run_grads(dsp, pb, p, rows, g, r, run_end, kb, ke, &ks, &vs, &b, dsum_run);
             dsp->pt_tile(b.s + r * p->block_k, p->block_k, b.dout + r * p->acc_stride,
                          p->acc_stride, nr, (size_t)(ke - kb), (size_t)pb->v_dim,
                          dv0 + (kb - kb0) * pb->dv.row_stride, pb->dv.row_stride);

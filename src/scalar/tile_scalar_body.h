@@ -104,6 +104,9 @@ ATTN_SCALAR_INLINE void qk_tile(int dt, const float *q, ptrdiff_t q_stride, cons
     qk_rows(dt, 0, q, q_stride, k, k_stride, nq, nk, d, scale, s, s_stride);
 }
 
+/* one sum order for every tile shape */
+ATTN_QK_DIAG_BY_TILE(ATTN_SCALAR_INLINE)
+
 ATTN_SCALAR_INLINE void pv_tile(int dt, const float *p, ptrdiff_t p_stride, const void *v,
                                 ptrdiff_t v_stride, size_t nq, size_t nk, size_t dv, float *acc,
                                 ptrdiff_t acc_stride)

@@ -473,6 +473,57 @@ static ALWAYS_INLINE void qk_tile(int dtype, const float *q, ptrdiff_t q_stride,
     }
 }
 
+/*
+ * qk_diag (src/dsp.h): each row against its own rows[r], summed as qk_tile
+ * sums a score of an nq-row call. The dot path's order is qk_micro's at
+ * 1 x 1; the packed path's is one FMA chain per score in index order,
+ * reproduced here on 8 rows at a time, a row per lane (8 x 8 blocks of q
+ * and of the rows transposed in, as qk_pack does).
+ */
+static ALWAYS_INLINE void qk_diag(int dtype, const float *q, ptrdiff_t q_stride,
+                                  const void *const *rows, size_t nq, size_t d, float scale,
+                                  float *s)
+{
+    if (nq < QK_PACK_MIN_ROWS || d > QK_PACK_MAX_D) {
+        for (size_t r = 0; r < nq; r++)
+            qk_micro(dtype, 1, 1, q + (ptrdiff_t)r * q_stride, 0, rows[r], 0, d, scale, s + r,
+                     1);
+        return;
+    }
+    for (size_t r0 = 0; r0 < nq; r0 += 8) {
+        const size_t nr = nq - r0 < 8 ? nq - r0 : 8;
+        __m256 acc = _mm256_setzero_ps();
+        for (size_t t0 = 0; t0 < d; t0 += 8) {
+            const size_t tn = d - t0 < 8 ? d - t0 : 8;
+            __m256 qt[8], kt[8];
+            for (size_t j = 0; j < 8; j++) {
+                if (j >= nr) {
+                    qt[j] = kt[j] = _mm256_setzero_ps();
+                    continue;
+                }
+                const float *qr = q + (ptrdiff_t)(r0 + j) * q_stride + (ptrdiff_t)t0;
+                const unsigned char *kr = rows[r0 + j];
+                if (tn == 8) {
+                    qt[j] = _mm256_loadu_ps(qr);
+                    kt[j] = load8(dtype, kr, t0);
+                } else {
+                    qt[j] = _mm256_maskload_ps(qr, first_lanes(tn));
+                    kt[j] = load8_part(dtype, kr, t0, tn);
+                }
+            }
+            transpose8(qt);
+            transpose8(kt);
+            for (size_t t = 0; t < tn; t++)
+                acc = _mm256_fmadd_ps(qt[t], kt[t], acc);
+        }
+        acc = _mm256_mul_ps(acc, _mm256_set1_ps(scale));
+        if (nr == 8)
+            _mm256_storeu_ps(s + r0, acc);
+        else
+            _mm256_maskstore_ps(s + r0, first_lanes(nr), acc);
+    }
+}
+
 /* ------------------------------------------------------------------ pv_tile */
 
 /*

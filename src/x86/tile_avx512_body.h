@@ -455,6 +455,54 @@ ATTN_AVX512_INLINE void qk_tile(int dt, const float *q, ptrdiff_t q_stride, cons
         qk_tile_dot(dt, q, q_stride, k, k_stride, nq, nk, d, scale, s, s_stride);
 }
 
+/*
+ * qk_diag (src/dsp.h): each row against its own rows[r], summed as qk_tile
+ * sums a score of an nq-row call. The dot path's order is qk_dot_block's
+ * at 1 x 1; the packed path's is one FMA chain per score in index order,
+ * reproduced here on 16 rows at a time, a row per lane (16 x 16 blocks of
+ * q and of the rows transposed in, as the panels are).
+ */
+ATTN_AVX512_INLINE void qk_diag(int dt, const float *q, ptrdiff_t q_stride,
+                                const void *const *rows, size_t nq, size_t d, float scale,
+                                float *s)
+{
+    if (nq < QK_PACKED_MIN_ROWS) {
+        for (size_t r = 0; r < nq; r++)
+            qk_dot_block(dt, 1, 1, q + (ptrdiff_t)r * q_stride, 0, rows[r], 0, d, scale, s + r,
+                         1);
+        return;
+    }
+    for (size_t r0 = 0; r0 < nq; r0 += 16) {
+        const size_t nr = nq - r0 < 16 ? nq - r0 : 16;
+        __m512 acc = _mm512_setzero_ps();
+        for (size_t t0 = 0; t0 < d; t0 += 16) {
+            const size_t tn = d - t0 < 16 ? d - t0 : 16;
+            const __mmask16 m = attn_mask16(tn);
+            __m512 qt[16], kt[16];
+            for (size_t j = 0; j < 16; j++) {
+                if (j >= nr) {
+                    qt[j] = kt[j] = _mm512_setzero_ps();
+                    continue;
+                }
+                const float *qr = q + (ptrdiff_t)(r0 + j) * q_stride + (ptrdiff_t)t0;
+                const unsigned char *kr = rows[r0 + j];
+                if (tn == 16) {
+                    qt[j] = _mm512_loadu_ps(qr);
+                    kt[j] = load16(dt, kr, t0);
+                } else {
+                    qt[j] = _mm512_maskz_loadu_ps(m, qr);
+                    kt[j] = maskz_load16(dt, m, kr, t0);
+                }
+            }
+            transpose16x16(qt);
+            transpose16x16(kt);
+            for (size_t t = 0; t < tn; t++)
+                acc = _mm512_fmadd_ps(qt[t], kt[t], acc);
+        }
+        _mm512_mask_storeu_ps(s + r0, attn_mask16(nr), _mm512_mul_ps(acc, _mm512_set1_ps(scale)));
+    }
+}
+
 /* ------------------------------------------------------------------------ */
 /* pv_tile                                                                   */
 /* ------------------------------------------------------------------------ */
