@@ -15,8 +15,9 @@ PACKAGES=(meson ninja-build pkg-config cmake gcc g++ libsleef-dev libcpu-feature
           libcriterion-dev libbenchmark-dev libopenblas-dev libsimde-dev abigail-tools
           python3-numpy python3-pytest python3-matplotlib qemu-user binutils
           clang libclang-rt-14-dev libopenmpi-dev openmpi-bin)
-# Only the tests need PyTorch (libattn.torch is checked against torch's autograd).
-TEST_PACKAGES=(python3-torch)
+# Only the tests need PyTorch (libattn.torch is checked against torch's autograd),
+# and man-db (the man-pages test renders attn(1) and libattn(3) with man's warnings on).
+TEST_PACKAGES=(python3-torch man-db)
 
 install_missing() {
     local missing=() p
