@@ -56,6 +56,9 @@ Rules:
     every file of src/driver/ that defines an attn_<x>_with has a line.
     So an operation cannot be added without its line, its module and its
     test.
+ 5. The examples' index. Every file under examples/ (but meson.build
+    files) is named, in backquotes and relative to examples/, in
+    examples/README.md.
 A file the text tells the reader to create is named as a template
 (abi/libattn.so.<major>.abi) or without its folder, so rule 1 passes it.
 
@@ -337,6 +340,18 @@ def main():
         for d in re.finditer(r"^attn_status attn_(\w+)_with\(", t, re.M):
             if d.group(1) not in listed:
                 bad(f, t, d.start(), "attn_%s_with has no line in %s" % (d.group(1), ops_file))
+
+    # 5. the examples' index: every example file has a row in examples/README.md
+    index_file = "examples/README.md"
+    index = texts.get(index_file)
+    if index is None:
+        findings.append((index_file, 1, "no index of the examples"))
+    else:
+        for f in sorted(texts):
+            if not f.startswith("examples/") or f == index_file or f.endswith("meson.build"):
+                continue
+            if "`%s`" % f[len("examples/"):] not in index:
+                findings.append((index_file, 1, "%s has no row in the index" % f))
 
     for f, line, msg in sorted(set(findings)):
         print("%s:%d: %s" % (f, line, msg))
