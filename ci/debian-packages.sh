@@ -75,7 +75,8 @@ cd "$work"
 log "pkg-config consumer against /usr"
 pkg-config --cflags --libs attn
 make -s -f c/Makefile BUILD="$work" CFLAGS="-O2 -Wall -Wextra -Werror"
-ldd ./attn-demo | grep -q '/usr/lib/.*/libattn.so.1' || { ldd ./attn-demo; exit 1; }
+# (Debian 12 merges /lib into /usr/lib: ldd may name either)
+ldd ./attn-demo | grep -Eq '=> (/usr)?/lib/[^ ]*/libattn\.so\.1 ' || { ldd ./attn-demo; exit 1; }
 ./attn-demo
 
 archive=$(ls /usr/lib/*/libattn.a 2>/dev/null || true)
