@@ -90,14 +90,15 @@ cmd_bench() {
 }
 
 cmd_test() {
-    local arm=0
+    local arm=0 system=0
     for a in "$@"; do
         case $a in
         --arm) arm=1 ;;
+        --system) system=1 ;;
         *) echo "unknown option $a" >&2; exit 2 ;;
         esac
     done
-    [ -z "${CI:-}" ] || arm=1
+    [ -z "${CI:-}" ] || { arm=1; system=1; }
     install_missing "${PACKAGES[@]}" "${TEST_PACKAGES[@]}"
 
     echo "== native build (warnings as errors, AVX-512 kernels also built against SIMDe)"
@@ -137,6 +138,11 @@ cmd_test() {
     step baseline-nehalem qemu-x86_64 -cpu Nehalem ./build-test/tests/baseline/attn-baseline-smoke
     step cli-nehalem qemu-x86_64 -cpu Nehalem -E LD_LIBRARY_PATH=build-test/src \
         ./build-test/tools/attn run --preset small --threads 2
+
+    if [ "$system" = 1 ]; then # installs and removes packages system-wide
+        echo "== Debian packages: build, lintian, install, use from /usr, remove"
+        step debian-packages ci/debian-packages.sh
+    fi
 
     if [ "$arm" = 1 ]; then
         echo "== AArch64 cross build under qemu"
