@@ -745,11 +745,25 @@ typedef struct attn_grads {
  * workspace, no heap. `grads` may not be NULL; its tensors may share no
  * byte with an input or with each other.
  *
- * Not yet supported (ATTN_ERR_UNSUPPORTED, nothing written): q_offsets,
- * kv_offsets, a block_table, q_pos or k_pos, and quantized K or V; the
- * backward reads and writes dense float [batch][head][row][dim] tensors.
- * kv_splits and the workspace are ignored (the backward has its own task
- * plan).
+ * Layouts (since 1.5): q_offsets and kv_offsets (packed variable-length
+ * batches, left-padded caches) and q_pos/k_pos (a shard of a longer
+ * sequence) as in the forward. The gradients are laid out like what they
+ * differentiate (dq and dbias like q's rows and bias, dk and dv like k and
+ * v) and, as the forward's out, only a sequence's own rows are written:
+ * with q_offsets its rows of dq and dbias, with kv_offsets its key rows
+ * [kv_offsets[b], + Lk_b) of dk and dv and those columns of dbias; dk or dv
+ * (and dq, dbias) may then have batch_stride 0 provided the sequences'
+ * ranges are in order and disjoint, else ATTN_ERR_STRIDE. A sequence's
+ * gradients are bit for bit those of the same sequence alone in a dense
+ * call with the same plan. With q_pos/k_pos the masks and ALiBi use the
+ * global positions; the lse and out handed in are the merged ones (after
+ * attn_merge), so each shard's dq, dk, dv are its part of the whole
+ * sequence's gradients (sum dk, dv over the shards that read a key).
+ *
+ * Not supported (ATTN_ERR_UNSUPPORTED, nothing written): a block_table
+ * (paged K/V), shared_prefix, quantized K or V, a precision mode other than
+ * the default: training reads none of them. kv_splits and the workspace
+ * are ignored (the backward has its own task plan).
  */
 ATTN_API attn_status attn_backward(const attn_shape *shape, const attn_options *opt,
                                    const attn_tensor *q, const attn_tensor *k,

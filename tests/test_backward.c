@@ -680,6 +680,274 @@ ParameterizedTest(isa_row *row, backward, one_visible_key_exact, .timeout = ATTN
     }
 }
 
+/* ------------------------------------------------------------ layouts */
+
+/*
+ * Packed and left-padded batches (q_offsets / kv_offsets): every sequence's
+ * gradients must equal, bit for bit, those of the same sequence alone in a
+ * dense call (attn_backward cuts a sequence's rows and keys into the same
+ * blocks wherever it lies, and the plan is forced to be the same). Both
+ * calls get the same out and lse (the packed forward's), so only the
+ * backward is compared; the dense one is checked against float64 by the
+ * vs_reference tests. Sequences of 0 keys or 0 queries are included.
+ */
+typedef struct layout_case {
+    int64_t heads, kv_heads, d;
+    int packed;      /* 1: [T][H][D] tensors, batch_stride 0; 0: left padding */
+    int causal, alibi, sinks, bias;
+    int64_t window;
+    float softcap;
+} layout_case;
+
+static const layout_case layout_cases[] = {
+    {4, 2, 64, 1, 1, 0, 0, 0, 0, 0.0f},  {2, 2, 40, 1, 1, 1, 1, 1, 0, 0.0f},
+    {8, 1, 128, 1, 0, 0, 1, 0, 33, 0.0f}, {3, 3, 24, 0, 1, 1, 0, 1, 0, 0.0f},
+    {4, 1, 72, 0, 0, 0, 0, 0, 17, 20.0f},
+};
+
+static float *layout_fill(size_t n)
+{
+    float *x = xmalloc((n ? n : 1) * 4);
+    rng_fill(harness_rng(), x, n, -1.5f, 1.5f);
+    return x;
+}
+
+static int same_floats(const float *a, const float *b, size_t n)
+{
+    return n == 0 || memcmp(a, b, n * 4) == 0;
+}
+
+static void check_layout(const attn_dsp *t, const layout_case *c)
+{
+    enum { NB = 5 };
+    rng *g = harness_rng();
+    const int64_t H = c->heads, HK = c->kv_heads, d = c->d;
+    int32_t lq[NB], lk[NB], qo[NB], ko[NB];
+    int64_t tq = 0, tk = 0, maxq = 0, maxk = 0;
+    for (int b = 0; b < NB; b++) {
+        lk[b] = b == 2 ? 0 : (int32_t)rng_int(g, 1, 300);
+        lq[b] = b == 3 ? 0 : c->causal ? (int32_t)rng_int(g, 1, lk[b] ? lk[b] : 5)
+                                       : (int32_t)rng_int(g, 1, 200);
+        qo[b] = c->packed ? (int32_t)tq : 0;
+        ko[b] = c->packed ? (int32_t)tk : (int32_t)rng_int(g, 0, 40); /* left padding */
+        tq += lq[b];
+        tk += c->packed ? lk[b] : 0;
+        maxq = lq[b] > maxq ? lq[b] : maxq;
+        maxk = ko[b] + lk[b] > maxk ? ko[b] + lk[b] : maxk;
+    }
+    /* packed: one [T][H][D] row space; left padding: [B][H][L][D], L the longest */
+    const int64_t QL = c->packed ? tq : maxq, KL = c->packed ? tk : maxk;
+    const int64_t QB = c->packed ? 0 : 1; /* batch strides in units of a batch entry */
+    harness_context("backward layout: %s, H %lld/%lld d %lld%s%s%s%s window %lld softcap %g",
+                    c->packed ? "packed" : "left-padded", (long long)H, (long long)HK,
+                    (long long)d, c->causal ? " causal" : "", c->alibi ? " alibi" : "",
+                    c->sinks ? " sinks" : "", c->bias ? " bias" : "", (long long)c->window,
+                    (double)c->softcap);
+    const int64_t nbat = c->packed ? 1 : NB;
+    const size_t nq = (size_t)(nbat * H * QL * d), nk = (size_t)(nbat * HK * KL * d);
+    const size_t nbias = (size_t)(nbat * H * QL * KL);
+    float *q = layout_fill(nq), *k = layout_fill(nk), *v = layout_fill(nk);
+    float *dout = layout_fill(nq), *bias = layout_fill(nbias);
+    float *sinks = layout_fill((size_t)(NB * H)), *slopes = layout_fill((size_t)(NB * H));
+    float *o = xmalloc(nq * 4), *lse = xmalloc((size_t)(NB * H * QL) * 4);
+    /* [batch][head][row][col] with the heads inside rows ([T][H][D]) */
+    const attn_tensor tq_ = {q, ATTN_DTYPE_F32, QB * QL * H * d, d, H * d};
+    const attn_tensor tk_ = {k, ATTN_DTYPE_F32, QB * KL * HK * d, d, HK * d};
+    const attn_tensor tv_ = {v, ATTN_DTYPE_F32, QB * KL * HK * d, d, HK * d};
+    const attn_tensor to_ = {o, ATTN_DTYPE_F32, QB * QL * H * d, d, H * d};
+    const attn_tensor tdo = {dout, ATTN_DTYPE_F32, QB * QL * H * d, d, H * d};
+    const attn_tensor tb = {bias, ATTN_DTYPE_F32, QB * H * QL * KL, QL * KL, KL};
+    const attn_tensor ts = {sinks, ATTN_DTYPE_F32, H, 1, 0};
+    const attn_tensor ta = {slopes, ATTN_DTYPE_F32, H, 1, 0};
+    attn_options opt = ATTN_OPTIONS_INIT;
+    opt.flags = c->causal ? ATTN_CAUSAL : 0;
+    opt.window = c->window;
+    opt.softcap = c->softcap;
+    opt.q_lens = lq;
+    opt.kv_lens = lk;
+    opt.q_offsets = c->packed ? qo : NULL;
+    opt.kv_offsets = ko;
+    opt.alibi_slopes = c->alibi ? &ta : NULL;
+    opt.sinks = c->sinks ? &ts : NULL;
+    opt.bias = c->bias ? &tb : NULL;
+    const attn_shape shape = {NB, H, HK, QL, KL, d, 0};
+    const attn_row_stats stats = {lse, NULL, NULL};
+    attn_status st = attn_forward_with(t, &shape, &opt, &tq_, &tk_, &tv_, &to_, &stats);
+    CHECK(st == ATTN_OK, "forward status %d", st);
+
+    float *dq = xmalloc(nq * 4), *dk = xmalloc(nk * 4), *dv = xmalloc(nk * 4);
+    float *dbias = xmalloc(nbias * 4), *dsinks = xmalloc((size_t)(NB * H) * 4);
+    /* a canary: rows outside every sequence must keep it */
+    for (size_t i = 0; i < nk; i++)
+        dk[i] = dv[i] = -3.0f;
+    const attn_tensor tdq = {dq, ATTN_DTYPE_F32, QB * QL * H * d, d, H * d};
+    const attn_tensor tdk = {dk, ATTN_DTYPE_F32, QB * KL * HK * d, d, HK * d};
+    const attn_tensor tdv = {dv, ATTN_DTYPE_F32, QB * KL * HK * d, d, HK * d};
+    const attn_tensor tdb = {dbias, ATTN_DTYPE_F32, QB * H * QL * KL, QL * KL, KL};
+    attn_grads gr = ATTN_GRADS_INIT;
+    gr.dq = &tdq;
+    gr.dk = &tdk;
+    gr.dv = &tdv;
+    gr.dbias = c->bias ? &tdb : NULL;
+    gr.dsinks = c->sinks ? dsinks : NULL;
+    st = attn_backward_with(t, &shape, &opt, &tq_, &tk_, &tv_, &to_, &tdo, lse, &gr);
+    CHECK(st == ATTN_OK, "backward status %d (%s)", st, attn_strerror(st));
+
+    for (int b = 0; b < NB; b++) {
+        /* sequence b alone, dense [1][H][L][D] copies of its rows and keys */
+        const int64_t L = lq[b], K = lk[b], bq = c->packed ? 0 : b, bk = bq;
+        const size_t sq = (size_t)(H * (L ? L : 1) * d), sk = (size_t)(HK * (K ? K : 1) * d);
+        if (L == 0 || K == 0) { /* nothing of it may be written but zeros */
+            for (int64_t i = 0; i < L; i++)
+                for (int64_t x = 0; x < H * d; x++)
+                    CHECK(dq[(size_t)((bq * QL + qo[b] + i) * H * d + x)] == 0.0f,
+                          "seq %d: row %lld sees no key, dq not 0", b, (long long)i);
+            for (int64_t j = 0; j < K; j++)
+                for (int64_t h = 0; h < HK; h++)
+                    for (int64_t x = 0; x < d; x++) {
+                        const size_t at = (size_t)(((bk * KL + ko[b] + j) * HK + h) * d + x);
+                        CHECK(dk[at] == 0.0f && dv[at] == 0.0f, "seq %d: key %lld not 0", b,
+                              (long long)j);
+                    }
+            continue;
+        }
+        float *q1 = xmalloc(sq * 4), *k1 = xmalloc(sk * 4), *v1 = xmalloc(sk * 4);
+        float *o1 = xmalloc(sq * 4), *do1 = xmalloc(sq * 4), *lse1 = xmalloc((size_t)(H * L) * 4);
+        float *b1 = xmalloc((size_t)(H * L * K) * 4);
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t i = 0; i < L; i++) {
+                const size_t src = (size_t)(((bq * QL + qo[b] + i) * H + h) * d);
+                const size_t dst = (size_t)((h * L + i) * d);
+                memcpy(q1 + dst, q + src, (size_t)d * 4);
+                memcpy(o1 + dst, o + src, (size_t)d * 4);
+                memcpy(do1 + dst, dout + src, (size_t)d * 4);
+                lse1[h * L + i] = lse[(b * H + h) * QL + qo[b] + i];
+                for (int64_t j = 0; j < K; j++)
+                    b1[(h * L + i) * K + j] =
+                        bias[((bq * H + h) * QL + qo[b] + i) * KL + ko[b] + j];
+            }
+        for (int64_t h = 0; h < HK; h++)
+            for (int64_t j = 0; j < K; j++) {
+                const size_t src = (size_t)(((bk * KL + ko[b] + j) * HK + h) * d);
+                memcpy(k1 + (size_t)((h * K + j) * d), k + src, (size_t)d * 4);
+                memcpy(v1 + (size_t)((h * K + j) * d), v + src, (size_t)d * 4);
+            }
+        const attn_tensor a_q = {q1, ATTN_DTYPE_F32, H * L * d, L * d, d};
+        const attn_tensor a_k = {k1, ATTN_DTYPE_F32, HK * K * d, K * d, d};
+        const attn_tensor a_v = {v1, ATTN_DTYPE_F32, HK * K * d, K * d, d};
+        const attn_tensor a_o = {o1, ATTN_DTYPE_F32, H * L * d, L * d, d};
+        const attn_tensor a_do = {do1, ATTN_DTYPE_F32, H * L * d, L * d, d};
+        const attn_tensor a_b = {b1, ATTN_DTYPE_F32, H * L * K, L * K, K};
+        const attn_tensor a_s = {sinks + b * H, ATTN_DTYPE_F32, H, 1, 0};
+        const attn_tensor a_a = {slopes + b * H, ATTN_DTYPE_F32, H, 1, 0};
+        attn_options o1pt = opt;
+        o1pt.q_lens = o1pt.kv_lens = o1pt.q_offsets = o1pt.kv_offsets = NULL;
+        o1pt.alibi_slopes = c->alibi ? &a_a : NULL;
+        o1pt.sinks = c->sinks ? &a_s : NULL;
+        o1pt.bias = c->bias ? &a_b : NULL;
+        const attn_shape s1 = {1, H, HK, L, K, d, 0};
+        float *gq = xmalloc(sq * 4), *gk = xmalloc(sk * 4), *gv = xmalloc(sk * 4);
+        float *gb = xmalloc((size_t)(H * L * K) * 4), *gs = xmalloc((size_t)H * 4);
+        const attn_tensor g_q = {gq, ATTN_DTYPE_F32, H * L * d, L * d, d};
+        const attn_tensor g_k = {gk, ATTN_DTYPE_F32, HK * K * d, K * d, d};
+        const attn_tensor g_v = {gv, ATTN_DTYPE_F32, HK * K * d, K * d, d};
+        const attn_tensor g_b = {gb, ATTN_DTYPE_F32, H * L * K, L * K, K};
+        attn_grads g1 = ATTN_GRADS_INIT;
+        g1.dq = &g_q;
+        g1.dk = &g_k;
+        g1.dv = &g_v;
+        g1.dbias = c->bias ? &g_b : NULL;
+        g1.dsinks = c->sinks ? gs : NULL;
+        st = attn_backward_with(t, &s1, &o1pt, &a_q, &a_k, &a_v, &a_o, &a_do, lse1, &g1);
+        CHECK(st == ATTN_OK, "dense backward of sequence %d: status %d", b, st);
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t i = 0; i < L; i++) {
+                const size_t at = (size_t)(((bq * QL + qo[b] + i) * H + h) * d);
+                CHECK(same_floats(dq + at, gq + (h * L + i) * d, (size_t)d),
+                      "seq %d head %lld row %lld: dq differs from the dense call", b,
+                      (long long)h, (long long)i);
+                if (c->bias)
+                    CHECK(same_floats(dbias + ((bq * H + h) * QL + qo[b] + i) * KL + ko[b],
+                                      gb + (h * L + i) * K, (size_t)K),
+                          "seq %d head %lld row %lld: dbias differs", b, (long long)h,
+                          (long long)i);
+            }
+        for (int64_t h = 0; h < HK; h++)
+            for (int64_t j = 0; j < K; j++) {
+                const size_t at = (size_t)(((bk * KL + ko[b] + j) * HK + h) * d);
+                CHECK(same_floats(dk + at, gk + (h * K + j) * d, (size_t)d) &&
+                          same_floats(dv + at, gv + (h * K + j) * d, (size_t)d),
+                      "seq %d kv head %lld key %lld: dk/dv differ from the dense call", b,
+                      (long long)h, (long long)j);
+            }
+        if (c->sinks)
+            CHECK(same_floats(dsinks + b * H, gs, (size_t)H), "seq %d: dsinks differ", b);
+        free(q1), free(k1), free(v1), free(o1), free(do1), free(lse1), free(b1);
+        free(gq), free(gk), free(gv), free(gb), free(gs);
+    }
+    /* left padding: the pad keys before each sequence are not its to write */
+    if (!c->packed)
+        for (int b = 0; b < NB; b++)
+            for (int64_t j = 0; j < ko[b]; j++)
+                for (int64_t x = 0; x < HK * d; x++) {
+                    const size_t at = (size_t)(((int64_t)b * KL + j) * HK * d + x);
+                    CHECK(dk[at] == -3.0f && dv[at] == -3.0f,
+                          "seq %d: pad key %lld was written", b, (long long)j);
+                }
+    free(q), free(k), free(v), free(dout), free(bias), free(sinks), free(slopes), free(o);
+    free(lse), free(dq), free(dk), free(dv), free(dbias), free(dsinks);
+}
+
+HARNESS_ISA_PARAMS(backward, layouts_match_dense)
+ParameterizedTest(isa_row *row, backward, layouts_match_dense, .timeout = ATTN_TEST_TIMEOUT)
+{
+    const attn_dsp *t = harness_begin(row);
+    for (int plan = 0; plan < 2; plan++) {
+        attn_bwd_fused_min_tasks = plans[plan];
+        for (size_t i = 0; i < sizeof layout_cases / sizeof layout_cases[0]; i++)
+            check_layout(t, &layout_cases[i]);
+    }
+}
+
+/*
+ * Global positions (q_pos/k_pos): a call that is a shard of a longer
+ * sequence, checked against the float64 reference like the specs above;
+ * the queries are placed anywhere from before the shard's keys (rows that
+ * see none) to past them.
+ */
+static const unsigned position_specs[] = {
+    WL_CAUSAL,
+    WL_CAUSAL | WL_ALIBI | WL_GQA,
+    WL_WINDOW | WL_WINDOW_R | WL_ALIBI | WL_SINKS,
+    WL_CAUSAL | WL_LENS | WL_SOFTCAP | WL_MQA,
+    WL_CAUSAL | WL_WINDOW | WL_BIAS | WL_F16,
+};
+
+HARNESS_ISA_PARAMS(backward, global_positions)
+ParameterizedTest(isa_row *row, backward, global_positions, .timeout = ATTN_TEST_TIMEOUT)
+{
+    const attn_dsp *t = harness_begin(row);
+    rng *g = harness_rng();
+    for (int plan = 0; plan < 2; plan++) {
+        attn_bwd_fused_min_tasks = plans[plan];
+        for (size_t i = 0; i < sizeof position_specs / sizeof position_specs[0]; i++) {
+            workload w;
+            wl_make(&w, position_specs[i]);
+            int64_t qp[WL_MAX_BATCH], kp[WL_MAX_BATCH];
+            for (int64_t b = 0; b < w.shape.batch; b++) {
+                kp[b] = rng_int(g, 0, 5000);
+                qp[b] = kp[b] + rng_int(g, -w.shape.q_len, w.shape.kv_len + 8);
+                if (qp[b] < 0)
+                    qp[b] = 0;
+            }
+            w.opt.q_pos = qp;
+            w.opt.k_pos = kp;
+            check_backward(t, &w);
+            wl_free(&w);
+        }
+    }
+}
+
 /* An error leaves every gradient byte as it was. */
 static void expect_error(const char *what, attn_status want, const workload *w,
                          const attn_options *opt, const attn_tensor *dout, const float *lse,
@@ -797,22 +1065,20 @@ Test(backward, errors)
     g.dv = &bcast;
     if (w.shape.batch * w.shape.kv_heads * w.shape.kv_len > 1)
         expect_error("dv broadcast", ATTN_ERR_STRIDE, &w, &w.opt, &dt, lse, &g, &gb);
-    /* layouts and positions the backward does not take yet: a clear status */
+    /* a packed dk (batch_stride 0) whose sequences would share key rows */
     int32_t offsets[64] = {0}, table[64] = {0};
-    int64_t positions[64] = {0};
     CHECK(w.shape.batch <= 64, "batch %lld", (long long)w.shape.batch);
     attn_options o = w.opt;
-    o.kv_offsets = offsets;
-    expect_error("kv_offsets", ATTN_ERR_UNSUPPORTED, &w, &o, &dt, lse, &gb.g, &gb);
-    o = w.opt;
-    o.q_offsets = offsets;
-    expect_error("q_offsets", ATTN_ERR_UNSUPPORTED, &w, &o, &dt, lse, &gb.g, &gb);
-    o = w.opt;
-    o.k_pos = positions;
-    expect_error("k_pos", ATTN_ERR_UNSUPPORTED, &w, &o, &dt, lse, &gb.g, &gb);
-    o = w.opt;
-    o.q_pos = positions;
-    expect_error("q_pos", ATTN_ERR_UNSUPPORTED, &w, &o, &dt, lse, &gb.g, &gb);
+    if (w.shape.batch > 1) {
+        o.kv_offsets = offsets;
+        o.kv_lens = NULL;
+        attn_tensor packed_dk = gb.dk;
+        packed_dk.batch_stride = 0;
+        g = gb.g;
+        g.dk = &packed_dk;
+        expect_error("packed dk, sequences overlapping", ATTN_ERR_STRIDE, &w, &o, &dt, lse, &g,
+                     &gb);
+    }
     /* FP8 K over the same bytes: a valid forward input, not a backward one */
     workload w8 = w;
     w8.k.dtype = ATTN_DTYPE_FP8_E4M3;

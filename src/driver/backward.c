@@ -24,6 +24,12 @@
  * their first tile (one dot product of v_dim per row block), so no
  * workspace is needed.
  *
+ * Packed and left-padded batches and global positions (q_offsets,
+ * kv_offsets, q_pos, k_pos) need nothing of their own but seq_keys: rows
+ * and keys are addressed as the forward addresses them, and a sequence's
+ * key blocks are counted from its first key, so it is computed exactly as
+ * it would be alone.
+ *
  * Which keys a row sees comes from the forward's row geometry (make_row via
  * attn_task_rows), where keys live from kv.h only, and the scores from the
  * forward's epilogue kernels: an option that reshapes rows, scores or the
@@ -80,6 +86,24 @@ static task_plan plan_backward(const attn_dsp *dsp, const attn_problem *pb)
     /* the query tasks, then the key tasks (fused: one per (batch, KV head)) */
     p.tasks = (size_t)(pb->batch * (p.groups * p.blocks * p.splits + pb->kv_heads * p.kv_blocks));
     return p;
+}
+
+/*
+ * The key rows of dk and dv that sequence b owns: with kv_offsets its own
+ * [kv_offsets[b], + Lk_b) (a packed batch's other sequences, or a
+ * left-padded cache's padding, are not ours to write); without, every key
+ * row of the batch entry (keys past kv_lens get 0). Key blocks are counted
+ * from *lo, so a sequence of a packed batch is cut into the same blocks as
+ * the same sequence alone in a dense call: the same sums, bit for bit.
+ */
+static void seq_keys(const attn_problem *pb, int64_t b, int64_t *lo, int64_t *hi)
+{
+    *lo = 0;
+    *hi = pb->kv_len;
+    if (pb->kv_offsets) {
+        *lo = pb->kv_offsets[b];
+        *hi = *lo + (pb->kv_lens ? pb->kv_lens[b] : pb->kv_len);
+    }
 }
 
 /* What a task knows about one of its rows beyond its geometry. */
@@ -280,14 +304,16 @@ static void query_block(const task_ctx *ctx, const task_plan *p, size_t index, f
     const int64_t acc_stride = with_kv ? pb->out.row_stride : p->q_stride;
     for (int64_t r = 0; r < n; r++) {
         attn_fill(acc0 + r * acc_stride, pb->head_dim, 0.0f);
-        if (pb->dbias.data)
-            attn_fill(attn_out_row(&pb->dbias, rows[r].b, rows[r].h, rows[r].i), pb->kv_len,
-                      0.0f);
+        if (pb->dbias.data) /* the row's own columns (with kv_offsets, its sequence's) */
+            attn_fill(attn_out_row(&pb->dbias, rows[r].b, rows[r].h, rows[r].i) +
+                          rows[r].col_lo,
+                      rows[r].col_hi - rows[r].col_lo, 0.0f);
     }
 
-    int64_t ulo, uhi;
+    int64_t ulo, uhi, kbase, kend;
     attn_visible_union(rows, n, &ulo, &uhi);
-    for (int64_t k0 = ulo < uhi ? ulo / p->block_k * p->block_k : uhi; k0 < uhi;
+    seq_keys(pb, rows[0].b, &kbase, &kend); /* key blocks as the key tasks cut them */
+    for (int64_t k0 = ulo < uhi ? kbase + (ulo - kbase) / p->block_k * p->block_k : uhi; k0 < uhi;
          k0 += p->block_k) {
         const int64_t kb = attn_max64(k0, ulo), ke = attn_min64(k0 + p->block_k, uhi);
         for (int64_t r = 0, run_end; (run_end = attn_next_run(rows, n, &r, kb, ke)) > r;
@@ -340,7 +366,9 @@ static void task_fused(const task_ctx *ctx, size_t index, float *scratch)
     const int64_t kv_head = (int64_t)index % pb->kv_heads, batch = (int64_t)index / pb->kv_heads;
     float *dk0 = attn_out_row(&pb->dk, batch, kv_head, 0);
     float *dv0 = attn_out_row(&pb->dv, batch, kv_head, 0);
-    for (int64_t j = 0; j < pb->kv_len; j++) {
+    int64_t klo, khi;
+    seq_keys(pb, batch, &klo, &khi);
+    for (int64_t j = klo; j < khi; j++) {
         attn_fill(dk0 + j * pb->dk.row_stride, pb->head_dim, 0.0f);
         attn_fill(dv0 + j * pb->dv.row_stride, pb->v_dim, 0.0f);
     }
@@ -352,7 +380,7 @@ static void task_fused(const task_ctx *ctx, size_t index, float *scratch)
         if (pb->dsinks)
             pb->dsinks[batch * pb->q_heads + h] = dsink;
     }
-    for (int64_t j = 0; j < pb->kv_len; j++)
+    for (int64_t j = klo; j < khi; j++)
         dsp->row_scale(dk0 + j * pb->dk.row_stride, (size_t)pb->head_dim, pb->scale);
 }
 
@@ -366,7 +394,11 @@ static void task_keys(const task_ctx *ctx, size_t index, float *scratch)
     const int64_t blk = (int64_t)index % p->kv_blocks;
     const int64_t kv_head = (int64_t)index / p->kv_blocks % pb->kv_heads;
     const int64_t batch = (int64_t)index / p->kv_blocks / pb->kv_heads;
-    const int64_t kb0 = blk * p->block_k, ke0 = attn_min64(kb0 + p->block_k, pb->kv_len);
+    int64_t klo, khi;
+    seq_keys(pb, batch, &klo, &khi);
+    const int64_t kb0 = klo + blk * p->block_k, ke0 = attn_min64(kb0 + p->block_k, khi);
+    if (kb0 >= khi && !(pb->dsinks && blk == 0)) /* past a shorter sequence's keys */
+        return;
     const kv_src ks = attn_kv_open(pb, &pb->k, batch, kv_head, pb->head_dim);
     const kv_src vs = attn_kv_open(pb, &pb->v, batch, kv_head, pb->v_dim);
     float *dk0 = attn_out_row(&pb->dk, batch, kv_head, kb0);
@@ -451,6 +483,22 @@ static const attn_op backward_op = {
     .task = task_backward,
 };
 
+/* Sequences' ranges (offsets[b], + lens[b] or len) in order and disjoint
+   (empty ones aside): a packed output's sequences share no row. */
+static int in_order(const int32_t *offsets, const int32_t *lens, int64_t len, int64_t batch)
+{
+    int64_t end = 0;
+    for (int64_t b = 0; b < batch; b++) {
+        const int64_t n = lens ? lens[b] : len;
+        if (n == 0)
+            continue;
+        if (offsets[b] < end)
+            return 0;
+        end = offsets[b] + n;
+    }
+    return 1;
+}
+
 /*
  * attn_validate checks the shape, the options, q, k, v and dq (as the
  * operation's `out`); the rest is checked here, before the problem is
@@ -481,9 +529,8 @@ static attn_status validate_backward(attn_problem *pb, const attn_shape *shape,
 
     attn_problem p;
     ATTN_TRY(attn_validate(&p, &backward_op, shape, opt, q, k, v, g.dq, NULL));
-    /* The backward reads and writes dense [B][H][L][D] tensors: offset,
-       packed or paged layouts and global positions are not supported yet. */
-    if (p.q_offsets || p.kv_offsets || p.block_table || p.q_pos || p.k_pos)
+    /* paged K/V: training does not read a cache (attn.h) */
+    if (p.block_table)
         return ATTN_ERR_UNSUPPORTED;
     /* a shared key's gradient belongs to every sequence that reads it */
     if (p.opt.shared_prefix)
@@ -515,11 +562,29 @@ static attn_status validate_backward(attn_problem *pb, const attn_shape *shape,
     ATTN_TRY(attn_add_array(&set, lse, p.batch * p.q_heads * p.q_len, sizeof(float), 0));
     ATTN_TRY(attn_add_option_ranges(&set, &o, &bs));
 
-    ATTN_TRY(attn_add_tensor(&set, g.dq, p.batch, p.q_heads, p.q_len, p.head_dim, 1));
-    ATTN_TRY(attn_add_tensor(&set, g.dk, p.batch, p.kv_heads, p.kv_len, p.head_dim, 1));
-    ATTN_TRY(attn_add_tensor(&set, g.dv, p.batch, p.kv_heads, p.kv_len, p.v_dim, 1));
-    if (g.dbias)
-        ATTN_TRY(attn_add_tensor(&set, g.dbias, p.batch, p.q_heads, p.q_len, p.kv_len, 1));
+    /* A packed batch's gradients (batch_stride 0, as its inputs): each
+       sequence writes only its own rows (q_offsets: dq, dbias) and key rows
+       (kv_offsets: dk, dv), which must then be in order and disjoint, as
+       attn_validate asks of the forward's out; dq was checked there. */
+    const int packed_keys = p.kv_offsets && p.batch > 1 &&
+                            (g.dk->batch_stride == 0 || g.dv->batch_stride == 0);
+    if (packed_keys && !in_order(p.kv_offsets, p.kv_lens, p.kv_len, p.batch))
+        return ATTN_ERR_STRIDE;
+    const int packed_rows = p.q_offsets && p.batch > 1;
+    const int64_t qb = packed_rows && g.dq->batch_stride == 0 ? 1 : p.batch;
+    const int64_t kb = p.kv_offsets && p.batch > 1 ? 1 : p.batch;
+    ATTN_TRY(attn_add_tensor(&set, g.dq, qb, p.q_heads, p.q_len, p.head_dim, 1));
+    ATTN_TRY(attn_add_tensor(&set, g.dk, g.dk->batch_stride == 0 ? kb : p.batch, p.kv_heads,
+                             p.kv_len, p.head_dim, 1));
+    ATTN_TRY(attn_add_tensor(&set, g.dv, g.dv->batch_stride == 0 ? kb : p.batch, p.kv_heads,
+                             p.kv_len, p.v_dim, 1));
+    if (g.dbias) {
+        const int packed_bias = packed_rows && g.dbias->batch_stride == 0;
+        if (packed_bias && !in_order(p.q_offsets, p.q_lens, p.q_len, p.batch))
+            return ATTN_ERR_STRIDE;
+        ATTN_TRY(attn_add_tensor(&set, g.dbias, packed_bias ? 1 : p.batch, p.q_heads, p.q_len,
+                                 p.kv_len, 1));
+    }
     if (g.dsinks)
         ATTN_TRY(attn_add_array(&set, g.dsinks, p.batch * p.q_heads, sizeof(float), 1));
     ATTN_TRY(attn_check_disjoint(&set));

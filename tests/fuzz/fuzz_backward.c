@@ -1,7 +1,8 @@
 /*
  * Differential fuzzer of attn_backward: small random problems from the
  * problem generator (gen/gen.h; every option of the forward the backward
- * takes, sinks, ALiBi and two-sided windows included, F32/F16/BF16 inputs,
+ * takes, sinks, ALiBi, two-sided windows and global positions included,
+ * F32/F16/BF16 inputs,
  * padded, [B,L,H,D] and broadcast layouts, GQA)
  * through every kernel table this build and CPU offer. Each table runs its
  * own forward, then the backward on that forward's output and lse; every
@@ -44,8 +45,10 @@ static void fill(const attn_tensor *t, fz_rng *g, float lo, float hi, int64_t nb
                     gen_store(ref_tensor_at(t, b, h, i, c), t->dtype, fz_rng_float(g, lo, hi));
 }
 
-/* Dense problems with every option attn_backward takes (attn.h: no
-   offsets, pages, positions or quantized K/V yet). */
+/* Dense problems with every option attn_backward takes, global positions
+   (q_pos/k_pos) included; the packed and left-padded layouts are checked
+   bit for bit against dense calls by tests/test_backward.c (layouts_match_
+   dense), pages and quantized K/V are not the backward's. */
 static void profile_of(gen_profile *p)
 {
     gen_profile_init(p);
@@ -59,7 +62,6 @@ static void profile_of(gen_profile *p)
     gen_range(p, GEN_C_V_DIM, 1, 40);
     gen_chance(p, GEN_C_V_DIM, 128);
     gen_chance(p, GEN_C_BROADCAST_QKV, 64); /* stride-0 q, k, v as often as padding */
-    gen_never(p, GEN_C_OPT(q_pos));
     gen_never(p, GEN_C_SPECIALS);
     /* values finite: non-finite inputs only test where NaN spreads, which
        the forward's fuzzer covers; a bias may hold -inf */
