@@ -2,14 +2,17 @@
  * attn-seqpar: sequence-parallel attention over MPI ranks (seqpar.c), run
  * by the test command as
  *     mpirun --allow-run-as-root --oversubscribe -np 4 attn-seqpar
- * It runs three cases on P ranks, each rank holding one key shard:
+ * It runs five cases on P ranks, each rank holding one key shard:
  *   prefill   causal, queries and keys sharded by position (allgather of
  *             the queries, alltoall of the partials, attn_merge);
  *   decode    one query at the end of the sequence, causal (allgather of
  *             the partials; each rank's shard is long enough that
  *             attn_forward also splits it across keys with a workspace);
  *   window    decode with a sliding window shorter than a shard (the
- *             shards outside it give empty partials, lse = -inf).
+ *             shards outside it give empty partials, lse = -inf);
+ *   training  the prefill, then its backward (seqpar_sharded_backward:
+ *             gathers, attn_backward with the global lse and output, a
+ *             reduce-scatter of dq), causal and with a window of 100.
  * Rank 0 gathers the merged result and compares it with attn_forward of the
  * whole sequence in one process: both must lie within their derived error
  * bounds of tests/ref.c's float64 reference (the merged one: the shards'
@@ -23,6 +26,7 @@
 #include <string.h>
 
 #include "ref.h"
+#include "ref_backward.h"
 #include "seqpar.h"
 
 /* The smallest block_k of any kernel table (scalar: 64) gives the largest
@@ -193,6 +197,144 @@ static int decode_case(MPI_Comm comm, int rank, int P, int64_t window, const cha
     return rc;
 }
 
+/* [L][H][D] (the MPI layout) to the reference's dense [H][L][D]. */
+static void to_hld(const float *lhd_rows, int64_t L, int64_t H, int64_t D, float *hld)
+{
+    for (int64_t i = 0; i < L; i++)
+        for (int64_t h = 0; h < H; h++)
+            memcpy(hld + (h * L + i) * D, lhd_rows + (i * H + h) * D, (size_t)D * sizeof(float));
+}
+
+/*
+ * One gradient, MPI (m) and single-process (s) results in [L][H][D], the
+ * float64 gradient in [H][L][D] with the bounds of each run (each handed
+ * its own forward's lse and out). Returns the count of violations and
+ * raises the worst ratios.
+ */
+static int grad_check(int64_t L, int64_t H, int64_t D, const float *m, const float *s,
+                      const double *exact, const double *bm, const double *bs, double worst[3])
+{
+    int bad = 0;
+    for (int64_t h = 0; h < H; h++)
+        for (int64_t i = 0; i < L; i++)
+            for (int64_t c = 0; c < D; c++) {
+                const size_t at = (size_t)((i * H + h) * D + c), r = (size_t)((h * L + i) * D + c);
+                const double em = fabs(m[at] - exact[r]), es = fabs(s[at] - exact[r]);
+                const double pair = fabs((double)m[at] - (double)s[at]);
+                if (!(em <= bm[r]) || !(es <= bs[r]) || !(pair <= bm[r] + bs[r]))
+                    bad++;
+                if (bm[r] > 0)
+                    worst[0] = fmax(worst[0], em / bm[r]);
+                if (bs[r] > 0)
+                    worst[1] = fmax(worst[1], es / bs[r]);
+                if (bm[r] + bs[r] > 0)
+                    worst[2] = fmax(worst[2], pair / (bm[r] + bs[r]));
+            }
+    return bad;
+}
+
+/*
+ * Training: the sharded prefill's forward, then seqpar_sharded_backward;
+ * rank 0 gathers dq, dk, dv and compares them with attn_backward of the
+ * whole sequence in one process, both against tests/ref_backward.c's
+ * float64 gradients within their bounds (tests/tolerance.h "backward",
+ * each with the lse and output its own forward produced: a sharded dq is
+ * the sum of P partial sums, one order of the same terms, within the same
+ * bound), so they differ by at most the sum.
+ */
+static int train_case(MPI_Comm comm, int rank, int P, int64_t window, const char *name)
+{
+    const seqpar_dims d = {4, 2, 32, ATTN_CAUSAL, window};
+    const int64_t S = 160, N = S * P, H = d.q_heads, HK = d.kv_heads, D = d.head_dim;
+    float *q = make(11, N * H * D, 1.0f), *k = make(12, N * HK * D, 1.0f),
+          *v = make(13, N * HK * D, 3.0f), *dout = make(14, N * H * D, 1.0f);
+    float *out = malloc((size_t)(S * H * D) * sizeof(float)),
+          *lse = malloc((size_t)(S * H) * sizeof(float));
+    float *dq = malloc((size_t)(S * H * D) * sizeof(float)),
+          *dk = malloc((size_t)(S * HK * D) * sizeof(float)),
+          *dv = malloc((size_t)(S * HK * D) * sizeof(float));
+    const int64_t mine = (int64_t)rank * S;
+    int rc = seqpar_sharded_prefill(comm, &d, S, q + mine * H * D, k + mine * HK * D,
+                                    v + mine * HK * D, out, lse);
+    if (rc == 0)
+        rc = seqpar_sharded_backward(comm, &d, S, q + mine * H * D, k + mine * HK * D,
+                                     v + mine * HK * D, out, lse, dout + mine * H * D, dq, dk, dv);
+    MPI_Allreduce(MPI_IN_PLACE, &rc, 1, MPI_INT, MPI_MAX, comm);
+    /* rank 0 collects every block: out, dq [N][H][D], dk, dv [N][HK][D], lse blocks */
+    float *g_out = NULL, *g_lse = NULL, *g_dq = NULL, *g_dk = NULL, *g_dv = NULL;
+    if (rank == 0) {
+        g_out = malloc((size_t)(N * H * D) * sizeof(float));
+        g_lse = malloc((size_t)(N * H) * sizeof(float));
+        g_dq = malloc((size_t)(N * H * D) * sizeof(float));
+        g_dk = malloc((size_t)(N * HK * D) * sizeof(float));
+        g_dv = malloc((size_t)(N * HK * D) * sizeof(float));
+    }
+    MPI_Gather(out, (int)(S * H * D), MPI_FLOAT, g_out, (int)(S * H * D), MPI_FLOAT, 0, comm);
+    MPI_Gather(lse, (int)(S * H), MPI_FLOAT, g_lse, (int)(S * H), MPI_FLOAT, 0, comm);
+    MPI_Gather(dq, (int)(S * H * D), MPI_FLOAT, g_dq, (int)(S * H * D), MPI_FLOAT, 0, comm);
+    MPI_Gather(dk, (int)(S * HK * D), MPI_FLOAT, g_dk, (int)(S * HK * D), MPI_FLOAT, 0, comm);
+    MPI_Gather(dv, (int)(S * HK * D), MPI_FLOAT, g_dv, (int)(S * HK * D), MPI_FLOAT, 0, comm);
+    if (rank == 0 && rc == 0) {
+        const attn_shape whole = {1, H, HK, N, N, D, 0};
+        attn_options opt = ATTN_OPTIONS_INIT;
+        opt.flags = d.flags;
+        opt.window = d.window;
+        const attn_tensor tq = lhd(q, N, H, D), tk = lhd(k, N, HK, D), tv = lhd(v, N, HK, D),
+                          tdo = lhd(dout, N, H, D);
+        /* the single process: its own forward, then the backward */
+        float *s_out = malloc((size_t)(N * H * D) * sizeof(float)),
+              *s_lse = malloc((size_t)(N * H) * sizeof(float)),
+              *s_dq = malloc((size_t)(N * H * D) * sizeof(float)),
+              *s_dk = malloc((size_t)(N * HK * D) * sizeof(float)),
+              *s_dv = malloc((size_t)(N * HK * D) * sizeof(float));
+        const attn_tensor to = lhd(s_out, N, H, D), tdq = lhd(s_dq, N, H, D),
+                          tdk = lhd(s_dk, N, HK, D), tdv = lhd(s_dv, N, HK, D);
+        const attn_row_stats st = {s_lse, NULL, NULL};
+        attn_grads g = ATTN_GRADS_INIT;
+        g.dq = &tdq;
+        g.dk = &tdk;
+        g.dv = &tdv;
+        if (attn_forward(&whole, &opt, &tq, &tk, &tv, &to, &st) != ATTN_OK ||
+            attn_backward(&whole, &opt, &tq, &tk, &tv, &to, &tdo, s_lse, &g) != ATTN_OK) {
+            fprintf(stderr, "%s: single-process forward/backward failed\n", name);
+            rc = 1;
+        } else {
+            /* the merged lse in [H][N] and both outputs in [H][N][D] for the reference */
+            float *m_lse = malloc((size_t)(N * H) * sizeof(float));
+            for (int p = 0; p < P; p++)
+                for (int64_t h = 0; h < H; h++)
+                    memcpy(m_lse + h * N + p * S, g_lse + (p * H + h) * S,
+                           (size_t)S * sizeof(float));
+            float *m_o = malloc((size_t)(N * H * D) * sizeof(float)),
+                  *s_o = malloc((size_t)(N * H * D) * sizeof(float));
+            to_hld(g_out, N, H, D, m_o);
+            to_hld(s_out, N, H, D, s_o);
+            ref_bwd_in in;
+            ref_bwd_load(&in, &whole, &opt, &tq, &tk, &tv, &tdo);
+            ref_grads rm, rs;
+            ref_bwd_grads(&rm, &in, m_lse, m_o);
+            ref_bwd_grads(&rs, &in, s_lse, s_o);
+            double wq[3] = {0}, wk[3] = {0}, wv[3] = {0};
+            int bad = grad_check(N, H, D, g_dq, s_dq, rm.dq, rm.dq_err, rs.dq_err, wq);
+            bad += grad_check(N, HK, D, g_dk, s_dk, rm.dk, rm.dk_err, rs.dk_err, wk);
+            bad += grad_check(N, HK, D, g_dv, s_dv, rm.dv, rm.dv_err, rs.dv_err, wv);
+            printf("%s: P=%d shards of %lld positions: error/bound MPI dq %.3f dk %.3f dv %.3f, "
+                   "single dq %.3f dk %.3f dv %.3f, |MPI - single|/(sum of bounds) %.3f: %s\n",
+                   name, P, (long long)S, wq[0], wk[0], wv[0], wq[1], wk[1], wv[1],
+                   fmax(wq[2], fmax(wk[2], wv[2])), bad ? "FAIL" : "ok");
+            rc = bad != 0;
+            ref_grads_free(&rm);
+            ref_grads_free(&rs);
+            ref_bwd_free(&in);
+            free(m_lse), free(m_o), free(s_o);
+        }
+        free(s_out), free(s_lse), free(s_dq), free(s_dk), free(s_dv);
+    }
+    free(q), free(k), free(v), free(dout), free(out), free(lse), free(dq), free(dk), free(dv);
+    free(g_out), free(g_lse), free(g_dq), free(g_dk), free(g_dv);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -202,6 +344,8 @@ int main(int argc, char **argv)
     int rc = prefill_case(MPI_COMM_WORLD, rank, P);
     rc |= decode_case(MPI_COMM_WORLD, rank, P, 0, "decode, causal");
     rc |= decode_case(MPI_COMM_WORLD, rank, P, 1000, "decode, window 1000");
+    rc |= train_case(MPI_COMM_WORLD, rank, P, 0, "training (forward + backward), causal");
+    rc |= train_case(MPI_COMM_WORLD, rank, P, 100, "training, causal window 100");
     MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
     if (rank == 0)
         printf("attn-seqpar on %d ranks: %s\n", P, rc ? "FAIL" : "ok");

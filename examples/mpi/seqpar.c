@@ -1,4 +1,5 @@
-/* Sequence parallelism over MPI with attn_forward + attn_merge (seqpar.h). */
+/* Sequence parallelism over MPI with attn_forward + attn_merge, and its
+   backward with attn_backward (seqpar.h). */
 #include "seqpar.h"
 
 #include <stdio.h>
@@ -151,5 +152,61 @@ fail:
     free(part_lse);
     free(send);
     free(recv);
+    return rc;
+}
+
+int seqpar_sharded_backward(MPI_Comm comm, const seqpar_dims *d, int64_t shard_len,
+                            const float *q_local, const float *k, const float *v,
+                            const float *out_local, const float *lse_local,
+                            const float *dout_local, float *dq_local, float *dk, float *dv)
+{
+    int P, r, rc = 1;
+    MPI_Comm_size(comm, &P);
+    MPI_Comm_rank(comm, &r);
+    const int64_t S = shard_len, H = d->q_heads, D = d->head_dim, L = S * P;
+    const int64_t rows = S * H * D;
+    float *q_all = malloc((size_t)(L * H * D) * sizeof(float));
+    float *o_all = malloc((size_t)(L * H * D) * sizeof(float));
+    float *do_all = malloc((size_t)(L * H * D) * sizeof(float));
+    float *lse_blocks = malloc((size_t)(H * L) * sizeof(float));
+    float *lse_all = malloc((size_t)(H * L) * sizeof(float));
+    float *dq_part = malloc((size_t)(L * H * D) * sizeof(float));
+    if (!q_all || !o_all || !do_all || !lse_blocks || !lse_all || !dq_part)
+        goto fail;
+
+    /* 1. every block of the queries, the merged output, dout and lse */
+    CHECK_MPI(MPI_Allgather(q_local, (int)rows, MPI_FLOAT, q_all, (int)rows, MPI_FLOAT, comm));
+    CHECK_MPI(MPI_Allgather(out_local, (int)rows, MPI_FLOAT, o_all, (int)rows, MPI_FLOAT, comm));
+    CHECK_MPI(MPI_Allgather(dout_local, (int)rows, MPI_FLOAT, do_all, (int)rows, MPI_FLOAT, comm));
+    CHECK_MPI(MPI_Allgather(lse_local, (int)(S * H), MPI_FLOAT, lse_blocks, (int)(S * H),
+                            MPI_FLOAT, comm));
+    for (int j = 0; j < P; j++) /* blocks of [H][S] into attn_backward's [H][L] */
+        for (int64_t h = 0; h < H; h++)
+            memcpy(lse_all + h * L + (int64_t)j * S, lse_blocks + ((int64_t)j * H + h) * S,
+                   (size_t)S * sizeof(float));
+
+    /* 2. all queries (positions 0..L) over this rank's keys (r*S..) */
+    const attn_shape shape = {1, H, d->kv_heads, L, S, D, 0};
+    attn_options opt = ATTN_OPTIONS_INIT;
+    opt.flags = d->flags;
+    opt.window = d->window;
+    int64_t q_pos = 0, k_pos = (int64_t)r * S;
+    opt.q_pos = &q_pos;
+    opt.k_pos = &k_pos;
+    const attn_tensor tq = lhd(q_all, H, D), tk = lhd(k, d->kv_heads, D),
+                      tv = lhd(v, d->kv_heads, D), to = lhd(o_all, H, D),
+                      tdo = lhd(do_all, H, D), tdq = lhd(dq_part, H, D),
+                      tdk = lhd(dk, d->kv_heads, D), tdv = lhd(dv, d->kv_heads, D);
+    attn_grads g = ATTN_GRADS_INIT;
+    g.dq = &tdq;
+    g.dk = &tdk;
+    g.dv = &tdv;
+    CHECK_ATTN(attn_backward(&shape, &opt, &tq, &tk, &tv, &to, &tdo, lse_all, &g));
+
+    /* 3. each query block's dq: the sum of every rank's share */
+    CHECK_MPI(MPI_Reduce_scatter_block(dq_part, dq_local, (int)rows, MPI_FLOAT, MPI_SUM, comm));
+    rc = 0;
+fail:
+    free(q_all), free(o_all), free(do_all), free(lse_blocks), free(lse_all), free(dq_part);
     return rc;
 }

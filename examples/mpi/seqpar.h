@@ -47,4 +47,21 @@ int seqpar_sharded_prefill(MPI_Comm comm, const seqpar_dims *d, int64_t shard_le
                            const float *q_local, const float *k, const float *v, float *out,
                            float *lse);
 
+/*
+ * Training's backward of seqpar_sharded_prefill, the same sharding: rank r
+ * holds query, output, dout and key blocks of positions [r*S, (r+1)*S), and
+ * out_local / lse_local ([H][S]) are the merged forward's. The query,
+ * output and dout blocks and the lse are gathered (MPI_Allgather), each
+ * rank runs attn_backward of all queries over its keys with the global
+ * positions and the global lse and output (so its P and D are the whole
+ * sequence's), which gives its keys' dk and dv whole, and its share of
+ * every query's dq; the shares are summed onto the block owners
+ * (MPI_Reduce_scatter_block). Per rank, sent: 3 S H D + S H floats to each
+ * of the P - 1 others (gathers) and (P - 1) S H D floats of dq shares.
+ */
+int seqpar_sharded_backward(MPI_Comm comm, const seqpar_dims *d, int64_t shard_len,
+                            const float *q_local, const float *k, const float *v,
+                            const float *out_local, const float *lse_local,
+                            const float *dout_local, float *dq_local, float *dk, float *dv);
+
 #endif /* SEQPAR_H */
