@@ -390,9 +390,9 @@ _BY_HAND = (
             "global position of query row 0 (int or one per batch entry): masks\n"
             "and ALiBi then compare positions, so a call can cover a shard of a\n"
             "longer sequence (see merge(); give sinks to one shard only).",
-            ops=("forward",)),
+            ops=("forward", "backward")),
     Keyword("k_pos", "k_pos", None, _positions("k_pos"),
-            "global position of key row 0, likewise.", ops=("forward",)),
+            "global position of key row 0, likewise.", ops=("forward", "backward")),
     Keyword("tree_parents", "tree_parents", None, _tree,
             "a draft tree: each query's parent query (-1: the prefix), [Lq] or\n"
             "[B, Lq] (rows as q's); the last Lq keys are the queries' own, and\n"
@@ -407,18 +407,20 @@ _BY_HAND = (
             "0: one per CPU. Results are identical for every value.",
             ops=ATTENTION + ("merge",)),
     # the cache layouts (_kvlayout.py) of the attention operations; mask_apply
-    # takes the offsets into its dense table; backward takes dense tensors only
+    # takes the offsets into its dense table; backward every layout but pages
     Keyword("q_offsets", "q_offsets", None, _offsets("q_offsets"),
             "first row of each sequence in [B,H,L,D] tensors.",
-            ops=("scores", "weights", "forward", "mask_apply")),
+            ops=("scores", "weights", "forward", "backward", "mask_apply")),
     Keyword("kv_offsets", "kv_offsets", None, _offsets("kv_offsets"),
             "first key of each sequence (a left-padded cache: kv_offsets=pad,\n"
-            "kv_lens=valid keys).", ops=("scores", "weights", "forward", "mask_apply")),
+            "kv_lens=valid keys).",
+            ops=("scores", "weights", "forward", "backward", "mask_apply")),
     Keyword("cu_seqlens_q", "q_offsets q_lens", None, None,
             "B + 1 offsets into packed q [Tq,Hq,D] (FlashAttention varlen);\n"
-            "out is then [Tq,Hq,Dv].", ops=("scores", "weights", "forward")),
+            "out is then [Tq,Hq,Dv].", ops=("scores", "weights", "forward", "backward")),
     Keyword("cu_seqlens_k", "kv_offsets kv_lens", None, None,
-            "B + 1 offsets into packed k, v [Tk,Hkv,D].", ops=("scores", "weights", "forward")),
+            "B + 1 offsets into packed k, v [Tk,Hkv,D].",
+            ops=("scores", "weights", "forward", "backward")),
     Keyword("block_table", "block_table block_table_stride block_size num_blocks", None, None,
             "int [B, max_blocks]: k, v are pools [num_blocks, block_size, Hkv, D]\n"
             "(vLLM / FlashAttention paged cache); kv_lens = lengths.",

@@ -98,10 +98,15 @@ def _fill(op, value, shape):
         ctypes.memmove(op.address, (ctypes.c_float * count)(*([value] * count)), count * 4)
 
 
-def run_layout(function, q, k, v, *, out, stats, options, side_inputs, q_lens, kv_lens,
-               q_offsets, kv_offsets, cu_seqlens_q, cu_seqlens_k, block_table, dtype,
-               half_bits, is_tensor_result, invoke):
-    """One of attn_scores / attn_weights / attn_forward with the 1.1 layout keywords.
+class _Problem:
+    """What _setup resolved: the C views, the shape, the options and the
+    per-sequence lists (None where not given)."""
+
+
+def _setup(q, k, v, *, options, side_inputs, q_lens, kv_lens, q_offsets, kv_offsets,
+           cu_seqlens_q, cu_seqlens_k, block_table, half_bits):
+    """The layout keywords checked and turned into C views of q, k, v, the
+    shape, and the options with the layouts and lengths set.
 
     side_inputs(target) -> {keyword: Operand or None} broadcasts the score-shaped
     tensors (mask, bias); options(shape, sides) -> (Options, keep) sets every
@@ -212,6 +217,28 @@ def run_layout(function, q, k, v, *, out, stats, options, side_inputs, q_lens, k
         opt.block_size = block_size
         opt.num_blocks = k4.shape[0]
 
+    p = _Problem()
+    p.packed_q, p.packed_k, p.paged, p.batch = packed_q, packed_k, paged, batch
+    p.q4, p.k4, p.v4, p.shape, p.sides, p.opt, p.keep, p.arrays = (
+        q4, k4, v4, shape, sides, opt, keep, arrays)
+    p.q_off, p.q_len_list, p.kv_off, p.kv_len_list = q_off, q_len_list, kv_off, kv_len_list
+    return p
+
+
+def run_layout(function, q, k, v, *, out, stats, options, side_inputs, q_lens, kv_lens,
+               q_offsets, kv_offsets, cu_seqlens_q, cu_seqlens_k, block_table, dtype,
+               half_bits, is_tensor_result, invoke):
+    """One of attn_scores / attn_weights / attn_forward with the 1.1 layout keywords
+    (_setup says what options and side_inputs are)."""
+    p = _setup(q, k, v, options=options, side_inputs=side_inputs, q_lens=q_lens,
+               kv_lens=kv_lens, q_offsets=q_offsets, kv_offsets=kv_offsets,
+               cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, block_table=block_table,
+               half_bits=half_bits)
+    packed_q, batch, q4, k4, v4 = p.packed_q, p.batch, p.q4, p.k4, p.v4
+    shape, sides, opt, keep, arrays = p.shape, p.sides, p.opt, p.keep, p.arrays
+    q_off, q_len_list = p.q_off, p.q_len_list
+    q_heads, q_len, kv_len, v_dim = shape.q_heads, shape.q_len, shape.kv_len, shape.v_dim
+
     # the result: fresh ones start as rows without keys
     forward = function == "attn_forward"
     if packed_q:
@@ -275,3 +302,92 @@ def run_layout(function, q, k, v, *, out, stats, options, side_inputs, q_lens, k
         stats_out[name] = packed_arr
     return result, stats_out
 
+
+
+def run_backward_layout(q, k, v, out, dout, lse, *, options, side_inputs, q_lens, kv_lens,
+                        q_offsets, kv_offsets, cu_seqlens_q, cu_seqlens_k, block_table,
+                        half_bits, is_tensor_result, dbias, dsinks, sinks_given, grads_type):
+    """attn_backward with the offset and packed layouts (attn.h 1.5).
+
+    out, dout and lse are laid out as forward() returned them for the same
+    keywords: packed q gives out/dout [Tq,Hq,Dv] and lse [Hq,Tq], else
+    [B,Hq,Lq,Dv] and [B,Hq,Lq]. dq has q's layout, dk and dv k's and v's,
+    dbias the score layout ([Hq,Tq,Tk] packed, else [B,Hq,Lq,Lk]), dsinks
+    [B,Hq]; rows outside every sequence are 0.
+    """
+    if block_table is not None:
+        raise ValueError("block_table: attn_backward does not read paged caches "
+                         "(training keeps K and V dense)")
+    p = _setup(q, k, v, options=options, side_inputs=side_inputs, q_lens=q_lens,
+               kv_lens=kv_lens, q_offsets=q_offsets, kv_offsets=kv_offsets,
+               cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, block_table=None,
+               half_bits=half_bits)
+    s, batch = p.shape, p.batch
+    hq, lq, lk = s.q_heads, s.q_len, s.kv_len
+
+    def c_view(op, name, packed, heads, length, cols):
+        """out/dout or a gradient as the C [B,H,L,cols] view of its layout."""
+        dims = (length, heads, cols) if packed else (batch, heads, length, cols)
+        if op.shape != dims:
+            raise ValueError("%s: shape %r, expected %r" % (name, op.shape, dims))
+        return _packed(op, name, batch) if packed else op
+
+    views = {}
+    for name, x in (("out", out), ("dout", dout)):
+        views[name] = c_view(as_operand(x, name, "qkv", half_bits), name, p.packed_q, hq, lq,
+                             s.v_dim)
+    # lse as the C call reads it: float[B][Hq][Lq], a sequence's rows at its offsets
+    lse_op = as_operand(lse, "lse", "f32")
+    want = (hq, lq) if p.packed_q else (batch, hq, lq)
+    if lse_op.shape != want:
+        raise ValueError("lse: shape %r, expected %r" % (lse_op.shape, want))
+    lse_arr, lse_c = new_f32((batch, hq, lq), False)
+    _fill(lse_c, _NEG_INF, (batch, hq, lq))
+    for b in range(batch):
+        n = p.q_len_list[b] if p.q_len_list is not None else lq
+        first = p.q_off[b] if p.q_off is not None else 0
+        for h in range(hq):
+            src = (h, first) if p.packed_q else (b, h, first)
+            if n and lse_op.strides[-1] == 1:  # a row of floats in one move
+                ctypes.memmove(lse_c.at((b, h, first)), lse_op.at(src), n * 4)
+                continue
+            for i in range(n):  # other strides: element by element
+                ctypes.memmove(lse_c.at((b, h, first + i)),
+                               lse_op.at(src[:-1] + (src[-1] + i,)), 4)
+
+    results, c_tensors, keep = [], {}, [p.keep, p.sides, views, lse_op, lse_c]
+    specs = [("dq", p.packed_q, hq, lq, s.head_dim), ("dk", p.packed_k, s.kv_heads, lk,
+             s.head_dim), ("dv", p.packed_k, s.kv_heads, lk, s.v_dim)]
+    for name, packed, heads, length, cols in specs:
+        dims = (length, heads, cols) if packed else (batch, heads, length, cols)
+        arr, op = new_f32(dims, is_tensor_result)
+        _fill(op, 0.0, dims)
+        results.append(arr)
+        keep.append(op)
+        c_tensors[name] = (_packed(op, name, batch) if packed else op).c_tensor()
+    if dbias:
+        dims = (hq, lq, lk) if p.packed_q else (batch, hq, lq, lk)
+        arr, op = new_f32(dims, is_tensor_result)
+        _fill(op, 0.0, dims)
+        results.append(arr)
+        keep.append(op)
+        view = (_view(op, (batch, hq, lq, lk), (0, op.strides[0], op.strides[1], 1))
+                if p.packed_q else op)
+        c_tensors["dbias"] = view.c_tensor()
+    grads = grads_type()
+    grads.struct_size = ctypes.sizeof(grads_type)
+    for name, t in c_tensors.items():
+        setattr(grads, name, ctypes.pointer(t))
+    if dsinks:
+        if not sinks_given:
+            raise ValueError("dsinks: needs sinks= (the gradient of sinks that are not there)")
+        arr, op = new_f32((batch, hq), is_tensor_result)
+        results.append(arr)
+        keep.append(op)
+        grads.dsinks = op.address
+    tensors = [p.q4.c_tensor(), p.k4.c_tensor(), p.v4.c_tensor(), views["out"].c_tensor(),
+               views["dout"].c_tensor()]
+    args = [ctypes.byref(s), p.opt] + [ctypes.byref(t) for t in tensors]
+    check(lib().attn_backward(*args, lse_c.address, ctypes.byref(grads)), "attn_backward")
+    del keep, lse_arr
+    return tuple(results)

@@ -361,9 +361,24 @@ def backward(q, k, v, out, dout, lse, *, dtype=None, dbias=False, dsinks=False, 
     dsinks (needs sinks=) is d loss / d sink logit per (batch entry, query
     head): [B, Hq] float32 (one row less per missing leading axis of q).
     Results are identical for every `threads`.
+
+    Packed and offset batches (cu_seqlens_q/_k, q_offsets, kv_offsets, as
+    given to forward): out and dout as forward's out, lse as its
+    stats['lse']; dq, dk, dv are laid out like q, k, v (packed: [T,H,D]),
+    dbias like scores, and rows outside every sequence are 0. q_pos/k_pos
+    (a shard of a longer sequence) as in forward, with the merged lse and
+    out. Paged caches (block_table) are not taken.
     """
     if v is None:
         raise TypeError("v: an array is required, got None")
+    if any(_kw.get(name) is not None for name in LAYOUT):
+        return _kvlayout.run_backward_layout(
+            q, k, v, out, dout, lse,
+            options=lambda shape, sides: build(_kw, shape, sides, skip=_LAYOUT_SKIPS),
+            side_inputs=lambda target: side_inputs(_kw, target), q_lens=_kw["q_lens"],
+            kv_lens=_kw["kv_lens"], half_bits=_half_bits(dtype), is_tensor_result=is_tensor(q),
+            dbias=dbias, dsinks=dsinks, sinks_given=_kw["sinks"] is not None, grads_type=Grads,
+            **{name: _kw.get(name) for name in LAYOUT})
     rank, shape, q4, k4, v4 = _attention_inputs(q, k, v, dtype)
     target = (shape.batch, shape.q_heads, shape.q_len, shape.kv_len)
     opt, keep = build(_kw, shape, side_inputs(_kw, target))

@@ -129,3 +129,60 @@ def test_backward_with_sinks_and_alibi(rng):
     assert not np.array_equal(plain[0], one[0])  # the modifiers changed the gradients
     with pytest.raises(ValueError, match="dsinks"):
         libattn.backward(q, k, v, out, dout, st["lse"], dsinks=True, causal=True)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_backward_packed_matches_padded(rng, causal):
+    # cu_seqlens against the same sequences padded into [B,H,Lmax,D] with
+    # lengths: bit for bit (attn.h: a sequence is cut into the same blocks
+    # wherever it lies; the batch, hence the plan, is the same), and rows of
+    # no sequence stay 0
+    lens = [3, 0, 70, 1, 18]
+    nb, lmax = len(lens), max(lens)
+    cu = np.concatenate([[0], np.cumsum(lens)]).astype(np.int32)
+    t = int(cu[-1])
+    q = rng.standard_normal((t, HQ, D)).astype(np.float32)
+    k = rng.standard_normal((t, HK, D)).astype(np.float32)
+    v = rng.standard_normal((t, HK, DV)).astype(np.float32)
+    dout = rng.standard_normal((t, HQ, DV)).astype(np.float32)
+    sinks = rng.standard_normal((nb, HQ)).astype(np.float32)
+    kw = dict(causal=causal, sinks=sinks)
+    out, st = libattn.forward(q, k, v, stats=True, cu_seqlens_q=cu, cu_seqlens_k=cu, **kw)
+    dq, dk, dv, dbias, dsinks = libattn.backward(q, k, v, out, dout, st["lse"], dbias=True,
+                                                 dsinks=True, cu_seqlens_q=cu, cu_seqlens_k=cu,
+                                                 **kw)
+    assert dq.shape == q.shape and dk.shape == k.shape and dv.shape == v.shape
+    assert dbias.shape == (HQ, t, t) and dsinks.shape == (nb, HQ)
+
+    def padded(x):  # [T,H,C] -> [B,H,Lmax,C], zeros past each length
+        p = np.zeros((nb, x.shape[1], lmax, x.shape[2]), np.float32)
+        for b in range(nb):
+            p[b, :, :lens[b]] = x[cu[b]:cu[b + 1]].transpose(1, 0, 2)
+        return p
+
+    lse = np.full((nb, HQ, lmax), -np.inf, np.float32)
+    for b in range(nb):
+        lse[b, :, :lens[b]] = st["lse"][:, cu[b]:cu[b + 1]]
+    g = libattn.backward(padded(q), padded(k), padded(v), padded(out), padded(dout), lse,
+                         q_lens=lens, kv_lens=lens, dbias=True, dsinks=True, **kw)
+    for b, n in enumerate(lens):
+        s = slice(cu[b], cu[b + 1])
+        for got, want in ((dq, g[0]), (dk, g[1]), (dv, g[2])):
+            assert np.array_equal(got[s], want[b, :, :n].transpose(1, 0, 2))
+        assert np.array_equal(dbias[:, s, s], g[3][b, :, :n, :n])
+    assert np.array_equal(dsinks, g[4])
+
+
+def test_backward_global_positions(rng):
+    # q_pos/k_pos: a shard whose keys lie before the queries; against the
+    # float64 reference with the same positions written as a mask
+    q, k, v, dout, _ = make(rng, {})
+    kw = dict(causal=True, q_pos=[6, 2], k_pos=[0, 0])
+    out, st = libattn.forward(q, k, v, stats=True, **kw)
+    got = libattn.backward(q, k, v, out, dout, st["lse"], **kw)
+    qp = np.array(kw["q_pos"])[:, None, None] + np.arange(LQ)[None, :, None]
+    kp = np.arange(LK)[None, None, :]
+    mask = np.broadcast_to((kp <= qp)[:, None], (B, HQ, LQ, LK))
+    want, tol = grads(q, k, v, dout, st["lse"], out, mask=mask)
+    for name_, g in zip(("dq", "dk", "dv"), got):
+        assert_close(g, want[name_], tol[name_], name_)
