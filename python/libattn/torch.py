@@ -5,10 +5,13 @@
     out.sum().backward()          # q.grad, k.grad, v.grad from attn_backward
 
 Needs PyTorch (Debian: python3-torch); `import libattn` itself never imports
-torch. Tensors must be on the CPU, float32, float16 or bfloat16 (one dtype
-for q, k and v); views whose last axis is contiguous are passed to the
-library in place (a [B,L,H,D] tensor transposed to [B,H,L,D] is not
-copied), others are copied once. Gradients come back in the inputs' dtype.
+torch. Tensors must be on the CPU: float32, float16 or bfloat16 (float32
+mixes with either), or float64 computed in float32; views whose last axis is
+contiguous are passed to the library in place (a [B,L,H,D] tensor
+transposed to [B,H,L,D] is not copied), others are copied once. Gradients
+come back in the inputs' dtypes. attention() takes every keyword of
+libattn.forward() (sinks and bias with their gradients; packed cu_seqlens
+batches, lengths, windows, ALiBi, positions as constants).
 
 Differences from torch.nn.functional.scaled_dot_product_attention:
 dropout is not supported (dropout_p must be 0), and a query row that sees no
@@ -53,61 +56,124 @@ def _reduce_to(grad, shape):
     return grad
 
 
+# Keywords of libattn.forward that are tensors of the graph: each gets its
+# gradient through attn_backward when it requires one.
+_DIFFERENTIABLE = ("bias", "sinks")
+# Those whose gradient attn_backward does not give (constants of the model)
+_CONSTANT_TENSORS = ("mask", "alibi_slopes")
+
+
+def _threads(threads):
+    """None: torch's own thread count (results are identical for any count)."""
+    if threads is not None:
+        return threads
+    n = torch.get_num_threads()
+    return n if n > 1 else None
+
+
+def _as_array(x):
+    if isinstance(x, torch.Tensor):
+        x = x.detach()
+        return x.to(torch.float32).numpy() if x.is_floating_point() and \
+            x.dtype != torch.float32 else x.numpy()
+    return x
+
+
 class AttentionFunction(torch.autograd.Function):
     """out = attention(q, k, v) with libattn's forward and attn_backward.
 
-    apply(q, k, v, bias, mask, causal, scale, softcap, window, threads):
-    bias (float, broadcastable to [B,H,Lq,Lk]) gets a gradient when it
-    requires one; mask (bool) never does. causal is libattn's bottom-right
-    aligned mask (attention() and the SDPA wrapper build torch's top-left
-    one as a mask where they differ).
+    apply(q, k, v, bias, sinks, options): bias (float, broadcastable to
+    [B,H,Lq,Lk]) and sinks ([B,Hq] or [Hq] logits) get gradients when they
+    require them; options is a dict of any other libattn.forward keywords
+    (causal, scale, softcap, window, window_right, mask, alibi_slopes,
+    q_lens, kv_lens, cu_seqlens_q/_k, q_offsets, kv_offsets, q_pos, k_pos,
+    threads, ...), none differentiable. Once differentiable: backward with
+    create_graph=True raises (attn_backward has no derivative of its own).
     """
 
     @staticmethod
-    def forward(ctx, q, k, v, bias, mask, causal, scale, softcap, window, threads):
-        dtypes = {q.dtype, k.dtype, v.dtype}
-        if len(dtypes) != 1:
-            raise TypeError("q, k, v: one dtype expected, got %s" % sorted(map(str, dtypes)))
+    def forward(ctx, q, k, v, bias, sinks, options):
+        ctx.in_dtypes = tuple(x.dtype for x in (q, k, v))
+        if torch.float64 in ctx.in_dtypes:
+            # computed in float32, returned as float64 (see attention())
+            q, k, v = (x.to(torch.float32) if x.dtype == torch.float64 else x for x in (q, k, v))
+        halves = {_HALF.get(x.dtype) for x in (q, k, v) if x.dtype != torch.float32}
+        if halves == {"bf16", None}:
+            raise TypeError("q, k, v: float16 and bfloat16 cannot be mixed (one 16-bit format "
+                            "per call; float32 mixes with either)")
         qn, half = _to_numpy(q, "q")
-        kn, _ = _to_numpy(k, "k")
-        vn, _ = _to_numpy(v, "v")
-        bn = None
+        kn, half_k = _to_numpy(k, "k")
+        vn, half_v = _to_numpy(v, "v")
+        half = half or half_k or half_v
+        kw = {name: _as_array(value) for name, value in options.items()}
+        kw["threads"] = _threads(kw.get("threads"))
+        kw["dtype"] = half
         if bias is not None:
-            bn = bias.detach().to(torch.float32).numpy() if bias.dtype != torch.float32 \
-                else bias.detach().numpy()
-        mn = mask.detach().numpy() if mask is not None else None
-        kw = dict(causal=bool(causal), scale=float(scale), softcap=float(softcap),
-                  window=int(window), mask=mn, bias=bn, threads=threads, dtype=half)
+            kw["bias"] = _as_array(bias)
+        if sinks is not None:
+            kw["sinks"] = _as_array(sinks)
         out, stats = _ops.forward(qn, kn, vn, stats=True, **kw)
         out_t = torch.from_numpy(out)
         lse_t = torch.from_numpy(stats["lse"])
         ctx.kw = kw
-        ctx.half = half
-        ctx.bias_shape = tuple(bias.shape) if bias is not None else None
+        ctx.shapes = (tuple(bias.shape) if bias is not None else None,
+                      tuple(sinks.shape) if sinks is not None else None)
         ctx.save_for_backward(q, k, v, out_t, lse_t)
-        return out_t.to(q.dtype) if q.dtype != torch.float32 else out_t
+        return out_t
 
     @staticmethod
     def backward(ctx, dout):
+        if torch.is_grad_enabled():  # create_graph=True: a second derivative is coming
+            raise RuntimeError("libattn.torch.attention has no second derivative "
+                               "(attn_backward is not differentiable): create_graph=True and "
+                               "double backward are not supported")
         q, k, v, out, lse = ctx.saved_tensors
-        want_dbias = ctx.bias_shape is not None and ctx.needs_input_grad[3]
+        bias_shape, sinks_shape = ctx.shapes
+        want_dbias = bias_shape is not None and ctx.needs_input_grad[3]
+        want_dsinks = sinks_shape is not None and ctx.needs_input_grad[4]
         dout = dout.to(torch.float32) if dout.dtype != torch.float32 else dout
-        grads = _ops.backward(_to_numpy(q, "q")[0], _to_numpy(k, "k")[0],
-                              _to_numpy(v, "v")[0], out.numpy(), dout.detach().numpy(),
-                              lse.numpy(), dbias=want_dbias, **ctx.kw)
-        dq, dk, dv = (torch.from_numpy(g) for g in grads[:3])
-        dbias = None
+        grads = list(_ops.backward(_to_numpy(q, "q")[0], _to_numpy(k, "k")[0],
+                                   _to_numpy(v, "v")[0], out.numpy(),
+                                   dout.detach().contiguous().numpy(), lse.numpy(),
+                                   dbias=want_dbias, dsinks=want_dsinks, **ctx.kw))
+        dq, dk, dv = (torch.from_numpy(g).to(dt) for g, dt in zip(grads[:3], ctx.in_dtypes))
+        rest = grads[3:]
+        dbias = dsinks = None
         if want_dbias:
-            dbias = _reduce_to(torch.from_numpy(grads[3]), ctx.bias_shape)
-        return (dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype), dbias,
-                None, None, None, None, None, None)
+            dbias = _reduce_to(torch.from_numpy(rest.pop(0)), bias_shape)
+        if want_dsinks:
+            dsinks = torch.from_numpy(rest.pop(0)).reshape(-1, sinks_shape[-1])
+            dsinks = dsinks.sum(dim=0) if len(sinks_shape) == 1 else dsinks.reshape(sinks_shape)
+        return dq, dk, dv, dbias, dsinks, None
 
 
-def attention(q, k, v, *, bias=None, mask=None, causal=False, scale=0.0, softcap=0.0,
-              window=0, threads=None):
-    """libattn's attention with autograd: the keywords of libattn.forward()."""
-    return AttentionFunction.apply(q, k, v, bias, mask, causal, scale, softcap, window,
-                                   threads)
+def attention(q, k, v, *, bias=None, sinks=None, threads=None, **options):
+    """libattn's attention with autograd: every keyword of libattn.forward().
+
+    q, k, v: float32, float16 or bfloat16 CPU tensors (float32 mixes with
+    either 16-bit format; the output is float32, or q's dtype when all three
+    share a 16-bit one), or float64, computed in float32 and returned as
+    float64 (so torch.autograd.gradcheck needs float32 tolerances:
+    eps=1e-3, atol=1e-2, rtol=1e-2, as tests/test_torch.py runs it).
+    bias and sinks get gradients (dbias summed over the axes the bias
+    broadcasts; dsinks per batch entry and head, summed over the batch for
+    [Hq] sinks). Masks, ALiBi slopes, lengths, cu_seqlens (packed [T,H,D]
+    tensors) and positions are constants. threads=None follows
+    torch.get_num_threads() (results are bitwise the same for any count).
+    Once differentiable: backward with create_graph=True (double backward)
+    raises a RuntimeError saying so.
+    """
+    for name in _DIFFERENTIABLE:
+        if name in options:
+            raise TypeError("%s: pass it as attention()'s own keyword" % name)
+    options["threads"] = threads
+    out = AttentionFunction.apply(q, k, v, bias, sinks, options)
+    dtypes = {q.dtype, k.dtype, v.dtype}
+    if torch.float64 in dtypes:
+        return out.to(torch.float64)
+    if len(dtypes) == 1 and q.dtype != torch.float32:
+        return out.to(q.dtype)
+    return out
 
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,

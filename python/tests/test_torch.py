@@ -147,3 +147,93 @@ def test_bf16_mode_error_against_torch_bf16(B, H, L, D, causal):
         st = st.masked_fill(~torch.tril(torch.ones(L, L, dtype=torch.bool)), float("-inf"))
     theirs = (torch.softmax(st, -1) @ tv).float().numpy()
     assert np.abs(ours - ref).max() <= 2.0 * np.abs(theirs - ref).max()
+
+
+def test_sinks_alibi_window_gradients(rng):
+    # sinks get their gradient; ALiBi and a two-sided window are constants;
+    # against torch's float64 math path with the sink as an extra logit
+    B, HQ, HK, L, D = 2, 4, 2, 9, 8
+    q, k, v = leaves(rng, (B, HQ, L, D), (B, HK, L, D), (B, HK, L, D))
+    sinks = torch.tensor(rng.standard_normal((B, HQ)), dtype=torch.float32, requires_grad=True)
+    slopes = np.float32(rng.uniform(0.1, 0.9, HQ))
+    out = lt.attention(q, k, v, sinks=sinks, alibi=slopes, window=(4, 3))
+    dout = torch.tensor(rng.standard_normal(out.shape), dtype=torch.float32)
+    out.backward(dout)
+
+    q64, k64, v64, s64 = (x.detach().double().requires_grad_() for x in (q, k, v, sinks))
+    i = torch.arange(L)[:, None]
+    j = torch.arange(L)[None, :]
+    keep = (j > i - 4) & (j < i + 3)
+    g = HQ // HK
+    s = (q64 @ k64.repeat_interleave(g, 1).transpose(-1, -2)) / math.sqrt(D)
+    s = s - torch.tensor(slopes, dtype=torch.float64)[None, :, None, None] * (i - j).abs()
+    s = s.masked_fill(~keep, float("-inf"))
+    logits = torch.cat([s, s64[:, :, None, None].expand(B, HQ, L, 1)], dim=-1)
+    p = torch.softmax(logits, dim=-1)[..., :L]
+    ref = p @ v64.repeat_interleave(g, 1)
+    ref.backward(dout.double())
+    assert torch.allclose(out.double(), ref, atol=1e-5)
+    for got, want in ((q.grad, q64.grad), (k.grad, k64.grad), (v.grad, v64.grad),
+                      (sinks.grad, s64.grad)):
+        assert torch.allclose(got.double(), want, atol=2e-5), (got - want).abs().max()
+
+
+def test_packed_cu_seqlens_through_autograd(rng):
+    # a packed batch through autograd equals each sequence on its own
+    lens = [5, 1, 12]
+    cu = np.concatenate([[0], np.cumsum(lens)]).astype(np.int32)
+    t, H, D = int(cu[-1]), 2, 8
+    q, k, v = leaves(rng, (t, H, D), (t, H, D), (t, H, D))
+    out = lt.attention(q, k, v, causal=True, cu_seqlens_q=cu, cu_seqlens_k=cu)
+    assert out.shape == (t, H, D)
+    dout = torch.tensor(rng.standard_normal(out.shape), dtype=torch.float32)
+    out.backward(dout)
+    for b in range(len(lens)):
+        s = slice(int(cu[b]), int(cu[b + 1]))
+        qs, ks, vs = (x.detach()[s].transpose(0, 1).double().requires_grad_() for x in (q, k, v))
+        ref = math_path(qs, ks, vs, causal_top_left=True)
+        ref.backward(dout[s].transpose(0, 1).double())
+        assert torch.allclose(out[s].detach().transpose(0, 1).double(), ref, atol=1e-5)
+        for got, want in ((q.grad, qs.grad), (k.grad, ks.grad), (v.grad, vs.grad)):
+            assert torch.allclose(got[s].transpose(0, 1).double(), want, atol=2e-5)
+
+
+def test_float64_gradcheck_recipe(rng):
+    # float64 is computed in float32: gradcheck with float32 tolerances
+    q, k, v = (torch.tensor(rng.standard_normal(s), dtype=torch.float64, requires_grad=True)
+               for s in ((1, 2, 4, 3), (1, 2, 5, 3), (1, 2, 5, 3)))
+    out = lt.attention(q, k, v, causal=True)
+    assert out.dtype == torch.float64
+    assert torch.autograd.gradcheck(lambda a, b, c: lt.attention(a, b, c, causal=True),
+                                    (q, k, v), eps=1e-3, atol=1e-2, rtol=1e-2)
+
+
+def test_double_backward_is_a_clear_error(rng):
+    q, k, v = leaves(rng, (1, 2, 4, 3), (1, 2, 4, 3), (1, 2, 4, 3))
+    out = lt.attention(q, k, v)
+    with pytest.raises(RuntimeError, match="no second derivative"):
+        torch.autograd.grad(out.sum(), q, create_graph=True)
+
+
+def test_mixed_dtypes_and_threads(rng):
+    # f32 queries over an f16 cache; and torch's thread count does not change bits
+    q = torch.tensor(rng.standard_normal((1, 4, 6, 8)), dtype=torch.float32, requires_grad=True)
+    k = torch.tensor(rng.standard_normal((1, 2, 9, 8)), dtype=torch.float16, requires_grad=True)
+    v = torch.tensor(rng.standard_normal((1, 2, 9, 8)), dtype=torch.float16, requires_grad=True)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = lt.attention(q, k, v, causal=True)
+        one.sum().backward()
+        g1 = [x.grad.clone() for x in (q, k, v)]
+        for x in (q, k, v):
+            x.grad = None
+        torch.set_num_threads(2)
+        two = lt.attention(q, k, v, causal=True)
+        two.sum().backward()
+    finally:
+        torch.set_num_threads(before)
+    assert one.dtype == torch.float32 and k.grad.dtype == torch.float16
+    assert torch.equal(one, two)
+    for a, x in zip(g1, (q, k, v)):
+        assert torch.equal(a, x.grad)
