@@ -4,8 +4,9 @@
 Every function of src/libattn.map is named (as `name`) in the section of the
 version whose node exports it (ATTN_1.N: "## 1.N.0"), every attn_options
 field of src/option_list.h in the section of its `since` minor version, and
-the newest section is include/attn.h's version. Exits 1 with one line per
-mismatch.
+the newest section is include/attn.h's version, as are meson.build's project
+version, the Python package's __version__ and debian/changelog's newest
+entry. Exits 1 with one line per mismatch.
 """
 
 import re
@@ -39,6 +40,23 @@ def main(root):
     if not sections or max(sections) != version:
         problems.append("CHANGELOG.md: the newest section is 1.%s.0, attn.h says 1.%d.0"
                         % (max(sections) if sections else "?", version))
+    # the other places a release is named: each must be attn.h's version
+    major = int(re.search(r"#define ATTN_VERSION_MAJOR (\d+)", header).group(1))
+    patch = int(re.search(r"#define ATTN_VERSION_PATCH (\d+)", header).group(1))
+    full = "%d.%d.%d" % (major, version, patch)
+    mirrors = (("meson.build", r"project\([^)]*?version:\s*'([^']+)'"),
+               ("python/libattn/__init__.py", r'^__version__ = "([^"]+)"'),
+               ("debian/changelog", r"^libattn \(([^)]+)\)"))
+    for path, pattern in mirrors:
+        try:
+            text = open(root + "/" + path, encoding="utf-8").read()
+        except FileNotFoundError:
+            problems.append("%s: missing" % path)
+            continue
+        m = re.search(pattern, text, re.S | re.M)
+        if not m or m.group(1) != full:
+            problems.append("%s: version %s, attn.h says %s"
+                            % (path, m.group(1) if m else "not found", full))
     for p in problems:
         print(p)
     return 1 if problems else 0
