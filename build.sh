@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # libattn's one entry point for people and CI.
 #
 #   ./build.sh run  [attn run options]   build everything, run the main job

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """ALiBi on a 131,072-key cache: the error of libattn's alibi_slopes (the
 distance form -slope*|i + Lk - Lq - j|, from positions) against the same
 attention given as an explicit f32 bias tensor, in FlashAttention's causal

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The cache-append target as a ratio measured in one process: one decode
  * step's new K/V (one token per sequence) written into 32 layers' paged

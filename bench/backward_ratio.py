@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """Issue 16's targets as ratios measured in one process.
 
     /usr/bin/python3 bench/backward_ratio.py [--reps 5] [--len 2048] [--threads 1]

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * What a C user writes today without libattn, for the baselines: a SLEEF
  * softmax loop, and the reference loops (a read of K and V, the FMA peak).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The baselines of baseline.h, with AVX2+FMA flags and SLEEF's AVX2 exp. */
 #include <immintrin.h>
 #include <math.h>

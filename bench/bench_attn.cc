@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * libattn benchmarks: scores, softmax and forward (prefill and decode), and
  * the exp_sum kernel (every kernel: tests/checkasm.c), on every ISA table of the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The targets of paged, packed and left-padded K/V (README, "KV caches as
  * engines keep them"), measured as ratios inside one process: every

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * What the plain-C benchmarks of bench/ share: their clocks, the order of
  * their samples (min and median come from a sorted copy) and the check of

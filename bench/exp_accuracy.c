@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Accuracy of every ISA's exp, swept over every input it can receive.
  *

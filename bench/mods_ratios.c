@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The three ratios of the score-modifier targets, each measured in one
  * process with the variants interleaved (A B C A B C ...) and compared by

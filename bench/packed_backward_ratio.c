@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The packed backward against the padded one, per visible (query, key)
  * pair, in one process:

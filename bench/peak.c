@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The peak loops of baseline.h: tools/peak_loops.h's (the ones `attn run`
  * measures with), run on the calling thread. Their target attributes let

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The plan targets (attn.h, attn_plan_forward / attn_plan_run) as times
  * measured in one process, variants interleaved per repetition:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The shared-prefix targets (attn.h, "Shared prefixes") as times measured
  * in one process, variants interleaved per repetition:

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """The Python binding's cost per call, against the C call, in one process.
 
     /usr/bin/python3 bench/python_overhead.py [--reps 7] [--calls 20000]

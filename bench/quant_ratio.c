@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The quantized K/V and precision-mode targets as ratios measured in one
  * process:

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Runs bench/'s benchmarks once and prints the README's results table.
 
     python3 bench/readme_table.py [BUILD_DIR] [--repetitions N]

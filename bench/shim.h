@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The one C/C++ seam of the benchmarks: the library's C headers. */
 #ifndef ATTN_BENCH_SHIM_H
 #define ATTN_BENCH_SHIM_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * attn_split_targets: the split-KV / attn_merge targets of issue 13 as ratios
  * measured in one process, configurations interleaved repetition by

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Cross-builds libattn for AArch64 and runs the test suite under
 # qemu-aarch64: the whole suite on qemu's max CPU (NEON, SVE2) at an SVE
 # vector length of 128 bits; the length-dependent suites (LENGTH_SUITES) at

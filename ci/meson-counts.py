@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Prints 'passed failed skipped' for a meson test run, from its JSON log.
 
 An expected failure counts as passed; a missing log counts nothing.

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """Attention maps of a toy 16-token sequence under libattn's masks.
 
     /usr/bin/python3 examples/attention_map.py [out.png]

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """Watching attention entropy per head during training.
 
     /usr/bin/python3 examples/entropy_watch.py [--steps N] [--plot out.png]

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """A gpt-oss-style attention stack with libattn: attention sinks on every
 layer, layers alternating between a causal sliding window of 128 keys and
 full causal attention, grouped-query heads.

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """Training an attention layer with libattn's forward and backward, three ways.
 
     /usr/bin/python3 examples/train_stability.py [--steps N] [--plot out.png]

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The problem generator (gen.h): drawing, materialising, the layouts' geometry. */
 #include "gen.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The one problem generator of the tests, the fuzzers, the CLI and the
  * benchmarks (docs/DESIGN.md, section 6).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * libattn — transformer attention on CPUs.
  *

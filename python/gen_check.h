@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The --check mode of the binding's generators (gen_dtypes.c, gen_options.c):
  * the committed copy of a generated module must be exactly what the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * What the library says about itself: status strings and version. Each
  * operation's entry points are in its module (src/driver/driver.h lists

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* CPU capabilities through cpu_features, reduced to what the tables need. */
 #include "internal.h"
 

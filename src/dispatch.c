@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Kernel-table selection. All tables are built once, on first use, under
  * pthread_once (no global constructor, so a setenv("ATTN_ISA") before the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The one list of dtypes (modelled on ggml's type_traits[]): every
  * property of an attn_dtype that code needs beside its bits' meaning is one

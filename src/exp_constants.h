@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The constants of the kernels' exp: x = n ln2 + r with a two-part ln2 (the
  * high part has 15 significant bits, so n ln2_hi and x - n ln2_hi are exact),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * IEEE binary16 and bfloat16 <-> binary32, portable C: the exact decoders,
  * and the one encoder of each format (round to nearest, ties to even) that

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Internal entry points (never exported): the public operations with an
  * explicit kernel table, so tests and benchmarks can run every ISA's table

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The one registry of instruction sets. The code that enumerates ISAs
  * walks ATTN_ISA_LIST (dispatch, the harness's test rows, test_api.c,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The one list of kernels: which (slot, dtype) kernels each ISA's module
  * implements, in which of its files, and the ISA's block sizes. From it:

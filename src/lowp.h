@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The rounding rules of the low-precision modes (attn_precision, attn.h),
  * in portable C: the scalar oracle (src/scalar/dot_scalar.c) computes with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The one list of attn_options fields: one X(...) line per field, in the
  * struct's order. What the library does with a field because of what it is

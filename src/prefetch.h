@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Software prefetch for the few-row tile paths (decode, small GQA groups,
  * speculative decoding): one place for the distance, shared by every ISA.

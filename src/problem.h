@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A validated attention problem: what the entry points hand the drivers,
  * and the attn_op that says what its operation checks and runs. Everything

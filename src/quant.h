@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The quantized K/V formats' scalar helpers (src/scalar/quant_scalar.c):
  * the E4M3 decoder and encoder and the row quantizers behind attn_quantize

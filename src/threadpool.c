@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The built-in pool: N-1 workers plus the calling thread pull task indices
  * from one atomic counter. Which thread runs a task never changes a result

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The per-dtype entry points of a module's tile family, written once for
  * every ISA: each tile_<isa>.c and quant_<isa>.c includes its ISA's body

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The argument checks the operations' modules share (src/validate.h). They
  * run before anything is written, so a rejected call leaves every output

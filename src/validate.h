@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The argument checks every operation's module (src/driver/) shares, in
  * src/validate.c: the options, the shape, tensors and arrays as byte ranges

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """CHANGELOG.md against the lists it mirrors.
 
 Every function of src/libattn.map is named (as `name`) in the section of the

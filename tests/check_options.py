@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """The option list (src/option_list.h), attn.h and the Python mirror agree.
 
     check_options.py LAYOUT_EXE HEADER PYTHON_DIR

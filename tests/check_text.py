@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """True text: comments and docs name only paths, ISAs and sections that exist.
 
 Why: a comment that names a moved file or a retired ISA misleads the next
@@ -59,6 +60,9 @@ Rules:
  5. The examples' index. Every file under examples/ (but meson.build
     files) is named, in backquotes and relative to examples/, in
     examples/README.md.
+ 6. Licence headers. Every source file (C, Python, shell, meson, CMake,
+    the linker map, debian/rules) says "SPDX-License-Identifier: MIT" in
+    its first three lines.
 A file the text tells the reader to create is named as a template
 (abi/libattn.so.<major>.abi) or without its folder, so rule 1 passes it.
 
@@ -340,6 +344,16 @@ def main():
         for d in re.finditer(r"^attn_status attn_(\w+)_with\(", t, re.M):
             if d.group(1) not in listed:
                 bad(f, t, d.start(), "attn_%s_with has no line in %s" % (d.group(1), ops_file))
+
+    # 6. licence headers: every source file names its licence in its first lines
+    spdx_ext = (".c", ".h", ".cc", ".py", ".sh", ".build", ".map", ".in")
+    for f in sorted(texts):
+        base = f.rsplit("/", 1)[-1]
+        if not (f.endswith(spdx_ext) or base in ("meson_options.txt", "CMakeLists.txt", "Makefile",
+                                                 "build.sh", "rules", "gen-symbols")):
+            continue
+        if "SPDX-License-Identifier: MIT" not in "\n".join(texts[f].split("\n")[:3]):
+            findings.append((f, 1, "no SPDX-License-Identifier: MIT in its first 3 lines"))
 
     # 5. the examples' index: every example file has a row in examples/README.md
     index_file = "examples/README.md"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * checkasm: every kernel of the kernel list (src/kernel_list.h), on every
  * table this build and CPU run, against the scalar oracle, and with --bench

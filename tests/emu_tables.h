@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The tables whose extra kernels are built a second time against SIMDe
  * (tests/emu, -DATTN_TEST_AVX512_EMU), for the harness's rows and

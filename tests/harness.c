@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The checkasm-like core of the kernel tests (see harness.h). */
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The checkasm-like core of the kernel tests: ISA rows, a seeded RNG,
  * guarded buffers and comparisons that report the seed on failure.

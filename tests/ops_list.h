@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The one list of library operations on the test side: every public
  * operation, each with the suite that tests it first and most (its

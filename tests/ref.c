@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * float64 reference of attention, from the contract alone (see ref.h).
  * Deliberately naive: one score at a time, two-pass softmax, no tiling.

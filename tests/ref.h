@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A plain float64 reference of attention, written from the contract
  * (docs/DESIGN.md §3, include/attn.h) and sharing no code with src/: its own

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The float64 gradients of attention and their f32 error bounds (ref_backward.h). */
 #include <math.h>
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A float64 reference of attention's gradients, written from the formulas
  * of include/attn.h (attn_backward) on dense double copies of the inputs,

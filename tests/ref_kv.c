@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Offset, packed and paged layouts copied into dense problems (ref_kv.h). */
 #include <stdlib.h>
 #include <string.h>

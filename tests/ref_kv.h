@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The float64 reference for offset, packed and paged K/V (attn.h 1.1),
  * written from the contract alone: each sequence is copied out of the

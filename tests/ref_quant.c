@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Reference decoding and quantization of the K/V formats (ref_quant.h). */
 #include <math.h>
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The quantized K/V formats from their descriptions alone (attn.h, ggml's
  * block_q8_0/block_q4_0, the OCP E4M3 "fn" encoding), sharing no code with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Public API semantics on the active ISA (fully masked rows, decode, padded
  * rows, sliding windows), dispatch, attn_strerror and the version.

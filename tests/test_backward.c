@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * attn_backward: the float64 reference of the gradients against central
  * finite differences of its own forward; every ISA row against that

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The backward's kernel slots, for every ISA row: pt_tile against the
  * scalar kernel (sum of both bounds) and, on the scalar row, against

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * attn_cache_append (attn.h 1.3) on every ISA row, against references that
  * share no code with src/: the problem generator's layouts (dense, packed,

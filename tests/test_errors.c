@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Every error path of docs/DESIGN.md §3: the right status, and every output
  * (stats included) byte-for-byte untouched. Also attn_options with a

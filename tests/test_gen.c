@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The problem generator (gen/gen.h) itself: what its consumers rely on
  * without checking it each time.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Batch invariance (attn.h, "Batch invariance"), on every ISA row: a sequence's
  * output rows and row statistics (lse, max_score, entropy) from

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Kernel-level tests: every role of attn_dsp, for every ISA row, against the
  * scalar table's kernel (and, for the scalar row, against float64), on tail

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Offset, packed and paged K/V (attn.h 1.1) through the whole driver on every
  * ISA row, against the float64 reference of ref_kv.h (bounds of

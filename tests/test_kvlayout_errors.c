@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Argument checks of offset, packed and paged K/V (attn.h 1.1): each bad
  * description gives its status with every output byte untouched; the

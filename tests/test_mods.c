@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Score modifiers (sinks, ALiBi, two-sided windows) beyond the random
  * operation specs of test_ops.c: the alibi kernel slot against float64 and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Operation-level tests: the whole driver through attn_*_with(table, ...)
  * for every ISA row, against the float64 reference (bounds of tolerance.h)

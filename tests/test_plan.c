@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Plans (attn.h 1.3: attn_plan_size, attn_plan_forward, attn_plan_run) on
  * every ISA row. A plan made on one set of buffers and run on another (the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The precision modes (attn.h, attn_precision), on every ISA row:
  *  - problems drawn by the generator (gen/: every option, packed, padded

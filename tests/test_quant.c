@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The quantized K/V dtypes (Q8_0, Q4_0, FP8 E4M3), for every ISA row:
  *  - kernels: qk_tile, pv_tile, to_f32 of each quant dtype against float64

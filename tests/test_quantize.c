@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * attn_quantize: values derived by hand from the documented formulas,
  * bit-for-bit agreement with the reference quantizers of ref_quant.c (ggml's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Shared prefixes (attn.h, "Shared prefixes") on every ISA row.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Tiny softcaps on every ISA row (issue: a subnormal softcap gave NaN for a
  * score of exactly 0, since every table computes cap * tanh(s * (1 / cap))

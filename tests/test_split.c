@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Split-KV, attn_merge and global positions, for every ISA row (SIMDe
  * avx512-emu included), against the float64 reference (tests/ref.c) with the

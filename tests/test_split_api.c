@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The public side of split-KV, attn_merge and global positions: argument
  * checks (the status, and nothing written by a rejected call), the

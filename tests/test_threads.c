@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Thread-count invariance: attn_forward, attn_weights and attn_scores give
  * the same bits with parallel_for NULL, the built-in pool with 1, 2 and 7

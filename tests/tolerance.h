@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Error bounds used by every comparison in the test suite, derived once from
  * f32 rounding and the documented accuracy of the elementary functions, and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Random attention problems for the operation-level tests (see workload.h). */
 #include <criterion/criterion.h>
 #include <math.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Random attention problems for the operation-level tests: shapes, layouts,
  * dtypes, masks and options chosen from a feature set, with guarded output

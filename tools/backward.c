@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* attn run --backward: time attn_backward and verify sampled dq rows in float64. */
 #include <inttypes.h>
 #include <math.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* attn bench: every preset in turn, one table. */
 #include <stdio.h>
 

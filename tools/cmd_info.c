@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* attn info: library version, CPU, instruction sets, threads. */
 #include <inttypes.h>
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* attn run: time attn_forward on one problem and verify sampled rows. */
 #include <inttypes.h>
 #include <math.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Execution: buffers, the progress line, timing, one measured problem. */
 #define _DEFAULT_SOURCE
 #define _POSIX_C_SOURCE 200809L

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Clocks and CPUs (the inputs are the problem generator's: gen/gen.h). */
 #define _DEFAULT_SOURCE /* sysconf(_SC_NPROCESSORS_ONLN) */
 #define _POSIX_C_SOURCE 200809L

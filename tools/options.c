@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The one option table of `attn run` and `attn bench`: each row names an
  * option, the commands that take it, the help section it is listed under,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The machine's single-precision FMA peak on the pool's threads: the compute
  * half of the roofline T* (exec.c); and the peaks of the bf16 and int8 dot

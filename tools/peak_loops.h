@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The register-only peak loops: the FMA (AVX-512, AVX2+FMA, NEON, scalar)
  * and the dot products of the precision modes (AVX512_BF16 vdpbf16ps,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Pins the calling thread to one CPU of its affinity mask for a measurement
  * (the FMA peak: tools/peak.c and bench/bench_attn.cc), so the loops of a

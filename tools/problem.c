@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Presets, a problem's description and its geometry: visible keys, FLOPs, bytes. */
 #include <math.h>
 #include <string.h>

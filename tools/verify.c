@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Verification: sampled output rows against the scalar oracle, and one
  * measured and verified problem (measure_verified): this file reads exec.c's

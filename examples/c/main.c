@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A minimal libattn consumer: causal attention over two heads on the
  * built-in thread pool, checked against a naive double-precision loop.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Install the current build into a temporary DESTDIR, then build and run the
 # consumer exactly as a user would: once through pkg-config (Makefile), once
 # through find_package(attn) (CMake). Exit 77 (skip) when a tool is missing.

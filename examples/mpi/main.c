@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * attn-seqpar: sequence-parallel attention over MPI ranks (seqpar.c), run
  * by the test command as

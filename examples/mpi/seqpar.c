@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Sequence parallelism over MPI with attn_forward + attn_merge, and its
    backward with attn_backward (seqpar.h). */
 #include "seqpar.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Sequence parallelism with libattn over MPI: the keys and values of one
  * long sequence are cut into contiguous shards, one per rank, and never

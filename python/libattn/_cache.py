@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """cache_append: a step's new K/V rows into the caches the next forward reads.
 
 The C call (attn_cache_append, libattn 1.3) writes new token t of sequence b

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """ctypes mirror of include/attn.h, the loaded library, errors and thread pools."""
 
 import atexit

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The keyword arguments that set attn_options: one table, read by every operation.
 
 KEYWORDS has one Keyword per Python keyword, in the order the operations'

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Offset, packed and paged K/V (attn.h 1.1) for scores, weights and forward.
 
 Three keyword families, which combine:

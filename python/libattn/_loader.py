@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Finding and loading libattn.so.
 
 Search order (the first library that loads and has the right major version

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The operations of include/attn.h, with Python argument checking.
 
 The keywords that set attn_options are declared once, in _keywords.py:

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """prepare(): a forward call validated and planned once, run per step.
 
 An engine calls attention once per layer with the same shapes, dtypes,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Turning NumPy arrays and flat buffers into attn_tensor descriptions.
 
 Everything here runs before any C call, so shape, dtype and layout mistakes

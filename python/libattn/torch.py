@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """PyTorch front end: attention forward and backward through libattn.
 
     import torch, libattn.torch as lt
@@ -154,7 +155,7 @@ def attention(q, k, v, *, bias=None, sinks=None, threads=None, **options):
     either 16-bit format; the output is float32, or q's dtype when all three
     share a 16-bit one), or float64, computed in float32 and returned as
     float64 (so torch.autograd.gradcheck needs float32 tolerances:
-    eps=1e-3, atol=1e-2, rtol=1e-2, as tests/test_torch.py runs it).
+    eps=1e-3, atol=1e-2, rtol=1e-2, as python/tests/test_torch.py runs it).
     bias and sinks get gradients (dbias summed over the axes the bias
     broadcasts; dsinks per batch entry and head, summed over the batch for
     [Hq] sinks). Masks, ALiBi slopes, lengths, cu_seqlens (packed [T,H,D]

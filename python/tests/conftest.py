@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Float64 NumPy reference for the binding's tests (shares no code with libattn).
 
 Tolerances are error bounds, not tuned constants. With u = 2**-24 (f32 unit

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Float64 gradients of attention and their f32 error bounds, for the backward
 tests of the binding (NumPy only; shares no code with libattn).
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The flat-buffer API with NumPy made unimportable (run by test_buffers.py).
 
 Everything here uses the standard library only: array.array buffers,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Install the current build into a temporary DESTDIR and test that copy.
 
 1. `meson install --destdir TMP` (no rebuild: meson test already built it).

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Run the binding's pytest suite; exit 77 (meson's 'skipped') without NumPy or pytest."""
 
 import sys

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """libattn.backward against the float64 gradients of grad_reference.py."""
 
 import numpy as np

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """libattn.Tensor: flat buffers without NumPy, and with it."""
 
 import array

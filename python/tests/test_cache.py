@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """libattn.cache_append: new K/V rows land where forward() reads them.
 
 Each test writes a step's new tokens into a cache through the binding and

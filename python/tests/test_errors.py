@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Bad arguments: Python-side ValueError/TypeError naming the argument, and
 AttnError for what only the library can judge (outputs then untouched)."""
 

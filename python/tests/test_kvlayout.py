@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Packed, left-padded and paged K/V (attn.h 1.1) through the keyword arguments,
 against the float64 reference of conftest.py run on each sequence alone."""
 

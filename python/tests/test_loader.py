@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Finding the library, and refusing the wrong one with a clear message."""
 
 import os

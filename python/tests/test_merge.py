@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """merge(), split-KV forward and global positions, against float64."""
 
 import math

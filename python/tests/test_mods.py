@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Score modifiers: sinks=, alibi=, window=(left, right), against a float64
 reference written here from attn.h's rules (it shares no code with libattn).
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Every operation against the float64 reference in conftest.py."""
 
 import numpy as np

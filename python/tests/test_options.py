@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The keyword table (_keywords.py) against the option list, and struct_size.
 
 _options.py is src/option_list.h's table (test 'python-options' fails when

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """prepare(): a forward call planned once (attn_plan_forward) and run on new
 arrays, bit for bit what forward() returns for the same arguments."""
 

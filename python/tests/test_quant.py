@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Quantized K/V caches through the binding: libattn.quantize and kv_dtype=.
 
 The decoding below is written from the formats' descriptions (ggml's

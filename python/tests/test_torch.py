@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """libattn.torch against torch's own autograd through the math path
 (matmul, softmax, matmul in float64), bounds from grad_reference.py."""
 

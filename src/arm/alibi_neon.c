@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * NEON alibi kernel: 4 int32 distances per vector, converted and subtracted
  * with one fused multiply-subtract; the tail runs the scalar formula with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * SVE alibi kernel, vector-length-agnostic: svcntw() int32 distances per
  * vector (index pos, pos - 1, ...), converted and subtracted with one fused

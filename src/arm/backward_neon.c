@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * NEON kernels of the attention backward: pt_tile (acc += P^T X) and
  * score_grad (dS = P * (dP - D)).

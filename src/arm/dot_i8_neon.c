@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * NEON kernel of the int8 mode (attn_precision, include/attn.h; the dot_i8
  * file of src/kernel_list.h, its bf16 twin is src/arm/dot_neon.c), on

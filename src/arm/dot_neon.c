@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * NEON kernels of the bf16 mode (attn_precision, include/attn.h; the dot
  * file of src/kernel_list.h, its int8 twin is src/arm/dot_i8_neon.c), on

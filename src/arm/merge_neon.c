@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The NEON merge kernel: y += sum_p w[p] x[p], one FMA per part and element
  * (the tail too, with fmaf), four vectors of y at a time.

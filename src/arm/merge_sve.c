@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The SVE merge kernel: y += sum_p w[p] x[p], one fused multiply-add per
  * part and element, vector-length-agnostic: predicated loads and stores, so

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The NEON module's helpers, for AArch64 builds (NEON is part of the
  * armv8-a baseline). Its kernels and their inits come from

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * NEON (AArch64 AdvSIMD) tile kernels for the quantized K/V dtypes (Q8_0,
  * Q4_0, FP8 E4M3), which the SVE table keeps as well: the tile family's one

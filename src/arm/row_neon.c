@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * NEON (AArch64 AdvSIMD) row kernels (row_max, exp_sum, row_scale, softcap,
  * add_bias, mask_bool, softmax_bwd) and the NEON table's init.

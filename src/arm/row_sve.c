@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * SVE row kernels (row_max, exp_sum, row_scale, softcap, add_bias,
  * mask_bool, softmax_bwd) and the SVE table's init.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The helpers of the SVE kernels. They exist only where SVE code may be
  * generated (__ARM_FEATURE_SVE: the SVE files, compiled with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * NEON (AArch64 AdvSIMD) tile kernels for the float K/V dtypes (F32, F16,
  * BF16): the family's one body (src/arm/tile_neon_body.h, shared with

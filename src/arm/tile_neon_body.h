@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The NEON (AArch64 AdvSIMD) tile family: qk_tile, pv_tile and to_f32
  * written once for every K/V dtype, F32/F16/BF16 (tile_neon.c) and

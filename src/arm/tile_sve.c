@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * SVE tile kernels: qk_tile, pv_tile and to_f32, one variant per K/V dtype.
  * F16 and BF16 elements are widened inside the loads (sve_load_kv), so the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * attn_backward, the attention backward: flash-style and deterministic without atomics:
  * P is recomputed from Q, K and the forward's lse in tiles and never stored,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * attn_cache_append: a step's new K/V rows into the cache the forward reads
  * (attn.h). New token i of sequence b goes to key position

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The geometry, planning, epilogue and softmax that every operation shares. */
 #include <float.h>
 #include <math.h>

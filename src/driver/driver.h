@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * What the operations' modules share. Each public operation is one file of
  * this folder, its module: its entry points (attn_<op> and attn_<op>_with),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * attn_forward, the fused forward: out = softmax(S) . V with an online
  * softmax, one task per block of query rows of a head group. Per task, keys are visited in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * "Where is key j of sequence b": the one place the drivers ask it. A task
  * opens a kv_src for its (batch entry, KV head) and walks key ranges as runs

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * attn_mask_apply: the score epilogue (softcap, bias, ALiBi, the boolean
  * mask) and the masks' -inf on the caller's table of scores, in place. It

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * attn_merge: partial results (out_i, lse_i) of the same query rows over
  * disjoint key sets into the result over their union. One task per block of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Plans (attn.h, since 1.3): attn_forward validated once (attn_validate
  * with the forward's attn_op), its problem kept in the caller's memory

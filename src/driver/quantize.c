@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * attn_quantize: f32 rows to the quantized K/V formats (attn.h), with the
  * scalar encoders of src/quant.h. Every row is checked before any is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The runner: an operation's tasks on the caller's parallel_for, or in
  * order on this thread. It knows no operation: a problem's plan, task and

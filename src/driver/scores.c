@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * attn_scores: the final scores, -inf where masked, one task per block of
  * query rows of one head: the tile kernels write straight into the caller's

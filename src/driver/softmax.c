@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * attn_softmax: each of `rows` rows of `cols` floats replaced by its
  * softmax, in place, and its log-sum-exp in lse when given. The plan is

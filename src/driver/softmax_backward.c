@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * attn_softmax_backward: ds = p * (dp - rowsum(p * dp)) row by row, the
  * softmax_bwd kernel on each row. The plan is trivial: one task on the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The split-KV plan (attn.h, "Split-KV") and the workspace it needs. A
  * sequence's own lengths, the head counts and kv_splits decide its chunks

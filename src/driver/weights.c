@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * attn_weights: the softmax of the final scores, and the row statistics.
  * attn_scores' plan and first pass (scores.c) fill the caller's table with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The oracle of the alibi slot: the distance in integers, then one multiply
    and one subtraction (no contraction: this file builds with
    -ffp-contract=off like every scalar kernel). */

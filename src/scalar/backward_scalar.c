@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Scalar kernels of the attention backward (the oracle of pt_tile and
  * score_grad). Built with the other scalar kernels, -ffp-contract=off.

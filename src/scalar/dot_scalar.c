@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The oracle of the low-precision modes (attn_precision, include/attn.h;
  * the slots of src/kernel_list.h's dot file): the modes' roundings of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The scalar merge kernel (the oracle of the wsum slot). Built with
  * -ffp-contract=off like the other scalar kernels: per part a multiply then

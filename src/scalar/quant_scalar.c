@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Scalar kernels of the quantized K/V dtypes (the oracle of the SIMD ones:
  * the scalar tile body, src/scalar/tile_scalar_body.h, at Q8_0, Q4_0 and

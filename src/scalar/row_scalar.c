@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Scalar row kernels and the scalar table's init: the fallback on every CPU
  * and the oracle every SIMD kernel is tested against. Built with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The store kernels of attn_cache_append, one per K/V dtype: an f32 row
  * into the cache's dtype with src/half.h's and src/quant.h's scalar

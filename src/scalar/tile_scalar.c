@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Scalar tile kernels for the float K/V dtypes (F32, F16, BF16): the
  * family's one body (src/scalar/tile_scalar_body.h, shared with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The scalar tile family's one body, for every K/V dtype: qk_tile, pv_tile
  * and to_f32 as always-inline functions of an ATTN_KV_* dtype, which

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * AVX2 alibi kernel: the distances count down by 8 per vector in int32
  * lanes (exact: |pos - j| < 2^31), become f32 by vcvtdq2ps (the same

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * AVX-512 alibi kernel (also built against SIMDe for the avx512-emu test
  * row): 16 int32 distances per vector, converted and subtracted with one

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The AVX2 (+FMA+F16C) module's helpers, for its files (compiled with the
  * AVX2 flags: src/x86/meson.build). Its kernels and their inits come from

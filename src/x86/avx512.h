@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The AVX-512 module: its inits (declared for src/isa_list.h) and, for its
  * own files alone (tile_avx512.c, row_avx512.c, alibi_avx512.c,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * AVX-512 kernels of the attention backward: pt_tile (acc += P^T X) and
  * score_grad (dS = P * (dP - D)). Built twice like every AVX-512 file

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * AVX-512 kernels of the bf16 mode (attn_precision, include/attn.h; the dot
  * file of src/kernel_list.h, its int8 twin is src/x86/dot_i8_avx512.c), on

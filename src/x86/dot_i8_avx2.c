@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * AVX2 kernel of the int8 mode (attn_precision, include/attn.h; the dot_i8
  * file of src/kernel_list.h), on AVX-VNNI (the VEX vpdpbusd of Alder Lake,

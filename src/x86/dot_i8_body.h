@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The int8 mode's qk_i8 (attn_precision, include/attn.h) on vpdpbusd,
  * written once for both x86 widths: dot_i8_avx512.c (AVX512_VNNI, 16 keys

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The AVX2 merge kernel: y += sum_p w[p] x[p], one FMA per part and element.
  * Four vectors of y at a time, each its own chain over the parts, so the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * AVX-512 tile kernels for the quantized K/V dtypes (Q8_0, Q4_0, FP8
  * E4M3): the tile family's one body (src/x86/tile_avx512_body.h, shared

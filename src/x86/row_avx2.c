@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * AVX2+FMA row kernels (row_max, exp_sum, row_scale, softcap, add_bias,
  * mask_bool, softmax_bwd) and the AVX2 table's init.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * AVX-512 row kernels (max, exp-sum, scale, softcap, bias, boolean mask,
  * softmax backward) and the AVX-512 table's init.

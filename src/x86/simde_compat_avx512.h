@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The AVX-512 intrinsics the AVX-512 kernels use that SIMDe 0.7.4 (Debian
  * 12) does not emulate, for the ATTN_SIMDE_EMU build only. Without these,

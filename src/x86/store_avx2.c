@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * AVX2 + F16C store kernels (attn_cache_append): an f32 row into a cache
  * row, the same bytes as the scalar oracle (src/scalar/store_scalar.c,

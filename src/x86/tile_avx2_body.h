@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The AVX2+FMA+F16C tile family: qk_tile, pv_tile and to_f32 written once
  * for every K/V dtype, F32/F16/BF16 (tile_avx2.c) and Q8_0/Q4_0/FP8

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * AVX-512 tile kernels for the float K/V dtypes (F32, F16, BF16): the
  * family's one body (src/x86/tile_avx512_body.h, shared with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The AVX-512 tile family: scores S = scale * Q·Kᵀ (qk_tile), the weighted
  * sum acc += P·V (pv_tile) and K/V row conversion (to_f32), written once for

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # ABI gate: dump the built libattn with abidw and compare it with the
 # committed baseline (abi/libattn.so.<major>.abi) using abidiff.
 #

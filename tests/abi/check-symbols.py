@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Symbol discipline of libattn's shared library (a leak test).
 
 Three sets must be identical:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A program built the way a user builds one: only <attn.h> and the flags of
  * `pkg-config --cflags --libs attn`, against the installed library.

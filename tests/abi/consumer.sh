@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Builds tests/abi/consumer.c exactly as a user would: `meson install` of
 # this build into a temporary DESTDIR, then the compiler with nothing but
 # `pkg-config --cflags --libs attn` (pointed into that DESTDIR), and runs

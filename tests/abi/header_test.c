@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * attn.h must compile on its own, before any other header, as strict C99
  * (built with -std=c99 -pedantic -Werror -Wall -Wextra): the installed

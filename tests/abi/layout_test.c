@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * ABI facts abidiff cannot see, frozen at compile time.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Prints src/option_list.h as the compiler lays it out, one line per field:
  *   name kind offset size since

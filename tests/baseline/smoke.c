@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Plain-main smoke test of every public operation, run natively and under
  * `qemu-x86_64 -cpu Nehalem` (no AVX): there the dispatcher must choose the

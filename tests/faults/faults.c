@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Fault injection for the built-in thread pool, and proof that the
  * operations never allocate.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Hostile inputs, one deterministic case per class (docs/RELIABILITY.md
  * lists them with the behaviour each case checks). Every case checks the

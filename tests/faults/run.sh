@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Builds tests/faults (fault injection, hostile inputs) against libattn with
 # ASan+UBSan (LeakSanitizer on) in its own build directory and runs both; with
 # --valgrind, also runs them from a build without sanitizers under valgrind's

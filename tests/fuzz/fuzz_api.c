@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * API fuzzer: every public entry point, with shapes, strides, lengths,
  * options, dtypes and pointers decoded from the input, on buffers exactly as

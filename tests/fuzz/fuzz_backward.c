@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Differential fuzzer of attn_backward: small random problems from the
  * problem generator (gen/gen.h; every option of the forward the backward

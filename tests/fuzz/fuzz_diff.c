@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Differential fuzzer: small random problems through every kernel table this
  * build and CPU offer (attn_dsp_for_isa), each compared with the scalar table

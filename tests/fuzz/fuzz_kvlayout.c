@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Fuzzer of offset, packed and paged K/V (attn.h 1.1): API checks and
  * differential checks in one target, so that the layouts are decoded once.

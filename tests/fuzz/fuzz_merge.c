@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * attn-fuzz-merge: attn_merge with hostile lse values and shapes, on every
  * kernel table this build and CPU offer.

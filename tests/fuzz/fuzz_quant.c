@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Quantized K/V fuzzer. Two kinds of input, chosen by the first byte:
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * attn-fuzz-split: attn_forward with the 1.1 options (q_pos, k_pos,
  * kv_splits, workspace) on every kernel table, with hostile values.

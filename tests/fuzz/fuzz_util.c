@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #define _DEFAULT_SOURCE /* MAP_ANONYMOUS */
 #include "fuzz_util.h"
 

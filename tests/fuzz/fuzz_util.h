@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Shared pieces of the libattn fuzzers: a reader that turns the fuzzer's
  * bytes into decisions (running out of bytes yields zeros, so every input is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A main() for builds without libFuzzer (gcc, or clang without the fuzzer
  * runtime): runs LLVMFuzzerTestOneInput once on every file named on the

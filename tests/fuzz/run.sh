@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Builds the libFuzzer targets with clang, ASan and UBSan in their own build
 # directory and fuzzes each for a bounded time, starting from the committed
 # corpus (which it never modifies: new inputs go to the build directory).

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Builds libattn and tests/tsan/stress.c with ThreadSanitizer in its own build
 # directory and runs the stress test. Any TSan report fails the run.
 #

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Split-KV under concurrency, meant to run under ThreadSanitizer (run.sh)
  * and a correctness test in any build: CALLERS threads share one built-in

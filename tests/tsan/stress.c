@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Concurrency stress test, meant to run under ThreadSanitizer (run.sh) but
  * also a correctness test in any build:
