@@ -495,12 +495,21 @@ def operation(op):
         table = [inspect.Parameter(k.name, inspect.Parameter.KEYWORD_ONLY, default=k.default)
                  for k in rows]
 
+        defaults = {k.name: k.default for k in rows}
+
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
             if "_kw" in kwargs:  # not a public keyword
                 raise TypeError("%s() got an unexpected keyword argument '_kw'" % fn.__name__)
-            kw = {k.name: kwargs.pop(k.name, k.default) for k in rows}
-            return fn(*args, _kw=kw, **kwargs)
+            # the table's defaults, then the caller's keywords (a call names
+            # few of them: cheaper than one lookup per row)
+            kw, own = defaults.copy(), {}
+            for name, value in kwargs.items():
+                if name in defaults:
+                    kw[name] = value
+                else:
+                    own[name] = value
+            return fn(*args, _kw=kw, **own)
 
         wrapper.__signature__ = sig.replace(parameters=own[:first_kw] + table + own[first_kw:])
         wrapper.__doc__ = _doc(fn.__doc__, rows)

@@ -276,6 +276,10 @@ def forward(q, k, v, *, dtype=None, out=None, stats=False, kv_dtype=None, _kw):
     """
     if v is None:
         raise TypeError("v: an array is required, got None")
+    # the same call again (a decode step): a plan made once (_prepared.py)
+    fast = _prepared.cached_forward(q, k, v, out, stats, dtype, kv_dtype, _kw)
+    if fast is not None:
+        return fast
     return _run_attention("attn_forward", q, k, v, _kw, out=out, stats=stats, dtype=dtype,
                           kv_dtype=kv_dtype)
 
@@ -633,3 +637,6 @@ def softmax_backward(p, dp, *, out=None):
     for (pa, da, oa), rows, row_stride in _row_groups([po, do, oo]):
         check(fn(pa, da, oa, rows, po.shape[-1], row_stride), "attn_softmax_backward")
     return result
+
+
+from . import _prepared  # noqa: E402 (it imports _run_attention from here)

@@ -14,7 +14,7 @@ pointers. The results are forward()'s for the same arguments, bit for bit.
 
 import ctypes
 
-from ._capi import RowStats, check, has, lib
+from ._capi import AttnError, RowStats, check, has, lib
 from ._keywords import operation
 from ._ops import _run_attention
 from ._tensor import Tensor, as_operand, np
@@ -169,3 +169,68 @@ def prepare(q, k, v, *, dtype=None, out=None, stats=False, kv_dtype=None, _kw):
                         tuple(_layout(x) for x in (q, k, v, template)), template, stats_arrays,
                         layout_kw)
     return prepared
+
+
+# ------------------------------------------------------------ forward()'s cache
+
+# forward() runs through a Prepared object when its arguments allow one: the
+# keyword values are scalars or integer lists (the plan copies those; an
+# array keyword such as mask or bias is read in place by a plan, so a new
+# array of the same layout would be missed: those calls take the normal
+# path), q, k, v (and out) are read in place, and the result is small (a
+# decode step's: the plan keeps a template of it alive). Per thread, so a
+# plan's workspace (kv_splits) is never shared; the least recently used of
+# _CACHE_SIZE plans goes first.
+_CACHE_SIZE = 64
+_CACHE_MAX_RESULT = 1 << 20  # bytes of out a cached plan may keep a template of
+_local = __import__("threading").local()
+_UNCACHEABLE = object()
+_SCALARS = (type(None), bool, int, float, str)
+_SCALAR_SET = frozenset(_SCALARS)
+
+
+def _key_value(value):
+    t = type(value)
+    if t in _SCALARS:
+        return value
+    if (t is list or t is tuple) and all(type(x) is int for x in value):
+        return (t, tuple(value))
+    raise KeyError  # an array keyword: no cached plan
+
+
+def cached_forward(q, k, v, out, stats, dtype, kv_dtype, kw):
+    """forward()'s result through a cached Prepared, or None for the normal
+    path (forward() then raises whatever error the arguments deserve)."""
+    if (type(q) is not _ndarray and type(q) is not Tensor) or \
+            (out is not None and type(out) is not _ndarray and type(out) is not Tensor):
+        return None
+    values = tuple(kw.values())
+    if not _SCALAR_SET.issuperset(map(type, values)):  # lists, or an array keyword
+        try:
+            values = tuple(_key_value(x) for x in values)
+        except KeyError:
+            return None
+    key = (_layout(q), _layout(k), _layout(v), None if out is None else _layout(out), stats,
+           dtype, kv_dtype, values)
+    try:
+        cache = _local.cache
+    except AttributeError:  # this thread's first call
+        cache = _local.cache = __import__("collections").OrderedDict()
+    entry = cache.get(key)
+    if entry is None:
+        try:
+            entry = prepare(q, k, v, dtype=dtype, out=out, stats=stats, kv_dtype=kv_dtype, **kw)
+            template = entry._result
+            if getattr(template, "nbytes", _CACHE_MAX_RESULT + 1) > _CACHE_MAX_RESULT:
+                entry = _UNCACHEABLE
+        except (ValueError, TypeError, NotImplementedError, AttnError):
+            # the normal path raises the error as forward()'s own
+            entry = _UNCACHEABLE
+        cache[key] = entry
+        if len(cache) > _CACHE_SIZE:
+            cache.popitem(last=False)
+    else:
+        cache.move_to_end(key)
+    if entry is _UNCACHEABLE:
+        return None
+    return entry(q, k, v, out)

@@ -112,3 +112,68 @@ def test_errors(rng):
         libattn.prepare(q.astype(np.float64), k, v)
     with pytest.raises(libattn.AttnError):  # what the C library refuses, at prepare time
         libattn.prepare(q, k, v, shared_prefix=[1])
+
+
+def _uncached(q, k, v, **kw):
+    """forward() by its normal path (an array keyword keeps it off the cache):
+    a mask of all True changes no score."""
+    mask = np.ones((q.shape[-2], k.shape[-2]), dtype=bool)
+    return libattn.forward(q, k, v, mask=mask, **kw)
+
+
+@pytest.mark.parametrize("kw", [
+    dict(causal=True),
+    dict(causal=True, q_lens=[1, 1], kv_lens=[40, 64], threads=2),
+    dict(kv_splits=4, window=9),
+])
+def test_forward_cache_is_forward(rng, kw):
+    # forward() runs repeated calls of one layout through a cached plan:
+    # each new step's arrays are read (nothing stale), bit for bit the
+    # normal path's result, and a new layout gets a plan of its own
+    for step in range(4):
+        lq = 1 if step < 3 else 2
+        q, k, v = randn(rng, 2, 8, lq, 32), randn(rng, 2, 2, 64, 32), randn(rng, 2, 2, 64, 16)
+        got = libattn.forward(q, k, v, **kw)
+        same(got, _uncached(q, k, v, **kw))
+        got, st = libattn.forward(q, k, v, stats=True, **kw)
+        want, wst = _uncached(q, k, v, stats=True, **kw)
+        same(got, want)
+        for name in wst:
+            same(st[name], wst[name])
+
+
+def test_forward_cache_reads_array_keywords_each_call(rng):
+    q, k, v = randn(rng, 1, 4, 1, 16), randn(rng, 1, 4, 9, 16), randn(rng, 1, 4, 9, 16)
+    a = libattn.forward(q, k, v, bias=np.zeros((1, 9), np.float32))
+    b = libattn.forward(q, k, v, bias=np.full((1, 9), -50.0, np.float32) *
+                        (np.arange(9) > 0))  # only key 0 left
+    assert not np.array_equal(a, b)
+    same(b, np.broadcast_to(v[:, :, :1], b.shape).copy())
+
+
+def test_forward_cache_errors_and_threads(rng):
+    q, k, v = randn(rng, 1, 4, 1, 16), randn(rng, 1, 4, 9, 16), randn(rng, 1, 4, 9, 16)
+    for _ in range(2):  # a bad call is refused every time, cached or not
+        with pytest.raises((ValueError, libattn.AttnError)):
+            libattn.forward(q, k, v, kv_lens=[10])
+    import threading
+    results, errors = {}, []
+
+    def worker(i):
+        try:
+            local = np.random.default_rng(i)
+            for _ in range(20):
+                x = randn(local, 1, 4, 1, 16)
+                got = libattn.forward(x, k, v, kv_splits=3)
+                if not np.array_equal(got, _uncached(x, k, v, kv_splits=3)):
+                    errors.append(i)
+            results[i] = True
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(repr(exc))
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and len(results) == 4
