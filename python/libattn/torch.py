@@ -148,6 +148,29 @@ class AttentionFunction(torch.autograd.Function):
         return dq, dk, dv, dbias, dsinks, None
 
 
+def _inference(q, k, v, bias, sinks, options):
+    """The forward alone (nothing needs a gradient): no autograd node and no
+    row statistics, through forward()'s cached plans where it can."""
+    dtypes = (q.dtype, k.dtype, v.dtype)
+    if torch.float64 in dtypes:
+        q, k, v = (x.to(torch.float32) if x.dtype == torch.float64 else x for x in (q, k, v))
+    halves = {_HALF.get(x.dtype) for x in (q, k, v) if x.dtype != torch.float32}
+    if halves == {"bf16", None}:
+        raise TypeError("q, k, v: float16 and bfloat16 cannot be mixed (one 16-bit format "
+                        "per call; float32 mixes with either)")
+    qn, half = _to_numpy(q, "q")
+    kn, half_k = _to_numpy(k, "k")
+    vn, half_v = _to_numpy(v, "v")
+    kw = {name: _as_array(value) for name, value in options.items()}
+    kw["threads"] = _threads(kw.get("threads"))
+    kw["dtype"] = half or half_k or half_v
+    if bias is not None:
+        kw["bias"] = _as_array(bias)
+    if sinks is not None:
+        kw["sinks"] = _as_array(sinks)
+    return torch.from_numpy(_ops.forward(qn, kn, vn, **kw))
+
+
 def attention(q, k, v, *, bias=None, sinks=None, threads=None, **options):
     """libattn's attention with autograd: every keyword of libattn.forward().
 
@@ -168,7 +191,11 @@ def attention(q, k, v, *, bias=None, sinks=None, threads=None, **options):
         if name in options:
             raise TypeError("%s: pass it as attention()'s own keyword" % name)
     options["threads"] = threads
-    out = AttentionFunction.apply(q, k, v, bias, sinks, options)
+    if torch.is_grad_enabled() and any(t is not None and t.requires_grad
+                                       for t in (q, k, v, bias, sinks)):
+        out = AttentionFunction.apply(q, k, v, bias, sinks, options)
+    else:  # inference: no graph, no lse to keep
+        out = _inference(q, k, v, bias, sinks, options)
     dtypes = {q.dtype, k.dtype, v.dtype}
     if torch.float64 in dtypes:
         return out.to(torch.float64)
