@@ -28,11 +28,21 @@ case $libdir in
 esac
 [ -f "$staged_libdir/pkgconfig/attn.pc" ] || { echo "no attn.pc in $staged_libdir/pkgconfig"; exit 1; }
 
-# Only the staged attn.pc is visible; the sysroot maps its paths into $stage.
-PKG_CONFIG_LIBDIR=$staged_libdir/pkgconfig
-PKG_CONFIG_PATH=
-PKG_CONFIG_SYSROOT_DIR=$stage
-export PKG_CONFIG_LIBDIR PKG_CONFIG_PATH PKG_CONFIG_SYSROOT_DIR
+# The README's recipe: PKG_CONFIG_PATH alone. attn.pc is relocatable (its
+# prefix is ${pcfiledir}/..: pkgconfig.relocatable=true, the project's
+# default), so its paths point into $stage; it comes before any attn.pc of
+# the system.
+unset PKG_CONFIG_LIBDIR PKG_CONFIG_SYSROOT_DIR
+PKG_CONFIG_PATH=$staged_libdir/pkgconfig
+export PKG_CONFIG_PATH
+if ! grep -q '^prefix=${pcfiledir}' "$staged_libdir/pkgconfig/attn.pc"; then
+    # A build directory configured with -Dpkgconfig.relocatable=false, or set
+    # up before it was the default (meson keeps an old directory's value).
+    echo "note: attn.pc is not relocatable ($(grep '^prefix=' "$staged_libdir/pkgconfig/attn.pc")):"
+    echo "      staged with PKG_CONFIG_SYSROOT_DIR (meson configure -Dpkgconfig.relocatable=true)"
+    PKG_CONFIG_SYSROOT_DIR=$stage
+    export PKG_CONFIG_SYSROOT_DIR
+fi
 echo "pkg-config --cflags --libs attn: $(pkg-config --cflags --libs attn)"
 case $(pkg-config --cflags attn) in
 *"$stage"*) ;;
@@ -52,6 +62,13 @@ check_links_staged() {
     fi
 }
 
+echo "== pkg-config consumer (the README's command)"
+cp "$example_dir/main.c" "$tmp/app.c"
+# shellcheck disable=SC2046 # pkg-config's words are the flags
+(cd "$tmp" && cc app.c $(pkg-config --cflags --libs attn) -o app -lm) # -lm: main.c's own
+check_links_staged "$tmp/app"
+"$tmp/app" >/dev/null
+
 echo "== pkg-config consumer (Makefile)"
 mkdir "$tmp/make"
 make -s -f "$example_dir/Makefile" BUILD="$tmp/make" CFLAGS="-O2 -Wall -Wextra -Werror"
@@ -59,7 +76,7 @@ check_links_staged "$tmp/make/attn-demo"
 "$tmp/make/attn-demo"
 
 echo "== CMake consumer (find_package(attn))"
-unset PKG_CONFIG_LIBDIR PKG_CONFIG_PATH PKG_CONFIG_SYSROOT_DIR
+unset PKG_CONFIG_PATH PKG_CONFIG_SYSROOT_DIR
 cmake_configure() {
     rm -rf "$tmp/cmake"
     cmake -S "$example_dir/cmake" -B "$tmp/cmake" -DCMAKE_PREFIX_PATH="$stage$prefix" \
