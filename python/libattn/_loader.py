@@ -6,12 +6,14 @@ wins):
 
 1. ``ATTN_LIBRARY``: a path to the library. When set it is the only
    candidate, so a wrong path is an error instead of a silent fallback.
-2. The prefix this package was installed into: meson writes ``_config.py``
+2. Inside the package: a wheel (pyproject.toml, meson-python) carries the
+   library next to this file, named by ``_config.LIBRARY_NAME``.
+3. The prefix this package was installed into: meson writes ``_config.py``
    with the install-time prefix, libdir and site directory, so the package
    can find ``<prefix>/<libdir>/libattn.so.1`` even after the whole prefix
    was moved (``meson install --destdir``, relocated tarballs).
-3. ``ctypes.util.find_library('attn')`` (the dynamic linker's search path).
-4. A build tree: ``ATTN_BUILD_DIR/src/``, else ``build*/src/`` in the
+4. ``ctypes.util.find_library('attn')`` (the dynamic linker's search path).
+5. A build tree: ``ATTN_BUILD_DIR/src/``, else ``build*/src/`` in the
    directories above this package (running from a source checkout).
 """
 
@@ -35,6 +37,17 @@ def _soname():
     if sys.platform == "win32":
         return "attn-%d.dll" % ABI_MAJOR
     return "libattn.so.%d" % ABI_MAJOR
+
+
+def _package_candidates():
+    """The library a wheel carries inside the package (step 2)."""
+    try:
+        from . import _config
+    except ImportError:  # running from a source checkout: no generated config
+        return []
+    name = getattr(_config, "LIBRARY_NAME", "") or _soname()
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), name)
+    return [path] if os.path.exists(path) else []
 
 
 def _installed_candidates():
@@ -138,7 +151,8 @@ def load():
             raise LibraryError("ATTN_LIBRARY=%s refused: %s" % (explicit, err)) from None
 
     tried = []
-    candidates = [("installed prefix", p) for p in _installed_candidates()]
+    candidates = [("inside the package", p) for p in _package_candidates()]
+    candidates += [("installed prefix", p) for p in _installed_candidates()]
     system = ctypes.util.find_library("attn")
     if system:
         candidates.append(("ctypes.util.find_library('attn')", system))
