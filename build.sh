@@ -17,8 +17,9 @@ PACKAGES=(meson ninja-build pkg-config cmake gcc g++ libsleef-dev libcpu-feature
           python3-numpy python3-pytest python3-matplotlib qemu-user binutils
           clang libclang-rt-14-dev libopenmpi-dev openmpi-bin)
 # Only the tests need PyTorch (libattn.torch is checked against torch's autograd),
-# and man-db (the man-pages test renders attn(1) and libattn(3) with man's warnings on).
-TEST_PACKAGES=(python3-torch man-db)
+# man-db (the man-pages test renders attn(1) and libattn(3) with man's warnings on),
+# and the wheel's tools (ci/python-wheel.sh: meson-python, build, venv).
+TEST_PACKAGES=(python3-torch man-db python3-mesonpy python3-build python3-venv)
 
 install_missing() {
     local missing=() p
@@ -128,6 +129,13 @@ cmd_test() {
     echo "== the README's build (default buildtype) and its smoke test"
     step readme-build configure build
     step readme-smoke ./build/tests/baseline/attn-baseline-smoke
+
+    # Installing as the README says: that build's `meson install` (in a
+    # private mount namespace over /usr/local) used with no environment,
+    # and the Python wheel (pyproject.toml) built and tested in a venv.
+    echo "== meson install as the README says; the Python wheel in a venv"
+    step meson-install ci/meson-install.sh build
+    step python-wheel ci/python-wheel.sh
 
     echo "== libFuzzer (clang, ASan+UBSan): API and differential fuzzers, ${ATTN_FUZZ_SECONDS:-30} s each"
     step fuzzers env ATTN_FUZZ_SECONDS="${ATTN_FUZZ_SECONDS:-30}" tests/fuzz/run.sh
