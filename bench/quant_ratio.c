@@ -3,7 +3,7 @@
  * The quantized K/V and precision-mode targets as ratios measured in one
  * process:
  *   decode  B=1 Lq=1 Lk=4096 Hq=32 Hkv=8 d=128: Q8_0, Q4_0 (each also in
- *           the int8 mode), FP8 vs F16 K/V
+ *           the int8 mode), FP8 E4M3 and E5M2 vs F16 K/V
  *   prefill B=1 Hq=Hkv=8 L=2048 d=128 causal:   Q8_0 (default and int8
  *           mode), F32 in the bf16 mode, BF16 q/k/v (default and bf16
  *           mode) vs F32
@@ -219,14 +219,15 @@ int main(int argc, char **argv)
     /* the precision modes (attn.h): ".int8" and ".bf16" variants */
     {
         const attn_shape s = {1, 32, 8, 1, 4096, 128, 128};
-        variant vs[6] = {{.name = "f16", .dtype = ATTN_DTYPE_F16},
+        variant vs[7] = {{.name = "f16", .dtype = ATTN_DTYPE_F16},
                          {.name = "q8_0", .dtype = ATTN_DTYPE_Q8_0},
                          {.name = "q8_0.int8", .dtype = ATTN_DTYPE_Q8_0, .precision = 2},
                          {.name = "q4_0", .dtype = ATTN_DTYPE_Q4_0},
                          {.name = "q4_0.int8", .dtype = ATTN_DTYPE_Q4_0, .precision = 2},
-                         {.name = "fp8", .dtype = ATTN_DTYPE_FP8_E4M3}};
+                         {.name = "fp8", .dtype = ATTN_DTYPE_FP8_E4M3},
+                         {.name = "e5m2", .dtype = ATTN_DTYPE_FP8_E5M2}};
         run("decode B=1 Lq=1 Lk=4096 Hq=32 Hkv=8 d=128, 12 layers' caches in turn", &s, 0, vs,
-            6, reps * LAYERS, decode_calls, LAYERS, &opt, 0);
+            7, reps * LAYERS, decode_calls, LAYERS, &opt, 0);
     }
     {
         const attn_shape s = {1, 8, 8, 2048, 2048, 128, 128};

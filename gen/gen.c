@@ -99,6 +99,8 @@ float gen_load(const void *row, int32_t dtype, int64_t i, float scale)
     uint16_t h;
     switch (dtype_kind(dtype)) {
     case ATTN_DTYPE_KIND_FP8: {
+        if (dtype == ATTN_DTYPE_FP8_E5M2) /* the upper half of a binary16 */
+            return f16_to_f32((uint16_t)(p[i] << 8)) * (scale != 0.0f ? scale : 1.0f);
         /* OCP E4M3 "fn": no inf, S.1111.111 NaN */
         const unsigned x = p[i], e = (x >> 3) & 15u, m = x & 7u;
         const float mag = e == 15u && m == 7u ? NAN
@@ -464,7 +466,7 @@ static double draw_value(drawer *w, gen_problem *d, int pos)
     case POS(k_scale):
     case POS(v_scale):
         /* 0 or 1 unless that tensor is FP8 (attn.h) */
-        if (d->dtype[pos == POS(k_scale) ? 1 : 2] != ATTN_DTYPE_FP8_E4M3)
+        if (dtype_kind(d->dtype[pos == POS(k_scale) ? 1 : 2]) != ATTN_DTYPE_KIND_FP8)
             return 0.0;
         return choose_f(w, c, 0.0);
     default:
@@ -996,7 +998,7 @@ static int fill_row(void *dst, int32_t dtype, int64_t cols, const gen_values *v,
     /* quantized by the library, as a cache would be */
     const int64_t units = cols / gen_dtype_block(dtype);
     return attn_quantize(dtype, row, 1, cols, cols, dst, units,
-                         dtype == ATTN_DTYPE_FP8_E4M3 ? scale : 0.0f) == ATTN_OK
+                         dtype_kind(dtype) == ATTN_DTYPE_KIND_FP8 ? scale : 0.0f) == ATTN_OK
                ? 0
                : -1;
 }

@@ -17,7 +17,7 @@
  *
  * Shapes (attn_shape, every field > 0 except v_dim which may be 0):
  *   q      [batch][q_heads ][q_len ][head_dim]   F32, F16 or BF16
- *   k      [batch][kv_heads][kv_len][head_dim]   F32, F16, BF16, Q8_0, Q4_0, FP8_E4M3
+ *   k      [batch][kv_heads][kv_len][head_dim]   F32, F16, BF16, Q8_0, Q4_0, FP8_E4M3, FP8_E5M2
  *   v      [batch][kv_heads][kv_len][v_dim]      the same as k (its own dtype)
  *   out    [batch][q_heads ][q_len ][v_dim]      F32, F16 or BF16 (see attn_forward)
  *   scores [batch][q_heads ][q_len ][kv_len]     F32 (also weights)
@@ -279,7 +279,9 @@ typedef enum attn_dtype {
     /* K/V caches only; see "Quantized K/V caches" below. */
     ATTN_DTYPE_Q8_0 = 4,    /* ggml block_q8_0: f16 d, 32 x int8 q; x = q*d */
     ATTN_DTYPE_Q4_0 = 5,    /* ggml block_q4_0: f16 d, 16 bytes; x = (nibble-8)*d */
-    ATTN_DTYPE_FP8_E4M3 = 6 /* OCP E4M3 "fn" (no inf, S.1111.111 NaN, max 448) x scale */
+    ATTN_DTYPE_FP8_E4M3 = 6, /* OCP E4M3 "fn" (no inf, S.1111.111 NaN, max 448) x scale */
+    /* since 1.5 */
+    ATTN_DTYPE_FP8_E5M2 = 7 /* OCP E5M2 (binary16's top byte: inf, NaN, max 57344) x scale */
 } attn_dtype;
 
 /*
@@ -299,6 +301,12 @@ typedef enum attn_dtype {
  *                     vLLM's fp8 KV cache); value = e4m3 * k_scale for k,
  *                     e4m3 * v_scale for v (attn_options, one scale per
  *                     call for all heads).
+ *   ATTN_DTYPE_FP8_E5M2  (since 1.5) one byte per value, OCP E5M2 (bias 15,
+ *                     2 mantissa bits, subnormals, S.11111.00 is +-inf,
+ *                     S.11111.xx with xx != 0 is NaN, largest finite 57344):
+ *                     the byte is the upper half of an IEEE binary16, so
+ *                     0x3C is 1.0, 0x40 is 2.0 (vLLM's and SGLang's
+ *                     fp8_e5m2 caches); scaled like E4M3.
  *
  * For Q8_0 and Q4_0 the unit of every stride of that tensor (batch, head,
  * row) is ONE BLOCK (34 resp. 18 bytes): a row holds head_dim / 32 blocks,
@@ -309,13 +317,13 @@ typedef enum attn_dtype {
  *
  * The values are decoded inside the kernels' loads, never copied out, and
  * all arithmetic stays f32. Q8_0 and Q4_0 decode exactly (the products
- * q*d have at most 19 significant bits); an E4M3 value is exact in f32 and
+ * q*d have at most 19 significant bits); an E4M3 or E5M2 value is exact in f32 and
  * its scale is applied once: k_scale is folded into the score scale
- * (s = (q . e4m3) * fl32(scale * k_scale), which must be a normal float:
+ * (s = (q . fp8) * fl32(scale * k_scale), which must be a normal float:
  * ATTN_ERR_ARG otherwise), v_scale multiplies the normalised output row
  * (one more rounding than for other dtypes). NaN and infinite decoded values (a NaN E4M3 byte, an f16 scale that
- * is inf or NaN) propagate as described under "Non-finite inputs".
- * attn_quantize() below writes all three formats.
+ * is inf or NaN, an E5M2 inf or NaN byte) propagate as described under "Non-finite inputs".
+ * attn_quantize() below writes all four formats.
  */
 
 /* ---------------------------------------------------------------- dispatch */
@@ -478,7 +486,7 @@ typedef struct attn_options {
     int32_t kv_splits;                 /* attn_forward: 0 automatic, 1 never split,
                                           N >= 2 about N key chunks (see
                                           attn_forward_workspace_size) */
-    /* since 1.1: dequantisation scales of FP8_E4M3 k and v (0: 1). Every
+    /* since 1.1: dequantisation scales of FP8 (E4M3, E5M2) k and v (0: 1). Every
        operation requires each to be 0 or a positive normal float
        (ATTN_ERR_ARG); a value other than 0 or 1 with a k (v) of another
        dtype is ATTN_ERR_ARG too, checked by the operations that read k (v). */
@@ -774,7 +782,7 @@ ATTN_API attn_status attn_backward(const attn_shape *shape, const attn_options *
 
 /*
  * Quantizes `rows` rows of `cols` f32 values (row i at src + i * src_stride)
- * into `dtype` (Q8_0, Q4_0 or FP8_E4M3), row i at dst + i * dst_stride in
+ * into `dtype` (Q8_0, Q4_0, FP8_E4M3 or FP8_E5M2), row i at dst + i * dst_stride in
  * that dtype's stride unit (blocks for Q8_0/Q4_0, bytes for FP8). Rows are
  * quantized independently; the result is what attn_forward reads with
  * k_scale/v_scale = `scale`.
@@ -788,6 +796,10 @@ ATTN_API attn_status attn_backward(const attn_shape *shape, const attn_options *
  *   FP8_E4M3: e4m3(x / scale) with x / scale rounded to f32 first, then to
  *         E4M3 to nearest even; magnitudes above 448 and infinities saturate
  *         to +-448, NaN stays NaN (S.1111.111).
+ *   FP8_E5M2: likewise to E5M2 to nearest even (subnormals down to 2^-16);
+ *         magnitudes above 57344 and infinities saturate to +-57344 (as
+ *         E4M3 does: a cache holds no infinity attn_quantize made), NaN
+ *         stays NaN (S.11111.11).
  * `scale` is used by FP8 only: 0 means 1, else finite and > 0; it must be 0
  * for Q8_0/Q4_0. Errors (nothing written): ATTN_ERR_NULL for a NULL pointer;
  * ATTN_ERR_SHAPE for rows or cols <= 0, cols not a multiple of 32 for a

@@ -68,7 +68,8 @@ typedef enum attn_dtype_kind {
     X(BOOL,     "bool", 1,           1,               BOOL,   0, 0, NONE)    \
     X(Q8_0,     "q8_0", ATTN_QBLOCK, ATTN_Q8_0_BYTES, QBLOCK, 0, 1, NONE)    \
     X(Q4_0,     "q4_0", ATTN_QBLOCK, ATTN_Q4_0_BYTES, QBLOCK, 0, 1, NONE)    \
-    X(FP8_E4M3, "fp8",  1,           1,               FP8,    0, 1, NONE)
+    X(FP8_E4M3, "fp8",  1,           1,               FP8,    0, 1, NONE)    \
+    X(FP8_E5M2, "e5m2", 1,           1,               FP8,    0, 1, NONE)
 /* clang-format on */
 
 /* ATTN_DTYPE_COUNT: the number of lines, so every value in [0, count) is a

@@ -73,10 +73,12 @@
 #define ATTN_FILE_tile(R, a)                                                                \
     ATTN_SLOTS_TILE(R, f32, a) ATTN_SLOTS_TILE(R, f16, a) ATTN_SLOTS_TILE(R, bf16, a)
 #define ATTN_FILE_quant(R, a)                                                               \
-    ATTN_SLOTS_TILE(R, q8_0, a) ATTN_SLOTS_TILE(R, q4_0, a) ATTN_SLOTS_TILE(R, fp8, a)
+    ATTN_SLOTS_TILE(R, q8_0, a) ATTN_SLOTS_TILE(R, q4_0, a) ATTN_SLOTS_TILE(R, fp8, a)      \
+    ATTN_SLOTS_TILE(R, e5m2, a)
 #define ATTN_FILE_store(R, a)                                                               \
     ATTN_SLOTS_STORE(R, f32, a) ATTN_SLOTS_STORE(R, f16, a) ATTN_SLOTS_STORE(R, bf16, a)    \
-    ATTN_SLOTS_STORE(R, q8_0, a) ATTN_SLOTS_STORE(R, q4_0, a) ATTN_SLOTS_STORE(R, fp8, a)
+    ATTN_SLOTS_STORE(R, q8_0, a) ATTN_SLOTS_STORE(R, q4_0, a) ATTN_SLOTS_STORE(R, fp8, a)    \
+    ATTN_SLOTS_STORE(R, e5m2, a)
 #define ATTN_FILE_row(R, a) ATTN_SLOTS_ROW(R, f32, a)
 #define ATTN_FILE_alibi(R, a) ATTN_SLOTS_ALIBI(R, f32, a)
 #define ATTN_FILE_merge(R, a) ATTN_SLOTS_MERGE(R, f32, a)
@@ -173,7 +175,8 @@ enum {
     ATTN_KV_IDX_bf16 = ATTN_KV_BF16,
     ATTN_KV_IDX_q8_0 = ATTN_KV_Q8_0,
     ATTN_KV_IDX_q4_0 = ATTN_KV_Q4_0,
-    ATTN_KV_IDX_fp8 = ATTN_KV_FP8_E4M3
+    ATTN_KV_IDX_fp8 = ATTN_KV_FP8_E4M3,
+    ATTN_KV_IDX_e5m2 = ATTN_KV_FP8_E5M2
 };
 
 /* The table member a row fills: an element of a KV slot's array, or the

@@ -117,6 +117,9 @@ struct attn_problem {
 };
 
 /* The properties of an attn_dtype (ATTN_DTYPE_GET, src/dtype_list.h). */
+/* ATTN_DTYPE_KIND_* of a dtype; -1 for an unknown value. */
+static inline int attn_dtype_kind_of(int32_t dtype) { ATTN_DTYPE_GET(dtype, kind, -1) }
+
 /* Bytes per stride unit (an element, or a block for Q8_0/Q4_0); 0 for an
    unknown value. */
 static inline size_t attn_dtype_size(int32_t dtype) { ATTN_DTYPE_GET(dtype, bytes, 0) }
@@ -127,8 +130,14 @@ static inline int64_t attn_dtype_block(int32_t dtype) { ATTN_DTYPE_GET(dtype, bl
 /* F32, F16 or BF16: the dtypes of q, and of the backward's float inputs. */
 static inline int attn_dtype_is_float_input(int32_t dtype) { ATTN_DTYPE_GET(dtype, float, 0) }
 
-/* Q8_0, Q4_0, FP8_E4M3: what attn_quantize writes. */
+/* Q8_0, Q4_0, FP8_E4M3, FP8_E5M2: what attn_quantize writes. */
 static inline int attn_dtype_is_quantized(int32_t dtype) { ATTN_DTYPE_GET(dtype, quant, 0) }
+
+/* FP8_E4M3, FP8_E5M2: one byte per value, times k_scale / v_scale. */
+static inline int attn_dtype_is_fp8(int32_t dtype)
+{
+    return attn_dtype_kind_of(dtype) == ATTN_DTYPE_KIND_FP8;
+}
 
 /* A valid dtype of q; of k and v (attn.h, "Quantized K/V caches"). */
 static inline int attn_dtype_is_q(int32_t dtype) { ATTN_DTYPE_GET(dtype, q, 0) }

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The quantized K/V formats' scalar helpers (src/scalar/quant_scalar.c):
- * the E4M3 decoder and encoder and the row quantizers behind attn_quantize
+ * the E4M3 and E5M2 decoders and encoders and the row quantizers behind attn_quantize
  * (src/driver/quantize.c). The binary16 encoder of the block scales is
  * src/half.h's, shared with the 16-bit outputs.
  */
@@ -15,6 +15,11 @@
 float attn_e4m3_to_f32(uint8_t x);
 /* Round to nearest even; above 448 (and +-inf) saturates to +-448. */
 uint8_t attn_f32_to_e4m3(float x);
+
+/* Exact decoding of one E5M2 byte: the upper half of a binary16. */
+float attn_e5m2_to_f32(uint8_t x);
+/* Round to nearest even; above 57344 (and +-inf) saturates to +-57344. */
+uint8_t attn_f32_to_e5m2(float x);
 
 /* 1 when a row of n values (a multiple of 32 for the block formats) can be
    quantized to dtype: finite, and every block's scale fits binary16. */

@@ -44,7 +44,7 @@ static int kv_scale_ok(float scale, int32_t dtype)
 {
     if (!isfinite(scale) || scale < 0.0f)
         return 0;
-    return dtype == ATTN_DTYPE_FP8_E4M3 || scale == 0.0f || scale == 1.0f;
+    return attn_dtype_is_fp8(dtype) || scale == 0.0f || scale == 1.0f;
 }
 
 /* The next free slot of the inputs (is_output 0) or outputs (1). The
@@ -546,7 +546,7 @@ attn_status attn_validate(attn_problem *pb, const attn_op *op, const attn_shape 
         TRY(attn_check_kv(v->dtype, v_dim, o.v_scale));
     const float scale = o.scale != 0.0f ? o.scale : (float)(1.0 / sqrt((double)s.head_dim));
     float qk_scale = scale;
-    if (needs_qk && k->dtype == ATTN_DTYPE_FP8_E4M3 && o.k_scale != 0.0f) {
+    if (needs_qk && attn_dtype_is_fp8(k->dtype) && o.k_scale != 0.0f) {
         qk_scale = scale * o.k_scale; /* the one rounding of the folded scale */
         if (!isnormal(qk_scale))
             return ATTN_ERR_ARG;
@@ -569,8 +569,8 @@ attn_status attn_validate(attn_problem *pb, const attn_op *op, const attn_shape 
     pb->op = op;
     pb->scale = scale;
     pb->qk_scale = qk_scale;
-    pb->v_scale = needs_v && v->dtype == ATTN_DTYPE_FP8_E4M3 && o.v_scale != 0.0f ? o.v_scale
-                                                                                  : 1.0f;
+    pb->v_scale = needs_v && attn_dtype_is_fp8(v->dtype) && o.v_scale != 0.0f ? o.v_scale
+                                                                                 : 1.0f;
 
     /* 5. tensors, and the arrays that describe the batch */
     attn_range_set set = {.n_in = 0};

@@ -133,7 +133,8 @@ static const char *dtype_name(int dt) { ATTN_DTYPE_GET(dt, name, "?") }
  * `units` stride units of K/V values of dtype dt, drawn as bit patterns of
  * finite values of moderate size: F16 and BF16 exponents within 2^+-6,
  * block scales within 2^-8..2^-1 (as attn_quantize makes them for values
- * of magnitude up to about 60), any int8 or nibble, any E4M3 byte but NaN.
+ * of magnitude up to about 60), any int8 or nibble, any E4M3 byte but NaN,
+ * E5M2 bytes from the subnormals to 2^5 (no infinity or NaN).
  */
 static void fill_kv(checkasm *c, unsigned char *x, int dt, size_t units)
 {
@@ -165,6 +166,9 @@ static void fill_kv(checkasm *c, unsigned char *x, int dt, size_t units)
         case ATTN_KV_FP8_E4M3:
             if ((e[0] & 0x7f) == 0x7f)
                 e[0] &= 0xfe; /* S.1111.111 is NaN */
+            break;
+        case ATTN_KV_FP8_E5M2: /* sign, exponent 0..20 (subnormals to 2^5), any mantissa */
+            e[0] = (uint8_t)((e[0] & 0x80u) | (pick(c, 0, 20) << 2) | (e[0] & 3u));
             break;
         }
     }

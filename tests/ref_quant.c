@@ -27,6 +27,21 @@ double ref_e4m3_to_double(uint8_t x)
     return (x & 0x80) ? -v : v;
 }
 
+/* E5M2 from its fields (sign, 5 exponent bits biased by 15, 2 mantissa
+   bits), not through a binary16 decoder. */
+double ref_e5m2_to_double(uint8_t x)
+{
+    const int exponent = (x >> 2) & 31, mantissa = x & 3;
+    double v;
+    if (exponent == 31)
+        v = mantissa ? NAN : INFINITY;
+    else if (exponent == 0)
+        v = ldexp((double)mantissa, -16); /* 0.mm * 2^(1-15) */
+    else
+        v = ldexp(1.0 + mantissa / 4.0, exponent - 15);
+    return (x & 0x80) ? -v : v;
+}
+
 static double block_d(const unsigned char *blk)
 {
     return ref_f16_to_double((uint16_t)(blk[0] | blk[1] << 8)); /* little-endian f16 */
@@ -36,6 +51,8 @@ double ref_quant_value(int dtype, const unsigned char *row, size_t t)
 {
     if (dtype == ATTN_DTYPE_FP8_E4M3)
         return ref_e4m3_to_double(row[t]);
+    if (dtype == ATTN_DTYPE_FP8_E5M2)
+        return ref_e5m2_to_double(row[t]);
     const size_t j = t % 32;
     if (dtype == ATTN_DTYPE_Q8_0) {
         const unsigned char *blk = row + t / 32 * 34;
@@ -48,8 +65,8 @@ double ref_quant_value(int dtype, const unsigned char *row, size_t t)
 
 void ref_quant_poison(int dtype, unsigned char *row, size_t t)
 {
-    if (dtype == ATTN_DTYPE_FP8_E4M3) {
-        row[t] = (row[t] & 0x80) | 0x7f;
+    if (dtype == ATTN_DTYPE_FP8_E4M3 || dtype == ATTN_DTYPE_FP8_E5M2) {
+        row[t] = (row[t] & 0x80) | 0x7f; /* NaN in both formats */
         return;
     }
     unsigned char *blk = row + t / 32 * ref_quant_unit_bytes(dtype);
@@ -134,4 +151,27 @@ uint8_t ref_f32_to_e4m3(float x)
         }
     }
     return sign | (uint8_t)best;
+}
+
+/* Nearest E5M2 by search over the 123 finite magnitudes, ties to the even
+   code (a tie falls between two codes, one of them even); above 57344 and
+   infinities saturate, as attn.h says attn_quantize does. */
+uint8_t ref_f32_to_e5m2(float x)
+{
+    const uint8_t sign = signbit(x) ? 0x80 : 0;
+    if (isnan(x))
+        return sign | 0x7f;
+    const double a = fabs((double)x);
+    if (a > 57344.0)
+        return sign | 0x7b;
+    int best = 0;
+    double best_err = INFINITY;
+    for (int c = 0; c <= 0x7b; c++) {
+        const double err = fabs(ref_e5m2_to_double((uint8_t)c) - a);
+        if (err < best_err || (err == best_err && (c & 1) == 0)) {
+            best = c;
+            best_err = err;
+        }
+    }
+    return (uint8_t)(sign | best);
 }

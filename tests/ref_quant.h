@@ -13,10 +13,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Bytes per stride unit of ATTN_DTYPE_Q8_0 / Q4_0 / FP8_E4M3. */
+/* Bytes per stride unit of ATTN_DTYPE_Q8_0 / Q4_0 / FP8_E4M3 / FP8_E5M2. */
 size_t ref_quant_unit_bytes(int dtype);
 /* Exact value of an E4M3 byte (NaN for S.1111.111). */
 double ref_e4m3_to_double(uint8_t x);
+/* Exact value of an E5M2 byte (+-inf for S.11111.00, NaN for the other
+   S.11111.xx). */
+double ref_e5m2_to_double(uint8_t x);
 /* Value t of a quantized row (row: its first byte), exactly. */
 double ref_quant_value(int dtype, const unsigned char *row, size_t t);
 /* Makes value t of the row decode to NaN (FP8: a NaN byte; the block
@@ -28,5 +31,7 @@ void ref_quantize_q8_0_block(const float *x, unsigned char *out);
 void ref_quantize_q4_0_block(const float *x, unsigned char *out);
 /* E4M3 of x: nearest, ties to even, |x| > 448 and inf saturate. */
 uint8_t ref_f32_to_e4m3(float x);
+/* E5M2 of x: nearest, ties to even, |x| > 57344 and inf saturate. */
+uint8_t ref_f32_to_e5m2(float x);
 
 #endif /* ATTN_TEST_REF_QUANT_H */

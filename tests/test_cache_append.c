@@ -46,7 +46,8 @@ static void profile_of(gen_profile *p, int layout, int64_t bs)
 {
     static const int64_t groups[] = {1, 2}, dims[] = {8, 32, 72, 128},
                          kv_dtypes[] = {ATTN_DTYPE_F32,  ATTN_DTYPE_F16,  ATTN_DTYPE_BF16,
-                                        ATTN_DTYPE_Q8_0, ATTN_DTYPE_Q4_0, ATTN_DTYPE_FP8_E4M3},
+                                        ATTN_DTYPE_Q8_0, ATTN_DTYPE_Q4_0, ATTN_DTYPE_FP8_E4M3,
+                                        ATTN_DTYPE_FP8_E5M2},
                          lens[] = {GEN_SEQ_EMPTY, GEN_SEQ_FULL, GEN_SEQ_FULL, GEN_SEQ_RANDOM},
                          offset[] = {GEN_OFFSET_RANDOM};
     gen_profile_init(p);
@@ -60,8 +61,8 @@ static void profile_of(gen_profile *p, int layout, int64_t bs)
     set_menu(p, GEN_C_HEAD_DIM, dims, 4);
     gen_range(p, GEN_C_V_DIM, 1, 70);
     gen_chance(p, GEN_C_V_DIM, 64);
-    set_menu(p, GEN_C_K_DTYPE, kv_dtypes, 6);
-    set_menu(p, GEN_C_V_DTYPE, kv_dtypes, 6);
+    set_menu(p, GEN_C_K_DTYPE, kv_dtypes, 7);
+    set_menu(p, GEN_C_V_DTYPE, kv_dtypes, 7);
     gen_range(p, GEN_C_OPT(k_scale), 1, 48); /* FP8 only (gen.c); x 1/16 */
     gen_chance(p, GEN_C_OPT(k_scale), 128);
     gen_range(p, GEN_C_OPT(v_scale), 1, 48);
@@ -180,6 +181,10 @@ static void check_row(const void *got, int32_t dt, const float *x, int64_t cols,
             (dt == ATTN_DTYPE_Q8_0 ? ref_quantize_q8_0_block
                                    : ref_quantize_q4_0_block)(x + 32 * blk,
                                                               want + blk * (int64_t)ref_quant_unit_bytes(dt));
+        break;
+    case ATTN_DTYPE_FP8_E5M2: /* x / scale rounded to f32, then to E5M2 */
+        for (int64_t c = 0; c < cols; c++)
+            want[c] = ref_f32_to_e5m2(scale == 0.0f ? x[c] : x[c] / scale);
         break;
     default: /* FP8: x / scale rounded to f32, then to E4M3 */
         for (int64_t c = 0; c < cols; c++)

@@ -359,8 +359,8 @@ Test(errors, arguments)
 
     /* wrong dtype for a slot */
     attn_tensor t;
-    /* 7: the first value past ATTN_DTYPE_FP8_E4M3 (4..6 are K/V dtypes since 1.1) */
-    static const int32_t not_float_input[] = {ATTN_DTYPE_BOOL, 7, -1, 77};
+    /* 8: the first value past ATTN_DTYPE_FP8_E5M2 (4..7 are K/V dtypes) */
+    static const int32_t not_float_input[] = {ATTN_DTYPE_BOOL, 8, -1, 77};
     for (int i = 0; i < 4; i++) {
         a = valid_args(), t = fx.q, t.dtype = not_float_input[i], a.q = &t;
         expect_status("q dtype", OPS_SCORES | OPS_WEIGHTS | OPS_FORWARD, &a, ATTN_ERR_ARG);
@@ -370,8 +370,9 @@ Test(errors, arguments)
         expect_status("v dtype", OPS_FORWARD, &a, ATTN_ERR_ARG);
     }
     /* the quantized dtypes are for k and v only */
-    static const int32_t kv_only[] = {ATTN_DTYPE_Q8_0, ATTN_DTYPE_Q4_0, ATTN_DTYPE_FP8_E4M3};
-    for (int i = 0; i < 3; i++) {
+    static const int32_t kv_only[] = {ATTN_DTYPE_Q8_0, ATTN_DTYPE_Q4_0, ATTN_DTYPE_FP8_E4M3,
+                                      ATTN_DTYPE_FP8_E5M2};
+    for (int i = 0; i < 4; i++) {
         a = valid_args(), t = fx.q, t.dtype = kv_only[i], a.q = &t;
         expect_status("q quantized", OPS_SCORES | OPS_WEIGHTS | OPS_FORWARD, &a, ATTN_ERR_ARG);
         a = valid_args(), t = fx.out, t.dtype = kv_only[i], a.out = &t;

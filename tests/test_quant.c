@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The quantized K/V dtypes (Q8_0, Q4_0, FP8 E4M3), for every ISA row:
+ * The quantized K/V dtypes (Q8_0, Q4_0, FP8 E4M3 and E5M2), for every ISA row:
  *  - kernels: qk_tile, pv_tile, to_f32 of each quant dtype against float64
  *    computed from the exactly decoded values (decoded here, from the
  *    format descriptions of attn.h, sharing no code with src/), with the
  *    SAME bounds as the f32 kernels (tolerance.h: decoding is exact, so
  *    after the load the arithmetic is the f32 arithmetic); block-boundary,
  *    stride, unaligned, row-tail and page-fence cases; NaN reach;
- *  - every E4M3 byte decodes exactly, also with the FPU flushing
+ *  - every E4M3 and E5M2 byte decodes exactly, also with the FPU flushing
  *    subnormals (x86 DAZ/FTZ);
  *  - operations (scores, weights, forward) on quantized caches against
  *    ref_attn_compute on the decoded F32 tensors, with its bounds, in each
@@ -30,8 +30,21 @@
 #include "ref_quant.h"
 #include "tolerance.h"
 
-static const int quant_dts[] = {ATTN_KV_Q8_0, ATTN_KV_Q4_0, ATTN_KV_FP8_E4M3};
-#define N_QUANT_DTS 3
+static const int quant_dts[] = {ATTN_KV_Q8_0, ATTN_KV_Q4_0, ATTN_KV_FP8_E4M3,
+                                ATTN_KV_FP8_E5M2};
+#define N_QUANT_DTS 4
+
+/* E4M3 or E5M2: one byte per value, scaled by k_scale / v_scale. */
+static int is_fp8(int dt)
+{
+    return dt == ATTN_KV_FP8_E4M3 || dt == ATTN_KV_FP8_E5M2;
+}
+
+/* The reference's exact value of one FP8 byte of dtype dt. */
+static double fp8_value(int dt, uint8_t x)
+{
+    return ref_quant_value(dt, &x, 0);
+}
 
 static const char *qname(int dt)
 {
@@ -44,7 +57,7 @@ static size_t pick_dim(rng *g, int dt)
     static const int64_t block_dims[] = {32, 64, 96, 128, 160, 192, 256};
     static const int64_t fp8_dims[] = {1, 3, 4, 5, 7, 8, 15, 16, 17, 31, 32, 33, 63, 64, 65,
                                        100, 127, 128, 129, 256};
-    if (dt == ATTN_KV_FP8_E4M3)
+    if (is_fp8(dt))
         return (size_t)rng_pick(g, fp8_dims, sizeof fp8_dims / sizeof fp8_dims[0]);
     return (size_t)rng_pick(g, block_dims, sizeof block_dims / sizeof block_dims[0]);
 }
@@ -57,12 +70,12 @@ static size_t pick_dim(rng *g, int dt)
  */
 static void random_row(rng *g, int dt, unsigned char *row, size_t n, double mag)
 {
-    if (dt == ATTN_KV_FP8_E4M3) {
+    if (is_fp8(dt)) {
         for (size_t t = 0; t < n; t++) {
             uint8_t x;
             do
                 x = (uint8_t)rng_int(g, 0, 255);
-            while (isnan(ref_e4m3_to_double(x)) || fabs(ref_e4m3_to_double(x)) > mag);
+            while (!isfinite(fp8_value(dt, x)) || fabs(fp8_value(dt, x)) > mag);
             row[t] = x;
         }
         return;
@@ -270,7 +283,7 @@ ParameterizedTest(isa_row *row, quant_kernels, pv_tile, .timeout = ATTN_TEST_TIM
         }
 }
 
-/* ------------------------------------------------------------ to_f32 and E4M3 */
+/* ------------------------------------------------------------ to_f32 and FP8 */
 
 HARNESS_ISA_PARAMS(quant_kernels, to_f32)
 ParameterizedTest(isa_row *row, quant_kernels, to_f32)
@@ -298,19 +311,19 @@ ParameterizedTest(isa_row *row, quant_kernels, to_f32)
         }
 }
 
-/* Every byte, in every position of a 16-lane vector, also with the FPU
-   flushing subnormal inputs and results (the kernels must not form f32
-   subnormals from E4M3 subnormals). */
-static void check_all_e4m3(const attn_dsp *t)
+/* Every byte of an FP8 dtype, in every position of a 16-lane vector, also
+   with the FPU flushing subnormal inputs and results (the kernels must not
+   form f32 subnormals from FP8 subnormals, nor let DAZ flush binary16 ones). */
+static void check_all_fp8(const attn_dsp *t, int dt)
 {
     unsigned char bytes[256 + 7];
     float out[256 + 7];
     for (int shift = 0; shift < 8; shift++) {
         for (int i = 0; i < 256 + 7; i++)
             bytes[i] = (unsigned char)(i - shift);
-        t->to_f32[ATTN_KV_FP8_E4M3](bytes, out, 256 + 7);
+        t->to_f32[dt](bytes, out, 256 + 7);
         for (int i = 0; i < 256 + 7; i++) {
-            const double want = ref_e4m3_to_double(bytes[i]);
+            const double want = fp8_value(dt, bytes[i]);
             if (isnan(want))
                 CHECK(isnan(out[i]), "byte 0x%02x: got %.9g, want NaN", bytes[i], (double)out[i]);
             else
@@ -320,19 +333,29 @@ static void check_all_e4m3(const attn_dsp *t)
     }
 }
 
-HARNESS_ISA_PARAMS(quant_kernels, e4m3_every_byte)
-ParameterizedTest(isa_row *row, quant_kernels, e4m3_every_byte)
+static void check_every_byte(const attn_dsp *t, int dt, const char *name)
 {
-    const attn_dsp *t = harness_begin(row);
-    harness_context("every E4M3 byte");
-    check_all_e4m3(t);
+    harness_context("every %s byte", name);
+    check_all_fp8(t, dt);
 #if defined(__x86_64__)
     const unsigned csr = _mm_getcsr();
     _mm_setcsr(csr | 0x8040u); /* FTZ | DAZ */
-    harness_context("every E4M3 byte, DAZ/FTZ on");
-    check_all_e4m3(t);
+    harness_context("every %s byte, DAZ/FTZ on", name);
+    check_all_fp8(t, dt);
     _mm_setcsr(csr);
 #endif
+}
+
+HARNESS_ISA_PARAMS(quant_kernels, e4m3_every_byte)
+ParameterizedTest(isa_row *row, quant_kernels, e4m3_every_byte)
+{
+    check_every_byte(harness_begin(row), ATTN_KV_FP8_E4M3, "E4M3");
+}
+
+HARNESS_ISA_PARAMS(quant_kernels, e5m2_every_byte)
+ParameterizedTest(isa_row *row, quant_kernels, e5m2_every_byte)
+{
+    check_every_byte(harness_begin(row), ATTN_KV_FP8_E5M2, "E5M2");
 }
 
 /* Rows ending at (or starting right after) an inaccessible page. */
@@ -419,9 +442,9 @@ static void make_qproblem(qproblem *P, rng *g, int kdt, int vdt, int decode)
     s->kv_len = rng_int(g, 1, 300);
     s->q_len = decode ? 1 : rng_int(g, 1, 80);
     s->head_dim = 32 * rng_int(g, 1, 4);
-    if (kdt == ATTN_KV_FP8_E4M3 && rng_int(g, 0, 1))
+    if (is_fp8(kdt) && rng_int(g, 0, 1))
         s->head_dim = rng_int(g, 1, 130);
-    s->v_dim = vdt == ATTN_KV_FP8_E4M3 ? rng_int(g, 1, 130) : 32 * rng_int(g, 1, 4);
+    s->v_dim = is_fp8(vdt) ? rng_int(g, 1, 130) : 32 * rng_int(g, 1, 4);
     P->kdt = kdt;
     P->vdt = vdt;
     P->opt = (attn_options)ATTN_OPTIONS_INIT;
@@ -435,9 +458,9 @@ static void make_qproblem(qproblem *P, rng *g, int kdt, int vdt, int decode)
             P->kv_lens[b] = (int32_t)rng_int(g, 0, s->kv_len);
         P->opt.kv_lens = P->kv_lens;
     }
-    if (kdt == ATTN_KV_FP8_E4M3)
+    if (is_fp8(kdt))
         P->opt.k_scale = rng_float(g, 0.001f, 0.05f); /* not a power of two */
-    if (vdt == ATTN_KV_FP8_E4M3)
+    if (is_fp8(vdt))
         P->opt.v_scale = rng_float(g, 0.001f, 0.05f);
 
     const int blhd = (int)rng_int(g, 0, 1);
@@ -475,7 +498,7 @@ static void make_qproblem(qproblem *P, rng *g, int kdt, int vdt, int decode)
                                                      ref_quant_unit_bytes(dts[x]);
                     /* magnitudes ~1 for the block formats; FP8 spans its range */
                     fill_rows(g, dts[x], rowp, 1, (size_t)units, (size_t)cols[x],
-                              dts[x] == ATTN_KV_FP8_E4M3 ? 448.0 : 2.0, dec);
+                              is_fp8(dts[x]) ? 448.0 : 2.0, dec);
                     const size_t at = (size_t)(((b * s->kv_heads + h) * s->kv_len + r) * cols[x]);
                     for (int64_t c = 0; c < cols[x]; c++)
                         (*dense[x])[at + (size_t)c] = (float)dec[c]; /* exact */
@@ -511,7 +534,7 @@ static void free_qproblem(qproblem *P)
 static attn_options ref_options(const qproblem *P)
 {
     attn_options o = P->opt;
-    if (P->kdt == ATTN_KV_FP8_E4M3)
+    if (is_fp8(P->kdt))
         o.scale = P->opt.scale * P->opt.k_scale;
     o.k_scale = o.v_scale = 0.0f;
     return o;
@@ -551,11 +574,11 @@ static void check_qproblem(const attn_dsp *t, qproblem *P, int op)
         expect_near("weights vs float64", P->scores.data, s->kv_len, r.p, r.p_err, rows,
                     (size_t)s->kv_len);
     } else {
-        const double vs = P->vdt == ATTN_KV_FP8_E4M3 ? (double)P->opt.v_scale : 1.0;
+        const double vs = is_fp8(P->vdt) ? (double)P->opt.v_scale : 1.0;
         for (size_t i = 0; i < rows * (size_t)s->v_dim; i++) {
             r.o[i] *= vs; /* v_scale is linear; this double rounding (2^-53) is far below the bound */
             r.o_err[i] *= vs;
-            if (P->vdt == ATTN_KV_FP8_E4M3) /* the extra rounding of the v_scale multiply */
+            if (is_fp8(P->vdt)) /* the extra rounding of the v_scale multiply */
                 r.o_err[i] += TOL_VSCALE_REL * TOL_U * fabs(r.o[i]) + TOL_VSCALE_ABS;
         }
         expect_near("out vs float64", P->out.data, s->v_dim, r.o, r.o_err, rows,

@@ -201,6 +201,90 @@ Test(quantize, fp8_matches_nearest_search)
     }
 }
 
+Test(quantize, e5m2_by_hand)
+{
+    harness_begin_plain("quantize.e5m2_by_hand");
+    const struct {
+        float x;
+        uint8_t code;
+    } cases[] = {
+        {1.0f, 0x3c},            /* binary16 0x3c00 */
+        {2.0f, 0x40},            {-1.5f, 0xbe},
+        {57344.0f, 0x7b},        /* largest finite: 1.75 * 2^15 */
+        {61440.0f, 0x7b},        /* halfway to 65536 (inf): saturates */
+        {1e30f, 0x7b},           {INFINITY, 0x7b}, {-INFINITY, 0xfb},
+        {0x1p-16f, 0x01},        /* smallest subnormal */
+        {0x1p-17f, 0x00},        /* halfway 0 / 2^-16: even is 0 */
+        {0x3p-17f, 0x02},        /* halfway 1 / 2 (x 2^-16): even is 2 */
+        {0x1p-14f, 0x04},        /* smallest normal */
+        {0x7p-17f, 0x04},        /* 3.5 * 2^-16 rounds up into the normals */
+        {1.125f, 0x3c},          /* halfway 1 / 1.25: even mantissa 0 */
+        {1.375f, 0x3e},          /* halfway 1.25 / 1.5: even mantissa 2 */
+        {-0.0f, 0x80},           {0.0f, 0x00},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        uint8_t got = 0xaa;
+        cr_assert_eq(attn_quantize(ATTN_DTYPE_FP8_E5M2, &cases[i].x, 1, 1, 1, &got, 1, 0.0f),
+                     ATTN_OK);
+        CHECK(got == cases[i].code, "e5m2(%a) = 0x%02x, want 0x%02x", (double)cases[i].x, got,
+              cases[i].code);
+        CHECK(got == ref_f32_to_e5m2(cases[i].x), "e5m2(%a): the reference says 0x%02x",
+              (double)cases[i].x, ref_f32_to_e5m2(cases[i].x));
+    }
+    const float nan = NAN, six = 6.0f;
+    uint8_t got;
+    cr_assert_eq(attn_quantize(ATTN_DTYPE_FP8_E5M2, &nan, 1, 1, 1, &got, 1, 0.0f), ATTN_OK);
+    CHECK((got & 0x7c) == 0x7c && (got & 3) != 0, "NaN -> 0x%02x, not a NaN code", got);
+    cr_assert_eq(attn_quantize(ATTN_DTYPE_FP8_E5M2, &six, 1, 1, 1, &got, 1, 2.0f), ATTN_OK);
+    CHECK(got == 0x42, "6 / 2 -> 0x%02x, want 0x42", got); /* 3 = 1.5 * 2^1 */
+}
+
+Test(quantize, e5m2_matches_nearest_search)
+{
+    harness_begin_plain("quantize.e5m2_matches_nearest_search");
+    /* f32 bit patterns over [0, ~70000], both signs, then every midpoint
+       between adjacent finite codes and its two neighbours */
+    enum { N = 4096 };
+    float x[N];
+    uint8_t got[N];
+    size_t n = 0;
+    for (uint32_t bits = 0; bits < 0x47890000u; bits += 0x1003u) {
+        float f;
+        memcpy(&f, &bits, 4);
+        x[n++] = (bits & 0x2000u) ? -f : f;
+        if (n == N) {
+            cr_assert_eq(attn_quantize(ATTN_DTYPE_FP8_E5M2, x, 1, N, N, got, N, 0.0f), ATTN_OK);
+            for (size_t i = 0; i < n; i++)
+                CHECK(got[i] == ref_f32_to_e5m2(x[i]), "e5m2(%a) = 0x%02x, want 0x%02x",
+                      (double)x[i], got[i], ref_f32_to_e5m2(x[i]));
+            n = 0;
+        }
+    }
+    n = 0;
+    for (int c = 0; c < 0x7b; c++) {
+        const float mid = (float)((ref_e5m2_to_double((uint8_t)c) +
+                                   ref_e5m2_to_double((uint8_t)(c + 1))) / 2.0);
+        x[n++] = mid;
+        x[n++] = nextafterf(mid, 0.0f);
+        x[n++] = nextafterf(mid, 1e6f);
+        x[n++] = -mid;
+    }
+    cr_assert_eq(attn_quantize(ATTN_DTYPE_FP8_E5M2, x, 1, (int64_t)n, (int64_t)n, got,
+                               (int64_t)n, 0.0f), ATTN_OK);
+    for (size_t i = 0; i < n; i++)
+        CHECK(got[i] == ref_f32_to_e5m2(x[i]), "e5m2(%a) = 0x%02x, want 0x%02x", (double)x[i],
+              got[i], ref_f32_to_e5m2(x[i]));
+    /* every finite code round-trips */
+    for (int c = 0; c < 256; c++) {
+        if ((c & 0x7c) == 0x7c)
+            continue; /* inf and NaN */
+        const float v = (float)ref_e5m2_to_double((uint8_t)c);
+        uint8_t back;
+        cr_assert_eq(attn_quantize(ATTN_DTYPE_FP8_E5M2, &v, 1, 1, 1, &back, 1, 0.0f), ATTN_OK);
+        CHECK(back == c, "code 0x%02x -> %a -> 0x%02x", c, (double)v, back);
+    }
+}
+
 /* Rows at strides: gaps between destination rows stay untouched. */
 Test(quantize, strides)
 {

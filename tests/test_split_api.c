@@ -294,7 +294,7 @@ Test(split_api, merge_errors_write_nothing)
     parts[1].out.dtype = ATTN_DTYPE_F32;
     /* out: F32, F16 or BF16; never BOOL, a quantized dtype or an unknown one */
     static const int32_t bad_out[] = {ATTN_DTYPE_BOOL, ATTN_DTYPE_Q8_0, ATTN_DTYPE_Q4_0,
-                                      ATTN_DTYPE_FP8_E4M3, 7, -1};
+                                      ATTN_DTYPE_FP8_E4M3, ATTN_DTYPE_FP8_E5M2, 8, -1};
     for (size_t i = 0; i < sizeof bad_out / sizeof bad_out[0]; i++) {
         to.dtype = bad_out[i];
         EXPECT_MERGE(ATTN_ERR_ARG, merge2(&s, parts, 2, &to, lse));

@@ -365,11 +365,12 @@ static inline double tol_wsum(double k, double abs_sum)
 }
 
 /*
- * Quantized K/V (Q8_0, Q4_0, FP8 E4M3; tests/test_quant.c, the quant
- * fuzzer): NO bound of their own. Decoding is exact in f32: q * d has at
- * most 8 + 11 significant bits (Q8_0), 4 + 11 (Q4_0; (n - 8) * d computed
+ * Quantized K/V (Q8_0, Q4_0, FP8 E4M3 and E5M2; tests/test_quant.c, the
+ * quant fuzzer): NO bound of their own. Decoding is exact in f32: q * d has
+ * at most 8 + 11 significant bits (Q8_0), 4 + 11 (Q4_0; (n - 8) * d computed
  * as n * d + (-8 d) is exact as well, the result being representable), an
- * E4M3 value 4 bits; so after the load a kernel does the f32 arithmetic
+ * E4M3 value 4 bits, an E5M2 value 3 (a binary16, exact in f32 down to its
+ * subnormals); so after the load a kernel does the f32 arithmetic
  * the bounds above describe, on inputs that are exactly the decoded values,
  * and the float64 reference computed from those values gets the F32 bounds
  * unchanged. The FP8 scales add no term either: k_scale enters as the

@@ -326,7 +326,7 @@ static const cli_option options[] = {
      "score scale (0: 1/sqrt(head_dim))"},
     {"--softcap", "C", CLI_RUN, P, pin_float, GEN_C_OPT(softcap), 0, 0,
      "score soft-capping C*tanh(s/C) (0: off)"},
-    {"--kv-dtype", "T", CLI_RUN, P, parse_kv_dtype, 0, 0, 0, "f32, f16, bf16, q8_0, q4_0 or fp8 (E4M3, scale 1) storage of K and V"},
+    {"--kv-dtype", "T", CLI_RUN, P, parse_kv_dtype, 0, 0, 0, "f32, f16, bf16, q8_0, q4_0, fp8 (E4M3) or e5m2 (FP8 E5M2; scale 1) storage of K and V"},
     {"--precision", "P", CLI_RUN, P, parse_precision, 0, 0, 0,
      "default, bf16 or int8 (attn_options.precision): bf16 rounds q,\n"
      "k, the weights and v to bfloat16 for the bf16 dot units; int8\n"

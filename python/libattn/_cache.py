@@ -35,14 +35,14 @@ def cache_append(k_new, k_cache, v_new=None, v_cache=None, *, kv_lens, q_lens=No
     k_cache, v_cache  writable caches, the arrays forward() reads: dense
                       [B, Hkv, L, D], or with block_table a pool [num_blocks,
                       block_size, Hkv, D] (vLLM's); float32/float16, or with
-                      kv_dtype ('q8_0', 'q4_0', 'fp8') the raw uint8 bytes of
+                      kv_dtype ('q8_0', 'q4_0', 'fp8', 'e5m2') the raw uint8 bytes of
                       such a cache, rows of row_bytes ([..., row_bytes]).
     kv_lens           each sequence's keys after the append (an int: all).
     q_lens            each sequence's new tokens (default T): token t of
                       sequence b goes to key kv_lens[b] - q_lens[b] + t.
     block_table       [B, max_blocks] pool block of each page (the logical key
                       extent is max_blocks * block_size).
-    k_scale, v_scale  fp8 only: the cache stores x / scale (0 means 1).
+    k_scale, v_scale  fp8/e5m2 only: the cache stores x / scale (0 means 1).
     The values are rounded once (float16 to nearest even) or quantized
     exactly as quantize() does; v_new and v_cache go together (neither: keys
     only).

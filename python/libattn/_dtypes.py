@@ -29,4 +29,5 @@ ROWS = (
     Row("Q8_0", 4, "q8_0", 32, 34, "qblock", False, True, "none"),
     Row("Q4_0", 5, "q4_0", 32, 18, "qblock", False, True, "none"),
     Row("FP8_E4M3", 6, "fp8", 1, 1, "fp8", False, True, "none"),
+    Row("FP8_E5M2", 7, "e5m2", 1, 1, "fp8", False, True, "none"),
 )

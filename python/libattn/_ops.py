@@ -53,6 +53,9 @@ def _half_bits(dtype):
 _QUANT_ROWS = [row for row in ROWS if row.kind in ("qblock", "fp8")]
 _QUANT_DTYPES = {row.name: DType(row.value) for row in _QUANT_ROWS}
 _QUANT_DTYPES["fp8_e4m3"] = DType.FP8_E4M3
+_QUANT_DTYPES["fp8_e5m2"] = DType.FP8_E5M2
+# FP8: one byte per value, scaled by k_scale / v_scale (scale= in quantize())
+_FP8 = frozenset(DType(row.value) for row in _QUANT_ROWS if row.kind == "fp8")
 # values per stride unit, bytes per stride unit
 _QUANT_LAYOUT = {DType(row.value): (row.block, row.bytes) for row in _QUANT_ROWS}
 
@@ -63,7 +66,8 @@ def _quant_dtype(name, what):
     try:
         return _QUANT_DTYPES[str(name).lower()]
     except KeyError:
-        raise ValueError("%s: expected 'q8_0', 'q4_0' or 'fp8', got %r" % (what, name)) from None
+        raise ValueError("%s: expected 'q8_0', 'q4_0', 'fp8' or 'e5m2', got %r"
+                         % (what, name)) from None
 
 
 def _quant_operand(x, name, dt):
@@ -181,7 +185,7 @@ def _call(function, args, keep):
 
 def _run_attention(function, q, k, v, kw, *, out, stats, dtype, kv_dtype=None, invoke=_call):
     if kv_dtype is None and (kw.get("k_scale") or kw.get("v_scale")):
-        raise ValueError("k_scale/v_scale: only for kv_dtype='fp8'")
+        raise ValueError("k_scale/v_scale: only for kv_dtype='fp8' or 'e5m2'")
     if any(kw.get(name) is not None for name in LAYOUT):
         if kv_dtype is not None:
             raise ValueError("kv_dtype: quantized caches with q_offsets/cu_seqlens/block_table "
@@ -198,9 +202,10 @@ def _run_attention(function, q, k, v, kw, *, out, stats, dtype, kv_dtype=None, i
             kv_lens=kw["kv_lens"], dtype=dtype, half_bits=_half_bits(dtype),
             is_tensor_result=is_tensor(q), invoke=invoke, **{name: kw[name] for name in LAYOUT})
     rank, shape, q4, k4, v4 = _attention_inputs(q, k, v, dtype, kv_dtype)
-    if kv_dtype is not None and k4.dtype != DType.FP8_E4M3 and \
+    if kv_dtype is not None and k4.dtype not in _FP8 and \
             (kw.get("k_scale") or kw.get("v_scale")):
-        raise ValueError("k_scale/v_scale: only for kv_dtype='fp8', not %r" % (kv_dtype,))
+        raise ValueError("k_scale/v_scale: only for kv_dtype='fp8' or 'e5m2', not %r"
+                         % (kv_dtype,))
     sides = side_inputs(kw, (shape.batch, shape.q_heads, shape.q_len, shape.kv_len))
     opt, keep = build(kw, shape, sides)
     last = shape.v_dim if v4 is not None else shape.kv_len
@@ -263,10 +268,10 @@ def forward(q, k, v, *, dtype=None, out=None, stats=False, kv_dtype=None, _kw):
              of 'f16'/'bf16'), which gets the float32 result rounded once to
              nearest even (stats stay float32).
     stats    True: return (out, {'lse', 'max_score', 'entropy'}).
-    kv_dtype 'q8_0', 'q4_0' or 'fp8': k and v are quantized caches, uint8
-             arrays [..., Lk, row_bytes] as quantize() returns them (or as
-             llama.cpp / vLLM store them): D = row_bytes / 34 * 32 (q8_0),
-             / 18 * 32 (q4_0), = row_bytes (fp8). They are read in place
+    kv_dtype 'q8_0', 'q4_0', 'fp8' or 'e5m2': k and v are quantized caches,
+             uint8 arrays [..., Lk, row_bytes] as quantize() returns them (or
+             as llama.cpp / vLLM store them): D = row_bytes / 34 * 32 (q8_0),
+             / 18 * 32 (q4_0), = row_bytes (fp8, e5m2). They are read in place
              (not with the cache layouts below, in this binding).
 
     Caches as engines keep them (q_offsets, kv_offsets, cu_seqlens_q,
@@ -445,12 +450,13 @@ def quantize(x, dtype, *, scale=0.0):
 
     x      float array [..., D] (NumPy), converted to float32 once.
     dtype  'q8_0' (D % 32 == 0; 34 bytes per 32 values), 'q4_0' (18 bytes per
-           32) or 'fp8' (E4M3, one byte per value).
-    scale  fp8 only: the cache stores x / scale (0 means 1); pass the same
-           value as k_scale / v_scale to forward().
+           32), 'fp8' (E4M3, one byte per value) or 'e5m2' (FP8 E5M2, one
+           byte per value: the upper half of a float16).
+    scale  fp8/e5m2 only: the cache stores x / scale (0 means 1); pass the
+           same value as k_scale / v_scale to forward().
     Rounds exactly as llama.cpp's reference quantizers (q8_0, q4_0) and to
-    nearest even with saturation at +-448 (fp8). The result can be passed
-    to forward(..., kv_dtype=dtype).
+    nearest even with saturation at +-448 (fp8) or +-57344 (e5m2). The
+    result can be passed to forward(..., kv_dtype=dtype).
     """
     if np is None:
         raise TypeError("quantize: needs NumPy")
@@ -464,8 +470,8 @@ def quantize(x, dtype, *, scale=0.0):
         raise ValueError("x: %s rows are whole blocks of %d values; D = %d"
                          % (dt.name.lower(), values, cols))
     scale = float_arg(scale, "scale", minimum=0.0)
-    if dt != DType.FP8_E4M3 and scale:
-        raise ValueError("scale: only for dtype='fp8'")
+    if dt not in _FP8 and scale:
+        raise ValueError("scale: only for dtype='fp8' or 'e5m2'")
     rows = arr.size // cols
     row_bytes = cols // values * unit
     out = np.empty(arr.shape[:-1] + (row_bytes,), dtype=np.uint8)

@@ -25,11 +25,23 @@ def e4m3_values():
     return np.where(codes & 0x80, -mag, mag)
 
 
+def e5m2_values():
+    """float64[256]: the value of every E5M2 byte, from its fields."""
+    codes = np.arange(256)
+    e, m = (codes >> 2) & 31, codes & 3
+    with np.errstate(over="ignore"):
+        mag = np.where(e == 0, m * 2.0 ** -16, (1 + m / 4.0) * 2.0 ** (e - 15.0))
+    mag = np.where(e == 31, np.where(m == 0, np.inf, np.nan), mag)
+    return np.where(codes & 0x80, -mag, mag)
+
+
 def decode(raw, dtype):
     """float64 [..., D] from a quantized uint8 cache [..., row_bytes]."""
     raw = np.asarray(raw, dtype=np.uint8)
     if dtype == "fp8":
         return e4m3_values()[raw]
+    if dtype == "e5m2":
+        return e5m2_values()[raw]
     unit = 34 if dtype == "q8_0" else 18
     blocks = raw.reshape(raw.shape[:-1] + (raw.shape[-1] // unit, unit))
     d = blocks[..., :2].copy().view(np.float16)[..., 0].astype(np.float64)
@@ -56,16 +68,22 @@ def ggml_q8_0(x):
     return out.reshape(-1)
 
 
-@pytest.mark.parametrize("dtype", ["q8_0", "q4_0", "fp8"])
+@pytest.mark.parametrize("dtype", ["q8_0", "q4_0", "fp8", "e5m2"])
 def test_quantize_shapes_and_roundtrip(rng, dtype):
     x = rng.standard_normal((2, 3, 5, 64)).astype(np.float32)
     raw = libattn.quantize(x, dtype)
-    per = {"q8_0": 34 * 2, "q4_0": 18 * 2, "fp8": 64}[dtype]
+    per = {"q8_0": 34 * 2, "q4_0": 18 * 2, "fp8": 64, "e5m2": 64}[dtype]
     assert raw.dtype == np.uint8 and raw.shape == (2, 3, 5, per)
     back = decode(raw, dtype)
     if dtype == "fp8":
         # nearest E4M3: within half a spacing (3 mantissa bits: 2^-4 relative)
         assert np.all(np.abs(back - x) <= np.abs(x) * 2.0 ** -4 + 2.0 ** -10)
+    elif dtype == "e5m2":
+        # nearest E5M2: 2 mantissa bits (2^-3 relative), subnormal steps 2^-16
+        assert np.all(np.abs(back - x) <= np.abs(x) * 2.0 ** -3 + 2.0 ** -17)
+        # and the byte is float16's upper half: numpy's float16 agrees on exact values
+        exact = (raw.astype(np.uint16) << 8).view(np.float16).astype(np.float64)
+        assert np.array_equal(exact, back)
     else:
         # q is rounded with the exact d but decoded with f16(d), |d - f16(d)| <= 2^-11 |d|:
         # q8_0: half a step + 127 * 2^-11 d; q4_0 truncates x/d + 8.5 and clamps 16 to 15,
@@ -91,6 +109,14 @@ def test_quantize_fp8_scale_and_saturation():
     assert libattn.quantize(np.float32([6.0]), "fp8", scale=2.0).tolist() == [0x44]
 
 
+def test_quantize_e5m2_scale_and_saturation():
+    x = np.array([1.0, 57344.0, 1e6, -np.inf, np.nan, 2.0 ** -17, 6.0], dtype=np.float32)
+    raw = libattn.quantize(x, "e5m2")
+    assert raw[:4].tolist() == [0x3C, 0x7B, 0x7B, 0xFB]
+    assert raw[4] & 0x7C == 0x7C and raw[4] & 3 and raw[5] == 0x00
+    assert libattn.quantize(np.float32([6.0]), "e5m2", scale=2.0).tolist() == [0x42]
+
+
 def test_quantize_errors():
     with pytest.raises(ValueError):
         libattn.quantize(np.zeros((2, 33), np.float32), "q8_0")
@@ -111,7 +137,7 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("dtype", ["q8_0", "q4_0", "fp8"])
+@pytest.mark.parametrize("dtype", ["q8_0", "q4_0", "fp8", "e5m2"])
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_forward_on_quantized_cache(rng, dtype, case):
     c = CASES[case]
@@ -119,7 +145,8 @@ def test_forward_on_quantized_cache(rng, dtype, case):
     kx = rng.standard_normal((c["B"], c["HK"], c["LK"], c["D"])).astype(np.float32)
     vx = rng.standard_normal((c["B"], c["HK"], c["LK"], c["D"])).astype(np.float32)
     ks = vs = 0.0
-    if dtype == "fp8":
+    fp8 = dtype in ("fp8", "e5m2")
+    if fp8:
         ks, vs = 0.0123, 0.0321  # the cache holds x / scale, in range of E4M3
     k = libattn.quantize(kx, dtype, scale=ks)
     v = libattn.quantize(vx, dtype, scale=vs)
@@ -127,18 +154,18 @@ def test_forward_on_quantized_cache(rng, dtype, case):
     kw = dict(c["kw"])
     scale = 1.0 / math.sqrt(c["D"])
     extra = {}
-    if dtype == "fp8":
+    if fp8:
         # the library multiplies dot(q, e4m3) by float32(scale * k_scale)
         scale = float(np.float32(np.float32(scale) * np.float32(ks)))
         extra = {"k_scale": ks, "v_scale": vs}
     ref = Reference(q, kd, vd, scale=scale, **kw)
     s = libattn.scores(q, k, kv_dtype=dtype, scale=float(np.float32(1.0 / math.sqrt(c["D"]))),
-                       **({"k_scale": ks} if dtype == "fp8" else {}), **kw)
+                       **({"k_scale": ks} if fp8 else {}), **kw)
     assert_close(s, ref.scores, ref.score_err, "scores")
     o = libattn.forward(q, k, v, kv_dtype=dtype, **extra, **kw)
-    vscale = vs if dtype == "fp8" else 1.0
+    vscale = vs if fp8 else 1.0
     tol = ref.out_tol * vscale
-    if dtype == "fp8":  # one more rounding: the v_scale multiply of the normalised output
+    if fp8:  # one more rounding: the v_scale multiply of the normalised output
         tol = tol + 2.0 ** -24 * np.abs(ref.out * vscale) + 2.0 ** -150
     assert_close(o, ref.out * vscale, tol, "forward")
 

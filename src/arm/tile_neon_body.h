@@ -101,6 +101,12 @@ static ALWAYS_INLINE float32x4_t load4(int dt, const unsigned char *row, size_t 
         const int8x8_t x = vreinterpret_s8_u32(vdup_n_u32(b));
         return fp8_4(vmovl_s16(vget_low_s16(vmovl_s8(x))));
     }
+    if (dt == ATTN_KV_FP8_E5M2) { /* the upper halves of binary16 values */
+        uint32_t b;
+        memcpy(&b, row + t, sizeof b);
+        const uint8x8_t x = vreinterpret_u8_u32(vdup_n_u32(b));
+        return widen_f16(vshl_n_u16(vget_low_u16(vmovl_u8(x)), 8));
+    }
     const unsigned char *blk = row + t / ATTN_QBLOCK * unit_bytes(dt);
     const size_t i = t % ATTN_QBLOCK;
     uint32_t b;
@@ -125,10 +131,10 @@ static ALWAYS_INLINE float32x4_t load4_part(int dt, const unsigned char *row, si
 {
     if (dt == ATTN_KV_F32)
         return load_part((const float *)row + t, n, 0.0f);
-    if (dt == ATTN_KV_FP8_E4M3) {
+    if (dt == ATTN_KV_FP8_E4M3 || dt == ATTN_KV_FP8_E5M2) {
         unsigned char buf[8] = {0};
         memcpy(buf, row + t, n);
-        return load4(ATTN_KV_FP8_E4M3, buf, 0);
+        return load4(dt, buf, 0);
     }
     const uint16_t *p = (const uint16_t *)row + t;
     uint16x4_t h = vld1_lane_u16(p, vdup_n_u16(0), 0);

@@ -226,7 +226,7 @@ static attn_status validate(const attn_dsp *dsp, append_problem *ap, const attn_
         pr->src = *src[p];
         pr->dst = *dst[p];
         pr->cols = cols[p];
-        pr->scale = dst[p]->dtype == ATTN_DTYPE_FP8_E4M3 && scale[p] != 0.0f ? scale[p] : 1.0f;
+        pr->scale = attn_dtype_is_fp8(dst[p]->dtype) && scale[p] != 0.0f ? scale[p] : 1.0f;
     }
     TRY(attn_check_batch_arrays(&o, &s, 1));
 

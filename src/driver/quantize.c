@@ -52,7 +52,7 @@ static attn_status validate_quantize(int32_t dtype, const float *src, int64_t ro
     if (!src_bytes || !dst_bytes || (uintptr_t)src > UINTPTR_MAX - src_bytes ||
         (uintptr_t)dst > UINTPTR_MAX - dst_bytes)
         return ATTN_ERR_SHAPE;
-    if (dtype == ATTN_DTYPE_FP8_E4M3) {
+    if (attn_dtype_is_fp8(dtype)) {
         if (!isfinite(*scale) || *scale < 0.0f)
             return ATTN_ERR_ARG;
         if (*scale == 0.0f)

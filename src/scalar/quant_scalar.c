@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "half.h"
+#include "problem.h"
 #include "quant.h"
 #include "scalar/tile_scalar_body.h"
 
@@ -25,6 +26,11 @@ float attn_e4m3_to_f32(uint8_t x)
     else
         v = ldexpf((float)(8 + m), e - 10); /* (1 + m/8) * 2^(e-7) */
     return x & 0x80 ? -v : v;
+}
+
+float attn_e5m2_to_f32(uint8_t x)
+{
+    return attn_f16_to_f32((uint16_t)(x << 8));
 }
 
 ATTN_TILE_FILE(quant, scalar, scalar)
@@ -53,6 +59,28 @@ uint8_t attn_f32_to_e4m3(float x)
     }
     /* a <= 448 keeps e <= 8 and (e, r) <= (8, 14): never the NaN code */
     return (uint8_t)(sign | ((e + 7) << 3) | (r - 8));
+}
+
+uint8_t attn_f32_to_e5m2(float x)
+{
+    const uint8_t sign = signbit(x) ? 0x80 : 0;
+    if (isnan(x))
+        return (uint8_t)(sign | 0x7f);
+    const float a = fabsf(x);
+    if (a > 57344.0f) /* saturate (infinities included) */
+        return (uint8_t)(sign | 0x7b);
+    if (a < 0x1p-14f) /* subnormal: m * 2^-16, m in 0..4 (4 is the least normal) */
+        return (uint8_t)(sign | (uint8_t)nearbyintf(a * 0x1p16f));
+    int e;
+    frexpf(a, &e); /* a = f * 2^e, f in [0.5, 1): the E5M2 exponent is e - 1 */
+    e -= 1;
+    int r = (int)nearbyintf(ldexpf(a, 2 - e)); /* 4..8, exact scaling */
+    if (r == 8) {
+        r = 4;
+        e++;
+    }
+    /* a <= 57344 keeps e <= 15 and (e, r) <= (15, 7): never inf or NaN */
+    return (uint8_t)(sign | ((e + 15) << 2) | (r - 4));
 }
 
 /* d = amax / 127 as ggml computes it; amax over a block. */
@@ -86,7 +114,7 @@ static float q4_0_scale(const float *x)
  */
 int attn_quantize_row_ok(int32_t dtype, const float *x, int64_t n)
 {
-    if (dtype == ATTN_DTYPE_FP8_E4M3)
+    if (attn_dtype_is_fp8(dtype))
         return 1;
     for (int64_t b = 0; b < n; b += ATTN_QBLOCK) {
         uint32_t amax = 0, bad = 0;
@@ -121,6 +149,11 @@ void attn_quantize_row(int32_t dtype, const float *x, int64_t n, void *dst, floa
     if (dtype == ATTN_DTYPE_FP8_E4M3) {
         for (int64_t i = 0; i < n; i++)
             out[i] = attn_f32_to_e4m3(scale == 1.0f ? x[i] : x[i] / scale);
+        return;
+    }
+    if (dtype == ATTN_DTYPE_FP8_E5M2) {
+        for (int64_t i = 0; i < n; i++)
+            out[i] = attn_f32_to_e5m2(scale == 1.0f ? x[i] : x[i] / scale);
         return;
     }
     for (int64_t b = 0; b < n; b += ATTN_QBLOCK, x += ATTN_QBLOCK) {

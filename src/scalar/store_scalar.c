@@ -61,4 +61,10 @@ static int attn_from_f32_fp8_scalar(const float *src, void *dst, size_t n, float
     return 1;
 }
 
+static int attn_from_f32_e5m2_scalar(const float *src, void *dst, size_t n, float scale)
+{
+    attn_quantize_row(ATTN_DTYPE_FP8_E5M2, src, (int64_t)n, dst, scale);
+    return 1;
+}
+
 ATTN_KERNEL_FILE(store, scalar, scalar)

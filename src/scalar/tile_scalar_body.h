@@ -49,6 +49,7 @@ ATTN_SCALAR_INLINE float load_kv(int dt, const unsigned char *row, size_t t)
         const int nibble = i < 16 ? blk[2 + i] & 15 : blk[2 + i - 16] >> 4;
         return (float)(nibble - 8) * block_scale(blk);
     }
+    case ATTN_KV_FP8_E5M2: return attn_e5m2_to_f32(row[t]); /* the bare E5M2 value */
     default: return attn_e4m3_to_f32(row[t]); /* FP8: the bare E4M3 value */
     }
 }

@@ -186,11 +186,17 @@ static int attn_from_f32_q4_0_avx2(const float *src, void *dst, size_t n, float 
     return encode_blocks(src, dst, n, 1);
 }
 
-/* FP8: the oracle's encoder (a cache of E4M3 is rarely appended to on CPUs
-   that lack a faster path; not measured yet). */
+/* FP8: the oracle's encoders (a cache of E4M3 or E5M2 is rarely appended to
+   on CPUs that lack a faster path; not measured yet). */
 static int attn_from_f32_fp8_avx2(const float *src, void *dst, size_t n, float scale)
 {
     attn_quantize_row(ATTN_DTYPE_FP8_E4M3, src, (int64_t)n, dst, scale);
+    return 1;
+}
+
+static int attn_from_f32_e5m2_avx2(const float *src, void *dst, size_t n, float scale)
+{
+    attn_quantize_row(ATTN_DTYPE_FP8_E5M2, src, (int64_t)n, dst, scale);
     return 1;
 }
 

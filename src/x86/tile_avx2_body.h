@@ -82,6 +82,16 @@ static ALWAYS_INLINE __m256 fp8_8(__m128i x)
     return _mm256_blendv_ps(v, _mm256_set1_ps(__builtin_nanf("")), is_nan);
 }
 
+/*
+ * 8 E5M2 bytes (the low half of x) to f32, exactly: each byte is the upper
+ * half of a binary16 (infinities and NaN included), which vcvtph2ps widens
+ * exactly whatever MXCSR.DAZ says (quant::e5m2_every_byte).
+ */
+static ALWAYS_INLINE __m256 e5m2_8(__m128i x)
+{
+    return _mm256_cvtph_ps(_mm_slli_epi16(_mm_cvtepu8_epi16(x), 8));
+}
+
 /* Values t..t+7 (t a multiple of 8) of a row, as f32. */
 static ALWAYS_INLINE __m256 load8(int dt, const unsigned char *row, size_t t)
 {
@@ -93,6 +103,8 @@ static ALWAYS_INLINE __m256 load8(int dt, const unsigned char *row, size_t t)
     }
     if (dt == ATTN_KV_FP8_E4M3)
         return fp8_8(_mm_loadl_epi64((const __m128i *)(row + t)));
+    if (dt == ATTN_KV_FP8_E5M2)
+        return e5m2_8(_mm_loadl_epi64((const __m128i *)(row + t)));
     const unsigned char *blk = row + t / ATTN_QBLOCK * unit_bytes(dt);
     __m256i iv;
     if (dt == ATTN_KV_Q8_0) {
@@ -113,10 +125,11 @@ static ALWAYS_INLINE __m256 load8_part(int dt, const unsigned char *row, size_t 
 {
     if (dt == ATTN_KV_F32)
         return _mm256_maskload_ps((const float *)row + t, first_lanes(n));
-    if (dt == ATTN_KV_FP8_E4M3) {
+    if (dt == ATTN_KV_FP8_E4M3 || dt == ATTN_KV_FP8_E5M2) {
         unsigned char buf[16] = {0};
         memcpy(buf, row + t, n);
-        return fp8_8(_mm_loadl_epi64((const __m128i *)buf));
+        const __m128i x = _mm_loadl_epi64((const __m128i *)buf);
+        return dt == ATTN_KV_FP8_E4M3 ? fp8_8(x) : e5m2_8(x);
     }
     uint16_t buf[8] = {0};
     memcpy(buf, (const uint16_t *)row + t, n * sizeof *buf);
@@ -125,7 +138,7 @@ static ALWAYS_INLINE __m256 load8_part(int dt, const unsigned char *row, size_t 
 }
 
 /*
- * Values t..t+15 (t a multiple of 16) of a Q8_0/Q4_0/FP8 row as two
+ * Values t..t+15 (t a multiple of 16) of a Q8_0/Q4_0/FP8 (E4M3, E5M2) row as two
  * vectors, the same values as two load8: one load and, for the block
  * formats, one scale broadcast for both; Q4_0's (n - 8) * d as
  * n * d + (-8 d), exact in one fused step (the result is representable).
@@ -134,6 +147,12 @@ static ALWAYS_INLINE __m256 load8_part(int dt, const unsigned char *row, size_t 
 static ALWAYS_INLINE void load16(int dt, const unsigned char *row, size_t t, __m256 *lo,
                                  __m256 *hi)
 {
+    if (dt == ATTN_KV_FP8_E5M2) {
+        const __m128i x = _mm_loadu_si128((const __m128i *)(row + t));
+        *lo = e5m2_8(x);
+        *hi = e5m2_8(_mm_srli_si128(x, 8));
+        return;
+    }
     if (dt == ATTN_KV_FP8_E4M3) {
         const __m128i x = _mm_loadu_si128((const __m128i *)(row + t));
         const __m256i h = _mm256_and_si256(_mm256_slli_epi16(_mm256_cvtepi8_epi16(x), 7),

@@ -107,6 +107,16 @@ ATTN_AVX512_INLINE __m512 fp8_16(__m128i x)
 }
 
 
+/*
+ * 16 E5M2 bytes to f32, exactly: each byte is the upper half of a binary16
+ * (infinities and NaN included), which vcvtph2ps widens exactly whatever
+ * MXCSR.DAZ says (quant::e5m2_every_byte).
+ */
+ATTN_AVX512_INLINE __m512 e5m2_16(__m128i x)
+{
+    return _mm512_cvtph_ps(_mm256_slli_epi16(_mm256_cvtepu8_epi16(x), 8));
+}
+
 /* Values t..t+15 (t a multiple of 16) of a row, as f32. */
 ATTN_AVX512_INLINE __m512 load16(int dt, const unsigned char *row, size_t t)
 {
@@ -120,6 +130,8 @@ ATTN_AVX512_INLINE __m512 load16(int dt, const unsigned char *row, size_t t)
     }
     if (dt == ATTN_KV_FP8_E4M3)
         return fp8_16(_mm_loadu_si128((const __m128i *)(row + t)));
+    if (dt == ATTN_KV_FP8_E5M2)
+        return e5m2_16(_mm_loadu_si128((const __m128i *)(row + t)));
     const unsigned char *blk = row + t / ATTN_QBLOCK * unit_bytes(dt);
     __m512i iv;
     if (dt == ATTN_KV_Q8_0) {
@@ -142,6 +154,8 @@ ATTN_AVX512_INLINE __m512 maskz_load16(int dt, __mmask16 m, const unsigned char 
         return _mm512_maskz_loadu_ps(m, (const float *)row + t);
     if (dt == ATTN_KV_FP8_E4M3)
         return fp8_16(_mm_maskz_loadu_epi8(m, row + t));
+    if (dt == ATTN_KV_FP8_E5M2)
+        return e5m2_16(_mm_maskz_loadu_epi8(m, row + t));
     __m256i h = _mm256_maskz_loadu_epi16(m, (const uint16_t *)row + t);
     if (dt == ATTN_KV_F16)
         return _mm512_cvtph_ps(h);

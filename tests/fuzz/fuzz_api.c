@@ -961,7 +961,7 @@ static void run_attention(fz_reader *r, int op)
            size block-format tensors (fuzz_quant.c does): here a K or V slot
            gets BOOL instead, which the library must reject. */
         if ((w == 1 || w == 2) && T->t.dtype >= ATTN_DTYPE_Q8_0 &&
-            T->t.dtype <= ATTN_DTYPE_FP8_E4M3)
+            T->t.dtype <= ATTN_DTYPE_FP8_E5M2)
             T->t.dtype = ATTN_DTYPE_BOOL;
         /* out: F32; the forward's may also be F16 or BF16 (attn.h), its f32
            rows rounded once */

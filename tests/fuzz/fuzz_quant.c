@@ -4,7 +4,7 @@
  *
  *  - attention on a quantized cache: a small problem (GQA, causal, window,
  *    kv_lens, [B,H,L,D] or [B,L,H,D] with padded strides counted in blocks)
- *    whose K and V caches (Q8_0, Q4_0 or FP8 E4M3, each its own) are the
+ *    whose K and V caches (Q8_0, Q4_0, FP8 E4M3 or E5M2, each its own) are the
  *    fuzzer's raw bytes, in buffers that end at a PROT_NONE page; k_scale /
  *    v_scale sometimes hostile. Every kernel table (attn_dsp_for_isa) runs
  *    scores and forward. The status must be what attn.h says for those
@@ -35,7 +35,15 @@ static const attn_isa isas[] = {ATTN_ISA_SCALAR, ATTN_ISA_AVX2, ATTN_ISA_AVX512,
                                 ATTN_ISA_SVE};
 #define N_ISAS (sizeof isas / sizeof isas[0])
 
-static const int32_t quant_dtypes[] = {ATTN_DTYPE_Q8_0, ATTN_DTYPE_Q4_0, ATTN_DTYPE_FP8_E4M3};
+static const int32_t quant_dtypes[] = {ATTN_DTYPE_Q8_0, ATTN_DTYPE_Q4_0, ATTN_DTYPE_FP8_E4M3,
+                                       ATTN_DTYPE_FP8_E5M2};
+#define N_QUANT (int64_t)(sizeof quant_dtypes / sizeof quant_dtypes[0])
+
+/* E4M3 or E5M2: one byte per value, any row length, k_scale / v_scale. */
+static int is_fp8(int32_t dt)
+{
+    return dt == ATTN_DTYPE_FP8_E4M3 || dt == ATTN_DTYPE_FP8_E5M2;
+}
 
 /* Stride units of one row of n values. */
 static int64_t units_of(int32_t dt, int64_t n)
@@ -81,7 +89,7 @@ static void make_cache(cache *c, fz_reader *r, int32_t dt, const attn_shape *s, 
             for (int64_t j = 0; j < s->kv_len; j++) {
                 unsigned char *row = data + (size_t)(b * c->t.batch_stride + h * c->t.head_stride +
                                                      j * c->t.row_stride) * ub;
-                if (mostly_sane && dt != ATTN_DTYPE_FP8_E4M3)
+                if (mostly_sane && !is_fp8(dt))
                     for (int64_t blk = 0; blk < units; blk++) {
                         /* a modest finite scale: byte 1 of the f16 in 0x10..0x2f */
                         row[blk * (int64_t)ub + 1] = (unsigned char)(0x10 + row[blk * (int64_t)ub + 1] % 0x20);
@@ -90,6 +98,10 @@ static void make_cache(cache *c, fz_reader *r, int32_t dt, const attn_shape *s, 
                     for (int64_t t = 0; t < cols; t++)
                         if ((row[t] & 0x7f) == 0x7f)
                             row[t] ^= 0x01; /* not NaN */
+                if (mostly_sane && dt == ATTN_DTYPE_FP8_E5M2)
+                    for (int64_t t = 0; t < cols; t++)
+                        if ((row[t] & 0x7c) == 0x7c)
+                            row[t] ^= 0x40; /* exponent 01111..: finite, not inf or NaN */
                 for (int64_t t = 0; t < cols; t++) {
                     const double x = ref_quant_value(dt, row, (size_t)t);
                     c->finite &= isfinite(x);
@@ -144,13 +156,14 @@ static void fuzz_attention(fz_reader *r)
     s.q_heads = s.kv_heads * fz_range(r, 1, 3);
     s.q_len = fz_range(r, 1, 9);
     s.kv_len = fz_range(r, 1, 40);
-    const int32_t kdt = quant_dtypes[fz_range(r, 0, 2)], vdt = quant_dtypes[fz_range(r, 0, 2)];
-    s.head_dim = kdt == ATTN_DTYPE_FP8_E4M3 ? fz_range(r, 1, 70) : 32 * fz_range(r, 1, 3);
-    s.v_dim = vdt == ATTN_DTYPE_FP8_E4M3 ? fz_range(r, 1, 70) : 32 * fz_range(r, 1, 3);
+    const int32_t kdt = quant_dtypes[fz_range(r, 0, N_QUANT - 1)],
+                  vdt = quant_dtypes[fz_range(r, 0, N_QUANT - 1)];
+    s.head_dim = is_fp8(kdt) ? fz_range(r, 1, 70) : 32 * fz_range(r, 1, 3);
+    s.v_dim = is_fp8(vdt) ? fz_range(r, 1, 70) : 32 * fz_range(r, 1, 3);
     int shape_ok = 1;
     if (fz_chance(r, 20)) { /* a row that is not whole blocks */
         s.head_dim += fz_range(r, 1, 31);
-        shape_ok = kdt == ATTN_DTYPE_FP8_E4M3;
+        shape_ok = is_fp8(kdt);
     }
     attn_options opt = ATTN_OPTIONS_INIT;
     opt.scale = (float)fz_range(r, 1, 64) / 128.0f;
@@ -169,12 +182,12 @@ static void fuzz_attention(fz_reader *r)
     opt.v_scale = pick_scale(r, &vs_ok);
     const int vs_finite = vs_ok; /* every operation checks both scales' range */
     /* a scale other than 0/1 is for FP8 only; the folded score scale must stay finite, nonzero */
-    if (kdt != ATTN_DTYPE_FP8_E4M3 && opt.k_scale != 0.0f && opt.k_scale != 1.0f)
+    if (!is_fp8(kdt) && opt.k_scale != 0.0f && opt.k_scale != 1.0f)
         ks_ok = 0;
-    if (vdt != ATTN_DTYPE_FP8_E4M3 && opt.v_scale != 0.0f && opt.v_scale != 1.0f)
+    if (!is_fp8(vdt) && opt.v_scale != 0.0f && opt.v_scale != 1.0f)
         vs_ok = 0;
     float qk_scale = opt.scale;
-    if (ks_ok && kdt == ATTN_DTYPE_FP8_E4M3 && opt.k_scale != 0.0f) {
+    if (ks_ok && is_fp8(kdt) && opt.k_scale != 0.0f) {
         qk_scale = opt.scale * opt.k_scale;
         if (!isnormal(qk_scale))
             ks_ok = 0;
@@ -234,11 +247,11 @@ static void fuzz_attention(fz_reader *r)
             ref_attn_compute(&ref_o, &s, &ro, &qt, &kf, &vf,
                              (s.kv_len + min_bk - 1) / min_bk + 1);
             const double vs =
-                vdt == ATTN_DTYPE_FP8_E4M3 && opt.v_scale != 0.0f ? opt.v_scale : 1.0;
+                is_fp8(vdt) && opt.v_scale != 0.0f ? opt.v_scale : 1.0;
             for (size_t i = 0; i < rows * (size_t)s.v_dim; i++) {
                 ref_o.o[i] *= vs;
                 ref_o.o_err[i] *= vs;
-                if (vdt == ATTN_DTYPE_FP8_E4M3) /* the v_scale multiply: tolerance.h */
+                if (is_fp8(vdt)) /* the v_scale multiply: tolerance.h */
                     ref_o.o_err[i] += TOL_VSCALE_REL * TOL_U * fabs(ref_o.o[i]) + TOL_VSCALE_ABS;
             }
             /* scores so large that their rounding errors reach the exponent
@@ -285,9 +298,9 @@ static void fuzz_attention(fz_reader *r)
 
 static void fuzz_quantize(fz_reader *r)
 {
-    const int32_t dt = quant_dtypes[fz_range(r, 0, 2)];
+    const int32_t dt = quant_dtypes[fz_range(r, 0, N_QUANT - 1)];
     const int64_t rows = fz_range(r, 1, 3);
-    const int64_t cols = dt == ATTN_DTYPE_FP8_E4M3 ? fz_range(r, 1, 40) : 32 * fz_range(r, 1, 2);
+    const int64_t cols = is_fp8(dt) ? fz_range(r, 1, 40) : 32 * fz_range(r, 1, 2);
     const int64_t units = units_of(dt, cols);
     const size_t ub = ref_quant_unit_bytes(dt);
     float *x = malloc((size_t)(rows * cols) * sizeof(float));
@@ -303,7 +316,7 @@ static void fuzz_quantize(fz_reader *r)
         }
     }
     float scale = 0.0f;
-    if (dt == ATTN_DTYPE_FP8_E4M3 && fz_chance(r, 100))
+    if (is_fp8(dt) && fz_chance(r, 100))
         scale = (float)fz_range(r, 1, 4000) / 512.0f;
     fz_buf out;
     unsigned char *dst = fz_buf_alloc(&out, (size_t)(rows * units) * ub, 0);
@@ -312,7 +325,7 @@ static void fuzz_quantize(fz_reader *r)
 
     /* the model: Q8_0/Q4_0 refuse non-finite values and blocks whose f16 d overflows */
     int ok = 1;
-    if (dt != ATTN_DTYPE_FP8_E4M3)
+    if (!is_fp8(dt))
         for (int64_t b = 0; b < rows * cols; b += 32) {
             unsigned char blk[34];
             for (int j = 0; j < 32; j++)
@@ -343,8 +356,8 @@ static void fuzz_quantize(fz_reader *r)
                 else if (dt == ATTN_DTYPE_Q4_0)
                     ref_quantize_q4_0_block(x + rr * cols + u * 32, want);
                 else
-                    want[0] = ref_f32_to_e4m3(scale != 0.0f ? x[rr * cols + u] / scale
-                                                            : x[rr * cols + u]);
+                    want[0] = (dt == ATTN_DTYPE_FP8_E4M3 ? ref_f32_to_e4m3 : ref_f32_to_e5m2)(
+                        scale != 0.0f ? x[rr * cols + u] / scale : x[rr * cols + u]);
                 for (size_t j = 0; j < ub; j++)
                     FZ_CHECK(got[j] == want[j], "attn_quantize(%d) row %lld unit %lld byte %zu: "
                              "0x%02x, reference 0x%02x", dt, (long long)rr, (long long)u, j,
