@@ -94,7 +94,8 @@ if [ -n "$archive" ]; then
     fi
     ./attn-demo-static
 else
-    echo "note: libattn-dev ships no static library yet"
+    echo "FAIL: libattn-dev ships no static library"
+    exit 1
 fi
 
 log "CMake consumer (find_package(attn)) against /usr"
