@@ -131,18 +131,7 @@ def run(exe, *args):
 
 def cli_page(exe, version):
     top = run(exe, "--help")
-    commands = []
-    in_commands = False
-    for line in top:
-        if line.startswith("Commands:"):
-            in_commands = True
-            continue
-        if in_commands:
-            m = re.match(r"^  ([a-z][a-z-]*)\s", line)
-            if m:
-                commands.append(m.group(1))
-            elif line and not line.startswith(" "):
-                in_commands = False
+    commands, _ = commands_of(exe)
     page = header("attn", 1, version, "User Commands")
     page += [".SH NAME", "attn \\- the libattn command-line tool (CPU and library info,"
              " timed and verified attention runs)"]

@@ -95,24 +95,7 @@ class AttentionFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, bias, sinks, options):
         ctx.in_dtypes = tuple(x.dtype for x in (q, k, v))
-        if torch.float64 in ctx.in_dtypes:
-            # computed in float32, returned as float64 (see attention())
-            q, k, v = (x.to(torch.float32) if x.dtype == torch.float64 else x for x in (q, k, v))
-        halves = {_HALF.get(x.dtype) for x in (q, k, v) if x.dtype != torch.float32}
-        if halves == {"bf16", None}:
-            raise TypeError("q, k, v: float16 and bfloat16 cannot be mixed (one 16-bit format "
-                            "per call; float32 mixes with either)")
-        qn, half = _to_numpy(q, "q")
-        kn, half_k = _to_numpy(k, "k")
-        vn, half_v = _to_numpy(v, "v")
-        half = half or half_k or half_v
-        kw = {name: _as_array(value) for name, value in options.items()}
-        kw["threads"] = _threads(kw.get("threads"))
-        kw["dtype"] = half
-        if bias is not None:
-            kw["bias"] = _as_array(bias)
-        if sinks is not None:
-            kw["sinks"] = _as_array(sinks)
+        (q, k, v), (qn, kn, vn), kw = _forward_args(q, k, v, bias, sinks, options)
         out, stats = _ops.forward(qn, kn, vn, stats=True, **kw)
         out_t = torch.from_numpy(out)
         lse_t = torch.from_numpy(stats["lse"])
@@ -148,11 +131,10 @@ class AttentionFunction(torch.autograd.Function):
         return dq, dk, dv, dbias, dsinks, None
 
 
-def _inference(q, k, v, bias, sinks, options):
-    """The forward alone (nothing needs a gradient): no autograd node and no
-    row statistics, through forward()'s cached plans where it can."""
-    dtypes = (q.dtype, k.dtype, v.dtype)
-    if torch.float64 in dtypes:
+def _forward_args(q, k, v, bias, sinks, options):
+    """q, k, v as the call reads them (float64 computed in float32, see
+    attention()), their NumPy views, and libattn.forward's keywords."""
+    if torch.float64 in (q.dtype, k.dtype, v.dtype):
         q, k, v = (x.to(torch.float32) if x.dtype == torch.float64 else x for x in (q, k, v))
     halves = {_HALF.get(x.dtype) for x in (q, k, v) if x.dtype != torch.float32}
     if halves == {"bf16", None}:
@@ -168,6 +150,13 @@ def _inference(q, k, v, bias, sinks, options):
         kw["bias"] = _as_array(bias)
     if sinks is not None:
         kw["sinks"] = _as_array(sinks)
+    return (q, k, v), (qn, kn, vn), kw
+
+
+def _inference(q, k, v, bias, sinks, options):
+    """The forward alone (nothing needs a gradient): no autograd node and no
+    row statistics, through forward()'s cached plans where it can."""
+    _, (qn, kn, vn), kw = _forward_args(q, k, v, bias, sinks, options)
     return torch.from_numpy(_ops.forward(qn, kn, vn, **kw))
 
 
