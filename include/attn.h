@@ -264,6 +264,18 @@ typedef enum attn_status {
 /* A static English sentence describing `status` (never NULL). */
 ATTN_API const char *attn_strerror(attn_status status);
 
+/*
+ * (since 1.5) What the calling thread's last failing call found, in one
+ * English line naming the function and, where a check knows it, the
+ * argument and its values: "attn_forward: opt->kv_lens[1] = 9 is above
+ * kv_len 8". Every function that returns an attn_status other than ATTN_OK
+ * sets it (to attn_strerror's sentence where no check said more); a
+ * successful call leaves it as it was, so read it right after the failure.
+ * "" before any failure. Thread-local: a call on another thread never
+ * changes it. The string stays valid until this thread's next failing call.
+ */
+ATTN_API const char *attn_last_error(void);
+
 /* (major << 16) | (minor << 8) | patch of the library actually loaded. */
 ATTN_API uint32_t attn_version(void);
 /* "1.1.0" */

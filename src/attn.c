@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * What the library says about itself: status strings and version. Each
- * operation's entry points are in its module (src/driver/driver.h lists
- * them).
+ * What the library says about itself: status strings, the last error's
+ * detail and the version. Each operation's entry points are in its module
+ * (src/driver/driver.h lists them).
  */
+#include <stdarg.h>
+#include <stdio.h>
+
 #include "config.h"
 #include "internal.h"
 
@@ -38,4 +41,40 @@ uint32_t attn_version(void)
 const char *attn_version_string(void)
 {
     return ATTN_VERSION_STRING;
+}
+
+/* ------------------------------------------------------------ last error */
+
+/* Per thread, so no lock and no race: the detail a check set during the
+   current call (and a count of such settings), and the message. */
+static _Thread_local char error_detail[200];
+static _Thread_local unsigned error_count;
+static _Thread_local char error_message[256];
+
+attn_status attn_fail(attn_status status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(error_detail, sizeof error_detail, fmt, ap);
+    va_end(ap);
+    error_count++;
+    return status;
+}
+
+unsigned attn_error_mark(void)
+{
+    return error_count;
+}
+
+attn_status attn_error_done(const char *function, unsigned mark, attn_status status)
+{
+    if (status != ATTN_OK)
+        snprintf(error_message, sizeof error_message, "%s: %s", function,
+                 error_count != mark ? error_detail : attn_strerror(status));
+    return status;
+}
+
+const char *attn_last_error(void)
+{
+    return error_message;
 }

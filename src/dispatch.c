@@ -177,7 +177,7 @@ int attn_isa_available(attn_isa isa)
     return attn_dsp_for_isa(isa) != NULL;
 }
 
-attn_status attn_isa_select(attn_isa isa)
+static attn_status checked_isa_select(attn_isa isa)
 {
     if ((int)isa < ATTN_ISA_AUTO || (int)isa >= ATTN_ISA_COUNT)
         return ATTN_ERR_ARG;
@@ -188,6 +188,12 @@ attn_status attn_isa_select(attn_isa isa)
         return ATTN_ERR_UNSUPPORTED;
     atomic_store_explicit(&g_active, &g_tables[isa], memory_order_release);
     return ATTN_OK;
+}
+
+attn_status attn_isa_select(attn_isa isa)
+{
+    const unsigned mark = attn_error_mark();
+    return attn_error_done("attn_isa_select", mark, checked_isa_select(isa));
 }
 
 const char *attn_isa_name(attn_isa isa)

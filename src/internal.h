@@ -74,6 +74,21 @@ extern size_t attn_append_stage_limit;
    pairs on (src/driver/backward.c); the tests set it to run both plans. */
 extern int64_t attn_bwd_fused_min_tasks;
 
+/*
+ * attn_last_error (attn.h): each public function that returns an
+ * attn_status takes a mark on entry and passes its result through
+ * attn_error_done, which, on a failure, makes the thread's message
+ * "attn_<name>: <detail>": the detail a check set with attn_fail during the
+ * call, else attn_strerror's sentence. So no failure leaves an earlier
+ * call's message in place. attn_fail formats the detail (printf-style,
+ * truncated to the buffer) and returns its status, for `return attn_fail(
+ * ATTN_ERR_ARG, "...", ...)` at a check.
+ */
+attn_status attn_fail(attn_status status, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+unsigned attn_error_mark(void);
+attn_status attn_error_done(const char *function, unsigned mark, attn_status status);
+
 #ifdef __cplusplus
 }
 #endif

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "attn.h"
+#include "internal.h"
 
 #define MAX_THREADS 1024
 
@@ -73,7 +74,7 @@ static void stop_workers(attn_threadpool *pool)
         pthread_join(pool->workers[i], NULL);
 }
 
-attn_status attn_threadpool_create(int32_t threads, attn_threadpool **out)
+static attn_status checked_threadpool_create(int32_t threads, attn_threadpool **out)
 {
     if (!out)
         return ATTN_ERR_NULL;
@@ -113,6 +114,12 @@ attn_status attn_threadpool_create(int32_t threads, attn_threadpool **out)
     }
     *out = pool;
     return ATTN_OK;
+}
+
+attn_status attn_threadpool_create(int32_t threads, attn_threadpool **out)
+{
+    const unsigned mark = attn_error_mark();
+    return attn_error_done("attn_threadpool_create", mark, checked_threadpool_create(threads, out));
 }
 
 void attn_threadpool_destroy(attn_threadpool *pool)

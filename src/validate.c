@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "internal.h" /* attn_fail */
 #include "validate.h"
 
 /* Every line of src/option_list.h but struct_size itself. */
@@ -20,7 +21,9 @@ attn_status attn_read_options(attn_options *o, const attn_options *user)
         return ATTN_OK;
     uint32_t size = user->struct_size;
     if (size < offsetof(attn_options, flags) + sizeof(user->flags) || size > sizeof(attn_options))
-        return ATTN_ERR_VERSION;
+        return attn_fail(ATTN_ERR_VERSION, "opt->struct_size = %u: this library knows %zu to %zu",
+                         (unsigned)size, offsetof(attn_options, flags) + sizeof(user->flags),
+                         sizeof(attn_options));
 #define COPY_IF_COVERED(f, kind, extent, dtype, off, since, rule)                                  \
     if (ATTN_OPT_KIND_##kind != ATTN_OPT_KIND_HEADER &&                                    \
         size >= offsetof(attn_options, f) + sizeof(user->f))                               \
@@ -64,10 +67,12 @@ attn_status attn_check_disjoint(const attn_range_set *set)
     for (int a = 0; a < set->n_out; a++) {
         for (int b = 0; b < set->n_in; b++)
             if (attn_ranges_meet(set->out[a], set->in[b]))
-                return ATTN_ERR_STRIDE;
+                return attn_fail(ATTN_ERR_STRIDE, "an output shares bytes with an input "
+                                 "(output %d, input %d in the order attn.h lists them)", a, b);
         for (int b = a + 1; b < set->n_out; b++)
             if (attn_ranges_meet(set->out[a], set->out[b]))
-                return ATTN_ERR_STRIDE;
+                return attn_fail(ATTN_ERR_STRIDE, "two outputs share bytes (outputs %d and %d)",
+                                 a, b);
     }
     return ATTN_OK;
 }
@@ -90,9 +95,11 @@ attn_status attn_check_tensor(const attn_tensor *t, int64_t nb, int64_t nh, int6
     size_t esize = attn_dtype_size(t->dtype);
     nc /= attn_dtype_block(t->dtype); /* stride units per row (blocks: checked whole) */
 
+    static const char *const which[3] = {"batch_stride", "head_stride", "row_stride"};
     for (int i = 0; i < 3; i++)
         if (stride[i] < 0)
-            return ATTN_ERR_STRIDE;
+            return attn_fail(ATTN_ERR_STRIDE, "a tensor's %s = %lld is negative", which[i],
+                             (long long)stride[i]);
     int64_t last = nc - 1; /* offset of the last element, in elements */
     for (int i = 0; i < 3; i++) {
         int64_t step;
@@ -122,7 +129,10 @@ attn_status attn_check_tensor(const attn_tensor *t, int64_t nb, int64_t nh, int6
             if (extent[d] == 1)
                 continue;
             if (stride[d] < span)
-                return ATTN_ERR_STRIDE;
+                return attn_fail(ATTN_ERR_STRIDE,
+                                 "an output's %s = %lld makes elements share an address "
+                                 "(at least %lld needed: outputs are never broadcast)",
+                                 which[d], (long long)stride[d], (long long)span);
             span = stride[d] * (extent[d] - 1) + span;
         }
     }
@@ -151,25 +161,29 @@ attn_status attn_add_array(attn_range_set *set, const void *p, int64_t n, size_t
     return ATTN_OK;
 }
 
-static attn_status check_lengths(const int32_t *lens, int64_t batch, int64_t limit)
+static attn_status check_lengths(const int32_t *lens, int64_t batch, int64_t limit,
+                                 const char *name, const char *limit_name)
 {
     if (!lens)
         return ATTN_OK;
     for (int64_t b = 0; b < batch; b++)
         if (lens[b] < 0 || lens[b] > limit)
-            return ATTN_ERR_ARG;
+            return attn_fail(ATTN_ERR_ARG, "opt->%s[%lld] = %d is %s %s %lld", name,
+                             (long long)b, (int)lens[b], lens[b] < 0 ? "below" : "above",
+                             lens[b] < 0 ? "0, not in [0," : limit_name, (long long)limit);
     return ATTN_OK;
 }
 
 /* Positions are bounded so that position + index and their differences
    never overflow int64. */
-static attn_status check_positions(const int64_t *pos, int64_t batch)
+static attn_status check_positions(const int64_t *pos, int64_t batch, const char *name)
 {
     if (!pos)
         return ATTN_OK;
     for (int64_t b = 0; b < batch; b++)
         if (pos[b] < 0 || pos[b] > ATTN_MAX_POSITION)
-            return ATTN_ERR_ARG;
+            return attn_fail(ATTN_ERR_ARG, "opt->%s[%lld] = %lld is outside [0, 2^62]", name,
+                             (long long)b, (long long)pos[b]);
     return ATTN_OK;
 }
 
@@ -178,16 +192,25 @@ static attn_status check_positions(const int64_t *pos, int64_t batch)
 attn_status attn_check_shape(const attn_shape *shape)
 {
     const attn_shape s = *shape;
-    if (s.batch <= 0 || s.q_heads <= 0 || s.kv_heads <= 0 || s.q_len <= 0 ||
-        s.kv_len <= 0 || s.head_dim <= 0 || s.v_dim < 0)
-        return ATTN_ERR_SHAPE;
+    const struct {
+        const char *name;
+        int64_t value, least;
+    } dims[] = {{"batch", s.batch, 1},   {"q_heads", s.q_heads, 1},   {"kv_heads", s.kv_heads, 1},
+                {"q_len", s.q_len, 1},   {"kv_len", s.kv_len, 1},     {"head_dim", s.head_dim, 1},
+                {"v_dim", s.v_dim, 0}};
+    for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++)
+        if (dims[i].value < dims[i].least)
+            return attn_fail(ATTN_ERR_SHAPE, "shape->%s = %lld, must be >= %lld", dims[i].name,
+                             (long long)dims[i].value, (long long)dims[i].least);
     if (s.q_len > INT32_MAX || s.kv_len > INT32_MAX) /* lengths are int32 in q_lens/kv_lens */
-        return ATTN_ERR_SHAPE;
+        return attn_fail(ATTN_ERR_SHAPE, "shape->q_len / kv_len above 2^31 - 1");
     const int64_t v_dim = s.v_dim ? s.v_dim : s.head_dim;
     if (s.head_dim > ATTN_MAX_HEAD_DIM || v_dim > ATTN_MAX_HEAD_DIM)
-        return ATTN_ERR_UNSUPPORTED;
+        return attn_fail(ATTN_ERR_UNSUPPORTED, "head_dim %lld / v_dim %lld: at most %d",
+                         (long long)s.head_dim, (long long)v_dim, ATTN_MAX_HEAD_DIM);
     if (s.q_heads % s.kv_heads != 0)
-        return ATTN_ERR_ARG;
+        return attn_fail(ATTN_ERR_ARG, "shape->q_heads = %lld is not a multiple of kv_heads = %lld",
+                         (long long)s.q_heads, (long long)s.kv_heads);
     return ATTN_OK;
 }
 
@@ -202,7 +225,7 @@ attn_status attn_check_shape(const attn_shape *shape)
 #define ATTN_X_NULL(f, kind, extent, dtype, off, since, rule) ATTN_X_NULL_##kind(f, extent, dtype)
 #define ATTN_X_NULL_TENSOR(f, e, t)                                                         \
     if (o->f && !o->f->data)                                                               \
-        return ATTN_ERR_NULL;
+        return attn_fail(ATTN_ERR_NULL, "opt->" #f "->data is NULL");
 #define ATTN_X_NULL_HEADER ATTN_X_NOTHING
 #define ATTN_X_NULL_VALUE ATTN_X_NOTHING
 #define ATTN_X_NULL_HOOK ATTN_X_NOTHING
@@ -220,7 +243,8 @@ static attn_status check_option_pointers(const attn_options *o)
 #define ATTN_X_DTYPE(f, kind, extent, dtype, off, since, rule) ATTN_X_DTYPE_##kind(f, extent, dtype)
 #define ATTN_X_DTYPE_TENSOR(f, e, t)                                                        \
     if (o->f && o->f->dtype != ATTN_DTYPE_##t)                                             \
-        return ATTN_ERR_ARG;
+        return attn_fail(ATTN_ERR_ARG, "opt->" #f "->dtype = %d, must be ATTN_DTYPE_" #t,     \
+                         (int)o->f->dtype);
 #define ATTN_X_DTYPE_HEADER ATTN_X_NOTHING
 #define ATTN_X_DTYPE_VALUE ATTN_X_NOTHING
 #define ATTN_X_DTYPE_HOOK ATTN_X_NOTHING
@@ -288,11 +312,11 @@ attn_status attn_check_shape_options(const attn_shape *shape, const attn_options
     /* arguments: each value's rule (src/option_list.h) */
 #define ATTN_X_RULE(f, kind, extent, dtype, off, since, rule)                                \
     if (!ATTN_OPT_RULE_##rule(o->f))                                                        \
-        return ATTN_ERR_ARG;
+        return attn_fail(ATTN_ERR_ARG, "opt->" #f " is outside what attn.h allows for it");
     ATTN_OPTION_LIST(ATTN_X_RULE)
 #undef ATTN_X_RULE
-    TRY(check_positions(o->q_pos, s.batch));
-    TRY(check_positions(o->k_pos, s.batch));
+    TRY(check_positions(o->q_pos, s.batch, "q_pos"));
+    TRY(check_positions(o->k_pos, s.batch, "k_pos"));
     return ATTN_OK;
 }
 
@@ -424,23 +448,32 @@ attn_status attn_check_kv_scales(const attn_options *o)
 {
     /* a subnormal scale would put the f32 products into the subnormal range,
        where they lose the relative accuracy the error bounds rest on */
-    if (!(o->k_scale == 0.0f || (isnormal(o->k_scale) && o->k_scale > 0.0f)) ||
-        !(o->v_scale == 0.0f || (isnormal(o->v_scale) && o->v_scale > 0.0f)))
-        return ATTN_ERR_ARG;
+    if (!(o->k_scale == 0.0f || (isnormal(o->k_scale) && o->k_scale > 0.0f)))
+        return attn_fail(ATTN_ERR_ARG, "opt->k_scale = %g: 0 or a positive normal float",
+                         (double)o->k_scale);
+    if (!(o->v_scale == 0.0f || (isnormal(o->v_scale) && o->v_scale > 0.0f)))
+        return attn_fail(ATTN_ERR_ARG, "opt->v_scale = %g: 0 or a positive normal float",
+                         (double)o->v_scale);
     return ATTN_OK;
 }
 
 attn_status attn_check_kv(int32_t dtype, int64_t cols, float scale)
 {
-    if (!attn_dtype_is_kv(dtype) || !kv_scale_ok(scale, dtype))
-        return ATTN_ERR_ARG;
-    return splits_into_blocks(dtype, cols) ? ATTN_OK : ATTN_ERR_SHAPE;
+    if (!attn_dtype_is_kv(dtype))
+        return attn_fail(ATTN_ERR_ARG, "a K/V tensor's dtype %d is not a K/V dtype", (int)dtype);
+    if (!kv_scale_ok(scale, dtype))
+        return attn_fail(ATTN_ERR_ARG, "a scale of %g with a K/V tensor of dtype %d (not FP8)",
+                         (double)scale, (int)dtype);
+    if (!splits_into_blocks(dtype, cols))
+        return attn_fail(ATTN_ERR_SHAPE, "%lld values per K/V row are not whole blocks of %lld",
+                         (long long)cols, (long long)attn_dtype_block(dtype));
+    return ATTN_OK;
 }
 
 attn_status attn_check_batch_arrays(const attn_options *o, const attn_shape *s, int paging)
 {
-    TRY(check_lengths(o->q_lens, s->batch, s->q_len));
-    TRY(check_lengths(o->kv_lens, s->batch, s->kv_len));
+    TRY(check_lengths(o->q_lens, s->batch, s->q_len, "q_lens", "q_len"));
+    TRY(check_lengths(o->kv_lens, s->batch, s->kv_len, "kv_lens", "kv_len"));
     TRY(check_offsets(o->q_offsets, o->q_lens, s->batch, s->q_len));
     TRY(check_offsets(o->kv_offsets, o->kv_lens, s->batch, s->kv_len));
     TRY(check_tree(o, s));
@@ -524,11 +557,12 @@ attn_status attn_validate(attn_problem *pb, const attn_op *op, const attn_shape 
 
     /* 1. pointers */
     if (!shape || !out || !out->data)
-        return ATTN_ERR_NULL;
+        return attn_fail(ATTN_ERR_NULL, "%s is NULL", !shape ? "shape" : !out ? "out" : "out->data");
     if (needs_qk && (!q || !k || !q->data || !k->data))
-        return ATTN_ERR_NULL;
+        return attn_fail(ATTN_ERR_NULL, "%s is NULL", !q ? "q" : !k ? "k" : !q->data ? "q->data"
+                                                                                  : "k->data");
     if (needs_v && (!v || !v->data))
-        return ATTN_ERR_NULL;
+        return attn_fail(ATTN_ERR_NULL, "%s is NULL", !v ? "v" : "v->data");
 
     /* 2.-4. options, shape, arguments */
     attn_options o;
@@ -538,7 +572,7 @@ attn_status attn_validate(attn_problem *pb, const attn_op *op, const attn_shape 
     const attn_shape s = *shape;
     const int64_t v_dim = s.v_dim ? s.v_dim : s.head_dim;
     if (needs_qk && !attn_dtype_is_float_input(q->dtype))
-        return ATTN_ERR_ARG;
+        return attn_fail(ATTN_ERR_ARG, "q->dtype = %d: q is F32, F16 or BF16", (int)q->dtype);
     TRY(attn_check_kv_scales(&o));
     if (needs_qk)
         TRY(attn_check_kv(k->dtype, s.head_dim, o.k_scale));
@@ -549,10 +583,12 @@ attn_status attn_validate(attn_problem *pb, const attn_op *op, const attn_shape 
     if (needs_qk && attn_dtype_is_fp8(k->dtype) && o.k_scale != 0.0f) {
         qk_scale = scale * o.k_scale; /* the one rounding of the folded scale */
         if (!isnormal(qk_scale))
-            return ATTN_ERR_ARG;
+            return attn_fail(ATTN_ERR_ARG, "scale * opt->k_scale = %g is not a normal float",
+                             (double)qk_scale);
     }
     if (!attn_dtype_is_output(out->dtype, op->rounds_out))
-        return ATTN_ERR_ARG;
+        return attn_fail(ATTN_ERR_ARG, "out->dtype = %d is not an output dtype of this call",
+                         (int)out->dtype);
     TRY(check_option_dtypes(&o));
     TRY(attn_check_batch_arrays(&o, &s, needs_qk));
     /* ALiBi's distances |qpos - kpos| must stay below 2^31 (the alibi slot's

@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "harness.h"
@@ -670,4 +672,101 @@ Test(errors, option_arrays_inside_outputs)
             expect_bytes(cases[c].what, dst, before, bytes);
             free(before);
         }
+}
+
+/* ------------------------------------------------------------ attn_last_error */
+
+enum { LE_B = 2, LE_H = 2, LE_L = 8, LE_D = 8 };
+
+typedef struct le_case {
+    const char *what, *want; /* the call's description, a part of the message */
+} le_case;
+
+/* One failing attn_forward on a valid problem changed by `change`, and the
+   message attn_last_error gives for it. */
+static const char *le_forward(int change)
+{
+    static float q[LE_B * LE_H * LE_L * LE_D], k[LE_B * LE_H * LE_L * LE_D],
+        v[LE_B * LE_H * LE_L * LE_D], out[LE_B * LE_H * LE_L * LE_D];
+    static uint16_t bias16[LE_L * LE_L];
+    attn_shape s = {LE_B, LE_H, LE_H, LE_L, LE_L, LE_D, 0};
+    attn_tensor tq = {q, ATTN_DTYPE_F32, LE_H * LE_L * LE_D, LE_L * LE_D, LE_D};
+    attn_tensor tk = tq, tv = tq, to = tq;
+    tk.data = k, tv.data = v, to.data = out;
+    attn_options o = ATTN_OPTIONS_INIT;
+    const int32_t lens[LE_B] = {3, 9};
+    const attn_tensor tb = {bias16, ATTN_DTYPE_F16, 0, 0, LE_L};
+    const attn_tensor *pq = &tq;
+    switch (change) {
+    case 0: s.q_len = 0; break;
+    case 1: o.kv_lens = lens; break;
+    case 2: pq = NULL; break;
+    case 3: to.batch_stride = 0; break;
+    case 4: tk.row_stride = -1; break;
+    case 5: o.struct_size = 3; break;
+    case 6: o.bias = &tb; break;
+    case 7: to.data = q; break;
+    case 8: s.q_heads = 3; break;
+    default: break;
+    }
+    const attn_status st = attn_forward(&s, &o, pq, &tk, &tv, &to, NULL);
+    CHECK(st != ATTN_OK, "case %d was accepted", change);
+    return attn_last_error();
+}
+
+Test(errors, last_error_names_the_argument)
+{
+    harness_begin_plain("errors.last_error");
+    static const le_case cases[] = {
+        {"q_len 0", "attn_forward: shape->q_len = 0, must be >= 1"},
+        {"kv_lens above kv_len", "attn_forward: opt->kv_lens[1] = 9 is above kv_len 8"},
+        {"q NULL", "attn_forward: q is NULL"},
+        {"broadcast out", "an output's batch_stride = 0"},
+        {"negative stride", "row_stride = -1 is negative"},
+        {"struct_size", "opt->struct_size = 3"},
+        {"bias dtype", "opt->bias->dtype = 1, must be ATTN_DTYPE_F32"},
+        {"out over q", "an output shares bytes with an input"},
+        {"q_heads", "shape->q_heads = 3 is not a multiple of kv_heads = 2"},
+    };
+    for (int i = 0; i < (int)(sizeof cases / sizeof cases[0]); i++) {
+        const char *got = le_forward(i);
+        CHECK(strstr(got, cases[i].want) != NULL, "%s: attn_last_error() = \"%s\", expected \"%s\"",
+              cases[i].what, got, cases[i].want);
+    }
+    /* a failure no check describes gets attn_strerror's sentence, never an
+       earlier call's detail */
+    CHECK(attn_isa_select((attn_isa)1000) != ATTN_OK, "isa 1000 accepted");
+    char want[256];
+    snprintf(want, sizeof want, "attn_isa_select: %s", attn_strerror(attn_isa_select((attn_isa)1000)));
+    CHECK(strcmp(attn_last_error(), want) == 0, "attn_last_error() = \"%s\", want \"%s\"",
+          attn_last_error(), want);
+    /* a success leaves it as it was */
+    CHECK(attn_version() == ATTN_VERSION && attn_softmax(NULL, 1, 1, 1, NULL) != ATTN_OK,
+          "softmax NULL accepted");
+    const char *before = attn_last_error();
+    CHECK(strstr(before, "attn_softmax: ") == before, "attn_last_error() = \"%s\"", before);
+    float x[4] = {1, 2, 3, 4};
+    CHECK(attn_softmax(x, 1, 4, 4, NULL) == ATTN_OK, "softmax failed");
+    CHECK(strstr(attn_last_error(), "attn_softmax: ") == attn_last_error(),
+          "a success changed it to \"%s\"", attn_last_error());
+}
+
+static void *le_other_thread(void *arg)
+{
+    (void)arg;
+    (void)le_forward(1); /* kv_lens: this thread's own message */
+    return NULL;
+}
+
+Test(errors, last_error_is_per_thread)
+{
+    harness_begin_plain("errors.last_error_per_thread");
+    (void)le_forward(0);
+    char mine[256];
+    snprintf(mine, sizeof mine, "%s", attn_last_error());
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, le_other_thread, NULL) == 0, "pthread_create");
+    pthread_join(t, NULL);
+    CHECK(strcmp(attn_last_error(), mine) == 0, "another thread's failure changed it: \"%s\"",
+          attn_last_error());
 }

@@ -283,7 +283,8 @@ int buffers_init(buffers *b, const problem *p, uint64_t seed)
 
 int library_error(const char *what, attn_status st)
 {
-    fprintf(stderr, "attn: %s failed: %s (status %d)\n", what, attn_strerror(st), (int)st);
+    fprintf(stderr, "attn: %s failed: %s (status %d)\n  %s\n", what, attn_strerror(st), (int)st,
+            attn_last_error());
     return EXIT_LIBRARY;
 }
 

@@ -39,7 +39,7 @@ static const char usage_main[] =
     "  0  success\n"
     "  1  verification failed (run, bench)\n"
     "  2  bad command line\n"
-    "  3  libattn returned an error (its attn_strerror message is printed),\n"
+    "  3  libattn returned an error (its attn_strerror and attn_last_error are printed),\n"
     "     or memory could not be allocated\n";
 
 

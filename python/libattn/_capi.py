@@ -170,6 +170,8 @@ _PROTOTYPES_1_1 = {
                                     _P(ctypes.c_void_p)]),
     "attn_plan_run": (_status, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
                                 ctypes.c_void_p, ctypes.c_void_p, _P(RowStats)]),
+    # 1.5
+    "attn_last_error": (ctypes.c_char_p, []),
 }
 
 _state = {"lib": None, "path": None, "has": set()}
@@ -240,8 +242,9 @@ class AttnError(RuntimeError):
     """A libattn call returned an error status.
 
     .status is a Status (or the raw int for a code this binding does not
-    know), .message the library's attn_strerror() sentence and .function the
-    C function that failed.
+    know), .message the library's attn_strerror() sentence, .detail what
+    attn_last_error() said (libattn 1.5: which argument, with its values;
+    "" with an older library) and .function the C function that failed.
     """
 
     def __init__(self, status, function):
@@ -251,8 +254,14 @@ class AttnError(RuntimeError):
             self.status = status
         self.function = function
         self.message = lib().attn_strerror(status).decode("utf-8", "replace")
+        self.detail = ""
+        if has("attn_last_error"):  # read before any other call can fail
+            self.detail = (lib().attn_last_error() or b"").decode("utf-8", "replace")
         name = self.status.name if isinstance(self.status, Status) else str(status)
-        super().__init__("%s: %s (ATTN_%s)" % (function, self.message, name))
+        text = "%s: %s (ATTN_%s)" % (function, self.message, name)
+        if self.detail:
+            text += ": " + self.detail
+        super().__init__(text)
 
 
 def check(status, function):

@@ -159,3 +159,18 @@ def test_isa_errors():
     raises(ValueError, r"^isa: unknown name 'mmx'", libattn.isa_select, "mmx")
     raises(ValueError, r"^isa: unknown name", libattn.isa_available, "pentium")
     raises(TypeError, r"^isa: expected a name", libattn.isa_select, 3.0)
+
+
+def test_library_error_carries_the_detail():
+    # libattn 1.5's attn_last_error: which argument, with its values. The
+    # binding checks what it can first; the folded FP8 score scale
+    # (scale * k_scale must be a normal float) only the library checks
+    import numpy as np
+    q = np.ones((1, 2, 4, 8), np.float32)
+    k = libattn.quantize(q, "fp8")
+    with pytest.raises(libattn.AttnError) as err:
+        libattn.forward(q, k, k, kv_dtype="fp8", scale=1e-20, k_scale=1e-20)
+    e = err.value
+    if libattn._capi.has("attn_last_error"):
+        assert "k_scale" in e.detail and e.detail in str(e), str(e)
+        assert e.detail.startswith("attn_forward: ")

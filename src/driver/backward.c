@@ -615,10 +615,19 @@ attn_status attn_backward_with(const attn_dsp *dsp, const attn_shape *shape,
     return status;
 }
 
+static attn_status checked_backward(const attn_shape *shape, const attn_options *opt,
+                                    const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
+                                    const attn_tensor *out, const attn_tensor *dout, const float *lse,
+                                    const attn_grads *grads)
+{
+    return attn_backward_with(attn_dsp_active(), shape, opt, q, k, v, out, dout, lse, grads);
+}
+
 attn_status attn_backward(const attn_shape *shape, const attn_options *opt,
                           const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
                           const attn_tensor *out, const attn_tensor *dout, const float *lse,
                           const attn_grads *grads)
 {
-    return attn_backward_with(attn_dsp_active(), shape, opt, q, k, v, out, dout, lse, grads);
+    const unsigned mark = attn_error_mark();
+    return attn_error_done("attn_backward", mark, checked_backward(shape, opt, q, k, v, out, dout, lse, grads));
 }

@@ -369,9 +369,17 @@ attn_status attn_cache_append_with(const attn_dsp *dsp, const attn_shape *shape,
     return ATTN_OK;
 }
 
+static attn_status checked_cache_append(const attn_shape *shape, const attn_options *opt,
+                                        const attn_tensor *k_new, const attn_tensor *v_new,
+                                        const attn_tensor *k, const attn_tensor *v)
+{
+    return attn_cache_append_with(attn_dsp_active(), shape, opt, k_new, v_new, k, v);
+}
+
 attn_status attn_cache_append(const attn_shape *shape, const attn_options *opt,
                               const attn_tensor *k_new, const attn_tensor *v_new,
                               const attn_tensor *k, const attn_tensor *v)
 {
-    return attn_cache_append_with(attn_dsp_active(), shape, opt, k_new, v_new, k, v);
+    const unsigned mark = attn_error_mark();
+    return attn_error_done("attn_cache_append", mark, checked_cache_append(shape, opt, k_new, v_new, k, v));
 }

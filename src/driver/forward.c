@@ -584,15 +584,23 @@ attn_status attn_forward_with(const attn_dsp *dsp, const attn_shape *shape,
     return status;
 }
 
-attn_status attn_forward(const attn_shape *shape, const attn_options *opt,
-                         const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
-                         const attn_tensor *out, const attn_row_stats *stats)
+static attn_status checked_forward(const attn_shape *shape, const attn_options *opt,
+                                   const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
+                                   const attn_tensor *out, const attn_row_stats *stats)
 {
     return attn_forward_with(attn_dsp_active(), shape, opt, q, k, v, out, stats);
 }
 
-attn_status attn_forward_workspace_size(const attn_shape *shape, const attn_options *opt,
-                                        size_t *bytes)
+attn_status attn_forward(const attn_shape *shape, const attn_options *opt,
+                         const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
+                         const attn_tensor *out, const attn_row_stats *stats)
+{
+    const unsigned mark = attn_error_mark();
+    return attn_error_done("attn_forward", mark, checked_forward(shape, opt, q, k, v, out, stats));
+}
+
+static attn_status checked_forward_workspace_size(const attn_shape *shape, const attn_options *opt,
+                                                  size_t *bytes)
 {
     if (!shape || !bytes)
         return ATTN_ERR_NULL;
@@ -606,4 +614,11 @@ attn_status attn_forward_workspace_size(const attn_shape *shape, const attn_opti
         return ATTN_ERR_SHAPE; /* does not fit size_t */
     *bytes = need;
     return ATTN_OK;
+}
+
+attn_status attn_forward_workspace_size(const attn_shape *shape, const attn_options *opt,
+                                        size_t *bytes)
+{
+    const unsigned mark = attn_error_mark();
+    return attn_error_done("attn_forward_workspace_size", mark, checked_forward_workspace_size(shape, opt, bytes));
 }

@@ -53,8 +53,15 @@ attn_status attn_mask_apply_with(const attn_dsp *dsp, const attn_shape *shape,
     return status;
 }
 
+static attn_status checked_mask_apply(const attn_shape *shape, const attn_options *opt,
+                                      const attn_tensor *scores)
+{
+    return attn_mask_apply_with(attn_dsp_active(), shape, opt, scores);
+}
+
 attn_status attn_mask_apply(const attn_shape *shape, const attn_options *opt,
                             const attn_tensor *scores)
 {
-    return attn_mask_apply_with(attn_dsp_active(), shape, opt, scores);
+    const unsigned mark = attn_error_mark();
+    return attn_error_done("attn_mask_apply", mark, checked_mask_apply(shape, opt, scores));
 }

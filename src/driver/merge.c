@@ -195,9 +195,17 @@ attn_status attn_merge_with(const attn_dsp *dsp, const attn_shape *shape,
     return status;
 }
 
+static attn_status checked_merge(const attn_shape *shape, const attn_options *opt,
+                                 const attn_partial *parts, int64_t n_parts, const attn_tensor *out,
+                                 float *lse)
+{
+    return attn_merge_with(attn_dsp_active(), shape, opt, parts, n_parts, out, lse);
+}
+
 attn_status attn_merge(const attn_shape *shape, const attn_options *opt,
                        const attn_partial *parts, int64_t n_parts, const attn_tensor *out,
                        float *lse)
 {
-    return attn_merge_with(attn_dsp_active(), shape, opt, parts, n_parts, out, lse);
+    const unsigned mark = attn_error_mark();
+    return attn_error_done("attn_merge", mark, checked_merge(shape, opt, parts, n_parts, out, lse));
 }

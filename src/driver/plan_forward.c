@@ -78,7 +78,7 @@ static size_t plan_bytes(const attn_shape *s, const attn_options *o)
     return n;
 }
 
-attn_status attn_plan_size(const attn_shape *shape, const attn_options *opt, size_t *bytes)
+static attn_status checked_plan_size(const attn_shape *shape, const attn_options *opt, size_t *bytes)
 {
     if (!shape || !bytes)
         return ATTN_ERR_NULL;
@@ -90,6 +90,12 @@ attn_status attn_plan_size(const attn_shape *shape, const attn_options *opt, siz
         return ATTN_ERR_SHAPE; /* the block table's extent overflows */
     *bytes = n;
     return ATTN_OK;
+}
+
+attn_status attn_plan_size(const attn_shape *shape, const attn_options *opt, size_t *bytes)
+{
+    const unsigned mark = attn_error_mark();
+    return attn_error_done("attn_plan_size", mark, checked_plan_size(shape, opt, bytes));
 }
 
 /* Copies n bytes of src to *at (advanced, 8-byte aligned) and returns the copy. */
@@ -193,8 +199,8 @@ static attn_status moved(attn_range_set *set, attn_byte_range planned, const voi
     return ATTN_OK;
 }
 
-attn_status attn_plan_run(const attn_plan *plan, const void *q, const void *k, const void *v,
-                          void *out, const attn_row_stats *stats)
+static attn_status checked_plan_run(const attn_plan *plan, const void *q, const void *k, const void *v,
+                                    void *out, const attn_row_stats *stats)
 {
     if (!plan || !q || !k || !v || !out)
         return ATTN_ERR_NULL;
@@ -235,12 +241,29 @@ attn_status attn_plan_run(const attn_plan *plan, const void *q, const void *k, c
     return ATTN_OK;
 }
 
+attn_status attn_plan_run(const attn_plan *plan, const void *q, const void *k, const void *v,
+                          void *out, const attn_row_stats *stats)
+{
+    const unsigned mark = attn_error_mark();
+    return attn_error_done("attn_plan_run", mark, checked_plan_run(plan, q, k, v, out, stats));
+}
+
+static attn_status checked_plan_forward(void *mem, size_t mem_size, const attn_shape *shape,
+                                        const attn_options *opt, const attn_tensor *q,
+                                        const attn_tensor *k, const attn_tensor *v,
+                                        const attn_tensor *out, const attn_row_stats *stats,
+                                        attn_plan **plan)
+{
+    return attn_plan_forward_with(attn_dsp_active(), mem, mem_size, shape, opt, q, k, v, out,
+                                  stats, plan);
+}
+
 attn_status attn_plan_forward(void *mem, size_t mem_size, const attn_shape *shape,
                               const attn_options *opt, const attn_tensor *q,
                               const attn_tensor *k, const attn_tensor *v,
                               const attn_tensor *out, const attn_row_stats *stats,
                               attn_plan **plan)
 {
-    return attn_plan_forward_with(attn_dsp_active(), mem, mem_size, shape, opt, q, k, v, out,
-                                  stats, plan);
+    const unsigned mark = attn_error_mark();
+    return attn_error_done("attn_plan_forward", mark, checked_plan_forward(mem, mem_size, shape, opt, q, k, v, out, stats, plan));
 }

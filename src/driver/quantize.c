@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "driver.h"
+#include "internal.h"
 #include "quant.h"
 
 typedef struct quantize_ctx {
@@ -79,8 +80,8 @@ static void task_quantize(void *vctx, size_t index)
                           c->scale);
 }
 
-attn_status attn_quantize(int32_t dtype, const float *src, int64_t rows, int64_t cols,
-                          int64_t src_stride, void *dst, int64_t dst_stride, float scale)
+static attn_status checked_quantize(int32_t dtype, const float *src, int64_t rows, int64_t cols,
+                                    int64_t src_stride, void *dst, int64_t dst_stride, float scale)
 {
     attn_status status =
         validate_quantize(dtype, src, rows, cols, src_stride, dst, dst_stride, &scale);
@@ -89,4 +90,11 @@ attn_status attn_quantize(int32_t dtype, const float *src, int64_t rows, int64_t
         attn_run_tasks(NULL, NULL, task_quantize, &ctx, 1);
     }
     return status;
+}
+
+attn_status attn_quantize(int32_t dtype, const float *src, int64_t rows, int64_t cols,
+                          int64_t src_stride, void *dst, int64_t dst_stride, float scale)
+{
+    const unsigned mark = attn_error_mark();
+    return attn_error_done("attn_quantize", mark, checked_quantize(dtype, src, rows, cols, src_stride, dst, dst_stride, scale));
 }

@@ -103,8 +103,15 @@ attn_status attn_scores_with(const attn_dsp *dsp, const attn_shape *shape,
     return status;
 }
 
+static attn_status checked_scores(const attn_shape *shape, const attn_options *opt,
+                                  const attn_tensor *q, const attn_tensor *k, const attn_tensor *scores)
+{
+    return attn_scores_with(attn_dsp_active(), shape, opt, q, k, scores);
+}
+
 attn_status attn_scores(const attn_shape *shape, const attn_options *opt,
                         const attn_tensor *q, const attn_tensor *k, const attn_tensor *scores)
 {
-    return attn_scores_with(attn_dsp_active(), shape, opt, q, k, scores);
+    const unsigned mark = attn_error_mark();
+    return attn_error_done("attn_scores", mark, checked_scores(shape, opt, q, k, scores));
 }

@@ -45,7 +45,13 @@ attn_status attn_softmax_with(const attn_dsp *dsp, float *x, int64_t rows, int64
     return status;
 }
 
-attn_status attn_softmax(float *x, int64_t rows, int64_t cols, int64_t row_stride, float *lse)
+static attn_status checked_softmax(float *x, int64_t rows, int64_t cols, int64_t row_stride, float *lse)
 {
     return attn_softmax_with(attn_dsp_active(), x, rows, cols, row_stride, lse);
+}
+
+attn_status attn_softmax(float *x, int64_t rows, int64_t cols, int64_t row_stride, float *lse)
+{
+    const unsigned mark = attn_error_mark();
+    return attn_error_done("attn_softmax", mark, checked_softmax(x, rows, cols, row_stride, lse));
 }

@@ -44,8 +44,15 @@ attn_status attn_softmax_backward_with(const attn_dsp *dsp, const float *p,
     return status;
 }
 
+static attn_status checked_softmax_backward(const float *p, const float *dp, float *ds, int64_t rows,
+                                            int64_t cols, int64_t row_stride)
+{
+    return attn_softmax_backward_with(attn_dsp_active(), p, dp, ds, rows, cols, row_stride);
+}
+
 attn_status attn_softmax_backward(const float *p, const float *dp, float *ds, int64_t rows,
                                   int64_t cols, int64_t row_stride)
 {
-    return attn_softmax_backward_with(attn_dsp_active(), p, dp, ds, rows, cols, row_stride);
+    const unsigned mark = attn_error_mark();
+    return attn_error_done("attn_softmax_backward", mark, checked_softmax_backward(p, dp, ds, rows, cols, row_stride));
 }

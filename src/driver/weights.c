@@ -51,9 +51,17 @@ attn_status attn_weights_with(const attn_dsp *dsp, const attn_shape *shape,
     return status;
 }
 
+static attn_status checked_weights(const attn_shape *shape, const attn_options *opt,
+                                   const attn_tensor *q, const attn_tensor *k,
+                                   const attn_tensor *weights, const attn_row_stats *stats)
+{
+    return attn_weights_with(attn_dsp_active(), shape, opt, q, k, weights, stats);
+}
+
 attn_status attn_weights(const attn_shape *shape, const attn_options *opt,
                          const attn_tensor *q, const attn_tensor *k,
                          const attn_tensor *weights, const attn_row_stats *stats)
 {
-    return attn_weights_with(attn_dsp_active(), shape, opt, q, k, weights, stats);
+    const unsigned mark = attn_error_mark();
+    return attn_error_done("attn_weights", mark, checked_weights(shape, opt, q, k, weights, stats));
 }
