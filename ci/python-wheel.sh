@@ -5,8 +5,9 @@
 # wheel installed with pip into a fresh venv (--system-site-packages, for
 # NumPy and pytest) without network, then, from outside the tree and with no
 # ATTN_LIBRARY, ATTN_BUILD_DIR or PYTHONPATH: the venv's package must load
-# the library inside it, and the binding's pytest suite runs against that
-# installed copy.
+# the library inside it, the binding's pytest suite runs against that
+# installed copy, and two examples run with the venv's python
+# (gpt_oss_sinks.py, and train_gpt.py for 10 steps with --check).
 #
 #   ci/python-wheel.sh      (Debian 12: python3-build, python3-mesonpy,
 #                            python3-venv, python3-pip; build.sh installs them)
@@ -68,3 +69,7 @@ esac
 log "pytest against the installed wheel"
 ATTN_EXPECT_PACKAGE_DIR=$package "$venv_python" -m pytest -q -p no:cacheprovider \
     "$repo/python/tests"
+
+log "the examples with the venv's python (the wheel's library)"
+MPLBACKEND=Agg "$venv_python" "$repo/examples/gpt_oss_sinks.py" --len 256 --layers 2
+MPLBACKEND=Agg "$venv_python" "$repo/examples/train_gpt.py" --steps 10 --check
