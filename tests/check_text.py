@@ -346,7 +346,7 @@ def main():
                 bad(f, t, d.start(), "attn_%s_with has no line in %s" % (d.group(1), ops_file))
 
     # 6. licence headers: every source file names its licence in its first lines
-    spdx_ext = (".c", ".h", ".cc", ".py", ".sh", ".build", ".map", ".in")
+    spdx_ext = (".c", ".h", ".cc", ".py", ".pyi", ".sh", ".build", ".map", ".in")
     for f in sorted(texts):
         base = f.rsplit("/", 1)[-1]
         if not (f.endswith(spdx_ext) or base in ("meson_options.txt", "CMakeLists.txt", "Makefile",

@@ -22,7 +22,10 @@ The shared library is found through ATTN_LIBRARY, the install prefix, the
 dynamic linker, then a build tree (see libattn._loader).
 """
 
+from __future__ import annotations
+
 from . import _capi
+from ._types import List, Optional, Tuple, Union
 from ._capi import AttnError, DType, Status, library_path
 from ._loader import ABI_MAJOR, LibraryError
 from ._ops import (alibi_slopes, backward, forward, mask_apply, merge, quantize, scores, softmax,
@@ -61,28 +64,28 @@ def _isa(name):
                          % (name, ", ".join(sorted(m.name.lower() for m in isa)))) from None
 
 
-def isa_names():
+def isa_names() -> List[str]:
     """Every ISA name the library knows, built and supported or not."""
     return [m.name.lower() for m in _capi.isa_enum() if m.value != 0]
 
 
-def isa_active():
+def isa_active() -> str:
     """Name of the instruction set the operations use now ('avx2', 'scalar', ...)."""
     lib = _capi.lib()
     return lib.attn_isa_name(lib.attn_isa_active()).decode()
 
 
-def isa_available(name):
+def isa_available(name: Union[str, int]) -> bool:
     """True when `name` is compiled into the library and this CPU runs it."""
     return bool(_capi.lib().attn_isa_available(int(_isa(name))))
 
 
-def available_isas():
+def available_isas() -> List[str]:
     """Names of the instruction sets this library and CPU can use."""
     return [name for name in isa_names() if isa_available(name)]
 
 
-def isa_select(name):
+def isa_select(name: Union[str, int]) -> None:
     """Make `name` ('auto' = the best) the active ISA for the whole process.
 
     Raises AttnError (Status.ERR_UNSUPPORTED) when it is not available; the
@@ -91,17 +94,17 @@ def isa_select(name):
     _capi.check(_capi.lib().attn_isa_select(int(_isa(name))), "attn_isa_select")
 
 
-def version():
+def version() -> str:
     """Version string of the loaded library, e.g. '1.0.0'."""
     return _capi.lib().attn_version_string().decode()
 
 
-def version_info():
+def version_info() -> Tuple[int, int, int]:
     """(major, minor, patch) of the loaded library."""
     v = _capi.lib().attn_version()
     return (v >> 16, (v >> 8) & 0xFF, v & 0xFF)
 
 
-def thread_pool_size(threads):
+def thread_pool_size(threads: Optional[int]) -> int:
     """Threads that `threads=` runs on (creates and caches that pool)."""
     return _capi.pool_size(threads)

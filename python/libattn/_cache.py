@@ -8,6 +8,8 @@ reads as the sequence's last keys. Nothing is written when an argument is
 refused.
 """
 
+from __future__ import annotations
+
 import ctypes
 import numbers
 
@@ -15,6 +17,7 @@ from ._capi import Options, Shape, check, has, lib
 from ._kvlayout import _int32_array, _int_list, _pool
 from ._ops import _quant_dtype, _quant_operand
 from ._tensor import as_operand, np
+from ._types import Array, IntTable, Ints, Optional
 
 
 def _cache_operand(x, name, kv_dtype):
@@ -26,8 +29,11 @@ def _cache_operand(x, name, kv_dtype):
     return op, per_unit
 
 
-def cache_append(k_new, k_cache, v_new=None, v_cache=None, *, kv_lens, q_lens=None,
-                 block_table=None, kv_dtype=None, k_scale=0.0, v_scale=0.0):
+def cache_append(k_new: Array, k_cache: Array, v_new: Optional[Array] = None,
+                 v_cache: Optional[Array] = None, *, kv_lens: Ints,
+                 q_lens: Optional[Ints] = None, block_table: Optional[IntTable] = None,
+                 kv_dtype: Optional[str] = None, k_scale: float = 0.0,
+                 v_scale: float = 0.0) -> None:
     """Write new K (and V) rows into caches, in place; returns None.
 
     k_new, v_new      float32 or float16 arrays [B, Hkv, T, D] (T: the most new

@@ -1,12 +1,15 @@
 # SPDX-License-Identifier: MIT
 """ctypes mirror of include/attn.h, the loaded library, errors and thread pools."""
 
+from __future__ import annotations
+
 import atexit
 import ctypes
 import enum
 import threading
 
 from . import _dtypes, _loader, _options
+from ._types import Union
 
 
 class Status(enum.IntEnum):
@@ -232,7 +235,7 @@ def has(name):
     return name in _state["has"]
 
 
-def library_path():
+def library_path() -> str:
     """Path of the libattn shared library in use."""
     lib()
     return _state["path"]
@@ -247,7 +250,12 @@ class AttnError(RuntimeError):
     "" with an older library) and .function the C function that failed.
     """
 
-    def __init__(self, status, function):
+    status: Union[Status, int]
+    function: str
+    message: str
+    detail: str
+
+    def __init__(self, status: int, function: str) -> None:
         try:
             self.status = Status(status)
         except ValueError:
@@ -259,7 +267,8 @@ class AttnError(RuntimeError):
             self.detail = (lib().attn_last_error() or b"").decode("utf-8", "replace")
         name = self.status.name if isinstance(self.status, Status) else str(status)
         text = "%s: %s (ATTN_%s)" % (function, self.message, name)
-        if self.detail:
+        # a failure with nothing more specific to say repeats the sentence
+        if self.detail and self.detail != "%s: %s" % (function, self.message):
             text += ": " + self.detail
         super().__init__(text)
 

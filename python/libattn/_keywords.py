@@ -300,12 +300,19 @@ def _kv_splits(value, call):
 # ------------------------------------------------------------------ the table
 
 class Keyword:
-    __slots__ = ("name", "fields", "default", "ops", "convert", "slot", "doc")
+    __slots__ = ("name", "fields", "default", "hint", "ops", "convert", "slot", "doc")
 
-    def __init__(self, name, fields, default, convert, doc, ops=None, slot=None):
+    def __init__(self, name, fields, default, hint, convert, doc, ops=None, slot=None):
         self.name, self.fields, self.default = name, tuple(fields.split()), default
+        self.hint = hint
         self.ops = ATTENTION if ops is None else ops
         self.convert, self.slot, self.doc = convert, slot, doc
+
+
+# The keywords' type hints, each one of these (the aliases are _types.py's);
+# libattn.torch maps each to a torch.library schema type.
+HINTS = ("bool", "int", "float", "str", "Optional[int]", "Window", "Optional[Heads]",
+         "Optional[Ints]", "Optional[IntTable]", "Optional[Array]")
 
 
 # The operations that take the score options (merge takes threads only).
@@ -337,97 +344,99 @@ def _default_keywords(by_hand):
         else:
             check = (lambda name, m: lambda v: int_arg(v, name, m))(
                 row.name, 0 if nonneg else -(1 << 63))
-        yield Keyword(row.name, row.name, row.default, _value(row.name, check),
+        yield Keyword(row.name, row.name, row.default,
+                      "float" if row.ctype == "float" else "int", _value(row.name, check),
                       "attn_options.%s (include/attn.h)." % row.name)
 
 
 _BY_HAND = (
-    Keyword("causal", "flags", False, _causal,
+    Keyword("causal", "flags", False, "bool", _causal,
             "bottom-right aligned causal mask."),
     # mask_apply's scores are already scaled
-    Keyword("scale", "scale", 0.0, _value("scale", lambda v: float_arg(v, "scale")),
+    Keyword("scale", "scale", 0.0, "float", _value("scale", lambda v: float_arg(v, "scale")),
             "0 means 1/sqrt(D).", ops=("scores", "weights", "forward", "backward")),
-    Keyword("softcap", "softcap", 0.0,
+    Keyword("softcap", "softcap", 0.0, "float",
             _value("softcap", lambda v: float_arg(v, "softcap", minimum=0.0)),
             "0 means off."),
-    Keyword("window", "window window_right", 0, _window,
+    Keyword("window", "window window_right", 0, "Window", _window,
             "sliding window: W keys up to and including the query's aligned\n"
             "position (0 = off), or (W, R): also at most R keys from that\n"
             "position on (two-sided; FlashAttention's window_size=(l, r) is\n"
             "(l + 1, r + 1) here, its -1 is 0)."),
     # scores come before the softmax that the sink enters
-    Keyword("sinks", "sinks", None, _heads("sinks", "sinks"),
+    Keyword("sinks", "sinks", None, "Optional[Heads]", _heads("sinks", "sinks"),
             "attention-sink logits: a number, [Hq] or [B,Hq]; one more softmax\n"
             "entry per row with no value (gpt-oss). Stats include it.",
             ops=("weights", "forward", "backward")),
-    Keyword("alibi", "alibi_slopes", None, _heads("alibi_slopes", "alibi"),
+    Keyword("alibi", "alibi_slopes", None, "Optional[Heads]", _heads("alibi_slopes", "alibi"),
             "ALiBi slopes, [Hq] or [B,Hq] (or a number): adds\n"
             "-slope * |i + Lk - Lq - j| to each score (see alibi_slopes())."),
     # FP8 caches (kv_dtype=): read by the operations that take one; v by forward only
-    Keyword("k_scale", "k_scale", 0.0,
+    Keyword("k_scale", "k_scale", 0.0, "float",
             _value("k_scale", lambda v: float_arg(v, "k_scale", minimum=0.0)),
             "fp8 only: the K cache holds values / k_scale (0 means 1).",
             ops=("scores", "weights", "forward")),
-    Keyword("v_scale", "v_scale", 0.0,
+    Keyword("v_scale", "v_scale", 0.0, "float",
             _value("v_scale", lambda v: float_arg(v, "v_scale", minimum=0.0)),
             "fp8 only: the V cache holds values / v_scale (0 means 1).", ops=("forward",)),
     # the operations that multiply q by k (attn.h: backward takes the default only)
-    Keyword("precision", "precision", "default", _precision,
+    Keyword("precision", "precision", "default", "str", _precision,
             "'default' (f32 products), 'bf16' (q, k, weights and v rounded to\n"
             "bfloat16 for the bf16 dot units) or 'int8' (q quantized per\n"
             "32-block against q8_0/q4_0 keys); each mode's error bound is in\n"
             "attn.h. Where the CPU lacks the instructions: the default's result.",
             ops=("scores", "weights", "forward", "backward")),
-    Keyword("q_lens", "q_lens", None, _lengths("q_lens", "q_len"),
+    Keyword("q_lens", "q_lens", None, "Optional[Ints]", _lengths("q_lens", "q_len"),
             "valid query rows per batch entry (int or sequence)."),
-    Keyword("kv_lens", "kv_lens", None, _lengths("kv_lens", "kv_len"),
+    Keyword("kv_lens", "kv_lens", None, "Optional[Ints]", _lengths("kv_lens", "kv_len"),
             "valid keys per batch entry (int or sequence)."),
-    Keyword("mask", "mask", None, _side("mask"),
+    Keyword("mask", "mask", None, "Optional[Array]", _side("mask"),
             "bool, broadcastable to [B,Hq,Lq,Lk]; True = may attend.", slot="mask"),
-    Keyword("bias", "bias", None, _side("bias"),
+    Keyword("bias", "bias", None, "Optional[Array]", _side("bias"),
             "float, broadcastable to [B,Hq,Lq,Lk]; added to the scores.", slot="bias"),
     # forward only: merge() combines the shards' forward outputs
-    Keyword("q_pos", "q_pos", None, _positions("q_pos"),
+    Keyword("q_pos", "q_pos", None, "Optional[Ints]", _positions("q_pos"),
             "global position of query row 0 (int or one per batch entry): masks\n"
             "and ALiBi then compare positions, so a call can cover a shard of a\n"
             "longer sequence (see merge(); give sinks to one shard only).",
             ops=("forward", "backward")),
-    Keyword("k_pos", "k_pos", None, _positions("k_pos"),
+    Keyword("k_pos", "k_pos", None, "Optional[Ints]", _positions("k_pos"),
             "global position of key row 0, likewise.", ops=("forward", "backward")),
-    Keyword("tree_parents", "tree_parents", None, _tree,
+    Keyword("tree_parents", "tree_parents", None, "Optional[IntTable]", _tree,
             "a draft tree: each query's parent query (-1: the prefix), [Lq] or\n"
             "[B, Lq] (rows as q's); the last Lq keys are the queries' own, and\n"
             "a query sees the prefix, itself and its ancestors (attn.h 1.3)."),
-    Keyword("shared_prefix", "shared_prefix", None, _offsets("shared_prefix"),
+    Keyword("shared_prefix", "shared_prefix", None, "Optional[Ints]", _offsets("shared_prefix"),
             "keys each sequence shares with the one before it (int per batch\n"
             "entry, the first 0): read from the earlier sequence's cache, and\n"
             "attended once per group by forward (attn.h 1.4).",
             ops=("scores", "weights", "forward")),
-    Keyword("threads", "parallel_for parallel_ctx", None, _threads,
+    Keyword("threads", "parallel_for parallel_ctx", None, "Optional[int]", _threads,
             "None/1: the calling thread; n > 1: a cached pool of n threads;\n"
             "0: one per CPU. Results are identical for every value.",
             ops=ATTENTION + ("merge",)),
     # the cache layouts (_kvlayout.py) of the attention operations; mask_apply
     # takes the offsets into its dense table; backward every layout but pages
-    Keyword("q_offsets", "q_offsets", None, _offsets("q_offsets"),
+    Keyword("q_offsets", "q_offsets", None, "Optional[Ints]", _offsets("q_offsets"),
             "first row of each sequence in [B,H,L,D] tensors.",
             ops=("scores", "weights", "forward", "backward", "mask_apply")),
-    Keyword("kv_offsets", "kv_offsets", None, _offsets("kv_offsets"),
+    Keyword("kv_offsets", "kv_offsets", None, "Optional[Ints]", _offsets("kv_offsets"),
             "first key of each sequence (a left-padded cache: kv_offsets=pad,\n"
             "kv_lens=valid keys).",
             ops=("scores", "weights", "forward", "backward", "mask_apply")),
-    Keyword("cu_seqlens_q", "q_offsets q_lens", None, None,
+    Keyword("cu_seqlens_q", "q_offsets q_lens", None, "Optional[Ints]", None,
             "B + 1 offsets into packed q [Tq,Hq,D] (FlashAttention varlen);\n"
             "out is then [Tq,Hq,Dv].", ops=("scores", "weights", "forward", "backward")),
-    Keyword("cu_seqlens_k", "kv_offsets kv_lens", None, None,
+    Keyword("cu_seqlens_k", "kv_offsets kv_lens", None, "Optional[Ints]", None,
             "B + 1 offsets into packed k, v [Tk,Hkv,D].",
             ops=("scores", "weights", "forward", "backward")),
-    Keyword("block_table", "block_table block_table_stride block_size num_blocks", None, None,
+    Keyword("block_table", "block_table block_table_stride block_size num_blocks", None,
+            "Optional[IntTable]", None,
             "int [B, max_blocks]: k, v are pools [num_blocks, block_size, Hkv, D]\n"
             "(vLLM / FlashAttention paged cache); kv_lens = lengths.",
             ops=("scores", "weights", "forward")),
     # last: its workspace probe reads every other field
-    Keyword("kv_splits", "kv_splits workspace workspace_size", 0, _kv_splits,
+    Keyword("kv_splits", "kv_splits workspace workspace_size", 0, "int", _kv_splits,
             "0: split the keys into chunks when the shape gives few tasks\n"
             "(decode, MQA), 1: never, n >= 2: about n chunks. The binding\n"
             "provides the workspace; results are identical for every\n"
@@ -492,8 +501,8 @@ def operation(op):
         sig = inspect.signature(fn)
         own = [p for p in sig.parameters.values() if p.name != "_kw"]
         first_kw = next((i for i, p in enumerate(own) if p.kind == p.KEYWORD_ONLY), len(own))
-        table = [inspect.Parameter(k.name, inspect.Parameter.KEYWORD_ONLY, default=k.default)
-                 for k in rows]
+        table = [inspect.Parameter(k.name, inspect.Parameter.KEYWORD_ONLY, default=k.default,
+                                   annotation=k.hint) for k in rows]
 
         defaults = {k.name: k.default for k in rows}
 

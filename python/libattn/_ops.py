@@ -7,6 +7,8 @@ hands them to the function as the dict `_kw`, which _keywords.build() turns
 into the Options.
 """
 
+from __future__ import annotations
+
 import ctypes
 
 from ._capi import Grads, Partial, RowStats, Shape, check, has, lib
@@ -16,10 +18,11 @@ from ._tensor import (Operand, as_operand, check_no_overlap, check_output, copy_
 from ._capi import DType
 from ._dtypes import ROWS
 from . import _kvlayout
+from ._types import Array, List, Optional, Sequence, Stats, Tuple, Union
 from ._keywords import LAYOUT, build, float_arg, int_arg, operation, side_inputs
 
 
-def alibi_slopes(heads):
+def alibi_slopes(heads: int) -> List[float]:
     """The ALiBi paper's slopes for `heads` heads: 2^(-8 i / n) for i = 1..heads
     with n = heads when it is a power of two (else the closest power below,
     interleaved with the next power's odd slopes, as in the reference code)."""
@@ -232,7 +235,8 @@ def _run_attention(function, q, k, v, kw, *, out, stats, dtype, kv_dtype=None, i
 
 
 @operation("scores")
-def scores(q, k, *, dtype=None, out=None, kv_dtype=None, _kw):
+def scores(q: Array, k: Array, *, dtype: Optional[str] = None, out: Optional[Array] = None,
+           kv_dtype: Optional[str] = None, _kw) -> Array:
     """Final attention scores, -inf where masked: [..., Lq, Lk] float32.
 
     q [B,H,Lq,D] / [H,Lq,D] / [Lq,D] and k [B,Hkv,Lk,D] (same rank) in
@@ -244,7 +248,9 @@ def scores(q, k, *, dtype=None, out=None, kv_dtype=None, _kw):
 
 
 @operation("weights")
-def weights(q, k, *, dtype=None, out=None, stats=False, kv_dtype=None, _kw):
+def weights(q: Array, k: Array, *, dtype: Optional[str] = None, out: Optional[Array] = None,
+            stats: bool = False, kv_dtype: Optional[str] = None,
+            _kw) -> Union[Array, Tuple[Array, Stats]]:
     """Attention weights softmax(scores): [..., Lq, Lk] float32 (+ row stats).
 
     With stats=True returns (weights, {'lse', 'max_score', 'entropy'}), each
@@ -255,7 +261,9 @@ def weights(q, k, *, dtype=None, out=None, stats=False, kv_dtype=None, _kw):
 
 
 @operation("forward")
-def forward(q, k, v, *, dtype=None, out=None, stats=False, kv_dtype=None, _kw):
+def forward(q: Array, k: Array, v: Array, *, dtype: Optional[str] = None,
+            out: Optional[Array] = None, stats: bool = False, kv_dtype: Optional[str] = None,
+            _kw) -> Union[Array, Tuple[Array, Stats]]:
     """Fused attention softmax(scores) . v: [..., Lq, Dv] float32.
 
     q        [B,Hq,Lq,D], [Hq,Lq,D] or [Lq,D]; k [..,Hkv,Lk,D], v [..,Hkv,Lk,Dv]
@@ -290,7 +298,8 @@ def forward(q, k, v, *, dtype=None, out=None, stats=False, kv_dtype=None, _kw):
 
 
 @operation("merge")
-def merge(outs, lses, *, out=None, dtype=None, _kw):
+def merge(outs: Sequence[Array], lses: Sequence[Array], *, out: Optional[Array] = None,
+          dtype: Optional[str] = None, _kw) -> Tuple[Array, Array]:
     """Merge partial attention results over disjoint key sets: (out, lse).
 
     outs     sequence of n >= 1 float32 arrays of one shape [B,H,Lq,Dv],
@@ -358,7 +367,9 @@ def merge(outs, lses, *, out=None, dtype=None, _kw):
 
 
 @operation("backward")
-def backward(q, k, v, out, dout, lse, *, dtype=None, dbias=False, dsinks=False, _kw):
+def backward(q: Array, k: Array, v: Array, out: Array, dout: Array, lse: Array, *,
+             dtype: Optional[str] = None, dbias: bool = False, dsinks: bool = False,
+             _kw) -> Tuple[Array, ...]:
     """Gradients of forward(): (dq, dk, dv), then dbias when dbias=True and
     dsinks when dsinks=True, in that order.
 
@@ -445,7 +456,7 @@ def backward(q, k, v, out, dout, lse, *, dtype=None, dbias=False, dsinks=False, 
     return tuple(results)
 
 
-def quantize(x, dtype, *, scale=0.0):
+def quantize(x: Array, dtype: str, *, scale: float = 0.0) -> Array:
     """Quantize float rows for a K/V cache: uint8 array [..., row_bytes].
 
     x      float array [..., D] (NumPy), converted to float32 once.
@@ -483,7 +494,7 @@ def quantize(x, dtype, *, scale=0.0):
 
 
 @operation("mask_apply")
-def mask_apply(scores, *, copy=False, _kw):
+def mask_apply(scores: Array, *, copy: bool = False, _kw) -> Array:
     """Apply softcap, bias, ALiBi and masks to a score table you computed: [B,H,Lq,Lk],
     [H,Lq,Lk] or [Lq,Lk] float32 (already scaled).
 
@@ -575,7 +586,8 @@ def _check_rows_writable(op, name):
             raise ValueError("%s: is written and cannot broadcast (stride 0)" % name)
 
 
-def softmax(x, *, out=None, stats=False):
+def softmax(x: Array, *, out: Optional[Array] = None,
+            stats: bool = False) -> Union[Array, Tuple[Array, Stats]]:
     """Log-sum-exp softmax over the last axis of a float array (any rank >= 1).
 
     Returns a new float32 array, or writes into `out` (which may be `x`
@@ -615,7 +627,7 @@ def softmax(x, *, out=None, stats=False):
     return (result, {"lse": lse}) if stats else result
 
 
-def softmax_backward(p, dp, *, out=None):
+def softmax_backward(p: Array, dp: Array, *, out: Optional[Array] = None) -> Array:
     """ds = p * (dp - sum(p * dp)) over the last axis; p, dp of equal shape.
 
     Returns a new float32 array, or writes into `out`, which may be `p` or

@@ -12,12 +12,15 @@ attn_plan_run with their addresses, which re-checks nothing but the
 pointers. The results are forward()'s for the same arguments, bit for bit.
 """
 
+from __future__ import annotations
+
 import ctypes
 
 from ._capi import AttnError, RowStats, check, has, lib
 from ._keywords import operation
 from ._ops import _run_attention
 from ._tensor import Tensor, as_operand, np
+from ._types import Any, Array, Optional, Stats, Tuple, Union
 
 
 def _layout(x):
@@ -64,7 +67,9 @@ class Prepared:
 
     __slots__ = ("_plan", "_mem", "_keep", "_layouts", "_result", "_stats", "_fresh", "_run")
 
-    def __init__(self, plan, mem, keep, layouts, result, stats, fresh):
+    # made by prepare(), not by callers
+    def __init__(self, plan: Any, mem: Any, keep: Any, layouts: Any, result: Any, stats: Any,
+                 fresh: bool) -> None:
         self._plan = plan
         self._mem = mem
         self._keep = keep
@@ -93,7 +98,8 @@ class Prepared:
         buf = fill(span // template.itemsize + 1, template.dtype)
         return np.lib.stride_tricks.as_strided(buf, template.shape, template.strides)
 
-    def __call__(self, q, k, v, out=None):
+    def __call__(self, q: Array, k: Array, v: Array,
+                 out: Optional[Array] = None) -> Union[Array, Tuple[Array, Stats]]:
         lq, lk, lv, lo = self._layouts
         if _layout(q) != lq or _layout(k) != lk or _layout(v) != lv:
             for name, x, want in (("q", q, lq), ("k", k, lk), ("v", v, lv)):
@@ -116,7 +122,9 @@ class Prepared:
 
 
 @operation("forward")
-def prepare(q, k, v, *, dtype=None, out=None, stats=False, kv_dtype=None, _kw):
+def prepare(q: Array, k: Array, v: Array, *, dtype: Optional[str] = None,
+            out: Optional[Array] = None, stats: bool = False, kv_dtype: Optional[str] = None,
+            _kw) -> Prepared:
     """A forward() call validated and planned once (libattn 1.3's attn_plan).
 
     Takes forward()'s arguments: q, k, v (and out) give the layout every

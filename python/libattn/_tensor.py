@@ -5,6 +5,8 @@ Everything here runs before any C call, so shape, dtype and layout mistakes
 become ValueError/TypeError naming the argument instead of a status code.
 """
 
+from __future__ import annotations
+
 import array
 import ctypes
 import struct
@@ -12,6 +14,7 @@ import sys
 
 from ._capi import DType, Tensor as CTensor
 from ._dtypes import ROWS
+from ._types import Any, Optional, Sequence, Tuple, Union
 
 try:
     import numpy as np
@@ -63,8 +66,15 @@ class Tensor:
     """
 
     __slots__ = ("buffer", "shape", "strides", "dtype", "offset", "_view", "_nelems")
+    buffer: Any
+    shape: Tuple[int, ...]
+    strides: Tuple[int, ...]
+    dtype: DType
+    offset: int
 
-    def __init__(self, buffer, shape, strides=None, dtype=None, offset=0):
+    def __init__(self, buffer: Any, shape: Union[int, Sequence[int]],
+                 strides: Optional[Sequence[int]] = None, dtype: Union[str, DType, None] = None,
+                 offset: int = 0) -> None:
         try:
             view = memoryview(buffer)
         except TypeError:
@@ -136,7 +146,7 @@ class Tensor:
         self._nelems = nelems
 
     @classmethod
-    def empty(cls, shape, dtype="f32"):
+    def empty(cls, shape: Union[int, Sequence[int]], dtype: Union[str, DType] = "f32") -> Tensor:
         """A zero-filled C-contiguous tensor backed by array.array."""
         dt = dtype_from_name(dtype)
         count = 1
@@ -146,7 +156,7 @@ class Tensor:
         return cls(array.array(code, bytes(_ITEMSIZE[dt] * count)), shape, dtype=dt)
 
     @property
-    def ndim(self):
+    def ndim(self) -> int:
         return len(self.shape)
 
     def _element(self, index):
@@ -162,7 +172,7 @@ class Tensor:
             return struct.unpack("=f", struct.pack("=I", bits << 16))[0]
         return raw[at] != 0
 
-    def tolist(self):
+    def tolist(self) -> Any:
         """Nested Python lists of the elements (floats, or bools for masks)."""
 
         def build(prefix, dim):
@@ -172,7 +182,7 @@ class Tensor:
 
         return build((), 0)
 
-    def numpy(self):
+    def numpy(self) -> numpy.ndarray[Any, Any]:
         """The same elements as a NumPy array (a view when possible)."""
         if np is None:
             raise ImportError("Tensor.numpy() needs NumPy")

@@ -17,6 +17,16 @@ batches, lengths, windows, ALiBi, positions as constants).
 Differences from torch.nn.functional.scaled_dot_product_attention:
 dropout is not supported (dropout_p must be 0), and a query row that sees no
 key gets output 0 and gradient 0 where torch gives NaN.
+
+Importing this module also registers both functions as torch operators
+(torch.library): torch.ops.libattn.attention (every keyword of
+attention(), typed from libattn's keyword table: lengths and positions as
+int lists, tables and per-head values as tensors, window as [W] or [W, R])
+and torch.ops.libattn.scaled_dot_product_attention (torch's own schema).
+Through them torch.jit.script compiles calls and torch.jit.trace records
+one node per call (replayed with new shapes, gradients included); the
+operators' kernels are these Python functions, so a scripted or traced
+module runs where libattn.torch is imported, not in a C++-only runtime.
 """
 
 import numpy as np
@@ -28,6 +38,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installation
                       "the rest of libattn works without it") from exc
 
 from . import _ops
+from ._keywords import KEYWORDS
 
 __all__ = ["AttentionFunction", "attention", "scaled_dot_product_attention"]
 
@@ -232,3 +243,58 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         raise ValueError("scale: 0 is not a usable scale (None means 1/sqrt(E))")
     return attention(query, key, value, bias=bias, mask=mask, causal=causal, scale=scale,
                      threads=threads)
+
+
+# ------------------------------------------------------------------ torch.library
+
+# Each keyword hint of _keywords.HINTS as a torch schema type; a hint missing
+# here stops the import (KeyError), so a new keyword cannot be left out of
+# the operator. Window is [] (off), [W] or [W, R].
+_SCHEMA_TYPES = {"bool": "bool", "int": "int", "float": "float", "str": "str",
+                 "Optional[int]": "int?", "Window": "int[]", "Optional[Heads]": "Tensor?",
+                 "Optional[Ints]": "int[]?", "Optional[IntTable]": "Tensor?",
+                 "Optional[Array]": "Tensor?"}
+
+
+def _schema_default(keyword):
+    if keyword.hint == "Window":
+        return "[]"
+    value = keyword.default
+    if value is None or isinstance(value, bool):
+        return str(value)
+    if isinstance(value, str):
+        return '"%s"' % value
+    return repr(value)
+
+
+_OP_KEYWORDS = [k for k in KEYWORDS if "forward" in k.ops]
+ATTENTION_SCHEMA = "attention(Tensor q, Tensor k, Tensor v, *, %s) -> Tensor" % ", ".join(
+    "%s %s=%s" % (_SCHEMA_TYPES[k.hint], k.name, _schema_default(k)) for k in _OP_KEYWORDS)
+SDPA_SCHEMA = ("scaled_dot_product_attention(Tensor query, Tensor key, Tensor value, "
+               "Tensor? attn_mask=None, float dropout_p=0.0, bool is_causal=False, "
+               "float? scale=None, bool enable_gqa=False) -> Tensor")
+
+
+def _attention_op(q, k, v, **kw):
+    """torch.ops.libattn.attention: the schema's values as attention() takes them."""
+    window = kw.pop("window", None)
+    if window is not None:
+        if len(window) > 2:
+            raise ValueError("window: [W] or [W, R], got %d values" % len(window))
+        kw["window"] = tuple(window) if len(window) == 2 else (window[0] if window else 0)
+    return attention(q, k, v, **kw)
+
+
+def _sdpa_op(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+             enable_gqa=False):
+    return scaled_dot_product_attention(query, key, value, attn_mask, dropout_p, is_causal,
+                                        scale, enable_gqa)
+
+
+# The Python kernels run for every key (CompositeImplicitAutograd): autograd
+# sees AttentionFunction inside, as in a direct call.
+_LIBRARY = torch.library.Library("libattn", "DEF")
+_LIBRARY.define(ATTENTION_SCHEMA)
+_LIBRARY.impl("attention", _attention_op, "CompositeImplicitAutograd")
+_LIBRARY.define(SDPA_SCHEMA)
+_LIBRARY.impl("scaled_dot_product_attention", _sdpa_op, "CompositeImplicitAutograd")

@@ -44,6 +44,8 @@ def test_keywords_are_unique_and_name_known_operations():
     for k in _keywords.KEYWORDS:
         assert k.ops and set(k.ops) <= set(OPERATIONS), (k.name, k.ops)
         assert k.doc.strip(), k.name
+        # one of the hints the stub (gen_stub.py) and the torch operator read
+        assert k.hint in _keywords.HINTS, (k.name, k.hint)
 
 
 @pytest.mark.parametrize("op", sorted(OPERATIONS))
@@ -57,6 +59,7 @@ def test_signatures_list_the_table(op):
         assert k.name in params, "%s() lacks %s" % (op, k.name)
         assert params[k.name].kind == inspect.Parameter.KEYWORD_ONLY
         assert params[k.name].default == k.default
+        assert params[k.name].annotation == k.hint
         assert "\n%s " % k.name in fn.__doc__, "%s()'s docstring lacks %s" % (op, k.name)
     others = {k.name for k in _keywords.KEYWORDS} - {k.name for k in table}
     assert not others & set(params), (op, others & set(params))

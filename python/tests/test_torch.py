@@ -238,3 +238,80 @@ def test_mixed_dtypes_and_threads(rng):
     assert torch.equal(one, two)
     for a, x in zip(g1, (q, k, v)):
         assert torch.equal(a, x.grad)
+
+
+# ------------------------------------------------------------------ torch.library
+
+def _grads_of(fn, tensors, dout):
+    for t in tensors:
+        t.grad = None
+    out = fn()
+    out.backward(dout)
+    return out.detach().clone(), [t.grad.clone() for t in tensors]
+
+
+def test_operator_matches_attention_with_gradients(rng):
+    """torch.ops.libattn.attention is attention(): the same output and
+    gradients bit for bit, keyword by keyword through its schema."""
+    B, HQ, HK, LQ, LK, D = 2, 4, 2, 6, 9, 8
+    q, k, v = leaves(rng, (B, HQ, LQ, D), (B, HK, LK, D), (B, HK, LK, D))
+    sinks = torch.tensor(rng.standard_normal(HQ), dtype=torch.float32, requires_grad=True)
+    dout = torch.tensor(rng.standard_normal((B, HQ, LQ, D)), dtype=torch.float32)
+    for kw in (dict(causal=True), dict(window=[3, 1], kv_lens=[9, 7], q_lens=[6, 4]),
+               dict(window=[4], softcap=5.0, scale=0.3),
+               dict(alibi=torch.tensor(libattn.alibi_slopes(HQ)), q_pos=[3, 0], k_pos=[0, 0])):
+        direct_kw = dict(kw)
+        if "window" in kw:
+            w = kw["window"]
+            direct_kw["window"] = tuple(w) if len(w) == 2 else w[0]
+        want = _grads_of(lambda: lt.attention(q, k, v, sinks=sinks, **direct_kw),
+                         (q, k, v, sinks), dout)
+        got = _grads_of(lambda: torch.ops.libattn.attention(q, k, v, sinks=sinks, **kw),
+                        (q, k, v, sinks), dout)
+        assert torch.equal(want[0], got[0]), kw
+        for a, b in zip(want[1], got[1]):
+            assert torch.equal(a, b), kw
+    with pytest.raises(ValueError, match="window"):
+        torch.ops.libattn.attention(q, k, v, window=[1, 2, 3])
+
+
+def test_operator_schema_has_every_forward_keyword():
+    from libattn._keywords import KEYWORDS
+    schema = torch.ops.libattn.attention.default._schema
+    names = [a.name for a in schema.arguments]
+    assert names == ["q", "k", "v"] + [k.name for k in KEYWORDS if "forward" in k.ops]
+
+
+def _scripted():
+    # torch.jit.script reads the source of what it compiles: a function of
+    # this file (not of a string) is what a user's module would be.
+    def fn(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, sinks: torch.Tensor):
+        a = torch.ops.libattn.attention(q, k, v, causal=True, sinks=sinks, window=[5, 0])
+        b = torch.ops.libattn.scaled_dot_product_attention(q, k, v, None, 0.0, True, None, True)
+        return a + b
+    return torch.jit.script(fn)
+
+
+def test_jit_script_and_trace(rng):
+    B, HQ, HK, L, D = 1, 4, 2, 7, 8
+    q, k, v = leaves(rng, (B, HQ, L, D), (B, HK, L, D), (B, HK, L, D))
+    sinks = torch.tensor(rng.standard_normal(HQ), dtype=torch.float32, requires_grad=True)
+    dout = torch.tensor(rng.standard_normal((B, HQ, L, D)), dtype=torch.float32)
+
+    def eager():
+        return (lt.attention(q, k, v, causal=True, sinks=sinks, window=(5, 0))
+                + lt.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True))
+
+    scripted = _scripted()
+    want = _grads_of(eager, (q, k, v, sinks), dout)
+    got = _grads_of(lambda: scripted(q, k, v, sinks), (q, k, v, sinks), dout)
+    assert torch.equal(want[0], got[0])
+    assert all(torch.equal(a, b) for a, b in zip(want[1], got[1]))
+
+    # trace: one libattn::attention node, replayed at another length
+    traced = torch.jit.trace(
+        lambda q, k, v: torch.ops.libattn.attention(q, k, v, causal=True), (q, k, v))
+    nodes = [n.kind() for n in traced.graph.nodes()]
+    assert nodes.count("libattn::attention") == 1, nodes
+    q2, k2, v2 = leaves(rng, (B, HQ, 3, D), (B, HK, 11, D), (B, HK, 11, D))
+    assert torch.equal(traced(q2, k2, v2), lt.attention(q2, k2, v2, causal=True))

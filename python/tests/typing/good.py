@@ -1,0 +1,39 @@
+# SPDX-License-Identifier: MIT
+"""Calls a user writes, typed as the stub says: mypy --strict must accept them
+(test_typing.py). Never run, only checked."""
+
+from typing import Dict, Tuple
+
+import numpy as np
+import numpy.typing as npt
+
+import libattn
+
+F32 = npt.NDArray[np.float32]
+
+
+def decode(q: F32, k: F32, v: F32) -> libattn.Array:
+    out = libattn.forward(q, k, v, causal=True, window=(128, 0), threads=2, kv_lens=[5, 7],
+                          sinks=np.zeros(8, np.float32), precision="bf16")
+    return out
+
+
+def with_stats(q: F32, k: F32, v: F32) -> Tuple[libattn.Array, Dict[str, libattn.Array]]:
+    out, st = libattn.forward(q, k, v, stats=True, block_table=[[0, 1], [2, 3]])
+    lse: libattn.Array = st["lse"]
+    return out, {"lse": lse}
+
+
+def planned(q: F32, k: F32, v: F32) -> None:
+    call: libattn.Prepared = libattn.prepare(q, k, v, causal=True)
+    call(q, k, v)
+    dq, dk, dv = libattn.backward(q, k, v, q, q, q[..., 0], causal=True)[:3]
+    merged, lse = libattn.merge([q, q], [q[..., 0], q[..., 0]], threads=None)
+    t = libattn.Tensor(bytearray(16), (2, 2), dtype="f32")
+    rows: int = t.ndim
+    status: libattn.Status = libattn.Status.ERR_ARG
+    cache = libattn.quantize(k, "q8_0")
+    libattn.cache_append(k, cache, kv_lens=3, kv_dtype="q8_0")
+    major, minor, patch = libattn.version_info()
+    names: str = ",".join(libattn.available_isas())
+    del dq, dk, dv, merged, lse, rows, status, major, minor, patch, names
