@@ -226,12 +226,14 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
                          "attention" % (query.shape[-3], key.shape[-3]))
     bias = mask = None
     causal = False
+    positions = {}
     q_len, kv_len = query.shape[-2], key.shape[-2]
     if is_causal:
-        if q_len == kv_len:
-            causal = True  # both alignments agree
-        else:
-            mask = torch.ones(q_len, kv_len, dtype=torch.bool).tril()
+        causal = True
+        if q_len != kv_len:
+            # torch's top-left alignment: query i sees keys j <= i, which is
+            # libattn's causal mask on positions that both start at 0
+            positions = dict(q_pos=0, k_pos=0)
     elif attn_mask is not None:
         if attn_mask.dtype == torch.bool:
             mask = attn_mask
@@ -242,7 +244,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     elif scale == 0.0:
         raise ValueError("scale: 0 is not a usable scale (None means 1/sqrt(E))")
     return attention(query, key, value, bias=bias, mask=mask, causal=causal, scale=scale,
-                     threads=threads)
+                     threads=threads, **positions)
 
 
 # ------------------------------------------------------------------ torch.library
