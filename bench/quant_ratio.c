@@ -3,7 +3,9 @@
  * The quantized K/V and precision-mode targets as ratios measured in one
  * process:
  *   decode  B=1 Lq=1 Lk=4096 Hq=32 Hkv=8 d=128: Q8_0, Q4_0 (each also in
- *           the int8 mode), FP8 E4M3 and E5M2 vs F16 K/V
+ *           the int8 mode), FP8 E4M3 and E5M2 (each also with one scale
+ *           per token and head, ".rows": attn_options.k_scales/v_scales,
+ *           a scale array per layer) vs F16 K/V
  *   prefill B=1 Hq=Hkv=8 L=2048 d=128 causal:   Q8_0 (default and int8
  *           mode), F32 in the bf16 mode, BF16 q/k/v (default and bf16
  *           mode) vs F32
@@ -45,9 +47,11 @@ typedef struct variant {
     int32_t dtype;
     int64_t precision; /* attn_options.precision (attn.h) */
     int32_t q_dtype;   /* 0: F32 */
+    int rows;          /* FP8 scales per row (k_scales, v_scales), all 1 */
     gen_problem g; /* the problem, from the generator (gen/gen.h) */
     gen_bufs m;
     void *k[LAYERS], *v[LAYERS]; /* layer 0: m's own; prefill uses layer 0 only */
+    float *ks[LAYERS], *vs[LAYERS]; /* rows: each layer's scales [Hkv][Lk] */
     double *times;
 } variant;
 
@@ -98,6 +102,34 @@ static void make_variant(variant *v, const attn_shape *s, int causal, int layers
         memcpy(v->k[l], v->k[0], v->m.bytes[GEN_K]);
         memcpy(v->v[l], v->v[0], v->m.bytes[GEN_V]);
     }
+    for (int l = 0; v->rows && l < layers; l++) {
+        const size_t n = (size_t)(s->batch * s->kv_heads * s->kv_len);
+        v->ks[l] = malloc(n * sizeof(float));
+        v->vs[l] = malloc(n * sizeof(float));
+        if (!v->ks[l] || !v->vs[l]) {
+            fprintf(stderr, "out of memory\n");
+            exit(1);
+        }
+        for (size_t i = 0; i < n; i++)
+            v->ks[l][i] = v->vs[l][i] = 1.0f;
+    }
+}
+
+/* The variant's options for a call on `layer`'s caches: its precision, and
+   its per-row scales, viewed [b][h][row] (t holds the two views). */
+static attn_options variant_options(const variant *v, const attn_options *opt,
+                                    const attn_shape *s, int layer, attn_tensor t[2])
+{
+    attn_options o = *opt;
+    o.precision = v->precision;
+    if (v->rows) {
+        t[0] = (attn_tensor){v->ks[layer], ATTN_DTYPE_F32, s->kv_heads * s->kv_len, s->kv_len, 1};
+        t[1] = t[0];
+        t[1].data = v->vs[layer];
+        o.k_scales = &t[0];
+        o.v_scales = &t[1];
+    }
+    return o;
 }
 
 static void free_variant(variant *v, int layers)
@@ -105,6 +137,10 @@ static void free_variant(variant *v, int layers)
     for (int l = 1; l < layers; l++) {
         free(v->k[l]);
         free(v->v[l]);
+    }
+    for (int l = 0; v->rows && l < layers; l++) {
+        free(v->ks[l]);
+        free(v->vs[l]);
     }
     gen_release(&v->m);
     gen_free(&v->g);
@@ -127,8 +163,8 @@ static void run(const char *title, const attn_shape *s, int causal, variant *vs,
     }
     for (int w = 0; w < nv; w++) { /* warm-up: one call each */
         const attn_tensor kt = vs[w].m.t[GEN_K], vt = vs[w].m.t[GEN_V], qt = vs[w].m.t[GEN_Q];
-        attn_options o = *opt;
-        o.precision = vs[w].precision;
+        attn_tensor views[2];
+        const attn_options o = variant_options(&vs[w], opt, s, 0, views);
         if (attn_forward(s, &o, &qt, &kt, &vt, &ot, NULL) != ATTN_OK) {
             fprintf(stderr, "%s: attn_forward failed\n", vs[w].name);
             exit(1);
@@ -148,8 +184,8 @@ static void run(const char *title, const attn_shape *s, int causal, variant *vs,
             const attn_tensor qt = v->m.t[GEN_Q];
             kt.data = v->k[layer];
             vt.data = v->v[layer];
-            attn_options o = *opt;
-            o.precision = v->precision;
+            attn_tensor views[2];
+            const attn_options o = variant_options(v, opt, s, layer, views);
             const double t0 = bench_wall();
             for (int c = 0; c < calls; c++)
                 attn_forward(s, &o, &qt, &kt, &vt, &ot, NULL);
@@ -219,15 +255,17 @@ int main(int argc, char **argv)
     /* the precision modes (attn.h): ".int8" and ".bf16" variants */
     {
         const attn_shape s = {1, 32, 8, 1, 4096, 128, 128};
-        variant vs[7] = {{.name = "f16", .dtype = ATTN_DTYPE_F16},
+        variant vs[9] = {{.name = "f16", .dtype = ATTN_DTYPE_F16},
                          {.name = "q8_0", .dtype = ATTN_DTYPE_Q8_0},
                          {.name = "q8_0.int8", .dtype = ATTN_DTYPE_Q8_0, .precision = 2},
                          {.name = "q4_0", .dtype = ATTN_DTYPE_Q4_0},
                          {.name = "q4_0.int8", .dtype = ATTN_DTYPE_Q4_0, .precision = 2},
                          {.name = "fp8", .dtype = ATTN_DTYPE_FP8_E4M3},
-                         {.name = "e5m2", .dtype = ATTN_DTYPE_FP8_E5M2}};
+                         {.name = "e5m2", .dtype = ATTN_DTYPE_FP8_E5M2},
+                         {.name = "fp8.rows", .dtype = ATTN_DTYPE_FP8_E4M3, .rows = 1},
+                         {.name = "e5m2.rows", .dtype = ATTN_DTYPE_FP8_E5M2, .rows = 1}};
         run("decode B=1 Lq=1 Lk=4096 Hq=32 Hkv=8 d=128, 12 layers' caches in turn", &s, 0, vs,
-            7, reps * LAYERS, decode_calls, LAYERS, &opt, 0);
+            9, reps * LAYERS, decode_calls, LAYERS, &opt, 0);
     }
     {
         const attn_shape s = {1, 8, 8, 2048, 2048, 128, 128};

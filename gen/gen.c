@@ -382,6 +382,12 @@ void gen_profile_init(gen_profile *p)
        a shape of GEN_TREE_* */
     rule(p, GEN_C_OPT(tree_parents), 0, 1, 1);
     rule(p, GEN_C_TREE, 256, GEN_TREE_CHAIN, GEN_TREE_RANDOM);
+    /* FP8 scales per key row (1.6): drawn only by the consumers that pin
+       them (their references do not apply per-row scales); laid out like
+       k (v) with one column, in k's pool when paged.
+       tests/test_fp8_scales.c checks the library's use of them */
+    rule(p, GEN_C_OPT(k_scales), 0, 1, 1);
+    rule(p, GEN_C_OPT(v_scales), 0, 1, 1);
     /* shared prefixes: likewise, drawn only by the consumers that ask */
     rule(p, GEN_C_OPT(shared_prefix), 0, 1, 1);
     rule(p, GEN_C_SHARED, 256, GEN_SHARED_ALL, GEN_SHARED_RANDOM);
@@ -1273,6 +1279,20 @@ int gen_materialise(gen_bufs *m, const gen_problem *d, uint64_t seed, unsigned f
             continue;
         const int role = GEN_OPT0 + pos, scores = option_extents[pos] == ATTN_OPT_EXTENT_SCORES;
         const int64_t nl = scores ? Lq : 1, cols = scores ? Lk : 1;
+        if (option_extents[pos] == ATTN_OPT_EXTENT_KEYS) { /* one value per k row */
+            const int paged = m->table != NULL;
+            rc = dense_tensor(m, role, option_dtypes[pos], paged ? m->opt.num_blocks : kb, Hkv,
+                              paged ? d->block_size : Lk, 1, &d->tl[role]);
+            if (rc)
+                break;
+            uint64_t st = stream_of(seed, role);
+            memset(m->data[role], 0xff, m->bytes[role]);
+            rc = fill_all(&m->t[role], paged ? m->opt.num_blocks : kb, Hkv,
+                          paged ? d->block_size : Lk, 1, &d->val[role], &st, Hkv, 0.0f, row);
+            const attn_tensor *tp = &m->t[role];
+            memcpy((char *)&m->opt + option_offsets[pos], &tp, sizeof tp);
+            continue;
+        }
         rc = dense_tensor(m, role, option_dtypes[pos], B, Hq, nl, cols, &d->tl[role]);
         if (rc)
             break;

@@ -221,7 +221,7 @@ extern "C" {
 #endif
 
 #define ATTN_VERSION_MAJOR 1
-#define ATTN_VERSION_MINOR 5
+#define ATTN_VERSION_MINOR 6
 #define ATTN_VERSION_PATCH 0
 #define ATTN_VERSION \
     ((ATTN_VERSION_MAJOR << 16) | (ATTN_VERSION_MINOR << 8) | ATTN_VERSION_PATCH)
@@ -522,6 +522,34 @@ typedef struct attn_options {
     /* since 1.4: int32 [batch] keys each sequence shares with the one
        before it (see "Shared prefixes"), or NULL. */
     const int32_t *shared_prefix;
+    /* since 1.6: FP8 scales per key row (per token, per KV head, or both),
+       beside an FP8 (E4M3, E5M2) k (v) cache, or NULL. An F32 view laid out
+       like k (v) with one value per row: the scale of key j of sequence b,
+       KV head h, is read where that key's row of k (v) is read, through the
+       same layout (kv_offsets, packed, shared prefixes; with a block_table
+       the view covers the pool, [num_blocks][kv_heads][block_size], and the
+       table maps key j to its slot as for k). Strides are in elements and
+       may be 0: row_stride 0 (and batch_stride 0) is one scale per KV head,
+       head_stride 0 one per token for every head. Its effect: key j's score
+       is (q . fp8_j) * fl32(scale * k_scales_j) (so equal scales give the
+       result of k_scale bit for bit), and value row j enters the output as
+       fl32(p_j * v_scales_j) * fp8_j, before the division by the row's sum
+       of weights (the weights, lse and entropy are those of the scores).
+       The scales are data, not checked: a NaN or infinite scale makes its
+       rows' results NaN or infinite as such a value in the cache would.
+       Requires an FP8 k (v) and k_scale (v_scale) 0, else ATTN_ERR_ARG,
+       checked by the operations that read k (v): scores, weights and
+       attn_forward read k_scales, attn_forward v_scales. attn_cache_append
+       does not write per-row scales (ATTN_ERR_UNSUPPORTED with either);
+       attn_backward takes no FP8 cache at all. Example: a vLLM-style
+       paged E4M3 cache [num_blocks][block_size][kv_heads][d] with one f32
+       scale per token and head beside it, float ks[num_blocks][block_size]
+       [kv_heads]: k_scales = {ks, ATTN_DTYPE_F32, block_size * kv_heads,
+       1, kv_heads} (batch_stride = one pool block, head_stride, row_stride
+       = one slot); one scale per KV head, float kh[kv_heads]: {kh,
+       ATTN_DTYPE_F32, 0, 1, 0}. */
+    const attn_tensor *k_scales;
+    const attn_tensor *v_scales;
 } attn_options;
 
 /*
@@ -534,7 +562,7 @@ typedef struct attn_options {
  */
 #define ATTN_OPTIONS_INIT \
     { (uint32_t)sizeof(attn_options), 0u, 0.0f, 0.0f, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, \
-      0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0.0f, 0.0f, 0, 0, 0 }
+      0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0.0f, 0.0f, 0, 0, 0, 0, 0 }
 
 /*
  * Optional per-row outputs, each float[batch][q_heads][q_len] contiguous,

@@ -44,6 +44,9 @@
  *             SCORES  [batch][q_heads][q_len][kv_len]
  *             HEADS   [batch][q_heads][1][1]
  *             QROWS   [batch][q_len] (one entry per query row, as the stats)
+ *             KEYS    one value per K/V row, laid out like k: [batch][kv_heads]
+ *                     [kv_len], or with a block_table the pool [num_blocks]
+ *                     [kv_heads][block_size]
  *   dtype   the attn_dtype a TENSOR must have (ATTN_DTYPE_##dtype); F32
  *           for the others (unused)
  *   offset  the field's offset in the LP64/LLP64 ABIs: frozen, a different
@@ -99,7 +102,8 @@ typedef enum attn_opt_extent {
     ATTN_OPT_EXTENT_BATCH,
     ATTN_OPT_EXTENT_SCORES,
     ATTN_OPT_EXTENT_HEADS,
-    ATTN_OPT_EXTENT_QROWS
+    ATTN_OPT_EXTENT_QROWS,
+    ATTN_OPT_EXTENT_KEYS
 } attn_opt_extent;
 
 /* clang-format off */
@@ -133,7 +137,9 @@ typedef enum attn_opt_extent {
     X(v_scale,            VALUE,   NONE,   F32,  184, 1, NONE)               \
     X(precision,          VALUE,   NONE,   F32,  192, 2, PRECISION)         \
     X(tree_parents,       I32,     QROWS,  F32,  200, 3, NONE)               \
-    X(shared_prefix,      I32,     BATCH,  F32,  208, 4, NONE)
+    X(shared_prefix,      I32,     BATCH,  F32,  208, 4, NONE)               \
+    X(k_scales,           TENSOR,  KEYS,   F32,  216, 6, NONE)               \
+    X(v_scales,           TENSOR,  KEYS,   F32,  224, 6, NONE)
 /* clang-format on */
 
 /* The rules (see above). */

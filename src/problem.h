@@ -111,9 +111,13 @@ struct attn_problem {
        pointers with their lengths. */
     attn_byte_range span[5];
     /* What qk_tile multiplies dot(q, k) by: scale, times k_scale for an
-       FP8 k (validated finite and nonzero). What the output row is
-       multiplied by besides 1/l: v_scale for an FP8 v, else 1. */
+       FP8 k (validated finite and nonzero); 1 with k_scales, whose keys
+       multiply their own scores by fl(scale * k_scales_j). What the output
+       row is multiplied by besides 1/l: v_scale for an FP8 v, else 1. */
     float qk_scale, v_scale;
+    /* FP8 scales per key row (attn.h 1.6), laid out like k and v with one
+       column; data == NULL when absent (or not read by the operation) */
+    attn_tensor k_scales, v_scales;
 };
 
 /* The properties of an attn_dtype (ATTN_DTYPE_GET, src/dtype_list.h). */

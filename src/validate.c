@@ -296,6 +296,15 @@ attn_status attn_add_option_ranges(attn_range_set *set, const attn_options *o,
         [ATTN_OPT_EXTENT_SCORES] = {s->batch, s->q_heads, s->q_len, s->kv_len},
         [ATTN_OPT_EXTENT_HEADS] = {s->batch, s->q_heads, 1, 1},
         [ATTN_OPT_EXTENT_QROWS] = {s->batch, s->q_len, 1, 1},
+        /* like k's rows: the pool with a block table (whose description
+           the operations that read k check first; one with a nonsense
+           description is ranged as dense, its call refused anyway) */
+        [ATTN_OPT_EXTENT_KEYS] = {o->block_table && o->num_blocks > 0 && o->block_size > 0
+                                      ? o->num_blocks : s->batch,
+                                  s->kv_heads,
+                                  o->block_table && o->num_blocks > 0 && o->block_size > 0
+                                      ? o->block_size : s->kv_len,
+                                  1},
     };
     ATTN_OPTION_LIST(ATTN_X_RANGE)
     return ATTN_OK;
@@ -579,7 +588,26 @@ attn_status attn_validate(attn_problem *pb, const attn_op *op, const attn_shape 
     if (needs_v)
         TRY(attn_check_kv(v->dtype, v_dim, o.v_scale));
     const float scale = o.scale != 0.0f ? o.scale : (float)(1.0 / sqrt((double)s.head_dim));
+    /* per-row FP8 scales (1.6): beside an FP8 cache, instead of k_scale/v_scale */
+    if (needs_qk && o.k_scales) {
+        if (!attn_dtype_is_fp8(k->dtype))
+            return attn_fail(ATTN_ERR_ARG, "opt->k_scales is given with k->dtype = %d: "
+                             "per-row scales are for an FP8 k", (int)k->dtype);
+        if (o.k_scale != 0.0f)
+            return attn_fail(ATTN_ERR_ARG, "opt->k_scale = %g and opt->k_scales are both given",
+                             (double)o.k_scale);
+    }
+    if (needs_v && o.v_scales) {
+        if (!attn_dtype_is_fp8(v->dtype))
+            return attn_fail(ATTN_ERR_ARG, "opt->v_scales is given with v->dtype = %d: "
+                             "per-row scales are for an FP8 v", (int)v->dtype);
+        if (o.v_scale != 0.0f)
+            return attn_fail(ATTN_ERR_ARG, "opt->v_scale = %g and opt->v_scales are both given",
+                             (double)o.v_scale);
+    }
     float qk_scale = scale;
+    if (needs_qk && o.k_scales)
+        qk_scale = 1.0f; /* each key multiplies by fl(scale * k_scales_j) */
     if (needs_qk && attn_dtype_is_fp8(k->dtype) && o.k_scale != 0.0f) {
         qk_scale = scale * o.k_scale; /* the one rounding of the folded scale */
         if (!isnormal(qk_scale))
@@ -663,6 +691,10 @@ attn_status attn_validate(attn_problem *pb, const attn_op *op, const attn_shape 
         pb->sinks = *o.sinks;
     if (o.alibi_slopes)
         pb->alibi = *o.alibi_slopes;
+    if (needs_qk && o.k_scales)
+        pb->k_scales = *o.k_scales;
+    if (needs_v && o.v_scales)
+        pb->v_scales = *o.v_scales;
     if (needs_qk) {
         pb->q = *q;
         pb->k = *k;

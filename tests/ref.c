@@ -467,11 +467,22 @@ static void finish_rows(ref_attn *r, const attn_shape *shape, const attn_options
                 for (int64_t j = 0; j < lk; j++) {
                     if (s[j] == -INFINITY)
                         continue;
-                    const double vj = ref_tensor_get(v, b, h / group, j, t);
+                    double vj = ref_tensor_get(v, b, h / group, j, t);
+                    /* per-row FP8 scales (attn.h 1.6): the library rounds
+                       fl32(p_j * v_scales_j) (tolerance.h, "Per-row FP8
+                       scales"): one more relative u, and the product's
+                       underflow, absolute TOL_ETA, on that term */
+                    double row_rel = 0.0, row_abs = 0.0;
+                    if (opt && opt->v_scales) {
+                        vj *= ref_tensor_get(opt->v_scales, b, h / group, j, 0);
+                        row_rel = TOL_VSCALES_REL * TOL_U;
+                        row_abs = TOL_ETA * fabs(ref_tensor_get(v, b, h / group, j, t));
+                    }
                     o += p[j] * vj;
                     /* pe[j] already holds p_j * rel_p_j + TOL_TINY; pv_rel:
                        the precision mode's rounding of p_j and v_j */
-                    err += pe[j] * fabs(vj) + p[j] * fabs(vj) * (spread + pv_rel);
+                    err += pe[j] * fabs(vj) + p[j] * fabs(vj) * (spread + pv_rel + row_rel) +
+                           row_abs;
                 }
                 err += TOL_U * fabs(o) + tol_under_pv((double)visible, (double)rescales);
             }
@@ -563,16 +574,27 @@ void ref_attn_compute_as(ref_attn *r, const attn_shape *shape, const attn_option
                             mag += fabs(qt * kt);
                             folded += fmax(fabs(qt), fabs(kt));
                         }
-                    const double x = dot * scale;
-                    double e0 = tol_gamma((double)d + 1.0) * fabs(scale) * mag +
-                                tol_under_qk((double)d, fabs(scale), folded);
+                    /* per-row FP8 scales (attn.h 1.6): the key's score is
+                       dot * fl32(scale * k_scales_j), the library's f32
+                       scale (1/sqrt(d) rounded for the default) times the
+                       key's, one f32 product the reference takes as is */
+                    double kscale = scale;
+                    if (opt && opt->k_scales) {
+                        const float sf = default_scale ? (float)(1.0 / sqrt((double)d))
+                                                       : opt->scale;
+                        kscale = (double)(sf * (float)ref_tensor_get(opt->k_scales, b,
+                                                                     h / group, j, 0));
+                    }
+                    const double x = dot * kscale;
+                    double e0 = tol_gamma((double)d + 1.0) * fabs(kscale) * mag +
+                                tol_under_qk((double)d, fabs(kscale), folded);
                     if (mode == REF_QK_BF16)
                         e0 += fabs(scale) * REF_BF16_B * (1.0 + tol_gamma((double)d + 1.0)) * mag;
                     if (mode == REF_QK_BF16 || mode == REF_QK_BF16_INPUTS)
                         e0 += fabs(scale) * REF_FLUSH * (folded + (double)d);
                     if (mode == REF_QK_I8 && vis)
                         e0 += i8_error(qd, kd, d, fabs(scale));
-                    if (default_scale)
+                    if (default_scale && !(opt && opt->k_scales))
                         e0 += 2.0 * TOL_U * fabs(x);
                     if (isnan(mag) || isinf(mag))
                         e0 = 0.0;

@@ -401,7 +401,8 @@ typedef struct qproblem {
     int kdt, vdt; /* ATTN_KV_* (= attn_dtype) */
     attn_tensor q, k, v, out, scores;
     attn_tensor kf, vf; /* decoded F32 copies for the reference (FP8: unscaled) */
-    buf qb, kb, vb, ob, sb;
+    attn_tensor ks, vs; /* FP8 scales per row (attn.h 1.6), when drawn */
+    buf qb, kb, vb, ob, sb, ksb, vsb;
     float *kfd, *vfd;
     float lse[4096], mx[4096], ent[4096];
     int32_t kv_lens[4];
@@ -458,13 +459,40 @@ static void make_qproblem(qproblem *P, rng *g, int kdt, int vdt, int decode)
             P->kv_lens[b] = (int32_t)rng_int(g, 0, s->kv_len);
         P->opt.kv_lens = P->kv_lens;
     }
-    if (is_fp8(kdt))
-        P->opt.k_scale = rng_float(g, 0.001f, 0.05f); /* not a power of two */
-    if (is_fp8(vdt))
-        P->opt.v_scale = rng_float(g, 0.001f, 0.05f);
-
     const int blhd = (int)rng_int(g, 0, 1);
     const int64_t pad = rng_int(g, 0, 2);
+    /* FP8: one scale per call, or per row (1.6) in the cache's own order,
+       per token and head, per head (row and batch strides 0) or per token
+       (head stride 0); never a power of two */
+    const int dtsc[2] = {kdt, vdt};
+    attn_tensor *view[2] = {&P->ks, &P->vs};
+    buf *vbuf[2] = {&P->ksb, &P->vsb};
+    float *per_call[2] = {&P->opt.k_scale, &P->opt.v_scale};
+    for (int x = 0; x < 2; x++) {
+        if (!is_fp8(dtsc[x]))
+            continue;
+        if (rng_int(g, 0, 1)) {
+            *per_call[x] = rng_float(g, 0.001f, 0.05f);
+            continue;
+        }
+        attn_tensor *t = view[x];
+        layout(t, blhd, s->kv_heads, s->kv_len, 1, 0);
+        t->dtype = ATTN_DTYPE_F32;
+        const int kind = (int)rng_int(g, 0, 2);
+        if (kind == 1)
+            t->batch_stride = t->row_stride = 0;
+        else if (kind == 2)
+            t->head_stride = 0;
+        const size_t n = span_units(t, s, s->kv_heads, s->kv_len, 1);
+        float *sc = buf_alloc(vbuf[x], n * 4, 0);
+        for (size_t i = 0; i < n; i++)
+            sc[i] = rng_float(g, 0.001f, 0.05f);
+        t->data = sc;
+        if (x == 0)
+            P->opt.k_scales = t;
+        else
+            P->opt.v_scales = t;
+    }
     P->q.dtype = ATTN_DTYPE_F32;
     layout(&P->q, blhd, s->q_heads, s->q_len, s->head_dim, pad);
     const size_t qn = span_units(&P->q, s, s->q_heads, s->q_len, s->head_dim);
@@ -524,6 +552,8 @@ static void free_qproblem(qproblem *P)
     buf_free(&P->vb);
     buf_free(&P->ob);
     buf_free(&P->sb);
+    buf_free(&P->ksb);
+    buf_free(&P->vsb);
     free(P->kfd);
     free(P->vfd);
 }
@@ -534,9 +564,10 @@ static void free_qproblem(qproblem *P)
 static attn_options ref_options(const qproblem *P)
 {
     attn_options o = P->opt;
-    if (is_fp8(P->kdt))
+    if (is_fp8(P->kdt) && P->opt.k_scale != 0.0f)
         o.scale = P->opt.scale * P->opt.k_scale;
     o.k_scale = o.v_scale = 0.0f;
+    /* per-row scales (1.6) stay: the reference applies them (tests/ref.c) */
     return o;
 }
 
@@ -545,12 +576,14 @@ static void check_qproblem(const attn_dsp *t, qproblem *P, int op)
     static const char *const ops[] = {"scores", "weights", "forward"};
     const attn_shape *s = &P->shape;
     harness_context("%s precision=%lld k=%s v=%s B=%lld Hq=%lld Hkv=%lld Lq=%lld Lk=%lld "
-                    "d=%lld dv=%lld causal=%u window=%lld lens=%d k_scale=%g v_scale=%g",
+                    "d=%lld dv=%lld causal=%u window=%lld lens=%d k_scale=%g v_scale=%g "
+                    "k_scales=%d v_scales=%d",
                     ops[op], (long long)P->opt.precision, qname(P->kdt), qname(P->vdt), (long long)s->batch,
                     (long long)s->q_heads, (long long)s->kv_heads, (long long)s->q_len,
                     (long long)s->kv_len, (long long)s->head_dim, (long long)s->v_dim,
                     P->opt.flags, (long long)P->opt.window, P->opt.kv_lens != NULL,
-                    (double)P->opt.k_scale, (double)P->opt.v_scale);
+                    (double)P->opt.k_scale, (double)P->opt.v_scale, P->opt.k_scales != NULL,
+                    P->opt.v_scales != NULL);
     const attn_options ro = ref_options(P);
     const attn_dsp *sc = harness_scalar();
     const uint32_t bk = t->block_k < sc->block_k ? t->block_k : sc->block_k;
@@ -574,11 +607,12 @@ static void check_qproblem(const attn_dsp *t, qproblem *P, int op)
         expect_near("weights vs float64", P->scores.data, s->kv_len, r.p, r.p_err, rows,
                     (size_t)s->kv_len);
     } else {
-        const double vs = is_fp8(P->vdt) ? (double)P->opt.v_scale : 1.0;
+        const int per_call = is_fp8(P->vdt) && P->opt.v_scale != 0.0f;
+        const double vs = per_call ? (double)P->opt.v_scale : 1.0;
         for (size_t i = 0; i < rows * (size_t)s->v_dim; i++) {
             r.o[i] *= vs; /* v_scale is linear; this double rounding (2^-53) is far below the bound */
             r.o_err[i] *= vs;
-            if (is_fp8(P->vdt)) /* the extra rounding of the v_scale multiply */
+            if (per_call) /* the extra rounding of the v_scale multiply */
                 r.o_err[i] += TOL_VSCALE_REL * TOL_U * fabs(r.o[i]) + TOL_VSCALE_ABS;
         }
         expect_near("out vs float64", P->out.data, s->v_dim, r.o, r.o_err, rows,

@@ -387,6 +387,23 @@ static inline double tol_wsum(double k, double abs_sum)
 #define TOL_VSCALE_ABS 0x1p-150
 
 /*
+ * Per-row FP8 scales (attn.h 1.6, attn_options.k_scales / v_scales): k's
+ * enter each score as fl32(scale * k_scales_j), one f32 product computed
+ * before the score is, which the reference (tests/ref.c) uses as that
+ * key's scale: the score is then the per-call score above with another
+ * scale, and its bound is the same formula with |fl32(scale * k_scales_j)|
+ * (the qk_tile rounds once, as with one scale for every key). v's: the
+ * weight p^_j (the f32 weight, with the error exp_sum's bound gives it) is
+ * multiplied by v_scales_j before it multiplies V's row, one more
+ * rounding of that term: fl(p^_j s_j) = p^_j s_j (1 + d_j), |d_j| <= u, so
+ * the term p_j |s_j v_j| of the weighted sum's bound gains TOL_VSCALES_REL
+ * * u, and a product that falls below the normal range is off by at most
+ * half the subnormal spacing, TOL_ETA, times |v_j|. The reference's value
+ * is sum_j p_j s_j v_j / l exactly (s_j v_j in double).
+ */
+#define TOL_VSCALES_REL 1.0
+
+/*
  * 16-bit outputs (attn_forward's and attn_merge's out in F16 or BF16): the
  * operation computes its f32 row o32 exactly as for an F32 out (the same
  * bits: the tests check it bit for bit) and rounds each element once, to

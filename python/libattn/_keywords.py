@@ -218,6 +218,32 @@ def _heads(field, name):
     return convert
 
 
+def _row_scales(field):
+    """k_scales / v_scales: float32 values broadcastable to [B, Hkv, Lk] (the
+    cache's shape without its last axis), read in place where they can be
+    (a float32 array; broadcast axes become strides of 0)."""
+    def convert(value, call):
+        if value is None:
+            return
+        if np is None:
+            raise TypeError("%s: needs NumPy" % field)
+        arr = np.asarray(value)
+        if arr.dtype.kind not in "fiu":
+            raise TypeError("%s: expected numbers, got an array of %s" % (field, arr.dtype))
+        if arr.dtype != np.float32:
+            arr = arr.astype(np.float32)
+        s = call.shape
+        try:
+            view = np.broadcast_to(arr, (s.batch, s.kv_heads, s.kv_len))
+        except ValueError:
+            raise ValueError("%s: shape %r does not broadcast to [B, Hkv, Lk] = [%d, %d, %d]"
+                             % (field, arr.shape, s.batch, s.kv_heads, s.kv_len)) from None
+        strides = [st // 4 if n > 1 else 0 for st, n in zip(view.strides, view.shape)]
+        t = _CTensor(view.__array_interface__["data"][0], DType.F32, *strides)
+        call.point(field, t, [arr, view])
+    return convert
+
+
 def _lengths(name, extent):
     def convert(value, call):
         arr = _per_batch(value, name, call.shape.batch, ctypes.c_int32, "lengths",
@@ -386,6 +412,15 @@ _BY_HAND = (
             "32-block against q8_0/q4_0 keys); each mode's error bound is in\n"
             "attn.h. Where the CPU lacks the instructions: the default's result.",
             ops=("scores", "weights", "forward", "backward")),
+    # FP8 caches, scales per key row (attn.h 1.6): dense caches only here
+    Keyword("k_scales", "k_scales", None, "Optional[Array]", _row_scales("k_scales"),
+            "fp8 only, instead of k_scale: one scale per key row, float32\n"
+            "broadcastable to [B, Hkv, Lk] (per token and head; [Hkv, 1] per\n"
+            "head, [B, 1, Lk] per token). Not with the cache layouts.",
+            ops=("scores", "weights", "forward")),
+    Keyword("v_scales", "v_scales", None, "Optional[Array]", _row_scales("v_scales"),
+            "fp8 only, instead of v_scale: one scale per value row, likewise.",
+            ops=("forward",)),
     Keyword("q_lens", "q_lens", None, "Optional[Ints]", _lengths("q_lens", "q_len"),
             "valid query rows per batch entry (int or sequence)."),
     Keyword("kv_lens", "kv_lens", None, "Optional[Ints]", _lengths("kv_lens", "kv_len"),

@@ -187,8 +187,10 @@ def _call(function, args, keep):
 
 
 def _run_attention(function, q, k, v, kw, *, out, stats, dtype, kv_dtype=None, invoke=_call):
-    if kv_dtype is None and (kw.get("k_scale") or kw.get("v_scale")):
-        raise ValueError("k_scale/v_scale: only for kv_dtype='fp8' or 'e5m2'")
+    scaled = kw.get("k_scale") or kw.get("v_scale") or \
+        kw.get("k_scales") is not None or kw.get("v_scales") is not None
+    if kv_dtype is None and scaled:
+        raise ValueError("k_scale/v_scale/k_scales/v_scales: only for kv_dtype='fp8' or 'e5m2'")
     if any(kw.get(name) is not None for name in LAYOUT):
         if kv_dtype is not None:
             raise ValueError("kv_dtype: quantized caches with q_offsets/cu_seqlens/block_table "
@@ -205,10 +207,9 @@ def _run_attention(function, q, k, v, kw, *, out, stats, dtype, kv_dtype=None, i
             kv_lens=kw["kv_lens"], dtype=dtype, half_bits=_half_bits(dtype),
             is_tensor_result=is_tensor(q), invoke=invoke, **{name: kw[name] for name in LAYOUT})
     rank, shape, q4, k4, v4 = _attention_inputs(q, k, v, dtype, kv_dtype)
-    if kv_dtype is not None and k4.dtype not in _FP8 and \
-            (kw.get("k_scale") or kw.get("v_scale")):
-        raise ValueError("k_scale/v_scale: only for kv_dtype='fp8' or 'e5m2', not %r"
-                         % (kv_dtype,))
+    if kv_dtype is not None and k4.dtype not in _FP8 and scaled:
+        raise ValueError("k_scale/v_scale/k_scales/v_scales: only for kv_dtype='fp8' or "
+                         "'e5m2', not %r" % (kv_dtype,))
     sides = side_inputs(kw, (shape.batch, shape.q_heads, shape.q_len, shape.kv_len))
     opt, keep = build(kw, shape, sides)
     last = shape.v_dim if v4 is not None else shape.kv_len

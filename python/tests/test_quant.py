@@ -230,3 +230,47 @@ def test_int8_precision_scores(rng, dtype):
         libattn.scores(q, k, kv_dtype=dtype, precision="fp4")
     with pytest.raises(ValueError, match="precision"):
         libattn.scores(q, k, kv_dtype=dtype, precision=3)
+
+
+@pytest.mark.parametrize("dtype", ["fp8", "e5m2"])
+def test_row_scales_per_head_are_per_call_scales(rng, dtype):
+    """k_scales / v_scales of one value per KV head ([Hkv, 1]) give, head by
+    head, the bits of k_scale / v_scale (attn.h 1.6: the score is
+    (q . fp8) * fl32(scale * s) either way; a power-of-two v scale moves no
+    rounding), and per-token values reach their own rows."""
+    B, HQ, HKV, LQ, LK, D = 2, 4, 2, 3, 37, 32
+    q = rng.standard_normal((B, HQ, LQ, D)).astype(np.float32)
+    k8 = libattn.quantize(rng.standard_normal((B, HKV, LK, D)), dtype)
+    v8 = libattn.quantize(rng.standard_normal((B, HKV, LK, D)), dtype)
+    ks = np.array([0.013, 0.071], np.float32)
+    vs = np.array([0.25, 4.0], np.float32)
+    out = libattn.forward(q, k8, v8, kv_dtype=dtype, causal=True, k_scales=ks[:, None],
+                          v_scales=vs[:, None])
+    g = HQ // HKV
+    for h in range(HKV):
+        want = libattn.forward(q[:, h * g:(h + 1) * g], k8[:, h:h + 1], v8[:, h:h + 1],
+                               kv_dtype=dtype, causal=True, k_scale=float(ks[h]),
+                               v_scale=float(vs[h]))
+        assert np.array_equal(out[:, h * g:(h + 1) * g], want)
+    # per token: doubling one key's k scale doubles its score, nothing else
+    per_token = np.ones((B, HKV, LK), np.float32)
+    per_token[1, 0, 5] = 2.0
+    s1 = libattn.scores(q, k8, kv_dtype=dtype, k_scales=per_token)
+    s0 = libattn.scores(q, k8, kv_dtype=dtype, k_scales=np.ones((B, HKV, LK), np.float32))
+    changed = s1 != s0
+    assert changed[1, :g, :, 5].all()
+    changed[1, :g, :, 5] = False
+    assert not changed.any()
+    assert np.array_equal(s1[1, :g, :, 5], s0[1, :g, :, 5] * 2)
+
+
+def test_row_scales_errors(rng):
+    q = rng.standard_normal((1, 2, 1, 32)).astype(np.float32)
+    k = rng.standard_normal((1, 2, 8, 32)).astype(np.float32)
+    k8 = libattn.quantize(k, "fp8")
+    with pytest.raises(ValueError, match="k_scales"):
+        libattn.forward(q, k, k, k_scales=np.ones(8, np.float32))
+    with pytest.raises(ValueError, match="broadcast"):
+        libattn.forward(q, k8, k8, kv_dtype="fp8", k_scales=np.ones(7, np.float32))
+    with pytest.raises(libattn.AttnError, match="k_scale"):
+        libattn.forward(q, k8, k8, kv_dtype="fp8", k_scale=2.0, k_scales=np.ones(8, np.float32))

@@ -213,6 +213,10 @@ static attn_status validate(const attn_dsp *dsp, append_problem *ap, const attn_
     const attn_shape s = *shape;
     const int64_t v_dim = s.v_dim ? s.v_dim : s.head_dim;
     TRY(attn_check_kv_scales(&o));
+    /* per-row FP8 scales (1.6) would be outputs here: not written yet */
+    if (o.k_scales || o.v_scales)
+        return attn_fail(ATTN_ERR_UNSUPPORTED, "opt->%s: attn_cache_append encodes with "
+                         "k_scale / v_scale only", o.k_scales ? "k_scales" : "v_scales");
     memset(ap, 0, offsetof(append_problem, stage)); /* not the stage: 32 KiB a call */
     const int64_t cols[2] = {s.head_dim, v_dim};
     const float scale[2] = {o.k_scale, o.v_scale};

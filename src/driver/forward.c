@@ -132,6 +132,11 @@ static void forward_keys(const attn_dsp *dsp, const attn_problem *pb, const task
     const int pairs = pv != dsp->pv_tile[pb->v.dtype]; /* pv_bf16 */
     const kv_src ks = attn_kv_open(pb, &pb->k, kv_seq, kv_head, pb->head_dim);
     const kv_src vs = attn_kv_open(pb, &pb->v, kv_seq, kv_head, pb->v_dim);
+    /* FP8 scales per key row (attn.h 1.6): their views, opened like k, v */
+    const int k_rows = pb->k_scales.data != NULL, v_rows = pb->v_scales.data != NULL;
+    const kv_src kss = k_rows ? attn_kv_open(pb, &pb->k_scales, kv_seq, kv_head, 1) : ks;
+    const kv_src vss = v_rows ? attn_kv_open(pb, &pb->v_scales, kv_seq, kv_head, 1) : vs;
+    float kfac[ATTN_MAX_BLOCK_K], vfac[ATTN_MAX_BLOCK_K];
     int64_t ulo, uhi;
     attn_visible_union(rows, n, &ulo, &uhi);
     ulo = attn_max64(ulo, klo);
@@ -140,6 +145,10 @@ static void forward_keys(const attn_dsp *dsp, const attn_problem *pb, const task
          k0 += p->block_k) {
         const int64_t kb = attn_max64(k0, ulo), ke = attn_min64(k0 + p->block_k, uhi);
         const int64_t nk = ke - kb;
+        if (k_rows)
+            attn_kv_scales(&kss, kb, ke, pb->scale, kfac);
+        if (v_rows)
+            attn_kv_scales(&vss, kb, ke, 1.0f, vfac);
         for (int64_t r = 0, run_end; (run_end = attn_next_run(rows, n, &r, kb, ke)) > r;
              r = run_end) {
             const size_t nr = (size_t)(run_end - r);
@@ -150,9 +159,15 @@ static void forward_keys(const attn_dsp *dsp, const attn_problem *pb, const task
                                           nr, (size_t)len, (size_t)pb->head_dim, pb->qk_scale,
                                           s + (j - kb), p->block_k);
             }
+            if (k_rows) /* qk_scale is 1: each score times fl(scale * its key's scale) */
+                attn_scale_columns(s, p->block_k, (int64_t)nr, kfac, nk);
             for (int64_t rr = r; rr < run_end; rr++)
                 online_update(dsp, pb, &rows[rr], &st[rr], sbuf + rr * p->block_k, kb, nk,
                               acc + rr * p->acc_stride, want_entropy);
+            /* the weights' sum (and entropy) are taken: each weight times
+               its value row's scale before P.V */
+            if (v_rows)
+                attn_scale_columns(s, p->block_k, (int64_t)nr, vfac, nk);
             for (int64_t j = kb, len; j < ke; j += len) {
                 const void *vp = attn_kv_run(&vs, j, ke, &len);
                 /* the bf16 P.V pairs keys 2m, 2m + 1 of a call: a run

@@ -119,4 +119,29 @@ static inline const void *attn_kv_run(const kv_src *s, int64_t j, int64_t end, i
     return s->base + row * (ptrdiff_t)s->esize;
 }
 
+/*
+ * FP8 scales per key row (attn.h 1.6): fac[j - kb] = mul * the scale of key
+ * j, for keys [kb, ke) (at most ATTN_MAX_BLOCK_K of them), read through sc,
+ * the scale view opened like its cache (attn_kv_open with one column), so
+ * offsets, pages and shared prefixes find a key's scale where they find its
+ * row.
+ */
+static inline void attn_kv_scales(const kv_src *sc, int64_t kb, int64_t ke, float mul, float *fac)
+{
+    for (int64_t j = kb, len; j < ke; j += len) {
+        const float *p = (const float *)attn_kv_run(sc, j, ke, &len);
+        for (int64_t i = 0; i < len; i++)
+            fac[j - kb + i] = mul * p[i * sc->stride];
+    }
+}
+
+/* Columns [0, n) of rows [0, nr) of s (rows s_stride apart) times fac. */
+static inline void attn_scale_columns(float *s, int64_t s_stride, int64_t nr, const float *fac,
+                                      int64_t n)
+{
+    for (int64_t r = 0; r < nr; r++)
+        for (int64_t c = 0; c < n; c++)
+            s[r * s_stride + c] *= fac[c];
+}
+
 #endif /* ATTN_KV_H */

@@ -46,6 +46,10 @@ int64_t attn_score_tiles(const task_ctx *ctx, size_t index, row_ref *rows, float
     const int64_t out_stride = pb->out.row_stride;
     float *const out = attn_out_row(&pb->out, rows[0].b, rows[0].h, rows[0].i);
     const kv_src ks = attn_kv_open(pb, &pb->k, rows[0].b, kv_head, pb->head_dim);
+    /* FP8 scales per key row (attn.h 1.6): qk_scale is then 1 */
+    const int k_rows = pb->k_scales.data != NULL;
+    const kv_src kss = k_rows ? attn_kv_open(pb, &pb->k_scales, rows[0].b, kv_head, 1) : ks;
+    float kfac[ATTN_MAX_BLOCK_K];
 
     attn_qk_tile_fn *const qk = attn_qk_kernel(dsp, pb);
     attn_convert_queries(dsp, pb, p, rows, n, qbuf);
@@ -54,8 +58,10 @@ int64_t attn_score_tiles(const task_ctx *ctx, size_t index, row_ref *rows, float
     for (int64_t k0 = ulo < uhi ? ulo / p->block_k * p->block_k : uhi; k0 < uhi;
          k0 += p->block_k) {
         const int64_t kb = attn_max64(k0, ulo), ke = attn_min64(k0 + p->block_k, uhi);
+        if (k_rows)
+            attn_kv_scales(&kss, kb, ke, pb->scale, kfac);
         for (int64_t r = 0, run_end; (run_end = attn_next_run(rows, n, &r, kb, ke)) > r;
-             r = run_end)
+             r = run_end) {
             for (int64_t j = kb, len; j < ke; j += len) {
                 const void *kp = attn_kv_run(&ks, j, ke, &len);
                 qk(qbuf + r * p->q_stride, p->q_stride, kp, ks.stride,
@@ -63,6 +69,10 @@ int64_t attn_score_tiles(const task_ctx *ctx, size_t index, row_ref *rows, float
                                           (size_t)pb->head_dim, pb->qk_scale,
                                           out + r * out_stride + j, out_stride);
             }
+            if (k_rows)
+                attn_scale_columns(out + r * out_stride + kb, out_stride, run_end - r, kfac,
+                                   ke - kb);
+        }
     }
     *out0 = out;
     return n;

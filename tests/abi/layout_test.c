@@ -78,8 +78,9 @@ ATTN_OPTION_LIST(FROZEN_OPTION)
 /* 1.1's size was 192, with 4 bytes of tail padding a 1.1 caller's
    struct_size covers: 1.2 appended precision at 192, not 188, so that no
    field is ever read from an older caller's padding. */
-/* 1.2's size was 200; 1.3 appended tree_parents at 200, 1.4 shared_prefix at 208 */
-FROZEN(sizeof(attn_options) == 216); /* 1.4's size: a later minor appends and says so here */
+/* 1.2's size was 200; 1.3 appended tree_parents at 200, 1.4 shared_prefix at 208,
+   1.6 k_scales at 216 and v_scales at 224 (1.5 appended no field) */
+FROZEN(sizeof(attn_options) == 232); /* 1.6's size: a later minor appends and says so here */
 
 /* attn_partial (1.1, attn_merge's input) */
 FROZEN(offsetof(attn_partial, out) == 0);

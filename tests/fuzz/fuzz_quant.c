@@ -6,7 +6,10 @@
  *    kv_lens, [B,H,L,D] or [B,L,H,D] with padded strides counted in blocks)
  *    whose K and V caches (Q8_0, Q4_0, FP8 E4M3 or E5M2, each its own) are the
  *    fuzzer's raw bytes, in buffers that end at a PROT_NONE page; k_scale /
- *    v_scale sometimes hostile. Every kernel table (attn_dsp_for_isa) runs
+ *    v_scale sometimes hostile, or (read last, so older inputs keep their
+ *    meaning) scales per row, k_scales / v_scales (attn.h 1.6: per token
+ *    and head, per head or per token, values sometimes hostile, given
+ *    with any dtype and beside a k_scale). Every kernel table (attn_dsp_for_isa) runs
  *    scores and forward. The status must be what attn.h says for those
  *    arguments; on success, and when every decoded value is finite, each
  *    result must be within tests/tolerance.h's bound (ref.c, on the decoded
@@ -200,6 +203,7 @@ static void fuzz_attention(fz_reader *r)
     make_cache(&vc, r, vdt, &s, s.v_dim, blhd, pad);
 
     fz_rng g = {fz_u64(r)};
+    int compare = shape_ok && ks_ok && vs_ok && kc.finite && vc.finite;
     const size_t qn = (size_t)(s.batch * s.q_heads * s.q_len * s.head_dim);
     float *q = malloc(qn * sizeof(float));
     for (size_t i = 0; i < qn; i++)
@@ -214,6 +218,48 @@ static void fuzz_attention(fz_reader *r)
     const attn_tensor st = {sc, ATTN_DTYPE_F32, s.q_heads * s.q_len * s.kv_len,
                             s.q_len * s.kv_len, s.kv_len};
 
+    /* scales per row (1.6), drawn last: an input that ends before them
+       (every corpus entry older than them) draws none */
+    attn_tensor rows_t[2];
+    float *rows_data[2] = {NULL, NULL};
+    int rows_tame = 1; /* every scale finite and far from over/underflow */
+    int rows_bad_k = 0, rows_bad_v = 0;
+    for (int x = 0; x < 2; x++) {
+        if (fz_u8(r) < 170)
+            continue;
+        const int kind = (int)fz_range(r, 0, 2);
+        attn_tensor *t = &rows_t[x];
+        if (blhd)
+            *t = (attn_tensor){NULL, ATTN_DTYPE_F32, s.kv_len * s.kv_heads, 1, s.kv_heads};
+        else
+            *t = (attn_tensor){NULL, ATTN_DTYPE_F32, s.kv_heads * s.kv_len, s.kv_len, 1};
+        if (kind == 1) /* per head */
+            t->batch_stride = t->row_stride = 0;
+        else if (kind == 2) /* per token */
+            t->head_stride = 0;
+        const size_t n = (size_t)(s.batch * s.kv_heads * s.kv_len);
+        rows_data[x] = malloc(n * sizeof(float));
+        for (size_t i = 0; i < n; i++) {
+            static const float hostile[] = {-1.0f, NAN, INFINITY, -0.0f, 1e-45f, 3e38f};
+            const float v = fz_chance(r, 8) ? hostile[fz_range(r, 0, 5)]
+                                            : (float)fz_range(r, 1, 1000) / 997.0f;
+            rows_tame &= isfinite(v) && fabsf(v) < 1e30f && (v == 0.0f || fabsf(v) > 1e-30f);
+            rows_data[x][i] = v;
+        }
+        t->data = rows_data[x];
+        if (x == 0) {
+            opt.k_scales = t;
+            rows_bad_k = !is_fp8(kdt) || opt.k_scale != 0.0f;
+        } else {
+            opt.v_scales = t;
+            rows_bad_v = !is_fp8(vdt) || opt.v_scale != 0.0f;
+        }
+    }
+    if (opt.k_scales && is_fp8(kdt))
+        qk_scale = opt.scale; /* each key's own fl(scale * k_scales_j): ref.c */
+    if (!rows_tame || rows_bad_k || rows_bad_v)
+        compare = 0;
+
     /* the reference on the decoded tensors; FP8 scales as the library applies them */
     /* R of tolerance.h: one rescale per key block of the table with the
        smallest blocks, plus one */
@@ -224,7 +270,6 @@ static void fuzz_attention(fz_reader *r)
             min_bk = t->block_k;
     }
     ref_attn ref_s, ref_o;
-    int compare = shape_ok && ks_ok && vs_ok && kc.finite && vc.finite;
     if (compare) {
         attn_options ro = opt;
         ro.scale = qk_scale;
@@ -246,12 +291,12 @@ static void fuzz_attention(fz_reader *r)
         } else {
             ref_attn_compute(&ref_o, &s, &ro, &qt, &kf, &vf,
                              (s.kv_len + min_bk - 1) / min_bk + 1);
-            const double vs =
-                is_fp8(vdt) && opt.v_scale != 0.0f ? opt.v_scale : 1.0;
+            const int per_call = is_fp8(vdt) && opt.v_scale != 0.0f;
+            const double vs = per_call ? opt.v_scale : 1.0;
             for (size_t i = 0; i < rows * (size_t)s.v_dim; i++) {
                 ref_o.o[i] *= vs;
                 ref_o.o_err[i] *= vs;
-                if (is_fp8(vdt)) /* the v_scale multiply: tolerance.h */
+                if (per_call) /* the v_scale multiply: tolerance.h */
                     ref_o.o_err[i] += TOL_VSCALE_REL * TOL_U * fabs(ref_o.o[i]) + TOL_VSCALE_ABS;
             }
             /* scores so large that their rounding errors reach the exponent
@@ -271,14 +316,16 @@ static void fuzz_attention(fz_reader *r)
         const attn_dsp *t = attn_dsp_for_isa(isas[i]);
         if (!t)
             continue;
+        /* the per-row scales are checked after the dtypes and shapes */
         attn_status want_s = !ks_ok || !vs_finite ? ATTN_ERR_ARG
                              : !shape_ok          ? ATTN_ERR_SHAPE
+                             : rows_bad_k         ? ATTN_ERR_ARG
                                                   : ATTN_OK;
         attn_status got = attn_scores_with(t, &s, &opt, &qt, &kc.t, &st);
         FZ_CHECK(got == want_s, "scores on %s: status %d, want %d", t->isa_name, got, want_s);
         if (got == ATTN_OK && compare)
             check_close("scores", t->isa_name, sc, ref_s.s, ref_s.s_err, rows * (size_t)s.kv_len);
-        const int all_ok = shape_ok && ks_ok && vs_ok;
+        const int all_ok = shape_ok && ks_ok && vs_ok && !rows_bad_k && !rows_bad_v;
         got = attn_forward_with(t, &s, &opt, &qt, &kc.t, &vc.t, &ot, NULL);
         FZ_CHECK((got == ATTN_OK) == all_ok, "forward on %s: status %d with arguments %s",
                  t->isa_name, got, all_ok ? "valid" : "invalid");
@@ -292,6 +339,8 @@ static void fuzz_attention(fz_reader *r)
     free(q);
     free(out);
     free(sc);
+    free(rows_data[0]);
+    free(rows_data[1]);
     free_cache(&kc);
     free_cache(&vc);
 }
