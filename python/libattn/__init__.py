@@ -28,8 +28,8 @@ from . import _capi
 from ._types import List, Optional, Tuple, Union
 from ._capi import AttnError, DType, Status, library_path
 from ._loader import ABI_MAJOR, LibraryError
-from ._ops import (alibi_slopes, backward, forward, mask_apply, merge, quantize, scores, softmax,
-                   softmax_backward, weights)
+from ._ops import (alibi_slopes, backward, forward, mask_apply, merge, quantize, quantize_rows,
+                   scores, softmax, softmax_backward, weights)
 from ._tensor import Tensor
 from ._cache import cache_append
 from ._prepared import Prepared, prepare
@@ -39,7 +39,7 @@ __version__ = "1.6.0"
 __all__ = [
     "ABI_MAJOR", "AttnError", "LibraryError", "Status", "DType", "Isa", "Tensor",
     "scores", "mask_apply", "softmax", "weights", "forward", "backward", "softmax_backward",
-    "alibi_slopes", "merge", "quantize", "cache_append", "prepare", "Prepared",
+    "alibi_slopes", "merge", "quantize", "quantize_rows", "cache_append", "prepare", "Prepared",
     "isa_active", "isa_available", "isa_select", "isa_names", "available_isas",
     "version", "version_info", "library_path", "thread_pool_size",
 ]

@@ -336,6 +336,9 @@ def merge(
 def quantize(x: Array, dtype: str, *, scale: float = ...) -> Array: ...
 
 
+def quantize_rows(x: Array, dtype: str) -> Tuple[Array, Array]: ...
+
+
 def cache_append(
     k_new: Array,
     k_cache: Array,

@@ -494,6 +494,42 @@ def quantize(x: Array, dtype: str, *, scale: float = 0.0) -> Array:
     return out
 
 
+# The largest finite value of each FP8 format (attn.h): the per-row scale
+# quantize_rows() picks maps a row's largest magnitude onto it.
+_FP8_MAX = {"FP8_E4M3": 448.0, "FP8_E5M2": 57344.0}
+
+
+def quantize_rows(x: Array, dtype: str) -> Tuple[Array, Array]:
+    """FP8 cache rows with one scale per row: (uint8 [..., D], float32 [...]).
+
+    dtype 'fp8' (E4M3) or 'e5m2'. Each row's scale is its largest magnitude
+    over the format's largest finite value (448, 57344), 1 for a row of
+    zeros; the row is stored as x / scale, rounded as quantize(x, dtype,
+    scale=that scale) rounds it (x / scale in float32, then to nearest
+    even). Pass the scales as forward()'s k_scales / v_scales (the cache's
+    shape without its last axis, e.g. [B, Hkv, Lk]: one per token and
+    head). Non-finite values are refused (ValueError): a row's scale would
+    not be a number.
+    """
+    if np is None:
+        raise TypeError("quantize_rows: needs NumPy")
+    dt = _quant_dtype(dtype, "dtype")
+    if dt not in _FP8:
+        raise ValueError("dtype: quantize_rows is for 'fp8' or 'e5m2', got %r" % (dtype,))
+    arr = np.ascontiguousarray(np.asarray(x), dtype=np.float32)
+    if arr.ndim < 1 or arr.shape[-1] == 0:
+        raise ValueError("x: needs a non-empty last axis, got shape %r" % (arr.shape,))
+    if not np.isfinite(arr).all():
+        raise ValueError("x: non-finite values have no per-row scale")
+    amax = np.abs(arr).max(axis=-1)
+    scales = np.where(amax > 0, amax / np.float32(_FP8_MAX[dt.name]), 1).astype(np.float32)
+    # a row whose scale would not be a positive normal float: scale 1
+    scales[~(scales >= np.finfo(np.float32).tiny)] = 1.0
+    with np.errstate(over="ignore"):
+        scaled = arr / scales[..., None]  # float32 division, as attn_quantize divides
+    return quantize(scaled, dtype), scales
+
+
 @operation("mask_apply")
 def mask_apply(scores: Array, *, copy: bool = False, _kw) -> Array:
     """Apply softcap, bias, ALiBi and masks to a score table you computed: [B,H,Lq,Lk],

@@ -274,3 +274,28 @@ def test_row_scales_errors(rng):
         libattn.forward(q, k8, k8, kv_dtype="fp8", k_scales=np.ones(7, np.float32))
     with pytest.raises(libattn.AttnError, match="k_scale"):
         libattn.forward(q, k8, k8, kv_dtype="fp8", k_scale=2.0, k_scales=np.ones(8, np.float32))
+
+
+@pytest.mark.parametrize("dtype", ["fp8", "e5m2"])
+def test_quantize_rows(rng, dtype):
+    """One scale per row: amax / the format's largest finite value (1 for a
+    zero row), and each row's bytes those of quantize() with that scale."""
+    x = rng.standard_normal((2, 3, 5, 24)).astype(np.float32) * 7
+    x[1, 2, 3] = 0.0
+    q8, scales = libattn.quantize_rows(x, dtype)
+    top = 448.0 if dtype == "fp8" else 57344.0
+    assert scales.shape == (2, 3, 5) and scales.dtype == np.float32
+    assert scales[1, 2, 3] == 1.0
+    want = np.abs(x).max(axis=-1).astype(np.float32) / np.float32(top)
+    want[1, 2, 3] = 1.0
+    assert np.array_equal(scales, want)
+    for idx in np.ndindex(*x.shape[:-1]):
+        assert np.array_equal(q8[idx], libattn.quantize(x[idx], dtype, scale=float(scales[idx])))
+    # what forward reads: the cache with its scales per token and head
+    q = rng.standard_normal((2, 6, 1, 24)).astype(np.float32)
+    out = libattn.forward(q, q8, q8, kv_dtype=dtype, k_scales=scales, v_scales=scales)
+    assert np.isfinite(out).all()
+    with pytest.raises(ValueError, match="non-finite"):
+        libattn.quantize_rows(np.array([[np.nan, 1.0]], np.float32), dtype)
+    with pytest.raises(ValueError, match="quantize_rows"):
+        libattn.quantize_rows(x, "q8_0")
