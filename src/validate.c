@@ -556,6 +556,19 @@ static int packed_rows_disjoint(const attn_problem *pb)
 }
 
 
+/* Per-row FP8 scales (1.6) given for cache `which` ("k" or "v"): only beside
+   an FP8 cache, instead of its per-call scale. */
+static attn_status check_row_scales(int32_t dtype, float per_call, const char *which)
+{
+    if (!attn_dtype_is_fp8(dtype))
+        return attn_fail(ATTN_ERR_ARG, "opt->%s_scales is given with %s->dtype = %d: "
+                         "per-row scales are for an FP8 %s", which, which, (int)dtype, which);
+    if (per_call != 0.0f)
+        return attn_fail(ATTN_ERR_ARG, "opt->%s_scale = %g and opt->%s_scales are both given",
+                         which, (double)per_call, which);
+    return ATTN_OK;
+}
+
 attn_status attn_validate(attn_problem *pb, const attn_op *op, const attn_shape *shape,
                           const attn_options *opt, const attn_tensor *q,
                           const attn_tensor *k, const attn_tensor *v,
@@ -588,23 +601,10 @@ attn_status attn_validate(attn_problem *pb, const attn_op *op, const attn_shape 
     if (needs_v)
         TRY(attn_check_kv(v->dtype, v_dim, o.v_scale));
     const float scale = o.scale != 0.0f ? o.scale : (float)(1.0 / sqrt((double)s.head_dim));
-    /* per-row FP8 scales (1.6): beside an FP8 cache, instead of k_scale/v_scale */
-    if (needs_qk && o.k_scales) {
-        if (!attn_dtype_is_fp8(k->dtype))
-            return attn_fail(ATTN_ERR_ARG, "opt->k_scales is given with k->dtype = %d: "
-                             "per-row scales are for an FP8 k", (int)k->dtype);
-        if (o.k_scale != 0.0f)
-            return attn_fail(ATTN_ERR_ARG, "opt->k_scale = %g and opt->k_scales are both given",
-                             (double)o.k_scale);
-    }
-    if (needs_v && o.v_scales) {
-        if (!attn_dtype_is_fp8(v->dtype))
-            return attn_fail(ATTN_ERR_ARG, "opt->v_scales is given with v->dtype = %d: "
-                             "per-row scales are for an FP8 v", (int)v->dtype);
-        if (o.v_scale != 0.0f)
-            return attn_fail(ATTN_ERR_ARG, "opt->v_scale = %g and opt->v_scales are both given",
-                             (double)o.v_scale);
-    }
+    if (needs_qk && o.k_scales)
+        TRY(check_row_scales(k->dtype, o.k_scale, "k"));
+    if (needs_v && o.v_scales)
+        TRY(check_row_scales(v->dtype, o.v_scale, "v"));
     float qk_scale = scale;
     if (needs_qk && o.k_scales)
         qk_scale = 1.0f; /* each key multiplies by fl(scale * k_scales_j) */

@@ -231,6 +231,17 @@ static void free_pair(cache_pair *p)
     buf_free(&p->bs);
 }
 
+/* Random q [b][h][l][d] in [-1, 1), contiguous, and its view. */
+static float *random_q(rng *g, const attn_shape *s, attn_tensor *t)
+{
+    const size_t n = (size_t)(s->batch * s->q_heads * s->q_len * s->head_dim);
+    float *q = xmalloc(n * 4);
+    rng_fill(g, q, n, -1.0f, 1.0f);
+    *t = (attn_tensor){q, ATTN_DTYPE_F32, s->q_heads * s->q_len * s->head_dim,
+                       s->q_len * s->head_dim, s->head_dim};
+    return q;
+}
+
 /* Runs op (0 scores, 1 weights, 2 forward) into out (+ stats). */
 static attn_status run_op(const attn_dsp *t, int op, const attn_shape *s, const attn_options *o,
                           const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
@@ -265,11 +276,8 @@ ParameterizedTest(isa_row *row, fp8_scales, pow2_equals_f32, .timeout = ATTN_TES
         cache_pair kp, vp;
         make_pair(&kp, &c, g, c.kdt, s->head_dim, -6, 6);
         make_pair(&vp, &c, g, c.vdt, s->v_dim, 0, 6); /* >= 1: see the file's comment */
-        const size_t qn = (size_t)(s->batch * s->q_heads * s->q_len * s->head_dim);
-        float *q = xmalloc(qn * 4);
-        rng_fill(g, q, qn, -1.0f, 1.0f);
-        const attn_tensor tq = {q, ATTN_DTYPE_F32, s->q_heads * s->q_len * s->head_dim,
-                                s->q_len * s->head_dim, s->head_dim};
+        attn_tensor tq;
+        float *q = random_q(g, s, &tq);
         const size_t rows = (size_t)(s->batch * s->q_heads * s->q_len);
         attn_options o8 = o;
         o8.k_scales = &kp.scales;
@@ -347,11 +355,8 @@ ParameterizedTest(isa_row *row, fp8_scales, equal_scales_are_k_scale,
         for (size_t i = 0; i < ns; i++)
             sc[i] = ks;
         harness_context("rep %d k_scale %g view %d paged %d", rep, (double)ks, c.view, c.paged);
-        const size_t qn = (size_t)(s->batch * s->q_heads * s->q_len * s->head_dim);
-        float *q = xmalloc(qn * 4);
-        rng_fill(g, q, qn, -1.0f, 1.0f);
-        const attn_tensor tq = {q, ATTN_DTYPE_F32, s->q_heads * s->q_len * s->head_dim,
-                                s->q_len * s->head_dim, s->head_dim};
+        attn_tensor tq;
+        float *q = random_q(g, s, &tq);
         const size_t rows = (size_t)(s->batch * s->q_heads * s->q_len);
         attn_options one = o, per = o;
         one.k_scale = ks;

@@ -14,6 +14,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -27,10 +28,15 @@ def _mypy(path):
     exe = shutil.which("mypy")
     if exe is None:
         pytest.skip("mypy is not installed (Debian: apt-get install mypy)")
-    env = dict(os.environ, MYPYPATH=os.path.dirname(PACKAGE))
-    run = subprocess.run([exe, "--strict", "--no-error-summary", "--no-incremental",
-                          "--cache-dir", os.devnull, "--python-executable", sys.executable,
-                          path], env=env, capture_output=True, text=True, check=False)
+    # the package under test, wherever it lies (a source tree, a staged
+    # install, a venv's site-packages, which mypy refuses on MYPYPATH): a
+    # link to it in a folder of its own
+    with tempfile.TemporaryDirectory() as tmp:
+        os.symlink(PACKAGE, os.path.join(tmp, "libattn"))
+        env = dict(os.environ, MYPYPATH=tmp)
+        run = subprocess.run([exe, "--strict", "--no-error-summary", "--no-incremental",
+                              "--cache-dir", os.devnull, "--python-executable", sys.executable,
+                              path], env=env, capture_output=True, text=True, check=False)
     return run.returncode, run.stdout + run.stderr
 
 
