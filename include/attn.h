@@ -540,8 +540,14 @@ typedef struct attn_options {
        Requires an FP8 k (v) and k_scale (v_scale) 0, else ATTN_ERR_ARG,
        checked by the operations that read k (v): scores, weights and
        attn_forward read k_scales, attn_forward v_scales. attn_cache_append
-       does not write per-row scales (ATTN_ERR_UNSUPPORTED with either);
-       attn_backward takes no FP8 cache at all. Example: a vLLM-style
+       writes them: each new row's scale is its largest magnitude over the
+       format's largest finite value (448 for E4M3, 57344 for E5M2), or 1
+       when that quotient is not a positive normal float (a row of zeros),
+       stored in the view at the row's slot, and the row is encoded as
+       with that k_scale; a non-finite new value is ATTN_ERR_ARG (nothing
+       written), and the view is an output there (no stride 0 where it has
+       more than one row: ATTN_ERR_STRIDE). attn_backward takes no FP8
+       cache at all. Example: a vLLM-style
        paged E4M3 cache [num_blocks][block_size][kv_heads][d] with one f32
        scale per token and head beside it, float ks[num_blocks][block_size]
        [kv_heads]: k_scales = {ks, ATTN_DTYPE_F32, block_size * kv_heads,

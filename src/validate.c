@@ -556,9 +556,7 @@ static int packed_rows_disjoint(const attn_problem *pb)
 }
 
 
-/* Per-row FP8 scales (1.6) given for cache `which` ("k" or "v"): only beside
-   an FP8 cache, instead of its per-call scale. */
-static attn_status check_row_scales(int32_t dtype, float per_call, const char *which)
+attn_status attn_check_row_scales(int32_t dtype, float per_call, const char *which)
 {
     if (!attn_dtype_is_fp8(dtype))
         return attn_fail(ATTN_ERR_ARG, "opt->%s_scales is given with %s->dtype = %d: "
@@ -602,9 +600,9 @@ attn_status attn_validate(attn_problem *pb, const attn_op *op, const attn_shape 
         TRY(attn_check_kv(v->dtype, v_dim, o.v_scale));
     const float scale = o.scale != 0.0f ? o.scale : (float)(1.0 / sqrt((double)s.head_dim));
     if (needs_qk && o.k_scales)
-        TRY(check_row_scales(k->dtype, o.k_scale, "k"));
+        TRY(attn_check_row_scales(k->dtype, o.k_scale, "k"));
     if (needs_v && o.v_scales)
-        TRY(check_row_scales(v->dtype, o.v_scale, "v"));
+        TRY(attn_check_row_scales(v->dtype, o.v_scale, "v"));
     float qk_scale = scale;
     if (needs_qk && o.k_scales)
         qk_scale = 1.0f; /* each key multiplies by fl(scale * k_scales_j) */

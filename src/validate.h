@@ -35,6 +35,10 @@ attn_status attn_check_shape(const attn_shape *shape);
 attn_status attn_check_shape_options(const attn_shape *shape, const attn_options *opt,
                                      attn_options *o);
 
+/* Per-row FP8 scales (attn.h 1.6) given for cache `which` ("k" or "v") of
+   `dtype`: only beside an FP8 cache, whose per-call scale `per_call` is then
+   0 (ATTN_ERR_ARG otherwise). */
+attn_status attn_check_row_scales(int32_t dtype, float per_call, const char *which);
 /* k_scale and v_scale: each 0 or a positive normal float (ATTN_ERR_ARG). */
 attn_status attn_check_kv_scales(const attn_options *o);
 /* A K or V tensor of `dtype` with rows of `cols` values and its scale (k_scale

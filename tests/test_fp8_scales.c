@@ -16,7 +16,9 @@
  *    k_scale = s (attn.h: the score is (q . fp8) * fl32(scale * s) either
  *    way).
  *  - refusals: k_scales with a k that is not FP8, with k_scale, v_scales
- *    likewise, attn_cache_append with either: the status, nothing written.
+ *    likewise: the status, nothing written;
+ *  - attn_cache_append writing them (each row's scale and bytes, against
+ *    the tests' own encoders) in dense and paged layouts, and its refusals.
  * The decoded values come from tests/ref_quant.c (shares no code with
  * src/).
  */
@@ -430,15 +432,117 @@ Test(fp8_scales, refusals)
         for (size_t j = 0; j < sizeof out; j++)
             CHECK(((unsigned char *)out)[j] == 0x5a, "out written at byte %zu", j);
     }
-    /* attn_cache_append writes no per-row scales: refused, caches untouched */
-    harness_context("attn_cache_append with k_scales");
-    attn_options o = ATTN_OPTIONS_INIT;
-    o.k_scales = &ts;
-    const attn_shape s1 = {B, H, H, 1, L, D, D};
-    const attn_tensor tnew = {q, ATTN_DTYPE_F32, H * D, D, D};
-    uint8_t before[sizeof k8];
-    memcpy(before, k8, sizeof k8);
-    const attn_status st = attn_cache_append(&s1, &o, &tnew, NULL, &tk8, NULL);
-    CHECK(st == ATTN_ERR_UNSUPPORTED, "status %d", st);
-    CHECK(memcmp(before, k8, sizeof k8) == 0, "the cache was written");
+}
+
+/* The scale attn_cache_append gives a new row (attn.h 1.6), computed here. */
+static float expected_scale(const float *x, int64_t n, float top)
+{
+    float m = 0.0f;
+    for (int64_t t = 0; t < n; t++)
+        m = fabsf(x[t]) > m ? fabsf(x[t]) : m;
+    const float sc = m / top;
+    return isnormal(sc) ? sc : 1.0f;
+}
+
+/*
+ * attn_cache_append with per-row scales: each new row's scale (its largest
+ * magnitude over 448 / 57344, 1 for a zero row) lands in the view at the
+ * row's slot and its bytes are the tests' own encoding of x / scale; every
+ * other byte of the caches and views is unchanged. Dense and paged
+ * (shuffled pool) layouts; then the refusals: a non-finite new value
+ * (ATTN_ERR_ARG), a broadcast view (ATTN_ERR_STRIDE), nothing written.
+ */
+HARNESS_ISA_PARAMS(fp8_scales, append_writes_row_scales)
+ParameterizedTest(isa_row *row, fp8_scales, append_writes_row_scales,
+                  .timeout = ATTN_TEST_TIMEOUT)
+{
+    const attn_dsp *t = harness_begin(row);
+    rng *g = harness_rng();
+    enum { B = 2, H = 2, LK = 20, T = 3, D = 24, BS = 4, NB = 12 };
+    for (int rep = 0; rep < 8; rep++) {
+        const int paged = rep & 1;
+        const int dts[2] = {rep & 2 ? ATTN_KV_FP8_E5M2 : ATTN_KV_FP8_E4M3,
+                            rep & 4 ? ATTN_KV_FP8_E4M3 : ATTN_KV_FP8_E5M2};
+        harness_context("rep %d paged %d k %d v %d", rep, paged, dts[0], dts[1]);
+        int32_t kv_lens[B] = {LK, (int32_t)rng_int(g, T, LK)}, table[B * (LK / BS)];
+        for (int i = 0; i < NB; i++) /* a shuffled pool: entries past B * pages unused */
+            if (i < B * (LK / BS))
+                table[i] = (int32_t)((i * 7 + 3) % NB);
+        const int64_t outer = paged ? NB : B, rows = paged ? BS : LK;
+        /* caches [outer][h][rows][D] bytes, views [outer][h][rows] */
+        const size_t nbytes = (size_t)(outer * H * rows * D), nsc = (size_t)(outer * H * rows);
+        uint8_t cache[2][NB * H * BS * D > B * H * LK * D ? NB * H * BS * D : B * H * LK * D];
+        uint8_t want[2][sizeof cache[0]];
+        float sc[2][NB * H * BS > B * H * LK ? NB * H * BS : B * H * LK], scw[2][sizeof sc[0] / 4];
+        float x[2][B * H * T * D];
+        for (int p = 0; p < 2; p++) {
+            memset(cache[p], 0x5a, sizeof cache[p]);
+            for (size_t i = 0; i < sizeof sc[p] / 4; i++)
+                sc[p][i] = -7.0f;
+            rng_fill(g, x[p], B * H * T * D, -30.0f, 30.0f);
+            if (rep == 3) /* a zero row: scale 1 */
+                memset(x[p], 0, D * sizeof(float));
+        }
+        const attn_shape s = {B, H, H, T, LK, D, D};
+        attn_tensor kv[2], views[2];
+        for (int p = 0; p < 2; p++) {
+            kv[p] = (attn_tensor){cache[p], dts[p], H * rows * D, rows * D, D};
+            views[p] = (attn_tensor){sc[p], ATTN_DTYPE_F32, H * rows, rows, 1};
+        }
+        const attn_tensor xs[2] = {{x[0], ATTN_DTYPE_F32, H * T * D, T * D, D},
+                                   {x[1], ATTN_DTYPE_F32, H * T * D, T * D, D}};
+        attn_options o = ATTN_OPTIONS_INIT;
+        o.kv_lens = kv_lens;
+        o.k_scales = &views[0];
+        o.v_scales = &views[1];
+        if (paged) {
+            o.block_table = table;
+            o.block_table_stride = LK / BS;
+            o.block_size = BS;
+            o.num_blocks = NB;
+        }
+        /* the expected bytes: every new row at its slot */
+        memcpy(want, cache, sizeof want);
+        memcpy(scw, sc, sizeof scw);
+        for (int p = 0; p < 2; p++)
+            for (int64_t b = 0; b < B; b++)
+                for (int64_t h = 0; h < H; h++)
+                    for (int64_t i = 0; i < T; i++) {
+                        const int64_t j = kv_lens[b] - T + i;
+                        const int64_t o_ = paged ? table[b * (LK / BS) + j / BS] : b,
+                                      r = paged ? j % BS : j;
+                        const float *xr = x[p] + ((b * H + h) * T + i) * D;
+                        const float top = dts[p] == ATTN_KV_FP8_E4M3 ? 448.0f : 57344.0f;
+                        const float e = expected_scale(xr, D, top);
+                        scw[p][(o_ * H + h) * rows + r] = e;
+                        for (int64_t c = 0; c < D; c++)
+                            want[p][((o_ * H + h) * rows + r) * D + c] =
+                                dts[p] == ATTN_KV_FP8_E4M3 ? ref_f32_to_e4m3(xr[c] / e)
+                                                            : ref_f32_to_e5m2(xr[c] / e);
+                    }
+        attn_status st = attn_cache_append_with(t, &s, &o, &xs[0], &xs[1], &kv[0], &kv[1]);
+        CHECK(st == ATTN_OK, "status %d", st);
+        for (int p = 0; p < 2; p++) {
+            expect_bytes(p ? "v cache" : "k cache", cache[p], want[p], nbytes);
+            expect_bytes(p ? "v scales" : "k scales", sc[p], scw[p], nsc * 4);
+        }
+
+        /* refusals: nothing written */
+        uint8_t before[2][sizeof cache[0]];
+        float sbefore[2][sizeof sc[0] / 4];
+        memcpy(before, cache, sizeof before);
+        memcpy(sbefore, sc, sizeof sbefore);
+        x[1][(int)rng_int(g, 0, B * H * T * D - 1)] = rep & 2 ? INFINITY : NAN;
+        st = attn_cache_append_with(t, &s, &o, &xs[0], &xs[1], &kv[0], &kv[1]);
+        CHECK(st == ATTN_ERR_ARG, "a non-finite new value: status %d", st);
+        attn_tensor per_head = views[0];
+        per_head.row_stride = per_head.batch_stride = 0; /* one scale per head: not per row */
+        o.k_scales = &per_head;
+        st = attn_cache_append_with(t, &s, &o, &xs[0], NULL, &kv[0], NULL);
+        CHECK(st == ATTN_ERR_STRIDE, "a broadcast view written: status %d", st);
+        for (int p = 0; p < 2; p++) {
+            expect_bytes("cache after a refusal", cache[p], before[p], nbytes);
+            expect_bytes("scales after a refusal", sc[p], sbefore[p], nsc * 4);
+        }
+    }
 }

@@ -351,6 +351,8 @@ def cache_append(
     kv_dtype: Optional[str] = ...,
     k_scale: float = ...,
     v_scale: float = ...,
+    k_scales: Optional[Array] = ...,
+    v_scales: Optional[Array] = ...,
 ) -> None: ...
 
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 import ctypes
 import numbers
 
-from ._capi import Options, Shape, check, has, lib
+from ._capi import DType, Options, Shape, check, has, lib
+from ._capi import Tensor as _CTensor
 from ._kvlayout import _int32_array, _int_list, _pool
 from ._ops import _quant_dtype, _quant_operand
 from ._tensor import as_operand, np
@@ -33,7 +34,8 @@ def cache_append(k_new: Array, k_cache: Array, v_new: Optional[Array] = None,
                  v_cache: Optional[Array] = None, *, kv_lens: Ints,
                  q_lens: Optional[Ints] = None, block_table: Optional[IntTable] = None,
                  kv_dtype: Optional[str] = None, k_scale: float = 0.0,
-                 v_scale: float = 0.0) -> None:
+                 v_scale: float = 0.0, k_scales: Optional[Array] = None,
+                 v_scales: Optional[Array] = None) -> None:
     """Write new K (and V) rows into caches, in place; returns None.
 
     k_new, v_new      float32 or float16 arrays [B, Hkv, T, D] (T: the most new
@@ -49,6 +51,13 @@ def cache_append(k_new: Array, k_cache: Array, v_new: Optional[Array] = None,
     block_table       [B, max_blocks] pool block of each page (the logical key
                       extent is max_blocks * block_size).
     k_scale, v_scale  fp8/e5m2 only: the cache stores x / scale (0 means 1).
+    k_scales, v_scales  fp8/e5m2 only, instead: writable float32 arrays of
+                      the cache's shape without its last axis ([B, Hkv, L],
+                      or the pool's [num_blocks, block_size, Hkv]); each new
+                      row's scale (its largest magnitude over 448, resp.
+                      57344; 1 for a zero row) is written at its slot and
+                      the row stored as x / scale: what forward(...,
+                      k_scales=...) reads. A non-finite new value is refused.
     The values are rounded once (float16 to nearest even) or quantized
     exactly as quantize() does; v_new and v_cache go together (neither: keys
     only).
@@ -120,6 +129,31 @@ def cache_append(k_new: Array, k_cache: Array, v_new: Optional[Array] = None,
         setattr(opt, field, ctypes.cast(arr, ctypes.POINTER(ctypes.c_int32)))
     opt.k_scale = float(k_scale)
     opt.v_scale = float(v_scale)
+    scale_views = {}
+    for name, arr in (("k", k_scales), ("v", v_scales)):
+        if arr is None:
+            continue
+        if np is None or not isinstance(arr, np.ndarray) or arr.dtype != np.float32:
+            raise TypeError("%s_scales: expected a float32 NumPy array" % name)
+        if not arr.flags.writeable:
+            raise ValueError("%s_scales: must be writable (the scales are written)" % name)
+        if block_table is not None:
+            want = (num_blocks, block_size, kv_heads)
+            axes = (0, 2, 1)  # pool block, head, slot
+        else:
+            want = (batch, kv_heads, kv_len) if rank == 4 else (kv_heads, kv_len)
+            axes = (0, 1, 2) if rank == 4 else (None, 0, 1)
+        if arr.shape != want:
+            raise ValueError("%s_scales: shape %r, the cache's without its last axis is %r"
+                             % (name, arr.shape, want))
+        strides = [0 if a is None else arr.strides[a] // 4 for a in axes]
+        t = _CTensor(arr.__array_interface__["data"][0], DType.F32, *strides)
+        keep.append(t)
+        scale_views[name] = t
+    if "k" in scale_views:
+        opt.k_scales = ctypes.pointer(scale_views["k"])
+    if "v" in scale_views:
+        opt.v_scales = ctypes.pointer(scale_views["v"])
     shape = Shape(batch, kv_heads, kv_heads, q_len, kv_len, head_dim, v_dim)
     ct = {name: (n.c_tensor(), c4.c_tensor()) for name, n, c4 in views}
     k = ct["k"]

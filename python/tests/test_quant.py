@@ -299,3 +299,48 @@ def test_quantize_rows(rng, dtype):
         libattn.quantize_rows(np.array([[np.nan, 1.0]], np.float32), dtype)
     with pytest.raises(ValueError, match="quantize_rows"):
         libattn.quantize_rows(x, "q8_0")
+
+
+@pytest.mark.parametrize("paged", [False, True])
+def test_cache_append_writes_row_scales(rng, paged):
+    """cache_append(k_scales=...) writes what quantize_rows() makes of the
+    new rows, at their slots; forward then reads them."""
+    B, H, L, T, D = 2, 2, 16, 3, 32
+    k_new = rng.standard_normal((B, H, T, D)).astype(np.float32) * 5
+    kv_lens = [16, 9]
+    want_bytes, want_scales = libattn.quantize_rows(k_new, "fp8")
+    if paged:
+        bs, nb = 4, 10
+        table = np.array([[3, 7, 1, 9], [0, 5, 8, 2]], np.int32)
+        cache = np.zeros((nb, bs, H, D), np.uint8)
+        scales = np.full((nb, bs, H), -1.0, np.float32)
+        libattn.cache_append(k_new, cache, kv_lens=kv_lens, block_table=table, kv_dtype="fp8",
+                             k_scales=scales)
+        for b in range(B):
+            for i in range(T):
+                j = kv_lens[b] - T + i
+                blk, slot = table[b, j // bs], j % bs
+                assert np.array_equal(cache[blk, slot, :, :], want_bytes[b, :, i])
+                assert np.array_equal(scales[blk, slot, :], want_scales[b, :, i])
+        assert (scales == -1).sum() == scales.size - B * T * H
+    else:
+        cache = np.zeros((B, H, L, D), np.uint8)
+        scales = np.full((B, H, L), -1.0, np.float32)
+        libattn.cache_append(k_new, cache, kv_lens=kv_lens, kv_dtype="fp8", k_scales=scales)
+        for b in range(B):
+            j0 = kv_lens[b] - T
+            assert np.array_equal(cache[b, :, j0:j0 + T], want_bytes[b])
+            assert np.array_equal(scales[b, :, j0:j0 + T], want_scales[b])
+        assert (scales == -1).sum() == scales.size - B * T * H
+        q = rng.standard_normal((B, 4, 1, D)).astype(np.float32)
+        out = libattn.forward(q, cache[:, :, :9], cache[:, :, :9], kv_dtype="fp8",
+                              k_scales=scales[:, :, :9], v_scales=scales[:, :, :9],
+                              kv_lens=[9, 9])
+        assert np.isfinite(out).all()
+    k_bad = k_new.copy()
+    k_bad[0, 0, 0, 0] = np.inf
+    before = cache.copy()
+    with pytest.raises(libattn.AttnError, match="non-finite"):
+        libattn.cache_append(k_bad, cache, kv_lens=kv_lens, kv_dtype="fp8", k_scales=scales,
+                             **({"block_table": table} if paged else {}))
+    assert np.array_equal(cache, before)

@@ -15,7 +15,11 @@
  * encodes each block-format row into a scratch row and the tasks, one per
  * sequence, encode every row in place, as they always do when no cache is
  * Q8_0/Q4_0 (nothing to check then).
+ * With per-row FP8 scales (attn.h 1.6) each new row gets its own scale,
+ * written beside it: validation checks every such row is finite, and the
+ * tasks encode in place (never staged: the stage holds no scales).
  */
+#include <math.h>
 #include <string.h>
 
 #include "driver.h"
@@ -30,6 +34,8 @@ typedef struct append_pair {
     attn_tensor src, dst; /* src.data == NULL: this pair is absent */
     int64_t cols;
     float scale; /* FP8: k_scale or v_scale, 0 resolved to 1; else 1 */
+    attn_tensor rows; /* per-row scales written (k_scales / v_scales); data NULL: none */
+    float top;        /* with rows: the format's largest finite value */
 } append_pair;
 
 /* Bytes of encoded rows validation keeps for the tasks to copy. */
@@ -80,6 +86,34 @@ static const float *row_f32(const attn_dsp *dsp, const void *row, int32_t dtype,
     return buf;
 }
 
+/*
+ * The scale a per-row pair gives new row x (attn.h 1.6): its largest
+ * magnitude over the format's largest finite value, or 1 when that is not
+ * a positive normal float (a row of zeros or of tiny values: any scale
+ * encodes them, 1 keeps them exact where the format can).
+ */
+static float row_scale(const float *x, int64_t n, float top)
+{
+    float m = 0.0f;
+    for (int64_t t = 0; t < n; t++)
+        m = fabsf(x[t]) > m ? fabsf(x[t]) : m;
+    const float s = m / top;
+    return isnormal(s) ? s : 1.0f;
+}
+
+/* Encodes new row x of pair pr at `row`, and with per-row scales its scale
+   at position j of sequence b, KV head h (the scale view opened as sc). */
+static void put_row(const attn_problem *pb, const append_pair *pr, attn_from_f32_fn *store,
+                    const float *x, void *row, const kv_src *sc, int64_t b, int64_t j)
+{
+    float scale = pr->scale;
+    if (pr->rows.data) {
+        scale = row_scale(x, pr->cols, pr->top);
+        *(float *)(void *)cache_row(pb, sc, b, j) = scale;
+    }
+    (void)store(x, row, (size_t)pr->cols, scale);
+}
+
 /* Bytes of one encoded row of a pair's cache. */
 static size_t row_bytes(const append_pair *pr)
 {
@@ -87,6 +121,8 @@ static size_t row_bytes(const append_pair *pr)
 }
 
 /* ------------------------------------------------------------ validation */
+
+
 
 /* Which cache row a written position is: the pool slot (paged) or the row
    index of a cache every sequence shares (batch_stride 0). */
@@ -213,13 +249,10 @@ static attn_status validate(const attn_dsp *dsp, append_problem *ap, const attn_
     const attn_shape s = *shape;
     const int64_t v_dim = s.v_dim ? s.v_dim : s.head_dim;
     TRY(attn_check_kv_scales(&o));
-    /* per-row FP8 scales (1.6) would be outputs here: not written yet */
-    if (o.k_scales || o.v_scales)
-        return attn_fail(ATTN_ERR_UNSUPPORTED, "opt->%s: attn_cache_append encodes with "
-                         "k_scale / v_scale only", o.k_scales ? "k_scales" : "v_scales");
     memset(ap, 0, offsetof(append_problem, stage)); /* not the stage: 32 KiB a call */
     const int64_t cols[2] = {s.head_dim, v_dim};
     const float scale[2] = {o.k_scale, o.v_scale};
+    const attn_tensor *const rows[2] = {o.k_scales, o.v_scales};
     for (int p = 0; p < 2; p++) {
         if (!src[p])
             continue;
@@ -231,6 +264,11 @@ static attn_status validate(const attn_dsp *dsp, append_problem *ap, const attn_
         pr->dst = *dst[p];
         pr->cols = cols[p];
         pr->scale = attn_dtype_is_fp8(dst[p]->dtype) && scale[p] != 0.0f ? scale[p] : 1.0f;
+        if (rows[p]) { /* per-row scales: written here, beside an FP8 cache */
+            TRY(attn_check_row_scales(dst[p]->dtype, scale[p], p ? "v" : "k"));
+            pr->rows = *rows[p];
+            pr->top = dst[p]->dtype == ATTN_DTYPE_FP8_E4M3 ? 448.0f : 57344.0f;
+        }
     }
     TRY(attn_check_batch_arrays(&o, &s, 1));
 
@@ -256,11 +294,23 @@ static attn_status validate(const attn_dsp *dsp, append_problem *ap, const attn_
         }
     }
 
-    /* 4. byte ranges: new rows and option arrays in, caches out */
+    /* 4. byte ranges: new rows and option arrays in, caches (and the
+       per-row scales: outputs here, never broadcast) out */
     for (int p = 0; p < 2; p++)
         if (src[p])
             TRY(add_pair(&set, pb, &s, &ap->pair[p]));
-    TRY(attn_add_option_ranges(&set, &o, &s));
+    attn_options ins = o;
+    ins.k_scales = ins.v_scales = NULL;
+    TRY(attn_add_option_ranges(&set, &ins, &s));
+    for (int p = 0; p < 2; p++)
+        if (ap->pair[p].rows.data) {
+            const append_pair *pr = &ap->pair[p];
+            const int shared = !pb->block_table && pr->rows.batch_stride == 0 && s.batch > 1;
+            TRY(attn_add_tensor(&set, &pr->rows, pb->block_table ? pb->num_blocks
+                                                 : shared          ? 1
+                                                                   : s.batch,
+                                s.kv_heads, pb->block_table ? pb->block_size : s.kv_len, 1, 1));
+        }
     TRY(attn_check_disjoint(&set));
 
     /* 5. no cache row written twice: distinct batch entries of a nested
@@ -272,8 +322,31 @@ static attn_status validate(const attn_dsp *dsp, append_problem *ap, const attn_
             break; /* the same positions for both pairs */
         }
 
-    /* 6. the rows, encoded: into the stage when they all fit, else one at
-       a time into a scratch row where a block format must check them */
+    /* 6. per-row scales: every such row finite (its scale a number) */
+    int per_row = 0;
+    float buf[ATTN_MAX_HEAD_DIM];
+    for (int p = 0; p < 2; p++) {
+        const append_pair *pr = &ap->pair[p];
+        if (!src[p] || !pr->rows.data)
+            continue;
+        per_row = 1;
+        for (int64_t b = 0; b < s.batch; b++)
+            for (int64_t h = 0; h < s.kv_heads; h++)
+                for (int64_t i = 0; i < attn_seq_q_len(pb, b); i++) {
+                    const float *x = row_f32(dsp, new_row(pb, &pr->src, b, h, i),
+                                             pr->src.dtype, pr->cols, buf);
+                    for (int64_t t = 0; t < pr->cols; t++)
+                        if (!isfinite(x[t]))
+                            return attn_fail(ATTN_ERR_ARG, "%s_new: a non-finite value in "
+                                             "row %lld of sequence %lld, head %lld: no per-row "
+                                             "scale", p ? "v" : "k", (long long)i, (long long)b,
+                                             (long long)h);
+                }
+    }
+
+    /* 7. the rows, encoded: into the stage when they all fit (not with
+       per-row scales), else one at a time into a scratch row where a block
+       format must check them */
     size_t total = 0;
     int blocks = 0;
     for (int p = 0; p < 2; p++) {
@@ -286,8 +359,7 @@ static attn_status validate(const attn_dsp *dsp, append_problem *ap, const attn_
     }
     if (!blocks)
         return ATTN_OK; /* nothing to check: the tasks encode in place */
-    ap->staged = total <= attn_append_stage_limit && total <= APPEND_STAGE;
-    float buf[ATTN_MAX_HEAD_DIM];
+    ap->staged = !per_row && total <= attn_append_stage_limit && total <= APPEND_STAGE;
     unsigned char *at = ap->stage;
     for (int p = 0; p < 2; p++) {
         const append_pair *pr = &ap->pair[p];
@@ -346,10 +418,11 @@ static void task_append(void *vctx, size_t index)
         attn_from_f32_fn *const store = c->dsp->from_f32[pr->dst.dtype];
         for (int64_t h = 0; h < pb->kv_heads; h++) {
             const kv_src s = attn_kv_open(pb, &pr->dst, b, h, pr->cols);
+            const kv_src sc = pr->rows.data ? attn_kv_open(pb, &pr->rows, b, h, 1) : s;
             for (int64_t i = 0; i < n; i++) {
                 const float *x = row_f32(c->dsp, new_row(pb, &pr->src, b, h, i),
                                          pr->src.dtype, pr->cols, buf);
-                (void)store(x, cache_row(pb, &s, b, first + i), (size_t)pr->cols, pr->scale);
+                put_row(pb, pr, store, x, cache_row(pb, &s, b, first + i), &sc, b, first + i);
             }
         }
     }
