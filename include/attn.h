@@ -312,7 +312,8 @@ typedef enum attn_dtype {
  *                     infinities, S.1111.111 is NaN, largest finite 448, as
  *                     vLLM's fp8 KV cache); value = e4m3 * k_scale for k,
  *                     e4m3 * v_scale for v (attn_options, one scale per
- *                     call for all heads).
+ *                     call for all heads), or since 1.6 times a scale per
+ *                     row (attn_options.k_scales / v_scales).
  *   ATTN_DTYPE_FP8_E5M2  (since 1.5) one byte per value, OCP E5M2 (bias 15,
  *                     2 mantissa bits, subnormals, S.11111.00 is +-inf,
  *                     S.11111.xx with xx != 0 is NaN, largest finite 57344):
@@ -877,14 +878,16 @@ ATTN_API attn_status attn_quantize(int32_t dtype, const float *src, int64_t rows
  *   and BF16 rounded to nearest even (src/half.h's rules: overflow to
  *   +-inf, NaN kept quiet), Q8_0, Q4_0 and FP8_E4M3 quantized row by row
  *   exactly as attn_quantize writes them (FP8: x / k_scale, x / v_scale,
- *   0 meaning 1). An F16 or BF16 input is widened exactly first, so the
+ *   0 meaning 1; with k_scales / v_scales (1.6) x / the row's own scale,
+ *   written beside it, see attn_options). An F16 or BF16 input is widened exactly first, so the
  *   result depends on the values only.
  *   Either pair may be absent (v_new and v both NULL: keys only, e.g. a
  *   latent cache whose values are a view of the keys); one of a pair without
  *   the other is ATTN_ERR_NULL, both pairs absent too.
  * Of opt only struct_size, q_lens, kv_lens, q_offsets, kv_offsets, the paging
  * fields, shared_prefix (n_b > Lk_b - P_b, a new row on a shared key, is
- * ATTN_ERR_ARG), k_scale, v_scale, parallel_for and parallel_ctx are read (every
+ * ATTN_ERR_ARG), k_scale, v_scale, k_scales, v_scales (written), parallel_for
+ * and parallel_ctx are read (every
  * field is still validated as everywhere, so the forward's struct can be
  * passed as it is). A call with a Q8_0/Q4_0 cache whose new rows fit 32 KiB
  * once encoded (a decode step) encodes them while validating and copies
