@@ -1280,15 +1280,14 @@ int gen_materialise(gen_bufs *m, const gen_problem *d, uint64_t seed, unsigned f
         const int role = GEN_OPT0 + pos, scores = option_extents[pos] == ATTN_OPT_EXTENT_SCORES;
         const int64_t nl = scores ? Lq : 1, cols = scores ? Lk : 1;
         if (option_extents[pos] == ATTN_OPT_EXTENT_KEYS) { /* one value per k row */
-            const int paged = m->table != NULL;
-            rc = dense_tensor(m, role, option_dtypes[pos], paged ? m->opt.num_blocks : kb, Hkv,
-                              paged ? d->block_size : Lk, 1, &d->tl[role]);
+            const int64_t outer = m->table ? m->opt.num_blocks : kb,
+                          rows = m->table ? d->block_size : Lk;
+            rc = dense_tensor(m, role, option_dtypes[pos], outer, Hkv, rows, 1, &d->tl[role]);
             if (rc)
                 break;
             uint64_t st = stream_of(seed, role);
             memset(m->data[role], 0xff, m->bytes[role]);
-            rc = fill_all(&m->t[role], paged ? m->opt.num_blocks : kb, Hkv,
-                          paged ? d->block_size : Lk, 1, &d->val[role], &st, Hkv, 0.0f, row);
+            rc = fill_all(&m->t[role], outer, Hkv, rows, 1, &d->val[role], &st, Hkv, 0.0f, row);
             const attn_tensor *tp = &m->t[role];
             memcpy((char *)&m->opt + option_offsets[pos], &tp, sizeof tp);
             continue;

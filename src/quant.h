@@ -11,6 +11,10 @@
 #include <stdint.h>
 
 
+/* The largest finite values of the FP8 formats. */
+#define ATTN_FP8_E4M3_MAX 448.0f
+#define ATTN_FP8_E5M2_MAX 57344.0f
+
 /* Exact decoding of one E4M3 "fn" byte (S.1111.111 is NaN). */
 float attn_e4m3_to_f32(uint8_t x);
 /* Round to nearest even; above 448 (and +-inf) saturates to +-448. */

@@ -290,21 +290,18 @@ static attn_status add_entries(attn_range_set *set, const void *p, const int64_t
 attn_status attn_add_option_ranges(attn_range_set *set, const attn_options *o,
                                    const attn_shape *s)
 {
+    /* KEYS: like k's rows, the pool with a block table (whose description
+       the operations that read k check first; one with a nonsense
+       description is ranged as dense, its call refused anyway) */
+    const int pool = o->block_table && o->num_blocks > 0 && o->block_size > 0;
     const int64_t ext[][4] = {
         [ATTN_OPT_EXTENT_NONE] = {1, 1, 1, 1},
         [ATTN_OPT_EXTENT_BATCH] = {s->batch, 1, 1, 1},
         [ATTN_OPT_EXTENT_SCORES] = {s->batch, s->q_heads, s->q_len, s->kv_len},
         [ATTN_OPT_EXTENT_HEADS] = {s->batch, s->q_heads, 1, 1},
         [ATTN_OPT_EXTENT_QROWS] = {s->batch, s->q_len, 1, 1},
-        /* like k's rows: the pool with a block table (whose description
-           the operations that read k check first; one with a nonsense
-           description is ranged as dense, its call refused anyway) */
-        [ATTN_OPT_EXTENT_KEYS] = {o->block_table && o->num_blocks > 0 && o->block_size > 0
-                                      ? o->num_blocks : s->batch,
-                                  s->kv_heads,
-                                  o->block_table && o->num_blocks > 0 && o->block_size > 0
-                                      ? o->block_size : s->kv_len,
-                                  1},
+        [ATTN_OPT_EXTENT_KEYS] = {pool ? o->num_blocks : s->batch, s->kv_heads,
+                                  pool ? o->block_size : s->kv_len, 1},
     };
     ATTN_OPTION_LIST(ATTN_X_RANGE)
     return ATTN_OK;

@@ -25,6 +25,7 @@
 #include "driver.h"
 #include "internal.h"
 #include "kv.h"
+#include "quant.h"
 #include "validate.h"
 
 #define TRY ATTN_TRY
@@ -122,8 +123,6 @@ static size_t row_bytes(const append_pair *pr)
 
 /* ------------------------------------------------------------ validation */
 
-
-
 /* Which cache row a written position is: the pool slot (paged) or the row
    index of a cache every sequence shares (batch_stride 0). */
 static int64_t row_id(const attn_problem *pb, int64_t b, int64_t j)
@@ -210,17 +209,26 @@ static int rows_distinct(const attn_problem *pb)
     return 1;
 }
 
-/* The new rows of one pair (inputs) and its cache (an output) as byte ranges. */
+/* A written view laid out like a cache (the cache, or its per-row scales
+   with cols 1) as an output byte range: the pool, or every sequence's rows
+   (one row space when every sequence shares it: batch_stride 0). */
+static attn_status add_written(attn_range_set *set, const attn_problem *pb, const attn_shape *s,
+                               const attn_tensor *t, int64_t cols)
+{
+    if (pb->block_table)
+        return attn_add_tensor(set, t, pb->num_blocks, s->kv_heads, pb->block_size, cols, 1);
+    const int shared = t->batch_stride == 0 && s->batch > 1;
+    return attn_add_tensor(set, t, shared ? 1 : s->batch, s->kv_heads, s->kv_len, cols, 1);
+}
+
+/* The new rows of one pair (inputs), its cache and its per-row scales
+   (outputs) as byte ranges. */
 static attn_status add_pair(attn_range_set *set, const attn_problem *pb, const attn_shape *s,
                             const append_pair *pr)
 {
     TRY(attn_add_tensor(set, &pr->src, s->batch, s->kv_heads, s->q_len, pr->cols, 0));
-    if (pb->block_table)
-        return attn_add_tensor(set, &pr->dst, pb->num_blocks, s->kv_heads, pb->block_size,
-                               pr->cols, 1);
-    const int shared = pr->dst.batch_stride == 0 && s->batch > 1;
-    return attn_add_tensor(set, &pr->dst, shared ? 1 : s->batch, s->kv_heads, s->kv_len,
-                           pr->cols, 1);
+    TRY(add_written(set, pb, s, &pr->dst, pr->cols));
+    return pr->rows.data ? add_written(set, pb, s, &pr->rows, 1) : ATTN_OK;
 }
 
 static attn_status validate(const attn_dsp *dsp, append_problem *ap, const attn_shape *shape,
@@ -267,7 +275,8 @@ static attn_status validate(const attn_dsp *dsp, append_problem *ap, const attn_
         if (rows[p]) { /* per-row scales: written here, beside an FP8 cache */
             TRY(attn_check_row_scales(dst[p]->dtype, scale[p], p ? "v" : "k"));
             pr->rows = *rows[p];
-            pr->top = dst[p]->dtype == ATTN_DTYPE_FP8_E4M3 ? 448.0f : 57344.0f;
+            pr->top = dst[p]->dtype == ATTN_DTYPE_FP8_E4M3 ? ATTN_FP8_E4M3_MAX
+                                                           : ATTN_FP8_E5M2_MAX;
         }
     }
     TRY(attn_check_batch_arrays(&o, &s, 1));
@@ -299,18 +308,9 @@ static attn_status validate(const attn_dsp *dsp, append_problem *ap, const attn_
     for (int p = 0; p < 2; p++)
         if (src[p])
             TRY(add_pair(&set, pb, &s, &ap->pair[p]));
-    attn_options ins = o;
+    attn_options ins = o; /* the per-row scales are outputs here (add_pair) */
     ins.k_scales = ins.v_scales = NULL;
     TRY(attn_add_option_ranges(&set, &ins, &s));
-    for (int p = 0; p < 2; p++)
-        if (ap->pair[p].rows.data) {
-            const append_pair *pr = &ap->pair[p];
-            const int shared = !pb->block_table && pr->rows.batch_stride == 0 && s.batch > 1;
-            TRY(attn_add_tensor(&set, &pr->rows, pb->block_table ? pb->num_blocks
-                                                 : shared          ? 1
-                                                                   : s.batch,
-                                s.kv_heads, pb->block_table ? pb->block_size : s.kv_len, 1, 1));
-        }
     TRY(attn_check_disjoint(&set));
 
     /* 5. no cache row written twice: distinct batch entries of a nested

@@ -45,7 +45,7 @@ uint8_t attn_f32_to_e4m3(float x)
     if (isnan(x))
         return (uint8_t)(sign | 0x7f);
     const float a = fabsf(x);
-    if (a > 448.0f) /* saturate (infinities included) */
+    if (a > ATTN_FP8_E4M3_MAX) /* saturate (infinities included) */
         return (uint8_t)(sign | 0x7e);
     if (a < 0x1p-6f) /* subnormal: m * 2^-9, m in 0..8 (8 is the least normal) */
         return (uint8_t)(sign | (uint8_t)nearbyintf(a * 0x1p9f));
@@ -67,7 +67,7 @@ uint8_t attn_f32_to_e5m2(float x)
     if (isnan(x))
         return (uint8_t)(sign | 0x7f);
     const float a = fabsf(x);
-    if (a > 57344.0f) /* saturate (infinities included) */
+    if (a > ATTN_FP8_E5M2_MAX) /* saturate (infinities included) */
         return (uint8_t)(sign | 0x7b);
     if (a < 0x1p-14f) /* subnormal: m * 2^-16, m in 0..4 (4 is the least normal) */
         return (uint8_t)(sign | (uint8_t)nearbyintf(a * 0x1p16f));
