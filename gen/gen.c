@@ -283,6 +283,21 @@ void gen_chance(gen_profile *p, int c, unsigned chance)
     p->rule[c].chance = (uint16_t)chance;
 }
 
+static void topk_rules(gen_profile *p)
+{
+    rule(p, GEN_C_OPT(topk_indices), 0, 1, 1);
+    /* up to two more entries than keys, so -1 slots and repeats are common */
+    rule(p, GEN_C_OPT(topk), 256, 1, 2);
+    p->rule[GEN_C_OPT(topk)].kv = 1;
+    rule(p, GEN_C_TOPK_SHARED, 128, 1, 1);
+}
+
+void gen_allow_topk(gen_profile *p, unsigned chance)
+{
+    topk_rules(p);
+    p->rule[GEN_C_OPT(topk_indices)].chance = (uint16_t)chance;
+}
+
 static const int64_t float_dtypes[] = {ATTN_DTYPE_F32, ATTN_DTYPE_F16, ATTN_DTYPE_BF16};
 static const int64_t seq_kinds[] = {GEN_SEQ_FULL, GEN_SEQ_EMPTY, GEN_SEQ_RANDOM, GEN_SEQ_RANDOM,
                                     GEN_SEQ_RANDOM};
@@ -392,6 +407,8 @@ void gen_profile_init(gen_profile *p)
     rule(p, GEN_C_OPT(shared_prefix), 0, 1, 1);
     rule(p, GEN_C_SHARED, 256, GEN_SHARED_ALL, GEN_SHARED_RANDOM);
     rule(p, GEN_C_SHARED_KEYS, 0, 0, 0);
+    /* top-k lists (1.7): likewise (gen_allow_topk) */
+    topk_rules(p);
 
     p->work_cap = (int64_t)2 << 20;
     /* values: every tensor in [-2, 2), option tensors by their dtype */
@@ -502,7 +519,7 @@ static void set_value(void *field, int pos, double v)
 static int layout_value(int pos)
 {
     return pos == POS(block_table_stride) || pos == POS(block_size) || pos == POS(num_blocks) ||
-           pos == POS(workspace_size);
+           pos == POS(workspace_size) || pos == POS(topk);
 }
 
 static int64_t seq_len(drawer *w, int c, int64_t full)
@@ -633,6 +650,67 @@ static void draw_shared(drawer *w, gen_problem *d)
     }
     d->ints[POS(shared_prefix)] = p;
     d->present[POS(shared_prefix)] = 1;
+}
+
+/*
+ * topk_indices (attn.h, "Top-k sparse attention"): GEN_C_OPT(topk) entries
+ * per query row, random keys of its sequence (repeats included), now and
+ * then -1; with GEN_C_TOPK_SHARED most of a row's entries repeat the row
+ * before's (an indexer's selections drift slowly along a sequence, and the
+ * forward gathers a block's union once). Rows no query owns hold -1.
+ */
+static void draw_topk(drawer *w, gen_problem *d)
+{
+    if (!choose(w, GEN_C_OPT(topk_indices), 0))
+        return;
+    const int64_t B = d->shape.batch, Lq = d->shape.q_len;
+    const int64_t k = clamp(choose(w, GEN_C_OPT(topk), 1), 1, INT32_MAX);
+    const int shared = choose(w, GEN_C_TOPK_SHARED, 0) != 0;
+    const int distinct = choose(w, GEN_C_TOPK_DISTINCT, 0) != 0;
+    int64_t *list = batch_array(B * Lq * k);
+    for (int64_t e = 0; e < B * Lq * k; e++)
+        list[e] = -1;
+    for (int64_t b = 0; b < B; b++) {
+        const int64_t lk = gen_seq_kv(d, b), r0 = b * Lq + gen_q_offset(d, b);
+        if (distinct) { /* an indexer's top-k: min(k, lk) different keys */
+            uint8_t *seen = calloc((size_t)(lk > 0 ? lk : 1), 1);
+            if (!seen)
+                abort();
+            for (int64_t i = 0; i < gen_seq_q(d, b); i++) {
+                int64_t *row = &list[(r0 + i) * k], n = 0;
+                const int64_t want = k < lk ? k : lk;
+                for (int64_t t = 0; shared && i > 0 && t < want; t++) /* keep 4 in 5 */
+                    if (row[t - k] >= 0 && raw(w, 0, 4, 1) != 0)
+                        seen[row[t - k]] = 1, row[n++] = row[t - k];
+                while (n < want) {
+                    const int64_t j = raw(w, 0, lk - 1, n);
+                    if (!seen[j])
+                        seen[j] = 1, row[n++] = j;
+                    else if (!w->src->range) /* a fixed source: the first free key */
+                        for (int64_t x = 0; x < lk && n < want; x++)
+                            if (!seen[x])
+                                seen[x] = 1, row[n++] = x;
+                }
+                for (int64_t t = 0; t < n; t++)
+                    seen[row[t]] = 0;
+            }
+            free(seen);
+            continue;
+        }
+        for (int64_t i = 0; i < gen_seq_q(d, b); i++)
+            for (int64_t t = 0; t < k; t++) {
+                int64_t *e = &list[(r0 + i) * k + t];
+                if (lk == 0 || raw(w, 0, 7, 1) == 0)
+                    *e = -1;
+                else if (shared && i > 0 && raw(w, 0, 4, 1) != 0)
+                    *e = e[-k];
+                else
+                    *e = raw(w, 0, lk - 1, 0);
+            }
+    }
+    d->ints[POS(topk_indices)] = list;
+    d->present[POS(topk_indices)] = 1;
+    d->opt.topk = k;
 }
 
 /* q_pos/k_pos: shards a few positions off the bottom-right alignment. */
@@ -795,6 +873,7 @@ int gen_draw(gen_problem *d, gen_src *src, const gen_profile *p)
        fuzz corpora written before the line keep their meaning */
     draw_tree(&w, d);
     draw_shared(&w, d);
+    draw_topk(&w, d);
     return 1;
 }
 
@@ -1152,11 +1231,13 @@ static int make_pool(gen_bufs *m, const gen_problem *d, uint64_t seed, unsigned 
 }
 
 /* An array option's values as the option's integer type: [batch] entries,
-   [batch][q_len] for a QROWS line. */
+   [batch][q_len] for a QROWS line, [batch][q_len][topk] for TOPK. */
 static int make_array(gen_bufs *m, const gen_problem *d, int pos)
 {
-    const int64_t B =
-        d->shape.batch * (option_extents[pos] == ATTN_OPT_EXTENT_QROWS ? d->shape.q_len : 1);
+    const attn_opt_extent e = option_extents[pos];
+    const int64_t B = d->shape.batch * (e == ATTN_OPT_EXTENT_QROWS  ? d->shape.q_len
+                                        : e == ATTN_OPT_EXTENT_TOPK ? d->shape.q_len * d->opt.topk
+                                                                    : 1);
     const int is64 = option_kinds[pos] == ATTN_OPT_KIND_I64;
     void *a = get(m, GEN_OPT0 + pos, (size_t)B * (is64 ? 8 : 4), is64 ? 8 : 4, 0);
     if (!a)

@@ -90,7 +90,9 @@
     X(SPECIALS)       /* with GEN_SPREAD_SPECIAL: 1 in this many values is special */ \
     X(TREE)           /* with tree_parents: GEN_TREE_* */                                   \
     X(SHARED)         /* with shared_prefix: GEN_SHARED_* */                                 \
-    X(SHARED_KEYS)    /* GEN_SHARED_ALL: at most this many keys shared (0: all it can) */
+    X(SHARED_KEYS)    /* GEN_SHARED_ALL: at most this many keys shared (0: all it can) */ \
+    X(TOPK_SHARED)    /* with topk_indices: rows repeat most of the row before's keys */ \
+    X(TOPK_DISTINCT)  /* 1: each list holds min(topk, Lk_b) distinct keys, then -1 */
 
 #define GEN_C_ENUM(name) GEN_C_##name,
 enum gen_choice {
@@ -209,6 +211,10 @@ void gen_never(gen_profile *p, int choice);
 void gen_range(gen_profile *p, int choice, int64_t lo, int64_t hi);
 /* Only the chance of a drawn value changes. */
 void gen_chance(gen_profile *p, int choice, unsigned chance);
+/* Draws top-k lists (topk_indices) with this chance, their length and
+   sharing by the default profile's rules (a profile that said gen_never
+   to every choice gets them back). */
+void gen_allow_topk(gen_profile *p, unsigned chance);
 const char *gen_choice_name(int choice);
 
 /*

@@ -201,6 +201,34 @@
  * (ATTN_ERR_UNSUPPORTED: the gradient of a shared key belongs to every
  * sequence that reads it); attn_cache_append writes new rows into b's own
  * storage and refuses (ATTN_ERR_ARG) a new row at a key below P_b.
+ *
+ * Top-k sparse attention (since 1.7). With attn_options.topk_indices, each
+ * query row sees only the keys its list selects (an indexer's top-k, as in
+ * DeepSeek V3.2): entry t of the list of query i of sequence b is a key
+ * index j of that sequence, 0 <= j < Lk_b, counted from the sequence's first
+ * key whatever its layout (kv_offsets, a block table and shared prefixes
+ * find key j as they do without a list), or -1 for an unused slot. The list
+ * is a set: its order does not matter and a key listed twice is seen once.
+ * It is the same for every head of the row (GQA, MQA and MLA's one latent
+ * head read it once per query position). Selection is one more mask rule:
+ * a selected key that padding, causal, window, the BOOL mask or a draft
+ * tree hides stays hidden, and a row with no visible selected key is fully
+ * masked (zeros, lse -inf; a sink still counts). Sinks, ALiBi (by the key's
+ * position), bias, softcap, every K/V dtype and per-row FP8 scales apply to
+ * the selected keys as to any. An entry < -1 or >= Lk_b is ATTN_ERR_ARG
+ * before anything is written; lists of rows past Lq_b are not read.
+ * topk_indices without topk >= 1, or topk without topk_indices, is
+ * ATTN_ERR_ARG. Every operation on an attention problem reads it (scores,
+ * weights, mask_apply, forward, backward). attn_forward reads only the keys
+ * some row of a task selects: per block of query rows it gathers the union
+ * of their selections into a tile, in key order, so a key that several
+ * rows (or all heads of a GQA group) select is loaded once for all of them,
+ * and keys no row selects are never read (their pages need not exist in
+ * the pool beyond what the block table check asks). The other operations
+ * compute each row over its visible range and mask the unselected keys:
+ * their cost is that of the dense call. Example: 2048 keys of 32768 for
+ * each of 4 decode rows of one sequence, int32_t idx[4][2048] (fill unused
+ * entries with -1): o.topk_indices = &idx[0][0], o.topk = 2048, q_len = 4.
  */
 #ifndef ATTN_H
 #define ATTN_H
@@ -221,7 +249,7 @@ extern "C" {
 #endif
 
 #define ATTN_VERSION_MAJOR 1
-#define ATTN_VERSION_MINOR 6
+#define ATTN_VERSION_MINOR 7
 #define ATTN_VERSION_PATCH 0
 #define ATTN_VERSION \
     ((ATTN_VERSION_MAJOR << 16) | (ATTN_VERSION_MINOR << 8) | ATTN_VERSION_PATCH)
@@ -557,6 +585,15 @@ typedef struct attn_options {
        ATTN_DTYPE_F32, 0, 1, 0}. */
     const attn_tensor *k_scales;
     const attn_tensor *v_scales;
+    /* since 1.7: top-k sparse attention (DeepSeek V3.2's selected keys; see
+       "Top-k sparse attention" below). topk_indices: int32
+       [batch][q_len][topk], the list of the query at tensor row r of
+       sequence b (r = q_offsets[b] + i, or i) at (b * q_len + r) * topk:
+       the keys it may see, as key indices of its sequence in [0, Lk_b),
+       or -1 for an unused slot. topk: entries per list, >= 0. NULL and 0:
+       dense attention. */
+    const int32_t *topk_indices;
+    int64_t topk;
 } attn_options;
 
 /*
@@ -569,7 +606,7 @@ typedef struct attn_options {
  */
 #define ATTN_OPTIONS_INIT \
     { (uint32_t)sizeof(attn_options), 0u, 0.0f, 0.0f, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, \
-      0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0.0f, 0.0f, 0, 0, 0, 0, 0 }
+      0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0.0f, 0.0f, 0, 0, 0, 0, 0, 0, 0 }
 
 /*
  * Optional per-row outputs, each float[batch][q_heads][q_len] contiguous,

@@ -47,6 +47,8 @@
  *             KEYS    one value per K/V row, laid out like k: [batch][kv_heads]
  *                     [kv_len], or with a block_table the pool [num_blocks]
  *                     [kv_heads][block_size]
+ *             TOPK    [batch][q_len][topk] (a list of topk entries per query
+ *                     row, indexed as QROWS)
  *   dtype   the attn_dtype a TENSOR must have (ATTN_DTYPE_##dtype); F32
  *           for the others (unused)
  *   offset  the field's offset in the LP64/LLP64 ABIs: frozen, a different
@@ -103,7 +105,8 @@ typedef enum attn_opt_extent {
     ATTN_OPT_EXTENT_SCORES,
     ATTN_OPT_EXTENT_HEADS,
     ATTN_OPT_EXTENT_QROWS,
-    ATTN_OPT_EXTENT_KEYS
+    ATTN_OPT_EXTENT_KEYS,
+    ATTN_OPT_EXTENT_TOPK
 } attn_opt_extent;
 
 /* clang-format off */
@@ -139,7 +142,9 @@ typedef enum attn_opt_extent {
     X(tree_parents,       I32,     QROWS,  F32,  200, 3, NONE)               \
     X(shared_prefix,      I32,     BATCH,  F32,  208, 4, NONE)               \
     X(k_scales,           TENSOR,  KEYS,   F32,  216, 6, NONE)               \
-    X(v_scales,           TENSOR,  KEYS,   F32,  224, 6, NONE)
+    X(v_scales,           TENSOR,  KEYS,   F32,  224, 6, NONE)               \
+    X(topk_indices,       I32,     TOPK,   F32,  232, 7, NONE)               \
+    X(topk,               VALUE,   NONE,   F32,  240, 7, NONNEG)
 /* clang-format on */
 
 /* The rules (see above). */

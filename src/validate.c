@@ -277,12 +277,13 @@ static attn_status check_option_dtypes(const attn_options *o)
 #define ATTN_X_RANGE_HOOK ATTN_X_NOTHING
 #define ATTN_X_RANGE_PAGES ATTN_X_NOTHING
 #define ATTN_X_RANGE_SCRATCH ATTN_X_NOTHING
-/* An array option of ext[0] * ext[1] entries (its view's first two extents). */
+/* An array option of ext[0] * ext[1] * ext[2] entries (its view's first
+   three extents). */
 static attn_status add_entries(attn_range_set *set, const void *p, const int64_t ext[4],
                                size_t size)
 {
     int64_t n;
-    if (__builtin_mul_overflow(ext[0], ext[1], &n))
+    if (__builtin_mul_overflow(ext[0], ext[1], &n) || __builtin_mul_overflow(n, ext[2], &n))
         return ATTN_ERR_SHAPE;
     return attn_add_array(set, p, n, size, 0);
 }
@@ -302,6 +303,7 @@ attn_status attn_add_option_ranges(attn_range_set *set, const attn_options *o,
         [ATTN_OPT_EXTENT_QROWS] = {s->batch, s->q_len, 1, 1},
         [ATTN_OPT_EXTENT_KEYS] = {pool ? o->num_blocks : s->batch, s->kv_heads,
                                   pool ? o->block_size : s->kv_len, 1},
+        [ATTN_OPT_EXTENT_TOPK] = {s->batch, s->q_len, o->topk, 1},
     };
     ATTN_OPTION_LIST(ATTN_X_RANGE)
     return ATTN_OK;
@@ -323,6 +325,9 @@ attn_status attn_check_shape_options(const attn_shape *shape, const attn_options
 #undef ATTN_X_RULE
     TRY(check_positions(o->q_pos, s.batch, "q_pos"));
     TRY(check_positions(o->k_pos, s.batch, "k_pos"));
+    if ((o->topk_indices != NULL) != (o->topk > 0))
+        return attn_fail(ATTN_ERR_ARG, "opt->topk_indices and opt->topk = %lld: both or neither",
+                         (long long)o->topk);
     return ATTN_OK;
 }
 
@@ -345,6 +350,31 @@ static attn_status check_tree(const attn_options *o, const attn_shape *s)
         for (int64_t i = 0; i < lq; i++)
             if (par[i] < -1 || par[i] >= i)
                 return ATTN_ERR_ARG;
+    }
+    return ATTN_OK;
+}
+
+/* Top-k lists (attn.h, "Top-k sparse attention"): every entry of a valid
+   query row's list is -1 or a key of its sequence. Called after the
+   lengths and offsets are checked. */
+static attn_status check_topk(const attn_options *o, const attn_shape *s)
+{
+    if (!o->topk_indices)
+        return ATTN_OK;
+    for (int64_t b = 0; b < s->batch; b++) {
+        const int64_t lq = o->q_lens ? o->q_lens[b] : s->q_len;
+        const int64_t lk = o->kv_lens ? o->kv_lens[b] : s->kv_len;
+        const int64_t r0 = b * s->q_len + (o->q_offsets ? o->q_offsets[b] : 0);
+        for (int64_t i = 0; i < lq; i++) {
+            const int32_t *list = o->topk_indices + (r0 + i) * o->topk;
+            for (int64_t t = 0; t < o->topk; t++)
+                if (list[t] < -1 || list[t] >= lk)
+                    return attn_fail(ATTN_ERR_ARG,
+                                     "opt->topk_indices: entry %lld of query %lld of sequence "
+                                     "%lld is %d, outside [-1, %lld)",
+                                     (long long)t, (long long)i, (long long)b, (int)list[t],
+                                     (long long)lk);
+        }
     }
     return ATTN_OK;
 }
@@ -483,6 +513,7 @@ attn_status attn_check_batch_arrays(const attn_options *o, const attn_shape *s, 
     TRY(check_offsets(o->q_offsets, o->q_lens, s->batch, s->q_len));
     TRY(check_offsets(o->kv_offsets, o->kv_lens, s->batch, s->kv_len));
     TRY(check_tree(o, s));
+    TRY(check_topk(o, s));
     if (paging)
         TRY(check_shared(o, s));
     /* paging fields without a table are a mistake, not a default */

@@ -168,6 +168,18 @@ int ref_visible(const attn_shape *shape, const attn_options *opt, int64_t b, int
         if (a != j - (lk - lq))
             return 0;
     }
+    /* top-k: key j must be one of the row's list entries (any slot, any
+       number of times) */
+    if (opt->topk_indices) {
+        const int32_t *list =
+            opt->topk_indices +
+            (b * shape->q_len + (opt->q_offsets ? opt->q_offsets[b] : 0) + i) * opt->topk;
+        int64_t t = 0;
+        while (t < opt->topk && list[t] != j)
+            t++;
+        if (t == opt->topk)
+            return 0;
+    }
     return 1;
 }
 

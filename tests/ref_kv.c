@@ -84,6 +84,17 @@ void ref_dense_make(ref_dense *d, const attn_shape *shape, const attn_options *o
                     opt->tree_parents[b * shape->q_len + (opt->q_offsets ? opt->q_offsets[b] : 0) + i];
         d->opt.tree_parents = d->tree;
     }
+    if (opt->topk_indices) { /* likewise: list (b, row) of the dense problem at row = i */
+        const int64_t n = opt->topk;
+        d->topk = zalloc((size_t)(B * lq_max * n) * sizeof(int32_t));
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t i = 0; i < d->q_lens[b]; i++)
+                memcpy(d->topk + (b * lq_max + i) * n,
+                       opt->topk_indices +
+                           (b * shape->q_len + (opt->q_offsets ? opt->q_offsets[b] : 0) + i) * n,
+                       (size_t)n * sizeof(int32_t));
+        d->opt.topk_indices = d->topk;
+    }
 
     for (int64_t b = 0; b < B; b++) {
         const int64_t qo = opt->q_offsets ? opt->q_offsets[b] : 0;
@@ -167,5 +178,6 @@ void ref_dense_free(ref_dense *d)
     free(d->q_lens);
     free(d->kv_lens);
     free(d->tree);
+    free(d->topk);
     memset(d, 0, sizeof *d);
 }

@@ -24,6 +24,7 @@ typedef struct ref_dense {
     attn_tensor scores;    /* F32, filled by ref_dense_scores */
     int32_t *q_lens, *kv_lens;
     int32_t *tree;         /* tree_parents re-indexed by the dense rows, or NULL */
+    int32_t *topk;         /* topk_indices re-indexed likewise, or NULL */
     void *mem[6];
 } ref_dense;
 

@@ -137,6 +137,7 @@ Test(backward_ref, finite_differences, .timeout = ATTN_TEST_TIMEOUT)
         WL_SINKS | WL_CAUSAL | WL_GQA,
         WL_ALIBI | WL_WINDOW | WL_WINDOW_R,
         WL_SINKS | WL_ALIBI | WL_SOFTCAP | WL_LENS,
+        WL_TOPK | WL_CAUSAL | WL_SOFTCAP,
     };
     for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
         /* small enough for a difference per element: redraw (wl_make picks
@@ -369,6 +370,9 @@ static const unsigned bwd_specs[] = {
     ALL_MASKS | WL_SINKS | WL_ALIBI | WL_WINDOW_R | WL_GQA | WL_BF16,
     WL_TREE | WL_Q_SHORT,
     WL_TREE | WL_CAUSAL | WL_LENS | WL_SINKS | WL_ALIBI | WL_GQA,
+    WL_TOPK,
+    WL_TOPK | WL_CAUSAL | WL_LENS | WL_SOFTCAP | WL_GQA,
+    WL_TOPK | WL_SINKS | WL_ALIBI | WL_BIAS | WL_MQA | WL_F16,
 };
 
 /* Both plans of the driver (backward.c) on every spec: fused (one task per

@@ -96,6 +96,7 @@ Test(gen, every_option_line_is_materialised)
     gen_pin(&p, GEN_C_BLOCK_SIZE, 4);
     gen_pin(&p, GEN_C_OPT(tree_parents), 1);
     gen_pin(&p, GEN_C_OPT(shared_prefix), 1);
+    gen_pin(&p, GEN_C_OPT(topk_indices), 1);
     gen_src fixed = {NULL, NULL};
     gen_problem d;
     CHECK(gen_draw(&d, &fixed, &p), "draw");

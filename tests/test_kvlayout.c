@@ -13,8 +13,8 @@
  *
  * The mods_* tests draw the score modifiers of 1.1 on top of every layout
  * (ALiBi slopes, sinks, window_right, q_pos/k_pos shards, q_offsets with a
- * paged cache) and 1.3's draft trees (tree_parents, indexed by the shifted
- * query rows), which read positions and rows the layouts shift: ALiBi's
+ * paged cache), 1.3's draft trees (tree_parents, indexed by the shifted
+ * query rows) and 1.7's top-k lists (topk_indices, likewise), which read positions and rows the layouts shift: ALiBi's
  * distance, the sink of a row, the right window edge and the shard's
  * alignment are all defined on the sequence (attn.h, "Offset and packed
  * batches": i and j count from the sequence's first row). Every problem is
@@ -193,6 +193,8 @@ static void profile_of(gen_profile *p, kv_layout layout, int64_t bs, int mods)
         /* a draft tree over the queries (1.3), where every sequence fits */
         gen_range(p, GEN_C_OPT(tree_parents), 1, 1);
         gen_chance(p, GEN_C_OPT(tree_parents), 128);
+        /* top-k lists (1.7): keys of the sequence, by the shifted rows */
+        gen_allow_topk(p, 96);
         gen_range(p, GEN_C_OPT(alibi_slopes), 1, 1);
         gen_chance(p, GEN_C_OPT(alibi_slopes), 192);
         gen_range(p, GEN_C_OPT(sinks), 1, 1);

@@ -80,6 +80,12 @@ static const unsigned specs[] = {
     WL_TREE | WL_CAUSAL | WL_Q_SHORT | WL_GQA,
     WL_TREE | WL_LENS | WL_SINKS | WL_ALIBI | WL_WINDOW | WL_SOFTCAP,
     WL_TREE | WL_CAUSAL | WL_MASK | WL_BIAS | WL_GQA | WL_F16,
+    WL_TOPK,
+    WL_TOPK | WL_CAUSAL | WL_GQA | WL_LENS,
+    WL_TOPK | WL_MQA | WL_DECODE | WL_LONG_KV | WL_SOFTCAP | WL_BF16,
+    WL_TOPK | WL_WINDOW | WL_SINKS | WL_ALIBI | WL_BIAS | WL_MASK | WL_VDIM,
+    WL_TOPK | WL_TREE | WL_Q_SHORT | WL_CAUSAL,
+    WL_TOPK | WL_LONG_KV | WL_CAUSAL | WL_GQA | WL_F16,
 };
 #define N_SPECS (sizeof specs / sizeof specs[0])
 

@@ -298,6 +298,16 @@ static size_t worst_task_stack(stack_pool *sp, attn_shape s, attn_dtype kv_dtype
     attn_row_stats stats = {lse, NULL, NULL};
     sp->worst = 0;
     cr_assert_eq(attn_forward(&s, &opt, &tq, &tk, &tv, &to, &stats), ATTN_OK);
+    /* top-k lists (its gathering path): every key of the sequence, listed */
+    int32_t *idx = xmalloc((size_t)(s.q_len * s.kv_len) * sizeof(int32_t));
+    for (int64_t e = 0; e < s.q_len * s.kv_len; e++)
+        idx[e] = (int32_t)(e % s.kv_len);
+    opt.topk_indices = idx;
+    opt.topk = s.kv_len;
+    cr_assert_eq(attn_forward(&s, &opt, &tq, &tk, &tv, &to, &stats), ATTN_OK);
+    opt.topk_indices = NULL;
+    opt.topk = 0;
+    free(idx);
     cr_assert_eq(attn_scores(&s, &opt, &tq, &tk, &ts), ATTN_OK);
     cr_assert_eq(attn_weights(&s, &opt, &tq, &tk, &ts, NULL), ATTN_OK);
     if (kv_dtype == ATTN_DTYPE_F32 && precision == ATTN_PRECISION_DEFAULT) {

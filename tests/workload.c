@@ -145,6 +145,8 @@ static void profile_of(gen_profile *p, unsigned f)
     gen_pin(p, GEN_C_OPT(sinks), (f & WL_SINKS) != 0);
     gen_pin(p, GEN_C_OPT(alibi_slopes), (f & WL_ALIBI) != 0);
     gen_pin(p, GEN_C_OPT(tree_parents), (f & WL_TREE) != 0);
+    if (f & WL_TOPK)
+        gen_allow_topk(p, 256);
 
     p->val[GEN_Q].lo = p->val[GEN_K].lo = -1.5f;
     p->val[GEN_Q].hi = p->val[GEN_K].hi = 1.5f;

@@ -42,6 +42,7 @@ enum wl_feature {
     WL_MANY_CHUNKS = 1u << 24, /* with WL_LONG_KV | WL_DECODE: kv_len 8450..9000, more
                                   256-key chunks than one wsum call merges (32) */
     WL_TREE = 1u << 25,      /* a draft tree (tree_parents) where every sequence fits */
+    WL_TOPK = 1u << 26,      /* top-k lists (topk_indices): repeats, -1 slots, shared rows */
 };
 
 #define WL_MAX_BATCH 3

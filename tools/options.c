@@ -131,6 +131,20 @@ static int pin_packed(const cli_option *o, const char *cmd, const char *v, cli_s
     return EXIT_OK;
 }
 
+/* --topk N: each query row sees N keys of its sequence (0: off), an
+   indexer's selection: distinct keys, 4 in 5 of them the row before's. */
+static int pin_topk(const cli_option *o, const char *cmd, const char *v, cli_settings *s)
+{
+    int rc = pin_i64(o, cmd, v, s);
+    if (rc)
+        return rc;
+    const int64_t n = s->pins.pin[o->field];
+    gen_pin(&s->pins, GEN_C_OPT(topk_indices), n > 0);
+    gen_pin(&s->pins, GEN_C_TOPK_SHARED, 1);
+    gen_pin(&s->pins, GEN_C_TOPK_DISTINCT, 1);
+    return EXIT_OK;
+}
+
 /* --tree chain|flat: a draft tree over every sequence's queries. */
 static int parse_tree(const cli_option *o, const char *cmd, const char *v, cli_settings *s)
 {
@@ -354,6 +368,11 @@ static const cli_option options[] = {
      "every sequence after the first shares its first N keys with\n"
      "the one before it (attn_options.shared_prefix; at most what both\n"
      "have; 0: off): decode reads and attends them once"},
+    {"--topk", "N", CLI_RUN, P, pin_topk, GEN_C_OPT(topk), 0, INT32_MAX,
+     "top-k sparse attention (attn_options.topk_indices, DeepSeek\n"
+     "V3.2): each query row sees N distinct keys of its sequence, 4 in\n"
+     "5 of them the row before's (0: off); the forward reads only\n"
+     "those"},
     {"--tree", "SHAPE", CLI_RUN, P, parse_tree, 0, 0, 0,
      "a draft tree over each sequence's q_len queries\n"
      "(attn_options.tree_parents, speculative decoding): chain (each\n"

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Presets, a problem's description and its geometry: visible keys, FLOPs, bytes. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -170,17 +171,40 @@ void visible_keys(const problem *p, int64_t b, int64_t i, int64_t *lo, int64_t *
     gen_row_keys(&p->g, b, i, lo, hi);
 }
 
+/* With top-k lists (--topk): the different keys in [lo, hi) that query i of
+   sequence b lists, marked in mark[] (kv_len flags, left set); else -1. */
+static int64_t listed_keys(const problem *p, int64_t b, int64_t i, int64_t lo, int64_t hi,
+                           uint8_t *mark)
+{
+    const int64_t *lists = p->g.ints[ATTN_OPT_POS_topk_indices];
+    const int64_t k = p->g.opt.topk;
+    if (!lists)
+        return -1;
+    const int64_t *list = lists + (b * p->shape.q_len + gen_q_offset(&p->g, b) + i) * k;
+    int64_t n = 0;
+    for (int64_t t = 0; t < k; t++)
+        if (list[t] >= lo && list[t] < hi && !mark[list[t]])
+            mark[list[t]] = 1, n++;
+    return n;
+}
+
 double visible_pairs(const problem *p)
 {
-    const bool packed = is_packed(p);
+    const bool lists = p->g.ints[ATTN_OPT_POS_topk_indices] != NULL;
+    const bool every = is_packed(p) || lists; /* sequences differ: average them */
+    uint8_t *mark = lists ? calloc((size_t)p->shape.kv_len + 1, 1) : NULL;
     double pairs = 0.0;
-    for (int64_t b = 0; b < (packed ? p->shape.batch : 1); b++)
-        for (int64_t i = 0; i < p->shape.q_len; i++) {
+    for (int64_t b = 0; b < (every ? p->shape.batch : 1); b++)
+        for (int64_t i = 0; i < gen_seq_q(&p->g, b) && (!lists || mark); i++) {
             int64_t lo, hi;
             visible_keys(p, b, i, &lo, &hi);
-            pairs += (double)(hi - lo);
+            const int64_t n = lists ? listed_keys(p, b, i, lo, hi, mark) : hi - lo;
+            pairs += (double)n;
+            if (lists)
+                memset(mark, 0, (size_t)p->shape.kv_len + 1);
         }
-    return packed ? pairs / (double)p->shape.batch : pairs;
+    free(mark);
+    return every ? pairs / (double)p->shape.batch : pairs;
 }
 
 double flops_per_call(const problem *p)
@@ -210,11 +234,25 @@ static double kv_bytes_per_key(const problem *p)
 double kv_bytes_per_call(const problem *p)
 {
     double keys = 0.0;
+    const bool lists = p->g.ints[ATTN_OPT_POS_topk_indices] != NULL;
+    uint8_t *mark = lists ? calloc((size_t)p->shape.kv_len + 1, 1) : NULL;
     for (int64_t b = 0; b < p->shape.batch; b++) {
         int64_t lq, lk;
         seq_lengths(p, b, &lq, &lk);
-        keys += (double)(lk - shared_keys(p, b));
+        if (!lists) {
+            keys += (double)(lk - shared_keys(p, b));
+            continue;
+        }
+        /* top-k: the keys some row lists (the forward reads those only) */
+        for (int64_t i = 0; i < lq && mark; i++) {
+            int64_t lo, hi;
+            visible_keys(p, b, i, &lo, &hi);
+            keys += (double)listed_keys(p, b, i, lo, hi, mark);
+        }
+        if (mark)
+            memset(mark, 0, (size_t)p->shape.kv_len + 1);
     }
+    free(mark);
     return keys * kv_bytes_per_key(p);
 }
 

@@ -35,6 +35,21 @@ static int tree_hides(const problem *p, int64_t b, int64_t i, int64_t j)
     return a != t;
 }
 
+/* Whether query i of sequence b has a top-k list (topk_indices) that does
+   not name key j. */
+static int topk_hides(const problem *p, int64_t b, int64_t i, int64_t j)
+{
+    const int64_t *lists = p->g.ints[ATTN_OPT_POS_topk_indices];
+    const int64_t k = p->g.opt.topk;
+    if (!lists)
+        return 0;
+    const int64_t *list = lists + (b * p->shape.q_len + gen_q_offset(&p->g, b) + i) * k;
+    for (int64_t t = 0; t < k; t++)
+        if (list[t] == j)
+            return 0;
+    return 1;
+}
+
 /*
  * Row i of (batch bi, head h) on its own: the K and V rows it may see,
  * gathered from the problem's layout (dense, packed or paged: gen_kv_row)
@@ -56,13 +71,14 @@ static attn_status verify_one_row(const problem *p, const buffers *b, int64_t bi
     seq_lengths(p, bi, &lq, &lk);
     /* a packed batch has no row past a sequence's end: what a padded row gets, 0 */
     const int64_t qrow = gen_q_offset(&p->g, bi) + i, k0 = gen_kv_offset(&p->g, bi);
-    /* the keys the row sees: [lo, hi) less the draft keys a tree hides */
+    /* the keys the row sees: [lo, hi) less the draft keys a tree hides and
+       the keys its top-k list does not name */
     int64_t *keys = malloc((size_t)(hi > lo ? hi - lo : 1) * sizeof *keys);
     if (!keys)
         return ATTN_ERR_NOMEM;
     int64_t n = 0;
     for (int64_t j = lo; j < hi; j++)
-        if (!tree_hides(p, bi, i, j))
+        if (!tree_hides(p, bi, i, j) && !topk_hides(p, bi, i, j))
             keys[n++] = j;
     const float *got = i < lq ? gen_at(&m->t[GEN_OUT], bi, h, qrow, 0) : NULL;
 

@@ -294,6 +294,29 @@ def _tree(value, call):
     call.point("tree_parents", _kvlayout._int32_array(flat, "tree_parents"))
 
 
+def _topk(value, call):
+    """topk_indices: [Lq, k] (the same lists for every sequence) or [B, Lq, k]
+    key indices, as the int32 [B][q_len][k] array of attn.h (entry
+    (b * q_len + row) * k + t), and topk = k."""
+    if value is None:
+        return
+    batch, q_len = call.shape.batch, call.shape.q_len
+    data = value.tolist() if hasattr(value, "tolist") else value
+    rows = [r.tolist() if hasattr(r, "tolist") else r for r in data]
+    if rows and rows[0] and isinstance(rows[0][0], (list, tuple)):
+        seqs = [[list(r) for r in s] for s in rows]
+    else:
+        seqs = [[list(r) for r in rows]] * batch
+    k = len(seqs[0][0]) if seqs and seqs[0] else 0
+    if (len(seqs) != batch or any(len(s) != q_len for s in seqs) or k < 1
+            or any(len(r) != k for s in seqs for r in s)):
+        raise ValueError("topk_indices: expected [%d, k] or [%d, %d, k] key indices, k >= 1"
+                         % (q_len, batch, q_len))
+    flat = [n for s in seqs for r in s for n in _kvlayout._int_list(r, "topk_indices")]
+    call.point("topk_indices", _kvlayout._int32_array(flat, "topk_indices"))
+    call.opt.topk = k
+
+
 def _threads(value, call):
     call.opt.parallel_for, call.opt.parallel_ctx = pool_for(value)
 
@@ -446,6 +469,11 @@ _BY_HAND = (
             "entry, the first 0): read from the earlier sequence's cache, and\n"
             "attended once per group by forward (attn.h 1.4).",
             ops=("scores", "weights", "forward")),
+    Keyword("topk_indices", "topk_indices topk", None, "Optional[IntTable]", _topk,
+            "top-k sparse attention: each query row's keys, [Lq, k] or [B, Lq, k]\n"
+            "(rows as q's) key indices of its sequence, -1 for an unused slot;\n"
+            "a set (order and repeats do not matter), combined with every other\n"
+            "mask; forward reads only the selected keys (attn.h 1.7)."),
     Keyword("threads", "parallel_for parallel_ctx", None, "Optional[int]", _threads,
             "None/1: the calling thread; n > 1: a cached pool of n threads;\n"
             "0: one per CPU. Results are identical for every value.",

@@ -58,4 +58,6 @@ ROWS = (
     Row("shared_prefix", "i32", "int32*", "batch", None, 4, None, "none"),
     Row("k_scales", "tensor", "tensor*", "keys", "f32", 6, None, "none"),
     Row("v_scales", "tensor", "tensor*", "keys", "f32", 6, None, "none"),
+    Row("topk_indices", "i32", "int32*", "topk", None, 7, None, "none"),
+    Row("topk", "value", "int64", None, None, 7, 0, "nonneg"),
 )

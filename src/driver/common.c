@@ -55,6 +55,8 @@ task_plan attn_plan_common(const attn_dsp *dsp, const attn_problem *pb, int64_t 
     p.kv_blocks = 0;
     p.fused_blocks = 0;
     p.q_direct = 0;
+    p.gather_keys = 0;
+    p.gather_floats = 0;
     p.tasks = 0; /* each operation counts its own */
     return p;
 }
@@ -154,8 +156,42 @@ void attn_score_epilogue(const attn_dsp *dsp, const attn_problem *pb, const row_
     attn_score_epilogue_after_softcap(dsp, pb, row, s, k0, n);
 }
 
+/*
+ * The top-k selection (attn.h, "Top-k sparse attention") on the scores of
+ * keys [k0, k0 + n) of one row: those its list does not name become -inf.
+ * In chunks of TOPK_CHUNK keys, each marked from one pass over the list
+ * (the list is a set in any order: O(topk) per chunk, no sorting).
+ */
+#define TOPK_CHUNK 1024
+static void topk_mask(const attn_problem *pb, const row_ref *row, float *s, int64_t k0, int64_t n)
+{
+    const int32_t *list = attn_topk_list(pb, row);
+    const int64_t j0 = k0 - (pb->kv_offsets ? pb->kv_offsets[row->b] : 0);
+    uint64_t seen[TOPK_CHUNK / 64];
+    for (int64_t c = 0; c < n; c += TOPK_CHUNK) {
+        const int64_t m = attn_min64(TOPK_CHUNK, n - c);
+        memset(seen, 0, sizeof seen);
+        for (int64_t t = 0; t < pb->opt.topk; t++) {
+            const int64_t x = (int64_t)list[t] - (j0 + c); /* -1 entries fall outside */
+            if (x >= 0 && x < m)
+                seen[x >> 6] |= (uint64_t)1 << (x & 63);
+        }
+        for (int64_t x = 0; x < m; x++)
+            if (!(seen[x >> 6] >> (x & 63) & 1))
+                s[c + x] = -INFINITY;
+    }
+}
+
 void attn_score_epilogue_after_softcap(const attn_dsp *dsp, const attn_problem *pb,
                                        const row_ref *row, float *s, int64_t k0, int64_t n)
+{
+    attn_score_terms(dsp, pb, row, s, k0, n);
+    if (n > 0 && pb->opt.topk_indices)
+        topk_mask(pb, row, s, k0, n);
+}
+
+void attn_score_terms(const attn_dsp *dsp, const attn_problem *pb, const row_ref *row, float *s,
+                      int64_t k0, int64_t n)
 {
     if (n <= 0)
         return;

@@ -72,6 +72,10 @@ typedef struct task_plan {
                                 (its tasks are one per (batch, KV head)); 0 else */
     int q_direct;            /* forward: the kernels read F32 queries where they lie
                                 (q_stride is then the tensor's row stride), no copy */
+    int64_t gather_keys;     /* forward with top-k lists: key rows copied per kernel
+                                call into the gather buffer, which follows the
+                                accumulator in the task scratch; 0 else */
+    int64_t gather_floats;   /* that buffer's size in floats */
     size_t tasks;            /* the task count, which the operation's plan sets */
 } task_plan;
 
@@ -180,6 +184,21 @@ void attn_score_epilogue(const attn_dsp *dsp, const attn_problem *pb, const row_
    goes here, so that the backward sees it too. */
 void attn_score_epilogue_after_softcap(const attn_dsp *dsp, const attn_problem *pb,
                                        const row_ref *row, float *s, int64_t k0, int64_t n);
+/* Those terms but the top-k selection (bias, ALiBi, the BOOL mask, the
+   draft tree): the forward's gathered tiles apply the selection themselves. */
+void attn_score_terms(const attn_dsp *dsp, const attn_problem *pb, const row_ref *row, float *s,
+                      int64_t k0, int64_t n);
+/* Whether a problem's score terms need the keys' positions (else a gathered
+   tile of scattered keys needs none of them). */
+static inline int attn_has_score_terms(const attn_problem *pb)
+{
+    return pb->bias.data || pb->alibi.data || pb->mask.data || pb->opt.tree_parents;
+}
+/* The top-k list of a query row (attn.h, attn_options.topk_indices). */
+static inline const int32_t *attn_topk_list(const attn_problem *pb, const row_ref *row)
+{
+    return pb->opt.topk_indices + (row->b * pb->q_len + row->i) * pb->opt.topk;
+}
 
 /*
  * Softmax of one segment in place, with `sink` (-inf: none) as one more

@@ -35,9 +35,85 @@ typedef struct online_row {
     int poisoned;  /* a NaN or +inf score was seen: the row's result is NaN */
 } online_row;
 
+/*
+ * Key positions a top-k gather visits per window: the selection bitmaps of
+ * a task's query positions cover one window at a time (each list is
+ * scanned once per window). Their working memory lies in the task scratch,
+ * after the gather buffer, not on the stack (attn.h bounds a task's
+ * stack): per query position its bitmap and {list, lo, hi}
+ * (SEL_ROW_FLOATS), then the window's union as positions and the tile's
+ * per-key scale factors (SEL_FIXED_FLOATS of a tile of g keys).
+ */
+#define SEL_WINDOW 512
+#define SEL_WORDS (SEL_WINDOW / 64)
+#define SEL_ROW_FLOATS (2 * SEL_WORDS + 8)
+#define SEL_FIXED_FLOATS(g) (SEL_WINDOW / 2 + 2 * (g))
+
+typedef struct sel_pos {
+    const int32_t *list; /* NULL: the position sees no key */
+    int64_t lo, hi;      /* its visible keys, within the task's range */
+} sel_pos;
+
+/* Bytes of one row of K or V, whichever is longer (a gathered row). */
+static int64_t gathered_row_bytes(const attn_problem *pb)
+{
+    const int64_t kb = pb->head_dim / attn_dtype_block(pb->k.dtype) *
+                       (int64_t)attn_dtype_size(pb->k.dtype);
+    const int64_t vb = pb->v_dim / attn_dtype_block(pb->v.dtype) *
+                       (int64_t)attn_dtype_size(pb->v.dtype);
+    return attn_max64(kb, vb);
+}
+
+/*
+ * The plan of a call with top-k lists: the task scratch holds the converted
+ * queries, a score tile of block_k columns (the keys of one online-softmax
+ * step), the accumulator and a gather buffer of gather_keys key rows (the
+ * keys of one kernel call). Of the widths that fit, the widest whose block
+ * holds min(rows, 8) rows (the bf16 dot kernels' least), a gather of 32
+ * keys preferred (one bf16 key panel); the rows then evened out over the
+ * blocks. A tile narrower than block_k only adds online-softmax steps.
+ */
+static void plan_selected(const attn_dsp *dsp, const attn_problem *pb, task_plan *p)
+{
+    static const int64_t widths[] = {256, 128, 64, 32, 16, 8, 4, 2, 1};
+    const size_t n_widths = sizeof widths / sizeof widths[0];
+    const int64_t row_floats = (gathered_row_bytes(pb) + 63) / 64 * 16;
+    const int64_t want = attn_min64(p->rows, 8), bk = (int64_t)dsp->block_k;
+    int64_t best_c = 1, best_g = 1, best_rows = 0;
+    for (size_t ci = 0; ci < n_widths && best_rows < want; ci++) {
+        const int64_t c = widths[ci];
+        if (c > 32 || c > bk)
+            continue;
+        for (size_t gi = 0; gi <= ci && best_rows < want; gi++) { /* widest first */
+            const int64_t g = widths[gi];
+            const int64_t room = ATTN_SCRATCH_FLOATS - c * row_floats - SEL_FIXED_FLOATS(g);
+            if (g > bk || g % c || room <= 0)
+                continue;
+            const int64_t per_row = p->q_stride + g + p->acc_stride + SEL_ROW_FLOATS;
+            const int64_t fit = attn_min64(room / per_row, (int64_t)dsp->block_q);
+            if (fit > best_rows || fit >= want)
+                best_c = c, best_g = g, best_rows = fit;
+        }
+    }
+    p->gather_keys = best_c;
+    p->gather_floats = best_c * row_floats; /* then the selection's memory */
+    p->block_k = best_g;
+    p->block_rows = attn_max64(1, best_rows);
+    const int64_t blocks = (p->rows + p->block_rows - 1) / p->block_rows;
+    if (blocks > 0)
+        p->block_rows = (p->rows + blocks - 1) / blocks;
+}
+
 static task_plan plan_forward(const attn_dsp *dsp, const attn_problem *pb)
 {
     task_plan p = attn_plan_common(dsp, pb, pb->group);
+    if (pb->opt.topk_indices) {
+        plan_selected(dsp, pb, &p);
+        p.blocks = (p.rows + p.block_rows - 1) / p.block_rows;
+        p.splits = pb->splits;
+        p.tasks = (size_t)(pb->batch * (p.groups * p.blocks * p.splits));
+        return p;
+    }
     /* Without GQA stacking a block's rows are consecutive positions of one
        head, at one stride: F32 queries are then read where they lie, and the
        scratch their copy would take holds more rows (d 128: 64 instead of 42,
@@ -52,14 +128,12 @@ static task_plan plan_forward(const attn_dsp *dsp, const attn_problem *pb)
     return p;
 }
 
-/* Folds one row's scores of keys [kb, kb + nk) into its online state; leaves
-   in s the weights exp(s - m) to multiply V by (0 where the row sees nothing). */
-static void online_update(const attn_dsp *dsp, const attn_problem *pb, const row_ref *row,
-                          online_row *o, float *s, int64_t kb, int64_t nk, float *acc,
-                          int want_entropy)
+/* Folds the final scores s[a, z) of a tile of nk keys into a row's online
+   state; leaves in s the weights exp(s - m) to multiply V by (0 outside
+   [a, z) and where the row sees nothing). */
+static void online_fold(const attn_dsp *dsp, const attn_problem *pb, online_row *o, float *s,
+                        int64_t nk, int64_t a, int64_t z, float *acc, int want_entropy)
 {
-    const int64_t a = attn_max64(row->lo, kb) - kb, z = attn_min64(row->hi, kb + nk) - kb;
-    attn_score_epilogue(dsp, pb, row, s + a, kb + a + row->shift, z - a);
     float bm = o->poisoned ? -INFINITY : dsp->row_max(s + a, (size_t)(z - a));
     if (isnan(bm) || bm == INFINITY)
         o->poisoned = 1;
@@ -86,6 +160,17 @@ static void online_update(const attn_dsp *dsp, const attn_problem *pb, const row
     o->t += weighted;
     attn_fill(s, a, 0.0f);
     attn_fill(s + z, nk - z, 0.0f);
+}
+
+/* Folds one row's scores of keys [kb, kb + nk) into its online state, after
+   the epilogue on the keys it sees (online_fold's weights). */
+static void online_update(const attn_dsp *dsp, const attn_problem *pb, const row_ref *row,
+                          online_row *o, float *s, int64_t kb, int64_t nk, float *acc,
+                          int want_entropy)
+{
+    const int64_t a = attn_max64(row->lo, kb) - kb, z = attn_min64(row->hi, kb + nk) - kb;
+    attn_score_epilogue(dsp, pb, row, s + a, kb + a + row->shift, z - a);
+    online_fold(dsp, pb, o, s, nk, a, z, acc, want_entropy);
 }
 
 /* Writes one row's output and stats from its online state. The output row
@@ -116,6 +201,159 @@ static void finish_row(const attn_dsp *dsp, const attn_problem *pb, const row_re
     }
 }
 
+/* ------------------------------------------------------------ top-k */
+
+
+/* Copies the rows of keys w0 + pos[0, n) into dst, one after another. */
+static void gather_rows(const kv_src *src, int64_t w0, const uint16_t *pos, int64_t n,
+                        unsigned char *dst)
+{
+    for (int64_t t = 0; t < n; t++) {
+        int64_t len;
+        const void *row = attn_kv_run(src, w0 + pos[t], w0 + pos[t] + 1, &len);
+        memcpy(dst + (size_t)t * src->row_bytes, row, src->row_bytes);
+    }
+}
+
+/* Asks for the rows of keys w0 + pos[0, n) ahead of their gather. */
+static void prefetch_rows(const kv_src *src, int64_t w0, const uint16_t *pos, int64_t n)
+{
+    for (int64_t t = 0; t < n; t++) {
+        int64_t len;
+        const char *row = attn_kv_run(src, w0 + pos[t], w0 + pos[t] + 1, &len);
+        for (size_t c = 0; c < src->row_bytes; c += 64)
+            __builtin_prefetch(row + c, 0, 3);
+    }
+}
+
+/*
+ * forward_keys for a call with top-k lists (attn.h, "Top-k sparse
+ * attention"): per window of SEL_WINDOW key positions, each query position
+ * of the task marks the keys its list selects and it sees; their union, in
+ * key order, is cut into tiles of block_k keys, each an online-softmax
+ * step for the rows that see any of its keys. K and V rows are copied
+ * gather_keys at a time into the gather buffer `gbuf` for the kernels (so
+ * each selected key is read once per task, for every row and head of it);
+ * a row's unselected keys of a tile get -inf after the epilogue, as the
+ * dense operations' selection does. The tiles depend on the task's rows
+ * only, so batch invariance and determinism hold as for dense calls.
+ */
+static __attribute__((noinline)) void
+forward_selected(const attn_dsp *dsp, const attn_problem *pb, const task_plan *p,
+                 const row_ref *rows, int64_t n, int64_t kv_head, int64_t base, int64_t klo,
+                 int64_t khi, online_row *st, const float *q, int64_t q_stride, float *sbuf,
+                 float *acc, float *gbuf)
+{
+    const int want_entropy = pb->stats.entropy != NULL;
+    attn_qk_tile_fn *const qk = attn_qk_kernel(dsp, pb);
+    attn_pv_tile_fn *const pv = attn_pv_kernel(dsp, pb);
+    const int64_t b = rows[0].b, G = p->block_k, C = p->gather_keys;
+    const kv_src ks = attn_kv_open(pb, &pb->k, b, kv_head, pb->head_dim);
+    const kv_src vs = attn_kv_open(pb, &pb->v, b, kv_head, pb->v_dim);
+    const ptrdiff_t k_units = (ptrdiff_t)(ks.row_bytes / ks.esize);
+    const ptrdiff_t v_units = (ptrdiff_t)(vs.row_bytes / vs.esize);
+    const int k_rows = pb->k_scales.data != NULL, v_rows = pb->v_scales.data != NULL;
+    const int terms = attn_has_score_terms(pb);
+    /* the scratch after the gather buffer (SEL_ROW_FLOATS, SEL_FIXED_FLOATS) */
+    uint64_t *const bits = (uint64_t *)(void *)(gbuf + p->gather_floats);
+    sel_pos *const pos = (sel_pos *)(void *)(bits + p->block_rows * SEL_WORDS);
+    uint16_t *const upos = (uint16_t *)(void *)(pos + p->block_rows);
+    float *const kfac = (float *)(void *)(upos + SEL_WINDOW), *const vfac = kfac + G;
+
+    /* the task's query positions (rows stack the heads of one position
+       together; rows[r].i - rows[0].i is row r's position slot) */
+    int64_t npos = 0;
+    for (int64_t r = 0; r < n; r++)
+        if (r == 0 || rows[r].i != rows[r - 1].i) {
+            const int sees = rows[r].is_query && rows[r].lo < rows[r].hi;
+            pos[npos++] = (sel_pos){sees ? attn_topk_list(pb, &rows[r]) : NULL,
+                                    attn_max64(rows[r].lo, klo), attn_min64(rows[r].hi, khi)};
+        }
+    int64_t ulo, uhi;
+    attn_visible_union(rows, n, &ulo, &uhi);
+    ulo = attn_max64(ulo, klo);
+    uhi = attn_min64(uhi, khi);
+    for (int64_t w0 = ulo; w0 < uhi; w0 += SEL_WINDOW) {
+        const int64_t w1 = attn_min64(w0 + SEL_WINDOW, uhi);
+        uint64_t uni[SEL_WORDS] = {0};
+        for (int64_t u = 0; u < npos; u++) {
+            uint64_t *bu = bits + u * SEL_WORDS;
+            memset(bu, 0, SEL_WORDS * sizeof *bu);
+            const int64_t lo = attn_max64(pos[u].lo, w0) - w0, hi = attn_min64(pos[u].hi, w1) - w0;
+            if (!pos[u].list || lo >= hi)
+                continue;
+            for (int64_t t = 0; t < pb->opt.topk; t++) {
+                const int64_t x = base + pos[u].list[t] - w0; /* -1 entries: below lo */
+                if (x >= lo && x < hi)
+                    bu[x >> 6] |= (uint64_t)1 << (x & 63);
+            }
+            for (int w = 0; w < SEL_WORDS; w++)
+                uni[w] |= bu[w];
+        }
+        int64_t nu = 0;
+        for (int w = 0; w < SEL_WORDS; w++)
+            for (uint64_t m = uni[w]; m; m &= m - 1)
+                upos[nu++] = (uint16_t)(w * 64 + __builtin_ctzll(m));
+        for (int64_t t0 = 0; t0 < nu; t0 += G) {
+            const uint16_t *tp = upos + t0;
+            const int64_t nk = attn_min64(G, nu - t0);
+            const int64_t kb = w0 + tp[0], ke = w0 + tp[nk - 1] + 1;
+            /* K: gathered gather_keys rows at a time, for each run of rows
+               that sees some key of the tile (the runs are found again for
+               each pass: they cost nothing next to the products) */
+            for (int64_t c = 0; c < nk; c += C) {
+                const int64_t cn = attn_min64(C, nk - c);
+                gather_rows(&ks, w0, tp + c, cn, (unsigned char *)gbuf);
+                prefetch_rows(&vs, w0, tp + c, cn);
+                if (c + C < nk)
+                    prefetch_rows(&ks, w0, tp + c + C, attn_min64(C, nk - c - C));
+                for (int64_t r = 0, e; (e = attn_next_run(rows, n, &r, kb, ke)) > r; r = e)
+                    qk(q + r * q_stride, q_stride, gbuf, k_units, (size_t)(e - r), (size_t)cn,
+                       (size_t)pb->head_dim, pb->qk_scale, sbuf + r * G + c, G);
+            }
+            if (k_rows) {
+                const kv_src kss = attn_kv_open(pb, &pb->k_scales, b, kv_head, 1);
+                for (int64_t t = 0; t < nk; t++)
+                    attn_kv_scales(&kss, w0 + tp[t], w0 + tp[t] + 1, pb->scale, kfac + t);
+                for (int64_t r = 0, e; (e = attn_next_run(rows, n, &r, kb, ke)) > r; r = e)
+                    attn_scale_columns(sbuf + r * G, G, e - r, kfac, nk);
+            }
+            for (int64_t r = 0, e; (e = attn_next_run(rows, n, &r, kb, ke)) > r; r = e)
+                for (; r < e; r++) {
+                    float *s = sbuf + r * G;
+                    if (pb->opt.softcap > 0.0f)
+                        dsp->softcap(s, (size_t)nk, pb->opt.softcap);
+                    /* the other terms by position, over runs of consecutive keys */
+                    for (int64_t a = 0, z; terms && a < nk; a = z) {
+                        for (z = a + 1; z < nk && tp[z] == tp[z - 1] + 1; z++)
+                            ;
+                        attn_score_terms(dsp, pb, &rows[r], s + a, w0 + tp[a], z - a);
+                    }
+                    const uint64_t *sel = bits + (rows[r].i - rows[0].i) * SEL_WORDS;
+                    for (int64_t t = 0; t < nk; t++)
+                        if (!(sel[tp[t] >> 6] >> (tp[t] & 63) & 1))
+                            s[t] = -INFINITY;
+                    online_fold(dsp, pb, &st[r], s, nk, 0, nk, acc + r * p->acc_stride,
+                                want_entropy);
+                }
+            if (v_rows) {
+                const kv_src vss = attn_kv_open(pb, &pb->v_scales, b, kv_head, 1);
+                for (int64_t t = 0; t < nk; t++)
+                    attn_kv_scales(&vss, w0 + tp[t], w0 + tp[t] + 1, 1.0f, vfac + t);
+                for (int64_t r = 0, e; (e = attn_next_run(rows, n, &r, kb, ke)) > r; r = e)
+                    attn_scale_columns(sbuf + r * G, G, e - r, vfac, nk);
+            }
+            for (int64_t c = 0; c < nk; c += C) {
+                const int64_t cn = attn_min64(C, nk - c);
+                gather_rows(&vs, w0, tp + c, cn, (unsigned char *)gbuf);
+                for (int64_t r = 0, e; (e = attn_next_run(rows, n, &r, kb, ke)) > r; r = e)
+                    pv(sbuf + r * G + c, G, gbuf, v_units, (size_t)(e - r), (size_t)cn,
+                       (size_t)pb->v_dim, acc + r * p->acc_stride, p->acc_stride);
+            }
+        }
+    }
+}
+
 /* Folds keys [klo, khi) of the visible ranges into the rows' states, in
    blocks of block_k keys counted from the sequence's first key `base` (its
    kv_offsets entry): where its blocks start must not depend on where the
@@ -126,6 +364,11 @@ static void forward_keys(const attn_dsp *dsp, const attn_problem *pb, const task
                          int64_t base, int64_t klo, int64_t khi, online_row *st,
                          const float *q, int64_t q_stride, float *sbuf, float *acc)
 {
+    if (pb->opt.topk_indices) { /* the gather buffer follows the accumulator */
+        forward_selected(dsp, pb, p, rows, n, kv_head, base, klo, khi, st, q, q_stride, sbuf,
+                         acc, acc + p->block_rows * p->acc_stride);
+        return;
+    }
     const int want_entropy = pb->stats.entropy != NULL;
     attn_qk_tile_fn *const qk = attn_qk_kernel(dsp, pb);
     attn_pv_tile_fn *const pv = attn_pv_kernel(dsp, pb);
@@ -565,7 +808,9 @@ static attn_status forward_scratch(attn_problem *pb, const attn_options *o, attn
         need = 0;
     }
     /* without room for the prefix states each sequence reads its prefix */
-    const int shared = pneed > 0 && have >= need && have - need >= pneed;
+    /* (a sequence with top-k lists reads its prefix itself: its rows'
+       selections decide which prefix keys are read at all) */
+    const int shared = pneed > 0 && have >= need && have - need >= pneed && !o->topk_indices;
     if (splits > 1 || shared)
         ATTN_TRY(attn_add_array(set, o->workspace, (int64_t)(need + (shared ? pneed : 0)), 1, 1));
     pb->splits = splits;

@@ -28,9 +28,12 @@ struct attn_plan {
     /* then the copied arrays, 8-byte aligned */
 };
 
-/* Entries of an array option's line: [batch], or [batch][q_len] (QROWS). */
-static int64_t entries_of(attn_opt_extent e, const attn_shape *s)
+/* Entries of an array option's line: [batch], [batch][q_len] (QROWS), or
+   [batch][q_len][topk] (TOPK; validation checked that it fits). */
+static int64_t entries_of(attn_opt_extent e, const attn_shape *s, const attn_options *o)
 {
+    if (e == ATTN_OPT_EXTENT_TOPK)
+        return s->batch * s->q_len * o->topk;
     return e == ATTN_OPT_EXTENT_QROWS ? s->batch * s->q_len : s->batch;
 }
 
@@ -41,7 +44,7 @@ static size_t round8(size_t n) { return (n + 7) & ~(size_t)7; }
 #define PLAN_NOTHING(f, e)
 #define PLAN_SIZE_I32(f, e)                                                                 \
     if (o->f)                                                                              \
-        n += round8((size_t)entries_of(ATTN_OPT_EXTENT_##e, s) * sizeof *o->f);
+        n += round8((size_t)entries_of(ATTN_OPT_EXTENT_##e, s, o) * sizeof *o->f);
 #define PLAN_SIZE_I64 PLAN_SIZE_I32
 #define PLAN_SIZE_HEADER PLAN_NOTHING
 #define PLAN_SIZE_VALUE PLAN_NOTHING
@@ -51,7 +54,7 @@ static size_t round8(size_t n) { return (n + 7) & ~(size_t)7; }
 #define PLAN_SIZE_SCRATCH PLAN_NOTHING
 #define PLAN_COPY_I32(f, e)                                                                 \
     if (o->f)                                                                              \
-        o->f = copy_to(&at, o->f, (size_t)entries_of(ATTN_OPT_EXTENT_##e, shape) * sizeof *o->f);
+        o->f = copy_to(&at, o->f, (size_t)entries_of(ATTN_OPT_EXTENT_##e, shape, o) * sizeof *o->f);
 #define PLAN_COPY_I64 PLAN_COPY_I32
 #define PLAN_COPY_HEADER PLAN_NOTHING
 #define PLAN_COPY_VALUE PLAN_NOTHING
