@@ -223,10 +223,16 @@
  * some row of a task selects: per block of query rows it gathers the union
  * of their selections into a tile, in key order, so a key that several
  * rows (or all heads of a GQA group) select is loaded once for all of them,
- * and keys no row selects are never read (their pages need not exist in
- * the pool beyond what the block table check asks). The other operations
- * compute each row over its visible range and mask the unselected keys:
- * their cost is that of the dense call. Example: 2048 keys of 32768 for
+ * and keys no row selects are never read (the block-table entries are
+ * checked as without a list). A block is at most 8 query positions (all
+ * heads of each), or the heads of one position: rows that share most of
+ * their selections share the loads, and every row is multiplied with the
+ * whole union (the cost of rows that share few keys). The error bound is the
+ * dense forward's, with R counting the union's tiles (at most
+ * ceil(Lk_b / block_k) + 1, block_k the ISA's key block, unless the head
+ * dims leave the tile narrower: MLA's 576/512). The other operations
+ * (attn_backward included) compute each row over its visible range and
+ * mask the unselected keys: their cost is that of the dense call. Example: 2048 keys of 32768 for
  * each of 4 decode rows of one sequence, int32_t idx[4][2048] (fill unused
  * entries with -1): o.topk_indices = &idx[0][0], o.topk = 2048, q_len = 4.
  */
@@ -689,8 +695,8 @@ ATTN_API attn_status attn_forward(const attn_shape *shape, const attn_options *o
  * chunk order, with the same rescaling as the online softmax. A sequence's
  * chunks depend on its own Lq_b and Lk_b, the head counts and kv_splits
  * only (multiples of 256 keys counted from its first key, at least 1024
- * per chunk when automatic; kv_splits >= 2 cuts each sequence's Lk_b keys
- * into about that many), so results stay bitwise identical for any thread
+ * per chunk when automatic, or with top-k lists at most topk / 1024 chunks;
+ * kv_splits >= 2 cuts each sequence's Lk_b keys into about that many), so results stay bitwise identical for any thread
  * count and parallel_for; they may differ in rounding from the unsplit call
  * (same error bound: the merge is one more rescale).
  *

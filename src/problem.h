@@ -258,11 +258,13 @@ static inline void attn_seq_keys(const attn_problem *pb, int64_t b, int64_t i, i
    many keys: tasks for the threads, the same chunks on every ISA and thread
    count (a multiple of ATTN_SPLIT_ALIGN). */
 #define ATTN_PREFIX_CHUNK 1024
+/* topk: the keys a query row selects at most (attn_options.topk; 0: all):
+   an automatic split keeps ATTN_SPLIT_MIN_CHUNK selected keys per chunk. */
 void attn_split_plan(int64_t q_heads, int64_t kv_heads, int64_t q_len, int64_t kv_len,
-                     int32_t kv_splits, int64_t *splits, int64_t *chunk);
+                     int64_t topk, int32_t kv_splits, int64_t *splits, int64_t *chunk);
 int64_t attn_split_grid(int64_t batch, int64_t q_heads, int64_t kv_heads, int64_t q_len,
-                        int64_t kv_len, const int32_t *q_lens, const int32_t *kv_lens,
-                        int32_t kv_splits);
+                        int64_t kv_len, int64_t topk, const int32_t *q_lens,
+                        const int32_t *kv_lens, int32_t kv_splits);
 /* Workspace bytes of a split forward; 0 when it overflows size_t. */
 size_t attn_split_bytes(int64_t batch, int64_t q_heads, int64_t q_len, int64_t v_dim,
                         int64_t splits);

@@ -57,6 +57,7 @@ task_plan attn_plan_common(const attn_dsp *dsp, const attn_problem *pb, int64_t 
     p.q_direct = 0;
     p.gather_keys = 0;
     p.gather_floats = 0;
+    p.sel_window = 0;
     p.tasks = 0; /* each operation counts its own */
     return p;
 }

@@ -76,6 +76,7 @@ typedef struct task_plan {
                                 call into the gather buffer, which follows the
                                 accumulator in the task scratch; 0 else */
     int64_t gather_floats;   /* that buffer's size in floats */
+    int64_t sel_window;      /* keys per window of the top-k selection bitmaps */
     size_t tasks;            /* the task count, which the operation's plan sets */
 } task_plan;
 

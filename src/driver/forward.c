@@ -36,18 +36,22 @@ typedef struct online_row {
 } online_row;
 
 /*
- * Key positions a top-k gather visits per window: the selection bitmaps of
- * a task's query positions cover one window at a time (each list is
- * scanned once per window). Their working memory lies in the task scratch,
- * after the gather buffer, not on the stack (attn.h bounds a task's
- * stack): per query position its bitmap and {list, lo, hi}
- * (SEL_ROW_FLOATS), then the window's union as positions and the tile's
- * per-key scale factors (SEL_FIXED_FLOATS of a tile of g keys).
+ * A top-k task's working memory lies in its scratch after the gather buffer,
+ * not on the stack (attn.h bounds a task's stack): per query position the
+ * bitmap of its selected keys in the current window of sel_window keys and
+ * its {list, lo, hi} (SEL_ROW_FLOATS), then the window's union bitmap, a
+ * tile's keys and its per-key scale factors (SEL_FIXED_FLOATS of a tile of
+ * g keys). Each list is scanned once per window: the plan makes the window
+ * as wide as the scratch allows.
  */
-#define SEL_WINDOW 512
-#define SEL_WORDS (SEL_WINDOW / 64)
-#define SEL_ROW_FLOATS (2 * SEL_WORDS + 8)
-#define SEL_FIXED_FLOATS(g) (SEL_WINDOW / 2 + 2 * (g))
+#define SEL_MIN_WINDOW 512
+#define SEL_MAX_WINDOW 65536 /* a tile's keys are uint16 offsets in their window */
+#define SEL_ROW_FLOATS(w) ((w) / 32 + 6)
+#define SEL_FIXED_FLOATS(w, g) ((w) / 32 + (g) / 2 + 2 * (g) + 16)
+/* Query positions one task gathers for: the union of their selections grows
+   with each (neighbouring rows share most keys, not all), and every row is
+   multiplied with all of it. */
+#define SEL_MAX_POSITIONS 8
 
 typedef struct sel_pos {
     const int32_t *list; /* NULL: the position sees no key */
@@ -67,18 +71,29 @@ static int64_t gathered_row_bytes(const attn_problem *pb)
 /*
  * The plan of a call with top-k lists: the task scratch holds the converted
  * queries, a score tile of block_k columns (the keys of one online-softmax
- * step), the accumulator and a gather buffer of gather_keys key rows (the
- * keys of one kernel call). Of the widths that fit, the widest whose block
- * holds min(rows, 8) rows (the bf16 dot kernels' least), a gather of 32
- * keys preferred (one bf16 key panel); the rows then evened out over the
- * blocks. A tile narrower than block_k only adds online-softmax steps.
+ * step), the accumulator, a gather buffer of gather_keys key rows (the keys
+ * of one kernel call) and the selection's memory. Of the widths that fit,
+ * the widest whose block holds 8 rows (the bf16 dot kernels' least), a
+ * gather of 32 keys preferred (one bf16 key panel). A block holds whole
+ * query positions (all heads of a GQA group), at most SEL_MAX_POSITIONS,
+ * or an even share of one position's heads; the window then takes what is
+ * left. Nothing depends on the lengths: a sequence's tiles are the same
+ * alone and in any batch (attn.h, "Batch invariance").
  */
 static void plan_selected(const attn_dsp *dsp, const attn_problem *pb, task_plan *p)
 {
     static const int64_t widths[] = {256, 128, 64, 32, 16, 8, 4, 2, 1};
     const size_t n_widths = sizeof widths / sizeof widths[0];
     const int64_t row_floats = (gathered_row_bytes(pb) + 63) / 64 * 16;
-    const int64_t want = attn_min64(p->rows, 8), bk = (int64_t)dsp->block_k;
+    const int64_t hpg = p->heads_per_group, bk = (int64_t)dsp->block_k;
+    /* rows wanted per block: 8, or a whole GQA group (each task gathers
+       its keys: one task per position gathers them once) */
+    const int64_t want = attn_max64(8, attn_min64(hpg, (int64_t)dsp->block_q));
+    /* F32 queries read where they lie when a block's rows are at one
+       stride: consecutive positions (no GQA stacking), or heads of one
+       position (a group of at least 8 heads: MLA's 16 to 128) */
+    const int direct = pb->q.dtype == ATTN_DTYPE_F32 && (hpg == 1 || hpg >= 8);
+    const int64_t qs = direct ? 0 : p->q_stride;
     int64_t best_c = 1, best_g = 1, best_rows = 0;
     for (size_t ci = 0; ci < n_widths && best_rows < want; ci++) {
         const int64_t c = widths[ci];
@@ -86,22 +101,38 @@ static void plan_selected(const attn_dsp *dsp, const attn_problem *pb, task_plan
             continue;
         for (size_t gi = 0; gi <= ci && best_rows < want; gi++) { /* widest first */
             const int64_t g = widths[gi];
-            const int64_t room = ATTN_SCRATCH_FLOATS - c * row_floats - SEL_FIXED_FLOATS(g);
+            const int64_t room =
+                ATTN_SCRATCH_FLOATS - c * row_floats - SEL_FIXED_FLOATS(SEL_MIN_WINDOW, g);
             if (g > bk || g % c || room <= 0)
                 continue;
-            const int64_t per_row = p->q_stride + g + p->acc_stride + SEL_ROW_FLOATS;
+            const int64_t per_row = qs + g + p->acc_stride + SEL_ROW_FLOATS(SEL_MIN_WINDOW);
             const int64_t fit = attn_min64(room / per_row, (int64_t)dsp->block_q);
             if (fit > best_rows || fit >= want)
                 best_c = c, best_g = g, best_rows = fit;
         }
     }
+    int64_t rows = attn_max64(1, attn_min64(best_rows, SEL_MAX_POSITIONS * hpg));
+    if (direct && hpg > 1) { /* within one position: a divisor of the group */
+        rows = attn_min64(rows, hpg);
+        while (hpg % rows)
+            rows--;
+    } else if (rows >= hpg) {
+        rows -= rows % hpg;
+    } else {
+        const int64_t parts = (hpg + rows - 1) / rows;
+        rows = (hpg + parts - 1) / parts;
+    }
+    p->q_direct = direct;
+    const int64_t used = best_c * row_floats + rows * (qs + best_g + p->acc_stride);
+    int64_t w = SEL_MIN_WINDOW;
+    while (w < SEL_MAX_WINDOW && used + rows * SEL_ROW_FLOATS(2 * w) +
+                                         SEL_FIXED_FLOATS(2 * w, best_g) <= ATTN_SCRATCH_FLOATS)
+        w *= 2;
     p->gather_keys = best_c;
     p->gather_floats = best_c * row_floats; /* then the selection's memory */
+    p->sel_window = w;
     p->block_k = best_g;
-    p->block_rows = attn_max64(1, best_rows);
-    const int64_t blocks = (p->rows + p->block_rows - 1) / p->block_rows;
-    if (blocks > 0)
-        p->block_rows = (p->rows + blocks - 1) / blocks;
+    p->block_rows = rows;
 }
 
 static task_plan plan_forward(const attn_dsp *dsp, const attn_problem *pb)
@@ -254,11 +285,18 @@ forward_selected(const attn_dsp *dsp, const attn_problem *pb, const task_plan *p
     const ptrdiff_t v_units = (ptrdiff_t)(vs.row_bytes / vs.esize);
     const int k_rows = pb->k_scales.data != NULL, v_rows = pb->v_scales.data != NULL;
     const int terms = attn_has_score_terms(pb);
+    /* V rows inside K's (MLA's latent cache): K's gather brought them in */
+    const int v_in_k = pb->v.data == pb->k.data && pb->v.dtype == pb->k.dtype &&
+                       pb->v.row_stride == pb->k.row_stride &&
+                       pb->v.head_stride == pb->k.head_stride &&
+                       pb->v.batch_stride == pb->k.batch_stride;
     /* the scratch after the gather buffer (SEL_ROW_FLOATS, SEL_FIXED_FLOATS) */
+    const int64_t W = p->sel_window, words = W / 64;
     uint64_t *const bits = (uint64_t *)(void *)(gbuf + p->gather_floats);
-    sel_pos *const pos = (sel_pos *)(void *)(bits + p->block_rows * SEL_WORDS);
-    uint16_t *const upos = (uint16_t *)(void *)(pos + p->block_rows);
-    float *const kfac = (float *)(void *)(upos + SEL_WINDOW), *const vfac = kfac + G;
+    uint64_t *const uni = bits + p->block_rows * words;
+    sel_pos *const pos = (sel_pos *)(void *)(uni + words);
+    float *const kfac = (float *)(void *)(pos + p->block_rows), *const vfac = kfac + G;
+    uint16_t *const upos = (uint16_t *)(void *)(vfac + G);
 
     /* the task's query positions (rows stack the heads of one position
        together; rows[r].i - rows[0].i is row r's position slot) */
@@ -273,12 +311,12 @@ forward_selected(const attn_dsp *dsp, const attn_problem *pb, const task_plan *p
     attn_visible_union(rows, n, &ulo, &uhi);
     ulo = attn_max64(ulo, klo);
     uhi = attn_min64(uhi, khi);
-    for (int64_t w0 = ulo; w0 < uhi; w0 += SEL_WINDOW) {
-        const int64_t w1 = attn_min64(w0 + SEL_WINDOW, uhi);
-        uint64_t uni[SEL_WORDS] = {0};
+    for (int64_t w0 = ulo; w0 < uhi; w0 += W) {
+        const int64_t w1 = attn_min64(w0 + W, uhi);
+        memset(uni, 0, (size_t)words * sizeof *uni);
         for (int64_t u = 0; u < npos; u++) {
-            uint64_t *bu = bits + u * SEL_WORDS;
-            memset(bu, 0, SEL_WORDS * sizeof *bu);
+            uint64_t *bu = bits + u * words;
+            memset(bu, 0, (size_t)words * sizeof *bu);
             const int64_t lo = attn_max64(pos[u].lo, w0) - w0, hi = attn_min64(pos[u].hi, w1) - w0;
             if (!pos[u].list || lo >= hi)
                 continue;
@@ -287,26 +325,35 @@ forward_selected(const attn_dsp *dsp, const attn_problem *pb, const task_plan *p
                 if (x >= lo && x < hi)
                     bu[x >> 6] |= (uint64_t)1 << (x & 63);
             }
-            for (int w = 0; w < SEL_WORDS; w++)
+            for (int64_t w = 0; w < words; w++)
                 uni[w] |= bu[w];
         }
-        int64_t nu = 0;
-        for (int w = 0; w < SEL_WORDS; w++)
-            for (uint64_t m = uni[w]; m; m &= m - 1)
-                upos[nu++] = (uint16_t)(w * 64 + __builtin_ctzll(m));
-        for (int64_t t0 = 0; t0 < nu; t0 += G) {
-            const uint16_t *tp = upos + t0;
-            const int64_t nk = attn_min64(G, nu - t0);
+        /* the union in key order, G keys per tile */
+        for (int64_t word = 0, nk; word < words;) {
+            for (nk = 0; nk < G && word < words;) {
+                if (!uni[word]) {
+                    word++;
+                    continue;
+                }
+                upos[nk++] = (uint16_t)(word * 64 + __builtin_ctzll(uni[word]));
+                uni[word] &= uni[word] - 1;
+            }
+            if (nk == 0)
+                break;
+            const uint16_t *tp = upos;
             const int64_t kb = w0 + tp[0], ke = w0 + tp[nk - 1] + 1;
             /* K: gathered gather_keys rows at a time, for each run of rows
                that sees some key of the tile (the runs are found again for
                each pass: they cost nothing next to the products) */
             for (int64_t c = 0; c < nk; c += C) {
                 const int64_t cn = attn_min64(C, nk - c);
+                if (c == 0) /* the tile's first chunks, then two ahead */
+                    prefetch_rows(&ks, w0, tp, attn_min64(2 * C, nk));
+                if (c + 2 * C < nk)
+                    prefetch_rows(&ks, w0, tp + c + 2 * C, attn_min64(C, nk - c - 2 * C));
                 gather_rows(&ks, w0, tp + c, cn, (unsigned char *)gbuf);
-                prefetch_rows(&vs, w0, tp + c, cn);
-                if (c + C < nk)
-                    prefetch_rows(&ks, w0, tp + c + C, attn_min64(C, nk - c - C));
+                if (!v_in_k)
+                    prefetch_rows(&vs, w0, tp + c, cn);
                 for (int64_t r = 0, e; (e = attn_next_run(rows, n, &r, kb, ke)) > r; r = e)
                     qk(q + r * q_stride, q_stride, gbuf, k_units, (size_t)(e - r), (size_t)cn,
                        (size_t)pb->head_dim, pb->qk_scale, sbuf + r * G + c, G);
@@ -329,10 +376,16 @@ forward_selected(const attn_dsp *dsp, const attn_problem *pb, const task_plan *p
                             ;
                         attn_score_terms(dsp, pb, &rows[r], s + a, w0 + tp[a], z - a);
                     }
-                    const uint64_t *sel = bits + (rows[r].i - rows[0].i) * SEL_WORDS;
-                    for (int64_t t = 0; t < nk; t++)
-                        if (!(sel[tp[t] >> 6] >> (tp[t] & 63) & 1))
-                            s[t] = -INFINITY;
+                    /* -inf where the row's list does not name the key, without
+                       a branch (they fall at random), NaN scores included */
+                    const uint64_t *sel = bits + (rows[r].i - rows[0].i) * words;
+                    for (int64_t t = 0; t < nk; t++) {
+                        const uint32_t keep = 0u - (uint32_t)(sel[tp[t] >> 6] >> (tp[t] & 63) & 1);
+                        uint32_t x;
+                        memcpy(&x, &s[t], sizeof x);
+                        x = (x & keep) | (~keep & 0xff800000u);
+                        memcpy(&s[t], &x, sizeof x);
+                    }
                     online_fold(dsp, pb, &st[r], s, nk, 0, nk, acc + r * p->acc_stride,
                                 want_entropy);
                 }
@@ -697,7 +750,8 @@ static void task_forward(void *vctx, size_t index)
     int64_t q_stride = p->q_stride;
     if (p->q_direct) {
         q = attn_row_ptr(&pb->q, rows[0].b, rows[0].h, rows[0].i);
-        q_stride = pb->q.row_stride;
+        /* a block's rows: positions, or the heads of one position (top-k) */
+        q_stride = p->heads_per_group > 1 ? pb->q.head_stride : pb->q.row_stride;
     } else {
         attn_convert_queries(dsp, pb, p, rows, n, qbuf);
     }
@@ -726,7 +780,8 @@ static void task_forward(void *vctx, size_t index)
     const int64_t seq_rows = attn_seq_q_len(pb, b);
     if (p->splits > 1 && seq_rows > 0)
         attn_split_plan(pb->q_heads, pb->kv_heads, seq_rows, attn_seq_kv_len(pb, b) - start,
-                        pb->opt.kv_splits, &splits, &chunk_keys);
+                        pb->opt.topk_indices ? pb->opt.topk : 0, pb->opt.kv_splits, &splits,
+                        &chunk_keys);
     if (chunk >= splits)
         return;
     const int64_t base = pb->kv_offsets ? pb->kv_offsets[b] : 0;
@@ -761,7 +816,8 @@ static void task_forward(void *vctx, size_t index)
 static size_t split_need(const attn_shape *s, const attn_options *o, int64_t *splits)
 {
     const int64_t v_dim = s->v_dim ? s->v_dim : s->head_dim;
-    *splits = attn_split_grid(s->batch, s->q_heads, s->kv_heads, s->q_len, s->kv_len, o->q_lens,
+    *splits = attn_split_grid(s->batch, s->q_heads, s->kv_heads, s->q_len, s->kv_len,
+                              o->topk_indices ? o->topk : 0, o->q_lens,
                               o->kv_lens, o->kv_splits);
     if (*splits <= 1)
         return 0;

@@ -12,7 +12,7 @@
 /* The chunks a sequence of q_len query rows and kv_len keys aims for (before
    rounding chunks to ATTN_SPLIT_ALIGN), or 1 when it stays whole. */
 static int64_t split_want(int64_t q_heads, int64_t kv_heads, int64_t q_len, int64_t kv_len,
-                          int32_t kv_splits)
+                          int64_t topk, int32_t kv_splits)
 {
     if (kv_splits == 1 || kv_len <= 0)
         return 1;
@@ -25,15 +25,16 @@ static int64_t split_want(int64_t q_heads, int64_t kv_heads, int64_t q_len, int6
     const int64_t units = kv_heads * ((group_rows + 63) / 64);
     if (units >= ATTN_SPLIT_TARGET)
         return 1;
-    return attn_min64((ATTN_SPLIT_TARGET + units - 1) / units, kv_len / ATTN_SPLIT_MIN_CHUNK);
+    const int64_t keys = topk > 0 ? attn_min64(kv_len, topk) : kv_len; /* a row's at most */
+    return attn_min64((ATTN_SPLIT_TARGET + units - 1) / units, keys / ATTN_SPLIT_MIN_CHUNK);
 }
 
 void attn_split_plan(int64_t q_heads, int64_t kv_heads, int64_t q_len, int64_t kv_len,
-                     int32_t kv_splits, int64_t *splits, int64_t *chunk)
+                     int64_t topk, int32_t kv_splits, int64_t *splits, int64_t *chunk)
 {
     *splits = 1;
     *chunk = kv_len;
-    const int64_t want = split_want(q_heads, kv_heads, q_len, kv_len, kv_splits);
+    const int64_t want = split_want(q_heads, kv_heads, q_len, kv_len, topk, kv_splits);
     if (want < 2)
         return;
     const int64_t per = (kv_len + want - 1) / want;
@@ -49,8 +50,8 @@ void attn_split_plan(int64_t q_heads, int64_t kv_heads, int64_t q_len, int64_t k
    Lk_b / want keys): the grid is the largest want of the call's sequences
    (one without query rows has no task). */
 int64_t attn_split_grid(int64_t batch, int64_t q_heads, int64_t kv_heads, int64_t q_len,
-                        int64_t kv_len, const int32_t *q_lens, const int32_t *kv_lens,
-                        int32_t kv_splits)
+                        int64_t kv_len, int64_t topk, const int32_t *q_lens,
+                        const int32_t *kv_lens, int32_t kv_splits)
 {
     int64_t grid = 1;
     for (int64_t b = 0; b < batch; b++) {
@@ -59,7 +60,7 @@ int64_t attn_split_grid(int64_t batch, int64_t q_heads, int64_t kv_heads, int64_
         const int64_t lq = q_lens ? attn_min64(q_lens[b], q_len) : q_len;
         const int64_t lk = kv_lens ? attn_max64(0, attn_min64(kv_lens[b], kv_len)) : kv_len;
         if (lq > 0)
-            grid = attn_max64(grid, split_want(q_heads, kv_heads, lq, lk, kv_splits));
+            grid = attn_max64(grid, split_want(q_heads, kv_heads, lq, lk, topk, kv_splits));
         if (!q_lens && !kv_lens)
             break; /* every sequence alike */
     }

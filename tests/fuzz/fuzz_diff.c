@@ -75,6 +75,8 @@ static void profile_of(gen_profile *p)
     gen_range(p, GEN_C_OPT(precision), ATTN_PRECISION_DEFAULT, ATTN_PRECISION_INT8);
     /* draft trees (1.3; drawn last by gen.c, where every sequence fits) */
     gen_chance(p, GEN_C_OPT(tree_parents), 64);
+    /* top-k lists (1.7; drawn after the trees) */
+    gen_allow_topk(p, 48);
 }
 
 /* ------------------------------------------------------------ comparisons */

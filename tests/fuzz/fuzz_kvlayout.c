@@ -79,6 +79,7 @@ static void profile_of(gen_profile *p)
 {
     gen_profile_init(p);
     gen_chance(p, GEN_C_OPT(tree_parents), 48); /* draft trees over packed rows too */
+    gen_allow_topk(p, 48);                       /* top-k lists (1.7) in every layout */
     /* shared prefixes (1.4), attended once with the workspace when given */
     gen_chance(p, GEN_C_OPT(shared_prefix), 64);
     gen_chance(p, GEN_C_OPT(workspace), 128);
