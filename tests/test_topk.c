@@ -11,8 +11,10 @@
  *                 no query selects holds NaN, and the output is the bits of
  *                 the same call with those rows finite. Decode rows of a
  *                 GQA group and MLA-shaped rows (one latent head, d 576,
- *                 v 512, bf16, V a view of K's first columns), long enough
- *                 for several gather windows and split-KV.
+ *                 v 512, bf16, V a view of K's first columns, which the
+ *                 forward reads from K's gathered rows: the bits of V as a
+ *                 copy of its own), long enough for several gather windows
+ *                 and split-KV.
  *   composition   a sequence's rows are the same bits alone and in a
  *                 padded batch between others (batch invariance).
  *   errors        an entry >= Lk_b or < -1, topk without a list, a list
@@ -258,6 +260,18 @@ ParameterizedTest(isa_row *row, topk, never_read, .timeout = ATTN_TEST_TIMEOUT)
         float *o1 = xmalloc(no * 4), *o2 = xmalloc(no * 4), *l1 = xmalloc(nr * 4),
               *l2 = xmalloc(nr * 4);
         run_forward(t, &c, o1, l1);
+        if (shapes[x].mla) { /* V read from K's gathered rows = V gathered itself */
+            const size_t bytes = (size_t)(c.shape.kv_heads * c.shape.kv_len * c.shape.head_dim) * 2;
+            attn_tensor own = c.v, aliased = c.v;
+            own.data = xmalloc(bytes);
+            memcpy(own.data, c.k.data, bytes);
+            c.v = own;
+            run_forward(t, &c, o2, l2);
+            CHECK(bits_equal(o1, o2, no) && bits_equal(l1, l2, nr),
+                  "MLA: V as K's own rows and V as a copy differ");
+            free(own.data);
+            c.v = aliased;
+        }
         /* NaN in every row no query selects (k's and v's) */
         const size_t es = shapes[x].dtype == ATTN_DTYPE_F32 ? 4 : 2;
         for (int64_t h = 0; h < c.shape.kv_heads; h++)

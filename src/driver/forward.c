@@ -39,15 +39,15 @@ typedef struct online_row {
  * A top-k task's working memory lies in its scratch after the gather buffer,
  * not on the stack (attn.h bounds a task's stack): per query position the
  * bitmap of its selected keys in the current window of sel_window keys and
- * its {list, lo, hi} (SEL_ROW_FLOATS), then the window's union bitmap, a
- * tile's keys and its per-key scale factors (SEL_FIXED_FLOATS of a tile of
- * g keys). Each list is scanned once per window: the plan makes the window
+ * its {list, lo, hi} (SEL_ROW_FLOATS), then the window's union bitmap,
+ * two tiles' keys (this one and the next) and the per-key scale factors
+ * (SEL_FIXED_FLOATS of a tile of g keys). Each list is scanned once per window: the plan makes the window
  * as wide as the scratch allows.
  */
 #define SEL_MIN_WINDOW 512
 #define SEL_MAX_WINDOW 65536 /* a tile's keys are uint16 offsets in their window */
 #define SEL_ROW_FLOATS(w) ((w) / 32 + 6)
-#define SEL_FIXED_FLOATS(w, g) ((w) / 32 + (g) / 2 + 2 * (g) + 16)
+#define SEL_FIXED_FLOATS(w, g) ((w) / 32 + (g) + 2 * (g) + 16)
 /* Query positions one task gathers for: the union of their selections grows
    with each (neighbouring rows share most keys, not all), and every row is
    multiplied with all of it. */
@@ -94,6 +94,13 @@ static void plan_selected(const attn_dsp *dsp, const attn_problem *pb, task_plan
        position (a group of at least 8 heads: MLA's 16 to 128) */
     const int direct = pb->q.dtype == ATTN_DTYPE_F32 && (hpg == 1 || hpg >= 8);
     const int64_t qs = direct ? 0 : p->q_stride;
+    /* V laid out as K's first columns (MLA's latent cache) may be V itself:
+       a tile of one gather then serves P.V from K's copy (forward_selected
+       checks the pointers; a plan never looks at them) */
+    const int latent = pb->v.dtype == pb->k.dtype && pb->v_dim < pb->head_dim &&
+                       pb->v.row_stride == pb->k.row_stride &&
+                       pb->v.head_stride == pb->k.head_stride &&
+                       pb->v.batch_stride == pb->k.batch_stride;
     int64_t best_c = 1, best_g = 1, best_rows = 0;
     for (size_t ci = 0; ci < n_widths && best_rows < want; ci++) {
         const int64_t c = widths[ci];
@@ -103,7 +110,7 @@ static void plan_selected(const attn_dsp *dsp, const attn_problem *pb, task_plan
             const int64_t g = widths[gi];
             const int64_t room =
                 ATTN_SCRATCH_FLOATS - c * row_floats - SEL_FIXED_FLOATS(SEL_MIN_WINDOW, g);
-            if (g > bk || g % c || room <= 0)
+            if (g > bk || g % c || room <= 0 || (latent && g != c))
                 continue;
             const int64_t per_row = qs + g + p->acc_stride + SEL_ROW_FLOATS(SEL_MIN_WINDOW);
             const int64_t fit = attn_min64(room / per_row, (int64_t)dsp->block_q);
@@ -246,6 +253,23 @@ static void gather_rows(const kv_src *src, int64_t w0, const uint16_t *pos, int6
     }
 }
 
+/* Takes the next (at most) n set bits of the union bitmap uni from word
+   *word on, as key offsets in key order, clearing them; returns how many. */
+static int64_t take_keys(uint64_t *uni, int64_t words, int64_t *word, int64_t n,
+                         uint16_t *pos)
+{
+    int64_t k = 0;
+    while (k < n && *word < words) {
+        if (!uni[*word]) {
+            (*word)++;
+            continue;
+        }
+        pos[k++] = (uint16_t)(*word * 64 + __builtin_ctzll(uni[*word]));
+        uni[*word] &= uni[*word] - 1;
+    }
+    return k;
+}
+
 /* Asks for the rows of keys w0 + pos[0, n) ahead of their gather. */
 static void prefetch_rows(const kv_src *src, int64_t w0, const uint16_t *pos, int64_t n)
 {
@@ -287,6 +311,7 @@ forward_selected(const attn_dsp *dsp, const attn_problem *pb, const task_plan *p
     const int terms = attn_has_score_terms(pb);
     /* V rows inside K's (MLA's latent cache): K's gather brought them in */
     const int v_in_k = pb->v.data == pb->k.data && pb->v.dtype == pb->k.dtype &&
+                       pb->v_dim <= pb->head_dim &&
                        pb->v.row_stride == pb->k.row_stride &&
                        pb->v.head_stride == pb->k.head_stride &&
                        pb->v.batch_stride == pb->k.batch_stride;
@@ -328,28 +353,26 @@ forward_selected(const attn_dsp *dsp, const attn_problem *pb, const task_plan *p
             for (int64_t w = 0; w < words; w++)
                 uni[w] |= bu[w];
         }
-        /* the union in key order, G keys per tile */
-        for (int64_t word = 0, nk; word < words;) {
-            for (nk = 0; nk < G && word < words;) {
-                if (!uni[word]) {
-                    word++;
-                    continue;
-                }
-                upos[nk++] = (uint16_t)(word * 64 + __builtin_ctzll(uni[word]));
-                uni[word] &= uni[word] - 1;
-            }
-            if (nk == 0)
-                break;
-            const uint16_t *tp = upos;
+        /* the union in key order, G keys per tile, the next tile drawn
+           (and its first rows prefetched) before this one is computed */
+        uint16_t *tp = upos, *next = upos + G;
+        int64_t word = 0, n_next = take_keys(uni, words, &word, G, next);
+        for (int first = 1; n_next > 0; first = 0) {
+            uint16_t *const swap = tp;
+            tp = next, next = swap;
+            const int64_t nk = n_next;
+            n_next = take_keys(uni, words, &word, G, next);
+            if (first)
+                prefetch_rows(&ks, w0, tp, attn_min64(2 * C, nk));
+            if (n_next > 0)
+                prefetch_rows(&ks, w0, next, attn_min64(2 * C, n_next));
             const int64_t kb = w0 + tp[0], ke = w0 + tp[nk - 1] + 1;
             /* K: gathered gather_keys rows at a time, for each run of rows
                that sees some key of the tile (the runs are found again for
                each pass: they cost nothing next to the products) */
             for (int64_t c = 0; c < nk; c += C) {
                 const int64_t cn = attn_min64(C, nk - c);
-                if (c == 0) /* the tile's first chunks, then two ahead */
-                    prefetch_rows(&ks, w0, tp, attn_min64(2 * C, nk));
-                if (c + 2 * C < nk)
+                if (c + 2 * C < nk) /* two chunks ahead */
                     prefetch_rows(&ks, w0, tp + c + 2 * C, attn_min64(C, nk - c - 2 * C));
                 gather_rows(&ks, w0, tp + c, cn, (unsigned char *)gbuf);
                 if (!v_in_k)
@@ -377,9 +400,10 @@ forward_selected(const attn_dsp *dsp, const attn_problem *pb, const task_plan *p
                         attn_score_terms(dsp, pb, &rows[r], s + a, w0 + tp[a], z - a);
                     }
                     /* -inf where the row's list does not name the key, without
-                       a branch (they fall at random), NaN scores included */
+                       a branch (they fall at random), NaN scores included; one
+                       position's list names every key of the union */
                     const uint64_t *sel = bits + (rows[r].i - rows[0].i) * words;
-                    for (int64_t t = 0; t < nk; t++) {
+                    for (int64_t t = 0; t < nk && npos > 1; t++) {
                         const uint32_t keep = 0u - (uint32_t)(sel[tp[t] >> 6] >> (tp[t] & 63) & 1);
                         uint32_t x;
                         memcpy(&x, &s[t], sizeof x);
@@ -398,10 +422,13 @@ forward_selected(const attn_dsp *dsp, const attn_problem *pb, const task_plan *p
             }
             for (int64_t c = 0; c < nk; c += C) {
                 const int64_t cn = attn_min64(C, nk - c);
-                gather_rows(&vs, w0, tp + c, cn, (unsigned char *)gbuf);
+                /* V inside K's rows, and the tile one gather: K's copy */
+                const int reuse = v_in_k && C == G;
+                if (!reuse)
+                    gather_rows(&vs, w0, tp + c, cn, (unsigned char *)gbuf);
                 for (int64_t r = 0, e; (e = attn_next_run(rows, n, &r, kb, ke)) > r; r = e)
-                    pv(sbuf + r * G + c, G, gbuf, v_units, (size_t)(e - r), (size_t)cn,
-                       (size_t)pb->v_dim, acc + r * p->acc_stride, p->acc_stride);
+                    pv(sbuf + r * G + c, G, gbuf, reuse ? k_units : v_units, (size_t)(e - r),
+                       (size_t)cn, (size_t)pb->v_dim, acc + r * p->acc_stride, p->acc_stride);
             }
         }
     }
