@@ -43,6 +43,20 @@ typedef struct call {
     int64_t dv;
 } call;
 
+/* n random values in [-mag, mag), F32 (es 4) or BF16 (es 2). */
+static unsigned char *filled(rng *g, int64_t n, size_t es, float mag)
+{
+    unsigned char *x = xmalloc((size_t)n * es);
+    for (int64_t e = 0; e < n; e++) {
+        const float f = rng_float(g, -mag, mag);
+        if (es == 4)
+            memcpy(x + e * 4, &f, 4);
+        else
+            ((uint16_t *)(void *)x)[e] = attn_f32_to_bf16(f);
+    }
+    return x;
+}
+
 static void call_make(call *c, rng *g, int64_t B, int64_t hq, int64_t hkv, int64_t lq,
                       int64_t lk, int64_t d, int64_t dv, int32_t kv_dtype, int mla,
                       int64_t topk)
@@ -56,28 +70,12 @@ static void call_make(call *c, rng *g, int64_t B, int64_t hq, int64_t hkv, int64
     float *q = xmalloc((size_t)(B * hq * lq * d) * 4);
     rng_fill(g, q, (size_t)(B * hq * lq * d), -1.0f, 1.0f);
     c->q = (attn_tensor){q, ATTN_DTYPE_F32, hq * lq * d, lq * d, d};
-    const int64_t nk = B * hkv * lk * d;
-    unsigned char *k = xmalloc((size_t)nk * es);
-    for (int64_t e = 0; e < nk; e++) {
-        const float x = rng_float(g, -1.0f, 1.0f);
-        if (es == 4)
-            memcpy(k + e * 4, &x, 4);
-        else
-            ((uint16_t *)(void *)k)[e] = attn_f32_to_bf16(x);
-    }
+    unsigned char *k = filled(g, B * hkv * lk * d, es, 1.0f);
     c->k = (attn_tensor){k, kv_dtype, hkv * lk * d, lk * d, d};
     if (mla) {
         c->v = (attn_tensor){k, kv_dtype, hkv * lk * d, lk * d, d};
     } else {
-        const int64_t nv = B * hkv * lk * dv;
-        unsigned char *v = xmalloc((size_t)nv * es);
-        for (int64_t e = 0; e < nv; e++) {
-            const float x = rng_float(g, -4.0f, 4.0f);
-            if (es == 4)
-                memcpy(v + e * 4, &x, 4);
-            else
-                ((uint16_t *)(void *)v)[e] = attn_f32_to_bf16(x);
-        }
+        unsigned char *v = filled(g, B * hkv * lk * dv, es, 4.0f);
         c->v = (attn_tensor){v, kv_dtype, hkv * lk * dv, lk * dv, dv};
     }
     c->out = (attn_tensor){xmalloc((size_t)(B * hq * lq * dv) * 4), ATTN_DTYPE_F32,
