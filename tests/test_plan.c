@@ -35,6 +35,7 @@ static void check_one(const attn_dsp *t, rng *g)
     gen_profile_init(&prof);
     prof.shrink = 1; /* large draws halve their lengths rather than fail */
     gen_chance(&prof, GEN_C_OPT(tree_parents), 64);
+    gen_allow_topk(&prof, 64); /* top-k lists (1.7): copied by the plan too */
     gen_chance(&prof, GEN_C_OPT(workspace), 64);
     gen_range(&prof, GEN_C_OPT(shared_prefix), 1, 1);
     gen_chance(&prof, GEN_C_OPT(shared_prefix), 64);
@@ -63,7 +64,8 @@ static void check_one(const attn_dsp *t, rng *g)
         /* the plan's arrays are copies: the caller's may change now (and
            are put back for the direct call below) */
         const int roles[] = {GEN_OPT(q_lens), GEN_OPT(kv_lens), GEN_OPT(q_offsets),
-                             GEN_OPT(kv_offsets), GEN_OPT(tree_parents), GEN_OPT(block_table)};
+                             GEN_OPT(kv_offsets), GEN_OPT(tree_parents), GEN_OPT(block_table),
+                             GEN_OPT(topk_indices)};
         enum { N_ROLES = sizeof roles / sizeof roles[0] };
         void *saved[N_ROLES] = {NULL};
         for (int i = 0; i < N_ROLES; i++)
