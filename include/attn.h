@@ -230,11 +230,13 @@
  * whole union (the cost of rows that share few keys). The error bound is the
  * dense forward's, with R counting the union's tiles (at most
  * ceil(Lk_b / block_k) + 1, block_k the ISA's key block, unless the head
- * dims leave the tile narrower: MLA's 576/512). The other operations
- * (attn_backward included) compute each row over its visible range and
- * mask the unselected keys: their cost is that of the dense call. Example: 2048 keys of 32768 for
- * each of 4 decode rows of one sequence, int32_t idx[4][2048] (fill unused
- * entries with -1): o.topk_indices = &idx[0][0], o.topk = 2048, q_len = 4.
+ * dims leave the tile narrower: MLA's 576/512). With shared_prefix, each
+ * sequence reads its prefix itself (no once-per-group pass). The other
+ * operations (attn_backward included) compute each row over its visible
+ * range and mask the unselected keys: their cost is that of the dense
+ * call. Example: 2048 keys of 32768 for each of 4 decode rows of one
+ * sequence, int32_t idx[4][2048] (fill unused entries with -1):
+ * o.topk_indices = &idx[0][0], o.topk = 2048, q_len = 4.
  */
 #ifndef ATTN_H
 #define ATTN_H
