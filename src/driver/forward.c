@@ -58,6 +58,15 @@ typedef struct sel_pos {
     int64_t lo, hi;      /* its visible keys, within the task's range */
 } sel_pos;
 
+/* V laid out as the first v_dim columns of K's rows (MLA's latent cache):
+   what a plan may assume; the data pointers say per call whether V is K. */
+static int v_as_k_columns(const attn_problem *pb)
+{
+    return pb->v.dtype == pb->k.dtype && pb->v_dim < pb->head_dim &&
+           pb->v.row_stride == pb->k.row_stride && pb->v.head_stride == pb->k.head_stride &&
+           pb->v.batch_stride == pb->k.batch_stride;
+}
+
 /* Bytes of one row of K or V, whichever is longer (a gathered row). */
 static int64_t gathered_row_bytes(const attn_problem *pb)
 {
@@ -97,10 +106,7 @@ static void plan_selected(const attn_dsp *dsp, const attn_problem *pb, task_plan
     /* V laid out as K's first columns (MLA's latent cache) may be V itself:
        a tile of one gather then serves P.V from K's copy (forward_selected
        checks the pointers; a plan never looks at them) */
-    const int latent = pb->v.dtype == pb->k.dtype && pb->v_dim < pb->head_dim &&
-                       pb->v.row_stride == pb->k.row_stride &&
-                       pb->v.head_stride == pb->k.head_stride &&
-                       pb->v.batch_stride == pb->k.batch_stride;
+    const int latent = v_as_k_columns(pb);
     int64_t best_c = 1, best_g = 1, best_rows = 0;
     for (size_t ci = 0; ci < n_widths && best_rows < want; ci++) {
         const int64_t c = widths[ci];
@@ -310,11 +316,8 @@ forward_selected(const attn_dsp *dsp, const attn_problem *pb, const task_plan *p
     const int k_rows = pb->k_scales.data != NULL, v_rows = pb->v_scales.data != NULL;
     const int terms = attn_has_score_terms(pb);
     /* V rows inside K's (MLA's latent cache): K's gather brought them in */
-    const int v_in_k = pb->v.data == pb->k.data && pb->v.dtype == pb->k.dtype &&
-                       pb->v_dim <= pb->head_dim &&
-                       pb->v.row_stride == pb->k.row_stride &&
-                       pb->v.head_stride == pb->k.head_stride &&
-                       pb->v.batch_stride == pb->k.batch_stride;
+    const int v_in_k = v_as_k_columns(pb) && pb->v.data == pb->k.data;
+    const int reuse = v_in_k && C == G;
     /* the scratch after the gather buffer (SEL_ROW_FLOATS, SEL_FIXED_FLOATS) */
     const int64_t W = p->sel_window, words = W / 64;
     uint64_t *const bits = (uint64_t *)(void *)(gbuf + p->gather_floats);
@@ -422,8 +425,6 @@ forward_selected(const attn_dsp *dsp, const attn_problem *pb, const task_plan *p
             }
             for (int64_t c = 0; c < nk; c += C) {
                 const int64_t cn = attn_min64(C, nk - c);
-                /* V inside K's rows, and the tile one gather: K's copy */
-                const int reuse = v_in_k && C == G;
                 if (!reuse)
                     gather_rows(&vs, w0, tp + c, cn, (unsigned char *)gbuf);
                 for (int64_t r = 0, e; (e = attn_next_run(rows, n, &r, kb, ke)) > r; r = e)
