@@ -403,6 +403,9 @@ void gen_profile_init(gen_profile *p)
        tests/test_fp8_scales.c checks the library's use of them */
     rule(p, GEN_C_OPT(k_scales), 0, 1, 1);
     rule(p, GEN_C_OPT(v_scales), 0, 1, 1);
+    /* their groups (1.8): one scale per row unless a consumer pins them */
+    rule(p, GEN_C_OPT(k_scale_group), 0, 0, 0);
+    rule(p, GEN_C_OPT(v_scale_group), 0, 0, 0);
     /* shared prefixes: likewise, drawn only by the consumers that ask */
     rule(p, GEN_C_OPT(shared_prefix), 0, 1, 1);
     rule(p, GEN_C_SHARED, 256, GEN_SHARED_ALL, GEN_SHARED_RANDOM);
@@ -1360,15 +1363,21 @@ int gen_materialise(gen_bufs *m, const gen_problem *d, uint64_t seed, unsigned f
             continue;
         const int role = GEN_OPT0 + pos, scores = option_extents[pos] == ATTN_OPT_EXTENT_SCORES;
         const int64_t nl = scores ? Lq : 1, cols = scores ? Lk : 1;
-        if (option_extents[pos] == ATTN_OPT_EXTENT_KEYS) { /* one value per k row */
+        if (option_extents[pos] == ATTN_OPT_EXTENT_KSCALES ||
+            option_extents[pos] == ATTN_OPT_EXTENT_VSCALES) { /* laid out like k */
+            const int is_v = option_extents[pos] == ATTN_OPT_EXTENT_VSCALES;
+            const int64_t g = is_v ? d->opt.v_scale_group : d->opt.k_scale_group;
+            const int64_t dim = is_v ? dv : d->shape.head_dim;
             const int64_t outer = m->table ? m->opt.num_blocks : kb,
-                          rows = m->table ? d->block_size : Lk;
-            rc = dense_tensor(m, role, option_dtypes[pos], outer, Hkv, rows, 1, &d->tl[role]);
+                          rows = m->table ? d->block_size : Lk,
+                          ncol = g > 0 && dim % g == 0 ? dim / g : 1; /* per row, or group */
+            rc = dense_tensor(m, role, option_dtypes[pos], outer, Hkv, rows, ncol, &d->tl[role]);
             if (rc)
                 break;
             uint64_t st = stream_of(seed, role);
             memset(m->data[role], 0xff, m->bytes[role]);
-            rc = fill_all(&m->t[role], outer, Hkv, rows, 1, &d->val[role], &st, Hkv, 0.0f, row);
+            rc = fill_all(&m->t[role], outer, Hkv, rows, ncol, &d->val[role], &st, Hkv, 0.0f,
+                          row);
             const attn_tensor *tp = &m->t[role];
             memcpy((char *)&m->opt + option_offsets[pos], &tp, sizeof tp);
             continue;

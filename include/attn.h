@@ -257,7 +257,7 @@ extern "C" {
 #endif
 
 #define ATTN_VERSION_MAJOR 1
-#define ATTN_VERSION_MINOR 7
+#define ATTN_VERSION_MINOR 8
 #define ATTN_VERSION_PATCH 0
 #define ATTN_VERSION \
     ((ATTN_VERSION_MAJOR << 16) | (ATTN_VERSION_MINOR << 8) | ATTN_VERSION_PATCH)
@@ -602,6 +602,30 @@ typedef struct attn_options {
        dense attention. */
     const int32_t *topk_indices;
     int64_t topk;
+    /* since 1.8: FP8 scales per group of channels inside a row (DeepSeek
+       V3.2's 128-channel groups; ONNX Runtime's per-channel scales are
+       group 1 with row_stride 0), or 0: one scale per row (1.6). With
+       k_scale_group = g > 0, k_scales (required, else ATTN_ERR_ARG) holds
+       head_dim / g consecutive f32 per key row where the 1.6 layout holds
+       one (same strides, same paging): the scale of channels [c g, c g + g)
+       of key j is that row's position + c. head_dim % g != 0 is
+       ATTN_ERR_SHAPE. Key j's value at channel i is then
+       fl32(fp8_ji * s_j(i/g)), and the call computes exactly what it
+       computes for an F32 k holding those values (scale as given, no
+       k_scale), so the F32 bound of the decoded values holds, with one
+       more relative u per value (tests/tolerance.h). v_scale_group: the
+       same for v (v_scales, v_dim). The scales may lie inside the cache's
+       own rows: DeepSeek V3.2's 656-byte latent rows (512 E4M3, 4 f32
+       scales, 64 bf16 rope dims), uint8_t *c, row t at c + 656 t: k = {c,
+       FP8_E4M3, .., row_stride 656} with head_dim 512 and k_scales =
+       {(float *)(c + 512), F32, .., row_stride 164} (656 / 4), k_scale_group
+       128. (The bf16 rope dims are not part of such a k: a k row is of one
+       dtype.) attn_cache_append writes group scales as it writes row
+       scales, each over its group's largest magnitude. Every other
+       operation that reads k (v) honours them; attn_backward takes no FP8
+       cache. */
+    int64_t k_scale_group;
+    int64_t v_scale_group;
 } attn_options;
 
 /*
@@ -614,7 +638,7 @@ typedef struct attn_options {
  */
 #define ATTN_OPTIONS_INIT \
     { (uint32_t)sizeof(attn_options), 0u, 0.0f, 0.0f, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, \
-      0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0.0f, 0.0f, 0, 0, 0, 0, 0, 0, 0 }
+      0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0.0f, 0.0f, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
 
 /*
  * Optional per-row outputs, each float[batch][q_heads][q_len] contiguous,

@@ -44,9 +44,11 @@
  *             SCORES  [batch][q_heads][q_len][kv_len]
  *             HEADS   [batch][q_heads][1][1]
  *             QROWS   [batch][q_len] (one entry per query row, as the stats)
- *             KEYS    one value per K/V row, laid out like k: [batch][kv_heads]
+ *             KSCALES one value per K row, laid out like k: [batch][kv_heads]
  *                     [kv_len], or with a block_table the pool [num_blocks]
- *                     [kv_heads][block_size]
+ *                     [kv_heads][block_size]; head_dim / k_scale_group
+ *                     consecutive values per row with k_scale_group > 0
+ *             VSCALES the same per V row (v_dim / v_scale_group)
  *             TOPK    [batch][q_len][topk] (a list of topk entries per query
  *                     row, indexed as QROWS)
  *   dtype   the attn_dtype a TENSOR must have (ATTN_DTYPE_##dtype); F32
@@ -105,7 +107,8 @@ typedef enum attn_opt_extent {
     ATTN_OPT_EXTENT_SCORES,
     ATTN_OPT_EXTENT_HEADS,
     ATTN_OPT_EXTENT_QROWS,
-    ATTN_OPT_EXTENT_KEYS,
+    ATTN_OPT_EXTENT_KSCALES,
+    ATTN_OPT_EXTENT_VSCALES,
     ATTN_OPT_EXTENT_TOPK
 } attn_opt_extent;
 
@@ -141,10 +144,12 @@ typedef enum attn_opt_extent {
     X(precision,          VALUE,   NONE,   F32,  192, 2, PRECISION)         \
     X(tree_parents,       I32,     QROWS,  F32,  200, 3, NONE)               \
     X(shared_prefix,      I32,     BATCH,  F32,  208, 4, NONE)               \
-    X(k_scales,           TENSOR,  KEYS,   F32,  216, 6, NONE)               \
-    X(v_scales,           TENSOR,  KEYS,   F32,  224, 6, NONE)               \
+    X(k_scales,           TENSOR,  KSCALES, F32, 216, 6, NONE)               \
+    X(v_scales,           TENSOR,  VSCALES, F32, 224, 6, NONE)               \
     X(topk_indices,       I32,     TOPK,   F32,  232, 7, NONE)               \
-    X(topk,               VALUE,   NONE,   F32,  240, 7, NONNEG)
+    X(topk,               VALUE,   NONE,   F32,  240, 7, NONNEG)             \
+    X(k_scale_group,      VALUE,   NONE,   F32,  248, 8, NONNEG)             \
+    X(v_scale_group,      VALUE,   NONE,   F32,  256, 8, NONNEG)
 /* clang-format on */
 
 /* The rules (see above). */

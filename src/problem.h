@@ -118,6 +118,11 @@ struct attn_problem {
     /* FP8 scales per key row (attn.h 1.6), laid out like k and v with one
        column; data == NULL when absent (or not read by the operation) */
     attn_tensor k_scales, v_scales;
+    /* 1.8: channels per scale of k_scales (v_scales), whose rows then hold
+       head_dim / k_group (v_dim / v_group) scales; 0: one per row. A
+       grouped cache is decoded to f32 rows for the F32 kernels
+       (attn_kv_stage, src/driver/kv.h), qk_scale then being scale. */
+    int64_t k_group, v_group;
 };
 
 /* The properties of an attn_dtype (ATTN_DTYPE_GET, src/dtype_list.h). */
@@ -141,6 +146,13 @@ static inline int attn_dtype_is_quantized(int32_t dtype) { ATTN_DTYPE_GET(dtype,
 static inline int attn_dtype_is_fp8(int32_t dtype)
 {
     return attn_dtype_kind_of(dtype) == ATTN_DTYPE_KIND_FP8;
+}
+
+/* Scales per row of an FP8 scale view (attn_options.k_scales, v_scales)
+   with `group` channels per scale (attn.h 1.8) over rows of `dim`. */
+static inline int64_t attn_scale_cols(int64_t group, int64_t dim)
+{
+    return group > 0 && dim % group == 0 ? dim / group : 1;
 }
 
 /* A valid dtype of q; of k and v (attn.h, "Quantized K/V caches"). */

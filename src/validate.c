@@ -301,8 +301,13 @@ attn_status attn_add_option_ranges(attn_range_set *set, const attn_options *o,
         [ATTN_OPT_EXTENT_SCORES] = {s->batch, s->q_heads, s->q_len, s->kv_len},
         [ATTN_OPT_EXTENT_HEADS] = {s->batch, s->q_heads, 1, 1},
         [ATTN_OPT_EXTENT_QROWS] = {s->batch, s->q_len, 1, 1},
-        [ATTN_OPT_EXTENT_KEYS] = {pool ? o->num_blocks : s->batch, s->kv_heads,
-                                  pool ? o->block_size : s->kv_len, 1},
+        [ATTN_OPT_EXTENT_KSCALES] = {pool ? o->num_blocks : s->batch, s->kv_heads,
+                                     pool ? o->block_size : s->kv_len,
+                                     attn_scale_cols(o->k_scale_group, s->head_dim)},
+        [ATTN_OPT_EXTENT_VSCALES] = {pool ? o->num_blocks : s->batch, s->kv_heads,
+                                     pool ? o->block_size : s->kv_len,
+                                     attn_scale_cols(o->v_scale_group,
+                                                     s->v_dim ? s->v_dim : s->head_dim)},
         [ATTN_OPT_EXTENT_TOPK] = {s->batch, s->q_len, o->topk, 1},
     };
     ATTN_OPTION_LIST(ATTN_X_RANGE)
@@ -328,6 +333,20 @@ attn_status attn_check_shape_options(const attn_shape *shape, const attn_options
     if ((o->topk_indices != NULL) != (o->topk > 0))
         return attn_fail(ATTN_ERR_ARG, "opt->topk_indices and opt->topk = %lld: both or neither",
                          (long long)o->topk);
+    /* FP8 scale groups (1.8): a group divides its row (the scale views'
+       extents, attn_add_option_ranges, count whole groups) */
+    const int64_t v_dim = s.v_dim ? s.v_dim : s.head_dim;
+    const int64_t group[2] = {o->k_scale_group, o->v_scale_group}, dim[2] = {s.head_dim, v_dim};
+    const attn_tensor *const scales[2] = {o->k_scales, o->v_scales};
+    for (int i = 0; i < 2; i++) {
+        if (group[i] > 0 && !scales[i])
+            return attn_fail(ATTN_ERR_ARG, "opt->%s_scale_group = %lld without opt->%s_scales",
+                             i ? "v" : "k", (long long)group[i], i ? "v" : "k");
+        if (group[i] > 0 && dim[i] % group[i])
+            return attn_fail(ATTN_ERR_SHAPE, "opt->%s_scale_group = %lld does not divide %s = %lld",
+                             i ? "v" : "k", (long long)group[i], i ? "v_dim" : "head_dim",
+                             (long long)dim[i]);
+    }
     return ATTN_OK;
 }
 
@@ -632,7 +651,7 @@ attn_status attn_validate(attn_problem *pb, const attn_op *op, const attn_shape 
     if (needs_v && o.v_scales)
         TRY(attn_check_row_scales(v->dtype, o.v_scale, "v"));
     float qk_scale = scale;
-    if (needs_qk && o.k_scales)
+    if (needs_qk && o.k_scales && o.k_scale_group == 0)
         qk_scale = 1.0f; /* each key multiplies by fl(scale * k_scales_j) */
     if (needs_qk && attn_dtype_is_fp8(k->dtype) && o.k_scale != 0.0f) {
         qk_scale = scale * o.k_scale; /* the one rounding of the folded scale */
@@ -717,10 +736,14 @@ attn_status attn_validate(attn_problem *pb, const attn_op *op, const attn_shape 
         pb->sinks = *o.sinks;
     if (o.alibi_slopes)
         pb->alibi = *o.alibi_slopes;
-    if (needs_qk && o.k_scales)
+    if (needs_qk && o.k_scales) {
         pb->k_scales = *o.k_scales;
-    if (needs_v && o.v_scales)
+        pb->k_group = o.k_scale_group;
+    }
+    if (needs_v && o.v_scales) {
         pb->v_scales = *o.v_scales;
+        pb->v_group = o.v_scale_group;
+    }
     if (needs_qk) {
         pb->q = *q;
         pb->k = *k;

@@ -493,8 +493,11 @@ static void finish_rows(ref_attn *r, const attn_shape *shape, const attn_options
                     o += p[j] * vj;
                     /* pe[j] already holds p_j * rel_p_j + TOL_TINY; pv_rel:
                        the precision mode's rounding of p_j and v_j */
-                    err += pe[j] * fabs(vj) + p[j] * fabs(vj) * (spread + pv_rel + row_rel) +
-                           row_abs;
+                    /* a zero value adds exactly 0 whatever its weight (whose
+                       bound may be infinite where the scores' is huge) */
+                    if (vj != 0.0)
+                        err += pe[j] * fabs(vj) + p[j] * fabs(vj) * (spread + pv_rel + row_rel);
+                    err += row_abs;
                 }
                 err += TOL_U * fabs(o) + tol_under_pv((double)visible, (double)rescales);
             }

@@ -30,6 +30,7 @@
 
 #include "harness.h"
 #include "internal.h"
+#include "ref.h"
 #include "ref_quant.h"
 
 enum { MAX_B = 3 };
@@ -83,10 +84,11 @@ static int64_t inner_rows(const scaled_case *c)
     return c->paged ? c->bs : c->lk_alloc;
 }
 
-/* The scale view of the case's kind over the same row space. */
-static attn_tensor scale_layout(const scaled_case *c)
+/* The scale view of the case's kind over the same row space, `cols`
+   scales per row (1, or one per group of channels: attn.h 1.8). */
+static attn_tensor scale_layout_cols(const scaled_case *c, int64_t cols)
 {
-    attn_tensor t = cache_layout(c, 1);
+    attn_tensor t = cache_layout(c, cols);
     if (c->view == 1) { /* per KV head: every row of a head the same */
         t.batch_stride = 0;
         t.row_stride = 0;
@@ -95,6 +97,11 @@ static attn_tensor scale_layout(const scaled_case *c)
     }
     t.dtype = ATTN_DTYPE_F32;
     return t;
+}
+
+static attn_tensor scale_layout(const scaled_case *c)
+{
+    return scale_layout_cols(c, 1);
 }
 
 static size_t span(const attn_tensor *t, int64_t outer, int64_t heads, int64_t rows, int64_t cols)
@@ -233,6 +240,73 @@ static void free_pair(cache_pair *p)
     buf_free(&p->bs);
 }
 
+/* One FP8 cache with scales per group of g channels (attn.h 1.8), any
+   positive floats in [2^-6, 2^2), values of magnitude <= 64 (scores of a
+   size the bf16 mode's bound still says something about), and the F32
+   cache of fl32(decoded value * its group's scale): what attn.h says the
+   call computes with. */
+static void make_grouped(cache_pair *p, const scaled_case *c, rng *g, int dt, int64_t cols,
+                         int64_t group)
+{
+    const int64_t outer = outer_rows(c), heads = c->s.kv_heads, rows = inner_rows(c);
+    const int64_t ng = cols / group;
+    p->q8 = cache_layout(c, cols);
+    p->f = p->q8;
+    p->scales = scale_layout_cols(c, ng);
+    p->q8.dtype = dt;
+    p->f.dtype = ATTN_DTYPE_F32;
+    const size_t n = span(&p->q8, outer, heads, rows, cols);
+    const size_t ns = span(&p->scales, outer, heads, rows, ng);
+    uint8_t *x = buf_alloc(&p->b8, n, 1);
+    float *f = buf_alloc(&p->bf, n * 4, 0);
+    float *sc = buf_alloc(&p->bs, ns * 4, 0);
+    for (size_t i = 0; i < ns; i++)
+        sc[i] = ldexpf(rng_float(g, 1.0f, 2.0f), (int)rng_int(g, -6, 1));
+    for (size_t i = 0; i < n; i++) { /* the gaps between rows too: never read */
+        x[i] = 0x7f;
+        f[i] = NAN;
+    }
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t h = 0; h < heads; h++)
+            for (int64_t r = 0; r < rows; r++) {
+                const size_t at = (size_t)(o * p->q8.batch_stride + h * p->q8.head_stride +
+                                           r * p->q8.row_stride);
+                const float *s = sc + o * p->scales.batch_stride + h * p->scales.head_stride +
+                                 r * p->scales.row_stride;
+                for (int64_t t = 0; t < cols; t++) {
+                    x[at + (size_t)t] = fp8_byte(g, dt, 64.0);
+                    const double v = ref_quant_value(dt, x + at, (size_t)t);
+                    /* v * s is exact in double (4 + 24 bits): one rounding */
+                    f[at + (size_t)t] = (float)(v * (double)s[t / group]);
+                }
+            }
+    p->q8.data = x;
+    p->f.data = f;
+    p->scales.data = sc;
+}
+
+/* A group size that divides n: 1, a power of two, or n itself. */
+static int64_t draw_group(rng *g, int64_t n)
+{
+    for (;;) {
+        const int64_t x = rng_int(g, 0, 3) == 0 ? n : (int64_t)1 << rng_int(g, 0, 7);
+        if (n % x == 0)
+            return x;
+    }
+}
+
+/* Random top-k lists [B][Lq][k]: keys of each sequence (kv_lens[b] of
+   them, or kv_len without lens), or -1. */
+static int32_t *random_topk(rng *g, const attn_shape *s, const int32_t *kv_lens, int64_t k)
+{
+    int32_t *l = xmalloc((size_t)(s->batch * s->q_len * k) * sizeof *l);
+    for (int64_t i = 0; i < s->batch * s->q_len * k; i++) {
+        const int64_t lk = kv_lens ? kv_lens[i / (s->q_len * k)] : s->kv_len;
+        l[i] = lk == 0 || rng_int(g, 0, 5) == 0 ? -1 : (int32_t)rng_int(g, 0, lk - 1);
+    }
+    return l;
+}
+
 /* Random q [b][h][l][d] in [-1, 1), contiguous, and its view. */
 static float *random_q(rng *g, const attn_shape *s, attn_tensor *t)
 {
@@ -337,6 +411,312 @@ ParameterizedTest(isa_row *row, fp8_scales, pow2_equals_f32, .timeout = ATTN_TES
     }
 }
 
+/* Rescales an online softmax over kv_len keys may do (tests/tolerance.h):
+   one per tile of the forward, at most one per key with top-k lists. */
+static int64_t rescales_of(const attn_dsp *t, const attn_shape *s, const attn_options *o)
+{
+    const attn_dsp *sc = harness_scalar();
+    const uint32_t bk = t->block_k < sc->block_k ? t->block_k : sc->block_k;
+    return o->topk_indices ? s->kv_len + 1 : (s->kv_len + bk - 1) / bk + 1;
+}
+
+/* Runs op on the grouped FP8 caches and checks it against the float64
+   reference of the F32 caches of their values (kp.f, vp.f) under `o`. */
+static void check_grouped(const attn_dsp *t, int op, const attn_shape *s, const attn_options *o,
+                          const attn_options *o8, const attn_tensor *tq, const cache_pair *kp,
+                          const cache_pair *vp)
+{
+    static const char *const ops[] = {"scores", "weights", "out"};
+    const size_t rows = (size_t)(s->batch * s->q_heads * s->q_len);
+    const int64_t cols = op == 2 ? s->v_dim : s->kv_len;
+    float *a = xcalloc0(rows * (size_t)cols, 4), *st = xcalloc0(3 * rows, 4);
+    const attn_row_stats sta = {st, st + rows, st + 2 * rows};
+    const attn_tensor ta = {a, ATTN_DTYPE_F32, s->q_heads * s->q_len * cols, s->q_len * cols,
+                            cols};
+    attn_options oq = *o8;
+    void *ws = NULL;
+    if (op == 2 && rng_int(harness_rng(), 0, 2) == 0) { /* split-KV */
+        oq.kv_splits = (int32_t)rng_int(harness_rng(), 2, 5);
+        size_t bytes = 0;
+        CHECK(attn_forward_workspace_size(s, &oq, &bytes) == ATTN_OK, "workspace size");
+        ws = xmalloc(bytes ? bytes : 1);
+        oq.workspace = ws;
+        oq.workspace_size = bytes;
+    }
+    const attn_status st8 = run_op(t, op, s, &oq, tq, &kp->q8, &vp->q8, &ta, &sta);
+    CHECK(st8 == ATTN_OK, "%s: status %d", ops[op], st8);
+    ref_attn r;
+    ref_attn_compute(&r, s, o, tq, &kp->f, op == 2 ? &vp->f : NULL, op == 2 ? rescales_of(t, s, o) : 0);
+    if (op == 0)
+        expect_near("scores vs float64", a, cols, r.s, r.s_err, rows, (size_t)cols);
+    else if (op == 1)
+        expect_near("weights vs float64", a, cols, r.p, r.p_err, rows, (size_t)cols);
+    else
+        expect_near("out vs float64", a, cols, r.o, r.o_err, rows, (size_t)cols);
+    if (op > 0) {
+        expect_near("lse vs float64", st, (ptrdiff_t)rows, r.lse, r.lse_err, 1, rows);
+        expect_near("max_score vs float64", st + rows, (ptrdiff_t)rows, r.max, r.max_err, 1,
+                    rows);
+        expect_near("entropy vs float64", st + 2 * rows, (ptrdiff_t)rows, r.ent, r.ent_err, 1,
+                    rows);
+    }
+    ref_attn_free(&r);
+    free(ws);
+    free(a);
+    free(st);
+}
+
+/*
+ * FP8 scales per group of channels (attn.h 1.8): with k_scale_group and
+ * v_scale_group a call is attention over the values fl32(fp8 * its group's
+ * scale), within the F32 bound of those values: scores, weights and the
+ * forward with its stats against the float64 reference of the F32 caches
+ * holding them, in the dense layouts of draw_case (per token and head, per
+ * head (per channel with group 1), per token; lengths), with
+ * split-KV, top-k lists, the bf16 mode; the other cache may keep one
+ * scale per row (powers of two, as in pow2_equals_f32). The paged pool is
+ * groups_paged_same_bits'.
+ */
+HARNESS_ISA_PARAMS(fp8_scales, groups_within_f32_bound)
+ParameterizedTest(isa_row *row, fp8_scales, groups_within_f32_bound,
+                  .timeout = ATTN_TEST_TIMEOUT)
+{
+    const attn_dsp *t = harness_begin(row);
+    rng *g = harness_rng();
+    for (int rep = 0; rep < 40; rep++) {
+        scaled_case c;
+        draw_case(&c, g);
+        free(c.table);
+        c.table = NULL;
+        c.paged = 0; /* the reference reads dense tensors, and writes every */
+        c.use_offsets = 0; /* score column (a call with offsets only its own) */
+        const attn_shape *s = &c.s;
+        float sinks[8];
+        attn_options o = case_options(&c, g, sinks);
+        const int kind = (int)rng_int(g, 0, 2); /* 0 both grouped, 1 k only, 2 v only */
+        const int64_t kg = kind != 2 ? draw_group(g, s->head_dim) : 0;
+        const int64_t vg = kind != 1 ? draw_group(g, s->v_dim) : 0;
+        const int topk = rng_int(g, 0, 3) == 0, bf16 = rng_int(g, 0, 3) == 0;
+        cache_pair kp, vp;
+        if (kind == 2) /* one scale per row, powers of two (pow2_equals_f32) */
+            make_pair(&kp, &c, g, c.kdt, s->head_dim, -6, 6);
+        else
+            make_grouped(&kp, &c, g, c.kdt, s->head_dim, kg);
+        if (kind == 1)
+            make_pair(&vp, &c, g, c.vdt, s->v_dim, 0, 6);
+        else
+            make_grouped(&vp, &c, g, c.vdt, s->v_dim, vg);
+        attn_tensor tq;
+        float *q = random_q(g, s, &tq);
+        int32_t *list = NULL;
+        if (topk) {
+            o.topk = rng_int(g, 1, 40);
+            list = random_topk(g, s, o.kv_lens, o.topk);
+            o.topk_indices = list;
+        }
+        if (bf16 && kind == 0) /* an FP8 cache with row scales has no bf16 kernels */
+            o.precision = ATTN_PRECISION_BF16;
+        attn_options o8 = o;
+        o8.k_scales = &kp.scales;
+        o8.v_scales = &vp.scales;
+        o8.k_scale_group = kg;
+        o8.v_scale_group = vg;
+        for (int op = 0; op < 3; op++) {
+            harness_context("rep %d op %d B=%lld Hq=%lld Hkv=%lld Lq=%lld Lk=%lld d=%lld dv=%lld "
+                            "k=%d v=%d groups %lld/%lld view=%d blhd=%d lens=%d offsets=%d "
+                            "causal=%u window=%lld softcap=%g topk=%lld precision=%lld",
+                            rep, op, (long long)s->batch, (long long)s->q_heads,
+                            (long long)s->kv_heads, (long long)s->q_len, (long long)s->kv_len,
+                            (long long)s->head_dim, (long long)s->v_dim, c.kdt, c.vdt,
+                            (long long)kg, (long long)vg, c.view, c.blhd, c.use_lens,
+                            c.use_offsets, o.flags, (long long)o.window, (double)o.softcap,
+                            (long long)o.topk, (long long)o.precision);
+            check_grouped(t, op, s, &o, &o8, &tq, &kp, &vp);
+        }
+        free(list);
+        free(q);
+        free_pair(&kp);
+        free_pair(&vp);
+    }
+}
+
+/* Rows of a dense [b][h][l][cols] view copied into the case's shuffled pool
+   view (cols values of elem bytes per row). */
+static void to_pool(const scaled_case *c, const attn_tensor *dense, const attn_tensor *pool,
+                    int64_t cols, size_t elem)
+{
+    for (int64_t b = 0; b < c->s.batch; b++)
+        for (int64_t h = 0; h < c->s.kv_heads; h++)
+            for (int64_t j = 0; j < c->s.kv_len; j++) {
+                const int64_t blk = c->table[b * c->pages + j / c->bs], slot = j % c->bs;
+                memcpy((char *)pool->data + (size_t)(blk * pool->batch_stride +
+                                                     h * pool->head_stride +
+                                                     slot * pool->row_stride) * elem,
+                       (const char *)dense->data + (size_t)(b * dense->batch_stride +
+                                                            h * dense->head_stride +
+                                                            j * dense->row_stride) * elem,
+                       (size_t)cols * elem);
+            }
+}
+
+/*
+ * The same grouped caches dense and in a shuffled paged pool (their scale
+ * views too): the same bits, for scores, weights and the forward with its
+ * stats, top-k lists sometimes (a grouped row is decoded wherever it lies).
+ */
+HARNESS_ISA_PARAMS(fp8_scales, groups_paged_same_bits)
+ParameterizedTest(isa_row *row, fp8_scales, groups_paged_same_bits,
+                  .timeout = ATTN_TEST_TIMEOUT)
+{
+    const attn_dsp *t = harness_begin(row);
+    rng *g = harness_rng();
+    for (int rep = 0; rep < 30; rep++) {
+        scaled_case c = {.table = NULL};
+        do {
+            free(c.table);
+            draw_case(&c, g);
+        } while (!c.paged);
+        scaled_case d = c; /* the same case, dense */
+        d.paged = 0;
+        d.table = NULL;
+        const attn_shape *s = &c.s;
+        const attn_options o = case_options(&c, g, NULL);
+        attn_options od = o;
+        od.block_table = NULL;
+        od.block_table_stride = od.block_size = od.num_blocks = 0;
+        const int64_t kg = draw_group(g, s->head_dim), vg = draw_group(g, s->v_dim);
+        cache_pair kd, vd;
+        make_grouped(&kd, &d, g, c.kdt, s->head_dim, kg);
+        make_grouped(&vd, &d, g, c.vdt, s->v_dim, vg);
+        /* the pool: the dense rows and scales copied to their slots */
+        buf bk, bv, bks, bvs;
+        attn_tensor kpool = cache_layout(&c, s->head_dim), vpool = cache_layout(&c, s->v_dim);
+        attn_tensor kspool = scale_layout_cols(&c, s->head_dim / kg),
+                    vspool = scale_layout_cols(&c, s->v_dim / vg);
+        kpool.dtype = c.kdt;
+        vpool.dtype = c.vdt;
+        kpool.data = buf_alloc(&bk, span(&kpool, c.nb, s->kv_heads, c.bs, s->head_dim), 1);
+        vpool.data = buf_alloc(&bv, span(&vpool, c.nb, s->kv_heads, c.bs, s->v_dim), 1);
+        kspool.data = buf_alloc(&bks, span(&kspool, c.nb, s->kv_heads, c.bs, s->head_dim / kg) * 4, 0);
+        vspool.data = buf_alloc(&bvs, span(&vspool, c.nb, s->kv_heads, c.bs, s->v_dim / vg) * 4, 0);
+        to_pool(&c, &kd.q8, &kpool, s->head_dim, 1);
+        to_pool(&c, &vd.q8, &vpool, s->v_dim, 1);
+        to_pool(&c, &kd.scales, &kspool, s->head_dim / kg, 4);
+        to_pool(&c, &vd.scales, &vspool, s->v_dim / vg, 4);
+        attn_tensor tq;
+        float *q = random_q(g, s, &tq);
+        attn_options a8 = od, p8 = o;
+        a8.k_scales = &kd.scales;
+        a8.v_scales = &vd.scales;
+        p8.k_scales = &kspool;
+        p8.v_scales = &vspool;
+        a8.k_scale_group = p8.k_scale_group = kg;
+        a8.v_scale_group = p8.v_scale_group = vg;
+        int32_t *list = NULL;
+        if (rng_int(g, 0, 2) == 0) {
+            a8.topk = p8.topk = rng_int(g, 1, 40);
+            list = random_topk(g, s, o.kv_lens, a8.topk);
+            a8.topk_indices = p8.topk_indices = list;
+        }
+        const size_t rows = (size_t)(s->batch * s->q_heads * s->q_len);
+        for (int op = 0; op < 3; op++) {
+            harness_context("rep %d op %d B=%lld Hq=%lld Hkv=%lld Lq=%lld Lk=%lld d=%lld dv=%lld "
+                            "groups %lld/%lld view=%d bs=%lld topk=%lld",
+                            rep, op, (long long)s->batch, (long long)s->q_heads,
+                            (long long)s->kv_heads, (long long)s->q_len, (long long)s->kv_len,
+                            (long long)s->head_dim, (long long)s->v_dim, (long long)kg,
+                            (long long)vg, c.view, (long long)c.bs, (long long)a8.topk);
+            const int64_t cols = op == 2 ? s->v_dim : s->kv_len;
+            float *a = xcalloc0(rows * (size_t)cols, 4), *b = xcalloc0(rows * (size_t)cols, 4);
+            float *sa = xcalloc0(3 * rows, 4), *sb = xcalloc0(3 * rows, 4);
+            const attn_row_stats sta = {sa, sa + rows, sa + 2 * rows};
+            const attn_row_stats stb = {sb, sb + rows, sb + 2 * rows};
+            const attn_tensor ta = {a, ATTN_DTYPE_F32, s->q_heads * s->q_len * cols,
+                                    s->q_len * cols, cols};
+            attn_tensor tb = ta;
+            tb.data = b;
+            CHECK(run_op(t, op, s, &a8, &tq, &kd.q8, &vd.q8, &ta, &sta) == ATTN_OK, "dense");
+            CHECK(run_op(t, op, s, &p8, &tq, &kpool, &vpool, &tb, &stb) == ATTN_OK, "paged");
+            expect_bits(op == 0 ? "scores" : op == 1 ? "weights" : "out", b, a,
+                        rows * (size_t)cols);
+            if (op > 0)
+                expect_bits("lse, max_score, entropy", sb, sa, 3 * rows);
+            free(a);
+            free(b);
+            free(sa);
+            free(sb);
+        }
+        free(list);
+        free(q);
+        free_pair(&kd);
+        free_pair(&vd);
+        buf_free(&bk);
+        buf_free(&bv);
+        buf_free(&bks);
+        buf_free(&bvs);
+        free(c.table);
+    }
+}
+
+/*
+ * DeepSeek V3.2's FP8 latent rows, read in place (attn.h 1.8): 656 bytes
+ * per token, 512 E4M3 values, their 4 f32 scales (128 channels each), 64
+ * bf16 rope values (not read here); k the 512 values, v the same bytes
+ * (MLA: V is K's latent), k_scales = v_scales the in-row floats (row
+ * stride 164 floats). Within the F32 bound of the decoded values, dense
+ * and with top-k lists.
+ */
+HARNESS_ISA_PARAMS(fp8_scales, deepseek_latent_rows)
+ParameterizedTest(isa_row *row, fp8_scales, deepseek_latent_rows, .timeout = ATTN_TEST_TIMEOUT)
+{
+    const attn_dsp *t = harness_begin(row);
+    rng *g = harness_rng();
+    enum { ROW = 656, D = 512, G = 128, HQ = 16 };
+    for (int rep = 0; rep < 4; rep++) {
+        const int64_t lk = rng_int(g, 1, 300), lq = rng_int(g, 1, 2);
+        const attn_shape s = {1, HQ, 1, lq, lk, D, D};
+        unsigned char *c = xmalloc((size_t)(lk * ROW));
+        float *f = xmalloc((size_t)(lk * D) * 4);
+        for (int64_t j = 0; j < lk; j++) {
+            unsigned char *r = c + j * ROW;
+            float sc[D / G];
+            for (int k = 0; k < D / G; k++)
+                sc[k] = ldexpf(rng_float(g, 1.0f, 2.0f), (int)rng_int(g, -8, 0));
+            memcpy(r + D, sc, sizeof sc);
+            for (int64_t i = 0; i < D; i++) {
+                r[i] = fp8_byte(g, ATTN_KV_FP8_E4M3, 448.0);
+                f[j * D + i] = (float)(ref_quant_value(ATTN_KV_FP8_E4M3, r, (size_t)i) * sc[i / G]);
+            }
+            for (int64_t i = D + (int64_t)sizeof sc; i < ROW; i++)
+                r[i] = (unsigned char)rng_int(g, 0, 255); /* the rope dims: not read */
+        }
+        const attn_tensor k8 = {c, ATTN_DTYPE_FP8_E4M3, 0, 0, ROW};
+        const attn_tensor kf = {f, ATTN_DTYPE_F32, 0, 0, D};
+        const attn_tensor sv = {c + D, ATTN_DTYPE_F32, 0, 0, ROW / 4};
+        attn_tensor tq;
+        float *q = random_q(g, &s, &tq);
+        attn_options o = ATTN_OPTIONS_INIT;
+        o.scale = 0.04f;
+        int32_t *list = NULL;
+        if (rep & 1) {
+            o.topk = rng_int(g, 1, 64);
+            list = random_topk(g, &s, NULL, o.topk);
+            o.topk_indices = list;
+        }
+        harness_context("rep %d Lq %lld Lk %lld topk %lld", rep, (long long)lq, (long long)lk,
+                        (long long)o.topk);
+        attn_options o8 = o;
+        o8.k_scales = o8.v_scales = &sv;
+        o8.k_scale_group = o8.v_scale_group = G;
+        const cache_pair kp = {.q8 = k8, .f = kf}, vp = kp;
+        check_grouped(t, 2, &s, &o, &o8, &tq, &kp, &vp);
+        free(list);
+        free(q);
+        free(c);
+        free(f);
+    }
+}
+
 HARNESS_ISA_PARAMS(fp8_scales, equal_scales_are_k_scale)
 ParameterizedTest(isa_row *row, fp8_scales, equal_scales_are_k_scale,
                   .timeout = ATTN_TEST_TIMEOUT)
@@ -406,13 +786,19 @@ Test(fp8_scales, refusals)
         const char *what;
         const attn_tensor *k, *v;
         int k_rows, v_rows, both, f16;
+        int64_t kg, vg; /* scale groups (1.8) */
         attn_status want;
     } cases[] = {
-        {"k_scales with an F32 k", &tkf, &tk8, 1, 0, 0, 0, ATTN_ERR_ARG},
-        {"v_scales with an F32 v", &tk8, &tkf, 0, 1, 0, 0, ATTN_ERR_ARG},
-        {"k_scales and k_scale", &tk8, &tk8, 1, 0, 1, 0, ATTN_ERR_ARG},
-        {"v_scales and v_scale", &tk8, &tk8, 0, 1, 1, 0, ATTN_ERR_ARG},
-        {"k_scales of dtype F16", &tk8, &tk8, 1, 0, 0, 1, ATTN_ERR_ARG},
+        {"k_scales with an F32 k", &tkf, &tk8, 1, 0, 0, 0, 0, 0, ATTN_ERR_ARG},
+        {"v_scales with an F32 v", &tk8, &tkf, 0, 1, 0, 0, 0, 0, ATTN_ERR_ARG},
+        {"k_scales and k_scale", &tk8, &tk8, 1, 0, 1, 0, 0, 0, ATTN_ERR_ARG},
+        {"v_scales and v_scale", &tk8, &tk8, 0, 1, 1, 0, 0, 0, ATTN_ERR_ARG},
+        {"k_scales of dtype F16", &tk8, &tk8, 1, 0, 0, 1, 0, 0, ATTN_ERR_ARG},
+        {"k_scale_group without k_scales", &tk8, &tk8, 0, 0, 0, 0, 8, 0, ATTN_ERR_ARG},
+        {"v_scale_group without v_scales", &tk8, &tk8, 1, 0, 0, 0, 0, 8, ATTN_ERR_ARG},
+        {"k_scale_group 12 of head_dim 32", &tk8, &tk8, 1, 0, 0, 0, 12, 0, ATTN_ERR_SHAPE},
+        {"v_scale_group 64 of v_dim 32", &tk8, &tk8, 0, 1, 0, 0, 0, 64, ATTN_ERR_SHAPE},
+        {"k_scale_group with an F32 k", &tkf, &tk8, 1, 0, 0, 0, 1, 0, ATTN_ERR_ARG},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         harness_context("%s", cases[i].what);
@@ -422,6 +808,8 @@ Test(fp8_scales, refusals)
             o.k_scales = view;
         if (cases[i].v_rows)
             o.v_scales = view;
+        o.k_scale_group = cases[i].kg;
+        o.v_scale_group = cases[i].vg;
         if (cases[i].both) {
             o.k_scale = cases[i].k_rows ? 2.0f : 0.0f;
             o.v_scale = cases[i].v_rows ? 2.0f : 0.0f;
@@ -447,7 +835,8 @@ static float expected_scale(const float *x, int64_t n, float top)
 /*
  * attn_cache_append with per-row scales: each new row's scale (its largest
  * magnitude over 448 / 57344, 1 for a zero row) lands in the view at the
- * row's slot and its bytes are the tests' own encoding of x / scale; every
+ * row's slot and its bytes are the tests' own encoding of x / scale (with
+ * scale groups, 1.8: each group's, over the group's largest magnitude); every
  * other byte of the caches and views is unchanged. Dense and paged
  * (shuffled pool) layouts; then the refusals: a non-finite new value
  * (ATTN_ERR_ARG), a broadcast view (ATTN_ERR_STRIDE), nothing written.
@@ -458,22 +847,28 @@ ParameterizedTest(isa_row *row, fp8_scales, append_writes_row_scales,
 {
     const attn_dsp *t = harness_begin(row);
     rng *g = harness_rng();
-    enum { B = 2, H = 2, LK = 20, T = 3, D = 24, BS = 4, NB = 12 };
-    for (int rep = 0; rep < 8; rep++) {
+    enum { B = 2, H = 2, LK = 20, T = 3, D = 24, BS = 4, NB = 12, MAXG = 4 };
+    for (int rep = 0; rep < 16; rep++) {
         const int paged = rep & 1;
+        /* from rep 8 on, scales per group (1.8): k 3 groups of 8, v 4 of 6 */
+        const int64_t grp[2] = {rep & 8 ? 8 : 0, rep & 8 ? 6 : 0};
+        const int64_t ng[2] = {grp[0] ? D / grp[0] : 1, grp[1] ? D / grp[1] : 1};
         const int dts[2] = {rep & 2 ? ATTN_KV_FP8_E5M2 : ATTN_KV_FP8_E4M3,
                             rep & 4 ? ATTN_KV_FP8_E4M3 : ATTN_KV_FP8_E5M2};
-        harness_context("rep %d paged %d k %d v %d", rep, paged, dts[0], dts[1]);
+        harness_context("rep %d paged %d k %d v %d groups %lld/%lld", rep, paged, dts[0], dts[1],
+                        (long long)grp[0], (long long)grp[1]);
         int32_t kv_lens[B] = {LK, (int32_t)rng_int(g, T, LK)}, table[B * (LK / BS)];
         for (int i = 0; i < NB; i++) /* a shuffled pool: entries past B * pages unused */
             if (i < B * (LK / BS))
                 table[i] = (int32_t)((i * 7 + 3) % NB);
         const int64_t outer = paged ? NB : B, rows = paged ? BS : LK;
         /* caches [outer][h][rows][D] bytes, views [outer][h][rows] */
-        const size_t nbytes = (size_t)(outer * H * rows * D), nsc = (size_t)(outer * H * rows);
+        const size_t nbytes = (size_t)(outer * H * rows * D);
+        const size_t nsc[2] = {(size_t)(outer * H * rows * ng[0]), (size_t)(outer * H * rows * ng[1])};
         uint8_t cache[2][NB * H * BS * D > B * H * LK * D ? NB * H * BS * D : B * H * LK * D];
         uint8_t want[2][sizeof cache[0]];
-        float sc[2][NB * H * BS > B * H * LK ? NB * H * BS : B * H * LK], scw[2][sizeof sc[0] / 4];
+        float sc[2][(NB * H * BS > B * H * LK ? NB * H * BS : B * H * LK) * MAXG];
+        float scw[2][sizeof sc[0] / 4];
         float x[2][B * H * T * D];
         for (int p = 0; p < 2; p++) {
             memset(cache[p], 0x5a, sizeof cache[p]);
@@ -487,7 +882,7 @@ ParameterizedTest(isa_row *row, fp8_scales, append_writes_row_scales,
         attn_tensor kv[2], views[2];
         for (int p = 0; p < 2; p++) {
             kv[p] = (attn_tensor){cache[p], dts[p], H * rows * D, rows * D, D};
-            views[p] = (attn_tensor){sc[p], ATTN_DTYPE_F32, H * rows, rows, 1};
+            views[p] = (attn_tensor){sc[p], ATTN_DTYPE_F32, H * rows * ng[p], rows * ng[p], ng[p]};
         }
         const attn_tensor xs[2] = {{x[0], ATTN_DTYPE_F32, H * T * D, T * D, D},
                                    {x[1], ATTN_DTYPE_F32, H * T * D, T * D, D}};
@@ -495,6 +890,8 @@ ParameterizedTest(isa_row *row, fp8_scales, append_writes_row_scales,
         o.kv_lens = kv_lens;
         o.k_scales = &views[0];
         o.v_scales = &views[1];
+        o.k_scale_group = grp[0];
+        o.v_scale_group = grp[1];
         if (paged) {
             o.block_table = table;
             o.block_table_stride = LK / BS;
@@ -513,18 +910,21 @@ ParameterizedTest(isa_row *row, fp8_scales, append_writes_row_scales,
                                       r = paged ? j % BS : j;
                         const float *xr = x[p] + ((b * H + h) * T + i) * D;
                         const float top = dts[p] == ATTN_KV_FP8_E4M3 ? 448.0f : 57344.0f;
-                        const float e = expected_scale(xr, D, top);
-                        scw[p][(o_ * H + h) * rows + r] = e;
-                        for (int64_t c = 0; c < D; c++)
-                            want[p][((o_ * H + h) * rows + r) * D + c] =
-                                dts[p] == ATTN_KV_FP8_E4M3 ? ref_f32_to_e4m3(xr[c] / e)
-                                                            : ref_f32_to_e5m2(xr[c] / e);
+                        const int64_t w = D / ng[p]; /* channels per scale */
+                        for (int64_t u = 0; u < ng[p]; u++) {
+                            const float e = expected_scale(xr + u * w, w, top);
+                            scw[p][((o_ * H + h) * rows + r) * ng[p] + u] = e;
+                            for (int64_t c = u * w; c < u * w + w; c++)
+                                want[p][((o_ * H + h) * rows + r) * D + c] =
+                                    dts[p] == ATTN_KV_FP8_E4M3 ? ref_f32_to_e4m3(xr[c] / e)
+                                                                : ref_f32_to_e5m2(xr[c] / e);
+                        }
                     }
         attn_status st = attn_cache_append_with(t, &s, &o, &xs[0], &xs[1], &kv[0], &kv[1]);
         CHECK(st == ATTN_OK, "status %d", st);
         for (int p = 0; p < 2; p++) {
             expect_bytes(p ? "v cache" : "k cache", cache[p], want[p], nbytes);
-            expect_bytes(p ? "v scales" : "k scales", sc[p], scw[p], nsc * 4);
+            expect_bytes(p ? "v scales" : "k scales", sc[p], scw[p], nsc[p] * 4);
         }
 
         /* refusals: nothing written */
@@ -542,7 +942,7 @@ ParameterizedTest(isa_row *row, fp8_scales, append_writes_row_scales,
         CHECK(st == ATTN_ERR_STRIDE, "a broadcast view written: status %d", st);
         for (int p = 0; p < 2; p++) {
             expect_bytes("cache after a refusal", cache[p], before[p], nbytes);
-            expect_bytes("scales after a refusal", sc[p], sbefore[p], nsc * 4);
+            expect_bytes("scales after a refusal", sc[p], sbefore[p], nsc[p] * 4);
         }
     }
 }

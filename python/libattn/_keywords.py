@@ -221,7 +221,12 @@ def _heads(field, name):
 def _row_scales(field):
     """k_scales / v_scales: float32 values broadcastable to [B, Hkv, Lk] (the
     cache's shape without its last axis), read in place where they can be
-    (a float32 array; broadcast axes become strides of 0)."""
+    (a float32 array; broadcast axes become strides of 0). A 4-D array
+    [B, Hkv, Lk, G] gives G scales per row, each over dim / G consecutive
+    channels (attn.h 1.8: k_scale_group / v_scale_group), its groups
+    contiguous (copied when they are not)."""
+    group_field = field[0] + "_scale_group"
+
     def convert(value, call):
         if value is None:
             return
@@ -233,14 +238,24 @@ def _row_scales(field):
         if arr.dtype != np.float32:
             arr = arr.astype(np.float32)
         s = call.shape
+        shape = (s.batch, s.kv_heads, s.kv_len)
+        dim = s.head_dim if field == "k_scales" else (s.v_dim or s.head_dim)
+        groups = arr.shape[-1] if arr.ndim == 4 else 0
+        if arr.ndim == 4 and (groups < 1 or dim % groups):
+            raise ValueError("%s: %d groups per row do not divide the row's %d channels"
+                             % (field, groups, dim))
         try:
-            view = np.broadcast_to(arr, (s.batch, s.kv_heads, s.kv_len))
+            view = np.broadcast_to(arr, shape + ((groups,) if groups else ()))
         except ValueError:
             raise ValueError("%s: shape %r does not broadcast to [B, Hkv, Lk] = [%d, %d, %d]"
-                             % (field, arr.shape, s.batch, s.kv_heads, s.kv_len)) from None
-        strides = [st // 4 if n > 1 else 0 for st, n in zip(view.strides, view.shape)]
+                             " (or [B, Hkv, Lk, G])" % ((field, arr.shape) + shape)) from None
+        if groups > 1 and view.strides[3] != 4:
+            view = np.ascontiguousarray(view)
+        strides = [st // 4 if n > 1 else 0 for st, n in zip(view.strides[:3], view.shape[:3])]
         t = _CTensor(view.__array_interface__["data"][0], DType.F32, *strides)
         call.point(field, t, [arr, view])
+        if groups:
+            setattr(call.opt, group_field, dim // groups)
     return convert
 
 
@@ -436,12 +451,16 @@ _BY_HAND = (
             "attn.h. Where the CPU lacks the instructions: the default's result.",
             ops=("scores", "weights", "forward", "backward")),
     # FP8 caches, scales per key row (attn.h 1.6): dense caches only here
-    Keyword("k_scales", "k_scales", None, "Optional[Array]", _row_scales("k_scales"),
+    Keyword("k_scales", "k_scales k_scale_group", None, "Optional[Array]",
+            _row_scales("k_scales"),
             "fp8 only, instead of k_scale: one scale per key row, float32\n"
             "broadcastable to [B, Hkv, Lk] (per token and head; [Hkv, 1] per\n"
-            "head, [B, 1, Lk] per token). Not with the cache layouts.",
+            "head, [B, 1, Lk] per token), or G per row over head_dim / G\n"
+            "channels each, [B, Hkv, Lk, G] (attn.h 1.8; per channel: G =\n"
+            "head_dim). Not with the cache layouts.",
             ops=("scores", "weights", "forward")),
-    Keyword("v_scales", "v_scales", None, "Optional[Array]", _row_scales("v_scales"),
+    Keyword("v_scales", "v_scales v_scale_group", None, "Optional[Array]",
+            _row_scales("v_scales"),
             "fp8 only, instead of v_scale: one scale per value row, likewise.",
             ops=("forward",)),
     Keyword("q_lens", "q_lens", None, "Optional[Ints]", _lengths("q_lens", "q_len"),

@@ -12,7 +12,9 @@ test 'python-options' fails when it differs from the list (then run
   ctype    its C type: 'uint32', 'int32', 'int64', 'size_t', 'float', or a
            pointer: 'int32*', 'int64*', 'tensor*', 'void*', 'fn*' (a function)
   extent   the view a pointer covers: 'batch', 'scores', 'heads', 'qrows',
-           'keys' (one value per K/V row, laid out like k), or None
+           'kscales', 'vscales' (one value per K (V) row, or one per group
+           of k_scale_group (v_scale_group) channels, laid out like k),
+           'topk', or None
   dtype    the dtype a tensor must have (a DType name), None for the others
   since    the minor version of 1.x that appended it
   default  its value in ATTN_OPTIONS_INIT (None: NULL; struct_size: None,
@@ -56,8 +58,10 @@ ROWS = (
     Row("precision", "value", "int64", None, None, 2, 0, "precision"),
     Row("tree_parents", "i32", "int32*", "qrows", None, 3, None, "none"),
     Row("shared_prefix", "i32", "int32*", "batch", None, 4, None, "none"),
-    Row("k_scales", "tensor", "tensor*", "keys", "f32", 6, None, "none"),
-    Row("v_scales", "tensor", "tensor*", "keys", "f32", 6, None, "none"),
+    Row("k_scales", "tensor", "tensor*", "kscales", "f32", 6, None, "none"),
+    Row("v_scales", "tensor", "tensor*", "vscales", "f32", 6, None, "none"),
     Row("topk_indices", "i32", "int32*", "topk", None, 7, None, "none"),
     Row("topk", "value", "int64", None, None, 7, 0, "nonneg"),
+    Row("k_scale_group", "value", "int64", None, None, 8, 0, "nonneg"),
+    Row("v_scale_group", "value", "int64", None, None, 8, 0, "nonneg"),
 )

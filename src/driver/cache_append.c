@@ -36,6 +36,7 @@ typedef struct append_pair {
     int64_t cols;
     float scale; /* FP8: k_scale or v_scale, 0 resolved to 1; else 1 */
     attn_tensor rows; /* per-row scales written (k_scales / v_scales); data NULL: none */
+    int64_t group;    /* with rows: channels per scale (1.8), 0 for the whole row */
     float top;        /* with rows: the format's largest finite value */
 } append_pair;
 
@@ -103,16 +104,21 @@ static float row_scale(const float *x, int64_t n, float top)
 }
 
 /* Encodes new row x of pair pr at `row`, and with per-row scales its scale
-   at position j of sequence b, KV head h (the scale view opened as sc). */
+   (with scale groups, one per group: an FP8 byte per value) at position j
+   of sequence b, KV head h (the scale view opened as sc). */
 static void put_row(const attn_problem *pb, const append_pair *pr, attn_from_f32_fn *store,
                     const float *x, void *row, const kv_src *sc, int64_t b, int64_t j)
 {
-    float scale = pr->scale;
-    if (pr->rows.data) {
-        scale = row_scale(x, pr->cols, pr->top);
-        *(float *)(void *)cache_row(pb, sc, b, j) = scale;
+    if (!pr->rows.data) {
+        (void)store(x, row, (size_t)pr->cols, pr->scale);
+        return;
     }
-    (void)store(x, row, (size_t)pr->cols, scale);
+    float *const at = (float *)(void *)cache_row(pb, sc, b, j);
+    const int64_t g = pr->group ? pr->group : pr->cols;
+    for (int64_t c = 0; c < pr->cols / g; c++) {
+        at[c] = row_scale(x + c * g, g, pr->top);
+        (void)store(x + c * g, (unsigned char *)row + c * g, (size_t)g, at[c]);
+    }
 }
 
 /* Bytes of one encoded row of a pair's cache. */
@@ -210,7 +216,7 @@ static int rows_distinct(const attn_problem *pb)
 }
 
 /* A written view laid out like a cache (the cache, or its per-row scales
-   with cols 1) as an output byte range: the pool, or every sequence's rows
+   with a column per row or per group) as an output byte range: the pool, or every sequence's rows
    (one row space when every sequence shares it: batch_stride 0). */
 static attn_status add_written(attn_range_set *set, const attn_problem *pb, const attn_shape *s,
                                const attn_tensor *t, int64_t cols)
@@ -228,7 +234,9 @@ static attn_status add_pair(attn_range_set *set, const attn_problem *pb, const a
 {
     TRY(attn_add_tensor(set, &pr->src, s->batch, s->kv_heads, s->q_len, pr->cols, 0));
     TRY(add_written(set, pb, s, &pr->dst, pr->cols));
-    return pr->rows.data ? add_written(set, pb, s, &pr->rows, 1) : ATTN_OK;
+    return pr->rows.data
+               ? add_written(set, pb, s, &pr->rows, attn_scale_cols(pr->group, pr->cols))
+               : ATTN_OK;
 }
 
 static attn_status validate(const attn_dsp *dsp, append_problem *ap, const attn_shape *shape,
@@ -261,6 +269,7 @@ static attn_status validate(const attn_dsp *dsp, append_problem *ap, const attn_
     const int64_t cols[2] = {s.head_dim, v_dim};
     const float scale[2] = {o.k_scale, o.v_scale};
     const attn_tensor *const rows[2] = {o.k_scales, o.v_scales};
+    const int64_t groups[2] = {o.k_scale_group, o.v_scale_group};
     for (int p = 0; p < 2; p++) {
         if (!src[p])
             continue;
@@ -275,6 +284,7 @@ static attn_status validate(const attn_dsp *dsp, append_problem *ap, const attn_
         if (rows[p]) { /* per-row scales: written here, beside an FP8 cache */
             TRY(attn_check_row_scales(dst[p]->dtype, scale[p], p ? "v" : "k"));
             pr->rows = *rows[p];
+            pr->group = groups[p];
             pr->top = dst[p]->dtype == ATTN_DTYPE_FP8_E4M3 ? ATTN_FP8_E4M3_MAX
                                                            : ATTN_FP8_E5M2_MAX;
         }
@@ -418,7 +428,9 @@ static void task_append(void *vctx, size_t index)
         attn_from_f32_fn *const store = c->dsp->from_f32[pr->dst.dtype];
         for (int64_t h = 0; h < pb->kv_heads; h++) {
             const kv_src s = attn_kv_open(pb, &pr->dst, b, h, pr->cols);
-            const kv_src sc = pr->rows.data ? attn_kv_open(pb, &pr->rows, b, h, 1) : s;
+            const kv_src sc = pr->rows.data ? attn_kv_open(pb, &pr->rows, b, h,
+                                                           attn_scale_cols(pr->group, pr->cols))
+                                            : s;
             for (int64_t i = 0; i < n; i++) {
                 const float *x = row_f32(c->dsp, new_row(pb, &pr->src, b, h, i),
                                          pr->src.dtype, pr->cols, buf);

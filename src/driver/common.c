@@ -34,10 +34,29 @@ row_ref attn_make_row(const attn_problem *pb, int64_t b, int64_t h, int64_t i)
     return row;
 }
 
+int64_t attn_block_rows_within(const attn_dsp *dsp, int64_t per_row_floats, int64_t floats)
+{
+    int64_t fit = floats / per_row_floats;
+    return attn_max64(1, attn_min64((int64_t)dsp->block_q, fit));
+}
+
 int64_t attn_block_rows_for(const attn_dsp *dsp, int64_t per_row_floats)
 {
-    int64_t fit = ATTN_SCRATCH_FLOATS / per_row_floats;
-    return attn_max64(1, attn_min64((int64_t)dsp->block_q, fit));
+    return attn_block_rows_within(dsp, per_row_floats, ATTN_SCRATCH_FLOATS);
+}
+
+int64_t attn_plan_stage(const attn_problem *pb, task_plan *p, int64_t max_keys)
+{
+    const int64_t dim = attn_max64(pb->k_group ? pb->head_dim : 0, pb->v_group ? pb->v_dim : 0);
+    if (dim == 0)
+        return 0;
+    p->stage_stride = round_up16(dim);
+    /* a power of two (whole bf16 key panels), at most a tile's keys */
+    int64_t keys = 1;
+    while (keys * 2 <= max_keys && keys * 2 * p->stage_stride <= ATTN_SCRATCH_FLOATS / 2)
+        keys *= 2;
+    p->stage_keys = keys;
+    return keys * p->stage_stride;
 }
 
 task_plan attn_plan_common(const attn_dsp *dsp, const attn_problem *pb, int64_t heads_per_group)
@@ -58,6 +77,8 @@ task_plan attn_plan_common(const attn_dsp *dsp, const attn_problem *pb, int64_t 
     p.gather_keys = 0;
     p.gather_floats = 0;
     p.sel_window = 0;
+    p.stage_keys = 0;
+    p.stage_stride = 0;
     p.tasks = 0; /* each operation counts its own */
     return p;
 }

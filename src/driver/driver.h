@@ -34,9 +34,20 @@
  * every mode's bound. The default mode takes the bf16 dot kernel for BF16 q
  * and k: exact products (attn.h states what its flushing adds).
  */
+/* The dtype the kernels read K (V) as: F32 for an FP8 cache with scale
+   groups, which the driver decodes to f32 rows first (kv.h, attn_kv_stage). */
+static inline int32_t attn_k_kernel_dtype(const attn_problem *pb)
+{
+    return pb->k_group ? ATTN_DTYPE_F32 : pb->k.dtype;
+}
+static inline int32_t attn_v_kernel_dtype(const attn_problem *pb)
+{
+    return pb->v_group ? ATTN_DTYPE_F32 : pb->v.dtype;
+}
+
 static inline attn_qk_tile_fn *attn_qk_kernel(const attn_dsp *dsp, const attn_problem *pb)
 {
-    const int32_t dt = pb->k.dtype;
+    const int32_t dt = attn_k_kernel_dtype(pb);
     attn_qk_tile_fn *f = NULL;
     if (pb->opt.precision == ATTN_PRECISION_INT8)
         f = dsp->qk_i8[dt];
@@ -48,7 +59,7 @@ static inline attn_qk_tile_fn *attn_qk_kernel(const attn_dsp *dsp, const attn_pr
 
 static inline attn_pv_tile_fn *attn_pv_kernel(const attn_dsp *dsp, const attn_problem *pb)
 {
-    const int32_t dt = pb->v.dtype;
+    const int32_t dt = attn_v_kernel_dtype(pb);
     attn_pv_tile_fn *f = pb->opt.precision == ATTN_PRECISION_BF16 ? dsp->pv_bf16[dt] : NULL;
     return f ? f : dsp->pv_tile[dt];
 }
@@ -77,6 +88,11 @@ typedef struct task_plan {
                                 accumulator in the task scratch; 0 else */
     int64_t gather_floats;   /* that buffer's size in floats */
     int64_t sel_window;      /* keys per window of the top-k selection bitmaps */
+    int64_t stage_keys;      /* FP8 caches with scale groups: key rows decoded
+                                per kernel call into the stage, which follows
+                                the accumulator (or the query block of the score
+                                operations) in the task scratch; 0 else */
+    int64_t stage_stride;    /* floats per staged row */
     size_t tasks;            /* the task count, which the operation's plan sets */
 } task_plan;
 
@@ -157,6 +173,12 @@ void attn_fill_out_row(const attn_tensor *t, int64_t b, int64_t h, int64_t r, fl
 
 /* Tiles the block rows so that per_row_floats of scratch fit per row. */
 int64_t attn_block_rows_for(const attn_dsp *dsp, int64_t per_row_floats);
+/* The same within `floats` of the scratch (the rest holds a stage). */
+int64_t attn_block_rows_within(const attn_dsp *dsp, int64_t per_row_floats, int64_t floats);
+/* FP8 scale groups (attn.h 1.8): sets p's stage (stage_keys rows of
+   stage_stride floats, within half the task scratch) when the call decodes
+   K or V rows to f32; returns the floats it takes (0 without groups). */
+int64_t attn_plan_stage(const attn_problem *pb, task_plan *p, int64_t max_keys);
 /* The plan fields every operation shares (groups, rows, strides). */
 task_plan attn_plan_common(const attn_dsp *dsp, const attn_problem *pb, int64_t heads_per_group);
 /* Row i (counted from its sequence's start) of sequence b and head h. */

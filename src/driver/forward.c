@@ -70,10 +70,13 @@ static int v_as_k_columns(const attn_problem *pb)
 /* Bytes of one row of K or V, whichever is longer (a gathered row). */
 static int64_t gathered_row_bytes(const attn_problem *pb)
 {
-    const int64_t kb = pb->head_dim / attn_dtype_block(pb->k.dtype) *
-                       (int64_t)attn_dtype_size(pb->k.dtype);
-    const int64_t vb = pb->v_dim / attn_dtype_block(pb->v.dtype) *
-                       (int64_t)attn_dtype_size(pb->v.dtype);
+    /* FP8 with scale groups: gathered decoded, as f32 (attn_kv_stage) */
+    const int64_t kb = pb->k_group ? pb->head_dim * 4
+                                   : pb->head_dim / attn_dtype_block(pb->k.dtype) *
+                                         (int64_t)attn_dtype_size(pb->k.dtype);
+    const int64_t vb = pb->v_group ? pb->v_dim * 4
+                                   : pb->v_dim / attn_dtype_block(pb->v.dtype) *
+                                         (int64_t)attn_dtype_size(pb->v.dtype);
     return attn_max64(kb, vb);
 }
 
@@ -164,8 +167,9 @@ static task_plan plan_forward(const attn_dsp *dsp, const attn_problem *pb)
        which made prefill 7 % of the FMA peak faster on Zen 5: fewer passes
        over K and V, each K panel packed for more rows). */
     p.q_direct = pb->q.dtype == ATTN_DTYPE_F32 && p.heads_per_group == 1;
-    p.block_rows =
-        attn_block_rows_for(dsp, (p.q_direct ? 0 : p.q_stride) + p.block_k + p.acc_stride);
+    const int64_t staged = attn_plan_stage(pb, &p, p.block_k); /* after the accumulator */
+    p.block_rows = attn_block_rows_within(
+        dsp, (p.q_direct ? 0 : p.q_stride) + p.block_k + p.acc_stride, ATTN_SCRATCH_FLOATS - staged);
     p.blocks = (p.rows + p.block_rows - 1) / p.block_rows;
     p.splits = pb->splits;
     p.tasks = (size_t)(pb->batch * (p.groups * p.blocks * p.splits));
@@ -245,6 +249,16 @@ static void finish_row(const attn_dsp *dsp, const attn_problem *pb, const row_re
     }
 }
 
+/* The FP8 scale view of k or v (attn.h 1.6 and 1.8), opened like its cache
+   with one column per row or one per group; the cache's own view when
+   absent (never read then). */
+static kv_src open_scales(const attn_problem *pb, const attn_tensor *t, int64_t group,
+                          int64_t dim, int64_t b, int64_t kv_head)
+{
+    return attn_kv_open(pb, t->data ? t : &pb->k, b, kv_head,
+                        t->data ? attn_scale_cols(group, dim) : pb->head_dim);
+}
+
 /* ------------------------------------------------------------ top-k */
 
 
@@ -257,6 +271,15 @@ static void gather_rows(const kv_src *src, int64_t w0, const uint16_t *pos, int6
         const void *row = attn_kv_run(src, w0 + pos[t], w0 + pos[t] + 1, &len);
         memcpy(dst + (size_t)t * src->row_bytes, row, src->row_bytes);
     }
+}
+
+/* The same decoded to f32 with their scale groups (attn_kv_stage), rows
+   src->cols floats apart. */
+static void stage_rows(const attn_dsp *dsp, const kv_src *src, const kv_src *sc, int64_t g,
+                       int64_t w0, const uint16_t *pos, int64_t n, float *dst)
+{
+    for (int64_t t = 0; t < n; t++)
+        attn_kv_stage(dsp, src, sc, g, w0 + pos[t], 1, dst + t * src->cols, src->cols);
 }
 
 /* Takes the next (at most) n set bits of the union bitmap uni from word
@@ -311,12 +334,19 @@ forward_selected(const attn_dsp *dsp, const attn_problem *pb, const task_plan *p
     const int64_t b = rows[0].b, G = p->block_k, C = p->gather_keys;
     const kv_src ks = attn_kv_open(pb, &pb->k, b, kv_head, pb->head_dim);
     const kv_src vs = attn_kv_open(pb, &pb->v, b, kv_head, pb->v_dim);
-    const ptrdiff_t k_units = (ptrdiff_t)(ks.row_bytes / ks.esize);
-    const ptrdiff_t v_units = (ptrdiff_t)(vs.row_bytes / vs.esize);
-    const int k_rows = pb->k_scales.data != NULL, v_rows = pb->v_scales.data != NULL;
+    /* gathered rows lie back to back; FP8 with scale groups decoded to f32 */
+    const ptrdiff_t k_units = pb->k_group ? pb->head_dim : (ptrdiff_t)(ks.row_bytes / ks.esize);
+    const ptrdiff_t v_units = pb->v_group ? pb->v_dim : (ptrdiff_t)(vs.row_bytes / vs.esize);
+    const kv_src kss = open_scales(pb, &pb->k_scales, pb->k_group, pb->head_dim, b, kv_head);
+    const kv_src vss = open_scales(pb, &pb->v_scales, pb->v_group, pb->v_dim, b, kv_head);
+    const int k_rows = pb->k_scales.data && !pb->k_group, v_rows = pb->v_scales.data && !pb->v_group;
     const int terms = attn_has_score_terms(pb);
-    /* V rows inside K's (MLA's latent cache): K's gather brought them in */
-    const int v_in_k = v_as_k_columns(pb) && pb->v.data == pb->k.data;
+    /* V rows inside K's (MLA's latent cache): K's gather brought them in,
+       decoded alike where both have the same scale groups */
+    const int same_decode = pb->k_group == pb->v_group &&
+                            (!pb->k_group || !memcmp(&pb->k_scales, &pb->v_scales,
+                                                     sizeof pb->k_scales));
+    const int v_in_k = v_as_k_columns(pb) && pb->v.data == pb->k.data && same_decode;
     const int reuse = v_in_k && C == G;
     /* the scratch after the gather buffer (SEL_ROW_FLOATS, SEL_FIXED_FLOATS) */
     const int64_t W = p->sel_window, words = W / 64;
@@ -377,7 +407,10 @@ forward_selected(const attn_dsp *dsp, const attn_problem *pb, const task_plan *p
                 const int64_t cn = attn_min64(C, nk - c);
                 if (c + 2 * C < nk) /* two chunks ahead */
                     prefetch_rows(&ks, w0, tp + c + 2 * C, attn_min64(C, nk - c - 2 * C));
-                gather_rows(&ks, w0, tp + c, cn, (unsigned char *)gbuf);
+                if (pb->k_group)
+                    stage_rows(dsp, &ks, &kss, pb->k_group, w0, tp + c, cn, gbuf);
+                else
+                    gather_rows(&ks, w0, tp + c, cn, (unsigned char *)gbuf);
                 if (!v_in_k)
                     prefetch_rows(&vs, w0, tp + c, cn);
                 for (int64_t r = 0, e; (e = attn_next_run(rows, n, &r, kb, ke)) > r; r = e)
@@ -385,7 +418,6 @@ forward_selected(const attn_dsp *dsp, const attn_problem *pb, const task_plan *p
                        (size_t)pb->head_dim, pb->qk_scale, sbuf + r * G + c, G);
             }
             if (k_rows) {
-                const kv_src kss = attn_kv_open(pb, &pb->k_scales, b, kv_head, 1);
                 for (int64_t t = 0; t < nk; t++)
                     attn_kv_scales(&kss, w0 + tp[t], w0 + tp[t] + 1, pb->scale, kfac + t);
                 for (int64_t r = 0, e; (e = attn_next_run(rows, n, &r, kb, ke)) > r; r = e)
@@ -417,7 +449,6 @@ forward_selected(const attn_dsp *dsp, const attn_problem *pb, const task_plan *p
                                 want_entropy);
                 }
             if (v_rows) {
-                const kv_src vss = attn_kv_open(pb, &pb->v_scales, b, kv_head, 1);
                 for (int64_t t = 0; t < nk; t++)
                     attn_kv_scales(&vss, w0 + tp[t], w0 + tp[t] + 1, 1.0f, vfac + t);
                 for (int64_t r = 0, e; (e = attn_next_run(rows, n, &r, kb, ke)) > r; r = e)
@@ -425,7 +456,9 @@ forward_selected(const attn_dsp *dsp, const attn_problem *pb, const task_plan *p
             }
             for (int64_t c = 0; c < nk; c += C) {
                 const int64_t cn = attn_min64(C, nk - c);
-                if (!reuse)
+                if (!reuse && pb->v_group)
+                    stage_rows(dsp, &vs, &vss, pb->v_group, w0, tp + c, cn, gbuf);
+                else if (!reuse)
                     gather_rows(&vs, w0, tp + c, cn, (unsigned char *)gbuf);
                 for (int64_t r = 0, e; (e = attn_next_run(rows, n, &r, kb, ke)) > r; r = e)
                     pv(sbuf + r * G + c, G, gbuf, reuse ? k_units : v_units, (size_t)(e - r),
@@ -453,13 +486,17 @@ static void forward_keys(const attn_dsp *dsp, const attn_problem *pb, const task
     const int want_entropy = pb->stats.entropy != NULL;
     attn_qk_tile_fn *const qk = attn_qk_kernel(dsp, pb);
     attn_pv_tile_fn *const pv = attn_pv_kernel(dsp, pb);
-    const int pairs = pv != dsp->pv_tile[pb->v.dtype]; /* pv_bf16 */
+    const int pairs = pv != dsp->pv_tile[attn_v_kernel_dtype(pb)]; /* pv_bf16 */
     const kv_src ks = attn_kv_open(pb, &pb->k, kv_seq, kv_head, pb->head_dim);
     const kv_src vs = attn_kv_open(pb, &pb->v, kv_seq, kv_head, pb->v_dim);
-    /* FP8 scales per key row (attn.h 1.6): their views, opened like k, v */
-    const int k_rows = pb->k_scales.data != NULL, v_rows = pb->v_scales.data != NULL;
-    const kv_src kss = k_rows ? attn_kv_open(pb, &pb->k_scales, kv_seq, kv_head, 1) : ks;
-    const kv_src vss = v_rows ? attn_kv_open(pb, &pb->v_scales, kv_seq, kv_head, 1) : vs;
+    /* FP8 scales per key row (attn.h 1.6), or per group of channels (1.8,
+       the rows then decoded into the stage after the accumulator): their
+       views, opened like k, v */
+    const kv_src kss = open_scales(pb, &pb->k_scales, pb->k_group, pb->head_dim, kv_seq, kv_head);
+    const kv_src vss = open_scales(pb, &pb->v_scales, pb->v_group, pb->v_dim, kv_seq, kv_head);
+    const int k_rows = pb->k_scales.data && !pb->k_group, v_rows = pb->v_scales.data && !pb->v_group;
+    float *const stage = acc + p->block_rows * p->acc_stride;
+    const int64_t C = p->stage_keys;
     float kfac[ATTN_MAX_BLOCK_K], vfac[ATTN_MAX_BLOCK_K];
     int64_t ulo, uhi;
     attn_visible_union(rows, n, &ulo, &uhi);
@@ -478,8 +515,17 @@ static void forward_keys(const attn_dsp *dsp, const attn_problem *pb, const task
             const size_t nr = (size_t)(run_end - r);
             float *s = sbuf + r * p->block_k;
             for (int64_t j = kb, len; j < ke; j += len) {
-                const void *kp = attn_kv_run(&ks, j, ke, &len);
-                qk(q + r * q_stride, q_stride, kp, ks.stride,
+                const void *kp;
+                ptrdiff_t kstride = ks.stride;
+                if (pb->k_group) {
+                    len = attn_min64(C, ke - j);
+                    attn_kv_stage(dsp, &ks, &kss, pb->k_group, j, len, stage, p->stage_stride);
+                    kp = stage;
+                    kstride = p->stage_stride;
+                } else {
+                    kp = attn_kv_run(&ks, j, ke, &len);
+                }
+                qk(q + r * q_stride, q_stride, kp, kstride,
                                           nr, (size_t)len, (size_t)pb->head_dim, pb->qk_scale,
                                           s + (j - kb), p->block_k);
             }
@@ -493,14 +539,24 @@ static void forward_keys(const attn_dsp *dsp, const attn_problem *pb, const task
             if (v_rows)
                 attn_scale_columns(s, p->block_k, (int64_t)nr, vfac, nk);
             for (int64_t j = kb, len; j < ke; j += len) {
-                const void *vp = attn_kv_run(&vs, j, ke, &len);
+                const void *vp;
+                ptrdiff_t vstride = vs.stride;
+                if (pb->v_group)
+                    len = attn_min64(C, ke - j);
+                else
+                    vp = attn_kv_run(&vs, j, ke, &len);
                 /* the bf16 P.V pairs keys 2m, 2m + 1 of a call: a run
                    that starts at an odd key of the sequence gives that key
                    a call of its own, so that the pairs are the same keys
-                   whether a page boundary cuts the run or not */
+                   whether a page boundary (or a stage) cuts the run or not */
                 if (pairs && (j - base) % 2 && len > 1)
                     len = 1;
-                pv(s + (j - kb), p->block_k, vp, vs.stride, nr,
+                if (pb->v_group) {
+                    attn_kv_stage(dsp, &vs, &vss, pb->v_group, j, len, stage, p->stage_stride);
+                    vp = stage;
+                    vstride = p->stage_stride;
+                }
+                pv(s + (j - kb), p->block_k, vp, vstride, nr,
                                           (size_t)len, (size_t)pb->v_dim,
                                           acc + r * p->acc_stride, p->acc_stride);
             }
@@ -730,8 +786,9 @@ static void prepare_forward(const task_ctx *ctx)
         return;
     prefix_ctx pc = {ctx->dsp, pb, ctx->plan};
     pc.plan.q_direct = 0; /* rows of several sequences: always converted */
-    pc.plan.block_rows =
-        attn_block_rows_for(ctx->dsp, pc.plan.q_stride + pc.plan.block_k + pc.plan.acc_stride);
+    pc.plan.block_rows = attn_block_rows_within(
+        ctx->dsp, pc.plan.q_stride + pc.plan.block_k + pc.plan.acc_stride,
+        ATTN_SCRATCH_FLOATS - pc.plan.stage_keys * pc.plan.stage_stride);
     size_t tasks = 0;
     prefix_group g;
     for (int64_t b = 0; b < pb->batch;) {

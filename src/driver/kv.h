@@ -135,6 +135,31 @@ static inline void attn_kv_scales(const kv_src *sc, int64_t kb, int64_t ke, floa
     }
 }
 
+/*
+ * FP8 scales per group of channels (attn.h 1.8): the rows of keys
+ * [j, j + n) of src decoded to f32 into dst (rows dst_stride floats apart),
+ * channels [c g, c g + g) of each times scale c of its row, read through
+ * sc, the scale view opened like its cache with src->cols / g columns. The
+ * F32 kernels then read dst as they read an F32 cache: one rounding per
+ * value, fl32(fp8 * scale), and the call is the F32 call on those values.
+ */
+static inline void attn_kv_stage(const attn_dsp *dsp, const kv_src *src, const kv_src *sc,
+                                 int64_t g, int64_t j, int64_t n, float *dst, ptrdiff_t dst_stride)
+{
+    const int64_t dim = src->cols, groups = sc->cols;
+    for (int64_t t = 0, len; t < n; t++, dst += dst_stride) {
+        const void *row = attn_kv_run(src, j + t, j + t + 1, &len);
+        const float *sf = (const float *)attn_kv_run(sc, j + t, j + t + 1, &len);
+        dsp->to_f32[src->t->dtype](row, dst, (size_t)dim);
+        if (g >= 16)
+            for (int64_t c = 0; c < groups; c++)
+                dsp->row_scale(dst + c * g, (size_t)g, sf[c]);
+        else
+            for (int64_t i = 0; i < dim; i++)
+                dst[i] *= sf[i / g];
+    }
+}
+
 /* Columns [0, n) of rows [0, nr) of s (rows s_stride apart) times fac. */
 static inline void attn_scale_columns(float *s, int64_t s_stride, int64_t nr, const float *fac,
                                       int64_t n)

@@ -24,9 +24,10 @@ task_plan attn_plan_scores(const attn_dsp *dsp, const attn_problem *pb)
 {
     task_plan p = attn_plan_common(dsp, pb, 1);
     const int windowed = pb->opt.window > 0 || pb->opt.window_right > 0;
-    p.block_rows = windowed ? attn_block_rows_for(dsp, p.q_stride)
-                            : attn_max64(1, attn_min64(ATTN_SCORES_BLOCK_Q,
-                                                       ATTN_SCRATCH_FLOATS / p.q_stride));
+    /* FP8 with scale groups: the decoded keys' stage after the queries */
+    const int64_t room = ATTN_SCRATCH_FLOATS - attn_plan_stage(pb, &p, p.block_k);
+    p.block_rows = windowed ? attn_block_rows_within(dsp, p.q_stride, room)
+                            : attn_max64(1, attn_min64(ATTN_SCORES_BLOCK_Q, room / p.q_stride));
     p.blocks = (p.rows + p.block_rows - 1) / p.block_rows;
     p.tasks = (size_t)(pb->batch * p.groups * p.blocks);
     return p;
@@ -46,9 +47,14 @@ int64_t attn_score_tiles(const task_ctx *ctx, size_t index, row_ref *rows, float
     const int64_t out_stride = pb->out.row_stride;
     float *const out = attn_out_row(&pb->out, rows[0].b, rows[0].h, rows[0].i);
     const kv_src ks = attn_kv_open(pb, &pb->k, rows[0].b, kv_head, pb->head_dim);
-    /* FP8 scales per key row (attn.h 1.6): qk_scale is then 1 */
-    const int k_rows = pb->k_scales.data != NULL;
-    const kv_src kss = k_rows ? attn_kv_open(pb, &pb->k_scales, rows[0].b, kv_head, 1) : ks;
+    /* FP8 scales per key row (attn.h 1.6): qk_scale is then 1; per group
+       of channels (1.8): the rows decoded into the stage after the queries */
+    const int k_rows = pb->k_scales.data && !pb->k_group;
+    const kv_src kss =
+        pb->k_scales.data ? attn_kv_open(pb, &pb->k_scales, rows[0].b, kv_head,
+                                         attn_scale_cols(pb->k_group, pb->head_dim))
+                          : ks;
+    float *const stage = qbuf + p->block_rows * p->q_stride;
     float kfac[ATTN_MAX_BLOCK_K];
 
     attn_qk_tile_fn *const qk = attn_qk_kernel(dsp, pb);
@@ -63,8 +69,17 @@ int64_t attn_score_tiles(const task_ctx *ctx, size_t index, row_ref *rows, float
         for (int64_t r = 0, run_end; (run_end = attn_next_run(rows, n, &r, kb, ke)) > r;
              r = run_end) {
             for (int64_t j = kb, len; j < ke; j += len) {
-                const void *kp = attn_kv_run(&ks, j, ke, &len);
-                qk(qbuf + r * p->q_stride, p->q_stride, kp, ks.stride,
+                const void *kp;
+                ptrdiff_t kstride = ks.stride;
+                if (pb->k_group) {
+                    len = attn_min64(p->stage_keys, ke - j);
+                    attn_kv_stage(dsp, &ks, &kss, pb->k_group, j, len, stage, p->stage_stride);
+                    kp = stage;
+                    kstride = p->stage_stride;
+                } else {
+                    kp = attn_kv_run(&ks, j, ke, &len);
+                }
+                qk(qbuf + r * p->q_stride, p->q_stride, kp, kstride,
                                           (size_t)(run_end - r), (size_t)len,
                                           (size_t)pb->head_dim, pb->qk_scale,
                                           out + r * out_stride + j, out_stride);
