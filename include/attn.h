@@ -349,7 +349,8 @@ typedef enum attn_dtype {
  *                     vLLM's fp8 KV cache); value = e4m3 * k_scale for k,
  *                     e4m3 * v_scale for v (attn_options, one scale per
  *                     call for all heads), or since 1.6 times a scale per
- *                     row (attn_options.k_scales / v_scales).
+ *                     row (attn_options.k_scales / v_scales), since 1.8
+ *                     per group of channels in a row (k_scale_group).
  *   ATTN_DTYPE_FP8_E5M2  (since 1.5) one byte per value, OCP E5M2 (bias 15,
  *                     2 mantissa bits, subnormals, S.11111.00 is +-inf,
  *                     S.11111.xx with xx != 0 is NaN, largest finite 57344):
@@ -603,27 +604,30 @@ typedef struct attn_options {
     const int32_t *topk_indices;
     int64_t topk;
     /* since 1.8: FP8 scales per group of channels inside a row (DeepSeek
-       V3.2's 128-channel groups; ONNX Runtime's per-channel scales are
-       group 1 with row_stride 0), or 0: one scale per row (1.6). With
-       k_scale_group = g > 0, k_scales (required, else ATTN_ERR_ARG) holds
-       head_dim / g consecutive f32 per key row where the 1.6 layout holds
-       one (same strides, same paging): the scale of channels [c g, c g + g)
-       of key j is that row's position + c. head_dim % g != 0 is
-       ATTN_ERR_SHAPE. Key j's value at channel i is then
-       fl32(fp8_ji * s_j(i/g)), and the call computes exactly what it
-       computes for an F32 k holding those values (scale as given, no
-       k_scale), so the F32 bound of the decoded values holds, with one
-       more relative u per value (tests/tolerance.h). v_scale_group: the
-       same for v (v_scales, v_dim). The scales may lie inside the cache's
-       own rows: DeepSeek V3.2's 656-byte latent rows (512 E4M3, 4 f32
-       scales, 64 bf16 rope dims), uint8_t *c, row t at c + 656 t: k = {c,
-       FP8_E4M3, .., row_stride 656} with head_dim 512 and k_scales =
-       {(float *)(c + 512), F32, .., row_stride 164} (656 / 4), k_scale_group
-       128. (The bf16 rope dims are not part of such a k: a k row is of one
-       dtype.) attn_cache_append writes group scales as it writes row
-       scales, each over its group's largest magnitude. Every other
-       operation that reads k (v) honours them; attn_backward takes no FP8
-       cache. */
+       V3.2's 128-channel groups; ONNX Runtime's per-channel scales are group 1
+       with row_stride 0), or 0: one scale per row (1.6). With k_scale_group =
+       g > 0, k_scales (required, else ATTN_ERR_ARG) holds head_dim / g
+       consecutive f32 per key row where the 1.6 layout holds one (same
+       strides, same paging): the scale of channels [c g, c g + g) of key j is
+       that row's position + c. head_dim % g != 0 is ATTN_ERR_SHAPE. Key j's
+       value at channel i is then fl32(fp8_ji * s_j(i/g)) (one rounding), and
+       the call is the call on an F32 k holding those values (scale as given,
+       k_scale 0): within the F32 bound of those values, against the exact fp8
+       * s one more relative 2^-24 per value (a value below 2^-126 off by at
+       most 2^-150). Its bits may differ from that F32 call's: the decoded rows
+       take scratch, so a task may hold fewer query rows. The same bits for
+       every layout of the same cache (dense, paged, packed). v_scale_group:
+       the same for v (v_scales, v_dim). The scales may lie inside the cache's
+       own rows: DeepSeek V3.2's 656-byte latent rows (512 E4M3, 4 f32 scales,
+       64 bf16 rope dims), uint8_t *c, row t at c + 656 t: k = {c, FP8_E4M3,
+       .., row_stride 656} with head_dim 512 and k_scales = {(float *)(c +
+       512), F32, .., row_stride 164} (656 / 4), k_scale_group 128. (The bf16
+       rope dims are not part of such a k: a k row is of one dtype.)
+       attn_cache_append writes group scales as it writes row scales, each over
+       its group's largest magnitude, into a view of their own (scales inside
+       the cache's rows share its byte range: ATTN_ERR_STRIDE; attn_quantize,
+       one call per group, encodes those rows). Every other operation that
+       reads k (v) honours them; attn_backward takes no FP8 cache. */
     int64_t k_scale_group;
     int64_t v_scale_group;
 } attn_options;

@@ -94,6 +94,14 @@ typedef void attn_pv_tile_fn(const float *p, ptrdiff_t p_stride,
    E4M3 value, no scale). */
 typedef void attn_to_f32_fn(const void *src, float *dst, size_t n);
 
+/* FP8 scales per group of channels (attn.h 1.8): `rows` rows of n values
+   of the variant's dtype, src_stride BYTES apart, decoded as to_f32 does
+   into rows dst_stride floats apart, value i of row r times (one f32
+   rounding) scales[r * scale_stride + i / group]; n % group == 0. */
+typedef void attn_to_f32_scaled_fn(const void *src, ptrdiff_t src_stride, size_t rows, size_t n,
+                                   const float *scales, ptrdiff_t scale_stride, size_t group,
+                                   float *dst, ptrdiff_t dst_stride);
+
 /*
  * dst = the n values of src in the variant's dtype, each rounded once as
  * attn_cache_append documents (attn.h): F32 as is, F16 and BF16 to nearest

@@ -26,7 +26,8 @@
 
 /* tile_<isa>.c, quant_<isa>.c: the tile family, one variant per K/V dtype */
 #define ATTN_SLOTS_TILE(R, dt, a)                                                           \
-    R(qk_tile, dt, KV, a) R(pv_tile, dt, KV, a) R(to_f32, dt, KV, a) R(qk_diag, dt, KV, a)
+    R(qk_tile, dt, KV, a) R(pv_tile, dt, KV, a) R(to_f32, dt, KV, a) R(qk_diag, dt, KV, a) \
+    R(to_f32_scaled, dt, KV, a)
 /* store_<isa>.c: f32 rows into a cache of the variant's dtype (attn_cache_append) */
 #define ATTN_SLOTS_STORE(R, dt, a) R(from_f32, dt, KV, a)
 /* row_<isa>.c */

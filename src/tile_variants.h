@@ -66,6 +66,26 @@
     {                                                                                        \
         to_f32(ATTN_KV_IDX(dt), src, dst, n);                                                \
     }
+/* The body's to_f32 per row, then each group times its scale: a loop the
+   compiler vectorises for the file's ISA (one kernel call per run of rows
+   instead of two per row and group). */
+#define ATTN_TILE_KERNEL_to_f32_scaled(dt, isa)                                              \
+    static void attn_to_f32_scaled_##dt##_##isa(                                             \
+        const void *src, ptrdiff_t src_stride, size_t rows, size_t n, const float *scales,   \
+        ptrdiff_t scale_stride, size_t group, float *dst, ptrdiff_t dst_stride)              \
+    {                                                                                        \
+        for (size_t r = 0; r < rows; r++) {                                                  \
+            float *y = dst + (ptrdiff_t)r * dst_stride;                                      \
+            const float *sc = scales + (ptrdiff_t)r * scale_stride;                          \
+            to_f32(ATTN_KV_IDX(dt), (const char *)src + (ptrdiff_t)r * src_stride, y, n);    \
+            for (size_t c = 0; c < n / group; c++) {                                         \
+                const float f = sc[c];                                                       \
+                float *yc = y + c * group;                                                   \
+                for (size_t i = 0; i < group; i++)                                           \
+                    yc[i] *= f;                                                              \
+            }                                                                                \
+        }                                                                                    \
+    }
 
 /* The dot file's slots (src/kernel_list.h): the body's qk_bf16, pv_bf16
    and qk_i8, with qk_tile's and pv_tile's signatures. */

@@ -530,6 +530,48 @@ static void check_to_f32(checkasm *c)
     }
 }
 
+/* FP8 scale groups (attn.h 1.8): rows decoded and times their groups'
+   scales, bit for bit as the oracle (one decode, one f32 product each);
+   a group of 1, of a power of two, of the whole row; rows at a byte
+   stride past the row, scales at a stride past the groups or 0. */
+static void check_to_f32_scaled(checkasm *c)
+{
+    const int dt = c->dt;
+    for (int i = 0; i < CA_TILE_SHAPES; i++) {
+        const size_t pv = unit_values(dt), rows = pick(c, 1, 9);
+        const size_t n = i == 0 ? 512 : dim_for(c, dt, 1, 300);
+        size_t g = i % 3 == 0 ? n : i % 3 == 1 ? 1 : (size_t)1 << pick(c, 0, 6);
+        while (n % g)
+            g /= 2; /* down to 1 at worst */
+        const size_t units = n / pv, ub = unit_bytes(dt);
+        const ptrdiff_t sstride = (ptrdiff_t)((units + pick(c, 0, 3)) * ub);
+        const ptrdiff_t scstride = i % 4 == 3 ? 0 : (ptrdiff_t)(n / g + pick(c, 0, 2));
+        const ptrdiff_t dstride = (ptrdiff_t)(n + pick(c, 0, 5));
+        unsigned char *x = xalloc(rows * (size_t)sstride);
+        float *sc = xalloc((rows * (size_t)(scstride ? scstride : 1) + n / g) * 4);
+        float *y = xalloc((rows * (size_t)dstride + 1) * 4);
+        float *y_ref = xalloc((rows * (size_t)dstride + 1) * 4);
+        for (size_t r = 0; r < rows; r++)
+            fill_kv(c, x + r * (size_t)sstride, dt, units);
+        for (size_t k = 0; k < rows * (size_t)(scstride ? scstride : 1) + n / g; k++)
+            sc[k] = uniform(c, 0.001f, 3.0f);
+        for (size_t k = 0; k <= rows * (size_t)dstride; k++)
+            y[k] = y_ref[k] = -7.0f; /* the gaps: never written */
+        c->t->to_f32_scaled[dt](x, sstride, rows, n, sc, scstride, g, y, dstride);
+        c->ref->to_f32_scaled[dt](x, sstride, rows, n, sc, scstride, g, y_ref, dstride);
+        for (size_t k = 0; k <= rows * (size_t)dstride; k++)
+            if (!same_bits(y[k], y_ref[k]))
+                fail(c, "rows=%zu n=%zu group=%zu: y[%zu] = %.9g, scalar %.9g (bitwise)", rows,
+                     n, g, k, (double)y[k], (double)y_ref[k]);
+        if (i == 0)
+            CA_BENCH(c, "rows of 512", 0,
+                     c->t->to_f32_scaled[dt](x, sstride, rows, n, sc, scstride, g, y, dstride),
+                     c->ref->to_f32_scaled[dt](x, sstride, rows, n, sc, scstride, g, y_ref,
+                                               dstride));
+        free(x), free(sc), free(y), free(y_ref);
+    }
+}
+
 /*
  * One f32 value for a store kernel of dtype dt: for the float dtypes any
  * bit pattern a third of the time (infinities, NaN, subnormals, values

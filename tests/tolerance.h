@@ -404,6 +404,18 @@ static inline double tol_wsum(double k, double abs_sum)
 #define TOL_VSCALES_REL 1.0
 
 /*
+ * FP8 scales per group of channels (attn.h 1.8, k_scale_group /
+ * v_scale_group): each value is decoded to fl32(fp8 * s), one rounding,
+ * and the F32 kernels take those values as an F32 cache's. The tests
+ * (tests/test_fp8_scales.c) build that F32 cache themselves (fp8 * s is
+ * exact in double, 4 + 24 significant bits, then rounded once to f32) and
+ * check the call against the float64 reference of it with the F32 bounds
+ * above, unchanged: no term is added. Against the exact fp8 * s, each
+ * value is off by u relative (or half the subnormal spacing below the
+ * normal range), which attn.h states.
+ */
+
+/*
  * 16-bit outputs (attn_forward's and attn_merge's out in F16 or BF16): the
  * operation computes its f32 row o32 exactly as for an F32 out (the same
  * bits: the tests check it bit for bit) and rounds each element once, to

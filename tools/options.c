@@ -145,6 +145,33 @@ static int pin_topk(const cli_option *o, const char *cmd, const char *v, cli_set
     return EXIT_OK;
 }
 
+/* --fp8-scales row|G: FP8 K and V with a scale per row (attn.h 1.6) or per
+   group of G channels of a row (1.8) beside them, each in [1/64, 1/4),
+   instead of one scale per call. */
+static int parse_fp8_scales(const cli_option *o, const char *cmd, const char *v, cli_settings *s)
+{
+    int64_t g = 0;
+    if (strcmp(v, "row")) {
+        char *end;
+        errno = 0;
+        const long long x = strtoll(v, &end, 10);
+        if (errno || end == v || *end || x < 1 || x > ATTN_MAX_HEAD_DIM)
+            return usage_error(cmd, "%s expects row or a group size in [1, %d], got '%s'",
+                               o->name, ATTN_MAX_HEAD_DIM, v);
+        g = x;
+    }
+    gen_pin(&s->pins, GEN_C_OPT(k_scales), 1);
+    gen_pin(&s->pins, GEN_C_OPT(v_scales), 1);
+    gen_pin(&s->pins, GEN_C_OPT(k_scale_group), g);
+    gen_pin(&s->pins, GEN_C_OPT(v_scale_group), g);
+    gen_pin_f(&s->pins, GEN_C_OPT(k_scale), 0.0); /* not with per-row scales */
+    gen_pin_f(&s->pins, GEN_C_OPT(v_scale), 0.0);
+    const gen_values u = {GEN_VAL_UNIFORM, 1.0f / 64.0f, 0.25f, 0, 0, 0, 0, 0, 0};
+    s->pins.val[GEN_OPT(k_scales)] = u;
+    s->pins.val[GEN_OPT(v_scales)] = u;
+    return EXIT_OK;
+}
+
 /* --tree chain|flat: a draft tree over every sequence's queries. */
 static int parse_tree(const cli_option *o, const char *cmd, const char *v, cli_settings *s)
 {
@@ -341,6 +368,12 @@ static const cli_option options[] = {
     {"--softcap", "C", CLI_RUN, P, pin_float, GEN_C_OPT(softcap), 0, 0,
      "score soft-capping C*tanh(s/C) (0: off)"},
     {"--kv-dtype", "T", CLI_RUN, P, parse_kv_dtype, 0, 0, 0, "f32, f16, bf16, q8_0, q4_0, fp8 (E4M3) or e5m2 (FP8 E5M2; scale 1) storage of K and V"},
+    {"--fp8-scales", "S", CLI_RUN, P, parse_fp8_scales, 0, 0, 0,
+     "with an fp8/e5m2 --kv-dtype: row (a scale per K and V row,\n"
+     "per token and head, as vLLM and SGLang keep them) or G (one per\n"
+     "group of G channels of a row, DeepSeek V3.2's G = 128), beside\n"
+     "the cache (attn_options.k_scales, k_scale_group), instead of one\n"
+     "scale per call"},
     {"--precision", "P", CLI_RUN, P, parse_precision, 0, 0, 0,
      "default, bf16 or int8 (attn_options.precision): bf16 rounds q,\n"
      "k, the weights and v to bfloat16 for the bf16 dot units; int8\n"

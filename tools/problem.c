@@ -226,8 +226,15 @@ static double kv_bytes_per_key(const problem *p)
 {
     const attn_shape *s = &p->shape;
     const attn_dtype t = kv_dtype_of(p);
-    return (double)s->kv_heads * (double)(s->head_dim + v_dim_of(s)) / (double)dtype_block(t) *
-           (double)dtype_size(t);
+    double bytes = (double)s->kv_heads * (double)(s->head_dim + v_dim_of(s)) /
+                   (double)dtype_block(t) * (double)dtype_size(t);
+    /* FP8 scales beside the rows (--fp8-scales): 4 bytes per row or group */
+    if (p->g.present[ATTN_OPT_POS_k_scales]) {
+        const int64_t kg = p->g.opt.k_scale_group, vg = p->g.opt.v_scale_group;
+        bytes += 4.0 * (double)s->kv_heads *
+                 (double)((kg ? s->head_dim / kg : 1) + (vg ? v_dim_of(s) / vg : 1));
+    }
+    return bytes;
 }
 
 /* The keys a call must read: each sequence's own, a shared prefix once. */

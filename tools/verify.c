@@ -95,6 +95,28 @@ static attn_status verify_one_row(const problem *p, const buffers *b, int64_t bi
                                 0, 0 };
             o.sinks = &ts;
         }
+        /* FP8 scales per row or per group of channels (--fp8-scales):
+           gathered with their rows, the oracle reads them as the call did */
+        const int64_t kg = m->opt.k_scale_group, vg = m->opt.v_scale_group;
+        const int64_t kgn = kg ? d / kg : 1, vgn = vg ? dv / vg : 1;
+        float *ksc = NULL, *vsc = NULL;
+        attn_tensor tks, tvs;
+        if (m->opt.k_scales) {
+            ksc = malloc((size_t)(n * kgn) * sizeof *ksc);
+            vsc = malloc((size_t)(n * vgn) * sizeof *vsc);
+            if (!ksc || !vsc) {
+                free(ksc);
+                free(vsc);
+                free(keys);
+                return ATTN_ERR_NOMEM;
+            }
+            tks = (attn_tensor){ksc, ATTN_DTYPE_F32, 0, 0, kgn};
+            tvs = (attn_tensor){vsc, ATTN_DTYPE_F32, 0, 0, vgn};
+            o.k_scales = &tks;
+            o.v_scales = &tvs;
+            o.k_scale_group = kg;
+            o.v_scale_group = vg;
+        }
         for (int64_t x = 0; x < n; x++) {
             /* a shared key lives with the sequence it is shared from */
             const int64_t j = keys[x];
@@ -104,6 +126,12 @@ static attn_status verify_one_row(const problem *p, const buffers *b, int64_t bi
             const int64_t at = src == bi ? k0 + j : gen_kv_offset(&p->g, src) + j;
             memcpy((char *)kbuf + (size_t)x * k_row, gen_kv_row(m, GEN_K, src, kvh, at), k_row);
             memcpy((char *)vbuf + (size_t)x * v_row, gen_kv_row(m, GEN_V, src, kvh, at), v_row);
+            if (ksc) {
+                memcpy(ksc + x * kgn, gen_kv_row(m, GEN_OPT(k_scales), src, kvh, at),
+                       (size_t)kgn * sizeof *ksc);
+                memcpy(vsc + x * vgn, gen_kv_row(m, GEN_OPT(v_scales), src, kvh, at),
+                       (size_t)vgn * sizeof *vsc);
+            }
         }
         /* ALiBi as an explicit bias row: the oracle's keys start at lo, so
            its own alignment would measure distances from the wrong place */
@@ -127,6 +155,8 @@ static attn_status verify_one_row(const problem *p, const buffers *b, int64_t bi
         attn_tensor to = make_tensor(ref, ATTN_DTYPE_F32, 1, 1, dv);
         attn_status st = attn_forward(&one, &o, &tq, &tk, &tv, &to, NULL);
         if (st != ATTN_OK) {
+            free(ksc);
+            free(vsc);
             free(keys);
             return st;
         }
@@ -144,7 +174,8 @@ static attn_status verify_one_row(const problem *p, const buffers *b, int64_t bi
             const void *vr_ = (const char *)vbuf + (size_t)j * v_row;
             double terms = 0.0, folded = 0.0, e_i8 = 0.0;
             for (int64_t t = 0; t < d; t++) {
-                const double kv = gen_load(kr, kt, t, p->g.opt.k_scale);
+                const double kv = gen_load(kr, kt, t, ksc ? ksc[j * kgn + t * kgn / d]
+                                                          : p->g.opt.k_scale);
                 terms += fabs((double)qr[t] * kv);
                 folded += fmax(fabs((double)qr[t]), fabs(kv));
             }
@@ -170,7 +201,8 @@ static attn_status verify_one_row(const problem *p, const buffers *b, int64_t bi
             if (terms > a)
                 a = terms;
             for (int64_t t = 0; t < dv; t++) {
-                const double x = fabs((double)gen_load(vr_, kt, t, p->g.opt.v_scale));
+                const double x = fabs((double)gen_load(vr_, kt, t, vsc ? vsc[j * vgn + t * vgn / dv]
+                                                                     : p->g.opt.v_scale));
                 if (x > vmax)
                     vmax = x;
             }
@@ -186,6 +218,8 @@ static attn_status verify_one_row(const problem *p, const buffers *b, int64_t bi
            weights by expm1(2E) relative; bf16 also rounds p and v */
         e_mode *= fabs((double)scale_of(p));
         tol += expm1(2.0 * e_mode) * vmax + (bf ? BF16_PRODUCT * vmax : 0.0);
+        free(ksc);
+        free(vsc);
     } else {
         for (int64_t t = 0; t < dv; t++)
             ref[t] = 0.0f;

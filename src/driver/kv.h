@@ -146,17 +146,13 @@ static inline void attn_kv_scales(const kv_src *sc, int64_t kb, int64_t ke, floa
 static inline void attn_kv_stage(const attn_dsp *dsp, const kv_src *src, const kv_src *sc,
                                  int64_t g, int64_t j, int64_t n, float *dst, ptrdiff_t dst_stride)
 {
-    const int64_t dim = src->cols, groups = sc->cols;
-    for (int64_t t = 0, len; t < n; t++, dst += dst_stride) {
-        const void *row = attn_kv_run(src, j + t, j + t + 1, &len);
-        const float *sf = (const float *)attn_kv_run(sc, j + t, j + t + 1, &len);
-        dsp->to_f32[src->t->dtype](row, dst, (size_t)dim);
-        if (g >= 16)
-            for (int64_t c = 0; c < groups; c++)
-                dsp->row_scale(dst + c * g, (size_t)g, sf[c]);
-        else
-            for (int64_t i = 0; i < dim; i++)
-                dst[i] *= sf[i / g];
+    attn_to_f32_scaled_fn *const decode = dsp->to_f32_scaled[src->t->dtype];
+    for (int64_t end = j + n, len, slen; j < end; j += len, dst += len * dst_stride) {
+        const char *rows = attn_kv_run(src, j, end, &len);
+        const float *sf = (const float *)attn_kv_run(sc, j, end, &slen);
+        len = attn_min64(len, slen); /* the two views' pages may adjoin differently */
+        decode(rows, src->stride * (ptrdiff_t)src->esize, (size_t)len, (size_t)src->cols, sf,
+               sc->stride, (size_t)g, dst, dst_stride);
     }
 }
 
