@@ -264,6 +264,31 @@ def test_row_scales_per_head_are_per_call_scales(rng, dtype):
     assert np.array_equal(s1[1, :g, :, 5], s0[1, :g, :, 5] * 2)
 
 
+@pytest.mark.parametrize("dtype", ["fp8", "e5m2"])
+def test_group_scales(rng, dtype):
+    """A 4-D k_scales/v_scales [B, Hkv, Lk, G] is G scales per row over
+    D / G channels each (attn.h 1.8): equal groups of a power of two are the
+    row's scale (the same real numbers; the grouped rows go through the f32
+    kernels, so the sums' order may differ: f32 closeness), and a group's
+    scale reaches only its own channels."""
+    B, HQ, HKV, LQ, LK, D, G = 2, 4, 2, 3, 37, 32, 4
+    q = rng.standard_normal((B, HQ, LQ, D)).astype(np.float32)
+    k8 = libattn.quantize(rng.standard_normal((B, HKV, LK, D)), dtype)
+    v8 = libattn.quantize(rng.standard_normal((B, HKV, LK, D)), dtype)
+    rows = np.exp2(rng.integers(-3, 3, (B, HKV, LK))).astype(np.float32)
+    grouped = np.repeat(rows[..., None], G, axis=-1)
+    out_rows = libattn.forward(q, k8, v8, kv_dtype=dtype, k_scales=rows, v_scales=rows)
+    out_groups = libattn.forward(q, k8, v8, kv_dtype=dtype, k_scales=grouped, v_scales=grouped)
+    np.testing.assert_allclose(out_groups, out_rows, rtol=1e-5, atol=1e-6)
+    # zero scales on a group: that group's channels of every V row are 0
+    vz = grouped.copy()
+    vz[..., 1] = 0.0
+    out = libattn.forward(q, k8, v8, kv_dtype=dtype, k_scales=grouped, v_scales=vz)
+    assert not out[..., 8:16].any() and out[..., :8].any()
+    with pytest.raises(ValueError, match="groups"):
+        libattn.forward(q, k8, v8, kv_dtype=dtype, k_scales=np.ones((B, HKV, LK, 5), np.float32))
+
+
 def test_row_scales_errors(rng):
     q = rng.standard_normal((1, 2, 1, 32)).astype(np.float32)
     k = rng.standard_normal((1, 2, 8, 32)).astype(np.float32)
