@@ -104,8 +104,9 @@ static float row_scale(const float *x, int64_t n, float top)
 }
 
 /* Encodes new row x of pair pr at `row`, and with per-row scales its scale
-   (with scale groups, one per group: an FP8 byte per value) at position j
-   of sequence b, KV head h (the scale view opened as sc). */
+   (with scale groups one per group, each group's bytes encoded with its
+   own) at position j of sequence b, KV head h (the scale view opened as
+   sc). */
 static void put_row(const attn_problem *pb, const append_pair *pr, attn_from_f32_fn *store,
                     const float *x, void *row, const kv_src *sc, int64_t b, int64_t j)
 {
@@ -215,9 +216,10 @@ static int rows_distinct(const attn_problem *pb)
     return 1;
 }
 
-/* A written view laid out like a cache (the cache, or its per-row scales
-   with a column per row or per group) as an output byte range: the pool, or every sequence's rows
-   (one row space when every sequence shares it: batch_stride 0). */
+/* A written view laid out like a cache (the cache, or its scales with a
+   column per row or per group) as an output byte range: the pool, or every
+   sequence's rows (one row space when every sequence shares it:
+   batch_stride 0). */
 static attn_status add_written(attn_range_set *set, const attn_problem *pb, const attn_shape *s,
                                const attn_tensor *t, int64_t cols)
 {

@@ -168,8 +168,9 @@ static task_plan plan_forward(const attn_dsp *dsp, const attn_problem *pb)
        over K and V, each K panel packed for more rows). */
     p.q_direct = pb->q.dtype == ATTN_DTYPE_F32 && p.heads_per_group == 1;
     const int64_t staged = attn_plan_stage(pb, &p, p.block_k); /* after the accumulator */
-    p.block_rows = attn_block_rows_within(
-        dsp, (p.q_direct ? 0 : p.q_stride) + p.block_k + p.acc_stride, ATTN_SCRATCH_FLOATS - staged);
+    p.block_rows = attn_block_rows_within(dsp,
+                                          (p.q_direct ? 0 : p.q_stride) + p.block_k + p.acc_stride,
+                                          ATTN_SCRATCH_FLOATS - staged);
     p.blocks = (p.rows + p.block_rows - 1) / p.block_rows;
     p.splits = pb->splits;
     p.tasks = (size_t)(pb->batch * (p.groups * p.blocks * p.splits));
@@ -247,16 +248,6 @@ static void finish_row(const attn_dsp *dsp, const attn_problem *pb, const row_re
         const float log_l = logf(o->l);
         attn_write_stats(pb, row, o->m + log_l, o->m, fmaxf(0.0f, log_l - o->t / o->l));
     }
-}
-
-/* The FP8 scale view of k or v (attn.h 1.6 and 1.8), opened like its cache
-   with one column per row or one per group; the cache's own view when
-   absent (never read then). */
-static kv_src open_scales(const attn_problem *pb, const attn_tensor *t, int64_t group,
-                          int64_t dim, int64_t b, int64_t kv_head)
-{
-    return attn_kv_open(pb, t->data ? t : &pb->k, b, kv_head,
-                        t->data ? attn_scale_cols(group, dim) : pb->head_dim);
 }
 
 /* ------------------------------------------------------------ top-k */
@@ -337,9 +328,12 @@ forward_selected(const attn_dsp *dsp, const attn_problem *pb, const task_plan *p
     /* gathered rows lie back to back; FP8 with scale groups decoded to f32 */
     const ptrdiff_t k_units = pb->k_group ? pb->head_dim : (ptrdiff_t)(ks.row_bytes / ks.esize);
     const ptrdiff_t v_units = pb->v_group ? pb->v_dim : (ptrdiff_t)(vs.row_bytes / vs.esize);
-    const kv_src kss = open_scales(pb, &pb->k_scales, pb->k_group, pb->head_dim, b, kv_head);
-    const kv_src vss = open_scales(pb, &pb->v_scales, pb->v_group, pb->v_dim, b, kv_head);
-    const int k_rows = pb->k_scales.data && !pb->k_group, v_rows = pb->v_scales.data && !pb->v_group;
+    const kv_src kss =
+        attn_kv_open_scales(pb, &pb->k_scales, pb->k_group, pb->head_dim, b, kv_head);
+    const kv_src vss =
+        attn_kv_open_scales(pb, &pb->v_scales, pb->v_group, pb->v_dim, b, kv_head);
+    const int k_rows = pb->k_scales.data && !pb->k_group;
+    const int v_rows = pb->v_scales.data && !pb->v_group;
     const int terms = attn_has_score_terms(pb);
     /* V rows inside K's (MLA's latent cache): K's gather brought them in,
        decoded alike where both have the same scale groups */
@@ -492,11 +486,13 @@ static void forward_keys(const attn_dsp *dsp, const attn_problem *pb, const task
     /* FP8 scales per key row (attn.h 1.6), or per group of channels (1.8,
        the rows then decoded into the stage after the accumulator): their
        views, opened like k, v */
-    const kv_src kss = open_scales(pb, &pb->k_scales, pb->k_group, pb->head_dim, kv_seq, kv_head);
-    const kv_src vss = open_scales(pb, &pb->v_scales, pb->v_group, pb->v_dim, kv_seq, kv_head);
-    const int k_rows = pb->k_scales.data && !pb->k_group, v_rows = pb->v_scales.data && !pb->v_group;
+    const kv_src kss =
+        attn_kv_open_scales(pb, &pb->k_scales, pb->k_group, pb->head_dim, kv_seq, kv_head);
+    const kv_src vss =
+        attn_kv_open_scales(pb, &pb->v_scales, pb->v_group, pb->v_dim, kv_seq, kv_head);
+    const int k_rows = pb->k_scales.data && !pb->k_group;
+    const int v_rows = pb->v_scales.data && !pb->v_group;
     float *const stage = acc + p->block_rows * p->acc_stride;
-    const int64_t C = p->stage_keys;
     float kfac[ATTN_MAX_BLOCK_K], vfac[ATTN_MAX_BLOCK_K];
     int64_t ulo, uhi;
     attn_visible_union(rows, n, &ulo, &uhi);
@@ -515,16 +511,9 @@ static void forward_keys(const attn_dsp *dsp, const attn_problem *pb, const task
             const size_t nr = (size_t)(run_end - r);
             float *s = sbuf + r * p->block_k;
             for (int64_t j = kb, len; j < ke; j += len) {
-                const void *kp;
-                ptrdiff_t kstride = ks.stride;
-                if (pb->k_group) {
-                    len = attn_min64(C, ke - j);
-                    attn_kv_stage(dsp, &ks, &kss, pb->k_group, j, len, stage, p->stage_stride);
-                    kp = stage;
-                    kstride = p->stage_stride;
-                } else {
-                    kp = attn_kv_run(&ks, j, ke, &len);
-                }
+                ptrdiff_t kstride;
+                const void *kp =
+                    attn_kv_rows(dsp, &ks, &kss, pb->k_group, stage, p, j, ke, &len, &kstride);
                 qk(q + r * q_stride, q_stride, kp, kstride,
                                           nr, (size_t)len, (size_t)pb->head_dim, pb->qk_scale,
                                           s + (j - kb), p->block_k);
@@ -539,23 +528,14 @@ static void forward_keys(const attn_dsp *dsp, const attn_problem *pb, const task
             if (v_rows)
                 attn_scale_columns(s, p->block_k, (int64_t)nr, vfac, nk);
             for (int64_t j = kb, len; j < ke; j += len) {
-                const void *vp;
-                ptrdiff_t vstride = vs.stride;
-                if (pb->v_group)
-                    len = attn_min64(C, ke - j);
-                else
-                    vp = attn_kv_run(&vs, j, ke, &len);
                 /* the bf16 P.V pairs keys 2m, 2m + 1 of a call: a run
                    that starts at an odd key of the sequence gives that key
                    a call of its own, so that the pairs are the same keys
                    whether a page boundary (or a stage) cuts the run or not */
-                if (pairs && (j - base) % 2 && len > 1)
-                    len = 1;
-                if (pb->v_group) {
-                    attn_kv_stage(dsp, &vs, &vss, pb->v_group, j, len, stage, p->stage_stride);
-                    vp = stage;
-                    vstride = p->stage_stride;
-                }
+                const int64_t end = pairs && (j - base) % 2 ? j + 1 : ke;
+                ptrdiff_t vstride;
+                const void *vp =
+                    attn_kv_rows(dsp, &vs, &vss, pb->v_group, stage, p, j, end, &len, &vstride);
                 pv(s + (j - kb), p->block_k, vp, vstride, nr,
                                           (size_t)len, (size_t)pb->v_dim,
                                           acc + r * p->acc_stride, p->acc_stride);

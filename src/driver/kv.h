@@ -119,6 +119,16 @@ static inline const void *attn_kv_run(const kv_src *s, int64_t j, int64_t end, i
     return s->base + row * (ptrdiff_t)s->esize;
 }
 
+/* The FP8 scale view of k or v (attn.h 1.6 and 1.8), opened like its cache
+   with one column per row or one per group; k's own view when absent
+   (never read then). */
+static inline kv_src attn_kv_open_scales(const attn_problem *pb, const attn_tensor *t,
+                                         int64_t group, int64_t dim, int64_t b, int64_t kv_head)
+{
+    return attn_kv_open(pb, t->data ? t : &pb->k, b, kv_head,
+                        t->data ? attn_scale_cols(group, dim) : pb->head_dim);
+}
+
 /*
  * FP8 scales per key row (attn.h 1.6): fac[j - kb] = mul * the scale of key
  * j, for keys [kb, ke) (at most ATTN_MAX_BLOCK_K of them), read through sc,
@@ -154,6 +164,24 @@ static inline void attn_kv_stage(const attn_dsp *dsp, const kv_src *src, const k
         decode(rows, src->stride * (ptrdiff_t)src->esize, (size_t)len, (size_t)src->cols, sf,
                sc->stride, (size_t)g, dst, dst_stride);
     }
+}
+
+/* Rows j.. (before end) of K or V as the kernels read them: the cache's
+   run (attn_kv_run), or for an FP8 cache with scale groups (g > 0) at most
+   p->stage_keys of them decoded into the stage. *n: the rows, *stride:
+   their stride in the kernels' units. */
+static inline const void *attn_kv_rows(const attn_dsp *dsp, const kv_src *src, const kv_src *sc,
+                                       int64_t g, float *stage, const task_plan *p, int64_t j,
+                                       int64_t end, int64_t *n, ptrdiff_t *stride)
+{
+    if (!g) {
+        *stride = src->stride;
+        return attn_kv_run(src, j, end, n);
+    }
+    *n = attn_min64(p->stage_keys, end - j);
+    *stride = (ptrdiff_t)p->stage_stride;
+    attn_kv_stage(dsp, src, sc, g, j, *n, stage, *stride);
+    return stage;
 }
 
 /* Columns [0, n) of rows [0, nr) of s (rows s_stride apart) times fac. */

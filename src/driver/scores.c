@@ -51,9 +51,7 @@ int64_t attn_score_tiles(const task_ctx *ctx, size_t index, row_ref *rows, float
        of channels (1.8): the rows decoded into the stage after the queries */
     const int k_rows = pb->k_scales.data && !pb->k_group;
     const kv_src kss =
-        pb->k_scales.data ? attn_kv_open(pb, &pb->k_scales, rows[0].b, kv_head,
-                                         attn_scale_cols(pb->k_group, pb->head_dim))
-                          : ks;
+        attn_kv_open_scales(pb, &pb->k_scales, pb->k_group, pb->head_dim, rows[0].b, kv_head);
     float *const stage = qbuf + p->block_rows * p->q_stride;
     float kfac[ATTN_MAX_BLOCK_K];
 
@@ -69,16 +67,9 @@ int64_t attn_score_tiles(const task_ctx *ctx, size_t index, row_ref *rows, float
         for (int64_t r = 0, run_end; (run_end = attn_next_run(rows, n, &r, kb, ke)) > r;
              r = run_end) {
             for (int64_t j = kb, len; j < ke; j += len) {
-                const void *kp;
-                ptrdiff_t kstride = ks.stride;
-                if (pb->k_group) {
-                    len = attn_min64(p->stage_keys, ke - j);
-                    attn_kv_stage(dsp, &ks, &kss, pb->k_group, j, len, stage, p->stage_stride);
-                    kp = stage;
-                    kstride = p->stage_stride;
-                } else {
-                    kp = attn_kv_run(&ks, j, ke, &len);
-                }
+                ptrdiff_t kstride;
+                const void *kp =
+                    attn_kv_rows(dsp, &ks, &kss, pb->k_group, stage, p, j, ke, &len, &kstride);
                 qk(qbuf + r * p->q_stride, p->q_stride, kp, kstride,
                                           (size_t)(run_end - r), (size_t)len,
                                           (size_t)pb->head_dim, pb->qk_scale,
