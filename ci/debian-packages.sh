@@ -76,7 +76,10 @@ log "pkg-config consumer against /usr"
 pkg-config --cflags --libs attn
 make -s -f c/Makefile BUILD="$work" CFLAGS="-O2 -Wall -Wextra -Werror"
 # (Debian 12 merges /lib into /usr/lib: ldd may name either)
-ldd ./attn-demo | grep -Eq '=> (/usr)?/lib/[^ ]*/libattn\.so\.1 ' || { ldd ./attn-demo; exit 1; }
+# grep reads all of ldd's output (-q would exit at the match and, with
+# pipefail, fail the pipeline whenever ldd is still writing: SIGPIPE)
+ldd ./attn-demo | grep -E '=> (/usr)?/lib/[^ ]*/libattn\.so\.1 ' >/dev/null ||
+    { ldd ./attn-demo; exit 1; }
 ./attn-demo
 
 archive=$(ls /usr/lib/*/libattn.a 2>/dev/null || true)
@@ -88,7 +91,7 @@ if [ -n "$archive" ]; then
     # shellcheck disable=SC2046 # pkg-config's words are the flags
     cc -O2 -o attn-demo-static c/main.c $(pkg-config --cflags attn) "$archive" \
         $(pkg-config --static --libs attn | sed 's/-lattn\b//') -lm
-    if ldd ./attn-demo-static | grep -q libattn; then
+    if ldd ./attn-demo-static | grep libattn >/dev/null; then
         echo "FAIL: the static consumer loads libattn.so"
         exit 1
     fi

@@ -54,7 +54,7 @@ export LD_LIBRARY_PATH
 
 check_links_staged() {
     if command -v ldd >/dev/null 2>&1; then
-        if ! ldd "$1" | grep "libattn" | grep -q "$staged_libdir"; then
+        if ! ldd "$1" | grep "libattn" | grep "$staged_libdir" >/dev/null; then
             echo "FAIL: $1 does not load libattn from $staged_libdir:"
             ldd "$1"
             exit 1

@@ -73,7 +73,7 @@ cd "$tmp"
 # shellcheck disable=SC2046 # pkg-config's words are the flags
 cc -O2 app.c -o app $(pkg-config --cflags attn) -Wl,--as-needed \
     -Wl,-Bstatic -lattn -Wl,-Bdynamic $(pkg-config --static --libs attn)
-if ldd ./app | grep -q libattn; then
+if ldd ./app | grep libattn >/dev/null; then
     echo "FAIL: the static consumer loads libattn.so:"
     ldd ./app
     exit 1
