@@ -218,15 +218,16 @@ ParameterizedTest(isa_row *row, quant_kernels, qk_tile_nan)
 
 /* ------------------------------------------------------------ pv_tile */
 
-static void run_pv(const attn_dsp *t, int dt, size_t nq, size_t nk, size_t dv, int offset)
+static void run_pv(const attn_dsp *t, int dt, size_t nq, size_t nk, size_t dv, int offset,
+                   int nan_case)
 {
     rng *g = harness_rng();
     const size_t ub = ref_quant_unit_bytes(dt);
     const size_t ps = nk + (size_t)rng_int(g, 0, 3);
     const size_t vs = units_of(dt, dv) + (size_t)rng_int(g, 0, 2);
     const size_t as = dv + (size_t)rng_int(g, 0, 3);
-    harness_context("pv_tile[%s] nq=%zu nk=%zu dv=%zu v_stride=%zu units offset=%d", qname(dt),
-                    nq, nk, dv, vs, offset);
+    harness_context("pv_tile[%s] nq=%zu nk=%zu dv=%zu v_stride=%zu units offset=%d nan=%d",
+                    qname(dt), nq, nk, dv, vs, offset, nan_case);
 
     buf bp, bv, ba;
     float *p = buf_alloc(&bp, nq * ps * 4, offset ? 4 : 0);
@@ -238,6 +239,14 @@ static void run_pv(const attn_dsp *t, int dt, size_t nq, size_t nk, size_t dv, i
         for (size_t c = 0; c < nk; c++)
             p[r * ps + c] = rng_float(g, 0.0f, 1.0f);
     fill_rows(g, dt, v, nk, vs, dv, 4.0, vd);
+    size_t nan_key = nk, nan_at = dv;
+    if (nan_case) { /* a NaN decoded value (NaN byte or NaN block scale) in one row */
+        nan_key = (size_t)rng_int(g, 0, (int64_t)nk - 1);
+        nan_at = (size_t)rng_int(g, 0, (int64_t)dv - 1);
+        ref_quant_poison(dt, v + nan_key * vs * ub, nan_at);
+        for (size_t x = 0; x < dv; x++)
+            vd[nan_key * dv + x] = ref_quant_value(dt, v + nan_key * vs * ub, x);
+    }
     for (size_t r = 0; r < nq; r++) {
         for (size_t j = 0; j < dv; j++)
             acc[r * as + j] = rng_float(g, -1.0f, 1.0f);
@@ -262,6 +271,12 @@ static void run_pv(const attn_dsp *t, int dt, size_t nq, size_t nk, size_t dv, i
     for (size_t r = 0; r < nq; r++)
         for (size_t j = dv; j < as; j++)
             CHECK(acc[r * as + j] == 12345.0f, "wrote into the row gap at [%zu][%zu]", r, j);
+    if (nan_case) /* the poisoned row's NaN columns, times any weight (0 too), and no other */
+        for (size_t r = 0; r < nq; r++)
+            for (size_t j = 0; j < dv; j++)
+                CHECK(!!isnan(acc[r * as + j]) == !!isnan(vd[nan_key * dv + j]),
+                      "NaN at [%zu][%zu] (NaN value at key %zu, column %zu)", r, j, nan_key,
+                      nan_at);
     free(vd);
     free(want);
     free(bound);
@@ -279,7 +294,22 @@ ParameterizedTest(isa_row *row, quant_kernels, pv_tile, .timeout = ATTN_TEST_TIM
         for (int rep = 0; rep < 40; rep++) {
             const int dt = quant_dts[i];
             run_pv(t, dt, (size_t)rng_pick(g, row_counts, 12), (size_t)rng_pick(g, key_counts, 16),
-                   pick_dim(g, dt), rep & 1);
+                   pick_dim(g, dt), rep & 1, 0);
+        }
+}
+
+/* One NaN value in V: E4M3 tiles are decoded without the per-value NaN
+   check and again with it when their bytes hold a NaN (tile_variants.h). */
+HARNESS_ISA_PARAMS(quant_kernels, pv_tile_nan)
+ParameterizedTest(isa_row *row, quant_kernels, pv_tile_nan)
+{
+    const attn_dsp *t = harness_begin(row);
+    rng *g = harness_rng();
+    for (int i = 0; i < N_QUANT_DTS; i++)
+        for (int rep = 0; rep < 10; rep++) {
+            const int dt = quant_dts[i];
+            run_pv(t, dt, (size_t)rng_pick(g, row_counts, 12), (size_t)rng_pick(g, key_counts, 16),
+                   pick_dim(g, dt), rep & 1, 1);
         }
 }
 
@@ -318,9 +348,14 @@ static void check_all_fp8(const attn_dsp *t, int dt)
 {
     unsigned char bytes[256 + 7];
     float out[256 + 7];
-    for (int shift = 0; shift < 8; shift++) {
-        for (int i = 0; i < 256 + 7; i++)
-            bytes[i] = (unsigned char)(i - shift);
+    for (int shift = 0; shift < 16; shift++) {
+        /* shifts 8..15: the NaN bytes as zeros, a row the E4M3 decoders
+           take without their per-value NaN check (tile_variants.h) */
+        for (int i = 0; i < 256 + 7; i++) {
+            bytes[i] = (unsigned char)(i - shift % 8);
+            if (shift >= 8 && isnan(fp8_value(dt, bytes[i])))
+                bytes[i] = 0;
+        }
         t->to_f32[dt](bytes, out, 256 + 7);
         for (int i = 0; i < 256 + 7; i++) {
             const double want = fp8_value(dt, bytes[i]);

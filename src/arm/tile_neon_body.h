@@ -70,7 +70,7 @@ static ALWAYS_INLINE float block_scale(const unsigned char *blk)
  * formed and a flush-to-zero mode (FPCR.FZ) cannot change a value.
  * S.1111.111 becomes NaN.
  */
-static ALWAYS_INLINE float32x4_t fp8_4(int32x4_t w)
+static ALWAYS_INLINE float32x4_t fp8_4(int dt, int32x4_t w)
 {
     const uint32x4_t mag = vandq_u32(vreinterpretq_u32_s32(vshlq_n_s32(w, 20)),
                                      vdupq_n_u32(0x07F00000u));
@@ -83,8 +83,29 @@ static ALWAYS_INLINE float32x4_t fp8_4(int32x4_t w)
     const uint32x4_t is_nan = vceqq_u32(mag, vdupq_n_u32(0x07F00000u));
     float32x4_t v = vbslq_f32(is_sub, sub, normal);
     v = vreinterpretq_f32_u32(vorrq_u32(vreinterpretq_u32_f32(v), sign));
+    if (dt == ATTN_KV_E4M3_FINITE) /* scanned: no NaN byte (tile_variants.h) */
+        return v;
     return vbslq_f32(is_nan, vdupq_n_f32(__builtin_nanf("")), v);
 }
+
+/* Whether the rows rows of n E4M3 bytes at base, stride bytes apart, hold
+   no NaN byte: the largest low-seven-bits value is below 0x7f. */
+static ALWAYS_INLINE int e4m3_finite(const void *base, ptrdiff_t stride, size_t rows, size_t n)
+{
+    const uint8x16_t low7 = vdupq_n_u8(0x7f);
+    uint8x16_t mx = vdupq_n_u8(0);
+    unsigned last = 0;
+    for (size_t r = 0; r < rows; r++) {
+        const unsigned char *row = attn_kv_row(base, r, (uintptr_t)stride);
+        size_t t = 0;
+        for (; t + 16 <= n; t += 16)
+            mx = vmaxq_u8(mx, vandq_u8(vld1q_u8(row + t), low7));
+        for (; t < n; t++)
+            last |= (row[t] & 0x7fu) == 0x7fu;
+    }
+    return !last && vmaxvq_u8(mx) != 0x7f;
+}
+#define ATTN_E4M3_FINITE(base, stride, rows, n) e4m3_finite(base, stride, rows, n)
 
 /* Values t..t+3 (t a multiple of 4) of a row, as f32. */
 static ALWAYS_INLINE float32x4_t load4(int dt, const unsigned char *row, size_t t)
@@ -95,11 +116,11 @@ static ALWAYS_INLINE float32x4_t load4(int dt, const unsigned char *row, size_t 
         uint16x4_t h = vld1_u16((const uint16_t *)row + t);
         return dt == ATTN_KV_F16 ? widen_f16(h) : widen_bf16(h);
     }
-    if (dt == ATTN_KV_FP8_E4M3) {
+    if ((dt & ATTN_KV_DT_MASK) == ATTN_KV_FP8_E4M3) {
         uint32_t b;
         memcpy(&b, row + t, sizeof b);
         const int8x8_t x = vreinterpret_s8_u32(vdup_n_u32(b));
-        return fp8_4(vmovl_s16(vget_low_s16(vmovl_s8(x))));
+        return fp8_4(dt, vmovl_s16(vget_low_s16(vmovl_s8(x))));
     }
     if (dt == ATTN_KV_FP8_E5M2) { /* the upper halves of binary16 values */
         uint32_t b;
@@ -131,7 +152,7 @@ static ALWAYS_INLINE float32x4_t load4_part(int dt, const unsigned char *row, si
 {
     if (dt == ATTN_KV_F32)
         return load_part((const float *)row + t, n, 0.0f);
-    if (dt == ATTN_KV_FP8_E4M3 || dt == ATTN_KV_FP8_E5M2) {
+    if ((dt & ATTN_KV_DT_MASK) == ATTN_KV_FP8_E4M3 || dt == ATTN_KV_FP8_E5M2) {
         unsigned char buf[8] = {0};
         memcpy(buf, row + t, n);
         return load4(dt, buf, 0);
@@ -169,9 +190,9 @@ static ALWAYS_INLINE float32x4_t reduce4(float32x4_t a, float32x4_t b, float32x4
 #define QK_ROWS 4
 #define QK_KEYS 4
 
-static ALWAYS_INLINE void qk_micro(int dtype, size_t R, size_t C, const float *q,
-                                   ptrdiff_t q_stride, const unsigned char *k, uintptr_t kb,
-                                   size_t d, float scale, float *s, ptrdiff_t s_stride)
+static ALWAYS_INLINE void qk_micro_at(int dtype, size_t R, size_t C, const float *q,
+                                      ptrdiff_t q_stride, const unsigned char *k, uintptr_t kb,
+                                      size_t d, float scale, float *s, ptrdiff_t s_stride)
 {
     float32x4_t acc[QK_ROWS][QK_KEYS];
     UNROLL
@@ -220,6 +241,19 @@ static ALWAYS_INLINE void qk_micro(int dtype, size_t R, size_t C, const float *q
         else
             store_part(sr, dots, C);
     }
+}
+
+/* E4M3 keys: the block's C rows scanned for NaN bytes first (they are in
+   cache: the prefetch ran ahead), and without one decoded without the
+   per-value NaN check. */
+static ALWAYS_INLINE void qk_micro(int dtype, size_t R, size_t C, const float *q,
+                                   ptrdiff_t q_stride, const unsigned char *k, uintptr_t kb,
+                                   size_t d, float scale, float *s, ptrdiff_t s_stride)
+{
+    if (dtype == ATTN_KV_FP8_E4M3 && e4m3_finite(k, (ptrdiff_t)kb, C, d))
+        qk_micro_at(ATTN_KV_E4M3_FINITE, R, C, q, q_stride, k, kb, d, scale, s, s_stride);
+    else
+        qk_micro_at(dtype, R, C, q, q_stride, k, kb, d, scale, s, s_stride);
 }
 
 /* Rows in groups of QK_ROWS for keys c..c+C of the tile. */

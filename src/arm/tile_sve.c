@@ -19,6 +19,9 @@
 #include "prefetch.h"
 #include "tile_variants.h"
 
+/* Float dtypes only: no E4M3 tile, no NaN scan (tile_variants.h). */
+#define ATTN_E4M3_FINITE(base, stride, rows, n) 0
+
 /* ------------------------------------------------------------------ qk_tile */
 
 /*

@@ -129,6 +129,15 @@ ATTN_EMU_INLINE simde__m128i attn_emu_mm_maskz_loadu_epi8(simde__mmask16 k, cons
     return simde__m128i_from_private(r);
 }
 
+ATTN_EMU_INLINE simde__m512i attn_emu_mm512_maskz_loadu_epi8(simde__mmask64 k, const void *p)
+{
+    simde__m512i_private r;
+    const uint8_t *b = (const uint8_t *)p;
+    for (int i = 0; i < 64; i++)
+        r.u8[i] = (k >> i) & 1 ? b[i] : 0;
+    return simde__m512i_from_private(r);
+}
+
 /* Lane i set when (a & b) byte i is zero. */
 ATTN_EMU_INLINE simde__mmask16 attn_emu_mm_testn_epi8_mask(simde__m128i a, simde__m128i b)
 {
@@ -172,6 +181,7 @@ ATTN_EMU_INLINE simde__m512 attn_emu_mm512_scalef_ps(simde__m512 a, simde__m512 
 #undef _mm512_cvtepu16_epi32
 #undef _mm256_maskz_loadu_epi16
 #undef _mm_maskz_loadu_epi8
+#undef _mm512_maskz_loadu_epi8
 #undef _mm_testn_epi8_mask
 #define _mm512_scalef_ps(a, b) attn_emu_mm512_scalef_ps(a, b)
 #define _mm512_mask_loadu_ps(src, k, p) attn_emu_mm512_mask_loadu_ps(src, k, p)
@@ -185,6 +195,7 @@ ATTN_EMU_INLINE simde__m512 attn_emu_mm512_scalef_ps(simde__m512 a, simde__m512 
 #define _mm512_cvtepu16_epi32(a) attn_emu_mm512_cvtepu16_epi32(a)
 #define _mm256_maskz_loadu_epi16(k, p) attn_emu_mm256_maskz_loadu_epi16(k, p)
 #define _mm_maskz_loadu_epi8(k, p) attn_emu_mm_maskz_loadu_epi8(k, p)
+#define _mm512_maskz_loadu_epi8(k, p) attn_emu_mm512_maskz_loadu_epi8(k, p)
 #define _mm_testn_epi8_mask(a, b) attn_emu_mm_testn_epi8_mask(a, b)
 
 #endif /* ATTN_X86_SIMDE_COMPAT_AVX512_H */

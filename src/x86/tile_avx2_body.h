@@ -72,15 +72,37 @@ static ALWAYS_INLINE __m256 block_scale(const unsigned char *blk)
  * (quant::e4m3_every_byte checks every byte with both set). S.1111.111
  * (480 so far) becomes NaN.
  */
-static ALWAYS_INLINE __m256 fp8_8(__m128i x)
+static ALWAYS_INLINE __m256 fp8_8(int dt, __m128i x)
 {
     const __m128i h = _mm_and_si128(_mm_slli_epi16(_mm_cvtepi8_epi16(x), 7),
                                     _mm_set1_epi16((short)0xBF80));
     const __m256 v = _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set1_ps(256.0f));
+    if (dt == ATTN_KV_E4M3_FINITE) /* scanned: no NaN byte (tile_variants.h) */
+        return v;
     const __m256 is_nan = _mm256_castsi256_ps(_mm256_cvtepi8_epi32(
         _mm_cmpeq_epi8(_mm_and_si128(x, _mm_set1_epi8(0x7f)), _mm_set1_epi8(0x7f))));
     return _mm256_blendv_ps(v, _mm256_set1_ps(__builtin_nanf("")), is_nan);
 }
+
+/* Whether the rows rows of n E4M3 bytes at base, stride bytes apart, hold
+   no NaN byte: the largest low-seven-bits value is below 0x7f. */
+static ALWAYS_INLINE int e4m3_finite(const void *base, ptrdiff_t stride, size_t rows, size_t n)
+{
+    const __m256i low7 = _mm256_set1_epi8(0x7f);
+    __m256i mx = _mm256_setzero_si256();
+    unsigned last = 0;
+    for (size_t r = 0; r < rows; r++) {
+        const unsigned char *row = attn_kv_row(base, r, (uintptr_t)stride);
+        size_t t = 0;
+        for (; t + 32 <= n; t += 32)
+            mx = _mm256_max_epu8(
+                mx, _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(row + t)), low7));
+        for (; t < n; t++)
+            last |= (row[t] & 0x7fu) == 0x7fu;
+    }
+    return !last && _mm256_movemask_epi8(_mm256_cmpeq_epi8(mx, low7)) == 0;
+}
+#define ATTN_E4M3_FINITE(base, stride, rows, n) e4m3_finite(base, stride, rows, n)
 
 /*
  * 8 E5M2 bytes (the low half of x) to f32, exactly: each byte is the upper
@@ -101,8 +123,8 @@ static ALWAYS_INLINE __m256 load8(int dt, const unsigned char *row, size_t t)
         __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)row + t));
         return dt == ATTN_KV_F16 ? widen_f16(h) : widen_bf16(h);
     }
-    if (dt == ATTN_KV_FP8_E4M3)
-        return fp8_8(_mm_loadl_epi64((const __m128i *)(row + t)));
+    if ((dt & ATTN_KV_DT_MASK) == ATTN_KV_FP8_E4M3)
+        return fp8_8(dt, _mm_loadl_epi64((const __m128i *)(row + t)));
     if (dt == ATTN_KV_FP8_E5M2)
         return e5m2_8(_mm_loadl_epi64((const __m128i *)(row + t)));
     const unsigned char *blk = row + t / ATTN_QBLOCK * unit_bytes(dt);
@@ -125,11 +147,11 @@ static ALWAYS_INLINE __m256 load8_part(int dt, const unsigned char *row, size_t 
 {
     if (dt == ATTN_KV_F32)
         return _mm256_maskload_ps((const float *)row + t, first_lanes(n));
-    if (dt == ATTN_KV_FP8_E4M3 || dt == ATTN_KV_FP8_E5M2) {
+    if ((dt & ATTN_KV_DT_MASK) == ATTN_KV_FP8_E4M3 || dt == ATTN_KV_FP8_E5M2) {
         unsigned char buf[16] = {0};
         memcpy(buf, row + t, n);
         const __m128i x = _mm_loadl_epi64((const __m128i *)buf);
-        return dt == ATTN_KV_FP8_E4M3 ? fp8_8(x) : e5m2_8(x);
+        return dt == ATTN_KV_FP8_E5M2 ? e5m2_8(x) : fp8_8(dt, x);
     }
     uint16_t buf[8] = {0};
     memcpy(buf, (const uint16_t *)row + t, n * sizeof *buf);
@@ -142,7 +164,8 @@ static ALWAYS_INLINE __m256 load8_part(int dt, const unsigned char *row, size_t 
  * vectors, the same values as two load8: one load and, for the block
  * formats, one scale broadcast for both; Q4_0's (n - 8) * d as
  * n * d + (-8 d), exact in one fused step (the result is representable).
- * E4M3 as in fp8_8, with the NaN fix-up only when a NaN byte is there.
+ * E4M3 as in fp8_8, with the NaN fix-up only when a NaN byte is there (never
+ * in a scanned tile).
  */
 static ALWAYS_INLINE void load16(int dt, const unsigned char *row, size_t t, __m256 *lo,
                                  __m256 *hi)
@@ -153,13 +176,15 @@ static ALWAYS_INLINE void load16(int dt, const unsigned char *row, size_t t, __m
         *hi = e5m2_8(_mm_srli_si128(x, 8));
         return;
     }
-    if (dt == ATTN_KV_FP8_E4M3) {
+    if ((dt & ATTN_KV_DT_MASK) == ATTN_KV_FP8_E4M3) {
         const __m128i x = _mm_loadu_si128((const __m128i *)(row + t));
         const __m256i h = _mm256_and_si256(_mm256_slli_epi16(_mm256_cvtepi8_epi16(x), 7),
                                            _mm256_set1_epi16((short)0xBF80));
         const __m256 two8 = _mm256_set1_ps(256.0f);
         *lo = _mm256_mul_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(h)), two8);
         *hi = _mm256_mul_ps(_mm256_cvtph_ps(_mm256_extracti128_si256(h, 1)), two8);
+        if (dt == ATTN_KV_E4M3_FINITE) /* scanned: no NaN byte */
+            return;
         const __m128i nan = _mm_cmpeq_epi8(_mm_and_si128(x, _mm_set1_epi8(0x7f)),
                                            _mm_set1_epi8(0x7f));
         if (__builtin_expect(_mm_movemask_epi8(nan) != 0, 0)) {
@@ -217,9 +242,9 @@ static ALWAYS_INLINE __m128 reduce4(__m256 a, __m256 b, __m256 c, __m256 d)
 _Static_assert(QK_KEYS >= 1 && QK_KEYS <= 4, "reduce4 sums up to four keys");
 _Static_assert(QK_ROWS >= 1 && QK_ROWS <= 6, "qk_rows handles row tails of up to 5 rows");
 
-static ALWAYS_INLINE void qk_micro(int dtype, size_t R, size_t C, const float *q,
-                                   ptrdiff_t q_stride, const unsigned char *k, uintptr_t kb,
-                                   size_t d, float scale, float *s, ptrdiff_t s_stride)
+static ALWAYS_INLINE void qk_micro_at(int dtype, size_t R, size_t C, const float *q,
+                                      ptrdiff_t q_stride, const unsigned char *k, uintptr_t kb,
+                                      size_t d, float scale, float *s, ptrdiff_t s_stride)
 {
     __m256 acc[QK_ROWS][4]; /* reduce4 takes four: unused ones stay 0 */
     for (size_t r = 0; r < R; r++)
@@ -272,6 +297,19 @@ static ALWAYS_INLINE void qk_micro(int dtype, size_t R, size_t C, const float *q
         else
             _mm_maskstore_ps(sr, _mm256_castsi256_si128(first_lanes(C)), dots);
     }
+}
+
+/* E4M3 keys: the block's C rows scanned for NaN bytes first (they are in
+   cache: the prefetch ran ahead; the loads below then find them in L1), and
+   without one decoded without the per-value NaN check. */
+static ALWAYS_INLINE void qk_micro(int dtype, size_t R, size_t C, const float *q,
+                                   ptrdiff_t q_stride, const unsigned char *k, uintptr_t kb,
+                                   size_t d, float scale, float *s, ptrdiff_t s_stride)
+{
+    if (dtype == ATTN_KV_FP8_E4M3 && e4m3_finite(k, (ptrdiff_t)kb, C, d))
+        qk_micro_at(ATTN_KV_E4M3_FINITE, R, C, q, q_stride, k, kb, d, scale, s, s_stride);
+    else
+        qk_micro_at(dtype, R, C, q, q_stride, k, kb, d, scale, s, s_stride);
 }
 
 /* Rows in groups of QK_ROWS for keys c..c+C of the tile. */

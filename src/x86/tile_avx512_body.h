@@ -96,11 +96,13 @@ ATTN_AVX512_INLINE __m512 block_scale(const unsigned char *blk)
  * says, so a caller's DAZ/FTZ cannot change a value (quant::e4m3_every_byte
  * checks every byte with both set). S.1111.111 (480 so far) becomes NaN.
  */
-ATTN_AVX512_INLINE __m512 fp8_16(__m128i x)
+ATTN_AVX512_INLINE __m512 fp8_16(int dt, __m128i x)
 {
     const __m256i h = _mm256_and_si256(_mm256_slli_epi16(_mm256_cvtepi8_epi16(x), 7),
                                        _mm256_set1_epi16((short)0xBF80));
     const __m512 v = _mm512_mul_ps(_mm512_cvtph_ps(h), _mm512_set1_ps(256.0f));
+    if (dt == ATTN_KV_E4M3_FINITE) /* scanned: no NaN byte (tile_variants.h) */
+        return v;
     /* S.1111.111: the low seven bits flipped are all zero (straight into a
        mask register: through vpmovmskb and a general register the decode
        was 8 % slower) */
@@ -109,6 +111,25 @@ ATTN_AVX512_INLINE __m512 fp8_16(__m128i x)
     return _mm512_mask_mov_ps(v, is_nan, _mm512_set1_ps(__builtin_nanf("")));
 }
 
+
+/* Whether the rows rows of n E4M3 bytes at base, stride bytes apart, hold
+   no NaN byte: the largest low-seven-bits value is below 0x7f. */
+ATTN_AVX512_INLINE int e4m3_finite(const void *base, ptrdiff_t stride, size_t rows, size_t n)
+{
+    const __m512i low7 = _mm512_set1_epi8(0x7f);
+    const __mmask64 tail = n % 64 ? (__mmask64)(~0ull >> (64 - n % 64)) : 0;
+    __m512i mx = _mm512_setzero_si512();
+    for (size_t r = 0; r < rows; r++) {
+        const unsigned char *row = attn_kv_row(base, r, (uintptr_t)stride);
+        size_t t = 0;
+        for (; t + 64 <= n; t += 64)
+            mx = _mm512_max_epu8(mx, _mm512_and_si512(_mm512_loadu_si512(row + t), low7));
+        if (tail)
+            mx = _mm512_max_epu8(mx, _mm512_and_si512(_mm512_maskz_loadu_epi8(tail, row + t), low7));
+    }
+    return _mm512_cmpeq_epi8_mask(mx, low7) == 0;
+}
+#define ATTN_E4M3_FINITE(base, stride, rows, n) e4m3_finite(base, stride, rows, n)
 
 /*
  * 16 E5M2 bytes to f32, exactly: each byte is the upper half of a binary16
@@ -131,8 +152,8 @@ ATTN_AVX512_INLINE __m512 load16(int dt, const unsigned char *row, size_t t)
             return _mm512_cvtph_ps(h);
         return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
     }
-    if (dt == ATTN_KV_FP8_E4M3)
-        return fp8_16(_mm_loadu_si128((const __m128i *)(row + t)));
+    if ((dt & ATTN_KV_DT_MASK) == ATTN_KV_FP8_E4M3)
+        return fp8_16(dt, _mm_loadu_si128((const __m128i *)(row + t)));
     if (dt == ATTN_KV_FP8_E5M2)
         return e5m2_16(_mm_loadu_si128((const __m128i *)(row + t)));
     const unsigned char *blk = row + t / ATTN_QBLOCK * unit_bytes(dt);
@@ -155,8 +176,8 @@ ATTN_AVX512_INLINE __m512 maskz_load16(int dt, __mmask16 m, const unsigned char 
 {
     if (dt == ATTN_KV_F32)
         return _mm512_maskz_loadu_ps(m, (const float *)row + t);
-    if (dt == ATTN_KV_FP8_E4M3)
-        return fp8_16(_mm_maskz_loadu_epi8(m, row + t));
+    if ((dt & ATTN_KV_DT_MASK) == ATTN_KV_FP8_E4M3)
+        return fp8_16(dt, _mm_maskz_loadu_epi8(m, row + t));
     if (dt == ATTN_KV_FP8_E5M2)
         return e5m2_16(_mm_maskz_loadu_epi8(m, row + t));
     __m256i h = _mm256_maskz_loadu_epi16(m, (const uint16_t *)row + t);
@@ -204,9 +225,9 @@ ATTN_AVX512_INLINE void load32(int dt, const unsigned char *row, size_t t, __m51
  * 4x4 loads 8 vectors per 16 FMAs; 1x8 keeps 8 independent FMA chains for the
  * single-row case.
  */
-ATTN_AVX512_INLINE void qk_dot_block(int dt, size_t R, size_t C, const float *q, ptrdiff_t q_stride,
-                                     const unsigned char *k, uintptr_t kb, size_t d, float scale,
-                                     float *s, ptrdiff_t s_stride)
+ATTN_AVX512_INLINE void qk_dot_block_at(int dt, size_t R, size_t C, const float *q,
+                                        ptrdiff_t q_stride, const unsigned char *k, uintptr_t kb,
+                                        size_t d, float scale, float *s, ptrdiff_t s_stride)
 {
     __m512 acc[4][8];
     for (size_t r = 0; r < R; r++)
@@ -268,6 +289,19 @@ ATTN_AVX512_INLINE void qk_dot_block(int dt, size_t R, size_t C, const float *q,
                                                         acc[r][c + 3]),
                                              vscale));
     }
+}
+
+/* E4M3 keys: the block's C rows scanned for NaN bytes first (a few
+   kilobytes the prefetch has brought in, which the loads below then find in
+   L1), and without one decoded without the per-value NaN fix-up. */
+ATTN_AVX512_INLINE void qk_dot_block(int dt, size_t R, size_t C, const float *q, ptrdiff_t q_stride,
+                                     const unsigned char *k, uintptr_t kb, size_t d, float scale,
+                                     float *s, ptrdiff_t s_stride)
+{
+    if (dt == ATTN_KV_FP8_E4M3 && e4m3_finite(k, (ptrdiff_t)kb, C, d))
+        qk_dot_block_at(ATTN_KV_E4M3_FINITE, R, C, q, q_stride, k, kb, d, scale, s, s_stride);
+    else
+        qk_dot_block_at(dt, R, C, q, q_stride, k, kb, d, scale, s, s_stride);
 }
 
 /* R rows against all nk keys; `pf`: prefetch the keys ahead (the first
@@ -534,10 +568,10 @@ ATTN_AVX512_INLINE void qk_diag(int dt, const float *q, ptrdiff_t q_stride,
  * block formats, whose rows are whole blocks). pf > 0: prefetch V rows of
  * pf bytes ahead (prefetch.h).
  */
-ATTN_AVX512_INLINE void pv_block(int dt, size_t R, size_t NV, int tail, __mmask16 m, size_t pf,
-                                 const float *p, ptrdiff_t p_stride, const void *v,
-                                 ptrdiff_t v_stride, size_t nk, size_t j0, float *acc,
-                                 ptrdiff_t acc_stride)
+ATTN_AVX512_INLINE int pv_block_at(int dt, size_t R, size_t NV, int tail, __mmask16 m, size_t pf,
+                                   const float *p, ptrdiff_t p_stride, const void *v,
+                                   ptrdiff_t v_stride, size_t nk, size_t j0, float *acc,
+                                   ptrdiff_t acc_stride)
 {
     const size_t nfull = tail ? NV - 1 : NV; /* vectors without a mask */
     const size_t unit = unit_bytes(dt);
@@ -551,10 +585,19 @@ ATTN_AVX512_INLINE void pv_block(int dt, size_t R, size_t NV, int tail, __mmask1
             a[r][NV - 1] = _mm512_maskz_loadu_ps(m, ar + 16 * (NV - 1));
     }
     const size_t ahead = pf ? attn_prefetch_rows_ahead(pf) : 0;
+    /* E4M3 decoded without the NaN fix-up: the largest low-seven-bits value
+       of the bytes read, checked before anything is stored */
+    const __m512i low7 = _mm512_set1_epi8(0x7f);
+    const __mmask64 bytes = (NV > 1 ? ~0ull >> (64 - 16 * (NV - 1)) : 0) |
+                            (__mmask64)(tail ? m : 0xffff) << (16 * (NV - 1));
+    __m512i mx = _mm512_setzero_si512();
     for (size_t c = 0; c < nk; c++) {
         const unsigned char *row = row_at(v, c, vb);
         if (pf)
             attn_prefetch_rows(v, c + ahead, v_stride, unit, 1, pf);
+        if (dt == ATTN_KV_E4M3_FINITE)
+            mx = _mm512_max_epu8(mx, _mm512_and_si512(_mm512_maskz_loadu_epi8(bytes, row + j0),
+                                                      low7));
         __m512 vv[4];
         if (is_block(dt)) { /* j0 and NV cover whole blocks: NV even */
             size_t i = 0;
@@ -574,6 +617,8 @@ ATTN_AVX512_INLINE void pv_block(int dt, size_t R, size_t NV, int tail, __mmask1
                 a[r][i] = _mm512_fmadd_ps(pb, vv[i], a[r][i]);
         }
     }
+    if (dt == ATTN_KV_E4M3_FINITE && _mm512_cmpeq_epi8_mask(mx, low7))
+        return 0; /* a NaN byte: nothing stored, the caller decodes again */
     for (size_t r = 0; r < R; r++) {
         float *ar = acc + (ptrdiff_t)r * acc_stride + (ptrdiff_t)j0;
         for (size_t i = 0; i < nfull; i++)
@@ -581,6 +626,20 @@ ATTN_AVX512_INLINE void pv_block(int dt, size_t R, size_t NV, int tail, __mmask1
         if (tail)
             _mm512_mask_storeu_ps(ar + 16 * (NV - 1), m, a[r][NV - 1]);
     }
+    return 1;
+}
+
+/* E4M3 values: decoded without the NaN fix-up, and again with it in the
+   rare block that holds a NaN byte (the first pass stored nothing). */
+ATTN_AVX512_INLINE void pv_block(int dt, size_t R, size_t NV, int tail, __mmask16 m, size_t pf,
+                                 const float *p, ptrdiff_t p_stride, const void *v,
+                                 ptrdiff_t v_stride, size_t nk, size_t j0, float *acc,
+                                 ptrdiff_t acc_stride)
+{
+    if (dt == ATTN_KV_FP8_E4M3 && pv_block_at(ATTN_KV_E4M3_FINITE, R, NV, tail, m, pf, p,
+                                              p_stride, v, v_stride, nk, j0, acc, acc_stride))
+        return;
+    pv_block_at(dt, R, NV, tail, m, pf, p, p_stride, v, v_stride, nk, j0, acc, acc_stride);
 }
 
 ATTN_AVX512_INLINE void pv_rows(int dt, size_t NV, int tail, __mmask16 m, size_t pf, const float *p,
