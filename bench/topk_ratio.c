@@ -7,7 +7,11 @@
  *            of 32768 keys vs the dense call over 2048 contiguous keys;
  *   prefill  256 query rows (Hq 8, Hkv 8, d 128, F32), top-k 512 of 8192,
  *            each row keeping 4 in 5 of the row before's keys: one call vs
- *            256 calls of one row each.
+ *            256 calls of one row each;
+ *   fp8      the decode's top-k call on DeepSeek V3.2's FP8 rows read in
+ *            place (656 bytes per token: 512 E4M3 with 4 f32 scales of 128
+ *            channels, then the 64 rope values in bf16 as k's tail; attn.h
+ *            1.8, 1.9) vs the same call on the bf16 latent (1152 bytes).
  * The caches are read from DRAM each call (the decode rotates copies past
  * the LLC). Median and minimum over the repetitions.
  *
@@ -97,7 +101,7 @@ int main(int argc, char **argv)
             reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--splits") && i + 1 < argc)
             splits = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--only") && i + 1 < argc) /* profiling: 0..3 */
+        else if (!strcmp(argv[i], "--only") && i + 1 < argc) /* profiling: 0..4 */
             only = atoi(argv[++i]);
         else {
             fprintf(stderr, "usage: %s [--reps N] [--splits N]\n", argv[0]);
@@ -128,6 +132,33 @@ int main(int argc, char **argv)
     os.workspace = ws_s ? alloc(ws_s) : NULL, os.workspace_size = ws_s;
     od.workspace = ws_d ? alloc(ws_d) : NULL, od.workspace_size = ws_d;
 
+    /* DeepSeek V3.2's FP8 rows: 656 bytes, in place (k, its scales and tail
+       inside each row; v = k's 512 values) */
+    enum { ROW = 656, G = 128 };
+    unsigned char *rows8[COPIES];
+    for (int c = 0; c < COPIES; c++) {
+        unsigned char *x = alloc((size_t)(LK * ROW));
+        for (int64_t j = 0; j < LK; j++) {
+            unsigned char *r = x + j * ROW;
+            for (int i = 0; i < DV; i++) {
+                r[i] = (unsigned char)(next() & 0xff);
+                if ((r[i] & 0x7f) == 0x7f) /* not NaN */
+                    r[i] ^= 1;
+            }
+            for (int gi = 0; gi < DV / G; gi++) {
+                const float s = (float)(1 + next() % 64) / 4096.0f;
+                memcpy(r + DV + 4 * gi, &s, 4);
+            }
+            uint16_t *rope = filled_bf16(D - DV);
+            memcpy(r + DV + 4 * (DV / G), rope, (size_t)(D - DV) * 2);
+            free(rope);
+        }
+        rows8[c] = x;
+    }
+    attn_options o8 = os;
+    o8.k_scale_group = o8.v_scale_group = G;
+    o8.k_tail_dim = D - DV;
+
     /* prefill: 256 rows, top-k 512 of 8192 */
     const int64_t PL = 256, PK = 8192, PT = 512, PH = 8, PD = 128;
     float *pq = filled((size_t)(PH * PL * PD)), *pk = filled((size_t)(PH * PK * PD));
@@ -140,8 +171,8 @@ int main(int argc, char **argv)
     op.topk_indices = pidx;
     op.topk = PT;
 
-    double *t[4];
-    for (int v = 0; v < 4; v++)
+    double *t[5];
+    for (int v = 0; v < 5; v++)
         t[v] = calloc((size_t)reps, sizeof(double));
     for (int r = 0; r < reps; r++) {
         for (int v = 0; v < 2; v++) { /* decode: 20 calls each, copies rotated */
@@ -159,6 +190,21 @@ int main(int argc, char **argv)
                          "decode");
             }
             t[v][r] = (bench_wall() - t0) / 20.0;
+        }
+        if (only < 0 || only == 4) { /* the FP8 rows, copies rotated likewise */
+            const double t0 = bench_wall();
+            for (int c = 0; c < 20; c++) {
+                unsigned char *x = rows8[(c + r) % COPIES];
+                attn_tensor tk = {x, ATTN_DTYPE_FP8_E4M3, LK * ROW, ROW, ROW};
+                attn_tensor ts = {x + DV, ATTN_DTYPE_F32, LK * ROW / 4, ROW / 4, ROW / 4};
+                attn_tensor tt = {x + DV + 4 * (DV / G), ATTN_DTYPE_BF16, LK * ROW / 2, ROW / 2,
+                                  ROW / 2};
+                attn_options oc = o8;
+                oc.k_scales = oc.v_scales = &ts;
+                oc.k_tail = &tt;
+                bench_ok(attn_forward(&sparse, &oc, &tq, &tk, &tk, &to, NULL), "fp8 rows");
+            }
+            t[4][r] = (bench_wall() - t0) / 20.0;
         }
         if (only < 0 || only == 2) {
             const double t0 = bench_wall();
@@ -180,8 +226,8 @@ int main(int argc, char **argv)
             t[3][r] = bench_wall() - t0;
         }
     }
-    double m[4], lo[4];
-    for (int v = 0; v < 4; v++) {
+    double m[5], lo[5];
+    for (int v = 0; v < 5; v++) {
         m[v] = median(t[v], reps);
         lo[v] = t[v][0];
     }
@@ -196,5 +242,9 @@ int main(int argc, char **argv)
     printf("prefill the same as 256 one-row calls:                         %.2f ms (min %.2f)\n",
            m[3] * 1e3, lo[3] * 1e3);
     printf("        speedup %.2f (median) %.2f (min)   target >= 2\n", m[3] / m[2], lo[3] / lo[2]);
+    printf("fp8     the decode's top-k call on DeepSeek V3.2 FP8 rows:     %.3f ms (min %.3f)\n",
+           m[4] * 1e3, lo[4] * 1e3);
+    printf("        ratio to the bf16 latent %.2f (median) %.2f (min)   bytes %.2f\n",
+           m[4] / m[0], lo[4] / lo[0], (double)ROW / (double)(2 * D));
     return 0;
 }

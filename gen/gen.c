@@ -406,6 +406,11 @@ void gen_profile_init(gen_profile *p)
     /* their groups (1.8): one scale per row unless a consumer pins them */
     rule(p, GEN_C_OPT(k_scale_group), 0, 0, 0);
     rule(p, GEN_C_OPT(v_scale_group), 0, 0, 0);
+    /* a tail of the key rows (1.9): likewise, drawn only by the consumers
+       that pin it (with k_tail_dim); laid out like k with k_tail_dim
+       columns. tests/test_fp8_scales.c checks the library's use of it */
+    rule(p, GEN_C_OPT(k_tail), 0, 1, 1);
+    rule(p, GEN_C_OPT(k_tail_dim), 0, 0, 0);
     /* shared prefixes: likewise, drawn only by the consumers that ask */
     rule(p, GEN_C_OPT(shared_prefix), 0, 1, 1);
     rule(p, GEN_C_SHARED, 256, GEN_SHARED_ALL, GEN_SHARED_RANDOM);
@@ -1377,6 +1382,21 @@ int gen_materialise(gen_bufs *m, const gen_problem *d, uint64_t seed, unsigned f
             uint64_t st = stream_of(seed, role);
             memset(m->data[role], 0xff, m->bytes[role]);
             rc = fill_all(&m->t[role], outer, Hkv, rows, ncol, &d->val[role], &st, Hkv, 0.0f,
+                          row);
+            const attn_tensor *tp = &m->t[role];
+            memcpy((char *)&m->opt + option_offsets[pos], &tp, sizeof tp);
+            continue;
+        }
+        if (option_extents[pos] == ATTN_OPT_EXTENT_KTAIL) { /* laid out like k */
+            const int64_t n = d->opt.k_tail_dim, outer = m->table ? m->opt.num_blocks : kb,
+                          rows = m->table ? d->block_size : Lk,
+                          ncol = n > 0 && n < d->shape.head_dim ? n : 1;
+            rc = dense_tensor(m, role, option_dtypes[pos], outer, Hkv, rows, ncol, &d->tl[role]);
+            if (rc)
+                break;
+            uint64_t st = stream_of(seed, role);
+            memset(m->data[role], 0xff, m->bytes[role]);
+            rc = fill_all(&m->t[role], outer, Hkv, rows, ncol, &d->val[GEN_K], &st, Hkv, 0.0f,
                           row);
             const attn_tensor *tp = &m->t[role];
             memcpy((char *)&m->opt + option_offsets[pos], &tp, sizeof tp);

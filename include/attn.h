@@ -257,7 +257,7 @@ extern "C" {
 #endif
 
 #define ATTN_VERSION_MAJOR 1
-#define ATTN_VERSION_MINOR 8
+#define ATTN_VERSION_MINOR 9
 #define ATTN_VERSION_PATCH 0
 #define ATTN_VERSION \
     ((ATTN_VERSION_MAJOR << 16) | (ATTN_VERSION_MINOR << 8) | ATTN_VERSION_PATCH)
@@ -622,7 +622,7 @@ typedef struct attn_options {
        64 bf16 rope dims), uint8_t *c, row t at c + 656 t: k = {c, FP8_E4M3,
        .., row_stride 656} with head_dim 512 and k_scales = {(float *)(c +
        512), F32, .., row_stride 164} (656 / 4), k_scale_group 128. (The bf16
-       rope dims are not part of such a k: a k row is of one dtype.)
+       rope dims join such a k as its k_tail, 1.9.)
        attn_cache_append writes group scales as it writes row scales, each over
        its group's largest magnitude, into a view of their own (scales inside
        the cache's rows share its byte range: ATTN_ERR_STRIDE; attn_quantize,
@@ -630,6 +630,34 @@ typedef struct attn_options {
        reads k (v) honours them; attn_backward takes no FP8 cache. */
     int64_t k_scale_group;
     int64_t v_scale_group;
+    /* since 1.9: a key row in two parts of different dtypes (DeepSeek V3.2's
+       FP8 latent with its 64 bf16 rope dims; an MLA cache whose rope part
+       k_pe lies in a tensor of its own). With k_tail_dim = n > 0, k holds
+       the first head_dim - n values of every key row and k_tail the last n:
+       an F32, F16 or BF16 view laid out like k (the same batch entries,
+       heads and positions, through the same kv_offsets, shared prefixes and
+       block table: with one it covers the pool, [num_blocks][kv_heads]
+       [block_size] rows), n values per row. q rows still have head_dim
+       values; k's row rules (whole Q8_0/Q4_0 blocks, FP8 scale groups,
+       its byte range) apply to its head_dim - n. The call is the call on an
+       F32 k holding each key's head_dim values (k's decoded as its dtype
+       says, then the tail's): within the F32 bound of those values, not
+       always its bits (the rows are decoded into scratch, as with scale
+       groups). An FP8 k then takes its scales as groups (k_scales with
+       k_scale_group > 0; one scale per row is the group head_dim - n), else
+       ATTN_ERR_ARG. n >= head_dim is ATTN_ERR_SHAPE; k_tail without n > 0,
+       or n > 0 without k_tail, is ATTN_ERR_ARG; v is not affected (MLA's v
+       is k's latent: v = k's view with v_dim <= head_dim - n). Read by
+       attn_forward, attn_scores and attn_weights; attn_backward and
+       attn_cache_append refuse a tail (ATTN_ERR_UNSUPPORTED: append the two
+       parts as two caches, the tail with head_dim n). DeepSeek V3.2's
+       656-byte rows (see k_scale_group): head_dim 576, k = {c, FP8_E4M3,
+       .., row_stride 656}, k_scales as there with k_scale_group 128, k_tail
+       = {(uint16_t *)(c + 528), BF16, .., row_stride 328}, k_tail_dim 64,
+       v = {c, FP8_E4M3, .., row_stride 656} with v_dim 512 and v_scales =
+       k_scales, v_scale_group 128. */
+    const attn_tensor *k_tail;
+    int64_t k_tail_dim;
 } attn_options;
 
 /*
@@ -642,7 +670,7 @@ typedef struct attn_options {
  */
 #define ATTN_OPTIONS_INIT \
     { (uint32_t)sizeof(attn_options), 0u, 0.0f, 0.0f, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, \
-      0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0.0f, 0.0f, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
+      0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0.0f, 0.0f, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
 
 /*
  * Optional per-row outputs, each float[batch][q_heads][q_len] contiguous,
@@ -1009,9 +1037,12 @@ ATTN_API attn_status attn_cache_append(const attn_shape *shape, const attn_optio
  * kv_offsets, q_pos, k_pos, tree_parents and the block table, so changing
  * those arrays afterwards does not change the plan (make a new plan per
  * step). It keeps, as pointers, the option tensors (mask, bias, sinks,
- * alibi_slopes), the split-KV workspace and parallel_for: the caller keeps
- * them valid while the plan is used (their contents may change between
- * runs: they are read by each run). The plan uses the kernel table active
+ * alibi_slopes, k_scales, v_scales, k_tail), the split-KV workspace and
+ * parallel_for: the caller keeps them valid while the plan is used (their
+ * contents may change between runs: they are read by each run). A run
+ * moves only q, k, v and out: scales or a tail inside the cache's own rows
+ * (DeepSeek V3.2's, see k_scale_group and k_tail) stay where they were
+ * planned, so such caches take one plan per layer. The plan uses the kernel table active
  * when it was made (attn_isa_select afterwards does not change it).
  * attn_plan_run runs the planned forward on new data pointers for q, k, v
  * (the tensors' dtypes and strides as planned: the same views, elsewhere)

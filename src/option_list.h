@@ -51,8 +51,12 @@
  *             VSCALES the same per V row (v_dim / v_scale_group)
  *             TOPK    [batch][q_len][topk] (a list of topk entries per query
  *                     row, indexed as QROWS)
- *   dtype   the attn_dtype a TENSOR must have (ATTN_DTYPE_##dtype); F32
- *           for the others (unused)
+ *             KTAIL   the last k_tail_dim values of every K row, laid out
+ *                     like k ([batch][kv_heads][kv_len], or the pool with a
+ *                     block_table); of dtype F32, F16 or BF16 (the dtype
+ *                     column names the one the generator and Python use)
+ *   dtype   the attn_dtype a TENSOR must have (ATTN_DTYPE_##dtype; KTAIL:
+ *           see there); F32 for the others (unused)
  *   offset  the field's offset in the LP64/LLP64 ABIs: frozen, a different
  *           offset breaks compiled callers (tests/abi/layout_test.c)
  *   since   the minor version of 1.x that appended it
@@ -109,7 +113,8 @@ typedef enum attn_opt_extent {
     ATTN_OPT_EXTENT_QROWS,
     ATTN_OPT_EXTENT_KSCALES,
     ATTN_OPT_EXTENT_VSCALES,
-    ATTN_OPT_EXTENT_TOPK
+    ATTN_OPT_EXTENT_TOPK,
+    ATTN_OPT_EXTENT_KTAIL
 } attn_opt_extent;
 
 /* clang-format off */
@@ -149,7 +154,9 @@ typedef enum attn_opt_extent {
     X(topk_indices,       I32,     TOPK,   F32,  232, 7, NONE)               \
     X(topk,               VALUE,   NONE,   F32,  240, 7, NONNEG)             \
     X(k_scale_group,      VALUE,   NONE,   F32,  248, 8, NONNEG)             \
-    X(v_scale_group,      VALUE,   NONE,   F32,  256, 8, NONNEG)
+    X(v_scale_group,      VALUE,   NONE,   F32,  256, 8, NONNEG)             \
+    X(k_tail,             TENSOR,  KTAIL,  F32,  264, 9, NONE)               \
+    X(k_tail_dim,         VALUE,   NONE,   F32,  272, 9, NONNEG)
 /* clang-format on */
 
 /* The rules (see above). */

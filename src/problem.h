@@ -123,6 +123,11 @@ struct attn_problem {
        grouped cache is decoded to f32 rows for the F32 kernels
        (attn_kv_stage, src/driver/kv.h), qk_scale then being scale. */
     int64_t k_group, v_group;
+    /* 1.9: the last k_tail_dim values of each key row, laid out like k
+       (data == NULL: none); k then holds head_dim - k_tail_dim. Such rows
+       are decoded to f32 (both parts) for the F32 kernels, as groups are. */
+    attn_tensor k_tail;
+    int64_t k_tail_dim;
 };
 
 /* The properties of an attn_dtype (ATTN_DTYPE_GET, src/dtype_list.h). */

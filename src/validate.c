@@ -242,9 +242,11 @@ static attn_status check_option_pointers(const attn_options *o)
 /* ... and the dtype its line names. */
 #define ATTN_X_DTYPE(f, kind, extent, dtype, off, since, rule) ATTN_X_DTYPE_##kind(f, extent, dtype)
 #define ATTN_X_DTYPE_TENSOR(f, e, t)                                                        \
-    if (o->f && o->f->dtype != ATTN_DTYPE_##t)                                             \
-        return attn_fail(ATTN_ERR_ARG, "opt->" #f "->dtype = %d, must be ATTN_DTYPE_" #t,     \
-                         (int)o->f->dtype);
+    if (o->f && o->f->dtype != ATTN_DTYPE_##t &&                                           \
+        !(ATTN_OPT_EXTENT_##e == ATTN_OPT_EXTENT_KTAIL && attn_dtype_is_float_input(o->f->dtype))) \
+        return attn_fail(ATTN_ERR_ARG, "opt->" #f "->dtype = %d, must be ATTN_DTYPE_" #t      \
+                         "%s", (int)o->f->dtype,                                             \
+                         ATTN_OPT_EXTENT_##e == ATTN_OPT_EXTENT_KTAIL ? ", F16 or BF16" : "");
 #define ATTN_X_DTYPE_HEADER ATTN_X_NOTHING
 #define ATTN_X_DTYPE_VALUE ATTN_X_NOTHING
 #define ATTN_X_DTYPE_HOOK ATTN_X_NOTHING
@@ -295,6 +297,7 @@ attn_status attn_add_option_ranges(attn_range_set *set, const attn_options *o,
        the operations that read k check first; one with a nonsense
        description is ranged as dense, its call refused anyway) */
     const int pool = o->block_table && o->num_blocks > 0 && o->block_size > 0;
+    const int64_t k_cols = s->head_dim - o->k_tail_dim; /* k's own part (1.9) */
     const int64_t ext[][4] = {
         [ATTN_OPT_EXTENT_NONE] = {1, 1, 1, 1},
         [ATTN_OPT_EXTENT_BATCH] = {s->batch, 1, 1, 1},
@@ -303,12 +306,14 @@ attn_status attn_add_option_ranges(attn_range_set *set, const attn_options *o,
         [ATTN_OPT_EXTENT_QROWS] = {s->batch, s->q_len, 1, 1},
         [ATTN_OPT_EXTENT_KSCALES] = {pool ? o->num_blocks : s->batch, s->kv_heads,
                                      pool ? o->block_size : s->kv_len,
-                                     attn_scale_cols(o->k_scale_group, s->head_dim)},
+                                     attn_scale_cols(o->k_scale_group, k_cols)},
         [ATTN_OPT_EXTENT_VSCALES] = {pool ? o->num_blocks : s->batch, s->kv_heads,
                                      pool ? o->block_size : s->kv_len,
                                      attn_scale_cols(o->v_scale_group,
                                                      s->v_dim ? s->v_dim : s->head_dim)},
         [ATTN_OPT_EXTENT_TOPK] = {s->batch, s->q_len, o->topk, 1},
+        [ATTN_OPT_EXTENT_KTAIL] = {pool ? o->num_blocks : s->batch, s->kv_heads,
+                                   pool ? o->block_size : s->kv_len, o->k_tail_dim},
     };
     ATTN_OPTION_LIST(ATTN_X_RANGE)
     return ATTN_OK;
@@ -333,10 +338,19 @@ attn_status attn_check_shape_options(const attn_shape *shape, const attn_options
     if ((o->topk_indices != NULL) != (o->topk > 0))
         return attn_fail(ATTN_ERR_ARG, "opt->topk_indices and opt->topk = %lld: both or neither",
                          (long long)o->topk);
+    /* a key row in two parts (1.9): the tail and its length come together
+       and leave k some values of its own */
+    if ((o->k_tail != NULL) != (o->k_tail_dim > 0))
+        return attn_fail(ATTN_ERR_ARG, "opt->k_tail and opt->k_tail_dim = %lld: both or neither",
+                         (long long)o->k_tail_dim);
+    if (o->k_tail_dim >= s.head_dim)
+        return attn_fail(ATTN_ERR_SHAPE, "opt->k_tail_dim = %lld leaves none of head_dim = %lld "
+                         "to k", (long long)o->k_tail_dim, (long long)s.head_dim);
     /* FP8 scale groups (1.8): a group divides its row (the scale views'
        extents, attn_add_option_ranges, count whole groups) */
     const int64_t v_dim = s.v_dim ? s.v_dim : s.head_dim;
-    const int64_t group[2] = {o->k_scale_group, o->v_scale_group}, dim[2] = {s.head_dim, v_dim};
+    const int64_t group[2] = {o->k_scale_group, o->v_scale_group},
+                  dim[2] = {s.head_dim - o->k_tail_dim, v_dim};
     const attn_tensor *const scales[2] = {o->k_scales, o->v_scales};
     for (int i = 0; i < 2; i++) {
         if (group[i] > 0 && !scales[i])
@@ -344,7 +358,8 @@ attn_status attn_check_shape_options(const attn_shape *shape, const attn_options
                              i ? "v" : "k", (long long)group[i], i ? "v" : "k");
         if (group[i] > 0 && dim[i] % group[i])
             return attn_fail(ATTN_ERR_SHAPE, "opt->%s_scale_group = %lld does not divide %s = %lld",
-                             i ? "v" : "k", (long long)group[i], i ? "v_dim" : "head_dim",
+                             i ? "v" : "k", (long long)group[i],
+                             i ? "v_dim" : o->k_tail_dim ? "head_dim - k_tail_dim" : "head_dim",
                              (long long)dim[i]);
     }
     return ATTN_OK;
@@ -641,8 +656,16 @@ attn_status attn_validate(attn_problem *pb, const attn_op *op, const attn_shape 
     if (needs_qk && !attn_dtype_is_float_input(q->dtype))
         return attn_fail(ATTN_ERR_ARG, "q->dtype = %d: q is F32, F16 or BF16", (int)q->dtype);
     TRY(attn_check_kv_scales(&o));
+    const int64_t k_cols = s.head_dim - o.k_tail_dim; /* k's part of a key row (1.9) */
     if (needs_qk)
-        TRY(attn_check_kv(k->dtype, s.head_dim, o.k_scale));
+        TRY(attn_check_kv(k->dtype, k_cols, o.k_scale));
+    /* a tail: k's values are decoded before the F32 kernels, an FP8 k's
+       with its scale groups (its per-call or per-row scale would multiply
+       the whole score, the tail's part too) */
+    if (needs_qk && o.k_tail && attn_dtype_is_fp8(k->dtype) && o.k_scale_group == 0)
+        return attn_fail(ATTN_ERR_ARG, "opt->k_tail with an FP8 k takes its scales as groups "
+                         "(opt->k_scales with opt->k_scale_group > 0; one per row: the group "
+                         "head_dim - k_tail_dim = %lld)", (long long)k_cols);
     if (needs_v)
         TRY(attn_check_kv(v->dtype, v_dim, o.v_scale));
     const float scale = o.scale != 0.0f ? o.scale : (float)(1.0 / sqrt((double)s.head_dim));
@@ -690,7 +713,7 @@ attn_status attn_validate(attn_problem *pb, const attn_op *op, const attn_shape 
         pb->span[0] = set.in[set.n_in - 1];
         /* paged: the pool, [num_blocks][kv_heads][block_size] rows */
         const int64_t kb = paged ? o.num_blocks : s.batch, kr = paged ? o.block_size : s.kv_len;
-        TRY(attn_add_tensor(&set, k, kb, s.kv_heads, kr, s.head_dim, 0));
+        TRY(attn_add_tensor(&set, k, kb, s.kv_heads, kr, k_cols, 0));
         pb->span[1] = set.in[set.n_in - 1];
         if (needs_v) {
             TRY(attn_add_tensor(&set, v, kb, s.kv_heads, kr, v_dim, 0));
@@ -743,6 +766,10 @@ attn_status attn_validate(attn_problem *pb, const attn_op *op, const attn_shape 
     if (needs_v && o.v_scales) {
         pb->v_scales = *o.v_scales;
         pb->v_group = o.v_scale_group;
+    }
+    if (needs_qk && o.k_tail) {
+        pb->k_tail = *o.k_tail;
+        pb->k_tail_dim = o.k_tail_dim;
     }
     if (needs_qk) {
         pb->q = *q;

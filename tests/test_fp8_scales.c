@@ -659,24 +659,26 @@ ParameterizedTest(isa_row *row, fp8_scales, groups_paged_same_bits,
 }
 
 /*
- * DeepSeek V3.2's FP8 latent rows, read in place (attn.h 1.8): 656 bytes
- * per token, 512 E4M3 values, their 4 f32 scales (128 channels each), 64
- * bf16 rope values (not read here); k the 512 values, v the same bytes
- * (MLA: V is K's latent), k_scales = v_scales the in-row floats (row
- * stride 164 floats). Within the F32 bound of the decoded values, dense
- * and with top-k lists.
+ * DeepSeek V3.2's FP8 latent rows, read in place (attn.h 1.8, 1.9): 656
+ * bytes per token, 512 E4M3 values, their 4 f32 scales (128 channels
+ * each), 64 bf16 rope values; k the 512 values, v the same bytes (MLA: V
+ * is K's latent), k_scales = v_scales the in-row floats (row stride 164
+ * floats), and in every other repetition the rope values as k's tail
+ * (head_dim 576, k_tail the row's bf16 at byte 528, row stride 328).
+ * Within the F32 bound of the decoded values, dense and with top-k lists.
  */
 HARNESS_ISA_PARAMS(fp8_scales, deepseek_latent_rows)
 ParameterizedTest(isa_row *row, fp8_scales, deepseek_latent_rows, .timeout = ATTN_TEST_TIMEOUT)
 {
     const attn_dsp *t = harness_begin(row);
     rng *g = harness_rng();
-    enum { ROW = 656, D = 512, G = 128, HQ = 16 };
-    for (int rep = 0; rep < 4; rep++) {
-        const int64_t lk = rng_int(g, 1, 300), lq = rng_int(g, 1, 2);
-        const attn_shape s = {1, HQ, 1, lq, lk, D, D};
+    enum { ROW = 656, D = 512, G = 128, ROPE = 64, HQ = 16 };
+    for (int rep = 0; rep < 8; rep++) {
+        const int tail = rep & 2;
+        const int64_t lk = rng_int(g, 1, 300), lq = rng_int(g, 1, 2), dk = tail ? D + ROPE : D;
+        const attn_shape s = {1, HQ, 1, lq, lk, dk, D};
         unsigned char *c = xmalloc((size_t)(lk * ROW));
-        float *f = xmalloc((size_t)(lk * D) * 4);
+        float *f = xmalloc((size_t)(lk * dk) * 4);
         for (int64_t j = 0; j < lk; j++) {
             unsigned char *r = c + j * ROW;
             float sc[D / G];
@@ -685,14 +687,19 @@ ParameterizedTest(isa_row *row, fp8_scales, deepseek_latent_rows, .timeout = ATT
             memcpy(r + D, sc, sizeof sc);
             for (int64_t i = 0; i < D; i++) {
                 r[i] = fp8_byte(g, ATTN_KV_FP8_E4M3, 448.0);
-                f[j * D + i] = (float)(ref_quant_value(ATTN_KV_FP8_E4M3, r, (size_t)i) * sc[i / G]);
+                f[j * dk + i] = (float)(ref_quant_value(ATTN_KV_FP8_E4M3, r, (size_t)i) * sc[i / G]);
             }
-            for (int64_t i = D + (int64_t)sizeof sc; i < ROW; i++)
-                r[i] = (unsigned char)rng_int(g, 0, 255); /* the rope dims: not read */
+            for (int64_t i = 0; i < ROPE; i++) { /* the rope values, bf16 */
+                const uint16_t h = ref_f32_to_bf16(rng_float(g, -4.0f, 4.0f));
+                memcpy(r + D + sizeof sc + 2 * i, &h, 2);
+                if (tail)
+                    f[j * dk + D + i] = (float)ref_bf16_to_double(h);
+            }
         }
         const attn_tensor k8 = {c, ATTN_DTYPE_FP8_E4M3, 0, 0, ROW};
-        const attn_tensor kf = {f, ATTN_DTYPE_F32, 0, 0, D};
+        const attn_tensor kf = {f, ATTN_DTYPE_F32, 0, 0, dk};
         const attn_tensor sv = {c + D, ATTN_DTYPE_F32, 0, 0, ROW / 4};
+        const attn_tensor rope = {c + D + 16, ATTN_DTYPE_BF16, 0, 0, ROW / 2};
         attn_tensor tq;
         float *q = random_q(g, &s, &tq);
         attn_options o = ATTN_OPTIONS_INIT;
@@ -703,13 +710,21 @@ ParameterizedTest(isa_row *row, fp8_scales, deepseek_latent_rows, .timeout = ATT
             list = random_topk(g, &s, NULL, o.topk);
             o.topk_indices = list;
         }
-        harness_context("rep %d Lq %lld Lk %lld topk %lld", rep, (long long)lq, (long long)lk,
-                        (long long)o.topk);
+        harness_context("rep %d Lq %lld Lk %lld topk %lld tail %d", rep, (long long)lq,
+                        (long long)lk, (long long)o.topk, tail);
         attn_options o8 = o;
         o8.k_scales = o8.v_scales = &sv;
         o8.k_scale_group = o8.v_scale_group = G;
-        const cache_pair kp = {.q8 = k8, .f = kf}, vp = kp;
+        if (tail) {
+            o8.k_tail = &rope;
+            o8.k_tail_dim = ROPE;
+        }
+        const cache_pair kp = {.q8 = k8, .f = kf}, vp = kp; /* v: kf's first 512 columns */
         check_grouped(t, 2, &s, &o, &o8, &tq, &kp, &vp);
+        if (tail) {
+            check_grouped(t, 0, &s, &o, &o8, &tq, &kp, &vp);
+            check_grouped(t, 1, &s, &o, &o8, &tq, &kp, &vp);
+        }
         free(list);
         free(q);
         free(c);
@@ -945,4 +960,231 @@ ParameterizedTest(isa_row *row, fp8_scales, append_writes_row_scales,
             expect_bytes("scales after a refusal", sc[p], sbefore[p], nsc[p] * 4);
         }
     }
+}
+
+/* ------------------------------------------------------------ key tails */
+
+/* Unit offset of key row (b, h, j) of a cache in the case's layout (no
+   kv_offsets: the tail tests keep each sequence at position 0). */
+static int64_t case_row(const scaled_case *c, const attn_tensor *t, int64_t b, int64_t h,
+                        int64_t j)
+{
+    if (c->paged)
+        return (int64_t)c->table[b * c->pages + j / c->bs] * t->batch_stride +
+               h * t->head_stride + (j % c->bs) * t->row_stride;
+    return b * t->batch_stride + h * t->head_stride + j * t->row_stride;
+}
+
+/* One float K/V row of n values of dtype dt at dst; their exact values. */
+static void float_row(rng *g, int dt, void *dst, int64_t n, float mag, double *val)
+{
+    for (int64_t i = 0; i < n; i++) {
+        const float x = rng_float(g, -mag, mag);
+        if (dt == ATTN_DTYPE_F32) {
+            ((float *)dst)[i] = x;
+            val[i] = x;
+        } else {
+            const uint16_t h = dt == ATTN_DTYPE_F16 ? ref_f32_to_f16(x) : ref_f32_to_bf16(x);
+            ((uint16_t *)dst)[i] = h;
+            val[i] = dt == ATTN_DTYPE_F16 ? ref_f16_to_double(h) : ref_bf16_to_double(h);
+        }
+    }
+}
+
+/*
+ * Key rows in two parts (attn.h 1.9): k of F32, F16, BF16, Q8_0 or E4M3
+ * with group scales holds the first head_dim - n values, k_tail (F32, F16,
+ * BF16) the last n, each in the case's layout (dense, or the paged pool
+ * through a shuffled block table); V in F32 alike. Scores, weights and the
+ * forward with its stats are within the F32 bound of the float64 reference
+ * on an F32 k holding each row's decoded values then its tail's.
+ */
+HARNESS_ISA_PARAMS(fp8_scales, k_tail_rows)
+ParameterizedTest(isa_row *row, fp8_scales, k_tail_rows, .timeout = ATTN_TEST_TIMEOUT)
+{
+    const attn_dsp *t = harness_begin(row);
+    rng *g = harness_rng();
+    static const int mains[] = {ATTN_DTYPE_F32, ATTN_DTYPE_F16, ATTN_DTYPE_BF16, ATTN_DTYPE_Q8_0,
+                                ATTN_DTYPE_FP8_E4M3};
+    static const int tails[] = {ATTN_DTYPE_F32, ATTN_DTYPE_F16, ATTN_DTYPE_BF16};
+    for (int rep = 0; rep < 30; rep++) {
+        scaled_case c;
+        draw_case(&c, g);
+        c.use_offsets = 0; /* the reference writes every score column */
+        attn_shape *s = &c.s;
+        const int mdt = mains[rng_int(g, 0, 4)], tdt = tails[rng_int(g, 0, 2)];
+        const int64_t n = rng_int(g, 1, 70);
+        const int64_t main = mdt == ATTN_DTYPE_Q8_0 ? 32 * rng_int(g, 1, 4) : rng_int(g, 1, 100);
+        const int64_t grp = mdt == ATTN_DTYPE_FP8_E4M3 ? draw_group(g, main) : 0;
+        s->head_dim = main + n;
+        const int64_t D = s->head_dim, dv = s->v_dim, B = s->batch, H = s->kv_heads;
+        const int64_t lk = s->kv_len, outer = outer_rows(&c), inner = inner_rows(&c);
+        float sinks[8];
+        attn_options o = case_options(&c, g, sinks);
+        harness_context("rep %d B=%lld Hq=%lld Hkv=%lld Lq=%lld Lk=%lld k %s (%lld, group %lld)"
+                        " tail %s (%lld) dv=%lld paged=%d blhd=%d lens=%d causal=%u",
+                        rep, (long long)B, (long long)s->q_heads, (long long)H,
+                        (long long)s->q_len, (long long)lk, ref_dtype_name(mdt), (long long)main,
+                        (long long)grp, ref_dtype_name(tdt), (long long)n, (long long)dv, c.paged,
+                        c.blhd, c.use_lens, o.flags);
+        /* the library's caches, in the case's layout */
+        const int64_t units = main / ref_dtype_block(mdt), ng = grp ? main / grp : 1;
+        attn_tensor k = cache_layout(&c, units), tl = cache_layout(&c, n), v = cache_layout(&c, dv);
+        attn_tensor sc = scale_layout_cols(&c, ng);
+        sc.head_stride = ng, sc.row_stride = H * ng, sc.batch_stride = inner * H * ng;
+        if (!c.paged && !c.blhd)
+            sc.head_stride = inner * ng, sc.row_stride = ng, sc.batch_stride = H * inner * ng;
+        k.dtype = mdt, tl.dtype = tdt, v.dtype = ATTN_DTYPE_F32;
+        buf bk, bt, bv, bs;
+        unsigned char *kd = buf_alloc(&bk, span(&k, outer, H, inner, units) * ref_dtype_size(mdt), 1);
+        unsigned char *td = buf_alloc(&bt, span(&tl, outer, H, inner, n) * ref_dtype_size(tdt), 0);
+        float *vd = buf_alloc(&bv, span(&v, outer, H, inner, dv) * 4, 0);
+        float *sd = buf_alloc(&bs, span(&sc, outer, H, inner, ng) * 4, 0);
+        k.data = kd, tl.data = td, v.data = vd, sc.data = sd;
+        /* the reference's: dense F32 [B][Hkv][Lk][D] and [..][dv] */
+        float *kf = xmalloc((size_t)(B * H * lk * D) * 4), *vf = xmalloc((size_t)(B * H * lk * dv) * 4);
+        const attn_tensor tkf = {kf, ATTN_DTYPE_F32, H * lk * D, lk * D, D};
+        const attn_tensor tvf = {vf, ATTN_DTYPE_F32, H * lk * dv, lk * dv, dv};
+        double *val = xmalloc((size_t)(D + dv + 32) * sizeof(double));
+        float *x = xmalloc((size_t)main * 4);
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t h = 0; h < H; h++)
+                for (int64_t j = 0; j < lk; j++) {
+                    float *fr = kf + ((b * H + h) * lk + j) * D;
+                    unsigned char *kr = kd + case_row(&c, &k, b, h, j) * (int64_t)ref_dtype_size(mdt);
+                    if (mdt == ATTN_DTYPE_Q8_0) {
+                        for (int64_t i = 0; i < main; i++)
+                            x[i] = rng_float(g, -1.0f, 1.0f);
+                        CHECK(attn_quantize(ATTN_DTYPE_Q8_0, x, 1, main, main, kr, units, 0.0f) ==
+                                  ATTN_OK, "quantize");
+                        for (int64_t i = 0; i < main; i++)
+                            fr[i] = (float)ref_quant_value(ATTN_KV_Q8_0, kr, (size_t)i);
+                    } else if (mdt == ATTN_DTYPE_FP8_E4M3) {
+                        float *s8 = sd + case_row(&c, &sc, b, h, j);
+                        for (int64_t q = 0; q < ng; q++)
+                            s8[q] = ldexpf(rng_float(g, 1.0f, 2.0f), (int)rng_int(g, -6, 1));
+                        for (int64_t i = 0; i < main; i++) {
+                            kr[i] = fp8_byte(g, ATTN_KV_FP8_E4M3, 64.0);
+                            /* exact in double (4 + 24 bits): one rounding */
+                            fr[i] = (float)(ref_quant_value(ATTN_KV_FP8_E4M3, kr, (size_t)i) *
+                                            (double)s8[i / grp]);
+                        }
+                    } else {
+                        float_row(g, mdt, kr, main, 1.0f, val);
+                        for (int64_t i = 0; i < main; i++)
+                            fr[i] = (float)val[i];
+                    }
+                    float_row(g, tdt, td + case_row(&c, &tl, b, h, j) * (int64_t)ref_dtype_size(tdt),
+                              n, 2.0f, val);
+                    for (int64_t i = 0; i < n; i++)
+                        fr[main + i] = (float)val[i];
+                    float_row(g, ATTN_DTYPE_F32, vd + case_row(&c, &v, b, h, j), dv, 1.0f, val);
+                    for (int64_t i = 0; i < dv; i++)
+                        vf[((b * H + h) * lk + j) * dv + i] = (float)val[i];
+                }
+        attn_tensor tq;
+        float *q = random_q(g, s, &tq);
+        attn_options oref = o; /* dense tensors: no pool */
+        oref.block_table = NULL;
+        oref.block_table_stride = oref.block_size = oref.num_blocks = 0;
+        attn_options ot = o;
+        ot.k_tail = &tl;
+        ot.k_tail_dim = n;
+        if (grp) {
+            ot.k_scales = &sc;
+            ot.k_scale_group = grp;
+        }
+        const cache_pair kp = {.q8 = k, .f = tkf}, vp = {.q8 = v, .f = tvf};
+        for (int op = 0; op < 3; op++)
+            check_grouped(t, op, s, &oref, &ot, &tq, &kp, &vp);
+        free(q);
+        free(x);
+        free(val);
+        free(kf);
+        free(vf);
+        buf_free(&bk);
+        buf_free(&bt);
+        buf_free(&bv);
+        buf_free(&bs);
+        free(c.table);
+    }
+}
+
+/* A tail's refusals: the status, and not a byte of out written. */
+Test(fp8_scales, k_tail_refusals)
+{
+    harness_begin_plain("fp8_scales/k_tail_refusals");
+    enum { B = 1, H = 2, L = 4, D = 32, N = 8 };
+    const attn_shape s = {B, H, H, L, L, D, D};
+    float q[B * H * L * D], kf[B * H * L * D], out[B * H * L * D], vf[B * H * L * D];
+    float tail[B * H * L * N], sc[B * H * L];
+    uint8_t k8[B * H * L * D];
+    memset(q, 0, sizeof q);
+    memset(kf, 0, sizeof kf);
+    memset(vf, 0, sizeof vf);
+    memset(tail, 0, sizeof tail);
+    memset(k8, 0x38, sizeof k8);
+    for (int i = 0; i < B * H * L; i++)
+        sc[i] = 1.0f;
+    const attn_tensor tq = {q, ATTN_DTYPE_F32, H * L * D, L * D, D};
+    const attn_tensor tk = {kf, ATTN_DTYPE_F32, H * L * D, L * D, D}; /* D - N used */
+    const attn_tensor tk8 = {k8, ATTN_DTYPE_FP8_E4M3, H * L * D, L * D, D};
+    const attn_tensor tv = {vf, ATTN_DTYPE_F32, H * L * D, L * D, D};
+    const attn_tensor to = {out, ATTN_DTYPE_F32, H * L * D, L * D, D};
+    const attn_tensor tt = {tail, ATTN_DTYPE_F32, H * L * N, L * N, N};
+    const attn_tensor tt8 = {k8, ATTN_DTYPE_Q8_0, H * L * N, L * N, N};
+    const attn_tensor tover = {out, ATTN_DTYPE_F32, H * L * N, L * N, N}; /* out's bytes */
+    const attn_tensor ts = {sc, ATTN_DTYPE_F32, H * L, L, 1};
+    struct {
+        const char *what;
+        const attn_tensor *k, *tail;
+        int64_t n, group;
+        attn_status want;
+    } cases[] = {
+        {"k_tail without k_tail_dim", &tk, &tt, 0, 0, ATTN_ERR_ARG},
+        {"k_tail_dim without k_tail", &tk, NULL, N, 0, ATTN_ERR_ARG},
+        {"k_tail_dim = head_dim", &tk, &tt, D, 0, ATTN_ERR_SHAPE},
+        {"k_tail of dtype Q8_0", &tk, &tt8, N, 0, ATTN_ERR_ARG},
+        {"FP8 k with a tail and one scale per call", &tk8, &tt, N, 0, ATTN_ERR_ARG},
+        {"a tail sharing out's bytes", &tk, &tover, N, 0, ATTN_ERR_STRIDE},
+        {"FP8 groups that do not divide head_dim - k_tail_dim", &tk8, &tt, N, 16, ATTN_ERR_SHAPE},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        harness_context("%s", cases[i].what);
+        attn_options o = ATTN_OPTIONS_INIT;
+        o.k_tail = cases[i].tail;
+        o.k_tail_dim = cases[i].n;
+        if (cases[i].group) {
+            o.k_scales = &ts;
+            o.k_scale_group = cases[i].group;
+        }
+        memset(out, 0x5a, sizeof out);
+        const attn_status st = attn_forward(&s, &o, &tq, cases[i].k, &tv, &to, NULL);
+        CHECK(st == cases[i].want, "status %d, want %d", st, cases[i].want);
+        for (size_t j = 0; j < sizeof out; j++)
+            CHECK(((unsigned char *)out)[j] == 0x5a, "out written at byte %zu", j);
+    }
+    /* the operations that take no tail: the backward, the append */
+    attn_options o = ATTN_OPTIONS_INIT;
+    o.k_tail = &tt;
+    o.k_tail_dim = N;
+    float dq[B * H * L * D], dk[B * H * L * D], dv[B * H * L * D];
+    memset(dq, 0x5a, sizeof dq);
+    const attn_tensor tdq = {dq, ATTN_DTYPE_F32, H * L * D, L * D, D};
+    const attn_tensor tdk = {dk, ATTN_DTYPE_F32, H * L * D, L * D, D};
+    const attn_tensor tdv = {dv, ATTN_DTYPE_F32, H * L * D, L * D, D};
+    attn_grads gr = {sizeof gr, &tdq, &tdk, &tdv, NULL, NULL};
+    harness_context("attn_backward with a tail");
+    float lse[B * H * L] = {0};
+    CHECK(attn_backward(&s, &o, &tq, &tk, &tv, &tv, &tq, lse, &gr) == ATTN_ERR_UNSUPPORTED,
+          "backward");
+    for (size_t j = 0; j < sizeof dq; j++)
+        CHECK(((unsigned char *)dq)[j] == 0x5a, "dq written at byte %zu", j);
+    harness_context("attn_cache_append with a tail");
+    memset(kf, 0x5a, sizeof kf);
+    const attn_shape as = {B, H, H, 1, L, D, D};
+    const attn_tensor tnew = {q, ATTN_DTYPE_F32, H * D, D, D};
+    CHECK(attn_cache_append(&as, &o, &tnew, &tnew, &tk, &tv) == ATTN_ERR_UNSUPPORTED, "append");
+    for (size_t j = 0; j < sizeof kf; j++)
+        CHECK(((unsigned char *)kf)[j] == 0x5a, "k written at byte %zu", j);
 }

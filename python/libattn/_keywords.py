@@ -309,6 +309,51 @@ def _tree(value, call):
     call.point("tree_parents", _kvlayout._int32_array(flat, "tree_parents"))
 
 
+def _k_tail(value, call):
+    """k_tail: the last n values of every key row (attn.h 1.9), an array
+    broadcastable to [B, Hkv, Lk, n], float16 read as F16, anything else as
+    float32; read in place where it can be (broadcast axes become strides of
+    0; a last axis that is not contiguous is copied). Sets k_tail_dim = n;
+    k then holds the first head_dim - n values of each row."""
+    if value is None:
+        return
+    if np is None:
+        raise TypeError("k_tail: needs NumPy")
+    arr = np.asarray(value)
+    if arr.dtype.kind not in "fiu":
+        raise TypeError("k_tail: expected numbers, got an array of %s" % arr.dtype)
+    if arr.dtype not in (np.float16, np.float32):
+        arr = arr.astype(np.float32)
+    s = call.shape
+    n = arr.shape[-1] if arr.ndim else 0
+    if arr.ndim < 1 or n < 1:
+        raise ValueError("k_tail: expected [B, Hkv, Lk, n] values, got shape %r" % (arr.shape,))
+    try:
+        view = np.broadcast_to(arr, (s.batch, s.kv_heads, s.kv_len, n))
+    except ValueError:
+        raise ValueError("k_tail: shape %r does not broadcast to [B, Hkv, Lk, n] = [%d, %d, %d, "
+                         "%d]" % (arr.shape, s.batch, s.kv_heads, s.kv_len, n)) from None
+    item = arr.dtype.itemsize
+    if n > 1 and view.strides[3] != item:
+        view = np.ascontiguousarray(view)
+    strides = [st // item if d > 1 else 0 for st, d in zip(view.strides[:3], view.shape[:3])]
+    dt = DType.F16 if arr.dtype == np.float16 else DType.F32
+    call.point("k_tail", _CTensor(view.__array_interface__["data"][0], dt, *strides), [arr, view])
+    call.opt.k_tail_dim = n
+
+
+def k_tail_dim(kw):
+    """The k_tail keyword's n (its last axis), 0 without one: the operations'
+    shape checks take k rows of head_dim - n values then."""
+    tail = kw.get("k_tail")
+    if tail is None:
+        return 0
+    shape = getattr(tail, "shape", None)
+    if shape is None and np is not None:
+        shape = np.asarray(tail).shape
+    return int(shape[-1]) if shape else 0
+
+
 def _topk(value, call):
     """topk_indices: [Lq, k] (the same lists for every sequence) or [B, Lq, k]
     key indices, as the int32 [B][q_len][k] array of attn.h (entry
@@ -458,6 +503,14 @@ _BY_HAND = (
             "head, [B, 1, Lk] per token), or G per row over head_dim / G\n"
             "channels each, [B, Hkv, Lk, G] (attn.h 1.8; per channel: G =\n"
             "head_dim). Not with the cache layouts.",
+            ops=("scores", "weights", "forward")),
+    # key rows in two parts (attn.h 1.9): dense caches only here
+    Keyword("k_tail", "k_tail k_tail_dim", None, "Optional[Array]", _k_tail,
+            "the last n values of every key row, [B, Hkv, Lk, n] (float16 or\n"
+            "float32, broadcastable): k then holds the first head_dim - n\n"
+            "values (a DeepSeek MLA cache's rope part kept apart from its\n"
+            "latent, or beside an fp8 latent with k_scales groups). Not with\n"
+            "the cache layouts.",
             ops=("scores", "weights", "forward")),
     Keyword("v_scales", "v_scales v_scale_group", None, "Optional[Array]",
             _row_scales("v_scales"),

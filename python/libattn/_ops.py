@@ -19,7 +19,7 @@ from ._capi import DType
 from ._dtypes import ROWS
 from . import _kvlayout
 from ._types import Array, List, Optional, Sequence, Stats, Tuple, Union
-from ._keywords import LAYOUT, build, float_arg, int_arg, operation, side_inputs
+from ._keywords import LAYOUT, build, float_arg, int_arg, k_tail_dim, operation, side_inputs
 
 
 def alibi_slopes(heads: int) -> List[float]:
@@ -108,7 +108,7 @@ def _quant_operand(x, name, dt):
                    arr.flags.writeable), values
 
 
-def _attention_inputs(q, k, v, dtype, kv_dtype=None):
+def _attention_inputs(q, k, v, dtype, kv_dtype=None, tail_dim=0):
     half = _half_bits(dtype)
     qo = as_operand(q, "q", "qkv", half)
     rank = len(qo.shape)
@@ -140,7 +140,10 @@ def _attention_inputs(q, k, v, dtype, kv_dtype=None):
     kd *= per_unit
     if kb != batch:
         raise ValueError("k: batch %d, but q has batch %d" % (kb, batch))
-    if kd != head_dim:
+    if kd + tail_dim != head_dim:
+        if tail_dim:
+            raise ValueError("k: %d values per row and k_tail's %d, but q has head_dim %d"
+                             % (kd, tail_dim, head_dim))
         raise ValueError("k: head_dim %d, but q has head_dim %d" % (kd, head_dim))
     if q_heads % kv_heads:
         raise ValueError("k: %d heads do not divide q's %d heads (grouped-query attention "
@@ -192,6 +195,9 @@ def _run_attention(function, q, k, v, kw, *, out, stats, dtype, kv_dtype=None, i
     if kv_dtype is None and scaled:
         raise ValueError("k_scale/v_scale/k_scales/v_scales: only for kv_dtype='fp8' or 'e5m2'")
     if any(kw.get(name) is not None for name in LAYOUT):
+        if kw.get("k_tail") is not None:
+            raise ValueError("k_tail: not supported with q_offsets/cu_seqlens/block_table in "
+                             "this binding (the C API takes it)")
         if kv_dtype is not None:
             raise ValueError("kv_dtype: quantized caches with q_offsets/cu_seqlens/block_table "
                              "are not supported by the Python binding (the C API takes them)")
@@ -206,7 +212,7 @@ def _run_attention(function, q, k, v, kw, *, out, stats, dtype, kv_dtype=None, i
             side_inputs=lambda target: side_inputs(kw, target), q_lens=kw["q_lens"],
             kv_lens=kw["kv_lens"], dtype=dtype, half_bits=_half_bits(dtype),
             is_tensor_result=is_tensor(q), invoke=invoke, **{name: kw[name] for name in LAYOUT})
-    rank, shape, q4, k4, v4 = _attention_inputs(q, k, v, dtype, kv_dtype)
+    rank, shape, q4, k4, v4 = _attention_inputs(q, k, v, dtype, kv_dtype, k_tail_dim(kw))
     if kv_dtype is not None and k4.dtype not in _FP8 and scaled:
         raise ValueError("k_scale/v_scale/k_scales/v_scales: only for kv_dtype='fp8' or "
                          "'e5m2', not %r" % (kv_dtype,))

@@ -64,4 +64,6 @@ ROWS = (
     Row("topk", "value", "int64", None, None, 7, 0, "nonneg"),
     Row("k_scale_group", "value", "int64", None, None, 8, 0, "nonneg"),
     Row("v_scale_group", "value", "int64", None, None, 8, 0, "nonneg"),
+    Row("k_tail", "tensor", "tensor*", "ktail", "f32", 9, None, "none"),
+    Row("k_tail_dim", "value", "int64", None, None, 9, 0, "nonneg"),
 )

@@ -530,6 +530,9 @@ static attn_status validate_backward(attn_problem *pb, const attn_shape *shape,
 
     attn_problem p;
     ATTN_TRY(attn_validate(&p, &backward_op, shape, opt, q, k, v, g.dq, NULL));
+    /* key rows in two parts (attn.h 1.9): forward only */
+    if (p.k_tail.data)
+        return ATTN_ERR_UNSUPPORTED;
     /* paged K/V: training does not read a cache (attn.h) */
     if (p.block_table)
         return ATTN_ERR_UNSUPPORTED;

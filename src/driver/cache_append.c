@@ -264,6 +264,8 @@ static attn_status validate(const attn_dsp *dsp, append_problem *ap, const attn_
     /* 2. options, shape, dtypes, scales, the batch arrays */
     attn_options o;
     TRY(attn_check_shape_options(shape, opt, &o));
+    if (o.k_tail) /* two parts of a key row (attn.h 1.9): one call per part */
+        return ATTN_ERR_UNSUPPORTED;
     const attn_shape s = *shape;
     const int64_t v_dim = s.v_dim ? s.v_dim : s.head_dim;
     TRY(attn_check_kv_scales(&o));

@@ -47,7 +47,8 @@ int64_t attn_block_rows_for(const attn_dsp *dsp, int64_t per_row_floats)
 
 int64_t attn_plan_stage(const attn_problem *pb, task_plan *p, int64_t max_keys)
 {
-    const int64_t dim = attn_max64(pb->k_group ? pb->head_dim : 0, pb->v_group ? pb->v_dim : 0);
+    const int64_t dim =
+        attn_max64(attn_k_staged(pb) ? pb->head_dim : 0, pb->v_group ? pb->v_dim : 0);
     if (dim == 0)
         return 0;
     p->stage_stride = round_up16(dim);

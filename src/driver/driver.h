@@ -34,11 +34,24 @@
  * every mode's bound. The default mode takes the bf16 dot kernel for BF16 q
  * and k: exact products (attn.h states what its flushing adds).
  */
-/* The dtype the kernels read K (V) as: F32 for an FP8 cache with scale
-   groups, which the driver decodes to f32 rows first (kv.h, attn_kv_stage). */
+/* Key rows the driver decodes to f32 before the kernels (kv.h,
+   attn_kv_stage): an FP8 cache with scale groups (1.8), rows with a tail
+   of another dtype (1.9). */
+static inline int attn_k_staged(const attn_problem *pb)
+{
+    return pb->k_group || pb->k_tail_dim;
+}
+
+/* Values of a key row that k holds: head_dim less the tail's (1.9). */
+static inline int64_t attn_k_cols(const attn_problem *pb)
+{
+    return pb->head_dim - pb->k_tail_dim;
+}
+
+/* The dtype the kernels read K (V) as: F32 for staged rows. */
 static inline int32_t attn_k_kernel_dtype(const attn_problem *pb)
 {
-    return pb->k_group ? ATTN_DTYPE_F32 : pb->k.dtype;
+    return attn_k_staged(pb) ? ATTN_DTYPE_F32 : pb->k.dtype;
 }
 static inline int32_t attn_v_kernel_dtype(const attn_problem *pb)
 {

@@ -62,7 +62,7 @@ typedef struct sel_pos {
    what a plan may assume; the data pointers say per call whether V is K. */
 static int v_as_k_columns(const attn_problem *pb)
 {
-    return pb->v.dtype == pb->k.dtype && pb->v_dim < pb->head_dim &&
+    return pb->v.dtype == pb->k.dtype && pb->v_dim < pb->head_dim && pb->v_dim <= attn_k_cols(pb) &&
            pb->v.row_stride == pb->k.row_stride && pb->v.head_stride == pb->k.head_stride &&
            pb->v.batch_stride == pb->k.batch_stride;
 }
@@ -70,10 +70,11 @@ static int v_as_k_columns(const attn_problem *pb)
 /* Bytes of one row of K or V, whichever is longer (a gathered row). */
 static int64_t gathered_row_bytes(const attn_problem *pb)
 {
-    /* FP8 with scale groups: gathered decoded, as f32 (attn_kv_stage) */
-    const int64_t kb = pb->k_group ? pb->head_dim * 4
-                                   : pb->head_dim / attn_dtype_block(pb->k.dtype) *
-                                         (int64_t)attn_dtype_size(pb->k.dtype);
+    /* FP8 with scale groups, rows with a tail: gathered decoded, as f32
+       (attn_kv_stage) */
+    const int64_t kb = attn_k_staged(pb) ? pb->head_dim * 4
+                                         : pb->head_dim / attn_dtype_block(pb->k.dtype) *
+                                               (int64_t)attn_dtype_size(pb->k.dtype);
     const int64_t vb = pb->v_group ? pb->v_dim * 4
                                    : pb->v_dim / attn_dtype_block(pb->v.dtype) *
                                          (int64_t)attn_dtype_size(pb->v.dtype);
@@ -264,13 +265,14 @@ static void gather_rows(const kv_src *src, int64_t w0, const uint16_t *pos, int6
     }
 }
 
-/* The same decoded to f32 with their scale groups (attn_kv_stage), rows
-   src->cols floats apart. */
+/* The same decoded to f32 with their scale groups and tail (attn_kv_stage),
+   rows `width` floats apart. */
 static void stage_rows(const attn_dsp *dsp, const kv_src *src, const kv_src *sc, int64_t g,
-                       int64_t w0, const uint16_t *pos, int64_t n, float *dst)
+                       const kv_src *tail, int64_t width, int64_t w0, const uint16_t *pos,
+                       int64_t n, float *dst)
 {
     for (int64_t t = 0; t < n; t++)
-        attn_kv_stage(dsp, src, sc, g, w0 + pos[t], 1, dst + t * src->cols, src->cols);
+        attn_kv_stage(dsp, src, sc, g, tail, w0 + pos[t], 1, dst + t * width, width);
 }
 
 /* Takes the next (at most) n set bits of the union bitmap uni from word
@@ -323,21 +325,26 @@ forward_selected(const attn_dsp *dsp, const attn_problem *pb, const task_plan *p
     attn_qk_tile_fn *const qk = attn_qk_kernel(dsp, pb);
     attn_pv_tile_fn *const pv = attn_pv_kernel(dsp, pb);
     const int64_t b = rows[0].b, G = p->block_k, C = p->gather_keys;
-    const kv_src ks = attn_kv_open(pb, &pb->k, b, kv_head, pb->head_dim);
+    const kv_src ks = attn_kv_open(pb, &pb->k, b, kv_head, attn_k_cols(pb));
     const kv_src vs = attn_kv_open(pb, &pb->v, b, kv_head, pb->v_dim);
-    /* gathered rows lie back to back; FP8 with scale groups decoded to f32 */
-    const ptrdiff_t k_units = pb->k_group ? pb->head_dim : (ptrdiff_t)(ks.row_bytes / ks.esize);
+    const kv_src kts = attn_kv_open_tail(pb, b, kv_head);
+    const kv_src *const tail = pb->k_tail_dim ? &kts : NULL;
+    /* gathered rows lie back to back; staged ones (scale groups, a tail)
+       decoded to f32 */
+    const int k_staged = attn_k_staged(pb);
+    const ptrdiff_t k_units = k_staged ? pb->head_dim : (ptrdiff_t)(ks.row_bytes / ks.esize);
     const ptrdiff_t v_units = pb->v_group ? pb->v_dim : (ptrdiff_t)(vs.row_bytes / vs.esize);
     const kv_src kss =
-        attn_kv_open_scales(pb, &pb->k_scales, pb->k_group, pb->head_dim, b, kv_head);
+        attn_kv_open_scales(pb, &pb->k_scales, pb->k_group, attn_k_cols(pb), b, kv_head);
     const kv_src vss =
         attn_kv_open_scales(pb, &pb->v_scales, pb->v_group, pb->v_dim, b, kv_head);
     const int k_rows = pb->k_scales.data && !pb->k_group;
     const int v_rows = pb->v_scales.data && !pb->v_group;
     const int terms = attn_has_score_terms(pb);
     /* V rows inside K's (MLA's latent cache): K's gather brought them in,
-       decoded alike where both have the same scale groups */
-    const int same_decode = pb->k_group == pb->v_group &&
+       decoded alike where both are staged with the same scale groups, or
+       neither is */
+    const int same_decode = k_staged == (pb->v_group != 0) && pb->k_group == pb->v_group &&
                             (!pb->k_group || !memcmp(&pb->k_scales, &pb->v_scales,
                                                      sizeof pb->k_scales));
     const int v_in_k = v_as_k_columns(pb) && pb->v.data == pb->k.data && same_decode;
@@ -401,8 +408,9 @@ forward_selected(const attn_dsp *dsp, const attn_problem *pb, const task_plan *p
                 const int64_t cn = attn_min64(C, nk - c);
                 if (c + 2 * C < nk) /* two chunks ahead */
                     prefetch_rows(&ks, w0, tp + c + 2 * C, attn_min64(C, nk - c - 2 * C));
-                if (pb->k_group)
-                    stage_rows(dsp, &ks, &kss, pb->k_group, w0, tp + c, cn, gbuf);
+                if (k_staged)
+                    stage_rows(dsp, &ks, &kss, pb->k_group, tail, pb->head_dim, w0, tp + c, cn,
+                               gbuf);
                 else
                     gather_rows(&ks, w0, tp + c, cn, (unsigned char *)gbuf);
                 if (!v_in_k)
@@ -451,7 +459,8 @@ forward_selected(const attn_dsp *dsp, const attn_problem *pb, const task_plan *p
             for (int64_t c = 0; c < nk; c += C) {
                 const int64_t cn = attn_min64(C, nk - c);
                 if (!reuse && pb->v_group)
-                    stage_rows(dsp, &vs, &vss, pb->v_group, w0, tp + c, cn, gbuf);
+                    stage_rows(dsp, &vs, &vss, pb->v_group, NULL, pb->v_dim, w0, tp + c, cn,
+                               gbuf);
                 else if (!reuse)
                     gather_rows(&vs, w0, tp + c, cn, (unsigned char *)gbuf);
                 for (int64_t r = 0, e; (e = attn_next_run(rows, n, &r, kb, ke)) > r; r = e)
@@ -481,13 +490,15 @@ static void forward_keys(const attn_dsp *dsp, const attn_problem *pb, const task
     attn_qk_tile_fn *const qk = attn_qk_kernel(dsp, pb);
     attn_pv_tile_fn *const pv = attn_pv_kernel(dsp, pb);
     const int pairs = pv != dsp->pv_tile[attn_v_kernel_dtype(pb)]; /* pv_bf16 */
-    const kv_src ks = attn_kv_open(pb, &pb->k, kv_seq, kv_head, pb->head_dim);
+    const kv_src ks = attn_kv_open(pb, &pb->k, kv_seq, kv_head, attn_k_cols(pb));
     const kv_src vs = attn_kv_open(pb, &pb->v, kv_seq, kv_head, pb->v_dim);
+    const kv_src kts = attn_kv_open_tail(pb, kv_seq, kv_head);
+    const kv_src *const tail = pb->k_tail_dim ? &kts : NULL;
     /* FP8 scales per key row (attn.h 1.6), or per group of channels (1.8,
        the rows then decoded into the stage after the accumulator): their
        views, opened like k, v */
     const kv_src kss =
-        attn_kv_open_scales(pb, &pb->k_scales, pb->k_group, pb->head_dim, kv_seq, kv_head);
+        attn_kv_open_scales(pb, &pb->k_scales, pb->k_group, attn_k_cols(pb), kv_seq, kv_head);
     const kv_src vss =
         attn_kv_open_scales(pb, &pb->v_scales, pb->v_group, pb->v_dim, kv_seq, kv_head);
     const int k_rows = pb->k_scales.data && !pb->k_group;
@@ -513,7 +524,7 @@ static void forward_keys(const attn_dsp *dsp, const attn_problem *pb, const task
             for (int64_t j = kb, len; j < ke; j += len) {
                 ptrdiff_t kstride;
                 const void *kp =
-                    attn_kv_rows(dsp, &ks, &kss, pb->k_group, stage, p, j, ke, &len, &kstride);
+                    attn_kv_rows(dsp, &ks, &kss, pb->k_group, tail, stage, p, j, ke, &len, &kstride);
                 qk(q + r * q_stride, q_stride, kp, kstride,
                                           nr, (size_t)len, (size_t)pb->head_dim, pb->qk_scale,
                                           s + (j - kb), p->block_k);
@@ -535,7 +546,7 @@ static void forward_keys(const attn_dsp *dsp, const attn_problem *pb, const task
                 const int64_t end = pairs && (j - base) % 2 ? j + 1 : ke;
                 ptrdiff_t vstride;
                 const void *vp =
-                    attn_kv_rows(dsp, &vs, &vss, pb->v_group, stage, p, j, end, &len, &vstride);
+                    attn_kv_rows(dsp, &vs, &vss, pb->v_group, NULL, stage, p, j, end, &len, &vstride);
                 pv(s + (j - kb), p->block_k, vp, vstride, nr,
                                           (size_t)len, (size_t)pb->v_dim,
                                           acc + r * p->acc_stride, p->acc_stride);

@@ -119,6 +119,14 @@ static inline const void *attn_kv_run(const kv_src *s, int64_t j, int64_t end, i
     return s->base + row * (ptrdiff_t)s->esize;
 }
 
+/* The tail of the key rows (attn.h 1.9), opened like k; k's own view when
+   absent (never read then: attn_kv_rows takes NULL). */
+static inline kv_src attn_kv_open_tail(const attn_problem *pb, int64_t b, int64_t kv_head)
+{
+    return attn_kv_open(pb, pb->k_tail.data ? &pb->k_tail : &pb->k, b, kv_head,
+                        pb->k_tail_dim ? pb->k_tail_dim : attn_k_cols(pb));
+}
+
 /* The FP8 scale view of k or v (attn.h 1.6 and 1.8), opened like its cache
    with one column per row or one per group; k's own view when absent
    (never read then). */
@@ -146,41 +154,66 @@ static inline void attn_kv_scales(const kv_src *sc, int64_t kb, int64_t ke, floa
 }
 
 /*
- * FP8 scales per group of channels (attn.h 1.8): the rows of keys
- * [j, j + n) of src decoded to f32 into dst (rows dst_stride floats apart),
- * channels [c g, c g + g) of each times scale c of its row, read through
- * sc, the scale view opened like its cache with src->cols / g columns. The
- * F32 kernels then read dst as they read an F32 cache: one rounding per
- * value, fl32(fp8 * scale), and the call is the F32 call on those values.
+ * The rows of keys [j, j + n) of src decoded to f32 into dst (rows
+ * dst_stride floats apart): with FP8 scales per group of channels (attn.h
+ * 1.8, g > 0) channels [c g, c g + g) of each times scale c of its row,
+ * read through sc, the scale view opened like its cache with src->cols / g
+ * columns; with a tail (1.9, tail not NULL) the tail's tail->cols values
+ * after src's src->cols. The F32 kernels then read dst as they read an F32
+ * cache: one rounding per scaled value, fl32(fp8 * scale), every other
+ * value exact, and the call is the F32 call on those values.
  */
 static inline void attn_kv_stage(const attn_dsp *dsp, const kv_src *src, const kv_src *sc,
-                                 int64_t g, int64_t j, int64_t n, float *dst, ptrdiff_t dst_stride)
+                                 int64_t g, const kv_src *tail, int64_t j, int64_t n, float *dst,
+                                 ptrdiff_t dst_stride)
 {
     attn_to_f32_scaled_fn *const decode = dsp->to_f32_scaled[src->t->dtype];
+    attn_to_f32_fn *const plain = dsp->to_f32[src->t->dtype];
+    const ptrdiff_t step = src->stride * (ptrdiff_t)src->esize;
     for (int64_t end = j + n, len, slen; j < end; j += len, dst += len * dst_stride) {
+        /* the views' pages may adjoin differently: runs as long as all agree */
         const char *rows = attn_kv_run(src, j, end, &len);
-        const float *sf = (const float *)attn_kv_run(sc, j, end, &slen);
-        len = attn_min64(len, slen); /* the two views' pages may adjoin differently */
-        decode(rows, src->stride * (ptrdiff_t)src->esize, (size_t)len, (size_t)src->cols, sf,
-               sc->stride, (size_t)g, dst, dst_stride);
+        const float *sf = NULL;
+        const char *tr = NULL;
+        if (g) {
+            sf = (const float *)attn_kv_run(sc, j, end, &slen);
+            len = attn_min64(len, slen);
+        }
+        if (tail) {
+            tr = (const char *)attn_kv_run(tail, j, end, &slen);
+            len = attn_min64(len, slen);
+        }
+        if (g)
+            decode(rows, step, (size_t)len, (size_t)src->cols, sf, sc->stride, (size_t)g, dst,
+                   dst_stride);
+        else
+            for (int64_t r = 0; r < len; r++)
+                plain(rows + r * step, dst + r * dst_stride, (size_t)src->cols);
+        if (tail) {
+            attn_to_f32_fn *const widen = dsp->to_f32[tail->t->dtype];
+            const ptrdiff_t tstep = tail->stride * (ptrdiff_t)tail->esize;
+            for (int64_t r = 0; r < len; r++)
+                widen(tr + r * tstep, dst + r * dst_stride + src->cols, (size_t)tail->cols);
+        }
     }
 }
 
 /* Rows j.. (before end) of K or V as the kernels read them: the cache's
-   run (attn_kv_run), or for an FP8 cache with scale groups (g > 0) at most
-   p->stage_keys of them decoded into the stage. *n: the rows, *stride:
-   their stride in the kernels' units. */
+   run (attn_kv_run), or for an FP8 cache with scale groups (g > 0) or key
+   rows with a tail (not NULL) at most p->stage_keys of them decoded into
+   the stage. *n: the rows, *stride: their stride in the kernels' units. */
 static inline const void *attn_kv_rows(const attn_dsp *dsp, const kv_src *src, const kv_src *sc,
-                                       int64_t g, float *stage, const task_plan *p, int64_t j,
-                                       int64_t end, int64_t *n, ptrdiff_t *stride)
+                                       int64_t g, const kv_src *tail, float *stage,
+                                       const task_plan *p, int64_t j, int64_t end, int64_t *n,
+                                       ptrdiff_t *stride)
 {
-    if (!g) {
+    if (!g && !tail) {
         *stride = src->stride;
         return attn_kv_run(src, j, end, n);
     }
     *n = attn_min64(p->stage_keys, end - j);
     *stride = (ptrdiff_t)p->stage_stride;
-    attn_kv_stage(dsp, src, sc, g, j, *n, stage, *stride);
+    attn_kv_stage(dsp, src, sc, g, tail, j, *n, stage, *stride);
     return stage;
 }
 

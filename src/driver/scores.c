@@ -46,12 +46,15 @@ int64_t attn_score_tiles(const task_ctx *ctx, size_t index, row_ref *rows, float
         return 0;
     const int64_t out_stride = pb->out.row_stride;
     float *const out = attn_out_row(&pb->out, rows[0].b, rows[0].h, rows[0].i);
-    const kv_src ks = attn_kv_open(pb, &pb->k, rows[0].b, kv_head, pb->head_dim);
+    const kv_src ks = attn_kv_open(pb, &pb->k, rows[0].b, kv_head, attn_k_cols(pb));
     /* FP8 scales per key row (attn.h 1.6): qk_scale is then 1; per group
-       of channels (1.8): the rows decoded into the stage after the queries */
+       of channels (1.8), or a tail (1.9): the rows decoded into the stage
+       after the queries */
     const int k_rows = pb->k_scales.data && !pb->k_group;
     const kv_src kss =
-        attn_kv_open_scales(pb, &pb->k_scales, pb->k_group, pb->head_dim, rows[0].b, kv_head);
+        attn_kv_open_scales(pb, &pb->k_scales, pb->k_group, attn_k_cols(pb), rows[0].b, kv_head);
+    const kv_src kts = attn_kv_open_tail(pb, rows[0].b, kv_head);
+    const kv_src *const tail = pb->k_tail_dim ? &kts : NULL;
     float *const stage = qbuf + p->block_rows * p->q_stride;
     float kfac[ATTN_MAX_BLOCK_K];
 
@@ -69,7 +72,7 @@ int64_t attn_score_tiles(const task_ctx *ctx, size_t index, row_ref *rows, float
             for (int64_t j = kb, len; j < ke; j += len) {
                 ptrdiff_t kstride;
                 const void *kp =
-                    attn_kv_rows(dsp, &ks, &kss, pb->k_group, stage, p, j, ke, &len, &kstride);
+                    attn_kv_rows(dsp, &ks, &kss, pb->k_group, tail, stage, p, j, ke, &len, &kstride);
                 qk(qbuf + r * p->q_stride, p->q_stride, kp, kstride,
                                           (size_t)(run_end - r), (size_t)len,
                                           (size_t)pb->head_dim, pb->qk_scale,

@@ -9,7 +9,10 @@
  *    v_scale sometimes hostile, or (read last, so older inputs keep their
  *    meaning) scales per row, k_scales / v_scales (attn.h 1.6: per token
  *    and head, per head or per token, values sometimes hostile, given
- *    with any dtype and beside a k_scale). Every kernel table (attn_dsp_for_isa) runs
+ *    with any dtype and beside a k_scale), and after them (likewise) a
+ *    tail of the key rows (attn.h 1.9: k_tail, F32/F16/BF16 raw bytes in
+ *    a buffer of its own; an FP8 k then needs scale groups, which this
+ *    fuzzer never gives: ATTN_ERR_ARG). Every kernel table (attn_dsp_for_isa) runs
  *    scores and forward. The status must be what attn.h says for those
  *    arguments; on success, and when every decoded value is finite, each
  *    result must be within tests/tolerance.h's bound (ref.c, on the decoded
@@ -208,8 +211,8 @@ static void fuzz_attention(fz_reader *r)
     float *q = malloc(qn * sizeof(float));
     for (size_t i = 0; i < qn; i++)
         q[i] = fz_rng_float(&g, -1.0f, 1.0f);
-    const attn_tensor qt = {q, ATTN_DTYPE_F32, s.q_heads * s.q_len * s.head_dim,
-                            s.q_len * s.head_dim, s.head_dim};
+    attn_tensor qt = {q, ATTN_DTYPE_F32, s.q_heads * s.q_len * s.head_dim, s.q_len * s.head_dim,
+                      s.head_dim};
     const size_t rows = (size_t)(s.batch * s.q_heads * s.q_len);
     float *out = malloc(rows * (size_t)s.v_dim * sizeof(float));
     float *sc = malloc(rows * (size_t)s.kv_len * sizeof(float));
@@ -260,6 +263,68 @@ static void fuzz_attention(fz_reader *r)
     if (!rows_tame || rows_bad_k || rows_bad_v)
         compare = 0;
 
+    /* a tail of n values per key row (1.9), drawn after the scales: the
+       call's head_dim grows by n, q is drawn again at that width, and the
+       reference's K rows are the decoded cache rows then the tail's */
+    static const int32_t tail_dtypes[] = {ATTN_DTYPE_F32, ATTN_DTYPE_F16, ATTN_DTYPE_BF16};
+    attn_tensor tail_t = {0};
+    fz_buf tail_buf = {0};
+    float *kdense = kc.dense;
+    int tail_bad = 0;
+    const int64_t k_cols = s.head_dim;
+    if (fz_u8(r) >= 200) {
+        const int64_t n = fz_range(r, 1, 24), H = s.kv_heads, L = s.kv_len;
+        const int32_t tdt = tail_dtypes[fz_range(r, 0, 2)];
+        const size_t eb = tdt == ATTN_DTYPE_F32 ? 4 : 2;
+        tail_t = (attn_tensor){NULL, tdt, H * L * n, L * n, n};
+        unsigned char *td = fz_buf_alloc(&tail_buf, (size_t)(s.batch * H * L * n) * eb,
+                                         fz_chance(r, 64));
+        const int sane = !fz_chance(r, 40);
+        fz_rng tg = {fz_u64(r)};
+        s.head_dim += n;
+        kdense = malloc((size_t)(s.batch * H * L * s.head_dim) * sizeof(float));
+        for (int64_t row = 0; row < s.batch * H * L; row++) {
+            memcpy(kdense + row * s.head_dim, kc.dense + row * k_cols, (size_t)k_cols * 4);
+            for (int64_t i = 0; i < n; i++) {
+                unsigned char *at = td + (size_t)(row * n + i) * eb;
+                double x;
+                if (eb == 4) {
+                    const float f = sane ? fz_rng_float(&tg, -2.0f, 2.0f) : 0.0f;
+                    uint32_t bits = (uint32_t)fz_rng_next(&tg);
+                    if (sane)
+                        memcpy(&bits, &f, 4);
+                    memcpy(at, &bits, 4);
+                    float v;
+                    memcpy(&v, &bits, 4);
+                    x = v;
+                } else {
+                    uint16_t h = (uint16_t)fz_rng_next(&tg);
+                    if (sane) /* a modest finite value */
+                        h = tdt == ATTN_DTYPE_F16 ? ref_f32_to_f16(fz_rng_float(&tg, -2.0f, 2.0f))
+                                                  : ref_f32_to_bf16(fz_rng_float(&tg, -2.0f, 2.0f));
+                    memcpy(at, &h, 2);
+                    x = tdt == ATTN_DTYPE_F16 ? ref_f16_to_double(h) : ref_bf16_to_double(h);
+                }
+                if (!isfinite(x) || fabs(x) > 1e30)
+                    compare = 0;
+                kdense[row * s.head_dim + k_cols + i] = (float)x;
+            }
+        }
+        tail_t.data = td;
+        opt.k_tail = &tail_t;
+        opt.k_tail_dim = n;
+        tail_bad = is_fp8(kdt); /* FP8 k with a tail takes group scales only */
+        const size_t qn2 = (size_t)(s.batch * s.q_heads * s.q_len * s.head_dim);
+        free(q);
+        q = malloc(qn2 * sizeof(float));
+        for (size_t i = 0; i < qn2; i++)
+            q[i] = fz_rng_float(&g, -1.0f, 1.0f);
+        qt = (attn_tensor){q, ATTN_DTYPE_F32, s.q_heads * s.q_len * s.head_dim,
+                           s.q_len * s.head_dim, s.head_dim};
+        if (tail_bad)
+            compare = 0;
+    }
+
     /* the reference on the decoded tensors; FP8 scales as the library applies them */
     /* R of tolerance.h: one rescale per key block of the table with the
        smallest blocks, plus one */
@@ -274,7 +339,7 @@ static void fuzz_attention(fz_reader *r)
         attn_options ro = opt;
         ro.scale = qk_scale;
         ro.k_scale = ro.v_scale = 0.0f;
-        const attn_tensor kf = {kc.dense, ATTN_DTYPE_F32, s.kv_heads * s.kv_len * s.head_dim,
+        const attn_tensor kf = {kdense, ATTN_DTYPE_F32, s.kv_heads * s.kv_len * s.head_dim,
                                 s.kv_len * s.head_dim, s.head_dim};
         const attn_tensor vf = {vc.dense, ATTN_DTYPE_F32, s.kv_heads * s.kv_len * s.v_dim,
                                 s.kv_len * s.v_dim, s.v_dim};
@@ -319,13 +384,13 @@ static void fuzz_attention(fz_reader *r)
         /* the per-row scales are checked after the dtypes and shapes */
         attn_status want_s = !ks_ok || !vs_finite ? ATTN_ERR_ARG
                              : !shape_ok          ? ATTN_ERR_SHAPE
-                             : rows_bad_k         ? ATTN_ERR_ARG
+                             : rows_bad_k || tail_bad ? ATTN_ERR_ARG
                                                   : ATTN_OK;
         attn_status got = attn_scores_with(t, &s, &opt, &qt, &kc.t, &st);
         FZ_CHECK(got == want_s, "scores on %s: status %d, want %d", t->isa_name, got, want_s);
         if (got == ATTN_OK && compare)
             check_close("scores", t->isa_name, sc, ref_s.s, ref_s.s_err, rows * (size_t)s.kv_len);
-        const int all_ok = shape_ok && ks_ok && vs_ok && !rows_bad_k && !rows_bad_v;
+        const int all_ok = shape_ok && ks_ok && vs_ok && !rows_bad_k && !rows_bad_v && !tail_bad;
         got = attn_forward_with(t, &s, &opt, &qt, &kc.t, &vc.t, &ot, NULL);
         FZ_CHECK((got == ATTN_OK) == all_ok, "forward on %s: status %d with arguments %s",
                  t->isa_name, got, all_ok ? "valid" : "invalid");
@@ -341,6 +406,10 @@ static void fuzz_attention(fz_reader *r)
     free(sc);
     free(rows_data[0]);
     free(rows_data[1]);
+    if (kdense != kc.dense)
+        free(kdense);
+    if (tail_t.data)
+        fz_buf_free(&tail_buf);
     free_cache(&kc);
     free_cache(&vc);
 }
