@@ -133,10 +133,13 @@ static int run(const cli_settings *xs, const preset *pre, bool overridden, const
         snprintf(window_text, sizeof window_text, "%" PRId64, o->window);
     if (o->softcap != 0.0f)
         snprintf(softcap_text, sizeof softcap_text, "%g", (double)o->softcap);
-    printf("  options  %s, window %s, scale %g%s, softcap %s, K/V %s, seed %" PRIu64 "\n",
+    char tail_text[48] = "";
+    if (p.g.present[ATTN_OPT_POS_k_tail] && o->k_tail_dim > 0)
+        snprintf(tail_text, sizeof tail_text, " (K's last %" PRId64 " in f32)", o->k_tail_dim);
+    printf("  options  %s, window %s, scale %g%s, softcap %s, K/V %s%s, seed %" PRIu64 "\n",
            (o->flags & ATTN_CAUSAL) ? "causal" : "not causal", window_text, (double)scale_of(&p),
            o->scale == 0.0f ? " (1/sqrt(head_dim))" : "", softcap_text,
-           dtype_name(kv_dtype_of(&p)), x.seed);
+           dtype_name(kv_dtype_of(&p)), tail_text, x.seed);
     if (o->window_right || has_sink(&p) || has_alibi(&p)) {
         char right_text[32] = "off", sink_text[32] = "off";
         if (o->window_right)

@@ -172,6 +172,21 @@ static int parse_fp8_scales(const cli_option *o, const char *cmd, const char *v,
     return EXIT_OK;
 }
 
+/* --k-tail N: the last N values of every key row in a tensor of their own
+   (attn.h 1.9, k_tail: F32, laid out like k), k holding the rest. */
+static int parse_k_tail(const cli_option *o, const char *cmd, const char *v, cli_settings *s)
+{
+    char *end;
+    errno = 0;
+    const long long x = strtoll(v, &end, 10);
+    if (errno || end == v || *end || x < 0 || x >= ATTN_MAX_HEAD_DIM)
+        return usage_error(cmd, "%s expects a value count in [0, %d), got '%s'", o->name,
+                           ATTN_MAX_HEAD_DIM, v);
+    gen_pin(&s->pins, GEN_C_OPT(k_tail), x > 0);
+    gen_pin(&s->pins, GEN_C_OPT(k_tail_dim), x);
+    return EXIT_OK;
+}
+
 /* --tree chain|flat: a draft tree over every sequence's queries. */
 static int parse_tree(const cli_option *o, const char *cmd, const char *v, cli_settings *s)
 {
@@ -374,6 +389,11 @@ static const cli_option options[] = {
      "group of G channels of a row, DeepSeek V3.2's G = 128), beside\n"
      "the cache (attn_options.k_scales, k_scale_group), instead of one\n"
      "scale per call"},
+    {"--k-tail", "N", CLI_RUN, P, parse_k_tail, 0, 0, 0,
+     "the last N values of every key row in an F32 tensor of their own\n"
+     "(attn_options.k_tail, k_tail_dim; N < head-dim; 0: off), as\n"
+     "DeepSeek's rope dims beside its latent; an fp8/e5m2 --kv-dtype\n"
+     "then needs --fp8-scales G over head-dim - N"},
     {"--precision", "P", CLI_RUN, P, parse_precision, 0, 0, 0,
      "default, bf16 or int8 (attn_options.precision): bf16 rounds q,\n"
      "k, the weights and v to bfloat16 for the bf16 dot units; int8\n"

@@ -228,11 +228,16 @@ static double kv_bytes_per_key(const problem *p)
     const attn_dtype t = kv_dtype_of(p);
     double bytes = (double)s->kv_heads * (double)(s->head_dim + v_dim_of(s)) /
                    (double)dtype_block(t) * (double)dtype_size(t);
+    /* a tail of the key rows (--k-tail): F32 values instead of k's */
+    const int64_t tail = p->g.present[ATTN_OPT_POS_k_tail] ? p->g.opt.k_tail_dim : 0;
+    if (tail > 0 && tail < s->head_dim)
+        bytes += (double)s->kv_heads * (double)tail *
+                 (4.0 - (double)dtype_size(t) / (double)dtype_block(t));
     /* FP8 scales beside the rows (--fp8-scales): 4 bytes per row or group */
     if (p->g.present[ATTN_OPT_POS_k_scales]) {
         const int64_t kg = p->g.opt.k_scale_group, vg = p->g.opt.v_scale_group;
         bytes += 4.0 * (double)s->kv_heads *
-                 (double)((kg ? s->head_dim / kg : 1) + (vg ? v_dim_of(s) / vg : 1));
+                 (double)((kg ? (s->head_dim - tail) / kg : 1) + (vg ? v_dim_of(s) / vg : 1));
     }
     return bytes;
 }

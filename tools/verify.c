@@ -98,15 +98,28 @@ static attn_status verify_one_row(const problem *p, const buffers *b, int64_t bi
         /* FP8 scales per row or per group of channels (--fp8-scales):
            gathered with their rows, the oracle reads them as the call did */
         const int64_t kg = m->opt.k_scale_group, vg = m->opt.v_scale_group;
-        const int64_t kgn = kg ? d / kg : 1, vgn = vg ? dv / vg : 1;
-        float *ksc = NULL, *vsc = NULL;
-        attn_tensor tks, tvs;
+        /* a tail of the key rows (--k-tail): gathered likewise, F32 */
+        const int64_t tail = m->opt.k_tail ? m->opt.k_tail_dim : 0, dm = d - tail;
+        const int64_t kgn = kg ? dm / kg : 1, vgn = vg ? dv / vg : 1;
+        float *ksc = NULL, *vsc = NULL, *tbuf = NULL;
+        attn_tensor tks, tvs, ttl;
+        if (tail) {
+            tbuf = malloc((size_t)(n * tail) * sizeof *tbuf);
+            if (!tbuf) {
+                free(keys);
+                return ATTN_ERR_NOMEM;
+            }
+            ttl = (attn_tensor){tbuf, ATTN_DTYPE_F32, 0, 0, tail};
+            o.k_tail = &ttl;
+            o.k_tail_dim = tail;
+        }
         if (m->opt.k_scales) {
             ksc = malloc((size_t)(n * kgn) * sizeof *ksc);
             vsc = malloc((size_t)(n * vgn) * sizeof *vsc);
             if (!ksc || !vsc) {
                 free(ksc);
                 free(vsc);
+                free(tbuf);
                 free(keys);
                 return ATTN_ERR_NOMEM;
             }
@@ -126,6 +139,9 @@ static attn_status verify_one_row(const problem *p, const buffers *b, int64_t bi
             const int64_t at = src == bi ? k0 + j : gen_kv_offset(&p->g, src) + j;
             memcpy((char *)kbuf + (size_t)x * k_row, gen_kv_row(m, GEN_K, src, kvh, at), k_row);
             memcpy((char *)vbuf + (size_t)x * v_row, gen_kv_row(m, GEN_V, src, kvh, at), v_row);
+            if (tbuf)
+                memcpy(tbuf + x * tail, gen_kv_row(m, GEN_OPT(k_tail), src, kvh, at),
+                       (size_t)tail * sizeof *tbuf);
             if (ksc) {
                 memcpy(ksc + x * kgn, gen_kv_row(m, GEN_OPT(k_scales), src, kvh, at),
                        (size_t)kgn * sizeof *ksc);
@@ -157,6 +173,7 @@ static attn_status verify_one_row(const problem *p, const buffers *b, int64_t bi
         if (st != ATTN_OK) {
             free(ksc);
             free(vsc);
+            free(tbuf);
             free(keys);
             return st;
         }
@@ -165,17 +182,22 @@ static attn_status verify_one_row(const problem *p, const buffers *b, int64_t bi
            precision mode's score bound (attn.h), the largest of the keys' */
         double a = 0.0, vmax = 0.0, e_mode = 0.0;
         const int64_t prec = p->g.opt.precision;
-        const int i8 = prec == ATTN_PRECISION_INT8 &&
+        /* rows decoded to f32 first (scale groups, a tail: attn.h 1.8, 1.9)
+           take the F32 kernels, so the bf16 mode's and not the int8 one */
+        const int staged = kg || tail;
+        const int i8 = prec == ATTN_PRECISION_INT8 && !staged &&
                        (kt == ATTN_DTYPE_Q8_0 || kt == ATTN_DTYPE_Q4_0);
         const int bf = prec == ATTN_PRECISION_BF16 &&
-                       (kt == ATTN_DTYPE_F32 || kt == ATTN_DTYPE_F16 || kt == ATTN_DTYPE_BF16);
+                       (staged || kt == ATTN_DTYPE_F32 || kt == ATTN_DTYPE_F16 ||
+                        kt == ATTN_DTYPE_BF16);
         for (int64_t j = 0; j < n; j++) {
             const void *kr = (const char *)kbuf + (size_t)j * k_row;
             const void *vr_ = (const char *)vbuf + (size_t)j * v_row;
             double terms = 0.0, folded = 0.0, e_i8 = 0.0;
             for (int64_t t = 0; t < d; t++) {
-                const double kv = gen_load(kr, kt, t, ksc ? ksc[j * kgn + t * kgn / d]
-                                                          : p->g.opt.k_scale);
+                const double kv = t >= dm ? (double)tbuf[j * tail + t - dm]
+                                          : gen_load(kr, kt, t, ksc ? ksc[j * kgn + t * kgn / dm]
+                                                                    : p->g.opt.k_scale);
                 terms += fabs((double)qr[t] * kv);
                 folded += fmax(fabs((double)qr[t]), fabs(kv));
             }
@@ -220,6 +242,7 @@ static attn_status verify_one_row(const problem *p, const buffers *b, int64_t bi
         tol += expm1(2.0 * e_mode) * vmax + (bf ? BF16_PRODUCT * vmax : 0.0);
         free(ksc);
         free(vsc);
+        free(tbuf);
     } else {
         for (int64_t t = 0; t < dv; t++)
             ref[t] = 0.0f;

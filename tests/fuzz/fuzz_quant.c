@@ -202,7 +202,9 @@ static void fuzz_attention(fz_reader *r)
     const int64_t pad = fz_range(r, 0, 2);
 
     cache kc, vc;
-    make_cache(&kc, r, kdt, &s, s.head_dim - (shape_ok ? 0 : s.head_dim % 32), blhd, pad);
+    /* a row that is not whole blocks: the cache holds the whole blocks */
+    const int64_t kc_cols = s.head_dim - (shape_ok ? 0 : s.head_dim % 32);
+    make_cache(&kc, r, kdt, &s, kc_cols, blhd, pad);
     make_cache(&vc, r, vdt, &s, s.v_dim, blhd, pad);
 
     fz_rng g = {fz_u64(r)};
@@ -284,7 +286,10 @@ static void fuzz_attention(fz_reader *r)
         s.head_dim += n;
         kdense = malloc((size_t)(s.batch * H * L * s.head_dim) * sizeof(float));
         for (int64_t row = 0; row < s.batch * H * L; row++) {
-            memcpy(kdense + row * s.head_dim, kc.dense + row * k_cols, (size_t)k_cols * 4);
+            /* the decoded rows (without a whole-block row, garbage past it:
+               such a call is refused, never compared) */
+            memset(kdense + row * s.head_dim, 0, (size_t)k_cols * 4);
+            memcpy(kdense + row * s.head_dim, kc.dense + row * kc_cols, (size_t)kc_cols * 4);
             for (int64_t i = 0; i < n; i++) {
                 unsigned char *at = td + (size_t)(row * n + i) * eb;
                 double x;
