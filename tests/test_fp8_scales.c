@@ -981,11 +981,11 @@ static void float_row(rng *g, int dt, void *dst, int64_t n, float mag, double *v
     for (int64_t i = 0; i < n; i++) {
         const float x = rng_float(g, -mag, mag);
         if (dt == ATTN_DTYPE_F32) {
-            ((float *)dst)[i] = x;
+            memcpy((char *)dst + 4 * i, &x, 4);
             val[i] = x;
         } else {
             const uint16_t h = dt == ATTN_DTYPE_F16 ? ref_f32_to_f16(x) : ref_f32_to_bf16(x);
-            ((uint16_t *)dst)[i] = h;
+            memcpy((char *)dst + 2 * i, &h, 2);
             val[i] = dt == ATTN_DTYPE_F16 ? ref_f16_to_double(h) : ref_bf16_to_double(h);
         }
     }
@@ -1036,7 +1036,11 @@ ParameterizedTest(isa_row *row, fp8_scales, k_tail_rows, .timeout = ATTN_TEST_TI
             sc.head_stride = inner * ng, sc.row_stride = ng, sc.batch_stride = H * inner * ng;
         k.dtype = mdt, tl.dtype = tdt, v.dtype = ATTN_DTYPE_F32;
         buf bk, bt, bv, bs;
-        unsigned char *kd = buf_alloc(&bk, span(&k, outer, H, inner, units) * ref_dtype_size(mdt), 1);
+        /* byte-misaligned where the format's unit is a byte or a block (the
+           float dtypes are read as their elements: naturally aligned) */
+        const size_t kmis = mdt == ATTN_DTYPE_FP8_E4M3 || mdt == ATTN_DTYPE_Q8_0;
+        unsigned char *kd =
+            buf_alloc(&bk, span(&k, outer, H, inner, units) * ref_dtype_size(mdt), kmis);
         unsigned char *td = buf_alloc(&bt, span(&tl, outer, H, inner, n) * ref_dtype_size(tdt), 0);
         float *vd = buf_alloc(&bv, span(&v, outer, H, inner, dv) * 4, 0);
         float *sd = buf_alloc(&bs, span(&sc, outer, H, inner, ng) * 4, 0);
@@ -1097,6 +1101,33 @@ ParameterizedTest(isa_row *row, fp8_scales, k_tail_rows, .timeout = ATTN_TEST_TI
         const cache_pair kp = {.q8 = k, .f = tkf}, vp = {.q8 = v, .f = tvf};
         for (int op = 0; op < 3; op++)
             check_grouped(t, op, s, &oref, &ot, &tq, &kp, &vp);
+        /* a plan (the active table) gives attn_forward's bits, with the
+           option views the plan was made from overwritten before the run
+           (the plan keeps its own copies of the tensor structs) */
+        {
+            const size_t orows = (size_t)(B * s->q_heads * s->q_len);
+            float *a = xcalloc0(orows * (size_t)dv, 4), *b = xcalloc0(orows * (size_t)dv, 4);
+            const attn_tensor ta = {a, ATTN_DTYPE_F32, s->q_heads * s->q_len * dv,
+                                    s->q_len * dv, dv};
+            attn_tensor tl2 = tl, sc2 = sc;
+            attn_options op = ot;
+            op.k_tail = &tl2;
+            op.k_scales = grp ? &sc2 : NULL;
+            size_t bytes = 0;
+            CHECK(attn_plan_size(s, &op, &bytes) == ATTN_OK, "plan size");
+            void *mem = xmalloc(bytes ? bytes : 1);
+            attn_plan *plan = NULL;
+            CHECK(attn_plan_forward(mem, bytes, s, &op, &tq, &k, &v, &ta, NULL, &plan) == ATTN_OK,
+                  "plan");
+            memset(&tl2, 0, sizeof tl2);
+            memset(&sc2, 0, sizeof sc2);
+            CHECK(attn_forward(s, &ot, &tq, &k, &v, &ta, NULL) == ATTN_OK, "forward");
+            CHECK(attn_plan_run(plan, q, k.data, v.data, b, NULL) == ATTN_OK, "run");
+            expect_bits("planned out", b, a, orows * (size_t)dv);
+            free(mem);
+            free(a);
+            free(b);
+        }
         free(q);
         free(x);
         free(val);

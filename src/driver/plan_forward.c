@@ -177,6 +177,9 @@ attn_status attn_plan_forward_with(const attn_dsp *dsp, void *mem, size_t mem_si
     po->bias = o->bias ? &p->pb.bias : NULL;
     po->sinks = o->sinks ? &p->pb.sinks : NULL;
     po->alibi_slopes = o->alibi_slopes ? &p->pb.alibi : NULL;
+    po->k_scales = o->k_scales ? &p->pb.k_scales : NULL;
+    po->v_scales = o->v_scales ? &p->pb.v_scales : NULL;
+    po->k_tail = o->k_tail ? &p->pb.k_tail : NULL;
     /* the ranges no run moves: the option tensors and arrays (copies, inside
        the plan), the plan itself */
     attn_range_set fixed = {.n_in = 0};
