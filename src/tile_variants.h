@@ -37,15 +37,18 @@
  * whose loads skip the fix-up; the values are the same either way. A body
  * without a scan defines ATTN_E4M3_FINITE(...) as 0 and never sees that
  * dtype (every body must define it: a missing one does not compile).
+ * ATTN_E4M3_SCANNED is that choice, for a kernel or a body's block:
+ * call(t) at t = ATTN_KV_E4M3_FINITE for E4M3 rows without a NaN byte, at
+ * t = dt (an ATTN_KV_* value) otherwise.
  */
 #define ATTN_KV_DT_MASK 0xff
 #define ATTN_KV_E4M3_FINITE (ATTN_KV_FP8_E4M3 | 0x100)
 #define ATTN_E4M3_SCANNED(dt, base, stride, rows, n, call)                                   \
     do {                                                                                     \
-        if ((int)ATTN_KV_IDX(dt) == ATTN_KV_FP8_E4M3 && ATTN_E4M3_FINITE(base, stride, rows, n)) \
+        if ((dt) == ATTN_KV_FP8_E4M3 && ATTN_E4M3_FINITE(base, stride, rows, n))             \
             call(ATTN_KV_E4M3_FINITE);                                                       \
         else                                                                                 \
-            call(ATTN_KV_IDX(dt));                                                           \
+            call(dt);                                                                        \
     } while (0)
 
 #define ATTN_TILE_KERNEL(slot, dt, kind, isa) ATTN_TILE_KERNEL_##slot(dt, isa)
@@ -85,7 +88,7 @@
 #define ATTN_TILE_KERNEL_to_f32(dt, isa)                                                     \
     static void attn_to_f32_##dt##_##isa(const void *src, float *dst, size_t n)              \
     {                                                                                        \
-        ATTN_E4M3_SCANNED(dt, src, 0, 1, n, ATTN_TO_F32_CALL);                               \
+        ATTN_E4M3_SCANNED((int)ATTN_KV_IDX(dt), src, 0, 1, n, ATTN_TO_F32_CALL);             \
     }
 #define ATTN_TO_F32_CALL(t) to_f32(t, src, dst, n)
 /* The body's to_f32 per row, then each group times its scale: a loop the
@@ -101,7 +104,7 @@
             float *y = dst + (ptrdiff_t)r * dst_stride;                                      \
             const float *sc = scales + (ptrdiff_t)r * scale_stride;                          \
             const void *x = (const char *)src + (ptrdiff_t)r * src_stride;                   \
-            ATTN_E4M3_SCANNED(dt, x, 0, 1, n, ATTN_TO_F32_ROW);                              \
+            ATTN_E4M3_SCANNED((int)ATTN_KV_IDX(dt), x, 0, 1, n, ATTN_TO_F32_ROW);            \
             for (size_t c = 0; c < n / group; c++) {                                         \
                 const float f = sc[c];                                                       \
                 float *yc = y + c * group;                                                   \

@@ -250,10 +250,9 @@ static ALWAYS_INLINE void qk_micro(int dtype, size_t R, size_t C, const float *q
                                    ptrdiff_t q_stride, const unsigned char *k, uintptr_t kb,
                                    size_t d, float scale, float *s, ptrdiff_t s_stride)
 {
-    if (dtype == ATTN_KV_FP8_E4M3 && e4m3_finite(k, (ptrdiff_t)kb, C, d))
-        qk_micro_at(ATTN_KV_E4M3_FINITE, R, C, q, q_stride, k, kb, d, scale, s, s_stride);
-    else
-        qk_micro_at(dtype, R, C, q, q_stride, k, kb, d, scale, s, s_stride);
+#define QK_MICRO_AT(t) qk_micro_at(t, R, C, q, q_stride, k, kb, d, scale, s, s_stride)
+    ATTN_E4M3_SCANNED(dtype, k, (ptrdiff_t)kb, C, d, QK_MICRO_AT);
+#undef QK_MICRO_AT
 }
 
 /* Rows in groups of QK_ROWS for keys c..c+C of the tile. */

@@ -298,10 +298,9 @@ ATTN_AVX512_INLINE void qk_dot_block(int dt, size_t R, size_t C, const float *q,
                                      const unsigned char *k, uintptr_t kb, size_t d, float scale,
                                      float *s, ptrdiff_t s_stride)
 {
-    if (dt == ATTN_KV_FP8_E4M3 && e4m3_finite(k, (ptrdiff_t)kb, C, d))
-        qk_dot_block_at(ATTN_KV_E4M3_FINITE, R, C, q, q_stride, k, kb, d, scale, s, s_stride);
-    else
-        qk_dot_block_at(dt, R, C, q, q_stride, k, kb, d, scale, s, s_stride);
+#define QK_DOT_BLOCK_AT(t) qk_dot_block_at(t, R, C, q, q_stride, k, kb, d, scale, s, s_stride)
+    ATTN_E4M3_SCANNED(dt, k, (ptrdiff_t)kb, C, d, QK_DOT_BLOCK_AT);
+#undef QK_DOT_BLOCK_AT
 }
 
 /* R rows against all nk keys; `pf`: prefetch the keys ahead (the first
