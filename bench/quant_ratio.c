@@ -5,7 +5,8 @@
  *   decode  B=1 Lq=1 Lk=4096 Hq=32 Hkv=8 d=128: Q8_0, Q4_0 (each also in
  *           the int8 mode), FP8 E4M3 and E5M2 (each also with one scale
  *           per token and head, ".rows": attn_options.k_scales/v_scales,
- *           a scale array per layer) vs F16 K/V
+ *           a scale array per layer; per group of 64 channels of a token
+ *           and head, ".g64": k_scale_group/v_scale_group) vs F16 K/V
  *   prefill B=1 Hq=Hkv=8 L=2048 d=128 causal:   Q8_0 (default and int8
  *           mode), F32 in the bf16 mode, BF16 q/k/v (default and bf16
  *           mode) vs F32
@@ -48,10 +49,11 @@ typedef struct variant {
     int64_t precision; /* attn_options.precision (attn.h) */
     int32_t q_dtype;   /* 0: F32 */
     int rows;          /* FP8 scales per row (k_scales, v_scales), all 1 */
+    int64_t group;     /* with rows: channels per scale (k_scale_group), 0: a row */
     gen_problem g; /* the problem, from the generator (gen/gen.h) */
     gen_bufs m;
     void *k[LAYERS], *v[LAYERS]; /* layer 0: m's own; prefill uses layer 0 only */
-    float *ks[LAYERS], *vs[LAYERS]; /* rows: each layer's scales [Hkv][Lk] */
+    float *ks[LAYERS], *vs[LAYERS]; /* rows: each layer's scales [Hkv][Lk][groups] */
     double *times;
 } variant;
 
@@ -103,7 +105,8 @@ static void make_variant(variant *v, const attn_shape *s, int causal, int layers
         memcpy(v->v[l], v->v[0], v->m.bytes[GEN_V]);
     }
     for (int l = 0; v->rows && l < layers; l++) {
-        const size_t n = (size_t)(s->batch * s->kv_heads * s->kv_len);
+        const size_t n = (size_t)(s->batch * s->kv_heads * s->kv_len *
+                                  (v->group ? s->head_dim / v->group : 1));
         v->ks[l] = malloc(n * sizeof(float));
         v->vs[l] = malloc(n * sizeof(float));
         if (!v->ks[l] || !v->vs[l]) {
@@ -123,11 +126,14 @@ static attn_options variant_options(const variant *v, const attn_options *opt,
     attn_options o = *opt;
     o.precision = v->precision;
     if (v->rows) {
-        t[0] = (attn_tensor){v->ks[layer], ATTN_DTYPE_F32, s->kv_heads * s->kv_len, s->kv_len, 1};
+        const int64_t ng = v->group ? s->head_dim / v->group : 1;
+        t[0] = (attn_tensor){v->ks[layer], ATTN_DTYPE_F32, s->kv_heads * s->kv_len * ng,
+                             s->kv_len * ng, ng};
         t[1] = t[0];
         t[1].data = v->vs[layer];
         o.k_scales = &t[0];
         o.v_scales = &t[1];
+        o.k_scale_group = o.v_scale_group = v->group;
     }
     return o;
 }
@@ -255,7 +261,7 @@ int main(int argc, char **argv)
     /* the precision modes (attn.h): ".int8" and ".bf16" variants */
     {
         const attn_shape s = {1, 32, 8, 1, 4096, 128, 128};
-        variant vs[9] = {{.name = "f16", .dtype = ATTN_DTYPE_F16},
+        variant vs[11] = {{.name = "f16", .dtype = ATTN_DTYPE_F16},
                          {.name = "q8_0", .dtype = ATTN_DTYPE_Q8_0},
                          {.name = "q8_0.int8", .dtype = ATTN_DTYPE_Q8_0, .precision = 2},
                          {.name = "q4_0", .dtype = ATTN_DTYPE_Q4_0},
@@ -263,9 +269,13 @@ int main(int argc, char **argv)
                          {.name = "fp8", .dtype = ATTN_DTYPE_FP8_E4M3},
                          {.name = "e5m2", .dtype = ATTN_DTYPE_FP8_E5M2},
                          {.name = "fp8.rows", .dtype = ATTN_DTYPE_FP8_E4M3, .rows = 1},
-                         {.name = "e5m2.rows", .dtype = ATTN_DTYPE_FP8_E5M2, .rows = 1}};
+                         {.name = "e5m2.rows", .dtype = ATTN_DTYPE_FP8_E5M2, .rows = 1},
+                         {.name = "fp8.g64", .dtype = ATTN_DTYPE_FP8_E4M3, .rows = 1,
+                          .group = 64},
+                         {.name = "e5m2.g64", .dtype = ATTN_DTYPE_FP8_E5M2, .rows = 1,
+                          .group = 64}};
         run("decode B=1 Lq=1 Lk=4096 Hq=32 Hkv=8 d=128, 12 layers' caches in turn", &s, 0, vs,
-            9, reps * LAYERS, decode_calls, LAYERS, &opt, 0);
+            11, reps * LAYERS, decode_calls, LAYERS, &opt, 0);
     }
     {
         const attn_shape s = {1, 8, 8, 2048, 2048, 128, 128};
