@@ -258,7 +258,7 @@ extern "C" {
 
 #define ATTN_VERSION_MAJOR 1
 #define ATTN_VERSION_MINOR 9
-#define ATTN_VERSION_PATCH 0
+#define ATTN_VERSION_PATCH 1
 #define ATTN_VERSION \
     ((ATTN_VERSION_MAJOR << 16) | (ATTN_VERSION_MINOR << 8) | ATTN_VERSION_PATCH)
 
@@ -609,15 +609,22 @@ typedef struct attn_options {
        g > 0, k_scales (required, else ATTN_ERR_ARG) holds head_dim / g
        consecutive f32 per key row where the 1.6 layout holds one (same
        strides, same paging): the scale of channels [c g, c g + g) of key j is
-       that row's position + c. head_dim % g != 0 is ATTN_ERR_SHAPE. Key j's
-       value at channel i is then fl32(fp8_ji * s_j(i/g)) (one rounding), and
-       the call is the call on an F32 k holding those values (scale as given,
-       k_scale 0): within the F32 bound of those values, against the exact fp8
-       * s one more relative 2^-24 per value (a value below 2^-126 off by at
-       most 2^-150). Its bits may differ from that F32 call's: the decoded rows
-       take scratch, so a task may hold fewer query rows. The same bits for
-       every layout of the same cache (dense, paged, packed). v_scale_group:
-       the same for v (v_scales, v_dim). The scales may lie inside the cache's
+       that row's position + c. head_dim % g != 0 is ATTN_ERR_SHAPE. The call
+       is attention over the values fp8_ji * s_j(i/g) (scale as given,
+       k_scale 0): key j's score is within gamma(head_dim + 4) * sum_i |f_i
+       q_i k_ji| of sum_i f_i q_i k_ji, k_ji the decoded value, f_i =
+       fl32(scale * s_j(i/g)), gamma(n) = n u / (1 - n u), u = 2^-24 (the F32
+       bound's gamma(head_dim + 1) with three more roundings), plus terms
+       below the normal range (tests/tolerance.h); the weighted sum's term
+       of each value gains one relative u (its weight, or the value, times
+       its scale rounded once). (1.8 stated the F32 bound of the values
+       fl32(fp8 * s), each within u of fp8 * s; since 1.9.1 attn_forward
+       reads groups of 64 channels or more in place, 8 groups per row at
+       most: one kernel call per group and the partial scores summed, each
+       byte read once; smaller groups, top-k lists, the bf16 and int8 modes,
+       attn_scores and attn_weights decode the rows into scratch first.) The
+       same bits for every layout of the same cache (dense, paged, packed).
+       v_scale_group: the same for v (v_scales, v_dim). The scales may lie inside the cache's
        own rows: DeepSeek V3.2's 656-byte latent rows (512 E4M3, 4 f32 scales,
        64 bf16 rope dims), uint8_t *c, row t at c + 656 t: k = {c, FP8_E4M3,
        .., row_stride 656} with head_dim 512 and k_scales = {(float *)(c +
@@ -641,9 +648,11 @@ typedef struct attn_options {
        values; k's row rules (whole Q8_0/Q4_0 blocks, FP8 scale groups,
        its byte range) apply to its head_dim - n. The call is the call on an
        F32 k holding each key's head_dim values (k's decoded as its dtype
-       says, then the tail's): within the F32 bound of those values, not
-       always its bits (the rows are decoded into scratch, as with scale
-       groups). An FP8 k then takes its scales as groups (k_scales with
+       says, then the tail's): within the F32 bound of those values (an FP8
+       k's: the bound of scale groups above, the tail's columns with f_i =
+       scale), not always its bits (attn_forward reads the two parts in
+       place with the kernels of their dtypes and sums the partial scores,
+       the other operations decode the rows into scratch). An FP8 k then takes its scales as groups (k_scales with
        k_scale_group > 0; one scale per row is the group head_dim - n), else
        ATTN_ERR_ARG. n >= head_dim is ATTN_ERR_SHAPE; k_tail without n > 0,
        or n > 0 without k_tail, is ATTN_ERR_ARG; v is not affected (MLA's v

@@ -486,9 +486,14 @@ static void finish_rows(ref_attn *r, const attn_shape *shape, const attn_options
                        underflow, absolute TOL_ETA, on that term */
                     double row_rel = 0.0, row_abs = 0.0;
                     if (opt && opt->v_scales) {
-                        vj *= ref_tensor_get(opt->v_scales, b, h / group, j, 0);
+                        const int64_t vg = opt->v_scale_group;
+                        vj *= ref_tensor_get(opt->v_scales, b, h / group, j, vg ? t / vg : 0);
                         row_rel = TOL_VSCALES_REL * TOL_U;
                         row_abs = TOL_ETA * fabs(ref_tensor_get(v, b, h / group, j, t));
+                        /* groups (tolerance.h): also a staged fl32(s v) below
+                           the normal range, off by eta, times p <= 1 */
+                        if (vg)
+                            row_abs = TOL_ETA * fmax(1.0, fabs(ref_tensor_get(v, b, h / group, j, t)));
                     }
                     o += p[j] * vj;
                     /* pe[j] already holds p_j * rel_p_j + TOL_TINY; pv_rel:
@@ -561,6 +566,53 @@ static double i8_error(const double *q, const double *k, int64_t d, double abs_s
     return abs_scale * err;
 }
 
+/*
+ * A score with FP8 scales per group of channels (attn.h 1.8; tolerance.h,
+ * "FP8 scales per group"): k holds the FP8 values as decoded (exact, no
+ * scale), k_scales their groups' scales, the last k_tail_dim columns (1.9)
+ * the tail's values (factor: the scale alone). x = sum_t f_t q_t k_t with
+ * f_t = fl32(scale * s_t) for a grouped column (the library's factor),
+ * the f32 scale for a tail column.
+ */
+static double group_score(const attn_shape *shape, const attn_options *opt, const attn_tensor *q,
+                          const attn_tensor *k, int64_t b, int64_t h, int64_t i, int64_t j,
+                          int vis, int mode, int64_t kg, double *err)
+{
+    const int64_t d = shape->head_dim, group = shape->q_heads / shape->kv_heads;
+    const int64_t main = d - (opt->k_tail ? opt->k_tail_dim : 0);
+    const float sf = opt->scale != 0.0f ? opt->scale : (float)(1.0 / sqrt((double)d));
+    double x = 0.0, mag = 0.0, under = 0.0, mags = 0.0, folds = 0.0, qsum = 0.0;
+    for (int64_t t = 0; vis && t < d; t++) {
+        const double qt = ref_tensor_get(q, b, h, i, t), kt = ref_tensor_get(k, b, h / group, j, t);
+        const float st = t < main ? (float)ref_tensor_get(opt->k_scales, b, h / group, j, t / kg)
+                                  : 1.0f;
+        const double ft = t < main ? (double)(sf * st) : (double)sf;
+        x += ft * qt * kt;
+        mag += fabs(ft * qt * kt);
+        /* the segments' kernels (scale 1): their absolute term per value,
+           times the factor (3 >= 2 L + 1 over L values) */
+        under += fabs(ft) * 2.0 * TOL_ETA * (3.0 + fmax(fabs(qt), fabs(kt)));
+        /* the staged values k' = fl32(k s): |k'| <= 2 |k s| + eta */
+        mags += fabs(qt * kt * (double)st);
+        folds += fmax(fabs(qt), 2.0 * fabs(kt * (double)st) + TOL_ETA);
+        qsum += fabs(qt);
+    }
+    if (!vis) {
+        *err = 0.0;
+        return finish_score(shape, opt, b, h, i, j, 0.0, 0.0, err);
+    }
+    const double as = fabs((double)sf);
+    double e0 = tol_gamma((double)d + 4.0) * mag + 2.0 * under + ((double)d + 1.0) * TOL_ETA +
+                tol_under_qk((double)d, as, folds) + 2.0 * TOL_ETA * as * qsum;
+    if (mode == REF_QK_BF16) /* the staged values rounded to bf16: |k'| <= (1 + 2u) |k s| */
+        e0 += as * REF_BF16_B * (1.0 + tol_gamma((double)d + 1.0)) * (1.0 + 4.0 * TOL_U) * mags;
+    if (mode == REF_QK_BF16 || mode == REF_QK_BF16_INPUTS)
+        e0 += as * REF_FLUSH * (folds + (double)d);
+    if (isnan(mag) || isinf(mag))
+        e0 = 0.0;
+    return finish_score(shape, opt, b, h, i, j, x, e0, err);
+}
+
 void ref_attn_compute_as(ref_attn *r, const attn_shape *shape, const attn_options *opt,
                          const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
                          int64_t rescales, int32_t kdt, int32_t vdt)
@@ -571,6 +623,7 @@ void ref_attn_compute_as(ref_attn *r, const attn_shape *shape, const attn_option
     const int default_scale = !opt || opt->scale == 0.0f;
     const double scale = default_scale ? 1.0 / sqrt((double)d) : (double)opt->scale;
     const int mode = qk_mode(opt, q->dtype, kdt);
+    const int64_t kg = opt && opt->k_scales ? opt->k_scale_group : 0;
     double *qd = xcalloc((size_t)d, sizeof(double)), *kd = xcalloc((size_t)d, sizeof(double));
     for (int64_t b = 0; b < shape->batch; b++)
         for (int64_t h = 0; h < shape->q_heads; h++)
@@ -594,6 +647,12 @@ void ref_attn_compute_as(ref_attn *r, const attn_shape *shape, const attn_option
                        scale (1/sqrt(d) rounded for the default) times the
                        key's, one f32 product the reference takes as is */
                     double kscale = scale;
+                    if (kg > 0) { /* the bound of groups: below */
+                        r->s[row * lk + j] =
+                            group_score(shape, opt, q, k, b, h, i, j, vis, mode, kg,
+                                        &r->s_err[row * lk + j]);
+                        continue;
+                    }
                     if (opt && opt->k_scales) {
                         const float sf = default_scale ? (float)(1.0 / sqrt((double)d))
                                                        : opt->scale;

@@ -193,6 +193,24 @@ typedef struct cache_pair {
     buf b8, bf, bs;
 } cache_pair;
 
+/* The float64 reference's options for a call `o8` on grouped caches whose
+   F32 twins hold their decoded values unscaled: o with the group scales
+   of k (v) where that cache is grouped (tests/ref.c's group_score). */
+static attn_options ref_groups(const attn_options *o, const attn_options *o8, int k_grouped,
+                               int v_grouped)
+{
+    attn_options r = *o;
+    if (k_grouped) {
+        r.k_scales = o8->k_scales;
+        r.k_scale_group = o8->k_scale_group;
+    }
+    if (v_grouped) {
+        r.v_scales = o8->v_scales;
+        r.v_scale_group = o8->v_scale_group;
+    }
+    return r;
+}
+
 /* One FP8 cache with power-of-two scales (2^lo .. 2^hi) and the F32 cache
    of its decoded values times their scales, in the same layout. */
 static void make_pair(cache_pair *p, const scaled_case *c, rng *g, int dt, int64_t cols, int lo,
@@ -243,8 +261,8 @@ static void free_pair(cache_pair *p)
 /* One FP8 cache with scales per group of g channels (attn.h 1.8), any
    positive floats in [2^-6, 2^2), values of magnitude <= 64 (scores of a
    size the bf16 mode's bound still says something about), and the F32
-   cache of fl32(decoded value * its group's scale): what attn.h says the
-   call computes with. */
+   cache of the decoded values, unscaled (exact in f32): the reference
+   applies the scales (ref_groups). */
 static void make_grouped(cache_pair *p, const scaled_case *c, rng *g, int dt, int64_t cols,
                          int64_t group)
 {
@@ -275,9 +293,8 @@ static void make_grouped(cache_pair *p, const scaled_case *c, rng *g, int dt, in
                                  r * p->scales.row_stride;
                 for (int64_t t = 0; t < cols; t++) {
                     x[at + (size_t)t] = fp8_byte(g, dt, 64.0);
-                    const double v = ref_quant_value(dt, x + at, (size_t)t);
-                    /* v * s is exact in double (4 + 24 bits): one rounding */
-                    f[at + (size_t)t] = (float)(v * (double)s[t / group]);
+                    (void)s;
+                    f[at + (size_t)t] = (float)ref_quant_value(dt, x + at, (size_t)t);
                 }
             }
     p->q8.data = x;
@@ -420,8 +437,9 @@ static int64_t rescales_of(const attn_dsp *t, const attn_shape *s, const attn_op
     return o->topk_indices ? s->kv_len + 1 : (s->kv_len + bk - 1) / bk + 1;
 }
 
-/* Runs op on the grouped FP8 caches and checks it against the float64
-   reference of the F32 caches of their values (kp.f, vp.f) under `o`. */
+/* Runs op on the grouped FP8 caches under `o8` and checks it against the
+   float64 reference of the F32 caches of their values (kp.f, vp.f) under
+   `o` (with the scales of the grouped ones: ref_groups). */
 static void check_grouped(const attn_dsp *t, int op, const attn_shape *s, const attn_options *o,
                           const attn_options *o8, const attn_tensor *tq, const cache_pair *kp,
                           const cache_pair *vp)
@@ -468,10 +486,10 @@ static void check_grouped(const attn_dsp *t, int op, const attn_shape *s, const 
 
 /*
  * FP8 scales per group of channels (attn.h 1.8): with k_scale_group and
- * v_scale_group a call is attention over the values fl32(fp8 * its group's
- * scale), within the F32 bound of those values: scores, weights and the
- * forward with its stats against the float64 reference of the F32 caches
- * holding them, in the dense layouts of draw_case (per token and head, per
+ * v_scale_group a call is attention over the values fp8 * its group's
+ * scale, within the bound of groups (tolerance.h): scores, weights and the
+ * forward with its stats against the float64 reference of the decoded
+ * values and their scales, in the dense layouts of draw_case (per token and head, per
  * head (per channel with group 1), per token; lengths), with
  * split-KV, top-k lists, the bf16 mode; the other cache may keep one
  * scale per row (powers of two, as in pow2_equals_f32). The paged pool is
@@ -531,7 +549,8 @@ ParameterizedTest(isa_row *row, fp8_scales, groups_within_f32_bound,
                             (long long)kg, (long long)vg, c.view, c.blhd, c.use_lens,
                             c.use_offsets, o.flags, (long long)o.window, (double)o.softcap,
                             (long long)o.topk, (long long)o.precision);
-            check_grouped(t, op, s, &o, &o8, &tq, &kp, &vp);
+            const attn_options oref = ref_groups(&o, &o8, kind != 2, kind != 1);
+            check_grouped(t, op, s, &oref, &o8, &tq, &kp, &vp);
         }
         free(list);
         free(q);
@@ -687,7 +706,7 @@ ParameterizedTest(isa_row *row, fp8_scales, deepseek_latent_rows, .timeout = ATT
             memcpy(r + D, sc, sizeof sc);
             for (int64_t i = 0; i < D; i++) {
                 r[i] = fp8_byte(g, ATTN_KV_FP8_E4M3, 448.0);
-                f[j * dk + i] = (float)(ref_quant_value(ATTN_KV_FP8_E4M3, r, (size_t)i) * sc[i / G]);
+                f[j * dk + i] = (float)ref_quant_value(ATTN_KV_FP8_E4M3, r, (size_t)i);
             }
             for (int64_t i = 0; i < ROPE; i++) { /* the rope values, bf16 */
                 const uint16_t h = ref_f32_to_bf16(rng_float(g, -4.0f, 4.0f));
@@ -720,10 +739,13 @@ ParameterizedTest(isa_row *row, fp8_scales, deepseek_latent_rows, .timeout = ATT
             o8.k_tail_dim = ROPE;
         }
         const cache_pair kp = {.q8 = k8, .f = kf}, vp = kp; /* v: kf's first 512 columns */
-        check_grouped(t, 2, &s, &o, &o8, &tq, &kp, &vp);
+        attn_options oref = ref_groups(&o, &o8, 1, 1);
+        oref.k_tail = o8.k_tail; /* its columns: kf's last 64 */
+        oref.k_tail_dim = o8.k_tail_dim;
+        check_grouped(t, 2, &s, &oref, &o8, &tq, &kp, &vp);
         if (tail) {
-            check_grouped(t, 0, &s, &o, &o8, &tq, &kp, &vp);
-            check_grouped(t, 1, &s, &o, &o8, &tq, &kp, &vp);
+            check_grouped(t, 0, &s, &oref, &o8, &tq, &kp, &vp);
+            check_grouped(t, 1, &s, &oref, &o8, &tq, &kp, &vp);
         }
         free(list);
         free(q);
@@ -1048,6 +1070,9 @@ ParameterizedTest(isa_row *row, fp8_scales, k_tail_rows, .timeout = ATTN_TEST_TI
         /* the reference's: dense F32 [B][Hkv][Lk][D] and [..][dv] */
         float *kf = xmalloc((size_t)(B * H * lk * D) * 4), *vf = xmalloc((size_t)(B * H * lk * dv) * 4);
         const attn_tensor tkf = {kf, ATTN_DTYPE_F32, H * lk * D, lk * D, D};
+        /* and the scales, dense [B][Hkv][Lk][groups] */
+        float *sf = xmalloc((size_t)(B * H * lk * ng) * 4);
+        const attn_tensor tsf = {sf, ATTN_DTYPE_F32, H * lk * ng, lk * ng, ng};
         const attn_tensor tvf = {vf, ATTN_DTYPE_F32, H * lk * dv, lk * dv, dv};
         double *val = xmalloc((size_t)(D + dv + 32) * sizeof(double));
         float *x = xmalloc((size_t)main * 4);
@@ -1066,12 +1091,11 @@ ParameterizedTest(isa_row *row, fp8_scales, k_tail_rows, .timeout = ATTN_TEST_TI
                     } else if (mdt == ATTN_DTYPE_FP8_E4M3) {
                         float *s8 = sd + case_row(&c, &sc, b, h, j);
                         for (int64_t q = 0; q < ng; q++)
-                            s8[q] = ldexpf(rng_float(g, 1.0f, 2.0f), (int)rng_int(g, -6, 1));
-                        for (int64_t i = 0; i < main; i++) {
+                            s8[q] = sf[((b * H + h) * lk + j) * ng + q] =
+                                ldexpf(rng_float(g, 1.0f, 2.0f), (int)rng_int(g, -6, 1));
+                        for (int64_t i = 0; i < main; i++) { /* unscaled: ref_groups */
                             kr[i] = fp8_byte(g, ATTN_KV_FP8_E4M3, 64.0);
-                            /* exact in double (4 + 24 bits): one rounding */
-                            fr[i] = (float)(ref_quant_value(ATTN_KV_FP8_E4M3, kr, (size_t)i) *
-                                            (double)s8[i / grp]);
+                            fr[i] = (float)ref_quant_value(ATTN_KV_FP8_E4M3, kr, (size_t)i);
                         }
                     } else {
                         float_row(g, mdt, kr, main, 1.0f, val);
@@ -1097,6 +1121,10 @@ ParameterizedTest(isa_row *row, fp8_scales, k_tail_rows, .timeout = ATTN_TEST_TI
         if (grp) {
             ot.k_scales = &sc;
             ot.k_scale_group = grp;
+            oref.k_scales = &tsf;
+            oref.k_scale_group = grp;
+            oref.k_tail = &tl; /* its columns: tkf's last n */
+            oref.k_tail_dim = n;
         }
         const cache_pair kp = {.q8 = k, .f = tkf}, vp = {.q8 = v, .f = tvf};
         for (int op = 0; op < 3; op++)
@@ -1132,6 +1160,7 @@ ParameterizedTest(isa_row *row, fp8_scales, k_tail_rows, .timeout = ATTN_TEST_TI
         free(x);
         free(val);
         free(kf);
+        free(sf);
         free(vf);
         buf_free(&bk);
         buf_free(&bt);

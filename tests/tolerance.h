@@ -405,14 +405,38 @@ static inline double tol_wsum(double k, double abs_sum)
 
 /*
  * FP8 scales per group of channels (attn.h 1.8, k_scale_group /
- * v_scale_group): each value is decoded to fl32(fp8 * s), one rounding,
- * and the F32 kernels take those values as an F32 cache's. The tests
- * (tests/test_fp8_scales.c) build that F32 cache themselves (fp8 * s is
- * exact in double, 4 + 24 significant bits, then rounded once to f32) and
- * check the call against the float64 reference of it with the F32 bounds
- * above, unchanged: no term is added. Against the exact fp8 * s, each
- * value is off by u relative (or half the subnormal spacing below the
- * normal range), which attn.h states.
+ * v_scale_group), and key rows with a tail (1.9). Two ways compute them
+ * (src/driver/forward.c, "Rows in segments"), one bound covers both.
+ * Notation: key j's column t has the decoded value k_t (exact), its
+ * group's scale s_t, the factor f_t = fl32(scale * s_t) (the f32 scale of
+ * the call: the default one rounded, or opt->scale), for a tail column f_t
+ * = scale and s_t = 1; S segments (groups, and the tail), L_i values in
+ * segment i, so L_i + S - 1 <= d. The reference (tests/ref.c, group_score)
+ * is x = sum_t f_t q_t k_t, M = sum_t |f_t q_t k_t|.
+ *  - Segments (the forward over dense keys): per segment the kernel's dot
+ *    with scale 1 (gamma(L_i + 1)), times f_i (u), summed over S segments
+ *    (gamma(S - 1)): (1 + gamma(L_i+1))(1 + u)(1 + gamma(S-1)) <= 1 +
+ *    gamma(L_i + S + 1) <= 1 + gamma(d + 2) on each term of M.
+ *  - Staged (top-k lists, the bf16 and int8 modes, groups under 64
+ *    channels, attn_scores and attn_weights): k'_t = fl32(k_t s_t) = k_t s_t
+ *    (1 + a), then the F32 kernel with the scale (gamma(d+1)); and f_t =
+ *    scale s_t (1 + b): (1 + gamma(d+1))(1 + u)^2 / (1 - u) <= 1 +
+ *    gamma(d + 4) on each term of M.
+ * So |score - x| <= gamma(d + 4) M plus the absolute terms below the
+ * normal range: the segments' kernels' (2 eta (2 L + 1 + sum max(|q|,
+ * |k|)) per segment, tol_under_qk with scale 1, times |f_i|; 3 >= 2L+1 per
+ * value), doubled for the later roundings, and eta per product and sum
+ * (d + 1 of them); the staged kernels' tol_under_qk(d, |scale|, sum
+ * max(|q_t|, |k'_t|)) with |k'_t| <= 2 |k_t s_t| + eta; and a staged value
+ * below the normal range, off by eta, times |scale q_t|. The bf16 mode
+ * (staged) adds its rounding of the staged values (REF_BF16_B on
+ * |scale| sum |q_t k'_t| <= |scale| (1 + 4u) sum |q_t k_t s_t|).
+ * V: each weight of a group's columns is fl32(p_j s_jg) (segments) or
+ * each value fl32(s_jg v_jt) (staged): one more relative u on the term
+ * p_j |s_jg v_jt| either way, as per-row scales (TOL_VSCALES_REL), and
+ * below the normal range eta |v_jt| (segments) or eta p_j <= eta
+ * (staged): eta max(1, |v_jt|). Against the f32 values fl32(fp8 * s) of
+ * 1.8's statement each value is itself within u of fp8 * s.
  */
 
 /*

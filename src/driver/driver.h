@@ -58,9 +58,10 @@ static inline int32_t attn_v_kernel_dtype(const attn_problem *pb)
     return pb->v_group ? ATTN_DTYPE_F32 : pb->v.dtype;
 }
 
-static inline attn_qk_tile_fn *attn_qk_kernel(const attn_dsp *dsp, const attn_problem *pb)
+/* The Q.K^T kernel for keys read as dt under pb's precision mode. */
+static inline attn_qk_tile_fn *attn_qk_kernel_for(const attn_dsp *dsp, const attn_problem *pb,
+                                                  int32_t dt)
 {
-    const int32_t dt = attn_k_kernel_dtype(pb);
     attn_qk_tile_fn *f = NULL;
     if (pb->opt.precision == ATTN_PRECISION_INT8)
         f = dsp->qk_i8[dt];
@@ -68,6 +69,11 @@ static inline attn_qk_tile_fn *attn_qk_kernel(const attn_dsp *dsp, const attn_pr
                (pb->q.dtype == ATTN_DTYPE_BF16 && dt == ATTN_DTYPE_BF16)))
         f = dsp->qk_bf16[dt];
     return f ? f : dsp->qk_tile[dt];
+}
+
+static inline attn_qk_tile_fn *attn_qk_kernel(const attn_dsp *dsp, const attn_problem *pb)
+{
+    return attn_qk_kernel_for(dsp, pb, attn_k_kernel_dtype(pb));
 }
 
 static inline attn_pv_tile_fn *attn_pv_kernel(const attn_dsp *dsp, const attn_problem *pb)
@@ -106,6 +112,12 @@ typedef struct task_plan {
                                 the accumulator (or the query block of the score
                                 operations) in the task scratch; 0 else */
     int64_t stage_stride;    /* floats per staged row */
+    /* forward over dense keys: FP8 rows with scale groups (attn.h 1.8), key
+       rows with a tail (1.9) read in place by the kernels of their dtypes,
+       segment by segment (a group, the tail; k_segs of them), the partial
+       scores and the weights per V group summed in f32 (forward.c, "Rows
+       in segments"); 0: decoded into the stage, or neither */
+    int k_segs, v_segs;
     size_t tasks;            /* the task count, which the operation's plan sets */
 } task_plan;
 
@@ -190,7 +202,8 @@ int64_t attn_block_rows_for(const attn_dsp *dsp, int64_t per_row_floats);
 int64_t attn_block_rows_within(const attn_dsp *dsp, int64_t per_row_floats, int64_t floats);
 /* FP8 scale groups (attn.h 1.8): sets p's stage (stage_keys rows of
    stage_stride floats, within half the task scratch) when the call decodes
-   K or V rows to f32; returns the floats it takes (0 without groups). */
+   K or V rows to f32 (those p does not read in segments); returns the
+   floats it takes (0 without groups). */
 int64_t attn_plan_stage(const attn_problem *pb, task_plan *p, int64_t max_keys);
 /* The plan fields every operation shares (groups, rows, strides). */
 task_plan attn_plan_common(const attn_dsp *dsp, const attn_problem *pb, int64_t heads_per_group);

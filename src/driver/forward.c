@@ -152,6 +152,50 @@ static void plan_selected(const attn_dsp *dsp, const attn_problem *pb, task_plan
     p->block_rows = rows;
 }
 
+/*
+ * Rows in segments. FP8 rows with scale groups and key rows with a tail
+ * (attn.h 1.8, 1.9) are read in place where the kernels can: Q.K^T runs the
+ * kernel of each segment's dtype (a scale group of k, the tail) on its
+ * columns with scale 1 (an unscaled k, or the tail: with the call's
+ * qk_scale), and the scores are sum_i fl(scale * s_ji) dot_i, summed in
+ * f32; P.V runs per V group on the weights times that group's scales. Each
+ * value is then read once, as its own dtype (FP8 decode on a Zen 5 with
+ * d 128 in one group: 0.77 ms against 1.25 ms through the f32 stage, whose
+ * rows were written and read again). The bound (attn.h) is the staged
+ * rows', whose rounding of each value fl32(fp8 * s) becomes the rounding of
+ * each factor fl32(p s) or fl32(scale s). Groups of fewer than SEG_MIN_COLS
+ * channels (ONNX Runtime's per channel: a kernel call per value) and more
+ * than SEG_MAX_GROUPS per row stay staged, as do the modes whose kernels
+ * round the staged f32 values (bf16, int8), and top-k lists: their
+ * gathered rows are decoded once for every row of the task, and MLA's V,
+ * the latent, is then read from K's decoded copy (segments on the gathered
+ * bytes decoded each value twice, once per product: DeepSeek V3.2's FP8
+ * rows, top-k 2048 of 32768, Hq 16, took 1.22 ms against 1.07 staged).
+ */
+#define SEG_MIN_COLS 64
+#define SEG_MAX_GROUPS 8
+
+static void plan_segments(const attn_problem *pb, task_plan *p)
+{
+    if (pb->opt.precision != ATTN_PRECISION_DEFAULT || pb->opt.topk_indices)
+        return;
+    if (attn_k_staged(pb)) {
+        const int64_t g = pb->k_group ? pb->k_group : attn_k_cols(pb);
+        if (g >= SEG_MIN_COLS && attn_k_cols(pb) / g <= SEG_MAX_GROUPS)
+            p->k_segs = (int)(attn_k_cols(pb) / g + (pb->k_tail_dim > 0));
+    }
+    if (pb->v_group >= SEG_MIN_COLS && pb->v_dim / pb->v_group <= SEG_MAX_GROUPS)
+        p->v_segs = (int)(pb->v_dim / pb->v_group);
+}
+
+/* Scratch floats per query row of a dense forward task: its query (unless
+   read in place), score row, accumulator and (segments) partial row. */
+static int64_t forward_row_floats(const task_plan *p)
+{
+    return (p->q_direct ? 0 : p->q_stride) + p->block_k * (1 + (p->k_segs || p->v_segs)) +
+           p->acc_stride;
+}
+
 static task_plan plan_forward(const attn_dsp *dsp, const attn_problem *pb)
 {
     task_plan p = attn_plan_common(dsp, pb, pb->group);
@@ -168,10 +212,9 @@ static task_plan plan_forward(const attn_dsp *dsp, const attn_problem *pb)
        which made prefill 7 % of the FMA peak faster on Zen 5: fewer passes
        over K and V, each K panel packed for more rows). */
     p.q_direct = pb->q.dtype == ATTN_DTYPE_F32 && p.heads_per_group == 1;
+    plan_segments(pb, &p);
     const int64_t staged = attn_plan_stage(pb, &p, p.block_k); /* after the accumulator */
-    p.block_rows = attn_block_rows_within(dsp,
-                                          (p.q_direct ? 0 : p.q_stride) + p.block_k + p.acc_stride,
-                                          ATTN_SCRATCH_FLOATS - staged);
+    p.block_rows = attn_block_rows_within(dsp, forward_row_floats(&p), ATTN_SCRATCH_FLOATS - staged);
     p.blocks = (p.rows + p.block_rows - 1) / p.block_rows;
     p.splits = pb->splits;
     p.tasks = (size_t)(pb->batch * (p.groups * p.blocks * p.splits));
@@ -300,6 +343,27 @@ static void prefetch_rows(const kv_src *src, int64_t w0, const uint16_t *pos, in
         const char *row = attn_kv_run(src, w0 + pos[t], w0 + pos[t] + 1, &len);
         for (size_t c = 0; c < src->row_bytes; c += 64)
             __builtin_prefetch(row + c, 0, 3);
+    }
+}
+
+/* Folds segment i's partial scores part (nr rows of nk, B apart) into s:
+   s = part's first segment times fac, then s + fac * part (fac NULL: the
+   kernel applied the scale). */
+static void fold_segment(float *s, const float *part, int64_t B, size_t nr, int64_t nk, int i,
+                         const float *fac)
+{
+    for (size_t r = 0; r < nr; r++) {
+        float *sr = s + (int64_t)r * B;
+        const float *pr = part + (int64_t)r * B;
+        if (i == 0 && fac)
+            for (int64_t c = 0; c < nk; c++)
+                sr[c] *= fac[c];
+        else if (i > 0 && fac)
+            for (int64_t c = 0; c < nk; c++)
+                sr[c] += fac[c] * pr[c];
+        else if (i > 0)
+            for (int64_t c = 0; c < nk; c++)
+                sr[c] += pr[c];
     }
 }
 
@@ -471,6 +535,60 @@ forward_selected(const attn_dsp *dsp, const attn_problem *pb, const task_plan *p
     }
 }
 
+/* Scores of rows [0, nr) (q, rows q_stride apart) for keys [kb, ke) into s
+   (rows block_k apart) from p->k_segs segments of the key rows (above);
+   part: a tile of the same shape for the partial scores. */
+static void segment_scores(const attn_dsp *dsp, const attn_problem *pb, const task_plan *p,
+                           const kv_src *ks, const kv_src *kss, const kv_src *tail,
+                           const float *q, int64_t q_stride, size_t nr, int64_t kb, int64_t ke,
+                           float *s, float *part)
+{
+    const int64_t B = p->block_k;
+    const int64_t g = pb->k_group ? pb->k_group : attn_k_cols(pb);
+    float fac[ATTN_MAX_BLOCK_K];
+    for (int i = 0; i < p->k_segs; i++) {
+        const int is_tail = tail && i == p->k_segs - 1, scaled = pb->k_group && !is_tail;
+        const kv_src *src = is_tail ? tail : ks;
+        const int64_t col = i * g, cols = is_tail ? pb->k_tail_dim : g;
+        /* bytes into the row: a group of an FP8 row (one byte a value); the
+           tail and an unscaled k start their rows */
+        const size_t at = is_tail ? 0 : (size_t)col;
+        attn_qk_tile_fn *const qk = attn_qk_kernel_for(dsp, pb, src->t->dtype);
+        for (int64_t j = kb, len; j < ke; j += len) {
+            const char *kp = (const char *)attn_kv_run(src, j, ke, &len) + at;
+            qk(q + col, q_stride, kp, src->stride, nr, (size_t)len, (size_t)cols,
+               scaled ? 1.0f : pb->qk_scale, (i == 0 ? s : part) + (j - kb), B);
+        }
+        if (scaled) /* each key's factor fl(scale * s_ji): one rounding */
+            attn_kv_scale_col(kss, kb, ke, i, pb->scale, fac);
+        fold_segment(s, part, B, nr, ke - kb, i, scaled ? fac : NULL);
+    }
+}
+
+/* P.V of rows [0, nr) for keys [kb, ke) into acc (rows acc_stride apart)
+   from the weights s (rows block_k apart), one V scale group at a time:
+   its weights fl(p_j s_jg) in part, then the kernel of V's dtype on the
+   group's columns. */
+static void segment_values(const attn_dsp *dsp, const attn_problem *pb, const task_plan *p,
+                           const kv_src *vs, const kv_src *vss, size_t nr, int64_t kb, int64_t ke,
+                           const float *s, float *part, float *acc)
+{
+    const int64_t nk = ke - kb, B = p->block_k, g = pb->v_group;
+    attn_pv_tile_fn *const pv = dsp->pv_tile[pb->v.dtype];
+    float fac[ATTN_MAX_BLOCK_K];
+    for (int i = 0; i < p->v_segs; i++) {
+        attn_kv_scale_col(vss, kb, ke, i, 1.0f, fac);
+        for (size_t r = 0; r < nr; r++)
+            for (int64_t c = 0; c < nk; c++)
+                part[(int64_t)r * B + c] = s[(int64_t)r * B + c] * fac[c];
+        for (int64_t j = kb, len; j < ke; j += len) {
+            const char *vp = (const char *)attn_kv_run(vs, j, ke, &len) + i * g;
+            pv(part + (j - kb), B, vp, vs->stride, nr, (size_t)len, (size_t)g, acc + i * g,
+               p->acc_stride);
+        }
+    }
+}
+
 /* Folds keys [klo, khi) of the visible ranges into the rows' states, in
    blocks of block_k keys counted from the sequence's first key `base` (its
    kv_offsets entry): where its blocks start must not depend on where the
@@ -504,6 +622,8 @@ static void forward_keys(const attn_dsp *dsp, const attn_problem *pb, const task
     const int k_rows = pb->k_scales.data && !pb->k_group;
     const int v_rows = pb->v_scales.data && !pb->v_group;
     float *const stage = acc + p->block_rows * p->acc_stride;
+    /* segments (above): the partial scores, then the weights of a V group */
+    float *const part = stage + p->stage_keys * p->stage_stride;
     float kfac[ATTN_MAX_BLOCK_K], vfac[ATTN_MAX_BLOCK_K];
     int64_t ulo, uhi;
     attn_visible_union(rows, n, &ulo, &uhi);
@@ -521,7 +641,10 @@ static void forward_keys(const attn_dsp *dsp, const attn_problem *pb, const task
              r = run_end) {
             const size_t nr = (size_t)(run_end - r);
             float *s = sbuf + r * p->block_k;
-            for (int64_t j = kb, len; j < ke; j += len) {
+            if (p->k_segs)
+                segment_scores(dsp, pb, p, &ks, &kss, tail, q + r * q_stride, q_stride, nr, kb,
+                               ke, s, part + r * p->block_k);
+            for (int64_t j = kb, len; j < ke && !p->k_segs; j += len) {
                 ptrdiff_t kstride;
                 const void *kp =
                     attn_kv_rows(dsp, &ks, &kss, pb->k_group, tail, stage, p, j, ke, &len, &kstride);
@@ -538,7 +661,10 @@ static void forward_keys(const attn_dsp *dsp, const attn_problem *pb, const task
                its value row's scale before P.V */
             if (v_rows)
                 attn_scale_columns(s, p->block_k, (int64_t)nr, vfac, nk);
-            for (int64_t j = kb, len; j < ke; j += len) {
+            if (p->v_segs)
+                segment_values(dsp, pb, p, &vs, &vss, nr, kb, ke, s, part + r * p->block_k,
+                               acc + r * p->acc_stride);
+            for (int64_t j = kb, len; j < ke && !p->v_segs; j += len) {
                 /* the bf16 P.V pairs keys 2m, 2m + 1 of a call: a run
                    that starts at an odd key of the sequence gives that key
                    a call of its own, so that the pairs are the same keys
@@ -778,7 +904,7 @@ static void prepare_forward(const task_ctx *ctx)
     prefix_ctx pc = {ctx->dsp, pb, ctx->plan};
     pc.plan.q_direct = 0; /* rows of several sequences: always converted */
     pc.plan.block_rows = attn_block_rows_within(
-        ctx->dsp, pc.plan.q_stride + pc.plan.block_k + pc.plan.acc_stride,
+        ctx->dsp, forward_row_floats(&pc.plan),
         ATTN_SCRATCH_FLOATS - pc.plan.stage_keys * pc.plan.stage_stride);
     size_t tasks = 0;
     prefix_group g;

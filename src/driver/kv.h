@@ -153,6 +153,18 @@ static inline void attn_kv_scales(const kv_src *sc, int64_t kb, int64_t ke, floa
     }
 }
 
+/* The same for scale column c of each row (the scale of a key's channel
+   group c, attn.h 1.8). */
+static inline void attn_kv_scale_col(const kv_src *sc, int64_t kb, int64_t ke, int64_t c,
+                                     float mul, float *fac)
+{
+    for (int64_t j = kb, len; j < ke; j += len) {
+        const float *p = (const float *)attn_kv_run(sc, j, ke, &len) + c;
+        for (int64_t i = 0; i < len; i++)
+            fac[j - kb + i] = mul * p[i * sc->stride];
+    }
+}
+
 /*
  * The rows of keys [j, j + n) of src decoded to f32 into dst (rows
  * dst_stride floats apart): with FP8 scales per group of channels (attn.h
