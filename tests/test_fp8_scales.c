@@ -5,7 +5,8 @@
  *  - powers of two: an FP8 cache with per-row scales 2^e must give the
  *    bits of an F32 cache holding each decoded value times its scale (the
  *    products and sums are the same real numbers: a power of two moves no
- *    rounding), for scores, weights and the forward with its statistics,
+ *    rounding, and f32_twin_table runs both in one kernel family's sum
+ *    order), for scores, weights and the forward with its statistics,
  *    in dense (two orders), left-padded and paged layouts (shuffled pool),
  *    with per-token, per-head and per-token-and-head views, causal masks,
  *    windows, sinks, softcap and split-KV; a plan of the forward gives
@@ -347,6 +348,36 @@ static attn_status run_op(const attn_dsp *t, int op, const attn_shape *s, const 
     return attn_forward_with(t, s, o, q, k, v, out, st);
 }
 
+/*
+ * The table the F32 twin of a call on FP8 caches (dtypes kdt, vdt) runs
+ * with: t, with the F32 tile kernels of the table that defined t's FP8 tile
+ * kernels. Both calls then sum in one kernel family's order: SVE's table
+ * keeps NEON's FP8 kernels (four lanes), and its own F32 kernels sum over
+ * svcntw() lanes, the same order only at 128 bits. The defining table is
+ * the first in ISA order holding the same kernel (a table starts as a copy
+ * of its base's, listed before it).
+ */
+static attn_dsp f32_twin_table(const attn_dsp *t, int kdt, int vdt)
+{
+    attn_dsp m = *t;
+    int k_done = 0, v_done = 0;
+    for (int i = 0; i < ATTN_ISA_COUNT && !(k_done && v_done); i++) {
+        const attn_dsp *o = attn_dsp_for_isa((attn_isa)i);
+        if (!o)
+            continue;
+        if (!k_done && o->qk_tile[kdt] == t->qk_tile[kdt]) {
+            m.qk_tile[ATTN_KV_F32] = o->qk_tile[ATTN_KV_F32];
+            m.qk_diag[ATTN_KV_F32] = o->qk_diag[ATTN_KV_F32];
+            k_done = 1;
+        }
+        if (!v_done && o->pv_tile[vdt] == t->pv_tile[vdt]) {
+            m.pv_tile[ATTN_KV_F32] = o->pv_tile[ATTN_KV_F32];
+            v_done = 1;
+        }
+    }
+    return m;
+}
+
 HARNESS_ISA_PARAMS(fp8_scales, pow2_equals_f32)
 ParameterizedTest(isa_row *row, fp8_scales, pow2_equals_f32, .timeout = ATTN_TEST_TIMEOUT)
 {
@@ -395,7 +426,8 @@ ParameterizedTest(isa_row *row, fp8_scales, pow2_equals_f32, .timeout = ATTN_TES
                 of.workspace = oq.workspace = ws;
                 of.workspace_size = oq.workspace_size = bytes;
             }
-            const attn_status sf = run_op(t, op, s, &of, &tq, &kp.f, &vp.f, &ta, &sta);
+            const attn_dsp twin = f32_twin_table(t, c.kdt, c.vdt);
+            const attn_status sf = run_op(&twin, op, s, &of, &tq, &kp.f, &vp.f, &ta, &sta);
             const attn_status s8 = run_op(t, op, s, &oq, &tq, &kp.q8, &vp.q8, &tb, &stb);
             CHECK(sf == ATTN_OK && s8 == ATTN_OK, "op %d: status %d (f32) / %d (fp8, scales)", op,
                   sf, s8);
