@@ -211,7 +211,7 @@ static task_plan plan_forward(const attn_dsp *dsp, const attn_problem *pb)
        scratch their copy would take holds more rows (d 128: 64 instead of 42,
        which made prefill 7 % of the FMA peak faster on Zen 5: fewer passes
        over K and V, each K panel packed for more rows). */
-    p.q_direct = pb->q.dtype == ATTN_DTYPE_F32 && p.heads_per_group == 1;
+    p.q_direct = pb->q.dtype == ATTN_DTYPE_F32 && (p.heads_per_group == 1 || pb->q_extent == 1);
     plan_segments(pb, &p);
     const int64_t staged = attn_plan_stage(pb, &p, p.block_k); /* after the accumulator */
     p.block_rows = attn_block_rows_within(dsp, forward_row_floats(&p), ATTN_SCRATCH_FLOATS - staged);
