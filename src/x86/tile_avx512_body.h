@@ -587,7 +587,7 @@ ATTN_AVX512_INLINE int pv_block_at(int dt, size_t R, size_t NV, int tail, __mmas
     const size_t nfull = tail ? NV - 1 : NV; /* vectors without a mask */
     const size_t unit = unit_bytes(dt);
     const uintptr_t vb = (uintptr_t)v_stride * unit;
-    __m512 a[4][4];
+    __m512 a[8][4]; /* R x NV <= 16 of them */
     for (size_t r = 0; r < R; r++) {
         const float *ar = acc + (ptrdiff_t)r * acc_stride + (ptrdiff_t)j0;
         for (size_t i = 0; i < nfull; i++)
@@ -658,6 +658,15 @@ ATTN_AVX512_INLINE void pv_rows(int dt, size_t NV, int tail, __mmask16 m, size_t
                                 size_t nk, size_t j0, float *acc, ptrdiff_t acc_stride)
 {
     size_t r = 0;
+    /* 8 rows x 2 vectors where the columns are four whole vectors of a
+       decoded dtype: each V vector decoded once per 8 rows, not per 4 (F32
+       values need no decoding, and lost to the extra broadcasts) */
+    if (NV == 4 && !tail && dt != ATTN_KV_F32)
+        for (; r + 8 <= nq; r += 8)
+            for (size_t h = 0; h < 2; h++)
+                pv_block(dt, 8, 2, 0, m, r == 0 && h == 0 ? pf : 0, p + (ptrdiff_t)r * p_stride,
+                         p_stride, v, v_stride, nk, j0 + 32 * h, acc + (ptrdiff_t)r * acc_stride,
+                         acc_stride);
     for (; r + 4 <= nq; r += 4)
         pv_block(dt, 4, NV, tail, m, r == 0 ? pf : 0, p + (ptrdiff_t)r * p_stride, p_stride, v,
                  v_stride, nk, j0, acc + (ptrdiff_t)r * acc_stride, acc_stride);
