@@ -161,9 +161,10 @@ static void plan_selected(const attn_dsp *dsp, const attn_problem *pb, task_plan
  * f32; P.V runs per V group on the weights times that group's scales. Each
  * value is then read once, as its own dtype (FP8 decode on a Zen 5 with
  * d 128 in one group: 0.77 ms against 1.25 ms through the f32 stage, whose
- * rows were written and read again). The bound (attn.h) is the staged
- * rows', whose rounding of each value fl32(fp8 * s) becomes the rounding of
- * each factor fl32(p s) or fl32(scale s). Groups of fewer than SEG_MIN_COLS
+ * rows were written and read again). One bound covers both ways (attn.h
+ * at k_scale_group, tests/tolerance.h): the stage rounds each value,
+ * fl32(fp8 * s), the segments each factor, fl32(p s) or fl32(scale s),
+ * and sum the partial scores. Groups of fewer than SEG_MIN_COLS
  * channels (ONNX Runtime's per channel: a kernel call per value) and more
  * than SEG_MAX_GROUPS per row stay staged, as do the modes whose kernels
  * round the staged f32 values (bf16, int8), and top-k lists: their
@@ -207,10 +208,12 @@ static task_plan plan_forward(const attn_dsp *dsp, const attn_problem *pb)
         return p;
     }
     /* Without GQA stacking a block's rows are consecutive positions of one
-       head, at one stride: F32 queries are then read where they lie, and the
-       scratch their copy would take holds more rows (d 128: 64 instead of 42,
-       which made prefill 7 % of the FMA peak faster on Zen 5: fewer passes
-       over K and V, each K panel packed for more rows). */
+       head, at one stride, and with one query position (decode) they are
+       consecutive heads of it, one head stride apart: F32 queries are then
+       read where they lie, and the scratch their copy would take holds more
+       rows (d 128: 64 instead of 42, which made prefill 7 % of the FMA peak
+       faster on Zen 5: fewer passes over K and V, each K panel packed for
+       more rows; MLA decode at d 576: 25 instead of 13). */
     p.q_direct = pb->q.dtype == ATTN_DTYPE_F32 && (p.heads_per_group == 1 || pb->q_extent == 1);
     plan_segments(pb, &p);
     const int64_t staged = attn_plan_stage(pb, &p, p.block_k); /* after the accumulator */
