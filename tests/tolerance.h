@@ -418,7 +418,8 @@ static inline double tol_wsum(double k, double abs_sum)
  *    (gamma(S - 1)): (1 + gamma(L_i+1))(1 + u)(1 + gamma(S-1)) <= 1 +
  *    gamma(L_i + S + 1) <= 1 + gamma(d + 2) on each term of M.
  *  - Staged (top-k lists, the bf16 and int8 modes, groups under 64
- *    channels, attn_scores and attn_weights): k'_t = fl32(k_t s_t) = k_t s_t
+ *    channels or more than 8 a row, attn_scores and attn_weights):
+ *    k'_t = fl32(k_t s_t) = k_t s_t
  *    (1 + a), then the F32 kernel with the scale (gamma(d+1)); and f_t =
  *    scale s_t (1 + b): (1 + gamma(d+1))(1 + u)^2 / (1 - u) <= 1 +
  *    gamma(d + 4) on each term of M.
