@@ -349,27 +349,6 @@ static void prefetch_rows(const kv_src *src, int64_t w0, const uint16_t *pos, in
     }
 }
 
-/* Folds segment i's partial scores part (nr rows of nk, B apart) into s:
-   s = part's first segment times fac, then s + fac * part (fac NULL: the
-   kernel applied the scale). */
-static void fold_segment(float *s, const float *part, int64_t B, size_t nr, int64_t nk, int i,
-                         const float *fac)
-{
-    for (size_t r = 0; r < nr; r++) {
-        float *sr = s + (int64_t)r * B;
-        const float *pr = part + (int64_t)r * B;
-        if (i == 0 && fac)
-            for (int64_t c = 0; c < nk; c++)
-                sr[c] *= fac[c];
-        else if (i > 0 && fac)
-            for (int64_t c = 0; c < nk; c++)
-                sr[c] += fac[c] * pr[c];
-        else if (i > 0)
-            for (int64_t c = 0; c < nk; c++)
-                sr[c] += pr[c];
-    }
-}
-
 /*
  * forward_keys for a call with top-k lists (attn.h, "Top-k sparse
  * attention"): per window of SEL_WINDOW key positions, each query position
@@ -488,7 +467,7 @@ forward_selected(const attn_dsp *dsp, const attn_problem *pb, const task_plan *p
             }
             if (k_rows) {
                 for (int64_t t = 0; t < nk; t++)
-                    attn_kv_scales(&kss, w0 + tp[t], w0 + tp[t] + 1, pb->scale, kfac + t);
+                    attn_kv_scales(&kss, w0 + tp[t], w0 + tp[t] + 1, 0, pb->scale, kfac + t);
                 for (int64_t r = 0, e; (e = attn_next_run(rows, n, &r, kb, ke)) > r; r = e)
                     attn_scale_columns(sbuf + r * G, G, e - r, kfac, nk);
             }
@@ -519,7 +498,7 @@ forward_selected(const attn_dsp *dsp, const attn_problem *pb, const task_plan *p
                 }
             if (v_rows) {
                 for (int64_t t = 0; t < nk; t++)
-                    attn_kv_scales(&vss, w0 + tp[t], w0 + tp[t] + 1, 1.0f, vfac + t);
+                    attn_kv_scales(&vss, w0 + tp[t], w0 + tp[t] + 1, 0, 1.0f, vfac + t);
                 for (int64_t r = 0, e; (e = attn_next_run(rows, n, &r, kb, ke)) > r; r = e)
                     attn_scale_columns(sbuf + r * G, G, e - r, vfac, nk);
             }
@@ -546,7 +525,7 @@ static void segment_scores(const attn_dsp *dsp, const attn_problem *pb, const ta
                            const float *q, int64_t q_stride, size_t nr, int64_t kb, int64_t ke,
                            float *s, float *part)
 {
-    const int64_t B = p->block_k;
+    const int64_t nk = ke - kb, B = p->block_k;
     const int64_t g = pb->k_group ? pb->k_group : attn_k_cols(pb);
     float fac[ATTN_MAX_BLOCK_K];
     for (int i = 0; i < p->k_segs; i++) {
@@ -563,8 +542,22 @@ static void segment_scores(const attn_dsp *dsp, const attn_problem *pb, const ta
                scaled ? 1.0f : pb->qk_scale, (i == 0 ? s : part) + (j - kb), B);
         }
         if (scaled) /* each key's factor fl(scale * s_ji): one rounding */
-            attn_kv_scale_col(kss, kb, ke, i, pb->scale, fac);
-        fold_segment(s, part, B, nr, ke - kb, i, scaled ? fac : NULL);
+            attn_kv_scales(kss, kb, ke, i, pb->scale, fac);
+        /* the first segment's scores times their factors, then each next
+           one's added (unscaled: the kernel applied the call's scale) */
+        for (size_t r = 0; r < nr; r++) {
+            float *sr = s + (int64_t)r * B;
+            const float *pr = part + (int64_t)r * B;
+            if (i == 0 && scaled)
+                for (int64_t c = 0; c < nk; c++)
+                    sr[c] *= fac[c];
+            else if (i > 0 && scaled)
+                for (int64_t c = 0; c < nk; c++)
+                    sr[c] += fac[c] * pr[c];
+            else if (i > 0)
+                for (int64_t c = 0; c < nk; c++)
+                    sr[c] += pr[c];
+        }
     }
 }
 
@@ -580,7 +573,7 @@ static void segment_values(const attn_dsp *dsp, const attn_problem *pb, const ta
     attn_pv_tile_fn *const pv = dsp->pv_tile[pb->v.dtype];
     float fac[ATTN_MAX_BLOCK_K];
     for (int i = 0; i < p->v_segs; i++) {
-        attn_kv_scale_col(vss, kb, ke, i, 1.0f, fac);
+        attn_kv_scales(vss, kb, ke, i, 1.0f, fac);
         for (size_t r = 0; r < nr; r++)
             for (int64_t c = 0; c < nk; c++)
                 part[(int64_t)r * B + c] = s[(int64_t)r * B + c] * fac[c];
@@ -637,9 +630,9 @@ static void forward_keys(const attn_dsp *dsp, const attn_problem *pb, const task
         const int64_t kb = attn_max64(k0, ulo), ke = attn_min64(k0 + p->block_k, uhi);
         const int64_t nk = ke - kb;
         if (k_rows)
-            attn_kv_scales(&kss, kb, ke, pb->scale, kfac);
+            attn_kv_scales(&kss, kb, ke, 0, pb->scale, kfac);
         if (v_rows)
-            attn_kv_scales(&vss, kb, ke, 1.0f, vfac);
+            attn_kv_scales(&vss, kb, ke, 0, 1.0f, vfac);
         for (int64_t r = 0, run_end; (run_end = attn_next_run(rows, n, &r, kb, ke)) > r;
              r = run_end) {
             const size_t nr = (size_t)(run_end - r);

@@ -140,23 +140,12 @@ static inline kv_src attn_kv_open_scales(const attn_problem *pb, const attn_tens
 /*
  * FP8 scales per key row (attn.h 1.6): fac[j - kb] = mul * the scale of key
  * j, for keys [kb, ke) (at most ATTN_MAX_BLOCK_K of them), read through sc,
- * the scale view opened like its cache (attn_kv_open with one column), so
- * offsets, pages and shared prefixes find a key's scale where they find its
- * row.
+ * the scale view opened like its cache (attn_kv_open with one column, or
+ * one per channel group, 1.8: c picks the group), so offsets, pages and
+ * shared prefixes find a key's scale where they find its row.
  */
-static inline void attn_kv_scales(const kv_src *sc, int64_t kb, int64_t ke, float mul, float *fac)
-{
-    for (int64_t j = kb, len; j < ke; j += len) {
-        const float *p = (const float *)attn_kv_run(sc, j, ke, &len);
-        for (int64_t i = 0; i < len; i++)
-            fac[j - kb + i] = mul * p[i * sc->stride];
-    }
-}
-
-/* The same for scale column c of each row (the scale of a key's channel
-   group c, attn.h 1.8). */
-static inline void attn_kv_scale_col(const kv_src *sc, int64_t kb, int64_t ke, int64_t c,
-                                     float mul, float *fac)
+static inline void attn_kv_scales(const kv_src *sc, int64_t kb, int64_t ke, int64_t c, float mul,
+                                  float *fac)
 {
     for (int64_t j = kb, len; j < ke; j += len) {
         const float *p = (const float *)attn_kv_run(sc, j, ke, &len) + c;

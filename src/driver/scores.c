@@ -66,7 +66,7 @@ int64_t attn_score_tiles(const task_ctx *ctx, size_t index, row_ref *rows, float
          k0 += p->block_k) {
         const int64_t kb = attn_max64(k0, ulo), ke = attn_min64(k0 + p->block_k, uhi);
         if (k_rows)
-            attn_kv_scales(&kss, kb, ke, pb->scale, kfac);
+            attn_kv_scales(&kss, kb, ke, 0, pb->scale, kfac);
         for (int64_t r = 0, run_end; (run_end = attn_next_run(rows, n, &r, kb, ke)) > r;
              r = run_end) {
             for (int64_t j = kb, len; j < ke; j += len) {
