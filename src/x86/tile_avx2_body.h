@@ -587,7 +587,7 @@ static ALWAYS_INLINE void qk_diag(int dtype, const float *q, ptrdiff_t q_stride,
  * Micro-kernel: acc rows r..r+R, columns j..j+8W stay in R*W ymm registers
  * while the keys c0..c1 of the chunk stream by; each key loads W vectors of
  * its v row (values j0.. of the rows at v, `vb` bytes apart) and broadcasts
- * R weights. `tail` (1..7, or 0) makes the last vector partial. pf > 0:
+ * R weights (key c's for row r at p[r * p_stride + c * p_step]). `tail` (1..7, or 0) makes the last vector partial. pf > 0:
  * prefetch whole v rows of pf bytes ahead (prefetch.h; the first
  * micro-kernel over a pass's rows does it).
  */
@@ -605,8 +605,8 @@ _Static_assert(PV_ROWS >= 1 && PV_ROWS <= 6, "pv_tile handles row tails of up to
 #endif
 
 static ALWAYS_INLINE void pv_micro(int dtype, size_t R, size_t W, size_t tail, const float *p,
-                                   ptrdiff_t p_stride, const unsigned char *v, ptrdiff_t v_stride,
-                                   size_t j0, size_t nk, size_t pf, float *acc,
+                                   ptrdiff_t p_stride, ptrdiff_t p_step, const unsigned char *v,
+                                   ptrdiff_t v_stride, size_t j0, size_t nk, size_t pf, float *acc,
                                    ptrdiff_t acc_stride)
 {
     __m256 a[PV_ROWS][PV_VECS];
@@ -628,7 +628,7 @@ static ALWAYS_INLINE void pv_micro(int dtype, size_t R, size_t W, size_t tail, c
             vv[w] = (tail && w == W - 1) ? load8_part(dtype, row, j0 + 8 * w, tail)
                                          : load8(dtype, row, j0 + 8 * w);
         for (size_t r = 0; r < R; r++) {
-            __m256 pr = _mm256_broadcast_ss(p + (ptrdiff_t)r * p_stride + (ptrdiff_t)c);
+            __m256 pr = _mm256_broadcast_ss(p + (ptrdiff_t)r * p_stride + (ptrdiff_t)c * p_step);
             for (size_t w = 0; w < W; w++)
                 a[r][w] = _mm256_fmadd_ps(pr, vv[w], a[r][w]);
         }
@@ -648,12 +648,12 @@ static ALWAYS_INLINE void pv_micro(int dtype, size_t R, size_t W, size_t tail, c
  * chunk prefetches whole v rows ahead (pv_micro).
  */
 static ALWAYS_INLINE void pv_cols(int dtype, size_t R, const float *p, ptrdiff_t p_stride,
-                                  const unsigned char *v, ptrdiff_t v_stride, size_t nk,
-                                  size_t dv, size_t pf, float *acc, ptrdiff_t acc_stride)
+                                  ptrdiff_t p_step, const unsigned char *v, ptrdiff_t v_stride,
+                                  size_t nk, size_t dv, size_t pf, float *acc, ptrdiff_t acc_stride)
 {
     size_t j = 0;
     for (; j + 8 * PV_VECS <= dv; j += 8 * PV_VECS)
-        pv_micro(dtype, R, PV_VECS, 0, p, p_stride, v, v_stride, j, nk, j == 0 ? pf : 0,
+        pv_micro(dtype, R, PV_VECS, 0, p, p_stride, p_step, v, v_stride, j, nk, j == 0 ? pf : 0,
                  acc + j, acc_stride);
     size_t rest = dv - j; /* < 8 * PV_VECS */
     if (rest == 0)
@@ -662,57 +662,56 @@ static ALWAYS_INLINE void pv_cols(int dtype, size_t R, const float *p, ptrdiff_t
     switch ((rest + 7) / 8) { /* vectors left, the last one partial when rest % 8 */
 #if PV_VECS >= 4
     case 4:
-        pv_micro(dtype, R, 4, rest % 8, p, p_stride, v, v_stride, j, nk, prefetch_keys, acc + j,
-                 acc_stride);
+        pv_micro(dtype, R, 4, rest % 8, p, p_stride, p_step, v, v_stride, j, nk, prefetch_keys,
+                 acc + j, acc_stride);
         break;
 #endif
 #if PV_VECS >= 3
     case 3:
-        pv_micro(dtype, R, 3, rest % 8, p, p_stride, v, v_stride, j, nk, prefetch_keys, acc + j,
-                 acc_stride);
+        pv_micro(dtype, R, 3, rest % 8, p, p_stride, p_step, v, v_stride, j, nk, prefetch_keys,
+                 acc + j, acc_stride);
         break;
 #endif
 #if PV_VECS >= 2
     case 2:
-        pv_micro(dtype, R, 2, rest % 8, p, p_stride, v, v_stride, j, nk, prefetch_keys, acc + j,
-                 acc_stride);
+        pv_micro(dtype, R, 2, rest % 8, p, p_stride, p_step, v, v_stride, j, nk, prefetch_keys,
+                 acc + j, acc_stride);
         break;
 #endif
     default:
-        pv_micro(dtype, R, 1, rest % 8, p, p_stride, v, v_stride, j, nk, prefetch_keys, acc + j,
-                 acc_stride);
+        pv_micro(dtype, R, 1, rest % 8, p, p_stride, p_step, v, v_stride, j, nk, prefetch_keys,
+                 acc + j, acc_stride);
         break;
     }
 }
 
 /* Every row of the tile in groups of PV_ROWS for the nk keys at v; pf as
    in pv_cols, for the first group. */
-static ALWAYS_INLINE void pv_rows(int dtype, const float *p, ptrdiff_t p_stride,
-                                  const unsigned char *v, ptrdiff_t v_stride, size_t nq,
-                                  size_t nk, size_t dv, size_t next, float *acc,
-                                  ptrdiff_t acc_stride)
+static ALWAYS_INLINE void pv_rows(int dtype, const float *p, ptrdiff_t p_stride, ptrdiff_t p_step,
+                                  const unsigned char *v, ptrdiff_t v_stride, size_t nq, size_t nk,
+                                  size_t dv, size_t next, float *acc, ptrdiff_t acc_stride)
 {
     size_t r = 0;
     for (; r + PV_ROWS <= nq; r += PV_ROWS)
-        pv_cols(dtype, PV_ROWS, p + (ptrdiff_t)r * p_stride, p_stride, v, v_stride, nk, dv,
+        pv_cols(dtype, PV_ROWS, p + (ptrdiff_t)r * p_stride, p_stride, p_step, v, v_stride, nk, dv,
                 r == 0 ? next : 0, acc + (ptrdiff_t)r * acc_stride, acc_stride);
     const float *pr = p + (ptrdiff_t)r * p_stride;
     float *ar = acc + (ptrdiff_t)r * acc_stride;
     size_t pf = r == 0 ? next : 0;
     switch (nq - r) {
 #if PV_ROWS > 5
-    case 5: pv_cols(dtype, 5, pr, p_stride, v, v_stride, nk, dv, pf, ar, acc_stride); break;
+    case 5: pv_cols(dtype, 5, pr, p_stride, p_step, v, v_stride, nk, dv, pf, ar, acc_stride); break;
 #endif
 #if PV_ROWS > 4
-    case 4: pv_cols(dtype, 4, pr, p_stride, v, v_stride, nk, dv, pf, ar, acc_stride); break;
+    case 4: pv_cols(dtype, 4, pr, p_stride, p_step, v, v_stride, nk, dv, pf, ar, acc_stride); break;
 #endif
 #if PV_ROWS > 3
-    case 3: pv_cols(dtype, 3, pr, p_stride, v, v_stride, nk, dv, pf, ar, acc_stride); break;
+    case 3: pv_cols(dtype, 3, pr, p_stride, p_step, v, v_stride, nk, dv, pf, ar, acc_stride); break;
 #endif
 #if PV_ROWS > 2
-    case 2: pv_cols(dtype, 2, pr, p_stride, v, v_stride, nk, dv, pf, ar, acc_stride); break;
+    case 2: pv_cols(dtype, 2, pr, p_stride, p_step, v, v_stride, nk, dv, pf, ar, acc_stride); break;
 #endif
-    case 1: pv_cols(dtype, 1, pr, p_stride, v, v_stride, nk, dv, pf, ar, acc_stride); break;
+    case 1: pv_cols(dtype, 1, pr, p_stride, p_step, v, v_stride, nk, dv, pf, ar, acc_stride); break;
     default: break;
     }
 }
@@ -720,9 +719,11 @@ static ALWAYS_INLINE void pv_rows(int dtype, const float *p, ptrdiff_t p_stride,
 /* Columns of a decoded V panel: one column chunk of pv_cols. */
 #define PV_PANEL_COLS (8 * PV_VECS)
 
-static ALWAYS_INLINE void pv_tile(int dtype, const float *p, ptrdiff_t p_stride, const void *v,
-                                  ptrdiff_t v_stride, size_t nq, size_t nk, size_t dv,
-                                  float *acc, ptrdiff_t acc_stride)
+/* p_step: the distance between the weights of consecutive keys (1 for P's
+   rows; pt_tile, the backward's P^T, passes P's row stride and 1 as p_stride). */
+static ALWAYS_INLINE void pv_tile_at(int dtype, const float *p, ptrdiff_t p_stride,
+                                     ptrdiff_t p_step, const void *v, ptrdiff_t v_stride, size_t nq,
+                                     size_t nk, size_t dv, float *acc, ptrdiff_t acc_stride)
 {
     const uintptr_t vb = (uintptr_t)v_stride * unit_bytes(dtype);
     /* Few rows (decode): V streams from memory. The first column chunk
@@ -737,7 +738,8 @@ static ALWAYS_INLINE void pv_tile(int dtype, const float *p, ptrdiff_t p_stride,
         size_t n = nk - c0 < chunk ? nk - c0 : chunk;
         const unsigned char *vc = row_at(v, c0, vb);
         if (few || !is_quant(dtype)) {
-            pv_rows(dtype, p + c0, p_stride, vc, v_stride, nq, n, dv, next, acc, acc_stride);
+            pv_rows(dtype, p + (ptrdiff_t)c0 * p_step, p_stride, p_step, vc, v_stride, nq, n, dv,
+                    next, acc, acc_stride);
             continue;
         }
         /* Many rows, quantized V: each column chunk of the pass decoded
@@ -753,10 +755,17 @@ static ALWAYS_INLINE void pv_tile(int dtype, const float *p, ptrdiff_t p_stride,
                                      w - i >= 8 ? load8(dtype, row, j + i)
                                                 : load8_part(dtype, row, j + i, w - i));
             }
-            pv_rows(ATTN_KV_F32, p + c0, p_stride, (const unsigned char *)panel, PV_PANEL_COLS,
-                    nq, n, w, 0, acc + j, acc_stride);
+            pv_rows(ATTN_KV_F32, p + (ptrdiff_t)c0 * p_step, p_stride, p_step,
+                    (const unsigned char *)panel, PV_PANEL_COLS, nq, n, w, 0, acc + j, acc_stride);
         }
     }
+}
+
+static ALWAYS_INLINE void pv_tile(int dtype, const float *p, ptrdiff_t p_stride, const void *v,
+                                  ptrdiff_t v_stride, size_t nq, size_t nk, size_t dv, float *acc,
+                                  ptrdiff_t acc_stride)
+{
+    pv_tile_at(dtype, p, p_stride, 1, v, v_stride, nq, nk, dv, acc, acc_stride);
 }
 
 /* ------------------------------------------------------------------ to_f32 */

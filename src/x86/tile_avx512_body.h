@@ -469,7 +469,7 @@ ATTN_AVX512_INLINE void qk_pack_panel(int dt, const unsigned char *k, uintptr_t 
 }
 
 /*
- * R rows (R in {1, 4, 8}) x the 32 keys of a panel, dims t0..t0+td: 2R
+ * R rows (R in {1, 2, 4, 8}) x the 32 keys of a panel, dims t0..t0+td: 2R
  * accumulators, per dim 2 panel loads + R broadcasts for 2R FMAs. The first
  * depth chunk starts from zero, later ones from the partial sums left in s;
  * the last one applies the scale.
@@ -528,6 +528,9 @@ ATTN_AVX512_INLINE void qk_tile_packed(int dt, const float *q, ptrdiff_t q_strid
                               first, last, scale, s + (ptrdiff_t)r * s_stride + c0, s_stride);
             for (; r + 4 <= nq; r += 4)
                 qk_panel_rows(4, q + (ptrdiff_t)r * q_stride, q_stride, t0, td, panel, m0, m1,
+                              first, last, scale, s + (ptrdiff_t)r * s_stride + c0, s_stride);
+            for (; r + 2 <= nq; r += 2)
+                qk_panel_rows(2, q + (ptrdiff_t)r * q_stride, q_stride, t0, td, panel, m0, m1,
                               first, last, scale, s + (ptrdiff_t)r * s_stride + c0, s_stride);
             for (; r < nq; r++)
                 qk_panel_rows(1, q + (ptrdiff_t)r * q_stride, q_stride, t0, td, panel, m0, m1,
@@ -599,8 +602,9 @@ ATTN_AVX512_INLINE void qk_diag(int dt, const float *q, ptrdiff_t q_stride,
 /* ------------------------------------------------------------------------ */
 
 /*
- * R rows (R in {1, 2, 4}) x NV vectors of output columns (NV in 1..4) from
- * column j0, over all nk keys (the rows at v, v_stride units apart):
+ * R rows (R in {1, 2, 4, 8}) x NV vectors of output columns (NV in 1..4) from
+ * column j0, over all nk keys (the rows at v, v_stride units apart; key c's
+ * weight for row r at p[r * p_stride + c * p_step]):
  * R*NV accumulators kept in registers for the whole key loop, per key NV
  * value loads (the block formats: NV/2 blocks) + R broadcasts for R*NV FMAs.
  * When tail is set the last vector covers only the lanes in m (full for the
@@ -608,9 +612,9 @@ ATTN_AVX512_INLINE void qk_diag(int dt, const float *q, ptrdiff_t q_stride,
  * pf bytes ahead (prefetch.h).
  */
 ATTN_AVX512_INLINE int pv_block_at(int dt, size_t R, size_t NV, int tail, __mmask16 m, size_t pf,
-                                   const float *p, ptrdiff_t p_stride, const void *v,
-                                   ptrdiff_t v_stride, size_t nk, size_t j0, float *acc,
-                                   ptrdiff_t acc_stride)
+                                   const float *p, ptrdiff_t p_stride, ptrdiff_t p_step,
+                                   const void *v, ptrdiff_t v_stride, size_t nk, size_t j0,
+                                   float *acc, ptrdiff_t acc_stride)
 {
     const size_t nfull = tail ? NV - 1 : NV; /* vectors without a mask */
     const size_t unit = unit_bytes(dt);
@@ -651,7 +655,7 @@ ATTN_AVX512_INLINE int pv_block_at(int dt, size_t R, size_t NV, int tail, __mmas
                 vv[NV - 1] = maskz_load16(dt, m, row, j0 + 16 * (NV - 1));
         }
         for (size_t r = 0; r < R; r++) {
-            __m512 pb = _mm512_set1_ps(p[(ptrdiff_t)r * p_stride + (ptrdiff_t)c]);
+            __m512 pb = _mm512_set1_ps(p[(ptrdiff_t)r * p_stride + (ptrdiff_t)c * p_step]);
             for (size_t i = 0; i < NV; i++)
                 a[r][i] = _mm512_fmadd_ps(pb, vv[i], a[r][i]);
         }
@@ -671,19 +675,20 @@ ATTN_AVX512_INLINE int pv_block_at(int dt, size_t R, size_t NV, int tail, __mmas
 /* E4M3 values: decoded without the NaN fix-up, and again with it in the
    rare block that holds a NaN byte (the first pass stored nothing). */
 ATTN_AVX512_INLINE void pv_block(int dt, size_t R, size_t NV, int tail, __mmask16 m, size_t pf,
-                                 const float *p, ptrdiff_t p_stride, const void *v,
-                                 ptrdiff_t v_stride, size_t nk, size_t j0, float *acc,
-                                 ptrdiff_t acc_stride)
+                                 const float *p, ptrdiff_t p_stride, ptrdiff_t p_step,
+                                 const void *v, ptrdiff_t v_stride, size_t nk, size_t j0,
+                                 float *acc, ptrdiff_t acc_stride)
 {
-    if (dt == ATTN_KV_FP8_E4M3 && pv_block_at(ATTN_KV_E4M3_FINITE, R, NV, tail, m, pf, p,
-                                              p_stride, v, v_stride, nk, j0, acc, acc_stride))
+    if (dt == ATTN_KV_FP8_E4M3 && pv_block_at(ATTN_KV_E4M3_FINITE, R, NV, tail, m, pf, p, p_stride,
+                                              p_step, v, v_stride, nk, j0, acc, acc_stride))
         return;
-    pv_block_at(dt, R, NV, tail, m, pf, p, p_stride, v, v_stride, nk, j0, acc, acc_stride);
+    pv_block_at(dt, R, NV, tail, m, pf, p, p_stride, p_step, v, v_stride, nk, j0, acc, acc_stride);
 }
 
 ATTN_AVX512_INLINE void pv_rows(int dt, size_t NV, int tail, __mmask16 m, size_t pf, const float *p,
-                                ptrdiff_t p_stride, const void *v, ptrdiff_t v_stride, size_t nq,
-                                size_t nk, size_t j0, float *acc, ptrdiff_t acc_stride)
+                                ptrdiff_t p_stride, ptrdiff_t p_step, const void *v,
+                                ptrdiff_t v_stride, size_t nq, size_t nk, size_t j0, float *acc,
+                                ptrdiff_t acc_stride)
 {
     size_t r = 0;
     /* 8 rows x 2 vectors where the columns are four whole vectors of a
@@ -693,37 +698,46 @@ ATTN_AVX512_INLINE void pv_rows(int dt, size_t NV, int tail, __mmask16 m, size_t
         for (; r + 8 <= nq; r += 8)
             for (size_t h = 0; h < 2; h++)
                 pv_block(dt, 8, 2, 0, m, r == 0 && h == 0 ? pf : 0, p + (ptrdiff_t)r * p_stride,
-                         p_stride, v, v_stride, nk, j0 + 32 * h, acc + (ptrdiff_t)r * acc_stride,
-                         acc_stride);
+                         p_stride, p_step, v, v_stride, nk, j0 + 32 * h,
+                         acc + (ptrdiff_t)r * acc_stride, acc_stride);
     for (; r + 4 <= nq; r += 4)
-        pv_block(dt, 4, NV, tail, m, r == 0 ? pf : 0, p + (ptrdiff_t)r * p_stride, p_stride, v,
-                 v_stride, nk, j0, acc + (ptrdiff_t)r * acc_stride, acc_stride);
+        pv_block(dt, 4, NV, tail, m, r == 0 ? pf : 0, p + (ptrdiff_t)r * p_stride, p_stride, p_step,
+                 v, v_stride, nk, j0, acc + (ptrdiff_t)r * acc_stride, acc_stride);
     /* a loop, not an if: GCC then keeps the accumulators out of memory */
     for (; r + 2 <= nq; r += 2)
-        pv_block(dt, 2, NV, tail, m, r == 0 ? pf : 0, p + (ptrdiff_t)r * p_stride, p_stride, v,
-                 v_stride, nk, j0, acc + (ptrdiff_t)r * acc_stride, acc_stride);
+        pv_block(dt, 2, NV, tail, m, r == 0 ? pf : 0, p + (ptrdiff_t)r * p_stride, p_stride, p_step,
+                 v, v_stride, nk, j0, acc + (ptrdiff_t)r * acc_stride, acc_stride);
     if (r < nq)
-        pv_block(dt, 1, NV, tail, m, r == 0 ? pf : 0, p + (ptrdiff_t)r * p_stride, p_stride, v,
-                 v_stride, nk, j0, acc + (ptrdiff_t)r * acc_stride, acc_stride);
+        pv_block(dt, 1, NV, tail, m, r == 0 ? pf : 0, p + (ptrdiff_t)r * p_stride, p_stride, p_step,
+                 v, v_stride, nk, j0, acc + (ptrdiff_t)r * acc_stride, acc_stride);
 }
 
 /* Columns j0..j0+w (w <= 64) of every row over the nk keys at v: four
    vectors, or ceil(w / 16) with the last one masked. */
 ATTN_AVX512_INLINE void pv_cols(int dt, size_t pf, const float *p, ptrdiff_t p_stride,
-                                const void *v, ptrdiff_t v_stride, size_t nq, size_t nk,
-                                size_t j0, size_t w, float *acc, ptrdiff_t acc_stride)
+                                ptrdiff_t p_step, const void *v, ptrdiff_t v_stride, size_t nq,
+                                size_t nk, size_t j0, size_t w, float *acc, ptrdiff_t acc_stride)
 {
     if (w == 64) {
-        pv_rows(dt, 4, 0, 0xffff, pf, p, p_stride, v, v_stride, nq, nk, j0, acc, acc_stride);
+        pv_rows(dt, 4, 0, 0xffff, pf, p, p_stride, p_step, v, v_stride, nq, nk, j0, acc,
+                acc_stride);
         return;
     }
     size_t nv = (w + 15) / 16;
     __mmask16 m = attn_mask16(w - 16 * (nv - 1));
     switch (nv) {
-    case 1: pv_rows(dt, 1, 1, m, pf, p, p_stride, v, v_stride, nq, nk, j0, acc, acc_stride); break;
-    case 2: pv_rows(dt, 2, 1, m, pf, p, p_stride, v, v_stride, nq, nk, j0, acc, acc_stride); break;
-    case 3: pv_rows(dt, 3, 1, m, pf, p, p_stride, v, v_stride, nq, nk, j0, acc, acc_stride); break;
-    default: pv_rows(dt, 4, 1, m, pf, p, p_stride, v, v_stride, nq, nk, j0, acc, acc_stride); break;
+    case 1:
+        pv_rows(dt, 1, 1, m, pf, p, p_stride, p_step, v, v_stride, nq, nk, j0, acc, acc_stride);
+        break;
+    case 2:
+        pv_rows(dt, 2, 1, m, pf, p, p_stride, p_step, v, v_stride, nq, nk, j0, acc, acc_stride);
+        break;
+    case 3:
+        pv_rows(dt, 3, 1, m, pf, p, p_stride, p_step, v, v_stride, nq, nk, j0, acc, acc_stride);
+        break;
+    default:
+        pv_rows(dt, 4, 1, m, pf, p, p_stride, p_step, v, v_stride, nq, nk, j0, acc, acc_stride);
+        break;
     }
 }
 
@@ -731,9 +745,11 @@ ATTN_AVX512_INLINE void pv_cols(int dt, size_t pf, const float *p, ptrdiff_t p_s
    8 KiB of stack. */
 #define PV_PANEL_KEYS 32
 
-ATTN_AVX512_INLINE void pv_tile(int dt, const float *p, ptrdiff_t p_stride, const void *v,
-                                ptrdiff_t v_stride, size_t nq, size_t nk, size_t dv, float *acc,
-                                ptrdiff_t acc_stride)
+/* p_step: the distance between the weights of consecutive keys (1 for P's
+   rows; pt_tile, the backward's P^T, passes P's row stride and 1 as p_stride). */
+ATTN_AVX512_INLINE void pv_tile_at(int dt, const float *p, ptrdiff_t p_stride, ptrdiff_t p_step,
+                                   const void *v, ptrdiff_t v_stride, size_t nq, size_t nk,
+                                   size_t dv, float *acc, ptrdiff_t acc_stride)
 {
     /* few rows: the first column pass prefetches whole V rows ahead */
     const int few = nq < QK_PACKED_MIN_ROWS;
@@ -742,7 +758,7 @@ ATTN_AVX512_INLINE void pv_tile(int dt, const float *p, ptrdiff_t p_stride, cons
     for (size_t j0 = 0; j0 < dv; j0 += 64) {
         const size_t w = dv - j0 < 64 ? dv - j0 : 64;
         if (few || !is_quant(dt)) {
-            pv_cols(dt, j0 == 0 ? pf : 0, p, p_stride, v, v_stride, nq, nk, j0, w, acc,
+            pv_cols(dt, j0 == 0 ? pf : 0, p, p_stride, p_step, v, v_stride, nq, nk, j0, w, acc,
                     acc_stride);
             continue;
         }
@@ -759,10 +775,17 @@ ATTN_AVX512_INLINE void pv_tile(int dt, const float *p, ptrdiff_t p_stride, cons
                                     w - i >= 16 ? load16(dt, row, j0 + i)
                                                 : maskz_load16(dt, attn_mask16(w - i), row, j0 + i));
             }
-            pv_cols(ATTN_KV_F32, 0, p + c0, p_stride, panel, 64, nq, n, 0, w, acc + j0,
-                    acc_stride);
+            pv_cols(ATTN_KV_F32, 0, p + (ptrdiff_t)c0 * p_step, p_stride, p_step, panel, 64, nq, n,
+                    0, w, acc + j0, acc_stride);
         }
     }
+}
+
+ATTN_AVX512_INLINE void pv_tile(int dt, const float *p, ptrdiff_t p_stride, const void *v,
+                                ptrdiff_t v_stride, size_t nq, size_t nk, size_t dv, float *acc,
+                                ptrdiff_t acc_stride)
+{
+    pv_tile_at(dt, p, p_stride, 1, v, v_stride, nq, nk, dv, acc, acc_stride);
 }
 
 /* ------------------------------------------------------------------------ */
