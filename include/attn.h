@@ -257,8 +257,8 @@ extern "C" {
 #endif
 
 #define ATTN_VERSION_MAJOR 1
-#define ATTN_VERSION_MINOR 9
-#define ATTN_VERSION_PATCH 1
+#define ATTN_VERSION_MINOR 10
+#define ATTN_VERSION_PATCH 0
 #define ATTN_VERSION \
     ((ATTN_VERSION_MAJOR << 16) | (ATTN_VERSION_MINOR << 8) | ATTN_VERSION_PATCH)
 
@@ -446,10 +446,11 @@ typedef void (*attn_parallel_for_fn)(void *pool_ctx, attn_task_fn task,
  * products of Q.K^T and P.V may be rounded to. A mode permits rounding; it
  * does not require it: where this CPU has no dot-product kernel for a mode
  * (see attn_precision_native) the call computes as in ATTN_PRECISION_DEFAULT,
- * which is within every mode's bound. Read by attn_forward, attn_scores and
- * attn_weights; attn_backward accepts only ATTN_PRECISION_DEFAULT
- * (ATTN_ERR_UNSUPPORTED otherwise); the other operations multiply no Q by K
- * and ignore it. Any other value is ATTN_ERR_ARG. Notation: d = head_dim,
+ * which is within every mode's bound. Read by attn_forward, attn_scores,
+ * attn_weights and attn_backward (which takes the default and, since 1.10,
+ * the bf16 mode; ATTN_PRECISION_INT8 is ATTN_ERR_UNSUPPORTED there); the
+ * other operations multiply no Q by K and ignore it. Any other value is
+ * ATTN_ERR_ARG. Notation: d = head_dim,
  * u = 2^-24 (f32), g(n) = n u / (1 - n u), |.| element-wise absolute values,
  * T = 2^-126 (the least normal f32); s is a score before softcap, bias, ALiBi
  * and masks, s* its exact value from the inputs as given.
@@ -467,7 +468,18 @@ typedef void (*attn_parallel_for_fn)(void *pool_ctx, attn_task_fn task,
  *  ATTN_PRECISION_BF16 (1): q, k, the softmax weights p (exp(s - m), before
  *    normalisation) and v are rounded to bfloat16 (round to nearest even;
  *    BF16 inputs as given), their products summed in f32; softmax
- *    statistics, normalisation and the output stay f32. With b = 2^-8 and
+ *    statistics, normalisation and the output stay f32. attn_backward
+ *    rounds q and k of the scores it recomputes (the score bound below),
+ *    and dS and k of dQ = scale dS K: each gradient is within its
+ *    default-mode bound with that score error in place of the f32 one,
+ *    and dq_t gains |scale| sum_j (B |dS_j k_jt| + T (|dS_j| + |k_jt|))
+ *    (dS rounded, a product with a subnormal factor counting as 0;
+ *    tests/tolerance.h, "backward"). dP, D, dk and dv take f32 products.
+ *    Where out came from a bf16-mode forward, O = sum_j p_j
+ *    v_j / l already holds the rounding below, and D = rowsum(dO * O)
+ *    with it: a row with one visible key, whose dP - D is 0 from a
+ *    default-mode out, is then off by up to b sum_t |dO_t v_t| (v's
+ *    rounding) and the f32 sums'. With b = 2^-8 and
  *    B = 2b + b^2 (two rounded factors):
  *      |s - s*| <= |scale| ((B + g(d + 1)(1 + B)) sum_t |q_t k_t| + T (sum_t max(|q_t|, |k_t|) + d))
  *    and the output row o = sum_j p_j v_j / l gains B sum_j p_j |v_j| / l
@@ -926,10 +938,15 @@ typedef struct attn_grads {
  * attn_merge), so each shard's dq, dk, dv are its part of the whole
  * sequence's gradients (sum dk, dv over the shards that read a key).
  *
+ * The bf16 mode (since 1.10, attn_precision): the scores are recomputed as
+ * attn_forward computes them in that mode, so P = exp(s - lse) agrees with
+ * a bf16-mode forward's lse, and dQ = scale dS K rounds dS and k to
+ * bfloat16; dP, D, dK and dV stay f32 (see attn_precision for the bound).
+ *
  * Not supported (ATTN_ERR_UNSUPPORTED, nothing written): a block_table
- * (paged K/V), shared_prefix, quantized K or V, a precision mode other than
- * the default: training reads none of them. kv_splits and the workspace
- * are ignored (the backward has its own task plan).
+ * (paged K/V), shared_prefix, quantized K or V, the int8 mode: training
+ * reads none of them. kv_splits and the workspace are ignored (the
+ * backward has its own task plan).
  */
 ATTN_API attn_status attn_backward(const attn_shape *shape, const attn_options *opt,
                                    const attn_tensor *q, const attn_tensor *k,

@@ -524,8 +524,6 @@ static void finish_rows(ref_attn *r, const attn_shape *shape, const attn_options
  * factors, T = 2^-126 the flush of vdpbf16ps and BFDOT.
  */
 enum { REF_QK_EXACT, REF_QK_BF16, REF_QK_BF16_INPUTS, REF_QK_I8 };
-#define REF_BF16_B (2.0 * 0x1p-8 + 0x1p-16)
-#define REF_FLUSH 0x1p-126
 
 static int is_float_dtype(int32_t dt)
 {

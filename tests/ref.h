@@ -32,6 +32,13 @@ size_t ref_dtype_size(int32_t dtype);
 int64_t ref_dtype_block(int32_t dtype);
 const char *ref_dtype_name(int32_t dtype);
 
+/* The bf16 mode's constants (attn.h, attn_precision): B = 2b + b^2 bounds
+   a product of two factors rounded to bfloat16 (b = 2^-8, its unit
+   roundoff), and REF_FLUSH = 2^-126, below which vdpbf16ps and BFDOT
+   flush a factor to 0. */
+#define REF_BF16_B (2.0 * 0x1p-8 + 0x1p-16)
+#define REF_FLUSH 0x1p-126
+
 /* 1 when query i of (b, h) may see key j (padding, causal, window, mask). */
 int ref_visible(const attn_shape *shape, const attn_options *opt, int64_t b, int64_t h,
                 int64_t i, int64_t j);

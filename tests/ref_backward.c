@@ -103,6 +103,9 @@ static void row_scores(const ref_bwd_in *in, int64_t b, int64_t h, int64_t i, sc
         double x = dot * scale;
         double e = tol_gamma((double)d + 1.0) * fabs(scale) * mag +
                    tol_under_qk((double)d, fabs(scale), sum_max);
+        if (opt && opt->precision == ATTN_PRECISION_BF16) /* attn.h: the mode's scores */
+            e += fabs(scale) * (REF_BF16_B * (1.0 + tol_gamma((double)d + 1.0)) * mag +
+                                REF_FLUSH * (sum_max + (double)d));
         if (default_scale)
             e += 2.0 * u * fabs(x);
         if (cap != 0.0) {
@@ -202,6 +205,8 @@ void ref_bwd_grads(ref_grads *g, const ref_bwd_in *in, const float *lse_f32, con
     const double scale = default_scale ? 1.0 / sqrt((double)d) : (double)in->opt->scale;
     const double u = TOL_U;
     const int softcap = in->opt && in->opt->softcap != 0.0f;
+    /* the bf16 mode: dQ's products dS' k rounded (attn.h, tolerance.h) */
+    const int bf16 = in->opt && in->opt->precision == ATTN_PRECISION_BF16;
     const size_t nq = (size_t)(B * Hq * lq), nk = (size_t)(B * Hk * lk);
     g->dq = dense(nq * (size_t)d);
     g->dq_err = dense(nq * (size_t)d);
@@ -318,6 +323,12 @@ void ref_bwd_grads(ref_grads *g, const ref_bwd_in *in, const float *lse_f32, con
                         g->dq_err[row * d + t] +=
                             fabs(scale) * (S2 * fabs(k[t]) + 2.0 * TOL_ETA);
                         dq_mag[row * d + t] += fabs(scale) * (ds2 + S2) * fabs(k[t]);
+                        if (bf16) { /* dS' and k rounded (B), a subnormal factor flushed */
+                            const double m = fabs(scale) * (ds2 + S2) * fabs(k[t]);
+                            g->dq_err[row * d + t] +=
+                                REF_BF16_B * m + fabs(scale) * REF_FLUSH * (fabs(k[t]) + ds2 + S2);
+                            dq_mag[row * d + t] += REF_BF16_B * m;
+                        }
                         g->dk_err[(kvh * lk + j) * d + t] +=
                             fabs(scale) * (S2 * fabs(q[t]) + 2.0 * TOL_ETA);
                         dk_mag[(kvh * lk + j) * d + t] += fabs(scale) * (ds2 + S2) * fabs(q[t]);

@@ -240,8 +240,9 @@ static void compare_grad(const char *what, const float *got, const float *scalar
     free(pair);
 }
 
-/* The forward on t, then attn_backward on t (and scalar), against float64. */
-static void check_backward(const attn_dsp *t, workload *w)
+/* The forward on t, then attn_backward on t (and scalar) with the
+   workload's options but the precision mode bwd_precision, against float64. */
+static void check_backward_in(const attn_dsp *t, workload *w, int64_t bwd_precision)
 {
     const attn_dsp *sc = harness_scalar();
     const int is_scalar = harness_is_scalar(t);
@@ -292,19 +293,21 @@ static void check_backward(const attn_dsp *t, workload *w)
     grads_buf got, ref_scalar;
     grads_alloc(&got, w, with_dbias);
     grads_poison(&got);
-    st = attn_backward_with(t, s, &w->opt, &w->q, &w->k, &w->v, &ot, &dt, w->stats.lse,
+    attn_options bo = w->opt;
+    bo.precision = bwd_precision;
+    st = attn_backward_with(t, s, &bo, &w->q, &w->k, &w->v, &ot, &dt, w->stats.lse,
                             &got.g);
     CHECK(st == ATTN_OK, "backward status %d (%s)", st, attn_strerror(st));
     grads_check_guards(&got);
     if (!is_scalar) {
         grads_alloc(&ref_scalar, w, with_dbias);
-        st = attn_backward_with(sc, s, &w->opt, &w->q, &w->k, &w->v, &ot, &dt,
+        st = attn_backward_with(sc, s, &bo, &w->q, &w->k, &w->v, &ot, &dt,
                                 w->stats.lse, &ref_scalar.g);
         CHECK(st == ATTN_OK, "scalar backward status %d", st);
     }
 
     ref_bwd_in in;
-    ref_bwd_load(&in, s, &w->opt, &w->q, &w->k, &w->v, &dt);
+    ref_bwd_load(&in, s, &bo, &w->q, &w->k, &w->v, &dt);
     ref_grads r;
     ref_bwd_grads(&r, &in, w->stats.lse, o);
     const size_t nq = rows * (size_t)s->head_dim;
@@ -329,6 +332,11 @@ static void check_backward(const attn_dsp *t, workload *w)
     buf_free(&db);
     buf_free(&ob);
     free(o);
+}
+
+static void check_backward(const attn_dsp *t, workload *w)
+{
+    check_backward_in(t, w, w->opt.precision);
 }
 
 #define ALL_MASKS (WL_CAUSAL | WL_LENS | WL_WINDOW | WL_SOFTCAP | WL_BIAS | WL_MASK)
@@ -389,6 +397,57 @@ ParameterizedTest(isa_row *row, backward, vs_reference, .timeout = ATTN_TEST_TIM
             workload w;
             wl_make(&w, bwd_specs[i]);
             check_backward(t, &w);
+            wl_free(&w);
+        }
+    }
+}
+
+/* The bf16 mode (attn.h, attn_precision): the forward and the backward both
+   in it, so the scores the backward recomputes are the forward's (its lse's);
+   the float64 gradients' bound takes the mode's score bound (ref_backward.c,
+   row_scores). Rows without bf16 kernels compute the default mode, within it. */
+static const unsigned bf16_specs[] = {
+    WL_CAUSAL,
+    WL_CAUSAL | WL_Q_LONG | WL_GQA,
+    WL_LENS | WL_SOFTCAP | WL_BIAS,
+    WL_F16 | WL_CAUSAL | WL_SINKS,
+    WL_BF16 | WL_GQA | WL_ALIBI,
+    WL_BIG_HEAD | WL_CAUSAL,
+    WL_BLHD | WL_PAD | WL_OFFSET | WL_VDIM | WL_WINDOW,
+    WL_MQA | WL_DECODE | WL_CAUSAL,
+};
+
+HARNESS_ISA_PARAMS(backward, bf16_mode)
+ParameterizedTest(isa_row *row, backward, bf16_mode, .timeout = ATTN_TEST_TIMEOUT)
+{
+    const attn_dsp *t = harness_begin(row);
+    for (int plan = 0; plan < 2; plan++) {
+        attn_bwd_fused_min_tasks = plans[plan];
+        for (size_t i = 0; i < sizeof bf16_specs / sizeof bf16_specs[0]; i++) {
+            workload w;
+            wl_make(&w, bf16_specs[i]);
+            w.opt.precision = ATTN_PRECISION_BF16;
+            check_backward(t, &w);
+            wl_free(&w);
+        }
+        /* q = 0 and a default-mode forward: every score is exactly 0 and
+           out is f32's, so the bf16 backward's score terms vanish and only
+           dQ's rounded products (dS and k) can move dq. Two draws with
+           enough rows, keys and dims for the dot kernels to round (the
+           first qualifying ones; a draw that does not qualify is skipped) */
+        for (int tries = 0, done = 0; tries < 200 && done < 2; tries++) {
+            workload w;
+            wl_make(&w, WL_CAUSAL | WL_Q_LONG);
+            const attn_shape *s = &w.shape;
+            if (s->q_len >= 16 && s->kv_len >= 16 && s->head_dim >= 8) {
+                for (int64_t b = 0; b < s->batch; b++)
+                    for (int64_t h = 0; h < s->q_heads; h++)
+                        for (int64_t r = 0; r < s->q_len; r++)
+                            for (int64_t c = 0; c < s->head_dim; c++)
+                                wl_set(&w.q, b, h, r, c, 0.0f);
+                check_backward_in(t, &w, ATTN_PRECISION_BF16);
+                done++;
+            }
             wl_free(&w);
         }
     }

@@ -142,7 +142,15 @@
  *
  *  backward (attn_backward; tests/ref_backward.c computes these per element).
  *            Inputs: the scores the backward recomputes carry the score bound
- *            E_ij above (qk_tile, softcap, bias); the lse and output it is
+ *            E_ij above (qk_tile, softcap, bias); in the bf16 mode (attn.h,
+ *            attn_precision) E_ij gains that mode's score terms, |scale| (B
+ *            (1 + gamma(d+1)) sum_t |q_t k_t| + 2^-126 (sum_t max(|q_t|,
+ *            |k_t|) + d)), B = REF_BF16_B, and step 7's products dS'_j k_jt
+ *            are rounded (dS' and k to bfloat16): dq_t gains |scale| sum_j
+ *            (B (|dS'_j| + S'_j)|k_jt| + 2^-126 (|k_jt| + |dS'_j| + S'_j)),
+ *            the flush of a subnormal factor included, and its gamma part
+ *            takes the products' (1 + B); dP, D, dk and dv stay f32. The
+ *            lse and output it is
  *            handed come from an f32 forward, and their ACTUAL distance to
  *            the float64 forward is used: L_i = |lse^ - lse|, |O^ - O|
  *            (so the test bounds the backward alone). dO, q, k, v are exact.

@@ -8,8 +8,6 @@
 
 #include "cli.h"
 
-#define F32_UNIT_ROUNDOFF 0x1p-24
-
 /* Algorithmic FLOPs of one backward: per visible pair S (2d), dP (2dv),
    dV (2dv), dK (2d), dQ (2d): 2.5x the forward's when dv = d. */
 double backward_flops_per_call(const problem *p)
@@ -41,7 +39,11 @@ static void grads_free(grads *g)
  * with a_j = dP_j - D, e_s = u (2 sqrt(d) A + sqrt(n) + 8) the relative
  * error of a recomputed weight (score, lse, exp), e_a the error of a_j:
  * dot products of dv terms (2 sqrt(dv) u W, W = max_j sum_t |dO_t v_jt|)
- * plus D's share of the forward output's tolerance.
+ * plus D's share of the forward output's tolerance. In the bf16 mode
+ * (attn.h) the forward and the backward compute the scores within the
+ * mode's bound E (the largest over the row's keys): e_s gains expm1(2E),
+ * as the forward's verification counts it, and D the forward's rounding
+ * of p and v, sum_t |dO_t| B max|v|.
  */
 static double dq_row(const problem *p, const buffers *b, const grads *g, int64_t bi, int64_t h,
                      int64_t i, double *ref)
@@ -75,17 +77,23 @@ static double dq_row(const problem *p, const buffers *b, const grads *g, int64_t
         has_sink(p) ? (double)*(const float *)gen_at(&m->t[GEN_OPT(sinks)], bi, h, 0, 0)
                     : -INFINITY;
     double mx = sink;
-    double a_max = 0.0, w_max = 0.0, k_max = 0.0, v_max = 0.0, alibi_max = 0.0;
+    double a_max = 0.0, w_max = 0.0, k_max = 0.0, v_max = 0.0, alibi_max = 0.0, e_mode = 0.0;
+    const int bf = p->g.opt.precision == ATTN_PRECISION_BF16;
     for (int64_t j = 0; j < n; j++) {
         const void *kr = gen_kv_row(m, GEN_K, bi, kvh, lo + j);
         const void *vr = gen_kv_row(m, GEN_V, bi, kvh, lo + j);
-        double dot = 0.0, terms = 0.0, pd = 0.0, w = 0.0;
+        double dot = 0.0, terms = 0.0, folded = 0.0, pd = 0.0, w = 0.0;
         for (int64_t t = 0; t < d; t++) {
             const double kx = gen_load(kr, kt, t, p->g.opt.k_scale);
             dot += q[t] * kx;
             terms += fabs(q[t] * kx);
+            folded += fmax(fabs((double)q[t]), fabs(kx));
             k_max = fmax(k_max, fabs(kx));
         }
+        if (bf) /* the mode's score bound (attn.h), before the scale */
+            e_mode = fmax(e_mode, BF16_PRODUCT * (1.0 + (double)(d + 1) * 2.0 * F32_UNIT_ROUNDOFF) *
+                                          terms +
+                                      0x1p-126 * (folded + (double)d));
         for (int64_t t = 0; t < dv; t++) {
             const double vt = gen_load(vr, kt, t, p->g.opt.v_scale);
             pd += dout[t] * vt;
@@ -130,8 +138,10 @@ static double dq_row(const problem *p, const buffers *b, const grads *g, int64_t
     const double u = F32_UNIT_ROUNDOFF, rn = sqrt((double)n);
     /* ALiBi: the library may fuse s - slope * dist into one FMA (as the
        forward's verification, `attn run --help`): a few u of it per score */
-    const double e_s = u * (2.0 * sqrt((double)d) * a_max + rn + 8.0 + 12.0 * alibi_max);
-    const double e_a = 2.0 * sqrt((double)dv) * u * w_max + dout_abs * e_s * v_max;
+    const double e_s = u * (2.0 * sqrt((double)d) * a_max + rn + 8.0 + 12.0 * alibi_max) +
+                       expm1(2.0 * fabs(scale) * e_mode);
+    const double e_a = 2.0 * sqrt((double)dv) * u * w_max + dout_abs * e_s * v_max +
+                       (bf ? dout_abs * BF16_PRODUCT * v_max : 0.0);
     return 8.0 * fabs(scale) * k_max * (e_s * pa + e_a + rn * u * ds_abs);
 }
 

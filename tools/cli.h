@@ -46,6 +46,11 @@ enum {
     EXIT_LIBRARY = 3,
 };
 
+/* The verification's unit roundoffs: f32's, and 2b + b^2 (b = 2^-8) for a
+   product of two factors rounded to bfloat16 (attn.h, the bf16 mode). */
+#define F32_UNIT_ROUNDOFF 0x1p-24
+#define BF16_PRODUCT (0x1p-7 + 0x1p-16)
+
 /* Upper bounds the CLI accepts (the library has its own checks). */
 #define MAX_THREADS 4096
 #define MAX_VERIFY_ROWS 65536

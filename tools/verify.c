@@ -13,9 +13,6 @@
 
 /* ------------------------------------------------------------------ verification */
 
-#define F32_UNIT_ROUNDOFF 0x1p-24
-/* 2b + b^2, b = 2^-8: a product of two factors rounded to bfloat16 */
-#define BF16_PRODUCT (0x1p-7 + 0x1p-16)
 
 /* Whether the draft tree (attn_options.tree_parents) hides key j (counted
    from the sequence's start) from query i of sequence b: j is a draft key

@@ -488,12 +488,13 @@ _BY_HAND = (
     Keyword("v_scale", "v_scale", 0.0, "float",
             _value("v_scale", lambda v: float_arg(v, "v_scale", minimum=0.0)),
             "fp8 only: the V cache holds values / v_scale (0 means 1).", ops=("forward",)),
-    # the operations that multiply q by k (attn.h: backward takes the default only)
+    # the operations that multiply q by k (attn.h: backward takes default and bf16)
     Keyword("precision", "precision", "default", "str", _precision,
             "'default' (f32 products), 'bf16' (q, k, weights and v rounded to\n"
-            "bfloat16 for the bf16 dot units) or 'int8' (q quantized per\n"
-            "32-block against q8_0/q4_0 keys); each mode's error bound is in\n"
-            "attn.h. Where the CPU lacks the instructions: the default's result.",
+            "bfloat16 for the bf16 dot units; backward: its scores and dQ)\n"
+            "or 'int8' (q quantized per 32-block against q8_0/q4_0 keys; not\n"
+            "backward); each mode's error bound is in attn.h. Where the CPU lacks\n"
+            "the instructions: the default's result.",
             ops=("scores", "weights", "forward", "backward")),
     # FP8 caches, scales per key row (attn.h 1.6): dense caches only here
     Keyword("k_scales", "k_scales k_scale_group", None, "Optional[Array]",

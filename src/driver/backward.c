@@ -250,11 +250,16 @@ static void run_grads(const attn_dsp *dsp, const attn_problem *pb, const task_pl
     run_dsums(dsp, pb, p, rows, g, r0, r1, b, dsum_run);
     const int64_t nk = ke - kb;
     float *s0 = b->s + r0 * p->block_k, *dp0 = b->dp + r0 * p->block_k;
+    /* the bf16 mode's scores are the forward's in that mode (its lse's);
+       dP stays f32, so that dP - D still cancels where it should (dQ: see
+       query_block) */
+    attn_qk_tile_fn *const qk = pb->opt.precision == ATTN_PRECISION_BF16
+                                    ? attn_qk_kernel_for(dsp, pb, pb->k.dtype)
+                                    : dsp->qk_tile[pb->k.dtype];
     for (int64_t j = kb, len; j < ke; j += len) {
         const void *kp = attn_kv_run(ks, j, ke, &len);
-        dsp->qk_tile[pb->k.dtype](b->q + r0 * b->q_stride, b->q_stride, kp, ks->stride, nr,
-                                  (size_t)len, (size_t)pb->head_dim, pb->scale, s0 + (j - kb),
-                                  p->block_k);
+        qk(b->q + r0 * b->q_stride, b->q_stride, kp, ks->stride, nr, (size_t)len,
+           (size_t)pb->head_dim, pb->scale, s0 + (j - kb), p->block_k);
     }
     for (int64_t j = kb, len; j < ke; j += len) {
         const void *vp = attn_kv_run(vs, j, ke, &len);
@@ -340,6 +345,14 @@ static void query_block(const task_ctx *ctx, const task_plan *p, size_t index, f
                       rows[r].col_hi - rows[r].col_lo, 0.0f);
     }
 
+    /* dQ += dS K: in the bf16 mode on its P.V kernel for K's dtype (dS and
+       k rounded, attn.h), where the CPU has one */
+    attn_pv_tile_fn *dq_kernel = pb->opt.precision == ATTN_PRECISION_BF16
+                                     ? dsp->pv_bf16[pb->k.dtype]
+                                     : NULL;
+    if (!dq_kernel)
+        dq_kernel = dsp->pv_tile[pb->k.dtype];
+
     int64_t ulo, uhi, kbase, kend;
     attn_visible_union(rows, n, &ulo, &uhi);
     seq_keys(pb, rows[0].b, &kbase, &kend); /* key blocks as the key tasks cut them */
@@ -370,9 +383,8 @@ static void query_block(const task_ctx *ctx, const task_plan *p, size_t index, f
                              dk0 + kb * pb->dk.row_stride, pb->dk.row_stride);
             for (int64_t j = kb, len; j < ke; j += len) {
                 const void *kp = attn_kv_run(&ks, j, ke, &len);
-                dsp->pv_tile[pb->k.dtype](b.dp + r * p->block_k + (j - kb), p->block_k, kp,
-                                          ks.stride, nr, (size_t)len, (size_t)pb->head_dim,
-                                          acc0 + r * acc_stride, acc_stride);
+                dq_kernel(b.dp + r * p->block_k + (j - kb), p->block_k, kp, ks.stride, nr,
+                          (size_t)len, (size_t)pb->head_dim, acc0 + r * acc_stride, acc_stride);
             }
         }
     }
@@ -568,8 +580,8 @@ static attn_status validate_backward(attn_problem *pb, const attn_shape *shape,
     /* a shared key's gradient belongs to every sequence that reads it */
     if (p.opt.shared_prefix)
         return ATTN_ERR_UNSUPPORTED;
-    /* the gradient of the default mode only (attn.h, attn_precision) */
-    if (p.opt.precision != ATTN_PRECISION_DEFAULT)
+    /* the default and bf16 modes (attn.h, attn_precision) */
+    if (p.opt.precision == ATTN_PRECISION_INT8)
         return ATTN_ERR_UNSUPPORTED;
     /* nor quantized K/V (Q8_0, Q4_0, FP8): training keeps K and V in float */
     if (!attn_dtype_is_float_input(p.k.dtype) || !attn_dtype_is_float_input(p.v.dtype))

@@ -71,6 +71,10 @@ static void profile_of(gen_profile *p)
     p->val[GEN_V].lo = -4.0f, p->val[GEN_V].hi = 4.0f;
     p->val[GEN_OPT(sinks)] = (gen_values){GEN_VAL_UNIFORM, -3.0f, 3.0f, 0, 0, 0, 0, 0, 0};
     p->val[GEN_OPT(alibi_slopes)] = (gen_values){GEN_VAL_UNIFORM, 0.0f, 0.5f, 0, 0, 0, 0, 0, 0};
+    /* the bf16 mode (attn.h 1.10) now and then, forward and backward: the
+       reference widens the score bound by the mode's terms (ref_backward.c) */
+    gen_range(p, GEN_C_OPT(precision), ATTN_PRECISION_BF16, ATTN_PRECISION_BF16);
+    gen_chance(p, GEN_C_OPT(precision), 64);
 }
 
 /* Dense f32 [n][cols] tensor description. */
