@@ -11,8 +11,10 @@
  *    and head, per head or per token, values sometimes hostile, given
  *    with any dtype and beside a k_scale), and after them (likewise) a
  *    tail of the key rows (attn.h 1.9: k_tail, F32/F16/BF16 raw bytes in
- *    a buffer of its own; an FP8 k then needs scale groups, which this
- *    fuzzer never gives: ATTN_ERR_ARG). Every kernel table (attn_dsp_for_isa) runs
+ *    a buffer of its own; an FP8 k then needs scale groups, else
+ *    ATTN_ERR_ARG), and after it scale groups (attn.h 1.8: a drawn per-row
+ *    scale tensor of an FP8 cache becomes cols / g scales per row, g a
+ *    divisor of the row's own columns). Every kernel table (attn_dsp_for_isa) runs
  *    scores and forward. The status must be what attn.h says for those
  *    arguments; on success, and when every decoded value is finite, each
  *    result must be within tests/tolerance.h's bound (ref.c, on the decoded
@@ -326,9 +328,46 @@ static void fuzz_attention(fz_reader *r)
             q[i] = fz_rng_float(&g, -1.0f, 1.0f);
         qt = (attn_tensor){q, ATTN_DTYPE_F32, s.q_heads * s.q_len * s.head_dim,
                            s.q_len * s.head_dim, s.head_dim};
-        if (tail_bad)
-            compare = 0;
     }
+
+    /* scale groups (1.8), drawn after the tail: where a valid per-row
+       scale tensor was drawn for an FP8 cache, now and then G = cols / g
+       scales per row replace it, for a divisor g of the row's own columns
+       (k's part before a tail), with the same strides times G; the
+       reference applies them to the decoded values (ref.c, group_score
+       and finish_rows). An FP8 k with a tail then is valid. */
+    attn_tensor grp_t[2];
+    float *grp_data[2] = {NULL, NULL};
+    for (int x = 0; x < 2; x++) {
+        const attn_tensor *rt = x ? opt.v_scales : opt.k_scales;
+        if (!rt || (x ? rows_bad_v : rows_bad_k) || fz_u8(r) < 128)
+            continue;
+        const int64_t cols = x ? s.v_dim : k_cols;
+        int64_t divs[80], nd = 0;
+        for (int64_t d = 1; d <= cols && nd < 80; d++)
+            if (cols % d == 0)
+                divs[nd++] = d;
+        const int64_t gsz = divs[fz_range(r, 0, nd - 1)], G = cols / gsz;
+        grp_t[x] = *rt;
+        grp_t[x].batch_stride *= G;
+        grp_t[x].head_stride *= G;
+        grp_t[x].row_stride *= G;
+        const size_t n = (size_t)(s.batch * s.kv_heads * s.kv_len * G);
+        grp_data[x] = malloc(n * sizeof(float));
+        for (size_t i = 0; i < n; i++)
+            grp_data[x][i] = (float)fz_range(r, 1, 1000) / 997.0f;
+        grp_t[x].data = grp_data[x];
+        if (x == 0) {
+            opt.k_scales = &grp_t[0];
+            opt.k_scale_group = gsz;
+            tail_bad = 0;
+        } else {
+            opt.v_scales = &grp_t[1];
+            opt.v_scale_group = gsz;
+        }
+    }
+    if (tail_bad)
+        compare = 0;
 
     /* the reference on the decoded tensors; FP8 scales as the library applies them */
     /* R of tolerance.h: one rescale per key block of the table with the
@@ -411,6 +450,8 @@ static void fuzz_attention(fz_reader *r)
     free(sc);
     free(rows_data[0]);
     free(rows_data[1]);
+    free(grp_data[0]);
+    free(grp_data[1]);
     if (kdense != kc.dense)
         free(kdense);
     if (tail_t.data)
