@@ -387,18 +387,26 @@ static const unsigned bwd_specs[] = {
    (batch entry, KV head)) and split (query and key tasks). */
 static const int64_t plans[] = {1, INT64_MAX};
 
+/* One workload per spec, forward and backward in `precision`. */
+static void check_specs(const attn_dsp *t, const unsigned *specs, size_t n, int64_t precision)
+{
+    for (size_t i = 0; i < n; i++) {
+        workload w;
+        wl_make(&w, specs[i]);
+        w.opt.precision = precision;
+        check_backward(t, &w);
+        wl_free(&w);
+    }
+}
+
 HARNESS_ISA_PARAMS(backward, vs_reference)
 ParameterizedTest(isa_row *row, backward, vs_reference, .timeout = ATTN_TEST_TIMEOUT)
 {
     const attn_dsp *t = harness_begin(row);
     for (int plan = 0; plan < 2; plan++) {
         attn_bwd_fused_min_tasks = plans[plan];
-        for (size_t i = 0; i < sizeof bwd_specs / sizeof bwd_specs[0]; i++) {
-            workload w;
-            wl_make(&w, bwd_specs[i]);
-            check_backward(t, &w);
-            wl_free(&w);
-        }
+        check_specs(t, bwd_specs, sizeof bwd_specs / sizeof bwd_specs[0],
+                    ATTN_PRECISION_DEFAULT);
     }
 }
 
@@ -423,13 +431,8 @@ ParameterizedTest(isa_row *row, backward, bf16_mode, .timeout = ATTN_TEST_TIMEOU
     const attn_dsp *t = harness_begin(row);
     for (int plan = 0; plan < 2; plan++) {
         attn_bwd_fused_min_tasks = plans[plan];
-        for (size_t i = 0; i < sizeof bf16_specs / sizeof bf16_specs[0]; i++) {
-            workload w;
-            wl_make(&w, bf16_specs[i]);
-            w.opt.precision = ATTN_PRECISION_BF16;
-            check_backward(t, &w);
-            wl_free(&w);
-        }
+        check_specs(t, bf16_specs, sizeof bf16_specs / sizeof bf16_specs[0],
+                    ATTN_PRECISION_BF16);
         /* q = 0 and a default-mode forward: every score is exactly 0 and
            out is f32's, so the bf16 backward's score terms vanish and only
            dQ's rounded products (dS and k) can move dq. Two draws with

@@ -91,9 +91,7 @@ static double dq_row(const problem *p, const buffers *b, const grads *g, int64_t
             k_max = fmax(k_max, fabs(kx));
         }
         if (bf) /* the mode's score bound (attn.h), before the scale */
-            e_mode = fmax(e_mode, BF16_PRODUCT * (1.0 + (double)(d + 1) * 2.0 * F32_UNIT_ROUNDOFF) *
-                                          terms +
-                                      0x1p-126 * (folded + (double)d));
+            e_mode = fmax(e_mode, bf16_score_bound(terms, folded, d));
         for (int64_t t = 0; t < dv; t++) {
             const double vt = gen_load(vr, kt, t, p->g.opt.v_scale);
             pd += dout[t] * vt;

@@ -51,6 +51,14 @@ enum {
 #define F32_UNIT_ROUNDOFF 0x1p-24
 #define BF16_PRODUCT (0x1p-7 + 0x1p-16)
 
+/* The bf16 mode's bound of one score before the scale (attn.h): terms =
+   sum_t |q_t k_t|, folded = sum_t max(|q_t|, |k_t|) over d dims. */
+static inline double bf16_score_bound(double terms, double folded, int64_t d)
+{
+    return BF16_PRODUCT * (1.0 + (double)(d + 1) * 2.0 * F32_UNIT_ROUNDOFF) * terms +
+           0x1p-126 * (folded + (double)d);
+}
+
 /* Upper bounds the CLI accepts (the library has its own checks). */
 #define MAX_THREADS 4096
 #define MAX_VERIFY_ROWS 65536

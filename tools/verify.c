@@ -212,9 +212,7 @@ static attn_status verify_one_row(const problem *p, const buffers *b, int64_t bi
                         (double)(d + 3) * F32_UNIT_ROUNDOFF / (1.0 - (double)(d + 3) * F32_UNIT_ROUNDOFF) * mag +
                         127.0 * 0x1p-126 * ks;
             }
-            const double e = bf ? BF16_PRODUCT * (1.0 + (double)(d + 1) * 2.0 * F32_UNIT_ROUNDOFF) * terms +
-                                      0x1p-126 * (folded + (double)d)
-                                : e_i8;
+            const double e = bf ? bf16_score_bound(terms, folded, d) : e_i8;
             if (e > e_mode)
                 e_mode = e;
             if (terms > a)

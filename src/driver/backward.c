@@ -251,8 +251,9 @@ static void run_grads(const attn_dsp *dsp, const attn_problem *pb, const task_pl
     const int64_t nk = ke - kb;
     float *s0 = b->s + r0 * p->block_k, *dp0 = b->dp + r0 * p->block_k;
     /* the bf16 mode's scores are the forward's in that mode (its lse's);
-       dP stays f32, so that dP - D still cancels where it should (dQ: see
-       query_block) */
+       the default mode keeps qk_tile also for BF16 q and k (its bound has
+       no flush term); dP stays f32, so that dP - D still cancels where it
+       should (dQ: see query_block) */
     attn_qk_tile_fn *const qk = pb->opt.precision == ATTN_PRECISION_BF16
                                     ? attn_qk_kernel_for(dsp, pb, pb->k.dtype)
                                     : dsp->qk_tile[pb->k.dtype];
@@ -345,13 +346,9 @@ static void query_block(const task_ctx *ctx, const task_plan *p, size_t index, f
                       rows[r].col_hi - rows[r].col_lo, 0.0f);
     }
 
-    /* dQ += dS K: in the bf16 mode on its P.V kernel for K's dtype (dS and
-       k rounded, attn.h), where the CPU has one */
-    attn_pv_tile_fn *dq_kernel = pb->opt.precision == ATTN_PRECISION_BF16
-                                     ? dsp->pv_bf16[pb->k.dtype]
-                                     : NULL;
-    if (!dq_kernel)
-        dq_kernel = dsp->pv_tile[pb->k.dtype];
+    /* dQ += dS K: the mode's P.V kernel for K's dtype (the bf16 mode: dS and
+       k rounded, attn.h) */
+    attn_pv_tile_fn *const dq_kernel = attn_pv_kernel_for(dsp, pb, pb->k.dtype);
 
     int64_t ulo, uhi, kbase, kend;
     attn_visible_union(rows, n, &ulo, &uhi);

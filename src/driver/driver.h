@@ -76,11 +76,18 @@ static inline attn_qk_tile_fn *attn_qk_kernel(const attn_dsp *dsp, const attn_pr
     return attn_qk_kernel_for(dsp, pb, attn_k_kernel_dtype(pb));
 }
 
-static inline attn_pv_tile_fn *attn_pv_kernel(const attn_dsp *dsp, const attn_problem *pb)
+/* The P.V kernel for values read as dt under pb's precision mode (also the
+   backward's dQ = dS K, with dt K's dtype). */
+static inline attn_pv_tile_fn *attn_pv_kernel_for(const attn_dsp *dsp, const attn_problem *pb,
+                                                  int32_t dt)
 {
-    const int32_t dt = attn_v_kernel_dtype(pb);
     attn_pv_tile_fn *f = pb->opt.precision == ATTN_PRECISION_BF16 ? dsp->pv_bf16[dt] : NULL;
     return f ? f : dsp->pv_tile[dt];
+}
+
+static inline attn_pv_tile_fn *attn_pv_kernel(const attn_dsp *dsp, const attn_problem *pb)
+{
+    return attn_pv_kernel_for(dsp, pb, attn_v_kernel_dtype(pb));
 }
 
 /* Task scratch (query block, score tile, accumulator): 64 KiB of stack. */

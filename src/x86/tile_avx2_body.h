@@ -587,9 +587,10 @@ static ALWAYS_INLINE void qk_diag(int dtype, const float *q, ptrdiff_t q_stride,
  * Micro-kernel: acc rows r..r+R, columns j..j+8W stay in R*W ymm registers
  * while the keys c0..c1 of the chunk stream by; each key loads W vectors of
  * its v row (values j0.. of the rows at v, `vb` bytes apart) and broadcasts
- * R weights (key c's for row r at p[r * p_stride + c * p_step]). `tail` (1..7, or 0) makes the last vector partial. pf > 0:
- * prefetch whole v rows of pf bytes ahead (prefetch.h; the first
- * micro-kernel over a pass's rows does it).
+ * R weights (key c's for row r at p[r * p_stride + c * p_step]). `tail`
+ * (1..7, or 0) makes the last vector partial. pf > 0: prefetch whole v rows
+ * of pf bytes ahead (prefetch.h; the first micro-kernel over a pass's rows
+ * does it).
  */
 #ifndef PV_ROWS
 #define PV_ROWS 4
