@@ -133,6 +133,18 @@ static int64_t ref_lk(const attn_shape *shape, const attn_options *opt, int64_t 
     return opt && opt->kv_lens ? opt->kv_lens[b] : shape->kv_len;
 }
 
+double ref_softcap_error(double x, double e0, double cap)
+{
+    const double u = TOL_U, t = tanh(x / cap), y = cap * t, slope = 1.0 - t * t;
+    /* e0 passes through at the largest slope over [x - e0, x + e0] (mean
+       value theorem; 1 - t^2 at x alone is first order only, too small for
+       the errors of the rounded precision modes) */
+    const double near0 = fabs(x) > e0 ? fabs(x) - e0 : 0.0;
+    const double tn = tanh(near0 / cap), slope_max = 1.0 - tn * tn;
+    return e0 * slope_max + (2.0 * TOL_TANH_ULP + 1.0) * u * fabs(y) +
+           2.0 * u * fabs(x) * slope + tol_under_softcap(cap, x, slope);
+}
+
 int ref_visible(const attn_shape *shape, const attn_options *opt, int64_t b, int64_t h,
                 int64_t i, int64_t j)
 {
@@ -388,14 +400,7 @@ static double finish_score(const attn_shape *shape, const attn_options *opt, int
                final multiply; the argument terms would be inf * 0 */
             e0 = u * fabs(y);
         } else {
-            const double slope = 1.0 - t * t;
-            /* e0 passes through at the largest slope over [x - e0, x + e0]
-               (mean value theorem; 1 - t^2 at x alone is first order only,
-               too small for the errors of the rounded precision modes) */
-            const double near0 = fabs(x) > e0 ? fabs(x) - e0 : 0.0;
-            const double tn = tanh(near0 / cap), slope_max = 1.0 - tn * tn;
-            e0 = e0 * slope_max + (2.0 * TOL_TANH_ULP + 1.0) * u * fabs(y) +
-                 2.0 * u * fabs(x) * slope + tol_under_softcap(cap, x, slope);
+            e0 = ref_softcap_error(x, e0, cap);
         }
         x = y;
     }

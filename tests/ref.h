@@ -39,6 +39,10 @@ const char *ref_dtype_name(int32_t dtype);
 #define REF_BF16_B (2.0 * 0x1p-8 + 0x1p-16)
 #define REF_FLUSH 0x1p-126
 
+/* The bound of y = cap tanh(x / cap) in f32 when x carries the error e0
+   (tolerance.h, "softcap"), x finite. */
+double ref_softcap_error(double x, double e0, double cap);
+
 /* 1 when query i of (b, h) may see key j (padding, causal, window, mask). */
 int ref_visible(const attn_shape *shape, const attn_options *opt, int64_t b, int64_t h,
                 int64_t i, int64_t j);

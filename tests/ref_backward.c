@@ -110,8 +110,7 @@ static void row_scores(const ref_bwd_in *in, int64_t b, int64_t h, int64_t i, sc
             e += 2.0 * u * fabs(x);
         if (cap != 0.0) {
             const double t = tanh(x / cap), y = cap * t, slope = 1.0 - t * t;
-            e = e * slope + (2.0 * TOL_TANH_ULP + 1.0) * u * fabs(y) + 2.0 * u * fabs(x) * slope +
-                tol_under_softcap(cap, x, slope);
+            e = ref_softcap_error(x, e, cap); /* as ref.c: the largest slope near x */
             o->slope = slope;
             o->t = t;
             /* capped * fl(1/cap): the capped error over cap, then 1/cap and the product */
