@@ -652,10 +652,21 @@ static ALWAYS_INLINE void pv_cols(int dtype, size_t R, const float *p, ptrdiff_t
                                   ptrdiff_t p_step, const unsigned char *v, ptrdiff_t v_stride,
                                   size_t nk, size_t dv, size_t pf, float *acc, ptrdiff_t acc_stride)
 {
+    /* A last chunk of one vector has only R accumulator chains, too few to
+       hide the FMA latency (at d 128 it was 1/16 of the work at half rate),
+       so the last full chunk gives it a vector: PV_VECS - 1, then 2. */
+    const size_t tail = dv % (8 * PV_VECS);
+    const int shift = PV_VECS >= 3 && dv > 8 * PV_VECS && tail > 0 && tail <= 8;
+    const size_t chunks = dv / (8 * PV_VECS) - (size_t)shift;
     size_t j = 0;
-    for (; j + 8 * PV_VECS <= dv; j += 8 * PV_VECS)
+    for (size_t i = 0; i < chunks; i++, j += 8 * PV_VECS)
         pv_micro(dtype, R, PV_VECS, 0, p, p_stride, p_step, v, v_stride, j, nk, j == 0 ? pf : 0,
                  acc + j, acc_stride);
+    if (shift) {
+        pv_micro(dtype, R, PV_VECS - 1, 0, p, p_stride, p_step, v, v_stride, j, nk,
+                 j == 0 ? pf : 0, acc + j, acc_stride);
+        j += 8 * (PV_VECS - 1);
+    }
     size_t rest = dv - j; /* < 8 * PV_VECS */
     if (rest == 0)
         return;
