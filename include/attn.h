@@ -258,7 +258,7 @@ extern "C" {
 
 #define ATTN_VERSION_MAJOR 1
 #define ATTN_VERSION_MINOR 10
-#define ATTN_VERSION_PATCH 0
+#define ATTN_VERSION_PATCH 1
 #define ATTN_VERSION \
     ((ATTN_VERSION_MAJOR << 16) | (ATTN_VERSION_MINOR << 8) | ATTN_VERSION_PATCH)
 
@@ -470,11 +470,15 @@ typedef void (*attn_parallel_for_fn)(void *pool_ctx, attn_task_fn task,
  *    BF16 inputs as given), their products summed in f32; softmax
  *    statistics, normalisation and the output stay f32. attn_backward
  *    rounds q and k of the scores it recomputes (the score bound below),
- *    and dS and k of dQ = scale dS K: each gradient is within its
+ *    dS and k of dQ = scale dS K, dS and q of dK = scale dS^T Q, and P and
+ *    dO of dV = P^T dO (since 1.10.1): each gradient is within its
  *    default-mode bound with that score error in place of the f32 one,
- *    and dq_t gains |scale| sum_j (B |dS_j k_jt| + T (|dS_j| + |k_jt|))
- *    (dS rounded, a product with a subnormal factor counting as 0;
- *    tests/tolerance.h, "backward"). dP, D, dk and dv take f32 products.
+ *    and gains its products' rounding: dq_t |scale| sum_j (B |dS_ij k_jt|
+ *    + T (|dS_ij| + |k_jt|)), dk_jt |scale| sum_i (B |dS_ij q_it| + T
+ *    (|dS_ij| + |q_it|)), dv_jt sum_i (B |P_ij dO_it| + T (|P_ij| +
+ *    |dO_it|)) (dS and P rounded, a product with a subnormal factor
+ *    counting as 0; tests/tolerance.h, "backward"). dP and D take f32
+ *    products.
  *    Where out came from a bf16-mode forward, O = sum_j p_j
  *    v_j / l already holds the rounding below, and D = rowsum(dO * O)
  *    with it: a row with one visible key, whose dP - D is 0 from a
@@ -940,8 +944,9 @@ typedef struct attn_grads {
  *
  * The bf16 mode (since 1.10, attn_precision): the scores are recomputed as
  * attn_forward computes them in that mode, so P = exp(s - lse) agrees with
- * a bf16-mode forward's lse, and dQ = scale dS K rounds dS and k to
- * bfloat16; dP, D, dK and dV stay f32 (see attn_precision for the bound).
+ * a bf16-mode forward's lse; dQ = scale dS K, dK = scale dS^T Q and
+ * dV = P^T dO round their factors to bfloat16 (dK and dV since 1.10.1);
+ * dP and D stay f32 (see attn_precision for the bound).
  *
  * Not supported (ATTN_ERR_UNSUPPORTED, nothing written): a block_table
  * (paged K/V), shared_prefix, quantized K or V, the int8 mode: training

@@ -87,12 +87,19 @@ static attn_isa isa_from_name(const char *name)
  */
 static void drop_oracle_dots(attn_dsp *t, const attn_dsp *scalar)
 {
-#define ATTN_X_DROP(slot, dt, kind, a)                                                        \
+#define ATTN_X_DROP_KV(slot)                                                                  \
     for (int i = 0; i < ATTN_KV_DTYPES; i++)                                                 \
         if (t->slot[i] == scalar->slot[i])                                                    \
             t->slot[i] = NULL;
-    ATTN_SLOTS_DOT_BF16(ATTN_X_DROP, f32, _) ATTN_SLOTS_DOT_I8(ATTN_X_DROP, f32, _)
+#define ATTN_X_DROP_ONE(slot)                                                                 \
+    if (t->slot == scalar->slot)                                                              \
+        t->slot = NULL;
+#define ATTN_X_DROP(slot, dt, kind, a) ATTN_X_DROP_##kind(slot)
+    ATTN_SLOTS_DOT_BF16(ATTN_X_DROP, f32, _) ATTN_SLOTS_DOT_BWD(ATTN_X_DROP, f32, _)
+    ATTN_SLOTS_DOT_I8(ATTN_X_DROP, f32, _)
 #undef ATTN_X_DROP
+#undef ATTN_X_DROP_ONE
+#undef ATTN_X_DROP_KV
 }
 
 static void build_tables(void)

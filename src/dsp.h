@@ -171,9 +171,11 @@ typedef void attn_alibi_fn(float *x, size_t n, float slope, int64_t pos);
 typedef void attn_wsum_fn(float *y, const float *const *x, const float *w, size_t parts,
                              size_t n);
 /* The low-precision modes' kernels (src/kernel_list.h, dot file): the
-   signatures of qk_tile and pv_tile, products rounded as src/lowp.h says. */
+   signatures of qk_tile, pv_tile and pt_tile, products rounded as
+   src/lowp.h says. */
 typedef attn_qk_tile_fn attn_qk_bf16_fn;
 typedef attn_pv_tile_fn attn_pv_bf16_fn;
+typedef attn_pt_tile_fn attn_pt_bf16_fn;
 typedef attn_qk_tile_fn attn_qk_i8_fn;
 
 /* Parts the driver passes to one wsum call at most. */

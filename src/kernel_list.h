@@ -51,9 +51,11 @@
  * default mode does (src/driver/driver.h, attn_qk_kernel).
  *   qk_bf16, pv_bf16  the float K/V dtypes (bf16 mode; qk_bf16 also serves
  *                     the default mode when q and k are both BF16)
+ *   pt_bf16           the backward's pt_tile in the bf16 mode (one, f32)
  *   qk_i8             the block formats (int8 mode)
  */
 #define ATTN_SLOTS_DOT_BF16(R, dt, a) R(qk_bf16, dt, KV, a) R(pv_bf16, dt, KV, a)
+#define ATTN_SLOTS_DOT_BWD(R, dt, a) R(pt_bf16, dt, ONE, a)
 #define ATTN_SLOTS_DOT_I8(R, dt, a) R(qk_i8, dt, KV, a)
 
 /* Every slot once, in the table's order: those every table fills, then the
@@ -63,7 +65,8 @@
     ATTN_SLOTS_ROW(R, f32, a) ATTN_SLOTS_ALIBI(R, f32, a) ATTN_SLOTS_MERGE(R, f32, a)       \
     ATTN_SLOTS_BACKWARD(R, f32, a)
 #define ATTN_SLOT_LIST(R, a)                                                                \
-    ATTN_SLOT_LIST_FILLED(R, a) ATTN_SLOTS_DOT_BF16(R, f32, a) ATTN_SLOTS_DOT_I8(R, f32, a)
+    ATTN_SLOT_LIST_FILLED(R, a) ATTN_SLOTS_DOT_BF16(R, f32, a) ATTN_SLOTS_DOT_BWD(R, f32, a) \
+    ATTN_SLOTS_DOT_I8(R, f32, a)
 
 /*
  * The rows of each kind of module file: R(slot, dtype, kind, a) per kernel
@@ -89,7 +92,8 @@
    `need` bits in the list below: dot_<isa>.c the bf16 slots, dot_i8_<isa>.c
    the int8 one. */
 #define ATTN_FILE_dot(R, a)                                                                 \
-    ATTN_SLOTS_DOT_BF16(R, f32, a) ATTN_SLOTS_DOT_BF16(R, f16, a) ATTN_SLOTS_DOT_BF16(R, bf16, a)
+    ATTN_SLOTS_DOT_BF16(R, f32, a) ATTN_SLOTS_DOT_BF16(R, f16, a)                            \
+    ATTN_SLOTS_DOT_BF16(R, bf16, a) ATTN_SLOTS_DOT_BWD(R, f32, a)
 #define ATTN_FILE_dot_i8(R, a) ATTN_SLOTS_DOT_I8(R, q8_0, a) ATTN_SLOTS_DOT_I8(R, q4_0, a)
 
 /*

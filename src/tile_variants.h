@@ -114,8 +114,8 @@
         }                                                                                    \
     }
 
-/* The dot file's slots (src/kernel_list.h): the body's qk_bf16, pv_bf16
-   and qk_i8, with qk_tile's and pv_tile's signatures. */
+/* The dot file's slots (src/kernel_list.h): the body's qk_bf16, pv_bf16,
+   pt_bf16 and qk_i8, with qk_tile's, pv_tile's and pt_tile's signatures. */
 #define ATTN_TILE_KERNEL_qk_bf16(dt, isa) ATTN_TILE_KERNEL_QK(qk_bf16, dt, isa)
 #define ATTN_TILE_KERNEL_qk_i8(dt, isa) ATTN_TILE_KERNEL_QK(qk_i8, dt, isa)
 #define ATTN_TILE_KERNEL_QK(fn, dt, isa)                                                     \
@@ -131,6 +131,14 @@
                                           size_t dv, float *acc, ptrdiff_t acc_stride)       \
     {                                                                                        \
         pv_bf16(ATTN_KV_IDX(dt), p, p_stride, v, v_stride, nq, nk, dv, acc, acc_stride);     \
+    }
+
+#define ATTN_TILE_KERNEL_pt_bf16(dt, isa)                                                    \
+    static void attn_pt_bf16_##dt##_##isa(const float *p, ptrdiff_t p_stride, const float *x, \
+                                          ptrdiff_t x_stride, size_t nq, size_t nk,          \
+                                          size_t dim, float *acc, ptrdiff_t acc_stride)      \
+    {                                                                                        \
+        pt_bf16(p, p_stride, x, x_stride, nq, nk, dim, acc, acc_stride);                     \
     }
 
 #define ATTN_TILE_FILE(file, isa, ext)                                                       \

@@ -921,21 +921,31 @@ static void check_wsum(checkasm *c)
     }
 }
 
-static void check_pt_tile(checkasm *c)
+/* pt_tile, or (bf16) pt_bf16 against its oracle with check_pv_mode's bf16
+   bound, or within the f32 bound of the exact sums (a kernel that takes the
+   exact path for a small tile). */
+static void check_pt_mode(checkasm *c, int mode, attn_pt_tile_fn *kernel, attn_pt_tile_fn *oracle)
 {
+    if (!kernel)
+        return; /* a dot slot this table has no kernel for (src/kernel_list.h) */
     for (int i = 0; i < CA_TILE_SHAPES; i++) {
         const tile_shape sh = tile_shape_of(c, i, ATTN_KV_F32);
         const size_t nq = sh.nq, nk = sh.nk, dim = sh.d;
         const size_t ps = nk + pick(c, 0, 3), xs = dim + pick(c, 0, 3), as = dim + pick(c, 0, 3);
         float *p = xalloc(nq * ps * 4), *x = xalloc(nq * xs * 4);
         float *acc = xalloc(nk * as * 4), *acc_ref = xalloc(nk * as * 4), *acc0 = xalloc(nk * as * 4);
+        float *acc_exact = xalloc(nk * as * 4);
         random_row(c, p, nq * ps, -1.0f, 1.0f);
         random_row(c, x, nq * xs, -3.0f, 3.0f);
         random_row(c, acc0, nk * as, -2.0f, 2.0f);
         memcpy(acc, acc0, nk * as * 4);
         memcpy(acc_ref, acc0, nk * as * 4);
-        c->t->pt_tile(p, (ptrdiff_t)ps, x, (ptrdiff_t)xs, nq, nk, dim, acc, (ptrdiff_t)as);
-        c->ref->pt_tile(p, (ptrdiff_t)ps, x, (ptrdiff_t)xs, nq, nk, dim, acc_ref, (ptrdiff_t)as);
+        memcpy(acc_exact, acc0, nk * as * 4);
+        kernel(p, (ptrdiff_t)ps, x, (ptrdiff_t)xs, nq, nk, dim, acc, (ptrdiff_t)as);
+        oracle(p, (ptrdiff_t)ps, x, (ptrdiff_t)xs, nq, nk, dim, acc_ref, (ptrdiff_t)as);
+        if (mode == CA_BF16)
+            c->ref->pt_tile(p, (ptrdiff_t)ps, x, (ptrdiff_t)xs, nq, nk, dim, acc_exact,
+                            (ptrdiff_t)as);
         for (size_t col = 0; col < nk; col++)
             for (size_t t = 0; t < as; t++) {
                 if (t >= dim) {
@@ -944,23 +954,42 @@ static void check_pt_tile(checkasm *c)
                              nk, dim, col, t);
                     continue;
                 }
-                double mag = fabs((double)acc0[col * as + t]);
-                for (size_t r = 0; r < nq; r++)
-                    mag += fabs((double)p[r * ps + col] * x[r * xs + t]);
-                const double b = TOL_PAIR(tol_pv((double)nq, mag));
-                if (!near(acc[col * as + t], acc_ref[col * as + t], b))
+                double mag = fabs((double)acc0[col * as + t]), mag_e = mag;
+                for (size_t r = 0; r < nq; r++) {
+                    const double pv = p[r * ps + col], xv = x[r * xs + t];
+                    mag_e += fabs(pv * xv);
+                    mag += mode == CA_BF16
+                               ? fabs((double)attn_bf16_round((float)pv) * attn_bf16_round((float)xv))
+                               : fabs(pv * xv);
+                }
+                /* the bf16 units flush: T per product and per sum (attn.h) */
+                const double b = TOL_PAIR(tol_pv((double)nq, mag)) +
+                                 (mode == CA_BF16 ? 2.0 * (double)nq * 0x1p-126 : 0.0);
+                const float got = acc[col * as + t];
+                const int ok = near(got, acc_ref[col * as + t], b) ||
+                               (mode == CA_BF16 && near(got, acc_exact[col * as + t],
+                                                        TOL_PAIR(tol_pv((double)nq, mag_e))));
+                if (!ok)
                     fail(c, "nq=%zu nk=%zu dim=%zu: acc[%zu][%zu] = %.9g, scalar %.9g, bound %.3g",
-                         nq, nk, dim, col, t, (double)acc[col * as + t],
-                         (double)acc_ref[col * as + t], b);
+                         nq, nk, dim, col, t, (double)got, (double)acc_ref[col * as + t], b);
             }
         if (i < CA_BENCH_SHAPES)
             CA_BENCH(c, tile_bench_names[i], 2.0 * nq * nk * dim,
-                     c->t->pt_tile(p, (ptrdiff_t)ps, x, (ptrdiff_t)xs, nq, nk, dim, acc,
-                                   (ptrdiff_t)as),
-                     c->ref->pt_tile(p, (ptrdiff_t)ps, x, (ptrdiff_t)xs, nq, nk, dim, acc_ref,
-                                     (ptrdiff_t)as));
-        free(p), free(x), free(acc), free(acc_ref), free(acc0);
+                     kernel(p, (ptrdiff_t)ps, x, (ptrdiff_t)xs, nq, nk, dim, acc, (ptrdiff_t)as),
+                     oracle(p, (ptrdiff_t)ps, x, (ptrdiff_t)xs, nq, nk, dim, acc_ref,
+                            (ptrdiff_t)as));
+        free(p), free(x), free(acc), free(acc_ref), free(acc0), free(acc_exact);
     }
+}
+
+static void check_pt_tile(checkasm *c)
+{
+    check_pt_mode(c, CA_EXACT, c->t->pt_tile, c->ref->pt_tile);
+}
+
+static void check_pt_bf16(checkasm *c)
+{
+    check_pt_mode(c, CA_BF16, c->t->pt_bf16, c->ref->pt_bf16);
 }
 
 /* Bitwise: one subtraction and one multiply in every table

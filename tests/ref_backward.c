@@ -204,7 +204,8 @@ void ref_bwd_grads(ref_grads *g, const ref_bwd_in *in, const float *lse_f32, con
     const double scale = default_scale ? 1.0 / sqrt((double)d) : (double)in->opt->scale;
     const double u = TOL_U;
     const int softcap = in->opt && in->opt->softcap != 0.0f;
-    /* the bf16 mode: dQ's products dS' k rounded (attn.h, tolerance.h) */
+    /* the bf16 mode: the products dS' k (dQ), dS' q (dK) and P dO (dV)
+       rounded (attn.h, tolerance.h) */
     const int bf16 = in->opt && in->opt->precision == ATTN_PRECISION_BF16;
     const size_t nq = (size_t)(B * Hq * lq), nk = (size_t)(B * Hk * lk);
     g->dq = dense(nq * (size_t)d);
@@ -331,10 +332,22 @@ void ref_bwd_grads(ref_grads *g, const ref_bwd_in *in, const float *lse_f32, con
                         g->dk_err[(kvh * lk + j) * d + t] +=
                             fabs(scale) * (S2 * fabs(q[t]) + 2.0 * TOL_ETA);
                         dk_mag[(kvh * lk + j) * d + t] += fabs(scale) * (ds2 + S2) * fabs(q[t]);
+                        if (bf16) { /* dS' and q rounded, as dq's dS' and k */
+                            const double m = fabs(scale) * (ds2 + S2) * fabs(q[t]);
+                            g->dk_err[(kvh * lk + j) * d + t] +=
+                                REF_BF16_B * m + fabs(scale) * REF_FLUSH * (fabs(q[t]) + ds2 + S2);
+                            dk_mag[(kvh * lk + j) * d + t] += REF_BF16_B * m;
+                        }
                     }
                     for (int64_t t = 0; t < dv; t++) {
                         g->dv_err[(kvh * lk + j) * dv + t] += pe * fabs(dout[t]) + 2.0 * TOL_ETA;
                         dv_mag[(kvh * lk + j) * dv + t] += (p + pe) * fabs(dout[t]);
+                        if (bf16) { /* P and dO rounded */
+                            const double m = (p + pe) * fabs(dout[t]);
+                            g->dv_err[(kvh * lk + j) * dv + t] +=
+                                REF_BF16_B * m + REF_FLUSH * (fabs(dout[t]) + p + pe);
+                            dv_mag[(kvh * lk + j) * dv + t] += REF_BF16_B * m;
+                        }
                     }
                 }
             }

@@ -491,7 +491,7 @@ _BY_HAND = (
     # the operations that multiply q by k (attn.h: backward takes default and bf16)
     Keyword("precision", "precision", "default", "str", _precision,
             "'default' (f32 products), 'bf16' (q, k, weights and v rounded to\n"
-            "bfloat16 for the bf16 dot units; backward: its scores and dQ)\n"
+            "bfloat16 for the bf16 dot units; backward: its scores, dQ, dK, dV)\n"
             "or 'int8' (q quantized per 32-block against q8_0/q4_0 keys; not\n"
             "backward); each mode's error bound is in attn.h. Where the CPU lacks\n"
             "the instructions: the default's result.",

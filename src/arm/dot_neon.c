@@ -37,6 +37,7 @@
  *   pv_bf16: the weights of a key chunk rounded to bf16 pairs (keys 2i,
  *            2i + 1), V packed as lanes of (v[2i][col], v[2i + 1][col]);
  *            per key pair one BFDOT by element per 4 columns.
+ *   pt_bf16: the backward's P^T X on pv_bf16's kernel (weights strided).
  */
 #include "lowp.h"
 #include "tile_variants.h"
@@ -361,14 +362,65 @@ static ALWAYS_INLINE void pv_bf_rows(size_t R, const uint32_t *pp, size_t np, in
 
 #undef BF_PV_LANE
 
-static ALWAYS_INLINE void pv_bf16(int dt, const float *p, ptrdiff_t p_stride, const void *v,
-                                  ptrdiff_t v_stride, size_t nq, size_t nk, size_t dv, float *acc,
-                                  ptrdiff_t acc_stride)
+/*
+ * The weights of rows r0 + [0, nr) for keys c0 + [0, n) as bf16 pairs,
+ * pp[r * 32 + i] = (key 2i, key 2i + 1) of row r (zero past n keys): from
+ * P's rows (p_step 1) a row's 8 keys per load, from P^T (the backward's
+ * pt_bf16: p_stride 1, keys p_step apart) 4 rows' weights of a key per
+ * load, put in rows by a 4 x 4 transpose of the pairs.
+ */
+static ALWAYS_INLINE void pv_pack_weights(const float *p, ptrdiff_t p_stride, ptrdiff_t p_step,
+                                          size_t nr, size_t n, uint32_t *pp)
 {
-    if (nq < BF_MIN_ROWS) { /* few rows: exact (see the top) */
-        pv_tile(dt, p, p_stride, v, v_stride, nq, nk, dv, acc, acc_stride);
+    if (p_step == 1) {
+        for (size_t r = 0; r < nr; r++) {
+            const unsigned char *pr = (const unsigned char *)(p + (ptrdiff_t)r * p_stride);
+            for (size_t tb = 0; tb < n; tb += 8)
+                vst1q_u32(pp + r * (BF_PV_KEYS / 2) + tb / 2,
+                          vreinterpretq_u32_u16(bits8(ATTN_KV_F32, pr, tb, n - tb < 8 ? n - tb : 8)));
+        }
         return;
     }
+    for (size_t r = 0; r < nr; r += 4) {
+        const size_t rn = nr - r < 4 ? nr - r : 4;
+        for (size_t i = 0; i < (n + 1) / 2; i += 4) {
+            uint32x4_t q[4]; /* q[x]: pair i + x of rows r .. r + 3 */
+            for (size_t x = 0; x < 4; x++) {
+                const size_t key = 2 * (i + x);
+                uint32x4_t lo = vdupq_n_u32(0), hi = vdupq_n_u32(0);
+                if (key < n)
+                    lo = bf16_bits(f32_n(ATTN_KV_F32,
+                                         (const unsigned char *)(p + (ptrdiff_t)key * p_step +
+                                                                 (ptrdiff_t)r),
+                                         0, rn));
+                if (key + 1 < n)
+                    hi = bf16_bits(f32_n(ATTN_KV_F32,
+                                         (const unsigned char *)(p + (ptrdiff_t)(key + 1) * p_step +
+                                                                 (ptrdiff_t)r),
+                                         0, rn));
+                q[x] = vorrq_u32(lo, vshlq_n_u32(hi, 16));
+            }
+            /* transpose: rows out, pairs i .. i + 3 in each */
+            const uint32x4x2_t a = vtrnq_u32(q[0], q[1]), b = vtrnq_u32(q[2], q[3]);
+            const uint32x4_t t[4] = {
+                vcombine_u32(vget_low_u32(a.val[0]), vget_low_u32(b.val[0])),
+                vcombine_u32(vget_low_u32(a.val[1]), vget_low_u32(b.val[1])),
+                vcombine_u32(vget_high_u32(a.val[0]), vget_high_u32(b.val[0])),
+                vcombine_u32(vget_high_u32(a.val[1]), vget_high_u32(b.val[1])),
+            };
+            for (size_t x = 0; x < rn; x++)
+                vst1q_u32(pp + (r + x) * (BF_PV_KEYS / 2) + i, t[x]);
+        }
+    }
+}
+
+/* p_step as in the tile body: 1 for P's rows (pv_bf16), P's row stride
+   with p_stride 1 for the backward's P^T (pt_bf16). */
+static ALWAYS_INLINE void pv_bf16_at(int dt, const float *p, ptrdiff_t p_stride,
+                                     ptrdiff_t p_step, const void *v, ptrdiff_t v_stride,
+                                     size_t nq, size_t nk, size_t dv, float *acc,
+                                     ptrdiff_t acc_stride)
+{
     _Alignas(16) uint32_t vp[BF_PV_KEYS / 2 * BF_PV_COLS];
     _Alignas(16) uint32_t pp[BF_PV_ROWS * (BF_PV_KEYS / 2)];
     const uintptr_t vb = (uintptr_t)v_stride * unit_bytes(dt);
@@ -378,14 +430,8 @@ static ALWAYS_INLINE void pv_bf16(int dt, const float *p, ptrdiff_t p_stride, co
             /* BF_PV_KEYS is even: only the last chunk may end in an odd key */
             const size_t n = nk - c0 < BF_PV_KEYS ? nk - c0 : BF_PV_KEYS;
             const int odd = (int)(n & 1);
-            for (size_t r = 0; r < nr; r++) {
-                const unsigned char *pr =
-                    (const unsigned char *)(p + (ptrdiff_t)(r0 + r) * p_stride + (ptrdiff_t)c0);
-                for (size_t tb = 0; tb < n; tb += 8)
-                    vst1q_u32(pp + r * (BF_PV_KEYS / 2) + tb / 2,
-                              vreinterpretq_u32_u16(
-                                  bits8(ATTN_KV_F32, pr, tb, n - tb < 8 ? n - tb : 8)));
-            }
+            pv_pack_weights(p + (ptrdiff_t)r0 * p_stride + (ptrdiff_t)c0 * p_step, p_stride,
+                            p_step, nr, n, pp);
             for (size_t j0 = 0; j0 < dv; j0 += BF_PV_COLS) {
                 const size_t w = dv - j0 < BF_PV_COLS ? dv - j0 : BF_PV_COLS;
                 pv_pack_values(dt, row_at(v, c0, vb), vb, n, j0, w, vp);
@@ -406,6 +452,27 @@ static ALWAYS_INLINE void pv_bf16(int dt, const float *p, ptrdiff_t p_stride, co
             }
         }
     }
+}
+
+static ALWAYS_INLINE void pv_bf16(int dt, const float *p, ptrdiff_t p_stride, const void *v,
+                                  ptrdiff_t v_stride, size_t nq, size_t nk, size_t dv, float *acc,
+                                  ptrdiff_t acc_stride)
+{
+    if (nq < BF_MIN_ROWS) { /* few rows: exact (see the top) */
+        pv_tile(dt, p, p_stride, v, v_stride, nq, nk, dv, acc, acc_stride);
+        return;
+    }
+    pv_bf16_at(dt, p, p_stride, 1, v, v_stride, nq, nk, dv, acc, acc_stride);
+}
+
+/* acc += P^T X (the backward's dV = P^T dO, dK = dS^T Q): P.V with the
+   weight strides swapped, on BFDOT at every size (no exact fallback: the
+   tile body's pv_tile has no strided weights). */
+static ALWAYS_INLINE void pt_bf16(const float *p, ptrdiff_t p_stride, const float *x,
+                                  ptrdiff_t x_stride, size_t nq, size_t nk, size_t dim,
+                                  float *acc, ptrdiff_t acc_stride)
+{
+    pv_bf16_at(ATTN_KV_F32, p, 1, p_stride, x, x_stride, nk, nq, dim, acc, acc_stride);
 }
 
 ATTN_TILE_FILE(dot, neon, neon)

@@ -44,6 +44,14 @@
 #include "kv.h"
 #include "validate.h"
 
+/* dV += P^T dO and dK += dS^T Q: the mode's kernel (the bf16 mode: both
+   factors rounded, attn.h), or the f32 one where the table has none. */
+static attn_pt_tile_fn *pt_kernel(const attn_dsp *dsp, const attn_problem *pb)
+{
+    attn_pt_tile_fn *f = pb->opt.precision == ATTN_PRECISION_BF16 ? dsp->pt_bf16 : NULL;
+    return f ? f : dsp->pt_tile;
+}
+
 /* (batch entry, KV head) pairs from which one task per pair (the fused
    plan, 5 tile products) keeps a typical pool busy; below it the split
    plan's key and query blocks (7 products) give more, smaller tasks.
@@ -349,6 +357,7 @@ static void query_block(const task_ctx *ctx, const task_plan *p, size_t index, f
     /* dQ += dS K: the mode's P.V kernel for K's dtype (the bf16 mode: dS and
        k rounded, attn.h) */
     attn_pv_tile_fn *const dq_kernel = attn_pv_kernel_for(dsp, pb, pb->k.dtype);
+    attn_pt_tile_fn *const pt = pt_kernel(dsp, pb);
 
     int64_t ulo, uhi, kbase, kend;
     attn_visible_union(rows, n, &ulo, &uhi);
@@ -361,7 +370,7 @@ static void query_block(const task_ctx *ctx, const task_plan *p, size_t index, f
             const size_t nr = (size_t)(run_end - r);
             run_grads(dsp, pb, p, rows, g, r, run_end, kb, ke, &ks, &vs, &b, dsum_run);
             if (with_kv)
-                dsp->pt_tile(b.s + r * p->block_k, p->block_k, b.dout + r * b.dout_stride,
+                pt(b.s + r * p->block_k, p->block_k, b.dout + r * b.dout_stride,
                              b.dout_stride, nr, (size_t)(ke - kb), (size_t)pb->v_dim,
                              dv0 + kb * pb->dv.row_stride, pb->dv.row_stride);
             if (pb->dbias.data)
@@ -375,7 +384,7 @@ static void query_block(const task_ctx *ctx, const task_plan *p, size_t index, f
             if (pb->opt.softcap > 0.0f)
                 softcap_grad(pb, p, rows, r, run_end, kb, ke, &b);
             if (with_kv)
-                dsp->pt_tile(b.dp + r * p->block_k, p->block_k, b.q + r * b.q_stride,
+                pt(b.dp + r * p->block_k, p->block_k, b.q + r * b.q_stride,
                              b.q_stride, nr, (size_t)(ke - kb), (size_t)pb->head_dim,
                              dk0 + kb * pb->dk.row_stride, pb->dk.row_stride);
             for (int64_t j = kb, len; j < ke; j += len) {
@@ -429,6 +438,7 @@ static void task_keys(const task_ctx *ctx, size_t index, float *scratch)
     const attn_dsp *dsp = ctx->dsp;
     const attn_problem *pb = ctx->pb;
     const task_plan *p = &ctx->plan;
+    attn_pt_tile_fn *const pt = pt_kernel(dsp, pb);
     bwd_scratch b = carve(p, pb, scratch);
     const int64_t blk = (int64_t)index % p->kv_blocks;
     const int64_t kv_head = (int64_t)index / p->kv_blocks % pb->kv_heads;
@@ -467,12 +477,12 @@ static void task_keys(const task_ctx *ctx, size_t index, float *scratch)
              r = run_end) {
             const size_t nr = (size_t)(run_end - r);
             run_grads(dsp, pb, p, rows, g, r, run_end, kb, ke, &ks, &vs, &b, dsum_run);
-            dsp->pt_tile(b.s + r * p->block_k, p->block_k, b.dout + r * b.dout_stride,
+            pt(b.s + r * p->block_k, p->block_k, b.dout + r * b.dout_stride,
                          b.dout_stride, nr, (size_t)(ke - kb), (size_t)pb->v_dim,
                          dv0 + (kb - kb0) * pb->dv.row_stride, pb->dv.row_stride);
             if (pb->opt.softcap > 0.0f)
                 softcap_grad(pb, p, rows, r, run_end, kb, ke, &b);
-            dsp->pt_tile(b.dp + r * p->block_k, p->block_k, b.q + r * b.q_stride, b.q_stride,
+            pt(b.dp + r * p->block_k, p->block_k, b.q + r * b.q_stride, b.q_stride,
                          nr, (size_t)(ke - kb), (size_t)pb->head_dim,
                          dk0 + (kb - kb0) * pb->dk.row_stride, pb->dk.row_stride);
         }

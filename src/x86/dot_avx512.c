@@ -22,6 +22,7 @@
  *   pv_bf16: the weights of a key chunk rounded to bf16 pairs (keys 2i,
  *            2i + 1), V packed as lanes of (v[2i][col], v[2i + 1][col]);
  *            per key pair one broadcast and one vdpbf16ps per 16 columns.
+ *   pt_bf16: the backward's P^T X on pv_bf16's kernel (weights strided).
  */
 #include "lowp.h"
 #include "tile_variants.h"
@@ -261,9 +262,11 @@ ATTN_AVX512_INLINE void pv_pack_values(int dt, const void *v, uintptr_t vb, size
     }
 }
 
-/* R rows x four vectors of columns over np key pairs. */
-ATTN_AVX512_INLINE void pv_bf_rows(size_t R, const uint32_t *pp, size_t np, const uint32_t *vp,
-                                   size_t w, float *acc, ptrdiff_t acc_stride)
+/* R rows x four vectors of columns over np key pairs; row r's pair i is
+   pp[r * prs + i * pis]. */
+ATTN_AVX512_INLINE void pv_bf_rows(size_t R, const uint32_t *pp, size_t prs, size_t pis,
+                                   size_t np, const uint32_t *vp, size_t w, float *acc,
+                                   ptrdiff_t acc_stride)
 {
     const size_t nv = (w + 15) / 16;
     const __mmask16 mt = attn_mask16(w - 16 * (nv - 1));
@@ -278,7 +281,7 @@ ATTN_AVX512_INLINE void pv_bf_rows(size_t R, const uint32_t *pp, size_t np, cons
         for (size_t x = 0; x < 4; x++)
             vv[x] = _mm512_load_si512(vp + i * PV_COLS + 16 * x);
         for (size_t r = 0; r < R; r++) {
-            const __m512i pb = _mm512_set1_epi32((int)pp[r * (PV_KEYS / 2) + i]);
+            const __m512i pb = _mm512_set1_epi32((int)pp[r * prs + i * pis]);
             for (size_t x = 0; x < 4; x++)
                 a[r][x] = _mm512_dpbf16_ps(a[r][x], as_bh(pb), as_bh(vv[x]));
         }
@@ -289,45 +292,87 @@ ATTN_AVX512_INLINE void pv_bf_rows(size_t R, const uint32_t *pp, size_t np, cons
                                   x + 1 < nv ? 0xffff : mt, a[r][x]);
 }
 
-ATTN_AVX512_INLINE void pv_bf16(int dt, const float *p, ptrdiff_t p_stride, const void *v,
-                                ptrdiff_t v_stride, size_t nq, size_t nk, size_t dv, float *acc,
-                                ptrdiff_t acc_stride)
+/*
+ * p_step as in the tile body's pv_tile_at: 1 for P's rows (pv_bf16), or
+ * P's row stride with p_stride 1 for the backward's P^T (pt_bf16). Either
+ * way a weight pair is (key 2i, key 2i + 1) of one output row, rounded as
+ * the oracle rounds it; P's rows give the pairs of a row in one vector,
+ * P^T those of 16 rows, so their packs lie row-major or pair-major.
+ */
+ATTN_AVX512_INLINE void pv_bf16_at(int dt, const float *p, ptrdiff_t p_stride, ptrdiff_t p_step,
+                                   const void *v, ptrdiff_t v_stride, size_t nq, size_t nk,
+                                   size_t dv, float *acc, ptrdiff_t acc_stride)
 {
     if (nq < BF_MIN_ROWS) { /* few rows: exact (see the top) */
-        pv_tile(dt, p, p_stride, v, v_stride, nq, nk, dv, acc, acc_stride);
+        pv_tile_at(dt, p, p_stride, p_step, v, v_stride, nq, nk, dv, acc, acc_stride);
         return;
     }
     _Alignas(64) uint32_t vp[PV_KEYS / 2 * PV_COLS];
     _Alignas(64) uint32_t pp[PV_ROWS * (PV_KEYS / 2)];
+    const int rows_major = p_step == 1;
+    const size_t prs = rows_major ? PV_KEYS / 2 : 1, pis = rows_major ? 1 : PV_ROWS;
     const uintptr_t vb = (uintptr_t)v_stride * unit_bytes(dt);
     for (size_t r0 = 0; r0 < nq; r0 += PV_ROWS) {
         const size_t nr = nq - r0 < PV_ROWS ? nq - r0 : PV_ROWS;
         for (size_t c0 = 0; c0 < nk; c0 += PV_KEYS) {
             const size_t n = nk - c0 < PV_KEYS ? nk - c0 : PV_KEYS, np = (n + 1) / 2;
-            for (size_t r = 0; r < nr; r++) {
-                const unsigned char *pr =
-                    (const unsigned char *)(p + (ptrdiff_t)(r0 + r) * p_stride + (ptrdiff_t)c0);
-                for (size_t tb = 0; tb < n; tb += 32)
-                    _mm512_store_si512(pp + r * (PV_KEYS / 2) + tb / 2,
-                                       pairs32(ATTN_KV_F32, pr, tb, n - tb < 32 ? n - tb : 32));
+            if (rows_major) {
+                for (size_t r = 0; r < nr; r++) {
+                    const unsigned char *pr = (const unsigned char *)(p + (ptrdiff_t)(r0 + r) *
+                                                                              p_stride +
+                                                                      (ptrdiff_t)c0);
+                    for (size_t tb = 0; tb < n; tb += 32)
+                        _mm512_store_si512(pp + r * (PV_KEYS / 2) + tb / 2,
+                                           pairs32(ATTN_KV_F32, pr, tb, n - tb < 32 ? n - tb : 32));
+                }
+            } else { /* p_stride 1: key c's weights of 16 rows in one vector */
+                for (size_t i = 0; i < np; i++) {
+                    const float *k0 = p + (ptrdiff_t)(c0 + 2 * i) * p_step + (ptrdiff_t)r0;
+                    const int has1 = 2 * i + 1 < n;
+                    for (size_t l = 0; l < nr; l += 16) {
+                        const __mmask16 m = attn_mask16(nr - l < 16 ? nr - l : 16);
+                        const __m512i lo = bf16_bits(_mm512_maskz_loadu_ps(m, k0 + l));
+                        const __m512i hi =
+                            has1 ? bf16_bits(_mm512_maskz_loadu_ps(m, k0 + p_step + l))
+                                 : _mm512_setzero_si512();
+                        _mm512_store_si512(pp + i * PV_ROWS + l,
+                                           _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+                    }
+                }
             }
             for (size_t j0 = 0; j0 < dv; j0 += PV_COLS) {
                 const size_t w = dv - j0 < PV_COLS ? dv - j0 : PV_COLS;
                 pv_pack_values(dt, row_at(v, c0, vb), vb, n, j0, w, vp);
                 float *ac = acc + (ptrdiff_t)r0 * acc_stride + (ptrdiff_t)j0;
                 for (size_t r = 0; r < nr; r += 4) {
-                    const uint32_t *pr = pp + r * (PV_KEYS / 2);
+                    const uint32_t *pr = pp + r * prs;
                     float *ar = ac + (ptrdiff_t)r * acc_stride;
                     switch (nr - r < 4 ? nr - r : 4) {
-                    case 1: pv_bf_rows(1, pr, np, vp, w, ar, acc_stride); break;
-                    case 2: pv_bf_rows(2, pr, np, vp, w, ar, acc_stride); break;
-                    case 3: pv_bf_rows(3, pr, np, vp, w, ar, acc_stride); break;
-                    default: pv_bf_rows(4, pr, np, vp, w, ar, acc_stride); break;
+                    case 1: pv_bf_rows(1, pr, prs, pis, np, vp, w, ar, acc_stride); break;
+                    case 2: pv_bf_rows(2, pr, prs, pis, np, vp, w, ar, acc_stride); break;
+                    case 3: pv_bf_rows(3, pr, prs, pis, np, vp, w, ar, acc_stride); break;
+                    default: pv_bf_rows(4, pr, prs, pis, np, vp, w, ar, acc_stride); break;
                     }
                 }
             }
         }
     }
+}
+
+ATTN_AVX512_INLINE void pv_bf16(int dt, const float *p, ptrdiff_t p_stride, const void *v,
+                                ptrdiff_t v_stride, size_t nq, size_t nk, size_t dv, float *acc,
+                                ptrdiff_t acc_stride)
+{
+    pv_bf16_at(dt, p, p_stride, 1, v, v_stride, nq, nk, dv, acc, acc_stride);
+}
+
+/* acc += P^T X (dV = P^T dO, dK = dS^T Q): P.V with the weight strides
+   swapped, as the tile family's pt_tile (src/x86/backward_avx512.c). */
+ATTN_AVX512_INLINE void pt_bf16(const float *p, ptrdiff_t p_stride, const float *x,
+                                ptrdiff_t x_stride, size_t nq, size_t nk, size_t dim, float *acc,
+                                ptrdiff_t acc_stride)
+{
+    pv_bf16_at(ATTN_KV_F32, p, 1, p_stride, x, x_stride, nk, nq, dim, acc, acc_stride);
 }
 
 ATTN_TILE_FILE(dot, avx512, ATTN_AVX512_EXT)
