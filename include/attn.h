@@ -474,11 +474,11 @@ typedef void (*attn_parallel_for_fn)(void *pool_ctx, attn_task_fn task,
  *    dO of dV = P^T dO (since 1.10.1): each gradient is within its
  *    default-mode bound with that score error in place of the f32 one,
  *    and gains its products' rounding: dq_t |scale| sum_j (B |dS_ij k_jt|
- *    + T (|dS_ij| + |k_jt|)), dk_jt |scale| sum_i (B |dS_ij q_it| + T
- *    (|dS_ij| + |q_it|)), dv_jt sum_i (B |P_ij dO_it| + T (|P_ij| +
- *    |dO_it|)) (dS and P rounded, a product with a subnormal factor
- *    counting as 0; tests/tolerance.h, "backward"). dP and D take f32
- *    products.
+ *    + T (|dS_ij| + |k_jt| + 1)), dk_jt |scale| sum_i (B |dS_ij q_it| + T
+ *    (|dS_ij| + |q_it| + 1)), dv_jt sum_i (B |P_ij dO_it| + T (|P_ij| +
+ *    |dO_it| + 1)) (dS and P rounded, a product with a subnormal factor
+ *    counting as 0, a subnormal sum flushed to 0; tests/tolerance.h,
+ *    "backward"). dP and D take f32 products.
  *    Where out came from a bf16-mode forward, O = sum_j p_j
  *    v_j / l already holds the rounding below, and D = rowsum(dO * O)
  *    with it: a row with one visible key, whose dP - D is 0 from a

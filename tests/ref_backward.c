@@ -323,10 +323,12 @@ void ref_bwd_grads(ref_grads *g, const ref_bwd_in *in, const float *lse_f32, con
                         g->dq_err[row * d + t] +=
                             fabs(scale) * (S2 * fabs(k[t]) + 2.0 * TOL_ETA);
                         dq_mag[row * d + t] += fabs(scale) * (ds2 + S2) * fabs(k[t]);
-                        if (bf16) { /* dS' and k rounded (B), a subnormal factor flushed */
+                        if (bf16) { /* dS' and k rounded (B); a subnormal factor, or a
+                                       subnormal sum, flushed: T (|k| + |dS'| + 1) */
                             const double m = fabs(scale) * (ds2 + S2) * fabs(k[t]);
                             g->dq_err[row * d + t] +=
-                                REF_BF16_B * m + fabs(scale) * REF_FLUSH * (fabs(k[t]) + ds2 + S2);
+                                REF_BF16_B * m +
+                                fabs(scale) * REF_FLUSH * (fabs(k[t]) + ds2 + S2 + 1.0);
                             dq_mag[row * d + t] += REF_BF16_B * m;
                         }
                         g->dk_err[(kvh * lk + j) * d + t] +=
@@ -335,7 +337,8 @@ void ref_bwd_grads(ref_grads *g, const ref_bwd_in *in, const float *lse_f32, con
                         if (bf16) { /* dS' and q rounded, as dq's dS' and k */
                             const double m = fabs(scale) * (ds2 + S2) * fabs(q[t]);
                             g->dk_err[(kvh * lk + j) * d + t] +=
-                                REF_BF16_B * m + fabs(scale) * REF_FLUSH * (fabs(q[t]) + ds2 + S2);
+                                REF_BF16_B * m +
+                                fabs(scale) * REF_FLUSH * (fabs(q[t]) + ds2 + S2 + 1.0);
                             dk_mag[(kvh * lk + j) * d + t] += REF_BF16_B * m;
                         }
                     }
@@ -345,7 +348,7 @@ void ref_bwd_grads(ref_grads *g, const ref_bwd_in *in, const float *lse_f32, con
                         if (bf16) { /* P and dO rounded */
                             const double m = (p + pe) * fabs(dout[t]);
                             g->dv_err[(kvh * lk + j) * dv + t] +=
-                                REF_BF16_B * m + REF_FLUSH * (fabs(dout[t]) + p + pe);
+                                REF_BF16_B * m + REF_FLUSH * (fabs(dout[t]) + p + pe + 1.0);
                             dv_mag[(kvh * lk + j) * dv + t] += REF_BF16_B * m;
                         }
                     }

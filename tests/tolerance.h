@@ -147,13 +147,14 @@
  *            (1 + gamma(d+1)) sum_t |q_t k_t| + 2^-126 (sum_t max(|q_t|,
  *            |k_t|) + d)), B = REF_BF16_B, and step 7's products dS'_j k_jt
  *            are rounded (dS' and k to bfloat16): dq_t gains |scale| sum_j
- *            (B (|dS'_j| + S'_j)|k_jt| + 2^-126 (|k_jt| + |dS'_j| + S'_j)),
- *            the flush of a subnormal factor included, and its gamma part
+ *            (B (|dS'_j| + S'_j)|k_jt| + 2^-126 (|k_jt| + |dS'_j| + S'_j +
+ *            1)), the flush of a subnormal factor or sum included (the 1:
+ *            vdpbf16ps and BFDOT flush a subnormal result), and its gamma part
  *            takes the products' (1 + B); step 8's dS'_i q_it and step 9's
  *            p_i dO_it alike (dk_t: |scale| sum_i (B (|dS'_i| + S'_i)|q_it|
- *            + 2^-126 (|q_it| + |dS'_i| + S'_i)); dv_t: sum_i (B (p_i +
- *            pe_i)|dO_it| + 2^-126 (|dO_it| + p_i + pe_i))); dP and D stay
- *            f32. The
+ *            + 2^-126 (|q_it| + |dS'_i| + S'_i + 1)); dv_t: sum_i (B (p_i +
+ *            pe_i)|dO_it| + 2^-126 (|dO_it| + p_i + pe_i + 1))); dP and D
+ *            stay f32. The
  *            lse and output it is
  *            handed come from an f32 forward, and their ACTUAL distance to
  *            the float64 forward is used: L_i = |lse^ - lse|, |O^ - O|
