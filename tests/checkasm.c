@@ -434,6 +434,28 @@ static void check_qk_diag(checkasm *c)
     }
 }
 
+/* One element of a P.V-shaped sum (check_pv_mode, check_pt_mode): got =
+   acc0 + sum_i w[i * ws] x[i * xs] over n terms, within the f32 pair bound
+   of the oracle's `ref` (bf16: of the rounded factors' products, and the
+   flush of a subnormal factor or sum, T each), or (bf16) of `exact`, the
+   f32 oracle's, for a kernel that took the exact path. */
+static int pv_sum_ok(int mode, float got, float ref, float exact, float acc0, const float *w,
+                     ptrdiff_t ws, const float *x, ptrdiff_t xs, size_t n, double *bound)
+{
+    double mag = fabs((double)acc0), mag_e = mag;
+    for (size_t i = 0; i < n; i++) {
+        const double wv = w[(ptrdiff_t)i * ws], xv = x[(ptrdiff_t)i * xs];
+        mag_e += fabs(wv * xv);
+        mag += mode == CA_BF16
+                   ? fabs((double)attn_bf16_round((float)wv) * attn_bf16_round((float)xv))
+                   : fabs(wv * xv);
+    }
+    /* the bf16 units flush: T per product and per sum (attn.h) */
+    *bound = TOL_PAIR(tol_pv((double)n, mag)) + (mode == CA_BF16 ? 2.0 * (double)n * 0x1p-126 : 0.0);
+    return near(got, ref, *bound) ||
+           (mode == CA_BF16 && near(got, exact, TOL_PAIR(tol_pv((double)n, mag_e))));
+}
+
 static void check_pv_mode(checkasm *c, int mode, attn_pv_tile_fn *kernel, attn_pv_tile_fn *oracle)
 {
     const int dt = c->dt;
@@ -470,22 +492,10 @@ static void check_pv_mode(checkasm *c, int mode, attn_pv_tile_fn *kernel, attn_p
                              nq, nk, dv, r, t);
                     continue;
                 }
-                double mag = fabs((double)acc0[r * as + t]), mag_e = mag;
-                for (size_t col = 0; col < nk; col++) {
-                    const double pv = p[r * ps + col], vv = vd[col * dv + t];
-                    mag_e += fabs(pv * vv);
-                    mag += mode == CA_BF16
-                               ? fabs((double)attn_bf16_round((float)pv) * attn_bf16_round((float)vv))
-                               : fabs(pv * vv);
-                }
-                /* the bf16 units flush: T per product and per sum (attn.h) */
-                const double bound = TOL_PAIR(tol_pv((double)nk, mag)) +
-                                     (mode == CA_BF16 ? 2.0 * (double)nk * 0x1p-126 : 0.0);
+                double bound;
                 const float got = acc[r * as + t];
-                const int ok = near(got, acc_ref[r * as + t], bound) ||
-                               (mode == CA_BF16 && near(got, acc_exact[r * as + t],
-                                                        TOL_PAIR(tol_pv((double)nk, mag_e))));
-                if (!ok)
+                if (!pv_sum_ok(mode, got, acc_ref[r * as + t], acc_exact[r * as + t],
+                               acc0[r * as + t], p + r * ps, 1, vd + t, (ptrdiff_t)dv, nk, &bound))
                     fail(c, "nq=%zu nk=%zu dv=%zu: acc[%zu][%zu] = %.9g, scalar %.9g, bound %.3g",
                          nq, nk, dv, r, t, (double)got, (double)acc_ref[r * as + t], bound);
             }
@@ -954,22 +964,11 @@ static void check_pt_mode(checkasm *c, int mode, attn_pt_tile_fn *kernel, attn_p
                              nk, dim, col, t);
                     continue;
                 }
-                double mag = fabs((double)acc0[col * as + t]), mag_e = mag;
-                for (size_t r = 0; r < nq; r++) {
-                    const double pv = p[r * ps + col], xv = x[r * xs + t];
-                    mag_e += fabs(pv * xv);
-                    mag += mode == CA_BF16
-                               ? fabs((double)attn_bf16_round((float)pv) * attn_bf16_round((float)xv))
-                               : fabs(pv * xv);
-                }
-                /* the bf16 units flush: T per product and per sum (attn.h) */
-                const double b = TOL_PAIR(tol_pv((double)nq, mag)) +
-                                 (mode == CA_BF16 ? 2.0 * (double)nq * 0x1p-126 : 0.0);
+                double b;
                 const float got = acc[col * as + t];
-                const int ok = near(got, acc_ref[col * as + t], b) ||
-                               (mode == CA_BF16 && near(got, acc_exact[col * as + t],
-                                                        TOL_PAIR(tol_pv((double)nq, mag_e))));
-                if (!ok)
+                if (!pv_sum_ok(mode, got, acc_ref[col * as + t], acc_exact[col * as + t],
+                               acc0[col * as + t], p + col, (ptrdiff_t)ps, x + t, (ptrdiff_t)xs,
+                               nq, &b))
                     fail(c, "nq=%zu nk=%zu dim=%zu: acc[%zu][%zu] = %.9g, scalar %.9g, bound %.3g",
                          nq, nk, dim, col, t, (double)got, (double)acc_ref[col * as + t], b);
             }
