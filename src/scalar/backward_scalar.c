@@ -3,21 +3,16 @@
  * Scalar kernels of the attention backward (the oracle of pt_tile and
  * score_grad). Built with the other scalar kernels, -ffp-contract=off.
  */
-#include "dsp.h"
+#include "scalar/tile_scalar_body.h"
 
+/* acc += P^T X: the tile body's P.V loop with P's two strides swapped (the
+   bf16 mode's pt_bf16 runs the same loop, dot_scalar.c); each acc element
+   sums the rows of x in order. */
 static void attn_pt_tile_f32_scalar(const float *p, ptrdiff_t p_stride, const float *x,
                                     ptrdiff_t x_stride, size_t nq, size_t nk, size_t dim,
                                     float *acc, ptrdiff_t acc_stride)
 {
-    for (size_t c = 0; c < nk; c++) {
-        float *ac = acc + (ptrdiff_t)c * acc_stride;
-        for (size_t r = 0; r < nq; r++) {
-            const float w = p[(ptrdiff_t)r * p_stride + (ptrdiff_t)c];
-            const float *xr = x + (ptrdiff_t)r * x_stride;
-            for (size_t t = 0; t < dim; t++)
-                ac[t] += w * xr[t];
-        }
-    }
+    pv_rows(ATTN_KV_F32, 0, p, 1, p_stride, x, x_stride, nk, nq, dim, acc, acc_stride);
 }
 
 static void attn_score_grad_f32_scalar(const float *p, float *dp, float d, size_t n)

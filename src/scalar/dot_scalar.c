@@ -22,24 +22,16 @@ ATTN_SCALAR_INLINE void pv_bf16(int dt, const float *p, ptrdiff_t p_stride, cons
                                 ptrdiff_t v_stride, size_t nq, size_t nk, size_t dv, float *acc,
                                 ptrdiff_t acc_stride)
 {
-    pv_rows(dt, 1, p, p_stride, v, v_stride, nq, nk, dv, acc, acc_stride);
+    pv_rows(dt, 1, p, p_stride, 1, v, v_stride, nq, nk, dv, acc, acc_stride);
 }
 
-/* bf16 mode, the backward's P^T X: the f32 oracle's loops (backward_scalar.c)
-   on factors rounded to bf16; each acc element sums the rows in order. */
+/* bf16 mode, the backward's P^T X: the f32 oracle's loop (pv_rows with
+   P's strides swapped, backward_scalar.c) on factors rounded to bf16. */
 ATTN_SCALAR_INLINE void pt_bf16(const float *p, ptrdiff_t p_stride, const float *x,
                                 ptrdiff_t x_stride, size_t nq, size_t nk, size_t dim, float *acc,
                                 ptrdiff_t acc_stride)
 {
-    for (size_t c = 0; c < nk; c++) {
-        float *ac = acc + (ptrdiff_t)c * acc_stride;
-        for (size_t r = 0; r < nq; r++) {
-            const float w = factor(1, p[(ptrdiff_t)r * p_stride + (ptrdiff_t)c]);
-            const float *xr = x + (ptrdiff_t)r * x_stride;
-            for (size_t t = 0; t < dim; t++)
-                ac[t] += w * factor(1, xr[t]);
-        }
-    }
+    pv_rows(ATTN_KV_F32, 1, p, 1, p_stride, x, x_stride, nk, nq, dim, acc, acc_stride);
 }
 
 /* The integers of block b of a Q8_0 / Q4_0 row (the value is n * scale). */

@@ -84,10 +84,12 @@ ATTN_SCALAR_INLINE void qk_rows(int dt, int bf16, const float *q, ptrdiff_t q_st
     }
 }
 
-/* acc += p . v, key by key; with bf16 set, the factors rounded first. */
+/* acc += p . v, key by key, key c's weight of row r at p[r * p_stride + c *
+   p_step] (p_step 1 for P's rows; the backward's P^T X passes P's row
+   stride, backward_scalar.c); with bf16 set, the factors rounded first. */
 ATTN_SCALAR_INLINE void pv_rows(int dt, int bf16, const float *p, ptrdiff_t p_stride,
-                                const void *v, ptrdiff_t v_stride, size_t nq, size_t nk,
-                                size_t dv, float *acc, ptrdiff_t acc_stride)
+                                ptrdiff_t p_step, const void *v, ptrdiff_t v_stride, size_t nq,
+                                size_t nk, size_t dv, float *acc, ptrdiff_t acc_stride)
 {
     const uintptr_t step = (uintptr_t)v_stride * attn_kv_unit_bytes(dt);
     for (size_t r = 0; r < nq; r++) {
@@ -95,7 +97,7 @@ ATTN_SCALAR_INLINE void pv_rows(int dt, int bf16, const float *p, ptrdiff_t p_st
         const float *pr = p + (ptrdiff_t)r * p_stride;
         for (size_t c = 0; c < nk; c++) {
             const unsigned char *row = attn_kv_row(v, c, step);
-            const float w = factor(bf16, pr[c]);
+            const float w = factor(bf16, pr[(ptrdiff_t)c * p_step]);
             for (size_t t = 0; t < dv; t++)
                 ar[t] += w * factor(bf16, load_kv(dt, row, t));
         }
@@ -116,7 +118,7 @@ ATTN_SCALAR_INLINE void pv_tile(int dt, const float *p, ptrdiff_t p_stride, cons
                                 ptrdiff_t v_stride, size_t nq, size_t nk, size_t dv, float *acc,
                                 ptrdiff_t acc_stride)
 {
-    pv_rows(dt, 0, p, p_stride, v, v_stride, nq, nk, dv, acc, acc_stride);
+    pv_rows(dt, 0, p, p_stride, 1, v, v_stride, nq, nk, dv, acc, acc_stride);
 }
 
 ATTN_SCALAR_INLINE void to_f32(int dt, const void *src, float *dst, size_t n)
