@@ -371,8 +371,8 @@ static void query_block(const task_ctx *ctx, const task_plan *p, size_t index, f
             run_grads(dsp, pb, p, rows, g, r, run_end, kb, ke, &ks, &vs, &b, dsum_run);
             if (with_kv)
                 pt(b.s + r * p->block_k, p->block_k, b.dout + r * b.dout_stride,
-                             b.dout_stride, nr, (size_t)(ke - kb), (size_t)pb->v_dim,
-                             dv0 + kb * pb->dv.row_stride, pb->dv.row_stride);
+                   b.dout_stride, nr, (size_t)(ke - kb), (size_t)pb->v_dim,
+                   dv0 + kb * pb->dv.row_stride, pb->dv.row_stride);
             if (pb->dbias.data)
                 for (int64_t rr = r; rr < run_end; rr++) {
                     const int64_t a = attn_max64(rows[rr].lo, kb), z = attn_min64(rows[rr].hi, ke);
@@ -385,8 +385,8 @@ static void query_block(const task_ctx *ctx, const task_plan *p, size_t index, f
                 softcap_grad(pb, p, rows, r, run_end, kb, ke, &b);
             if (with_kv)
                 pt(b.dp + r * p->block_k, p->block_k, b.q + r * b.q_stride,
-                             b.q_stride, nr, (size_t)(ke - kb), (size_t)pb->head_dim,
-                             dk0 + kb * pb->dk.row_stride, pb->dk.row_stride);
+                   b.q_stride, nr, (size_t)(ke - kb), (size_t)pb->head_dim,
+                   dk0 + kb * pb->dk.row_stride, pb->dk.row_stride);
             for (int64_t j = kb, len; j < ke; j += len) {
                 const void *kp = attn_kv_run(&ks, j, ke, &len);
                 dq_kernel(b.dp + r * p->block_k + (j - kb), p->block_k, kp, ks.stride, nr,
@@ -478,13 +478,13 @@ static void task_keys(const task_ctx *ctx, size_t index, float *scratch)
             const size_t nr = (size_t)(run_end - r);
             run_grads(dsp, pb, p, rows, g, r, run_end, kb, ke, &ks, &vs, &b, dsum_run);
             pt(b.s + r * p->block_k, p->block_k, b.dout + r * b.dout_stride,
-                         b.dout_stride, nr, (size_t)(ke - kb), (size_t)pb->v_dim,
-                         dv0 + (kb - kb0) * pb->dv.row_stride, pb->dv.row_stride);
+               b.dout_stride, nr, (size_t)(ke - kb), (size_t)pb->v_dim,
+               dv0 + (kb - kb0) * pb->dv.row_stride, pb->dv.row_stride);
             if (pb->opt.softcap > 0.0f)
                 softcap_grad(pb, p, rows, r, run_end, kb, ke, &b);
             pt(b.dp + r * p->block_k, p->block_k, b.q + r * b.q_stride, b.q_stride,
-                         nr, (size_t)(ke - kb), (size_t)pb->head_dim,
-                         dk0 + (kb - kb0) * pb->dk.row_stride, pb->dk.row_stride);
+               nr, (size_t)(ke - kb), (size_t)pb->head_dim,
+               dk0 + (kb - kb0) * pb->dk.row_stride, pb->dk.row_stride);
         }
     }
 
