@@ -195,6 +195,18 @@ double ref_bwd_forward(const ref_bwd_in *in, double *o, double *lse)
     return loss;
 }
 
+/* The bf16 mode's rounding of one summed product s a b (a, b >= 0 the
+   magnitudes of its factors with their errors; attn.h, tolerance.h
+   "backward"): both factors rounded to bfloat16, B of the product, in the
+   error and in the magnitude the sum's gamma part takes; a subnormal factor
+   or sum flushed to 0, s T (a + b + 1). */
+static void bf16_product(double s, double a, double b, double *err, double *mag)
+{
+    const double m = s * a * b;
+    *err += REF_BF16_B * m + s * REF_FLUSH * (b + a + 1.0);
+    *mag += REF_BF16_B * m;
+}
+
 void ref_bwd_grads(ref_grads *g, const ref_bwd_in *in, const float *lse_f32, const float *o_f32)
 {
     const attn_shape *s = &in->shape;
@@ -323,34 +335,24 @@ void ref_bwd_grads(ref_grads *g, const ref_bwd_in *in, const float *lse_f32, con
                         g->dq_err[row * d + t] +=
                             fabs(scale) * (S2 * fabs(k[t]) + 2.0 * TOL_ETA);
                         dq_mag[row * d + t] += fabs(scale) * (ds2 + S2) * fabs(k[t]);
-                        if (bf16) { /* dS' and k rounded (B); a subnormal factor, or a
-                                       subnormal sum, flushed: T (|k| + |dS'| + 1) */
-                            const double m = fabs(scale) * (ds2 + S2) * fabs(k[t]);
-                            g->dq_err[row * d + t] +=
-                                REF_BF16_B * m +
-                                fabs(scale) * REF_FLUSH * (fabs(k[t]) + ds2 + S2 + 1.0);
-                            dq_mag[row * d + t] += REF_BF16_B * m;
-                        }
+                        if (bf16) /* dS' and k rounded */
+                            bf16_product(fabs(scale), ds2 + S2, fabs(k[t]), &g->dq_err[row * d + t],
+                                         &dq_mag[row * d + t]);
                         g->dk_err[(kvh * lk + j) * d + t] +=
                             fabs(scale) * (S2 * fabs(q[t]) + 2.0 * TOL_ETA);
                         dk_mag[(kvh * lk + j) * d + t] += fabs(scale) * (ds2 + S2) * fabs(q[t]);
-                        if (bf16) { /* dS' and q rounded, as dq's dS' and k */
-                            const double m = fabs(scale) * (ds2 + S2) * fabs(q[t]);
-                            g->dk_err[(kvh * lk + j) * d + t] +=
-                                REF_BF16_B * m +
-                                fabs(scale) * REF_FLUSH * (fabs(q[t]) + ds2 + S2 + 1.0);
-                            dk_mag[(kvh * lk + j) * d + t] += REF_BF16_B * m;
-                        }
+                        if (bf16) /* dS' and q rounded */
+                            bf16_product(fabs(scale), ds2 + S2, fabs(q[t]),
+                                         &g->dk_err[(kvh * lk + j) * d + t],
+                                         &dk_mag[(kvh * lk + j) * d + t]);
                     }
                     for (int64_t t = 0; t < dv; t++) {
                         g->dv_err[(kvh * lk + j) * dv + t] += pe * fabs(dout[t]) + 2.0 * TOL_ETA;
                         dv_mag[(kvh * lk + j) * dv + t] += (p + pe) * fabs(dout[t]);
-                        if (bf16) { /* P and dO rounded */
-                            const double m = (p + pe) * fabs(dout[t]);
-                            g->dv_err[(kvh * lk + j) * dv + t] +=
-                                REF_BF16_B * m + REF_FLUSH * (fabs(dout[t]) + p + pe + 1.0);
-                            dv_mag[(kvh * lk + j) * dv + t] += REF_BF16_B * m;
-                        }
+                        if (bf16) /* P and dO rounded */
+                            bf16_product(1.0, p + pe, fabs(dout[t]),
+                                         &g->dv_err[(kvh * lk + j) * dv + t],
+                                         &dv_mag[(kvh * lk + j) * dv + t]);
                     }
                 }
             }
