@@ -49,6 +49,10 @@ configure() {
     ninja -C "$dir" >/dev/null
 }
 
+# "== [m:ss] what": a section of the test command, with the time since the
+# script started, so a CI log shows where its minutes go.
+section() { printf '== [%d:%02d] %s\n' $((SECONDS / 60)) $((SECONDS % 60)) "$*"; }
+
 JOBS=$(nproc)
 PASSED=0
 FAILED=0
@@ -104,7 +108,7 @@ cmd_test() {
     [ -z "${CI:-}" ] || { arm=1; system=1; }
     install_missing "${PACKAGES[@]}" "${TEST_PACKAGES[@]}"
 
-    echo "== native build (warnings as errors, AVX-512 kernels also built against SIMDe)"
+    section "native build (warnings as errors, AVX-512 kernels also built against SIMDe)"
     configure build-test -Dbuildtype=debugoptimized -Dwerror=true -Dsimde_emulation=true \
         -Dtests=enabled -Dbench=disabled
     meson_test build-test
@@ -112,7 +116,7 @@ cmd_test() {
     # One sanitizer build serves the suites and the fuzzers: clang, ASan +
     # UBSan, libFuzzer's coverage hooks (tests/fuzz/run.sh --setup), so the
     # test command compiles the library instrumented once, not twice.
-    echo "== AddressSanitizer + UndefinedBehaviorSanitizer (clang; the fuzzers' build, build-fuzz)"
+    section "AddressSanitizer + UndefinedBehaviorSanitizer (clang; the fuzzers' build, build-fuzz)"
     tests/fuzz/run.sh --setup
     ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
     UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
@@ -127,38 +131,39 @@ cmd_test() {
 
     # What the README tells users to build: meson's default buildtype
     # (release, -O3), without -Dwerror; the -O2 builds above do not prove it.
-    echo "== the README's build (default buildtype) and its smoke test"
+    section "the README's build (default buildtype) and its smoke test"
     step readme-build configure build
     step readme-smoke ./build/tests/baseline/attn-baseline-smoke
 
     # Installing as the README says: that build's `meson install` (in a
     # private mount namespace over /usr/local) used with no environment,
     # and the Python wheel (pyproject.toml) built and tested in a venv.
-    echo "== meson install as the README says; the Python wheel in a venv"
+    section "meson install as the README says; the Python wheel in a venv"
     step meson-install ci/meson-install.sh build
     step python-wheel ci/python-wheel.sh
 
-    echo "== libFuzzer (clang, ASan+UBSan): API and differential fuzzers, ${ATTN_FUZZ_SECONDS:-30} s each"
+    section "libFuzzer (clang, ASan+UBSan): API and differential fuzzers, ${ATTN_FUZZ_SECONDS:-30} s each"
     step fuzzers env ATTN_FUZZ_SECONDS="${ATTN_FUZZ_SECONDS:-30}" tests/fuzz/run.sh
 
-    echo "== ThreadSanitizer: concurrent calls, first-call dispatch race, isa_select, pools"
+    section "ThreadSanitizer: concurrent calls, first-call dispatch race, isa_select, pools"
     step tsan tests/tsan/run.sh
 
-    echo "== baseline x86-64 (qemu -cpu Nehalem: any AVX outside the ISA files traps)"
+    section "baseline x86-64 (qemu -cpu Nehalem: any AVX outside the ISA files traps)"
     step baseline-nehalem qemu-x86_64 -cpu Nehalem ./build-test/tests/baseline/attn-baseline-smoke
     step cli-nehalem qemu-x86_64 -cpu Nehalem -E LD_LIBRARY_PATH=build-test/src \
         ./build-test/tools/attn run --preset small --threads 2
 
     if [ "$system" = 1 ]; then # installs and removes packages system-wide
-        echo "== Debian packages: build, lintian, install, use from /usr, remove"
+        section "Debian packages: build, lintian, install, use from /usr, remove"
         step debian-packages ci/debian-packages.sh
     fi
 
     if [ "$arm" = 1 ]; then
-        echo "== AArch64 cross build under qemu"
+        section "AArch64 cross build under qemu"
         step aarch64 ci/aarch64-test.sh
     fi
 
+    section "end of the test command"
     echo "summary: $PASSED passed, $FAILED failed, $SKIPPED skipped"
     [ "$FAILED" = 0 ]
 }

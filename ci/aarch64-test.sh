@@ -39,7 +39,8 @@ BINFMT=/proc/sys/fs/binfmt_misc
 SUDO=()
 [ "$(id -u)" = 0 ] || SUDO=(sudo)
 
-log() { printf '== %s\n' "$*"; }
+# the time since this script started, so a CI log shows where its minutes go
+log() { printf '== [%d:%02d] %s\n' $((SECONDS / 60)) $((SECONDS % 60)) "$*"; }
 
 installed() {
     dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'
