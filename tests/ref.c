@@ -431,6 +431,61 @@ static double ref_sink(const attn_shape *shape, const attn_options *opt, int64_t
     return ref_tensor_get(opt->sinks, b, h, 0, 0);
 }
 
+/*
+ * The rows of one (batch, head) of a tensor, each decoded on first use. The
+ * reference reads a key or value row once per query row, and decoding it
+ * value by value each time (ref_tensor_get) was most of its time; the
+ * values and their order of use are the same. A row that is never read is
+ * never touched: packed and paged layouts may have no memory there. Past
+ * ROW_CACHE_MAX values the rows are not kept: each read decodes its row
+ * into `one`.
+ */
+#define ROW_CACHE_MAX ((int64_t)1 << 22)
+
+typedef struct row_cache {
+    const attn_tensor *t;
+    int64_t b, h, rows, cols;
+    double *val;         /* [rows][cols] kept, or [cols]: the last row read */
+    unsigned char *done; /* [rows]: decoded for (b, h); NULL: not kept */
+} row_cache;
+
+static void row_cache_init(row_cache *c, const attn_tensor *t, int64_t rows, int64_t cols)
+{
+    *c = (row_cache){t, -1, -1, rows, cols, NULL, NULL};
+    const int keep = rows * cols <= ROW_CACHE_MAX;
+    c->val = malloc((size_t)((keep ? rows : 1) * cols + 1) * sizeof(double));
+    if (!c->val)
+        abort();
+    if (keep)
+        c->done = xcalloc((size_t)rows + 1, 1);
+}
+
+/* Row r of (b, h), decoded. */
+static const double *row_cache_row(row_cache *c, int64_t b, int64_t h, int64_t r)
+{
+    double *row = c->val;
+    if (c->done) {
+        if (b != c->b || h != c->h) {
+            memset(c->done, 0, (size_t)c->rows);
+            c->b = b;
+            c->h = h;
+        }
+        row += r * c->cols;
+        if (c->done[r])
+            return row;
+        c->done[r] = 1;
+    }
+    for (int64_t t = 0; t < c->cols; t++)
+        row[t] = ref_tensor_get(c->t, b, h, r, t);
+    return row;
+}
+
+static void row_cache_free(row_cache *c)
+{
+    free(c->val);
+    free(c->done);
+}
+
 /* Row softmax, stats and (when v) the output of every row of r. */
 static void finish_rows(ref_attn *r, const attn_shape *shape, const attn_options *opt,
                         const attn_tensor *v, int64_t rescales, double pv_rel)
@@ -439,6 +494,9 @@ static void finish_rows(ref_attn *r, const attn_shape *shape, const attn_options
     const int64_t group = shape->q_heads / shape->kv_heads;
     /* With sinks, each row's softmax runs over lk + 1 entries, the sink last
        (exact, error 0); its weight is dropped: it has no value. */
+    row_cache vc;
+    row_cache_init(&vc, v, lk, dv);
+    double *o_acc = xcalloc((size_t)dv, sizeof(double)), *e_acc = xcalloc((size_t)dv, sizeof(double));
     double *aug = xcalloc((size_t)lk + 1, sizeof(double)),
            *aug_err = xcalloc((size_t)lk + 1, sizeof(double)),
            *aug_p = xcalloc((size_t)lk + 1, sizeof(double)),
@@ -476,49 +534,58 @@ static void finish_rows(ref_attn *r, const attn_shape *shape, const attn_options
             visible += s[j] != -INFINITY;
         const double spread =
             tol_gamma((double)visible) + (double)rescales * TOL_RESCALE;
+        /* each o_t sums its keys in order; keys outer, so that a value
+           row is decoded once per query row, not once per value */
         for (int64_t t = 0; t < dv; t++) {
-            double o = 0.0, err = 0.0;
-            if (r->row_nan[row]) {
-                o = NAN;
-            } else {
-                for (int64_t j = 0; j < lk; j++) {
-                    if (s[j] == -INFINITY)
-                        continue;
-                    double vj = ref_tensor_get(v, b, h / group, j, t);
-                    /* per-row FP8 scales (attn.h 1.6): the library rounds
-                       fl32(p_j * v_scales_j) (tolerance.h, "Per-row FP8
-                       scales"): one more relative u, and the product's
-                       underflow, absolute TOL_ETA, on that term */
-                    double row_rel = 0.0, row_abs = 0.0;
-                    if (opt && opt->v_scales) {
-                        const int64_t vg = opt->v_scale_group;
-                        vj *= ref_tensor_get(opt->v_scales, b, h / group, j, vg ? t / vg : 0);
-                        row_rel = TOL_VSCALES_REL * TOL_U;
-                        row_abs = TOL_ETA * fabs(ref_tensor_get(v, b, h / group, j, t));
-                        /* groups (tolerance.h): also a staged fl32(s v) below
-                           the normal range, off by eta, times p <= 1 */
-                        if (vg)
-                            row_abs = TOL_ETA * fmax(1.0, fabs(ref_tensor_get(v, b, h / group, j, t)));
-                    }
-                    o += p[j] * vj;
-                    /* pe[j] already holds p_j * rel_p_j + TOL_TINY; pv_rel:
-                       the precision mode's rounding of p_j and v_j */
-                    /* a zero value adds exactly 0 whatever its weight (whose
-                       bound may be infinite where the scores' is huge) */
-                    if (vj != 0.0)
-                        err += pe[j] * fabs(vj) + p[j] * fabs(vj) * (spread + pv_rel + row_rel);
-                    err += row_abs;
+            o_acc[t] = r->row_nan[row] ? NAN : 0.0;
+            e_acc[t] = 0.0;
+        }
+        for (int64_t j = 0; j < lk && !r->row_nan[row]; j++) {
+            if (s[j] == -INFINITY)
+                continue;
+            const double *vr = row_cache_row(&vc, b, h / group, j);
+            for (int64_t t = 0; t < dv; t++) {
+                double vj = vr[t];
+                /* per-row FP8 scales (attn.h 1.6): the library rounds
+                   fl32(p_j * v_scales_j) (tolerance.h, "Per-row FP8
+                   scales"): one more relative u, and the product's
+                   underflow, absolute TOL_ETA, on that term */
+                double row_rel = 0.0, row_abs = 0.0;
+                if (opt && opt->v_scales) {
+                    const int64_t vg = opt->v_scale_group;
+                    vj *= ref_tensor_get(opt->v_scales, b, h / group, j, vg ? t / vg : 0);
+                    row_rel = TOL_VSCALES_REL * TOL_U;
+                    row_abs = TOL_ETA * fabs(vr[t]);
+                    /* groups (tolerance.h): also a staged fl32(s v) below
+                       the normal range, off by eta, times p <= 1 */
+                    if (vg)
+                        row_abs = TOL_ETA * fmax(1.0, fabs(vr[t]));
                 }
-                err += TOL_U * fabs(o) + tol_under_pv((double)visible, (double)rescales);
+                o_acc[t] += p[j] * vj;
+                /* pe[j] already holds p_j * rel_p_j + TOL_TINY; pv_rel:
+                   the precision mode's rounding of p_j and v_j */
+                /* a zero value adds exactly 0 whatever its weight (whose
+                   bound may be infinite where the scores' is huge) */
+                if (vj != 0.0)
+                    e_acc[t] += pe[j] * fabs(vj) + p[j] * fabs(vj) * (spread + pv_rel + row_rel);
+                e_acc[t] += row_abs;
             }
-            r->o[row * dv + t] = o;
-            r->o_err[row * dv + t] = err;
+        }
+        for (int64_t t = 0; t < dv; t++) {
+            r->o[row * dv + t] = o_acc[t];
+            r->o_err[row * dv + t] =
+                r->row_nan[row] ? 0.0
+                                : e_acc[t] + TOL_U * fabs(o_acc[t]) +
+                                      tol_under_pv((double)visible, (double)rescales);
         }
     }
     free(aug);
     free(aug_err);
     free(aug_p);
     free(aug_pe);
+    row_cache_free(&vc);
+    free(o_acc);
+    free(e_acc);
 }
 
 /*
@@ -628,17 +695,23 @@ void ref_attn_compute_as(ref_attn *r, const attn_shape *shape, const attn_option
     const int mode = qk_mode(opt, q->dtype, kdt);
     const int64_t kg = opt && opt->k_scales ? opt->k_scale_group : 0;
     double *qd = xcalloc((size_t)d, sizeof(double)), *kd = xcalloc((size_t)d, sizeof(double));
+    row_cache qc, kc;
+    row_cache_init(&qc, q, shape->q_len, d);
+    row_cache_init(&kc, k, lk, d);
     for (int64_t b = 0; b < shape->batch; b++)
         for (int64_t h = 0; h < shape->q_heads; h++)
             for (int64_t i = 0; i < shape->q_len; i++) {
                 const int64_t row = (b * shape->q_heads + h) * shape->q_len + i;
+                const double *qr = NULL; /* decoded at its first visible key */
                 for (int64_t j = 0; j < lk; j++) {
                     double dot = 0.0, mag = 0.0, folded = 0.0;
                     const int vis = ref_visible(shape, opt, b, h, i, j);
+                    if (vis && !qr)
+                        qr = row_cache_row(&qc, b, h, i);
+                    const double *kr = vis ? row_cache_row(&kc, b, h / group, j) : NULL;
                     if (vis)
                         for (int64_t t = 0; t < d; t++) {
-                            const double qt = ref_tensor_get(q, b, h, i, t),
-                                         kt = ref_tensor_get(k, b, h / group, j, t);
+                            const double qt = qr[t], kt = kr[t];
                             qd[t] = qt;
                             kd[t] = kt;
                             dot += qt * kt;
@@ -681,6 +754,8 @@ void ref_attn_compute_as(ref_attn *r, const attn_shape *shape, const attn_option
             }
     free(qd);
     free(kd);
+    row_cache_free(&qc);
+    row_cache_free(&kc);
     const int pv_bf16 = opt && opt->precision == ATTN_PRECISION_BF16 && is_float_dtype(vdt);
     finish_rows(r, shape, opt, v, rescales, pv_bf16 ? REF_BF16_B : 0.0);
 }
