@@ -431,6 +431,10 @@ static double ref_sink(const attn_shape *shape, const attn_options *opt, int64_t
     return ref_tensor_get(opt->sinks, b, h, 0, 0);
 }
 
+/* fmax(a, b), NaN included, inline: libm's fmax was a call per term of
+   every score, 14 % of a quantized test's time. */
+static double fmax_inline(double a, double b) { return a > b || isnan(b) ? a : b; }
+
 /*
  * The rows of one (batch, head) of a tensor, each decoded on first use. The
  * reference reads a key or value row once per query row, and decoding it
@@ -716,7 +720,7 @@ void ref_attn_compute_as(ref_attn *r, const attn_shape *shape, const attn_option
                             kd[t] = kt;
                             dot += qt * kt;
                             mag += fabs(qt * kt);
-                            folded += fmax(fabs(qt), fabs(kt));
+                            folded += fmax_inline(fabs(qt), fabs(kt));
                         }
                     /* per-row FP8 scales (attn.h 1.6): the key's score is
                        dot * fl32(scale * k_scales_j), the library's f32
