@@ -698,7 +698,6 @@ void ref_attn_compute_as(ref_attn *r, const attn_shape *shape, const attn_option
     const double scale = default_scale ? 1.0 / sqrt((double)d) : (double)opt->scale;
     const int mode = qk_mode(opt, q->dtype, kdt);
     const int64_t kg = opt && opt->k_scales ? opt->k_scale_group : 0;
-    double *qd = xcalloc((size_t)d, sizeof(double)), *kd = xcalloc((size_t)d, sizeof(double));
     row_cache qc, kc;
     row_cache_init(&qc, q, shape->q_len, d);
     row_cache_init(&kc, k, lk, d);
@@ -716,8 +715,6 @@ void ref_attn_compute_as(ref_attn *r, const attn_shape *shape, const attn_option
                     if (vis)
                         for (int64_t t = 0; t < d; t++) {
                             const double qt = qr[t], kt = kr[t];
-                            qd[t] = qt;
-                            kd[t] = kt;
                             dot += qt * kt;
                             mag += fabs(qt * kt);
                             folded += fmax_inline(fabs(qt), fabs(kt));
@@ -747,7 +744,7 @@ void ref_attn_compute_as(ref_attn *r, const attn_shape *shape, const attn_option
                     if (mode == REF_QK_BF16 || mode == REF_QK_BF16_INPUTS)
                         e0 += fabs(scale) * REF_FLUSH * (folded + (double)d);
                     if (mode == REF_QK_I8 && vis)
-                        e0 += i8_error(qd, kd, d, fabs(scale));
+                        e0 += i8_error(qr, kr, d, fabs(scale));
                     if (default_scale && !(opt && opt->k_scales))
                         e0 += 2.0 * TOL_U * fabs(x);
                     if (isnan(mag) || isinf(mag))
@@ -756,8 +753,6 @@ void ref_attn_compute_as(ref_attn *r, const attn_shape *shape, const attn_option
                         finish_score(shape, opt, b, h, i, j, x, e0, &r->s_err[row * lk + j]);
                 }
             }
-    free(qd);
-    free(kd);
     row_cache_free(&qc);
     row_cache_free(&kc);
     const int pv_bf16 = opt && opt->precision == ATTN_PRECISION_BF16 && is_float_dtype(vdt);
