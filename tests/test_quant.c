@@ -606,7 +606,21 @@ static attn_options ref_options(const qproblem *P)
     return o;
 }
 
-static void check_qproblem(const attn_dsp *t, qproblem *P, int op)
+/* The float64 reference of op on P: scores and weights share one (no V,
+   no rescale), the forward has its own. */
+static void qproblem_ref(const attn_dsp *t, const qproblem *P, int op, ref_attn *r)
+{
+    const attn_shape *s = &P->shape;
+    const attn_options ro = ref_options(P);
+    const attn_dsp *sc = harness_scalar();
+    const uint32_t bk = t->block_k < sc->block_k ? t->block_k : sc->block_k;
+    ref_attn_compute_as(r, s, &ro, &P->q, &P->kf, op == 2 ? &P->vf : NULL,
+                        op == 2 ? (s->kv_len + bk - 1) / bk + 1 : 0, P->kdt, P->vdt);
+}
+
+/* Runs op on P and checks it against r, its qproblem_ref (the forward
+   scales r's output in place). */
+static void check_qproblem(const attn_dsp *t, qproblem *P, int op, ref_attn *rp)
 {
     static const char *const ops[] = {"scores", "weights", "forward"};
     const attn_shape *s = &P->shape;
@@ -619,12 +633,7 @@ static void check_qproblem(const attn_dsp *t, qproblem *P, int op)
                     P->opt.flags, (long long)P->opt.window, P->opt.kv_lens != NULL,
                     (double)P->opt.k_scale, (double)P->opt.v_scale, P->opt.k_scales != NULL,
                     P->opt.v_scales != NULL);
-    const attn_options ro = ref_options(P);
-    const attn_dsp *sc = harness_scalar();
-    const uint32_t bk = t->block_k < sc->block_k ? t->block_k : sc->block_k;
-    ref_attn r;
-    ref_attn_compute_as(&r, s, &ro, &P->q, &P->kf, op == 2 ? &P->vf : NULL,
-                        op == 2 ? (s->kv_len + bk - 1) / bk + 1 : 0, P->kdt, P->vdt);
+    const ref_attn r = *rp; /* shares rp's arrays */
     const size_t rows = (size_t)(s->batch * s->q_heads * s->q_len);
     attn_row_stats st = {P->lse, P->mx, P->ent};
     attn_status status;
@@ -660,7 +669,6 @@ static void check_qproblem(const attn_dsp *t, qproblem *P, int op)
     }
     buf_check(&P->ob, "out");
     buf_check(&P->sb, "scores");
-    ref_attn_free(&r);
 }
 
 static void run_ops(const isa_row *row, int decode)
@@ -675,9 +683,16 @@ static void run_ops(const isa_row *row, int decode)
                 /* each precision mode once (attn.h): int8 rounds Q8_0 and
                    Q4_0 scores; bf16 reads quantized caches exactly */
                 P->opt.precision = rep;
-                if ((size_t)(P->shape.batch * P->shape.q_heads * P->shape.q_len) <= 4096)
-                    for (int op = 0; op < 3; op++)
-                        check_qproblem(t, P, op);
+                if ((size_t)(P->shape.batch * P->shape.q_heads * P->shape.q_len) <= 4096) {
+                    ref_attn r;
+                    qproblem_ref(t, P, 0, &r);
+                    check_qproblem(t, P, 0, &r);
+                    check_qproblem(t, P, 1, &r);
+                    ref_attn_free(&r);
+                    qproblem_ref(t, P, 2, &r);
+                    check_qproblem(t, P, 2, &r);
+                    ref_attn_free(&r);
+                }
                 free_qproblem(P);
                 free(P);
             }
