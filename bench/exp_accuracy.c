@@ -39,9 +39,11 @@
  */
 #include <float.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "internal.h"
 
@@ -86,6 +88,21 @@ static int g_count;
 static unsigned long long g_differ[ATTN_ISA_COUNT][ATTN_ISA_COUNT];
 static int g_same_a = -1, g_same_b = -1;
 
+/* One part of the sweep, with its own results and buffers: the parts run on
+   threads, and their results are merged in the sweep's order (a worst
+   error found twice keeps its first input, as in one pass). */
+typedef struct part {
+    uint64_t lo, hi, stride; /* a range of bit patterns (patterns == NULL) */
+    const float *patterns;   /* or a list of inputs */
+    size_t count;
+    swept isas[ATTN_ISA_COUNT];
+    unsigned long long differ[ATTN_ISA_COUNT][ATTN_ISA_COUNT];
+    double ref[CHUNK];
+    float x[CHUNK];
+    float plain[ATTN_ISA_COUNT][CHUNK];
+    float mixed[CHUNK + CHUNK / (MIX_PERIOD - 1) + 1];
+} part;
+
 /* 1 when `got` is an acceptable exp(x) (ref: libm's, in double). */
 static int check_one(float x, float got, double ref, double *err)
 {
@@ -113,20 +130,19 @@ static void record(swept *s, const char *layout, float x, float got, double ref)
 }
 
 /* Runs the n inputs x[] through every swept table in both layouts. */
-static void sweep_chunk(const float *x, size_t n)
+static void sweep_chunk(part *w, const float *x, size_t n)
 {
-    static double ref[CHUNK];
-    static float plain[ATTN_ISA_COUNT][CHUNK];
-    static float mixed[CHUNK + CHUNK / (MIX_PERIOD - 1) + 1];
+    double *ref = w->ref;
+    float *mixed = w->mixed;
     for (size_t i = 0; i < n; i++)
         ref[i] = exp((double)x[i]);
     for (int k = 0; k < g_count; k++) {
-        swept *s = &g_isas[k];
-        memcpy(plain[k], x, n * sizeof *x);
-        (void)s->t->exp_sum(plain[k], n, 0.0f, NULL);
+        swept *s = &w->isas[k];
+        float *plain = w->plain[k];
+        memcpy(plain, x, n * sizeof *x);
+        (void)s->t->exp_sum(plain, n, 0.0f, NULL);
         for (size_t i = 0; i < n; i++)
-            record(s, "plain", x[i], plain[k][i], ref[i]);
-
+            record(s, "plain", x[i], plain[i], ref[i]);
         size_t m = 0;
         for (size_t i = 0; i < n; i++) {
             if (m % MIX_PERIOD == MIX_PERIOD - 1)
@@ -147,19 +163,44 @@ static void sweep_chunk(const float *x, size_t n)
     for (int a = 0; a < g_count; a++)
         for (int b = a + 1; b < g_count; b++)
             for (size_t i = 0; i < n; i++)
-                g_differ[a][b] += to_bits(plain[a][i]) != to_bits(plain[b][i]);
+                w->differ[a][b] += to_bits(w->plain[a][i]) != to_bits(w->plain[b][i]);
 }
 
-/* The patterns of [lo, hi] at `stride`, in chunks. */
-static void sweep_range(uint64_t lo, uint64_t hi, uint64_t stride)
+/* A part's inputs (its list, or the patterns of [lo, hi] at its stride),
+   in chunks. */
+static void *sweep_part(void *arg)
 {
-    static float x[CHUNK];
-    for (uint64_t u = lo; u <= hi;) {
-        size_t n = 0;
-        for (; n < CHUNK && u <= hi; n++, u += stride)
-            x[n] = from_bits((uint32_t)u);
-        sweep_chunk(x, n);
+    part *w = arg;
+    for (int k = 0; k < g_count; k++)
+        w->isas[k] = (swept){g_isas[k].t, 0.0, 0.0f, 0};
+    if (w->patterns) {
+        sweep_chunk(w, w->patterns, w->count);
+        return NULL;
     }
+    for (uint64_t u = w->lo; u <= w->hi;) {
+        size_t n = 0;
+        for (; n < CHUNK && u <= w->hi; n++, u += w->stride)
+            w->x[n] = from_bits((uint32_t)u);
+        sweep_chunk(w, w->x, n);
+    }
+    return NULL;
+}
+
+/* Adds a part's results to the totals (parts in the sweep's order). */
+static void merge_part(const part *w)
+{
+    for (int k = 0; k < g_count; k++) {
+        swept *s = &g_isas[k];
+        const swept *p = &w->isas[k];
+        if (p->worst > s->worst) {
+            s->worst = p->worst;
+            s->worst_x = p->worst_x;
+        }
+        s->bad += p->bad;
+    }
+    for (int a = 0; a < g_count; a++)
+        for (int b = a + 1; b < g_count; b++)
+            g_differ[a][b] += w->differ[a][b];
 }
 
 static int isa_index(const char *name)
@@ -231,11 +272,44 @@ int main(int argc, char **argv)
     float sx[sizeof specials / sizeof specials[0]];
     for (size_t i = 0; i < sizeof specials / sizeof specials[0]; i++)
         sx[i] = from_bits(specials[i]);
-    sweep_chunk(sx, sizeof sx / sizeof sx[0]);
 
-    sweep_range(0x80000000u, 0xffffffffu, stride); /* -0, negatives, -inf, negative NaNs */
-    sweep_range(0x00000000u, 0x00000000u, 1);      /* +0 */
-    sweep_range(0x7f800001u, 0x7fffffffu, stride); /* positive NaNs */
+    /* The parts, in the sweep's order: the special values; the patterns
+       with the sign bit set (-0, negatives, -inf, negative NaNs), split
+       evenly at the stride over one thread per CPU; +0; the positive NaNs. */
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    const int threads = cpus < 1 ? 1 : cpus > 64 ? 64 : (int)cpus;
+    const int nparts = threads + 3;
+    part *parts = calloc((size_t)nparts, sizeof *parts);
+    if (!parts) {
+        fprintf(stderr, "exp_accuracy: out of memory\n");
+        return 2;
+    }
+    parts[0].patterns = sx;
+    parts[0].count = sizeof sx / sizeof sx[0];
+    const uint64_t neg_lo = 0x80000000u, neg_n = (0xffffffffu - neg_lo) / stride + 1;
+    for (int k = 0; k < threads; k++) {
+        const uint64_t a = neg_n * (uint64_t)k / (uint64_t)threads,
+                       z = neg_n * (uint64_t)(k + 1) / (uint64_t)threads;
+        parts[1 + k] = (part){.lo = neg_lo + a * stride, .hi = neg_lo + z * stride - 1,
+                              .stride = stride};
+        if (z == a) /* an empty part: a range that ends before it starts */
+            parts[1 + k].hi = 0, parts[1 + k].lo = 1;
+    }
+    parts[threads + 1] = (part){.lo = 0x00000000u, .hi = 0x00000000u, .stride = 1};
+    parts[threads + 2] = (part){.lo = 0x7f800001u, .hi = 0x7fffffffu, .stride = stride};
+    pthread_t tid[64];
+    int started[64] = {0};
+    for (int k = 0; k < threads; k++)
+        started[k] = pthread_create(&tid[k], NULL, sweep_part, &parts[1 + k]) == 0;
+    for (int k = 0; k < nparts; k++) /* the rest here, and any part whose thread failed */
+        if (k < 1 || k > threads || !started[k - 1])
+            sweep_part(&parts[k]);
+    for (int k = 0; k < threads; k++)
+        if (started[k])
+            pthread_join(tid[k], NULL);
+    for (int k = 0; k < nparts; k++)
+        merge_part(&parts[k]);
+    free(parts);
 
     int failed = 0;
     for (int k = 0; k < g_count; k++) {
