@@ -440,9 +440,10 @@ static double fmax_inline(double a, double b) { return a > b || isnan(b) ? a : b
  * reference reads a key or value row once per query row, and decoding it
  * value by value each time (ref_tensor_get) was most of its time; the
  * values and their order of use are the same. A row that is never read is
- * never touched: packed and paged layouts may have no memory there. Past
- * ROW_CACHE_MAX values the rows are not kept: each read decodes its row
- * into `one`.
+ * never touched: packed and paged layouts may have no memory there. Rows
+ * are kept only when asked (a query row is reused through its pointer
+ * alone) and up to ROW_CACHE_MAX values; otherwise each read decodes its
+ * row into the one-row buffer.
  */
 #define ROW_CACHE_MAX ((int64_t)1 << 22)
 
@@ -453,15 +454,14 @@ typedef struct row_cache {
     unsigned char *done; /* [rows]: decoded for (b, h); NULL: not kept */
 } row_cache;
 
-static void row_cache_init(row_cache *c, const attn_tensor *t, int64_t rows, int64_t cols)
+static void row_cache_init(row_cache *c, const attn_tensor *t, int64_t rows, int64_t cols,
+                           int keep)
 {
     *c = (row_cache){t, -1, -1, rows, cols, NULL, NULL};
-    const int keep = rows * cols <= ROW_CACHE_MAX;
-    c->val = malloc((size_t)((keep ? rows : 1) * cols + 1) * sizeof(double));
-    if (!c->val)
-        abort();
+    keep = keep && rows * cols <= ROW_CACHE_MAX;
+    c->val = xcalloc((size_t)((keep ? rows : 1) * cols), sizeof(double));
     if (keep)
-        c->done = xcalloc((size_t)rows + 1, 1);
+        c->done = xcalloc((size_t)rows, 1);
 }
 
 /* Row r of (b, h), decoded. */
@@ -499,7 +499,7 @@ static void finish_rows(ref_attn *r, const attn_shape *shape, const attn_options
     /* With sinks, each row's softmax runs over lk + 1 entries, the sink last
        (exact, error 0); its weight is dropped: it has no value. */
     row_cache vc;
-    row_cache_init(&vc, v, lk, dv);
+    row_cache_init(&vc, v, lk, dv, 1);
     double *o_acc = xcalloc((size_t)dv, sizeof(double)), *e_acc = xcalloc((size_t)dv, sizeof(double));
     double *aug = xcalloc((size_t)lk + 1, sizeof(double)),
            *aug_err = xcalloc((size_t)lk + 1, sizeof(double)),
@@ -699,8 +699,8 @@ void ref_attn_compute_as(ref_attn *r, const attn_shape *shape, const attn_option
     const int mode = qk_mode(opt, q->dtype, kdt);
     const int64_t kg = opt && opt->k_scales ? opt->k_scale_group : 0;
     row_cache qc, kc;
-    row_cache_init(&qc, q, shape->q_len, d);
-    row_cache_init(&kc, k, lk, d);
+    row_cache_init(&qc, q, shape->q_len, d, 0);
+    row_cache_init(&kc, k, lk, d, 1);
     for (int64_t b = 0; b < shape->batch; b++)
         for (int64_t h = 0; h < shape->q_heads; h++)
             for (int64_t i = 0; i < shape->q_len; i++) {
