@@ -213,6 +213,29 @@ ATTN_AVX512_INLINE void load32(int dt, const unsigned char *row, size_t t, __m51
 }
 
 
+/* to_f32: n values of a row as f32 (the K/V row conversion, and the
+   Q-panel path's key block). */
+ATTN_AVX512_INLINE void to_f32(int dt, const void *src, float *dst, size_t n)
+{
+    size_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        __m512 x0 = load16(dt, src, i);
+        __m512 x1 = load16(dt, src, i + 16);
+        __m512 x2 = load16(dt, src, i + 32);
+        __m512 x3 = load16(dt, src, i + 48);
+        _mm512_storeu_ps(dst + i, x0);
+        _mm512_storeu_ps(dst + i + 16, x1);
+        _mm512_storeu_ps(dst + i + 32, x2);
+        _mm512_storeu_ps(dst + i + 48, x3);
+    }
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(dst + i, load16(dt, src, i));
+    if (i < n) {
+        __mmask16 m = attn_mask16(n - i);
+        _mm512_mask_storeu_ps(dst + i, m, maskz_load16(dt, m, src, i));
+    }
+}
+
 /* ------------------------------------------------------------------------ */
 /* qk_tile, few query rows (decode, small GQA groups): dot products along d  */
 /* ------------------------------------------------------------------------ */
@@ -391,11 +414,12 @@ ATTN_AVX512_INLINE void qk_tile_dot(int dt, const float *q, ptrdiff_t q_stride, 
    score table between passes, whose rows 8 KiB apart (L = 2048) share L1
    sets: scores at d 128 were 0.92x sgemm, now 1.0x (Zen 5). */
 #define QK_PANEL_DEPTH 128
-/* 16 rows (Lq = 4 speculative decoding of a GQA group of 4) stay on the dot
-   path: in cache it is as fast as the packed one there (215 GFLOP/s on Zen 5),
-   and it prefetches K, which the packed path does not (Lq = 4 decode 3.0x its
-   roofline on the packed path, 2.1x on this one). */
-#define QK_PACKED_MIN_ROWS 17
+/* From 9 rows on (d <= QK_PANEL_DEPTH) the scores are index-order FMA
+   chains: 9-16 rows on the Q-panel path (q transposed, a row per lane; it
+   prefetches K as the dot path does), 17 and more on packed K panels. */
+#define QK_PACKED_MIN_ROWS 9
+/* Rows up to which qk (every path for them) and pv_tile prefetch K and V. */
+#define PV_PREFETCH_MAX_ROWS 16
 /* Deeper than a panel (d > QK_PANEL_DEPTH), the partial sums pass through
    the score rows between panels: there up to 32 rows stay on the dot path
    (MLA decode, Hq 128 d 576 on Zen 5, 25-row tasks: 7.13 ms on the dot
@@ -510,9 +534,8 @@ ATTN_AVX512_INLINE void qk_panel_rows(size_t R, const float *q, ptrdiff_t q_stri
 
 ATTN_AVX512_INLINE void qk_tile_packed(int dt, const float *q, ptrdiff_t q_stride, const void *k,
                                        ptrdiff_t k_stride, size_t nq, size_t nk, size_t d,
-                                       float scale, float *s, ptrdiff_t s_stride)
+                                       float scale, float *s, ptrdiff_t s_stride, float *panel)
 {
-    _Alignas(64) float panel[QK_PANEL_DEPTH * QK_PANEL_KEYS];
     const uintptr_t kb = (uintptr_t)k_stride * unit_bytes(dt);
     for (size_t c0 = 0; c0 < nk; c0 += QK_PANEL_KEYS) {
         size_t nkeys = nk - c0 < QK_PANEL_KEYS ? nk - c0 : QK_PANEL_KEYS;
@@ -539,12 +562,118 @@ ATTN_AVX512_INLINE void qk_tile_packed(int dt, const float *q, ptrdiff_t q_strid
     }
 }
 
+/* ------------------------------------------------------------------------ */
+/* qk_tile, 9-16 query rows (Lq = 4 speculative decode of a GQA group of 4): */
+/* Q transposed, a row per lane                                              */
+/* ------------------------------------------------------------------------ */
+
+/* Keys per block of the Q-panel path: 16 accumulators, one per key. */
+#define QK_QPANEL_KEYS 16
+
+/*
+ * 16 keys' scores for the rows of qt (qt[t]: dim t of every row, a row per
+ * lane): acc[c] = sum_t qt[t] * k_c[t], one FMA chain per score in index
+ * order, as the packed path sums. kf holds the keys as f32 rows kf_stride
+ * floats apart (F32 keys: the cache itself), so each product is one FMA
+ * with a broadcast operand; the scaled sums go out transposed, a row of 16
+ * scores per query row, the first nkeys of them.
+ */
+ATTN_AVX512_INLINE void qk_qpanel_block(const float *qt, size_t d, const float *kf,
+                                        uintptr_t kf_bytes, size_t nq, size_t nkeys, float scale,
+                                        float *s, ptrdiff_t s_stride, uintptr_t pf, uintptr_t kb,
+                                        size_t bytes)
+{
+    __m512 acc[QK_QPANEL_KEYS];
+    for (size_t c = 0; c < QK_QPANEL_KEYS; c++)
+        acc[c] = _mm512_setzero_ps();
+    /* the prefetch of the 16 key rows ahead, a cache line per dim: issued
+       at once, 64-128 of them filled the miss buffers and stalled (a fifth
+       of the kernel's samples, Lq = 4 F16 decode on Zen 5) */
+    size_t pf_rows = QK_QPANEL_KEYS, pf_off = 0;
+    for (size_t t = 0; t < d; t++) {
+        const __m512 qv = _mm512_load_ps(qt + t * 16);
+        for (size_t c = 0; c < QK_QPANEL_KEYS; c++)
+            acc[c] = _mm512_fmadd_ps(
+                qv, _mm512_set1_ps(((const float *)((uintptr_t)kf + c * kf_bytes))[t]), acc[c]);
+        if (pf_rows) {
+            __builtin_prefetch((const void *)(pf + pf_off), 0, 3);
+            if ((pf_off += 64) >= bytes) {
+                pf_off = 0;
+                pf += kb;
+                pf_rows--;
+            }
+        }
+    }
+    const __m512 vscale = _mm512_set1_ps(scale);
+    for (size_t c = 0; c < QK_QPANEL_KEYS; c++)
+        acc[c] = _mm512_mul_ps(acc[c], vscale);
+    transpose16x16(acc);
+    const __mmask16 m = attn_mask16(nkeys);
+    for (size_t r = 0; r < nq; r++)
+        _mm512_mask_storeu_ps(s + (ptrdiff_t)r * s_stride, m, acc[r]);
+}
+
+/*
+ * nq <= 16 rows of d <= QK_PANEL_DEPTH dims: q transposed once per call
+ * (rows past nq are zero lanes), then per 16 keys one FMA per dim and key,
+ * each the product of the 16 rows' values with one key value: no
+ * horizontal sums, and each key value is decoded once for all the rows.
+ * F32 keys are read in place; other dtypes are decoded into a 16-row
+ * block first. The keys ahead are prefetched as the dot path does.
+ */
+ATTN_AVX512_INLINE void qk_tile_qpanel(int dt, const float *q, ptrdiff_t q_stride, const void *k,
+                                       ptrdiff_t k_stride, size_t nq, size_t nk, size_t d,
+                                       float scale, float *s, ptrdiff_t s_stride, float *scratch)
+{
+    float *qt = scratch, *kf = scratch + QK_PANEL_DEPTH * 16;
+    /* the transpose's 16 vectors in the key block's place (not yet used):
+       an array of its own would add 1 KiB to a frame that the task's stack
+       bound (ATTN_TASK_STACK_BYTES) leaves no room for */
+    __m512 *rows = (__m512 *)(void *)kf;
+    for (size_t t0 = 0; t0 < d; t0 += 16) {
+        const size_t tn = d - t0 < 16 ? d - t0 : 16;
+        const __mmask16 m = attn_mask16(tn);
+        for (size_t r = 0; r < 16; r++)
+            rows[r] = r < nq ? _mm512_maskz_loadu_ps(m, q + (ptrdiff_t)r * q_stride + (ptrdiff_t)t0)
+                             : _mm512_setzero_ps();
+        transpose16x16(rows);
+        for (size_t t = 0; t < tn; t++)
+            _mm512_store_ps(qt + (t0 + t) * 16, rows[t]);
+    }
+    const size_t unit = unit_bytes(dt), bytes = row_bytes(dt, d);
+    const uintptr_t kb = (uintptr_t)k_stride * unit;
+    const size_t ahead = attn_prefetch_rows_ahead(bytes);
+    for (size_t c0 = 0; c0 < nk; c0 += QK_QPANEL_KEYS) {
+        const size_t nkeys = nk - c0 < QK_QPANEL_KEYS ? nk - c0 : QK_QPANEL_KEYS;
+        const unsigned char *kc = row_at(k, c0, kb);
+        const uintptr_t pf = (uintptr_t)k + (uintptr_t)(c0 + ahead) * kb;
+        /* (one call site: each inlined copy of the block adds its spills to
+           the frame) */
+        const int direct = dt == ATTN_KV_F32 && nkeys == QK_QPANEL_KEYS;
+        for (size_t c = 0; !direct && c < QK_QPANEL_KEYS; c++)
+            if (c < nkeys)
+                to_f32(dt, row_at(kc, c, kb), kf + c * QK_PANEL_DEPTH, d);
+            else
+                memset(kf + c * QK_PANEL_DEPTH, 0, d * sizeof(float));
+        qk_qpanel_block(qt, d, direct ? (const float *)kc : kf,
+                        direct ? kb : QK_PANEL_DEPTH * sizeof(float), nq, nkeys, scale, s + c0,
+                        s_stride, pf, kb, bytes);
+    }
+}
+
 ATTN_AVX512_INLINE void qk_tile(int dt, const float *q, ptrdiff_t q_stride, const void *k,
                                 ptrdiff_t k_stride, size_t nq, size_t nk, size_t d, float scale,
                                 float *s, ptrdiff_t s_stride)
 {
-    if (qk_packed(nq, d))
-        qk_tile_packed(dt, q, q_stride, k, k_stride, nq, nk, d, scale, s, s_stride);
+    /* one 16 KiB scratch for either path: a task's stack has a bound
+       (ATTN_TASK_STACK_BYTES), which two frames would pass */
+    _Alignas(64) float scratch[QK_PANEL_DEPTH * QK_PANEL_KEYS];
+    _Static_assert(QK_PANEL_DEPTH * QK_PANEL_KEYS >= QK_PANEL_DEPTH * (16 + QK_QPANEL_KEYS),
+                   "the Q-panel path's q and key blocks fit the scratch");
+    if (qk_packed(nq, d) && nq <= 16)
+        qk_tile_qpanel(dt, q, q_stride, k, k_stride, nq, nk, d, scale, s, s_stride, scratch);
+    else if (qk_packed(nq, d))
+        qk_tile_packed(dt, q, q_stride, k, k_stride, nq, nk, d, scale, s, s_stride, scratch);
     else
         qk_tile_dot(dt, q, q_stride, k, k_stride, nq, nk, d, scale, s, s_stride);
 }
@@ -751,8 +880,10 @@ ATTN_AVX512_INLINE void pv_tile_at(int dt, const float *p, ptrdiff_t p_stride, p
                                    const void *v, ptrdiff_t v_stride, size_t nq, size_t nk,
                                    size_t dv, float *acc, ptrdiff_t acc_stride)
 {
-    /* few rows: the first column pass prefetches whole V rows ahead */
-    const int few = nq < QK_PACKED_MIN_ROWS;
+    /* few rows (decode, up to Lq = 4 of a GQA group of 4): each V row is
+       used by few FMAs, so the first column pass prefetches whole V rows
+       ahead */
+    const int few = nq <= PV_PREFETCH_MAX_ROWS;
     const size_t pf = few ? row_bytes(dt, dv) : 0;
     const uintptr_t vb = (uintptr_t)v_stride * unit_bytes(dt);
     for (size_t j0 = 0; j0 < dv; j0 += 64) {
@@ -786,31 +917,6 @@ ATTN_AVX512_INLINE void pv_tile(int dt, const float *p, ptrdiff_t p_stride, cons
                                 ptrdiff_t acc_stride)
 {
     pv_tile_at(dt, p, p_stride, 1, v, v_stride, nq, nk, dv, acc, acc_stride);
-}
-
-/* ------------------------------------------------------------------------ */
-/* to_f32                                                                    */
-/* ------------------------------------------------------------------------ */
-
-ATTN_AVX512_INLINE void to_f32(int dt, const void *src, float *dst, size_t n)
-{
-    size_t i = 0;
-    for (; i + 64 <= n; i += 64) {
-        __m512 x0 = load16(dt, src, i);
-        __m512 x1 = load16(dt, src, i + 16);
-        __m512 x2 = load16(dt, src, i + 32);
-        __m512 x3 = load16(dt, src, i + 48);
-        _mm512_storeu_ps(dst + i, x0);
-        _mm512_storeu_ps(dst + i + 16, x1);
-        _mm512_storeu_ps(dst + i + 32, x2);
-        _mm512_storeu_ps(dst + i + 48, x3);
-    }
-    for (; i + 16 <= n; i += 16)
-        _mm512_storeu_ps(dst + i, load16(dt, src, i));
-    if (i < n) {
-        __mmask16 m = attn_mask16(n - i);
-        _mm512_mask_storeu_ps(dst + i, m, maskz_load16(dt, m, src, i));
-    }
 }
 
 #endif /* ATTN_X86_TILE_AVX512_BODY_H */
