@@ -18,9 +18,10 @@ PACKAGES=(meson ninja-build pkg-config cmake gcc g++ libsleef-dev libcpu-feature
           clang libclang-rt-14-dev libopenmpi-dev openmpi-bin)
 # Only the tests need PyTorch (libattn.torch is checked against torch's autograd),
 # man-db (the man-pages test renders attn(1) and libattn(3) with man's warnings on),
-# the wheel's tools (ci/python-wheel.sh: meson-python, build, venv) and mypy
+# the wheel's tools (ci/python-wheel.sh: meson-python, build, venv; patchelf,
+# which meson-python only recommends and `python3 -m build` requires) and mypy
 # (test_typing.py checks the type stub as a user's type checker reads it).
-TEST_PACKAGES=(python3-torch man-db python3-mesonpy python3-build python3-venv mypy)
+TEST_PACKAGES=(python3-torch man-db python3-mesonpy python3-build python3-venv patchelf mypy)
 
 install_missing() {
     local missing=() p

@@ -10,7 +10,8 @@
 # (gpt_oss_sinks.py, and train_gpt.py for 10 steps with --check).
 #
 #   ci/python-wheel.sh      (Debian 12: python3-build, python3-mesonpy,
-#                            python3-venv, python3-pip; build.sh installs them)
+#                            python3-venv, python3-pip, patchelf; build.sh
+#                            installs them)
 #
 # Exit status 0 when the wheel builds, installs and passes.
 set -euo pipefail
