@@ -416,9 +416,11 @@ ATTN_AVX512_INLINE void qk_tile_dot(int dt, const float *q, ptrdiff_t q_stride, 
 #define QK_PANEL_DEPTH 128
 /* From 9 rows on (d <= QK_PANEL_DEPTH) the scores are index-order FMA
    chains: 9-16 rows on the Q-panel path (q transposed, a row per lane; it
-   prefetches K as the dot path does), 17 and more on packed K panels. */
+   prefetches K ahead, as the dot path does), 17 and more on packed K
+   panels (which do not prefetch). */
 #define QK_PACKED_MIN_ROWS 9
-/* Rows up to which qk (every path for them) and pv_tile prefetch K and V. */
+/* Rows up to which pv_tile prefetches V (the few-row regime, whose qk paths
+   prefetch K). */
 #define PV_PREFETCH_MAX_ROWS 16
 /* Deeper than a panel (d > QK_PANEL_DEPTH), the partial sums pass through
    the score rows between panels: there up to 32 rows stay on the dot path
@@ -573,10 +575,11 @@ ATTN_AVX512_INLINE void qk_tile_packed(int dt, const float *q, ptrdiff_t q_strid
 /*
  * 16 keys' scores for the rows of qt (qt[t]: dim t of every row, a row per
  * lane): acc[c] = sum_t qt[t] * k_c[t], one FMA chain per score in index
- * order, as the packed path sums. kf holds the keys as f32 rows kf_stride
- * floats apart (F32 keys: the cache itself), so each product is one FMA
+ * order, as the packed path sums. kf holds the keys as f32 rows kf_bytes
+ * bytes apart (F32 keys: the cache itself), so each product is one FMA
  * with a broadcast operand; the scaled sums go out transposed, a row of 16
- * scores per query row, the first nkeys of them.
+ * scores per query row, the first nkeys of them. pf: the first of the 16
+ * key rows to prefetch (kb bytes apart, `bytes` each).
  */
 ATTN_AVX512_INLINE void qk_qpanel_block(const float *qt, size_t d, const float *kf,
                                         uintptr_t kf_bytes, size_t nq, size_t nkeys, float scale,
@@ -619,7 +622,8 @@ ATTN_AVX512_INLINE void qk_qpanel_block(const float *qt, size_t d, const float *
  * each the product of the 16 rows' values with one key value: no
  * horizontal sums, and each key value is decoded once for all the rows.
  * F32 keys are read in place; other dtypes are decoded into a 16-row
- * block first. The keys ahead are prefetched as the dot path does.
+ * block first. The keys ATTN_PREFETCH_BYTES ahead (prefetch.h) are
+ * prefetched during each block's FMAs, one cache line per dimension.
  */
 ATTN_AVX512_INLINE void qk_tile_qpanel(int dt, const float *q, ptrdiff_t q_stride, const void *k,
                                        ptrdiff_t k_stride, size_t nq, size_t nk, size_t d,
