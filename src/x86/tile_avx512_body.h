@@ -428,9 +428,10 @@ ATTN_AVX512_INLINE void qk_tile_dot(int dt, const float *q, ptrdiff_t q_stride, 
    path against 8.25 packed). */
 #define QK_PACKED_MIN_ROWS_DEEP 33
 
-/* Whether qk_tile (and qk_diag, which must sum as it does) packs K panels
-   for nq rows of d dims. */
-ATTN_AVX512_INLINE int qk_packed(size_t nq, size_t d)
+/* Whether qk_tile (and qk_diag, which must sum as it does) sums the scores
+   of nq rows of d dims in index order (the Q-panel or packed K panels) or
+   on the dot path. */
+ATTN_AVX512_INLINE int qk_index_order(size_t nq, size_t d)
 {
     return nq >= (d > QK_PANEL_DEPTH ? QK_PACKED_MIN_ROWS_DEEP : QK_PACKED_MIN_ROWS);
 }
@@ -569,7 +570,9 @@ ATTN_AVX512_INLINE void qk_tile_packed(int dt, const float *q, ptrdiff_t q_strid
 /* Q transposed, a row per lane                                              */
 /* ------------------------------------------------------------------------ */
 
-/* Keys per block of the Q-panel path: 16 accumulators, one per key. */
+/* Rows of the Q-panel path (one per lane) and keys per block (16
+   accumulators, one per key). */
+#define QK_QPANEL_ROWS 16
 #define QK_QPANEL_KEYS 16
 
 /*
@@ -629,7 +632,7 @@ ATTN_AVX512_INLINE void qk_tile_qpanel(int dt, const float *q, ptrdiff_t q_strid
                                        ptrdiff_t k_stride, size_t nq, size_t nk, size_t d,
                                        float scale, float *s, ptrdiff_t s_stride, float *scratch)
 {
-    float *qt = scratch, *kf = scratch + QK_PANEL_DEPTH * 16;
+    float *qt = scratch, *kf = scratch + QK_PANEL_DEPTH * QK_QPANEL_ROWS;
     /* the transpose's 16 vectors in the key block's place (not yet used):
        an array of its own would add 1 KiB to a frame that the task's stack
        bound (ATTN_TASK_STACK_BYTES) leaves no room for */
@@ -672,14 +675,15 @@ ATTN_AVX512_INLINE void qk_tile(int dt, const float *q, ptrdiff_t q_stride, cons
     /* one 16 KiB scratch for either path: a task's stack has a bound
        (ATTN_TASK_STACK_BYTES), which two frames would pass */
     _Alignas(64) float scratch[QK_PANEL_DEPTH * QK_PANEL_KEYS];
-    _Static_assert(QK_PANEL_DEPTH * QK_PANEL_KEYS >= QK_PANEL_DEPTH * (16 + QK_QPANEL_KEYS),
+    _Static_assert(QK_PANEL_DEPTH * QK_PANEL_KEYS >=
+                       QK_PANEL_DEPTH * (QK_QPANEL_ROWS + QK_QPANEL_KEYS),
                    "the Q-panel path's q and key blocks fit the scratch");
-    if (qk_packed(nq, d) && nq <= 16)
-        qk_tile_qpanel(dt, q, q_stride, k, k_stride, nq, nk, d, scale, s, s_stride, scratch);
-    else if (qk_packed(nq, d))
-        qk_tile_packed(dt, q, q_stride, k, k_stride, nq, nk, d, scale, s, s_stride, scratch);
-    else
+    if (!qk_index_order(nq, d))
         qk_tile_dot(dt, q, q_stride, k, k_stride, nq, nk, d, scale, s, s_stride);
+    else if (nq <= QK_QPANEL_ROWS)
+        qk_tile_qpanel(dt, q, q_stride, k, k_stride, nq, nk, d, scale, s, s_stride, scratch);
+    else
+        qk_tile_packed(dt, q, q_stride, k, k_stride, nq, nk, d, scale, s, s_stride, scratch);
 }
 
 /*
@@ -693,7 +697,7 @@ ATTN_AVX512_INLINE void qk_diag(int dt, const float *q, ptrdiff_t q_stride,
                                 const void *const *rows, size_t nq, size_t d, float scale,
                                 float *s)
 {
-    if (!qk_packed(nq, d)) {
+    if (!qk_index_order(nq, d)) {
         for (size_t r = 0; r < nq; r++)
             qk_dot_block(dt, 1, 1, q + (ptrdiff_t)r * q_stride, 0, rows[r], 0, d, scale, s + r,
                          1);
