@@ -95,6 +95,10 @@
     ATTN_SLOTS_DOT_BF16(R, f32, a) ATTN_SLOTS_DOT_BF16(R, f16, a)                            \
     ATTN_SLOTS_DOT_BF16(R, bf16, a) ATTN_SLOTS_DOT_BWD(R, f32, a)
 #define ATTN_FILE_dot_i8(R, a) ATTN_SLOTS_DOT_I8(R, q8_0, a) ATTN_SLOTS_DOT_I8(R, q4_0, a)
+/* dot_i8's kernels from the same source on another instruction (the AVX2
+   table's EVEX vpdpbusd, src/x86/dot_i8_evex_avx2.c): listed before
+   dot_i8, whose init then stores over it where the CPU has both. */
+#define ATTN_FILE_dot_i8_evex(R, a) ATTN_FILE_dot_i8(R, a)
 
 /*
  * The kernel list: per ISA of the registry (src/isa_list.h, by its name),
@@ -126,13 +130,16 @@
  * in longer runs (measured faster than 128).
  */
 #define ATTN_BLOCKS_avx2 48, 256
-/* dot_i8: AVX-VNNI (VEX vpdpbusd: Alder Lake, Sapphire Rapids, Zen 5; not
-   Zen 4, whose vpdpbusd is AVX-512's). No bf16 file: AVX2-class CPUs have
-   no bf16 dot product outside AVX-512 (AVX-NE-CONVERT only converts).
+/* dot_i8: AVX-VNNI (VEX vpdpbusd: Alder Lake, Sapphire Rapids, Zen 5);
+   dot_i8_evex, the same kernel on AVX512_VNNI's EVEX vpdpbusd at 256 bits,
+   where AVX-VNNI is missing (Zen 4, whose default table this is; Ice Lake
+   and Cascade Lake under ATTN_ISA=avx2). No bf16 file: AVX2-class CPUs
+   have no bf16 dot product outside AVX-512 (AVX-NE-CONVERT only converts).
    store: also the AVX-512 table's (it has no store file of its own). */
 #define ATTN_KERNELS_avx2(F, a)                                                             \
     F(tile, 0, a) F(quant, 0, a) F(row, 0, a) F(alibi, 0, a) F(merge, 0, a)                 \
-    F(backward, 0, a) F(dot_i8, ATTN_CPU_AVX_VNNI, a) F(store, 0, a)
+    F(backward, 0, a) F(dot_i8_evex, ATTN_CPU_AVX512_VNNI, a)                               \
+    F(dot_i8, ATTN_CPU_AVX_VNNI, a) F(store, 0, a)
 
 /*
  * 64 query rows amortise qk_tile's packed key panel

@@ -56,6 +56,10 @@ typedef struct checkasm {
     int dt;
     int failed_here;     /* failures of the current row */
     long checked, failures;
+    /* rows of the table under test already run: a slot two files fill
+       (dot_i8_evex, then dot_i8 over it) holds one kernel, checked once */
+    const char *done_slot[128];
+    int done_dt[128], n_done;
 } checkasm;
 
 static uint64_t next(checkasm *c)
@@ -1023,12 +1027,28 @@ static void run_row(checkasm *c, const char *slot, const char *dt_name, int dt,
              dt, dtype_name(dt));
         return;
     }
+    for (int i = 0; i < c->n_done; i++)
+        if (c->done_dt[i] == dt && !strcmp(c->done_slot[i], slot))
+            return;
+    if (c->n_done < (int)(sizeof c->done_dt / sizeof c->done_dt[0])) {
+        c->done_slot[c->n_done] = slot;
+        c->done_dt[c->n_done++] = dt;
+    }
     c->slot = slot;
     c->dt_name = dt_name;
     c->dt = dt;
     c->failed_here = 0;
     c->checked++;
     check(c);
+}
+
+/* The table under test from here on. */
+static void use_table(checkasm *c, const attn_dsp *t, const char *name, uint64_t rng)
+{
+    c->t = t;
+    c->isa = name;
+    c->rng = rng;
+    c->n_done = 0;
 }
 
 /* Every slot of a table holds a kernel (for KV slots, every K/V dtype);
@@ -1065,12 +1085,11 @@ static const attn_dsp *begin_isa(checkasm *c, attn_isa isa, const char *name)
         printf("%-8s skipped: %s\n", name, attn_isa_built(isa) ? "this CPU lacks it" : "not built");
         return NULL;
     }
-    c->t = t;
-    c->isa = name;
-    c->rng = c->seed ^ (0x9e3779b97f4a7c15ull * (uint64_t)(isa + 1));
+    use_table(c, t, name, c->seed ^ (0x9e3779b97f4a7c15ull * (uint64_t)(isa + 1)));
     check_complete(c, t);
     return t;
 }
+
 
 #define CA_ROW(s_, dt, kind, c) run_row(c, #s_, #dt, ATTN_KV_IDX(dt), check_##s_);
 #define CA_FILE(file, need, c) ATTN_FILE_##file(CA_ROW, c)
@@ -1082,9 +1101,48 @@ static const attn_dsp *begin_isa(checkasm *c, attn_isa isa, const char *name)
             printf("%-8s %s\n", #name, c->failures == before ? "ok" : "FAILED");           \
     }
 
+#if HAVE_AVX2
+void attn_dsp_init_avx2(attn_dsp *t);
+
+/*
+ * The AVX2 table as dispatch builds it for a CPU with AVX512_VNNI and
+ * without AVX-VNNI (Zen 4, whose default table it is): the registry's
+ * init over the scalar table with those CPU bits. Its int8 kernels must be
+ * the dot_i8_evex file's; they are checked natively where this CPU has
+ * both forms (elsewhere the avx2 row checks the one its table holds).
+ */
+static void check_avx2_evex(checkasm *c)
+{
+    const char *row = "avx2-evex";
+    const unsigned cpu = attn_cpu_detect(),
+                   need = ATTN_CPU_AVX2 | ATTN_CPU_AVX512_VNNI | ATTN_CPU_AVX_VNNI;
+    if ((c->only_isa && strcmp(c->only_isa, row) != 0) || !attn_dsp_for_isa(ATTN_ISA_AVX2) ||
+        (cpu & need) != need)
+        return;
+    static attn_dsp t;
+    t = *attn_dsp_for_isa(ATTN_ISA_SCALAR);
+    t.cpu = cpu & ~ATTN_CPU_AVX_VNNI;
+    attn_dsp_init_avx2(&t);
+    use_table(c, &t, row, c->seed ^ 0x7f4a7c159e3779b9ull);
+    const long before = c->failures;
+    if (t.qk_i8[ATTN_KV_Q8_0] == c->ref->qk_i8[ATTN_KV_Q8_0] ||
+        t.qk_i8[ATTN_KV_Q8_0] == attn_dsp_for_isa(ATTN_ISA_AVX2)->qk_i8[ATTN_KV_Q8_0]) {
+        c->slot = "qk_i8", c->dt_name = "q8_0";
+        fail(c, "without AVX-VNNI the AVX2 table does not hold dot_i8_evex's kernel");
+    } else {
+        ATTN_FILE_dot_i8_evex(CA_ROW, c)
+    }
+    if (!c->bench)
+        printf("%-8s %s\n", row, c->failures == before ? "ok" : "FAILED");
+}
+#endif
+
 static void walk(checkasm *c)
 {
     ATTN_ISA_LIST(CA_ISA)
+#if HAVE_AVX2
+    check_avx2_evex(c);
+#endif
 #ifdef ATTN_TEST_AVX512_EMU
     /* The kernels built against SIMDe (tests/emu_tables.h), each row over
        its ISA's kernel list as the real table is. */
@@ -1092,9 +1150,7 @@ static void walk(checkasm *c)
     if (!c->only_isa || !strcmp(c->only_isa, row)) {                                        \
         const attn_dsp *t_ = table();                                                       \
         if (t_) {                                                                           \
-            c->t = t_;                                                                      \
-            c->isa = row;                                                                   \
-            c->rng = c->seed ^ 0x5bd1e995ull ^ (uint64_t)t_->isa;                          \
+            use_table(c, t_, row, c->seed ^ 0x5bd1e995ull ^ (uint64_t)t_->isa);              \
             check_complete(c, t_);                                                          \
             const long before = c->failures;                                                \
             ATTN_KERNELS_##name(CA_FILE, c)                                                 \

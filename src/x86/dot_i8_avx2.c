@@ -5,8 +5,14 @@
  * Sapphire Rapids, Zen 5 and later): src/x86/dot_i8_body.h's qk_i8, shared
  * with the AVX-512 kernel, with 8 keys a vector. Built with -mavxvnni on top
  * of the ISA's flags (src/x86/meson.build), installed only on CPUs that
- * have it (ATTN_CPU_AVX_VNNI, src/cpu.c). Zen 4 has vpdpbusd only in its
- * EVEX form (AVX512_VNNI), which its default AVX-512 table uses.
+ * have it (ATTN_CPU_AVX_VNNI, src/cpu.c).
+ *
+ * src/x86/dot_i8_evex_avx2.c builds this file again with the EVEX vpdpbusd
+ * on 256-bit vectors (AVX512_VNNI with AVX512VL), the dot_i8_evex file:
+ * Zen 4 has vpdpbusd only in that form, and its default table is AVX2's
+ * (AVX-512 is not its default, src/isa_list.h), so without it the int8
+ * mode computed there as the default mode does. Both instructions give the
+ * same int32 sums, so the two files give the same bits.
  *
  * tests/emu builds it a second time with the AVX-VNNI instruction from
  * SIMDe (ATTN_SIMDE_EMU: everything else is plain AVX2), so that its
@@ -20,8 +26,12 @@
 #define i8_dpbusd(acc, u8, s8) simde_mm256_dpbusd_epi32(acc, u8, s8)
 #define ATTN_DOT_I8_AVX2_EXT avx2_emu
 #else
-#define i8_dpbusd(acc, u8, s8) _mm256_dpbusd_avx_epi32(acc, u8, s8)
 #define ATTN_DOT_I8_AVX2_EXT avx2
+#ifdef ATTN_DOT_I8_EVEX
+#define i8_dpbusd(acc, u8, s8) _mm256_dpbusd_epi32(acc, u8, s8)
+#else
+#define i8_dpbusd(acc, u8, s8) _mm256_dpbusd_avx_epi32(acc, u8, s8)
+#endif
 #endif
 
 #define I8_KEYS 8
@@ -86,4 +96,8 @@ I8_INLINE void i8_pack(int dt, const unsigned char *k, uintptr_t kb, size_t nkey
     }
 }
 
+#ifdef ATTN_DOT_I8_EVEX
+ATTN_TILE_FILE(dot_i8_evex, avx2, ATTN_DOT_I8_AVX2_EXT)
+#else
 ATTN_TILE_FILE(dot_i8, avx2, ATTN_DOT_I8_AVX2_EXT)
+#endif
