@@ -1093,56 +1093,85 @@ static const attn_dsp *begin_isa(checkasm *c, attn_isa isa, const char *name)
 
 #define CA_ROW(s_, dt, kind, c) run_row(c, #s_, #dt, ATTN_KV_IDX(dt), check_##s_);
 #define CA_FILE(file, need, c) ATTN_FILE_##file(CA_ROW, c)
+
+/*
+ * A file that needs CPU bits beyond its ISA's, alone: the ISA's table as
+ * dispatch builds it for a CPU with only the ISA's bit and the file's
+ * (its base table, then the registry's init), so that no file listed
+ * after it stores over its kernels. Where this CPU's own table holds
+ * another file's kernel in one of its slots (AVX-VNNI's dot_i8 over
+ * dot_i8_evex on Zen 5 or Sapphire Rapids), the row "<isa>+<file>" checks
+ * the file's kernels on that table, which would otherwise go unchecked
+ * here; where the table holds them, its row has. A slot still holding the
+ * base table's kernel (or none) means the file's init did not run with the
+ * bits the list names: a failure.
+ */
+typedef struct isa_row {
+    attn_isa id, base;
+    unsigned cpu;
+    void (*init)(attn_dsp *);
+    const char *name;
+} isa_row;
+
+static const attn_dsp *alone_table(const isa_row *isa, unsigned need)
+{
+    static attn_dsp t;
+    const attn_dsp *base = attn_dsp_for_isa(isa->base);
+    if (!base || !isa->init)
+        return NULL;
+    t = *base;
+    t.cpu = isa->cpu | need;
+    isa->init(&t);
+    return &t;
+}
+
+/* "<isa>+<file>", the row's name while it runs. */
+static const char *alone_name(const isa_row *isa, const char *file)
+{
+    static char name[64];
+    snprintf(name, sizeof name, "%s+%s", isa->name, file);
+    return name;
+}
+
+#define CA_SHADOWED(s_, dt, kind, t) shadowed |= ATTN_SLOT(t, s_, dt, kind) != ATTN_SLOT(own, s_, dt, kind);
+#define CA_MISSING(s_, dt, kind, t) missing |= ATTN_SLOT(t, s_, dt, kind) == ATTN_SLOT(base_, s_, dt, kind);
+#define CA_ALONE(file, need, isa)                                                           \
+    if ((need) != 0 && (attn_cpu_detect() & (unsigned)(need)) == (unsigned)(need)) {        \
+        const attn_dsp *own = attn_dsp_for_isa((isa)->id), *t_ = alone_table(isa, need);    \
+        const attn_dsp *base_ = attn_dsp_for_isa((isa)->base);                              \
+        const char *row_ = alone_name(isa, #file);                                          \
+        int shadowed = 0, missing = 0;                                                      \
+        if (own && t_) {                                                                    \
+            ATTN_FILE_##file(CA_SHADOWED, t_) ATTN_FILE_##file(CA_MISSING, t_)              \
+        }                                                                                   \
+        if ((shadowed || missing) && (!c->only_isa || !strcmp(c->only_isa, row_))) {        \
+            use_table(c, t_, row_, c->seed ^ 0x7f4a7c159e3779b9ull ^ (uint64_t)(need));     \
+            const long before_ = c->failures;                                                \
+            if (missing) {                                                                  \
+                c->slot = #file, c->dt_name = "-";                                          \
+                fail(c, "the table built with the bits the list names lacks the file's kernels"); \
+            } else {                                                                        \
+                ATTN_FILE_##file(CA_ROW, c)                                                 \
+            }                                                                               \
+            if (!c->bench)                                                                  \
+                printf("%-8s %s\n", row_, c->failures == before_ ? "ok" : "FAILED");         \
+        }                                                                                   \
+    }
+
 #define CA_ISA(ID, name, cpu, init, base, have)                                             \
     if (begin_isa(c, ATTN_ISA_##ID, #name)) {                                               \
         const long before = c->failures;                                                    \
         ATTN_KERNELS_##name(CA_FILE, c)                                                     \
         if (!c->bench)                                                                      \
             printf("%-8s %s\n", #name, c->failures == before ? "ok" : "FAILED");           \
+        const isa_row isa_ = {ATTN_ISA_##ID, ATTN_ISA_##base, cpu, ATTN_IF_SET(have, init), \
+                              #name};                                                       \
+        ATTN_KERNELS_##name(CA_ALONE, &isa_)                                                \
     }
-
-#if HAVE_AVX2
-void attn_dsp_init_avx2(attn_dsp *t);
-
-/*
- * The AVX2 table as dispatch builds it for a CPU with AVX512_VNNI and
- * without AVX-VNNI (Zen 4, whose default table it is): the registry's
- * init over the scalar table with those CPU bits. Its int8 kernels must be
- * the dot_i8_evex file's; they are checked natively where this CPU has
- * both forms (elsewhere the avx2 row checks the one its table holds).
- */
-static void check_avx2_evex(checkasm *c)
-{
-    const char *row = "avx2-evex";
-    const unsigned cpu = attn_cpu_detect(),
-                   need = ATTN_CPU_AVX2 | ATTN_CPU_AVX512_VNNI | ATTN_CPU_AVX_VNNI;
-    if ((c->only_isa && strcmp(c->only_isa, row) != 0) || !attn_dsp_for_isa(ATTN_ISA_AVX2) ||
-        (cpu & need) != need)
-        return;
-    static attn_dsp t;
-    t = *attn_dsp_for_isa(ATTN_ISA_SCALAR);
-    t.cpu = cpu & ~ATTN_CPU_AVX_VNNI;
-    attn_dsp_init_avx2(&t);
-    use_table(c, &t, row, c->seed ^ 0x7f4a7c159e3779b9ull);
-    const long before = c->failures;
-    if (t.qk_i8[ATTN_KV_Q8_0] == c->ref->qk_i8[ATTN_KV_Q8_0] ||
-        t.qk_i8[ATTN_KV_Q8_0] == attn_dsp_for_isa(ATTN_ISA_AVX2)->qk_i8[ATTN_KV_Q8_0]) {
-        c->slot = "qk_i8", c->dt_name = "q8_0";
-        fail(c, "without AVX-VNNI the AVX2 table does not hold dot_i8_evex's kernel");
-    } else {
-        ATTN_FILE_dot_i8_evex(CA_ROW, c)
-    }
-    if (!c->bench)
-        printf("%-8s %s\n", row, c->failures == before ? "ok" : "FAILED");
-}
-#endif
 
 static void walk(checkasm *c)
 {
     ATTN_ISA_LIST(CA_ISA)
-#if HAVE_AVX2
-    check_avx2_evex(c);
-#endif
 #ifdef ATTN_TEST_AVX512_EMU
     /* The kernels built against SIMDe (tests/emu_tables.h), each row over
        its ISA's kernel list as the real table is. */
