@@ -20,6 +20,9 @@
 #ifndef HWCAP2_BF16
 #define HWCAP2_BF16 (1ul << 14)
 #endif
+#ifndef HWCAP2_I8MM
+#define HWCAP2_I8MM (1ul << 13)
+#endif
 #elif defined(CPU_FEATURES_ARCH_AARCH64)
 #include <cpuinfo_aarch64.h>
 #endif
@@ -61,11 +64,14 @@ unsigned attn_cpu_detect(void)
     if (hwcap & HWCAP_SVE)
         flags |= ATTN_CPU_SVE;
     /* the dot files' extra instructions (src/kernel_list.h): SDOT and
-       BFDOT come separately (Neoverse N1 has the first only) */
+       BFDOT come separately (Neoverse N1 has the first only), SMMLA with
+       FEAT_I8MM */
     if (hwcap & HWCAP_ASIMDDP)
         flags |= ATTN_CPU_NEON_DOTPROD;
     if (hwcap2 & HWCAP2_BF16)
         flags |= ATTN_CPU_NEON_BF16;
+    if (hwcap2 & HWCAP2_I8MM)
+        flags |= ATTN_CPU_NEON_I8MM;
 #elif defined(CPU_FEATURES_ARCH_AARCH64)
     const Aarch64Features f = GetAarch64Info().features;
     flags |= ATTN_CPU_NEON; /* baseline on AArch64 */
@@ -75,6 +81,8 @@ unsigned attn_cpu_detect(void)
         flags |= ATTN_CPU_NEON_DOTPROD;
     if (f.bf16 != 0)
         flags |= ATTN_CPU_NEON_BF16;
+    if (f.i8mm != 0)
+        flags |= ATTN_CPU_NEON_I8MM;
 #endif
     return flags;
 }

@@ -201,6 +201,8 @@ typedef attn_qk_tile_fn attn_qk_i8_fn;
 /* With ATTN_CPU_AVX2 only: AVX-VNNI, vpdpbusd in its VEX form on 256-bit
    vectors (Alder Lake, Sapphire Rapids, Zen 5). */
 #define ATTN_CPU_AVX_VNNI (1u << 9)
+/* With ATTN_CPU_NEON only: FEAT_I8MM, SMMLA (Neoverse V1, N2, V2). */
+#define ATTN_CPU_NEON_I8MM (1u << 10)
 
 #include "kernel_list.h" /* after the ATTN_KV_* values: it names them */
 

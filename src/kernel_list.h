@@ -95,10 +95,13 @@
     ATTN_SLOTS_DOT_BF16(R, f32, a) ATTN_SLOTS_DOT_BF16(R, f16, a)                            \
     ATTN_SLOTS_DOT_BF16(R, bf16, a) ATTN_SLOTS_DOT_BWD(R, f32, a)
 #define ATTN_FILE_dot_i8(R, a) ATTN_SLOTS_DOT_I8(R, q8_0, a) ATTN_SLOTS_DOT_I8(R, q4_0, a)
-/* dot_i8's kernels from the same source on another instruction (the AVX2
-   table's EVEX vpdpbusd, src/x86/dot_i8_evex_avx2.c): listed before
-   dot_i8, whose init then stores over it where the CPU has both. */
+/* dot_i8's kernels from the same source on another instruction: the AVX2
+   table's EVEX vpdpbusd (src/x86/dot_i8_evex_avx2.c), listed before dot_i8,
+   whose init then stores over it where the CPU has both; NEON's SMMLA
+   (src/arm/dot_i8_mmla_neon.c), listed after dot_i8, over which it
+   stores. */
 #define ATTN_FILE_dot_i8_evex(R, a) ATTN_FILE_dot_i8(R, a)
+#define ATTN_FILE_dot_i8_mmla(R, a) ATTN_FILE_dot_i8(R, a)
 
 /*
  * The kernel list: per ISA of the registry (src/isa_list.h, by its name),
@@ -158,10 +161,12 @@
    since moved to 48 x 256); not measured on AArch64 hardware. */
 #define ATTN_BLOCKS_neon 32, 128
 /* dot: FEAT_BF16 (BFDOT: Neoverse V1, N2, V2 and later); dot_i8:
-   FEAT_DotProd (SDOT: also Neoverse N1, Cortex-A55, A76 and later) */
+   FEAT_DotProd (SDOT: also Neoverse N1, Cortex-A55, A76 and later);
+   dot_i8_mmla: FEAT_I8MM (SMMLA: Neoverse V1, N2, V2) */
 #define ATTN_KERNELS_neon(F, a)                                                             \
     F(tile, 0, a) F(quant, 0, a) F(row, 0, a) F(alibi, 0, a) F(merge, 0, a)                 \
-    F(backward, 0, a) F(dot, ATTN_CPU_NEON_BF16, a) F(dot_i8, ATTN_CPU_NEON_DOTPROD, a)
+    F(backward, 0, a) F(dot, ATTN_CPU_NEON_BF16, a) F(dot_i8, ATTN_CPU_NEON_DOTPROD, a)     \
+    F(dot_i8_mmla, ATTN_CPU_NEON_I8MM, a)
 
 /*
  * block_k = 256: at 128-bit vectors a 256-key row is 64 vectors, and at

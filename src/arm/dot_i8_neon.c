@@ -5,6 +5,10 @@
  * FEAT_DotProd's SDOT. Built with -march=armv8.2-a+dotprod
  * (src/arm/meson.build) and installed only where the kernel reports it
  * (HWCAP_ASIMDDP, src/cpu.c); the SVE table keeps it (src/isa_list.h).
+ * src/arm/dot_i8_mmla_neon.c builds it again on FEAT_I8MM's SMMLA (the
+ * dot_i8_mmla file, ATTN_DOT_I8_MMLA below), for the CPUs that have it
+ * (Neoverse V1, N2, V2): the same quantization, block sums and f32 steps,
+ * so the same bits, with twice the products per instruction.
  *
  * It quantizes q exactly as src/lowp.h says (the same IEEE operations, so
  * the same bits), sums the integer products exactly (SDOT multiplies
@@ -19,12 +23,21 @@
  *            element (the row's dword as the lane) per 4 keys sum the
  *            whole block in int32, one conversion (exact: |sum| < 2^24)
  *            and one multiply-add by fl(dk * dq) per block.
+ *            SMMLA instead: a pair of rows times a pair of keys, 8 values
+ *            of each, into the four sums [r0 k0, r0 k1, r1 k0, r1 k1]; the
+ *            keys packed as pairs (8 values of one key, then the same 8 of
+ *            the next), a row pair's 8 values formed from its rows'
+ *            quantized blocks; 4 SMMLAs per block and pair of pairs.
  */
 #include "lowp.h"
 #include "tile_variants.h"
 #include "arm/tile_neon_body.h"
 
-#if !defined(__ARM_FEATURE_DOTPROD)
+#if defined(ATTN_DOT_I8_MMLA)
+#if !defined(__ARM_FEATURE_MATMUL_INT8)
+#error "dot_i8_mmla_neon.c needs the i8mm flags of src/arm/meson.build"
+#endif
+#elif !defined(__ARM_FEATURE_DOTPROD)
 #error "dot_i8_neon.c needs the dotprod flags of src/arm/meson.build"
 #endif
 
@@ -83,6 +96,8 @@ static ALWAYS_INLINE void i8_block(int dt, const unsigned char *blk, int8x16_t *
     *lo = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(x, vdupq_n_u8(0x0f))), vdupq_n_s8(8));
     *hi = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(x, 4)), vdupq_n_s8(8));
 }
+
+#ifndef ATTN_DOT_I8_MMLA
 
 /*
  * Packs blocks b0 .. b0 + nb of the keys of a group (nkeys <= 8, the rest
@@ -194,6 +209,136 @@ static ALWAYS_INLINE void i8_rows(size_t R, const attn_q8_block *qb, size_t q_bl
 
 #undef I8_DOT
 
+#else /* ATTN_DOT_I8_MMLA */
+
+/*
+ * Packs blocks b0 .. b0 + nb of the keys of a group (nkeys <= 8, the rest
+ * zero) for SMMLA: kp[((b * 4 + w) * 4 + g) * 4 ..], 16 bytes, = values
+ * 8w .. 8w + 7 of block b of key 2g, then the same of key 2g + 1;
+ * ks[b * 8 + j] = key j's block scale.
+ */
+static ALWAYS_INLINE void i8_pack(int dt, const unsigned char *k, uintptr_t kb, size_t nkeys,
+                                  size_t b0, size_t nb, uint32_t *kp, float *ks)
+{
+    const size_t unit = unit_bytes(dt);
+    for (size_t b = 0; b < nb; b++)
+        for (size_t g = 0; g < I8_KEYS / 2; g++) {
+            int64x2_t lo[2], hi[2];
+            for (size_t x = 0; x < 2; x++) {
+                const size_t j = 2 * g + x;
+                if (j < nkeys) {
+                    const unsigned char *blk = row_at(k, j, kb) + (b0 + b) * unit;
+                    int8x16_t l, h;
+                    i8_block(dt, blk, &l, &h);
+                    lo[x] = vreinterpretq_s64_s8(l);
+                    hi[x] = vreinterpretq_s64_s8(h);
+                    ks[b * I8_KEYS + j] = block_scale(blk);
+                } else {
+                    lo[x] = hi[x] = vdupq_n_s64(0);
+                    ks[b * I8_KEYS + j] = 0.0f;
+                }
+            }
+            const int64x2_t w[4] = {vzip1q_s64(lo[0], lo[1]), vzip2q_s64(lo[0], lo[1]),
+                                    vzip1q_s64(hi[0], hi[1]), vzip2q_s64(hi[0], hi[1])};
+            for (size_t v = 0; v < 4; v++)
+                vst1q_u32(kp + ((b * 4 + v) * 4 + g) * 4, vreinterpretq_u32_s64(w[v]));
+        }
+}
+
+/* Row r's 8 f32 sums (keys 0-3, 4-7) as two vectors, lanes < nkeys from s
+   (the rest 0). */
+static ALWAYS_INLINE void i8_load_row(const float *sr, size_t n0, size_t n1, float32x4_t *y)
+{
+    y[0] = n0 == 4 ? vld1q_f32(sr) : load_part(sr, n0, 0.0f);
+    y[1] = n1 == 4 ? vld1q_f32(sr + 4) : n1 ? load_part(sr + 4, n1, 0.0f) : vdupq_n_f32(0.0f);
+}
+
+/*
+ * R rows (R <= 4: two pairs, an odd R's last pair completed by a zero row
+ * whose sums are dropped) x one packed group over the nb blocks of the
+ * chunk, as the SDOT kernel's i8_rows: per score the same block sums and
+ * the same f32 steps in the same order. acc[p][g] holds the sums of row
+ * pair p and key pair g: [r0 k0, r0 k1, r1 k0, r1 k1].
+ */
+static ALWAYS_INLINE void i8_rows(size_t R, const attn_q8_block *qb, size_t q_blocks,
+                                  const uint32_t *kp, const float *ks, size_t nb, float *s,
+                                  ptrdiff_t s_stride, size_t nkeys, int first, int last,
+                                  float scale)
+{
+    const size_t n0 = nkeys < 4 ? nkeys : 4, n1 = nkeys > 4 ? nkeys - 4 : 0;
+    const size_t P = (R + 1) / 2;
+    float32x4_t acc[2][4];
+    UNROLL
+    for (size_t p = 0; p < P; p++) {
+        float32x4_t ya[2], yb[2];
+        if (first) {
+            ya[0] = ya[1] = yb[0] = yb[1] = vdupq_n_f32(0.0f);
+        } else {
+            i8_load_row(s + (ptrdiff_t)(2 * p) * s_stride, n0, n1, ya);
+            if (2 * p + 1 < R)
+                i8_load_row(s + (ptrdiff_t)(2 * p + 1) * s_stride, n0, n1, yb);
+            else
+                yb[0] = yb[1] = vdupq_n_f32(0.0f);
+        }
+        for (size_t h = 0; h < 2; h++) {
+            acc[p][2 * h] = vcombine_f32(vget_low_f32(ya[h]), vget_low_f32(yb[h]));
+            acc[p][2 * h + 1] = vcombine_f32(vget_high_f32(ya[h]), vget_high_f32(yb[h]));
+        }
+    }
+    for (size_t b = 0; b < nb; b++) {
+        int8x16_t a[2][4];
+        float32x4_t dq[2];
+        int32x4_t is[2][4];
+        UNROLL
+        for (size_t p = 0; p < P; p++) {
+            const attn_q8_block *x0 = &qb[(2 * p) * q_blocks + b];
+            const attn_q8_block *x1 = 2 * p + 1 < R ? &qb[(2 * p + 1) * q_blocks + b] : NULL;
+            for (size_t w = 0; w < 4; w++)
+                a[p][w] = vcombine_s8(vld1_s8(x0->n + 8 * w),
+                                      x1 ? vld1_s8(x1->n + 8 * w) : vdup_n_s8(0));
+            dq[p] = vcombine_f32(vdup_n_f32(x0->dq), vdup_n_f32(x1 ? x1->dq : 0.0f));
+            for (size_t g = 0; g < 4; g++)
+                is[p][g] = vdupq_n_s32(0);
+        }
+        for (size_t w = 0; w < 4; w++)
+            for (size_t g = 0; g < 4; g++) {
+                const int8x16_t kv = vreinterpretq_s8_u32(vld1q_u32(kp + ((b * 4 + w) * 4 + g) * 4));
+                UNROLL
+                for (size_t p = 0; p < P; p++)
+                    is[p][g] = vmmlaq_s32(is[p][g], a[p][w], kv);
+            }
+        for (size_t g = 0; g < 4; g++) {
+            const float32x2_t dk = vld1_f32(ks + b * I8_KEYS + 2 * g);
+            const float32x4_t dkk = vcombine_f32(dk, dk);
+            UNROLL
+            for (size_t p = 0; p < P; p++)
+                /* the exact integer block sums (|it| < 2^24: converting is
+                   exact) times fl(dk * dq), as i8_rows of the SDOT build */
+                acc[p][g] = vfmaq_f32(acc[p][g], vcvtq_f32_s32(is[p][g]), vmulq_f32(dkk, dq[p]));
+        }
+    }
+    UNROLL
+    for (size_t p = 0; p < P; p++)
+        for (size_t x = 0; x < 2 && 2 * p + x < R; x++) {
+            float *sr = s + (ptrdiff_t)(2 * p + x) * s_stride;
+            for (size_t h = 0; h < 2; h++) {
+                const size_t n = h ? n1 : n0;
+                float32x4_t y = x ? vcombine_f32(vget_high_f32(acc[p][2 * h]),
+                                                 vget_high_f32(acc[p][2 * h + 1]))
+                                  : vcombine_f32(vget_low_f32(acc[p][2 * h]),
+                                                 vget_low_f32(acc[p][2 * h + 1]));
+                if (last)
+                    y = vmulq_n_f32(y, scale);
+                if (n == 4)
+                    vst1q_f32(sr + 4 * h, y);
+                else if (n)
+                    store_part(sr + 4 * h, y, n);
+            }
+        }
+}
+
+#endif /* ATTN_DOT_I8_MMLA */
+
 static ALWAYS_INLINE void qk_i8(int dt, const float *q, ptrdiff_t q_stride, const void *k,
                                 ptrdiff_t k_stride, size_t nq, size_t nk, size_t d, float scale,
                                 float *s, ptrdiff_t s_stride)
@@ -236,4 +381,8 @@ static ALWAYS_INLINE void qk_i8(int dt, const float *q, ptrdiff_t q_stride, cons
     }
 }
 
+#ifdef ATTN_DOT_I8_MMLA
+ATTN_TILE_FILE(dot_i8_mmla, neon, neon)
+#else
 ATTN_TILE_FILE(dot_i8, neon, neon)
+#endif
