@@ -99,7 +99,8 @@
    table's EVEX vpdpbusd (src/x86/dot_i8_evex_avx2.c), listed before dot_i8,
    whose init then stores over it where the CPU has both; NEON's SMMLA
    (src/arm/dot_i8_mmla_neon.c), listed after dot_i8, over which it
-   stores. */
+   stores. Each gives dot_i8's bits (checkasm compares them where a CPU
+   runs both). */
 #define ATTN_FILE_dot_i8_evex(R, a) ATTN_FILE_dot_i8(R, a)
 #define ATTN_FILE_dot_i8_mmla(R, a) ATTN_FILE_dot_i8(R, a)
 

@@ -60,6 +60,9 @@ typedef struct checkasm {
        (dot_i8_evex, then dot_i8 over it) holds one kernel, checked once */
     const char *done_slot[128];
     int done_dt[128], n_done;
+    /* a file alone (CA_ALONE): the ISA's own table, whose int8 kernel its
+       int8 kernel must match bit for bit; NULL elsewhere */
+    const attn_dsp *twin;
 } checkasm;
 
 static uint64_t next(checkasm *c)
@@ -303,7 +306,10 @@ static double tol_flush(double d, double abs_scale, double folded)
     return abs_scale * 0x1p-126 * (folded + d);
 }
 
-static void check_qk_mode(checkasm *c, int mode, attn_qk_tile_fn *kernel, attn_qk_tile_fn *oracle)
+/* twin, unless NULL: a kernel that must give kernel's bits (one ISA's int8
+   files: the same integer sums and f32 steps on another instruction). */
+static void check_qk_mode(checkasm *c, int mode, attn_qk_tile_fn *kernel, attn_qk_tile_fn *oracle,
+                          attn_qk_tile_fn *twin)
 {
     const int dt = c->dt;
     if (!kernel)
@@ -325,6 +331,16 @@ static void check_qk_mode(checkasm *c, int mode, attn_qk_tile_fn *kernel, attn_q
             s[j] = s_ref[j] = s_exact[j] = -7.0f; /* the row gaps must keep it */
         kernel(q, (ptrdiff_t)qs, k, (ptrdiff_t)ks, nq, nk, d, scale, s, (ptrdiff_t)ss);
         oracle(q, (ptrdiff_t)qs, k, (ptrdiff_t)ks, nq, nk, d, scale, s_ref, (ptrdiff_t)ss);
+        if (twin && twin != kernel) {
+            twin(q, (ptrdiff_t)qs, k, (ptrdiff_t)ks, nq, nk, d, scale, s_exact, (ptrdiff_t)ss);
+            for (size_t j = 0; j < nq * ss; j++)
+                if (memcmp(&s[j], &s_exact[j], sizeof s[j]) != 0) {
+                    fail(c, "nq=%zu nk=%zu d=%zu: s[%zu][%zu] = %a, the own table's int8 "
+                         "kernel %a: one ISA's int8 files give the same bits",
+                         nq, nk, d, j / ss, j % ss, (double)s[j], (double)s_exact[j]);
+                    break;
+                }
+        }
         if (mode == CA_BF16)
             c->ref->qk_tile[dt](q, (ptrdiff_t)qs, k, (ptrdiff_t)ks, nq, nk, d, scale, s_exact,
                                 (ptrdiff_t)ss);
@@ -378,17 +394,18 @@ static void check_qk_mode(checkasm *c, int mode, attn_qk_tile_fn *kernel, attn_q
 
 static void check_qk_tile(checkasm *c)
 {
-    check_qk_mode(c, CA_EXACT, c->t->qk_tile[c->dt], c->ref->qk_tile[c->dt]);
+    check_qk_mode(c, CA_EXACT, c->t->qk_tile[c->dt], c->ref->qk_tile[c->dt], NULL);
 }
 
 static void check_qk_bf16(checkasm *c)
 {
-    check_qk_mode(c, CA_BF16, c->t->qk_bf16[c->dt], c->ref->qk_bf16[c->dt]);
+    check_qk_mode(c, CA_BF16, c->t->qk_bf16[c->dt], c->ref->qk_bf16[c->dt], NULL);
 }
 
 static void check_qk_i8(checkasm *c)
 {
-    check_qk_mode(c, CA_I8, c->t->qk_i8[c->dt], c->ref->qk_i8[c->dt]);
+    check_qk_mode(c, CA_I8, c->t->qk_i8[c->dt], c->ref->qk_i8[c->dt],
+                  c->twin ? c->twin->qk_i8[c->dt] : NULL);
 }
 
 /*
@@ -1049,6 +1066,7 @@ static void use_table(checkasm *c, const attn_dsp *t, const char *name, uint64_t
     c->isa = name;
     c->rng = rng;
     c->n_done = 0;
+    c->twin = NULL;
 }
 
 /* Every slot of a table holds a kernel (for KV slots, every K/V dtype);
@@ -1104,7 +1122,9 @@ static const attn_dsp *begin_isa(checkasm *c, attn_isa isa, const char *name)
  * the file's kernels on that table, which would otherwise go unchecked
  * here; where the table holds them, its row has. A slot still holding the
  * base table's kernel (or none) means the file's init did not run with the
- * bits the list names: a failure.
+ * bits the list names: a failure. The int8 kernels of one ISA (dot_i8 and
+ * its builds on other instructions, src/kernel_list.h) must also give the
+ * own table's bits (check_qk_mode's twin).
  */
 typedef struct isa_row {
     attn_isa id, base;
@@ -1146,6 +1166,7 @@ static const char *alone_name(const isa_row *isa, const char *file)
         }                                                                                   \
         if ((shadowed || missing) && (!c->only_isa || !strcmp(c->only_isa, row_))) {        \
             use_table(c, t_, row_, c->seed ^ 0x7f4a7c159e3779b9ull ^ (uint64_t)(need));     \
+            c->twin = own;                                                                  \
             const long before_ = c->failures;                                                \
             if (missing) {                                                                  \
                 c->slot = #file, c->dt_name = "-";                                          \
