@@ -1108,7 +1108,6 @@ static const attn_dsp *begin_isa(checkasm *c, attn_isa isa, const char *name)
     return t;
 }
 
-
 #define CA_ROW(s_, dt, kind, c) run_row(c, #s_, #dt, ATTN_KV_IDX(dt), check_##s_);
 #define CA_FILE(file, need, c) ATTN_FILE_##file(CA_ROW, c)
 

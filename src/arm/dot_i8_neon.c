@@ -97,6 +97,30 @@ static ALWAYS_INLINE void i8_block(int dt, const unsigned char *blk, int8x16_t *
     *hi = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(x, 4)), vdupq_n_s8(8));
 }
 
+/* A row's 8 f32 sums of a group (keys 0-3, 4-7; n0 + n1 of them) as two
+   vectors: from s (the lanes past them 0), or 0 for the first chunk. */
+static ALWAYS_INLINE void i8_load_row(const float *sr, size_t n0, size_t n1, int first,
+                                      float32x4_t *y)
+{
+    y[0] = first ? vdupq_n_f32(0.0f) : n0 == 4 ? vld1q_f32(sr) : load_part(sr, n0, 0.0f);
+    y[1] = first || !n1 ? vdupq_n_f32(0.0f)
+                        : n1 == 4 ? vld1q_f32(sr + 4) : load_part(sr + 4, n1, 0.0f);
+}
+
+/* The same stored back, times scale after the last chunk. */
+static ALWAYS_INLINE void i8_store_row(float *sr, const float32x4_t *y, size_t n0, size_t n1,
+                                       int last, float scale)
+{
+    for (size_t h = 0; h < 2; h++) {
+        const size_t n = h ? n1 : n0;
+        const float32x4_t v = last ? vmulq_n_f32(y[h], scale) : y[h];
+        if (n == 4)
+            vst1q_f32(sr + 4 * h, v);
+        else if (n)
+            store_part(sr + 4 * h, v, n);
+    }
+}
+
 #ifndef ATTN_DOT_I8_MMLA
 
 /*
@@ -160,12 +184,8 @@ static ALWAYS_INLINE void i8_rows(size_t R, const attn_q8_block *qb, size_t q_bl
     const size_t n0 = nkeys < 4 ? nkeys : 4, n1 = nkeys > 4 ? nkeys - 4 : 0;
     float32x4_t acc[I8_ROWS][2];
     UNROLL
-    for (size_t r = 0; r < R; r++) {
-        const float *sr = s + (ptrdiff_t)r * s_stride;
-        acc[r][0] = first ? vdupq_n_f32(0.0f) : n0 == 4 ? vld1q_f32(sr) : load_part(sr, n0, 0.0f);
-        acc[r][1] = first || !n1 ? vdupq_n_f32(0.0f)
-                                 : n1 == 4 ? vld1q_f32(sr + 4) : load_part(sr + 4, n1, 0.0f);
-    }
+    for (size_t r = 0; r < R; r++)
+        i8_load_row(s + (ptrdiff_t)r * s_stride, n0, n1, first, acc[r]);
     for (size_t b = 0; b < nb; b++) {
         int8x16_t qlo[I8_ROWS], qhi[I8_ROWS];
         int32x4_t is[I8_ROWS][2];
@@ -194,17 +214,8 @@ static ALWAYS_INLINE void i8_rows(size_t R, const attn_q8_block *qb, size_t q_bl
         }
     }
     UNROLL
-    for (size_t r = 0; r < R; r++) {
-        float *sr = s + (ptrdiff_t)r * s_stride;
-        for (size_t h = 0; h < 2; h++) {
-            const size_t n = h ? n1 : n0;
-            const float32x4_t y = last ? vmulq_n_f32(acc[r][h], scale) : acc[r][h];
-            if (n == 4)
-                vst1q_f32(sr + 4 * h, y);
-            else if (n)
-                store_part(sr + 4 * h, y, n);
-        }
-    }
+    for (size_t r = 0; r < R; r++)
+        i8_store_row(s + (ptrdiff_t)r * s_stride, acc[r], n0, n1, last, scale);
 }
 
 #undef I8_DOT
@@ -245,14 +256,6 @@ static ALWAYS_INLINE void i8_pack(int dt, const unsigned char *k, uintptr_t kb, 
         }
 }
 
-/* Row r's 8 f32 sums (keys 0-3, 4-7) as two vectors, lanes < nkeys from s
-   (the rest 0). */
-static ALWAYS_INLINE void i8_load_row(const float *sr, size_t n0, size_t n1, float32x4_t *y)
-{
-    y[0] = n0 == 4 ? vld1q_f32(sr) : load_part(sr, n0, 0.0f);
-    y[1] = n1 == 4 ? vld1q_f32(sr + 4) : n1 ? load_part(sr + 4, n1, 0.0f) : vdupq_n_f32(0.0f);
-}
-
 /*
  * R rows (R <= 4: two pairs, an odd R's last pair completed by a zero row
  * whose sums are dropped) x one packed group over the nb blocks of the
@@ -271,15 +274,11 @@ static ALWAYS_INLINE void i8_rows(size_t R, const attn_q8_block *qb, size_t q_bl
     UNROLL
     for (size_t p = 0; p < P; p++) {
         float32x4_t ya[2], yb[2];
-        if (first) {
-            ya[0] = ya[1] = yb[0] = yb[1] = vdupq_n_f32(0.0f);
-        } else {
-            i8_load_row(s + (ptrdiff_t)(2 * p) * s_stride, n0, n1, ya);
-            if (2 * p + 1 < R)
-                i8_load_row(s + (ptrdiff_t)(2 * p + 1) * s_stride, n0, n1, yb);
-            else
-                yb[0] = yb[1] = vdupq_n_f32(0.0f);
-        }
+        i8_load_row(s + (ptrdiff_t)(2 * p) * s_stride, n0, n1, first, ya);
+        if (2 * p + 1 < R)
+            i8_load_row(s + (ptrdiff_t)(2 * p + 1) * s_stride, n0, n1, first, yb);
+        else
+            yb[0] = yb[1] = vdupq_n_f32(0.0f);
         for (size_t h = 0; h < 2; h++) {
             acc[p][2 * h] = vcombine_f32(vget_low_f32(ya[h]), vget_low_f32(yb[h]));
             acc[p][2 * h + 1] = vcombine_f32(vget_high_f32(ya[h]), vget_high_f32(yb[h]));
@@ -320,20 +319,13 @@ static ALWAYS_INLINE void i8_rows(size_t R, const attn_q8_block *qb, size_t q_bl
     UNROLL
     for (size_t p = 0; p < P; p++)
         for (size_t x = 0; x < 2 && 2 * p + x < R; x++) {
-            float *sr = s + (ptrdiff_t)(2 * p + x) * s_stride;
-            for (size_t h = 0; h < 2; h++) {
-                const size_t n = h ? n1 : n0;
-                float32x4_t y = x ? vcombine_f32(vget_high_f32(acc[p][2 * h]),
-                                                 vget_high_f32(acc[p][2 * h + 1]))
-                                  : vcombine_f32(vget_low_f32(acc[p][2 * h]),
-                                                 vget_low_f32(acc[p][2 * h + 1]));
-                if (last)
-                    y = vmulq_n_f32(y, scale);
-                if (n == 4)
-                    vst1q_f32(sr + 4 * h, y);
-                else if (n)
-                    store_part(sr + 4 * h, y, n);
-            }
+            float32x4_t y[2];
+            for (size_t h = 0; h < 2; h++)
+                y[h] = x ? vcombine_f32(vget_high_f32(acc[p][2 * h]),
+                                        vget_high_f32(acc[p][2 * h + 1]))
+                         : vcombine_f32(vget_low_f32(acc[p][2 * h]),
+                                        vget_low_f32(acc[p][2 * h + 1]));
+            i8_store_row(s + (ptrdiff_t)(2 * p + x) * s_stride, y, n0, n1, last, scale);
         }
 }
 
