@@ -462,9 +462,9 @@ typedef void (*attn_parallel_for_fn)(void *pool_ctx, attn_task_fn task,
  *    (AVX512_BF16, AArch64 BF16), which flush subnormal inputs and results
  *    to zero; the bound then gains |scale| T (sum_t max(|q_t|, |k_t|) + d):
  *    a product with a subnormal factor (|x| < T) counts as 0. (AArch64's
- *    BFDOT also rounds its sums to odd, within 2u instead of u; the kernels
- *    chain it so that no product is rounded more often than g(d + 1)
- *    counts: src/arm/dot_neon.c.)
+ *    BFDOT and BFMMLA also round their sums to odd, within 2u instead of
+ *    u; the kernels chain them so that no product is rounded more often
+ *    than g(d + 1) counts: src/arm/dot_neon.c.)
  *  ATTN_PRECISION_BF16 (1): q, k, the softmax weights p (exp(s - m), before
  *    normalisation) and v are rounded to bfloat16 (round to nearest even;
  *    BF16 inputs as given), their products summed in f32; softmax

@@ -161,7 +161,7 @@
 /* 32 x 128: the AVX2 table's sizes when this table was written (AVX2 has
    since moved to 48 x 256); not measured on AArch64 hardware. */
 #define ATTN_BLOCKS_neon 32, 128
-/* dot: FEAT_BF16 (BFDOT: Neoverse V1, N2, V2 and later); dot_i8:
+/* dot: FEAT_BF16 (BFMMLA: Neoverse V1, N2, V2 and later); dot_i8:
    FEAT_DotProd (SDOT: also Neoverse N1, Cortex-A55, A76 and later);
    dot_i8_mmla: FEAT_I8MM (SMMLA: Neoverse V1, N2, V2) */
 #define ATTN_KERNELS_neon(F, a)                                                             \

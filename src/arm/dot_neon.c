@@ -2,14 +2,17 @@
 /*
  * NEON kernels of the bf16 mode (attn_precision, include/attn.h; the dot
  * file of src/kernel_list.h, its int8 twin is src/arm/dot_i8_neon.c), on
- * FEAT_BF16's BFDOT. Built with -march=armv8.2-a+bf16 (src/arm/meson.build)
- * and installed only where the kernel reports BF16 (HWCAP2_BF16, src/cpu.c).
+ * FEAT_BF16's BFMMLA (with BFDOT and BFMLALB for a last pair and value).
+ * Built with -march=armv8.2-a+bf16 (src/arm/meson.build) and installed
+ * only where the kernel reports BF16 (HWCAP2_BF16, src/cpu.c: BFMMLA is
+ * part of FEAT_BF16, so no other bit is needed).
  * The SVE table keeps them (it starts from NEON's, src/isa_list.h).
  *
  * The rounding to bf16 is src/lowp.h's, written with integer operations
  * (bf16_bits), so the rounded values are the oracle's bit for bit whatever
  * FPCR holds. BFDOT's arithmetic differs from IEEE f32 in two ways, and
- * attn.h's bounds count both:
+ * attn.h's bounds count both (BFMMLA's arithmetic is BFDOT's, see
+ * bf_mmla):
  *  - it flushes subnormal inputs and results to zero, as vdpbf16ps does
  *    (T per product with a subnormal factor and per flushed sum);
  *  - it rounds its sums to odd, not to nearest: within 2u relative, two
@@ -31,12 +34,14 @@
  * (src/arm/tile_neon_body.h), which is within the mode's bound.
  *
  *   qk_bf16: q rows rounded to bf16 pairs once per call and depth chunk;
- *            keys packed as a panel of bf16 pairs (dims 2i, 2i + 1 in one
- *            32-bit lane, 16 keys per pair), then per pair of dims one
- *            BFDOT by element (the row's pair as the lane) per 4 keys.
+ *            keys packed in pairs of keys (4 dims of one, then the same 4
+ *            of the next), then per 4 dims one BFMMLA per pair of rows and
+ *            pair of keys (2 x 2 sums of 4 products: twice BFDOT's per
+ *            instruction, and the same chains, bf_mmla below).
  *   pv_bf16: the weights of a key chunk rounded to bf16 pairs (keys 2i,
- *            2i + 1), V packed as lanes of (v[2i][col], v[2i + 1][col]);
- *            per key pair one BFDOT by element per 4 columns.
+ *            2i + 1), V packed in pairs of columns (4 keys of one, then of
+ *            the next); per 4 keys one BFMMLA per pair of rows and pair of
+ *            columns.
  *   pt_bf16: the backward's P^T X on pv_bf16's kernel (weights strided).
  */
 #include "lowp.h"
@@ -112,112 +117,162 @@ static ALWAYS_INLINE float32x4_t load_n(const float *p, size_t n)
 }
 
 /* ------------------------------------------------------------------------ */
+/* the BFMMLA micro-kernel (qk_bf16 and pv_bf16)                             */
+/* ------------------------------------------------------------------------ */
+
+/* BFMMLA multiplies a 2 x 4 block of bf16 values by the transpose of
+   another: lanes (r0 c0, r0 c1, r1 c0, r1 c1) of the result each add the
+   products of two pairs, one BFDotAdd per pair in order (the Arm ARM's
+   pseudocode), the step BFDOT makes per lane. So a lane's chain is BFDOT's,
+   pair after pair, and the bound of the top holds as it is. */
+
+/* Rows 2h and 2h + 1 of R (the second zero past R) at pairs p, p + 1: the
+   first operand of BFMMLA. Row r's pairs at rows + r * rs. */
+static ALWAYS_INLINE bfloat16x8_t bf_row_pair(size_t R, const uint32_t *rows, size_t rs, size_t h,
+                                              size_t p)
+{
+    const uint32x2_t lo = vld1_u32(rows + 2 * h * rs + p);
+    const uint32x2_t hi = 2 * h + 1 < R ? vld1_u32(rows + (2 * h + 1) * rs + p) : vdup_n_u32(0);
+    return as_bf(vcombine_u32(lo, hi));
+}
+
+/* [x0, x1, y0, y1], [x2, x3, y2, y3]: rows x and y of 4 columns as the 2 x 2
+   blocks of their column pairs, and back (its own inverse). */
+static ALWAYS_INLINE void bf_swap_halves(float32x4_t x, float32x4_t y, float32x4_t *lo,
+                                         float32x4_t *hi)
+{
+    const uint64x2_t a = vreinterpretq_u64_f32(x), b = vreinterpretq_u64_f32(y);
+    *lo = vreinterpretq_f32_u64(vzip1q_u64(a, b));
+    *hi = vreinterpretq_f32_u64(vzip2q_u64(a, b));
+}
+
+/* the column pairs of a panel per BFMMLA pass: 8 x the row pairs (2)
+   accumulators, fully unrolled so that they stay in registers */
+#define BF_PAIRS 8
+#define UNROLL8 _Pragma("GCC unroll 8")
+
+/*
+ * Rows (2h, 2h + 1) of R (R <= 4) times the BF_PAIRS column pairs of a
+ * panel, as BFMMLA's 2 x 2 blocks, over np bf16 pairs of the rows (row r's
+ * at rows + r * rs) and, when odd, the value after them alone. The panel
+ * holds per chunk c of two pairs and column pair j the second operand of
+ * BFMMLA, column 2j's 4 values then column 2j + 1's, at panel + c * cs +
+ * 4 * j (zeros past the data). The chunk with a pair left over (np odd) or
+ * the odd value is taken lane by lane: BFDOT for the pair, BFMLALB for the
+ * value (see the top), on the lanes of the chunk that hold them (UZP: each
+ * column's, TRN: each row's).
+ * The sums go to the n (<= 16) columns of rows r < R of out (row stride
+ * os): with `add` (P.V) added to what out holds, after chains from zero;
+ * else (QK^T) chains from zero (`first`) or continuing from out, stored
+ * times `scale` when `last`.
+ */
+static ALWAYS_INLINE void bf_mmla(size_t R, const uint32_t *rows, size_t rs, size_t np, int odd,
+                                  const uint32_t *panel, size_t cs, float *out, ptrdiff_t os,
+                                  size_t n, int add, int first, int last, float scale)
+{
+    const size_t H = (R + 1) / 2;
+    float32x4_t acc[2][BF_PAIRS];
+    UNROLL
+    for (size_t h = 0; h < 2; h++)
+        UNROLL
+        for (size_t x = 0; x < BF_PAIRS / 2; x++) {
+            const size_t nx = n > 4 * x ? n - 4 * x : 0;
+            const float *o0 = out + (ptrdiff_t)(2 * h) * os + 4 * x;
+            const int from = !add && !first;
+            const float32x4_t y0 = from && 2 * h < R ? load_n(o0, nx) : vdupq_n_f32(0.0f);
+            const float32x4_t y1 = from && 2 * h + 1 < R ? load_n(o0 + os, nx) : vdupq_n_f32(0.0f);
+            bf_swap_halves(y0, y1, &acc[h][2 * x], &acc[h][2 * x + 1]);
+        }
+    size_t c = 0;
+    for (; c < np / 2; c++) {
+        bfloat16x8_t a[2];
+        UNROLL
+        for (size_t h = 0; h < H; h++)
+            a[h] = bf_row_pair(R, rows, rs, h, 2 * c);
+        UNROLL8
+        for (size_t j = 0; j < BF_PAIRS; j++) {
+            const bfloat16x8_t b = as_bf(vld1q_u32(panel + c * cs + 4 * j));
+            UNROLL
+            for (size_t h = 0; h < H; h++)
+                acc[h][j] = vbfmmlaq_f32(acc[h][j], a[h], b);
+        }
+    }
+    if ((np & 1) || odd) {
+        const int pair = (int)(np & 1); /* a pair in the chunk's first half */
+        uint32x4_t a[2];
+        UNROLL
+        for (size_t h = 0; h < H; h++)
+            a[h] = vreinterpretq_u32_bf16(bf_row_pair(R, rows, rs, h, 2 * c));
+        UNROLL8
+        for (size_t j = 0; j < BF_PAIRS; j++) {
+            const uint32x4_t b = vld1q_u32(panel + c * cs + 4 * j);
+            UNROLL
+            for (size_t h = 0; h < H; h++) {
+                if (pair)
+                    acc[h][j] = vbfdotq_f32(acc[h][j], as_bf(vuzp1q_u32(b, b)),
+                                            as_bf(vtrn1q_u32(a[h], a[h])));
+                if (odd)
+                    acc[h][j] = vbfmlalbq_f32(acc[h][j],
+                                              as_bf(pair ? vuzp2q_u32(b, b) : vuzp1q_u32(b, b)),
+                                              as_bf(pair ? vtrn2q_u32(a[h], a[h])
+                                                         : vtrn1q_u32(a[h], a[h])));
+            }
+        }
+    }
+    UNROLL
+    for (size_t h = 0; h < H; h++)
+        UNROLL
+        for (size_t x = 0; x < BF_PAIRS / 2; x++) {
+            const size_t nx = n > 4 * x ? n - 4 * x : 0;
+            float32x4_t y[2];
+            bf_swap_halves(acc[h][2 * x], acc[h][2 * x + 1], &y[0], &y[1]);
+            UNROLL
+            for (size_t i = 0; i < 2; i++)
+                if (2 * h + i < R) {
+                    float *o = out + (ptrdiff_t)(2 * h + i) * os + 4 * x;
+                    store_n(o, add ? vaddq_f32(load_n(o, nx), y[i])
+                                   : last ? vmulq_n_f32(y[i], scale) : y[i], nx);
+                }
+        }
+}
+
+/* ------------------------------------------------------------------------ */
 /* qk_bf16                                                                   */
 /* ------------------------------------------------------------------------ */
 
-#define BF_KEYS 16   /* keys per panel: four vectors */
+#define BF_KEYS 16   /* keys per panel: eight pairs */
 /* dims per pass (64 pairs: the panel is 4 KiB) and query rows rounded per
    pass (8 KiB), so that a task stays within ATTN_TASK_STACK_BYTES; past
    d 128 the partial sums wait in s between passes, continuing the chains */
 #define BF_DEPTH 128
 #define BF_ROWS 32
-#define BF_QK_ROWS 4 /* query rows per micro-kernel: 16 accumulators */
+#define BF_QK_ROWS 4 /* query rows per micro-kernel: two pairs, 16 accumulators */
 /* From this many rows on the packed kernels round; below, the exact f32
    path (tile family) is as fast: it is bound by reading K and V then
    (decode of a GQA group), where packing would cost more than it saves.
    The AVX-512 kernels' threshold, not measured on AArch64 hardware. */
 #define BF_MIN_ROWS 8
 
-/* panel[p * 16 + j] = bf16 pair p (dims t0 + 2p, + 1) of key j, j < 16;
-   keys nkeys..15 zero. */
+/* The panel of bf_mmla: keys 2j and 2j + 1 (j < 8) at dims t0 + 4c ..
+   t0 + 4c + 3, per chunk c of 32 lanes; keys nkeys..15 zero. */
 static ALWAYS_INLINE void bf_pack_keys(int dt, const unsigned char *k, uintptr_t kb,
                                        size_t nkeys, size_t t0, size_t td, uint32_t *panel)
 {
-    for (size_t g = 0; g < BF_KEYS; g += 4)
+    for (size_t j = 0; j < BF_KEYS / 2; j++)
         for (size_t tb = 0; tb < td; tb += 8) {
             const size_t tn = td - tb < 8 ? td - tb : 8;
-            uint32x4_t r[4];
-            for (size_t j = 0; j < 4; j++)
-                r[j] = g + j < nkeys
-                           ? vreinterpretq_u32_u16(bits8(dt, row_at(k, g + j, kb), t0 + tb, tn))
-                           : vdupq_n_u32(0);
-            transpose4(r);
-            for (size_t i = 0; i < 4; i++)
-                vst1q_u32(panel + (tb / 2 + i) * BF_KEYS + g, r[i]);
+            const uint64x2_t k0 = 2 * j < nkeys
+                                      ? vreinterpretq_u64_u16(bits8(dt, row_at(k, 2 * j, kb), t0 + tb, tn))
+                                      : vdupq_n_u64(0);
+            const uint64x2_t k1 = 2 * j + 1 < nkeys
+                                      ? vreinterpretq_u64_u16(
+                                            bits8(dt, row_at(k, 2 * j + 1, kb), t0 + tb, tn))
+                                      : vdupq_n_u64(0);
+            uint32_t *pc = panel + tb / 4 * (BF_KEYS * 2) + 4 * j; /* chunk tb / 4 */
+            vst1q_u32(pc, vreinterpretq_u32_u64(vzip1q_u64(k0, k1)));
+            vst1q_u32(pc + BF_KEYS * 2, vreinterpretq_u32_u64(vzip2q_u64(k0, k1)));
         }
 }
-
-/* acc[r][x] += pair `lane` of row r's q vector times keys 4x .. 4x + 3 of
-   panel pair p + lane; lane must be a constant. */
-#define BF_QK_LANE(lane)                                                                    \
-    do {                                                                                    \
-        const uint32_t *kr = panel + (p + (lane)) * BF_KEYS;                                \
-        const bfloat16x8_t k0 = as_bf(vld1q_u32(kr)), k1 = as_bf(vld1q_u32(kr + 4));        \
-        const bfloat16x8_t k2 = as_bf(vld1q_u32(kr + 8)), k3 = as_bf(vld1q_u32(kr + 12));   \
-        UNROLL                                                                              \
-        for (size_t r = 0; r < R; r++) {                                                    \
-            acc[r][0] = vbfdotq_laneq_f32(acc[r][0], k0, qv[r], (lane));                    \
-            acc[r][1] = vbfdotq_laneq_f32(acc[r][1], k1, qv[r], (lane));                    \
-            acc[r][2] = vbfdotq_laneq_f32(acc[r][2], k2, qv[r], (lane));                    \
-            acc[r][3] = vbfdotq_laneq_f32(acc[r][3], k3, qv[r], (lane));                    \
-        }                                                                                   \
-    } while (0)
-
-/*
- * R rows (R <= 4) x the 16 keys of a panel, over its np full pairs and,
- * when odd, the last value alone (pair np: (value, 0)); q pairs of row r
- * at qp + r * BF_DEPTH / 2. The first pass starts from zero, later ones
- * from the partial sums in s; the last one scales.
- */
-static ALWAYS_INLINE void bf_qk_rows(size_t R, const uint32_t *qp, size_t np, int odd,
-                                     const uint32_t *panel, size_t nkeys, int first, int last,
-                                     float scale, float *s, ptrdiff_t s_stride)
-{
-    float32x4_t acc[BF_QK_ROWS][4];
-    UNROLL
-    for (size_t r = 0; r < R; r++)
-        UNROLL
-        for (size_t x = 0; x < 4; x++) {
-            const size_t n = nkeys > 4 * x ? nkeys - 4 * x : 0;
-            acc[r][x] = first ? vdupq_n_f32(0.0f) : load_n(s + (ptrdiff_t)r * s_stride + 4 * x, n);
-        }
-    size_t p = 0;
-    for (; p + 4 <= np; p += 4) {
-        bfloat16x8_t qv[BF_QK_ROWS];
-        UNROLL
-        for (size_t r = 0; r < R; r++)
-            qv[r] = as_bf(vld1q_u32(qp + r * (BF_DEPTH / 2) + p));
-        BF_QK_LANE(0);
-        BF_QK_LANE(1);
-        BF_QK_LANE(2);
-        BF_QK_LANE(3);
-    }
-    for (; p < np + (size_t)odd; p++) {
-        const uint32_t *kr = panel + p * BF_KEYS;
-        bfloat16x8_t kv[4];
-        UNROLL
-        for (size_t x = 0; x < 4; x++)
-            kv[x] = as_bf(vld1q_u32(kr + 4 * x));
-        UNROLL
-        for (size_t r = 0; r < R; r++) {
-            const bfloat16x8_t qb = as_bf(vdupq_n_u32(qp[r * (BF_DEPTH / 2) + p]));
-            UNROLL
-            for (size_t x = 0; x < 4; x++)
-                acc[r][x] = p < np ? vbfdotq_f32(acc[r][x], kv[x], qb)
-                                   : vbfmlalbq_f32(acc[r][x], kv[x], qb); /* the odd value */
-        }
-    }
-    UNROLL
-    for (size_t r = 0; r < R; r++)
-        UNROLL
-        for (size_t x = 0; x < 4; x++) {
-            const size_t n = nkeys > 4 * x ? nkeys - 4 * x : 0;
-            store_n(s + (ptrdiff_t)r * s_stride + 4 * x,
-                    last ? vmulq_n_f32(acc[r][x], scale) : acc[r][x], n);
-        }
-}
-
-#undef BF_QK_LANE
 
 static ALWAYS_INLINE void qk_bf16(int dt, const float *q, ptrdiff_t q_stride, const void *k,
                                   ptrdiff_t k_stride, size_t nq, size_t nk, size_t d, float scale,
@@ -252,12 +307,14 @@ static ALWAYS_INLINE void qk_bf16(int dt, const float *q, ptrdiff_t q_stride, co
                     const uint32_t *qr = qp + r * (BF_DEPTH / 2);
                     float *sr = sc + (ptrdiff_t)r * s_stride;
                     /* a switch, so that each R is its own loop */
+#define BF_QK(R) bf_mmla(R, qr, BF_DEPTH / 2, td / 2, odd, panel, BF_KEYS * 2, sr, s_stride, nkeys, 0, first, last, scale)
                     switch (nr - r < BF_QK_ROWS ? nr - r : BF_QK_ROWS) {
-                    case 1: bf_qk_rows(1, qr, td / 2, odd, panel, nkeys, first, last, scale, sr, s_stride); break;
-                    case 2: bf_qk_rows(2, qr, td / 2, odd, panel, nkeys, first, last, scale, sr, s_stride); break;
-                    case 3: bf_qk_rows(3, qr, td / 2, odd, panel, nkeys, first, last, scale, sr, s_stride); break;
-                    default: bf_qk_rows(4, qr, td / 2, odd, panel, nkeys, first, last, scale, sr, s_stride); break;
+                    case 1: BF_QK(1); break;
+                    case 2: BF_QK(2); break;
+                    case 3: BF_QK(3); break;
+                    default: BF_QK(4); break;
                     }
+#undef BF_QK
                 }
             }
         }
@@ -273,94 +330,36 @@ static ALWAYS_INLINE void qk_bf16(int dt, const float *q, ptrdiff_t q_stride, co
 #define BF_PV_ROWS 64  /* weight rows rounded per chunk (8 KiB) */
 #define BF_PV_R 4      /* rows per micro-kernel, x 16 columns: 16 accumulators */
 
-/* vp[i * 64 + col] = (v[2i][j0 + col], v[2i + 1][j0 + col]) as bf16 pairs
-   for i < (n + 1) / 2, col < w rounded up to 16 (zero beyond n keys and w
-   columns). */
+/* The panel of bf_mmla for P.V: columns j0 + 2j, j0 + 2j + 1 (j < 32) at
+   keys 4c .. 4c + 3, per chunk c of 128 lanes, for 4c < n, j < w rounded
+   up to 16 (zeros past n keys and w columns). */
 static ALWAYS_INLINE void pv_pack_values(int dt, const void *v, uintptr_t vb, size_t n,
                                          size_t j0, size_t w, uint32_t *vp)
 {
     const size_t wp = (w + 15) & ~(size_t)15;
-    for (size_t i = 0; i < (n + 1) / 2; i++) {
-        const unsigned char *v0 = row_at(v, 2 * i, vb), *v1 = row_at(v, 2 * i + 1, vb);
-        const int has1 = 2 * i + 1 < n;
+    for (size_t c = 0; 4 * c < n; c++) {
+        const unsigned char *vr[4];
+        for (size_t i = 0; i < 4; i++)
+            vr[i] = 4 * c + i < n ? row_at(v, 4 * c + i, vb) : NULL;
         for (size_t x = 0; x < wp; x += 8) {
             const size_t cn = x < w ? (w - x < 8 ? w - x : 8) : 0;
-            const uint16x8_t lo = cn ? bits8(dt, v0, j0 + x, cn) : vdupq_n_u16(0);
-            const uint16x8_t hi = cn && has1 ? bits8(dt, v1, j0 + x, cn) : vdupq_n_u16(0);
-            vst1q_u32(vp + i * BF_PV_COLS + x, vreinterpretq_u32_u16(vzip1q_u16(lo, hi)));
-            vst1q_u32(vp + i * BF_PV_COLS + x + 4, vreinterpretq_u32_u16(vzip2q_u16(lo, hi)));
+            uint16x8_t l[4];
+            for (size_t i = 0; i < 4; i++)
+                l[i] = cn && vr[i] ? bits8(dt, vr[i], j0 + x, cn) : vdupq_n_u16(0);
+            /* key pairs (4c, 4c + 1) and (4c + 2, 4c + 3) of columns x .. x + 3
+               (e: even pair) and x + 4 .. x + 7 */
+            const uint32x4_t e0 = vreinterpretq_u32_u16(vzip1q_u16(l[0], l[1]));
+            const uint32x4_t e1 = vreinterpretq_u32_u16(vzip2q_u16(l[0], l[1]));
+            const uint32x4_t o0 = vreinterpretq_u32_u16(vzip1q_u16(l[2], l[3]));
+            const uint32x4_t o1 = vreinterpretq_u32_u16(vzip2q_u16(l[2], l[3]));
+            uint32_t *pc = vp + c * (BF_PV_COLS * 2) + 2 * x; /* column pair x / 2 */
+            vst1q_u32(pc, vzip1q_u32(e0, o0));
+            vst1q_u32(pc + 4, vzip2q_u32(e0, o0));
+            vst1q_u32(pc + 8, vzip1q_u32(e1, o1));
+            vst1q_u32(pc + 12, vzip2q_u32(e1, o1));
         }
     }
 }
-
-/* a[r][x] += weight pair `lane` of row r times the 16 columns of value pair
-   i + lane; lane must be a constant. */
-#define BF_PV_LANE(lane)                                                                    \
-    do {                                                                                    \
-        const uint32_t *vr = vp + (i + (lane)) * BF_PV_COLS;                                \
-        const bfloat16x8_t v0 = as_bf(vld1q_u32(vr)), v1 = as_bf(vld1q_u32(vr + 4));        \
-        const bfloat16x8_t v2 = as_bf(vld1q_u32(vr + 8)), v3 = as_bf(vld1q_u32(vr + 12));   \
-        UNROLL                                                                              \
-        for (size_t r = 0; r < R; r++) {                                                    \
-            a[r][0] = vbfdotq_laneq_f32(a[r][0], v0, pv[r], (lane));                        \
-            a[r][1] = vbfdotq_laneq_f32(a[r][1], v1, pv[r], (lane));                        \
-            a[r][2] = vbfdotq_laneq_f32(a[r][2], v2, pv[r], (lane));                        \
-            a[r][3] = vbfdotq_laneq_f32(a[r][3], v3, pv[r], (lane));                        \
-        }                                                                                   \
-    } while (0)
-
-/*
- * R rows (R <= 4) x 16 columns of a panel (vp at the first), over the np
- * full key pairs and, when odd, the chunk's last key alone: the sums start
- * from zero (see the top) and are added to acc once, w (1..16) columns.
- */
-static ALWAYS_INLINE void pv_bf_rows(size_t R, const uint32_t *pp, size_t np, int odd,
-                                     const uint32_t *vp, size_t w, float *acc,
-                                     ptrdiff_t acc_stride)
-{
-    float32x4_t a[BF_PV_R][4];
-    UNROLL
-    for (size_t r = 0; r < R; r++)
-        UNROLL
-        for (size_t x = 0; x < 4; x++)
-            a[r][x] = vdupq_n_f32(0.0f);
-    size_t i = 0;
-    for (; i + 4 <= np; i += 4) {
-        bfloat16x8_t pv[BF_PV_R];
-        UNROLL
-        for (size_t r = 0; r < R; r++)
-            pv[r] = as_bf(vld1q_u32(pp + r * (BF_PV_KEYS / 2) + i));
-        BF_PV_LANE(0);
-        BF_PV_LANE(1);
-        BF_PV_LANE(2);
-        BF_PV_LANE(3);
-    }
-    for (; i < np + (size_t)odd; i++) {
-        const uint32_t *vr = vp + i * BF_PV_COLS;
-        bfloat16x8_t vv[4];
-        UNROLL
-        for (size_t x = 0; x < 4; x++)
-            vv[x] = as_bf(vld1q_u32(vr + 4 * x));
-        UNROLL
-        for (size_t r = 0; r < R; r++) {
-            const bfloat16x8_t pb = as_bf(vdupq_n_u32(pp[r * (BF_PV_KEYS / 2) + i]));
-            UNROLL
-            for (size_t x = 0; x < 4; x++)
-                a[r][x] = i < np ? vbfdotq_f32(a[r][x], vv[x], pb)
-                                 : vbfmlalbq_f32(a[r][x], vv[x], pb); /* the odd key */
-        }
-    }
-    UNROLL
-    for (size_t r = 0; r < R; r++)
-        UNROLL
-        for (size_t x = 0; x < 4; x++) {
-            const size_t n = w > 4 * x ? w - 4 * x : 0;
-            float *ar = acc + (ptrdiff_t)r * acc_stride + 4 * x;
-            store_n(ar, vaddq_f32(load_n(ar, n), a[r][x]), n);
-        }
-}
-
-#undef BF_PV_LANE
 
 /*
  * The weights of rows r0 + [0, nr) for keys c0 + [0, n) as bf16 pairs,
@@ -441,12 +440,14 @@ static ALWAYS_INLINE void pv_bf16_at(int dt, const float *p, ptrdiff_t p_stride,
                     for (size_t r = 0; r < nr; r += BF_PV_R) {
                         const uint32_t *pr = pp + r * (BF_PV_KEYS / 2);
                         float *ar = ac + (ptrdiff_t)r * acc_stride;
+#define BF_PV(R) bf_mmla(R, pr, BF_PV_KEYS / 2, n / 2, odd, vp + 2 * x0, BF_PV_COLS * 2, ar, acc_stride, wx, 1, 1, 0, 1.0f)
                         switch (nr - r < BF_PV_R ? nr - r : BF_PV_R) {
-                        case 1: pv_bf_rows(1, pr, n / 2, odd, vp + x0, wx, ar, acc_stride); break;
-                        case 2: pv_bf_rows(2, pr, n / 2, odd, vp + x0, wx, ar, acc_stride); break;
-                        case 3: pv_bf_rows(3, pr, n / 2, odd, vp + x0, wx, ar, acc_stride); break;
-                        default: pv_bf_rows(4, pr, n / 2, odd, vp + x0, wx, ar, acc_stride); break;
+                        case 1: BF_PV(1); break;
+                        case 2: BF_PV(2); break;
+                        case 3: BF_PV(3); break;
+                        default: BF_PV(4); break;
                         }
+#undef BF_PV
                     }
                 }
             }

@@ -38,7 +38,7 @@ static ALWAYS_INLINE void store_part(float *p, float32x4_t v, size_t n)
         vst1q_lane_f32(p + 2, v, 2);
 }
 
-/* Columns of a 4 x 4 matrix of 32-bit lanes, in place (the dot files'
+/* Columns of a 4 x 4 matrix of 32-bit lanes, in place (the int8 dot file's
    panel transposes). */
 static ALWAYS_INLINE void transpose4(uint32x4_t *r)
 {
