@@ -23,6 +23,12 @@
 #ifndef HWCAP2_I8MM
 #define HWCAP2_I8MM (1ul << 13)
 #endif
+#ifndef HWCAP2_SVEBF16
+#define HWCAP2_SVEBF16 (1ul << 12)
+#endif
+#ifndef HWCAP2_SVEI8MM
+#define HWCAP2_SVEI8MM (1ul << 9)
+#endif
 #elif defined(CPU_FEATURES_ARCH_AARCH64)
 #include <cpuinfo_aarch64.h>
 #endif
@@ -72,6 +78,10 @@ unsigned attn_cpu_detect(void)
         flags |= ATTN_CPU_NEON_BF16;
     if (hwcap2 & HWCAP2_I8MM)
         flags |= ATTN_CPU_NEON_I8MM;
+    if ((flags & ATTN_CPU_SVE) && (hwcap2 & HWCAP2_SVEBF16))
+        flags |= ATTN_CPU_SVE_BF16;
+    if ((flags & ATTN_CPU_SVE) && (hwcap2 & HWCAP2_SVEI8MM))
+        flags |= ATTN_CPU_SVE_I8MM;
 #elif defined(CPU_FEATURES_ARCH_AARCH64)
     const Aarch64Features f = GetAarch64Info().features;
     flags |= ATTN_CPU_NEON; /* baseline on AArch64 */
@@ -83,6 +93,10 @@ unsigned attn_cpu_detect(void)
         flags |= ATTN_CPU_NEON_BF16;
     if (f.i8mm != 0)
         flags |= ATTN_CPU_NEON_I8MM;
+    if ((flags & ATTN_CPU_SVE) && f.svebf16 != 0)
+        flags |= ATTN_CPU_SVE_BF16;
+    if ((flags & ATTN_CPU_SVE) && f.svei8mm != 0)
+        flags |= ATTN_CPU_SVE_I8MM;
 #endif
     return flags;
 }

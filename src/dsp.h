@@ -203,6 +203,11 @@ typedef attn_qk_tile_fn attn_qk_i8_fn;
 #define ATTN_CPU_AVX_VNNI (1u << 9)
 /* With ATTN_CPU_NEON only: FEAT_I8MM, SMMLA (Neoverse V1, N2, V2). */
 #define ATTN_CPU_NEON_I8MM (1u << 10)
+/* With ATTN_CPU_SVE only: SVE's forms of FEAT_BF16 (BFMMLA, BFDOT,
+   BFMLALB on Z registers) and FEAT_I8MM (SMMLA), which Linux reports apart
+   from the AdvSIMD ones (HWCAP2_SVEBF16, HWCAP2_SVEI8MM). */
+#define ATTN_CPU_SVE_BF16 (1u << 11)
+#define ATTN_CPU_SVE_I8MM (1u << 12)
 
 #include "kernel_list.h" /* after the ATTN_KV_* values: it names them */
 

@@ -173,11 +173,15 @@
  * block_k = 256: at 128-bit vectors a 256-key row is 64 vectors, and at
  * 2048 bits still four; block_q = 32 is a multiple of the 4-row qk/pv
  * micro-kernels and keeps the score block (32 x 256 floats, 32 KiB) in
- * L1/L2 beside the K/V rows. No quant_, backward_ or dot files: SVE keeps
+ * L1/L2 beside the K/V rows. No quant_ or backward_ files: SVE keeps
  * NEON's kernels there.
  */
 #define ATTN_BLOCKS_sve 32, 256
-#define ATTN_KERNELS_sve(F, a) F(tile, 0, a) F(row, 0, a) F(alibi, 0, a) F(merge, 0, a)
+/* dot: SVE's BFMMLA (HWCAP2_SVEBF16: Neoverse V1, N2, V2), the NEON dot
+   file built again on Z registers (src/arm/dot_sve.c); without it the
+   table keeps NEON's */
+#define ATTN_KERNELS_sve(F, a)                                                              \
+    F(tile, 0, a) F(row, 0, a) F(alibi, 0, a) F(merge, 0, a) F(dot, ATTN_CPU_SVE_BF16, a)
 
 /* ------------------------------------------------------------ generators */
 

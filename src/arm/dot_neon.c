@@ -6,7 +6,13 @@
  * Built with -march=armv8.2-a+bf16 (src/arm/meson.build) and installed
  * only where the kernel reports BF16 (HWCAP2_BF16, src/cpu.c: BFMMLA is
  * part of FEAT_BF16, so no other bit is needed).
- * The SVE table keeps them (it starts from NEON's, src/isa_list.h).
+ * src/arm/dot_sve.c builds it again for the SVE table (ATTN_DOT_SVE: the
+ * micro-kernel on Z registers, a 2 x 2 block per 128-bit segment, panels
+ * as wide as the vector), where the CPU reports SVE's BF16
+ * (HWCAP2_SVEBF16); the packing, the chains and so the bits are the NEON
+ * kernels' at every vector length, and below 8 rows it takes the NEON
+ * tile body's exact path too. Without SVE BF16 the SVE table keeps the
+ * NEON kernels (it starts from NEON's, src/isa_list.h).
  *
  * The rounding to bf16 is src/lowp.h's, written with integer operations
  * (bf16_bits), so the rounded values are the oracle's bit for bit whatever
@@ -51,6 +57,36 @@
 #if !defined(__ARM_FEATURE_BF16_VECTOR_ARITHMETIC)
 #error "dot_neon.c needs the bf16 flags of src/arm/meson.build"
 #endif
+#if defined(ATTN_DOT_SVE)
+#include <arm_sve.h>
+#include "arm/sve.h"
+/* gcc 12 does not define __ARM_FEATURE_SVE_BF16; SVE with BF16 is it */
+#if !defined(__ARM_FEATURE_SVE) || !defined(__ARM_FEATURE_BF16_VECTOR_ARITHMETIC)
+#error "dot_sve.c needs the sve+bf16 flags of src/arm/meson.build"
+#endif
+#endif
+
+/* Query (or weight) rows per micro-kernel, in pairs: 16 accumulators,
+   two row pairs by 8 column pairs (NEON) or four by 4 vectors (SVE). */
+#if defined(ATTN_DOT_SVE)
+#define BF_R 8
+#else
+#define BF_R 4
+#endif
+/* a switch over a block's rows (1 .. BF_R), so that each R is its own loop */
+#if BF_R > 4
+#define BF_ROWS_WIDE(M) case 4: M(4); break; case 5: M(5); break; case 6: M(6); break; case 7: M(7); break;
+#else
+#define BF_ROWS_WIDE(M)
+#endif
+#define BF_ROWS_SWITCH(rn, M)                                                               \
+    switch (rn) {                                                                           \
+    case 1: M(1); break;                                                                    \
+    case 2: M(2); break;                                                                    \
+    case 3: M(3); break;                                                                    \
+    BF_ROWS_WIDE(M)                                                                         \
+    default: M(BF_R); break;                                                                \
+    }
 
 /* ------------------------------------------------------------------------ */
 /* bf16 rounding (src/lowp.h's attn_bf16_round, 4 lanes)                     */
@@ -126,6 +162,164 @@ static ALWAYS_INLINE float32x4_t load_n(const float *p, size_t n)
    pseudocode), the step BFDOT makes per lane. So a lane's chain is BFDOT's,
    pair after pair, and the bound of the top holds as it is. */
 
+#if defined(ATTN_DOT_SVE)
+
+/*
+ * The SVE micro-kernel: BFMMLA on whole vectors, one 2 x 2 block per
+ * 128-bit segment, so a vector holds S = svcntw() / 4 column pairs. The
+ * row pair's operand is replicated to every segment (LD1RQ, then TRN of
+ * the two rows' quads), the panel's column pairs are contiguous, so vector
+ * j of a chunk is its pairs jS .. jS + S - 1. Sizeless types cannot form
+ * arrays: the 16 accumulators are named, a<h><j> for row pair h (rows 2h,
+ * 2h + 1) and vector j, and a smaller block (R < 7) is the same code with
+ * the unused ones compiled out (R is a constant after inlining).
+ */
+#define SV_J(M, h) M(h, 0) M(h, 1) M(h, 2) M(h, 3)
+#define SV_ALL(M) SV_J(M, 0) SV_J(M, 1) SV_J(M, 2) SV_J(M, 3)
+#define SV_H(M) M(0) M(1) M(2) M(3)
+
+/* op on the 64-bit halves of f32 vectors */
+#define sv_u64(op, x, y) svreinterpret_f32_u64(op(svreinterpret_u64_f32(x), svreinterpret_u64_f32(y)))
+
+/* Rows (2h, 2h + 1) of R at pairs p .. p + 3 (p a multiple of 4: a
+   packed group of the row buffers), one quad per segment: TRN1 of the
+   result's 64-bit halves is the operand of pairs p, p + 1, TRN2 of p + 2,
+   p + 3. */
+static ALWAYS_INLINE svuint64_t sv_quad(size_t R, const uint32_t *rows, size_t rs, size_t r,
+                                        size_t p)
+{
+    return r < R ? svreinterpret_u64_u32(svld1rq_u32(svptrue_b32(), rows + r * rs + p))
+                 : svdup_n_u64(0);
+}
+
+/* The lanes of column pair operands that hold one pair of each column:
+   (0, 2, 0, 2) per segment, or (1, 3, 1, 3) with one added. */
+static ALWAYS_INLINE svuint32_t sv_pair_index(void)
+{
+    const svuint32_t i = svindex_u32(0, 1);
+    return svorr_u32_x(svptrue_b32(), svand_n_u32_x(svptrue_b32(), i, ~3u),
+                       svlsl_n_u32_x(svptrue_b32(), svand_n_u32_x(svptrue_b32(), i, 1u), 1));
+}
+
+static ALWAYS_INLINE void bf_mmla(size_t R, const uint32_t *rows, size_t rs, size_t np, int odd,
+                                  const uint32_t *panel, size_t cs, float *out, ptrdiff_t os,
+                                  size_t n, int add, int first, int last, float scale)
+{
+    const size_t vl = svcntw(), H = (R + 1) / 2;
+    const svbool_t all = svptrue_b32();
+    const svfloat32_t zero = svdup_n_f32(0.0f);
+    const int from = !add && !first;
+    const svbool_t pg0 = sve_lanes(0, n), pg1 = sve_lanes(vl, n);
+    /* a chunk's vectors of column pairs: cs lanes, fewer than 4 vectors
+       only for P.V's panels at 1024 bits and more */
+    const svbool_t pb0 = sve_lanes(0, cs), pb1 = sve_lanes(vl, cs);
+    const svbool_t pb2 = sve_lanes(2 * vl, cs), pb3 = sve_lanes(3 * vl, cs);
+#define SV_DECL(h, j) svfloat32_t a##h##j = zero;
+    SV_ALL(SV_DECL)
+#undef SV_DECL
+    /* the chains continue from out: its rows in the blocks' layout */
+#define SV_FROM(h)                                                                          \
+    if (from && 2 * (h) < R) {                                                              \
+        const float *o = out + (ptrdiff_t)(2 * (h)) * os;                                   \
+        const svfloat32_t y00 = svld1_f32(pg0, o), y01 = svld1_f32(pg1, o + vl);            \
+        const svfloat32_t y10 = 2 * (h) + 1 < R ? svld1_f32(pg0, o + os) : zero;            \
+        const svfloat32_t y11 = 2 * (h) + 1 < R ? svld1_f32(pg1, o + os + vl) : zero;       \
+        a##h##0 = sv_u64(svzip1_u64, y00, y10);                                             \
+        a##h##1 = sv_u64(svzip2_u64, y00, y10);                                             \
+        a##h##2 = sv_u64(svzip1_u64, y01, y11);                                             \
+        a##h##3 = sv_u64(svzip2_u64, y01, y11);                                             \
+    }
+    SV_H(SV_FROM)
+#undef SV_FROM
+    /* chunk c (4 values) with the row pairs' operands x<h> */
+#define SV_MM(h, j)                                                                         \
+    if ((h) < H)                                                                            \
+        a##h##j = svbfmmla_f32(a##h##j, svreinterpret_bf16_u64(x##h), b##j);
+#define SV_LOAD_B(j) const svbfloat16_t b##j = svreinterpret_bf16_u32(svld1_u32(pb##j, pc + (j) * vl));
+#define SV_CHUNK(c)                                                                         \
+    do {                                                                                    \
+        const uint32_t *pc = panel + (c) * cs;                                              \
+        SV_LOAD_B(0) SV_LOAD_B(1) SV_LOAD_B(2) SV_LOAD_B(3)                                 \
+        SV_ALL(SV_MM)                                                                       \
+    } while (0)
+    const size_t full = np / 2; /* chunks of two whole pairs */
+    size_t c = 0;
+    for (; c < full; c += 2) {
+        svuint64_t x0, x1, x2, x3;
+#define SV_QUAD(h)                                                                          \
+    const svuint64_t q##h##0 = (h) < H ? sv_quad(R, rows, rs, 2 * (h), 2 * c) : svdup_n_u64(0); \
+    const svuint64_t q##h##1 = (h) < H ? sv_quad(R, rows, rs, 2 * (h) + 1, 2 * c) : svdup_n_u64(0);
+        SV_H(SV_QUAD)
+#undef SV_QUAD
+#define SV_X(h, op) x##h = op(q##h##0, q##h##1);
+        SV_X(0, svtrn1_u64) SV_X(1, svtrn1_u64) SV_X(2, svtrn1_u64) SV_X(3, svtrn1_u64)
+        SV_CHUNK(c);
+        if (c + 1 < full) {
+            SV_X(0, svtrn2_u64) SV_X(1, svtrn2_u64) SV_X(2, svtrn2_u64) SV_X(3, svtrn2_u64)
+            SV_CHUNK(c + 1);
+        }
+    }
+    c = full;
+    if ((np & 1) || odd) {
+        /* the chunk with a pair left over and/or the odd value, lane by
+           lane (see the NEON kernel): its quad starts at pair 4 (c / 2) */
+        const int pair = (int)(np & 1);
+        const svuint32_t i02 = sv_pair_index(), i13 = svadd_n_u32_x(all, i02, 1);
+        svuint32_t x0, x1, x2, x3;
+#define SV_QUAD(h)                                                                          \
+    const svuint64_t q##h##0 = (h) < H ? sv_quad(R, rows, rs, 2 * (h), 4 * (c / 2)) : svdup_n_u64(0); \
+    const svuint64_t q##h##1 = (h) < H ? sv_quad(R, rows, rs, 2 * (h) + 1, 4 * (c / 2)) : svdup_n_u64(0);
+        SV_H(SV_QUAD)
+#undef SV_QUAD
+#define SV_XT(h)                                                                            \
+    x##h = svreinterpret_u32_u64(c & 1 ? svtrn2_u64(q##h##0, q##h##1) : svtrn1_u64(q##h##0, q##h##1));
+        SV_H(SV_XT)
+#undef SV_XT
+        const uint32_t *pc = panel + c * cs;
+#define SV_TAIL(h, j)                                                                       \
+    if ((h) < H) {                                                                          \
+        const svuint32_t b = svld1_u32(pb##j, pc + (j) * vl);                               \
+        if (pair)                                                                           \
+            a##h##j = svbfdot_f32(a##h##j, svreinterpret_bf16_u32(svtbl_u32(b, i02)),       \
+                                  svreinterpret_bf16_u32(svtrn1_u32(x##h, x##h)));          \
+        if (odd)                                                                            \
+            a##h##j = svbfmlalb_f32(                                                        \
+                a##h##j, svreinterpret_bf16_u32(svtbl_u32(b, pair ? i13 : i02)),            \
+                svreinterpret_bf16_u32(pair ? svtrn2_u32(x##h, x##h) : svtrn1_u32(x##h, x##h))); \
+    }
+        SV_ALL(SV_TAIL)
+#undef SV_TAIL
+    }
+    /* back to rows: row 2h is the even 64-bit halves, 2h + 1 the odd */
+#define SV_STORE_ROW(r, y, pg, off)                                                         \
+    if ((r) < R) {                                                                          \
+        float *o = out + (ptrdiff_t)(r) * os + (off);                                       \
+        svst1_f32(pg, o, add ? svadd_f32_x(pg, svld1_f32(pg, o), y)                         \
+                             : last ? svmul_n_f32_x(pg, y, scale) : y);                     \
+    }
+#define SV_OUT(h)                                                                           \
+    if ((h) < H) {                                                                          \
+        SV_STORE_ROW(2 * (h), sv_u64(svuzp1_u64, a##h##0, a##h##1), pg0, 0)                 \
+        SV_STORE_ROW(2 * (h) + 1, sv_u64(svuzp2_u64, a##h##0, a##h##1), pg0, 0)             \
+        SV_STORE_ROW(2 * (h), sv_u64(svuzp1_u64, a##h##2, a##h##3), pg1, vl)                \
+        SV_STORE_ROW(2 * (h) + 1, sv_u64(svuzp2_u64, a##h##2, a##h##3), pg1, vl)            \
+    }
+    SV_H(SV_OUT)
+#undef SV_OUT
+#undef SV_STORE_ROW
+#undef SV_MM
+#undef SV_LOAD_B
+#undef SV_CHUNK
+#undef SV_X
+}
+
+#undef sv_u64
+
+#undef SV_J
+#undef SV_ALL
+#undef SV_H
+
+#else /* NEON */
 /* Rows 2h and 2h + 1 of R (the second zero past R) at pairs p, p + 1: the
    first operand of BFMMLA. Row r's pairs at rows + r * rs. */
 static ALWAYS_INLINE bfloat16x8_t bf_row_pair(size_t R, const uint32_t *rows, size_t rs, size_t h,
@@ -236,29 +430,47 @@ static ALWAYS_INLINE void bf_mmla(size_t R, const uint32_t *rows, size_t rs, siz
         }
 }
 
+#endif /* NEON */
+
 /* ------------------------------------------------------------------------ */
 /* qk_bf16                                                                   */
 /* ------------------------------------------------------------------------ */
 
-#define BF_KEYS 16   /* keys per panel: eight pairs */
-/* dims per pass (64 pairs: the panel is 4 KiB) and query rows rounded per
-   pass (8 KiB), so that a task stays within ATTN_TASK_STACK_BYTES; past
-   d 128 the partial sums wait in s between passes, continuing the chains */
+/* Keys per panel (8 pairs on NEON, 4 vectors of pairs on SVE) and dims
+   per pass: the panel (depth / 4 chunks of keys / 2 pairs, 16 bytes each)
+   is at most 4 KiB, the query rows rounded per pass (up to 128 dims) 8 KiB,
+   so that a task stays within ATTN_TASK_STACK_BYTES; past a pass's depth
+   the partial sums wait in s between passes, continuing the chains (so
+   the depth does not change the bits). */
+#if defined(ATTN_DOT_SVE)
+#define BF_KEYS (2 * svcntw())
+static ALWAYS_INLINE size_t bf_depth(void)
+{
+    const size_t d = 1024 / svcntw(); /* svcntw() <= 64: at least 16 */
+    return (d < 128 ? d : 128) & ~(size_t)7;
+}
+#define BF_DEPTH bf_depth()
+#else
+#define BF_KEYS 16
 #define BF_DEPTH 128
+#endif
+#define BF_DEPTH_MAX 128
+#define BF_PANEL_WORDS 1024 /* 4 KiB */
 #define BF_ROWS 32
-#define BF_QK_ROWS 4 /* query rows per micro-kernel: two pairs, 16 accumulators */
 /* From this many rows on the packed kernels round; below, the exact f32
    path (tile family) is as fast: it is bound by reading K and V then
    (decode of a GQA group), where packing would cost more than it saves.
    The AVX-512 kernels' threshold, not measured on AArch64 hardware. */
 #define BF_MIN_ROWS 8
 
-/* The panel of bf_mmla: keys 2j and 2j + 1 (j < 8) at dims t0 + 4c ..
-   t0 + 4c + 3, per chunk c of 32 lanes; keys nkeys..15 zero. */
+/* The panel of bf_mmla: keys 2j and 2j + 1 (j < BF_KEYS / 2) at dims
+   t0 + 4c .. t0 + 4c + 3, per chunk c of 2 BF_KEYS lanes; keys past nkeys
+   zero. */
 static ALWAYS_INLINE void bf_pack_keys(int dt, const unsigned char *k, uintptr_t kb,
                                        size_t nkeys, size_t t0, size_t td, uint32_t *panel)
 {
-    for (size_t j = 0; j < BF_KEYS / 2; j++)
+    const size_t keys = BF_KEYS;
+    for (size_t j = 0; j < keys / 2; j++)
         for (size_t tb = 0; tb < td; tb += 8) {
             const size_t tn = td - tb < 8 ? td - tb : 8;
             const uint64x2_t k0 = 2 * j < nkeys
@@ -268,9 +480,9 @@ static ALWAYS_INLINE void bf_pack_keys(int dt, const unsigned char *k, uintptr_t
                                       ? vreinterpretq_u64_u16(
                                             bits8(dt, row_at(k, 2 * j + 1, kb), t0 + tb, tn))
                                       : vdupq_n_u64(0);
-            uint32_t *pc = panel + tb / 4 * (BF_KEYS * 2) + 4 * j; /* chunk tb / 4 */
+            uint32_t *pc = panel + tb / 4 * (2 * keys) + 4 * j; /* chunk tb / 4 */
             vst1q_u32(pc, vreinterpretq_u32_u64(vzip1q_u64(k0, k1)));
-            vst1q_u32(pc + BF_KEYS * 2, vreinterpretq_u32_u64(vzip2q_u64(k0, k1)));
+            vst1q_u32(pc + 2 * keys, vreinterpretq_u32_u64(vzip2q_u64(k0, k1)));
         }
 }
 
@@ -282,38 +494,33 @@ static ALWAYS_INLINE void qk_bf16(int dt, const float *q, ptrdiff_t q_stride, co
         qk_tile(dt, q, q_stride, k, k_stride, nq, nk, d, scale, s, s_stride);
         return;
     }
-    _Alignas(16) uint32_t panel[BF_DEPTH / 2 * BF_KEYS];
-    _Alignas(16) uint32_t qp[BF_ROWS * (BF_DEPTH / 2)];
+    _Alignas(16) uint32_t panel[BF_PANEL_WORDS];
+    _Alignas(16) uint32_t qp[BF_ROWS * (BF_DEPTH_MAX / 2)];
     const uintptr_t kb = (uintptr_t)k_stride * unit_bytes(dt);
+    const size_t depth = BF_DEPTH, keys = BF_KEYS;
     for (size_t r0 = 0; r0 < nq; r0 += BF_ROWS) {
         const size_t nr = nq - r0 < BF_ROWS ? nq - r0 : BF_ROWS;
-        for (size_t t0 = 0; t0 < d; t0 += BF_DEPTH) {
-            /* BF_DEPTH is even: only the last pass may end in an odd value */
-            const size_t td = d - t0 < BF_DEPTH ? d - t0 : BF_DEPTH;
+        for (size_t t0 = 0; t0 < d; t0 += depth) {
+            /* depth is even: only the last pass may end in an odd value */
+            const size_t td = d - t0 < depth ? d - t0 : depth;
             const int first = t0 == 0, last = t0 + td == d, odd = (int)(td & 1);
             for (size_t r = 0; r < nr; r++) {
                 const unsigned char *qr =
                     (const unsigned char *)(q + (ptrdiff_t)(r0 + r) * q_stride);
                 for (size_t tb = 0; tb < td; tb += 8)
-                    vst1q_u32(qp + r * (BF_DEPTH / 2) + tb / 2,
+                    vst1q_u32(qp + r * (BF_DEPTH_MAX / 2) + tb / 2,
                               vreinterpretq_u32_u16(bits8(ATTN_KV_F32, qr, t0 + tb,
                                                           td - tb < 8 ? td - tb : 8)));
             }
-            for (size_t c0 = 0; c0 < nk; c0 += BF_KEYS) {
-                const size_t nkeys = nk - c0 < BF_KEYS ? nk - c0 : BF_KEYS;
+            for (size_t c0 = 0; c0 < nk; c0 += keys) {
+                const size_t nkeys = nk - c0 < keys ? nk - c0 : keys;
                 bf_pack_keys(dt, row_at(k, c0, kb), kb, nkeys, t0, td, panel);
                 float *sc = s + (ptrdiff_t)r0 * s_stride + (ptrdiff_t)c0;
-                for (size_t r = 0; r < nr; r += BF_QK_ROWS) {
-                    const uint32_t *qr = qp + r * (BF_DEPTH / 2);
+                for (size_t r = 0; r < nr; r += BF_R) {
+                    const uint32_t *qr = qp + r * (BF_DEPTH_MAX / 2);
                     float *sr = sc + (ptrdiff_t)r * s_stride;
-                    /* a switch, so that each R is its own loop */
-#define BF_QK(R) bf_mmla(R, qr, BF_DEPTH / 2, td / 2, odd, panel, BF_KEYS * 2, sr, s_stride, nkeys, 0, first, last, scale)
-                    switch (nr - r < BF_QK_ROWS ? nr - r : BF_QK_ROWS) {
-                    case 1: BF_QK(1); break;
-                    case 2: BF_QK(2); break;
-                    case 3: BF_QK(3); break;
-                    default: BF_QK(4); break;
-                    }
+#define BF_QK(R) bf_mmla(R, qr, BF_DEPTH_MAX / 2, td / 2, odd, panel, 2 * keys, sr, s_stride, nkeys, 0, first, last, scale)
+                    BF_ROWS_SWITCH(nr - r < BF_R ? nr - r : BF_R, BF_QK)
 #undef BF_QK
                 }
             }
@@ -326,17 +533,29 @@ static ALWAYS_INLINE void qk_bf16(int dt, const float *q, ptrdiff_t q_stride, co
 /* ------------------------------------------------------------------------ */
 
 #define BF_PV_KEYS 64  /* keys per chunk: 32 pairs */
-#define BF_PV_COLS 64  /* output columns per packed panel (8 KiB) */
 #define BF_PV_ROWS 64  /* weight rows rounded per chunk (8 KiB) */
-#define BF_PV_R 4      /* rows per micro-kernel, x 16 columns: 16 accumulators */
+/* Output columns per packed panel (at most 64: 8 KiB) and per
+   micro-kernel (a slice): NEON packs 64 for 16 a slice, SVE a slice of 4
+   vectors of column pairs (8 columns per 128 bits), up to 64 (from 1024-bit
+   vectors on, the vectors past the panel's pairs are zeros). */
+#if defined(ATTN_DOT_SVE)
+#define BF_PV_COLS (svcntw() < 32 ? 2 * svcntw() : 64)
+#define BF_PV_SLICE BF_PV_COLS
+#define BF_PV_COLS_MAX 64
+#else
+#define BF_PV_COLS 64
+#define BF_PV_SLICE 16
+#define BF_PV_COLS_MAX 64
+#endif
 
-/* The panel of bf_mmla for P.V: columns j0 + 2j, j0 + 2j + 1 (j < 32) at
-   keys 4c .. 4c + 3, per chunk c of 128 lanes, for 4c < n, j < w rounded
-   up to 16 (zeros past n keys and w columns). */
+/* The panel of bf_mmla for P.V: columns j0 + 2j, j0 + 2j + 1 at keys
+   4c .. 4c + 3, per chunk c of 2 BF_PV_COLS lanes, for 4c < n, 2j < w
+   rounded up to a slice (zeros past n keys and w columns). */
 static ALWAYS_INLINE void pv_pack_values(int dt, const void *v, uintptr_t vb, size_t n,
                                          size_t j0, size_t w, uint32_t *vp)
 {
-    const size_t wp = (w + 15) & ~(size_t)15;
+    const size_t slice = BF_PV_SLICE, cs = 2 * BF_PV_COLS;
+    const size_t wp = (w + slice - 1) / slice * slice;
     for (size_t c = 0; 4 * c < n; c++) {
         const unsigned char *vr[4];
         for (size_t i = 0; i < 4; i++)
@@ -352,7 +571,7 @@ static ALWAYS_INLINE void pv_pack_values(int dt, const void *v, uintptr_t vb, si
             const uint32x4_t e1 = vreinterpretq_u32_u16(vzip2q_u16(l[0], l[1]));
             const uint32x4_t o0 = vreinterpretq_u32_u16(vzip1q_u16(l[2], l[3]));
             const uint32x4_t o1 = vreinterpretq_u32_u16(vzip2q_u16(l[2], l[3]));
-            uint32_t *pc = vp + c * (BF_PV_COLS * 2) + 2 * x; /* column pair x / 2 */
+            uint32_t *pc = vp + c * cs + 2 * x; /* column pair x / 2 */
             vst1q_u32(pc, vzip1q_u32(e0, o0));
             vst1q_u32(pc + 4, vzip2q_u32(e0, o0));
             vst1q_u32(pc + 8, vzip1q_u32(e1, o1));
@@ -420,9 +639,10 @@ static ALWAYS_INLINE void pv_bf16_at(int dt, const float *p, ptrdiff_t p_stride,
                                      size_t nq, size_t nk, size_t dv, float *acc,
                                      ptrdiff_t acc_stride)
 {
-    _Alignas(16) uint32_t vp[BF_PV_KEYS / 2 * BF_PV_COLS];
+    _Alignas(16) uint32_t vp[BF_PV_KEYS / 2 * BF_PV_COLS_MAX];
     _Alignas(16) uint32_t pp[BF_PV_ROWS * (BF_PV_KEYS / 2)];
     const uintptr_t vb = (uintptr_t)v_stride * unit_bytes(dt);
+    const size_t cols = BF_PV_COLS, slice = BF_PV_SLICE;
     for (size_t r0 = 0; r0 < nq; r0 += BF_PV_ROWS) {
         const size_t nr = nq - r0 < BF_PV_ROWS ? nq - r0 : BF_PV_ROWS;
         for (size_t c0 = 0; c0 < nk; c0 += BF_PV_KEYS) {
@@ -431,22 +651,17 @@ static ALWAYS_INLINE void pv_bf16_at(int dt, const float *p, ptrdiff_t p_stride,
             const int odd = (int)(n & 1);
             pv_pack_weights(p + (ptrdiff_t)r0 * p_stride + (ptrdiff_t)c0 * p_step, p_stride,
                             p_step, nr, n, pp);
-            for (size_t j0 = 0; j0 < dv; j0 += BF_PV_COLS) {
-                const size_t w = dv - j0 < BF_PV_COLS ? dv - j0 : BF_PV_COLS;
+            for (size_t j0 = 0; j0 < dv; j0 += cols) {
+                const size_t w = dv - j0 < cols ? dv - j0 : cols;
                 pv_pack_values(dt, row_at(v, c0, vb), vb, n, j0, w, vp);
-                for (size_t x0 = 0; x0 < w; x0 += 16) {
-                    const size_t wx = w - x0 < 16 ? w - x0 : 16;
+                for (size_t x0 = 0; x0 < w; x0 += slice) {
+                    const size_t wx = w - x0 < slice ? w - x0 : slice;
                     float *ac = acc + (ptrdiff_t)r0 * acc_stride + (ptrdiff_t)(j0 + x0);
-                    for (size_t r = 0; r < nr; r += BF_PV_R) {
+                    for (size_t r = 0; r < nr; r += BF_R) {
                         const uint32_t *pr = pp + r * (BF_PV_KEYS / 2);
                         float *ar = ac + (ptrdiff_t)r * acc_stride;
-#define BF_PV(R) bf_mmla(R, pr, BF_PV_KEYS / 2, n / 2, odd, vp + 2 * x0, BF_PV_COLS * 2, ar, acc_stride, wx, 1, 1, 0, 1.0f)
-                        switch (nr - r < BF_PV_R ? nr - r : BF_PV_R) {
-                        case 1: BF_PV(1); break;
-                        case 2: BF_PV(2); break;
-                        case 3: BF_PV(3); break;
-                        default: BF_PV(4); break;
-                        }
+#define BF_PV(R) bf_mmla(R, pr, BF_PV_KEYS / 2, n / 2, odd, vp + 2 * x0, 2 * cols, ar, acc_stride, wx, 1, 1, 0, 1.0f)
+                        BF_ROWS_SWITCH(nr - r < BF_R ? nr - r : BF_R, BF_PV)
 #undef BF_PV
                     }
                 }
@@ -476,4 +691,8 @@ static ALWAYS_INLINE void pt_bf16(const float *p, ptrdiff_t p_stride, const floa
     pv_bf16_at(ATTN_KV_F32, p, 1, p_stride, x, x_stride, nk, nq, dim, acc, acc_stride);
 }
 
+#if defined(ATTN_DOT_SVE)
+ATTN_TILE_FILE(dot, sve, sve)
+#else
 ATTN_TILE_FILE(dot, neon, neon)
+#endif
