@@ -279,6 +279,7 @@ static ALWAYS_INLINE void i8_rows(size_t R, const attn_q8_block *qb, size_t q_bl
             i8_load_row(s + (ptrdiff_t)(2 * p + 1) * s_stride, n0, n1, first, yb);
         else
             yb[0] = yb[1] = vdupq_n_f32(0.0f);
+        UNROLL
         for (size_t h = 0; h < 2; h++) {
             acc[p][2 * h] = vcombine_f32(vget_low_f32(ya[h]), vget_low_f32(yb[h]));
             acc[p][2 * h + 1] = vcombine_f32(vget_high_f32(ya[h]), vget_high_f32(yb[h]));
@@ -292,20 +293,26 @@ static ALWAYS_INLINE void i8_rows(size_t R, const attn_q8_block *qb, size_t q_bl
         for (size_t p = 0; p < P; p++) {
             const attn_q8_block *x0 = &qb[(2 * p) * q_blocks + b];
             const attn_q8_block *x1 = 2 * p + 1 < R ? &qb[(2 * p + 1) * q_blocks + b] : NULL;
+            UNROLL
             for (size_t w = 0; w < 4; w++)
                 a[p][w] = vcombine_s8(vld1_s8(x0->n + 8 * w),
                                       x1 ? vld1_s8(x1->n + 8 * w) : vdup_n_s8(0));
             dq[p] = vcombine_f32(vdup_n_f32(x0->dq), vdup_n_f32(x1 ? x1->dq : 0.0f));
+            UNROLL
             for (size_t g = 0; g < 4; g++)
                 is[p][g] = vdupq_n_s32(0);
         }
+        /* every loop unrolled, so that a, is and acc stay in registers */
+        UNROLL
         for (size_t w = 0; w < 4; w++)
+            UNROLL
             for (size_t g = 0; g < 4; g++) {
                 const int8x16_t kv = vreinterpretq_s8_u32(vld1q_u32(kp + ((b * 4 + w) * 4 + g) * 4));
                 UNROLL
                 for (size_t p = 0; p < P; p++)
                     is[p][g] = vmmlaq_s32(is[p][g], a[p][w], kv);
             }
+        UNROLL
         for (size_t g = 0; g < 4; g++) {
             const float32x2_t dk = vld1_f32(ks + b * I8_KEYS + 2 * g);
             const float32x4_t dkk = vcombine_f32(dk, dk);
@@ -318,8 +325,12 @@ static ALWAYS_INLINE void i8_rows(size_t R, const attn_q8_block *qb, size_t q_bl
     }
     UNROLL
     for (size_t p = 0; p < P; p++)
-        for (size_t x = 0; x < 2 && 2 * p + x < R; x++) {
+        UNROLL
+        for (size_t x = 0; x < 2; x++) {
+            if (2 * p + x >= R)
+                break;
             float32x4_t y[2];
+            UNROLL
             for (size_t h = 0; h < 2; h++)
                 y[h] = x ? vcombine_f32(vget_high_f32(acc[p][2 * h]),
                                         vget_high_f32(acc[p][2 * h + 1]))
