@@ -178,10 +178,12 @@
  */
 #define ATTN_BLOCKS_sve 32, 256
 /* dot: SVE's BFMMLA (HWCAP2_SVEBF16: Neoverse V1, N2, V2), the NEON dot
-   file built again on Z registers (src/arm/dot_sve.c); without it the
-   table keeps NEON's */
+   file built again on Z registers (src/arm/dot_sve.c); dot_i8: SVE's
+   SMMLA (HWCAP2_SVEI8MM), the NEON int8 file built again
+   (src/arm/dot_i8_sve.c); without them the table keeps NEON's */
 #define ATTN_KERNELS_sve(F, a)                                                              \
-    F(tile, 0, a) F(row, 0, a) F(alibi, 0, a) F(merge, 0, a) F(dot, ATTN_CPU_SVE_BF16, a)
+    F(tile, 0, a) F(row, 0, a) F(alibi, 0, a) F(merge, 0, a) F(dot, ATTN_CPU_SVE_BF16, a)   \
+    F(dot_i8, ATTN_CPU_SVE_I8MM, a)
 
 /* ------------------------------------------------------------ generators */
 

@@ -4,11 +4,15 @@
  * file of src/kernel_list.h, its bf16 twin is src/arm/dot_neon.c), on
  * FEAT_DotProd's SDOT. Built with -march=armv8.2-a+dotprod
  * (src/arm/meson.build) and installed only where the kernel reports it
- * (HWCAP_ASIMDDP, src/cpu.c); the SVE table keeps it (src/isa_list.h).
+ * (HWCAP_ASIMDDP, src/cpu.c); the SVE table keeps it (src/isa_list.h)
+ * unless it has SVE's I8MM (below).
  * src/arm/dot_i8_mmla_neon.c builds it again on FEAT_I8MM's SMMLA (the
  * dot_i8_mmla file, ATTN_DOT_I8_MMLA below), for the CPUs that have it
  * (Neoverse V1, N2, V2): the same quantization, block sums and f32 steps,
- * so the same bits, with twice the products per instruction.
+ * so the same bits, with twice the products per instruction; and
+ * src/arm/dot_i8_sve.c on SVE's SMMLA (ATTN_DOT_I8_SVE, the SVE table's
+ * dot_i8 file, where HWCAP2_SVEI8MM is set): the SMMLA kernel on whole
+ * vectors, a 2 x 2 block per 128-bit segment, with the same bits.
  *
  * It quantizes q exactly as src/lowp.h says (the same IEEE operations, so
  * the same bits), sums the integer products exactly (SDOT multiplies
@@ -33,7 +37,14 @@
 #include "tile_variants.h"
 #include "arm/tile_neon_body.h"
 
-#if defined(ATTN_DOT_I8_MMLA)
+#if defined(ATTN_DOT_I8_SVE)
+#define ATTN_DOT_I8_MMLA 1 /* SVE's SMMLA: the pair layout of the NEON one */
+#include <arm_sve.h>
+#include "arm/sve.h"
+#if !defined(__ARM_FEATURE_SVE_MATMUL_INT8)
+#error "dot_i8_sve.c needs the sve+i8mm flags of src/arm/meson.build"
+#endif
+#elif defined(ATTN_DOT_I8_MMLA)
 #if !defined(__ARM_FEATURE_MATMUL_INT8)
 #error "dot_i8_mmla_neon.c needs the i8mm flags of src/arm/meson.build"
 #endif
@@ -41,9 +52,21 @@
 #error "dot_i8_neon.c needs the dotprod flags of src/arm/meson.build"
 #endif
 
-#define I8_KEYS 8       /* keys per group: two vectors of lanes */
-/* stack: 4 KiB of panel, 10 KiB of quantized query (ATTN_TASK_STACK_BYTES) */
-#define I8_BLOCKS 16    /* blocks per packed chunk (d 512) */
+/* Keys per group (NEON: two vectors of lanes, 4 pairs; SVE: 4 vectors of
+   pairs, one pair per 128-bit segment) and blocks per packed chunk (d 512
+   on NEON), so that the panel is 4 KiB (stack: 4 KiB of panel, 10 KiB of
+   quantized query, ATTN_TASK_STACK_BYTES). Past a chunk the sums wait in s,
+   so neither changes the bits. */
+#if defined(ATTN_DOT_I8_SVE)
+#define I8_KEYS (2 * svcntw())
+#define I8_BLOCKS (svcntw() <= 4 ? 16 : 64 / svcntw())
+#define I8_KS_PER_KEY 2 /* a pair's scales twice: (dk0, dk1, dk0, dk1) */
+#else
+#define I8_KEYS 8
+#define I8_BLOCKS 16
+#define I8_KS_PER_KEY 1
+#endif
+#define I8_PANEL_WORDS 1024
 #define I8_QBLOCKS 256  /* quantized query blocks kept per pass: 64 rows at d 128 */
 #define I8_ROWS 4       /* query rows per micro-kernel */
 _Static_assert(ATTN_MAX_HEAD_DIM / ATTN_QBLOCK <= I8_QBLOCKS, "a query row must fit one pass");
@@ -223,17 +246,19 @@ static ALWAYS_INLINE void i8_rows(size_t R, const attn_q8_block *qb, size_t q_bl
 #else /* ATTN_DOT_I8_MMLA */
 
 /*
- * Packs blocks b0 .. b0 + nb of the keys of a group (nkeys <= 8, the rest
- * zero) for SMMLA: kp[((b * 4 + w) * 4 + g) * 4 ..], 16 bytes, = values
- * 8w .. 8w + 7 of block b of key 2g, then the same of key 2g + 1;
- * ks[b * 8 + j] = key j's block scale.
+ * Packs blocks b0 .. b0 + nb of the keys of a group (nkeys <= I8_KEYS, the
+ * rest zero) for SMMLA: kp[((b * 4 + w) * G + g) * 4 ..] (G = I8_KEYS / 2
+ * pairs), 16 bytes, = values 8w .. 8w + 7 of block b of key 2g, then the
+ * same of key 2g + 1; ks[b * I8_KEYS + j] = key j's block scale (SVE:
+ * ks[(b * G + g) * 4 ..] = the pair's scales twice, the lanes of its sums).
  */
 static ALWAYS_INLINE void i8_pack(int dt, const unsigned char *k, uintptr_t kb, size_t nkeys,
                                   size_t b0, size_t nb, uint32_t *kp, float *ks)
 {
-    const size_t unit = unit_bytes(dt);
+    const size_t unit = unit_bytes(dt), G = I8_KEYS / 2;
     for (size_t b = 0; b < nb; b++)
-        for (size_t g = 0; g < I8_KEYS / 2; g++) {
+        for (size_t g = 0; g < G; g++) {
+            float dk[2];
             int64x2_t lo[2], hi[2];
             for (size_t x = 0; x < 2; x++) {
                 const size_t j = 2 * g + x;
@@ -243,18 +268,27 @@ static ALWAYS_INLINE void i8_pack(int dt, const unsigned char *k, uintptr_t kb, 
                     i8_block(dt, blk, &l, &h);
                     lo[x] = vreinterpretq_s64_s8(l);
                     hi[x] = vreinterpretq_s64_s8(h);
-                    ks[b * I8_KEYS + j] = block_scale(blk);
+                    dk[x] = block_scale(blk);
                 } else {
                     lo[x] = hi[x] = vdupq_n_s64(0);
-                    ks[b * I8_KEYS + j] = 0.0f;
+                    dk[x] = 0.0f;
                 }
             }
+#if defined(ATTN_DOT_I8_SVE)
+            for (size_t x = 0; x < 4; x++)
+                ks[(b * G + g) * 4 + x] = dk[x & 1];
+#else
+            ks[b * I8_KEYS + 2 * g] = dk[0];
+            ks[b * I8_KEYS + 2 * g + 1] = dk[1];
+#endif
             const int64x2_t w[4] = {vzip1q_s64(lo[0], lo[1]), vzip2q_s64(lo[0], lo[1]),
                                     vzip1q_s64(hi[0], hi[1]), vzip2q_s64(hi[0], hi[1])};
             for (size_t v = 0; v < 4; v++)
-                vst1q_u32(kp + ((b * 4 + v) * 4 + g) * 4, vreinterpretq_u32_s64(w[v]));
+                vst1q_u32(kp + ((b * 4 + v) * G + g) * 4, vreinterpretq_u32_s64(w[v]));
         }
 }
+
+#if !defined(ATTN_DOT_I8_SVE)
 
 /*
  * R rows (R <= 4: two pairs, an odd R's last pair completed by a zero row
@@ -340,14 +374,121 @@ static ALWAYS_INLINE void i8_rows(size_t R, const attn_q8_block *qb, size_t q_bl
         }
 }
 
+#else /* ATTN_DOT_I8_SVE */
+
+/*
+ * SVE's SMMLA: per 128-bit segment what the NEON one does, so a vector holds
+ * S = svcntw() / 4 key pairs; the row pair's 16 bytes are replicated to
+ * every segment (LD1RQ of each row's 16 values, TRN of their 8-byte
+ * halves). Named accumulators (sizeless types form no arrays): a<h><j>
+ * (f32) and i<h><j> (the block's int32 sums) for row pair h and vector j;
+ * per score the NEON kernel's block sums and f32 steps, in its order.
+ */
+#define SV_J(M, h) M(h, 0) M(h, 1) M(h, 2) M(h, 3)
+#define SV_ALL(M) SV_J(M, 0) SV_J(M, 1)
+#define sv_u64(op, x, y) svreinterpret_f32_u64(op(svreinterpret_u64_f32(x), svreinterpret_u64_f32(y)))
+
+static ALWAYS_INLINE void i8_rows(size_t R, const attn_q8_block *qb, size_t q_blocks,
+                                  const uint32_t *kp, const float *ks, size_t nb, float *s,
+                                  ptrdiff_t s_stride, size_t nkeys, int first, int last,
+                                  float scale)
+{
+    const size_t vl = svcntw(), G = I8_KEYS / 2, H = (R + 1) / 2;
+    const svbool_t all = svptrue_b32(), all8 = svptrue_b8();
+    const svbool_t pg0 = sve_lanes(0, nkeys), pg1 = sve_lanes(vl, nkeys);
+    const svfloat32_t zero = svdup_n_f32(0.0f);
+#define SV_DECL(h, j) svfloat32_t a##h##j = zero;
+    SV_ALL(SV_DECL)
+#undef SV_DECL
+#define SV_FROM(h)                                                                          \
+    if (!first && 2 * (h) < R) {                                                            \
+        const float *o = s + (ptrdiff_t)(2 * (h)) * s_stride;                               \
+        const svfloat32_t y00 = svld1_f32(pg0, o), y01 = svld1_f32(pg1, o + vl);            \
+        const svfloat32_t y10 = 2 * (h) + 1 < R ? svld1_f32(pg0, o + s_stride) : zero;      \
+        const svfloat32_t y11 = 2 * (h) + 1 < R ? svld1_f32(pg1, o + s_stride + vl) : zero; \
+        a##h##0 = sv_u64(svzip1_u64, y00, y10);                                             \
+        a##h##1 = sv_u64(svzip2_u64, y00, y10);                                             \
+        a##h##2 = sv_u64(svzip1_u64, y01, y11);                                             \
+        a##h##3 = sv_u64(svzip2_u64, y01, y11);                                             \
+    }
+    SV_FROM(0)
+    SV_FROM(1)
+#undef SV_FROM
+    for (size_t b = 0; b < nb; b++) {
+        const attn_q8_block *x0 = &qb[b], *x1 = R > 1 ? &qb[q_blocks + b] : NULL;
+        const attn_q8_block *x2 = R > 2 ? &qb[2 * q_blocks + b] : NULL;
+        const attn_q8_block *x3 = R > 3 ? &qb[3 * q_blocks + b] : NULL;
+        const svint32_t izero = svdup_n_s32(0);
+#define SV_IDECL(h, j) svint32_t i##h##j = izero;
+        SV_ALL(SV_IDECL)
+#undef SV_IDECL
+        for (size_t hh = 0; hh < 2; hh++) { /* values 16 hh .. 16 hh + 15: w = 2 hh, 2 hh + 1 */
+#define SV_Q(x) ((x) ? svreinterpret_u64_s8(svld1rq_s8(all8, (x)->n + 16 * hh)) : svdup_n_u64(0))
+            const svuint64_t q0 = SV_Q(x0), q1 = SV_Q(x1), q2 = H > 1 ? SV_Q(x2) : svdup_n_u64(0);
+            const svuint64_t q3 = H > 1 ? SV_Q(x3) : svdup_n_u64(0);
+#undef SV_Q
+            for (size_t e = 0; e < 2; e++) {
+                const size_t w = 2 * hh + e;
+                const svint8_t A0 = svreinterpret_s8_u64(e ? svtrn2_u64(q0, q1) : svtrn1_u64(q0, q1));
+                const svint8_t A1 = svreinterpret_s8_u64(e ? svtrn2_u64(q2, q3) : svtrn1_u64(q2, q3));
+                const uint32_t *kw = kp + (b * 4 + w) * G * 4;
+#define SV_MM(h, j)                                                                         \
+    if ((h) < H)                                                                            \
+        i##h##j = svmmla_s32(i##h##j, A##h, b##j);
+#define SV_B(j) const svint8_t b##j = svld1_s8(all8, (const int8_t *)(kw + (j) * vl));
+                SV_B(0) SV_B(1) SV_B(2) SV_B(3)
+                SV_ALL(SV_MM)
+#undef SV_B
+#undef SV_MM
+            }
+        }
+        /* the exact integer block sums (|it| < 2^24: converting is exact)
+           times fl(dk * dq), lanes (r0 k0, r0 k1, r1 k0, r1 k1) */
+        const svfloat32_t dq0 = svdupq_n_f32(x0->dq, x0->dq, x1 ? x1->dq : 0.0f, x1 ? x1->dq : 0.0f);
+        const svfloat32_t dq1 = H > 1 ? svdupq_n_f32(x2->dq, x2->dq, x3 ? x3->dq : 0.0f,
+                                                     x3 ? x3->dq : 0.0f)
+                                      : zero;
+#define SV_F(h, j)                                                                          \
+    if ((h) < H)                                                                            \
+        a##h##j = svmla_f32_x(all, a##h##j, svcvt_f32_s32_x(all, i##h##j),                  \
+                              svmul_f32_x(all, dk##j, dq##h));
+#define SV_DK(j) const svfloat32_t dk##j = svld1_f32(all, ks + b * G * 4 + (j) * vl);
+        SV_DK(0) SV_DK(1) SV_DK(2) SV_DK(3)
+        SV_ALL(SV_F)
+#undef SV_DK
+#undef SV_F
+    }
+#define SV_STORE_ROW(r, y, pg, off)                                                         \
+    if ((r) < R)                                                                            \
+        svst1_f32(pg, s + (ptrdiff_t)(r) * s_stride + (off), last ? svmul_n_f32_x(pg, y, scale) : y);
+#define SV_OUT(h)                                                                           \
+    if ((h) < H) {                                                                          \
+        SV_STORE_ROW(2 * (h), sv_u64(svuzp1_u64, a##h##0, a##h##1), pg0, 0)                 \
+        SV_STORE_ROW(2 * (h) + 1, sv_u64(svuzp2_u64, a##h##0, a##h##1), pg0, 0)             \
+        SV_STORE_ROW(2 * (h), sv_u64(svuzp1_u64, a##h##2, a##h##3), pg1, vl)                \
+        SV_STORE_ROW(2 * (h) + 1, sv_u64(svuzp2_u64, a##h##2, a##h##3), pg1, vl)            \
+    }
+    SV_OUT(0)
+    SV_OUT(1)
+#undef SV_OUT
+#undef SV_STORE_ROW
+}
+
+#undef SV_J
+#undef SV_ALL
+#undef sv_u64
+
+#endif /* ATTN_DOT_I8_SVE */
+
 #endif /* ATTN_DOT_I8_MMLA */
 
 static ALWAYS_INLINE void qk_i8(int dt, const float *q, ptrdiff_t q_stride, const void *k,
                                 ptrdiff_t k_stride, size_t nq, size_t nk, size_t d, float scale,
                                 float *s, ptrdiff_t s_stride)
 {
-    _Alignas(16) uint32_t kp[I8_BLOCKS * 8 * I8_KEYS];
-    _Alignas(16) float ks[I8_BLOCKS * I8_KEYS];
+    _Alignas(16) uint32_t kp[I8_PANEL_WORDS];
+    _Alignas(16) float ks[I8_PANEL_WORDS / 8 * I8_KS_PER_KEY];
+    const size_t keys = I8_KEYS, blocks = I8_BLOCKS; /* blocks * keys <= 128 */
     attn_q8_block qb[I8_QBLOCKS];
     const size_t nb = d / ATTN_QBLOCK; /* k rows are whole blocks */
     const size_t unit = unit_bytes(dt), bytes = row_bytes(dt, d);
@@ -360,12 +501,12 @@ static ALWAYS_INLINE void qk_i8(int dt, const float *q, ptrdiff_t q_stride, cons
             for (size_t b = 0; b < nb; b++)
                 i8_quantize(q + (ptrdiff_t)(r0 + r) * q_stride + (ptrdiff_t)(b * ATTN_QBLOCK),
                             &qb[r * nb + b]);
-        for (size_t c0 = 0; c0 < nk; c0 += I8_KEYS) {
-            const size_t nkeys = nk - c0 < I8_KEYS ? nk - c0 : I8_KEYS;
+        for (size_t c0 = 0; c0 < nk; c0 += keys) {
+            const size_t nkeys = nk - c0 < keys ? nk - c0 : keys;
             if (r0 == 0)
-                attn_prefetch_rows(k, c0 + ahead, k_stride, unit, I8_KEYS, bytes);
-            for (size_t bc = 0; bc < nb; bc += I8_BLOCKS) {
-                const size_t nbc = nb - bc < I8_BLOCKS ? nb - bc : I8_BLOCKS;
+                attn_prefetch_rows(k, c0 + ahead, k_stride, unit, keys, bytes);
+            for (size_t bc = 0; bc < nb; bc += blocks) {
+                const size_t nbc = nb - bc < blocks ? nb - bc : blocks;
                 const int first = bc == 0, last = bc + nbc == nb;
                 i8_pack(dt, row_at(k, c0, kb), kb, nkeys, bc, nbc, kp, ks);
                 for (size_t r = 0; r < nr; r += I8_ROWS) {
@@ -384,7 +525,9 @@ static ALWAYS_INLINE void qk_i8(int dt, const float *q, ptrdiff_t q_stride, cons
     }
 }
 
-#ifdef ATTN_DOT_I8_MMLA
+#if defined(ATTN_DOT_I8_SVE)
+ATTN_TILE_FILE(dot_i8, sve, sve)
+#elif defined(ATTN_DOT_I8_MMLA)
 ATTN_TILE_FILE(dot_i8_mmla, neon, neon)
 #else
 ATTN_TILE_FILE(dot_i8, neon, neon)
