@@ -171,8 +171,9 @@ static ALWAYS_INLINE float32x4_t load_n(const float *p, size_t n)
  * the two rows' quads), the panel's column pairs are contiguous, so vector
  * j of a chunk is its pairs jS .. jS + S - 1. Sizeless types cannot form
  * arrays: the 16 accumulators are named, a<h><j> for row pair h (rows 2h,
- * 2h + 1) and vector j, and a smaller block (R < 7) is the same code with
- * the unused ones compiled out (R is a constant after inlining).
+ * 2h + 1) and vector j, and a smaller block (R < 8) is the same code with
+ * the unused ones compiled out (R is a constant after inlining). The
+ * contract of bf_mmla is the NEON one's (below).
  */
 #define SV_J(M, h) M(h, 0) M(h, 1) M(h, 2) M(h, 3)
 #define SV_ALL(M) SV_J(M, 0) SV_J(M, 1) SV_J(M, 2) SV_J(M, 3)
@@ -181,10 +182,10 @@ static ALWAYS_INLINE float32x4_t load_n(const float *p, size_t n)
 /* op on the 64-bit halves of f32 vectors */
 #define sv_u64(op, x, y) svreinterpret_f32_u64(op(svreinterpret_u64_f32(x), svreinterpret_u64_f32(y)))
 
-/* Rows (2h, 2h + 1) of R at pairs p .. p + 3 (p a multiple of 4: a
-   packed group of the row buffers), one quad per segment: TRN1 of the
-   result's 64-bit halves is the operand of pairs p, p + 1, TRN2 of p + 2,
-   p + 3. */
+/* Row r's pairs p .. p + 3 (p a multiple of 4: a group the row buffers
+   hold whole) in every segment, zero for r >= R. TRN1 of two rows' quads,
+   as 64-bit halves, is the row pair's operand for pairs p, p + 1, TRN2 for
+   p + 2, p + 3. */
 static ALWAYS_INLINE svuint64_t sv_quad(size_t R, const uint32_t *rows, size_t rs, size_t r,
                                         size_t p)
 {
