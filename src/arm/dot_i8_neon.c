@@ -386,7 +386,6 @@ static ALWAYS_INLINE void i8_rows(size_t R, const attn_q8_block *qb, size_t q_bl
  */
 #define SV_J(M, h) M(h, 0) M(h, 1) M(h, 2) M(h, 3)
 #define SV_ALL(M) SV_J(M, 0) SV_J(M, 1)
-#define sv_u64(op, x, y) svreinterpret_f32_u64(op(svreinterpret_u64_f32(x), svreinterpret_u64_f32(y)))
 
 static ALWAYS_INLINE void i8_rows(size_t R, const attn_q8_block *qb, size_t q_blocks,
                                   const uint32_t *kp, const float *ks, size_t nb, float *s,
@@ -395,22 +394,15 @@ static ALWAYS_INLINE void i8_rows(size_t R, const attn_q8_block *qb, size_t q_bl
 {
     const size_t vl = svcntw(), G = I8_KEYS / 2, H = (R + 1) / 2;
     const svbool_t all = svptrue_b32(), all8 = svptrue_b8();
-    const svbool_t pg0 = sve_lanes(0, nkeys), pg1 = sve_lanes(vl, nkeys);
     const svfloat32_t zero = svdup_n_f32(0.0f);
 #define SV_DECL(h, j) svfloat32_t a##h##j = zero;
     SV_ALL(SV_DECL)
 #undef SV_DECL
 #define SV_FROM(h)                                                                          \
-    if (!first && 2 * (h) < R) {                                                            \
-        const float *o = s + (ptrdiff_t)(2 * (h)) * s_stride;                               \
-        const svfloat32_t y00 = svld1_f32(pg0, o), y01 = svld1_f32(pg1, o + vl);            \
-        const svfloat32_t y10 = 2 * (h) + 1 < R ? svld1_f32(pg0, o + s_stride) : zero;      \
-        const svfloat32_t y11 = 2 * (h) + 1 < R ? svld1_f32(pg1, o + s_stride + vl) : zero; \
-        a##h##0 = sv_u64(svzip1_u64, y00, y10);                                             \
-        a##h##1 = sv_u64(svzip2_u64, y00, y10);                                             \
-        a##h##2 = sv_u64(svzip1_u64, y01, y11);                                             \
-        a##h##3 = sv_u64(svzip2_u64, y01, y11);                                             \
-    }
+    if (!first && 2 * (h) < R)                                                              \
+        sve_rows_to_blocks(s + (ptrdiff_t)(2 * (h)) * s_stride,                             \
+                           2 * (h) + 1 < R ? s + (ptrdiff_t)(2 * (h) + 1) * s_stride : NULL, \
+                           nkeys, &a##h##0, &a##h##1, &a##h##2, &a##h##3);
     SV_FROM(0)
     SV_FROM(1)
 #undef SV_FROM
@@ -458,25 +450,18 @@ static ALWAYS_INLINE void i8_rows(size_t R, const attn_q8_block *qb, size_t q_bl
 #undef SV_DK
 #undef SV_F
     }
-#define SV_STORE_ROW(r, y, pg, off)                                                         \
-    if ((r) < R)                                                                            \
-        svst1_f32(pg, s + (ptrdiff_t)(r) * s_stride + (off), last ? svmul_n_f32_x(pg, y, scale) : y);
 #define SV_OUT(h)                                                                           \
-    if ((h) < H) {                                                                          \
-        SV_STORE_ROW(2 * (h), sv_u64(svuzp1_u64, a##h##0, a##h##1), pg0, 0)                 \
-        SV_STORE_ROW(2 * (h) + 1, sv_u64(svuzp2_u64, a##h##0, a##h##1), pg0, 0)             \
-        SV_STORE_ROW(2 * (h), sv_u64(svuzp1_u64, a##h##2, a##h##3), pg1, vl)                \
-        SV_STORE_ROW(2 * (h) + 1, sv_u64(svuzp2_u64, a##h##2, a##h##3), pg1, vl)            \
-    }
+    if ((h) < H)                                                                            \
+        sve_blocks_to_rows(s + (ptrdiff_t)(2 * (h)) * s_stride,                             \
+                           2 * (h) + 1 < R ? s + (ptrdiff_t)(2 * (h) + 1) * s_stride : NULL, \
+                           nkeys, a##h##0, a##h##1, a##h##2, a##h##3, 0, last, scale);
     SV_OUT(0)
     SV_OUT(1)
 #undef SV_OUT
-#undef SV_STORE_ROW
 }
 
 #undef SV_J
 #undef SV_ALL
-#undef sv_u64
 
 #endif /* ATTN_DOT_I8_SVE */
 

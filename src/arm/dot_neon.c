@@ -179,9 +179,6 @@ static ALWAYS_INLINE float32x4_t load_n(const float *p, size_t n)
 #define SV_ALL(M) SV_J(M, 0) SV_J(M, 1) SV_J(M, 2) SV_J(M, 3)
 #define SV_H(M) M(0) M(1) M(2) M(3)
 
-/* op on the 64-bit halves of f32 vectors */
-#define sv_u64(op, x, y) svreinterpret_f32_u64(op(svreinterpret_u64_f32(x), svreinterpret_u64_f32(y)))
-
 /* Row r's pairs p .. p + 3 (p a multiple of 4: a group the row buffers
    hold whole) in every segment, zero for r >= R. TRN1 of two rows' quads,
    as 64-bit halves, is the row pair's operand for pairs p, p + 1, TRN2 for
@@ -210,7 +207,6 @@ static ALWAYS_INLINE void bf_mmla(size_t R, const uint32_t *rows, size_t rs, siz
     const svbool_t all = svptrue_b32();
     const svfloat32_t zero = svdup_n_f32(0.0f);
     const int from = !add && !first;
-    const svbool_t pg0 = sve_lanes(0, n), pg1 = sve_lanes(vl, n);
     /* a chunk's vectors of column pairs: cs lanes, fewer than 4 vectors
        only for P.V's panels at 1024 bits and more */
     const svbool_t pb0 = sve_lanes(0, cs), pb1 = sve_lanes(vl, cs);
@@ -220,16 +216,10 @@ static ALWAYS_INLINE void bf_mmla(size_t R, const uint32_t *rows, size_t rs, siz
 #undef SV_DECL
     /* the chains continue from out: its rows in the blocks' layout */
 #define SV_FROM(h)                                                                          \
-    if (from && 2 * (h) < R) {                                                              \
-        const float *o = out + (ptrdiff_t)(2 * (h)) * os;                                   \
-        const svfloat32_t y00 = svld1_f32(pg0, o), y01 = svld1_f32(pg1, o + vl);            \
-        const svfloat32_t y10 = 2 * (h) + 1 < R ? svld1_f32(pg0, o + os) : zero;            \
-        const svfloat32_t y11 = 2 * (h) + 1 < R ? svld1_f32(pg1, o + os + vl) : zero;       \
-        a##h##0 = sv_u64(svzip1_u64, y00, y10);                                             \
-        a##h##1 = sv_u64(svzip2_u64, y00, y10);                                             \
-        a##h##2 = sv_u64(svzip1_u64, y01, y11);                                             \
-        a##h##3 = sv_u64(svzip2_u64, y01, y11);                                             \
-    }
+    if (from && 2 * (h) < R)                                                                \
+        sve_rows_to_blocks(out + (ptrdiff_t)(2 * (h)) * os,                                 \
+                           2 * (h) + 1 < R ? out + (ptrdiff_t)(2 * (h) + 1) * os : NULL, n, \
+                           &a##h##0, &a##h##1, &a##h##2, &a##h##3);
     SV_H(SV_FROM)
 #undef SV_FROM
     /* chunk c (4 values) with the row pairs' operands x<h> */
@@ -291,30 +281,18 @@ static ALWAYS_INLINE void bf_mmla(size_t R, const uint32_t *rows, size_t rs, siz
         SV_ALL(SV_TAIL)
 #undef SV_TAIL
     }
-    /* back to rows: row 2h is the even 64-bit halves, 2h + 1 the odd */
-#define SV_STORE_ROW(r, y, pg, off)                                                         \
-    if ((r) < R) {                                                                          \
-        float *o = out + (ptrdiff_t)(r) * os + (off);                                       \
-        svst1_f32(pg, o, add ? svadd_f32_x(pg, svld1_f32(pg, o), y)                         \
-                             : last ? svmul_n_f32_x(pg, y, scale) : y);                     \
-    }
 #define SV_OUT(h)                                                                           \
-    if ((h) < H) {                                                                          \
-        SV_STORE_ROW(2 * (h), sv_u64(svuzp1_u64, a##h##0, a##h##1), pg0, 0)                 \
-        SV_STORE_ROW(2 * (h) + 1, sv_u64(svuzp2_u64, a##h##0, a##h##1), pg0, 0)             \
-        SV_STORE_ROW(2 * (h), sv_u64(svuzp1_u64, a##h##2, a##h##3), pg1, vl)                \
-        SV_STORE_ROW(2 * (h) + 1, sv_u64(svuzp2_u64, a##h##2, a##h##3), pg1, vl)            \
-    }
+    if ((h) < H)                                                                            \
+        sve_blocks_to_rows(out + (ptrdiff_t)(2 * (h)) * os,                                 \
+                           2 * (h) + 1 < R ? out + (ptrdiff_t)(2 * (h) + 1) * os : NULL, n, \
+                           a##h##0, a##h##1, a##h##2, a##h##3, add, last, scale);
     SV_H(SV_OUT)
 #undef SV_OUT
-#undef SV_STORE_ROW
 #undef SV_MM
 #undef SV_LOAD_B
 #undef SV_CHUNK
 #undef SV_X
 }
-
-#undef sv_u64
 
 #undef SV_J
 #undef SV_ALL

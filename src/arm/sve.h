@@ -53,6 +53,56 @@ static ALWAYS_INLINE svfloat32_t sve_load_kv(int dtype, svbool_t pg, const void 
     return svreinterpret_f32_u32(svlsl_n_u32_z(pg, h, 16));
 }
 
+/*
+ * Rows and the 2 x 2 blocks of SVE's matrix multiplies (BFMMLA, SMMLA: per
+ * 128-bit segment the lanes (x c0, x c1, y c0, y c1) of rows x, y and a
+ * pair of columns), for the dot files' micro-kernels: the first n values
+ * (n <= 2 svcntw()) of rows x and y (y NULL: zeros) as the blocks of the
+ * column pairs in b0 .. b3, each a vector of svcntw() / 4 pairs, and back.
+ * The row of a block is its 64-bit halves: even ones x, odd ones y.
+ */
+static ALWAYS_INLINE void sve_rows_to_blocks(const float *x, const float *y, size_t n,
+                                             svfloat32_t *b0, svfloat32_t *b1, svfloat32_t *b2,
+                                             svfloat32_t *b3)
+{
+    const size_t vl = svcntw();
+    const svbool_t p0 = sve_lanes(0, n), p1 = sve_lanes(vl, n);
+    const svuint64_t x0 = svreinterpret_u64_f32(svld1_f32(p0, x));
+    const svuint64_t x1 = svreinterpret_u64_f32(svld1_f32(p1, x + vl));
+    const svuint64_t y0 = y ? svreinterpret_u64_f32(svld1_f32(p0, y)) : svdup_n_u64(0);
+    const svuint64_t y1 = y ? svreinterpret_u64_f32(svld1_f32(p1, y + vl)) : svdup_n_u64(0);
+    *b0 = svreinterpret_f32_u64(svzip1_u64(x0, y0));
+    *b1 = svreinterpret_f32_u64(svzip2_u64(x0, y0));
+    *b2 = svreinterpret_f32_u64(svzip1_u64(x1, y1));
+    *b3 = svreinterpret_f32_u64(svzip2_u64(x1, y1));
+}
+
+/* One vector of a row: v, p[i] + v with add, or v * scale with scaled. */
+static ALWAYS_INLINE void sve_store_row_part(svbool_t pg, float *p, svfloat32_t v, int add,
+                                             int scaled, float scale)
+{
+    svst1_f32(pg, p, add ? svadd_f32_x(pg, svld1_f32(pg, p), v)
+                         : scaled ? svmul_n_f32_x(pg, v, scale) : v);
+}
+
+/* The inverse of sve_rows_to_blocks: rows x and y (y NULL: not stored). */
+static ALWAYS_INLINE void sve_blocks_to_rows(float *x, float *y, size_t n, svfloat32_t b0,
+                                             svfloat32_t b1, svfloat32_t b2, svfloat32_t b3,
+                                             int add, int scaled, float scale)
+{
+    const size_t vl = svcntw();
+    const svbool_t p0 = sve_lanes(0, n), p1 = sve_lanes(vl, n);
+    const svuint64_t u0 = svreinterpret_u64_f32(b0), u1 = svreinterpret_u64_f32(b1);
+    const svuint64_t u2 = svreinterpret_u64_f32(b2), u3 = svreinterpret_u64_f32(b3);
+    sve_store_row_part(p0, x, svreinterpret_f32_u64(svuzp1_u64(u0, u1)), add, scaled, scale);
+    sve_store_row_part(p1, x + vl, svreinterpret_f32_u64(svuzp1_u64(u2, u3)), add, scaled, scale);
+    if (y) {
+        sve_store_row_part(p0, y, svreinterpret_f32_u64(svuzp2_u64(u0, u1)), add, scaled, scale);
+        sve_store_row_part(p1, y + vl, svreinterpret_f32_u64(svuzp2_u64(u2, u3)), add, scaled,
+                           scale);
+    }
+}
+
 #endif /* __ARM_FEATURE_SVE */
 
 #endif /* ATTN_SVE_H */
