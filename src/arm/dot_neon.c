@@ -233,15 +233,15 @@ static ALWAYS_INLINE void bf_mmla(size_t R, const uint32_t *rows, size_t rs, siz
         SV_LOAD_B(0) SV_LOAD_B(1) SV_LOAD_B(2) SV_LOAD_B(3)                                 \
         SV_ALL(SV_MM)                                                                       \
     } while (0)
+    /* the quads of row pair h's rows holding chunk c: pairs 4 (c / 2) .. + 3 */
+#define SV_QUAD(h)                                                                          \
+    const svuint64_t q##h##0 = (h) < H ? sv_quad(R, rows, rs, 2 * (h), 4 * (c / 2)) : svdup_n_u64(0); \
+    const svuint64_t q##h##1 = (h) < H ? sv_quad(R, rows, rs, 2 * (h) + 1, 4 * (c / 2)) : svdup_n_u64(0);
     const size_t full = np / 2; /* chunks of two whole pairs */
     size_t c = 0;
     for (; c < full; c += 2) {
         svuint64_t x0, x1, x2, x3;
-#define SV_QUAD(h)                                                                          \
-    const svuint64_t q##h##0 = (h) < H ? sv_quad(R, rows, rs, 2 * (h), 2 * c) : svdup_n_u64(0); \
-    const svuint64_t q##h##1 = (h) < H ? sv_quad(R, rows, rs, 2 * (h) + 1, 2 * c) : svdup_n_u64(0);
         SV_H(SV_QUAD)
-#undef SV_QUAD
 #define SV_X(h, op) x##h = op(q##h##0, q##h##1);
         SV_X(0, svtrn1_u64) SV_X(1, svtrn1_u64) SV_X(2, svtrn1_u64) SV_X(3, svtrn1_u64)
         SV_CHUNK(c);
@@ -257,11 +257,7 @@ static ALWAYS_INLINE void bf_mmla(size_t R, const uint32_t *rows, size_t rs, siz
         const int pair = (int)(np & 1);
         const svuint32_t i02 = sv_pair_index(), i13 = svadd_n_u32_x(all, i02, 1);
         svuint32_t x0, x1, x2, x3;
-#define SV_QUAD(h)                                                                          \
-    const svuint64_t q##h##0 = (h) < H ? sv_quad(R, rows, rs, 2 * (h), 4 * (c / 2)) : svdup_n_u64(0); \
-    const svuint64_t q##h##1 = (h) < H ? sv_quad(R, rows, rs, 2 * (h) + 1, 4 * (c / 2)) : svdup_n_u64(0);
         SV_H(SV_QUAD)
-#undef SV_QUAD
 #define SV_XT(h)                                                                            \
     x##h = svreinterpret_u32_u64(c & 1 ? svtrn2_u64(q##h##0, q##h##1) : svtrn1_u64(q##h##0, q##h##1));
         SV_H(SV_XT)
@@ -288,6 +284,7 @@ static ALWAYS_INLINE void bf_mmla(size_t R, const uint32_t *rows, size_t rs, siz
                            a##h##0, a##h##1, a##h##2, a##h##3, add, last, scale);
     SV_H(SV_OUT)
 #undef SV_OUT
+#undef SV_QUAD
 #undef SV_MM
 #undef SV_LOAD_B
 #undef SV_CHUNK
