@@ -233,13 +233,14 @@ static ALWAYS_INLINE void bf_mmla(size_t R, const uint32_t *rows, size_t rs, siz
         SV_LOAD_B(0) SV_LOAD_B(1) SV_LOAD_B(2) SV_LOAD_B(3)                                 \
         SV_ALL(SV_MM)                                                                       \
     } while (0)
-    /* the quads of row pair h's rows holding chunk c: pairs 4 (c / 2) .. + 3 */
+    /* the quads of row pair h's rows at pairs qp .. qp + 3 */
 #define SV_QUAD(h)                                                                          \
-    const svuint64_t q##h##0 = (h) < H ? sv_quad(R, rows, rs, 2 * (h), 4 * (c / 2)) : svdup_n_u64(0); \
-    const svuint64_t q##h##1 = (h) < H ? sv_quad(R, rows, rs, 2 * (h) + 1, 4 * (c / 2)) : svdup_n_u64(0);
+    const svuint64_t q##h##0 = (h) < H ? sv_quad(R, rows, rs, 2 * (h), qp) : svdup_n_u64(0); \
+    const svuint64_t q##h##1 = (h) < H ? sv_quad(R, rows, rs, 2 * (h) + 1, qp) : svdup_n_u64(0);
     const size_t full = np / 2; /* chunks of two whole pairs */
     size_t c = 0;
     for (; c < full; c += 2) {
+        const size_t qp = 2 * c; /* chunks c, c + 1 */
         svuint64_t x0, x1, x2, x3;
         SV_H(SV_QUAD)
 #define SV_X(h, op) x##h = op(q##h##0, q##h##1);
@@ -256,6 +257,7 @@ static ALWAYS_INLINE void bf_mmla(size_t R, const uint32_t *rows, size_t rs, siz
            lane (see the NEON kernel): its quad starts at pair 4 (c / 2) */
         const int pair = (int)(np & 1);
         const svuint32_t i02 = sv_pair_index(), i13 = svadd_n_u32_x(all, i02, 1);
+        const size_t qp = 4 * (c / 2);
         svuint32_t x0, x1, x2, x3;
         SV_H(SV_QUAD)
 #define SV_XT(h)                                                                            \
