@@ -126,7 +126,7 @@ static ALWAYS_INLINE float32x4_t load4(int dt, const unsigned char *row, size_t 
         uint32_t b;
         memcpy(&b, row + t, sizeof b);
         const uint8x8_t x = vreinterpret_u8_u32(vdup_n_u32(b));
-        return widen_f16(vshl_n_u16(vget_low_u16(vmovl_u8(x)), 8));
+        return widen_f16(vget_low_u16(vshll_n_u8(x, 8))); /* SHLL: widen and shift in one */
     }
     const unsigned char *blk = row + t / ATTN_QBLOCK * unit_bytes(dt);
     const size_t i = t % ATTN_QBLOCK;
