@@ -138,19 +138,13 @@ ATTN_AVX512_INLINE int e4m3_finite(const void *base, ptrdiff_t stride, size_t ro
  */
 ATTN_AVX512_INLINE __m512 e5m2_16(__m128i x)
 {
-    return _mm512_cvtph_ps(_mm256_slli_epi16(_mm256_cvtepu8_epi16(x), 8));
-}
-
-/* The same from 16 bytes in memory, one shuffle: the bytes broadcast to
-   both 128-bit lanes by the load itself, then each moved to the high byte
-   of its binary16 (index -1 writes the low byte's zero). */
-ATTN_AVX512_INLINE __m512 e5m2_16_at(const unsigned char *p)
-{
-    const __m256i x = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)p));
+    /* one shuffle where x comes from memory: the load broadcasts the 16
+       bytes to both 128-bit lanes, then each moves above a zero byte
+       (index -1) */
     const __m256i to_high = _mm256_setr_epi8(-1, 0, -1, 1, -1, 2, -1, 3, -1, 4, -1, 5, -1, 6, -1,
                                              7, -1, 8, -1, 9, -1, 10, -1, 11, -1, 12, -1, 13, -1,
                                              14, -1, 15);
-    return _mm512_cvtph_ps(_mm256_shuffle_epi8(x, to_high));
+    return _mm512_cvtph_ps(_mm256_shuffle_epi8(_mm256_broadcastsi128_si256(x), to_high));
 }
 
 /* Values t..t+15 (t a multiple of 16) of a row, as f32. */
@@ -167,7 +161,7 @@ ATTN_AVX512_INLINE __m512 load16(int dt, const unsigned char *row, size_t t)
     if ((dt & ATTN_KV_DT_MASK) == ATTN_KV_FP8_E4M3)
         return fp8_16(dt, _mm_loadu_si128((const __m128i *)(row + t)));
     if (dt == ATTN_KV_FP8_E5M2)
-        return e5m2_16_at(row + t);
+        return e5m2_16(_mm_loadu_si128((const __m128i *)(row + t)));
     const unsigned char *blk = row + t / ATTN_QBLOCK * unit_bytes(dt);
     __m512i iv;
     if (dt == ATTN_KV_Q8_0) {
