@@ -103,6 +103,25 @@ typedef void attn_to_f32_scaled_fn(const void *src, ptrdiff_t src_stride, size_t
                                    float *dst, ptrdiff_t dst_stride);
 
 /*
+ * FP8 scale groups read in place (attn.h 1.8): qk_tile and pv_tile on the
+ * values fl32(x_ci * scales[c * scale_stride + i / group]), x_ci value i of
+ * key row c decoded as to_f32 does: the values attn_kv_stage's
+ * to_f32_scaled would write, multiplied where they are loaded (one f32
+ * rounding each, so the call is the F32 call on the staged rows; each
+ * kernel sums as its few-row qk_tile / pv_tile does). scale_stride is in
+ * floats; group is a multiple of ATTN_GRP_STEP (no vector of a kernel then
+ * spans two groups) and divides d (dv). Only the FP8 dtypes have them.
+ */
+#define ATTN_GRP_STEP 16
+typedef void attn_qk_grp_fn(const float *q, ptrdiff_t q_stride, const void *k, ptrdiff_t k_stride,
+                            size_t nq, size_t nk, size_t d, float scale, float *s,
+                            ptrdiff_t s_stride, const float *scales, ptrdiff_t scale_stride,
+                            size_t group);
+typedef void attn_pv_grp_fn(const float *p, ptrdiff_t p_stride, const void *v, ptrdiff_t v_stride,
+                            size_t nq, size_t nk, size_t dv, float *acc, ptrdiff_t acc_stride,
+                            const float *scales, ptrdiff_t scale_stride, size_t group);
+
+/*
  * dst = the n values of src in the variant's dtype, each rounded once as
  * attn_cache_append documents (attn.h): F32 as is, F16 and BF16 to nearest
  * even, Q8_0, Q4_0 and FP8 bit for bit as attn_quantize (FP8: src / scale,

@@ -54,19 +54,23 @@
  *   pt_bf16           the backward's pt_tile in the bf16 mode (one, f32)
  *   qk_i8             the block formats (int8 mode)
  */
+/* quant_<isa>.c, the FP8 dtypes only: their scale groups read in place
+   (qk_grp, pv_grp: src/dsp.h); the other dtypes' entries stay NULL */
+#define ATTN_SLOTS_GRP(R, dt, a) R(qk_grp, dt, KV, a) R(pv_grp, dt, KV, a)
 #define ATTN_SLOTS_DOT_BF16(R, dt, a) R(qk_bf16, dt, KV, a) R(pv_bf16, dt, KV, a)
 #define ATTN_SLOTS_DOT_BWD(R, dt, a) R(pt_bf16, dt, ONE, a)
 #define ATTN_SLOTS_DOT_I8(R, dt, a) R(qk_i8, dt, KV, a)
 
 /* Every slot once, in the table's order: those every table fills, then the
-   dot slots, which a table without dot-product kernels leaves NULL. */
+   FP8 group slots (NULL but for the FP8 dtypes), then the dot slots, which
+   a table without dot-product kernels leaves NULL. */
 #define ATTN_SLOT_LIST_FILLED(R, a)                                                         \
     ATTN_SLOTS_TILE(R, f32, a) ATTN_SLOTS_STORE(R, f32, a)                                  \
     ATTN_SLOTS_ROW(R, f32, a) ATTN_SLOTS_ALIBI(R, f32, a) ATTN_SLOTS_MERGE(R, f32, a)       \
     ATTN_SLOTS_BACKWARD(R, f32, a)
 #define ATTN_SLOT_LIST(R, a)                                                                \
-    ATTN_SLOT_LIST_FILLED(R, a) ATTN_SLOTS_DOT_BF16(R, f32, a) ATTN_SLOTS_DOT_BWD(R, f32, a) \
-    ATTN_SLOTS_DOT_I8(R, f32, a)
+    ATTN_SLOT_LIST_FILLED(R, a) ATTN_SLOTS_GRP(R, fp8, a) ATTN_SLOTS_DOT_BF16(R, f32, a)   \
+    ATTN_SLOTS_DOT_BWD(R, f32, a) ATTN_SLOTS_DOT_I8(R, f32, a)
 
 /*
  * The rows of each kind of module file: R(slot, dtype, kind, a) per kernel
@@ -78,7 +82,7 @@
     ATTN_SLOTS_TILE(R, f32, a) ATTN_SLOTS_TILE(R, f16, a) ATTN_SLOTS_TILE(R, bf16, a)
 #define ATTN_FILE_quant(R, a)                                                               \
     ATTN_SLOTS_TILE(R, q8_0, a) ATTN_SLOTS_TILE(R, q4_0, a) ATTN_SLOTS_TILE(R, fp8, a)      \
-    ATTN_SLOTS_TILE(R, e5m2, a)
+    ATTN_SLOTS_TILE(R, e5m2, a) ATTN_SLOTS_GRP(R, fp8, a) ATTN_SLOTS_GRP(R, e5m2, a)
 #define ATTN_FILE_store(R, a)                                                               \
     ATTN_SLOTS_STORE(R, f32, a) ATTN_SLOTS_STORE(R, f16, a) ATTN_SLOTS_STORE(R, bf16, a)    \
     ATTN_SLOTS_STORE(R, q8_0, a) ATTN_SLOTS_STORE(R, q4_0, a) ATTN_SLOTS_STORE(R, fp8, a)    \

@@ -114,6 +114,56 @@
         }                                                                                    \
     }
 
+/* FP8 scale groups read in place (src/dsp.h, qk_grp and pv_grp): each
+   body's qk_grp and pv_grp take the scales as an attn_grp, which the
+   bodies' shared loops take as NULL for the plain kernels (a constant the
+   compiler folds away). */
+typedef struct attn_grp {
+    const float *s;  /* key 0's scales */
+    ptrdiff_t step;  /* floats between keys' scales */
+    size_t g;        /* values per scale, a multiple of ATTN_GRP_STEP */
+} attn_grp;
+
+/* Key c's scales: the one of value i is at [i / g]. */
+static inline __attribute__((always_inline)) const float *attn_grp_row(const attn_grp *gs, size_t c)
+{
+    return gs->s + (ptrdiff_t)c * gs->step;
+}
+
+/* A Q.K^T loop over values t (ascending, from 0) keeps its keys' factors
+   of one group: whether value t starts the next (t reaches *gend), and
+   then which (*gi) and where it ends. */
+static inline __attribute__((always_inline)) int attn_grp_next(const attn_grp *gs, size_t t,
+                                                               size_t *gend, size_t *gi)
+{
+    if (t < *gend)
+        return 0;
+    *gi = t / gs->g;
+    *gend = (*gi + 1) * gs->g;
+    return 1;
+}
+
+#define ATTN_TILE_KERNEL_qk_grp(dt, isa)                                                     \
+    static void attn_qk_grp_##dt##_##isa(const float *q, ptrdiff_t q_stride, const void *k,  \
+                                         ptrdiff_t k_stride, size_t nq, size_t nk, size_t d, \
+                                         float scale, float *s, ptrdiff_t s_stride,          \
+                                         const float *scales, ptrdiff_t scale_stride,        \
+                                         size_t group)                                       \
+    {                                                                                        \
+        const attn_grp gs = {scales, scale_stride, group};                                   \
+        qk_grp(ATTN_KV_IDX(dt), q, q_stride, k, k_stride, nq, nk, d, scale, s, s_stride, &gs); \
+    }
+#define ATTN_TILE_KERNEL_pv_grp(dt, isa)                                                     \
+    static void attn_pv_grp_##dt##_##isa(const float *p, ptrdiff_t p_stride, const void *v,  \
+                                         ptrdiff_t v_stride, size_t nq, size_t nk,           \
+                                         size_t dv, float *acc, ptrdiff_t acc_stride,        \
+                                         const float *scales, ptrdiff_t scale_stride,        \
+                                         size_t group)                                       \
+    {                                                                                        \
+        const attn_grp gs = {scales, scale_stride, group};                                   \
+        pv_grp(ATTN_KV_IDX(dt), p, p_stride, v, v_stride, nq, nk, dv, acc, acc_stride, &gs); \
+    }
+
 /* The dot file's slots (src/kernel_list.h): the body's qk_bf16, pv_bf16,
    pt_bf16 and qk_i8, with qk_tile's, pv_tile's and pt_tile's signatures. */
 #define ATTN_TILE_KERNEL_qk_bf16(dt, isa) ATTN_TILE_KERNEL_QK(qk_bf16, dt, isa)

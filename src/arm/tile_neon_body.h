@@ -190,10 +190,17 @@ static ALWAYS_INLINE float32x4_t reduce4(float32x4_t a, float32x4_t b, float32x4
 #define QK_ROWS 4
 #define QK_KEYS 4
 
+/* gs: each key value times its group's scale (qk_grp), keys kc.. of the
+   call's */
 static ALWAYS_INLINE void qk_micro_at(int dtype, size_t R, size_t C, const float *q,
                                       ptrdiff_t q_stride, const unsigned char *k, uintptr_t kb,
-                                      size_t d, float scale, float *s, ptrdiff_t s_stride)
+                                      size_t d, float scale, float *s, ptrdiff_t s_stride,
+                                      const attn_grp *gs, size_t kc)
 {
+    float32x4_t ksc[QK_KEYS]; /* gs: each key's factor (zero until its group starts) */
+    for (size_t c = 0; c < C; c++)
+        ksc[c] = vdupq_n_f32(0.0f);
+    size_t gend = 0, gi = 0;
     float32x4_t acc[QK_ROWS][QK_KEYS];
     UNROLL
     for (size_t r = 0; r < R; r++)
@@ -207,9 +214,14 @@ static ALWAYS_INLINE void qk_micro_at(int dtype, size_t R, size_t C, const float
         UNROLL
         for (size_t r = 0; r < R; r++)
             qv[r] = vld1q_f32(q + (ptrdiff_t)r * q_stride + (ptrdiff_t)t);
+        if (gs && attn_grp_next(gs, t, &gend, &gi))
+            for (size_t c = 0; c < C; c++)
+                ksc[c] = vdupq_n_f32(attn_grp_row(gs, kc + c)[gi]);
         UNROLL
         for (size_t c = 0; c < C; c++) {
             float32x4_t kv = load4(dtype, row_at(k, c, kb), t);
+            if (gs)
+                kv = vmulq_f32(kv, ksc[c]);
             UNROLL
             for (size_t r = 0; r < R; r++)
                 acc[r][c] = vfmaq_f32(acc[r][c], qv[r], kv);
@@ -221,9 +233,15 @@ static ALWAYS_INLINE void qk_micro_at(int dtype, size_t R, size_t C, const float
         UNROLL
         for (size_t r = 0; r < R; r++)
             qv[r] = load_part(q + (ptrdiff_t)r * q_stride + (ptrdiff_t)t, n, 0.0f);
+        /* not reached: groups of 16k values divide d */
+        if (gs && attn_grp_next(gs, t, &gend, &gi))
+            for (size_t c = 0; c < C; c++)
+                ksc[c] = vdupq_n_f32(attn_grp_row(gs, kc + c)[gi]);
         UNROLL
         for (size_t c = 0; c < C; c++) {
             float32x4_t kv = load4_part(dtype, row_at(k, c, kb), t, n);
+            if (gs)
+                kv = vmulq_f32(kv, ksc[c]);
             UNROLL
             for (size_t r = 0; r < R; r++)
                 acc[r][c] = vfmaq_f32(acc[r][c], qv[r], kv);
@@ -248,9 +266,10 @@ static ALWAYS_INLINE void qk_micro_at(int dtype, size_t R, size_t C, const float
    per-value NaN check. */
 static ALWAYS_INLINE void qk_micro(int dtype, size_t R, size_t C, const float *q,
                                    ptrdiff_t q_stride, const unsigned char *k, uintptr_t kb,
-                                   size_t d, float scale, float *s, ptrdiff_t s_stride)
+                                   size_t d, float scale, float *s, ptrdiff_t s_stride,
+                                   const attn_grp *gs, size_t kc)
 {
-#define QK_MICRO_AT(t) qk_micro_at(t, R, C, q, q_stride, k, kb, d, scale, s, s_stride)
+#define QK_MICRO_AT(t) qk_micro_at(t, R, C, q, q_stride, k, kb, d, scale, s, s_stride, gs, kc)
     ATTN_E4M3_SCANNED(dtype, k, (ptrdiff_t)kb, C, d, QK_MICRO_AT);
 #undef QK_MICRO_AT
 }
@@ -258,23 +277,24 @@ static ALWAYS_INLINE void qk_micro(int dtype, size_t R, size_t C, const float *q
 /* Rows in groups of QK_ROWS for keys c..c+C of the tile. */
 static ALWAYS_INLINE void qk_rows(int dtype, size_t C, const float *q, ptrdiff_t q_stride,
                                   const unsigned char *k, uintptr_t kb, size_t nq, size_t d,
-                                  float scale, float *s, ptrdiff_t s_stride)
+                                  float scale, float *s, ptrdiff_t s_stride, const attn_grp *gs,
+                                  size_t kc)
 {
     size_t r = 0;
     for (; r + QK_ROWS <= nq; r += QK_ROWS)
         qk_micro(dtype, QK_ROWS, C, q + (ptrdiff_t)r * q_stride, q_stride, k, kb, d,
-                 scale, s + (ptrdiff_t)r * s_stride, s_stride);
+                 scale, s + (ptrdiff_t)r * s_stride, s_stride, gs, kc);
     const float *qr = q + (ptrdiff_t)r * q_stride;
     float *sr = s + (ptrdiff_t)r * s_stride;
     switch (nq - r) {
     case 3:
-        qk_micro(dtype, 3, C, qr, q_stride, k, kb, d, scale, sr, s_stride);
+        qk_micro(dtype, 3, C, qr, q_stride, k, kb, d, scale, sr, s_stride, gs, kc);
         break;
     case 2:
-        qk_micro(dtype, 2, C, qr, q_stride, k, kb, d, scale, sr, s_stride);
+        qk_micro(dtype, 2, C, qr, q_stride, k, kb, d, scale, sr, s_stride, gs, kc);
         break;
     case 1:
-        qk_micro(dtype, 1, C, qr, q_stride, k, kb, d, scale, sr, s_stride);
+        qk_micro(dtype, 1, C, qr, q_stride, k, kb, d, scale, sr, s_stride, gs, kc);
         break;
     default:
         break;
@@ -287,9 +307,9 @@ static ALWAYS_INLINE void qk_rows(int dtype, size_t C, const float *q, ptrdiff_t
  * With few rows (decode) K streams from memory: rows ATTN_PREFETCH_BYTES
  * ahead are prefetched (prefetch.h), as on x86.
  */
-static ALWAYS_INLINE void qk_tile(int dtype, const float *q, ptrdiff_t q_stride, const void *k,
-                                  ptrdiff_t k_stride, size_t nq, size_t nk, size_t d,
-                                  float scale, float *s, ptrdiff_t s_stride)
+static ALWAYS_INLINE void qk_tile_at(int dtype, const float *q, ptrdiff_t q_stride, const void *k,
+                                     ptrdiff_t k_stride, size_t nq, size_t nk, size_t d,
+                                     float scale, float *s, ptrdiff_t s_stride, const attn_grp *gs)
 {
     const size_t unit = unit_bytes(dtype), bytes = row_bytes(dtype, d);
     const uintptr_t kb = (uintptr_t)k_stride * unit;
@@ -299,22 +319,29 @@ static ALWAYS_INLINE void qk_tile(int dtype, const float *q, ptrdiff_t q_stride,
         if (ahead)
             attn_prefetch_rows(k, c + ahead, k_stride, unit, QK_KEYS, bytes);
         qk_rows(dtype, QK_KEYS, q, q_stride, row_at(k, c, kb), kb, nq, d, scale, s + c,
-                s_stride);
+                s_stride, gs, c);
     }
     const unsigned char *kc = row_at(k, c, kb);
     switch (nk - c) {
     case 3:
-        qk_rows(dtype, 3, q, q_stride, kc, kb, nq, d, scale, s + c, s_stride);
+        qk_rows(dtype, 3, q, q_stride, kc, kb, nq, d, scale, s + c, s_stride, gs, c);
         break;
     case 2:
-        qk_rows(dtype, 2, q, q_stride, kc, kb, nq, d, scale, s + c, s_stride);
+        qk_rows(dtype, 2, q, q_stride, kc, kb, nq, d, scale, s + c, s_stride, gs, c);
         break;
     case 1:
-        qk_rows(dtype, 1, q, q_stride, kc, kb, nq, d, scale, s + c, s_stride);
+        qk_rows(dtype, 1, q, q_stride, kc, kb, nq, d, scale, s + c, s_stride, gs, c);
         break;
     default:
         break;
     }
+}
+
+static ALWAYS_INLINE void qk_tile(int dtype, const float *q, ptrdiff_t q_stride, const void *k,
+                                  ptrdiff_t k_stride, size_t nq, size_t nk, size_t d,
+                                  float scale, float *s, ptrdiff_t s_stride)
+{
+    qk_tile_at(dtype, q, q_stride, k, k_stride, nq, nk, d, scale, s, s_stride, NULL);
 }
 
 /* one sum order for every tile shape */
@@ -338,19 +365,23 @@ ATTN_QK_DIAG_BY_TILE(static ALWAYS_INLINE)
 /* The W vectors (the last one partial when tail != 0) from value j0 of v
    row `row` (rows vb bytes apart). */
 static ALWAYS_INLINE void pv_load_v(int dtype, size_t W, size_t tail, const void *v,
-                                    uintptr_t vb, size_t j0, size_t row, float32x4_t *vv)
+                                    uintptr_t vb, size_t j0, size_t row, float32x4_t *vv,
+                                    const attn_grp *gs, const size_t *grp)
 {
     const unsigned char *base = row_at(v, row, vb);
     UNROLL
-    for (size_t w = 0; w < W; w++)
+    for (size_t w = 0; w < W; w++) {
         vv[w] = (tail && w == W - 1) ? load4_part(dtype, base, j0 + 4 * w, tail)
                                      : load4(dtype, base, j0 + 4 * w);
+        if (gs) /* pv_grp: times the group's scale, vector w's group grp[w] */
+            vv[w] = vmulq_n_f32(vv[w], attn_grp_row(gs, row)[grp[w]]);
+    }
 }
 
 /* a[r][w] += lane `lane` of pr[r] * vv[w]; lane must be a constant. */
 #define PV_FMA_LANE(lane)                                                                  \
     do {                                                                                   \
-        pv_load_v(dtype, W, tail, v, vb, j0, c + (lane), vv);                      \
+        pv_load_v(dtype, W, tail, v, vb, j0, c + (lane), vv, gs, grp);             \
         UNROLL                                                                             \
         for (size_t r = 0; r < R; r++)                                                     \
             UNROLL                                                                         \
@@ -362,8 +393,11 @@ static ALWAYS_INLINE void pv_load_v(int dtype, size_t W, size_t tail, const void
 static ALWAYS_INLINE void pv_micro(int dtype, size_t R, size_t W, size_t tail, const float *p,
                                    ptrdiff_t p_stride, const void *v, ptrdiff_t v_stride,
                                    size_t j0, size_t nk, size_t pf, float *acc,
-                                   ptrdiff_t acc_stride)
+                                   ptrdiff_t acc_stride, const attn_grp *gs)
 {
+    size_t grp[PV_VECS]; /* gs: the group of each vector's columns */
+    for (size_t w = 0; gs && w < W; w++)
+        grp[w] = (j0 + 4 * w) / gs->g;
     const size_t v_unit = unit_bytes(dtype);
     const uintptr_t vb = (uintptr_t)v_stride * v_unit;
     const size_t ahead = pf ? attn_prefetch_rows_ahead(pf) : 0;
@@ -390,7 +424,7 @@ static ALWAYS_INLINE void pv_micro(int dtype, size_t R, size_t W, size_t tail, c
         PV_FMA_LANE(3);
     }
     for (; c < nk; c++) {
-        pv_load_v(dtype, W, tail, v, vb, j0, c, vv);
+        pv_load_v(dtype, W, tail, v, vb, j0, c, vv, gs, grp);
         UNROLL
         for (size_t r = 0; r < R; r++) {
             const float weight = p[(ptrdiff_t)r * p_stride + (ptrdiff_t)c];
@@ -417,43 +451,48 @@ static ALWAYS_INLINE void pv_micro(int dtype, size_t R, size_t W, size_t tail, c
    chunk prefetches whole v rows ahead. */
 static ALWAYS_INLINE void pv_cols(int dtype, size_t R, const float *p, ptrdiff_t p_stride,
                                   const void *v, ptrdiff_t v_stride, size_t nk, size_t dv,
-                                  size_t pf, float *acc, ptrdiff_t acc_stride)
+                                  size_t pf, float *acc, ptrdiff_t acc_stride, const attn_grp *gs)
 {
     size_t j = 0;
     for (; j + 4 * PV_VECS <= dv; j += 4 * PV_VECS)
         pv_micro(dtype, R, PV_VECS, 0, p, p_stride, v, v_stride, j, nk,
-                 j == 0 ? pf : 0, acc + j, acc_stride);
+                 j == 0 ? pf : 0, acc + j, acc_stride, gs);
     if (j)
         pf = 0;
     const size_t rest = dv - j, tail = rest % 4;
     switch ((rest + 3) / 4) { /* rest < 16: up to four vectors, the last partial */
     case 4:
-        pv_micro(dtype, R, 4, tail, p, p_stride, v, v_stride, j, nk, pf, acc + j, acc_stride);
+        pv_micro(dtype, R, 4, tail, p, p_stride, v, v_stride, j, nk, pf, acc + j, acc_stride,
+                 gs);
         break;
     case 3:
-        pv_micro(dtype, R, 3, tail, p, p_stride, v, v_stride, j, nk, pf, acc + j, acc_stride);
+        pv_micro(dtype, R, 3, tail, p, p_stride, v, v_stride, j, nk, pf, acc + j, acc_stride,
+                 gs);
         break;
     case 2:
-        pv_micro(dtype, R, 2, tail, p, p_stride, v, v_stride, j, nk, pf, acc + j, acc_stride);
+        pv_micro(dtype, R, 2, tail, p, p_stride, v, v_stride, j, nk, pf, acc + j, acc_stride,
+                 gs);
         break;
     case 1:
-        pv_micro(dtype, R, 1, tail, p, p_stride, v, v_stride, j, nk, pf, acc + j, acc_stride);
+        pv_micro(dtype, R, 1, tail, p, p_stride, v, v_stride, j, nk, pf, acc + j, acc_stride,
+                 gs);
         break;
     default:
         break;
     }
 }
 
-static ALWAYS_INLINE void pv_tile(int dtype, const float *p, ptrdiff_t p_stride, const void *v,
-                                  ptrdiff_t v_stride, size_t nq, size_t nk, size_t dv,
-                                  float *acc, ptrdiff_t acc_stride)
+static ALWAYS_INLINE void pv_tile_at(int dtype, const float *p, ptrdiff_t p_stride,
+                                     const void *v, ptrdiff_t v_stride, size_t nq, size_t nk,
+                                     size_t dv, float *acc, ptrdiff_t acc_stride,
+                                     const attn_grp *gs)
 {
     const uintptr_t vb = (uintptr_t)v_stride * unit_bytes(dtype);
     /* Few rows (decode): V streams from memory; one pass over the whole
        tile, its first column chunk prefetching whole rows ahead, as the
        AVX2 kernel does (src/x86/tile_avx2_body.h says what that was measured to
        gain). */
-    const int few = nq < FEW_ROWS;
+    const int few = nq < FEW_ROWS || gs; /* pv_grp: one pass, its keys from 0 */
     const size_t chunk = few ? nk : PV_KEY_CHUNK, pf = few ? row_bytes(dtype, dv) : 0;
     for (size_t c0 = 0; c0 < nk; c0 += chunk) {
         const size_t n = nk - c0 < chunk ? nk - c0 : chunk;
@@ -462,23 +501,49 @@ static ALWAYS_INLINE void pv_tile(int dtype, const float *p, ptrdiff_t p_stride,
         size_t r = 0;
         for (; r + PV_ROWS <= nq; r += PV_ROWS)
             pv_cols(dtype, PV_ROWS, pc + (ptrdiff_t)r * p_stride, p_stride, vc, v_stride, n, dv,
-                    r == 0 ? pf : 0, acc + (ptrdiff_t)r * acc_stride, acc_stride);
+                    r == 0 ? pf : 0, acc + (ptrdiff_t)r * acc_stride, acc_stride, gs);
         const float *pr = pc + (ptrdiff_t)r * p_stride;
         float *ar = acc + (ptrdiff_t)r * acc_stride;
         switch (nq - r) {
         case 3:
-            pv_cols(dtype, 3, pr, p_stride, vc, v_stride, n, dv, r == 0 ? pf : 0, ar, acc_stride);
+            pv_cols(dtype, 3, pr, p_stride, vc, v_stride, n, dv, r == 0 ? pf : 0, ar, acc_stride,
+                    gs);
             break;
         case 2:
-            pv_cols(dtype, 2, pr, p_stride, vc, v_stride, n, dv, r == 0 ? pf : 0, ar, acc_stride);
+            pv_cols(dtype, 2, pr, p_stride, vc, v_stride, n, dv, r == 0 ? pf : 0, ar, acc_stride,
+                    gs);
             break;
         case 1:
-            pv_cols(dtype, 1, pr, p_stride, vc, v_stride, n, dv, r == 0 ? pf : 0, ar, acc_stride);
+            pv_cols(dtype, 1, pr, p_stride, vc, v_stride, n, dv, r == 0 ? pf : 0, ar, acc_stride,
+                    gs);
             break;
         default:
             break;
         }
     }
+}
+
+static ALWAYS_INLINE void pv_tile(int dtype, const float *p, ptrdiff_t p_stride, const void *v,
+                                  ptrdiff_t v_stride, size_t nq, size_t nk, size_t dv,
+                                  float *acc, ptrdiff_t acc_stride)
+{
+    pv_tile_at(dtype, p, p_stride, v, v_stride, nq, nk, dv, acc, acc_stride, NULL);
+}
+
+/* FP8 scale groups read in place (src/dsp.h): the values times their
+   scales where they are loaded. */
+static ALWAYS_INLINE void qk_grp(int dtype, const float *q, ptrdiff_t q_stride, const void *k,
+                                 ptrdiff_t k_stride, size_t nq, size_t nk, size_t d, float scale,
+                                 float *s, ptrdiff_t s_stride, const attn_grp *gs)
+{
+    qk_tile_at(dtype, q, q_stride, k, k_stride, nq, nk, d, scale, s, s_stride, gs);
+}
+
+static ALWAYS_INLINE void pv_grp(int dtype, const float *p, ptrdiff_t p_stride, const void *v,
+                                 ptrdiff_t v_stride, size_t nq, size_t nk, size_t dv, float *acc,
+                                 ptrdiff_t acc_stride, const attn_grp *gs)
+{
+    pv_tile_at(dtype, p, p_stride, v, v_stride, nq, nk, dv, acc, acc_stride, gs);
 }
 
 /* ------------------------------------------------------------------ to_f32 */

@@ -12,7 +12,7 @@ static void attn_pt_tile_f32_scalar(const float *p, ptrdiff_t p_stride, const fl
                                     ptrdiff_t x_stride, size_t nq, size_t nk, size_t dim,
                                     float *acc, ptrdiff_t acc_stride)
 {
-    pv_rows(ATTN_KV_F32, 0, p, 1, p_stride, x, x_stride, nk, nq, dim, acc, acc_stride);
+    pv_rows(ATTN_KV_F32, 0, p, 1, p_stride, x, x_stride, nk, nq, dim, acc, acc_stride, NULL);
 }
 
 static void attn_score_grad_f32_scalar(const float *p, float *dp, float d, size_t n)

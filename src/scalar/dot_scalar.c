@@ -15,14 +15,14 @@ ATTN_SCALAR_INLINE void qk_bf16(int dt, const float *q, ptrdiff_t q_stride, cons
                                 ptrdiff_t k_stride, size_t nq, size_t nk, size_t d, float scale,
                                 float *s, ptrdiff_t s_stride)
 {
-    qk_rows(dt, 1, q, q_stride, k, k_stride, nq, nk, d, scale, s, s_stride);
+    qk_rows(dt, 1, q, q_stride, k, k_stride, nq, nk, d, scale, s, s_stride, NULL);
 }
 
 ATTN_SCALAR_INLINE void pv_bf16(int dt, const float *p, ptrdiff_t p_stride, const void *v,
                                 ptrdiff_t v_stride, size_t nq, size_t nk, size_t dv, float *acc,
                                 ptrdiff_t acc_stride)
 {
-    pv_rows(dt, 1, p, p_stride, 1, v, v_stride, nq, nk, dv, acc, acc_stride);
+    pv_rows(dt, 1, p, p_stride, 1, v, v_stride, nq, nk, dv, acc, acc_stride, NULL);
 }
 
 /* bf16 mode, the backward's P^T X: the f32 oracle's loop (pv_rows with
@@ -31,7 +31,7 @@ ATTN_SCALAR_INLINE void pt_bf16(const float *p, ptrdiff_t p_stride, const float 
                                 ptrdiff_t x_stride, size_t nq, size_t nk, size_t dim, float *acc,
                                 ptrdiff_t acc_stride)
 {
-    pv_rows(ATTN_KV_F32, 1, p, 1, p_stride, x, x_stride, nk, nq, dim, acc, acc_stride);
+    pv_rows(ATTN_KV_F32, 1, p, 1, p_stride, x, x_stride, nk, nq, dim, acc, acc_stride, NULL);
 }
 
 /* The integers of block b of a Q8_0 / Q4_0 row (the value is n * scale). */

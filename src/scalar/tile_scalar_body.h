@@ -57,6 +57,15 @@ ATTN_SCALAR_INLINE float load_kv(int dt, const unsigned char *row, size_t t)
     }
 }
 
+/* Value t of key row c with its scale group's factor (gs: src/dsp.h,
+   qk_grp), or without (gs NULL): one f32 product, to_f32_scaled's value. */
+ATTN_SCALAR_INLINE float load_kv_at(int dt, const attn_grp *gs, const unsigned char *row,
+                                    size_t c, size_t t)
+{
+    const float x = load_kv(dt, row, t);
+    return gs ? x * attn_grp_row(gs, c)[t / gs->g] : x;
+}
+
 /* A factor of a product as the oracle multiplies it: as given, or (bf16:
    the bf16 mode's oracle, src/scalar/dot_scalar.c) rounded to bf16 by
    src/lowp.h's rule. bf16 is a constant of each instantiation. */
@@ -66,10 +75,12 @@ ATTN_SCALAR_INLINE float factor(int bf16, float x)
 }
 
 /* s = scale * q . k per row and key, one product and one add per value
-   in index order; with bf16 set, the factors rounded first. */
+   in index order; with bf16 set, the factors rounded first; with gs, each
+   k value times its group's scale (load_kv_at). */
 ATTN_SCALAR_INLINE void qk_rows(int dt, int bf16, const float *q, ptrdiff_t q_stride,
                                 const void *k, ptrdiff_t k_stride, size_t nq, size_t nk,
-                                size_t d, float scale, float *s, ptrdiff_t s_stride)
+                                size_t d, float scale, float *s, ptrdiff_t s_stride,
+                                const attn_grp *gs)
 {
     const uintptr_t step = (uintptr_t)k_stride * attn_kv_unit_bytes(dt);
     for (size_t r = 0; r < nq; r++) {
@@ -78,7 +89,7 @@ ATTN_SCALAR_INLINE void qk_rows(int dt, int bf16, const float *q, ptrdiff_t q_st
             const unsigned char *row = attn_kv_row(k, c, step);
             float dot = 0.0f;
             for (size_t t = 0; t < d; t++)
-                dot += factor(bf16, qr[t]) * factor(bf16, load_kv(dt, row, t));
+                dot += factor(bf16, qr[t]) * factor(bf16, load_kv_at(dt, gs, row, c, t));
             s[(ptrdiff_t)r * s_stride + (ptrdiff_t)c] = dot * scale;
         }
     }
@@ -86,10 +97,12 @@ ATTN_SCALAR_INLINE void qk_rows(int dt, int bf16, const float *q, ptrdiff_t q_st
 
 /* acc += p . v, key by key, key c's weight of row r at p[r * p_stride + c *
    p_step] (p_step 1 for P's rows; the backward's P^T X passes P's row
-   stride, backward_scalar.c); with bf16 set, the factors rounded first. */
+   stride, backward_scalar.c); with bf16 set, the factors rounded first;
+   with gs, as qk_rows. */
 ATTN_SCALAR_INLINE void pv_rows(int dt, int bf16, const float *p, ptrdiff_t p_stride,
                                 ptrdiff_t p_step, const void *v, ptrdiff_t v_stride, size_t nq,
-                                size_t nk, size_t dv, float *acc, ptrdiff_t acc_stride)
+                                size_t nk, size_t dv, float *acc, ptrdiff_t acc_stride,
+                                const attn_grp *gs)
 {
     const uintptr_t step = (uintptr_t)v_stride * attn_kv_unit_bytes(dt);
     for (size_t r = 0; r < nq; r++) {
@@ -99,7 +112,7 @@ ATTN_SCALAR_INLINE void pv_rows(int dt, int bf16, const float *p, ptrdiff_t p_st
             const unsigned char *row = attn_kv_row(v, c, step);
             const float w = factor(bf16, pr[(ptrdiff_t)c * p_step]);
             for (size_t t = 0; t < dv; t++)
-                ar[t] += w * factor(bf16, load_kv(dt, row, t));
+                ar[t] += w * factor(bf16, load_kv_at(dt, gs, row, c, t));
         }
     }
 }
@@ -108,7 +121,7 @@ ATTN_SCALAR_INLINE void qk_tile(int dt, const float *q, ptrdiff_t q_stride, cons
                                 ptrdiff_t k_stride, size_t nq, size_t nk, size_t d, float scale,
                                 float *s, ptrdiff_t s_stride)
 {
-    qk_rows(dt, 0, q, q_stride, k, k_stride, nq, nk, d, scale, s, s_stride);
+    qk_rows(dt, 0, q, q_stride, k, k_stride, nq, nk, d, scale, s, s_stride, NULL);
 }
 
 /* one sum order for every tile shape */
@@ -118,7 +131,21 @@ ATTN_SCALAR_INLINE void pv_tile(int dt, const float *p, ptrdiff_t p_stride, cons
                                 ptrdiff_t v_stride, size_t nq, size_t nk, size_t dv, float *acc,
                                 ptrdiff_t acc_stride)
 {
-    pv_rows(dt, 0, p, p_stride, 1, v, v_stride, nq, nk, dv, acc, acc_stride);
+    pv_rows(dt, 0, p, p_stride, 1, v, v_stride, nq, nk, dv, acc, acc_stride, NULL);
+}
+
+ATTN_SCALAR_INLINE void qk_grp(int dt, const float *q, ptrdiff_t q_stride, const void *k,
+                               ptrdiff_t k_stride, size_t nq, size_t nk, size_t d, float scale,
+                               float *s, ptrdiff_t s_stride, const attn_grp *gs)
+{
+    qk_rows(dt, 0, q, q_stride, k, k_stride, nq, nk, d, scale, s, s_stride, gs);
+}
+
+ATTN_SCALAR_INLINE void pv_grp(int dt, const float *p, ptrdiff_t p_stride, const void *v,
+                               ptrdiff_t v_stride, size_t nq, size_t nk, size_t dv, float *acc,
+                               ptrdiff_t acc_stride, const attn_grp *gs)
+{
+    pv_rows(dt, 0, p, p_stride, 1, v, v_stride, nq, nk, dv, acc, acc_stride, gs);
 }
 
 ATTN_SCALAR_INLINE void to_f32(int dt, const void *src, float *dst, size_t n)

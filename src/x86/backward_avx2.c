@@ -20,7 +20,7 @@ static void attn_pt_tile_f32_avx2(const float *p, ptrdiff_t p_stride, const floa
                                   ptrdiff_t x_stride, size_t nq, size_t nk, size_t dim,
                                   float *acc, ptrdiff_t acc_stride)
 {
-    pv_tile_at(ATTN_KV_F32, p, 1, p_stride, x, x_stride, nk, nq, dim, acc, acc_stride);
+    pv_tile_at(ATTN_KV_F32, p, 1, p_stride, x, x_stride, nk, nq, dim, acc, acc_stride, NULL);
 }
 
 /* Subtract, then multiply: two IEEE operations, so equal to the scalar bit for bit. */

@@ -304,7 +304,7 @@ ATTN_AVX512_INLINE void pv_bf16_at(int dt, const float *p, ptrdiff_t p_stride, p
                                    size_t dv, float *acc, ptrdiff_t acc_stride)
 {
     if (nq < BF_MIN_ROWS) { /* few rows: exact (see the top) */
-        pv_tile_at(dt, p, p_stride, p_step, v, v_stride, nq, nk, dv, acc, acc_stride);
+        pv_tile_at(dt, p, p_stride, p_step, v, v_stride, nq, nk, dv, acc, acc_stride, NULL);
         return;
     }
     _Alignas(64) uint32_t vp[PV_KEYS / 2 * PV_COLS];

@@ -242,10 +242,17 @@ static ALWAYS_INLINE __m128 reduce4(__m256 a, __m256 b, __m256 c, __m256 d)
 _Static_assert(QK_KEYS >= 1 && QK_KEYS <= 4, "reduce4 sums up to four keys");
 _Static_assert(QK_ROWS >= 1 && QK_ROWS <= 6, "qk_rows handles row tails of up to 5 rows");
 
+/* gs: each key value times its group's scale (qk_grp), keys kc.. of the
+   call's */
 static ALWAYS_INLINE void qk_micro_at(int dtype, size_t R, size_t C, const float *q,
                                       ptrdiff_t q_stride, const unsigned char *k, uintptr_t kb,
-                                      size_t d, float scale, float *s, ptrdiff_t s_stride)
+                                      size_t d, float scale, float *s, ptrdiff_t s_stride,
+                                      const attn_grp *gs, size_t kc)
 {
+    __m256 ksc[QK_KEYS]; /* gs: each key's factor (zero until its group starts) */
+    for (size_t c = 0; c < C; c++)
+        ksc[c] = _mm256_setzero_ps();
+    size_t gend = 0, gi = 0;
     __m256 acc[QK_ROWS][4]; /* reduce4 takes four: unused ones stay 0 */
     for (size_t r = 0; r < R; r++)
         for (size_t c = 0; c < 4; c++)
@@ -255,8 +262,16 @@ static ALWAYS_INLINE void qk_micro_at(int dtype, size_t R, size_t C, const float
     if (is_quant(dtype))
         for (; t + 16 <= d; t += 16) {
             __m256 klo[QK_KEYS], khi[QK_KEYS];
-            for (size_t c = 0; c < C; c++)
+            if (gs && attn_grp_next(gs, t, &gend, &gi))
+                for (size_t c = 0; c < C; c++)
+                    ksc[c] = _mm256_set1_ps(attn_grp_row(gs, kc + c)[gi]);
+            for (size_t c = 0; c < C; c++) {
                 load16(dtype, row_at(k, c, kb), t, &klo[c], &khi[c]);
+                if (gs) {
+                    klo[c] = _mm256_mul_ps(klo[c], ksc[c]);
+                    khi[c] = _mm256_mul_ps(khi[c], ksc[c]);
+                }
+            }
             for (size_t r = 0; r < R; r++) {
                 const float *qr = q + (ptrdiff_t)r * q_stride + (ptrdiff_t)t;
                 const __m256 qlo = _mm256_loadu_ps(qr), qhi = _mm256_loadu_ps(qr + 8);
@@ -270,8 +285,14 @@ static ALWAYS_INLINE void qk_micro_at(int dtype, size_t R, size_t C, const float
         __m256 qv[QK_ROWS];
         for (size_t r = 0; r < R; r++)
             qv[r] = _mm256_loadu_ps(q + (ptrdiff_t)r * q_stride + (ptrdiff_t)t);
+        /* not reached: the 16-value steps cover d */
+        if (gs && attn_grp_next(gs, t, &gend, &gi))
+            for (size_t c = 0; c < C; c++)
+                ksc[c] = _mm256_set1_ps(attn_grp_row(gs, kc + c)[gi]);
         for (size_t c = 0; c < C; c++) {
             __m256 kv = load8(dtype, row_at(k, c, kb), t);
+            if (gs)
+                kv = _mm256_mul_ps(kv, ksc[c]);
             for (size_t r = 0; r < R; r++)
                 acc[r][c] = _mm256_fmadd_ps(qv[r], kv, acc[r][c]);
         }
@@ -281,8 +302,14 @@ static ALWAYS_INLINE void qk_micro_at(int dtype, size_t R, size_t C, const float
         __m256 qv[QK_ROWS];
         for (size_t r = 0; r < R; r++)
             qv[r] = _mm256_maskload_ps(q + (ptrdiff_t)r * q_stride + (ptrdiff_t)t, first_lanes(n));
+        /* not reached: groups of 16k values divide d */
+        if (gs && attn_grp_next(gs, t, &gend, &gi))
+            for (size_t c = 0; c < C; c++)
+                ksc[c] = _mm256_set1_ps(attn_grp_row(gs, kc + c)[gi]);
         for (size_t c = 0; c < C; c++) {
             __m256 kv = load8_part(dtype, row_at(k, c, kb), t, n);
+            if (gs)
+                kv = _mm256_mul_ps(kv, ksc[c]);
             for (size_t r = 0; r < R; r++)
                 acc[r][c] = _mm256_fmadd_ps(qv[r], kv, acc[r][c]);
         }
@@ -304,9 +331,10 @@ static ALWAYS_INLINE void qk_micro_at(int dtype, size_t R, size_t C, const float
    without one decoded without the per-value NaN check. */
 static ALWAYS_INLINE void qk_micro(int dtype, size_t R, size_t C, const float *q,
                                    ptrdiff_t q_stride, const unsigned char *k, uintptr_t kb,
-                                   size_t d, float scale, float *s, ptrdiff_t s_stride)
+                                   size_t d, float scale, float *s, ptrdiff_t s_stride,
+                                   const attn_grp *gs, size_t kc)
 {
-#define QK_MICRO_AT(t) qk_micro_at(t, R, C, q, q_stride, k, kb, d, scale, s, s_stride)
+#define QK_MICRO_AT(t) qk_micro_at(t, R, C, q, q_stride, k, kb, d, scale, s, s_stride, gs, kc)
     ATTN_E4M3_SCANNED(dtype, k, (ptrdiff_t)kb, C, d, QK_MICRO_AT);
 #undef QK_MICRO_AT
 }
@@ -314,28 +342,29 @@ static ALWAYS_INLINE void qk_micro(int dtype, size_t R, size_t C, const float *q
 /* Rows in groups of QK_ROWS for keys c..c+C of the tile. */
 static ALWAYS_INLINE void qk_rows(int dtype, size_t C, const float *q, ptrdiff_t q_stride,
                                   const unsigned char *k, uintptr_t kb, size_t nq, size_t d,
-                                  float scale, float *s, ptrdiff_t s_stride)
+                                  float scale, float *s, ptrdiff_t s_stride, const attn_grp *gs,
+                                  size_t kc)
 {
     size_t r = 0;
     for (; r + QK_ROWS <= nq; r += QK_ROWS)
         qk_micro(dtype, QK_ROWS, C, q + (ptrdiff_t)r * q_stride, q_stride, k, kb, d, scale,
-                 s + (ptrdiff_t)r * s_stride, s_stride);
+                 s + (ptrdiff_t)r * s_stride, s_stride, gs, kc);
     const float *qr = q + (ptrdiff_t)r * q_stride;
     float *sr = s + (ptrdiff_t)r * s_stride;
     switch (nq - r) {
 #if QK_ROWS > 5
-    case 5: qk_micro(dtype, 5, C, qr, q_stride, k, kb, d, scale, sr, s_stride); break;
+    case 5: qk_micro(dtype, 5, C, qr, q_stride, k, kb, d, scale, sr, s_stride, gs, kc); break;
 #endif
 #if QK_ROWS > 4
-    case 4: qk_micro(dtype, 4, C, qr, q_stride, k, kb, d, scale, sr, s_stride); break;
+    case 4: qk_micro(dtype, 4, C, qr, q_stride, k, kb, d, scale, sr, s_stride, gs, kc); break;
 #endif
 #if QK_ROWS > 3
-    case 3: qk_micro(dtype, 3, C, qr, q_stride, k, kb, d, scale, sr, s_stride); break;
+    case 3: qk_micro(dtype, 3, C, qr, q_stride, k, kb, d, scale, sr, s_stride, gs, kc); break;
 #endif
 #if QK_ROWS > 2
-    case 2: qk_micro(dtype, 2, C, qr, q_stride, k, kb, d, scale, sr, s_stride); break;
+    case 2: qk_micro(dtype, 2, C, qr, q_stride, k, kb, d, scale, sr, s_stride, gs, kc); break;
 #endif
-    case 1: qk_micro(dtype, 1, C, qr, q_stride, k, kb, d, scale, sr, s_stride); break;
+    case 1: qk_micro(dtype, 1, C, qr, q_stride, k, kb, d, scale, sr, s_stride, gs, kc); break;
     default: break;
     }
 }
@@ -499,35 +528,43 @@ static ALWAYS_INLINE void qk_tile_packed(int dtype, const float *q, ptrdiff_t q_
  * as arithmetic, so rows ATTN_PREFETCH_BYTES ahead are prefetched
  * (prefetch.h) to overlap the two.
  */
-static ALWAYS_INLINE void qk_tile(int dtype, const float *q, ptrdiff_t q_stride, const void *k,
-                                  ptrdiff_t k_stride, size_t nq, size_t nk, size_t d,
-                                  float scale, float *s, ptrdiff_t s_stride)
+/* The dot-product path (gs: qk_grp's scale groups, else NULL). */
+static ALWAYS_INLINE void qk_tile_dot(int dtype, const float *q, ptrdiff_t q_stride, const void *k,
+                                      ptrdiff_t k_stride, size_t nq, size_t nk, size_t d,
+                                      float scale, float *s, ptrdiff_t s_stride, const attn_grp *gs)
 {
     const size_t unit = unit_bytes(dtype);
     const uintptr_t kb = (uintptr_t)k_stride * unit;
-    if (nq >= QK_PACK_MIN_ROWS && d <= QK_PACK_MAX_D) {
-        qk_tile_packed(dtype, q, q_stride, k, kb, nq, nk, d, scale, s, s_stride);
-        return;
-    }
     const size_t bytes = row_bytes(dtype, d);
     const size_t ahead = attn_prefetch_rows_ahead(bytes);
     size_t c = 0;
     for (; c + QK_KEYS <= nk; c += QK_KEYS) {
         attn_prefetch_rows(k, c + ahead, k_stride, unit, QK_KEYS, bytes);
         qk_rows(dtype, QK_KEYS, q, q_stride, row_at(k, c, kb), kb, nq, d, scale, s + c,
-                s_stride);
+                s_stride, gs, c);
     }
     const unsigned char *kc = row_at(k, c, kb);
     switch (nk - c) {
 #if QK_KEYS > 3
-    case 3: qk_rows(dtype, 3, q, q_stride, kc, kb, nq, d, scale, s + c, s_stride); break;
+    case 3: qk_rows(dtype, 3, q, q_stride, kc, kb, nq, d, scale, s + c, s_stride, gs, c); break;
 #endif
 #if QK_KEYS > 2
-    case 2: qk_rows(dtype, 2, q, q_stride, kc, kb, nq, d, scale, s + c, s_stride); break;
+    case 2: qk_rows(dtype, 2, q, q_stride, kc, kb, nq, d, scale, s + c, s_stride, gs, c); break;
 #endif
-    case 1: qk_rows(dtype, 1, q, q_stride, kc, kb, nq, d, scale, s + c, s_stride); break;
+    case 1: qk_rows(dtype, 1, q, q_stride, kc, kb, nq, d, scale, s + c, s_stride, gs, c); break;
     default: break;
     }
+}
+
+static ALWAYS_INLINE void qk_tile(int dtype, const float *q, ptrdiff_t q_stride, const void *k,
+                                  ptrdiff_t k_stride, size_t nq, size_t nk, size_t d,
+                                  float scale, float *s, ptrdiff_t s_stride)
+{
+    if (nq >= QK_PACK_MIN_ROWS && d <= QK_PACK_MAX_D)
+        qk_tile_packed(dtype, q, q_stride, k, (uintptr_t)k_stride * unit_bytes(dtype), nq, nk, d,
+                       scale, s, s_stride);
+    else
+        qk_tile_dot(dtype, q, q_stride, k, k_stride, nq, nk, d, scale, s, s_stride, NULL);
 }
 
 /*
@@ -544,7 +581,7 @@ static ALWAYS_INLINE void qk_diag(int dtype, const float *q, ptrdiff_t q_stride,
     if (nq < QK_PACK_MIN_ROWS || d > QK_PACK_MAX_D) {
         for (size_t r = 0; r < nq; r++)
             qk_micro(dtype, 1, 1, q + (ptrdiff_t)r * q_stride, 0, rows[r], 0, d, scale, s + r,
-                     1);
+                     1, NULL, 0);
         return;
     }
     for (size_t r0 = 0; r0 < nq; r0 += 8) {
@@ -605,11 +642,16 @@ _Static_assert(PV_ROWS >= 1 && PV_ROWS <= 6, "pv_tile handles row tails of up to
 #define PV_KEY_CHUNK 32
 #endif
 
+/* gs: each value times its group's scale (pv_grp), key c's at
+   attn_grp_row(gs, c) (v is the call's first row) */
 static ALWAYS_INLINE void pv_micro(int dtype, size_t R, size_t W, size_t tail, const float *p,
                                    ptrdiff_t p_stride, ptrdiff_t p_step, const unsigned char *v,
                                    ptrdiff_t v_stride, size_t j0, size_t nk, size_t pf, float *acc,
-                                   ptrdiff_t acc_stride)
+                                   ptrdiff_t acc_stride, const attn_grp *gs)
 {
+    size_t grp[PV_VECS]; /* gs: the group of each vector's columns */
+    for (size_t w = 0; gs && w < W; w++)
+        grp[w] = (j0 + 8 * w) / gs->g;
     __m256 a[PV_ROWS][PV_VECS];
     const size_t unit = unit_bytes(dtype);
     const uintptr_t vb = (uintptr_t)v_stride * unit;
@@ -628,6 +670,8 @@ static ALWAYS_INLINE void pv_micro(int dtype, size_t R, size_t W, size_t tail, c
         for (size_t w = 0; w < W; w++)
             vv[w] = (tail && w == W - 1) ? load8_part(dtype, row, j0 + 8 * w, tail)
                                          : load8(dtype, row, j0 + 8 * w);
+        for (size_t w = 0; gs && w < W; w++)
+            vv[w] = _mm256_mul_ps(vv[w], _mm256_set1_ps(attn_grp_row(gs, c)[grp[w]]));
         for (size_t r = 0; r < R; r++) {
             __m256 pr = _mm256_broadcast_ss(p + (ptrdiff_t)r * p_stride + (ptrdiff_t)c * p_step);
             for (size_t w = 0; w < W; w++)
@@ -650,7 +694,8 @@ static ALWAYS_INLINE void pv_micro(int dtype, size_t R, size_t W, size_t tail, c
  */
 static ALWAYS_INLINE void pv_cols(int dtype, size_t R, const float *p, ptrdiff_t p_stride,
                                   ptrdiff_t p_step, const unsigned char *v, ptrdiff_t v_stride,
-                                  size_t nk, size_t dv, size_t pf, float *acc, ptrdiff_t acc_stride)
+                                  size_t nk, size_t dv, size_t pf, float *acc, ptrdiff_t acc_stride,
+                                  const attn_grp *gs)
 {
     /* A last chunk of one vector has only R accumulator chains, too few to
        hide the FMA latency (at d 128 it was 1/16 of the work at half rate),
@@ -661,10 +706,10 @@ static ALWAYS_INLINE void pv_cols(int dtype, size_t R, const float *p, ptrdiff_t
     size_t j = 0;
     for (size_t i = 0; i < chunks; i++, j += 8 * PV_VECS)
         pv_micro(dtype, R, PV_VECS, 0, p, p_stride, p_step, v, v_stride, j, nk, j == 0 ? pf : 0,
-                 acc + j, acc_stride);
+                 acc + j, acc_stride, gs);
     if (shift) {
         pv_micro(dtype, R, PV_VECS - 1, 0, p, p_stride, p_step, v, v_stride, j, nk,
-                 j == 0 ? pf : 0, acc + j, acc_stride);
+                 j == 0 ? pf : 0, acc + j, acc_stride, gs);
         j += 8 * (PV_VECS - 1);
     }
     size_t rest = dv - j; /* < 8 * PV_VECS */
@@ -675,24 +720,24 @@ static ALWAYS_INLINE void pv_cols(int dtype, size_t R, const float *p, ptrdiff_t
 #if PV_VECS >= 4
     case 4:
         pv_micro(dtype, R, 4, rest % 8, p, p_stride, p_step, v, v_stride, j, nk, prefetch_keys,
-                 acc + j, acc_stride);
+                 acc + j, acc_stride, gs);
         break;
 #endif
 #if PV_VECS >= 3
     case 3:
         pv_micro(dtype, R, 3, rest % 8, p, p_stride, p_step, v, v_stride, j, nk, prefetch_keys,
-                 acc + j, acc_stride);
+                 acc + j, acc_stride, gs);
         break;
 #endif
 #if PV_VECS >= 2
     case 2:
         pv_micro(dtype, R, 2, rest % 8, p, p_stride, p_step, v, v_stride, j, nk, prefetch_keys,
-                 acc + j, acc_stride);
+                 acc + j, acc_stride, gs);
         break;
 #endif
     default:
         pv_micro(dtype, R, 1, rest % 8, p, p_stride, p_step, v, v_stride, j, nk, prefetch_keys,
-                 acc + j, acc_stride);
+                 acc + j, acc_stride, gs);
         break;
     }
 }
@@ -701,29 +746,30 @@ static ALWAYS_INLINE void pv_cols(int dtype, size_t R, const float *p, ptrdiff_t
    in pv_cols, for the first group. */
 static ALWAYS_INLINE void pv_rows(int dtype, const float *p, ptrdiff_t p_stride, ptrdiff_t p_step,
                                   const unsigned char *v, ptrdiff_t v_stride, size_t nq, size_t nk,
-                                  size_t dv, size_t next, float *acc, ptrdiff_t acc_stride)
+                                  size_t dv, size_t next, float *acc, ptrdiff_t acc_stride,
+                                  const attn_grp *gs)
 {
     size_t r = 0;
     for (; r + PV_ROWS <= nq; r += PV_ROWS)
         pv_cols(dtype, PV_ROWS, p + (ptrdiff_t)r * p_stride, p_stride, p_step, v, v_stride, nk, dv,
-                r == 0 ? next : 0, acc + (ptrdiff_t)r * acc_stride, acc_stride);
+                r == 0 ? next : 0, acc + (ptrdiff_t)r * acc_stride, acc_stride, gs);
     const float *pr = p + (ptrdiff_t)r * p_stride;
     float *ar = acc + (ptrdiff_t)r * acc_stride;
     size_t pf = r == 0 ? next : 0;
     switch (nq - r) {
 #if PV_ROWS > 5
-    case 5: pv_cols(dtype, 5, pr, p_stride, p_step, v, v_stride, nk, dv, pf, ar, acc_stride); break;
+    case 5: pv_cols(dtype, 5, pr, p_stride, p_step, v, v_stride, nk, dv, pf, ar, acc_stride, gs); break;
 #endif
 #if PV_ROWS > 4
-    case 4: pv_cols(dtype, 4, pr, p_stride, p_step, v, v_stride, nk, dv, pf, ar, acc_stride); break;
+    case 4: pv_cols(dtype, 4, pr, p_stride, p_step, v, v_stride, nk, dv, pf, ar, acc_stride, gs); break;
 #endif
 #if PV_ROWS > 3
-    case 3: pv_cols(dtype, 3, pr, p_stride, p_step, v, v_stride, nk, dv, pf, ar, acc_stride); break;
+    case 3: pv_cols(dtype, 3, pr, p_stride, p_step, v, v_stride, nk, dv, pf, ar, acc_stride, gs); break;
 #endif
 #if PV_ROWS > 2
-    case 2: pv_cols(dtype, 2, pr, p_stride, p_step, v, v_stride, nk, dv, pf, ar, acc_stride); break;
+    case 2: pv_cols(dtype, 2, pr, p_stride, p_step, v, v_stride, nk, dv, pf, ar, acc_stride, gs); break;
 #endif
-    case 1: pv_cols(dtype, 1, pr, p_stride, p_step, v, v_stride, nk, dv, pf, ar, acc_stride); break;
+    case 1: pv_cols(dtype, 1, pr, p_stride, p_step, v, v_stride, nk, dv, pf, ar, acc_stride, gs); break;
     default: break;
     }
 }
@@ -735,7 +781,8 @@ static ALWAYS_INLINE void pv_rows(int dtype, const float *p, ptrdiff_t p_stride,
    rows; pt_tile, the backward's P^T, passes P's row stride and 1 as p_stride). */
 static ALWAYS_INLINE void pv_tile_at(int dtype, const float *p, ptrdiff_t p_stride,
                                      ptrdiff_t p_step, const void *v, ptrdiff_t v_stride, size_t nq,
-                                     size_t nk, size_t dv, float *acc, ptrdiff_t acc_stride)
+                                     size_t nk, size_t dv, float *acc, ptrdiff_t acc_stride,
+                                     const attn_grp *gs)
 {
     const uintptr_t vb = (uintptr_t)v_stride * unit_bytes(dtype);
     /* Few rows (decode): V streams from memory. The first column chunk
@@ -744,14 +791,14 @@ static ALWAYS_INLINE void pv_tile_at(int dtype, const float *p, ptrdiff_t p_stri
        PV_KEY_CHUNK keys made decode 1.5x a plain read of its bytes, one
        pass 1.35-1.45x (Zen 5). Spreading the prefetches over the chunks
        (each prefetching the next chunk's columns) measured worse. */
-    const int few = nq < QK_PACK_MIN_ROWS;
+    const int few = nq < QK_PACK_MIN_ROWS || gs; /* pv_grp: the rows only */
     const size_t chunk = few ? nk : PV_KEY_CHUNK, next = few ? row_bytes(dtype, dv) : 0;
     for (size_t c0 = 0; c0 < nk; c0 += chunk) {
         size_t n = nk - c0 < chunk ? nk - c0 : chunk;
         const unsigned char *vc = row_at(v, c0, vb);
         if (few || !is_quant(dtype)) {
             pv_rows(dtype, p + (ptrdiff_t)c0 * p_step, p_stride, p_step, vc, v_stride, nq, n, dv,
-                    next, acc, acc_stride);
+                    next, acc, acc_stride, gs);
             continue;
         }
         /* Many rows, quantized V: each column chunk of the pass decoded
@@ -768,7 +815,8 @@ static ALWAYS_INLINE void pv_tile_at(int dtype, const float *p, ptrdiff_t p_stri
                                                 : load8_part(dtype, row, j + i, w - i));
             }
             pv_rows(ATTN_KV_F32, p + (ptrdiff_t)c0 * p_step, p_stride, p_step,
-                    (const unsigned char *)panel, PV_PANEL_COLS, nq, n, w, 0, acc + j, acc_stride);
+                    (const unsigned char *)panel, PV_PANEL_COLS, nq, n, w, 0, acc + j,
+                    acc_stride, NULL);
         }
     }
 }
@@ -777,7 +825,23 @@ static ALWAYS_INLINE void pv_tile(int dtype, const float *p, ptrdiff_t p_stride,
                                   ptrdiff_t v_stride, size_t nq, size_t nk, size_t dv, float *acc,
                                   ptrdiff_t acc_stride)
 {
-    pv_tile_at(dtype, p, p_stride, 1, v, v_stride, nq, nk, dv, acc, acc_stride);
+    pv_tile_at(dtype, p, p_stride, 1, v, v_stride, nq, nk, dv, acc, acc_stride, NULL);
+}
+
+/* FP8 scale groups read in place (src/dsp.h): the few-row paths, their
+   values times their scales where they are loaded. */
+static ALWAYS_INLINE void qk_grp(int dtype, const float *q, ptrdiff_t q_stride, const void *k,
+                                 ptrdiff_t k_stride, size_t nq, size_t nk, size_t d, float scale,
+                                 float *s, ptrdiff_t s_stride, const attn_grp *gs)
+{
+    qk_tile_dot(dtype, q, q_stride, k, k_stride, nq, nk, d, scale, s, s_stride, gs);
+}
+
+static ALWAYS_INLINE void pv_grp(int dtype, const float *p, ptrdiff_t p_stride, const void *v,
+                                 ptrdiff_t v_stride, size_t nq, size_t nk, size_t dv, float *acc,
+                                 ptrdiff_t acc_stride, const attn_grp *gs)
+{
+    pv_tile_at(dtype, p, p_stride, 1, v, v_stride, nq, nk, dv, acc, acc_stride, gs);
 }
 
 /* ------------------------------------------------------------------ to_f32 */

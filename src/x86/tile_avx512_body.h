@@ -256,7 +256,8 @@ ATTN_AVX512_INLINE void to_f32(int dt, const void *src, float *dst, size_t n)
  */
 ATTN_AVX512_INLINE void qk_dot_block_at(int dt, size_t R, size_t C, const float *q,
                                         ptrdiff_t q_stride, const unsigned char *k, uintptr_t kb,
-                                        size_t d, float scale, float *s, ptrdiff_t s_stride)
+                                        size_t d, float scale, float *s, ptrdiff_t s_stride,
+                                        const attn_grp *gs, size_t kc)
 {
     __m512 acc[8][8]; /* R x C <= 16 of them (1 x 8, 4 x 4, 8 x 2) */
     for (size_t r = 0; r < R; r++)
@@ -278,10 +279,18 @@ ATTN_AVX512_INLINE void qk_dot_block_at(int dt, size_t R, size_t C, const float 
                 }
             }
         }
+    __m512 ksc[8]; /* gs: each key's factor (zero until its group starts) */
+    for (size_t c = 0; c < C; c++)
+        ksc[c] = _mm512_setzero_ps();
+    size_t gend = 0, gi = 0;
     for (; t + 16 <= d; t += 16) {
         __m512 kv[8];
+        if (gs && attn_grp_next(gs, t, &gend, &gi))
+            for (size_t c = 0; c < C; c++)
+                ksc[c] = _mm512_set1_ps(attn_grp_row(gs, kc + c)[gi]);
         for (size_t c = 0; c < C; c++)
-            kv[c] = load16(dt, row_at(k, c, kb), t);
+            kv[c] = gs ? _mm512_mul_ps(load16(dt, row_at(k, c, kb), t), ksc[c])
+                       : load16(dt, row_at(k, c, kb), t);
         for (size_t r = 0; r < R; r++) {
             __m512 qv = _mm512_loadu_ps(q + (ptrdiff_t)r * q_stride + (ptrdiff_t)t);
             for (size_t c = 0; c < C; c++)
@@ -291,8 +300,13 @@ ATTN_AVX512_INLINE void qk_dot_block_at(int dt, size_t R, size_t C, const float 
     if (t < d) {
         __mmask16 m = attn_mask16(d - t);
         __m512 kv[8];
+        /* not reached: groups of 16k values divide d */
+        if (gs && attn_grp_next(gs, t, &gend, &gi))
+            for (size_t c = 0; c < C; c++)
+                ksc[c] = _mm512_set1_ps(attn_grp_row(gs, kc + c)[gi]);
         for (size_t c = 0; c < C; c++)
-            kv[c] = maskz_load16(dt, m, row_at(k, c, kb), t);
+            kv[c] = gs ? _mm512_mul_ps(maskz_load16(dt, m, row_at(k, c, kb), t), ksc[c])
+                       : maskz_load16(dt, m, row_at(k, c, kb), t);
         for (size_t r = 0; r < R; r++) {
             __m512 qv = _mm512_maskz_loadu_ps(m, q + (ptrdiff_t)r * q_stride + (ptrdiff_t)t);
             for (size_t c = 0; c < C; c++)
@@ -339,9 +353,10 @@ ATTN_AVX512_INLINE void qk_dot_block_at(int dt, size_t R, size_t C, const float 
    L1), and without one decoded without the per-value NaN fix-up. */
 ATTN_AVX512_INLINE void qk_dot_block(int dt, size_t R, size_t C, const float *q, ptrdiff_t q_stride,
                                      const unsigned char *k, uintptr_t kb, size_t d, float scale,
-                                     float *s, ptrdiff_t s_stride)
+                                     float *s, ptrdiff_t s_stride, const attn_grp *gs, size_t kc)
 {
-#define QK_DOT_BLOCK_AT(t) qk_dot_block_at(t, R, C, q, q_stride, k, kb, d, scale, s, s_stride)
+#define QK_DOT_BLOCK_AT(t)                                                                   \
+    qk_dot_block_at(t, R, C, q, q_stride, k, kb, d, scale, s, s_stride, gs, kc)
     ATTN_E4M3_SCANNED(dt, k, (ptrdiff_t)kb, C, d, QK_DOT_BLOCK_AT);
 #undef QK_DOT_BLOCK_AT
 }
@@ -350,7 +365,7 @@ ATTN_AVX512_INLINE void qk_dot_block(int dt, size_t R, size_t C, const float *q,
    group of rows over these keys does, the others find them in cache). */
 ATTN_AVX512_INLINE void qk_dot_rows(int dt, size_t R, int pf, const float *q, ptrdiff_t q_stride,
                                     const void *k, ptrdiff_t k_stride, size_t nk, size_t d,
-                                    float scale, float *s, ptrdiff_t s_stride)
+                                    float scale, float *s, ptrdiff_t s_stride, const attn_grp *gs)
 {
     size_t c = 0;
     const size_t unit = unit_bytes(dt), bytes = row_bytes(dt, d);
@@ -360,26 +375,26 @@ ATTN_AVX512_INLINE void qk_dot_rows(int dt, size_t R, int pf, const float *q, pt
         for (; c + 8 <= nk; c += 8) {
             if (pf)
                 attn_prefetch_rows(k, c + ahead, k_stride, unit, 8, bytes);
-            qk_dot_block(dt, 1, 8, q, q_stride, row_at(k, c, kb), kb, d, scale, s + c, s_stride);
+            qk_dot_block(dt, 1, 8, q, q_stride, row_at(k, c, kb), kb, d, scale, s + c, s_stride, gs, c);
         }
     if (R == 8)
         for (; c + 2 <= nk; c += 2) {
             if (pf)
                 attn_prefetch_rows(k, c + ahead, k_stride, unit, 2, bytes);
-            qk_dot_block(dt, 8, 2, q, q_stride, row_at(k, c, kb), kb, d, scale, s + c, s_stride);
+            qk_dot_block(dt, 8, 2, q, q_stride, row_at(k, c, kb), kb, d, scale, s + c, s_stride, gs, c);
         }
     for (; R <= 4 && c + 4 <= nk; c += 4) {
         if (pf)
             attn_prefetch_rows(k, c + ahead, k_stride, unit, 4, bytes);
-        qk_dot_block(dt, R, 4, q, q_stride, row_at(k, c, kb), kb, d, scale, s + c, s_stride);
+        qk_dot_block(dt, R, 4, q, q_stride, row_at(k, c, kb), kb, d, scale, s + c, s_stride, gs, c);
     }
     for (; c < nk; c++)
-        qk_dot_block(dt, R, 1, q, q_stride, row_at(k, c, kb), kb, d, scale, s + c, s_stride);
+        qk_dot_block(dt, R, 1, q, q_stride, row_at(k, c, kb), kb, d, scale, s + c, s_stride, gs, c);
 }
 
 ATTN_AVX512_INLINE void qk_tile_dot(int dt, const float *q, ptrdiff_t q_stride, const void *k,
                                     ptrdiff_t k_stride, size_t nq, size_t nk, size_t d, float scale,
-                                    float *s, ptrdiff_t s_stride)
+                                    float *s, ptrdiff_t s_stride, const attn_grp *gs)
 {
     size_t r = 0;
     /* FP8 and block-format keys: 8 rows x 2 keys, each K vector decoded
@@ -389,18 +404,18 @@ ATTN_AVX512_INLINE void qk_tile_dot(int dt, const float *q, ptrdiff_t q_stride, 
     if (is_quant(dt))
         for (; r + 8 <= nq; r += 8)
             qk_dot_rows(dt, 8, r == 0, q + (ptrdiff_t)r * q_stride, q_stride, k, k_stride, nk, d,
-                        scale, s + (ptrdiff_t)r * s_stride, s_stride);
+                        scale, s + (ptrdiff_t)r * s_stride, s_stride, gs);
     for (; r + 4 <= nq; r += 4)
         qk_dot_rows(dt, 4, r == 0, q + (ptrdiff_t)r * q_stride, q_stride, k, k_stride, nk, d,
-                    scale, s + (ptrdiff_t)r * s_stride, s_stride);
+                    scale, s + (ptrdiff_t)r * s_stride, s_stride, gs);
     if (r + 2 <= nq) {
         qk_dot_rows(dt, 2, r == 0, q + (ptrdiff_t)r * q_stride, q_stride, k, k_stride, nk, d,
-                    scale, s + (ptrdiff_t)r * s_stride, s_stride);
+                    scale, s + (ptrdiff_t)r * s_stride, s_stride, gs);
         r += 2;
     }
     if (r < nq)
         qk_dot_rows(dt, 1, r == 0, q + (ptrdiff_t)r * q_stride, q_stride, k, k_stride, nk, d,
-                    scale, s + (ptrdiff_t)r * s_stride, s_stride);
+                    scale, s + (ptrdiff_t)r * s_stride, s_stride, gs);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -685,7 +700,7 @@ ATTN_AVX512_INLINE void qk_tile(int dt, const float *q, ptrdiff_t q_stride, cons
                        QK_PANEL_DEPTH * (QK_QPANEL_ROWS + QK_QPANEL_KEYS),
                    "the Q-panel path's q and key blocks fit the scratch");
     if (!qk_index_order(nq, d))
-        qk_tile_dot(dt, q, q_stride, k, k_stride, nq, nk, d, scale, s, s_stride);
+        qk_tile_dot(dt, q, q_stride, k, k_stride, nq, nk, d, scale, s, s_stride, NULL);
     else if (nq <= QK_QPANEL_ROWS)
         qk_tile_qpanel(dt, q, q_stride, k, k_stride, nq, nk, d, scale, s, s_stride, scratch);
     else
@@ -706,7 +721,7 @@ ATTN_AVX512_INLINE void qk_diag(int dt, const float *q, ptrdiff_t q_stride,
     if (!qk_index_order(nq, d)) {
         for (size_t r = 0; r < nq; r++)
             qk_dot_block(dt, 1, 1, q + (ptrdiff_t)r * q_stride, 0, rows[r], 0, d, scale, s + r,
-                         1);
+                         1, NULL, 0);
         return;
     }
     for (size_t r0 = 0; r0 < nq; r0 += 16) {
@@ -752,12 +767,13 @@ ATTN_AVX512_INLINE void qk_diag(int dt, const float *q, ptrdiff_t q_stride,
  * value loads (the block formats: NV/2 blocks) + R broadcasts for R*NV FMAs.
  * When tail is set the last vector covers only the lanes in m (full for the
  * block formats, whose rows are whole blocks). pf > 0: prefetch V rows of
- * pf bytes ahead (prefetch.h).
+ * pf bytes ahead (prefetch.h). gs: each value times its group's scale
+ * (pv_grp), key c's scales at attn_grp_row(gs, c).
  */
 ATTN_AVX512_INLINE int pv_block_at(int dt, size_t R, size_t NV, int tail, __mmask16 m, size_t pf,
                                    const float *p, ptrdiff_t p_stride, ptrdiff_t p_step,
                                    const void *v, ptrdiff_t v_stride, size_t nk, size_t j0,
-                                   float *acc, ptrdiff_t acc_stride)
+                                   float *acc, ptrdiff_t acc_stride, const attn_grp *gs)
 {
     const size_t nfull = tail ? NV - 1 : NV; /* vectors without a mask */
     const size_t unit = unit_bytes(dt);
@@ -777,6 +793,9 @@ ATTN_AVX512_INLINE int pv_block_at(int dt, size_t R, size_t NV, int tail, __mmas
     const __mmask64 bytes = (NV > 1 ? ~0ull >> (64 - 16 * (NV - 1)) : 0) |
                             (__mmask64)(tail ? m : 0xffff) << (16 * (NV - 1));
     __m512i mx = _mm512_setzero_si512();
+    size_t grp[4]; /* gs: the group of each vector's columns */
+    for (size_t i = 0; gs && i < NV; i++)
+        grp[i] = (j0 + 16 * i) / gs->g;
     for (size_t c = 0; c < nk; c++) {
         const unsigned char *row = row_at(v, c, vb);
         if (pf)
@@ -797,6 +816,8 @@ ATTN_AVX512_INLINE int pv_block_at(int dt, size_t R, size_t NV, int tail, __mmas
             if (tail)
                 vv[NV - 1] = maskz_load16(dt, m, row, j0 + 16 * (NV - 1));
         }
+        for (size_t i = 0; gs && i < NV; i++)
+            vv[i] = _mm512_mul_ps(vv[i], _mm512_set1_ps(attn_grp_row(gs, c)[grp[i]]));
         for (size_t r = 0; r < R; r++) {
             __m512 pb = _mm512_set1_ps(p[(ptrdiff_t)r * p_stride + (ptrdiff_t)c * p_step]);
             for (size_t i = 0; i < NV; i++)
@@ -820,18 +841,19 @@ ATTN_AVX512_INLINE int pv_block_at(int dt, size_t R, size_t NV, int tail, __mmas
 ATTN_AVX512_INLINE void pv_block(int dt, size_t R, size_t NV, int tail, __mmask16 m, size_t pf,
                                  const float *p, ptrdiff_t p_stride, ptrdiff_t p_step,
                                  const void *v, ptrdiff_t v_stride, size_t nk, size_t j0,
-                                 float *acc, ptrdiff_t acc_stride)
+                                 float *acc, ptrdiff_t acc_stride, const attn_grp *gs)
 {
     if (dt == ATTN_KV_FP8_E4M3 && pv_block_at(ATTN_KV_E4M3_FINITE, R, NV, tail, m, pf, p, p_stride,
-                                              p_step, v, v_stride, nk, j0, acc, acc_stride))
+                                              p_step, v, v_stride, nk, j0, acc, acc_stride, gs))
         return;
-    pv_block_at(dt, R, NV, tail, m, pf, p, p_stride, p_step, v, v_stride, nk, j0, acc, acc_stride);
+    pv_block_at(dt, R, NV, tail, m, pf, p, p_stride, p_step, v, v_stride, nk, j0, acc, acc_stride,
+                gs);
 }
 
 ATTN_AVX512_INLINE void pv_rows(int dt, size_t NV, int tail, __mmask16 m, size_t pf, const float *p,
                                 ptrdiff_t p_stride, ptrdiff_t p_step, const void *v,
                                 ptrdiff_t v_stride, size_t nq, size_t nk, size_t j0, float *acc,
-                                ptrdiff_t acc_stride)
+                                ptrdiff_t acc_stride, const attn_grp *gs)
 {
     size_t r = 0;
     /* 8 rows x 2 vectors where the columns are four whole vectors of a
@@ -842,44 +864,49 @@ ATTN_AVX512_INLINE void pv_rows(int dt, size_t NV, int tail, __mmask16 m, size_t
             for (size_t h = 0; h < 2; h++)
                 pv_block(dt, 8, 2, 0, m, r == 0 && h == 0 ? pf : 0, p + (ptrdiff_t)r * p_stride,
                          p_stride, p_step, v, v_stride, nk, j0 + 32 * h,
-                         acc + (ptrdiff_t)r * acc_stride, acc_stride);
+                         acc + (ptrdiff_t)r * acc_stride, acc_stride, gs);
     for (; r + 4 <= nq; r += 4)
         pv_block(dt, 4, NV, tail, m, r == 0 ? pf : 0, p + (ptrdiff_t)r * p_stride, p_stride, p_step,
-                 v, v_stride, nk, j0, acc + (ptrdiff_t)r * acc_stride, acc_stride);
+                 v, v_stride, nk, j0, acc + (ptrdiff_t)r * acc_stride, acc_stride, gs);
     /* a loop, not an if: GCC then keeps the accumulators out of memory */
     for (; r + 2 <= nq; r += 2)
         pv_block(dt, 2, NV, tail, m, r == 0 ? pf : 0, p + (ptrdiff_t)r * p_stride, p_stride, p_step,
-                 v, v_stride, nk, j0, acc + (ptrdiff_t)r * acc_stride, acc_stride);
+                 v, v_stride, nk, j0, acc + (ptrdiff_t)r * acc_stride, acc_stride, gs);
     if (r < nq)
         pv_block(dt, 1, NV, tail, m, r == 0 ? pf : 0, p + (ptrdiff_t)r * p_stride, p_stride, p_step,
-                 v, v_stride, nk, j0, acc + (ptrdiff_t)r * acc_stride, acc_stride);
+                 v, v_stride, nk, j0, acc + (ptrdiff_t)r * acc_stride, acc_stride, gs);
 }
 
 /* Columns j0..j0+w (w <= 64) of every row over the nk keys at v: four
    vectors, or ceil(w / 16) with the last one masked. */
 ATTN_AVX512_INLINE void pv_cols(int dt, size_t pf, const float *p, ptrdiff_t p_stride,
                                 ptrdiff_t p_step, const void *v, ptrdiff_t v_stride, size_t nq,
-                                size_t nk, size_t j0, size_t w, float *acc, ptrdiff_t acc_stride)
+                                size_t nk, size_t j0, size_t w, float *acc, ptrdiff_t acc_stride,
+                                const attn_grp *gs)
 {
     if (w == 64) {
         pv_rows(dt, 4, 0, 0xffff, pf, p, p_stride, p_step, v, v_stride, nq, nk, j0, acc,
-                acc_stride);
+                acc_stride, gs);
         return;
     }
     size_t nv = (w + 15) / 16;
     __mmask16 m = attn_mask16(w - 16 * (nv - 1));
     switch (nv) {
     case 1:
-        pv_rows(dt, 1, 1, m, pf, p, p_stride, p_step, v, v_stride, nq, nk, j0, acc, acc_stride);
+        pv_rows(dt, 1, 1, m, pf, p, p_stride, p_step, v, v_stride, nq, nk, j0, acc, acc_stride,
+                gs);
         break;
     case 2:
-        pv_rows(dt, 2, 1, m, pf, p, p_stride, p_step, v, v_stride, nq, nk, j0, acc, acc_stride);
+        pv_rows(dt, 2, 1, m, pf, p, p_stride, p_step, v, v_stride, nq, nk, j0, acc, acc_stride,
+                gs);
         break;
     case 3:
-        pv_rows(dt, 3, 1, m, pf, p, p_stride, p_step, v, v_stride, nq, nk, j0, acc, acc_stride);
+        pv_rows(dt, 3, 1, m, pf, p, p_stride, p_step, v, v_stride, nq, nk, j0, acc, acc_stride,
+                gs);
         break;
     default:
-        pv_rows(dt, 4, 1, m, pf, p, p_stride, p_step, v, v_stride, nq, nk, j0, acc, acc_stride);
+        pv_rows(dt, 4, 1, m, pf, p, p_stride, p_step, v, v_stride, nq, nk, j0, acc, acc_stride,
+                gs);
         break;
     }
 }
@@ -892,7 +919,7 @@ ATTN_AVX512_INLINE void pv_cols(int dt, size_t pf, const float *p, ptrdiff_t p_s
    rows; pt_tile, the backward's P^T, passes P's row stride and 1 as p_stride). */
 ATTN_AVX512_INLINE void pv_tile_at(int dt, const float *p, ptrdiff_t p_stride, ptrdiff_t p_step,
                                    const void *v, ptrdiff_t v_stride, size_t nq, size_t nk,
-                                   size_t dv, float *acc, ptrdiff_t acc_stride)
+                                   size_t dv, float *acc, ptrdiff_t acc_stride, const attn_grp *gs)
 {
     /* few rows (decode, up to Lq = 4 of a GQA group of 4): each V row is
        used by few FMAs, so the first column pass prefetches whole V rows
@@ -902,9 +929,9 @@ ATTN_AVX512_INLINE void pv_tile_at(int dt, const float *p, ptrdiff_t p_stride, p
     const uintptr_t vb = (uintptr_t)v_stride * unit_bytes(dt);
     for (size_t j0 = 0; j0 < dv; j0 += 64) {
         const size_t w = dv - j0 < 64 ? dv - j0 : 64;
-        if (few || !is_quant(dt)) {
+        if (few || !is_quant(dt) || gs) { /* pv_grp: the rows only */
             pv_cols(dt, j0 == 0 ? pf : 0, p, p_stride, p_step, v, v_stride, nq, nk, j0, w, acc,
-                    acc_stride);
+                    acc_stride, gs);
             continue;
         }
         /* Many rows, quantized V: the columns of 32 keys decoded once into
@@ -921,7 +948,7 @@ ATTN_AVX512_INLINE void pv_tile_at(int dt, const float *p, ptrdiff_t p_stride, p
                                                 : maskz_load16(dt, attn_mask16(w - i), row, j0 + i));
             }
             pv_cols(ATTN_KV_F32, 0, p + (ptrdiff_t)c0 * p_step, p_stride, p_step, panel, 64, nq, n,
-                    0, w, acc + j0, acc_stride);
+                    0, w, acc + j0, acc_stride, NULL);
         }
     }
 }
@@ -930,7 +957,23 @@ ATTN_AVX512_INLINE void pv_tile(int dt, const float *p, ptrdiff_t p_stride, cons
                                 ptrdiff_t v_stride, size_t nq, size_t nk, size_t dv, float *acc,
                                 ptrdiff_t acc_stride)
 {
-    pv_tile_at(dt, p, p_stride, 1, v, v_stride, nq, nk, dv, acc, acc_stride);
+    pv_tile_at(dt, p, p_stride, 1, v, v_stride, nq, nk, dv, acc, acc_stride, NULL);
+}
+
+/* FP8 scale groups read in place (src/dsp.h): the few-row paths, their
+   values times their scales where they are loaded. */
+ATTN_AVX512_INLINE void qk_grp(int dt, const float *q, ptrdiff_t q_stride, const void *k,
+                               ptrdiff_t k_stride, size_t nq, size_t nk, size_t d, float scale,
+                               float *s, ptrdiff_t s_stride, const attn_grp *gs)
+{
+    qk_tile_dot(dt, q, q_stride, k, k_stride, nq, nk, d, scale, s, s_stride, gs);
+}
+
+ATTN_AVX512_INLINE void pv_grp(int dt, const float *p, ptrdiff_t p_stride, const void *v,
+                               ptrdiff_t v_stride, size_t nq, size_t nk, size_t dv, float *acc,
+                               ptrdiff_t acc_stride, const attn_grp *gs)
+{
+    pv_tile_at(dt, p, p_stride, 1, v, v_stride, nq, nk, dv, acc, acc_stride, gs);
 }
 
 #endif /* ATTN_X86_TILE_AVX512_BODY_H */
