@@ -637,8 +637,13 @@ typedef struct attn_options {
        fl32(fp8 * s), each within u of fp8 * s; since 1.9.1 attn_forward
        reads groups of 64 channels or more in place, 8 groups per row at
        most: one kernel call per group and the partial scores summed, each
-       byte read once; smaller groups, top-k lists, the bf16 and int8 modes,
-       attn_scores and attn_weights decode the rows into scratch first.) The
+       byte read once; since 1.10.6, where q_len (with q_offsets: the
+       longest sequence's) times q_heads / kv_heads is at most 8 (decode),
+       rows of two groups or more of a multiple of 16 channels
+       are read by kernels that multiply each value by its scale as they
+       load it, the bits of the decoded values' call; smaller groups, top-k
+       lists, the bf16 and int8 modes, attn_scores and attn_weights decode
+       the rows into scratch first.) The
        same bits for every layout of the same cache (dense, paged, packed).
        v_scale_group: the same for v (v_scales, v_dim). The scales may lie inside the cache's
        own rows: DeepSeek V3.2's 656-byte latent rows (512 E4M3, 4 f32 scales,

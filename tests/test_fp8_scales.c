@@ -122,7 +122,7 @@ static void draw_case(scaled_case *c, rng *g)
     s->kv_len = rng_int(g, 1, 150);
     s->q_len = rng_int(g, 0, 2) ? rng_int(g, 1, 3) : rng_int(g, 1, 40);
     s->head_dim = rng_int(g, 0, 1) ? 16 * rng_int(g, 1, 8) : rng_int(g, 1, 130);
-    s->v_dim = rng_int(g, 1, 130);
+    s->v_dim = rng_int(g, 0, 1) ? 16 * rng_int(g, 1, 8) : rng_int(g, 1, 130);
     c->kdt = rng_int(g, 0, 1) ? ATTN_KV_FP8_E4M3 : ATTN_KV_FP8_E5M2;
     c->vdt = rng_int(g, 0, 1) ? ATTN_KV_FP8_E4M3 : ATTN_KV_FP8_E5M2;
     c->view = (int)rng_int(g, 0, 2);
@@ -303,11 +303,16 @@ static void make_grouped(cache_pair *p, const scaled_case *c, rng *g, int dt, in
     p->scales.data = sc;
 }
 
-/* A group size that divides n: 1, a power of two, or n itself. */
+/* A group size that divides n: 1, a power of two, or n itself; often
+   16, 32, 64 or 128, which the forward reads in place with few query rows
+   (qk_grp, pv_grp) when a row has two groups or more. */
 static int64_t draw_group(rng *g, int64_t n)
 {
     for (;;) {
-        const int64_t x = rng_int(g, 0, 3) == 0 ? n : (int64_t)1 << rng_int(g, 0, 7);
+        const int64_t r = rng_int(g, 0, 3);
+        const int64_t x = r == 0   ? n
+                          : r == 1 ? (int64_t)16 << rng_int(g, 0, 3)
+                                   : (int64_t)1 << rng_int(g, 0, 7);
         if (n % x == 0)
             return x;
     }

@@ -48,8 +48,8 @@ int64_t attn_block_rows_for(const attn_dsp *dsp, int64_t per_row_floats)
 int64_t attn_plan_stage(const attn_problem *pb, task_plan *p, int64_t max_keys)
 {
     const int64_t dim =
-        attn_max64(attn_k_staged(pb) && !p->k_segs ? pb->head_dim : 0,
-                   pb->v_group && !p->v_segs ? pb->v_dim : 0);
+        attn_max64(attn_k_staged(pb) && !p->k_segs && !p->k_grp ? pb->head_dim : 0,
+                   pb->v_group && !p->v_segs && !p->v_grp ? pb->v_dim : 0);
     if (dim == 0)
         return 0;
     p->stage_stride = round_up16(dim);
@@ -86,7 +86,7 @@ task_plan attn_plan_common(const attn_dsp *dsp, const attn_problem *pb, int64_t 
     p.sel_window = 0;
     p.stage_keys = 0;
     p.stage_stride = 0;
-    p.k_segs = p.v_segs = 0;
+    p.k_segs = p.v_segs = p.k_grp = p.v_grp = 0;
     p.tasks = 0; /* each operation counts its own */
     return p;
 }

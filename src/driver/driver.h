@@ -125,6 +125,11 @@ typedef struct task_plan {
        scores and the weights per V group summed in f32 (forward.c, "Rows
        in segments"); 0: decoded into the stage, or neither */
     int k_segs, v_segs;
+    /* forward over dense keys, few rows: FP8 rows with scale groups of
+       ATTN_GRP_STEP multiples read by the qk_grp / pv_grp kernels, each
+       value times its scale where it is loaded (the stage's values), one
+       call per run of keys; 0: segments, the stage, or neither */
+    int k_grp, v_grp;
     size_t tasks;            /* the task count, which the operation's plan sets */
 } task_plan;
 

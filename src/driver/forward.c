@@ -176,16 +176,39 @@ static void plan_selected(const attn_dsp *dsp, const attn_problem *pb, task_plan
 #define SEG_MIN_COLS 64
 #define SEG_MAX_GROUPS 8
 
-static void plan_segments(const attn_problem *pb, task_plan *p)
+/*
+ * With few rows per task (decode: a GQA group's heads at one position)
+ * rows of two groups or more, each a multiple of ATTN_GRP_STEP channels,
+ * go to the qk_grp and pv_grp kernels instead (src/dsp.h): each value
+ * times its scale where it is loaded, one call per run of keys, no
+ * partial rows to sum. Those are the stage's values, so the bits are the
+ * stage's (checkasm checks the kernels against the F32 ones on staged
+ * rows). Decode Hq 32 Hkv 8 Lk 4096 d 128 on Zen 5, 1 thread, E4M3 in
+ * groups of 64: 0.96 -> 0.84 ms, of 32: 1.35 -> 0.85 (segments), of 16:
+ * 1.54 -> 0.88 (staged); E5M2 groups of 64 1.03 -> 0.83. One group per
+ * row stays a segment (a factor per score: the kernel's product per value
+ * measured 1-2 % slower), and more rows too, whose packed Q.K^T path sums
+ * no score across lanes.
+ */
+#define GRP_MAX_ROWS 8
+
+static void plan_segments(const attn_dsp *dsp, const attn_problem *pb, task_plan *p)
 {
     if (pb->opt.precision != ATTN_PRECISION_DEFAULT || pb->opt.topk_indices)
         return;
-    if (attn_k_staged(pb)) {
+    const int few = p->rows <= GRP_MAX_ROWS;
+    if (few && pb->k_group > 0 && pb->k_group % ATTN_GRP_STEP == 0 &&
+        pb->k_group < attn_k_cols(pb) && !pb->k_tail_dim && dsp->qk_grp[pb->k.dtype])
+        p->k_grp = 1;
+    else if (attn_k_staged(pb)) {
         const int64_t g = pb->k_group ? pb->k_group : attn_k_cols(pb);
         if (g >= SEG_MIN_COLS && attn_k_cols(pb) / g <= SEG_MAX_GROUPS)
             p->k_segs = (int)(attn_k_cols(pb) / g + (pb->k_tail_dim > 0));
     }
-    if (pb->v_group >= SEG_MIN_COLS && pb->v_dim / pb->v_group <= SEG_MAX_GROUPS)
+    if (few && pb->v_group > 0 && pb->v_group % ATTN_GRP_STEP == 0 && pb->v_group < pb->v_dim &&
+        dsp->pv_grp[pb->v.dtype])
+        p->v_grp = 1;
+    else if (pb->v_group >= SEG_MIN_COLS && pb->v_dim / pb->v_group <= SEG_MAX_GROUPS)
         p->v_segs = (int)(pb->v_dim / pb->v_group);
 }
 
@@ -215,7 +238,7 @@ static task_plan plan_forward(const attn_dsp *dsp, const attn_problem *pb)
        faster on Zen 5: fewer passes over K and V, each K panel packed for
        more rows; MLA decode at d 576: 25 instead of 13). */
     p.q_direct = pb->q.dtype == ATTN_DTYPE_F32 && (p.heads_per_group == 1 || pb->q_extent == 1);
-    plan_segments(pb, &p);
+    plan_segments(dsp, pb, &p);
     const int64_t staged = attn_plan_stage(pb, &p, p.block_k); /* after the accumulator */
     p.block_rows = attn_block_rows_within(dsp, forward_row_floats(&p), ATTN_SCRATCH_FLOATS - staged);
     p.blocks = (p.rows + p.block_rows - 1) / p.block_rows;
@@ -561,6 +584,39 @@ static void segment_scores(const attn_dsp *dsp, const attn_problem *pb, const ta
     }
 }
 
+/* Scores of rows [0, nr) for keys [kb, ke) into s (rows block_k apart)
+   by qk_grp, and their P.V into acc by pv_grp (p->k_grp, p->v_grp: the
+   scale groups read where they lie), a call per run of keys whose rows and
+   scales both lie at one stride (their views' pages may adjoin
+   differently). */
+static void grp_scores(const attn_dsp *dsp, const attn_problem *pb, const task_plan *p,
+                       const kv_src *ks, const kv_src *kss, const float *q, int64_t q_stride,
+                       size_t nr, int64_t kb, int64_t ke, float *s)
+{
+    attn_qk_grp_fn *const qk = dsp->qk_grp[pb->k.dtype];
+    for (int64_t j = kb, len, slen; j < ke; j += len) {
+        const void *kp = attn_kv_run(ks, j, ke, &len);
+        const float *sp = (const float *)attn_kv_run(kss, j, j + len, &slen);
+        len = slen;
+        qk(q, q_stride, kp, ks->stride, nr, (size_t)len, (size_t)pb->head_dim, pb->qk_scale,
+           s + (j - kb), p->block_k, sp, kss->stride, (size_t)pb->k_group);
+    }
+}
+
+static void grp_values(const attn_dsp *dsp, const attn_problem *pb, const task_plan *p,
+                       const kv_src *vs, const kv_src *vss, size_t nr, int64_t kb, int64_t ke,
+                       const float *s, float *acc)
+{
+    attn_pv_grp_fn *const pv = dsp->pv_grp[pb->v.dtype];
+    for (int64_t j = kb, len, slen; j < ke; j += len) {
+        const void *vp = attn_kv_run(vs, j, ke, &len);
+        const float *sp = (const float *)attn_kv_run(vss, j, j + len, &slen);
+        len = slen;
+        pv(s + (j - kb), p->block_k, vp, vs->stride, nr, (size_t)len, (size_t)pb->v_dim, acc,
+           p->acc_stride, sp, vss->stride, (size_t)pb->v_group);
+    }
+}
+
 /* P.V of rows [0, nr) for keys [kb, ke) into acc (rows acc_stride apart)
    from the weights s (rows block_k apart), one V scale group at a time:
    its weights fl(p_j s_jg) in part, then the kernel of V's dtype on the
@@ -640,7 +696,9 @@ static void forward_keys(const attn_dsp *dsp, const attn_problem *pb, const task
             if (p->k_segs)
                 segment_scores(dsp, pb, p, &ks, &kss, tail, q + r * q_stride, q_stride, nr, kb,
                                ke, s, part + r * p->block_k);
-            for (int64_t j = kb, len; j < ke && !p->k_segs; j += len) {
+            else if (p->k_grp)
+                grp_scores(dsp, pb, p, &ks, &kss, q + r * q_stride, q_stride, nr, kb, ke, s);
+            for (int64_t j = kb, len; j < ke && !p->k_segs && !p->k_grp; j += len) {
                 ptrdiff_t kstride;
                 const void *kp =
                     attn_kv_rows(dsp, &ks, &kss, pb->k_group, tail, stage, p, j, ke, &len, &kstride);
@@ -660,7 +718,9 @@ static void forward_keys(const attn_dsp *dsp, const attn_problem *pb, const task
             if (p->v_segs)
                 segment_values(dsp, pb, p, &vs, &vss, nr, kb, ke, s, part + r * p->block_k,
                                acc + r * p->acc_stride);
-            for (int64_t j = kb, len; j < ke && !p->v_segs; j += len) {
+            else if (p->v_grp)
+                grp_values(dsp, pb, p, &vs, &vss, nr, kb, ke, s, acc + r * p->acc_stride);
+            for (int64_t j = kb, len; j < ke && !p->v_segs && !p->v_grp; j += len) {
                 /* the bf16 P.V pairs keys 2m, 2m + 1 of a call: a run
                    that starts at an odd key of the sequence gives that key
                    a call of its own, so that the pairs are the same keys
