@@ -714,6 +714,106 @@ ParameterizedTest(isa_row *row, fp8_scales, groups_paged_same_bits,
     }
 }
 
+/* The F32 twin of a grouped cache times its scales, value by value:
+   fl32(fp8 * s), the values the forward's grouped kernels compute with. */
+static void scale_twin(cache_pair *p, const scaled_case *c, int64_t cols, int64_t group)
+{
+    float *f = p->f.data;
+    const float *sc = p->scales.data;
+    for (int64_t o = 0; o < outer_rows(c); o++)
+        for (int64_t h = 0; h < c->s.kv_heads; h++)
+            for (int64_t r = 0; r < inner_rows(c); r++) {
+                float *x = f + o * p->f.batch_stride + h * p->f.head_stride + r * p->f.row_stride;
+                const float *s = sc + o * p->scales.batch_stride + h * p->scales.head_stride +
+                                 r * p->scales.row_stride;
+                for (int64_t t = 0; t < cols; t++)
+                    x[t] *= s[t / group];
+            }
+}
+
+/* A group of 16, 32 or 64 channels with two or more in n (n a multiple of
+   16 from 32 on). */
+static int64_t draw_decode_group(rng *g, int64_t n)
+{
+    for (;;) {
+        const int64_t x = (int64_t)16 << rng_int(g, 0, 2);
+        if (n % x == 0 && n / x >= 2)
+            return x;
+    }
+}
+
+/*
+ * Decode on rows of two scale groups or more of 16k channels (attn.h
+ * 1.10.6: q_len * q_heads / kv_heads <= 8): attn_forward reads them with
+ * kernels that scale each value as they load it, so its output and row
+ * statistics are the bits of the same call on F32 caches holding
+ * fl32(fp8 * s), in every layout, with the masks and modifiers drawn.
+ */
+HARNESS_ISA_PARAMS(fp8_scales, groups_decode_staged_bits)
+ParameterizedTest(isa_row *row, fp8_scales, groups_decode_staged_bits,
+                  .timeout = ATTN_TEST_TIMEOUT)
+{
+    const attn_dsp *t = harness_begin(row);
+    rng *g = harness_rng();
+    for (int rep = 0; rep < 30; rep++) {
+        scaled_case c;
+        for (;;) { /* few rows, both row lengths 16k from 32 on */
+            draw_case(&c, g);
+            const attn_shape *d = &c.s;
+            if (d->q_len * (d->q_heads / d->kv_heads) <= 8 && d->head_dim % 16 == 0 &&
+                d->head_dim >= 32 && d->v_dim % 16 == 0 && d->v_dim >= 32)
+                break;
+            free(c.table);
+        }
+        const attn_shape *s = &c.s;
+        float sinks[8];
+        const attn_options o = case_options(&c, g, sinks);
+        const int64_t kg = draw_decode_group(g, s->head_dim), vg = draw_decode_group(g, s->v_dim);
+        harness_context("rep %d B=%lld Hq=%lld Hkv=%lld Lq=%lld Lk=%lld d=%lld dv=%lld k=%d v=%d "
+                        "groups %lld/%lld view=%d paged=%d blhd=%d lens=%d offsets=%d",
+                        rep, (long long)s->batch, (long long)s->q_heads, (long long)s->kv_heads,
+                        (long long)s->q_len, (long long)s->kv_len, (long long)s->head_dim,
+                        (long long)s->v_dim, c.kdt, c.vdt, (long long)kg, (long long)vg, c.view,
+                        c.paged, c.blhd, c.use_lens, c.use_offsets);
+        cache_pair kp, vp;
+        make_grouped(&kp, &c, g, c.kdt, s->head_dim, kg);
+        make_grouped(&vp, &c, g, c.vdt, s->v_dim, vg);
+        scale_twin(&kp, &c, s->head_dim, kg);
+        scale_twin(&vp, &c, s->v_dim, vg);
+        attn_tensor tq;
+        float *q = random_q(g, s, &tq);
+        attn_options o8 = o;
+        o8.k_scales = &kp.scales;
+        o8.v_scales = &vp.scales;
+        o8.k_scale_group = kg;
+        o8.v_scale_group = vg;
+        const size_t rows = (size_t)(s->batch * s->q_heads * s->q_len);
+        const int64_t cols = s->v_dim;
+        float *a = xcalloc0(rows * (size_t)cols, 4), *b = xcalloc0(rows * (size_t)cols, 4);
+        float *sa = xcalloc0(3 * rows, 4), *sb = xcalloc0(3 * rows, 4);
+        const attn_row_stats sta = {sa, sa + rows, sa + 2 * rows};
+        const attn_row_stats stb = {sb, sb + rows, sb + 2 * rows};
+        const attn_tensor ta = {a, ATTN_DTYPE_F32, s->q_heads * s->q_len * cols, s->q_len * cols,
+                                cols};
+        attn_tensor tb = ta;
+        tb.data = b;
+        const attn_dsp twin = f32_twin_table(t, c.kdt, c.vdt);
+        const attn_status sf = run_op(&twin, 2, s, &o, &tq, &kp.f, &vp.f, &ta, &sta);
+        const attn_status s8 = run_op(t, 2, s, &o8, &tq, &kp.q8, &vp.q8, &tb, &stb);
+        CHECK(sf == ATTN_OK && s8 == ATTN_OK, "status %d (f32) / %d (fp8, groups)", sf, s8);
+        expect_bits("out", b, a, rows * (size_t)cols);
+        expect_bits("lse, max_score, entropy", sb, sa, 3 * rows);
+        free(a);
+        free(b);
+        free(sa);
+        free(sb);
+        free(q);
+        free_pair(&kp);
+        free_pair(&vp);
+        free(c.table);
+    }
+}
+
 /*
  * DeepSeek V3.2's FP8 latent rows, read in place (attn.h 1.8, 1.9): 656
  * bytes per token, 512 E4M3 values, their 4 f32 scales (128 channels
