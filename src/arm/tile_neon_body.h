@@ -209,7 +209,7 @@ static ALWAYS_INLINE void qk_micro_at(int dtype, size_t R, size_t C, const float
             acc[r][c] = vdupq_n_f32(0.0f);
 
     size_t t = 0;
-    for (; t + 4 <= d; t += 4) {
+    for (; t + 4 <= d; t += 4) { /* gs: d is whole groups of 16k values */
         float32x4_t qv[QK_ROWS];
         UNROLL
         for (size_t r = 0; r < R; r++)
@@ -233,15 +233,9 @@ static ALWAYS_INLINE void qk_micro_at(int dtype, size_t R, size_t C, const float
         UNROLL
         for (size_t r = 0; r < R; r++)
             qv[r] = load_part(q + (ptrdiff_t)r * q_stride + (ptrdiff_t)t, n, 0.0f);
-        /* not reached: groups of 16k values divide d */
-        if (gs && attn_grp_next(gs, t, &gend, &gi))
-            for (size_t c = 0; c < C; c++)
-                ksc[c] = vdupq_n_f32(attn_grp_row(gs, kc + c)[gi]);
         UNROLL
         for (size_t c = 0; c < C; c++) {
             float32x4_t kv = load4_part(dtype, row_at(k, c, kb), t, n);
-            if (gs)
-                kv = vmulq_f32(kv, ksc[c]);
             UNROLL
             for (size_t r = 0; r < R; r++)
                 acc[r][c] = vfmaq_f32(acc[r][c], qv[r], kv);

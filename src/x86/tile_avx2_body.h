@@ -259,7 +259,7 @@ static ALWAYS_INLINE void qk_micro_at(int dtype, size_t R, size_t C, const float
             acc[r][c] = _mm256_setzero_ps();
 
     size_t t = 0;
-    if (is_quant(dtype))
+    if (is_quant(dtype)) /* gs: d is whole groups of 16k values, covered here */
         for (; t + 16 <= d; t += 16) {
             __m256 klo[QK_KEYS], khi[QK_KEYS];
             if (gs && attn_grp_next(gs, t, &gend, &gi))
@@ -285,14 +285,8 @@ static ALWAYS_INLINE void qk_micro_at(int dtype, size_t R, size_t C, const float
         __m256 qv[QK_ROWS];
         for (size_t r = 0; r < R; r++)
             qv[r] = _mm256_loadu_ps(q + (ptrdiff_t)r * q_stride + (ptrdiff_t)t);
-        /* not reached: the 16-value steps cover d */
-        if (gs && attn_grp_next(gs, t, &gend, &gi))
-            for (size_t c = 0; c < C; c++)
-                ksc[c] = _mm256_set1_ps(attn_grp_row(gs, kc + c)[gi]);
         for (size_t c = 0; c < C; c++) {
             __m256 kv = load8(dtype, row_at(k, c, kb), t);
-            if (gs)
-                kv = _mm256_mul_ps(kv, ksc[c]);
             for (size_t r = 0; r < R; r++)
                 acc[r][c] = _mm256_fmadd_ps(qv[r], kv, acc[r][c]);
         }
@@ -302,14 +296,8 @@ static ALWAYS_INLINE void qk_micro_at(int dtype, size_t R, size_t C, const float
         __m256 qv[QK_ROWS];
         for (size_t r = 0; r < R; r++)
             qv[r] = _mm256_maskload_ps(q + (ptrdiff_t)r * q_stride + (ptrdiff_t)t, first_lanes(n));
-        /* not reached: groups of 16k values divide d */
-        if (gs && attn_grp_next(gs, t, &gend, &gi))
-            for (size_t c = 0; c < C; c++)
-                ksc[c] = _mm256_set1_ps(attn_grp_row(gs, kc + c)[gi]);
         for (size_t c = 0; c < C; c++) {
             __m256 kv = load8_part(dtype, row_at(k, c, kb), t, n);
-            if (gs)
-                kv = _mm256_mul_ps(kv, ksc[c]);
             for (size_t r = 0; r < R; r++)
                 acc[r][c] = _mm256_fmadd_ps(qv[r], kv, acc[r][c]);
         }

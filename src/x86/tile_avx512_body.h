@@ -283,6 +283,7 @@ ATTN_AVX512_INLINE void qk_dot_block_at(int dt, size_t R, size_t C, const float 
     for (size_t c = 0; c < C; c++)
         ksc[c] = _mm512_setzero_ps();
     size_t gend = 0, gi = 0;
+    /* gs: d is whole groups of 16k values, so these steps cover it */
     for (; t + 16 <= d; t += 16) {
         __m512 kv[8];
         if (gs && attn_grp_next(gs, t, &gend, &gi))
@@ -300,13 +301,8 @@ ATTN_AVX512_INLINE void qk_dot_block_at(int dt, size_t R, size_t C, const float 
     if (t < d) {
         __mmask16 m = attn_mask16(d - t);
         __m512 kv[8];
-        /* not reached: groups of 16k values divide d */
-        if (gs && attn_grp_next(gs, t, &gend, &gi))
-            for (size_t c = 0; c < C; c++)
-                ksc[c] = _mm512_set1_ps(attn_grp_row(gs, kc + c)[gi]);
         for (size_t c = 0; c < C; c++)
-            kv[c] = gs ? _mm512_mul_ps(maskz_load16(dt, m, row_at(k, c, kb), t), ksc[c])
-                       : maskz_load16(dt, m, row_at(k, c, kb), t);
+            kv[c] = maskz_load16(dt, m, row_at(k, c, kb), t);
         for (size_t r = 0; r < R; r++) {
             __m512 qv = _mm512_maskz_loadu_ps(m, q + (ptrdiff_t)r * q_stride + (ptrdiff_t)t);
             for (size_t c = 0; c < C; c++)
