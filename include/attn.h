@@ -1112,8 +1112,15 @@ ATTN_API attn_status attn_plan_run(const attn_plan *plan, const void *q, const v
  *   attn_threadpool_create(4, &pool);
  *   opt.parallel_for = attn_threadpool_parallel_for; opt.parallel_ctx = pool;
  * threads counts the calling thread, which also runs tasks; 0 means the
- * number of online CPUs; negative is ATTN_ERR_ARG. Calls from several
- * threads on one pool are serialised. Do not call it from inside a task.
+ * number of CPUs the calling thread may run on (its affinity mask, as
+ * nproc counts: taskset and cpusets lower it); negative is ATTN_ERR_ARG.
+ * Calls from several threads on one pool are serialised. Do not call it
+ * from inside a task.
+ *
+ * Pools survive fork() (since 1.11): the child's first call on a pool its
+ * parent used starts the pool's workers again (the size is kept), so
+ * multiprocessing, DataLoader workers and pre-forking servers may go on
+ * using it; do not fork from inside a task.
  */
 typedef struct attn_threadpool attn_threadpool;
 

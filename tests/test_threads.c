@@ -2,9 +2,11 @@
 /*
  * Thread-count invariance: attn_forward, attn_weights and attn_scores give
  * the same bits with parallel_for NULL, the built-in pool with 1, 2 and 7
- * threads, and a custom parallel_for that runs the tasks in reverse order.
+ * threads, and a custom parallel_for that runs the tasks in reverse order;
+ * the built-in pool survives fork() and sizes itself by the CPU affinity.
  */
 #include <criterion/criterion.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -174,6 +176,135 @@ Test(threads, pool_runs_every_task_once)
         }
         attn_threadpool_destroy(pool);
     }
+}
+
+/* ------------------------------------------------------------------ fork */
+
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* A parallel_for on the pool that covers every index once (0 when it does). */
+static int pool_covers(attn_threadpool *pool, size_t count)
+{
+    count_ctx ctx = {xcalloc0(count + 1, 1)};
+    attn_threadpool_parallel_for(pool, count_task, &ctx, count);
+    int bad = 0;
+    for (size_t i = 0; i < count; i++)
+        bad |= ctx.hit[i] != 1;
+    free(ctx.hit);
+    return bad;
+}
+
+typedef struct busy_ctx {
+    attn_threadpool *pool;
+    atomic_int stop, calls;
+} busy_ctx;
+
+/* Keeps the pool inside parallel_for, so fork() lands mid-call. */
+static void *busy_caller(void *arg)
+{
+    busy_ctx *b = arg;
+    while (!atomic_load(&b->stop)) {
+        pool_covers(b->pool, 4096);
+        atomic_fetch_add(&b->calls, 1);
+    }
+    return NULL;
+}
+
+/* In the child: the inherited pool runs every task once, and a forward on
+   it gives the serial call's bits; the exit status says which failed. */
+static int child_uses_pool(attn_threadpool *pool)
+{
+    if (pool_covers(pool, 1000) || pool_covers(pool, 3))
+        return 1;
+    workload w;
+    wl_make(&w, WL_CAUSAL | WL_GQA | WL_LENS);
+    const size_t n = (size_t)(wl_rows(&w) * w.dv);
+    float *serial = xmalloc(n * 4), *pooled = xmalloc(n * 4);
+    int bad = attn_forward(&w.shape, &w.opt, &w.q, &w.k, &w.v, &w.out, NULL) != ATTN_OK;
+    wl_gather(&w, &w.out, w.dv, serial);
+    w.opt.parallel_for = attn_threadpool_parallel_for;
+    w.opt.parallel_ctx = pool;
+    bad |= attn_forward(&w.shape, &w.opt, &w.q, &w.k, &w.v, &w.out, NULL) != ATTN_OK;
+    wl_gather(&w, &w.out, w.dv, pooled);
+    bad |= memcmp(serial, pooled, n * 4) != 0;
+    free(serial);
+    free(pooled);
+    wl_free(&w);
+    if (bad)
+        return 2;
+    attn_threadpool_destroy(pool); /* joins only the child's own workers */
+    return 0;
+}
+
+static void expect_child_ok(pid_t pid, const char *when)
+{
+    cr_assert(pid >= 0, "fork failed");
+    int status = 0;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+              "%s: the forked child %s %d (1: tasks lost, 2: forward wrong)", when,
+              WIFEXITED(status) ? "exited" : "died of signal",
+              WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+}
+
+/* A pool the parent used works in a forked child (it hung there before:
+   the child has no workers). The test's timeout catches a hang. */
+Test(threads, pool_survives_fork, .timeout = ATTN_TEST_TIMEOUT)
+{
+    attn_threadpool *pool;
+    cr_assert_eq(attn_threadpool_create(3, &pool), ATTN_OK);
+    cr_assert_eq(pool_covers(pool, 1000), 0);
+
+    pid_t pid = fork();
+    if (pid == 0)
+        _exit(child_uses_pool(pool));
+    expect_child_ok(pid, "fork between calls");
+
+    /* fork while another thread is inside parallel_for: the child inherits
+       the pool's locks held by a thread it does not have */
+    busy_ctx b = {.pool = pool};
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, busy_caller, &b), 0);
+    while (atomic_load(&b.calls) < 3)
+        sched_yield();
+    for (int i = 0; i < 8; i++) {
+        pid = fork();
+        if (pid == 0)
+            _exit(child_uses_pool(pool));
+        expect_child_ok(pid, "fork during another thread's call");
+    }
+    atomic_store(&b.stop, 1);
+    pthread_join(t, NULL);
+
+    /* and the parent's pool is unharmed */
+    cr_assert_eq(pool_covers(pool, 1000), 0);
+    attn_threadpool_destroy(pool);
+}
+
+/* threads = 0 counts the CPUs the caller may run on, not those online. */
+Test(threads, pool_default_follows_affinity)
+{
+    cpu_set_t all, one;
+    cr_assert_eq(sched_getaffinity(0, sizeof all, &all), 0);
+    int first = 0;
+    while (!CPU_ISSET(first, &all))
+        first++;
+    CPU_ZERO(&one);
+    CPU_SET(first, &one);
+    cr_assert_eq(sched_setaffinity(0, sizeof one, &one), 0);
+    attn_threadpool *pool;
+    cr_assert_eq(attn_threadpool_create(0, &pool), ATTN_OK);
+    const int32_t size = attn_threadpool_size(pool);
+    attn_threadpool_destroy(pool);
+    cr_assert_eq(sched_setaffinity(0, sizeof all, &all), 0);
+    cr_assert_eq(size, 1, "a pool of %d threads on one allowed CPU", size);
+    cr_assert_eq(attn_threadpool_create(0, &pool), ATTN_OK);
+    cr_assert_eq(attn_threadpool_size(pool), CPU_COUNT(&all));
+    attn_threadpool_destroy(pool);
 }
 
 /* ------------------------------------------------------------ task stack */
