@@ -856,6 +856,8 @@ int gen_draw(gen_problem *d, gen_src *src, const gen_profile *p)
         }
     }
     draw_positions(&w, d);
+    if (d->pool == GEN_POOL_SHARED && paged) /* stride 0: asked for (attn.h) */
+        d->opt.flags |= ATTN_SHARED_BLOCK_TABLE;
 
     /* values */
     memcpy(d->val, p->val, sizeof d->val);

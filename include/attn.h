@@ -167,7 +167,11 @@
  * strides do: head_stride = head_dim / 32). kv_len is still the logical key
  * extent of every sequence (the width of scores, mask and bias; kv_lens and
  * kv_offsets are bounded by it), and each row of block_table covers it:
- * ceil(kv_len / block_size) entries. Only the entries of blocks holding a
+ * ceil(kv_len / block_size) entries, so a dense [batch][pages] table has
+ * block_table_stride = ceil(kv_len / block_size). The stride has no default:
+ * 0 with batch > 1 is ATTN_ERR_ARG unless flags has ATTN_SHARED_BLOCK_TABLE,
+ * which gives every sequence row 0 (since 1.11; before, 0 meant that
+ * silently). Only the entries of blocks holding a
  * key some query may see (by padding, causal and window) are read, each must
  * be in [0, num_blocks) or the call is ATTN_ERR_ARG before anything is
  * written; slots and blocks no query may see are never read. Blocks may be
@@ -440,6 +444,11 @@ typedef void (*attn_parallel_for_fn)(void *pool_ctx, attn_task_fn task,
                                      void *task_ctx, size_t count);
 
 #define ATTN_CAUSAL 1u
+/* Since 1.11: every sequence reads row 0 of block_table (block_table_stride
+   must then be 0). Without it, a block_table_stride of 0 with batch > 1 is
+   ATTN_ERR_ARG: a stride left unset would give every sequence the pages of
+   sequence 0 (see "Paged K/V"). */
+#define ATTN_SHARED_BLOCK_TABLE 2u
 
 /*
  * Arithmetic precision (attn_options.precision, since 1.2): what the
@@ -516,7 +525,8 @@ typedef enum attn_precision {
 
 typedef struct attn_options {
     uint32_t struct_size;              /* sizeof(attn_options) the caller was built with */
-    uint32_t flags;                    /* ATTN_CAUSAL; other bits: ATTN_ERR_ARG */
+    uint32_t flags;                    /* ATTN_CAUSAL, ATTN_SHARED_BLOCK_TABLE; other
+                                          bits: ATTN_ERR_ARG */
     float scale;                       /* 0: 1/sqrt(head_dim); must be finite */
     float softcap;                     /* 0: off; else finite, 1/softcap finite */
     int64_t window;                    /* 0: off; else > 0 (see masks above) */
@@ -538,7 +548,8 @@ typedef struct attn_options {
     const int32_t *q_offsets;          /* [batch] first query row of each sequence, or NULL */
     const int32_t *kv_offsets;         /* [batch] first key position of each sequence, or NULL */
     const int32_t *block_table;        /* pool block of each page of each sequence, or NULL */
-    int64_t block_table_stride;        /* int32 entries between rows of block_table, >= 0 */
+    int64_t block_table_stride;        /* int32 entries between rows of block_table,
+                                          >= 1 with batch > 1 (0: ATTN_SHARED_BLOCK_TABLE) */
     int64_t block_size;                /* positions per pool block: >= 1 with a block_table,
                                           0 without one */
     int64_t num_blocks;                /* blocks in the pool: >= 1 with a block_table, 0

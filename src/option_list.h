@@ -161,7 +161,8 @@ typedef enum attn_opt_extent {
 
 /* The rules (see above). */
 #define ATTN_OPT_RULE_NONE(v) ((void)(v), 1)
-#define ATTN_OPT_RULE_FLAGS(v) (((v) & ~(uint32_t)ATTN_CAUSAL) == 0)
+#define ATTN_OPT_FLAGS_ALL (ATTN_CAUSAL | ATTN_SHARED_BLOCK_TABLE) /* every ATTN_* flag */
+#define ATTN_OPT_RULE_FLAGS(v) (((v) & ~(uint32_t)ATTN_OPT_FLAGS_ALL) == 0)
 #define ATTN_OPT_RULE_FINITE(v) isfinite(v)
 #define ATTN_OPT_RULE_CAP(v) (isfinite(v) && (v) >= 0.0f && ((v) == 0.0f || isfinite(1.0f / (v))))
 #define ATTN_OPT_RULE_NONNEG(v) ((v) >= 0)

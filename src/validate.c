@@ -553,12 +553,32 @@ attn_status attn_check_batch_arrays(const attn_options *o, const attn_shape *s, 
     /* paging fields without a table are a mistake, not a default */
     if (paging && !o->block_table &&
         (o->block_size != 0 || o->num_blocks != 0 || o->block_table_stride != 0))
-        return ATTN_ERR_ARG;
+        return attn_fail(ATTN_ERR_ARG, "block_size, num_blocks or block_table_stride set "
+                                       "without a block_table");
+    if (paging && !o->block_table && (o->flags & ATTN_SHARED_BLOCK_TABLE))
+        return attn_fail(ATTN_ERR_ARG, "ATTN_SHARED_BLOCK_TABLE without a block_table");
     if (paging && o->block_table) {
         if (o->block_size < 1 || o->num_blocks < 1)
-            return ATTN_ERR_ARG;
+            return attn_fail(ATTN_ERR_ARG,
+                             "a block_table needs block_size >= 1 and num_blocks >= 1 (%lld, %lld)",
+                             (long long)o->block_size, (long long)o->num_blocks);
         if (o->block_table_stride < 0)
-            return ATTN_ERR_STRIDE;
+            return attn_fail(ATTN_ERR_STRIDE, "block_table_stride %lld is negative",
+                             (long long)o->block_table_stride);
+        /* a stride left at 0 would give every sequence row 0's pages */
+        if (o->block_table_stride == 0 && s->batch > 1 && !(o->flags & ATTN_SHARED_BLOCK_TABLE))
+            return attn_fail(ATTN_ERR_ARG,
+                             "block_table_stride is 0 with batch %lld: set it to the entries "
+                             "between table rows (%lld for a dense [batch][ceil(kv_len / "
+                             "block_size)] table), or set ATTN_SHARED_BLOCK_TABLE for one row "
+                             "that every sequence reads",
+                             (long long)s->batch,
+                             (long long)((s->kv_len + o->block_size - 1) / o->block_size));
+        if ((o->flags & ATTN_SHARED_BLOCK_TABLE) && o->block_table_stride != 0)
+            return attn_fail(ATTN_ERR_ARG,
+                             "ATTN_SHARED_BLOCK_TABLE with block_table_stride %lld: every "
+                             "sequence reads row 0, so the stride must be 0",
+                             (long long)o->block_table_stride);
     }
     return ATTN_OK;
 }

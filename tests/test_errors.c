@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "option_list.h" /* ATTN_OPT_FLAGS_ALL */
 
 /* A small valid problem: B=2, Hq=4, Hkv=2, Lq=5, Lk=6, D=8, Dv=8, [B,H,L,D]. */
 enum { B = 2, HQ = 4, HKV = 2, LQ = 5, LK = 6, D = 8, DV = 8 };
@@ -328,10 +329,17 @@ Test(errors, arguments)
     o.softcap = -1.0f;
     expect_status("negative softcap", OPS_ALL, &a, ATTN_ERR_ARG);
     for (uint32_t bit = 1; bit < 32; bit++) {
+        if ((1u << bit) & ATTN_OPT_FLAGS_ALL) /* a flag attn.h defines */
+            continue;
         o = fx.opt;
         o.flags = ATTN_CAUSAL | (1u << bit);
         expect_status("unknown flag bit", OPS_ALL, &a, ATTN_ERR_ARG);
     }
+    /* one table row for every sequence: meaningless without a table */
+    o = fx.opt;
+    o.flags = ATTN_SHARED_BLOCK_TABLE;
+    expect_status("ATTN_SHARED_BLOCK_TABLE without a block_table",
+                  OPS_SCORES | OPS_WEIGHTS | OPS_FORWARD, &a, ATTN_ERR_ARG);
     o = fx.opt;
     o.window = -1;
     expect_status("negative window", OPS_ALL, &a, ATTN_ERR_ARG);

@@ -144,8 +144,20 @@ Test(kvlayout_errors, paging_description)
     fx.opt.num_blocks = INT64_MAX / 2; /* blocks * batch_stride overflows */
     expect_all(ATTN_ERR_SHAPE, "a pool too large to address");
     setup();
-    fx.opt.block_table_stride = 0; /* every sequence shares row 0: valid */
+    fx.opt.block_table_stride = 0; /* left unset: row 0 for every sequence */
+    expect_all(ATTN_ERR_ARG, "a table stride of 0 with batch 2");
+    cr_assert(strstr(attn_last_error(), "block_table_stride is 0 with batch 2"),
+              "the message names the stride: %s", attn_last_error());
+    fx.opt.flags |= ATTN_SHARED_BLOCK_TABLE; /* every sequence shares row 0: valid */
     expect_all(ATTN_OK, "a shared table row");
+    setup();
+    fx.opt.flags |= ATTN_SHARED_BLOCK_TABLE;
+    expect_all(ATTN_ERR_ARG, "a shared table row with a stride");
+    setup();
+    fx.opt.block_table = NULL, fx.opt.block_size = fx.opt.num_blocks = 0;
+    fx.opt.block_table_stride = 0;
+    fx.opt.flags |= ATTN_SHARED_BLOCK_TABLE;
+    expect_all(ATTN_ERR_ARG, "a shared table row without a table");
 }
 
 Test(kvlayout_errors, offsets_out_of_range)

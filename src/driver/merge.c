@@ -132,7 +132,7 @@ static attn_status validate_merge(merge_problem *mp, const attn_shape *shape,
     ATTN_TRY(attn_check_shape(shape));
     const attn_shape s = *shape;
     const int64_t v_dim = s.v_dim ? s.v_dim : s.head_dim;
-    if (o.flags & ~ATTN_CAUSAL)
+    if (o.flags & ~ATTN_OPT_FLAGS_ALL)
         return ATTN_ERR_ARG;
     /* out: F32, or rounded into F16/BF16; the parts: F32 (they are read
        as the f32 rows wsum sums) */

@@ -199,6 +199,17 @@ static void corrupt(prob *p, fz_reader *r)
                     : (int32_t)(seq(p->arr[1], b, limit[1]) + fz_range(r, 1, 2));
         break;
     }
+    case 8: /* the table stride left at 0 with batch > 1, or the shared-row
+               flag with a stride (attn.h, ATTN_SHARED_BLOCK_TABLE) */
+        if (paged && !apply && B > 1) {
+            if (p->opt.flags & ATTN_SHARED_BLOCK_TABLE)
+                p->opt.flags &= ~ATTN_SHARED_BLOCK_TABLE;
+            else if (fz_chance(r, 128))
+                p->opt.block_table_stride = 0;
+            else
+                p->opt.flags |= ATTN_SHARED_BLOCK_TABLE;
+        }
+        break;
     case 6: { /* packed outputs: a sequence starting inside the one before */
         if (!p->d.q_packed || B < 2)
             break;
@@ -233,6 +244,13 @@ static int arrays_bad(const prob *p, int paging)
     if (paging && !p->opt.block_table && (p->opt.block_size || p->opt.num_blocks))
         bad = 1;
     if (paging && p->opt.block_table && (p->opt.block_size <= 0 || p->opt.num_blocks <= 0))
+        bad = 1;
+    /* one table row for all: only with the flag, and the flag only so */
+    const int shared_row = (p->opt.flags & ATTN_SHARED_BLOCK_TABLE) != 0;
+    if (paging && !p->opt.block_table && shared_row)
+        bad = 1;
+    if (paging && p->opt.block_table &&
+        (p->opt.block_table_stride == 0 ? B > 1 && !shared_row : shared_row))
         bad = 1;
     return bad;
 }
