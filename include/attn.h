@@ -706,8 +706,12 @@ typedef struct attn_options {
  * The library reads only the fields the caller's struct_size covers (the
  * rest take their defaults), so binaries built against an older, shorter
  * attn_options keep working when fields are appended. A struct_size smaller
- * than the first two fields or larger than this library's sizeof(attn_options)
- * is ATTN_ERR_VERSION.
+ * than the first two fields is ATTN_ERR_VERSION. Since 1.11 a struct_size
+ * larger than this library's sizeof(attn_options) (a program built against
+ * a newer attn.h) is accepted when every byte past this library's fields is
+ * zero, i.e. the newer fields are left at their defaults, and is at most
+ * 4096; otherwise it is ATTN_ERR_VERSION (before 1.11, any larger size was).
+ * attn_grads follows the same rule.
  */
 #define ATTN_OPTIONS_INIT \
     { (uint32_t)sizeof(attn_options), 0u, 0.0f, 0.0f, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, \

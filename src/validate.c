@@ -10,9 +10,23 @@
 #include <string.h>
 
 #include "internal.h" /* attn_fail */
+#include "config.h"
 #include "validate.h"
 
 /* Every line of src/option_list.h but struct_size itself. */
+int attn_struct_tail_zero(const void *user, size_t known, uint32_t size)
+{
+    if (size <= known)
+        return 1;
+    if (size > ATTN_STRUCT_SIZE_MAX)
+        return 0;
+    const unsigned char *tail = (const unsigned char *)user + known;
+    for (size_t i = 0; i < size - known; i++)
+        if (tail[i])
+            return 0;
+    return 1;
+}
+
 attn_status attn_read_options(attn_options *o, const attn_options *user)
 {
     const attn_options defaults = ATTN_OPTIONS_INIT;
@@ -20,10 +34,15 @@ attn_status attn_read_options(attn_options *o, const attn_options *user)
     if (!user)
         return ATTN_OK;
     uint32_t size = user->struct_size;
-    if (size < offsetof(attn_options, flags) + sizeof(user->flags) || size > sizeof(attn_options))
-        return attn_fail(ATTN_ERR_VERSION, "opt->struct_size = %u: this library knows %zu to %zu",
-                         (unsigned)size, offsetof(attn_options, flags) + sizeof(user->flags),
-                         sizeof(attn_options));
+    if (size < offsetof(attn_options, flags) + sizeof(user->flags))
+        return attn_fail(ATTN_ERR_VERSION, "opt->struct_size = %u: at least %zu (ATTN_OPTIONS_INIT "
+                         "sets it)", (unsigned)size, offsetof(attn_options, flags) + sizeof(user->flags));
+    if (!attn_struct_tail_zero(user, sizeof(attn_options), size))
+        return attn_fail(ATTN_ERR_VERSION,
+                         "opt->struct_size = %u: this library (%s) knows %zu bytes of attn_options, "
+                         "and a field past them is set (a newer attn.h's option), or the size is "
+                         "above %d", (unsigned)size, ATTN_VERSION_STRING, sizeof(attn_options),
+                         ATTN_STRUCT_SIZE_MAX);
 #define COPY_IF_COVERED(f, kind, extent, dtype, off, since, rule)                                  \
     if (ATTN_OPT_KIND_##kind != ATTN_OPT_KIND_HEADER &&                                    \
         size >= offsetof(attn_options, f) + sizeof(user->f))                               \

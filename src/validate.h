@@ -27,6 +27,12 @@
    into *o, the defaults elsewhere (NULL: all defaults). */
 attn_status attn_read_options(attn_options *o, const attn_options *user);
 
+/* A caller's struct of `size` bytes of which this library knows `known`:
+   1 when the bytes past `known` are all zero (a newer attn.h's fields left
+   unset) and size is at most ATTN_STRUCT_SIZE_MAX, as attn.h promises. */
+#define ATTN_STRUCT_SIZE_MAX 4096
+int attn_struct_tail_zero(const void *user, size_t known, uint32_t size);
+
 /* The shape, as every operation on an attn_shape checks it (merge too). */
 attn_status attn_check_shape(const attn_shape *shape);
 

@@ -1056,8 +1056,17 @@ Test(backward, errors)
     g = gb.g;
     g.struct_size = 4;
     expect_error("struct_size", ATTN_ERR_VERSION, &w, &w.opt, &dt, lse, &g, &gb);
-    g.struct_size = sizeof(attn_grads) + 8;
-    expect_error("struct_size", ATTN_ERR_VERSION, &w, &w.opt, &dt, lse, &g, &gb);
+    /* a newer attn.h's struct: its extra field set is refused, left 0 it is not */
+    struct {
+        attn_grads g;
+        uint64_t tail;
+    } newer = {gb.g, 1};
+    newer.g.struct_size = sizeof(attn_grads) + 8;
+    expect_error("struct_size", ATTN_ERR_VERSION, &w, &w.opt, &dt, lse, &newer.g, &gb);
+    newer.tail = 0;
+    CHECK(attn_backward(&w.shape, &w.opt, &w.q, &w.k, &w.v, &w.out, &dt, lse, &newer.g) ==
+              ATTN_OK,
+          "a newer attn_grads with its new field 0: %s", attn_last_error());
     /* a struct_size that stops before dbias: dbias is not read (garbage here) */
     g = gb.g;
     g.struct_size = (uint32_t)offsetof(attn_grads, dbias);

@@ -457,22 +457,67 @@ Test(errors, unsupported)
                          attn_isa_name((attn_isa)isa));
 }
 
+/* A caller's struct of struct_size bytes: the options, then (a newer
+   attn.h's fields) zero bytes, or one set byte at `set` past them. */
+static union {
+    attn_options o;
+    unsigned char bytes[4096 + 64];
+} newer;
+
 Test(errors, struct_size_version)
 {
     harness_begin_plain("errors");
     fixture_init();
     call_args a = valid_args();
-    attn_options o;
-    a.opt = &o;
-    static const uint32_t bad[] = {0, 4, offsetof(attn_options, flags) + 3,
-                                   sizeof(attn_options) + 1, sizeof(attn_options) + 8, 4096,
-                                   UINT32_MAX};
+    a.opt = &newer.o;
+    static const uint32_t bad[] = {0, 4, offsetof(attn_options, flags) + 3, 4097, UINT32_MAX};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        o = fx.opt;
-        o.struct_size = bad[i];
+        memset(&newer, 0, sizeof newer);
+        newer.o = fx.opt;
+        newer.o.struct_size = bad[i];
         char what[64];
         snprintf(what, sizeof what, "struct_size = %u", bad[i]);
         expect_status(what, OPS_ALL, &a, ATTN_ERR_VERSION);
+    }
+    /* larger than this library's: refused when a byte past its fields is set */
+    static const uint32_t sizes[] = {sizeof(attn_options) + 1, sizeof(attn_options) + 8, 4096};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        const size_t set[] = {sizeof(attn_options), sizes[i] - 1};
+        for (size_t j = 0; j < 2; j++) {
+            memset(&newer, 0, sizeof newer);
+            newer.o = fx.opt;
+            newer.o.struct_size = sizes[i];
+            newer.bytes[set[j]] = 1;
+            char what[96];
+            snprintf(what, sizeof what, "struct_size = %u, byte %zu set", sizes[i], set[j]);
+            expect_status(what, OPS_ALL, &a, ATTN_ERR_VERSION);
+        }
+    }
+}
+
+/* A program built against a newer attn.h (a larger struct_size, its new
+   fields zero) gets what the same call with this library's size gives;
+   a byte past struct_size is never read (it is set here). */
+Test(errors, struct_size_newer_zero_tail)
+{
+    harness_begin_plain("errors");
+    fixture_init();
+    call_args a = valid_args();
+    fill_outputs();
+    CHECK(attn_forward(a.shape, a.opt, a.q, a.k, a.v, a.out, a.stats) == ATTN_OK, "the fixture");
+    static float want[sizeof fx.od / sizeof(float)];
+    memcpy(want, fx.od, sizeof fx.od);
+    static const uint32_t sizes[] = {sizeof(attn_options) + 8, sizeof(attn_options) + 64, 4096};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        memset(&newer, 0, sizeof newer);
+        newer.o = fx.opt;
+        newer.o.struct_size = sizes[i];
+        newer.bytes[sizes[i]] = 0xff; /* past the struct: not the caller's */
+        a.opt = &newer.o;
+        fill_outputs();
+        const attn_status st = attn_forward(a.shape, a.opt, a.q, a.k, a.v, a.out, a.stats);
+        CHECK(st == ATTN_OK, "struct_size %u with a zero tail: %s", sizes[i], attn_last_error());
+        CHECK(memcmp(want, fx.od, sizeof fx.od) == 0, "struct_size %u: other bits", sizes[i]);
     }
 }
 

@@ -564,8 +564,14 @@ static attn_status validate_backward(attn_problem *pb, const attn_shape *shape,
     const attn_grads defaults = ATTN_GRADS_INIT;
     attn_grads g = defaults;
     const uint32_t size = grads->struct_size;
-    if (size < offsetof(attn_grads, dv) + sizeof(grads->dv) || size > sizeof(attn_grads))
-        return ATTN_ERR_VERSION;
+    if (size < offsetof(attn_grads, dv) + sizeof(grads->dv))
+        return attn_fail(ATTN_ERR_VERSION, "grads->struct_size = %u: at least %zu",
+                         (unsigned)size, offsetof(attn_grads, dv) + sizeof(grads->dv));
+    if (!attn_struct_tail_zero(grads, sizeof(attn_grads), size))
+        return attn_fail(ATTN_ERR_VERSION,
+                         "grads->struct_size = %u: this library knows %zu bytes of attn_grads, "
+                         "and a field past them is set, or the size is above %d",
+                         (unsigned)size, sizeof(attn_grads), ATTN_STRUCT_SIZE_MAX);
     g.dq = grads->dq;
     g.dk = grads->dk;
     g.dv = grads->dv;

@@ -912,12 +912,19 @@ static void run_attention(fz_reader *r, int op)
     const int with_lens = fz_chance(r, 90) && dims_ok && s->batch <= 4096;
     const int opt_mode = fz_u8(r) % 8;
     uint32_t struct_size = sizeof(attn_options);
+    int tail_byte = -1; /* past sizeof(attn_options): the one set byte, or none */
     if (opt_mode == 0) {
         struct_size = 0; /* opt = NULL */
     } else if (hostile && opt_mode == 1) {
         static const uint32_t sizes[] = {0, 1, 4, 7, 8, 12, 16, 23, 24, 40, 48, 60, 64, 72, 73,
                                          80, 88, 4096, UINT32_MAX};
         struct_size = sizes[fz_u8(r) % (sizeof sizes / sizeof sizes[0])];
+    } else if (opt_mode == 3 && fz_chance(r, 64)) {
+        /* a newer attn.h's caller: a larger struct whose unknown tail is zero
+           (accepted) or has a byte set (ATTN_ERR_VERSION), attn.h 1.11 */
+        struct_size = (uint32_t)(sizeof(attn_options) + 8 * fz_range(r, 1, 4));
+        tail_byte = fz_chance(r, 128) ? (int)fz_range(r, 0, struct_size - sizeof(attn_options) - 1)
+                                      : -1;
     } else if (opt_mode == 2) {
         /* an older caller: the struct ends before some field (every line of
            src/option_list.h, so a new option is an older caller's end too;
@@ -983,7 +990,7 @@ static void run_attention(fz_reader *r, int op)
     /* options fields take effect only when struct_size covers them */
     if (opt_mode != 0) {
         if (struct_size < offsetof(attn_options, flags) + sizeof(uint32_t) ||
-            struct_size > sizeof(attn_options)) {
+            struct_size > 4096 || tail_byte >= 0) {
             must |= BIT(ATTN_ERR_VERSION);
         } else {
 #define COVERED(field) (struct_size >= offsetof(attn_options, field) + sizeof(full.field))
@@ -1159,8 +1166,13 @@ static void run_attention(fz_reader *r, int op)
         /* a real caller's struct is 8-byte aligned: round the guarded extent
            up to that, and leave the bytes past struct_size zero */
         size_t bytes = struct_size < 4 ? 4 : struct_size > sizeof full ? sizeof full : struct_size;
-        P.opt = fz_buf_alloc(&P.opt_buf, (bytes + 7) & ~(size_t)7, 0);
+        /* sizes up to 4096 are read whole (the zero-tail rule), larger ones not */
+        const size_t span = struct_size > sizeof full && struct_size <= 4096 ? struct_size : bytes;
+        P.opt = fz_buf_alloc(&P.opt_buf, (span + 7) & ~(size_t)7, 0);
+        memset(P.opt, 0, span);
         memcpy(P.opt, &full, bytes);
+        if (tail_byte >= 0)
+            ((unsigned char *)P.opt)[sizeof full + (size_t)tail_byte] = 0x01;
     }
 
     call_and_verify(&P, op, must, may, stat_rows, r);
