@@ -34,7 +34,7 @@ from ._tensor import Tensor
 from ._cache import cache_append
 from ._prepared import Prepared, prepare
 
-__version__ = "1.10.6"
+__version__ = "1.11.0"
 
 __all__ = [
     "ABI_MAJOR", "AttnError", "LibraryError", "Status", "DType", "Isa", "Tensor",
