@@ -406,6 +406,15 @@ ATTN_API attn_isa attn_isa_active(void);
 /* 1 when `isa` is compiled into this library and supported by this CPU
  * (ATTN_ISA_AUTO and ATTN_ISA_SCALAR: always 1), else 0. */
 ATTN_API int attn_isa_available(attn_isa isa);
+/* Since 1.11: 1 when `isa`'s kernels are compiled into this library,
+ * whether or not this CPU runs them (ATTN_ISA_AUTO and ATTN_ISA_SCALAR:
+ * always 1; another architecture's ISA, one configured off, or a value
+ * outside attn_isa: 0). */
+ATTN_API int attn_isa_built(attn_isa isa);
+/* Since 1.11: how this library was built, one line for bug reports (as
+ * openblas_get_config): its version, the ISA tables compiled in, the
+ * compiler and meson's buildtype. A static string, never NULL. */
+ATTN_API const char *attn_build_config(void);
 /* Make `isa` (ATTN_ISA_AUTO: the best available) the active ISA for every
  * later call in the process. ATTN_ERR_UNSUPPORTED when it is not available,
  * ATTN_ERR_ARG for an unknown value; the active ISA is then unchanged. Safe

@@ -169,6 +169,8 @@ int attn_precision_native(int64_t precision, int32_t k_dtype)
 
 int attn_isa_built(attn_isa isa)
 {
+    if (isa == ATTN_ISA_AUTO)
+        return 1;
     return (int)isa > ATTN_ISA_AUTO && (int)isa < ATTN_ISA_COUNT && g_registry[isa].init != NULL;
 }
 
@@ -182,6 +184,11 @@ int attn_isa_available(attn_isa isa)
     if (isa == ATTN_ISA_AUTO)
         return 1;
     return attn_dsp_for_isa(isa) != NULL;
+}
+
+const char *attn_build_config(void)
+{
+    return ATTN_BUILD_CONFIG;
 }
 
 static attn_status checked_isa_select(attn_isa isa)

@@ -25,8 +25,6 @@ const attn_dsp *attn_dsp_for_isa(attn_isa isa);
 /* The table ATTN_ISA_AUTO means, given which are available (indexed by
    attn_isa, ATTN_ISA_COUNT entries) and the attn_cpu_detect() bits. */
 attn_isa attn_isa_default(const int *available, unsigned cpu);
-/* 1 when the kernels of `isa` are compiled into this build (whatever the CPU). */
-int attn_isa_built(attn_isa isa);
 
 /* Each public operation, validated exactly like it, on the table `dsp`. */
 attn_status attn_scores_with(const attn_dsp *dsp, const attn_shape *shape,
@@ -73,6 +71,18 @@ extern size_t attn_append_stage_limit;
 /* attn_backward uses its fused plan from this many (batch entry, KV head)
    pairs on (src/driver/backward.c); the tests set it to run both plans. */
 extern int64_t attn_bwd_fused_min_tasks;
+/* What attn_backward_with would plan for these arguments (validated as it
+   validates them): the rows of its query blocks, the most a pt kernel call
+   sums, and whether the plan is the fused one (its blocks cut each query
+   head's rows; the split plan's cut the group's rows position by
+   position, its heads interleaved). tests/ref_backward.c counts dk's and
+   dv's blocks from them for their bound (tests/tolerance.h). */
+attn_status attn_backward_blocks_with(const attn_dsp *dsp, const attn_shape *shape,
+                                     const attn_options *opt, const attn_tensor *q,
+                                     const attn_tensor *k, const attn_tensor *v,
+                                     const attn_tensor *out, const attn_tensor *dout,
+                                     const float *lse, const attn_grads *grads,
+                                     int64_t *block_rows, int *fused);
 
 /*
  * attn_last_error (attn.h): each public function that returns an

@@ -134,6 +134,8 @@ bool is_decode_like(const problem *p);
 
 double now_seconds(void);
 int online_cpus(void);
+/* CPUs this process may run on (sched_getaffinity; online_cpus elsewhere). */
+int usable_cpus(void);
 
 /* ------------------------------------------------------------ options (options.c) */
 

@@ -23,12 +23,13 @@ const char usage_info[] =
     "  - the CPU as cpu_features sees it: brand, vendor, family/model/stepping,\n"
     "    microarchitecture and the SIMD features libattn cares about\n"
     "    (x86: sse4.2 avx avx2 fma3 f16c avx512f/bw/dq/vl; aarch64: asimd sve);\n"
-    "  - for each instruction set: whether the CPU has it, whether libattn can\n"
-    "    use it (attn_isa_available: compiled in AND supported by the CPU) and\n"
-    "    which one is active (attn_isa_active). Whether an ISA is compiled in\n"
-    "    is known only where the CPU has it: then built == available; where\n"
-    "    the CPU lacks it, the public API cannot tell, and info says so;\n"
-    "  - the number of online CPUs (the default thread count of run/bench).\n"
+    "  - how the library was built (attn_build_config);\n"
+    "  - for each instruction set: whether the CPU has it, whether its kernels\n"
+    "    are compiled in (attn_isa_built), whether libattn can use it\n"
+    "    (attn_isa_available: built AND supported by the CPU) and which one\n"
+    "    is active (attn_isa_active);\n"
+    "  - the CPUs this process may run on (its affinity mask: the default\n"
+    "    thread count of run/bench) and the online CPUs.\n"
     "\n"
     "Exit status: 0, or 2 for unexpected arguments.\n";
 
@@ -96,6 +97,10 @@ int cmd_info(int argc, char **argv)
            ATTN_VERSION_MINOR, ATTN_VERSION_PATCH);
     if ((v >> 16) != ATTN_VERSION_MAJOR)
         printf("  WARNING            major versions differ: the ABI does not match\n");
+    /* attn_build_config and attn_isa_built came with 1.11 */
+    const int has_built = v >= ((1u << 16) | (11u << 8));
+    if (has_built)
+        printf("  build              %s\n", attn_build_config());
 
     cpu_isa isas[MAX_CPU_ISAS] = {{"scalar", 1}};
     int n_isas = 1;
@@ -116,10 +121,12 @@ int cmd_info(int argc, char **argv)
         for (int i = 0; i < n_isas; i++)
             if (!strcmp(isas[i].name, name))
                 cpu = isas[i].has;
-        if (cpu < 0 && !avail)
+        if (cpu < 0 && !avail && !(has_built && attn_isa_built((attn_isa)isa)))
             continue;
-        /* Built is observable only where the CPU could run it. */
-        const char *built = avail ? "yes" : cpu ? "no" : "unknown (CPU lacks it)";
+        const char *built = has_built ? yes_no(attn_isa_built((attn_isa)isa))
+                            : avail   ? "yes"
+                            : cpu     ? "no"
+                                      : "unknown (library < 1.11)";
         printf("  %-8s %-5s %-24s %-9s %s\n", name, cpu < 0 ? "?" : yes_no(cpu), built,
                yes_no(avail), active == (attn_isa)isa ? "*" : "");
     }
@@ -127,7 +134,10 @@ int cmd_info(int argc, char **argv)
            env ? env : "", env ? ")" : "");
 
     printf("threads\n");
-    printf("  online CPUs        %d (the default --threads of run and bench)\n", online_cpus());
+    printf("  usable CPUs        %d (this process's affinity mask: the default --threads "
+           "of run and bench)\n",
+           usable_cpus());
+    printf("  online CPUs        %d\n", online_cpus());
     attn_threadpool *pool = NULL;
     const attn_status st = attn_threadpool_create(0, &pool);
     if (st != ATTN_OK)

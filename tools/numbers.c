@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* Clocks and CPUs (the inputs are the problem generator's: gen/gen.h). */
-#define _DEFAULT_SOURCE /* sysconf(_SC_NPROCESSORS_ONLN) */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* sysconf(_SC_NPROCESSORS_ONLN), sched_getaffinity */
 
+#include <sched.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -19,4 +19,14 @@ int online_cpus(void)
 {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     return n > 0 ? (int)n : 1;
+}
+
+int usable_cpus(void)
+{
+#ifdef __linux__
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
+        return CPU_COUNT(&set);
+#endif
+    return online_cpus();
 }
