@@ -10,7 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config.h" /* ATTN_VERSION_STRING, HAVE_<ISA> */
 #include "harness.h"
+#include "isa_list.h"
 #include "ref.h"
 #include "workload.h"
 
@@ -338,6 +340,33 @@ Test(dispatch, available_matches_tables)
     cr_assert_eq(attn_isa_available((attn_isa)ATTN_ISA_COUNT), 0);
     cr_assert_eq(attn_isa_available((attn_isa)42), 0);
     cr_assert(attn_isa_available(attn_isa_active()));
+}
+
+/* attn_isa_built against the build's own config.h (HAVE_<ISA>), and
+   attn_build_config naming exactly the built tables. */
+Test(dispatch, built_matches_config)
+{
+    cr_assert_eq(attn_isa_built(ATTN_ISA_AUTO), 1);
+    cr_assert_eq(attn_isa_built(ATTN_ISA_SCALAR), 1);
+    cr_assert_eq(attn_isa_built((attn_isa)ATTN_ISA_COUNT), 0);
+    cr_assert_eq(attn_isa_built((attn_isa)-2), 0);
+    const char *config = attn_build_config();
+    cr_assert(config && strstr(config, ATTN_VERSION_STRING), "%s", config ? config : "NULL");
+#define EXPECT_BUILT(ID, name, bit, init, base, have)                                     \
+    {                                                                                     \
+        const int built = ATTN_IS_SET(have);                                              \
+        cr_assert_eq(attn_isa_built(ATTN_ISA_##ID), built, "%s", #name);                  \
+        char word[32];                                                                    \
+        snprintf(word, sizeof word, " %s", #name);                                        \
+        const char *isas = strstr(config, "ISAs:");                                       \
+        const char *end = isas ? strchr(isas, ';') : NULL;                                \
+        const char *at = isas ? strstr(isas, word) : NULL;                                \
+        while (at && (at[strlen(word)] != ' ' && at[strlen(word)] != ';'))                \
+            at = strstr(at + 1, word);                                                    \
+        cr_assert_eq(at != NULL && at < end, built, "%s in \"%s\"", #name, config);      \
+    }
+    ATTN_ISA_LIST(EXPECT_BUILT)
+#undef EXPECT_BUILT
 }
 
 /* The default table, restated from its rule (attn_isa_default in
