@@ -307,12 +307,14 @@ ATTN_API const char *attn_strerror(attn_status status);
 /*
  * (since 1.5) What the calling thread's last failing call found, in one
  * English line naming the function and, where a check knows it, the
- * argument and its values: "attn_forward: opt->kv_lens[1] = 9 is above
- * kv_len 8". Every function that returns an attn_status other than ATTN_OK
- * sets it (to attn_strerror's sentence where no check said more); a
+ * argument and its values: "attn_forward: opt->kv_lens[1] = 9: must be in
+ * [0, kv_len = 8]". Every function that returns an attn_status other than
+ * ATTN_OK sets it (to attn_strerror's sentence where no check said more); a
  * successful call leaves it as it was, so read it right after the failure.
- * "" before any failure. Thread-local: a call on another thread never
- * changes it. The string stays valid until this thread's next failing call.
+ * "" before any failure. At most 1023 bytes (since 1.11; 255 before): a
+ * longer line is cut at a word and ends with "...". Thread-local: a call
+ * on another thread never changes it. The string stays valid until this
+ * thread's next failing call.
  */
 ATTN_API const char *attn_last_error(void);
 

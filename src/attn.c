@@ -6,6 +6,7 @@
  */
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "config.h"
 #include "internal.h"
@@ -47,16 +48,29 @@ const char *attn_version_string(void)
 
 /* Per thread, so no lock and no race: the detail a check set during the
    current call (and a count of such settings), and the message. */
-static _Thread_local char error_detail[200];
+static _Thread_local char error_detail[1000];
 static _Thread_local unsigned error_count;
-static _Thread_local char error_message[256];
+static _Thread_local char error_message[1024];
+
+/* A detail longer than the buffer ends at a word, with "..." (attn.h). */
+static void cut_at_word(char *s, size_t size)
+{
+    size_t end = size - 4;
+    while (end > 0 && s[end] != ' ')
+        end--;
+    if (end == 0)
+        end = size - 4;
+    memcpy(s + end, "...", 4);
+}
 
 attn_status attn_fail(attn_status status, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(error_detail, sizeof error_detail, fmt, ap);
+    const int n = vsnprintf(error_detail, sizeof error_detail, fmt, ap);
     va_end(ap);
+    if (n >= (int)sizeof error_detail)
+        cut_at_word(error_detail, sizeof error_detail);
     error_count++;
     return status;
 }

@@ -138,6 +138,9 @@ static inline int attn_dtype_kind_of(int32_t dtype) { ATTN_DTYPE_GET(dtype, kind
    unknown value. */
 static inline size_t attn_dtype_size(int32_t dtype) { ATTN_DTYPE_GET(dtype, bytes, 0) }
 
+/* The dtype's name ("q8_0", as the CLI and Python spell it), for messages. */
+static inline const char *attn_dtype_name(int32_t dtype) { ATTN_DTYPE_GET(dtype, name, "?") }
+
 /* Values per stride unit: ATTN_QBLOCK for the block formats, else 1. */
 static inline int64_t attn_dtype_block(int32_t dtype) { ATTN_DTYPE_GET(dtype, block, 1) }
 

@@ -187,9 +187,8 @@ static attn_status check_lengths(const int32_t *lens, int64_t batch, int64_t lim
         return ATTN_OK;
     for (int64_t b = 0; b < batch; b++)
         if (lens[b] < 0 || lens[b] > limit)
-            return attn_fail(ATTN_ERR_ARG, "opt->%s[%lld] = %d is %s %s %lld", name,
-                             (long long)b, (int)lens[b], lens[b] < 0 ? "below" : "above",
-                             lens[b] < 0 ? "0, not in [0," : limit_name, (long long)limit);
+            return attn_fail(ATTN_ERR_ARG, "opt->%s[%lld] = %d: must be in [0, %s = %lld]",
+                             name, (long long)b, (int)lens[b], limit_name, (long long)limit);
     return ATTN_OK;
 }
 
@@ -347,9 +346,32 @@ attn_status attn_check_shape_options(const attn_shape *shape, const attn_options
     const attn_shape s = *shape;
 
     /* arguments: each value's rule (src/option_list.h) */
-#define ATTN_X_RULE(f, kind, extent, dtype, off, since, rule)                                \
-    if (!ATTN_OPT_RULE_##rule(o->f))                                                        \
-        return attn_fail(ATTN_ERR_ARG, "opt->" #f " is outside what attn.h allows for it");
+    /* each rule's check and message: the value, and what attn.h allows */
+#define CHECK_RULE_NONE(f)
+#define CHECK_RULE_FLAGS(f)                                                                    \
+    if (!ATTN_OPT_RULE_FLAGS(o->f))                                                            \
+        return attn_fail(ATTN_ERR_ARG, "opt->" #f " = 0x%x has bits no ATTN_* flag defines (0x%x)", \
+                         (unsigned)o->f, (unsigned)(o->f & ~(uint32_t)ATTN_OPT_FLAGS_ALL));
+#define CHECK_RULE_FINITE(f)                                                                   \
+    if (!ATTN_OPT_RULE_FINITE(o->f))                                                           \
+        return attn_fail(ATTN_ERR_ARG, "opt->" #f " = %g: must be finite", (double)o->f);
+#define CHECK_RULE_CAP(f)                                                                      \
+    if (!ATTN_OPT_RULE_CAP(o->f))                                                              \
+        return attn_fail(ATTN_ERR_ARG,                                                         \
+                         "opt->" #f " = %g: 0 (off), or finite, positive and at least "        \
+                         "1/FLT_MAX", (double)o->f);
+#define CHECK_RULE_NONNEG(f)                                                                   \
+    if (!ATTN_OPT_RULE_NONNEG(o->f))                                                           \
+        return attn_fail(ATTN_ERR_ARG, "opt->" #f " = %lld: must be >= 0", (long long)o->f);
+#define CHECK_RULE_SPLITS(f)                                                                   \
+    if (!ATTN_OPT_RULE_SPLITS(o->f))                                                           \
+        return attn_fail(ATTN_ERR_ARG, "opt->" #f " = %lld: must be in [0, %d]",               \
+                         (long long)o->f, ATTN_MAX_KV_SPLITS);
+#define CHECK_RULE_PRECISION(f)                                                                \
+    if (!ATTN_OPT_RULE_PRECISION(o->f))                                                        \
+        return attn_fail(ATTN_ERR_ARG, "opt->" #f " = %d: not an attn_precision value",        \
+                         (int)o->f);
+#define ATTN_X_RULE(f, kind, extent, dtype, off, since, rule) CHECK_RULE_##rule(f)
     ATTN_OPTION_LIST(ATTN_X_RULE)
 #undef ATTN_X_RULE
     TRY(check_positions(o->q_pos, s.batch, "q_pos"));
@@ -398,11 +420,17 @@ static attn_status check_tree(const attn_options *o, const attn_shape *s)
         const int64_t lq = o->q_lens ? o->q_lens[b] : s->q_len;
         const int64_t lk = o->kv_lens ? o->kv_lens[b] : s->kv_len;
         if (lq > lk)
-            return ATTN_ERR_ARG;
+            return attn_fail(ATTN_ERR_ARG,
+                             "opt->tree_parents: sequence %lld has %lld queries but %lld keys "
+                             "(a draft tree's queries are among its keys)",
+                             (long long)b, (long long)lq, (long long)lk);
         const int32_t *par = o->tree_parents + b * s->q_len + (o->q_offsets ? o->q_offsets[b] : 0);
         for (int64_t i = 0; i < lq; i++)
             if (par[i] < -1 || par[i] >= i)
-                return ATTN_ERR_ARG;
+                return attn_fail(ATTN_ERR_ARG,
+                                 "opt->tree_parents: query %lld of sequence %lld has parent %d "
+                                 "(-1 or an earlier query)",
+                                 (long long)i, (long long)b, (int)par[i]);
     }
     return ATTN_OK;
 }
@@ -443,21 +471,28 @@ static attn_status check_shared(const attn_options *o, const attn_shape *s)
         const int64_t lk = o->kv_lens ? o->kv_lens[b] : s->kv_len;
         const int64_t before = b ? (o->kv_lens ? o->kv_lens[b - 1] : s->kv_len) : 0;
         if (p[b] < 0 || p[b] > lk || p[b] > before)
-            return ATTN_ERR_ARG;
+            return attn_fail(ATTN_ERR_ARG,
+                             "opt->shared_prefix[%lld] = %d: in [0, min(its keys %lld, the "
+                             "previous sequence's %lld)]",
+                             (long long)b, (int)p[b], (long long)lk, (long long)before);
     }
     return ATTN_OK;
 }
 
 /* Each sequence's range [offsets[b], offsets[b] + len_b) inside [0, limit). */
 static attn_status check_offsets(const int32_t *offsets, const int32_t *lens, int64_t batch,
-                                 int64_t limit)
+                                 int64_t limit, const char *name, const char *limit_name)
 {
     if (!offsets)
         return ATTN_OK;
     for (int64_t b = 0; b < batch; b++) {
         const int64_t len = lens ? lens[b] : limit;
         if (offsets[b] < 0 || offsets[b] + len > limit)
-            return ATTN_ERR_ARG;
+            return attn_fail(ATTN_ERR_ARG,
+                             "opt->%s[%lld] = %d with a length of %lld: the sequence must lie "
+                             "inside [0, %s = %lld)",
+                             name, (long long)b, (int)offsets[b], (long long)len, limit_name,
+                             (long long)limit);
     }
     return ATTN_OK;
 }
@@ -500,7 +535,13 @@ static attn_status check_pages(const attn_problem *pb, int64_t b, int64_t lo, in
             for (int64_t page = (ko + attn_max_i64(lo, shared)) / pb->block_size;
                  page <= (ko + hi - 1) / pb->block_size; page++)
                 if (row[page] < 0 || row[page] >= pb->num_blocks)
-                    return ATTN_ERR_ARG;
+                    return attn_fail(ATTN_ERR_ARG,
+                                     "opt->block_table[%lld * %lld + %lld] = %d (sequence %lld, "
+                                     "page %lld, holding keys some query sees): outside the pool "
+                                     "[0, num_blocks = %lld)",
+                                     (long long)b, (long long)pb->block_table_stride,
+                                     (long long)page, (int)row[page], (long long)b,
+                                     (long long)page, (long long)pb->num_blocks);
         hi = hi < shared ? hi : shared;
     }
     return ATTN_OK;
@@ -563,8 +604,8 @@ attn_status attn_check_batch_arrays(const attn_options *o, const attn_shape *s, 
 {
     TRY(check_lengths(o->q_lens, s->batch, s->q_len, "q_lens", "q_len"));
     TRY(check_lengths(o->kv_lens, s->batch, s->kv_len, "kv_lens", "kv_len"));
-    TRY(check_offsets(o->q_offsets, o->q_lens, s->batch, s->q_len));
-    TRY(check_offsets(o->kv_offsets, o->kv_lens, s->batch, s->kv_len));
+    TRY(check_offsets(o->q_offsets, o->q_lens, s->batch, s->q_len, "q_offsets", "q_len"));
+    TRY(check_offsets(o->kv_offsets, o->kv_lens, s->batch, s->kv_len, "kv_offsets", "kv_len"));
     TRY(check_tree(o, s));
     TRY(check_topk(o, s));
     if (paging)

@@ -369,6 +369,15 @@ static void expect_refused(const char *what, err_call *c, attn_status want)
     expect_bytes("v pool", e_v, v0, sizeof e_v);
 }
 
+/* Refused as expect_refused checks, and attn_last_error names the cause. */
+static void expect_refused_saying(const char *what, err_call *c, attn_status want,
+                                  const char *says)
+{
+    expect_refused(what, c, want);
+    CHECK(strstr(attn_last_error(), says) != NULL, "%s: attn_last_error() = \"%s\", expected "
+          "\"%s\"", what, attn_last_error(), says);
+}
+
 Test(cache_append, errors)
 {
     harness_begin_plain("cache_append/errors");
@@ -398,18 +407,23 @@ Test(cache_append, errors)
     err_base(&c), c.opt.k_scale = 2.0f;
     expect_refused("k_scale 2 for a Q8_0 cache", &c, ATTN_ERR_ARG);
     err_base(&c), c.q_lens[1] = 3, c.kv_lens[1] = 2;
-    expect_refused("3 new tokens, 2 keys", &c, ATTN_ERR_ARG);
+    expect_refused_saying("3 new tokens, 2 keys", &c, ATTN_ERR_ARG,
+                          "attn_cache_append: sequence 1 appends 3 new tokens but has 2 keys");
     err_base(&c), c.kv_lens[1] = 11;
     expect_refused("kv_lens above kv_len", &c, ATTN_ERR_ARG);
     /* sequence 0 writes keys 7..9 (pages 1, 2: blocks 0, 2), sequence 1
        key 4 (page 1: block 1) */
     err_base(&c), c.table[4] = E_NB;
-    expect_refused("a written page outside the pool", &c, ATTN_ERR_ARG);
+    expect_refused_saying("a written page outside the pool", &c, ATTN_ERR_ARG,
+                          "opt->block_table[1 * 3 + 1] = 6 (sequence 1, page 1, which new keys "
+                          "are written to): outside the pool [0, num_blocks = 6)");
     err_base(&c), c.table[1] = -1;
     expect_refused("a written page at block -1", &c, ATTN_ERR_ARG);
     err_base(&c), c.table[5] = 2; /* both sequences write key 8: slot 0 of block 2 */
     c.kv_lens[1] = 9, c.q_lens[1] = 2;
-    expect_refused("two sequences on one block slot", &c, ATTN_ERR_ARG);
+    expect_refused_saying("two sequences on one block slot", &c, ATTN_ERR_ARG,
+                          "new key 8 goes to pool block 2, slot 0, which another new key of "
+                          "this call writes too");
     err_base(&c), c.opt.block_size = 0;
     expect_refused("block_size 0", &c, ATTN_ERR_ARG);
     err_base(&c), c.opt.block_table = NULL;
@@ -419,7 +433,8 @@ Test(cache_append, errors)
     for (int staged = 0; staged < 2; staged++) {
         attn_append_stage_limit = staged ? stage : 0;
         err_base(&c), e_new[5] = NAN;
-        expect_refused("NaN into a Q8_0 cache", &c, ATTN_ERR_ARG);
+        expect_refused_saying("NaN into a Q8_0 cache", &c, ATTN_ERR_ARG,
+                              "k_new: row 0 of sequence 0, head 0 has no q8_0 encoding");
         err_base(&c), e_new[E_H * E_LQ * E_D + 7] = -INFINITY; /* sequence 1 */
         expect_refused("-inf into a Q8_0 cache", &c, ATTN_ERR_ARG);
         e_new[E_H * E_LQ * E_D + 7] = 0.5f;

@@ -747,7 +747,8 @@ static const char *le_forward(int change)
     attn_tensor tk = tq, tv = tq, to = tq;
     tk.data = k, tv.data = v, to.data = out;
     attn_options o = ATTN_OPTIONS_INIT;
-    const int32_t lens[LE_B] = {3, 9};
+    const int32_t lens[LE_B] = {3, 9}, offsets[LE_B] = {0, 2};
+    const int32_t table[LE_B * 2] = {0, 1, 2, -1};
     const attn_tensor tb = {bias16, ATTN_DTYPE_F16, 0, 0, LE_L};
     const attn_tensor *pq = &tq;
     switch (change) {
@@ -760,6 +761,15 @@ static const char *le_forward(int change)
     case 6: o.bias = &tb; break;
     case 7: to.data = q; break;
     case 8: s.q_heads = 3; break;
+    case 9: o.scale = NAN; break;
+    case 10: o.window = -3; break;
+    case 11: o.kv_offsets = offsets; break;
+    case 12: /* a page no block of the pool holds */
+        o.block_table = table, o.block_table_stride = 2, o.block_size = 4, o.num_blocks = 4;
+        tk.batch_stride = tv.batch_stride = 4 * LE_D;
+        tk.head_stride = tv.head_stride = 4 * 4 * LE_D;
+        break;
+    case 13: o.flags = 4; break;
     default: break;
     }
     const attn_status st = attn_forward(&s, &o, pq, &tk, &tv, &to, NULL);
@@ -772,7 +782,7 @@ Test(errors, last_error_names_the_argument)
     harness_begin_plain("errors.last_error");
     static const le_case cases[] = {
         {"q_len 0", "attn_forward: shape->q_len = 0, must be >= 1"},
-        {"kv_lens above kv_len", "attn_forward: opt->kv_lens[1] = 9 is above kv_len 8"},
+        {"kv_lens above kv_len", "attn_forward: opt->kv_lens[1] = 9: must be in [0, kv_len = 8]"},
         {"q NULL", "attn_forward: q is NULL"},
         {"broadcast out", "an output's batch_stride = 0"},
         {"negative stride", "row_stride = -1 is negative"},
@@ -780,6 +790,12 @@ Test(errors, last_error_names_the_argument)
         {"bias dtype", "opt->bias->dtype = 1, must be ATTN_DTYPE_F32"},
         {"out over q", "an output shares bytes with an input"},
         {"q_heads", "shape->q_heads = 3 is not a multiple of kv_heads = 2"},
+        {"scale NaN", "attn_forward: opt->scale = nan: must be finite"},
+        {"window", "attn_forward: opt->window = -3: must be >= 0"},
+        {"kv_offsets", "opt->kv_offsets[1] = 2 with a length of 8: the sequence must lie inside "
+                       "[0, kv_len = 8)"},
+        {"page", "opt->block_table[1 * 2 + 1] = -1 (sequence 1, page 1"},
+        {"flags", "opt->flags = 0x4 has bits no ATTN_* flag defines (0x4)"},
     };
     for (int i = 0; i < (int)(sizeof cases / sizeof cases[0]); i++) {
         const char *got = le_forward(i);
@@ -789,7 +805,7 @@ Test(errors, last_error_names_the_argument)
     /* a failure no check describes gets attn_strerror's sentence, never an
        earlier call's detail */
     CHECK(attn_isa_select((attn_isa)1000) != ATTN_OK, "isa 1000 accepted");
-    char want[256];
+    char want[1024];
     snprintf(want, sizeof want, "attn_isa_select: %s", attn_strerror(attn_isa_select((attn_isa)1000)));
     CHECK(strcmp(attn_last_error(), want) == 0, "attn_last_error() = \"%s\", want \"%s\"",
           attn_last_error(), want);
@@ -802,6 +818,27 @@ Test(errors, last_error_names_the_argument)
     CHECK(attn_softmax(x, 1, 4, 4, NULL) == ATTN_OK, "softmax failed");
     CHECK(strstr(attn_last_error(), "attn_softmax: ") == attn_last_error(),
           "a success changed it to \"%s\"", attn_last_error());
+}
+
+/* A detail longer than the buffer is cut at a word, with "..." (attn.h). */
+Test(errors, last_error_long_detail_cut_at_word)
+{
+    harness_begin_plain("errors.last_error_long");
+    char detail[3000];
+    size_t n = 0;
+    for (int w = 0; n + 16 < sizeof detail; w++)
+        n += (size_t)snprintf(detail + n, sizeof detail - n, "word%d ", w);
+    const unsigned mark = attn_error_mark();
+    attn_error_done("attn_test", mark, attn_fail(ATTN_ERR_ARG, "%s", detail));
+    const char *got = attn_last_error();
+    const size_t len = strlen(got);
+    CHECK(len < 1024 && len > 900, "%zu bytes", len);
+    CHECK(strcmp(got + len - 3, "...") == 0, "ends \"%s\"", got + len - 8);
+    /* what precedes "..." is the detail up to the end of a word */
+    const char *kept = got + strlen("attn_test: ");
+    const size_t k = (size_t)(got + len - 3 - kept);
+    CHECK(strncmp(kept, detail, k) == 0 && detail[k] == ' ', "cut mid-word: \"...%.12s\"",
+          got + len - 15);
 }
 
 static void *le_other_thread(void *arg)

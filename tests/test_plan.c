@@ -11,6 +11,7 @@
  */
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -150,6 +151,11 @@ Test(plan, errors)
               ATTN_ERR_NULL, "mem NULL");
     CHECK(attn_plan_forward(mem, bytes - 1, &s, &o, &tq, &tk, &tv, &to, &st, &plan) ==
               ATTN_ERR_ARG, "one byte short");
+    char want[128];
+    snprintf(want, sizeof want, "attn_plan_forward: mem_size = %zu bytes, the plan needs %zu",
+             bytes - 1, bytes);
+    CHECK(strstr(attn_last_error(), want) == attn_last_error(), "attn_last_error() = \"%s\"",
+          attn_last_error());
     attn_options bad = o;
     const int32_t too_long[B] = {9, 5};
     bad.kv_lens = too_long;

@@ -156,7 +156,8 @@ static uint64_t mix64(uint64_t x)
 
 /* The quadratic check of the ids of one pass (never reached in practice:
    only when a pass's hashes crowd its table). */
-static int pass_distinct_slow(const attn_problem *pb, uint64_t passes, uint64_t pass)
+static int pass_distinct_slow(const attn_problem *pb, uint64_t passes, uint64_t pass,
+                              int64_t where[3])
 {
     for (int64_t b = 0; b < pb->batch; b++)
         for (int64_t j = new_first(pb, b); j < attn_seq_kv_len(pb, b); j++) {
@@ -165,19 +166,22 @@ static int pass_distinct_slow(const attn_problem *pb, uint64_t passes, uint64_t 
                 continue;
             for (int64_t c = 0; c <= b; c++)
                 for (int64_t l = new_first(pb, c); l < (c == b ? j : attn_seq_kv_len(pb, c)); l++)
-                    if (row_id(pb, c, l) == id)
+                    if (row_id(pb, c, l) == id) {
+                        where[0] = b, where[1] = j, where[2] = id;
                         return 0;
+                    }
         }
     return 1;
 }
 
 /*
- * 1 when no two new rows of the call land on one cache row. Without heap
- * memory: the ids go through a stack hash set in passes, pass r taking the
- * ids whose hash is r modulo the pass count, so each pass fills at most
- * about half of the set.
+ * 1 when no two new rows of the call land on one cache row; else 0, with
+ * the second such row's sequence, position and cache row id in where[].
+ * Without heap memory: the ids go through a stack hash set in passes, pass
+ * r taking the ids whose hash is r modulo the pass count, so each pass
+ * fills at most about half of the set.
  */
-static int rows_distinct(const attn_problem *pb)
+static int rows_distinct(const attn_problem *pb, int64_t where[3])
 {
     int64_t n = 0;
     for (int64_t b = 0; b < pb->batch; b++)
@@ -206,11 +210,13 @@ static int rows_distinct(const attn_problem *pb)
                 uint64_t at = (h / passes) & (cap - 1);
                 while (set[at] != -1 && set[at] != id)
                     at = (at + 1) & (cap - 1);
-                if (set[at] == id)
+                if (set[at] == id) {
+                    where[0] = b, where[1] = j, where[2] = id;
                     return 0;
+                }
                 set[at] = id;
             }
-        if (crowded && !pass_distinct_slow(pb, passes, pass))
+        if (crowded && !pass_distinct_slow(pb, passes, pass, where))
             return 0;
     }
     return 1;
@@ -255,17 +261,21 @@ static attn_status validate(const attn_dsp *dsp, append_problem *ap, const attn_
         if (!src[p] && !dst[p])
             continue;
         if (!src[p] || !dst[p] || !src[p]->data || !dst[p]->data)
-            return ATTN_ERR_NULL;
+            return attn_fail(ATTN_ERR_NULL, "%s: %s is NULL", p ? "v_new and v" : "k_new and k",
+                             !src[p] ? (p ? "v_new" : "k_new") : !dst[p] ? (p ? "v" : "k")
+                             : !src[p]->data ? (p ? "v_new->data" : "k_new->data")
+                                             : (p ? "v->data" : "k->data"));
         present++;
     }
     if (!present)
-        return ATTN_ERR_NULL;
+        return attn_fail(ATTN_ERR_NULL, "neither k_new and k nor v_new and v given");
 
     /* 2. options, shape, dtypes, scales, the batch arrays */
     attn_options o;
     TRY(attn_check_shape_options(shape, opt, &o));
     if (o.k_tail) /* two parts of a key row (attn.h 1.9): one call per part */
-        return ATTN_ERR_UNSUPPORTED;
+        return attn_fail(ATTN_ERR_UNSUPPORTED, "opt->k_tail: append each part of a key row "
+                                               "with its own call");
     const attn_shape s = *shape;
     const int64_t v_dim = s.v_dim ? s.v_dim : s.head_dim;
     TRY(attn_check_kv_scales(&o));
@@ -278,7 +288,8 @@ static attn_status validate(const attn_dsp *dsp, append_problem *ap, const attn_
         if (!src[p])
             continue;
         if (!attn_dtype_is_float_input(src[p]->dtype))
-            return ATTN_ERR_ARG;
+            return attn_fail(ATTN_ERR_ARG, "%s_new->dtype = %d: new rows are F32, F16 or BF16",
+                             p ? "v" : "k", (int)src[p]->dtype);
         TRY(attn_check_kv(dst[p]->dtype, cols[p], scale[p]));
         append_pair *pr = &ap->pair[p];
         pr->src = *src[p];
@@ -299,8 +310,18 @@ static attn_status validate(const attn_dsp *dsp, append_problem *ap, const attn_
     attn_problem_geometry(pb, &s, &o, o.block_table != NULL);
     for (int64_t b = 0; b < s.batch; b++)
         if (new_first(pb, b) < attn_seq_shared(pb, b))
-            return ATTN_ERR_ARG; /* more new tokens than keys, or a row in a
-                                    shared prefix (another sequence's key) */
+            return new_first(pb, b) < 0
+                       ? attn_fail(ATTN_ERR_ARG,
+                                   "sequence %lld appends %lld new tokens but has %lld keys "
+                                   "(kv_lens counts the keys after the append: at least "
+                                   "q_lens)",
+                                   (long long)b, (long long)attn_seq_q_len(pb, b),
+                                   (long long)attn_seq_kv_len(pb, b))
+                       : attn_fail(ATTN_ERR_ARG,
+                                   "sequence %lld would write key %lld inside its shared prefix "
+                                   "of %lld keys (another sequence's)",
+                                   (long long)b, (long long)new_first(pb, b),
+                                   (long long)attn_seq_shared(pb, b));
 
     /* 3. the block-table entries of every written page */
     attn_range_set set = {.n_in = 0};
@@ -313,7 +334,13 @@ static attn_status validate(const attn_dsp *dsp, append_problem *ap, const attn_
             for (int64_t page = (ko + first) / pb->block_size;
                  first < end && page <= (ko + end - 1) / pb->block_size; page++)
                 if (row[page] < 0 || row[page] >= pb->num_blocks)
-                    return ATTN_ERR_ARG;
+                    return attn_fail(ATTN_ERR_ARG,
+                                     "opt->block_table[%lld * %lld + %lld] = %d (sequence %lld, "
+                                     "page %lld, which new keys are written to): outside the "
+                                     "pool [0, num_blocks = %lld)",
+                                     (long long)b, (long long)pb->block_table_stride,
+                                     (long long)page, (int)row[page], (long long)b,
+                                     (long long)page, (long long)pb->num_blocks);
         }
     }
 
@@ -331,8 +358,21 @@ static attn_status validate(const attn_dsp *dsp, append_problem *ap, const attn_
        cache never meet; a pool or a cache every sequence shares may */
     for (int p = 0; p < 2; p++)
         if (src[p] && (pb->block_table || (dst[p]->batch_stride == 0 && s.batch > 1))) {
-            if (!rows_distinct(pb))
-                return ATTN_ERR_ARG;
+            int64_t at[3];
+            if (!rows_distinct(pb, at)) {
+                if (pb->block_table)
+                    return attn_fail(ATTN_ERR_ARG,
+                                     "sequence %lld's new key %lld goes to pool block %lld, slot "
+                                     "%lld, which another new key of this call writes too",
+                                     (long long)at[0], (long long)at[1],
+                                     (long long)(at[2] / pb->block_size),
+                                     (long long)(at[2] % pb->block_size));
+                return attn_fail(ATTN_ERR_ARG,
+                                 "sequence %lld's new key %lld goes to row %lld of a cache every "
+                                 "sequence shares (batch_stride 0), which another new key of "
+                                 "this call writes too",
+                                 (long long)at[0], (long long)at[1], (long long)at[2]);
+            }
             break; /* the same positions for both pairs */
         }
 
@@ -386,7 +426,12 @@ static attn_status validate(const attn_dsp *dsp, append_problem *ap, const attn_
                     const float *x = row_f32(dsp, new_row(pb, &pr->src, b, h, i),
                                              pr->src.dtype, pr->cols, buf);
                     if (!store(x, at, (size_t)pr->cols, pr->scale))
-                        return ATTN_ERR_ARG;
+                        return attn_fail(ATTN_ERR_ARG,
+                                         "%s_new: row %lld of sequence %lld, head %lld has no "
+                                         "%s encoding (a non-finite value, or one out of the "
+                                         "format's range)",
+                                         p ? "v" : "k", (long long)i, (long long)b, (long long)h,
+                                         attn_dtype_name(pr->dst.dtype));
                     if (ap->staged)
                         at += row_bytes(pr);
                 }

@@ -122,27 +122,33 @@ attn_status attn_plan_forward_with(const attn_dsp *dsp, void *mem, size_t mem_si
     TRY(attn_validate(&pb, &attn_forward_op, shape, opt, q, k, v, out, stats));
     const size_t need = plan_bytes(shape, &pb.opt);
     if (mem_size < need)
-        return ATTN_ERR_ARG;
+        return attn_fail(ATTN_ERR_ARG,
+                         "mem_size = %zu bytes, the plan needs %zu (attn_plan_size with the "
+                         "same shape and options)",
+                         mem_size, need);
     /* the plan's memory is an output of this call: it may meet no tensor,
        statistics array, option (copied from below) or block table */
     const attn_byte_range whole = {(uintptr_t)mem, (uintptr_t)mem + need};
+    static const char *const span_names[5] = {"q", "k", "v", "out", "the workspace"};
     for (int t = 0; t < 5; t++)
         if (attn_ranges_meet(whole, pb.span[t]))
-            return ATTN_ERR_STRIDE;
+            return attn_fail(ATTN_ERR_STRIDE, "the plan's memory overlaps %s", span_names[t]);
     attn_range_set given = {.n_in = 0};
     TRY(attn_add_option_ranges(&given, &pb.opt, shape));
     if (pb.opt.block_table)
         TRY(attn_add_block_table(&given, &pb.opt, shape));
     for (int i = 0; i < given.n_in; i++)
         if (attn_ranges_meet(whole, given.in[i]))
-            return ATTN_ERR_STRIDE;
+            return attn_fail(ATTN_ERR_STRIDE, "the plan's memory overlaps an array or tensor of "
+                                              "the options (copied into it)");
     if (stats) {
         float *const st[3] = {stats->lse, stats->max_score, stats->entropy};
         const uintptr_t n = (uintptr_t)(pb.batch * pb.q_heads * pb.q_len) * sizeof(float);
         for (int i = 0; i < 3; i++)
             if (st[i] && attn_ranges_meet(whole, (attn_byte_range){(uintptr_t)st[i],
                                                                   (uintptr_t)st[i] + n}))
-                return ATTN_ERR_STRIDE;
+                return attn_fail(ATTN_ERR_STRIDE, "the plan's memory overlaps the row "
+                                                  "statistics");
     }
 
     /* everything checked: write the plan */
@@ -211,7 +217,8 @@ static attn_status checked_plan_run(const attn_plan *plan, const void *q, const 
     if (!plan || !q || !k || !v || !out)
         return ATTN_ERR_NULL;
     if (plan->magic != PLAN_MAGIC)
-        return ATTN_ERR_ARG;
+        return attn_fail(ATTN_ERR_ARG, "plan was not made by attn_plan_forward (or its memory "
+                                       "was overwritten or moved)");
     /* the ranges: fixed ones, then what moved (the set's capacity counts
        every option range and the operation's tensors and stats) */
     attn_range_set set;
