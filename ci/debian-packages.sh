@@ -69,10 +69,18 @@ unset PKG_CONFIG_PATH PKG_CONFIG_LIBDIR PKG_CONFIG_SYSROOT_DIR LD_LIBRARY_PATH \
     ATTN_LIBRARY ATTN_BUILD_DIR PYTHONPATH CMAKE_PREFIX_PATH
 work=$tmp/user
 mkdir "$work"
-cp -r examples/c "$work/c"
+# the C examples as libattn-dev ships them
+shipped=/usr/share/doc/libattn-dev/examples
+[ -f "$shipped/c/main.c" ] && [ -f "$shipped/c/cmake/CMakeLists.txt" ] ||
+    { echo "FAIL: libattn-dev ships no C examples under $shipped"; exit 1; }
+[ -n "$(ls /usr/share/doc/python3-libattn/examples/*.py 2>/dev/null)" ] ||
+    { echo "FAIL: python3-libattn ships no examples"; exit 1; }
+cp -r "$shipped/c" "$work/c"
 cd "$work"
 
 log "pkg-config consumer against /usr"
+pc=$(ls /usr/lib/*/pkgconfig/attn.pc)
+grep -qx 'prefix=/usr' "$pc" || { echo "FAIL: $pc is not written for /usr:"; cat "$pc"; exit 1; }
 pkg-config --cflags --libs attn
 make -s -f c/Makefile BUILD="$work" CFLAGS="-O2 -Wall -Wextra -Werror"
 # (Debian 12 merges /lib into /usr/lib: ldd may name either)
@@ -108,6 +116,13 @@ cmake --build cmake-build >>cmake.log 2>&1 || { cat cmake.log; exit 1; }
 grep -q "attn_DIR:PATH=/usr/lib/" cmake-build/CMakeCache.txt ||
     { grep attn_DIR cmake-build/CMakeCache.txt; exit 1; }
 ./cmake-build/attn-demo
+cmake -S c/cmake -B cmake-static -DATTN_DEMO_STATIC=ON >cmake.log 2>&1 &&
+    cmake --build cmake-static >>cmake.log 2>&1 || { cat cmake.log; exit 1; }
+if ldd ./cmake-static/attn-demo | grep libattn >/dev/null; then
+    echo "FAIL: CMake's attn::attn_static consumer loads libattn.so"
+    exit 1
+fi
+./cmake-static/attn-demo
 
 log "/usr/bin/python3 imports the installed module (from $work)"
 /usr/bin/python3 - <<'PY'

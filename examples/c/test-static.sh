@@ -96,4 +96,20 @@ for isa in scalar avx2 avx512 neon sve; do
     fi
     echo "ATTN_ISA=$isa: $static_isa (static and shared)"
 done
+# The same through CMake: find_package(attn) gives attn::attn_static with
+# the archive's dependencies, which must link without naming any by hand.
+if command -v cmake >/dev/null 2>&1; then
+    cmake -S "$example_dir/cmake" -B "$tmp/cmake" -DCMAKE_PREFIX_PATH="$stage$prefix" \
+        -Dattn_DIR="$staged_libdir/cmake/attn" -DATTN_DEMO_STATIC=ON >"$tmp/cmake.log" 2>&1 &&
+        cmake --build "$tmp/cmake" >>"$tmp/cmake.log" 2>&1 ||
+        { echo "FAIL: CMake's attn::attn_static consumer:"; cat "$tmp/cmake.log"; exit 1; }
+    if ldd "$tmp/cmake/attn-demo" | grep libattn >/dev/null; then
+        echo "FAIL: the CMake static consumer loads libattn.so"
+        exit 1
+    fi
+    "$tmp/cmake/attn-demo" >/dev/null || { echo "FAIL: the CMake static consumer"; exit 1; }
+    echo "CMake attn::attn_static: built, no libattn.so, ran"
+else
+    echo "note: no cmake: attn::attn_static not tried"
+fi
 echo "ok: the static consumer built, linked no libattn.so, and ran"
