@@ -22,7 +22,7 @@
  *   out    [batch][q_heads ][q_len ][v_dim]      F32, F16 or BF16 (see attn_forward)
  *   scores [batch][q_heads ][q_len ][kv_len]     F32 (also weights)
  *   mask   [batch][q_heads ][q_len ][kv_len]     BOOL (1 byte), strides may be 0
- *   bias   [batch][q_heads ][q_len ][kv_len]     F32, strides may be 0
+ *   bias   [batch][q_heads ][q_len ][kv_len]     F32, F16 or BF16 (1.11), strides may be 0
  * Grouped-query attention: q_heads % kv_heads == 0, and query head h reads
  * KV head h / (q_heads / kv_heads). kv_heads == 1 is multi-query attention.
  *
@@ -544,7 +544,11 @@ typedef struct attn_options {
     const int32_t *q_lens;             /* [batch] valid query lengths in [0, q_len], or NULL */
     const int32_t *kv_lens;            /* [batch] valid key lengths in [0, kv_len], or NULL */
     const attn_tensor *mask;           /* BOOL [b][q_head][q][k], or NULL */
-    const attn_tensor *bias;           /* F32 [b][q_head][q][k], or NULL */
+    const attn_tensor *bias;           /* F32 [b][q_head][q][k], or NULL; since 1.11
+                                          also F16 or BF16 (an engine's additive mask of
+                                          0 and -inf in the model's dtype), read in place
+                                          and widened exactly: the bits of an F32 bias
+                                          holding the same values */
     attn_parallel_for_fn parallel_for; /* NULL: run on the calling thread */
     void *parallel_ctx;                /* first argument of parallel_for */
     /* since 1.1 */

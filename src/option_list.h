@@ -169,6 +169,13 @@ typedef enum attn_opt_extent {
 #define ATTN_OPT_RULE_SPLITS(v) ((v) >= 0 && (v) <= ATTN_MAX_KV_SPLITS)
 #define ATTN_OPT_RULE_PRECISION(v) ((v) >= ATTN_PRECISION_DEFAULT && (v) <= ATTN_PRECISION_INT8)
 
+/* A TENSOR of this extent and dtype column also takes F16 and BF16: a key
+   row's tail, and a float table the shape of the scores (the bias, 1.11),
+   read in place and widened exactly. */
+#define ATTN_OPT_TAKES_HALF(extent, dtype)                                                     \
+    (ATTN_OPT_EXTENT_##extent == ATTN_OPT_EXTENT_KTAIL ||                                      \
+     (ATTN_OPT_EXTENT_##extent == ATTN_OPT_EXTENT_SCORES && ATTN_DTYPE_##dtype == ATTN_DTYPE_F32))
+
 /* ATTN_OPTION_COUNT: the number of lines. */
 #define ATTN_OPT_X_POS(f, kind, extent, dtype, off, since, rule) ATTN_OPT_POS_##f,
 enum { ATTN_OPTION_LIST(ATTN_OPT_X_POS) ATTN_OPTION_COUNT };

@@ -261,10 +261,9 @@ static attn_status check_option_pointers(const attn_options *o)
 #define ATTN_X_DTYPE(f, kind, extent, dtype, off, since, rule) ATTN_X_DTYPE_##kind(f, extent, dtype)
 #define ATTN_X_DTYPE_TENSOR(f, e, t)                                                        \
     if (o->f && o->f->dtype != ATTN_DTYPE_##t &&                                           \
-        !(ATTN_OPT_EXTENT_##e == ATTN_OPT_EXTENT_KTAIL && attn_dtype_is_float_input(o->f->dtype))) \
+        !(ATTN_OPT_TAKES_HALF(e, t) && attn_dtype_is_float_input(o->f->dtype)))            \
         return attn_fail(ATTN_ERR_ARG, "opt->" #f "->dtype = %d, must be ATTN_DTYPE_" #t      \
-                         "%s", (int)o->f->dtype,                                             \
-                         ATTN_OPT_EXTENT_##e == ATTN_OPT_EXTENT_KTAIL ? ", F16 or BF16" : "");
+                         "%s", (int)o->f->dtype, ATTN_OPT_TAKES_HALF(e, t) ? ", F16 or BF16" : "");
 #define ATTN_X_DTYPE_HEADER ATTN_X_NOTHING
 #define ATTN_X_DTYPE_VALUE ATTN_X_NOTHING
 #define ATTN_X_DTYPE_HOOK ATTN_X_NOTHING

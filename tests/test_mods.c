@@ -10,6 +10,7 @@
 #include <criterion/parameterized.h>
 #include <math.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -336,4 +337,96 @@ Test(mods, option_errors)
     to.data = wide;
     CHECK(attn_forward(&shape, &o, &tq, &tk, &tv, &to, NULL) == ATTN_OK, "widest windows");
     expect_bits("INT64_MAX windows vs none", wide, plain, 4);
+}
+
+/* ------------------------------------------------------------ half bias */
+
+/*
+ * An F16 or BF16 bias (an engine's additive mask in the model's dtype, 0 and
+ * -inf, or any values) is read in place and widened exactly: every
+ * operation that reads the bias gives the bits of the same call with an F32
+ * bias holding the widened values, on every ISA row. Row lengths past the
+ * widening piece (128) and a broadcast bias ([1][1][Lq][Lk], strides 0).
+ */
+enum { HB_B = 2, HB_HQ = 4, HB_HKV = 2, HB_LQ = 19, HB_LK = 301, HB_D = 32 };
+
+static void half_bias_case(const attn_dsp *t, int32_t dtype, int broadcast, int masklike)
+{
+    rng *g = harness_rng();
+    static float q[HB_B * HB_HQ * HB_LQ * HB_D], k[HB_B * HB_HKV * HB_LK * HB_D],
+        v[HB_B * HB_HKV * HB_LK * HB_D], bias32[HB_B * HB_HQ * HB_LQ * HB_LK];
+    static uint16_t bias16[HB_B * HB_HQ * HB_LQ * HB_LK];
+    static float out[2][HB_B * HB_HQ * HB_LQ * HB_D], sc[2][HB_B * HB_HQ * HB_LQ * HB_LK],
+        lse[2][HB_B * HB_HQ * HB_LQ], sc_in[HB_B * HB_HQ * HB_LQ * HB_LK];
+    rng_fill(g, q, sizeof q / 4, -1.0f, 1.0f);
+    rng_fill(g, k, sizeof k / 4, -1.0f, 1.0f);
+    rng_fill(g, v, sizeof v / 4, -1.0f, 1.0f);
+    const size_t nb = broadcast ? (size_t)HB_LQ * HB_LK : sizeof bias16 / 2;
+    for (size_t i = 0; i < nb; i++) {
+        const float x = masklike ? (rng_int(g, 0, 3) == 0 ? -INFINITY : 0.0f)
+                                 : rng_float(g, -6.0f, 6.0f);
+        bias16[i] = dtype == ATTN_DTYPE_F16 ? ref_f32_to_f16(x) : ref_f32_to_bf16(x);
+        bias32[i] = dtype == ATTN_DTYPE_F16 ? (float)ref_f16_to_double(bias16[i])
+                                            : (float)ref_bf16_to_double(bias16[i]);
+    }
+    harness_context("%s bias, %s%s", dtype == ATTN_DTYPE_F16 ? "F16" : "BF16",
+                    broadcast ? "broadcast" : "full", masklike ? ", 0/-inf" : "");
+    const attn_shape s = {HB_B, HB_HQ, HB_HKV, HB_LQ, HB_LK, HB_D, 0};
+    const attn_tensor tq = {q, ATTN_DTYPE_F32, HB_HQ * HB_LQ * HB_D, HB_LQ * HB_D, HB_D};
+    const attn_tensor tk = {k, ATTN_DTYPE_F32, HB_HKV * HB_LK * HB_D, HB_LK * HB_D, HB_D};
+    const attn_tensor tv = {v, ATTN_DTYPE_F32, HB_HKV * HB_LK * HB_D, HB_LK * HB_D, HB_D};
+    const int64_t bs = broadcast ? 0 : HB_HQ * HB_LQ * HB_LK, hs = broadcast ? 0 : HB_LQ * HB_LK;
+    const attn_tensor b32 = {bias32, ATTN_DTYPE_F32, bs, hs, HB_LK};
+    const attn_tensor b16 = {bias16, dtype, bs, hs, HB_LK};
+    for (int op = 0; op < 4; op++)
+        for (int w = 0; w < 2; w++) {
+            attn_options o = ATTN_OPTIONS_INIT;
+            o.flags = op == 3 ? ATTN_CAUSAL : 0;
+            o.bias = w ? &b16 : &b32;
+            const attn_tensor to = {out[w], ATTN_DTYPE_F32, HB_HQ * HB_LQ * HB_D, HB_LQ * HB_D,
+                                    HB_D};
+            const attn_tensor ts = {sc[w], ATTN_DTYPE_F32, HB_HQ * HB_LQ * HB_LK, HB_LQ * HB_LK,
+                                    HB_LK};
+            attn_row_stats st = {lse[w], NULL, NULL};
+            memset(out[w], 0, sizeof out[w]);
+            if (op != 2)
+                memset(sc[w], 0, sizeof sc[w]);
+            memset(lse[w], 0, sizeof lse[w]);
+            attn_status r;
+            if (op == 2 && w == 0)
+                rng_fill(g, sc_in, sizeof sc_in / 4, -3.0f, 3.0f);
+            if (op == 2) /* the same input scores for both */
+                memcpy(sc[w], sc_in, sizeof sc_in);
+            if (op == 0)
+                r = attn_scores_with(t, &s, &o, &tq, &tk, &ts);
+            else if (op == 1)
+                r = attn_weights_with(t, &s, &o, &tq, &tk, &ts, &st);
+            else if (op == 2)
+                r = attn_mask_apply_with(t, &s, &o, &ts);
+            else
+                r = attn_forward_with(t, &s, &o, &tq, &tk, &tv, &to, &st);
+            CHECK(r == ATTN_OK, "op %d: %s", op, attn_last_error());
+            if (w == 0)
+                continue;
+            static const char *const names[4] = {"scores", "weights", "mask_apply", "forward"};
+            char what[96];
+            snprintf(what, sizeof what, "%s, half bias vs its F32 widening", names[op]);
+            if (op < 3)
+                expect_bits(what, sc[1], sc[0], sizeof sc[0] / 4);
+            if (op == 1 || op == 3)
+                expect_bits(what, lse[1], lse[0], sizeof lse[0] / 4);
+            if (op == 3)
+                expect_bits(what, out[1], out[0], sizeof out[0] / 4);
+        }
+}
+
+HARNESS_ISA_PARAMS(mods, half_bias_bits)
+ParameterizedTest(isa_row *row, mods, half_bias_bits, .timeout = ATTN_TEST_TIMEOUT)
+{
+    const attn_dsp *t = harness_begin(row);
+    const int32_t dtypes[] = {ATTN_DTYPE_F16, ATTN_DTYPE_BF16};
+    for (int d = 0; d < 2; d++)
+        for (int broadcast = 0; broadcast < 2; broadcast++)
+            for (int masklike = 0; masklike < 2; masklike++)
+                half_bias_case(t, dtypes[d], broadcast, masklike);
 }

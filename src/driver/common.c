@@ -220,14 +220,29 @@ void attn_score_epilogue_after_softcap(const attn_dsp *dsp, const attn_problem *
         topk_mask(pb, row, s, k0, n);
 }
 
+/* Bias values an F16/BF16 bias row is widened by at a time (512 bytes of
+   task stack). */
+#define BIAS_PIECE 128
+
 void attn_score_terms(const attn_dsp *dsp, const attn_problem *pb, const row_ref *row, float *s,
                       int64_t k0, int64_t n)
 {
     if (n <= 0)
         return;
-    if (pb->bias.data)
+    if (pb->bias.data && pb->bias.dtype == ATTN_DTYPE_F32)
         dsp->add_bias(s, (const float *)attn_row_ptr(&pb->bias, row->b, row->h, row->i) + k0,
                       (size_t)n);
+    else if (pb->bias.data) { /* F16, BF16: widened exactly, a piece at a time */
+        const unsigned char *at = (const unsigned char *)attn_row_ptr(&pb->bias, row->b, row->h,
+                                                                      row->i);
+        const size_t es = attn_dtype_size(pb->bias.dtype);
+        float wide[BIAS_PIECE];
+        for (int64_t c = 0; c < n; c += BIAS_PIECE) {
+            const size_t m = (size_t)attn_min64(BIAS_PIECE, n - c);
+            dsp->to_f32[pb->bias.dtype](at + (size_t)(k0 + c) * es, wide, m);
+            dsp->add_bias(s + c, wide, m);
+        }
+    }
     if (pb->alibi.data) /* from positions: no bias table is ever formed */
         dsp->alibi(s, (size_t)n, *(const float *)attn_row_ptr(&pb->alibi, row->b, row->h, 0),
                    row->aligned - k0);

@@ -666,7 +666,7 @@ static void check_results(problem *P, int op, const snapshot *sn)
                            score is exactly s (+ bias) */
                         float want = scores_before(sn, &P->out, b, h, i, j);
                         if (P->eff.bias)
-                            want += *(const float *)ref_tensor_at(P->eff.bias, b, h, i, j);
+                            want += (float)ref_tensor_get(P->eff.bias, b, h, i, j);
                         FZ_CHECK(memcmp(&want, &x, 4) == 0,
                                  "mask_apply: [%lld][%lld][%lld][%lld] = %a, want %a",
                                  (long long)b, (long long)h, (long long)i, (long long)j, x, want);
@@ -1030,7 +1030,7 @@ static void run_attention(fz_reader *r, int op)
         const int32_t dt = T->t.dtype;
         const int ok = w == 3 ? dt == ATTN_DTYPE_F32 || (op == OP_FORWARD && out16(dt))
                        : w == 4 ? dt == ATTN_DTYPE_BOOL
-                       : w >= 5 ? dt == ATTN_DTYPE_F32
+                       : w >= 6 ? dt == ATTN_DTYPE_F32 /* bias (5): any float, 1.11 */
                                 : (dt == ATTN_DTYPE_F32 || dt == ATTN_DTYPE_F16 || dt == ATTN_DTYPE_BF16);
         if (!ok)
             must |= BIT(ATTN_ERR_ARG);
