@@ -1134,6 +1134,26 @@ ATTN_API attn_status attn_plan_forward(void *mem, size_t mem_size, const attn_sh
 ATTN_API attn_status attn_plan_run(const attn_plan *plan, const void *q, const void *k,
                                    const void *v, void *out, const attn_row_stats *stats);
 
+/*
+ * Since 1.11: one share of a planned run, on the calling thread, for
+ * engines that run an operator on every thread of their own pool (ggml's
+ * ith/nth, an OpenMP parallel region, ONNX Runtime's per-thread work):
+ * each of `shares` threads calls attn_plan_run_share with the same
+ * arguments and its own share in [0, shares); once every share has
+ * returned, out and the stats hold exactly what attn_plan_run writes (any
+ * shares, on any threads, in any order, bit for bit). A share waits for no
+ * other, so no barrier is needed, and the plan's parallel_for is not used.
+ * Each share checks the arguments as attn_plan_run does (a failing share
+ * writes nothing, but the others may have written their part: check
+ * every share's status). shares < 1 or share outside [0, shares):
+ * ATTN_ERR_ARG. A plan whose tasks depend on one another cannot be run in
+ * shares: one that splits the keys (a workspace and kv_splits != 1) or has
+ * a shared_prefix is ATTN_ERR_UNSUPPORTED, nothing written.
+ */
+ATTN_API attn_status attn_plan_run_share(const attn_plan *plan, const void *q, const void *k,
+                                         const void *v, void *out, const attn_row_stats *stats,
+                                         int32_t share, int32_t shares);
+
 /* ---------------------------------------------------------------- thread pool */
 
 /*

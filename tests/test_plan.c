@@ -11,6 +11,7 @@
  */
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +22,7 @@
 #include "workload.h"
 
 /* A copy of buffer `role` of m; *moved: the tensor at the same place in it. */
-static void *clone(const gen_bufs *m, int role, attn_tensor *moved)
+static void *clone_buf(const gen_bufs *m, int role, attn_tensor *moved)
 {
     void *c = xmalloc(m->bytes[role]);
     memcpy(c, m->data[role], m->bytes[role]);
@@ -79,8 +80,8 @@ static void check_one(const attn_dsp *t, rng *g)
         /* another layer: the same views elsewhere, and the direct call there
            (on copies of the original arrays: its own) */
         attn_tensor q2, k2, v2, o2;
-        void *cq = clone(&m, GEN_Q, &q2), *ck = clone(&m, GEN_K, &k2), *cv = clone(&m, GEN_V, &v2);
-        void *co = clone(&m, GEN_OUT, &o2);
+        void *cq = clone_buf(&m, GEN_Q, &q2), *ck = clone_buf(&m, GEN_K, &k2), *cv = clone_buf(&m, GEN_V, &v2);
+        void *co = clone_buf(&m, GEN_OUT, &o2);
         /* the first layer's inputs turn to NaN: a run that read them would show */
         for (int r = GEN_Q; r <= GEN_V; r++)
             memset(m.data[r], 0xff, m.bytes[r]);
@@ -91,6 +92,34 @@ static void check_one(const attn_dsp *t, rng *g)
               "attn_plan_run");
         void *plan_out = xmalloc(m.bytes[GEN_OUT]);
         memcpy(plan_out, co, m.bytes[GEN_OUT]);
+
+        /* the same run in shares (attn_plan_run_share), last share first:
+           the bits of attn_plan_run, or, for a plan whose tasks depend on
+           one another, ATTN_ERR_UNSUPPORTED and nothing written */
+        {
+            static const int32_t counts[] = {1, 2, 3, 7, 64};
+            const int32_t shares = counts[rng_int(g, 0, 4)];
+            float *st_share = xcalloc0(rows * 3, 4);
+            attn_row_stats ss = {st_share, st_share + rows, st_share + 2 * rows};
+            memcpy(co, m.data[GEN_OUT], m.bytes[GEN_OUT]);
+            const int dependent = m.opt.shared_prefix != NULL ||
+                                  (m.opt.workspace != NULL && m.opt.kv_splits != 1);
+            int refused = 0;
+            for (int32_t sh = shares - 1; sh >= 0; sh--) {
+                const attn_status r =
+                    attn_plan_run_share(plan, q2.data, k2.data, v2.data, o2.data, &ss, sh, shares);
+                CHECK(r == ATTN_OK || (r == ATTN_ERR_UNSUPPORTED && dependent),
+                      "share %d of %d: %s", sh, shares, attn_last_error());
+                refused |= r != ATTN_OK;
+            }
+            if (refused)
+                expect_bytes("out after refused shares", co, m.data[GEN_OUT], m.bytes[GEN_OUT]);
+            else {
+                expect_bytes("out (shares vs attn_plan_run)", co, plan_out, m.bytes[GEN_OUT]);
+                expect_bits("stats (shares vs attn_plan_run)", st_share, st_plan, rows * 3);
+            }
+            free(st_share);
+        }
 
         /* the direct call on the second buffers, with the arrays put back */
         for (int i = 0; i < N_ROLES; i++)
@@ -119,6 +148,102 @@ ParameterizedTest(isa_row *row, plan, runs_like_forward, .timeout = ATTN_TEST_TI
     rng *g = harness_rng();
     for (int i = 0; i < 150; i++)
         check_one(t, g);
+}
+
+/* Shares run at once on threads of the caller's own (an engine's pool, as
+   ggml runs an operator on every thread): the bits of attn_plan_run. */
+enum { TS_B = 2, TS_HQ = 8, TS_HKV = 2, TS_L = 97, TS_D = 64, TS_THREADS = 5 };
+typedef struct share_job {
+    const attn_plan *plan;
+    const float *q, *k, *v;
+    float *out, *lse;
+    int32_t share;
+    attn_status status;
+} share_job;
+
+static void *run_share(void *arg)
+{
+    share_job *j = arg;
+    attn_row_stats st = {j->lse, NULL, NULL};
+    j->status = attn_plan_run_share(j->plan, j->q, j->k, j->v, j->out, &st, j->share, TS_THREADS);
+    return NULL;
+}
+
+Test(plan, shares_on_threads, .timeout = ATTN_TEST_TIMEOUT)
+{
+    harness_begin_plain("plan/shares_on_threads");
+    rng *g = harness_rng();
+    static float q[TS_B * TS_HQ * TS_L * TS_D], k[TS_B * TS_HKV * TS_L * TS_D],
+        v[TS_B * TS_HKV * TS_L * TS_D], out[2][TS_B * TS_HQ * TS_L * TS_D],
+        lse[2][TS_B * TS_HQ * TS_L];
+    static unsigned char mem[1 << 16];
+    rng_fill(g, q, sizeof q / 4, -1.0f, 1.0f);
+    rng_fill(g, k, sizeof k / 4, -1.0f, 1.0f);
+    rng_fill(g, v, sizeof v / 4, -1.0f, 1.0f);
+    const attn_shape s = {TS_B, TS_HQ, TS_HKV, TS_L, TS_L, TS_D, 0};
+    const attn_tensor tq = {q, ATTN_DTYPE_F32, TS_HQ * TS_L * TS_D, TS_L * TS_D, TS_D};
+    const attn_tensor tk = {k, ATTN_DTYPE_F32, TS_HKV * TS_L * TS_D, TS_L * TS_D, TS_D};
+    const attn_tensor tv = {v, ATTN_DTYPE_F32, TS_HKV * TS_L * TS_D, TS_L * TS_D, TS_D};
+    const attn_tensor to = {out[0], ATTN_DTYPE_F32, TS_HQ * TS_L * TS_D, TS_L * TS_D, TS_D};
+    attn_options o = ATTN_OPTIONS_INIT;
+    o.flags = ATTN_CAUSAL;
+    const attn_row_stats st = {lse[0], NULL, NULL};
+    attn_plan *plan = NULL;
+    CHECK(attn_plan_forward(mem, sizeof mem, &s, &o, &tq, &tk, &tv, &to, &st, &plan) == ATTN_OK,
+          "plan: %s", attn_last_error());
+    CHECK(attn_plan_run(plan, q, k, v, out[0], &st) == ATTN_OK, "attn_plan_run");
+    share_job jobs[TS_THREADS];
+    pthread_t th[TS_THREADS];
+    for (int i = 0; i < TS_THREADS; i++) {
+        jobs[i] = (share_job){plan, q, k, v, out[1], lse[1], i, ATTN_ERR_ARG};
+        CHECK(pthread_create(&th[i], NULL, run_share, &jobs[i]) == 0, "pthread_create");
+    }
+    for (int i = 0; i < TS_THREADS; i++) {
+        pthread_join(th[i], NULL);
+        CHECK(jobs[i].status == ATTN_OK, "share %d: %s", i, attn_strerror(jobs[i].status));
+    }
+    expect_bits("out (shares on threads vs attn_plan_run)", out[1], out[0], sizeof out[0] / 4);
+    expect_bits("lse (shares on threads vs attn_plan_run)", lse[1], lse[0], sizeof lse[0] / 4);
+}
+
+/* The arguments of attn_plan_run_share, and a plan that splits its keys:
+   refused, nothing written. */
+Test(plan, share_errors)
+{
+    harness_begin_plain("plan/share_errors");
+    enum { B = 1, H = 2, L = 5, LK = 4096, D = 16 };
+    static float q[B * H * L * D], k[B * H * LK * D], v[B * H * LK * D], out[B * H * L * D];
+    static unsigned char ws[1 << 20], mem[1 << 16];
+    const attn_shape s = {B, H, H, 1, LK, D, 0};
+    const attn_tensor tq = {q, ATTN_DTYPE_F32, H * L * D, L * D, D};
+    const attn_tensor tk = {k, ATTN_DTYPE_F32, H * LK * D, LK * D, D};
+    const attn_tensor tv = {v, ATTN_DTYPE_F32, H * LK * D, LK * D, D};
+    const attn_tensor to = {out, ATTN_DTYPE_F32, H * L * D, L * D, D};
+    attn_options o = ATTN_OPTIONS_INIT;
+    attn_plan *plan = NULL;
+    CHECK(attn_plan_forward(mem, sizeof mem, &s, &o, &tq, &tk, &tv, &to, NULL, &plan) == ATTN_OK,
+          "plan: %s", attn_last_error());
+    memset(out, 0x5a, sizeof out);
+    static const int32_t bad[][2] = {{0, 0}, {-1, 2}, {2, 2}, {0, -3}, {5, 4}};
+    for (int i = 0; i < 5; i++) {
+        CHECK(attn_plan_run_share(plan, q, k, v, out, NULL, bad[i][0], bad[i][1]) == ATTN_ERR_ARG,
+              "share %d of %d accepted", bad[i][0], bad[i][1]);
+        CHECK(strstr(attn_last_error(), "attn_plan_run_share: share") == attn_last_error(), "%s",
+              attn_last_error());
+    }
+    CHECK(attn_plan_run_share(plan, NULL, k, v, out, NULL, 0, 1) == ATTN_ERR_NULL, "q NULL");
+    /* decode over 4096 keys with a workspace: split-KV, tasks that meet */
+    o.workspace = ws;
+    o.workspace_size = sizeof ws;
+    o.kv_splits = 4;
+    CHECK(attn_plan_forward(mem, sizeof mem, &s, &o, &tq, &tk, &tv, &to, NULL, &plan) == ATTN_OK,
+          "split plan: %s", attn_last_error());
+    CHECK(attn_plan_run_share(plan, q, k, v, out, NULL, 0, 2) == ATTN_ERR_UNSUPPORTED,
+          "a split plan run in shares");
+    CHECK(strstr(attn_last_error(), "split-KV") != NULL, "%s", attn_last_error());
+    unsigned char pattern[sizeof out];
+    memset(pattern, 0x5a, sizeof pattern);
+    expect_bytes("out after refused shares", out, pattern, sizeof out);
 }
 
 /* Each refusal: its status, and out, the stats and the plan's memory as they were. */

@@ -288,6 +288,10 @@ void attn_run(const attn_dsp *dsp, const attn_problem *pb);
 /* attn_run with the op's task plan computed before (a plan's: it depends on
    the shape, dtypes, strides and options only, never on data pointers). */
 void attn_run_planned(const attn_dsp *dsp, const attn_problem *pb, const task_plan *tp);
+/* Tasks [lo, hi) of a plan whose tasks need no preparation and no other
+   task (attn_plan_run_share), in order on this thread. */
+void attn_run_planned_range(const attn_dsp *dsp, const attn_problem *pb, const task_plan *tp,
+                            size_t lo, size_t hi);
 
 /* The forward's attn_op (src/driver/forward.c), which a plan
    (src/driver/plan_forward.c) validates with and runs. */

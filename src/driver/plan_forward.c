@@ -211,8 +211,9 @@ static attn_status moved(attn_range_set *set, attn_byte_range planned, const voi
     return ATTN_OK;
 }
 
-static attn_status checked_plan_run(const attn_plan *plan, const void *q, const void *k, const void *v,
-                                    void *out, const attn_row_stats *stats)
+/* The planned problem on new data pointers, checked as attn_plan_run says. */
+static attn_status plan_bind(const attn_plan *plan, const void *q, const void *k, const void *v,
+                             void *out, const attn_row_stats *stats, attn_problem *pb)
 {
     if (!plan || !q || !k || !v || !out)
         return ATTN_ERR_NULL;
@@ -244,14 +245,57 @@ static attn_status checked_plan_run(const attn_plan *plan, const void *q, const 
     }
     TRY(attn_check_disjoint(&set));
 
-    attn_problem pb = *pp;
-    pb.q.data = (void *)(uintptr_t)q;
-    pb.k.data = (void *)(uintptr_t)k;
-    pb.v.data = (void *)(uintptr_t)v;
-    pb.out.data = out;
-    pb.stats = st;
+    *pb = *pp;
+    pb->q.data = (void *)(uintptr_t)q;
+    pb->k.data = (void *)(uintptr_t)k;
+    pb->v.data = (void *)(uintptr_t)v;
+    pb->out.data = out;
+    pb->stats = st;
+    return ATTN_OK;
+}
+
+static attn_status checked_plan_run(const attn_plan *plan, const void *q, const void *k,
+                                    const void *v, void *out, const attn_row_stats *stats)
+{
+    attn_problem pb;
+    TRY(plan_bind(plan, q, k, v, out, stats, &pb));
     attn_run_planned(plan->dsp, &pb, &plan->tasks);
     return ATTN_OK;
+}
+
+static attn_status checked_plan_run_share(const attn_plan *plan, const void *q, const void *k,
+                                          const void *v, void *out,
+                                          const attn_row_stats *stats, int32_t share,
+                                          int32_t shares)
+{
+    if (shares < 1 || share < 0 || share >= shares)
+        return attn_fail(ATTN_ERR_ARG, "share %d of %d: shares >= 1 and share in [0, shares)",
+                         (int)share, (int)shares);
+    attn_problem pb;
+    TRY(plan_bind(plan, q, k, v, out, stats, &pb));
+    /* tasks that wait for no other and need nothing prepared: a split's
+       chunks meet in the workspace, a shared prefix is a round of its own */
+    if (pb.splits > 1 || pb.prefix_parts)
+        return attn_fail(ATTN_ERR_UNSUPPORTED,
+                         "this plan %s: its tasks depend on one another, so it runs only as a "
+                         "whole (attn_plan_run); plan with kv_splits = 1 and no shared_prefix "
+                         "to run it in shares",
+                         pb.splits > 1 ? "splits the keys (split-KV)"
+                                       : "attends a shared prefix once per group");
+    const size_t n = plan->tasks.tasks;
+    const size_t lo = (size_t)((unsigned __int128)n * (unsigned)share / (unsigned)shares);
+    const size_t hi = (size_t)((unsigned __int128)n * ((unsigned)share + 1) / (unsigned)shares);
+    attn_run_planned_range(plan->dsp, &pb, &plan->tasks, lo, hi);
+    return ATTN_OK;
+}
+
+attn_status attn_plan_run_share(const attn_plan *plan, const void *q, const void *k,
+                                const void *v, void *out, const attn_row_stats *stats,
+                                int32_t share, int32_t shares)
+{
+    const unsigned mark = attn_error_mark();
+    return attn_error_done("attn_plan_run_share", mark,
+                           checked_plan_run_share(plan, q, k, v, out, stats, share, shares));
 }
 
 attn_status attn_plan_run(const attn_plan *plan, const void *q, const void *k, const void *v,

@@ -33,3 +33,11 @@ void attn_run_planned(const attn_dsp *dsp, const attn_problem *pb, const task_pl
         op->prepare(&ctx);
     attn_run_tasks(pb->parallel_for, pb->parallel_ctx, op->task, &ctx, ctx.plan.tasks);
 }
+
+void attn_run_planned_range(const attn_dsp *dsp, const attn_problem *pb, const task_plan *tp,
+                            size_t lo, size_t hi)
+{
+    task_ctx ctx = {dsp, pb, *tp};
+    for (size_t i = lo; i < hi; i++)
+        pb->op->task(&ctx, i);
+}
