@@ -40,7 +40,8 @@ __all__ = [
     "ABI_MAJOR", "AttnError", "LibraryError", "Status", "DType", "Isa", "Tensor",
     "scores", "mask_apply", "softmax", "weights", "forward", "backward", "softmax_backward",
     "alibi_slopes", "merge", "quantize", "quantize_rows", "cache_append", "prepare", "Prepared",
-    "isa_active", "isa_available", "isa_select", "isa_names", "available_isas",
+    "isa_active", "isa_available", "isa_built", "isa_select", "isa_names", "available_isas",
+    "build_config",
     "version", "version_info", "library_path", "thread_pool_size",
 ]
 
@@ -78,6 +79,22 @@ def isa_active() -> str:
 def isa_available(name: Union[str, int]) -> bool:
     """True when `name` is compiled into the library and this CPU runs it."""
     return bool(_capi.lib().attn_isa_available(int(_isa(name))))
+
+
+def isa_built(name: Union[str, int]) -> bool:
+    """True when `name`'s kernels are compiled into the library, whatever the CPU
+    (libattn >= 1.11; an older library answers as isa_available)."""
+    if not _capi.has("attn_isa_built"):
+        return isa_available(name)
+    return bool(_capi.lib().attn_isa_built(int(_isa(name))))
+
+
+def build_config() -> str:
+    """One line on how the loaded library was built: version, ISA tables,
+    compiler, buildtype (libattn >= 1.11; older: its version only)."""
+    if not _capi.has("attn_build_config"):
+        return "libattn " + version()
+    return _capi.lib().attn_build_config().decode()
 
 
 def available_isas() -> List[str]:

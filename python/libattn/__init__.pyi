@@ -84,8 +84,9 @@ class Tensor:
     def numpy(self) -> numpy.ndarray[Any, Any]: ...
 
 
+@overload
 def scores(
-    q: Array,
+    q: numpy.ndarray[Any, Any],
     k: Array,
     *,
     causal: bool = ...,
@@ -111,13 +112,45 @@ def scores(
     cu_seqlens_k: Optional[Ints] = ...,
     block_table: Optional[IntTable] = ...,
     dtype: Optional[str] = ...,
-    out: Optional[Array] = ...,
+    out: Optional[numpy.ndarray[Any, Any]] = ...,
     kv_dtype: Optional[str] = ...,
-) -> Array: ...
+) -> numpy.ndarray[Any, Any]: ...
+@overload
+def scores(
+    q: Tensor,
+    k: Array,
+    *,
+    causal: bool = ...,
+    scale: float = ...,
+    softcap: float = ...,
+    window: Window = ...,
+    alibi: Optional[Heads] = ...,
+    k_scale: float = ...,
+    precision: str = ...,
+    k_scales: Optional[Array] = ...,
+    k_tail: Optional[Array] = ...,
+    q_lens: Optional[Ints] = ...,
+    kv_lens: Optional[Ints] = ...,
+    mask: Optional[Array] = ...,
+    bias: Optional[Array] = ...,
+    tree_parents: Optional[IntTable] = ...,
+    shared_prefix: Optional[Ints] = ...,
+    topk_indices: Optional[IntTable] = ...,
+    threads: Optional[int] = ...,
+    q_offsets: Optional[Ints] = ...,
+    kv_offsets: Optional[Ints] = ...,
+    cu_seqlens_q: Optional[Ints] = ...,
+    cu_seqlens_k: Optional[Ints] = ...,
+    block_table: Optional[IntTable] = ...,
+    dtype: Optional[str] = ...,
+    out: Optional[Tensor] = ...,
+    kv_dtype: Optional[str] = ...,
+) -> Tensor: ...
 
 
+@overload
 def mask_apply(
-    scores: Array,
+    scores: numpy.ndarray[Any, Any],
     *,
     causal: bool = ...,
     softcap: float = ...,
@@ -133,23 +166,56 @@ def mask_apply(
     q_offsets: Optional[Ints] = ...,
     kv_offsets: Optional[Ints] = ...,
     copy: bool = ...,
-) -> Array: ...
-
-
+) -> numpy.ndarray[Any, Any]: ...
 @overload
-def softmax(x: Array, *, out: Optional[Array] = ..., stats: Literal[False] = ...) -> Array: ...
+def mask_apply(
+    scores: Tensor,
+    *,
+    causal: bool = ...,
+    softcap: float = ...,
+    window: Window = ...,
+    alibi: Optional[Heads] = ...,
+    q_lens: Optional[Ints] = ...,
+    kv_lens: Optional[Ints] = ...,
+    mask: Optional[Array] = ...,
+    bias: Optional[Array] = ...,
+    tree_parents: Optional[IntTable] = ...,
+    topk_indices: Optional[IntTable] = ...,
+    threads: Optional[int] = ...,
+    q_offsets: Optional[Ints] = ...,
+    kv_offsets: Optional[Ints] = ...,
+    copy: bool = ...,
+) -> Tensor: ...
+
+
 @overload
 def softmax(
-    x: Array,
+    x: numpy.ndarray[Any, Any],
     *,
-    out: Optional[Array] = ...,
+    out: Optional[numpy.ndarray[Any, Any]] = ...,
+    stats: Literal[False] = ...,
+) -> numpy.ndarray[Any, Any]: ...
+@overload
+def softmax(
+    x: numpy.ndarray[Any, Any],
+    *,
+    out: Optional[numpy.ndarray[Any, Any]] = ...,
     stats: Literal[True],
-) -> Tuple[Array, Stats]: ...
+) -> Tuple[numpy.ndarray[Any, Any], Dict[str, numpy.ndarray[Any, Any]]]: ...
+@overload
+def softmax(x: Tensor, *, out: Optional[Tensor] = ..., stats: Literal[False] = ...) -> Tensor: ...
+@overload
+def softmax(
+    x: Tensor,
+    *,
+    out: Optional[Tensor] = ...,
+    stats: Literal[True],
+) -> Tuple[Tensor, Dict[str, Tensor]]: ...
 
 
 @overload
 def weights(
-    q: Array,
+    q: numpy.ndarray[Any, Any],
     k: Array,
     *,
     causal: bool = ...,
@@ -176,13 +242,13 @@ def weights(
     cu_seqlens_k: Optional[Ints] = ...,
     block_table: Optional[IntTable] = ...,
     dtype: Optional[str] = ...,
-    out: Optional[Array] = ...,
+    out: Optional[numpy.ndarray[Any, Any]] = ...,
     stats: Literal[False] = ...,
     kv_dtype: Optional[str] = ...,
-) -> Array: ...
+) -> numpy.ndarray[Any, Any]: ...
 @overload
 def weights(
-    q: Array,
+    q: numpy.ndarray[Any, Any],
     k: Array,
     *,
     causal: bool = ...,
@@ -209,15 +275,81 @@ def weights(
     cu_seqlens_k: Optional[Ints] = ...,
     block_table: Optional[IntTable] = ...,
     dtype: Optional[str] = ...,
-    out: Optional[Array] = ...,
+    out: Optional[numpy.ndarray[Any, Any]] = ...,
     stats: Literal[True],
     kv_dtype: Optional[str] = ...,
-) -> Tuple[Array, Stats]: ...
+) -> Tuple[numpy.ndarray[Any, Any], Dict[str, numpy.ndarray[Any, Any]]]: ...
+@overload
+def weights(
+    q: Tensor,
+    k: Array,
+    *,
+    causal: bool = ...,
+    scale: float = ...,
+    softcap: float = ...,
+    window: Window = ...,
+    sinks: Optional[Heads] = ...,
+    alibi: Optional[Heads] = ...,
+    k_scale: float = ...,
+    precision: str = ...,
+    k_scales: Optional[Array] = ...,
+    k_tail: Optional[Array] = ...,
+    q_lens: Optional[Ints] = ...,
+    kv_lens: Optional[Ints] = ...,
+    mask: Optional[Array] = ...,
+    bias: Optional[Array] = ...,
+    tree_parents: Optional[IntTable] = ...,
+    shared_prefix: Optional[Ints] = ...,
+    topk_indices: Optional[IntTable] = ...,
+    threads: Optional[int] = ...,
+    q_offsets: Optional[Ints] = ...,
+    kv_offsets: Optional[Ints] = ...,
+    cu_seqlens_q: Optional[Ints] = ...,
+    cu_seqlens_k: Optional[Ints] = ...,
+    block_table: Optional[IntTable] = ...,
+    dtype: Optional[str] = ...,
+    out: Optional[Tensor] = ...,
+    stats: Literal[False] = ...,
+    kv_dtype: Optional[str] = ...,
+) -> Tensor: ...
+@overload
+def weights(
+    q: Tensor,
+    k: Array,
+    *,
+    causal: bool = ...,
+    scale: float = ...,
+    softcap: float = ...,
+    window: Window = ...,
+    sinks: Optional[Heads] = ...,
+    alibi: Optional[Heads] = ...,
+    k_scale: float = ...,
+    precision: str = ...,
+    k_scales: Optional[Array] = ...,
+    k_tail: Optional[Array] = ...,
+    q_lens: Optional[Ints] = ...,
+    kv_lens: Optional[Ints] = ...,
+    mask: Optional[Array] = ...,
+    bias: Optional[Array] = ...,
+    tree_parents: Optional[IntTable] = ...,
+    shared_prefix: Optional[Ints] = ...,
+    topk_indices: Optional[IntTable] = ...,
+    threads: Optional[int] = ...,
+    q_offsets: Optional[Ints] = ...,
+    kv_offsets: Optional[Ints] = ...,
+    cu_seqlens_q: Optional[Ints] = ...,
+    cu_seqlens_k: Optional[Ints] = ...,
+    block_table: Optional[IntTable] = ...,
+    dtype: Optional[str] = ...,
+    out: Optional[Tensor] = ...,
+    stats: Literal[True],
+    kv_dtype: Optional[str] = ...,
+) -> Tuple[Tensor, Dict[str, Tensor]]: ...
 
 
 @overload
 def forward(
-    q: Array,
+    q: numpy.ndarray[Any, Any],
     k: Array,
     v: Array,
     *,
@@ -250,13 +382,13 @@ def forward(
     block_table: Optional[IntTable] = ...,
     kv_splits: int = ...,
     dtype: Optional[str] = ...,
-    out: Optional[Array] = ...,
+    out: Optional[numpy.ndarray[Any, Any]] = ...,
     stats: Literal[False] = ...,
     kv_dtype: Optional[str] = ...,
-) -> Array: ...
+) -> numpy.ndarray[Any, Any]: ...
 @overload
 def forward(
-    q: Array,
+    q: numpy.ndarray[Any, Any],
     k: Array,
     v: Array,
     *,
@@ -289,14 +421,93 @@ def forward(
     block_table: Optional[IntTable] = ...,
     kv_splits: int = ...,
     dtype: Optional[str] = ...,
-    out: Optional[Array] = ...,
+    out: Optional[numpy.ndarray[Any, Any]] = ...,
     stats: Literal[True],
     kv_dtype: Optional[str] = ...,
-) -> Tuple[Array, Stats]: ...
+) -> Tuple[numpy.ndarray[Any, Any], Dict[str, numpy.ndarray[Any, Any]]]: ...
+@overload
+def forward(
+    q: Tensor,
+    k: Array,
+    v: Array,
+    *,
+    causal: bool = ...,
+    scale: float = ...,
+    softcap: float = ...,
+    window: Window = ...,
+    sinks: Optional[Heads] = ...,
+    alibi: Optional[Heads] = ...,
+    k_scale: float = ...,
+    v_scale: float = ...,
+    precision: str = ...,
+    k_scales: Optional[Array] = ...,
+    k_tail: Optional[Array] = ...,
+    v_scales: Optional[Array] = ...,
+    q_lens: Optional[Ints] = ...,
+    kv_lens: Optional[Ints] = ...,
+    mask: Optional[Array] = ...,
+    bias: Optional[Array] = ...,
+    q_pos: Optional[Ints] = ...,
+    k_pos: Optional[Ints] = ...,
+    tree_parents: Optional[IntTable] = ...,
+    shared_prefix: Optional[Ints] = ...,
+    topk_indices: Optional[IntTable] = ...,
+    threads: Optional[int] = ...,
+    q_offsets: Optional[Ints] = ...,
+    kv_offsets: Optional[Ints] = ...,
+    cu_seqlens_q: Optional[Ints] = ...,
+    cu_seqlens_k: Optional[Ints] = ...,
+    block_table: Optional[IntTable] = ...,
+    kv_splits: int = ...,
+    dtype: Optional[str] = ...,
+    out: Optional[Tensor] = ...,
+    stats: Literal[False] = ...,
+    kv_dtype: Optional[str] = ...,
+) -> Tensor: ...
+@overload
+def forward(
+    q: Tensor,
+    k: Array,
+    v: Array,
+    *,
+    causal: bool = ...,
+    scale: float = ...,
+    softcap: float = ...,
+    window: Window = ...,
+    sinks: Optional[Heads] = ...,
+    alibi: Optional[Heads] = ...,
+    k_scale: float = ...,
+    v_scale: float = ...,
+    precision: str = ...,
+    k_scales: Optional[Array] = ...,
+    k_tail: Optional[Array] = ...,
+    v_scales: Optional[Array] = ...,
+    q_lens: Optional[Ints] = ...,
+    kv_lens: Optional[Ints] = ...,
+    mask: Optional[Array] = ...,
+    bias: Optional[Array] = ...,
+    q_pos: Optional[Ints] = ...,
+    k_pos: Optional[Ints] = ...,
+    tree_parents: Optional[IntTable] = ...,
+    shared_prefix: Optional[Ints] = ...,
+    topk_indices: Optional[IntTable] = ...,
+    threads: Optional[int] = ...,
+    q_offsets: Optional[Ints] = ...,
+    kv_offsets: Optional[Ints] = ...,
+    cu_seqlens_q: Optional[Ints] = ...,
+    cu_seqlens_k: Optional[Ints] = ...,
+    block_table: Optional[IntTable] = ...,
+    kv_splits: int = ...,
+    dtype: Optional[str] = ...,
+    out: Optional[Tensor] = ...,
+    stats: Literal[True],
+    kv_dtype: Optional[str] = ...,
+) -> Tuple[Tensor, Dict[str, Tensor]]: ...
 
 
+@overload
 def backward(
-    q: Array,
+    q: numpy.ndarray[Any, Any],
     k: Array,
     v: Array,
     out: Array,
@@ -326,29 +537,83 @@ def backward(
     dtype: Optional[str] = ...,
     dbias: bool = ...,
     dsinks: bool = ...,
-) -> Tuple[Array, ...]: ...
+) -> Tuple[numpy.ndarray[Any, Any], ...]: ...
+@overload
+def backward(
+    q: Tensor,
+    k: Array,
+    v: Array,
+    out: Array,
+    dout: Array,
+    lse: Array,
+    *,
+    causal: bool = ...,
+    scale: float = ...,
+    softcap: float = ...,
+    window: Window = ...,
+    sinks: Optional[Heads] = ...,
+    alibi: Optional[Heads] = ...,
+    precision: str = ...,
+    q_lens: Optional[Ints] = ...,
+    kv_lens: Optional[Ints] = ...,
+    mask: Optional[Array] = ...,
+    bias: Optional[Array] = ...,
+    q_pos: Optional[Ints] = ...,
+    k_pos: Optional[Ints] = ...,
+    tree_parents: Optional[IntTable] = ...,
+    topk_indices: Optional[IntTable] = ...,
+    threads: Optional[int] = ...,
+    q_offsets: Optional[Ints] = ...,
+    kv_offsets: Optional[Ints] = ...,
+    cu_seqlens_q: Optional[Ints] = ...,
+    cu_seqlens_k: Optional[Ints] = ...,
+    dtype: Optional[str] = ...,
+    dbias: bool = ...,
+    dsinks: bool = ...,
+) -> Tuple[Tensor, ...]: ...
 
 
-def softmax_backward(p: Array, dp: Array, *, out: Optional[Array] = ...) -> Array: ...
+@overload
+def softmax_backward(
+    p: numpy.ndarray[Any, Any],
+    dp: Array,
+    *,
+    out: Optional[numpy.ndarray[Any, Any]] = ...,
+) -> numpy.ndarray[Any, Any]: ...
+@overload
+def softmax_backward(p: Tensor, dp: Array, *, out: Optional[Tensor] = ...) -> Tensor: ...
 
 
 def alibi_slopes(heads: int) -> List[float]: ...
 
 
+@overload
 def merge(
-    outs: Sequence[Array],
+    outs: Sequence[numpy.ndarray[Any, Any]],
     lses: Sequence[Array],
     *,
     threads: Optional[int] = ...,
-    out: Optional[Array] = ...,
+    out: Optional[numpy.ndarray[Any, Any]] = ...,
     dtype: Optional[str] = ...,
-) -> Tuple[Array, Array]: ...
+) -> Tuple[numpy.ndarray[Any, Any], numpy.ndarray[Any, Any]]: ...
+@overload
+def merge(
+    outs: Sequence[Tensor],
+    lses: Sequence[Array],
+    *,
+    threads: Optional[int] = ...,
+    out: Optional[Tensor] = ...,
+    dtype: Optional[str] = ...,
+) -> Tuple[Tensor, Tensor]: ...
 
 
-def quantize(x: Array, dtype: str, *, scale: float = ...) -> Array: ...
+def quantize(x: Array, dtype: str, *, scale: float = ...) -> numpy.ndarray[Any, Any]: ...
 
 
-def quantize_rows(x: Array, dtype: str) -> Tuple[Array, Array]: ...
+def quantize_rows(
+    x: Array,
+    dtype: str,
+) -> Tuple[numpy.ndarray[Any, Any], numpy.ndarray[Any, Any]]: ...
 
 
 def cache_append(
@@ -419,19 +684,31 @@ class Prepared:
         stats: Any,
         fresh: bool,
     ) -> None: ...
+    @overload
     def __call__(
         self,
-        q: Array,
+        q: numpy.ndarray[Any, Any],
         k: Array,
         v: Array,
-        out: Optional[Array] = ...,
-    ) -> Union[Array, Tuple[Array, Stats]]: ...
+        out: Optional[numpy.ndarray[Any, Any]] = ...,
+    ) -> Union[numpy.ndarray[Any, Any], Tuple[numpy.ndarray[Any, Any], Dict[str, numpy.ndarray[Any, Any]]]]: ...
+    @overload
+    def __call__(
+        self,
+        q: Tensor,
+        k: Array,
+        v: Array,
+        out: Optional[Tensor] = ...,
+    ) -> Union[Tensor, Tuple[Tensor, Dict[str, Tensor]]]: ...
 
 
 def isa_active() -> str: ...
 
 
 def isa_available(name: Union[str, int]) -> bool: ...
+
+
+def isa_built(name: Union[str, int]) -> bool: ...
 
 
 def isa_select(name: Union[str, int]) -> None: ...
@@ -441,6 +718,9 @@ def isa_names() -> List[str]: ...
 
 
 def available_isas() -> List[str]: ...
+
+
+def build_config() -> str: ...
 
 
 def version() -> str: ...

@@ -6,6 +6,8 @@ from __future__ import annotations
 import atexit
 import ctypes
 import enum
+import os
+import sys
 import threading
 
 from . import _dtypes, _loader, _options
@@ -175,6 +177,12 @@ _PROTOTYPES_1_1 = {
                                 ctypes.c_void_p, ctypes.c_void_p, _P(RowStats)]),
     # 1.5
     "attn_last_error": (ctypes.c_char_p, []),
+    # 1.11
+    "attn_isa_built": (ctypes.c_int, [ctypes.c_int]),
+    "attn_build_config": (ctypes.c_char_p, []),
+    "attn_plan_run_share": (_status, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+                                      ctypes.c_void_p, ctypes.c_void_p, _P(RowStats),
+                                      ctypes.c_int32, ctypes.c_int32]),
 }
 
 _state = {"lib": None, "path": None, "has": set()}
@@ -248,6 +256,9 @@ class AttnError(RuntimeError):
     know), .message the library's attn_strerror() sentence, .detail what
     attn_last_error() said (libattn 1.5: which argument, with its values;
     "" with an older library) and .function the C function that failed.
+    The text starts with that detail line ("attn_forward: opt->kv_lens[1] =
+    9 is above kv_len 8"), then the status and its sentence in brackets;
+    without a detail, with "function: sentence".
     """
 
     status: Union[Status, int]
@@ -265,11 +276,14 @@ class AttnError(RuntimeError):
         self.detail = ""
         if has("attn_last_error"):  # read before any other call can fail
             self.detail = (lib().attn_last_error() or b"").decode("utf-8", "replace")
-        name = self.status.name if isinstance(self.status, Status) else str(status)
-        text = "%s: %s (ATTN_%s)" % (function, self.message, name)
-        # a failure with nothing more specific to say repeats the sentence
-        if self.detail and self.detail != "%s: %s" % (function, self.message):
-            text += ": " + self.detail
+        name = "ATTN_" + self.status.name if isinstance(self.status, Status) else str(status)
+        generic = "%s: %s" % (function, self.message)
+        if self.detail.startswith(function + ": ") and self.detail != generic:
+            text = "%s (%s: %s)" % (self.detail, name, self.message)
+        else:  # nothing more specific (or a line that is not this call's)
+            text = "%s (%s)" % (generic, name)
+            if self.detail and self.detail != generic:
+                text += "; last error: " + self.detail
         super().__init__(text)
 
 
@@ -282,6 +296,32 @@ def check(status, function):
 
 _pools = {}
 _pools_lock = threading.Lock()
+
+# The library version from which a forked child may go on using its
+# parent's pools (attn.h: pools survive fork() since 1.11).
+_FORK_SAFE_POOLS = (1 << 16) | (11 << 8)
+
+
+def _after_fork_in_child():
+    """os.fork() copied only the forking thread: a lock another thread held
+    stays held in the child, so the child gets fresh ones. The parent's pools
+    are kept where the library restarts their workers in a child; with an
+    older library they are dropped (never destroyed: their workers are not
+    in this process), with the plans that point at them, and the child
+    makes its own."""
+    global _pools_lock, _load_lock
+    _pools_lock = threading.Lock()
+    _load_lock = threading.Lock()
+    handle = _state["lib"]
+    if _pools and (handle is None or handle.attn_version() < _FORK_SAFE_POOLS):
+        _pools.clear()
+        prepared = sys.modules.get(__package__ + "._prepared")
+        if prepared is not None:
+            prepared.forget_plans()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def pool_for(threads):

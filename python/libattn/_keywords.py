@@ -33,7 +33,7 @@ from . import _kvlayout
 from ._options import ROWS
 from ._capi import CAUSAL, MAX_KV_SPLITS, MAX_POSITION, DType, Options, has, lib, pool_for
 from ._capi import Tensor as _CTensor
-from ._tensor import as_operand, broadcast, materialize_columns, np
+from ._tensor import as_operand, broadcast, is_empty, materialize_columns, np
 
 _FLT_MAX = 3.4028234663852886e38
 
@@ -496,14 +496,17 @@ _BY_HAND = (
             "backward); each mode's error bound is in attn.h. Where the CPU lacks\n"
             "the instructions: the default's result.",
             ops=("scores", "weights", "forward", "backward")),
-    # FP8 caches, scales per key row (attn.h 1.6): dense caches only here
+    # FP8 caches, scales per key row (attn.h 1.6); with a cache layout
+    # _kvlayout lays them out as the caches
     Keyword("k_scales", "k_scales k_scale_group", None, "Optional[Array]",
             _row_scales("k_scales"),
             "fp8 only, instead of k_scale: one scale per key row, float32\n"
             "broadcastable to [B, Hkv, Lk] (per token and head; [Hkv, 1] per\n"
             "head, [B, 1, Lk] per token), or G per row over head_dim / G\n"
             "channels each, [B, Hkv, Lk, G] (attn.h 1.8; per channel: G =\n"
-            "head_dim). Not with the cache layouts.",
+            "head_dim). With a cache layout: the cache's shape without its\n"
+            "last axis (a pool's [num_blocks, block_size, Hkv], packed\n"
+            "[Tk, Hkv]), or with G on it, as cache_append writes them.",
             ops=("scores", "weights", "forward")),
     # key rows in two parts (attn.h 1.9): dense caches only here
     Keyword("k_tail", "k_tail k_tail_dim", None, "Optional[Array]", _k_tail,
@@ -594,16 +597,24 @@ def side_inputs(kw, target):
             if x is not None:
                 op = as_operand(materialize_columns(x, k.name, k.slot, target[3]), k.name,
                                 k.slot)
-                if not all(op.shape):
+                if not all(op.shape) and all(target):  # else broadcast() judges it
                     raise ValueError("%s: shape %r has an empty dimension" % (k.name, op.shape))
                 op = broadcast(op, target, k.name)
             sides[k.name] = op
     return sides
 
 
+# Not converted for an empty problem (a zero batch, head count or length),
+# which the library never sees: the lists of rows or keys it has none of,
+# and the workspace probe (a library call).
+EMPTY_SKIPS = ("tree_parents", "topk_indices", "kv_splits")
+
+
 def build(kw, shape, sides=None, skip=()):
     """(attn_options, objects to keep alive during the call) from the keywords
     `kw` of one operation, in the table's order; `skip`: keywords read elsewhere."""
+    if is_empty(shape):
+        skip = tuple(skip) + EMPTY_SKIPS
     call = Call(shape, sides or {})
     for k in KEYWORDS:
         if k.name in kw and k.convert is not None and k.name not in skip:

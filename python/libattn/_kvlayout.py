@@ -19,15 +19,23 @@ Three keyword families, which combine:
 Only a sequence's own rows (and, with key offsets, columns) are written; the
 rest of a fresh result holds what a row without keys gets (0 for outputs and
 weights, -inf for scores, lse and max_score).
+
+k and v may be quantized caches (kv_dtype) in each layout, with their FP8
+row scales laid out as the caches (_layout_scales).
 """
 
 import ctypes
 import numbers
+import struct
 
-from ._capi import RowStats, Shape, check, lib
-from ._tensor import Operand, as_operand, check_no_overlap, new_f32, np
+from ._capi import DType, RowStats, Shape, check, lib
+from ._tensor import Operand, as_operand, check_no_overlap, is_empty, new_f32, np
 
 _NEG_INF = float("-inf")
+_NAN = float("nan")
+# one NaN element of each output dtype, as the library writes a NaN row
+_NAN_BYTES = {DType.F32: struct.pack("=f", _NAN), DType.F16: struct.pack("=e", _NAN),
+              DType.BF16: struct.pack("=H", 0x7FC0)}
 
 
 def _int_list(value, name, count=None):
@@ -99,19 +107,93 @@ def _fill(op, value, shape):
         ctypes.memmove(op.address, (ctypes.c_float * count)(*([value] * count)), count * 4)
 
 
+def _fill_floats(address, value, count):
+    if count:
+        ctypes.memmove(address, (ctypes.c_float * count)(*([value] * count)), count * 4)
+
+
+def fill_without_keys(opt, batch, heads, rows_of, out4, stats):
+    """Writes what a call with no key at all (kv_len 0, which the library
+    is not asked to run) means for the query rows it would write, attn.h's
+    rows without a visible key: output 0; lse and max_score -inf, entropy 0;
+    with sinks a row i < Lq_b has lse = max_score = its sink z instead, and
+    a NaN or +inf z makes the row NaN (output included).
+
+    rows_of(b) -> (first row, rows written, rows with a sink) of sequence b
+    in the C views; out4 the 4-D view of out (forward) or None; stats
+    {name: Operand [B,H,Lq] f32}, already filled with -inf, -inf, 0.
+    """
+    sinks = opt.sinks.contents if opt.sinks else None
+    for b in range(batch):
+        first, written, valid = rows_of(b)
+        for h in range(heads):
+            z = _NEG_INF
+            if sinks is not None:
+                z = ctypes.c_float.from_address(
+                    sinks.data + 4 * (b * sinks.batch_stride + h * sinks.head_stride)).value
+            nan = z != z or z == float("inf")
+            if out4 is not None and written:
+                row = out4.shape[3] * out4.itemsize
+                for i in range(first, first + written):
+                    at = out4.at((b, h, i))
+                    if nan and i < first + valid:
+                        ctypes.memmove(at, _NAN_BYTES[out4.dtype] * out4.shape[3], row)
+                    else:
+                        ctypes.memset(at, 0, row)
+            if z == _NEG_INF or not valid:
+                continue
+            for name, op in stats.items():
+                if nan or name != "entropy":  # a finite sink's entropy stays 0
+                    _fill_floats(op.at((b, h, first)), _NAN if nan else z, valid)
+
+
 class _Problem:
     """What _setup resolved: the C views, the shape, the options and the
     per-sequence lists (None where not given)."""
 
 
+def _layout_scales(value, field, cache, view, dim):
+    """k_scales / v_scales beside a cache in a layout: float32 values of the
+    cache's shape without its last axis (a pool's [num_blocks, block_size,
+    Hkv], packed [Tk, Hkv], or [B, Hkv, Lk]), broadcastable, or with a last
+    axis of G groups per row (each over dim / G channels), as cache_append
+    writes them. view() turns the cache's Operand into its C view; the
+    scales get the same. Returns (attn_tensor, G or 0, arrays to keep)."""
+    if np is None:
+        raise TypeError("%s: needs NumPy" % field)
+    arr = np.asarray(value)
+    if arr.dtype.kind not in "fiu":
+        raise TypeError("%s: expected numbers, got an array of %s" % (field, arr.dtype))
+    arr = arr.astype(np.float32, copy=False)
+    lead = cache.shape[:-1]
+    groups = arr.shape[-1] if arr.ndim == len(cache.shape) else 0
+    if groups and dim % groups:
+        raise ValueError("%s: %d groups per row do not divide the row's %d channels"
+                         % (field, groups, dim))
+    try:
+        full = np.broadcast_to(arr if groups else arr[..., None], lead + (max(groups, 1),))
+    except ValueError:
+        raise ValueError("%s: shape %r does not broadcast to the cache's %r without its last "
+                         "axis (or with G groups on it)" % (field, arr.shape, lead)) from None
+    if groups > 1 and full.strides[-1] != 4:
+        full = np.ascontiguousarray(full)
+    strides = [st // 4 if n > 1 else 0 for st, n in zip(full.strides, full.shape)]
+    op = Operand(full.__array_interface__["data"][0], DType.F32, full.shape, strides[:-1] + [1],
+                 [arr, full], arr, False)
+    return view(op, field).c_tensor(), groups, [arr, full]
+
+
 def _setup(q, k, v, *, options, side_inputs, q_lens, kv_lens, q_offsets, kv_offsets,
-           cu_seqlens_q, cu_seqlens_k, block_table, half_bits):
+           cu_seqlens_q, cu_seqlens_k, block_table, half_bits, kv_operand=None, scales=None):
     """The layout keywords checked and turned into C views of q, k, v, the
     shape, and the options with the layouts and lengths set.
 
     side_inputs(target) -> {keyword: Operand or None} broadcasts the score-shaped
     tensors (mask, bias); options(shape, sides) -> (Options, keep) sets every
-    field but the layouts and the lengths, which this sets.
+    field but the layouts and the lengths, which this sets. kv_operand(x,
+    name) -> (Operand, values per stride unit) reads a quantized k and v;
+    scales {'k_scales': ..., 'v_scales': ...} are their row scales in the
+    caches' layout (see _layout_scales).
     """
     packed_q = cu_seqlens_q is not None
     packed_k = cu_seqlens_k is not None
@@ -128,8 +210,13 @@ def _setup(q, k, v, *, options, side_inputs, q_lens, kv_lens, q_offsets, kv_offs
         raise ValueError("kv_lens: not with cu_seqlens_k (which gives the lengths)")
 
     qo = as_operand(q, "q", "qkv", half_bits)
-    ko = as_operand(k, "k", "qkv", half_bits)
-    vo = as_operand(v, "v", "qkv", half_bits) if v is not None else None
+    per_unit = 1  # values per stride unit of k and v (a block of a quantized cache)
+    if kv_operand is not None:
+        ko, per_unit = kv_operand(k, "k")
+        vo = kv_operand(v, "v")[0] if v is not None else None
+    else:
+        ko = as_operand(k, "k", "qkv", half_bits)
+        vo = as_operand(v, "v", "qkv", half_bits) if v is not None else None
 
     # batch and the per-sequence arrays
     q_off, q_len_list, kv_off, kv_len_list = None, None, None, None
@@ -178,15 +265,19 @@ def _setup(q, k, v, *, options, side_inputs, q_lens, kv_lens, q_offsets, kv_offs
             raise ValueError("k: expected [%d,Hkv,Lk,D], got shape %r" % (batch, ko.shape))
     _, q_heads, q_len, head_dim = q4.shape
     _, kv_heads, kv_rows, kd = k4.shape
+    kd *= per_unit
     if kd != head_dim:
         raise ValueError("k: head_dim %d, but q has head_dim %d" % (kd, head_dim))
-    if q_heads % kv_heads:
+    for name, op in (("q", qo), ("k", ko), ("v", vo)):
+        if op is not None and not op.shape[-1]:
+            raise ValueError("%s: shape %r has rows of no values" % (name, op.shape))
+    if q_heads % kv_heads if kv_heads else q_heads:
         raise ValueError("k: %d heads do not divide q's %d heads" % (kv_heads, q_heads))
     v_dim = head_dim
     if v4 is not None:
         if v4.shape[1:3] != k4.shape[1:3] or (paged and v4.shape[0] != k4.shape[0]):
             raise ValueError("v: shape %r does not match k's %r" % (vo.shape, ko.shape))
-        v_dim = v4.shape[3]
+        v_dim = v4.shape[3] * per_unit
     block_size = k4.shape[2] if paged else 0
     kv_len = len(table[0]) * block_size if paged else kv_rows
 
@@ -217,6 +308,18 @@ def _setup(q, k, v, *, options, side_inputs, q_lens, kv_lens, q_offsets, kv_offs
         opt.block_table_stride = len(table[0])
         opt.block_size = block_size
         opt.num_blocks = k4.shape[0]
+    for field, cache, dim in (("k_scales", ko, head_dim), ("v_scales", vo, v_dim)):
+        value = (scales or {}).get(field)
+        if value is None or cache is None:
+            continue
+        view = (_pool if paged else (lambda op, name: _packed(op, name, batch)) if packed_k
+                else (lambda op, name: op))
+        t, groups, held = _layout_scales(value, field, cache, view, dim)
+        arrays[field] = t
+        keep.extend(held)
+        setattr(opt, field, ctypes.pointer(t))
+        if groups:
+            setattr(opt, field[0] + "_scale_group", dim // groups)
 
     p = _Problem()
     p.packed_q, p.packed_k, p.paged, p.batch = packed_q, packed_k, paged, batch
@@ -228,13 +331,16 @@ def _setup(q, k, v, *, options, side_inputs, q_lens, kv_lens, q_offsets, kv_offs
 
 def run_layout(function, q, k, v, *, out, stats, options, side_inputs, q_lens, kv_lens,
                q_offsets, kv_offsets, cu_seqlens_q, cu_seqlens_k, block_table, dtype,
-               half_bits, is_tensor_result, invoke):
+               half_bits, is_tensor_result, invoke, kv_operand=None, scales=None,
+               plain_call=None):
     """One of attn_scores / attn_weights / attn_forward with the 1.1 layout keywords
-    (_setup says what options and side_inputs are)."""
+    (_setup says what options, side_inputs, kv_operand and scales are).
+    An empty problem runs no library call, and only when invoke is
+    plain_call (not a plan)."""
     p = _setup(q, k, v, options=options, side_inputs=side_inputs, q_lens=q_lens,
                kv_lens=kv_lens, q_offsets=q_offsets, kv_offsets=kv_offsets,
                cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, block_table=block_table,
-               half_bits=half_bits)
+               half_bits=half_bits, kv_operand=kv_operand, scales=scales)
     packed_q, batch, q4, k4, v4 = p.packed_q, p.batch, p.q4, p.k4, p.v4
     shape, sides, opt, keep, arrays = p.shape, p.sides, p.opt, p.keep, p.arrays
     q_off, q_len_list = p.q_off, p.q_len_list
@@ -275,14 +381,27 @@ def run_layout(function, q, k, v, *, out, stats, options, side_inputs, q_lens, k
             stats_ops.append((name, arr, op))
         stats_c = RowStats(*(op.address for _, _, op in stats_ops))
 
-    tensors = [q4.c_tensor(), k4.c_tensor()]
-    if v4 is not None:
-        tensors.append(v4.c_tensor())
-    tensors.append(out4.c_tensor())
-    args = [ctypes.byref(shape), opt] + [ctypes.byref(t) for t in tensors]
-    if function != "attn_scores":
-        args.append(ctypes.byref(stats_c) if stats_c is not None else None)
-    invoke(function, args, [keep, sides, tensors, stats_c, stats_ops, out_op])
+    if is_empty(shape):
+        if invoke is not plain_call:
+            raise ValueError("q, k: a zero batch, head count or length leaves nothing to "
+                             "plan (forward() takes it)")
+        if not kv_len and batch and q_heads and q_len:  # rows of sequences, no keys
+
+            def rows_of(b):
+                n = p.q_len_list[b] if p.q_len_list is not None else q_len
+                return (q_off[b] if q_off is not None else 0), n, n
+
+            fill_without_keys(opt, batch, q_heads, rows_of, out4 if forward else None,
+                              {name: op for name, _, op in stats_ops})
+    else:
+        tensors = [q4.c_tensor(), k4.c_tensor()]
+        if v4 is not None:
+            tensors.append(v4.c_tensor())
+        tensors.append(out4.c_tensor())
+        args = [ctypes.byref(shape), opt] + [ctypes.byref(t) for t in tensors]
+        if function != "attn_scores":
+            args.append(ctypes.byref(stats_c) if stats_c is not None else None)
+        invoke(function, args, [keep, sides, tensors, stats_c, stats_ops, out_op])
     del keep, arrays
     if not stats:
         return result
@@ -383,9 +502,12 @@ def run_backward_layout(q, k, v, out, dout, lse, *, options, side_inputs, q_lens
         if not sinks_given:
             raise ValueError("dsinks: needs sinks= (the gradient of sinks that are not there)")
         arr, op = new_f32((batch, hq), is_tensor_result)
+        _fill(op, 0.0, (batch, hq))
         results.append(arr)
         keep.append(op)
         grads.dsinks = op.address
+    if is_empty(s):  # no library call: every gradient is 0
+        return tuple(results)
     tensors = [p.q4.c_tensor(), p.k4.c_tensor(), p.v4.c_tensor(), views["out"].c_tensor(),
                views["dout"].c_tensor()]
     args = [ctypes.byref(s), p.opt] + [ctypes.byref(t) for t in tensors]

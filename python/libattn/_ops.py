@@ -10,16 +10,20 @@ into the Options.
 from __future__ import annotations
 
 import ctypes
+from typing import TYPE_CHECKING
 
 from ._capi import Grads, Partial, RowStats, Shape, check, has, lib
 from ._loader import LibraryError
 from ._tensor import (Operand, as_operand, check_no_overlap, check_output, copy_f32,
-                      dtype_from_name, indices, is_tensor, new_f32, np)
+                      dtype_from_name, indices, is_empty, is_tensor, new_f32, np)
 from ._capi import DType
 from ._dtypes import ROWS
 from . import _kvlayout
-from ._types import Array, List, Optional, Sequence, Stats, Tuple, Union
+from ._types import Any, Array, ArrayT, Dict, List, Optional, Sequence, Tuple, Union
 from ._keywords import LAYOUT, build, float_arg, int_arg, k_tail_dim, operation, side_inputs
+
+if TYPE_CHECKING:
+    import numpy
 
 
 def alibi_slopes(heads: int) -> List[float]:
@@ -132,8 +136,8 @@ def _attention_inputs(q, k, v, dtype, kv_dtype=None, tail_dim=0):
         if len(op.shape) != rank:
             raise ValueError("%s: shape %r has %d dimensions but q has %d (all of q, k, v use "
                              "one of %s)" % (name, op.shape, len(op.shape), rank, _LAYOUTS))
-        if not all(op.shape):
-            raise ValueError("%s: shape %r has an empty dimension" % (name, op.shape))
+        if not op.shape[-1]:  # a zero batch, head count or length is fine
+            raise ValueError("%s: shape %r has rows of no values" % (name, op.shape))
     q4, k4 = qo.padded(), ko.padded()
     batch, q_heads, q_len, head_dim = q4.shape
     kb, kv_heads, kv_len, kd = k4.shape
@@ -145,7 +149,7 @@ def _attention_inputs(q, k, v, dtype, kv_dtype=None, tail_dim=0):
             raise ValueError("k: %d values per row and k_tail's %d, but q has head_dim %d"
                              % (kd, tail_dim, head_dim))
         raise ValueError("k: head_dim %d, but q has head_dim %d" % (kd, head_dim))
-    if q_heads % kv_heads:
+    if q_heads % kv_heads if kv_heads else q_heads:
         raise ValueError("k: %d heads do not divide q's %d heads (grouped-query attention "
                          "needs q_heads %% kv_heads == 0)" % (kv_heads, q_heads))
     v4, v_dim = None, head_dim
@@ -175,13 +179,12 @@ def _output(out, name, dims, like_tensor, rounded=False, half_bits=None):
     return out, check_output(out, name, dims, rounded, half_bits)
 
 
-# Not converted by build() with a cache layout: run_layout sets the layouts
-# and the lengths itself, and reads no k_scale or v_scale (no FP8 cache with
-# a layout in this binding; a non-zero scale is refused before). kv_splits
-# is converted: its workspace probe sees the call without lengths and
-# table, which asks for at least the workspace the call needs (every
+# Not converted by build() with a cache layout: run_layout sets the layouts,
+# the lengths and the row scales (laid out like the caches) itself.
+# kv_splits is converted: its workspace probe sees the call without lengths
+# and table, which asks for at least the workspace the call needs (every
 # sequence as long as kv_len; paging changes no size).
-_LAYOUT_SKIPS = LAYOUT + ("q_lens", "kv_lens", "k_scale", "v_scale")
+_LAYOUT_SKIPS = LAYOUT + ("q_lens", "kv_lens", "k_scales", "v_scales")
 
 
 def _call(function, args, keep):
@@ -198,20 +201,28 @@ def _run_attention(function, q, k, v, kw, *, out, stats, dtype, kv_dtype=None, i
         if kw.get("k_tail") is not None:
             raise ValueError("k_tail: not supported with q_offsets/cu_seqlens/block_table in "
                              "this binding (the C API takes it)")
-        if kv_dtype is not None:
-            raise ValueError("kv_dtype: quantized caches with q_offsets/cu_seqlens/block_table "
-                             "are not supported by the Python binding (the C API takes them)")
         if q is None or k is None:
             raise TypeError("q, k: arrays are required, got None")
         if kw.get("q_pos") is not None or kw.get("k_pos") is not None:
             raise ValueError("q_pos, k_pos: not supported with q_offsets/kv_offsets, "
                              "cu_seqlens or block_table in this binding")
+        kv_operand = None
+        if kv_dtype is not None:  # the caches cache_append writes, in any layout
+            dt = _quant_dtype(kv_dtype, "kv_dtype")
+            if dt not in _FP8 and scaled:
+                raise ValueError("k_scale/v_scale/k_scales/v_scales: only for kv_dtype='fp8' "
+                                 "or 'e5m2', not %r" % (kv_dtype,))
+
+            def kv_operand(x, name):
+                return _quant_operand(x, name, dt)
         return _kvlayout.run_layout(
             function, q, k, v, out=out, stats=stats,
             options=lambda shape, sides: build(kw, shape, sides, skip=_LAYOUT_SKIPS),
             side_inputs=lambda target: side_inputs(kw, target), q_lens=kw["q_lens"],
             kv_lens=kw["kv_lens"], dtype=dtype, half_bits=_half_bits(dtype),
-            is_tensor_result=is_tensor(q), invoke=invoke, **{name: kw[name] for name in LAYOUT})
+            is_tensor_result=is_tensor(q), invoke=invoke, kv_operand=kv_operand,
+            scales={name: kw.get(name) for name in ("k_scales", "v_scales")}, plain_call=_call,
+            **{name: kw[name] for name in LAYOUT})
     rank, shape, q4, k4, v4 = _attention_inputs(q, k, v, dtype, kv_dtype, k_tail_dim(kw))
     if kv_dtype is not None and k4.dtype not in _FP8 and scaled:
         raise ValueError("k_scale/v_scale/k_scales/v_scales: only for kv_dtype='fp8' or "
@@ -229,6 +240,13 @@ def _run_attention(function, q, k, v, kw, *, out, stats, dtype, kv_dtype=None, i
     stats_arrays, stats_c, stats_ops = (None, None, None)
     if stats:
         stats_arrays, stats_c, stats_ops = _stats_outputs(shape, rank, like_tensor)
+    if is_empty(shape):
+        if invoke is not _call:
+            raise ValueError("q, k: a zero batch, head count or length leaves nothing to "
+                             "plan (forward() takes it)")
+        _no_keys_dense(shape, opt, out4 if function == "attn_forward" else None, result,
+                       out is None, stats_ops)
+        return (result, stats_arrays) if stats else result
     tensors = [q4.c_tensor(), k4.c_tensor()]
     if v4 is not None:
         tensors.append(v4.c_tensor())
@@ -241,9 +259,35 @@ def _run_attention(function, q, k, v, kw, *, out, stats, dtype, kv_dtype=None, i
     return (result, stats_arrays) if stats else result
 
 
+def _zeros(dims, like_tensor):
+    # a new Tensor holds zeros
+    return new_f32(dims, True)[0] if like_tensor else np.zeros(dims, np.float32)
+
+
+def _no_keys_dense(shape, opt, out4, result, fresh, stats_ops):
+    """An empty problem's results without a library call: every result is
+    empty unless kv_len alone is 0, where each query row sees no key (see
+    _kvlayout.fill_without_keys)."""
+    for op, value in zip(stats_ops or (), (float("-inf"), float("-inf"), 0.0)):
+        _kvlayout._fill(op, value, op.shape)
+    if shape.kv_len or not (shape.batch and shape.q_heads and shape.q_len):
+        return
+    if out4 is not None and fresh:
+        if not is_tensor(result):  # a Tensor result starts as zeros
+            result[...] = 0
+        if not opt.sinks:  # no NaN rows to write
+            out4 = None
+    lens = opt.q_lens
+    stats = {name: op.padded(3) for name, op in zip(("lse", "max_score", "entropy"),
+                                                    stats_ops or ())}
+    _kvlayout.fill_without_keys(
+        opt, shape.batch, shape.q_heads,
+        lambda b: (0, shape.q_len, lens[b] if lens else shape.q_len), out4, stats)
+
+
 @operation("scores")
-def scores(q: Array, k: Array, *, dtype: Optional[str] = None, out: Optional[Array] = None,
-           kv_dtype: Optional[str] = None, _kw) -> Array:
+def scores(q: ArrayT, k: Array, *, dtype: Optional[str] = None, out: Optional[ArrayT] = None,
+           kv_dtype: Optional[str] = None, _kw) -> ArrayT:
     """Final attention scores, -inf where masked: [..., Lq, Lk] float32.
 
     q [B,H,Lq,D] / [H,Lq,D] / [Lq,D] and k [B,Hkv,Lk,D] (same rank) in
@@ -255,9 +299,9 @@ def scores(q: Array, k: Array, *, dtype: Optional[str] = None, out: Optional[Arr
 
 
 @operation("weights")
-def weights(q: Array, k: Array, *, dtype: Optional[str] = None, out: Optional[Array] = None,
+def weights(q: ArrayT, k: Array, *, dtype: Optional[str] = None, out: Optional[ArrayT] = None,
             stats: bool = False, kv_dtype: Optional[str] = None,
-            _kw) -> Union[Array, Tuple[Array, Stats]]:
+            _kw) -> Union[ArrayT, Tuple[ArrayT, Dict[str, ArrayT]]]:
     """Attention weights softmax(scores): [..., Lq, Lk] float32 (+ row stats).
 
     With stats=True returns (weights, {'lse', 'max_score', 'entropy'}), each
@@ -268,9 +312,9 @@ def weights(q: Array, k: Array, *, dtype: Optional[str] = None, out: Optional[Ar
 
 
 @operation("forward")
-def forward(q: Array, k: Array, v: Array, *, dtype: Optional[str] = None,
-            out: Optional[Array] = None, stats: bool = False, kv_dtype: Optional[str] = None,
-            _kw) -> Union[Array, Tuple[Array, Stats]]:
+def forward(q: ArrayT, k: Array, v: Array, *, dtype: Optional[str] = None,
+            out: Optional[ArrayT] = None, stats: bool = False, kv_dtype: Optional[str] = None,
+            _kw) -> Union[ArrayT, Tuple[ArrayT, Dict[str, ArrayT]]]:
     """Fused attention softmax(scores) . v: [..., Lq, Dv] float32.
 
     q        [B,Hq,Lq,D], [Hq,Lq,D] or [Lq,D]; k [..,Hkv,Lk,D], v [..,Hkv,Lk,Dv]
@@ -286,13 +330,20 @@ def forward(q: Array, k: Array, v: Array, *, dtype: Optional[str] = None,
     kv_dtype 'q8_0', 'q4_0', 'fp8' or 'e5m2': k and v are quantized caches,
              uint8 arrays [..., Lk, row_bytes] as quantize() returns them (or
              as llama.cpp / vLLM store them): D = row_bytes / 34 * 32 (q8_0),
-             / 18 * 32 (q4_0), = row_bytes (fp8, e5m2). They are read in place
-             (not with the cache layouts below, in this binding).
+             / 18 * 32 (q4_0), = row_bytes (fp8, e5m2). They are read in place,
+             in any of the cache layouts below too (a pool [num_blocks,
+             block_size, Hkv, row_bytes], packed [Tk, Hkv, row_bytes]), as
+             cache_append() writes them.
 
     Caches as engines keep them (q_offsets, kv_offsets, cu_seqlens_q,
     cu_seqlens_k, block_table below; see libattn._kvlayout for the details):
     only each sequence's rows are written; other rows of a fresh result are 0
     (stats: -inf, -inf, 0).
+
+    A zero batch, head count or length (Lq, Lk) is an empty problem: no
+    library call; results are empty, or with Lk = 0 each query row is a row
+    that sees no key (output 0, lse = max_score = -inf or its sink,
+    entropy 0). backward() gives zeros for it.
     """
     if v is None:
         raise TypeError("v: an array is required, got None")
@@ -305,8 +356,8 @@ def forward(q: Array, k: Array, v: Array, *, dtype: Optional[str] = None,
 
 
 @operation("merge")
-def merge(outs: Sequence[Array], lses: Sequence[Array], *, out: Optional[Array] = None,
-          dtype: Optional[str] = None, _kw) -> Tuple[Array, Array]:
+def merge(outs: Sequence[ArrayT], lses: Sequence[Array], *, out: Optional[ArrayT] = None,
+          dtype: Optional[str] = None, _kw) -> Tuple[ArrayT, ArrayT]:
     """Merge partial attention results over disjoint key sets: (out, lse).
 
     outs     sequence of n >= 1 float32 arrays of one shape [B,H,Lq,Dv],
@@ -374,9 +425,9 @@ def merge(outs: Sequence[Array], lses: Sequence[Array], *, out: Optional[Array] 
 
 
 @operation("backward")
-def backward(q: Array, k: Array, v: Array, out: Array, dout: Array, lse: Array, *,
+def backward(q: ArrayT, k: Array, v: Array, out: Array, dout: Array, lse: Array, *,
              dtype: Optional[str] = None, dbias: bool = False, dsinks: bool = False,
-             _kw) -> Tuple[Array, ...]:
+             _kw) -> Tuple[ArrayT, ...]:
     """Gradients of forward(): (dq, dk, dv), then dbias when dbias=True and
     dsinks when dsinks=True, in that order.
 
@@ -440,6 +491,10 @@ def backward(q: Array, k: Array, v: Array, out: Array, dout: Array, lse: Array, 
     if dsinks and _kw["sinks"] is None:
         raise ValueError("dsinks: needs sinks= (the gradient of sinks that are not there)")
     names = ["dq", "dk", "dv"] + (["dbias"] if dbias else [])
+    if is_empty(shape):  # no library call: nothing depends on what is not there
+        return tuple(_zeros(dims[name][lead:], like_tensor) for name in names) + (
+            (_zeros((shape.batch, shape.q_heads)[min(lead, 1):], like_tensor),) if dsinks
+            else ())
     results, c_tensors = [], {}
     for name in names:
         arr, op = new_f32(dims[name][lead:], like_tensor)
@@ -463,7 +518,7 @@ def backward(q: Array, k: Array, v: Array, out: Array, dout: Array, lse: Array, 
     return tuple(results)
 
 
-def quantize(x: Array, dtype: str, *, scale: float = 0.0) -> Array:
+def quantize(x: Array, dtype: str, *, scale: float = 0.0) -> numpy.ndarray[Any, Any]:
     """Quantize float rows for a K/V cache: uint8 array [..., row_bytes].
 
     x      float array [..., D] (NumPy), converted to float32 once.
@@ -505,7 +560,8 @@ def quantize(x: Array, dtype: str, *, scale: float = 0.0) -> Array:
 _FP8_MAX = {"FP8_E4M3": 448.0, "FP8_E5M2": 57344.0}
 
 
-def quantize_rows(x: Array, dtype: str) -> Tuple[Array, Array]:
+def quantize_rows(x: Array, dtype: str) -> Tuple[numpy.ndarray[Any, Any],
+                                                 numpy.ndarray[Any, Any]]:
     """FP8 cache rows with one scale per row: (uint8 [..., D], float32 [...]).
 
     dtype 'fp8' (E4M3) or 'e5m2'. Each row's scale is its largest magnitude
@@ -537,7 +593,7 @@ def quantize_rows(x: Array, dtype: str) -> Tuple[Array, Array]:
 
 
 @operation("mask_apply")
-def mask_apply(scores: Array, *, copy: bool = False, _kw) -> Array:
+def mask_apply(scores: ArrayT, *, copy: bool = False, _kw) -> ArrayT:
     """Apply softcap, bias, ALiBi and masks to a score table you computed: [B,H,Lq,Lk],
     [H,Lq,Lk] or [Lq,Lk] float32 (already scaled).
 
@@ -629,8 +685,8 @@ def _check_rows_writable(op, name):
             raise ValueError("%s: is written and cannot broadcast (stride 0)" % name)
 
 
-def softmax(x: Array, *, out: Optional[Array] = None,
-            stats: bool = False) -> Union[Array, Tuple[Array, Stats]]:
+def softmax(x: ArrayT, *, out: Optional[ArrayT] = None,
+            stats: bool = False) -> Union[ArrayT, Tuple[ArrayT, Dict[str, ArrayT]]]:
     """Log-sum-exp softmax over the last axis of a float array (any rank >= 1).
 
     Returns a new float32 array, or writes into `out` (which may be `x`
@@ -670,7 +726,7 @@ def softmax(x: Array, *, out: Optional[Array] = None,
     return (result, {"lse": lse}) if stats else result
 
 
-def softmax_backward(p: Array, dp: Array, *, out: Optional[Array] = None) -> Array:
+def softmax_backward(p: ArrayT, dp: Array, *, out: Optional[ArrayT] = None) -> ArrayT:
     """ds = p * (dp - sum(p * dp)) over the last axis; p, dp of equal shape.
 
     Returns a new float32 array, or writes into `out`, which may be `p` or

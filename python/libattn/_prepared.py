@@ -20,7 +20,7 @@ from ._capi import AttnError, RowStats, check, has, lib
 from ._keywords import operation
 from ._ops import _run_attention
 from ._tensor import Tensor, as_operand, np
-from ._types import Any, Array, Optional, Stats, Tuple, Union
+from ._types import Any, Array, ArrayT, Dict, Optional, Tuple, Union
 
 
 def _layout(x):
@@ -62,7 +62,8 @@ class Prepared:
     with other lengths needs a new prepare()); mask, bias, sinks and slopes
     are read from the arrays given then, at every call. Calls may run in
     several threads at once unless the call splits (kv_splits, whose
-    workspace the object owns).
+    workspace the object owns). A plan keeps its thread pool: in an
+    os.fork() child of a libattn older than 1.11, prepare again (threads=).
     """
 
     __slots__ = ("_plan", "_mem", "_keep", "_layouts", "_result", "_stats", "_fresh", "_run")
@@ -98,8 +99,8 @@ class Prepared:
         buf = fill(span // template.itemsize + 1, template.dtype)
         return np.lib.stride_tricks.as_strided(buf, template.shape, template.strides)
 
-    def __call__(self, q: Array, k: Array, v: Array,
-                 out: Optional[Array] = None) -> Union[Array, Tuple[Array, Stats]]:
+    def __call__(self, q: ArrayT, k: Array, v: Array, out: Optional[ArrayT] = None
+                 ) -> Union[ArrayT, Tuple[ArrayT, Dict[str, ArrayT]]]:
         lq, lk, lv, lo = self._layouts
         if _layout(q) != lq or _layout(k) != lk or _layout(v) != lv:
             for name, x, want in (("q", q, lq), ("k", k, lk), ("v", v, lv)):
@@ -195,6 +196,12 @@ _local = __import__("threading").local()
 _UNCACHEABLE = object()
 _SCALARS = (type(None), bool, int, float, str)
 _SCALAR_SET = frozenset(_SCALARS)
+
+
+def forget_plans():
+    """Drops this thread's cached plans (a forked child whose parent's pools
+    it may not use: see _capi._after_fork_in_child)."""
+    _local.__dict__.pop("cache", None)
 
 
 def _key_value(value):

@@ -309,6 +309,8 @@ def _numpy_operand(x, name, slot, half_bits, need_writable, allow_copy):
     itemsize = arr.dtype.itemsize
 
     def element_strides(a):
+        if a.size == 0:  # NumPy gives empty arrays zero strides: any layout will do
+            return contiguous_strides(a.shape)
         out = []
         for n, s in zip(a.shape, a.strides):
             if n == 1:
@@ -331,6 +333,22 @@ def _numpy_operand(x, name, slot, half_bits, need_writable, allow_copy):
         strides = element_strides(arr)
     address = arr.__array_interface__["data"][0]
     return Operand(address, dt, arr.shape, strides, [arr], x, arr.flags.writeable)
+
+
+def contiguous_strides(shape):
+    """C-contiguous element strides of `shape` (0 for size-1 dimensions)."""
+    out, step = [], 1
+    for n in reversed(shape):
+        out.append(step if n != 1 else 0)
+        step *= max(n, 1)
+    return out[::-1]
+
+
+def is_empty(shape):
+    """True when an attn_shape has a zero batch, head count or length: the
+    library gets no call then (the binding writes what such a call means)."""
+    return not (shape.batch and shape.q_heads and shape.kv_heads and shape.q_len
+                and shape.kv_len)
 
 
 def as_operand(x, name, slot, half_bits=None, need_writable=False, allow_copy=True):

@@ -8,11 +8,16 @@ block below the marker into __init__.pyi, the stub that type checkers read
 _keywords.KEYWORDS, so the source alone cannot type them).
 """
 
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, TypeVar, Union
 
 if TYPE_CHECKING:
     import numpy
     from ._tensor import Tensor
+
+# The kind of array an operation returns: the kind of the operand that the
+# annotation marks with it (q, x, scores, ...). gen_stub.py writes one
+# overload per kind, so the stub has overloads where the source has ArrayT.
+ArrayT = TypeVar("ArrayT", "numpy.ndarray[Any, Any]", "Tensor")
 
 # -- aliases (copied into __init__.pyi) --
 # An array operand or result: a NumPy array or a libattn.Tensor view.
@@ -28,5 +33,5 @@ Window = Union[int, Tuple[int, int]]
 # Row statistics by name: 'lse', 'max_score', 'entropy'.
 Stats = Dict[str, Array]
 
-__all__ = ["Any", "Array", "Dict", "Heads", "IntTable", "Ints", "List", "Optional", "Sequence",
-           "Stats", "Tuple", "Union", "Window"]
+__all__ = ["Any", "Array", "ArrayT", "Dict", "Heads", "IntTable", "Ints", "List", "Optional",
+           "Sequence", "Stats", "Tuple", "Union", "Window"]

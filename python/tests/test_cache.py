@@ -81,3 +81,82 @@ def test_refused_writes_nothing():
     assert np.array_equal(cache, before)
     with pytest.raises(TypeError):
         libattn.cache_append(bad, cache, v_new=bad, kv_lens=4, kv_dtype="q8_0")
+
+
+def _gather(pool, table, length):
+    """[num_blocks, block_size, ...] pool pages as dense [B, L, ...] rows."""
+    bs = pool.shape[1]
+    return np.stack([np.stack([pool[row[j // bs], j % bs] for j in range(length)])
+                     for row in table])
+
+
+@pytest.mark.parametrize("kv_dtype", ["q8_0", "q4_0", "fp8", "e5m2", "fp8_rows", "fp8_groups"])
+def test_quantized_paged_and_packed_caches_are_read(kv_dtype):
+    """A quantized pool written by cache_append is what forward() and
+    prepare() read with its block_table, and the same cache packed
+    ([Tk, Hkv, row_bytes] with cu_seqlens_k) too: bit for bit the dense
+    forward over the same bytes (and scales)."""
+    g = rng()
+    B, H, HQ, D, bs, nb = 2, 2, 4, 64, 4, 10
+    table = np.array([[3, 7, 1], [0, 5, 8]], np.int32)
+    kv_lens, L = [11, 6], 12
+    dt = "fp8" if kv_dtype.startswith("fp8") else kv_dtype
+    row = libattn.quantize(np.zeros((1, D), np.float32), dt).shape[-1]
+    k_pool = np.zeros((nb, bs, H, row), np.uint8)
+    v_pool = np.zeros_like(k_pool)
+    k_new = g.standard_normal((B, H, L, D), dtype=np.float32)
+    v_new = g.standard_normal((B, H, L, D), dtype=np.float32)
+    kw, scales = {}, None
+    if kv_dtype == "fp8":
+        kw = dict(k_scale=0.5, v_scale=0.25)
+    elif kv_dtype != dt:  # one scale per row, or 4 groups of 16 channels per row
+        groups = (4,) if kv_dtype == "fp8_groups" else ()
+        scales = [np.ones((nb, bs, H) + groups, np.float32) for _ in range(2)]
+    # the whole sequences in one append (q_lens = kv_lens); row scales are
+    # written by cache_append, group scales given
+    append_kw = dict(kw, k_scales=scales[0], v_scales=scales[1]) \
+        if kv_dtype == "fp8_rows" else kw
+    if kv_dtype == "fp8_groups":
+        for pool, new, sc in ((k_pool, k_new, scales[0]), (v_pool, v_new, scales[1])):
+            for b in range(B):
+                for j in range(kv_lens[b]):
+                    sc[table[b, j // bs], j % bs] = 0.5 + np.arange(4) / 8
+                    blk = pool[table[b, j // bs], j % bs]
+                    x = new[b, :, j].reshape(H, 4, 16) / sc[table[b, j // bs], j % bs][..., None]
+                    blk[...] = libattn.quantize(x.reshape(H, D).astype(np.float32), "fp8")
+    else:
+        libattn.cache_append(k_new, k_pool, v_new, v_pool, kv_lens=kv_lens, q_lens=kv_lens,
+                             block_table=table, kv_dtype=dt, **append_kw)
+    if scales is not None:
+        kw = dict(k_scales=scales[0], v_scales=scales[1])
+    q = g.standard_normal((B, HQ, 1, D), dtype=np.float32)
+    paged = libattn.forward(q, k_pool, v_pool, kv_dtype=dt, block_table=table,
+                            kv_lens=kv_lens, **kw)
+    # the same bytes dense: [B, Hkv, L, row_bytes], scales [B, Hkv, L(, G)]
+    k_dense, v_dense = (_gather(p, table, L).swapaxes(1, 2).copy() for p in (k_pool, v_pool))
+    dense_kw = dict(kw)
+    if scales is not None:
+        dense_kw = {name: _gather(sc, table, L).swapaxes(1, 2).copy()
+                    for name, sc in zip(("k_scales", "v_scales"), scales)}
+    want = libattn.forward(q, k_dense, v_dense, kv_dtype=dt, kv_lens=kv_lens, **dense_kw)
+    assert np.isfinite(want).all()
+    np.testing.assert_array_equal(paged, want)
+    step = libattn.prepare(q, k_pool, v_pool, kv_dtype=dt, block_table=table, kv_lens=kv_lens,
+                           **kw)
+    np.testing.assert_array_equal(step(q, k_pool, v_pool), want)
+    # packed: each sequence's rows one after the other, [Tk, Hkv, row_bytes]
+    cu = [0, kv_lens[0], kv_lens[0] + kv_lens[1]]
+    k_packed, v_packed = (np.concatenate([c[b, :, :kv_lens[b]].swapaxes(0, 1)
+                                          for b in range(B)]) for c in (k_dense, v_dense))
+    packed_kw = dict(kw)
+    if scales is not None:
+        packed_kw = {name: np.concatenate([sc[b, :, :kv_lens[b]].swapaxes(0, 1)
+                                           for b in range(B)])
+                     for name, sc in dense_kw.items()}
+    packed = libattn.forward(q[:, :, 0], k_packed, v_packed, kv_dtype=dt, cu_seqlens_q=[0, 1, 2],
+                             cu_seqlens_k=cu, **packed_kw)
+    np.testing.assert_array_equal(packed, want[:, :, 0])
+    if dt in ("q8_0", "q4_0"):
+        with pytest.raises(ValueError, match="only for kv_dtype='fp8'"):
+            libattn.forward(q, k_pool, v_pool, kv_dtype=dt, block_table=table,
+                            kv_lens=kv_lens, k_scale=2.0)

@@ -31,7 +31,9 @@ def test_shape_errors():
     raises(ValueError, r"^k: 3 heads do not divide q's 4", libattn.forward, q,
            np.zeros((2, 3, 5, 8), np.float32), np.zeros((2, 3, 5, 8), np.float32))
     raises(ValueError, r"^v: shape", libattn.forward, q, k, v[:, :, :4])
-    raises(ValueError, r"^q: .* empty", libattn.forward, q[:, :, :0], k, v)
+    # an empty length is a problem with no rows (test_empty.py); rows of no values are not
+    raises(ValueError, r"^q: .* rows of no values", libattn.forward, q[..., :0], k, v)
+    raises(ValueError, r"^v: .* rows of no values", libattn.forward, q, k, v[..., :0])
     raises(TypeError, r"^v: an array is required", libattn.forward, q, k, None)
 
 
@@ -174,3 +176,21 @@ def test_library_error_carries_the_detail():
     if libattn._capi.has("attn_last_error"):
         assert "k_scale" in e.detail and e.detail in str(e), str(e)
         assert e.detail.startswith("attn_forward: ")
+        # the precise line first, then the status and its sentence
+        assert str(e).startswith(e.detail + " (ATTN_ERR_ARG: " + e.message), str(e)
+
+
+def test_library_error_text_leads_with_the_precise_line():
+    q = np.zeros((1, 1, 2, 4097), np.float32)
+    with pytest.raises(libattn.AttnError) as err:
+        libattn.forward(q, q, q)
+    e = err.value
+    if not libattn._capi.has("attn_last_error"):
+        pytest.skip("the loaded libattn has no attn_last_error (1.5)")
+    assert e.detail.startswith("attn_forward: ") and "4097" in e.detail
+    assert str(e).startswith(e.detail), str(e)
+    assert "ATTN_ERR_UNSUPPORTED" in str(e) and e.message in str(e)
+    # a failure without a detail of its own leads with function: sentence
+    with pytest.raises(libattn.AttnError) as err:
+        libattn._capi.check(libattn.Status.ERR_NOMEM, "attn_example")
+    assert str(err.value).startswith("attn_example: " + err.value.message + " (ATTN_ERR_NOMEM)")

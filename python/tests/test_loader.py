@@ -78,3 +78,16 @@ def test_build_dir_fallback(tmp_path):
     import ctypes.util
     if ctypes.util.find_library("attn") is None:
         assert os.path.realpath(lines[0]) == os.path.realpath(real)
+
+
+def test_build_config_and_built_isas():
+    """attn_build_config names the version and the ISA tables attn_isa_built says are there."""
+    import libattn
+    line = libattn.build_config()
+    assert line.startswith("libattn " + libattn.version())
+    isas = line.split("ISAs:")[1].split(";")[0].split()
+    for name in libattn.isa_names():
+        assert libattn.isa_built(name) == (name in isas), (name, line)
+        if libattn.isa_available(name):
+            assert libattn.isa_built(name), name
+    assert libattn.isa_built("scalar")

@@ -2,7 +2,9 @@
 """libattn.torch against torch's own autograd through the math path
 (matmul, softmax, matmul in float64), bounds from grad_reference.py."""
 
+import io
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -117,14 +119,112 @@ def test_no_copy_for_transposed_layout(rng):
 
 
 def test_sdpa_arguments():
-    q = torch.zeros(1, 2, 3, 4)
+    q = torch.zeros(1, 4, 3, 4)
     with pytest.raises(NotImplementedError):
         lt.scaled_dot_product_attention(q, q, q, dropout_p=0.1)
     with pytest.raises(ValueError, match="enable_gqa"):
-        lt.scaled_dot_product_attention(q, torch.zeros(1, 1, 3, 4), torch.zeros(1, 1, 3, 4))
+        lt.scaled_dot_product_attention(q, torch.zeros(1, 2, 3, 4), torch.zeros(1, 2, 3, 4))
     with pytest.raises(ValueError):
         lt.scaled_dot_product_attention(q, q, q, attn_mask=torch.ones(3, 3, dtype=torch.bool),
                                         is_causal=True)
+
+
+def _torch_sdpa():
+    # torch 1.13's own SDPA (private there), to compare what torch raises
+    import torch.nn.functional as F
+    fn = getattr(F, "scaled_dot_product_attention", None) or \
+        getattr(F, "_scaled_dot_product_attention", None)
+    if fn is None:
+        pytest.skip("this torch has no scaled_dot_product_attention")
+    return fn
+
+
+def test_sdpa_misuse_raises_runtime_error():
+    """What torch refuses with a RuntimeError, libattn.torch refuses with an
+    ArgumentError: a RuntimeError as torch's, and a ValueError as before
+    (and ArgumentTypeError: a RuntimeError and a TypeError)."""
+    sdpa = lt.scaled_dot_product_attention
+    q = torch.zeros(1, 4, 3, 8)
+    k3 = torch.zeros(1, 3, 3, 8)
+    bool_mask = torch.ones(3, 3, dtype=torch.bool)
+    cases = [
+        ("is_causal", lambda: sdpa(q, q, q, attn_mask=bool_mask, is_causal=True)),
+        ("at least 2 dimensions", lambda: sdpa(q[0, 0, 0], q[0, 0, 0], q[0, 0, 0])),
+        ("enable_gqa", lambda: sdpa(q, k3, k3)),
+        ("3 heads do not divide", lambda: sdpa(q, k3, k3, enable_gqa=True)),
+        ("head_dim", lambda: sdpa(q, q[..., :4], q)),
+        ("does not broadcast", lambda: sdpa(q, q, q, attn_mask=torch.ones(2, 2, dtype=torch.bool))),
+        ("window", lambda: torch.ops.libattn.attention(q, q, q, window=[1, 2, 3])),
+        ("is_causal", lambda: torch.ops.libattn.scaled_dot_product_attention(
+            q, q, q, bool_mask, 0.0, True)),
+    ]
+    for match, call in cases:
+        with pytest.raises(RuntimeError, match=match) as err:
+            call()
+        assert isinstance(err.value, lt.ArgumentError) and isinstance(err.value, ValueError)
+    with pytest.raises(RuntimeError) as err:
+        sdpa(q.half(), q.bfloat16(), q.bfloat16())
+    assert isinstance(err.value, lt.ArgumentTypeError) and isinstance(err.value, TypeError)
+    with pytest.raises(TypeError, match="no_such"):
+        lt.attention(q, q, q, no_such=1)
+    # torch itself raises a RuntimeError for the same misuses
+    theirs = _torch_sdpa()
+    with pytest.raises(RuntimeError):
+        theirs(q, q, q, bool_mask, 0.0, False, True)
+    with pytest.raises(RuntimeError):
+        theirs(q, k3, k3, None, 0.0, False, False)
+
+
+def test_sdpa_scale_zero_averages_v(rng):
+    """scale=0.0 is torch's zero scale (not libattn's default): every score
+    q.k * 0 is 0, plus the float mask, so a row is the mean of v over its
+    visible keys; dq and dk are 0, and a non-finite q.k gives NaN as torch."""
+    B, H, L, S, D = 2, 3, 5, 7, 8
+    q, k, v = leaves(rng, (B, H, L, D), (B, H, S, D), (B, H, S, D))
+    bias = torch.tensor(rng.standard_normal((H, L, S)), dtype=torch.float32, requires_grad=True)
+    dout = torch.tensor(rng.standard_normal((B, H, L, D)), dtype=torch.float32)
+    out = lt.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=0.0)
+    out.backward(dout)
+    q64, k64, v64, b64 = (x.detach().double().requires_grad_() for x in (q, k, v, bias))
+    ref = math_path(q64, k64, v64, bias=b64, scale=0.0)
+    ref.backward(dout.double())
+    assert torch.allclose(out.double(), ref, atol=1e-6)
+    assert torch.count_nonzero(q.grad) == 0 and torch.count_nonzero(k.grad) == 0
+    for got, want in ((v.grad, v64.grad), (bias.grad, b64.grad)):
+        assert torch.allclose(got.double(), want, atol=1e-5)
+    # causal: row i is the mean of v[:i + 1]
+    with torch.no_grad():
+        causal = lt.scaled_dot_product_attention(q, k[:, :, :L], v[:, :, :L], is_causal=True,
+                                                 scale=0.0)
+        means = v[:, :, :L].cumsum(2) / torch.arange(1, L + 1).reshape(L, 1)
+        assert torch.allclose(causal, means, atol=1e-6)
+        bad = q.detach().clone()
+        bad[0, 0, 1, 2] = float("inf")
+        got = lt.scaled_dot_product_attention(bad, k, v, scale=0.0)
+        want = math_path(bad.double(), k.double(), v.double(), scale=0.0)
+        assert torch.equal(torch.isnan(got), torch.isnan(want)) and torch.isnan(got).any()
+
+
+def test_sdpa_torch_shapes(rng):
+    """torch's layouts libattn does not state: more than 4 dimensions (the
+    leading ones one batch) and a single key head broadcast over the query
+    heads without enable_gqa."""
+    q, k, v = leaves(rng, (2, 3, 4, 5, 8), (2, 3, 4, 6, 8), (2, 3, 4, 6, 8))
+    mask = torch.tensor(rng.random((3, 1, 5, 6)) < 0.8)
+    out = lt.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    flat = [x.detach().reshape(6, 4, x.shape[-2], 8) for x in (q, k, v)]
+    want = lt.scaled_dot_product_attention(*flat, attn_mask=mask.expand(2, 3, 4, 5, 6)
+                                           .reshape(6, 4, 5, 6))
+    assert out.shape == (2, 3, 4, 5, 8) and torch.equal(out.detach().reshape(6, 4, 5, 8), want)
+    out.sum().backward()
+    assert q.grad.shape == q.shape and torch.isfinite(q.grad).all()
+    with torch.no_grad():
+        mq = lt.scaled_dot_product_attention(q[0], k[0, :, :1], v[0, :, :1])
+        assert torch.equal(mq, lt.scaled_dot_product_attention(q[0], k[0, :, :1], v[0, :, :1],
+                                                               enable_gqa=True))
+        theirs = _torch_sdpa()(q[0], k[0, :, :1], v[0, :, :1], None, 0.0, False, False)
+        assert torch.allclose(mq, theirs[0] if isinstance(theirs, tuple) else theirs,
+                              atol=1e-5)
 
 
 @pytest.mark.parametrize("B,H,L,D,causal", [(1, 4, 256, 128, True), (1, 4, 512, 64, False),
@@ -315,6 +415,78 @@ def test_jit_script_and_trace(rng):
     assert nodes.count("libattn::attention") == 1, nodes
     q2, k2, v2 = leaves(rng, (B, HQ, 3, D), (B, HK, 11, D), (B, HK, 11, D))
     assert torch.equal(traced(q2, k2, v2), lt.attention(q2, k2, v2, causal=True))
+
+
+class _Layer(torch.nn.Module):
+    """A model's attention as a user writes it: the functions, not the operators."""
+
+    def forward(self, q, k, v, bias):
+        slopes = np.float32([0.25, 0.5])
+        return (lt.scaled_dot_product_attention(q, k, v, attn_mask=bias, is_causal=False)
+                + lt.attention(q, k, v, causal=True, window=(4, 0), kv_lens=5, alibi=slopes,
+                               sinks=bias[0, 0, 0, :2]))
+
+
+@pytest.mark.parametrize("grad", [False, True], ids=["no_grad", "grad"])
+def test_trace_of_the_functions_records_the_operators(rng, grad):
+    """torch.jit.trace of a module calling libattn.torch's functions records
+    one operator node per call (no constant output, no warning), with and
+    without gradients; the trace replays new inputs at new shapes, with
+    gradients, also after a torch.jit.save / load round trip."""
+    def inputs(B, L):
+        q, k, v = leaves(rng, (B, 2, L, 8), (B, 2, L, 8), (B, 2, L, 8))
+        bias = torch.tensor(rng.standard_normal((1, 1, L, L)), dtype=torch.float32,
+                            requires_grad=True)
+        return q, k, v, bias
+
+    example = inputs(1, 6)
+    if not grad:
+        example = tuple(x.detach() for x in example)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", torch.jit.TracerWarning)
+        with torch.set_grad_enabled(grad):
+            traced = torch.jit.trace(_Layer(), example)
+    nodes = [n.kind() for n in traced.graph.nodes()]
+    assert nodes.count("libattn::scaled_dot_product_attention") == 1, nodes
+    assert nodes.count("libattn::attention") == 1, nodes
+    buf = io.BytesIO()
+    torch.jit.save(traced, buf)
+    buf.seek(0)
+    loaded = torch.jit.load(buf)
+    for B, L in ((1, 6), (3, 9)):
+        x = inputs(B, L)
+        dout = torch.tensor(rng.standard_normal((B, 2, L, 8)), dtype=torch.float32)
+        want = _grads_of(lambda: _Layer()(*x), x, dout)
+        for module in (traced, loaded):
+            got = _grads_of(lambda: module(*x), x, dout)
+            assert torch.equal(want[0], got[0]), (B, L)
+            assert all(torch.equal(a, b) for a, b in zip(want[1], got[1])), (B, L)
+        with torch.no_grad():
+            assert torch.equal(loaded(*x), _Layer()(*x))
+
+
+TRACED_KEYWORDS = [
+    dict(q_lens=4, kv_lens=np.int64(5), causal=True, scale=np.float32(0.3), threads=2),
+    dict(window=(3, 2), alibi=[0.5, 0.25], sinks=0.5, softcap=20.0, precision="default"),
+    dict(mask=np.tril(np.ones((6, 6), bool)), q_pos=[0, 2], k_pos=np.array([0, 0]),
+         kv_splits=2),
+    dict(tree_parents=[-1, 0, 0, 1, 1, 2], causal=True, window=4),
+    dict(cu_seqlens_q=np.array([0, 2, 6], np.int32), cu_seqlens_k=[0, 2, 6], causal=True),
+]
+
+
+@pytest.mark.parametrize("kw", TRACED_KEYWORDS, ids=["lens", "window", "mask", "tree", "packed"])
+def test_trace_keeps_every_keyword(rng, kw):
+    """Each keyword goes through the operator's schema as attention() reads
+    it (ints, NumPy values, lists, tensors made of them): a traced call is
+    one node and gives eager's bits."""
+    shape = (6, 2, 8) if "cu_seqlens_q" in kw else (2, 2, 6, 8)
+    q, k, v = leaves(rng, shape, shape, shape)
+    with torch.no_grad():
+        traced = torch.jit.trace(lambda q, k, v: lt.attention(q, k, v, **kw), (q, k, v))
+        nodes = [n.kind() for n in traced.graph.nodes()]
+        assert nodes.count("libattn::attention") == 1, nodes
+        assert torch.equal(traced(q, k, v), lt.attention(q, k, v, **kw))
 
 
 @pytest.mark.parametrize("B,H,L,D,causal", [(1, 4, 256, 128, True), (2, 2, 300, 64, True)])

@@ -37,3 +37,26 @@ def planned(q: F32, k: F32, v: F32) -> None:
     major, minor, patch = libattn.version_info()
     names: str = ",".join(libattn.available_isas())
     del dq, dk, dv, merged, lse, rows, status, major, minor, patch, names
+
+
+def kinds(q: F32, t: libattn.Tensor, either: libattn.Array) -> None:
+    # each result is the kind of array its first operand is
+    a: npt.NDArray[np.float32] = libattn.forward(q, q, q)
+    b: libattn.Tensor = libattn.forward(t, t, t, out=libattn.Tensor.empty((1, 4, 8)))
+    w, st = libattn.weights(t, t, stats=True)
+    lse: libattn.Tensor = st["lse"]
+    s: libattn.Tensor = libattn.scores(t, t)
+    dq: npt.NDArray[np.float32] = libattn.backward(q, q, q, q, q, q[..., 0])[0]
+    dt: libattn.Tensor = libattn.backward(t, t, t, t, t, t)[0]
+    m, m_lse = libattn.merge([t, t], [t, t])
+    p: npt.NDArray[np.float32] = libattn.softmax(q)
+    p2, p_st = libattn.softmax(t, stats=True)
+    g: libattn.Tensor = libattn.softmax_backward(t, t)
+    masked: npt.NDArray[np.float32] = libattn.mask_apply(q, causal=True)
+    cache: npt.NDArray[np.uint8] = libattn.quantize(q, "q8_0")
+    rows, scales = libattn.quantize_rows(q, "fp8")
+    # an Array (either kind) gives either kind
+    e: libattn.Array = libattn.forward(either, q, q)
+    step = libattn.prepare(q, q, q)
+    r = step(t, q, q)
+    del a, b, w, lse, s, dq, dt, m, m_lse, p, p2, p_st, g, masked, cache, rows, scales, e, r

@@ -1,0 +1,7 @@
+# SPDX-License-Identifier: MIT
+from typing import Any
+
+
+class Function:
+    @classmethod
+    def apply(cls, *args: Any) -> Any: ...
