@@ -15,7 +15,14 @@
  * outputs (ATTN_ERR_STRIDE). [B,H,L,D] and [B,L,H,D] layouts are both just
  * stride choices.
  *
- * Shapes (attn_shape, every field > 0 except v_dim which may be 0):
+ * Shapes (attn_shape: q_heads, kv_heads and head_dim > 0, v_dim >= 0 (0:
+ * head_dim); batch, q_len and kv_len >= 0 since 1.11, > 0 before). An empty
+ * problem is valid and checked like any other: with batch or q_len 0 there
+ * is no query row and nothing is written; with kv_len 0 every query row
+ * sees no key (out 0, lse and max_score -inf, entropy 0, gradients 0, as
+ * for a row whose keys are all masked) and scores or weights have rows of
+ * no columns. The row operations (attn_softmax, attn_softmax_backward,
+ * attn_quantize) keep rows and cols > 0.
  *   q      [batch][q_heads ][q_len ][head_dim]   F32, F16 or BF16
  *   k      [batch][kv_heads][kv_len][head_dim]   F32, F16, BF16, Q8_0, Q4_0, FP8_E4M3, FP8_E5M2
  *   v      [batch][kv_heads][kv_len][v_dim]      the same as k (its own dtype)
@@ -280,7 +287,7 @@ extern "C" {
 typedef enum attn_status {
     ATTN_OK = 0,
     ATTN_ERR_NULL = 1,        /* a required pointer (or a tensor's data) is NULL */
-    ATTN_ERR_SHAPE = 2,       /* a dimension <= 0 (v_dim < 0), or sizes overflow */
+    ATTN_ERR_SHAPE = 2,       /* a dimension out of range (see Shapes), or sizes overflow */
     ATTN_ERR_STRIDE = 3,      /* negative stride (whatever the other dimensions'
                                  sizes), broadcast or non-nested output, an output
                                  sharing memory with an input, an option's array

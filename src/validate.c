@@ -119,6 +119,10 @@ attn_status attn_check_tensor(const attn_tensor *t, int64_t nb, int64_t nh, int6
         if (stride[i] < 0)
             return attn_fail(ATTN_ERR_STRIDE, "a tensor's %s = %lld is negative", which[i],
                              (long long)stride[i]);
+    if (nb == 0 || nh == 0 || nr == 0 || nc == 0) { /* an empty view: no byte */
+        range->begin = range->end = (uintptr_t)t->data;
+        return ATTN_OK;
+    }
     int64_t last = nc - 1; /* offset of the last element, in elements */
     for (int i = 0; i < 3; i++) {
         int64_t step;
@@ -213,8 +217,8 @@ attn_status attn_check_shape(const attn_shape *shape)
     const struct {
         const char *name;
         int64_t value, least;
-    } dims[] = {{"batch", s.batch, 1},   {"q_heads", s.q_heads, 1},   {"kv_heads", s.kv_heads, 1},
-                {"q_len", s.q_len, 1},   {"kv_len", s.kv_len, 1},     {"head_dim", s.head_dim, 1},
+    } dims[] = {{"batch", s.batch, 0},   {"q_heads", s.q_heads, 1},   {"kv_heads", s.kv_heads, 1},
+                {"q_len", s.q_len, 0},   {"kv_len", s.kv_len, 0},     {"head_dim", s.head_dim, 1},
                 {"v_dim", s.v_dim, 0}};
     for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++)
         if (dims[i].value < dims[i].least)
@@ -506,6 +510,8 @@ int64_t attn_block_table_entries(const attn_options *o, const attn_shape *s)
 {
     const int64_t pages = (s->kv_len + o->block_size - 1) / o->block_size;
     int64_t entries;
+    if (s->batch == 0 || pages == 0) /* an empty problem reads no entry */
+        return 0;
     if (__builtin_mul_overflow(s->batch - 1, o->block_table_stride, &entries) ||
         __builtin_add_overflow(entries, pages, &entries))
         return -1;

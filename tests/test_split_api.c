@@ -98,9 +98,11 @@ Test(split_api, workspace_query)
     o.kv_splits = ATTN_MAX_KV_SPLITS;
     cr_assert(attn_forward_workspace_size(&d.shape, &o, &again) == ATTN_OK && again > need);
     attn_shape bad = d.shape;
-    bad.kv_len = 0;
+    bad.kv_len = -1;
     o.kv_splits = 0;
     cr_assert(attn_forward_workspace_size(&bad, &o, &again) == ATTN_ERR_SHAPE);
+    bad.kv_len = 0; /* an empty problem (1.11): nothing to split */
+    cr_assert(attn_forward_workspace_size(&bad, &o, &again) == ATTN_OK && again == 0);
     decode_free(&d);
 }
 

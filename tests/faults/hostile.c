@@ -123,6 +123,8 @@ static void dims_and_strides(void)
     const char *fields[] = {"batch", "q_heads", "kv_heads", "q_len", "kv_len", "head_dim"};
     for (int f = 0; f < 6; f++)
         for (int h = 0; h < 4; h++) {
+            if (huge[h] == 0 && (f == 0 || f == 3 || f == 4))
+                continue; /* an empty problem: valid since 1.11 (below) */
             reset();
             int64_t *field = &shape.batch + f;
             *field = huge[h];
@@ -137,6 +139,29 @@ static void dims_and_strides(void)
                 alt = ATTN_ERR_ARG; /* q_heads % kv_heads != 0 */
             expect_either(what, ATTN_ERR_SHAPE, alt);
         }
+    /* empty problems (attn.h 1.11): no query row writes nothing; no key
+       gives every row the fully masked result */
+    for (int f = 0; f < 3; f++) {
+        reset();
+        int64_t *field = f == 0 ? &shape.batch : f == 1 ? &shape.q_len : &shape.kv_len;
+        *field = 0;
+        memset(out, 0x5a, sizeof out), memset(lse, 0x5a, sizeof lse);
+        memset(mx, 0x5a, sizeof mx), memset(ent, 0x5a, sizeof ent);
+        const attn_status st = attn_forward(&shape, &opt, &qt, &kt, &vt, &st_out, &stats);
+        int right = st == ATTN_OK;
+        if (f < 2)
+            right &= untouched();
+        for (int i = 0; f == 2 && i < B * HQ * LQ * DV; i++)
+            right &= out[i] == 0.0f;
+        for (int r = 0; f == 2 && r < B * HQ * LQ; r++)
+            right &= lse[r] == -INFINITY && mx[r] == -INFINITY && ent[r] == 0.0f;
+        const char *name = f == 0 ? "batch" : f == 1 ? "q_len" : "kv_len";
+        EXPECT(right, "shape.%s = 0: status %d, %s", name, st,
+               f < 2 ? "nothing written" : "rows 0, stats (-inf, -inf, 0)");
+        printf("  shape.%s = 0 %*s-> ok: %s\n", name, (int)(45 - strlen(name)), "",
+               f < 2 ? "nothing written" : "rows 0, stats (-inf, -inf, 0)");
+    }
+
     reset();
     shape.v_dim = -1;
     expect_all("shape.v_dim = -1", ATTN_ERR_SHAPE);

@@ -143,7 +143,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (invalid) {
         switch (fz_range(r, 0, 3)) {
         case 0: n_parts = -fz_range(r, 0, 2); break;
-        case 1: shape.q_len = 0; break;
+        case 1: shape.q_len = -1; break;
         case 2: shape.v_dim = -1; break;
         default: shape.kv_heads = 2; shape.q_heads = 3; break;
         }
