@@ -8,7 +8,9 @@ Renders one heatmap of attention weights (rows: queries, columns: keys) per
 mask or score modifier: causal, padding (q_lens/kv_lens), causal sliding
 window, a boolean document mask (two packed documents), ALiBi slopes, an
 attention sink on a sliding window (gpt-oss style), a two-sided local window
-(non-causal), and masks combined. Each row is annotated with its entropy H
+(non-causal), and masks combined. Masked keys (a score of -inf from
+attn_scores) are drawn in a grey of their own, so they do not look like
+visible keys of weight near 0. Each row is annotated with its entropy H
 (nats) and max score m from attn_weights' row statistics (with a sink: also
 the sink's share of the row, which its keys' weights leave out); fully
 masked rows (no visible key) are hatched, and listed on stdout.
@@ -17,6 +19,7 @@ Needs NumPy and matplotlib (Debian: python3-numpy python3-matplotlib); finds
 libattn like any libattn Python program (ATTN_LIBRARY, install prefix, ...).
 """
 
+import argparse
 import math
 import sys
 
@@ -25,7 +28,7 @@ try:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from matplotlib.patches import Rectangle
+    from matplotlib.patches import Patch, Rectangle
 except ImportError as err:
     print("attention_map.py needs NumPy and matplotlib: %s" % err)
     sys.exit(77)  # meson's "skipped"
@@ -37,6 +40,9 @@ N = len(TOKENS)          # 16
 VALID = TOKENS.index("<pad>")          # 13 real tokens, then padding
 DOC_BREAK = TOKENS.index("|")          # a second document starts after '|'
 D = 32
+CMAP = "viridis"
+MASKED = "0.78"          # masked keys: a grey viridis never reaches
+DEAD_ROW = "0.9"         # rows with no visible key: hatched over it
 
 
 def toy_projections():
@@ -72,24 +78,34 @@ def panels():
     ]
 
 
-def main(argv):
-    out_path = argv[1] if len(argv) > 1 else "attention_map.png"
+def masked_keys(q, k, opts):
+    """Where attn_scores gives -inf (a sink is no key: scores takes none)."""
+    keys = {name: v for name, v in opts.items() if name != "sinks"}
+    return np.isneginf(libattn.scores(q, k, **keys)[0, 0])
+
+
+def render():
+    """The figure and, per panel, (title, options, image, masked keys)."""
     q, k = toy_projections()
     cases = panels()
     fig, axes = plt.subplots(2, 4, figsize=(25, 12))
-    print("libattn %s on %s" % (libattn.version(), libattn.isa_active()))
+    cmap = plt.get_cmap(CMAP).copy()
+    cmap.set_bad(MASKED)  # masked entries of the array below
+    drawn = []
     for ax, (title, opts) in zip(axes.flat, cases):
         w, stats = libattn.weights(q, k, stats=True, **opts)
         w = w[0, 0]
+        masked = masked_keys(q, k, opts)
         entropy = stats["entropy"][0, 0]
         max_score = stats["max_score"][0, 0]
         dead = np.isneginf(stats["lse"][0, 0])
         print("%-40s fully masked rows: %s" % (title.replace("\n", " "),
               ", ".join("%d (%s)" % (i, TOKENS[i]) for i in np.flatnonzero(dead)) or "none"))
 
-        ax.imshow(w, cmap="viridis", vmin=0.0, vmax=1.0, interpolation="nearest")
+        image = ax.imshow(np.ma.masked_array(w, mask=masked), cmap=cmap, vmin=0.0, vmax=1.0,
+                          interpolation="nearest")
         for i in np.flatnonzero(dead):
-            ax.add_patch(Rectangle((-0.5, i - 0.5), N, 1, facecolor="0.85", edgecolor="0.5",
+            ax.add_patch(Rectangle((-0.5, i - 0.5), N, 1, facecolor=DEAD_ROW, edgecolor="0.5",
                                    hatch="///", linewidth=0.0))
         ax.set_title(title, fontsize=11)
         ax.set_xticks(range(N))
@@ -107,14 +123,30 @@ def main(argv):
                     color="0.4" if dead[i] else "black")
         ax.set_xlim(-0.5, N - 0.5)
         ax.text(N - 0.2, -0.9, "H (nats), m", fontsize=7, ha="left")
+        drawn.append((title, opts, image, masked))
 
     fig.suptitle("libattn attention weights of a 16-token toy sequence "
-                 "(rows: queries; hatched: fully masked rows)", fontsize=14)
-    fig.subplots_adjust(left=0.04, right=0.93, top=0.93, bottom=0.07, wspace=0.62,
+                 "(rows: queries; grey: masked keys; hatched: fully masked rows)", fontsize=14)
+    fig.subplots_adjust(left=0.04, right=0.93, top=0.93, bottom=0.09, wspace=0.62,
                         hspace=0.32)
-    fig.colorbar(axes[0, 0].images[0], ax=axes, fraction=0.015, pad=0.06, label="weight")
-    fig.savefig(out_path, dpi=90)
-    print("wrote %s" % out_path)
+    fig.colorbar(drawn[0][2], ax=axes, fraction=0.015, pad=0.06, label="weight")
+    fig.legend(handles=[Patch(facecolor=MASKED, edgecolor="0.5", label="masked key"),
+                        Patch(facecolor=DEAD_ROW, edgecolor="0.5", hatch="///",
+                              label="fully masked row")],
+               loc="lower center", ncol=2, fontsize=10, frameon=False)
+    return fig, drawn
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[1],
+                                 epilog="Needs NumPy and matplotlib.")
+    ap.add_argument("out", nargs="?", default="attention_map.png",
+                    help="the PNG to write (default: attention_map.png)")
+    args = ap.parse_args(argv[1:])
+    print("libattn %s on %s" % (libattn.version(), libattn.isa_active()))
+    fig, _ = render()
+    fig.savefig(args.out, dpi=90)
+    print("wrote %s" % args.out)
     return 0
 
 

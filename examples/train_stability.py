@@ -23,7 +23,7 @@ row's visible keys) and largest score from the forward's row stats, and
 flags a run when a head stays collapsed (entropy < COLLAPSE of log n) for
 PATIENCE steps, when a score passes MAX_SCORE, or when the loss stops being
 finite. The PNG shows loss, entropy and max score of the three runs with
-the flag marked. With --expect-flags (the test command) it exits 1 unless
+the flag marked, each row on one y axis across the runs. With --expect-flags (the test command) it exits 1 unless
 exactly the unscaled and the too-fast runs are flagged.
 """
 
@@ -151,14 +151,18 @@ def train(name, scale, lr, args):
 
 
 def plot(runs, path):
+    """The three runs side by side, saved to path; returns the figure and its
+    axes [row][run] (None without matplotlib). A row's y axis is shared, so
+    the runs' losses compare at a glance."""
     try:
         import matplotlib
     except ImportError as err:
         print("no PNG: %s (install python3-matplotlib)" % err)
-        return
+        return None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(3, len(runs), figsize=(4.2 * len(runs), 8), sharex="col")
+    fig, axes = plt.subplots(3, len(runs), figsize=(4.2 * len(runs), 8), sharex="col",
+                             sharey="row", squeeze=False)
     for col, (name, log) in enumerate(runs):
         steps = np.arange(len(log["loss"]))
         ent = np.array(log["entropy"])
@@ -188,6 +192,7 @@ def plot(runs, path):
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     print("wrote %s" % path)
+    return fig, axes
 
 
 def main(argv):

@@ -58,15 +58,23 @@ static double dq_row(const problem *p, const buffers *b, const grads *g, int64_t
     const double scale = scale_of(p), cap = p->g.opt.softcap;
     int64_t lo, hi;
     visible_keys(p, bi, i, &lo, &hi);
-    const int64_t n = hi - lo;
     for (int64_t t = 0; t < d; t++)
         ref[t] = 0.0;
-    if (n <= 0)
+    if (hi <= lo)
         return 0.0; /* no visible key: dq must be exactly 0 */
-    double *sc = malloc((size_t)n * 3 * sizeof(double));
+    /* the keys the row sees: [lo, hi) less what a tree or top-k list hides */
+    double *sc = malloc((size_t)(hi - lo) * 4 * sizeof(double));
     if (!sc)
         return NAN;
-    double *dp = sc + n, *slope = dp + n;
+    double *dp = sc + (hi - lo), *slope = dp + (hi - lo), *key = slope + (hi - lo);
+    int64_t n = 0;
+    for (int64_t j = lo; j < hi; j++)
+        if (!key_hidden(p, bi, i, j))
+            key[n++] = (double)j;
+    if (n == 0) {
+        free(sc);
+        return 0.0;
+    }
     /* the score modifiers as the library applies them: ALiBi from the
        query's aligned position, the sink as one more logit in the softmax */
     const int64_t pos = i + (lk - s->q_len);
@@ -80,8 +88,9 @@ static double dq_row(const problem *p, const buffers *b, const grads *g, int64_t
     double a_max = 0.0, w_max = 0.0, k_max = 0.0, v_max = 0.0, alibi_max = 0.0, e_mode = 0.0;
     const int bf = p->g.opt.precision == ATTN_PRECISION_BF16;
     for (int64_t j = 0; j < n; j++) {
-        const void *kr = gen_kv_row(m, GEN_K, bi, kvh, lo + j);
-        const void *vr = gen_kv_row(m, GEN_V, bi, kvh, lo + j);
+        const int64_t kj = (int64_t)key[j];
+        const void *kr = gen_kv_row(m, GEN_K, bi, kvh, kj);
+        const void *vr = gen_kv_row(m, GEN_V, bi, kvh, kj);
         double dot = 0.0, terms = 0.0, folded = 0.0, pd = 0.0, w = 0.0;
         for (int64_t t = 0; t < d; t++) {
             const double kx = gen_load(kr, kt, t, p->g.opt.k_scale);
@@ -106,7 +115,7 @@ static double dq_row(const problem *p, const buffers *b, const grads *g, int64_t
             slope[j] = 1.0 - th * th;
         }
         if (has_alibi(p)) {
-            const double a = alibi_slope_h * (double)llabs(pos - (lo + j));
+            const double a = alibi_slope_h * (double)llabs(pos - kj);
             x -= a;
             alibi_max = fmax(alibi_max, a);
         }
@@ -126,7 +135,7 @@ static double dq_row(const problem *p, const buffers *b, const grads *g, int64_t
         dout_abs += fabs(dout[t]);
     for (int64_t j = 0; j < n; j++) {
         const double pj = exp(sc[j] - mx) / sum, a = dp[j] - D, ds = pj * a * slope[j];
-        const void *kr = gen_kv_row(m, GEN_K, bi, kvh, lo + j);
+        const void *kr = gen_kv_row(m, GEN_K, bi, kvh, (int64_t)key[j]);
         for (int64_t t = 0; t < d; t++)
             ref[t] += scale * ds * gen_load(kr, kt, t, p->g.opt.k_scale);
         pa += pj * fabs(a);
@@ -237,12 +246,13 @@ int measure_backward(const problem *p, const cli_settings *x, attn_threadpool *p
     const attn_row_stats st = { g.lse, NULL, NULL };
     m->isa = attn_isa_active();
     m->threads = attn_threadpool_size(pool);
-    m->floor = (timing){ 0, 0.0, 0.0, false };
+    m->floor = (timing){ 0, 0.0, 0.0, 0.0, false };
+    m->workspace = 0;
     m->kv_copies = 1;
     const attn_tensor *tq = &b.m.t[GEN_Q], *tk = &b.m.t[GEN_K], *tv = &b.m.t[GEN_V],
                       *tout = &b.m.t[GEN_OUT];
     attn_status status = attn_forward(s, &o, tq, tk, tv, tout, &st);
-    double first = 0.0, total = 0.0, best = INFINITY;
+    double first = 0.0;
     int64_t n = 0;
     if (status == ATTN_OK) {
         const double t0 = now_seconds();
@@ -250,26 +260,31 @@ int measure_backward(const problem *p, const cli_settings *x, attn_threadpool *p
         first = now_seconds() - t0;
     }
     if (status == ATTN_OK && x->iters == 0 && first >= SINGLE_CALL_SECONDS) {
-        m->time = (timing){ 1, first, first, true };
+        m->time = (timing){ 1, first, first, first, true };
     } else if (status == ATTN_OK) {
         n = x->iters;
         if (n == 0) {
             const double want = target_s / (first > 1e-9 ? first : 1e-9);
             n = want < 1.0 ? 1 : want > 1e6 ? 1000000 : (int64_t)want;
         }
+        samples calls;
+        if (!samples_init(&calls, n)) {
+            fprintf(stderr, "attn: out of memory for the times of %" PRId64 " calls\n", n);
+            grads_free(&g);
+            buffers_free(&b);
+            return EXIT_LIBRARY;
+        }
         for (int64_t it = 0; it < n && status == ATTN_OK; it++) {
             const double t0 = now_seconds();
             status = attn_backward(s, &o, tq, tk, tv, tout, &g.tdout, g.lse, &gr);
-            const double sec = now_seconds() - t0;
-            total += sec;
-            best = sec < best ? sec : best;
+            samples_add(&calls, now_seconds() - t0);
         }
-        m->time = (timing){ n, total / (double)(n ? n : 1), best, false };
+        m->time = samples_timing(&calls);
     }
     if (status != ATTN_OK) {
         grads_free(&g);
         buffers_free(&b);
-        return library_error("attn_forward / attn_backward", status);
+        return library_error(n || first > 0.0 ? "attn_backward" : "attn_forward", status);
     }
     m->gflops = backward_flops_per_call(p) / m->time.mean_s * 1e-9;
     m->kv_gbytes_s = kv_bytes_per_call(p) / m->time.mean_s * 1e-9;

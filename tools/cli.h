@@ -7,7 +7,7 @@
  *   problem.c   presets, a problem's description from the flags (the
  *               problem generator, gen/gen.h) and its geometry (visible
  *               keys, FLOPs, bytes)
- *   numbers.c   clocks, CPUs
+ *   numbers.c   clocks, CPUs, the test hooks (ATTN_CLI_TEST)
  *   exec.c      buffers (the generator's, plus K/V copies to rotate), the
  *               progress line, timing, one measured problem
  *   peak.c      the FMA peak of the pool's threads (the roofline's compute side)
@@ -15,13 +15,15 @@
  *   backward.c  run --backward: timing attn_backward, dq rows in float64
  *   verify.c    sampled rows against the scalar oracle (reads exec.c's
  *               buffers; exec.c does not call it)
- *   cmd_run.c, cmd_bench.c, cmd_info.c   the commands
+ *   json.c      the --json writer
+ *   cmd_run.c, cmd_bench.c, cmd_info.c, cmd_completion.c   the commands
  *
  * Uses the public API only (attn.h, src/dtype_list.h and src/option_list.h,
  * which are data on attn.h alone, and gen/, which uses nothing else);
  * cpu_features only describes the CPU in `attn info`, never makes decisions
  * the library makes itself. A new option is a row of the table in options.c:
- * parsing and --help come from the row. An execution option also needs a
+ * parsing, --help and the completion come from the row (a parser that takes
+ * names lists them in value_sets there). An execution option also needs a
  * field of cli_settings; a problem option pins its generator choice (for an
  * attn_options line, GEN_C_OPT(field)), and the description, the buffers
  * and the timed calls follow. What the verification's oracle does not get
@@ -34,6 +36,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "attn.h"
 #include "gen.h"
@@ -136,6 +139,13 @@ double now_seconds(void);
 int online_cpus(void);
 /* CPUs this process may run on (sched_getaffinity; online_cpus elsewhere). */
 int usable_cpus(void);
+/* Distinct physical cores among the first n CPUs of the affinity mask (the
+   CPUs the peak's threads are pinned to); 0 when the OS does not say. */
+int usable_cores(int n);
+/* Whether the comma-separated list in ATTN_CLI_TEST names `hook`: test
+   hooks only ("progress": a progress line at every call, newline-ended,
+   whatever stderr is; "busy": the busy verdict forced on). */
+bool cli_test_hook(const char *hook);
 
 /* ------------------------------------------------------------ options (options.c) */
 
@@ -155,6 +165,7 @@ typedef struct cli_settings {
     int64_t splits; /* attn_options.kv_splits: 0 automatic, 1 never, N */
     bool backward; /* run: time attn_backward instead of attn_forward */
     bool plan;     /* run: time attn_plan_run on a plan made once */
+    bool json;     /* one JSON document on stdout instead of the report */
     /* the problem (run): a preset, then overrides: dimensions (-1: not
        given) and the generator's choices the flags pin */
     const preset *preset;
@@ -182,6 +193,26 @@ void cli_print_help(unsigned command, const char *intro, const char *outro);
 bool cli_problem_overridden(const cli_settings *s);
 /* The preset's problem with the overrides applied. */
 problem cli_problem(const cli_settings *s);
+/*
+ * Every combination of options the library (or this tool) would refuse,
+ * checked once, before any library call: EXIT_OK, or EXIT_USAGE with a
+ * message naming the options and what is allowed. p: run's problem (NULL
+ * for bench, whose presets are valid).
+ */
+int cli_check(const char *cmd, const cli_settings *s, const problem *p);
+
+/* An option as `attn completion` sees it: from the table the parser uses. */
+#define CLI_MAX_VALUES 32
+typedef struct cli_option_view {
+    const char *name;
+    unsigned commands;
+    bool takes_value;
+    bool list;       /* a comma-separated list of values */
+    size_t n_values; /* 0: a free-form value (or a flag) */
+    const char *values[CLI_MAX_VALUES];
+} cli_option_view;
+/* Option i of the table (false past its end). */
+bool cli_option_at(size_t i, cli_option_view *v);
 #if defined(__GNUC__)
 __attribute__((format(printf, 2, 3)))
 #endif
@@ -193,8 +224,23 @@ typedef struct timing {
     int64_t calls;    /* timed calls */
     double mean_s;
     double best_s;
+    double median_s;
     bool single_cold; /* one call, no warm-up: it took >= SINGLE_CALL_SECONDS */
 } timing;
+
+/* The seconds of up to CLI_MAX_SAMPLES timed calls, evenly spread over
+   them, for the median. */
+#define CLI_MAX_SAMPLES (1 << 20)
+typedef struct samples {
+    double *s;
+    int64_t n, cap, stride, seen; /* kept, room, every stride-th kept, added */
+    double total, best;
+} samples;
+/* For `calls` calls; false when out of memory. */
+bool samples_init(samples *x, int64_t calls);
+void samples_add(samples *x, double seconds);
+/* Calls, mean, best and median of what was added; frees x. */
+timing samples_timing(samples *x);
 
 typedef struct buffers {
     /* the problem's tensors, options and NaN-poisoned output, in its layout
@@ -240,11 +286,12 @@ typedef struct measurement {
 } measurement;
 
 void *alloc_elems(int64_t n, size_t size);
-/* Seeded q, k, v and a NaN-poisoned out for p (EXIT_USAGE for dimensions
-   the K/V dtype cannot store, EXIT_LIBRARY when out of memory). */
+/* Seeded q, k, v and a NaN-poisoned out for p (EXIT_LIBRARY when out of
+   memory); cli_check has refused what the tool cannot lay out. */
 int buffers_init(buffers *b, const problem *p, uint64_t seed);
 void buffers_free(buffers *b);
 attn_tensor make_tensor(void *data, attn_dtype t, int64_t heads, int64_t rows, int64_t cols);
+/* The library's attn_last_error() line first, then which call and its status. */
 int library_error(const char *what, attn_status st);
 /* Times p on b (target_s of calls when iters is 0); m->verify is the
    caller's (verify.c). */
@@ -263,6 +310,25 @@ void format_ms(char *buf, size_t size, double seconds);
 double cli_fma_peak_gflops(attn_threadpool *pool);
 /* What that loop runs, e.g. "AVX-512 FMA" (a scalar fallback says so). */
 const char *cli_fma_peak_kind(void);
+/*
+ * Whether the machine looked busy while this run measured: the pool's FMA
+ * peak is measured again just before and just after the timed calls, and
+ * one thread alone. On a quiet machine the pool's figures agree, and each
+ * core the pool's threads are pinned to reaches about the single thread's;
+ * other work on the CPUs makes them differ, or fall far below.
+ */
+typedef struct peak_check {
+    double before, after; /* the pool's FMA peak, GFLOP/s */
+    double single;        /* one thread alone */
+    double base;          /* cli_fma_peak_gflops, which the % peak figures use */
+    int threads, cores;   /* the pool's threads; the distinct cores they ran on (0: unknown) */
+    bool busy;
+    char why[256];        /* when busy: the figures that say so */
+} peak_check;
+void cli_peak_check_begin(attn_threadpool *pool, peak_check *c);
+void cli_peak_check_end(attn_threadpool *pool, peak_check *c);
+/* The warning line of a busy check (stderr), prefixed "attn CMD: ". */
+void cli_peak_warn(const char *cmd, const peak_check *c);
 /* The same for the dot-product instructions of the precision modes:
    GFLOP/s (an int8 multiply-add counts 2 ops), 0 when the CPU lacks them. */
 typedef enum cli_peak_kind { CLI_PEAK_FMA, CLI_PEAK_BF16, CLI_PEAK_INT8, CLI_PEAK_KINDS } cli_peak_kind;
@@ -280,6 +346,9 @@ int measure_backward(const problem *p, const cli_settings *x, attn_threadpool *p
 
 /* ------------------------------------------------------------ verification (verify.c) */
 
+/* Whether a draft tree (--tree) or a top-k list (--topk) hides key j of
+   sequence b from its query i (the masks visible_keys does not apply). */
+bool key_hidden(const problem *p, int64_t b, int64_t i, int64_t j);
 /* Verifies `rows` sampled rows of b's output on the scalar ISA. */
 int verify(const problem *p, const buffers *b, int64_t rows, verify_result *vr);
 /* buffers_init, measure, verify, buffers_free: one problem of run or bench. */
@@ -291,6 +360,41 @@ int measure_verified(const problem *p, const cli_settings *x, attn_threadpool *p
 int cmd_run(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_info(int argc, char **argv);
+int cmd_completion(int argc, char **argv);
+/* The commands `attn --help` lists, in its order (main.c). */
+extern const char *const cli_commands[];
+extern const size_t cli_command_count;
+
+/* ------------------------------------------------------------ JSON (json.c) */
+
+/* A writer of one pretty-printed JSON document; keys are NULL inside arrays. */
+#define JSON_MAX_DEPTH 8
+typedef struct json_out {
+    FILE *f;
+    int depth;
+    bool comma[JSON_MAX_DEPTH]; /* a value came before at this depth */
+    char close[JSON_MAX_DEPTH]; /* '}' or ']' */
+} json_out;
+void json_begin(json_out *j, FILE *f);
+void json_end(json_out *j);
+void json_object(json_out *j, const char *key);
+void json_array(json_out *j, const char *key);
+void json_close(json_out *j);
+void json_str(json_out *j, const char *key, const char *v); /* NULL: null */
+void json_num(json_out *j, const char *key, double v);      /* not finite: null */
+void json_int(json_out *j, const char *key, int64_t v);
+void json_uint(json_out *j, const char *key, uint64_t v);
+void json_bool(json_out *j, const char *key, bool v);
+void json_null(json_out *j, const char *key);
+/* The parts run and bench share: a timing in milliseconds {calls,
+   single_cold, mean_ms, median_ms, min_ms}; "peak" {gflops, percent (when
+   achieved is not NaN), units, kind, threads, before_gflops, after_gflops,
+   single_thread_gflops, cores}, then "busy" and "busy_why"; "verify" {rows,
+   against, max_abs, max_rel, worst_ratio, pass} (rows 0: not verified). */
+void json_timing(json_out *j, const char *key, const timing *t);
+void json_peak(json_out *j, double peak, double achieved, const char *units, const char *kind,
+               int threads, const peak_check *pc);
+void json_verify(json_out *j, const verify_result *vr, int64_t rows, const char *against);
 
 /* The --precision name of an attn_precision value ("?" for none). */
 const char *cli_precision_name(int64_t precision);

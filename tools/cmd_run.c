@@ -20,12 +20,12 @@ static const char run_intro[] =
 
 static const char run_outro[] =
     "Output:\n"
-    "  time per call (mean and best), GFLOP/s counting 2*head_dim + 2*v_dim flops\n"
-    "  (= 4*d when v_dim = d) per VISIBLE query-key pair (causal and window masks\n"
-    "  are counted exactly) and their share of the FMA peak measured in the same\n"
-    "  run on the same threads (each runs a register-only loop of the widest FMA\n"
-    "  the CPU has, best of 1 ms repetitions, about 40 ms once per run), the\n"
-    "  ISA used. Decode-like forward problems (q_len <= 16) also get: GB/s of\n"
+    "  time per call (mean, median and best), GFLOP/s counting 2*head_dim +\n"
+    "  2*v_dim flops (= 4*d when v_dim = d) per VISIBLE query-key pair (causal and\n"
+    "  window masks are counted exactly) and their share of the FMA peak measured\n"
+    "  in the same run on the same threads (each runs a register-only loop of the\n"
+    "  widest FMA the CPU has, best of 1 ms repetitions, about 40 ms), the ISA\n"
+    "  used. Decode-like forward problems (q_len <= 16) also get: GB/s of\n"
     "  K+V bytes read once per call and, where K/V are contiguous (not\n"
     "  --paged-block or --packed), read from copies rotated out of the\n"
     "  last-level cache: the floor, a plain read of the same bytes on the same\n"
@@ -35,6 +35,11 @@ static const char run_outro[] =
     "  CPU runs them on dot-product units, the peak is that of those units,\n"
     "  measured the same way (vdpbf16ps; vpdpbusd for QK with the FMA for PV in\n"
     "  the int8 mode: FLOPs / (QK FLOPs / its peak + PV FLOPs / the FMA peak)).\n"
+    "  The FMA peak is measured again just before and just after the timed calls,\n"
+    "  and on one thread alone: when those differ a lot, or the pool's peak is\n"
+    "  far below one thread's times the cores its threads run on, the machine\n"
+    "  looks busy, and a warning on stderr says that the % peak figures are\n"
+    "  unreliable.\n"
     "\n"
     "Verification:\n"
     "  Each sampled row i of (batch b, head h) is recomputed on its own with the\n"
@@ -81,162 +86,288 @@ static const char run_outro[] =
     "  (W = max_j sum_t |dout_t v_jt|). dk and dv are not sampled here (every\n"
     "  key sums over all rows): the test suite checks them on every ISA.\n"
     "\n"
-    "Exit status: 0 pass, 1 verification failed, 2 bad arguments, 3 library error\n"
-    "or out of memory.\n";
+    "JSON (--json):\n"
+    "  One object: command, libattn, preset, about, changed_by_options, op\n"
+    "  (attn_forward, attn_plan_run or attn_backward); shape {batch, q_heads,\n"
+    "  kv_heads, q_len, kv_len, head_dim, v_dim}; options {causal, window,\n"
+    "  window_right, scale, softcap, kv_dtype, k_tail, fp8_scales, sinks, alibi,\n"
+    "  packed, paged_block, shared_prefix, topk, tree, precision,\n"
+    "  precision_native, splits, seed}; isa, threads, split_workspace_bytes;\n"
+    "  time {calls, single_cold, mean_ms, median_ms, min_ms}; gflop_per_call,\n"
+    "  gflops, visible_pairs_percent; peak {gflops, percent, units, kind,\n"
+    "  threads, before_gflops, after_gflops, single_thread_gflops, cores};\n"
+    "  busy; busy_why; memory (decode-like forward problems, else null)\n"
+    "  {kv_gb_s, kv_mb_per_call, copies, floor_gb_s, x_floor, t_star_ms,\n"
+    "  x_t_star}, a figure not measured being null; verify {rows, against,\n"
+    "  max_abs, max_rel, worst_ratio, pass} (rows 0: skipped). Times in\n"
+    "  milliseconds; busy is true when the FMA peak measured before and after\n"
+    "  the timed calls differ a lot, or the pool's peak is far below one\n"
+    "  thread's times its cores: the machine looked busy and the percentages\n"
+    "  of the peak are unreliable (a warning on stderr says so too).\n"
+    "\n"
+    "Exit status: 0 pass, 1 verification failed, 2 bad arguments (options the\n"
+    "library would refuse together included, checked before any call), 3 library\n"
+    "error (its attn_last_error line first) or out of memory.\n";
 
-/* Runs p (from the preset pre, changed by options when overridden). */
-static int run(const cli_settings *xs, const preset *pre, bool overridden, const problem *pp)
+typedef struct report {
+    const cli_settings *x;
+    const preset *pre;
+    bool overridden;
+    const problem *p;
+    const measurement *m;
+    const peak_check *pc;
+} report;
+
+/* The problem, before it runs. */
+static void print_header(const report *r)
 {
-    const cli_settings x = *xs;
-    const problem p = *pp;
-    int rc;
-    if (p.shape.q_heads % p.shape.kv_heads) {
-        fprintf(stderr, "attn run: q-heads (%" PRId64 ") must be a multiple of kv-heads (%" PRId64
-                        ")\nTry 'attn run --help'.\n", p.shape.q_heads, p.shape.kv_heads);
-        return EXIT_USAGE;
-    }
-
-    if (is_packed(&p) && p.shape.kv_len < p.shape.q_len) {
-        fprintf(stderr, "attn run: --packed needs kv-len >= q-len (each sequence has\n"
-                        "kv_len - q_len keys more than queries)\nTry 'attn run --help'.\n");
-        return EXIT_USAGE;
-    }
-
-    if (x.backward && (is_packed(&p) || paged_block_of(&p) > 0)) {
-        fprintf(stderr, "attn run: --backward reads dense tensors only (attn_backward does not\n"
-                        "take offset, packed or paged layouts yet)\nTry 'attn run --help'.\n");
-        return EXIT_USAGE;
-    }
-
-    if (x.backward && x.plan) {
-        fprintf(stderr, "attn run: --plan times the forward (attn_plan_run); it does not take "
-                        "--backward\nTry 'attn run --help'.\n");
-        return EXIT_USAGE;
-    }
-
-    attn_threadpool *pool = NULL;
-    rc = open_pool(&x, &pool);
-    if (rc)
-        return rc;
-    const attn_shape *s = &p.shape;
-    const double pairs = visible_pairs(&p);
-    if (overridden)
-        printf("attn run: preset %s, changed by options\n", pre->name);
+    const problem *p = r->p;
+    const attn_shape *s = &p->shape;
+    if (r->overridden)
+        printf("attn run: preset %s, changed by options\n", r->pre->name);
     else
-        printf("attn run: preset %s (%s)\n", pre->name, pre->about);
+        printf("attn run: preset %s (%s)\n", r->pre->name, r->pre->about);
     printf("  shape    batch %" PRId64 ", q_heads %" PRId64 ", kv_heads %" PRId64
            ", q_len %" PRId64 ", kv_len %" PRId64 ", head_dim %" PRId64 ", v_dim %" PRId64 "\n",
            s->batch, s->q_heads, s->kv_heads, s->q_len, s->kv_len, s->head_dim, v_dim_of(s));
-    const attn_options *o = &p.g.opt;
+    const attn_options *o = &p->g.opt;
     char window_text[32] = "off", softcap_text[32] = "off";
     if (o->window)
         snprintf(window_text, sizeof window_text, "%" PRId64, o->window);
     if (o->softcap != 0.0f)
         snprintf(softcap_text, sizeof softcap_text, "%g", (double)o->softcap);
     char tail_text[48] = "";
-    if (p.g.present[ATTN_OPT_POS_k_tail] && o->k_tail_dim > 0)
+    if (p->g.present[ATTN_OPT_POS_k_tail] && o->k_tail_dim > 0)
         snprintf(tail_text, sizeof tail_text, " (K's last %" PRId64 " in f32)", o->k_tail_dim);
     printf("  options  %s, window %s, scale %g%s, softcap %s, K/V %s%s, seed %" PRIu64 "\n",
-           (o->flags & ATTN_CAUSAL) ? "causal" : "not causal", window_text, (double)scale_of(&p),
+           (o->flags & ATTN_CAUSAL) ? "causal" : "not causal", window_text, (double)scale_of(p),
            o->scale == 0.0f ? " (1/sqrt(head_dim))" : "", softcap_text,
-           dtype_name(kv_dtype_of(&p)), tail_text, x.seed);
-    if (o->window_right || has_sink(&p) || has_alibi(&p)) {
+           dtype_name(kv_dtype_of(p)), tail_text, r->x->seed);
+    if (o->window_right || has_sink(p) || has_alibi(p)) {
         char right_text[32] = "off", sink_text[32] = "off";
         if (o->window_right)
             snprintf(right_text, sizeof right_text, "%" PRId64, o->window_right);
-        if (has_sink(&p))
-            snprintf(sink_text, sizeof sink_text, "%g", (double)sink_of(&p));
+        if (has_sink(p))
+            snprintf(sink_text, sizeof sink_text, "%g", (double)sink_of(p));
         printf("  modifiers window_right %s, sinks %s, ALiBi %s\n", right_text, sink_text,
-               has_alibi(&p) ? "on (standard slopes)" : "off");
+               has_alibi(p) ? "on (standard slopes)" : "off");
     }
-    if (is_packed(&p)) {
+    if (is_packed(p)) {
         int64_t first_q, first_k, last_q, last_k;
-        seq_lengths(&p, 0, &first_q, &first_k);
-        seq_lengths(&p, s->batch - 1, &last_q, &last_k);
+        seq_lengths(p, 0, &first_q, &first_k);
+        seq_lengths(p, s->batch - 1, &last_q, &last_k);
         printf("  layout   packed: %" PRId64 " sequences of %" PRId64 "..%" PRId64
                " queries, [tokens][heads][dim] with offsets\n", s->batch, first_q, last_q);
     }
-    if (paged_block_of(&p) > 0)
+    if (paged_block_of(p) > 0)
         printf("  layout   K/V paged: blocks of %" PRId64 " keys, shuffled block table\n",
-               paged_block_of(&p));
-    if (x.backward)
+               paged_block_of(p));
+    if (r->x->backward)
         printf("  op       attn_backward (dq, dk, dv), after one attn_forward for out and lse\n");
-    else if (x.plan)
+    else if (r->x->plan)
         printf("  op       attn_plan_run on a plan made once (attn_plan_forward)\n");
     fflush(stdout);
+}
 
-    measurement m;
-    rc = x.backward ? measure_backward(&p, &x, pool, 2.0, &m)
-                    : measure_verified(&p, &x, pool, 2.0, &m);
-    attn_threadpool_destroy(pool);
-    if (rc)
-        return rc;
-    char mean[32], best[32];
-    format_ms(mean, sizeof mean, m.time.mean_s);
-    format_ms(best, sizeof best, m.time.best_s);
-    printf("  isa      %s, %d thread%s\n", attn_isa_name(m.isa), (int)m.threads,
-           m.threads == 1 ? "" : "s");
-    if (p.g.opt.precision != ATTN_PRECISION_DEFAULT)
-        printf("  precision %s (%s)\n", cli_precision_name(p.g.opt.precision),
-               attn_precision_native(p.g.opt.precision, kv_dtype_of(&p))
+static const char *peak_kind_of(const report *r)
+{
+    const measurement *m = r->m;
+    if (!strcmp(m->peak_what, "FMA"))
+        return cli_fma_peak_kind();
+    return cli_peak_kind_name(r->p->g.opt.precision == ATTN_PRECISION_BF16 ? CLI_PEAK_BF16
+                                                                           : CLI_PEAK_INT8);
+}
+
+static double call_flops(const report *r)
+{
+    return r->x->backward ? backward_flops_per_call(r->p) : flops_per_call(r->p);
+}
+
+/* Visible query-key pairs, % of all. */
+static double visible_percent(const problem *p)
+{
+    return 100.0 * visible_pairs(p) / ((double)p->shape.q_len * (double)p->shape.kv_len);
+}
+
+/* The measurement, after the header. */
+static void print_result(const report *r)
+{
+    const cli_settings *x = r->x;
+    const problem *p = r->p;
+    const measurement *m = r->m;
+    const attn_shape *s = &p->shape;
+    char mean[32], best[32], median[32];
+    format_ms(mean, sizeof mean, m->time.mean_s);
+    format_ms(best, sizeof best, m->time.best_s);
+    format_ms(median, sizeof median, m->time.median_s);
+    printf("  isa      %s, %d thread%s\n", attn_isa_name(m->isa), (int)m->threads,
+           m->threads == 1 ? "" : "s");
+    if (p->g.opt.precision != ATTN_PRECISION_DEFAULT)
+        printf("  precision %s (%s)\n", cli_precision_name(p->g.opt.precision),
+               attn_precision_native(p->g.opt.precision, kv_dtype_of(p))
                    ? "dot-product kernels"
                    : "no dot-product kernel here: computed as the default mode");
-    if (m.workspace)
+    if (m->workspace)
         printf("  split    keys in chunks (--splits %" PRId64 "%s), workspace %.1f KiB\n",
-               x.splits, x.splits ? "" : ": automatic", (double)m.workspace / 1024.0);
-    else
-        printf("  split    none (--splits %" PRId64 "%s)\n", x.splits,
-               x.splits == 1 ? "" : ": every sequence has enough tasks");
-    if (m.time.single_cold)
+               x->splits, x->splits ? "" : ": automatic", (double)m->workspace / 1024.0);
+    else if (!x->backward)
+        printf("  split    none (--splits %" PRId64 "%s)\n", x->splits,
+               x->splits == 1 ? "" : ": every sequence has enough tasks");
+    if (m->time.single_cold)
         printf("  time     %s ms/call (one call of >= 1 s, no warm-up)\n", mean);
     else
-        printf("  time     %s ms/call (mean of %" PRId64 " call%s after a warm-up; best %s ms)\n",
-               mean, m.time.calls, m.time.calls == 1 ? "" : "s", best);
+        printf("  time     %s ms/call (mean of %" PRId64 " call%s after a warm-up; median %s,"
+               " best %s ms)\n", mean, m->time.calls, m->time.calls == 1 ? "" : "s", median,
+               best);
     printf("  compute  %.2f GFLOP/s (%.3f GFLOP/call; %.1f%% of the %" PRId64 "x%" PRId64
-           " query-key pairs visible)\n", m.gflops,
-           (x.backward ? backward_flops_per_call(&p) : flops_per_call(&p)) * 1e-9,
-           100.0 * pairs / ((double)s->q_len * (double)s->kv_len), s->q_len, s->kv_len);
-    if (m.peak_gflops > 0.0)
-        printf("           %.1f%% of the measured %s peak, %.1f GFLOP/s (%s, %d thread%s)\n",
-               100.0 * m.gflops / m.peak_gflops, m.peak_what, m.peak_gflops,
-               strcmp(m.peak_what, "FMA") ? cli_peak_kind_name(p.g.opt.precision ==
-                                                                       ATTN_PRECISION_BF16
-                                                                   ? CLI_PEAK_BF16
-                                                                   : CLI_PEAK_INT8)
-                                          : cli_fma_peak_kind(),
-               (int)m.threads, m.threads == 1 ? "" : "s");
-    if (is_decode_like(&p) && !x.backward) {
-        printf("  memory   %.2f GB/s of K+V read (%.1f MB/call", m.kv_gbytes_s,
-               kv_bytes_per_call(&p) * 1e-6);
-        if (m.floor.calls)
+           " query-key pairs visible)\n", m->gflops, call_flops(r) * 1e-9, visible_percent(p),
+           s->q_len, s->kv_len);
+    if (m->peak_gflops > 0.0)
+        printf("           %.1f%% of the measured %s peak, %.1f GFLOP/s (%s, %d thread%s)%s\n",
+               100.0 * m->gflops / m->peak_gflops, m->peak_what, m->peak_gflops,
+               peak_kind_of(r), (int)m->threads, m->threads == 1 ? "" : "s",
+               r->pc->busy ? ": unreliable, the machine looks busy" : "");
+    if (is_decode_like(p) && !x->backward) {
+        printf("  memory   %.2f GB/s of K+V read (%.1f MB/call", m->kv_gbytes_s,
+               kv_bytes_per_call(p) * 1e-6);
+        if (m->floor.calls)
             printf("; %" PRId64 " copies rotated, %.0f MB, so each call reads from DRAM)\n"
                    "  floor    %.2f GB/s: a plain read of the cache's bytes, same threads and "
                    "rotation;\n           this call takes %.2fx the floor's time for its bytes\n",
-                   m.kv_copies, (double)m.kv_copies * kv_cache_bytes(&p) * 1e-6,
-                   m.floor_gbytes_s, m.time.mean_s / m.floor_read_s);
+                   m->kv_copies, (double)m->kv_copies * kv_cache_bytes(p) * 1e-6,
+                   m->floor_gbytes_s, m->time.mean_s / m->floor_read_s);
         else
             printf(")\n");
-        if (m.t_star_s > 0.0) {
+        if (m->t_star_s > 0.0) {
             /* the two terms of T* (measure): the floor's read, the FLOPs at the peak */
             char read_ms[32], fma_ms[32], t_star_ms[32];
-            format_ms(read_ms, sizeof read_ms, kv_bytes_per_call(&p) / (m.floor_gbytes_s * 1e9));
-            format_ms(fma_ms, sizeof fma_ms, flops_per_call(&p) / (m.peak_gflops * 1e9));
-            format_ms(t_star_ms, sizeof t_star_ms, m.t_star_s);
+            format_ms(read_ms, sizeof read_ms, kv_bytes_per_call(p) / (m->floor_gbytes_s * 1e9));
+            format_ms(fma_ms, sizeof fma_ms, flops_per_call(p) / (m->peak_gflops * 1e9));
+            format_ms(t_star_ms, sizeof t_star_ms, m->t_star_s);
             printf("  roofline T* = max(%s ms read, %s ms at %.1f GFLOP/s %s peak) = %s ms;\n"
-                   "           this call takes %.2fx T*\n", read_ms, fma_ms, m.peak_gflops,
-                   m.peak_what, t_star_ms, m.time.mean_s / m.t_star_s);
+                   "           this call takes %.2fx T*\n", read_ms, fma_ms, m->peak_gflops,
+                   m->peak_what, t_star_ms, m->time.mean_s / m->t_star_s);
         }
     }
-    if (x.verify_rows == 0) {
+    if (x->verify_rows == 0) {
         printf("  verify   skipped (--verify-rows 0)\n");
-        return EXIT_OK;
+        return;
     }
-    const verify_result *vr = &m.verify;
+    const verify_result *vr = &m->verify;
     printf("  verify   %" PRId64 " %srow%s vs %s: max abs err %.3g, max rel err %.3g,"
-           " worst err/tol %.3g: %s\n", vr->rows, x.backward ? "dq " : "", vr->rows == 1 ? "" : "s",
-           x.backward ? "float64" : "the scalar oracle", vr->max_abs,
+           " worst err/tol %.3g: %s\n", vr->rows, x->backward ? "dq " : "", vr->rows == 1 ? "" : "s",
+           x->backward ? "float64" : "the scalar oracle", vr->max_abs,
            vr->max_rel, vr->worst_ratio, vr->pass ? "PASS" : "FAIL");
-    if (!vr->pass) {
+}
+
+static void print_json(const report *r)
+{
+    const cli_settings *x = r->x;
+    const problem *p = r->p;
+    const measurement *m = r->m;
+    const attn_shape *s = &p->shape;
+    const attn_options *o = &p->g.opt;
+    json_out j;
+    json_begin(&j, stdout);
+    json_str(&j, "command", "run");
+    json_str(&j, "libattn", attn_version_string());
+    json_str(&j, "preset", r->pre->name);
+    json_str(&j, "about", r->pre->about);
+    json_bool(&j, "changed_by_options", r->overridden);
+    json_str(&j, "op", x->backward ? "attn_backward" : x->plan ? "attn_plan_run" : "attn_forward");
+    json_object(&j, "shape");
+    json_int(&j, "batch", s->batch);
+    json_int(&j, "q_heads", s->q_heads);
+    json_int(&j, "kv_heads", s->kv_heads);
+    json_int(&j, "q_len", s->q_len);
+    json_int(&j, "kv_len", s->kv_len);
+    json_int(&j, "head_dim", s->head_dim);
+    json_int(&j, "v_dim", v_dim_of(s));
+    json_close(&j);
+    json_object(&j, "options");
+    json_bool(&j, "causal", (o->flags & ATTN_CAUSAL) != 0);
+    json_int(&j, "window", o->window);
+    json_int(&j, "window_right", o->window_right);
+    json_num(&j, "scale", scale_of(p));
+    json_num(&j, "softcap", o->softcap);
+    json_str(&j, "kv_dtype", dtype_name(kv_dtype_of(p)));
+    json_int(&j, "k_tail", p->g.present[ATTN_OPT_POS_k_tail] ? o->k_tail_dim : 0);
+    if (!p->g.present[ATTN_OPT_POS_k_scales])
+        json_null(&j, "fp8_scales");
+    else if (o->k_scale_group == 0)
+        json_str(&j, "fp8_scales", "row");
+    else
+        json_int(&j, "fp8_scales", o->k_scale_group);
+    json_num(&j, "sinks", has_sink(p) ? sink_of(p) : NAN);
+    json_bool(&j, "alibi", has_alibi(p));
+    json_bool(&j, "packed", is_packed(p));
+    json_int(&j, "paged_block", paged_block_of(p));
+    json_int(&j, "shared_prefix", s->batch > 1 ? shared_keys(p, 1) : 0);
+    json_int(&j, "topk", p->g.present[ATTN_OPT_POS_topk_indices] ? o->topk : 0);
+    if (p->g.present[ATTN_OPT_POS_tree_parents])
+        json_str(&j, "tree", x->pins.pin[GEN_C_TREE] == GEN_TREE_FLAT ? "flat" : "chain");
+    else
+        json_null(&j, "tree");
+    json_str(&j, "precision", cli_precision_name(o->precision));
+    json_bool(&j, "precision_native",
+              attn_precision_native(o->precision, kv_dtype_of(p)) != 0);
+    json_int(&j, "splits", x->splits);
+    json_uint(&j, "seed", x->seed);
+    json_close(&j);
+    json_str(&j, "isa", attn_isa_name(m->isa));
+    json_int(&j, "threads", m->threads);
+    json_int(&j, "split_workspace_bytes", (int64_t)m->workspace);
+    json_timing(&j, "time", &m->time);
+    json_num(&j, "gflop_per_call", call_flops(r) * 1e-9);
+    json_num(&j, "gflops", m->gflops);
+    json_num(&j, "visible_pairs_percent", visible_percent(p));
+    json_peak(&j, m->peak_gflops, m->gflops, m->peak_what, peak_kind_of(r), m->threads, r->pc);
+    if (is_decode_like(p) && !x->backward) {
+        json_object(&j, "memory");
+        json_num(&j, "kv_gb_s", m->kv_gbytes_s);
+        json_num(&j, "kv_mb_per_call", kv_bytes_per_call(p) * 1e-6);
+        json_int(&j, "copies", m->kv_copies);
+        json_num(&j, "floor_gb_s", m->floor.calls ? m->floor_gbytes_s : NAN);
+        json_num(&j, "x_floor", m->floor.calls ? m->time.mean_s / m->floor_read_s : NAN);
+        json_num(&j, "t_star_ms", m->t_star_s > 0.0 ? m->t_star_s * 1e3 : NAN);
+        json_num(&j, "x_t_star", m->t_star_s > 0.0 ? m->time.mean_s / m->t_star_s : NAN);
+        json_close(&j);
+    } else {
+        json_null(&j, "memory");
+    }
+    json_verify(&j, &m->verify, x->verify_rows, x->backward ? "float64" : "scalar oracle");
+    json_end(&j);
+}
+
+/* Runs p (checked by cli_check) and reports it. */
+static int run(const cli_settings *x, const problem *p)
+{
+    attn_threadpool *pool = NULL;
+    int rc = open_pool(x, &pool);
+    if (rc)
+        return rc;
+    const report r0 = { x, x->preset, cli_problem_overridden(x), p, NULL, NULL };
+    if (!x->json)
+        print_header(&r0);
+    measurement m;
+    memset(&m, 0, sizeof m);
+    peak_check pc;
+    cli_peak_check_begin(pool, &pc);
+    rc = x->backward ? measure_backward(p, x, pool, 2.0, &m)
+                     : measure_verified(p, x, pool, 2.0, &m);
+    if (!rc)
+        cli_peak_check_end(pool, &pc);
+    attn_threadpool_destroy(pool);
+    if (rc)
+        return rc;
+    const report r = { x, x->preset, r0.overridden, p, &m, &pc };
+    if (x->json)
+        print_json(&r);
+    else
+        print_result(&r);
+    cli_peak_warn("run", &pc);
+    if (x->verify_rows && !m.verify.pass) {
+        const verify_result *vr = &m.verify;
         fprintf(stderr, "attn run: verification FAILED; worst row: batch %" PRId64 ", head %" PRId64
                         ", query %" PRId64 " (err/tol %.3g)\n", vr->worst_b, vr->worst_h,
                 vr->worst_i, vr->worst_ratio);
@@ -257,7 +388,9 @@ int cmd_run(int argc, char **argv)
     if (rc)
         return rc;
     problem p = cli_problem(&x);
-    rc = run(&x, x.preset, cli_problem_overridden(&x), &p);
+    rc = cli_check("run", &x, &p);
+    if (!rc)
+        rc = run(&x, &p);
     problem_free(&p);
     return rc;
 }

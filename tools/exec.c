@@ -20,16 +20,21 @@
 /*
  * Progress without touching the library: the pool hook handed to
  * attn_forward wraps each task so completed tasks are counted, and a
- * monitor thread prints the count while a timed phase runs.
+ * monitor thread prints the count while a timed phase runs. The count's
+ * total is the phase's from its start: --iters N is N + 1 calls; the
+ * automatic count is known once the first call has taken its time, and
+ * until then a line shows only when that call is the only one (it has run
+ * for SINGLE_CALL_SECONDS).
  */
 typedef struct progress {
-    bool enabled;
+    bool enabled;   /* the monitor thread */
+    bool each_call; /* test hook: the line at the start of every call */
     const char *label;
     double start;
     atomic_uint_least64_t tasks_done;
     atomic_uint_least64_t tasks_total;
     atomic_int_least64_t calls_done;
-    atomic_int_least64_t calls_total;
+    atomic_int_least64_t calls_total; /* 0: not known yet */
     atomic_bool stop;
     int shown_width; /* characters of the last progress line, 0: none shown */
     pthread_t thread;
@@ -63,24 +68,39 @@ static void counting_parallel_for(void *pool_ctx, attn_task_fn task, void *task_
     attn_threadpool_parallel_for(hook->pool, counted_task, &c, count);
 }
 
+/* The line's text; false while the count's total is not known. */
+static bool progress_text(progress *pr, char *buf, size_t size)
+{
+    const double elapsed = now_seconds() - pr->start;
+    const uint64_t done = atomic_load_explicit(&pr->tasks_done, memory_order_relaxed);
+    const uint64_t total = atomic_load_explicit(&pr->tasks_total, memory_order_relaxed);
+    const int64_t calls = atomic_load_explicit(&pr->calls_done, memory_order_relaxed);
+    int64_t calls_total = atomic_load_explicit(&pr->calls_total, memory_order_relaxed);
+    if (calls_total == 0) {
+        /* the first call of an automatic count: past SINGLE_CALL_SECONDS
+           it is the result, the only call (time_forward) */
+        if (elapsed < SINGLE_CALL_SECONDS)
+            return false;
+        calls_total = 1;
+    }
+    const int64_t current = calls < calls_total ? calls + 1 : calls_total;
+    snprintf(buf, size, "%s: call %" PRId64 "/%" PRId64 ", %3.0f%% of its tasks, %.1f s ",
+             pr->label, current, calls_total,
+             total ? 100.0 * (double)done / (double)total : 0.0, elapsed);
+    return true;
+}
+
 static void *progress_main(void *arg)
 {
     progress *pr = arg;
     const struct timespec tick = { 0, 100 * 1000 * 1000 };
+    char line[160];
     while (!atomic_load(&pr->stop)) {
         nanosleep(&tick, NULL);
-        const double elapsed = now_seconds() - pr->start;
-        if (elapsed < PROGRESS_AFTER_SECONDS || atomic_load(&pr->stop))
+        if (now_seconds() - pr->start < PROGRESS_AFTER_SECONDS || atomic_load(&pr->stop) ||
+            !progress_text(pr, line, sizeof line))
             continue;
-        const uint64_t done = atomic_load_explicit(&pr->tasks_done, memory_order_relaxed);
-        const uint64_t total = atomic_load_explicit(&pr->tasks_total, memory_order_relaxed);
-        const int64_t calls = atomic_load_explicit(&pr->calls_done, memory_order_relaxed);
-        const int64_t calls_total = atomic_load_explicit(&pr->calls_total, memory_order_relaxed);
-        const int64_t current = calls < calls_total ? calls + 1 : calls_total;
-        const int width = fprintf(stderr, "\r%s: call %" PRId64 "/%" PRId64
-                                          ", %3.0f%% of its tasks, %.1f s ",
-                                  pr->label, current, calls_total,
-                                  total ? 100.0 * (double)done / (double)total : 0.0, elapsed);
+        const int width = fprintf(stderr, "\r%s", line);
         fflush(stderr);
         if (width > pr->shown_width)
             pr->shown_width = width;
@@ -88,13 +108,24 @@ static void *progress_main(void *arg)
     return NULL;
 }
 
-static void progress_start(progress *pr, const char *label)
+/* Call `call` (from 1) starts: the test hook's line. */
+static void progress_call(progress *pr, int64_t call)
+{
+    char line[160];
+    if (pr->each_call && progress_text(pr, line, sizeof line)) {
+        fprintf(stderr, "%s\n", line);
+        fflush(stderr);
+    }
+}
+
+/* A timed phase of `calls` calls (0: an automatic count, known later). */
+static void progress_start(progress *pr, const char *label, int64_t calls)
 {
     atomic_store(&pr->stop, false);
     atomic_store(&pr->tasks_done, 0);
     atomic_store(&pr->tasks_total, 0);
     atomic_store(&pr->calls_done, 0);
-    atomic_store(&pr->calls_total, 1);
+    atomic_store(&pr->calls_total, calls);
     pr->label = label;
     pr->shown_width = 0;
     pr->start = now_seconds();
@@ -230,19 +261,7 @@ int buffers_init(buffers *b, const problem *p, uint64_t seed)
 {
     const attn_shape *s = &p->shape;
     const int64_t dv = v_dim_of(s);
-    const attn_dtype kt = kv_dtype_of(p);
-    const int64_t block = dtype_block(kt); /* values per stride unit */
     memset(b, 0, sizeof *b);
-    if (s->head_dim % block != 0 || dv % block != 0) {
-        fprintf(stderr, "attn: --kv-dtype %s needs head_dim and v_dim to be multiples of %" PRId64
-                        "\n", dtype_name(kt), block);
-        return EXIT_USAGE;
-    }
-    if (block > 1 && (paged_block_of(p) > 0 || is_packed(p))) {
-        fprintf(stderr, "attn: --kv-dtype %s with --paged-block or --packed is not supported by "
-                        "this tool (the library takes such caches)\n", dtype_name(kt));
-        return EXIT_USAGE;
-    }
     const int64_t nq = mul4(s->batch, s->q_heads, s->q_len, s->head_dim);
     const int64_t nk = mul4(s->batch, s->kv_heads, s->kv_len, s->head_dim);
     const int64_t nv = mul4(s->batch, s->kv_heads, s->kv_len, dv);
@@ -283,9 +302,51 @@ int buffers_init(buffers *b, const problem *p, uint64_t seed)
 
 int library_error(const char *what, attn_status st)
 {
-    fprintf(stderr, "attn: %s failed: %s (status %d)\n  %s\n", what, attn_strerror(st), (int)st,
-            attn_last_error());
+    const char *line = attn_last_error();
+    fprintf(stderr, "attn: %s\n  (%s failed with status %d)\n", line[0] ? line : attn_strerror(st),
+            what, (int)st);
     return EXIT_LIBRARY;
+}
+
+/* ------------------------------------------------------------------ samples */
+
+bool samples_init(samples *x, int64_t calls)
+{
+    const int64_t cap = calls < CLI_MAX_SAMPLES ? (calls > 0 ? calls : 1) : CLI_MAX_SAMPLES;
+    *x = (samples){ malloc((size_t)cap * sizeof(double)), 0, cap, (calls + cap - 1) / cap, 0,
+                    0.0, INFINITY };
+    if (x->stride < 1)
+        x->stride = 1;
+    return x->s != NULL;
+}
+
+void samples_add(samples *x, double seconds)
+{
+    if (x->seen % x->stride == 0 && x->n < x->cap)
+        x->s[x->n++] = seconds;
+    x->seen++;
+    x->total += seconds;
+    x->best = seconds < x->best ? seconds : x->best;
+}
+
+static int by_value(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+timing samples_timing(samples *x)
+{
+    timing t = { x->seen, 0.0, 0.0, 0.0, false };
+    if (x->seen > 0) {
+        qsort(x->s, (size_t)x->n, sizeof *x->s, by_value);
+        t.mean_s = x->total / (double)x->seen;
+        t.best_s = x->best;
+        t.median_s = x->n % 2 ? x->s[x->n / 2] : 0.5 * (x->s[x->n / 2 - 1] + x->s[x->n / 2]);
+    }
+    free(x->s);
+    x->s = NULL;
+    return t;
 }
 
 /* ------------------------------------------------------------------ timing */
@@ -390,15 +451,17 @@ static double timed_read(const buffers *b, attn_threadpool *pool, int64_t copy)
 
 /*
  * iters > 0: one warm-up call, then `iters` timed calls.
- * iters == 0: the first call is timed; at >= SINGLE_CALL_SECONDS it is the
- * result, otherwise it was the warm-up and enough calls fill target_s.
+ * iters == 0: the first call is timed; at >= SINGLE_CALL_SECONDS (by its
+ * own clock or the progress line's) it is the result, otherwise it was the
+ * warm-up and enough calls fill target_s.
  * Decode-like problems alternate K/V copies (even ones for the forward, odd
  * ones for the floor read that follows each call), so every call finds its
- * cache out of the last-level cache.
+ * cache out of the last-level cache. EXIT_OK, or EXIT_LIBRARY with *st the
+ * failing call's status (ATTN_OK: out of memory, said here).
  */
-static attn_status time_forward(const buffers *b, pool_hook *hook, const attn_options *base,
-                                const attn_plan *plan, int64_t iters, double target_s, timing *t,
-                                timing *floor_t)
+static int time_forward(const buffers *b, pool_hook *hook, const attn_options *base,
+                        const attn_plan *plan, int64_t iters, double target_s, timing *t,
+                        timing *floor_t, attn_status *st)
 {
     attn_options o = *base;
     o.parallel_for = counting_parallel_for;
@@ -406,42 +469,47 @@ static attn_status time_forward(const buffers *b, pool_hook *hook, const attn_op
     progress *pr = hook->progress;
     const int with_floor = b->copies >= 2;
     double first;
-    attn_status st = timed_call(b, &o, plan, 0, &first);
+    progress_call(pr, 1);
+    *st = timed_call(b, &o, plan, 0, &first);
     atomic_store(&pr->calls_done, 1);
-    if (st != ATTN_OK)
-        return st;
-    *floor_t = (timing){ 0, 0.0, 0.0, false };
-    if (iters == 0 && first >= SINGLE_CALL_SECONDS) {
-        *t = (timing){ 1, first, first, true };
-        return ATTN_OK;
+    if (*st != ATTN_OK)
+        return EXIT_LIBRARY;
+    *floor_t = (timing){ 0, 0.0, 0.0, 0.0, false };
+    /* the progress line's clock: past SINGLE_CALL_SECONDS on it, the line
+       has shown this call as the only one */
+    if (iters == 0 && (first >= SINGLE_CALL_SECONDS ||
+                       now_seconds() - pr->start >= SINGLE_CALL_SECONDS)) {
+        *t = (timing){ 1, first, first, first, true };
+        return EXIT_OK;
     }
     int64_t n = iters;
     if (n == 0) {
         double want = target_s / (first > 1e-9 ? first : 1e-9);
         n = want < 1.0 ? 1 : want > 1e6 ? 1000000 : (int64_t)want;
+        atomic_store(&pr->calls_total, n + 1);
     }
-    atomic_store(&pr->calls_total, n + 1);
-    double total = 0.0, best = INFINITY, ftotal = 0.0, fbest = INFINITY;
+    samples calls, floors;
+    if (!samples_init(&calls, n) || !samples_init(&floors, with_floor ? n : 1)) {
+        free(calls.s);
+        fprintf(stderr, "attn: out of memory for the times of %" PRId64 " calls\n", n);
+        return EXIT_LIBRARY;
+    }
     for (int64_t i = 0; i < n; i++) {
         double sec;
         const int64_t copy = with_floor ? (2 * (i + 1)) % b->copies : 0;
-        if ((st = timed_call(b, &o, plan, copy, &sec)) != ATTN_OK)
-            return st;
+        progress_call(pr, i + 2);
+        if ((*st = timed_call(b, &o, plan, copy, &sec)) != ATTN_OK)
+            break;
         atomic_store(&pr->calls_done, i + 2);
-        total += sec;
-        if (sec < best)
-            best = sec;
-        if (with_floor) {
-            const double fs = timed_read(b, hook->pool, copy + 1);
-            ftotal += fs;
-            if (fs < fbest)
-                fbest = fs;
-        }
+        samples_add(&calls, sec);
+        if (with_floor)
+            samples_add(&floors, timed_read(b, hook->pool, copy + 1));
     }
-    *t = (timing){ n, total / (double)n, best, false };
+    *t = samples_timing(&calls);
+    const timing f = samples_timing(&floors);
     if (with_floor)
-        *floor_t = (timing){ n, ftotal / (double)n, fbest, false };
-    return ATTN_OK;
+        *floor_t = f;
+    return *st == ATTN_OK ? EXIT_OK : EXIT_LIBRARY;
 }
 
 int measure(const problem *p, const cli_settings *x, attn_threadpool *pool, double target_s,
@@ -450,6 +518,7 @@ int measure(const problem *p, const cli_settings *x, attn_threadpool *pool, doub
     progress pr;
     memset(&pr, 0, sizeof pr);
     pr.enabled = x->progress && isatty(STDERR_FILENO);
+    pr.each_call = cli_test_hook("progress");
     pool_hook hook = { pool, &pr };
 
     m->isa = attn_isa_active();
@@ -493,13 +562,14 @@ int measure(const problem *p, const cli_settings *x, attn_threadpool *pool, doub
             return library_error("attn_plan_forward", st);
         }
     }
-    progress_start(&pr, label);
-    st = time_forward(b, &hook, &o, plan, x->iters, target_s, &m->time, &m->floor);
+    progress_start(&pr, label, x->iters ? x->iters + 1 : 0);
+    st = ATTN_OK;
+    const int rc = time_forward(b, &hook, &o, plan, x->iters, target_s, &m->time, &m->floor, &st);
     progress_stop(&pr);
     free(plan_mem);
     free(ws);
-    if (st != ATTN_OK)
-        return library_error("attn_forward", st);
+    if (rc)
+        return st != ATTN_OK ? library_error(plan ? "attn_plan_run" : "attn_forward", st) : rc;
     m->gflops = flops_per_call(p) / m->time.mean_s * 1e-9;
     m->kv_gbytes_s = kv_bytes_per_call(p) / m->time.mean_s * 1e-9;
     m->kv_copies = b->copies;

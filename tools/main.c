@@ -6,6 +6,7 @@
  *   attn run     time attn_forward on one problem and check sampled rows
  *                against the scalar oracle
  *   attn bench   every preset in turn, one table
+ *   attn completion   the bash completion script
  *
  * cli.h says which file holds what.
  */
@@ -15,6 +16,11 @@
 #include "cli.h"
 
 extern const char usage_info[];
+extern const char usage_completion[];
+
+/* As `attn --help` lists them. */
+const char *const cli_commands[] = {"info", "run", "bench", "completion", "help"};
+const size_t cli_command_count = sizeof cli_commands / sizeof cli_commands[0];
 
 static const char usage_main[] =
     "Usage: attn <command> [options]\n"
@@ -29,6 +35,7 @@ static const char usage_main[] =
     "  run     time attn_forward on one problem (a preset, optionally with\n"
     "          overrides) and verify sampled rows against the scalar oracle\n"
     "  bench   run every preset with the active instruction set; one table\n"
+    "  completion  print the bash completion script (from the option table)\n"
     "  help    `attn help <command>` is `attn <command> --help`\n"
     "\n"
     "Environment:\n"
@@ -38,9 +45,10 @@ static const char usage_main[] =
     "Exit status:\n"
     "  0  success\n"
     "  1  verification failed (run, bench)\n"
-    "  2  bad command line\n"
-    "  3  libattn returned an error (its attn_strerror and attn_last_error are printed),\n"
-    "     or memory could not be allocated\n";
+    "  2  bad command line, options the library would refuse together included\n"
+    "     (checked before any library call)\n"
+    "  3  libattn returned an error (its attn_last_error line is printed first, then\n"
+    "     the call and its status), or memory could not be allocated\n";
 
 
 int main(int argc, char **argv)
@@ -71,6 +79,8 @@ int main(int argc, char **argv)
             return cmd_run(2, (char *[]){"run", "--help", NULL});
         else if (!strcmp(topic, "bench"))
             return cmd_bench(2, (char *[]){"bench", "--help", NULL});
+        else if (!strcmp(topic, "completion"))
+            fputs(usage_completion, stdout);
         else {
             fprintf(stderr, "attn help: no command '%s'\nTry 'attn --help'.\n", topic);
             return EXIT_USAGE;
@@ -83,6 +93,8 @@ int main(int argc, char **argv)
         return cmd_run(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench"))
         return cmd_bench(argc - 1, argv + 1);
+    if (!strcmp(cmd, "completion"))
+        return cmd_completion(argc - 1, argv + 1);
     fprintf(stderr, "attn: unknown command '%s'\nTry 'attn --help'.\n", cmd);
     return EXIT_USAGE;
 }

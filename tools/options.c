@@ -2,8 +2,10 @@
 /*
  * The one option table of `attn run` and `attn bench`: each row names an
  * option, the commands that take it, the help section it is listed under,
- * its parser and the cli_settings field it sets. Parsing and the option part
- * of both commands' --help come from this table alone.
+ * its parser and the cli_settings field it sets. Parsing, the option part
+ * of both commands' --help and `attn completion` come from this table
+ * alone; the values an option takes are its parser's (value_sets). The
+ * combinations the library would refuse are cli_check's, at the end.
  */
 #include <errno.h>
 #include <float.h>
@@ -32,6 +34,92 @@ struct cli_option {
     int64_t min, max;    /* integer range; for flags the value stored */
     const char *help;    /* lines after the first are indented under it */
 };
+
+/* ------------------------------------------------------------ the values of options */
+
+/* Fills out[] with the names an option's value may be; returns how many. */
+typedef size_t (*values_fn)(const char **out);
+
+/* "a, b or c" */
+static void join_values(const char *const *v, size_t n, char *buf, size_t size)
+{
+    buf[0] = '\0';
+    for (size_t i = 0; i < n; i++) {
+        const char *sep = i == 0 ? "" : i + 1 == n ? " or " : ", ";
+        if (strlen(buf) + strlen(sep) + strlen(v[i]) + 1 > size)
+            break;
+        strcat(buf, sep);
+        strcat(buf, v[i]);
+    }
+}
+
+/* every dtype of the library's list; the K/V ones are values */
+#define DTYPE_ID(ID, name, block, bytes, kind, q, kv, out) ATTN_DTYPE_##ID,
+static const attn_dtype all_dtypes[] = {ATTN_DTYPE_LIST(DTYPE_ID)};
+#undef DTYPE_ID
+#define N_DTYPES (sizeof all_dtypes / sizeof all_dtypes[0])
+_Static_assert(N_DTYPES <= CLI_MAX_VALUES, "the dtypes fit a value list");
+
+static size_t kv_dtype_values(const char **out)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < N_DTYPES; i++)
+        if (dtype_is_kv(all_dtypes[i]))
+            out[n++] = dtype_name(all_dtypes[i]);
+    return n;
+}
+
+static size_t preset_values(const char **out)
+{
+    size_t n = 0;
+    for (; n < cli_preset_count && n < CLI_MAX_VALUES; n++)
+        out[n] = cli_presets[n].name;
+    return n;
+}
+
+/* attn_precision's values by name (include/attn.h), in enum order. */
+static const char *const precision_names[] = {"default", "bf16", "int8"};
+_Static_assert(sizeof precision_names / sizeof precision_names[0] == ATTN_PRECISION_INT8 + 1,
+               "a name per attn_precision value");
+
+static size_t precision_values(const char **out)
+{
+    for (size_t i = 0; i <= ATTN_PRECISION_INT8; i++)
+        out[i] = precision_names[i];
+    return ATTN_PRECISION_INT8 + 1;
+}
+
+/* ISA names come from the library (attn_isa_name), so a new ISA needs no
+   edit here; the values are those compiled into it (attn_isa_built). */
+static size_t isa_values(const char **out)
+{
+    size_t n = 0;
+    for (int i = ATTN_ISA_AUTO; n < CLI_MAX_VALUES; i++) {
+        const char *name = attn_isa_name((attn_isa)i);
+        if (!strcmp(name, "unknown"))
+            break;
+        if (attn_isa_built((attn_isa)i))
+            out[n++] = name;
+    }
+    return n;
+}
+
+static const char *const tree_names[] = {"chain", "flat"};
+static const int64_t tree_kinds[] = {GEN_TREE_CHAIN, GEN_TREE_FLAT};
+
+static size_t tree_values(const char **out)
+{
+    out[0] = tree_names[0];
+    out[1] = tree_names[1];
+    return 2;
+}
+
+/* --fp8-scales: row, or a group size (free) */
+static size_t fp8_scale_values(const char **out)
+{
+    out[0] = "row";
+    return 1;
+}
 
 int usage_error(const char *cmd, const char *fmt, ...)
 {
@@ -96,8 +184,9 @@ static int pin_float(const cli_option *o, const char *cmd, const char *v, cli_se
     float x = strtof(v, &end);
     const int nonneg = o->min == 0;
     if (errno || end == v || *end || !isfinite(x) || (nonneg && x < 0.0f))
-        return usage_error(cmd, "%s expects %s, got '%s'", o->name,
-                           nonneg ? "a finite number >= 0" : "a finite number", v);
+        return usage_error(cmd, "%s expects %s%s, got '%s'", o->name,
+                           nonneg ? "a finite number >= 0" : "a finite number",
+                           errno == ERANGE ? " in float's normal range (or 0)" : "", v);
     gen_pin_f(&s->pins, (int)o->field, (double)x);
     return EXIT_OK;
 }
@@ -190,15 +279,17 @@ static int parse_k_tail(const cli_option *o, const char *cmd, const char *v, cli
 /* --tree chain|flat: a draft tree over every sequence's queries. */
 static int parse_tree(const cli_option *o, const char *cmd, const char *v, cli_settings *s)
 {
-    static const char *const shapes[] = {"chain", "flat"};
-    static const int64_t kinds[] = {GEN_TREE_CHAIN, GEN_TREE_FLAT};
-    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
-        if (!strcmp(v, shapes[i])) {
+    const char *names[CLI_MAX_VALUES];
+    const size_t n = tree_values(names);
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(v, names[i])) {
             gen_pin(&s->pins, GEN_C_OPT(tree_parents), 1);
-            gen_pin(&s->pins, GEN_C_TREE, kinds[i]);
+            gen_pin(&s->pins, GEN_C_TREE, tree_kinds[i]);
             return EXIT_OK;
         }
-    return usage_error(cmd, "%s expects chain or flat, got '%s'", o->name, v);
+    char list[64];
+    join_values(names, n, list, sizeof list);
+    return usage_error(cmd, "%s expects %s, got '%s'", o->name, list, v);
 }
 
 /* --shared-prefix N: one group, each sequence sharing N keys (or what both
@@ -222,10 +313,9 @@ static int set_bool(const cli_option *o, const char *cmd, const char *v, cli_set
     return EXIT_OK;
 }
 
-/* ISA names come from the library (attn_isa_name), so a new ISA needs no edit here. */
+/* Any ISA the library names; cli_check refuses one not built or not on this CPU. */
 static int parse_isa(const cli_option *o, const char *cmd, const char *v, cli_settings *s)
 {
-    char names[256] = "";
     for (int i = ATTN_ISA_AUTO;; i++) {
         const char *name = attn_isa_name((attn_isa)i);
         if (!strcmp(name, "unknown"))
@@ -235,66 +325,45 @@ static int parse_isa(const cli_option *o, const char *cmd, const char *v, cli_se
             s->isa = (attn_isa)i;
             return EXIT_OK;
         }
-        if (strlen(names) + strlen(name) + 3 < sizeof names) {
-            strcat(names, i == ATTN_ISA_AUTO ? "" : ", ");
-            strcat(names, name);
-        }
     }
-    return usage_error(cmd, "%s expects one of %s, got '%s'", o->name, names, v);
+    const char *names[CLI_MAX_VALUES];
+    char list[160];
+    join_values(names, isa_values(names), list, sizeof list);
+    return usage_error(cmd, "%s expects %s, got '%s'", o->name, list, v);
 }
 
 static int parse_kv_dtype(const cli_option *o, const char *cmd, const char *v, cli_settings *s)
 {
-    /* every dtype of the library's list; the K/V ones are accepted */
-#define KV_DTYPE_ID(ID, name, block, bytes, kind, q, kv, out) ATTN_DTYPE_##ID,
-    static const attn_dtype dtypes[] = {ATTN_DTYPE_LIST(KV_DTYPE_ID)};
-#undef KV_DTYPE_ID
-    const size_t n = sizeof dtypes / sizeof dtypes[0];
-    char names[128] = "";
-    size_t left = 0;
-    for (size_t i = 0; i < n; i++)
-        left += dtype_is_kv(dtypes[i]);
-    for (size_t i = 0; i < n; i++) {
-        if (!dtype_is_kv(dtypes[i]))
-            continue;
-        if (!strcmp(v, dtype_name(dtypes[i]))) {
-            gen_pin(&s->pins, GEN_C_K_DTYPE, dtypes[i]);
-            gen_pin(&s->pins, GEN_C_V_DTYPE, dtypes[i]);
+    for (size_t i = 0; i < N_DTYPES; i++)
+        if (dtype_is_kv(all_dtypes[i]) && !strcmp(v, dtype_name(all_dtypes[i]))) {
+            gen_pin(&s->pins, GEN_C_K_DTYPE, all_dtypes[i]);
+            gen_pin(&s->pins, GEN_C_V_DTYPE, all_dtypes[i]);
             return EXIT_OK;
         }
-        left--;
-        if (strlen(names) + strlen(dtype_name(dtypes[i])) + 5 < sizeof names) {
-            strcat(names, dtype_name(dtypes[i]));
-            strcat(names, left > 1 ? ", " : left == 1 ? " or " : "");
-        }
-    }
-    return usage_error(cmd, "%s expects %s, got '%s'", o->name, names, v);
+    const char *names[CLI_MAX_VALUES];
+    char list[160];
+    join_values(names, kv_dtype_values(names), list, sizeof list);
+    return usage_error(cmd, "%s expects %s, got '%s'", o->name, list, v);
 }
 
 static void preset_names(char *buf, size_t size)
 {
-    buf[0] = '\0';
-    for (size_t i = 0; i < cli_preset_count; i++) {
-        if (strlen(buf) + strlen(cli_presets[i].name) + 3 >= size)
-            break;
-        strcat(buf, i ? ", " : "");
-        strcat(buf, cli_presets[i].name);
-    }
+    const char *names[CLI_MAX_VALUES];
+    join_values(names, preset_values(names), buf, size);
 }
-
-/* attn_precision's values by name (include/attn.h), in enum order. */
-static const char *const precision_names[] = {"default", "bf16", "int8"};
-_Static_assert(sizeof precision_names / sizeof precision_names[0] == ATTN_PRECISION_INT8 + 1,
-               "a name per attn_precision value");
 
 static int parse_precision(const cli_option *o, const char *cmd, const char *v, cli_settings *s)
 {
-    for (int i = 0; i <= ATTN_PRECISION_INT8; i++)
-        if (!strcmp(v, precision_names[i])) {
-            gen_pin(&s->pins, GEN_C_OPT(precision), i);
+    const char *names[CLI_MAX_VALUES];
+    const size_t n = precision_values(names);
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(v, names[i])) {
+            gen_pin(&s->pins, GEN_C_OPT(precision), (int64_t)i);
             return EXIT_OK;
         }
-    return usage_error(cmd, "%s expects default, bf16 or int8, got '%s'", o->name, v);
+    char list[64];
+    join_values(names, n, list, sizeof list);
+    return usage_error(cmd, "%s expects %s, got '%s'", o->name, list, v);
 }
 
 const char *cli_precision_name(int64_t precision)
@@ -376,7 +445,7 @@ static const cli_option options[] = {
     {"--causal", NULL, CLI_RUN, P, pin_flag, GEN_C_OPT(flags), ATTN_CAUSAL, 0,
      "bottom-right aligned causal mask on"},
     {"--no-causal", NULL, CLI_RUN, P, pin_flag, GEN_C_OPT(flags), 0, 0, "causal mask off"},
-    {"--window", "W", CLI_RUN, P, pin_i64, GEN_C_OPT(window), 0, INT64_MAX,
+    {"--window", "W", CLI_RUN, P, pin_i64, GEN_C_OPT(window), 0, ATTN_MAX_POSITION,
      "sliding window of W keys (0: off)"},
     {"--scale", "S", CLI_RUN, P, pin_float, GEN_C_OPT(scale), -1, 0,
      "score scale (0: 1/sqrt(head_dim))"},
@@ -399,7 +468,7 @@ static const cli_option options[] = {
      "k, the weights and v to bfloat16 for the bf16 dot units; int8\n"
      "quantizes q per 32-block against q8_0/q4_0 keys (attn.h gives\n"
      "each mode's bound, which verification adds)"},
-    {"--window-right", "R", CLI_RUN, P, pin_i64, GEN_C_OPT(window_right), 0, INT64_MAX,
+    {"--window-right", "R", CLI_RUN, P, pin_i64, GEN_C_OPT(window_right), 0, ATTN_MAX_POSITION,
      "right edge of a local window: keys j < i + off + R (0: off);\n"
      "with --window and --no-causal a two-sided window of W + R - 1\n"
      "keys (FlashAttention's window_size (l, r) is W = l+1, R = r+1)"},
@@ -435,7 +504,8 @@ static const cli_option options[] = {
      "seed of the input generator (default 1)"},
     {"--threads", "N", RB, E, parse_i64, AT(threads), 0, MAX_THREADS,
      "threads of the built-in pool, caller included\n"
-     "(0, the default: all online CPUs)"},
+     "(0, the default: the CPUs this process may run on, its\n"
+     "affinity mask, as `attn info` shows)"},
     {"--isa", "NAME", RB, E, parse_isa, 0, 0, 0,
      "an instruction set `attn info` lists, or auto: select it with\n"
      "attn_isa_select before timing (default: keep the library's\n"
@@ -464,8 +534,41 @@ static const cli_option options[] = {
     {"--no-progress", NULL, RB, E, set_bool, AT(progress), 0, 0,
      "no progress line (it is shown on stderr, when stderr is a\n"
      "terminal, once a timed phase exceeds 1 s)"},
+    {"--json", NULL, RB, E, set_bool, AT(json), 1, 0,
+     "one JSON document on stdout instead of the report, nothing\n"
+     "else there (the keys: see JSON below); progress and warnings\n"
+     "stay on stderr"},
 };
 #define N_OPTIONS (sizeof options / sizeof options[0])
+
+/* The values of the options whose parser takes names: its own list. */
+static const struct {
+    parse_fn parse;
+    values_fn values;
+    bool list;
+} value_sets[] = {
+    {parse_preset, preset_values, false},   {parse_preset_list, preset_values, true},
+    {parse_kv_dtype, kv_dtype_values, false}, {parse_precision, precision_values, false},
+    {parse_isa, isa_values, false},         {parse_tree, tree_values, false},
+    {parse_fp8_scales, fp8_scale_values, false},
+};
+
+bool cli_option_at(size_t i, cli_option_view *v)
+{
+    if (i >= N_OPTIONS)
+        return false;
+    const cli_option *o = &options[i];
+    memset(v, 0, sizeof *v);
+    v->name = o->name;
+    v->commands = o->commands;
+    v->takes_value = o->metavar != NULL;
+    for (size_t k = 0; k < sizeof value_sets / sizeof value_sets[0]; k++)
+        if (value_sets[k].parse == o->parse) {
+            v->n_values = value_sets[k].values(v->values);
+            v->list = value_sets[k].list;
+        }
+    return true;
+}
 
 void cli_defaults(unsigned command, cli_settings *s)
 {
@@ -566,4 +669,130 @@ problem cli_problem(const cli_settings *s)
         if (s->dims[d] >= 0)
             *fields[d] = s->dims[d];
     return preset_problem(s->preset, &shape, &s->pins);
+}
+
+/* ------------------------------------------------------------ combinations */
+
+static bool is_fp8(attn_dtype t)
+{
+    return t == ATTN_DTYPE_FP8_E4M3 || t == ATTN_DTYPE_FP8_E5M2;
+}
+
+/* The instruction set: compiled into the library, and run by this CPU. */
+static int check_isa(const char *cmd, const cli_settings *s)
+{
+    if (!s->isa_given || attn_isa_available(s->isa))
+        return EXIT_OK;
+    const char *names[CLI_MAX_VALUES];
+    char list[160];
+    size_t n = 0;
+    if (!attn_isa_built(s->isa)) {
+        join_values(names, isa_values(names), list, sizeof list);
+        return usage_error(cmd, "--isa %s: this libattn was built without it (built: %s)",
+                           attn_isa_name(s->isa), list);
+    }
+    for (int i = ATTN_ISA_AUTO; n < CLI_MAX_VALUES; i++) {
+        const char *name = attn_isa_name((attn_isa)i);
+        if (!strcmp(name, "unknown"))
+            break;
+        if (attn_isa_available((attn_isa)i))
+            names[n++] = name;
+    }
+    join_values(names, n, list, sizeof list);
+    return usage_error(cmd, "--isa %s: this CPU does not run it (available here: %s)",
+                       attn_isa_name(s->isa), list);
+}
+
+int cli_check(const char *cmd, const cli_settings *s, const problem *p)
+{
+    int rc = check_isa(cmd, s);
+    if (rc || !p)
+        return rc;
+    const attn_shape *sh = &p->shape;
+    const attn_options *o = &p->g.opt;
+    const int64_t d = sh->head_dim, dv = v_dim_of(sh);
+    const attn_dtype kt = kv_dtype_of(p);
+    const char *kn = dtype_name(kt);
+    const int64_t block = dtype_block(kt); /* values per stored unit */
+    const int64_t tail = p->g.present[ATTN_OPT_POS_k_tail] ? o->k_tail_dim : 0;
+    const bool scales = p->g.present[ATTN_OPT_POS_k_scales];
+    const int64_t group = scales ? o->k_scale_group : 0;
+    const bool packed = is_packed(p), paged = paged_block_of(p) > 0;
+    const bool tree = s->pins.pinned[GEN_C_OPT(tree_parents)] && s->pins.pin[GEN_C_OPT(tree_parents)];
+
+    if (sh->q_heads % sh->kv_heads)
+        return usage_error(cmd, "--q-heads (%" PRId64 ") must be a multiple of --kv-heads (%" PRId64
+                           ")", sh->q_heads, sh->kv_heads);
+    if (packed && sh->kv_len < sh->q_len)
+        return usage_error(cmd, "--packed needs --kv-len (%" PRId64 ") >= --q-len (%" PRId64 "): "
+                           "each sequence has kv_len - q_len keys more than queries",
+                           sh->kv_len, sh->q_len);
+    if (tree && sh->q_len > sh->kv_len)
+        return usage_error(cmd, "--tree needs --q-len (%" PRId64 ") <= --kv-len (%" PRId64 "): a "
+                           "draft's tokens are the last keys of their sequence",
+                           sh->q_len, sh->kv_len);
+    if (has_alibi(p) && sh->q_len + sh->kv_len >= ((int64_t)1 << 31))
+        return usage_error(cmd, "--alibi needs q_len + kv_len below 2^31 (the distances are "
+                           "int32), got %" PRId64, sh->q_len + sh->kv_len);
+
+    /* K/V storage: the key row's own part (less a tail), blocks, scales */
+    if (tail >= d)
+        return usage_error(cmd, "--k-tail %" PRId64 " leaves no value of head_dim %" PRId64
+                           " to k: at most head_dim - 1 (or %d less for block formats)",
+                           tail, d, 32);
+    if ((d - tail) % block)
+        return tail ? usage_error(cmd, "--kv-dtype %s stores rows in blocks of %" PRId64
+                                  " values: head_dim %" PRId64 " less --k-tail %" PRId64
+                                  " leaves %" PRId64 " to k, not a multiple of %" PRId64,
+                                  kn, block, d, tail, d - tail, block)
+                    : usage_error(cmd, "--kv-dtype %s stores rows in blocks of %" PRId64
+                                  " values: head_dim %" PRId64 " is not a multiple of %" PRId64,
+                                  kn, block, d, block);
+    if (dv % block)
+        return usage_error(cmd, "--kv-dtype %s stores rows in blocks of %" PRId64 " values: "
+                           "v_dim %" PRId64 " is not a multiple of %" PRId64, kn, block, dv, block);
+    if (block > 1 && (paged || packed))
+        return usage_error(cmd, "--kv-dtype %s with %s is not supported by this tool (the "
+                           "library takes such caches)", kn, paged ? "--paged-block" : "--packed");
+    if (tail && packed)
+        return usage_error(cmd, "--k-tail with --packed is not supported by this tool yet (its "
+                           "problem generator lays the tail out per batch entry)");
+    if (scales && !is_fp8(kt))
+        return usage_error(cmd, "--fp8-scales needs an FP8 --kv-dtype (fp8, which is E4M3, or "
+                           "e5m2), not %s", kn);
+    if (tail && is_fp8(kt) && group == 0)
+        return usage_error(cmd, "--k-tail %" PRId64 " with --kv-dtype %s needs --fp8-scales G "
+                           "(group scales; G divides head_dim - N = %" PRId64 " and v_dim %"
+                           PRId64 "): the library takes no per-call or per-row scales there",
+                           tail, kn, d - tail, dv);
+    if (group > 0 && ((d - tail) % group || dv % group))
+        return usage_error(cmd, "--fp8-scales %" PRId64 " must divide head_dim%s (%" PRId64
+                           ") and v_dim (%" PRId64 "): it cuts K and V rows into groups",
+                           group, tail ? " less --k-tail" : "", d - tail, dv);
+
+    /* what attn_backward takes (attn.h), and what this tool times of it */
+    if (s->backward) {
+        if (s->plan)
+            return usage_error(cmd, "--plan times the forward (attn_plan_run); it does not "
+                               "take --backward");
+        if (packed || paged)
+            return usage_error(cmd, "--backward times dense tensors only in this tool (not %s)",
+                               packed ? "--packed" : "--paged-block");
+        if (block > 1 || is_fp8(kt))
+            return usage_error(cmd, "--backward needs --kv-dtype f32, f16 or bf16, not %s: "
+                               "attn_backward takes no quantized K/V", kn);
+        if (o->precision == ATTN_PRECISION_INT8)
+            return usage_error(cmd, "--backward takes --precision default or bf16: "
+                               "attn_backward has no int8 mode");
+        if (tail)
+            return usage_error(cmd, "--backward does not take --k-tail (attn_backward reads "
+                               "key rows in one part)");
+        if (p->g.present[ATTN_OPT_POS_shared_prefix])
+            return usage_error(cmd, "--backward does not take a shared prefix (--shared-prefix"
+                               ", or the preset's: --shared-prefix 0 turns it off)");
+        if (s->splits)
+            return usage_error(cmd, "--splits is the forward's split-KV; attn_backward has "
+                               "its own task plan");
+    }
+    return EXIT_OK;
 }

@@ -16,10 +16,12 @@
 #define _DEFAULT_SOURCE
 #define _POSIX_C_SOURCE 200809L
 
+#include <math.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -141,11 +143,14 @@ static void peak_task(void *ctx, size_t index)
 static volatile float peak_sink;
 static volatile float peak_m = 0.9999f, peak_a = 0.001f;
 
-/* GFLOP/s of one repetition on all threads. */
+/* GFLOP/s of one repetition on all threads (pool NULL: the calling thread). */
 static double peak_rep(peak_job *j, attn_threadpool *pool)
 {
     atomic_store(&j->arrived, 0);
-    attn_threadpool_parallel_for(pool, peak_task, j, j->threads);
+    if (pool)
+        attn_threadpool_parallel_for(pool, peak_task, j, j->threads);
+    else
+        peak_task(j, 0);
     double first = j->start[0], last = j->end[0];
     float sum = 0.0f;
     for (size_t i = 0; i < j->threads; i++) {
@@ -160,13 +165,14 @@ static double peak_rep(peak_job *j, attn_threadpool *pool)
     return last > first ? flops / (last - first) * 1e-9 : 0.0;
 }
 
+/* The peak of kind k on the pool's threads (NULL: the calling thread alone). */
 static double measure_peak(attn_threadpool *pool, cli_peak_kind k)
 {
     peak_job j;
     j.kind = kind_of(k);
     if (!j.kind.loop)
         return 0.0;
-    j.threads = (size_t)(attn_threadpool_size(pool) > 0 ? attn_threadpool_size(pool) : 1);
+    j.threads = (size_t)(pool && attn_threadpool_size(pool) > 0 ? attn_threadpool_size(pool) : 1);
     j.m = peak_m;
     j.a = peak_a;
     j.start = malloc(j.threads * sizeof *j.start);
@@ -226,4 +232,60 @@ double cli_peak_gflops(attn_threadpool *pool, cli_peak_kind k)
 double cli_fma_peak_gflops(attn_threadpool *pool)
 {
     return cli_peak_gflops(pool, CLI_PEAK_FMA);
+}
+
+/* ------------------------------------------------------------ busy machine */
+
+/* On a quiet machine the pool's figures agree, and each core reaches about
+   one thread's figure (less what an all-core clock takes off); these leave
+   room for that. */
+#define BUSY_SPREAD 0.7   /* the least pool figure over the largest, at least */
+#define BUSY_PER_CORE 0.5 /* the pool's peak over one thread's times its cores */
+
+void cli_peak_check_begin(attn_threadpool *pool, peak_check *c)
+{
+    *c = (peak_check){0};
+    c->threads = attn_threadpool_size(pool);
+    c->cores = usable_cores(c->threads);
+    c->single = measure_peak(NULL, CLI_PEAK_FMA);
+    c->before = measure_peak(pool, CLI_PEAK_FMA);
+}
+
+void cli_peak_check_end(attn_threadpool *pool, peak_check *c)
+{
+    c->after = measure_peak(pool, CLI_PEAK_FMA);
+    c->base = cli_fma_peak_gflops(pool);
+    const double pool_figures[3] = {c->before, c->after, c->base};
+    double lo = INFINITY, hi = 0.0;
+    for (int i = 0; i < 3; i++)
+        if (pool_figures[i] > 0.0) {
+            lo = pool_figures[i] < lo ? pool_figures[i] : lo;
+            hi = pool_figures[i] > hi ? pool_figures[i] : hi;
+        }
+    c->busy = false;
+    c->why[0] = '\0';
+    if (cli_test_hook("busy")) {
+        c->busy = true;
+        snprintf(c->why, sizeof c->why, "forced by the test hook ATTN_CLI_TEST=busy");
+    } else if (hi > 0.0 && lo < BUSY_SPREAD * hi) {
+        c->busy = true;
+        snprintf(c->why, sizeof c->why,
+                 "the FMA peak of %d thread%s measured %.1f GFLOP/s before the timed calls "
+                 "and %.1f after, %.1f for the %% peak figures",
+                 c->threads, c->threads == 1 ? "" : "s", c->before, c->after, c->base);
+    } else if (c->cores > 0 && c->single > 0.0 && hi < BUSY_PER_CORE * c->single * c->cores) {
+        c->busy = true;
+        snprintf(c->why, sizeof c->why,
+                 "the FMA peak of %d thread%s on %d core%s, %.1f GFLOP/s, is %.0f%% of one "
+                 "thread's %.1f GFLOP/s per core",
+                 c->threads, c->threads == 1 ? "" : "s", c->cores, c->cores == 1 ? "" : "s",
+                 hi, 100.0 * hi / (c->single * c->cores), c->single);
+    }
+}
+
+void cli_peak_warn(const char *cmd, const peak_check *c)
+{
+    if (c->busy)
+        fprintf(stderr, "attn %s: warning: the machine looks busy (%s): the %% peak figures "
+                        "are unreliable\n", cmd, c->why);
 }

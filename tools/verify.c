@@ -47,6 +47,11 @@ static int topk_hides(const problem *p, int64_t b, int64_t i, int64_t j)
     return 1;
 }
 
+bool key_hidden(const problem *p, int64_t b, int64_t i, int64_t j)
+{
+    return tree_hides(p, b, i, j) || topk_hides(p, b, i, j);
+}
+
 /*
  * Row i of (batch bi, head h) on its own: the K and V rows it may see,
  * gathered from the problem's layout (dense, packed or paged: gen_kv_row)
@@ -75,7 +80,7 @@ static attn_status verify_one_row(const problem *p, const buffers *b, int64_t bi
         return ATTN_ERR_NOMEM;
     int64_t n = 0;
     for (int64_t j = lo; j < hi; j++)
-        if (!tree_hides(p, bi, i, j) && !topk_hides(p, bi, i, j))
+        if (!key_hidden(p, bi, i, j))
             keys[n++] = j;
     const float *got = i < lq ? gen_at(&m->t[GEN_OUT], bi, h, qrow, 0) : NULL;
 
