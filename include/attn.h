@@ -1170,7 +1170,8 @@ ATTN_API attn_status attn_plan_run_share(const attn_plan *plan, const void *q, c
  *   opt.parallel_for = attn_threadpool_parallel_for; opt.parallel_ctx = pool;
  * threads counts the calling thread, which also runs tasks; 0 means the
  * number of CPUs the calling thread may run on (its affinity mask, as
- * nproc counts: taskset and cpusets lower it); negative is ATTN_ERR_ARG.
+ * nproc counts: taskset and cpusets lower it, at most 1024); negative or
+ * above 1024 is ATTN_ERR_ARG.
  * Calls from several threads on one pool are serialised. Do not call it
  * from inside a task.
  *

@@ -192,11 +192,12 @@ static attn_status checked_threadpool_create(int32_t threads, attn_threadpool **
     if (!out)
         return ATTN_ERR_NULL;
     if (threads < 0)
-        return ATTN_ERR_ARG;
+        return attn_fail(ATTN_ERR_ARG, "threads = %d: 0 (one per usable CPU) or more",
+                         (int)threads);
     if (threads == 0)
         threads = usable_cpus();
     if (threads > MAX_THREADS)
-        return ATTN_ERR_ARG;
+        return attn_fail(ATTN_ERR_ARG, "threads = %d: at most %d", (int)threads, MAX_THREADS);
 
     attn_threadpool *pool = calloc(1, sizeof *pool);
     if (!pool)

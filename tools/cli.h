@@ -63,7 +63,7 @@ static inline double bf16_score_bound(double terms, double folded, int64_t d)
 }
 
 /* Upper bounds the CLI accepts (the library has its own checks). */
-#define MAX_THREADS 4096
+#define MAX_THREADS 1024 /* attn_threadpool_create's limit (attn.h) */
 #define MAX_VERIFY_ROWS 65536
 #define MAX_ITERS 100000000
 /* A single call at least this long is timed once (no warm-up, no repeat). */
