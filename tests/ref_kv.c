@@ -74,6 +74,7 @@ void ref_dense_make(ref_dense *d, const attn_shape *shape, const attn_options *o
     d->opt.q_offsets = d->opt.kv_offsets = NULL;
     d->opt.block_table = NULL;
     d->opt.block_table_stride = d->opt.block_size = d->opt.num_blocks = 0;
+    d->opt.flags &= ~ATTN_SHARED_BLOCK_TABLE; /* a paging flag too */
     d->opt.mask = d->opt.bias = NULL;
     d->opt.shared_prefix = NULL; /* the copies below resolve it */
     if (opt->tree_parents) { /* entry (b, row) of the dense problem: row = i */

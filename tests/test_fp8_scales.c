@@ -640,6 +640,7 @@ ParameterizedTest(isa_row *row, fp8_scales, groups_paged_same_bits,
         attn_options od = o;
         od.block_table = NULL;
         od.block_table_stride = od.block_size = od.num_blocks = 0;
+        od.flags &= ~ATTN_SHARED_BLOCK_TABLE;
         const int64_t kg = draw_group(g, s->head_dim), vg = draw_group(g, s->v_dim);
         cache_pair kd, vd;
         make_grouped(&kd, &d, g, c.kdt, s->head_dim, kg);
@@ -1252,6 +1253,7 @@ ParameterizedTest(isa_row *row, fp8_scales, k_tail_rows, .timeout = ATTN_TEST_TI
         attn_options oref = o; /* dense tensors: no pool */
         oref.block_table = NULL;
         oref.block_table_stride = oref.block_size = oref.num_blocks = 0;
+        oref.flags &= ~ATTN_SHARED_BLOCK_TABLE;
         attn_options ot = o;
         ot.k_tail = &tl;
         ot.k_tail_dim = n;
