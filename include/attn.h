@@ -950,6 +950,10 @@ typedef struct attn_grads {
  *   dS'= dS * (1 - tanh^2(s/cap))       the softcap's derivative, when on
  *   dQ = scale dS' K     dK = scale dS'^T Q
  * With GQA/MQA dk and dv are summed over the query heads of each group.
+ * dk and dv sum over group * q_len rows in two levels (since 1.11): each
+ * block of R <= 64 rows from zero, then the blocks' sums in order, so
+ * their rounding error grows like (R + group * q_len / R) u, not
+ * group * q_len u as one f32 chain's would.
  * out and dout are [b][q_head][q][v_dim] of F32, F16 or BF16 (out as the
  * forward wrote it); q, k, v as in attn_forward.
  *

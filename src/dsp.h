@@ -162,7 +162,12 @@ typedef void attn_softmax_bwd_fn(const float *p, const float *dp, float *ds, siz
 /*
  * The transposed tile of the attention backward (dV = P^T.dO, dK = dS^T.Q):
  * acc[c*acc_stride + 0..dim) += sum_{r<nq} p[r*p_stride + c] * x[r*x_stride + 0..dim)
- * for c < nk. Everything f32 (the driver converts x first).
+ * for c < nk. Everything f32 (the driver converts x first). Each element's
+ * sum runs over the rows from zero, one chain in row order, and is then
+ * added to acc with one addition (the scalar oracle's order, every
+ * kernel's for the driver's calls, nq <= ATTN_MAX_BLOCK_Q): the driver's
+ * many calls onto one dk or dv row are then a two-level sum
+ * (tests/tolerance.h, "backward").
  */
 typedef void attn_pt_tile_fn(const float *p, ptrdiff_t p_stride,
                                 const float *x, ptrdiff_t x_stride,

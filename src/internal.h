@@ -77,12 +77,12 @@ extern int64_t attn_bwd_fused_min_tasks;
    head's rows; the split plan's cut the group's rows position by
    position, its heads interleaved). tests/ref_backward.c counts dk's and
    dv's blocks from them for their bound (tests/tolerance.h). */
-attn_status attn_backward_blocks_with(const attn_dsp *dsp, const attn_shape *shape,
-                                     const attn_options *opt, const attn_tensor *q,
-                                     const attn_tensor *k, const attn_tensor *v,
-                                     const attn_tensor *out, const attn_tensor *dout,
-                                     const float *lse, const attn_grads *grads,
-                                     int64_t *block_rows, int *fused);
+attn_status attn_bwd_plan_blocks(const attn_dsp *dsp, const attn_shape *shape,
+                                 const attn_options *opt, const attn_tensor *q,
+                                 const attn_tensor *k, const attn_tensor *v,
+                                 const attn_tensor *out, const attn_tensor *dout,
+                                 const float *lse, const attn_grads *grads,
+                                 int64_t *block_rows, int *fused);
 
 /*
  * attn_last_error (attn.h): each public function that returns an

@@ -1104,7 +1104,10 @@ static void check_wsum(checkasm *c)
 
 /* pt_tile, or (bf16) pt_bf16 against its oracle with check_pv_mode's bf16
    bound, or within the f32 bound of the exact sums (a kernel that takes the
-   exact path for a small tile). */
+   exact path for a small tile); and, for the driver's calls (nq <=
+   ATTN_MAX_BLOCK_Q), the order src/dsp.h gives every kernel: each element
+   is acc0 plus, in one f32 addition, what the call gives on a zero
+   accumulator, bit for bit (the blocked sum of dK and dV, tolerance.h). */
 static void check_pt_mode(checkasm *c, int mode, attn_pt_tile_fn *kernel, attn_pt_tile_fn *oracle)
 {
     if (!kernel)
@@ -1115,7 +1118,7 @@ static void check_pt_mode(checkasm *c, int mode, attn_pt_tile_fn *kernel, attn_p
         const size_t ps = nk + pick(c, 0, 3), xs = dim + pick(c, 0, 3), as = dim + pick(c, 0, 3);
         float *p = xalloc(nq * ps * 4), *x = xalloc(nq * xs * 4);
         float *acc = xalloc(nk * as * 4), *acc_ref = xalloc(nk * as * 4), *acc0 = xalloc(nk * as * 4);
-        float *acc_exact = xalloc(nk * as * 4);
+        float *acc_exact = xalloc(nk * as * 4), *acc_zero = xalloc(nk * as * 4);
         random_row(c, p, nq * ps, -1.0f, 1.0f);
         random_row(c, x, nq * xs, -3.0f, 3.0f);
         random_row(c, acc0, nk * as, -2.0f, 2.0f);
@@ -1127,6 +1130,17 @@ static void check_pt_mode(checkasm *c, int mode, attn_pt_tile_fn *kernel, attn_p
         if (mode == CA_BF16)
             c->ref->pt_tile(p, (ptrdiff_t)ps, x, (ptrdiff_t)xs, nq, nk, dim, acc_exact,
                             (ptrdiff_t)as);
+        memset(acc_zero, 0, nk * as * 4);
+        kernel(p, (ptrdiff_t)ps, x, (ptrdiff_t)xs, nq, nk, dim, acc_zero, (ptrdiff_t)as);
+        for (size_t col = 0; col < nk && nq <= ATTN_MAX_BLOCK_Q; col++)
+            for (size_t t = 0; t < dim; t++) {
+                const float a0 = acc0[col * as + t], want = a0 + acc_zero[col * as + t];
+                if (a0 != 0.0f && !same_bits(acc[col * as + t], want))
+                    fail(c, "nq=%zu nk=%zu dim=%zu: acc[%zu][%zu] = %.9g, not acc0 %.9g + the "
+                            "sum from zero %.9g = %.9g",
+                         nq, nk, dim, col, t, (double)acc[col * as + t], (double)a0,
+                         (double)acc_zero[col * as + t], (double)want);
+            }
         for (size_t col = 0; col < nk; col++)
             for (size_t t = 0; t < as; t++) {
                 if (t >= dim) {
@@ -1148,7 +1162,7 @@ static void check_pt_mode(checkasm *c, int mode, attn_pt_tile_fn *kernel, attn_p
                      kernel(p, (ptrdiff_t)ps, x, (ptrdiff_t)xs, nq, nk, dim, acc, (ptrdiff_t)as),
                      oracle(p, (ptrdiff_t)ps, x, (ptrdiff_t)xs, nq, nk, dim, acc_ref,
                             (ptrdiff_t)as));
-        free(p), free(x), free(acc), free(acc_ref), free(acc0), free(acc_exact);
+        free(p), free(x), free(acc), free(acc_ref), free(acc0), free(acc_exact), free(acc_zero);
     }
 }
 

@@ -207,7 +207,36 @@ static void bf16_product(double s, double a, double b, double *err, double *mag)
     *mag += REF_BF16_B * m;
 }
 
+/* The pt_tile calls that may add to dk and dv of key j of KV head kvh of
+   batch entry b (tolerance.h, "backward", step 9): the pieces into which
+   the block boundaries and the rows that do not reach the key cut those
+   that do, in the plan's row order. reach: [B][Hq][Lq][Lk]. */
+static int64_t kv_calls(const ref_bwd_in *in, const ref_bwd_blocks *blk,
+                        const unsigned char *reach, int64_t b, int64_t kvh, int64_t j)
+{
+    const attn_shape *s = &in->shape;
+    const int64_t group = s->q_heads / s->kv_heads, lq = s->q_len, lk = s->kv_len;
+    const int64_t heads = blk->fused ? 1 : group; /* heads interleaved in a block */
+    int64_t calls = 0;
+    for (int64_t h0 = 0; h0 < group; h0 += heads) {
+        int prev = 0;
+        for (int64_t x = 0; x < lq * heads; x++) {
+            const int64_t h = kvh * group + h0 + x % heads, i = x / heads;
+            const int r = reach[((b * s->q_heads + h) * lq + i) * lk + j];
+            calls += r && (!prev || x % blk->block_rows == 0);
+            prev = r;
+        }
+    }
+    return calls;
+}
+
 void ref_bwd_grads(ref_grads *g, const ref_bwd_in *in, const float *lse_f32, const float *o_f32)
+{
+    ref_bwd_grads_blocks(g, in, lse_f32, o_f32, NULL);
+}
+
+void ref_bwd_grads_blocks(ref_grads *g, const ref_bwd_in *in, const float *lse_f32,
+                          const float *o_f32, const ref_bwd_blocks *blocks)
 {
     const attn_shape *s = &in->shape;
     const int64_t B = s->batch, Hq = s->q_heads, Hk = s->kv_heads, lq = s->q_len,
@@ -236,7 +265,11 @@ void ref_bwd_grads(ref_grads *g, const ref_bwd_in *in, const float *lse_f32, con
            *dv_mag = dense(nk * (size_t)dv);
 
     score *sc = calloc((size_t)lk, sizeof *sc);
-    double *dp = dense((size_t)lk);
+    double *dp = dense((size_t)lk), *pj = dense((size_t)lk); /* dP and P of a row */
+    /* which rows reach which keys (a visible score of a row with a key) */
+    unsigned char *reach = blocks ? calloc(nq * (size_t)lk, 1) : NULL;
+    if (blocks && !reach)
+        abort();
     for (int64_t b = 0; b < B; b++)
         for (int64_t h = 0; h < Hq; h++)
             for (int64_t i = 0; i < lq; i++) {
@@ -251,7 +284,7 @@ void ref_bwd_grads(ref_grads *g, const ref_bwd_in *in, const float *lse_f32, con
                 for (int64_t j = 0; j < lk; j++) {
                     if (sc[j].s == -INFINITY)
                         continue;
-                    const double p = exp(sc[j].s - l);
+                    const double p = pj[j] = exp(sc[j].s - l);
                     const double *v = in->v + (kvh * lk + j) * dv;
                     double dpj = 0.0;
                     for (int64_t t = 0; t < dv; t++)
@@ -266,7 +299,7 @@ void ref_bwd_grads(ref_grads *g, const ref_bwd_in *in, const float *lse_f32, con
                         double ot = 0.0;
                         for (int64_t j = 0; j < lk; j++)
                             if (sc[j].s != -INFINITY)
-                                ot += exp(sc[j].s - l) * in->v[(kvh * lk + j) * dv + t];
+                                ot += pj[j] * in->v[(kvh * lk + j) * dv + t];
                         const double of = o_f32[row * dv + t];
                         G += fabs(dout[t]) * fabs(of - ot);
                         mag += fabs(dout[t] * of);
@@ -295,10 +328,12 @@ void ref_bwd_grads(ref_grads *g, const ref_bwd_in *in, const float *lse_f32, con
                     if (sc[j].s == -INFINITY)
                         continue;
                     const score *c = &sc[j];
-                    const double p = exp(c->s - l);
+                    const double p = pj[j];
                     const double a = dp[j] - D;
                     const double ds = p * a, dsp = ds * c->slope;
                     g->ds[row * lk + j] = ds;
+                    if (reach)
+                        reach[row * lk + j] = 1;
                     const double *k = in->k + (kvh * lk + j) * d;
                     const double *v = in->v + (kvh * lk + j) * dv;
                     for (int64_t t = 0; t < d; t++) {
@@ -359,26 +394,37 @@ void ref_bwd_grads(ref_grads *g, const ref_bwd_in *in, const float *lse_f32, con
     if (lse_f32 && o_f32) {
         /* dq: up to lk terms, then the scale (and its own rounding when default) */
         const double gq = tol_gamma((double)lk + 4.0);
-        const double gk = tol_gamma((double)(group * lq) + 4.0);
-        const double gv = tol_gamma((double)(group * lq) + 1.0);
-        /* + 2 eta: the final scale multiply's underflow, where anything was
-           summed (an element nothing reaches stays exactly 0) */
         for (size_t x = 0; x < nq * (size_t)d; x++)
             g->dq_err[x] += gq * dq_mag[x] + (dq_mag[x] > 0.0 ? 2.0 * TOL_ETA : 0.0);
-        for (size_t x = 0; x < nk * (size_t)d; x++)
-            g->dk_err[x] += gk * dk_mag[x] + (dk_mag[x] > 0.0 ? 2.0 * TOL_ETA : 0.0);
-        for (size_t x = 0; x < nk * (size_t)dv; x++)
-            g->dv_err[x] += gv * dv_mag[x];
+        /* dk, dv: K roundings of the blocked sum (tolerance.h, step 9), dk
+           3 more for the scale. + 2 eta: the final scale multiply's
+           underflow, where anything was summed (an element nothing reaches
+           stays exactly 0) */
+        for (size_t key = 0; key < nk; key++) {
+            const int64_t calls = blocks ? kv_calls(in, blocks, reach, (int64_t)key / lk / Hk,
+                                                    (int64_t)key / lk % Hk, (int64_t)key % lk)
+                                         : 0;
+            const double K = tol_bwd_kv_count((double)(group * lq),
+                                              blocks ? (double)blocks->block_rows : 0.0,
+                                              (double)calls);
+            const double gk = tol_gamma(K + 3.0), gv = tol_gamma(K);
+            for (size_t x = key * (size_t)d; x < (key + 1) * (size_t)d; x++)
+                g->dk_err[x] += gk * dk_mag[x] + (dk_mag[x] > 0.0 ? 2.0 * TOL_ETA : 0.0);
+            for (size_t x = key * (size_t)dv; x < (key + 1) * (size_t)dv; x++)
+                g->dv_err[x] += gv * dv_mag[x];
+        }
     }
     if (lse_f32 && o_f32) /* the sum over the head's rows, any order */
         for (int64_t x = 0; x < B * Hq; x++)
             g->dsinks_err[x] += tol_gamma((double)lq + 1.0) * dsinks_mag[x];
+    free(reach);
     free(dsinks_mag);
     free(dq_mag);
     free(dk_mag);
     free(dv_mag);
     free(sc);
     free(dp);
+    free(pj);
 }
 
 void ref_grads_free(ref_grads *g)

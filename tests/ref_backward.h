@@ -54,4 +54,19 @@ void ref_bwd_grads(ref_grads *g, const ref_bwd_in *in, const float *lse_f32,
                    const float *o_f32);
 void ref_grads_free(ref_grads *g);
 
+/* The backward plan's query blocks (attn_bwd_plan_blocks,
+ * src/internal.h): dk's and dv's bound counts the pt_tile calls that add
+ * to each element from them (tolerance.h, "backward", step 9). */
+typedef struct ref_bwd_blocks {
+    int64_t block_rows; /* the most rows one call sums */
+    int fused;          /* blocks cut each query head's rows; else the GQA
+                           group's rows, position by position */
+} ref_bwd_blocks;
+
+/* ref_bwd_grads with the bound of dk and dv for the blocks of `blocks`;
+ * ref_bwd_grads is this with NULL: the bound of one chain of every row,
+ * which holds for any blocks. */
+void ref_bwd_grads_blocks(ref_grads *g, const ref_bwd_in *in, const float *lse_f32,
+                          const float *o_f32, const ref_bwd_blocks *blocks);
+
 #endif /* ATTN_TEST_REF_BACKWARD_H */

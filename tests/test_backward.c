@@ -2,9 +2,11 @@
 /*
  * attn_backward: the float64 reference of the gradients against central
  * finite differences of its own forward; every ISA row against that
- * reference (bounds of tolerance.h, "backward") and against the scalar row;
- * bitwise determinism over thread counts and task orders; argument errors
- * that leave every output untouched.
+ * reference (bounds of tolerance.h, "backward", dk's and dv's counted
+ * from the plan's blocks) and against the scalar row; a long sequence
+ * whose dk and dv one f32 chain would sum beyond that bound; bitwise
+ * determinism over thread counts and task orders; argument errors that
+ * leave every output untouched.
  */
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
@@ -306,10 +308,15 @@ static void check_backward_in(const attn_dsp *t, workload *w, int64_t bwd_precis
         CHECK(st == ATTN_OK, "scalar backward status %d", st);
     }
 
+    /* dk's and dv's bound counts the plan's blocks (tolerance.h, "backward") */
+    ref_bwd_blocks blk;
+    st = attn_bwd_plan_blocks(t, s, &bo, &w->q, &w->k, &w->v, &ot, &dt, w->stats.lse, &got.g,
+                              &blk.block_rows, &blk.fused);
+    CHECK(st == ATTN_OK, "backward blocks status %d", st);
     ref_bwd_in in;
     ref_bwd_load(&in, s, &bo, &w->q, &w->k, &w->v, &dt);
     ref_grads r;
-    ref_bwd_grads(&r, &in, w->stats.lse, o);
+    ref_bwd_grads_blocks(&r, &in, w->stats.lse, o, &blk);
     const size_t nq = rows * (size_t)s->head_dim;
     const size_t nk = (size_t)(s->batch * s->kv_heads * s->kv_len);
     compare_grad("dq", got.dq.data, is_scalar ? NULL : ref_scalar.dq.data, r.dq, r.dq_err, nq);
@@ -454,6 +461,96 @@ ParameterizedTest(isa_row *row, backward, bf16_mode, .timeout = ATTN_TEST_TIMEOU
             wl_free(&w);
         }
     }
+}
+
+/* ------------------------------------------------------------ long sequences */
+
+/*
+ * dk and dv of a long sequence (attn_backward sums them over every row of
+ * the group): Lq rows that are all the same (one q row, one dO row), so
+ * each element sums Lq equal terms. One f32 chain of them rounds the same
+ * way at every step of a binade, and its error grows like Lq (its worst is
+ * about Lq u / 4); the blocked sum of src/dsp.h (pt_tile) meets at most
+ * R + M - 1 roundings per term, R rows a block and M = Lq / R blocks
+ * (tolerance.h, "backward"), the bound this takes. Small scores (q within
+ * 1/8), dO of one sign and V rows of one sign each keep the bound's other
+ * terms (the scores' and dP's roundings) small beside the sum's: a single
+ * chain of 4096 rows then exceeds the bound several times over (2.7 to 6.7
+ * times on the x86 tables), the blocked sum stays within a quarter of it.
+ * Lk 8 keeps the float64 reference short, and with one head both plans cut
+ * the rows alike, so one reference serves both where their blocks have as
+ * many rows.
+ */
+static void check_long_rows(const attn_dsp *t, int64_t lq)
+{
+    enum { LK = 8, D = 64 };
+    const attn_shape s = {1, 1, 1, lq, LK, D, D};
+    harness_context("long rows, Lq %lld, Lk %d, d %d", (long long)lq, LK, D);
+    rng *g = harness_rng();
+    float *q = xmalloc((size_t)lq * D * 4), *dout = xmalloc((size_t)lq * D * 4);
+    float k[LK * D], v[LK * D];
+    rng_fill(g, q, D, -0.125f, 0.125f);
+    rng_fill(g, dout, D, 0.5f, 1.0f);
+    for (int64_t i = 1; i < lq; i++) {
+        memcpy(q + i * D, q, D * 4);
+        memcpy(dout + i * D, dout, D * 4);
+    }
+    rng_fill(g, k, LK * D, -1.0f, 1.0f);
+    rng_fill(g, v, LK * D, 0.5f, 1.0f);
+    for (int j = 1; j < LK; j += 2)
+        for (int c = 0; c < D; c++)
+            v[j * D + c] = -v[j * D + c];
+    const attn_tensor qt = {q, ATTN_DTYPE_F32, lq * D, lq * D, D};
+    const attn_tensor kt = {k, ATTN_DTYPE_F32, LK * D, LK * D, D};
+    const attn_tensor vt = {v, ATTN_DTYPE_F32, LK * D, LK * D, D};
+    const attn_tensor dt = {dout, ATTN_DTYPE_F32, lq * D, lq * D, D};
+    float *o = xmalloc((size_t)lq * D * 4), *lse = xmalloc((size_t)lq * 4);
+    float *dq = xmalloc((size_t)lq * D * 4), dk[LK * D], dvp[LK * D];
+    const attn_tensor ot = {o, ATTN_DTYPE_F32, lq * D, lq * D, D};
+    const attn_tensor dqt = {dq, ATTN_DTYPE_F32, lq * D, lq * D, D};
+    const attn_tensor dkt = {dk, ATTN_DTYPE_F32, LK * D, LK * D, D};
+    const attn_tensor dvt = {dvp, ATTN_DTYPE_F32, LK * D, LK * D, D};
+    attn_row_stats stats = {0};
+    stats.lse = lse;
+    const attn_options opt = ATTN_OPTIONS_INIT;
+    CHECK(attn_forward_with(t, &s, &opt, &qt, &kt, &vt, &ot, &stats) == ATTN_OK, "forward");
+    attn_grads gr = ATTN_GRADS_INIT;
+    gr.dq = &dqt;
+    gr.dk = &dkt;
+    gr.dv = &dvt;
+    ref_bwd_in in;
+    ref_bwd_load(&in, &s, &opt, &qt, &kt, &vt, &dt);
+    ref_grads r;
+    memset(&r, 0, sizeof r);
+    int64_t ref_rows = 0; /* the block rows r was computed for */
+    for (int plan = 0; plan < 2; plan++) {
+        attn_bwd_fused_min_tasks = plans[plan];
+        harness_context("long rows (%s plan), Lq %lld, Lk %d, d %d", plan ? "split" : "fused",
+                        (long long)lq, LK, D);
+        ref_bwd_blocks blk;
+        CHECK(attn_bwd_plan_blocks(t, &s, &opt, &qt, &kt, &vt, &ot, &dt, lse, &gr,
+                                   &blk.block_rows, &blk.fused) == ATTN_OK,
+              "blocks");
+        if (blk.block_rows != ref_rows) {
+            if (ref_rows)
+                ref_grads_free(&r);
+            ref_bwd_grads_blocks(&r, &in, lse, o, &blk);
+            ref_rows = blk.block_rows;
+        }
+        CHECK(attn_backward_with(t, &s, &opt, &qt, &kt, &vt, &ot, &dt, lse, &gr) == ATTN_OK,
+              "backward");
+        compare_grad("dv", dvp, NULL, r.dv, r.dv_err, LK * D);
+        compare_grad("dk", dk, NULL, r.dk, r.dk_err, LK * D);
+    }
+    ref_grads_free(&r);
+    ref_bwd_free(&in);
+    free(q), free(dout), free(o), free(lse), free(dq);
+}
+
+HARNESS_ISA_PARAMS(backward, long_rows)
+ParameterizedTest(isa_row *row, backward, long_rows, .timeout = ATTN_TEST_TIMEOUT)
+{
+    check_long_rows(harness_begin(row), 4096);
 }
 
 /* ------------------------------------------------------------ determinism */

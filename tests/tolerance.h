@@ -182,9 +182,40 @@
  *       blocks, any order), then the scale multiply; gamma(Lk + 4) covers the
  *       sum, that multiply and the default scale's 2u rounding:
  *         |scale| (sum_j S'_j |k_jt| + gamma(Lk+4) sum_j (|dS'_j| + S'_j)|k_jt|)
- *    8. dk_jt: the same with q over the group's rows (n = group * Lq).
- *    9. dv_jt = sum_i p_ij dO_it (pt_tile), n = group * Lq terms:
- *         sum_i pe_ij |dO_it| + gamma(n+1) sum_i (p_ij + pe_ij)|dO_it|.
+ *    8. dk_jt: the same with q over the group's rows, summed as dv_jt is
+ *       (9): gamma(K + 3), the 3 for the scale multiply and the default
+ *       scale's 2u as in 7.
+ *    9. dv_jt = sum_i p_ij dO_it (pt_tile) over the n = group * Lq rows:
+ *         sum_i pe_ij |dO_it| + gamma(K) sum_i (p_ij + pe_ij)|dO_it|,
+ *       K the most roundings one term meets, derived from how the driver
+ *       sums (src/driver/backward.c). dk and dv start at exact zero; the
+ *       rows are cut into query blocks of at most R rows (the plan's
+ *       block_rows), and each pt_tile call, on a run of one block's rows,
+ *       sums them from zero and adds that sum to the element once
+ *       (src/dsp.h). Inside a call of c <= R rows a term is rounded at
+ *       most c times: its product (or its FMA), then once per later row
+ *       (an FMA, or an add; a product-and-add chain adds the first
+ *       product to zero exactly, so it too rounds at most c times). Then
+ *       once per call's addition from its own on, the first of which lands
+ *       on zero exactly: at most M - 1 more, M the calls that add to the
+ *       element. So
+ *         K = R + M - 1,
+ *       which for a long sequence (M about n / R) grows like R + n / R: the
+ *       rows per block plus the blocks, not n. M counts the pieces into
+ *       which block boundaries and the rows that do not reach the element
+ *       (a hidden score: p = dS = 0, and adding a zero product is exact)
+ *       cut the rows that do, in the plan's order (one head's rows, or the
+ *       group's position by position: attn_bwd_plan_blocks, src/internal.h).
+ *       The rows of one piece all see the element's key, so the driver's
+ *       runs (the rows of a block that see the key block) keep them in one
+ *       call. Counting rows instead: inside its call a term meets at most
+ *       one rounding per row from its own on, plus one (its product's, in
+ *       a product-and-add chain); of the additions of call sums, each later
+ *       call's comes with a row the term never met, and its own call's is
+ *       exact for the first call and else comes with a row of an earlier
+ *       call. So K <= n + 1, one chain's bound, too:
+ *         K = min(n + 1, R + M - 1)       (tol_bwd_kv_count);
+ *       a test without the plan's blocks (the fuzzers) takes n + 1.
  *            Rows without a visible key (lse = -inf) and hidden scores give
  *            exactly 0 in both (bound 0). When out is handed in F16/BF16 its
  *            rounding dominates D and so dS, dq, dk: that error is taken in
@@ -201,8 +232,13 @@
  *              dq_t: |scale| sum_j (dS'_eta |k_jt| + 2 eta) + 2 eta, dk alike
  *              dv_t: 2 eta n   (the n products p * dO)
  *
- *  pt_tile:  acc[c] += sum_r p[r][c] x[r]: nq products onto the accumulator,
- *            |acc - acc*| <= gamma(nq+1) (|acc0| + sum_r |p_rc x_r|), as pv_tile.
+ *  pt_tile:  acc[c] += sum_r p[r][c] x[r]: nq products summed from zero, then
+ *            that sum added to the accumulator (src/dsp.h): a term rounds at
+ *            most nq + 1 times, acc0 once, so as pv_tile
+ *            |acc - acc*| <= gamma(nq+1) (|acc0| + sum_r |p_rc x_r|); and the
+ *            result is acc0 plus, in one f32 addition, what the call gives
+ *            on a zero accumulator (tests/checkasm.c checks that of every
+ *            kernel, bit for bit).
  *  score_grad: fl(p fl(dp - d)): two roundings, <= (2u + u^2)|p (dp - d)|;
  *            the same two IEEE operations in every ISA, so bitwise equal.
  */
@@ -269,6 +305,15 @@ static inline double tol_qk(double d, double abs_scale, double mag, double folde
 static inline double tol_pv(double n, double mag)
 {
     return tol_gamma(n + 1.0) * mag + tol_under_pv(n, 0.0);
+}
+
+/* The backward's dk and dv ("backward", step 9): the most roundings a term
+   meets when n rows reach the element in `calls` pt_tile calls of at most
+   `rows` rows each; calls < 1: not counted, one chain's n + 1. */
+static inline double tol_bwd_kv_count(double n, double rows, double calls)
+{
+    const double blocked = rows + calls - 1.0;
+    return calls >= 1.0 && blocked < n + 1.0 ? blocked : n + 1.0;
 }
 
 /* exp_sum's element: e = exp(x - max) exactly, shifted = fl(x - max) */

@@ -6,7 +6,10 @@
 #include "arm/neon.h"
 
 /* CN (1..4) accumulator rows c0.. by 8 columns t.. (two vectors, the tail
-   read and written lane by lane). */
+   read and written lane by lane): each element sums the rows of x in order
+   from zero and adds that sum to acc once, the scalar oracle's order
+   (src/scalar/backward_scalar.c), so that dK and dV lose little more with
+   each call (attn.h, attn_backward). */
 static ALWAYS_INLINE void pt_block(const float *p, ptrdiff_t p_stride, const float *x,
                                    ptrdiff_t x_stride, size_t nq, size_t c0, int cn, size_t t,
                                    size_t dim, float *acc, ptrdiff_t acc_stride)
@@ -14,11 +17,8 @@ static ALWAYS_INLINE void pt_block(const float *p, ptrdiff_t p_stride, const flo
     const size_t left = dim - t;
     const size_t n0 = left < 4 ? left : 4, n1 = left <= 4 ? 0 : left - 4 < 4 ? left - 4 : 4;
     float32x4_t a0[4], a1[4];
-    for (int c = 0; c < cn; c++) {
-        const float *ar = acc + (ptrdiff_t)(c0 + (size_t)c) * acc_stride + (ptrdiff_t)t;
-        a0[c] = n0 == 4 ? vld1q_f32(ar) : load_part(ar, n0, 0.0f);
-        a1[c] = n1 == 4 ? vld1q_f32(ar + 4) : n1 ? load_part(ar + 4, n1, 0.0f) : vdupq_n_f32(0.0f);
-    }
+    for (int c = 0; c < cn; c++)
+        a0[c] = a1[c] = vdupq_n_f32(0.0f);
     for (size_t r = 0; r < nq; r++) {
         const float *xr = x + (ptrdiff_t)r * x_stride + (ptrdiff_t)t;
         const float *pr = p + (ptrdiff_t)r * p_stride + (ptrdiff_t)c0;
@@ -33,13 +33,13 @@ static ALWAYS_INLINE void pt_block(const float *p, ptrdiff_t p_stride, const flo
     for (int c = 0; c < cn; c++) {
         float *ar = acc + (ptrdiff_t)(c0 + (size_t)c) * acc_stride + (ptrdiff_t)t;
         if (n0 == 4)
-            vst1q_f32(ar, a0[c]);
+            vst1q_f32(ar, vaddq_f32(vld1q_f32(ar), a0[c]));
         else
-            store_part(ar, a0[c], n0);
+            store_part(ar, vaddq_f32(load_part(ar, n0, 0.0f), a0[c]), n0);
         if (n1 == 4)
-            vst1q_f32(ar + 4, a1[c]);
+            vst1q_f32(ar + 4, vaddq_f32(vld1q_f32(ar + 4), a1[c]));
         else if (n1)
-            store_part(ar + 4, a1[c], n1);
+            store_part(ar + 4, vaddq_f32(load_part(ar + 4, n1, 0.0f), a1[c]), n1);
     }
 }
 

@@ -661,7 +661,11 @@ static ALWAYS_INLINE void pv_bf16(int dt, const float *p, ptrdiff_t p_stride, co
 
 /* acc += P^T X (the backward's dV = P^T dO, dK = dS^T Q): P.V with the
    weight strides swapped, on BFDOT at every size (no exact fallback: the
-   tile body's pv_tile has no strided weights). */
+   tile body's pv_tile has no strided weights). A call's rows (its keys
+   here, at most ATTN_MAX_BLOCK_Q) are one chunk of BF_PV_KEYS, so each
+   element's chain starts from zero and is added to acc once (bf_mmla's
+   add), the order of the scalar oracle's pt kernels. */
+_Static_assert(ATTN_MAX_BLOCK_Q <= BF_PV_KEYS, "pt_bf16 sums a call's rows in one chunk");
 static ALWAYS_INLINE void pt_bf16(const float *p, ptrdiff_t p_stride, const float *x,
                                   ptrdiff_t x_stride, size_t nq, size_t nk, size_t dim,
                                   float *acc, ptrdiff_t acc_stride)

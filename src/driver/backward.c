@@ -45,7 +45,11 @@
 #include "validate.h"
 
 /* dV += P^T dO and dK += dS^T Q: the mode's kernel (the bf16 mode: both
-   factors rounded, attn.h), or the f32 one where the table has none. */
+   factors rounded, attn.h), or the f32 one where the table has none. Each
+   call sums its run of rows from zero and adds that sum to dk and dv once
+   (src/dsp.h), so a long sequence's dk and dv are a two-level sum: at most
+   block_rows rows per call, then one addition per call, rather than one
+   chain of all group * q_len rows (tests/tolerance.h, "backward"). */
 static attn_pt_tile_fn *pt_kernel(const attn_dsp *dsp, const attn_problem *pb)
 {
     attn_pt_tile_fn *f = pb->opt.precision == ATTN_PRECISION_BF16 ? dsp->pt_bf16 : NULL;
@@ -657,6 +661,23 @@ static attn_status validate_backward(attn_problem *pb, const attn_shape *shape,
     pb->lse = lse;
     pb->dsinks = g.dsinks;
     return ATTN_OK;
+}
+
+attn_status attn_bwd_plan_blocks(const attn_dsp *dsp, const attn_shape *shape,
+                                 const attn_options *opt, const attn_tensor *q,
+                                 const attn_tensor *k, const attn_tensor *v,
+                                 const attn_tensor *out, const attn_tensor *dout,
+                                 const float *lse, const attn_grads *grads,
+                                 int64_t *block_rows, int *fused)
+{
+    attn_problem pb;
+    attn_status status = validate_backward(&pb, shape, opt, q, k, v, out, dout, lse, grads);
+    if (status == ATTN_OK) {
+        const task_plan p = plan_backward(dsp, &pb);
+        *block_rows = p.block_rows;
+        *fused = p.fused_blocks != 0;
+    }
+    return status;
 }
 
 attn_status attn_backward_with(const attn_dsp *dsp, const attn_shape *shape,

@@ -22,7 +22,7 @@ ATTN_SCALAR_INLINE void pv_bf16(int dt, const float *p, ptrdiff_t p_stride, cons
                                 ptrdiff_t v_stride, size_t nq, size_t nk, size_t dv, float *acc,
                                 ptrdiff_t acc_stride)
 {
-    pv_rows(dt, 1, p, p_stride, 1, v, v_stride, nq, nk, dv, acc, acc_stride, NULL);
+    pv_rows(dt, 1, 0, p, p_stride, 1, v, v_stride, nq, nk, dv, acc, acc_stride, NULL);
 }
 
 /* bf16 mode, the backward's P^T X: the f32 oracle's loop (pv_rows with
@@ -31,7 +31,7 @@ ATTN_SCALAR_INLINE void pt_bf16(const float *p, ptrdiff_t p_stride, const float 
                                 ptrdiff_t x_stride, size_t nq, size_t nk, size_t dim, float *acc,
                                 ptrdiff_t acc_stride)
 {
-    pv_rows(ATTN_KV_F32, 1, p, 1, p_stride, x, x_stride, nk, nq, dim, acc, acc_stride, NULL);
+    pv_rows(ATTN_KV_F32, 1, 1, p, 1, p_stride, x, x_stride, nk, nq, dim, acc, acc_stride, NULL);
 }
 
 /* The integers of block b of a Q8_0 / Q4_0 row (the value is n * scale). */

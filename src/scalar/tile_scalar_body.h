@@ -95,11 +95,19 @@ ATTN_SCALAR_INLINE void qk_rows(int dt, int bf16, const float *q, ptrdiff_t q_st
     }
 }
 
+/* Columns of the running sums of a fresh pv_rows (256 bytes of stack). */
+#define PV_FRESH_COLS 64
+
 /* acc += p . v, key by key, key c's weight of row r at p[r * p_stride + c *
    p_step] (p_step 1 for P's rows; the backward's P^T X passes P's row
    stride, backward_scalar.c); with bf16 set, the factors rounded first;
-   with gs, as qk_rows. */
-ATTN_SCALAR_INLINE void pv_rows(int dt, int bf16, const float *p, ptrdiff_t p_stride,
+   with gs, as qk_rows. Without fresh each product is added onto acc in
+   turn (the forward's P.V); with fresh (the backward's P^T X: a constant
+   of each caller) each element sums the call's products from zero, in
+   order, and adds that sum to acc once: a block of the blocked sum whose
+   error grows with the rows of a block plus the blocks (tests/tolerance.h,
+   "backward"). */
+ATTN_SCALAR_INLINE void pv_rows(int dt, int bf16, int fresh, const float *p, ptrdiff_t p_stride,
                                 ptrdiff_t p_step, const void *v, ptrdiff_t v_stride, size_t nq,
                                 size_t nk, size_t dv, float *acc, ptrdiff_t acc_stride,
                                 const attn_grp *gs)
@@ -108,7 +116,19 @@ ATTN_SCALAR_INLINE void pv_rows(int dt, int bf16, const float *p, ptrdiff_t p_st
     for (size_t r = 0; r < nq; r++) {
         float *ar = acc + (ptrdiff_t)r * acc_stride;
         const float *pr = p + (ptrdiff_t)r * p_stride;
-        for (size_t c = 0; c < nk; c++) {
+        for (size_t t0 = 0; fresh && t0 < dv; t0 += PV_FRESH_COLS) {
+            const size_t w = dv - t0 < PV_FRESH_COLS ? dv - t0 : PV_FRESH_COLS;
+            float sum[PV_FRESH_COLS] = {0.0f};
+            for (size_t c = 0; c < nk; c++) {
+                const unsigned char *row = attn_kv_row(v, c, step);
+                const float wc = factor(bf16, pr[(ptrdiff_t)c * p_step]);
+                for (size_t t = 0; t < w; t++)
+                    sum[t] += wc * factor(bf16, load_kv_at(dt, gs, row, c, t0 + t));
+            }
+            for (size_t t = 0; t < w; t++)
+                ar[t0 + t] += sum[t];
+        }
+        for (size_t c = 0; !fresh && c < nk; c++) {
             const unsigned char *row = attn_kv_row(v, c, step);
             const float w = factor(bf16, pr[(ptrdiff_t)c * p_step]);
             for (size_t t = 0; t < dv; t++)
@@ -131,7 +151,7 @@ ATTN_SCALAR_INLINE void pv_tile(int dt, const float *p, ptrdiff_t p_stride, cons
                                 ptrdiff_t v_stride, size_t nq, size_t nk, size_t dv, float *acc,
                                 ptrdiff_t acc_stride)
 {
-    pv_rows(dt, 0, p, p_stride, 1, v, v_stride, nq, nk, dv, acc, acc_stride, NULL);
+    pv_rows(dt, 0, 0, p, p_stride, 1, v, v_stride, nq, nk, dv, acc, acc_stride, NULL);
 }
 
 ATTN_SCALAR_INLINE void qk_grp(int dt, const float *q, ptrdiff_t q_stride, const void *k,
@@ -145,7 +165,7 @@ ATTN_SCALAR_INLINE void pv_grp(int dt, const float *p, ptrdiff_t p_stride, const
                                ptrdiff_t v_stride, size_t nq, size_t nk, size_t dv, float *acc,
                                ptrdiff_t acc_stride, const attn_grp *gs)
 {
-    pv_rows(dt, 0, p, p_stride, 1, v, v_stride, nq, nk, dv, acc, acc_stride, gs);
+    pv_rows(dt, 0, 0, p, p_stride, 1, v, v_stride, nq, nk, dv, acc, acc_stride, gs);
 }
 
 ATTN_SCALAR_INLINE void to_f32(int dt, const void *src, float *dst, size_t n)

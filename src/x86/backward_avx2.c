@@ -15,12 +15,13 @@ static ALWAYS_INLINE __m256i lanes(int64_t n)
    apart and those of an output row (here a key) adjacent: the tile family's
    P.V kernel with the two strides swapped, so its register blocking (4 x 3
    vectors) and every later tuning serve both. Each acc element still sums
-   the rows of x in order, as the scalar kernel does. */
+   the rows of x in order, from zero in one pass, and adds that sum to acc
+   once (fresh), as the scalar kernel does. */
 static void attn_pt_tile_f32_avx2(const float *p, ptrdiff_t p_stride, const float *x,
                                   ptrdiff_t x_stride, size_t nq, size_t nk, size_t dim,
                                   float *acc, ptrdiff_t acc_stride)
 {
-    pv_tile_at(ATTN_KV_F32, p, 1, p_stride, x, x_stride, nk, nq, dim, acc, acc_stride, NULL);
+    pv_tile_at(ATTN_KV_F32, 1, p, 1, p_stride, x, x_stride, nk, nq, dim, acc, acc_stride, NULL);
 }
 
 /* Subtract, then multiply: two IEEE operations, so equal to the scalar bit for bit. */

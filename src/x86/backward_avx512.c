@@ -10,12 +10,13 @@
    apart and those of an output row (here a key) adjacent: the tile family's
    P.V kernel with the two strides swapped, so its register blocking (4 x 4
    vectors for f32) and every later tuning serve both. Each acc element
-   still sums the rows of x in order, as the scalar kernel does. */
+   still sums the rows of x in order, from zero, and adds that sum to acc
+   once (fresh), as the scalar kernel does. */
 static void attn_pt_tile_f32_avx512(const float *p, ptrdiff_t p_stride, const float *x,
                                     ptrdiff_t x_stride, size_t nq, size_t nk, size_t dim,
                                     float *acc, ptrdiff_t acc_stride)
 {
-    pv_tile_at(ATTN_KV_F32, p, 1, p_stride, x, x_stride, nk, nq, dim, acc, acc_stride, NULL);
+    pv_tile_at(ATTN_KV_F32, 1, p, 1, p_stride, x, x_stride, nk, nq, dim, acc, acc_stride, NULL);
 }
 
 /* Subtract, then multiply: equal to the scalar bit for bit. */

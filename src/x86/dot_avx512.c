@@ -263,9 +263,10 @@ ATTN_AVX512_INLINE void pv_pack_values(int dt, const void *v, uintptr_t vb, size
 }
 
 /* R rows x four vectors of columns over np key pairs; row r's pair i is
-   pp[r * prs + i * pis]. */
-ATTN_AVX512_INLINE void pv_bf_rows(size_t R, const uint32_t *pp, size_t prs, size_t pis,
-                                   size_t np, const uint32_t *vp, size_t w, float *acc,
+   pp[r * prs + i * pis]. fresh as in the tile body's pv_block_at: chains
+   from zero, added to acc at the end (pt_bf16), else continuing from acc. */
+ATTN_AVX512_INLINE void pv_bf_rows(size_t R, int fresh, const uint32_t *pp, size_t prs,
+                                   size_t pis, size_t np, const uint32_t *vp, size_t w, float *acc,
                                    ptrdiff_t acc_stride)
 {
     const size_t nv = (w + 15) / 16;
@@ -273,9 +274,10 @@ ATTN_AVX512_INLINE void pv_bf_rows(size_t R, const uint32_t *pp, size_t prs, siz
     __m512 a[4][4];
     for (size_t r = 0; r < R; r++)
         for (size_t x = 0; x < 4; x++)
-            a[r][x] = x < nv ? _mm512_maskz_loadu_ps(x + 1 < nv ? 0xffff : mt,
-                                                     acc + (ptrdiff_t)r * acc_stride + 16 * x)
-                             : _mm512_setzero_ps();
+            a[r][x] = x < nv && !fresh
+                          ? _mm512_maskz_loadu_ps(x + 1 < nv ? 0xffff : mt,
+                                                  acc + (ptrdiff_t)r * acc_stride + 16 * x)
+                          : _mm512_setzero_ps();
     for (size_t i = 0; i < np; i++) {
         __m512i vv[4];
         for (size_t x = 0; x < 4; x++)
@@ -288,23 +290,31 @@ ATTN_AVX512_INLINE void pv_bf_rows(size_t R, const uint32_t *pp, size_t prs, siz
     }
     for (size_t r = 0; r < R; r++)
         for (size_t x = 0; x < nv; x++)
-            _mm512_mask_storeu_ps(acc + (ptrdiff_t)r * acc_stride + 16 * x,
-                                  x + 1 < nv ? 0xffff : mt, a[r][x]);
+            _mm512_mask_storeu_ps(
+                acc + (ptrdiff_t)r * acc_stride + 16 * x, x + 1 < nv ? 0xffff : mt,
+                fresh ? _mm512_add_ps(_mm512_maskz_loadu_ps(x + 1 < nv ? 0xffff : mt,
+                                                            acc + (ptrdiff_t)r * acc_stride +
+                                                                16 * x),
+                                      a[r][x])
+                      : a[r][x]);
 }
 
 /*
- * p_step as in the tile body's pv_tile_at: 1 for P's rows (pv_bf16), or
- * P's row stride with p_stride 1 for the backward's P^T (pt_bf16). Either
- * way a weight pair is (key 2i, key 2i + 1) of one output row, rounded as
- * the oracle rounds it; P's rows give the pairs of a row in one vector,
- * P^T those of 16 rows, so their packs lie row-major or pair-major.
+ * p_step and fresh as in the tile body's pv_tile_at: 1 and 0 for P's rows
+ * (pv_bf16), or P's row stride with p_stride 1 and fresh for the
+ * backward's P^T (pt_bf16). Either way a weight pair is (key 2i, key 2i +
+ * 1) of one output row, rounded as the oracle rounds it; P's rows give the
+ * pairs of a row in one vector, P^T those of 16 rows, so their packs lie
+ * row-major or pair-major. pt_bf16's keys (a call's query rows, at most
+ * ATTN_MAX_BLOCK_Q) fit one chunk of PV_KEYS: one chain, as the oracle's.
  */
-ATTN_AVX512_INLINE void pv_bf16_at(int dt, const float *p, ptrdiff_t p_stride, ptrdiff_t p_step,
-                                   const void *v, ptrdiff_t v_stride, size_t nq, size_t nk,
-                                   size_t dv, float *acc, ptrdiff_t acc_stride)
+_Static_assert(ATTN_MAX_BLOCK_Q <= PV_KEYS, "pt_bf16 sums a call's rows in one chunk");
+ATTN_AVX512_INLINE void pv_bf16_at(int dt, int fresh, const float *p, ptrdiff_t p_stride,
+                                   ptrdiff_t p_step, const void *v, ptrdiff_t v_stride, size_t nq,
+                                   size_t nk, size_t dv, float *acc, ptrdiff_t acc_stride)
 {
     if (nq < BF_MIN_ROWS) { /* few rows: exact (see the top) */
-        pv_tile_at(dt, p, p_stride, p_step, v, v_stride, nq, nk, dv, acc, acc_stride, NULL);
+        pv_tile_at(dt, fresh, p, p_stride, p_step, v, v_stride, nq, nk, dv, acc, acc_stride, NULL);
         return;
     }
     _Alignas(64) uint32_t vp[PV_KEYS / 2 * PV_COLS];
@@ -348,10 +358,10 @@ ATTN_AVX512_INLINE void pv_bf16_at(int dt, const float *p, ptrdiff_t p_stride, p
                     const uint32_t *pr = pp + r * prs;
                     float *ar = ac + (ptrdiff_t)r * acc_stride;
                     switch (nr - r < 4 ? nr - r : 4) {
-                    case 1: pv_bf_rows(1, pr, prs, pis, np, vp, w, ar, acc_stride); break;
-                    case 2: pv_bf_rows(2, pr, prs, pis, np, vp, w, ar, acc_stride); break;
-                    case 3: pv_bf_rows(3, pr, prs, pis, np, vp, w, ar, acc_stride); break;
-                    default: pv_bf_rows(4, pr, prs, pis, np, vp, w, ar, acc_stride); break;
+                    case 1: pv_bf_rows(1, fresh, pr, prs, pis, np, vp, w, ar, acc_stride); break;
+                    case 2: pv_bf_rows(2, fresh, pr, prs, pis, np, vp, w, ar, acc_stride); break;
+                    case 3: pv_bf_rows(3, fresh, pr, prs, pis, np, vp, w, ar, acc_stride); break;
+                    default: pv_bf_rows(4, fresh, pr, prs, pis, np, vp, w, ar, acc_stride); break;
                     }
                 }
             }
@@ -363,16 +373,17 @@ ATTN_AVX512_INLINE void pv_bf16(int dt, const float *p, ptrdiff_t p_stride, cons
                                 ptrdiff_t v_stride, size_t nq, size_t nk, size_t dv, float *acc,
                                 ptrdiff_t acc_stride)
 {
-    pv_bf16_at(dt, p, p_stride, 1, v, v_stride, nq, nk, dv, acc, acc_stride);
+    pv_bf16_at(dt, 0, p, p_stride, 1, v, v_stride, nq, nk, dv, acc, acc_stride);
 }
 
 /* acc += P^T X (dV = P^T dO, dK = dS^T Q): P.V with the weight strides
-   swapped, as the tile family's pt_tile (src/x86/backward_avx512.c). */
+   swapped, each element's sum from zero added to acc once, as the tile
+   family's pt_tile (src/x86/backward_avx512.c). */
 ATTN_AVX512_INLINE void pt_bf16(const float *p, ptrdiff_t p_stride, const float *x,
                                 ptrdiff_t x_stride, size_t nq, size_t nk, size_t dim, float *acc,
                                 ptrdiff_t acc_stride)
 {
-    pv_bf16_at(ATTN_KV_F32, p, 1, p_stride, x, x_stride, nk, nq, dim, acc, acc_stride);
+    pv_bf16_at(ATTN_KV_F32, 1, p, 1, p_stride, x, x_stride, nk, nq, dim, acc, acc_stride);
 }
 
 ATTN_TILE_FILE(dot, avx512, ATTN_AVX512_EXT)

@@ -615,7 +615,9 @@ static ALWAYS_INLINE void qk_diag(int dtype, const float *q, ptrdiff_t q_stride,
  * R weights (key c's for row r at p[r * p_stride + c * p_step]). `tail`
  * (1..7, or 0) makes the last vector partial. pf > 0: prefetch whole v rows
  * of pf bytes ahead (prefetch.h; the first micro-kernel over a pass's rows
- * does it).
+ * does it). fresh (a constant of each caller): the accumulators start at
+ * zero and acc gets their sums once at the end, the scalar oracle's order
+ * (src/scalar/tile_scalar_body.h, pv_rows); else they start from acc.
  */
 #ifndef PV_ROWS
 #define PV_ROWS 4
@@ -632,10 +634,10 @@ _Static_assert(PV_ROWS >= 1 && PV_ROWS <= 6, "pv_tile handles row tails of up to
 
 /* gs: each value times its group's scale (pv_grp), key c's at
    attn_grp_row(gs, c) (v is the call's first row) */
-static ALWAYS_INLINE void pv_micro(int dtype, size_t R, size_t W, size_t tail, const float *p,
-                                   ptrdiff_t p_stride, ptrdiff_t p_step, const unsigned char *v,
-                                   ptrdiff_t v_stride, size_t j0, size_t nk, size_t pf, float *acc,
-                                   ptrdiff_t acc_stride, const attn_grp *gs)
+static ALWAYS_INLINE void pv_micro(int dtype, int fresh, size_t R, size_t W, size_t tail,
+                                   const float *p, ptrdiff_t p_stride, ptrdiff_t p_step,
+                                   const unsigned char *v, ptrdiff_t v_stride, size_t j0, size_t nk,
+                                   size_t pf, float *acc, ptrdiff_t acc_stride, const attn_grp *gs)
 {
     size_t grp[PV_VECS]; /* gs: the group of each vector's columns */
     for (size_t w = 0; gs && w < W; w++)
@@ -648,7 +650,9 @@ static ALWAYS_INLINE void pv_micro(int dtype, size_t R, size_t W, size_t tail, c
     for (size_t r = 0; r < R; r++)
         for (size_t w = 0; w < W; w++) {
             float *ar = acc + (ptrdiff_t)r * acc_stride + (ptrdiff_t)(8 * w);
-            a[r][w] = (tail && w == W - 1) ? _mm256_maskload_ps(ar, last) : _mm256_loadu_ps(ar);
+            a[r][w] = fresh                   ? _mm256_setzero_ps()
+                      : (tail && w == W - 1) ? _mm256_maskload_ps(ar, last)
+                                             : _mm256_loadu_ps(ar);
         }
     for (size_t c = 0; c < nk; c++) {
         __m256 vv[PV_VECS];
@@ -670,9 +674,12 @@ static ALWAYS_INLINE void pv_micro(int dtype, size_t R, size_t W, size_t tail, c
         for (size_t w = 0; w < W; w++) {
             float *ar = acc + (ptrdiff_t)r * acc_stride + (ptrdiff_t)(8 * w);
             if (tail && w == W - 1)
-                _mm256_maskstore_ps(ar, last, a[r][w]);
+                _mm256_maskstore_ps(ar, last, fresh ? _mm256_add_ps(_mm256_maskload_ps(ar, last),
+                                                                    a[r][w])
+                                                    : a[r][w]);
             else
-                _mm256_storeu_ps(ar, a[r][w]);
+                _mm256_storeu_ps(ar, fresh ? _mm256_add_ps(_mm256_loadu_ps(ar), a[r][w])
+                                           : a[r][w]);
         }
 }
 
@@ -680,10 +687,10 @@ static ALWAYS_INLINE void pv_micro(int dtype, size_t R, size_t W, size_t tail, c
  * Every column chunk of R rows, for the keys of one pass; pf > 0: the first
  * chunk prefetches whole v rows ahead (pv_micro).
  */
-static ALWAYS_INLINE void pv_cols(int dtype, size_t R, const float *p, ptrdiff_t p_stride,
-                                  ptrdiff_t p_step, const unsigned char *v, ptrdiff_t v_stride,
-                                  size_t nk, size_t dv, size_t pf, float *acc, ptrdiff_t acc_stride,
-                                  const attn_grp *gs)
+static ALWAYS_INLINE void pv_cols(int dtype, int fresh, size_t R, const float *p,
+                                  ptrdiff_t p_stride, ptrdiff_t p_step, const unsigned char *v,
+                                  ptrdiff_t v_stride, size_t nk, size_t dv, size_t pf, float *acc,
+                                  ptrdiff_t acc_stride, const attn_grp *gs)
 {
     /* A last chunk of one vector has only R accumulator chains, too few to
        hide the FMA latency (at d 128 it was 1/16 of the work at half rate),
@@ -693,10 +700,10 @@ static ALWAYS_INLINE void pv_cols(int dtype, size_t R, const float *p, ptrdiff_t
     const size_t chunks = dv / (8 * PV_VECS) - (size_t)shift;
     size_t j = 0;
     for (size_t i = 0; i < chunks; i++, j += 8 * PV_VECS)
-        pv_micro(dtype, R, PV_VECS, 0, p, p_stride, p_step, v, v_stride, j, nk, j == 0 ? pf : 0,
-                 acc + j, acc_stride, gs);
+        pv_micro(dtype, fresh, R, PV_VECS, 0, p, p_stride, p_step, v, v_stride, j, nk,
+                 j == 0 ? pf : 0, acc + j, acc_stride, gs);
     if (shift) {
-        pv_micro(dtype, R, PV_VECS - 1, 0, p, p_stride, p_step, v, v_stride, j, nk,
+        pv_micro(dtype, fresh, R, PV_VECS - 1, 0, p, p_stride, p_step, v, v_stride, j, nk,
                  j == 0 ? pf : 0, acc + j, acc_stride, gs);
         j += 8 * (PV_VECS - 1);
     }
@@ -707,67 +714,73 @@ static ALWAYS_INLINE void pv_cols(int dtype, size_t R, const float *p, ptrdiff_t
     switch ((rest + 7) / 8) { /* vectors left, the last one partial when rest % 8 */
 #if PV_VECS >= 4
     case 4:
-        pv_micro(dtype, R, 4, rest % 8, p, p_stride, p_step, v, v_stride, j, nk, prefetch_keys,
-                 acc + j, acc_stride, gs);
+        pv_micro(dtype, fresh, R, 4, rest % 8, p, p_stride, p_step, v, v_stride, j, nk,
+                 prefetch_keys, acc + j, acc_stride, gs);
         break;
 #endif
 #if PV_VECS >= 3
     case 3:
-        pv_micro(dtype, R, 3, rest % 8, p, p_stride, p_step, v, v_stride, j, nk, prefetch_keys,
-                 acc + j, acc_stride, gs);
+        pv_micro(dtype, fresh, R, 3, rest % 8, p, p_stride, p_step, v, v_stride, j, nk,
+                 prefetch_keys, acc + j, acc_stride, gs);
         break;
 #endif
 #if PV_VECS >= 2
     case 2:
-        pv_micro(dtype, R, 2, rest % 8, p, p_stride, p_step, v, v_stride, j, nk, prefetch_keys,
-                 acc + j, acc_stride, gs);
+        pv_micro(dtype, fresh, R, 2, rest % 8, p, p_stride, p_step, v, v_stride, j, nk,
+                 prefetch_keys, acc + j, acc_stride, gs);
         break;
 #endif
     default:
-        pv_micro(dtype, R, 1, rest % 8, p, p_stride, p_step, v, v_stride, j, nk, prefetch_keys,
-                 acc + j, acc_stride, gs);
+        pv_micro(dtype, fresh, R, 1, rest % 8, p, p_stride, p_step, v, v_stride, j, nk,
+                 prefetch_keys, acc + j, acc_stride, gs);
         break;
     }
 }
 
 /* Every row of the tile in groups of PV_ROWS for the nk keys at v; pf as
    in pv_cols, for the first group. */
-static ALWAYS_INLINE void pv_rows(int dtype, const float *p, ptrdiff_t p_stride, ptrdiff_t p_step,
-                                  const unsigned char *v, ptrdiff_t v_stride, size_t nq, size_t nk,
-                                  size_t dv, size_t next, float *acc, ptrdiff_t acc_stride,
-                                  const attn_grp *gs)
+static ALWAYS_INLINE void pv_rows(int dtype, int fresh, const float *p, ptrdiff_t p_stride,
+                                  ptrdiff_t p_step, const unsigned char *v, ptrdiff_t v_stride,
+                                  size_t nq, size_t nk, size_t dv, size_t next, float *acc,
+                                  ptrdiff_t acc_stride, const attn_grp *gs)
 {
     size_t r = 0;
     for (; r + PV_ROWS <= nq; r += PV_ROWS)
-        pv_cols(dtype, PV_ROWS, p + (ptrdiff_t)r * p_stride, p_stride, p_step, v, v_stride, nk, dv,
-                r == 0 ? next : 0, acc + (ptrdiff_t)r * acc_stride, acc_stride, gs);
+        pv_cols(dtype, fresh, PV_ROWS, p + (ptrdiff_t)r * p_stride, p_stride, p_step, v,
+                v_stride, nk, dv, r == 0 ? next : 0, acc + (ptrdiff_t)r * acc_stride, acc_stride,
+                gs);
     const float *pr = p + (ptrdiff_t)r * p_stride;
     float *ar = acc + (ptrdiff_t)r * acc_stride;
     size_t pf = r == 0 ? next : 0;
+#define PV_COLS_CASE(n)                                                                     \
+    case n: pv_cols(dtype, fresh, n, pr, p_stride, p_step, v, v_stride, nk, dv, pf, ar,    \
+                    acc_stride, gs); break;
     switch (nq - r) {
 #if PV_ROWS > 5
-    case 5: pv_cols(dtype, 5, pr, p_stride, p_step, v, v_stride, nk, dv, pf, ar, acc_stride, gs); break;
+    PV_COLS_CASE(5)
 #endif
 #if PV_ROWS > 4
-    case 4: pv_cols(dtype, 4, pr, p_stride, p_step, v, v_stride, nk, dv, pf, ar, acc_stride, gs); break;
+    PV_COLS_CASE(4)
 #endif
 #if PV_ROWS > 3
-    case 3: pv_cols(dtype, 3, pr, p_stride, p_step, v, v_stride, nk, dv, pf, ar, acc_stride, gs); break;
+    PV_COLS_CASE(3)
 #endif
 #if PV_ROWS > 2
-    case 2: pv_cols(dtype, 2, pr, p_stride, p_step, v, v_stride, nk, dv, pf, ar, acc_stride, gs); break;
+    PV_COLS_CASE(2)
 #endif
-    case 1: pv_cols(dtype, 1, pr, p_stride, p_step, v, v_stride, nk, dv, pf, ar, acc_stride, gs); break;
+    PV_COLS_CASE(1)
     default: break;
     }
+#undef PV_COLS_CASE
 }
 
 /* Columns of a decoded V panel: one column chunk of pv_cols. */
 #define PV_PANEL_COLS (8 * PV_VECS)
 
 /* p_step: the distance between the weights of consecutive keys (1 for P's
-   rows; pt_tile, the backward's P^T, passes P's row stride and 1 as p_stride). */
-static ALWAYS_INLINE void pv_tile_at(int dtype, const float *p, ptrdiff_t p_stride,
+   rows; pt_tile, the backward's P^T, passes P's row stride and 1 as
+   p_stride, and fresh: pv_micro; its keys are then one pass, one chain). */
+static ALWAYS_INLINE void pv_tile_at(int dtype, int fresh, const float *p, ptrdiff_t p_stride,
                                      ptrdiff_t p_step, const void *v, ptrdiff_t v_stride, size_t nq,
                                      size_t nk, size_t dv, float *acc, ptrdiff_t acc_stride,
                                      const attn_grp *gs)
@@ -780,13 +793,13 @@ static ALWAYS_INLINE void pv_tile_at(int dtype, const float *p, ptrdiff_t p_stri
        pass 1.35-1.45x (Zen 5). Spreading the prefetches over the chunks
        (each prefetching the next chunk's columns) measured worse. */
     const int few = nq < QK_PACK_MIN_ROWS || gs; /* pv_grp: the rows only */
-    const size_t chunk = few ? nk : PV_KEY_CHUNK, next = few ? row_bytes(dtype, dv) : 0;
+    const size_t chunk = few || fresh ? nk : PV_KEY_CHUNK, next = few ? row_bytes(dtype, dv) : 0;
     for (size_t c0 = 0; c0 < nk; c0 += chunk) {
         size_t n = nk - c0 < chunk ? nk - c0 : chunk;
         const unsigned char *vc = row_at(v, c0, vb);
-        if (few || !is_quant(dtype)) {
-            pv_rows(dtype, p + (ptrdiff_t)c0 * p_step, p_stride, p_step, vc, v_stride, nq, n, dv,
-                    next, acc, acc_stride, gs);
+        if (few || !is_quant(dtype) || fresh) {
+            pv_rows(dtype, fresh, p + (ptrdiff_t)c0 * p_step, p_stride, p_step, vc, v_stride, nq,
+                    n, dv, next, acc, acc_stride, gs);
             continue;
         }
         /* Many rows, quantized V: each column chunk of the pass decoded
@@ -802,7 +815,7 @@ static ALWAYS_INLINE void pv_tile_at(int dtype, const float *p, ptrdiff_t p_stri
                                      w - i >= 8 ? load8(dtype, row, j + i)
                                                 : load8_part(dtype, row, j + i, w - i));
             }
-            pv_rows(ATTN_KV_F32, p + (ptrdiff_t)c0 * p_step, p_stride, p_step,
+            pv_rows(ATTN_KV_F32, 0, p + (ptrdiff_t)c0 * p_step, p_stride, p_step,
                     (const unsigned char *)panel, PV_PANEL_COLS, nq, n, w, 0, acc + j,
                     acc_stride, NULL);
         }
@@ -813,7 +826,7 @@ static ALWAYS_INLINE void pv_tile(int dtype, const float *p, ptrdiff_t p_stride,
                                   ptrdiff_t v_stride, size_t nq, size_t nk, size_t dv, float *acc,
                                   ptrdiff_t acc_stride)
 {
-    pv_tile_at(dtype, p, p_stride, 1, v, v_stride, nq, nk, dv, acc, acc_stride, NULL);
+    pv_tile_at(dtype, 0, p, p_stride, 1, v, v_stride, nq, nk, dv, acc, acc_stride, NULL);
 }
 
 /* FP8 scale groups read in place (src/dsp.h): the few-row paths, their
@@ -829,7 +842,7 @@ static ALWAYS_INLINE void pv_grp(int dtype, const float *p, ptrdiff_t p_stride, 
                                  ptrdiff_t v_stride, size_t nq, size_t nk, size_t dv, float *acc,
                                  ptrdiff_t acc_stride, const attn_grp *gs)
 {
-    pv_tile_at(dtype, p, p_stride, 1, v, v_stride, nq, nk, dv, acc, acc_stride, gs);
+    pv_tile_at(dtype, 0, p, p_stride, 1, v, v_stride, nq, nk, dv, acc, acc_stride, gs);
 }
 
 /* ------------------------------------------------------------------ to_f32 */

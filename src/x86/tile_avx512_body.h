@@ -764,10 +764,13 @@ ATTN_AVX512_INLINE void qk_diag(int dt, const float *q, ptrdiff_t q_stride,
  * When tail is set the last vector covers only the lanes in m (full for the
  * block formats, whose rows are whole blocks). pf > 0: prefetch V rows of
  * pf bytes ahead (prefetch.h). gs: each value times its group's scale
- * (pv_grp), key c's scales at attn_grp_row(gs, c).
+ * (pv_grp), key c's scales at attn_grp_row(gs, c). fresh (a constant of
+ * each caller): the accumulators start at zero and acc gets their sums
+ * once at the end, the scalar oracle's order (src/scalar/tile_scalar_body.h,
+ * pv_rows); else they start from acc (the forward's P.V).
  */
-ATTN_AVX512_INLINE int pv_block_at(int dt, size_t R, size_t NV, int tail, __mmask16 m, size_t pf,
-                                   const float *p, ptrdiff_t p_stride, ptrdiff_t p_step,
+ATTN_AVX512_INLINE int pv_block_at(int dt, int fresh, size_t R, size_t NV, int tail, __mmask16 m,
+                                   size_t pf, const float *p, ptrdiff_t p_stride, ptrdiff_t p_step,
                                    const void *v, ptrdiff_t v_stride, size_t nk, size_t j0,
                                    float *acc, ptrdiff_t acc_stride, const attn_grp *gs)
 {
@@ -778,9 +781,10 @@ ATTN_AVX512_INLINE int pv_block_at(int dt, size_t R, size_t NV, int tail, __mmas
     for (size_t r = 0; r < R; r++) {
         const float *ar = acc + (ptrdiff_t)r * acc_stride + (ptrdiff_t)j0;
         for (size_t i = 0; i < nfull; i++)
-            a[r][i] = _mm512_loadu_ps(ar + 16 * i);
+            a[r][i] = fresh ? _mm512_setzero_ps() : _mm512_loadu_ps(ar + 16 * i);
         if (tail)
-            a[r][NV - 1] = _mm512_maskz_loadu_ps(m, ar + 16 * (NV - 1));
+            a[r][NV - 1] =
+                fresh ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m, ar + 16 * (NV - 1));
     }
     const size_t ahead = pf ? attn_prefetch_rows_ahead(pf) : 0;
     /* E4M3 decoded without the NaN fix-up: the largest low-seven-bits value
@@ -825,29 +829,35 @@ ATTN_AVX512_INLINE int pv_block_at(int dt, size_t R, size_t NV, int tail, __mmas
     for (size_t r = 0; r < R; r++) {
         float *ar = acc + (ptrdiff_t)r * acc_stride + (ptrdiff_t)j0;
         for (size_t i = 0; i < nfull; i++)
-            _mm512_storeu_ps(ar + 16 * i, a[r][i]);
+            _mm512_storeu_ps(ar + 16 * i, fresh ? _mm512_add_ps(_mm512_loadu_ps(ar + 16 * i),
+                                                                a[r][i])
+                                                : a[r][i]);
         if (tail)
-            _mm512_mask_storeu_ps(ar + 16 * (NV - 1), m, a[r][NV - 1]);
+            _mm512_mask_storeu_ps(
+                ar + 16 * (NV - 1), m,
+                fresh ? _mm512_add_ps(_mm512_maskz_loadu_ps(m, ar + 16 * (NV - 1)), a[r][NV - 1])
+                      : a[r][NV - 1]);
     }
     return 1;
 }
 
 /* E4M3 values: decoded without the NaN fix-up, and again with it in the
    rare block that holds a NaN byte (the first pass stored nothing). */
-ATTN_AVX512_INLINE void pv_block(int dt, size_t R, size_t NV, int tail, __mmask16 m, size_t pf,
-                                 const float *p, ptrdiff_t p_stride, ptrdiff_t p_step,
+ATTN_AVX512_INLINE void pv_block(int dt, int fresh, size_t R, size_t NV, int tail, __mmask16 m,
+                                 size_t pf, const float *p, ptrdiff_t p_stride, ptrdiff_t p_step,
                                  const void *v, ptrdiff_t v_stride, size_t nk, size_t j0,
                                  float *acc, ptrdiff_t acc_stride, const attn_grp *gs)
 {
-    if (dt == ATTN_KV_FP8_E4M3 && pv_block_at(ATTN_KV_E4M3_FINITE, R, NV, tail, m, pf, p, p_stride,
-                                              p_step, v, v_stride, nk, j0, acc, acc_stride, gs))
+    if (dt == ATTN_KV_FP8_E4M3 &&
+        pv_block_at(ATTN_KV_E4M3_FINITE, fresh, R, NV, tail, m, pf, p, p_stride, p_step, v,
+                    v_stride, nk, j0, acc, acc_stride, gs))
         return;
-    pv_block_at(dt, R, NV, tail, m, pf, p, p_stride, p_step, v, v_stride, nk, j0, acc, acc_stride,
-                gs);
+    pv_block_at(dt, fresh, R, NV, tail, m, pf, p, p_stride, p_step, v, v_stride, nk, j0, acc,
+                acc_stride, gs);
 }
 
-ATTN_AVX512_INLINE void pv_rows(int dt, size_t NV, int tail, __mmask16 m, size_t pf, const float *p,
-                                ptrdiff_t p_stride, ptrdiff_t p_step, const void *v,
+ATTN_AVX512_INLINE void pv_rows(int dt, int fresh, size_t NV, int tail, __mmask16 m, size_t pf,
+                                const float *p, ptrdiff_t p_stride, ptrdiff_t p_step, const void *v,
                                 ptrdiff_t v_stride, size_t nq, size_t nk, size_t j0, float *acc,
                                 ptrdiff_t acc_stride, const attn_grp *gs)
 {
@@ -858,30 +868,33 @@ ATTN_AVX512_INLINE void pv_rows(int dt, size_t NV, int tail, __mmask16 m, size_t
     if (NV == 4 && !tail && dt != ATTN_KV_F32)
         for (; r + 8 <= nq; r += 8)
             for (size_t h = 0; h < 2; h++)
-                pv_block(dt, 8, 2, 0, m, r == 0 && h == 0 ? pf : 0, p + (ptrdiff_t)r * p_stride,
-                         p_stride, p_step, v, v_stride, nk, j0 + 32 * h,
-                         acc + (ptrdiff_t)r * acc_stride, acc_stride, gs);
+                pv_block(dt, fresh, 8, 2, 0, m, r == 0 && h == 0 ? pf : 0,
+                         p + (ptrdiff_t)r * p_stride, p_stride, p_step, v, v_stride, nk,
+                         j0 + 32 * h, acc + (ptrdiff_t)r * acc_stride, acc_stride, gs);
     for (; r + 4 <= nq; r += 4)
-        pv_block(dt, 4, NV, tail, m, r == 0 ? pf : 0, p + (ptrdiff_t)r * p_stride, p_stride, p_step,
-                 v, v_stride, nk, j0, acc + (ptrdiff_t)r * acc_stride, acc_stride, gs);
+        pv_block(dt, fresh, 4, NV, tail, m, r == 0 ? pf : 0, p + (ptrdiff_t)r * p_stride,
+                 p_stride, p_step, v, v_stride, nk, j0, acc + (ptrdiff_t)r * acc_stride,
+                 acc_stride, gs);
     /* a loop, not an if: GCC then keeps the accumulators out of memory */
     for (; r + 2 <= nq; r += 2)
-        pv_block(dt, 2, NV, tail, m, r == 0 ? pf : 0, p + (ptrdiff_t)r * p_stride, p_stride, p_step,
-                 v, v_stride, nk, j0, acc + (ptrdiff_t)r * acc_stride, acc_stride, gs);
+        pv_block(dt, fresh, 2, NV, tail, m, r == 0 ? pf : 0, p + (ptrdiff_t)r * p_stride,
+                 p_stride, p_step, v, v_stride, nk, j0, acc + (ptrdiff_t)r * acc_stride,
+                 acc_stride, gs);
     if (r < nq)
-        pv_block(dt, 1, NV, tail, m, r == 0 ? pf : 0, p + (ptrdiff_t)r * p_stride, p_stride, p_step,
-                 v, v_stride, nk, j0, acc + (ptrdiff_t)r * acc_stride, acc_stride, gs);
+        pv_block(dt, fresh, 1, NV, tail, m, r == 0 ? pf : 0, p + (ptrdiff_t)r * p_stride,
+                 p_stride, p_step, v, v_stride, nk, j0, acc + (ptrdiff_t)r * acc_stride,
+                 acc_stride, gs);
 }
 
 /* Columns j0..j0+w (w <= 64) of every row over the nk keys at v: four
    vectors, or ceil(w / 16) with the last one masked. */
-ATTN_AVX512_INLINE void pv_cols(int dt, size_t pf, const float *p, ptrdiff_t p_stride,
+ATTN_AVX512_INLINE void pv_cols(int dt, int fresh, size_t pf, const float *p, ptrdiff_t p_stride,
                                 ptrdiff_t p_step, const void *v, ptrdiff_t v_stride, size_t nq,
                                 size_t nk, size_t j0, size_t w, float *acc, ptrdiff_t acc_stride,
                                 const attn_grp *gs)
 {
     if (w == 64) {
-        pv_rows(dt, 4, 0, 0xffff, pf, p, p_stride, p_step, v, v_stride, nq, nk, j0, acc,
+        pv_rows(dt, fresh, 4, 0, 0xffff, pf, p, p_stride, p_step, v, v_stride, nq, nk, j0, acc,
                 acc_stride, gs);
         return;
     }
@@ -889,20 +902,20 @@ ATTN_AVX512_INLINE void pv_cols(int dt, size_t pf, const float *p, ptrdiff_t p_s
     __mmask16 m = attn_mask16(w - 16 * (nv - 1));
     switch (nv) {
     case 1:
-        pv_rows(dt, 1, 1, m, pf, p, p_stride, p_step, v, v_stride, nq, nk, j0, acc, acc_stride,
-                gs);
+        pv_rows(dt, fresh, 1, 1, m, pf, p, p_stride, p_step, v, v_stride, nq, nk, j0, acc,
+                acc_stride, gs);
         break;
     case 2:
-        pv_rows(dt, 2, 1, m, pf, p, p_stride, p_step, v, v_stride, nq, nk, j0, acc, acc_stride,
-                gs);
+        pv_rows(dt, fresh, 2, 1, m, pf, p, p_stride, p_step, v, v_stride, nq, nk, j0, acc,
+                acc_stride, gs);
         break;
     case 3:
-        pv_rows(dt, 3, 1, m, pf, p, p_stride, p_step, v, v_stride, nq, nk, j0, acc, acc_stride,
-                gs);
+        pv_rows(dt, fresh, 3, 1, m, pf, p, p_stride, p_step, v, v_stride, nq, nk, j0, acc,
+                acc_stride, gs);
         break;
     default:
-        pv_rows(dt, 4, 1, m, pf, p, p_stride, p_step, v, v_stride, nq, nk, j0, acc, acc_stride,
-                gs);
+        pv_rows(dt, fresh, 4, 1, m, pf, p, p_stride, p_step, v, v_stride, nq, nk, j0, acc,
+                acc_stride, gs);
         break;
     }
 }
@@ -912,10 +925,12 @@ ATTN_AVX512_INLINE void pv_cols(int dt, size_t pf, const float *p, ptrdiff_t p_s
 #define PV_PANEL_KEYS 32
 
 /* p_step: the distance between the weights of consecutive keys (1 for P's
-   rows; pt_tile, the backward's P^T, passes P's row stride and 1 as p_stride). */
-ATTN_AVX512_INLINE void pv_tile_at(int dt, const float *p, ptrdiff_t p_stride, ptrdiff_t p_step,
-                                   const void *v, ptrdiff_t v_stride, size_t nq, size_t nk,
-                                   size_t dv, float *acc, ptrdiff_t acc_stride, const attn_grp *gs)
+   rows; pt_tile, the backward's P^T, passes P's row stride and 1 as
+   p_stride, and fresh: pv_block_at; the keys of a call are then one chain). */
+ATTN_AVX512_INLINE void pv_tile_at(int dt, int fresh, const float *p, ptrdiff_t p_stride,
+                                   ptrdiff_t p_step, const void *v, ptrdiff_t v_stride, size_t nq,
+                                   size_t nk, size_t dv, float *acc, ptrdiff_t acc_stride,
+                                   const attn_grp *gs)
 {
     /* few rows (decode, up to Lq = 4 of a GQA group of 4): each V row is
        used by few FMAs, so the first column pass prefetches whole V rows
@@ -925,9 +940,9 @@ ATTN_AVX512_INLINE void pv_tile_at(int dt, const float *p, ptrdiff_t p_stride, p
     const uintptr_t vb = (uintptr_t)v_stride * unit_bytes(dt);
     for (size_t j0 = 0; j0 < dv; j0 += 64) {
         const size_t w = dv - j0 < 64 ? dv - j0 : 64;
-        if (few || !is_quant(dt) || gs) { /* pv_grp: the rows only */
-            pv_cols(dt, j0 == 0 ? pf : 0, p, p_stride, p_step, v, v_stride, nq, nk, j0, w, acc,
-                    acc_stride, gs);
+        if (few || !is_quant(dt) || gs || fresh) { /* pv_grp: the rows only */
+            pv_cols(dt, fresh, j0 == 0 ? pf : 0, p, p_stride, p_step, v, v_stride, nq, nk, j0, w,
+                    acc, acc_stride, gs);
             continue;
         }
         /* Many rows, quantized V: the columns of 32 keys decoded once into
@@ -943,8 +958,8 @@ ATTN_AVX512_INLINE void pv_tile_at(int dt, const float *p, ptrdiff_t p_stride, p
                                     w - i >= 16 ? load16(dt, row, j0 + i)
                                                 : maskz_load16(dt, attn_mask16(w - i), row, j0 + i));
             }
-            pv_cols(ATTN_KV_F32, 0, p + (ptrdiff_t)c0 * p_step, p_stride, p_step, panel, 64, nq, n,
-                    0, w, acc + j0, acc_stride, NULL);
+            pv_cols(ATTN_KV_F32, 0, 0, p + (ptrdiff_t)c0 * p_step, p_stride, p_step, panel, 64,
+                    nq, n, 0, w, acc + j0, acc_stride, NULL);
         }
     }
 }
@@ -953,7 +968,7 @@ ATTN_AVX512_INLINE void pv_tile(int dt, const float *p, ptrdiff_t p_stride, cons
                                 ptrdiff_t v_stride, size_t nq, size_t nk, size_t dv, float *acc,
                                 ptrdiff_t acc_stride)
 {
-    pv_tile_at(dt, p, p_stride, 1, v, v_stride, nq, nk, dv, acc, acc_stride, NULL);
+    pv_tile_at(dt, 0, p, p_stride, 1, v, v_stride, nq, nk, dv, acc, acc_stride, NULL);
 }
 
 /* FP8 scale groups read in place (src/dsp.h): the few-row paths, their
@@ -969,7 +984,7 @@ ATTN_AVX512_INLINE void pv_grp(int dt, const float *p, ptrdiff_t p_stride, const
                                ptrdiff_t v_stride, size_t nq, size_t nk, size_t dv, float *acc,
                                ptrdiff_t acc_stride, const attn_grp *gs)
 {
-    pv_tile_at(dt, p, p_stride, 1, v, v_stride, nq, nk, dv, acc, acc_stride, gs);
+    pv_tile_at(dt, 0, p, p_stride, 1, v, v_stride, nq, nk, dv, acc, acc_stride, gs);
 }
 
 #endif /* ATTN_X86_TILE_AVX512_BODY_H */
