@@ -280,7 +280,7 @@ run_readme() {
         # it, at the longest length (which the -O2 build leaves to this one)
         local last=${SVE_VECTOR_BYTES[-1]}
         run_tests "README build (default buildtype), SVE $((last * 8))-bit (max)" --suites \
-            QEMU_CPU="max,sve-default-vector-length=$last"
+            ATTN_TEST_ROWS=sve QEMU_CPU="max,sve-default-vector-length=$last"
         BUILD=$saved
     else
         echo "FAIL: the README's AArch64 build ($README_BUILD)"
@@ -289,17 +289,29 @@ run_readme() {
 }
 # ---- end of the README build block ----
 
-setup_packages
-setup_criterion
-setup_binfmt
+# --setup-only: the packages, Criterion and binfmt_misc, then exit (build.sh
+# runs that first, then the rest with --no-setup beside the x86 steps:
+# apt serves one client at a time).
+case ${1:-} in
+--setup-only) setup_packages; setup_criterion; setup_binfmt; exit 0 ;;
+--no-setup) ;;
+'') setup_packages; setup_criterion; setup_binfmt ;;
+*) echo "usage: $0 [--setup-only | --no-setup]" >&2; exit 2 ;;
+esac
 build
-run_tests "SVE $((SVE_VECTOR_BYTES[0] * 8))-bit (max)" \
+# Which tables each run tests (ATTN_TEST_ROWS, read by the harness and
+# checkasm): the whole suite at the first length runs the NEON and SVE rows
+# (the scalar oracle's own rows are x86's, the same C; here it still runs
+# inside every comparison); the other lengths only SVE's (NEON's 128-bit
+# code does not change with the SVE length), the NEON-only CPU only NEON's.
+run_tests "SVE $((SVE_VECTOR_BYTES[0] * 8))-bit (max)" ATTN_TEST_ROWS=neon,sve \
     QEMU_CPU="max,sve-default-vector-length=${SVE_VECTOR_BYTES[0]}"
 # the last length runs from the README's build (run_readme)
 for bytes in "${SVE_VECTOR_BYTES[@]:1:${#SVE_VECTOR_BYTES[@]}-2}"; do
-    run_tests "SVE $((bytes * 8))-bit (max)" --suites QEMU_CPU="max,sve-default-vector-length=$bytes"
+    run_tests "SVE $((bytes * 8))-bit (max)" --suites ATTN_TEST_ROWS=sve \
+        QEMU_CPU="max,sve-default-vector-length=$bytes"
 done
-run_tests "$NEON_ONLY_CPU (NEON only)" --suites QEMU_CPU="$NEON_ONLY_CPU"
+run_tests "$NEON_ONLY_CPU (NEON only)" --suites ATTN_TEST_ROWS=neon QEMU_CPU="$NEON_ONLY_CPU"
 run_cli
 run_consumer
 run_readme

@@ -1256,11 +1256,32 @@ static void check_complete(checkasm *c, const attn_dsp *t)
 #undef CA_COMPLETE_KV
 }
 
+/* Whether row `name` is asked for: --isa names it, or without --isa the
+   list ATTN_TEST_ROWS (the test harness's, tests/harness.c) names its ISA
+   (the name up to a '+', '/' or '-': "avx512+vnni" is avx512's), or
+   neither is given. */
+static int wanted(const checkasm *c, const char *name)
+{
+    if (c->only_isa)
+        return !strcmp(c->only_isa, name);
+    const char *list = getenv("ATTN_TEST_ROWS");
+    if (!list || !*list)
+        return 1;
+    const size_t n = strcspn(name, "+/-");
+    for (const char *p = list; *p;) {
+        const size_t len = strcspn(p, ",");
+        if (len == n && !strncmp(p, name, n))
+            return 1;
+        p += len + (p[len] == ',');
+    }
+    return 0;
+}
+
 /* The table of an ISA row to test, or NULL (not built, not this CPU, or
    not asked for). */
 static const attn_dsp *begin_isa(checkasm *c, attn_isa isa, const char *name)
 {
-    if (c->only_isa && strcmp(c->only_isa, name) != 0)
+    if (!wanted(c, name))
         return NULL;
     const attn_dsp *t = attn_dsp_for_isa(isa);
     if (!t) {
@@ -1327,7 +1348,7 @@ static const char *alone_name(const isa_row *isa, const char *file)
         if (own && t_) {                                                                    \
             ATTN_FILE_##file(CA_SHADOWED, t_) ATTN_FILE_##file(CA_MISSING, t_)              \
         }                                                                                   \
-        if ((shadowed || missing) && (!c->only_isa || !strcmp(c->only_isa, row_))) {        \
+        if ((shadowed || missing) && wanted(c, row_)) {                                     \
             use_table(c, t_, row_, c->seed ^ 0x7f4a7c159e3779b9ull ^ (uint64_t)(need));     \
             c->twin = own;                                                                  \
             const long before_ = c->failures;                                                \
@@ -1360,7 +1381,7 @@ static void walk(checkasm *c)
     /* The kernels built against SIMDe (tests/emu_tables.h), each row over
        its ISA's kernel list as the real table is. */
 #define CA_EMU(row, name, table)                                                            \
-    if (!c->only_isa || !strcmp(c->only_isa, row)) {                                        \
+    if (wanted(c, row)) {                                                                   \
         const attn_dsp *t_ = table();                                                       \
         if (t_) {                                                                           \
             use_table(c, t_, row, c->seed ^ 0x5bd1e995ull ^ (uint64_t)t_->isa);              \
