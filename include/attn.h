@@ -862,6 +862,20 @@ ATTN_API attn_status attn_forward_workspace_size(const attn_shape *shape,
                                                  const attn_options *opt, size_t *bytes);
 
 /*
+ * Since 1.11: the most workspace attn_forward can use with this shape and
+ * these options, whatever q_lens, kv_lens, q_offsets, kv_offsets,
+ * shared_prefix, the block table, tree_parents and topk_indices hold: it
+ * reads none of those arrays, only whether q_lens, kv_lens and
+ * shared_prefix are given, so an engine can size its scratch before the
+ * step's data exists. *bytes >= what attn_forward_workspace_size gives for
+ * any contents of them (a workspace of that size lets every such call
+ * split and attend shared prefixes once); 0 when no call of this shape can
+ * split. Checks the shape and the option values as attn_forward does.
+ */
+ATTN_API attn_status attn_forward_workspace_bound(const attn_shape *shape,
+                                                  const attn_options *opt, size_t *bytes);
+
+/*
  * One partial result of attention over a subset of the keys (a shard or a
  * chunk): its output and its per-row log-sum-exp, as attn_forward writes
  * them (out, and attn_row_stats.lse).

@@ -285,6 +285,10 @@ void attn_split_plan(int64_t q_heads, int64_t kv_heads, int64_t q_len, int64_t k
 int64_t attn_split_grid(int64_t batch, int64_t q_heads, int64_t kv_heads, int64_t q_len,
                         int64_t kv_len, int64_t topk, const int32_t *q_lens,
                         const int32_t *kv_lens, int32_t kv_splits);
+/* The most chunks attn_split_grid can give for any lengths within the
+   shape (lens_given: q_lens or kv_lens is given, whatever they hold). */
+int64_t attn_split_grid_bound(int64_t q_heads, int64_t kv_heads, int64_t q_len, int64_t kv_len,
+                              int64_t topk, int lens_given, int32_t kv_splits);
 /* Workspace bytes of a split forward; 0 when it overflows size_t. */
 size_t attn_split_bytes(int64_t batch, int64_t q_heads, int64_t q_len, int64_t v_dim,
                         int64_t splits);

@@ -387,3 +387,73 @@ Test(split_api, merge_rules)
     cr_assert(isfinite(out[12]) && isnan(out[13]) && isfinite(out[14]));
     cr_assert(fabsf(lse[4] - (5.0f + log1pf(expf(-5.0f)))) < 1e-5f);
 }
+
+/* attn_forward_workspace_bound reads no array: for any lengths and shared
+   prefixes within a shape, attn_forward_workspace_size is at most it, and a
+   forward given the bound's bytes gives the bits of one given exactly the
+   size (it splits and shares the same way: both have room). */
+Test(split_api, workspace_bound_covers_every_length)
+{
+    harness_begin_plain("split_api/workspace_bound");
+    rng *g = harness_rng();
+    enum { B = 3 };
+    for (int it = 0; it < 400; it++) {
+        const int64_t kvh = rng_int(g, 1, 4), hq = kvh * rng_int(g, 1, 8);
+        const attn_shape s = {B, hq, kvh, rng_int(g, 1, 300), rng_int(g, 0, 70000),
+                              rng_int(g, 1, 8) * 16, 0};
+        int32_t ql[B], kl[B], sp[B];
+        attn_options o = ATTN_OPTIONS_INIT;
+        o.kv_splits = (int32_t)(rng_int(g, 0, 3) == 0 ? rng_int(g, 0, 9) : 0);
+        const int with_lens = rng_int(g, 0, 1), with_prefix = rng_int(g, 0, 2) == 0;
+        for (int b = 0; b < B; b++) {
+            ql[b] = (int32_t)rng_int(g, 0, s.q_len);
+            kl[b] = (int32_t)rng_int(g, 0, s.kv_len);
+        }
+        for (int b = 0; b < B; b++) /* within its keys and the previous sequence's */
+            sp[b] = b == 0 ? 0 : (int32_t)rng_int(g, 0, kl[b] < kl[b - 1] ? kl[b] : kl[b - 1]);
+        o.q_lens = with_lens ? ql : NULL;
+        o.kv_lens = with_lens ? kl : NULL;
+        o.shared_prefix = with_prefix ? sp : NULL;
+        if (!with_lens && with_prefix) /* every sequence has kv_len keys */
+            for (int b = 1; b < B; b++)
+                sp[b] = (int32_t)rng_int(g, 0, s.kv_len);
+        size_t bound = 0, exact = 0;
+        cr_assert_eq(attn_forward_workspace_bound(&s, &o, &bound), ATTN_OK, "%s",
+                     attn_last_error());
+        cr_assert_eq(attn_forward_workspace_size(&s, &o, &exact), ATTN_OK, "%s",
+                     attn_last_error());
+        cr_assert(exact <= bound,
+                  "B %lld Hq %lld Hkv %lld Lq %lld Lk %lld splits %d lens %d prefix %d: size %zu "
+                  "above the bound %zu",
+                  (long long)s.batch, (long long)s.q_heads, (long long)s.kv_heads,
+                  (long long)s.q_len, (long long)s.kv_len, (int)o.kv_splits, with_lens,
+                  with_prefix, exact, bound);
+        /* the arrays' contents are not read: garbage pointers are fine */
+        attn_options blind = o;
+        blind.q_lens = blind.kv_lens = with_lens ? (const int32_t *)(uintptr_t)8 : NULL;
+        blind.shared_prefix = with_prefix ? (const int32_t *)(uintptr_t)8 : NULL;
+        size_t again = 0;
+        cr_assert_eq(attn_forward_workspace_bound(&s, &blind, &again), ATTN_OK);
+        cr_assert_eq(again, bound);
+    }
+    /* a forward with the bound's bytes: the bits of one with the exact size */
+    decode d;
+    decode_make(&d, 8192);
+    attn_options o = ATTN_OPTIONS_INIT;
+    const int32_t ql[1] = {1}, kl[1] = {5000};
+    o.q_lens = ql, o.kv_lens = kl;
+    size_t bound = 0, exact = 0;
+    cr_assert_eq(attn_forward_workspace_bound(&d.shape, &o, &bound), ATTN_OK);
+    cr_assert_eq(attn_forward_workspace_size(&d.shape, &o, &exact), ATTN_OK);
+    cr_assert(exact > 0 && bound >= exact, "exact %zu bound %zu", exact, bound);
+    void *ws = xmalloc(bound);
+    o.workspace = ws, o.workspace_size = exact;
+    cr_assert_eq(decode_run(&d, &o), ATTN_OK);
+    float *want = xmalloc(d.out_bytes);
+    memcpy(want, d.out, d.out_bytes);
+    o.workspace_size = bound;
+    cr_assert_eq(decode_run(&d, &o), ATTN_OK);
+    cr_assert(memcmp(want, d.out, d.out_bytes) == 0, "the bound's workspace changed the bits");
+    free(want), free(ws);
+    decode_free(&d);
+}

@@ -1190,6 +1190,49 @@ static attn_status checked_forward_workspace_size(const attn_shape *shape, const
     return ATTN_OK;
 }
 
+/* The most any contents of q_lens, kv_lens and shared_prefix can need:
+   the split of one query row over every key, and (with shared_prefix) a
+   prefix of every key. */
+static attn_status checked_forward_workspace_bound(const attn_shape *shape,
+                                                   const attn_options *opt, size_t *bytes)
+{
+    if (!shape || !bytes)
+        return ATTN_ERR_NULL;
+    attn_options o = ATTN_OPTIONS_INIT;
+    ATTN_TRY(attn_read_options(&o, opt));
+    /* the arrays' contents are not read: only whether they are given */
+    const int lens = o.q_lens || o.kv_lens, prefix = o.shared_prefix != NULL;
+    o.q_lens = o.kv_lens = o.q_offsets = o.kv_offsets = o.shared_prefix = NULL;
+    o.tree_parents = o.topk_indices = NULL;
+    o.block_table = NULL;
+    o.block_table_stride = o.block_size = o.num_blocks = 0;
+    o.flags &= ~ATTN_SHARED_BLOCK_TABLE;
+    const int64_t topk = o.topk;
+    o.topk = 0;
+    attn_options checked;
+    ATTN_TRY(attn_check_shape_options(shape, &o, &checked));
+    const attn_shape s = *shape;
+    const int64_t v_dim = s.v_dim ? s.v_dim : s.head_dim;
+    const int64_t splits = attn_split_grid_bound(s.q_heads, s.kv_heads, s.q_len, s.kv_len, topk,
+                                                 lens, o.kv_splits);
+    size_t need = splits > 1 ? attn_split_bytes(s.batch, s.q_heads, s.q_len, v_dim, splits) : 0;
+    const int64_t parts = prefix && !topk ? prefix_chunks(s.kv_len) : 0;
+    const size_t pneed = parts ? attn_split_bytes(s.batch, s.q_heads, s.q_len, v_dim, parts) : 0;
+    if ((splits > 1 && need == 0) || (parts > 0 && pneed == 0) ||
+        __builtin_add_overflow(need, pneed, &need))
+        return attn_fail(ATTN_ERR_SHAPE, "the workspace would not fit size_t");
+    *bytes = need;
+    return ATTN_OK;
+}
+
+attn_status attn_forward_workspace_bound(const attn_shape *shape, const attn_options *opt,
+                                         size_t *bytes)
+{
+    const unsigned mark = attn_error_mark();
+    return attn_error_done("attn_forward_workspace_bound", mark,
+                           checked_forward_workspace_bound(shape, opt, bytes));
+}
+
 attn_status attn_forward_workspace_size(const attn_shape *shape, const attn_options *opt,
                                         size_t *bytes)
 {

@@ -67,6 +67,15 @@ int64_t attn_split_grid(int64_t batch, int64_t q_heads, int64_t kv_heads, int64_
     return grid;
 }
 
+int64_t attn_split_grid_bound(int64_t q_heads, int64_t kv_heads, int64_t q_len, int64_t kv_len,
+                              int64_t topk, int lens_given, int32_t kv_splits)
+{
+    /* split_want grows as a sequence's query rows fall (fewer tasks
+       unsplit) and as its keys grow: one row and every key bound it */
+    return split_want(q_heads, kv_heads, lens_given ? attn_min64(q_len, 1) : q_len, kv_len, topk,
+                      kv_splits);
+}
+
 static int add_rounded(size_t *total, size_t bytes)
 {
     size_t r;
