@@ -417,6 +417,9 @@ void gen_profile_init(gen_profile *p)
     rule(p, GEN_C_SHARED_KEYS, 0, 0, 0);
     /* top-k lists (1.7): likewise (gen_allow_topk) */
     topk_rules(p);
+    /* positions per key slot (1.11), in place of k_pos: every kind */
+    rule(p, GEN_C_OPT(k_positions), 40, 1, 1);
+    rule(p, GEN_C_KPOS, 256, GEN_KPOS_ORDER, GEN_KPOS_RANDOM);
 
     p->work_cap = (int64_t)2 << 20;
     /* values: every tensor in [-2, 2), option tensors by their dtype */
@@ -746,6 +749,55 @@ static void draw_positions(drawer *w, gen_problem *d)
     d->present[POS(k_pos)] = kp != NULL;
 }
 
+/*
+ * k_positions (attn.h, "Positions per key slot"): the position of each
+ * slot of each sequence's keys, from the sequence's k_pos beside q_pos
+ * (k_pos is then dropped: the two do not go together) or 0, laid out
+ * [batch][kv_len] by the slots of the key extent. Slots outside every
+ * sequence hold values a read would trip over (above 2^62, or far off).
+ */
+static void draw_slot_positions(drawer *w, gen_problem *d)
+{
+    /* presence as 255 - byte < chance: an input whose bytes ran out (zeros)
+       draws none, so the fuzz corpora written before keep their problems */
+    const unsigned chance = w->p->rule[GEN_C_OPT(k_positions)].chance;
+    const int given = w->p->pinned[GEN_C_OPT(k_positions)]
+                          ? w->p->pin[GEN_C_OPT(k_positions)] != 0
+                          : chance > 0 && w->src->range && 255 - raw(w, 0, 255, 0) < chance;
+    if (!given)
+        return;
+    const int64_t B = d->shape.batch, Lk = d->shape.kv_len;
+    const int64_t kind = choose(w, GEN_C_KPOS, GEN_KPOS_SHUFFLED);
+    static const int64_t garbage[] = {INT64_MAX, INT64_MIN, ((int64_t)1 << 62) + 1, -1};
+    int64_t *pos = batch_array(B * (Lk > 0 ? Lk : 1));
+    for (int64_t e = 0; e < B * Lk; e++)
+        pos[e] = garbage[e % 4];
+    for (int64_t b = 0; b < B; b++) {
+        const int64_t lk = gen_seq_kv(d, b);
+        /* from k_pos only beside q_pos: the default query positions are
+           Lk_b - Lq_b + i, where k_positions puts no offset */
+        const int64_t k0 = d->ints[POS(k_pos)] && d->ints[POS(q_pos)] ? d->ints[POS(k_pos)][b] : 0;
+        int64_t *row = pos + b * Lk + gen_kv_offset(d, b);
+        for (int64_t j = 0; j < lk; j++)
+            row[j] = kind == GEN_KPOS_RANDOM ? (raw(w, 0, 7, 1) ? k0 + raw(w, 0, lk + 2, j) : -1)
+                                             : k0 + j;
+        if (kind == GEN_KPOS_SHUFFLED || kind == GEN_KPOS_HOLES)
+            for (int64_t j = lk - 1; j > 0; j--) { /* Fisher-Yates */
+                const int64_t r = raw(w, 0, j, j), x = row[j];
+                row[j] = row[r];
+                row[r] = x;
+            }
+        for (int64_t j = 0; kind == GEN_KPOS_HOLES && j < lk; j++)
+            if (raw(w, 0, 5, 1) == 0)
+                row[j] = -1;
+    }
+    free(d->ints[POS(k_pos)]);
+    d->ints[POS(k_pos)] = NULL;
+    d->present[POS(k_pos)] = 0;
+    d->ints[POS(k_positions)] = pos;
+    d->present[POS(k_positions)] = 1;
+}
+
 static void draw_tlayout(drawer *w, gen_problem *d, int role, int broadcast_choice,
                          int rows_outer)
 {
@@ -884,6 +936,7 @@ int gen_draw(gen_problem *d, gen_src *src, const gen_profile *p)
     draw_tree(&w, d);
     draw_shared(&w, d);
     draw_topk(&w, d);
+    draw_slot_positions(&w, d);
     return 1;
 }
 
@@ -921,6 +974,10 @@ void gen_row_keys(const gen_problem *d, int64_t b, int64_t i, int64_t *lo, int64
     *lo = *hi = 0;
     if (i >= lq || lk <= 0)
         return;
+    if (d->ints[POS(k_positions)]) { /* no interval: all, masked key by key */
+        *hi = lk;
+        return;
+    }
     /* a: the query's position in the sequence's key indices (attn.h, "Masks") */
     const int64_t K = d->ints[POS(k_pos)] ? d->ints[POS(k_pos)][b] : 0;
     const int64_t Q = d->ints[POS(q_pos)] ? d->ints[POS(q_pos)][b] : K + lk - lq;
@@ -1241,11 +1298,13 @@ static int make_pool(gen_bufs *m, const gen_problem *d, uint64_t seed, unsigned 
 }
 
 /* An array option's values as the option's integer type: [batch] entries,
-   [batch][q_len] for a QROWS line, [batch][q_len][topk] for TOPK. */
+   [batch][q_len] for a QROWS line, [batch][kv_len] for KSLOTS,
+   [batch][q_len][topk] for TOPK. */
 static int make_array(gen_bufs *m, const gen_problem *d, int pos)
 {
     const attn_opt_extent e = option_extents[pos];
-    const int64_t B = d->shape.batch * (e == ATTN_OPT_EXTENT_QROWS  ? d->shape.q_len
+    const int64_t B = d->shape.batch * (e == ATTN_OPT_EXTENT_QROWS    ? d->shape.q_len
+                                        : e == ATTN_OPT_EXTENT_KSLOTS ? d->shape.kv_len
                                         : e == ATTN_OPT_EXTENT_TOPK ? d->shape.q_len * d->opt.topk
                                                                     : 1);
     const int is64 = option_kinds[pos] == ATTN_OPT_KIND_I64;

@@ -92,7 +92,8 @@
     X(SHARED)         /* with shared_prefix: GEN_SHARED_* */                                 \
     X(SHARED_KEYS)    /* GEN_SHARED_ALL: at most this many keys shared (0: all it can) */ \
     X(TOPK_SHARED)    /* with topk_indices: rows repeat most of the row before's keys */ \
-    X(TOPK_DISTINCT)  /* 1: each list holds min(topk, Lk_b) distinct keys, then -1 */
+    X(TOPK_DISTINCT)  /* 1: each list holds min(topk, Lk_b) distinct keys, then -1 */ \
+    X(KPOS)           /* with k_positions: GEN_KPOS_* */
 
 #define GEN_C_ENUM(name) GEN_C_##name,
 enum gen_choice {
@@ -117,6 +118,10 @@ enum { GEN_TREE_CHAIN, GEN_TREE_FLAT, GEN_TREE_RANDOM };
 /* shared_prefix: one group sharing what it can (or GEN_C_SHARED_KEYS), or
    random groups and lengths */
 enum { GEN_SHARED_ALL, GEN_SHARED_RANDOM };
+/* k_positions: the slots' positions K_b + j in order (k_pos's problem),
+   shuffled, shuffled with empty slots (-1, their positions gone), or drawn
+   each on its own (repeats, gaps and empty slots) */
+enum { GEN_KPOS_ORDER, GEN_KPOS_SHUFFLED, GEN_KPOS_HOLES, GEN_KPOS_RANDOM };
 
 /*
  * How one choice is drawn by a random source: with probability chance/256
@@ -242,7 +247,7 @@ typedef struct gen_problem {
        which are given, gen_materialise points them at their data). */
     attn_options opt;
     uint8_t present[ATTN_OPTION_COUNT];
-    /* I32 and I64 options' values, [batch] (NULL: absent) */
+    /* I32 and I64 options' values by their extents, [batch] ... (NULL: absent) */
     int64_t *ints[ATTN_OPTION_COUNT];
     /* layout */
     uint8_t q_packed, kv_packed;
@@ -267,7 +272,9 @@ int64_t gen_seq_kv(const gen_problem *d, int64_t b);
 int64_t gen_q_offset(const gen_problem *d, int64_t b);
 int64_t gen_kv_offset(const gen_problem *d, int64_t b);
 /* Keys [*lo, *hi) query row i of sequence b may see by lengths, causal,
-   window, window_right and positions (attn.h, "Masks"; not the BOOL mask). */
+   window, window_right and positions (attn.h, "Masks"; not the BOOL mask).
+   With k_positions, every valid key: the library's hull, the per-slot
+   positions hiding keys inside it. */
 void gen_row_keys(const gen_problem *d, int64_t b, int64_t i, int64_t *lo, int64_t *hi);
 /* A line for failure messages and the CLI: shape, layout, dtypes, options. */
 const char *gen_describe(const gen_problem *d, char *buf, size_t size);

@@ -90,6 +90,35 @@
  * positions k_pos[b].. and queries at q_pos[b].., masked as in the whole
  * sequence, so shards merged with attn_merge give the unsharded result.
  *
+ * Positions per key slot (since 1.11). With attn_options.k_positions, key
+ * j of sequence b is at position P = k_positions[b * kv_len + p], p its
+ * slot in the key extent (p = j, or kv_offsets[b] + j: the row k is
+ * addressed at, before a block table maps it), instead of K_b + j: a cache
+ * whose slots are not in position order (llama.cpp's KV cells after
+ * eviction or defragmentation). Query i is at Q_b + i as above (q_pos[b],
+ * or Lk_b - Lq_b without it). The causal, window, window_right and ALiBi
+ * rules use P in place of K_b + j, key by key, and a negative P marks an
+ * empty slot, hidden from every query (ggml's -1). The other rules keep
+ * their slot indices: padding (j < Lk_b), the BOOL mask and bias columns,
+ * a draft tree's keys (its last Lq_b slots), top-k lists. Entries of
+ * slots j < Lk_b of every sequence are read (the others may hold
+ * anything), each must be at most ATTN_MAX_POSITION, and with
+ * alibi_slopes each that is not empty less than 2^31 from every position
+ * of its sequence's queries, else ATTN_ERR_ARG (the rule q_pos and k_pos
+ * have, per key); k_positions with k_pos is ATTN_ERR_ARG. An empty slot
+ * is a hidden key like any: its k and v rows are read (see Non-finite
+ * inputs). The keys a row may see are no longer one interval, so every
+ * operation computes a row over all its Lk_b keys
+ * and masks the hidden ones (the cost of a dense call: a window no longer
+ * skips tiles, nor does a paged call skip the table entries of hidden
+ * keys: every valid slot's page must be in the pool). Every operation on
+ * an attention problem reads it (attn_backward too); attn_cache_append
+ * does not (the caller writes the new slots' positions). With a shared
+ * prefix, the positions of sequence b's keys are b's own entries, its
+ * shared keys' included (like its bias columns). Shards merged with
+ * attn_merge may be any partition of the slots, each call given its own
+ * slots' positions.
+ *
  * Fully masked rows. A query row with no visible key (including padded
  * rows i >= Lq_b) produces weights 0, output 0, lse = max_score = -inf and
  * entropy = 0 (with a finite sink, a valid row's lse = max_score = its sink,
@@ -298,7 +327,8 @@ typedef enum attn_status {
                                  or window_right, an offset range or block index
                                  out of bounds, an inconsistent paging description,
                                  a position outside [0, ATTN_MAX_POSITION] (or with
-                                 alibi_slopes, positions 2^31 or more apart),
+                                 alibi_slopes, positions 2^31 or more apart), a
+                                 k_positions entry above ATTN_MAX_POSITION,
                                  kv_splits outside [0, ATTN_MAX_KV_SPLITS] or >= 2
                                  with too small a workspace */
     ATTN_ERR_UNSUPPORTED = 5, /* ISA not built or not on this CPU; dims above
@@ -721,6 +751,11 @@ typedef struct attn_options {
        k_scales, v_scale_group 128. */
     const attn_tensor *k_tail;
     int64_t k_tail_dim;
+    /* since 1.11: [batch][kv_len] position of each key slot, or NULL (see
+       "Positions per key slot" under Masks): entry b * kv_len + p for slot
+       p of sequence b (p = j, or kv_offsets[b] + j), negative for an empty
+       slot; not with k_pos. */
+    const int64_t *k_positions;
 } attn_options;
 
 /*
@@ -737,7 +772,7 @@ typedef struct attn_options {
  */
 #define ATTN_OPTIONS_INIT \
     { (uint32_t)sizeof(attn_options), 0u, 0.0f, 0.0f, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, \
-      0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0.0f, 0.0f, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
+      0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0.0f, 0.0f, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
 
 /*
  * Optional per-row outputs, each float[batch][q_heads][q_len] contiguous,
@@ -1125,8 +1160,8 @@ ATTN_API attn_status attn_cache_append(const attn_shape *shape, const attn_optio
  * share no byte with a tensor, a stats array, an option's array or tensor
  * or the block table: ATTN_ERR_STRIDE); *plan then points into mem. Nothing else is written, nothing is computed, nothing allocated.
  * The plan copies what describes the batch: q_lens, kv_lens, q_offsets,
- * kv_offsets, q_pos, k_pos, tree_parents and the block table, so changing
- * those arrays afterwards does not change the plan (make a new plan per
+ * kv_offsets, q_pos, k_pos, k_positions, tree_parents and the block
+ * table, so changing those arrays afterwards does not change the plan (make a new plan per
  * step). It keeps, as pointers, the option tensors (mask, bias, sinks,
  * alibi_slopes, k_scales, v_scales, k_tail), the split-KV workspace and
  * parallel_for: the caller keeps them valid while the plan is used (their

@@ -55,6 +55,9 @@
  *                     like k ([batch][kv_heads][kv_len], or the pool with a
  *                     block_table); of dtype F32, F16 or BF16 (the dtype
  *                     column names the one the generator and Python use)
+ *             KSLOTS  [batch][kv_len] (one entry per key slot of each
+ *                     sequence, as the key extent counts them: never the
+ *                     pool's)
  *   dtype   the attn_dtype a TENSOR must have (ATTN_DTYPE_##dtype; KTAIL:
  *           see there); F32 for the others (unused)
  *   offset  the field's offset in the LP64/LLP64 ABIs: frozen, a different
@@ -114,7 +117,8 @@ typedef enum attn_opt_extent {
     ATTN_OPT_EXTENT_KSCALES,
     ATTN_OPT_EXTENT_VSCALES,
     ATTN_OPT_EXTENT_TOPK,
-    ATTN_OPT_EXTENT_KTAIL
+    ATTN_OPT_EXTENT_KTAIL,
+    ATTN_OPT_EXTENT_KSLOTS
 } attn_opt_extent;
 
 /* clang-format off */
@@ -156,7 +160,8 @@ typedef enum attn_opt_extent {
     X(k_scale_group,      VALUE,   NONE,   F32,  248, 8, NONNEG)             \
     X(v_scale_group,      VALUE,   NONE,   F32,  256, 8, NONNEG)             \
     X(k_tail,             TENSOR,  KTAIL,  F32,  264, 9, NONE)               \
-    X(k_tail_dim,         VALUE,   NONE,   F32,  272, 9, NONNEG)
+    X(k_tail_dim,         VALUE,   NONE,   F32,  272, 9, NONNEG)             \
+    X(k_positions,        I64,     KSLOTS, F32,  280, 11, NONE)
 /* clang-format on */
 
 /* The rules (see above). */

@@ -192,6 +192,14 @@ static inline int64_t attn_seq_rel(const attn_problem *pb, int64_t b, int64_t lq
     return pb->q_pos[b] - (pb->k_pos ? pb->k_pos[b] : 0);
 }
 
+/* Query i of sequence b's position beside k_positions (attn.h, "Positions
+   per key slot"): q_pos[b] + i, else the bottom-right Lk_b - Lq_b + i. */
+static inline int64_t attn_query_pos(const attn_problem *pb, int64_t b, int64_t i, int64_t lq,
+                                     int64_t lk)
+{
+    return (pb->q_pos ? pb->q_pos[b] : lk - lq) + i;
+}
+
 /* Sequence b's own query rows and keys (attn.h: Lq_b, Lk_b). */
 static inline int64_t attn_seq_q_len(const attn_problem *pb, int64_t b)
 {
@@ -237,7 +245,8 @@ static inline void attn_prefix_group(const int32_t *shared, int64_t batch, int64
  * by padding, causal and window, as [*lo, *hi) counted from the sequence's
  * first key; *lo >= *hi when none. The one statement of attn.h's mask rules
  * that both validation (which block-table entries are read) and the drivers
- * use.
+ * use. With k_positions the visible keys are no interval: every valid key,
+ * the positional rules masking them one by one (attn_score_terms).
  */
 static inline void attn_seq_keys(const attn_problem *pb, int64_t b, int64_t i, int64_t *lo,
                                  int64_t *hi)
@@ -246,7 +255,7 @@ static inline void attn_seq_keys(const attn_problem *pb, int64_t b, int64_t i, i
     const int64_t lk = attn_seq_kv_len(pb, b);
     *lo = 0;
     *hi = i < lq ? lk : 0;
-    if (*hi == 0)
+    if (*hi == 0 || pb->opt.k_positions)
         return;
     const int64_t aligned = i + attn_seq_rel(pb, b, lq, lk);
     if ((pb->opt.flags & ATTN_CAUSAL) && aligned + 1 < *hi)

@@ -335,6 +335,7 @@ attn_status attn_add_option_ranges(attn_range_set *set, const attn_options *o,
         [ATTN_OPT_EXTENT_TOPK] = {s->batch, s->q_len, o->topk, 1},
         [ATTN_OPT_EXTENT_KTAIL] = {pool ? o->num_blocks : s->batch, s->kv_heads,
                                    pool ? o->block_size : s->kv_len, o->k_tail_dim},
+        [ATTN_OPT_EXTENT_KSLOTS] = {s->batch, s->kv_len, 1, 1},
     };
     ATTN_OPTION_LIST(ATTN_X_RANGE)
     return ATTN_OK;
@@ -379,6 +380,9 @@ attn_status attn_check_shape_options(const attn_shape *shape, const attn_options
 #undef ATTN_X_RULE
     TRY(check_positions(o->q_pos, s.batch, "q_pos"));
     TRY(check_positions(o->k_pos, s.batch, "k_pos"));
+    if (o->k_positions && o->k_pos)
+        return attn_fail(ATTN_ERR_ARG, "opt->k_positions and opt->k_pos are both given: "
+                                       "k_positions sets every key's position");
     if ((o->topk_indices != NULL) != (o->topk > 0))
         return attn_fail(ATTN_ERR_ARG, "opt->topk_indices and opt->topk = %lld: both or neither",
                          (long long)o->topk);
@@ -458,6 +462,51 @@ static attn_status check_topk(const attn_options *o, const attn_shape *s)
                                      "%lld is %d, outside [-1, %lld)",
                                      (long long)t, (long long)i, (long long)b, (int)list[t],
                                      (long long)lk);
+        }
+    }
+    return ATTN_OK;
+}
+
+/* Positions per key slot (attn.h): each slot of a sequence's keys at most
+   ATTN_MAX_POSITION (negative: empty). Called after the lengths and
+   offsets are checked; the other entries are never read. */
+static attn_status check_k_positions(const attn_options *o, const attn_shape *s)
+{
+    if (!o->k_positions)
+        return ATTN_OK;
+    for (int64_t b = 0; b < s->batch; b++) {
+        const int64_t lk = o->kv_lens ? o->kv_lens[b] : s->kv_len;
+        const int64_t p0 = b * s->kv_len + (o->kv_offsets ? o->kv_offsets[b] : 0);
+        for (int64_t j = 0; j < lk; j++)
+            if (o->k_positions[p0 + j] > ATTN_MAX_POSITION)
+                return attn_fail(ATTN_ERR_ARG,
+                                 "opt->k_positions[%lld] = %lld (sequence %lld, key %lld): "
+                                 "above 2^62",
+                                 (long long)(p0 + j), (long long)o->k_positions[p0 + j],
+                                 (long long)b, (long long)j);
+    }
+    return ATTN_OK;
+}
+
+/* ALiBi by the slots' positions (attn.h, "Positions per key slot"): every
+   key within 2^31 - 1 of each query of its sequence (the alibi slot's int32
+   distances). Called after the entries are checked. */
+static attn_status check_slot_distances(const attn_options *o, const attn_shape *s)
+{
+    for (int64_t b = 0; b < s->batch; b++) {
+        const int64_t lq = o->q_lens ? o->q_lens[b] : s->q_len;
+        const int64_t lk = o->kv_lens ? o->kv_lens[b] : s->kv_len;
+        const int64_t q0 = o->q_pos ? o->q_pos[b] : lk - lq, q1 = q0 + lq - 1;
+        const int64_t p0 = b * s->kv_len + (o->kv_offsets ? o->kv_offsets[b] : 0);
+        for (int64_t j = 0; j < lk && lq > 0; j++) {
+            const int64_t p = o->k_positions[p0 + j];
+            if (p >= 0 && (p - q0 > INT32_MAX || q1 - p > INT32_MAX))
+                return attn_fail(ATTN_ERR_ARG,
+                                 "opt->k_positions[%lld] = %lld (sequence %lld, key %lld): "
+                                 "2^31 or more from the queries' positions [%lld, %lld] "
+                                 "(alibi_slopes)",
+                                 (long long)(p0 + j), (long long)p, (long long)b, (long long)j,
+                                 (long long)q0, (long long)q1);
         }
     }
     return ATTN_OK;
@@ -613,6 +662,7 @@ attn_status attn_check_batch_arrays(const attn_options *o, const attn_shape *s, 
     TRY(check_offsets(o->kv_offsets, o->kv_lens, s->batch, s->kv_len, "kv_offsets", "kv_len"));
     TRY(check_tree(o, s));
     TRY(check_topk(o, s));
+    TRY(check_k_positions(o, s));
     if (paging)
         TRY(check_shared(o, s));
     /* paging fields without a table are a mistake, not a default */
@@ -773,13 +823,16 @@ attn_status attn_validate(attn_problem *pb, const attn_op *op, const attn_shape 
     TRY(check_option_dtypes(&o));
     TRY(attn_check_batch_arrays(&o, &s, needs_qk));
     /* ALiBi's distances |qpos - kpos| must stay below 2^31 (the alibi slot's
-       contract): with q_pos given they are up to |q_pos - k_pos| + q_len + kv_len */
-    if (o.alibi_slopes && o.q_pos)
+       contract): with q_pos given they are up to |q_pos - k_pos| + q_len + kv_len;
+       with k_positions each key's own */
+    if (o.alibi_slopes && o.q_pos && !o.k_positions)
         for (int64_t b = 0; b < s.batch; b++) {
             const int64_t rel = o.q_pos[b] - (o.k_pos ? o.k_pos[b] : 0);
             if ((rel < 0 ? -rel : rel) > INT32_MAX - s.q_len - s.kv_len)
                 return ATTN_ERR_ARG;
         }
+    if (o.alibi_slopes && o.k_positions)
+        TRY(check_slot_distances(&o, &s));
 
 
     attn_problem_geometry(pb, &s, &o, paged); /* before check_block_table: the masks need it */

@@ -145,6 +145,21 @@ double ref_softcap_error(double x, double e0, double cap)
            2.0 * u * fabs(x) * slope + tol_under_softcap(cap, x, slope);
 }
 
+void ref_positions(const attn_shape *shape, const attn_options *opt, int64_t b, int64_t i,
+                   int64_t j, int64_t *qpos, int64_t *kpos)
+{
+    const int64_t lq = ref_lq(shape, opt, b), lk = ref_lk(shape, opt, b);
+    if (opt && opt->k_positions) { /* slot kv_offsets[b] + j of row b of the table */
+        const int64_t slot = (opt->kv_offsets ? opt->kv_offsets[b] : 0) + j;
+        *kpos = opt->k_positions[b * shape->kv_len + slot];
+        *qpos = (opt->q_pos ? opt->q_pos[b] : lk - lq) + i;
+        return;
+    }
+    const int64_t kpos0 = opt && opt->k_pos ? opt->k_pos[b] : 0;
+    *qpos = (opt && opt->q_pos ? opt->q_pos[b] : kpos0 + lk - lq) + i;
+    *kpos = kpos0 + j;
+}
+
 int ref_visible(const attn_shape *shape, const attn_options *opt, int64_t b, int64_t h,
                 int64_t i, int64_t j)
 {
@@ -157,10 +172,12 @@ int ref_visible(const attn_shape *shape, const attn_options *opt, int64_t b, int
         return 0;
     if (!opt)
         return 1;
-    /* positions (attn.h): key j at K + j, query i at Q + i */
-    const int64_t kpos0 = opt->k_pos ? opt->k_pos[b] : 0;
-    const int64_t qpos0 = opt->q_pos ? opt->q_pos[b] : kpos0 + lk - lq;
-    const int64_t qp = qpos0 + i, kp = kpos0 + j;
+    /* positions (attn.h): key j at K + j, or at its slot's own position,
+       query i at Q + i */
+    int64_t qp, kp;
+    ref_positions(shape, opt, b, i, j, &qp, &kp);
+    if (opt->k_positions && kp < 0) /* an empty slot */
+        return 0;
     if ((opt->flags & ATTN_CAUSAL) && kp > qp)
         return 0;
     if (opt->window > 0 && !(kp > qp - opt->window))
@@ -410,10 +427,9 @@ static double finish_score(const attn_shape *shape, const attn_options *opt, int
     }
     if (opt && opt->alibi_slopes) { /* tolerance.h, "alibi" */
         /* |qpos - kpos| (attn.h: positions), bottom-right aligned by default */
-        const int64_t kpos0 = opt->k_pos ? opt->k_pos[b] : 0;
-        const int64_t qpos0 =
-            opt->q_pos ? opt->q_pos[b] : kpos0 + ref_lk(shape, opt, b) - ref_lq(shape, opt, b);
-        const double dist = fabs((double)((qpos0 + i) - (kpos0 + j)));
+        int64_t qp, kp;
+        ref_positions(shape, opt, b, i, j, &qp, &kp);
+        const double dist = fabs((double)(qp - kp));
         const double a = ref_tensor_get(opt->alibi_slopes, b, h, 0, 0) * dist;
         x -= a;
         e0 += TOL_ALIBI_A * u * fabs(a) + u * fabs(x);

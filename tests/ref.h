@@ -43,6 +43,11 @@ const char *ref_dtype_name(int32_t dtype);
    (tolerance.h, "softcap"), x finite. */
 double ref_softcap_error(double x, double e0, double cap);
 
+/* The positions of query i and key j of sequence b (attn.h, "Masks" and
+   "Positions per key slot"): q_pos/k_pos or the bottom-right alignment, or
+   the key's slot's entry of k_positions (negative: an empty slot). */
+void ref_positions(const attn_shape *shape, const attn_options *opt, int64_t b, int64_t i,
+                   int64_t j, int64_t *qpos, int64_t *kpos);
 /* 1 when query i of (b, h) may see key j (padding, causal, window, mask). */
 int ref_visible(const attn_shape *shape, const attn_options *opt, int64_t b, int64_t h,
                 int64_t i, int64_t j);

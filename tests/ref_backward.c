@@ -123,12 +123,10 @@ static void row_scores(const ref_bwd_in *in, int64_t b, int64_t h, int64_t i, sc
         }
         if (opt && opt->alibi_slopes) { /* as ref.c, tolerance.h "alibi" */
             /* |qpos - kpos| (attn.h: positions), bottom-right aligned by default */
-            const int64_t lq = opt->q_lens ? opt->q_lens[b] : s->q_len;
-            const int64_t lkb = opt->kv_lens ? opt->kv_lens[b] : s->kv_len;
-            const int64_t kpos0 = opt->k_pos ? opt->k_pos[b] : 0;
-            const int64_t qpos0 = opt->q_pos ? opt->q_pos[b] : kpos0 + lkb - lq;
+            int64_t qp, kp;
+            ref_positions(s, opt, b, i, j, &qp, &kp);
             const double a = ref_tensor_get(opt->alibi_slopes, b, h, 0, 0) *
-                             fabs((double)((qpos0 + i) - (kpos0 + j)));
+                             fabs((double)(qp - kp));
             x -= a;
             e += TOL_ALIBI_A * u * fabs(a) + u * fabs(x);
         }

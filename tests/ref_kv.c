@@ -85,6 +85,14 @@ void ref_dense_make(ref_dense *d, const attn_shape *shape, const attn_options *o
                     opt->tree_parents[b * shape->q_len + (opt->q_offsets ? opt->q_offsets[b] : 0) + i];
         d->opt.tree_parents = d->tree;
     }
+    if (opt->k_positions) { /* slot (b, j) of the dense problem: the sequence's key j */
+        d->kpos = zalloc((size_t)(B * lk_max) * sizeof(int64_t));
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t j = 0; j < d->kv_lens[b]; j++)
+                d->kpos[b * lk_max + j] =
+                    opt->k_positions[b * shape->kv_len + (opt->kv_offsets ? opt->kv_offsets[b] : 0) + j];
+        d->opt.k_positions = d->kpos;
+    }
     if (opt->topk_indices) { /* likewise: list (b, row) of the dense problem at row = i */
         const int64_t n = opt->topk;
         d->topk = zalloc((size_t)(B * lq_max * n) * sizeof(int32_t));
@@ -180,5 +188,6 @@ void ref_dense_free(ref_dense *d)
     free(d->kv_lens);
     free(d->tree);
     free(d->topk);
+    free(d->kpos);
     memset(d, 0, sizeof *d);
 }

@@ -25,6 +25,7 @@ typedef struct ref_dense {
     int32_t *q_lens, *kv_lens;
     int32_t *tree;         /* tree_parents re-indexed by the dense rows, or NULL */
     int32_t *topk;         /* topk_indices re-indexed likewise, or NULL */
+    int64_t *kpos;         /* k_positions re-indexed by the dense keys, or NULL */
     void *mem[6];
 } ref_dense;
 

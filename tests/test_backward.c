@@ -140,6 +140,7 @@ Test(backward_ref, finite_differences, .timeout = ATTN_TEST_TIMEOUT)
         WL_ALIBI | WL_WINDOW | WL_WINDOW_R,
         WL_SINKS | WL_ALIBI | WL_SOFTCAP | WL_LENS,
         WL_TOPK | WL_CAUSAL | WL_SOFTCAP,
+        WL_KPOS | WL_CAUSAL | WL_ALIBI | WL_WINDOW,
     };
     for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
         /* small enough for a difference per element: redraw (wl_make picks
@@ -388,6 +389,9 @@ static const unsigned bwd_specs[] = {
     WL_TOPK,
     WL_TOPK | WL_CAUSAL | WL_LENS | WL_SOFTCAP | WL_GQA,
     WL_TOPK | WL_SINKS | WL_ALIBI | WL_BIAS | WL_MQA | WL_F16,
+    WL_KPOS | WL_CAUSAL | WL_ALIBI,
+    WL_KPOS | WL_WINDOW | WL_WINDOW_R | WL_LENS | WL_GQA | WL_SINKS,
+    WL_KPOS | WL_CAUSAL | WL_WINDOW | WL_ALIBI | WL_SOFTCAP | WL_BIAS | WL_Q_SHORT,
 };
 
 /* Both plans of the driver (backward.c) on every spec: fused (one task per

@@ -42,7 +42,8 @@ Test(gen, same_seed_same_bytes)
 }
 
 /* gen_row_keys (which decides the pages a query sees, and the CLI's
-   verified keys) is the float64 reference's visibility without a mask. */
+   verified keys) is the float64 reference's visibility without a mask;
+   with k_positions, every valid key (the hull the library reads). */
 Test(gen, row_keys_are_the_reference_masks)
 {
     harness_begin_plain("gen/row_keys_are_the_reference_masks");
@@ -51,6 +52,7 @@ Test(gen, row_keys_are_the_reference_masks)
         gen_profile_init(&p);
         gen_never(&p, GEN_C_OPT(mask));
         gen_chance(&p, GEN_C_OPT(q_pos), 128);
+        gen_chance(&p, GEN_C_OPT(k_positions), 64);
         gen_src src = wl_gen_source(harness_rng());
         gen_problem d;
         if (!gen_draw(&d, &src, &p))
@@ -64,8 +66,11 @@ Test(gen, row_keys_are_the_reference_masks)
             for (int64_t i = 0; i < gen_seq_q(&d, b); i++) {
                 int64_t lo, hi;
                 gen_row_keys(&d, b, i, &lo, &hi);
+                /* with k_positions: every valid key, the reference hiding some */
+                const int hull = d.ints[ATTN_OPT_POS_k_positions] != NULL;
                 for (int64_t j = 0; j < gen_seq_kv(&d, b); j++)
-                    CHECK(ref_visible(&m.shape, &o, b, 0, i, j) == (j >= lo && j < hi),
+                    CHECK(hull ? j >= lo && j < hi
+                               : ref_visible(&m.shape, &o, b, 0, i, j) == (j >= lo && j < hi),
                           "batch %lld row %lld key %lld: gen [%lld, %lld) (%s)", (long long)b,
                           (long long)i, (long long)j, (long long)lo, (long long)hi,
                           gen_describe(&d, (char[768]){0}, 768));
@@ -97,25 +102,36 @@ Test(gen, every_option_line_is_materialised)
     gen_pin(&p, GEN_C_OPT(tree_parents), 1);
     gen_pin(&p, GEN_C_OPT(shared_prefix), 1);
     gen_pin(&p, GEN_C_OPT(topk_indices), 1);
-    gen_src fixed = {NULL, NULL};
-    gen_problem d;
-    CHECK(gen_draw(&d, &fixed, &p), "draw");
-    gen_bufs m;
-    CHECK(gen_materialise(&m, &d, 1, 0, NULL) == 0, "materialise");
+    /* k_positions replaces k_pos (the two do not go together): one draw
+       with each */
+    for (int slots = 0; slots < 2; slots++) {
+        gen_pin(&p, GEN_C_OPT(k_positions), slots);
+        const size_t apart =
+            slots ? offsetof(attn_options, k_pos) : offsetof(attn_options, k_positions);
+        gen_src fixed = {NULL, NULL};
+        gen_problem d;
+        CHECK(gen_draw(&d, &fixed, &p), "draw");
+        gen_bufs m;
+        CHECK(gen_materialise(&m, &d, 1, 0, NULL) == 0, "materialise");
 #define CHECK_GIVEN(f, kind, extent, dt, off, since, rule)                                    \
-    if (ATTN_OPT_KIND_##kind == ATTN_OPT_KIND_TENSOR) {                                 \
-        const attn_tensor *t_;                                                          \
-        memcpy(&t_, (const char *)&m.opt + offsetof(attn_options, f), sizeof t_);                           \
-        CHECK(t_ && t_->data && t_->dtype == ATTN_DTYPE_##dt, #f " not given");        \
-    }                                                                                   \
-    if (ATTN_OPT_KIND_##kind == ATTN_OPT_KIND_I32 || ATTN_OPT_KIND_##kind == ATTN_OPT_KIND_I64 || \
-        ATTN_OPT_KIND_##kind == ATTN_OPT_KIND_PAGES) {                                  \
-        const void *a_;                                                                 \
-        memcpy(&a_, (const char *)&m.opt + offsetof(attn_options, f), sizeof a_);                           \
-        CHECK(a_ != NULL, #f " not given");                                             \
-    }
-    ATTN_OPTION_LIST(CHECK_GIVEN)
+        if (offsetof(attn_options, f) == apart) {                                         \
+            const void *a_;                                                               \
+            memcpy(&a_, (const char *)&m.opt + offsetof(attn_options, f), sizeof a_);     \
+            CHECK(a_ == NULL, #f " given beside its alternative");                        \
+        } else if (ATTN_OPT_KIND_##kind == ATTN_OPT_KIND_TENSOR) {                        \
+            const attn_tensor *t_;                                                        \
+            memcpy(&t_, (const char *)&m.opt + offsetof(attn_options, f), sizeof t_);     \
+            CHECK(t_ && t_->data && t_->dtype == ATTN_DTYPE_##dt, #f " not given");       \
+        } else if (ATTN_OPT_KIND_##kind == ATTN_OPT_KIND_I32 ||                           \
+                   ATTN_OPT_KIND_##kind == ATTN_OPT_KIND_I64 ||                           \
+                   ATTN_OPT_KIND_##kind == ATTN_OPT_KIND_PAGES) {                         \
+            const void *a_;                                                               \
+            memcpy(&a_, (const char *)&m.opt + offsetof(attn_options, f), sizeof a_);     \
+            CHECK(a_ != NULL, #f " not given");                                           \
+        }
+        ATTN_OPTION_LIST(CHECK_GIVEN)
 #undef CHECK_GIVEN
-    gen_release(&m);
-    gen_free(&d);
+        gen_release(&m);
+        gen_free(&d);
+    }
 }

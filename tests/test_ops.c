@@ -86,6 +86,14 @@ static const unsigned specs[] = {
     WL_TOPK | WL_WINDOW | WL_SINKS | WL_ALIBI | WL_BIAS | WL_MASK | WL_VDIM,
     WL_TOPK | WL_TREE | WL_Q_SHORT | WL_CAUSAL,
     WL_TOPK | WL_LONG_KV | WL_CAUSAL | WL_GQA | WL_F16,
+    /* positions per key slot (1.11) */
+    WL_KPOS | WL_CAUSAL,
+    WL_KPOS | WL_CAUSAL | WL_ALIBI | WL_LENS | WL_GQA,
+    WL_KPOS | WL_WINDOW | WL_WINDOW_R | WL_ALIBI | WL_Q_SHORT,
+    WL_KPOS | WL_CAUSAL | WL_WINDOW | WL_SINKS | WL_DECODE | WL_MQA | WL_F16,
+    WL_KPOS | WL_CAUSAL | WL_ALIBI | WL_LONG_KV | WL_DECODE | WL_BF16,
+    WL_KPOS | WL_TREE | WL_TOPK | WL_CAUSAL | WL_Q_SHORT | WL_BIAS | WL_MASK,
+    WL_KPOS | WL_CAUSAL | WL_WINDOW | WL_ALIBI | WL_SOFTCAP | WL_BLHD | WL_PAD | WL_VDIM,
 };
 #define N_SPECS (sizeof specs / sizeof specs[0])
 

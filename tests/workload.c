@@ -147,6 +147,17 @@ static void profile_of(gen_profile *p, unsigned f)
     gen_pin(p, GEN_C_OPT(tree_parents), (f & WL_TREE) != 0);
     if (f & WL_TOPK)
         gen_allow_topk(p, 256);
+    if (f & WL_KPOS) { /* positions per key slot, beside q_pos or not */
+        gen_pin(p, GEN_C_OPT(k_positions), 1);
+        gen_range(p, GEN_C_KPOS, GEN_KPOS_ORDER, GEN_KPOS_RANDOM);
+        gen_range(p, GEN_C_OPT(q_pos), 1, 1);
+        gen_chance(p, GEN_C_OPT(q_pos), 128);
+        gen_range(p, GEN_C_POS_KIND, 0, 1);
+        gen_range(p, GEN_C_POS_BASE, 1, 1);
+        gen_chance(p, GEN_C_POS_BASE, 64);
+        gen_range(p, GEN_C_POS_K, 0, 3000);
+        gen_range(p, GEN_C_POS_DELTA, -6, 10);
+    }
 
     p->val[GEN_Q].lo = p->val[GEN_K].lo = -1.5f;
     p->val[GEN_Q].hi = p->val[GEN_K].hi = 1.5f;

@@ -43,6 +43,7 @@ enum wl_feature {
                                   256-key chunks than one wsum call merges (32) */
     WL_TREE = 1u << 25,      /* a draft tree (tree_parents) where every sequence fits */
     WL_TOPK = 1u << 26,      /* top-k lists (topk_indices): repeats, -1 slots, shared rows */
+    WL_KPOS = 1u << 27,      /* k_positions (every GEN_KPOS_* kind), q_pos now and then */
 };
 
 #define WL_MAX_BATCH 3

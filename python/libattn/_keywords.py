@@ -309,6 +309,28 @@ def _tree(value, call):
     call.point("tree_parents", _kvlayout._int32_array(flat, "tree_parents"))
 
 
+def _slot_positions(value, call):
+    """k_positions: [B, Lk] (or [Lk], the same for every sequence) position
+    of each key slot, Lk the call's key extent (packed: Tk; paged: max_blocks
+    * block_size), negative for an empty slot; as the int64 [B][kv_len]
+    array of attn.h (entry b * kv_len + slot). The library checks the
+    values (at most 2**62)."""
+    if value is None:
+        return
+    batch, kv_len = call.shape.batch, call.shape.kv_len
+    rows = value.tolist() if np is not None and isinstance(value, np.ndarray) else list(value)
+    if not rows or not isinstance(rows[0], (list, tuple)):
+        rows = [rows] * batch
+    if len(rows) != batch or any(len(r) != kv_len for r in rows):
+        raise ValueError("k_positions: expected [%d] or [%d, %d] positions"
+                         % (kv_len, batch, kv_len))
+    flat = [p for r in rows for p in _kvlayout._int_list(r, "k_positions")]
+    for i, p in enumerate(flat):
+        if not -2 ** 63 <= p < 2 ** 63:
+            raise ValueError("k_positions[%d] = %d does not fit int64" % (i, p))
+    call.point("k_positions", (ctypes.c_int64 * max(1, len(flat)))(*flat))
+
+
 def _k_tail(value, call):
     """k_tail: the last n values of every key row (attn.h 1.9), an array
     broadcastable to [B, Hkv, Lk, n], float16 read as F16, anything else as
@@ -536,6 +558,12 @@ _BY_HAND = (
             ops=("forward", "backward")),
     Keyword("k_pos", "k_pos", None, "Optional[Ints]", _positions("k_pos"),
             "global position of key row 0, likewise.", ops=("forward", "backward")),
+    Keyword("k_positions", "k_positions", None, "Optional[IntTable]", _slot_positions,
+            "position of every key slot, int [B, Lk] (or [Lk] for every entry;\n"
+            "Lk the key extent, packed Tk, paged max_blocks * block_size), -1\n"
+            "for an empty slot: causal, windows and ALiBi compare q_pos + i (or\n"
+            "Lk_b - Lq_b + i) with it, key by key, so a cache need not be in\n"
+            "position order (llama.cpp's cells). Not with k_pos (attn.h 1.11)."),
     Keyword("tree_parents", "tree_parents", None, "Optional[IntTable]", _tree,
             "a draft tree: each query's parent query (-1: the prefix), [Lq] or\n"
             "[B, Lq] (rows as q's); the last Lq keys are the queries' own, and\n"
@@ -607,7 +635,7 @@ def side_inputs(kw, target):
 # Not converted for an empty problem (a zero batch, head count or length),
 # which the library never sees: the lists of rows or keys it has none of,
 # and the workspace probe (a library call).
-EMPTY_SKIPS = ("tree_parents", "topk_indices", "kv_splits")
+EMPTY_SKIPS = ("tree_parents", "topk_indices", "k_positions", "kv_splits")
 
 
 def build(kw, shape, sides=None, skip=()):

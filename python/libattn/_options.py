@@ -14,7 +14,8 @@ test 'python-options' fails when it differs from the list (then run
   extent   the view a pointer covers: 'batch', 'scores', 'heads', 'qrows',
            'kscales', 'vscales' (one value per K (V) row, or one per group
            of k_scale_group (v_scale_group) channels, laid out like k),
-           'topk', or None
+           'topk', 'ktail' (k_tail's rows, laid out like k), 'kslots'
+           ([batch][kv_len], one entry per key slot), or None
   dtype    the dtype a tensor must have (a DType name), None for the others
   since    the minor version of 1.x that appended it
   default  its value in ATTN_OPTIONS_INIT (None: NULL; struct_size: None,
@@ -66,4 +67,5 @@ ROWS = (
     Row("v_scale_group", "value", "int64", None, None, 8, 0, "nonneg"),
     Row("k_tail", "tensor", "tensor*", "ktail", "f32", 9, None, "none"),
     Row("k_tail_dim", "value", "int64", None, None, 9, 0, "nonneg"),
+    Row("k_positions", "i64", "int64*", "kslots", None, 11, None, "none"),
 )

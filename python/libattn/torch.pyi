@@ -57,6 +57,7 @@ def attention(
     mask: Optional[Array] = ...,
     q_pos: Optional[Ints] = ...,
     k_pos: Optional[Ints] = ...,
+    k_positions: Optional[IntTable] = ...,
     tree_parents: Optional[IntTable] = ...,
     shared_prefix: Optional[Ints] = ...,
     topk_indices: Optional[IntTable] = ...,

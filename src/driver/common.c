@@ -220,6 +220,42 @@ void attn_score_epilogue_after_softcap(const attn_dsp *dsp, const attn_problem *
         topk_mask(pb, row, s, k0, n);
 }
 
+/*
+ * The positional rules by each key's own position (attn.h, "Positions per
+ * key slot") on the scores of keys [k0, k0 + n) of one row. ALiBi goes
+ * through the alibi slot over each run of slots whose positions step by
+ * one, so a key gets the bits it would get at that position in order
+ * (validation kept every distance below 2^31, the slot's int32 lanes).
+ * Then -inf for an empty slot and for a key the causal or window rules
+ * hide.
+ */
+static void slot_terms(const attn_dsp *dsp, const attn_problem *pb, const row_ref *row, float *s,
+                       int64_t k0, int64_t n)
+{
+    const int64_t b = row->b, lq = attn_seq_q_len(pb, b), lk = attn_seq_kv_len(pb, b);
+    const int64_t qo = pb->q_offsets ? pb->q_offsets[b] : 0;
+    const int64_t qp = attn_query_pos(pb, b, row->i - qo, lq, lk);
+    const int64_t *kp = pb->opt.k_positions + b * pb->kv_len + k0;
+    if (pb->alibi.data) {
+        const float slope = *(const float *)attn_row_ptr(&pb->alibi, b, row->h, 0);
+        for (int64_t a = 0, z; a < n; a = z) {
+            z = a + 1;
+            if (kp[a] < 0) /* empty: masked below */
+                continue;
+            while (z < n && kp[z] == kp[z - 1] + 1)
+                z++;
+            dsp->alibi(s + a, (size_t)(z - a), slope, qp - kp[a]);
+        }
+    }
+    const int causal = (pb->opt.flags & ATTN_CAUSAL) != 0;
+    const int64_t W = pb->opt.window, R = pb->opt.window_right;
+    for (int64_t t = 0; t < n; t++) {
+        const int64_t p = kp[t];
+        if (p < 0 || (causal && p > qp) || (W > 0 && qp - p >= W) || (R > 0 && p - qp >= R))
+            s[t] = -INFINITY;
+    }
+}
+
 /* Bias values an F16/BF16 bias row is widened by at a time (512 bytes of
    task stack). */
 #define BIAS_PIECE 128
@@ -243,7 +279,9 @@ void attn_score_terms(const attn_dsp *dsp, const attn_problem *pb, const row_ref
             dsp->add_bias(s + c, wide, m);
         }
     }
-    if (pb->alibi.data) /* from positions: no bias table is ever formed */
+    if (pb->opt.k_positions) /* ALiBi and the positional masks, key by key */
+        slot_terms(dsp, pb, row, s, k0, n);
+    else if (pb->alibi.data) /* from positions: no bias table is ever formed */
         dsp->alibi(s, (size_t)n, *(const float *)attn_row_ptr(&pb->alibi, row->b, row->h, 0),
                    row->aligned - k0);
     if (pb->mask.data)

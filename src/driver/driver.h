@@ -253,7 +253,8 @@ void attn_score_terms(const attn_dsp *dsp, const attn_problem *pb, const row_ref
    tile of scattered keys needs none of them). */
 static inline int attn_has_score_terms(const attn_problem *pb)
 {
-    return pb->bias.data || pb->alibi.data || pb->mask.data || pb->opt.tree_parents;
+    return pb->bias.data || pb->alibi.data || pb->mask.data || pb->opt.tree_parents ||
+           pb->opt.k_positions;
 }
 /* The top-k list of a query row (attn.h, attn_options.topk_indices). */
 static inline const int32_t *attn_topk_list(const attn_problem *pb, const row_ref *row)

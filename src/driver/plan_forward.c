@@ -28,12 +28,15 @@ struct attn_plan {
     /* then the copied arrays, 8-byte aligned */
 };
 
-/* Entries of an array option's line: [batch], [batch][q_len] (QROWS), or
-   [batch][q_len][topk] (TOPK; validation checked that it fits). */
+/* Entries of an array option's line: [batch], [batch][q_len] (QROWS),
+   [batch][kv_len] (KSLOTS), or [batch][q_len][topk] (TOPK; validation
+   checked that it fits). */
 static int64_t entries_of(attn_opt_extent e, const attn_shape *s, const attn_options *o)
 {
     if (e == ATTN_OPT_EXTENT_TOPK)
         return s->batch * s->q_len * o->topk;
+    if (e == ATTN_OPT_EXTENT_KSLOTS)
+        return s->batch * s->kv_len;
     return e == ATTN_OPT_EXTENT_QROWS ? s->batch * s->q_len : s->batch;
 }
 

@@ -82,8 +82,9 @@ ATTN_OPTION_LIST(FROZEN_OPTION)
 /* 1.2's size was 200; 1.3 appended tree_parents at 200, 1.4 shared_prefix at 208,
    1.6 k_scales at 216 and v_scales at 224 (1.5 appended no field), 1.7
    topk_indices at 232 and topk at 240, 1.8 k_scale_group at 248 and
-   v_scale_group at 256 (size 264), 1.9 k_tail at 264 and k_tail_dim at 272 */
-FROZEN(sizeof(attn_options) == 280); /* 1.9's size: a later minor appends and says so here */
+   v_scale_group at 256 (size 264), 1.9 k_tail at 264 and k_tail_dim at 272
+   (size 280), 1.11 k_positions at 280 */
+FROZEN(sizeof(attn_options) == 288); /* 1.11's size: a later minor appends and says so here */
 
 /* attn_partial (1.1, attn_merge's input) */
 FROZEN(offsetof(attn_partial, out) == 0);

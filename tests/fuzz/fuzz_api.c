@@ -417,8 +417,9 @@ typedef struct problem {
     attn_options *opt; /* NULL or inside opt_buf (struct_size bytes) */
     attn_options eff;  /* effective options (defaults where struct_size stops) */
     tens q, k, v, out, mask, bias, sinks, alibi; /* all[] order: see run_attention */
-    fz_buf qlen_buf, kvlen_buf;
+    fz_buf qlen_buf, kvlen_buf, kpos_buf;
     int32_t *q_lens, *kv_lens;
+    int64_t *k_positions; /* [batch][kv_len] (1.11), or NULL */
     fz_buf stat_buf[3];
     attn_row_stats stats;
     int stats_passed;
@@ -802,6 +803,8 @@ static void call_and_verify(problem *P, int op, unsigned must, unsigned may, int
     snap_add(&sn, "q_lens", P->qlen_buf.map ? P->qlen_buf.data : NULL, P->qlen_buf.bytes, NULL);
     snap_add(&sn, "kv_lens", P->kvlen_buf.map ? P->kvlen_buf.data : NULL, P->kvlen_buf.bytes,
              NULL);
+    snap_add(&sn, "k_positions", P->kpos_buf.map ? P->kpos_buf.data : NULL, P->kpos_buf.bytes,
+             NULL);
     snap_add(&sn, "options", P->opt, P->opt_buf.bytes, NULL);
     snap_add(&sn, "shape", &P->shape, sizeof P->shape, NULL);
 
@@ -871,6 +874,12 @@ static void run_attention(fz_reader *r, int op)
         s->v_dim = -fz_range(r, 1, 3);
     P.shape_null = hostile && fz_chance(r, 8);
 
+    /* no key but some query rows: the call writes every row, which this
+       model's one-element buffers cannot take; made an empty problem of no
+       row (hostile-inputs checks the rows of kv_len 0) */
+    if (s->kv_len == 0 && s->batch > 0 && s->q_len > 0 && s->q_heads > 0 && s->kv_heads > 0 &&
+        s->head_dim > 0 && s->v_dim >= 0)
+        s->q_len = 0;
     unsigned must = 0, may = 0;
     const int dims_ok = s->batch > 0 && s->q_heads > 0 && s->kv_heads > 0 && s->q_len > 0 &&
                         s->kv_len > 0 && s->head_dim > 0 && s->v_dim >= 0;
@@ -921,6 +930,7 @@ static void run_attention(fz_reader *r, int op)
                                 : fz_range(r, 1, 45);
     /* lengths only for a batch an array can hold (the caller promises batch entries) */
     const int with_lens = fz_chance(r, 90) && dims_ok && s->batch <= 4096;
+    int kpos_covered = 0; /* k_positions (1.11), drawn last: see below */
     const int opt_mode = fz_u8(r) % 8;
     uint32_t struct_size = sizeof(attn_options);
     int tail_byte = -1; /* past sizeof(attn_options): the one set byte, or none */
@@ -1020,6 +1030,7 @@ static void run_attention(fz_reader *r, int op)
             P.eff.parallel_for = COVERED(parallel_for) && fz_chance(r, 160) ? permuting_parallel_for
                                                                              : NULL;
             P.eff.parallel_ctx = COVERED(parallel_ctx) ? &P.hook : NULL;
+            kpos_covered = COVERED(k_positions);
 #undef COVERED
         }
     }
@@ -1146,6 +1157,36 @@ static void run_attention(fz_reader *r, int op)
                 *slot[w] = fz_buf_alloc(&P.stat_buf[w], (size_t)stat_rows * 4, 0);
     }
 
+    /* positions per key slot (1.11), [batch][kv_len] when they fit: a
+       shuffle of 0.., some empty (-1), now and then (hostile) an entry above
+       2^62, an error where a valid key reads it. Drawn after the rest of
+       the call, so that the corpora written before keep their problems,
+       and before the values (the poison of hidden bias entries reads them).
+       Zero bytes (an input that ran out) draw none, and no empty slot. */
+    const int with_kpos = !fz_chance(r, 256 - 50) && dims_ok && s->batch <= 4096 &&
+                          s->kv_len <= 4096 && s->batch * s->kv_len <= (1 << 16);
+    if (with_kpos) {
+        const int64_t n = s->batch * s->kv_len;
+        int64_t *kp = fz_buf_alloc(&P.kpos_buf, (size_t)(n ? n : 1) * 8, fz_chance(r, 40));
+        for (int64_t e = 0; e < n; e++)
+            kp[e] = !fz_chance(r, 256 - 30) ? -fz_range(r, 1, 3) : e % s->kv_len;
+        for (int64_t e = n - 1; e > 0; e--) {
+            const int64_t x = fz_range(r, 0, e), t = kp[e];
+            kp[e] = kp[x];
+            kp[x] = t;
+        }
+        if (hostile && n > 0 && fz_chance(r, 60)) {
+            const int64_t e = fz_range(r, 0, n - 1), b = e / s->kv_len, j = e % s->kv_len;
+            kp[e] = fz_chance(r, 128) ? ATTN_MAX_POSITION + 1 : INT64_MAX;
+            const int lens_ok =
+                !P.eff.kv_lens || (P.kv_lens[b] >= 0 && P.kv_lens[b] <= s->kv_len);
+            if (kpos_covered && lens_ok && j < valid_kv(&P, b))
+                must |= BIT(ATTN_ERR_ARG);
+        }
+        P.k_positions = kp;
+        P.eff.k_positions = kpos_covered ? kp : NULL;
+    }
+
     /* values */
     fill_tensor_values(&P.q, &g, P.vc == VALUES_WILD ? VALUES_WILD : VALUES_TAME, -2.0f, 2.0f);
     fill_tensor_values(&P.k, &g, P.vc == VALUES_WILD ? VALUES_WILD : VALUES_TAME, -2.0f, 2.0f);
@@ -1166,6 +1207,7 @@ static void run_attention(fz_reader *r, int op)
     /* the options struct the caller passes: exactly struct_size bytes */
     full.q_lens = with_lens ? P.q_lens : NULL;
     full.kv_lens = with_lens ? P.kv_lens : NULL;
+    full.k_positions = with_kpos ? P.k_positions : NULL;
     full.mask = P.mask.passed ? &P.mask.t : NULL;
     full.bias = P.bias.passed ? &P.bias.t : NULL;
     full.sinks = P.sinks.passed ? &P.sinks.t : NULL;
@@ -1195,6 +1237,7 @@ out:
         fz_buf_free(&P.stat_buf[w]);
     fz_buf_free(&P.qlen_buf);
     fz_buf_free(&P.kvlen_buf);
+    fz_buf_free(&P.kpos_buf);
     fz_buf_free(&P.opt_buf);
 }
 
