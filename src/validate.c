@@ -576,26 +576,32 @@ attn_status attn_add_block_table(attn_range_set *set, const attn_options *o,
     return attn_add_array(set, o->block_table, entries, sizeof(int32_t), 0);
 }
 
+attn_status attn_check_own_pages(const attn_problem *pb, int64_t b, int64_t lo, int64_t hi,
+                                 const char *why)
+{
+    const int64_t ko = pb->kv_offsets ? pb->kv_offsets[b] : 0;
+    const int32_t *row = pb->block_table + b * pb->block_table_stride;
+    for (int64_t page = (ko + lo) / pb->block_size; lo < hi && page <= (ko + hi - 1) / pb->block_size;
+         page++)
+        if (row[page] < 0 || row[page] >= pb->num_blocks)
+            return attn_fail(ATTN_ERR_ARG,
+                             "opt->block_table[%lld * %lld + %lld] = %d (sequence %lld, page "
+                             "%lld, %s): outside the pool [0, num_blocks = %lld)",
+                             (long long)b, (long long)pb->block_table_stride, (long long)page,
+                             (int)row[page], (long long)b, (long long)page, why,
+                             (long long)pb->num_blocks);
+    return ATTN_OK;
+}
+
 /* The entries of the pages that hold keys [lo, hi) (counted from the
    sequence's first key) of sequence b: b's own, and below its shared
    prefix those of the sequences it shares them with (kv.h reads there). */
 static attn_status check_pages(const attn_problem *pb, int64_t b, int64_t lo, int64_t hi)
 {
     for (; lo < hi; b--) {
-        const int64_t ko = pb->kv_offsets ? pb->kv_offsets[b] : 0;
         const int64_t shared = attn_seq_shared(pb, b);
-        const int32_t *row = pb->block_table + b * pb->block_table_stride;
-        if (attn_max_i64(lo, shared) < hi)
-            for (int64_t page = (ko + attn_max_i64(lo, shared)) / pb->block_size;
-                 page <= (ko + hi - 1) / pb->block_size; page++)
-                if (row[page] < 0 || row[page] >= pb->num_blocks)
-                    return attn_fail(ATTN_ERR_ARG,
-                                     "opt->block_table[%lld * %lld + %lld] = %d (sequence %lld, "
-                                     "page %lld, holding keys some query sees): outside the pool "
-                                     "[0, num_blocks = %lld)",
-                                     (long long)b, (long long)pb->block_table_stride,
-                                     (long long)page, (int)row[page], (long long)b,
-                                     (long long)page, (long long)pb->num_blocks);
+        TRY(attn_check_own_pages(pb, b, attn_max_i64(lo, shared), hi,
+                                 "holding keys some query sees"));
         hi = hi < shared ? hi : shared;
     }
     return ATTN_OK;

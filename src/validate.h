@@ -104,6 +104,11 @@ attn_status attn_add_option_ranges(attn_range_set *set, const attn_options *o,
    checked: attn_check_batch_arrays); -1 when that overflows. */
 int64_t attn_block_table_entries(const attn_options *o, const attn_shape *s);
 /* Those entries as an input range of set (ATTN_ERR_SHAPE on overflow). */
+/* Every entry of sequence b's own table row whose page holds one of its
+   keys [lo, hi) (counted from its first key) lies in the pool, else
+   ATTN_ERR_ARG with a message naming the entry and `why` it is read. */
+attn_status attn_check_own_pages(const attn_problem *pb, int64_t b, int64_t lo, int64_t hi,
+                                 const char *why);
 attn_status attn_add_block_table(attn_range_set *set, const attn_options *o,
                                  const attn_shape *s);
 /* No output may share a byte with an input or another output. */

@@ -327,21 +327,9 @@ static attn_status validate(const attn_dsp *dsp, append_problem *ap, const attn_
     attn_range_set set = {.n_in = 0};
     if (pb->block_table) {
         TRY(attn_add_block_table(&set, &o, &s));
-        for (int64_t b = 0; b < s.batch; b++) {
-            const int64_t ko = pb->kv_offsets ? pb->kv_offsets[b] : 0;
-            const int64_t first = new_first(pb, b), end = attn_seq_kv_len(pb, b);
-            const int32_t *row = pb->block_table + b * pb->block_table_stride;
-            for (int64_t page = (ko + first) / pb->block_size;
-                 first < end && page <= (ko + end - 1) / pb->block_size; page++)
-                if (row[page] < 0 || row[page] >= pb->num_blocks)
-                    return attn_fail(ATTN_ERR_ARG,
-                                     "opt->block_table[%lld * %lld + %lld] = %d (sequence %lld, "
-                                     "page %lld, which new keys are written to): outside the "
-                                     "pool [0, num_blocks = %lld)",
-                                     (long long)b, (long long)pb->block_table_stride,
-                                     (long long)page, (int)row[page], (long long)b,
-                                     (long long)page, (long long)pb->num_blocks);
-        }
+        for (int64_t b = 0; b < s.batch; b++)
+            TRY(attn_check_own_pages(pb, b, new_first(pb, b), attn_seq_kv_len(pb, b),
+                                     "which new keys are written to"));
     }
 
     /* 4. byte ranges: new rows and option arrays in, caches (and the
