@@ -41,6 +41,7 @@
 #include "lowp.h"
 #include "quant.h"
 #include "ref.h"
+#include "test_rows.h"
 #include "tolerance.h"
 #include "emu_tables.h"
 
@@ -1257,24 +1258,10 @@ static void check_complete(checkasm *c, const attn_dsp *t)
 }
 
 /* Whether row `name` is asked for: --isa names it, or without --isa the
-   list ATTN_TEST_ROWS (the test harness's, tests/harness.c) names its ISA
-   (the name up to a '+', '/' or '-': "avx512+vnni" is avx512's), or
-   neither is given. */
+   harness's ATTN_TEST_ROWS list allows it (tests/test_rows.h). */
 static int wanted(const checkasm *c, const char *name)
 {
-    if (c->only_isa)
-        return !strcmp(c->only_isa, name);
-    const char *list = getenv("ATTN_TEST_ROWS");
-    if (!list || !*list)
-        return 1;
-    const size_t n = strcspn(name, "+/-");
-    for (const char *p = list; *p;) {
-        const size_t len = strcspn(p, ",");
-        if (len == n && !strncmp(p, name, n))
-            return 1;
-        p += len + (p[len] == ',');
-    }
-    return 0;
+    return c->only_isa ? !strcmp(c->only_isa, name) : attn_test_row_wanted(name);
 }
 
 /* The table of an ISA row to test, or NULL (not built, not this CPU, or

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "test_rows.h"
 #include "ref.h"
 #include "emu_tables.h"
 
@@ -108,33 +109,12 @@ static void seed_from_env(void)
         cr_log_info("row %s seed %llu", current_row, (unsigned long long)seed);
 }
 
-/* 1 when ATTN_TEST_ROWS (a comma-separated list of ISA names) is unset or
-   names the row's ISA (its name up to a '-': "avx512-emu" is avx512's), as
-   checkasm reads it. CI uses it to run each table where it adds coverage
-   (the scalar oracle's own rows natively, the SIMD rows under emulators
-   and sanitizers, one length's rows per SVE length): a row left out is
-   skipped, never passed. */
-static int row_wanted(const char *name)
-{
-    const char *list = getenv("ATTN_TEST_ROWS");
-    if (!list || !*list)
-        return 1;
-    const size_t n = strcspn(name, "+/-");
-    for (const char *p = list; *p;) {
-        const size_t len = strcspn(p, ",");
-        if (len == n && strncmp(p, name, n) == 0)
-            return 1;
-        p += len + (p[len] == ',');
-    }
-    return 0;
-}
-
 const attn_dsp *harness_begin(const isa_row *row)
 {
     current_row = harness_row_name(row);
     context[0] = 0;
     seed_from_env();
-    if (!row_wanted(current_row))
+    if (!attn_test_row_wanted(current_row))
         cr_skip("%s: not in ATTN_TEST_ROWS", current_row);
     current_table = harness_row_table(row);
     if (!current_table)

@@ -246,6 +246,19 @@ static void unsign_zeros(float *x, size_t n)
 
 /* Key rows [KP_B][Hkv][kv_len][cols] of the twin in the slots' order (0 for
    an empty or padded slot: no query sees it). */
+/* A gradient against the sorted twin's, permuted into `want` (freed here):
+   the same bits but for the sign of zeros (a hidden score's gradient). */
+static void expect_twin(const char *what, const float *got_src, float *want, size_t n)
+{
+    float *got = xmalloc(n * 4);
+    memcpy(got, got_src, n * 4);
+    unsign_zeros(got, n);
+    unsign_zeros(want, n);
+    expect_bits(what, got, want, n);
+    free(got);
+    free(want);
+}
+
 static float *permute_keys(const kp_case *c, const float *sorted, int64_t cols)
 {
     const int64_t hkv = c->p.kv_heads, ns = c->s.kv_len, np = c->p.kv_len;
@@ -472,31 +485,13 @@ static void kp_case_run(const attn_dsp *t, kp_case *c)
                              &g_p) == ATTN_OK,
           "slots: %s", attn_last_error());
     if (c->exact) {
-        want = permute_columns(c, sc_s, 0.0f);
-        unsign_zeros(want, nsc_p);
-        float *got = xmalloc(nsc_p * 4);
-        memcpy(got, sc_p, nsc_p * 4);
-        unsign_zeros(got, nsc_p);
-        expect_bits("dbias vs the sorted twin's (zeros unsigned)", got, want, nsc_p);
-        free(got);
-        free(want);
         const size_t nkd = (size_t)(KP_B * hkv * np * d), nkv = (size_t)(KP_B * hkv * np * dv);
-        want = permute_keys(c, dk_s, d);
-        got = xmalloc(nkd * 4);
-        memcpy(got, dk_p, nkd * 4);
-        unsign_zeros(got, nkd);
-        unsign_zeros(want, nkd);
-        expect_bits("dk vs the sorted twin's (zeros unsigned)", got, want, nkd);
-        free(got);
-        free(want);
-        want = permute_keys(c, dv_s, dv);
-        got = xmalloc(nkv * 4);
-        memcpy(got, dv_p, nkv * 4);
-        unsign_zeros(got, nkv);
-        unsign_zeros(want, nkv);
-        expect_bits("dv vs the sorted twin's (zeros unsigned)", got, want, nkv);
-        free(got);
-        free(want);
+        expect_twin("dbias vs the sorted twin's (zeros unsigned)", sc_p,
+                    permute_columns(c, sc_s, 0.0f), nsc_p);
+        expect_twin("dk vs the sorted twin's (zeros unsigned)", dk_p, permute_keys(c, dk_s, d),
+                    nkd);
+        expect_twin("dv vs the sorted twin's (zeros unsigned)", dv_p, permute_keys(c, dv_s, dv),
+                    nkv);
     }
     ref_bwd_in in;
     ref_bwd_load(&in, &c->p, &c->op, &c->tq, &c->tkp, &c->tvp, &c->tdo);
