@@ -117,6 +117,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t need = 0;
     attn_status qs = attn_forward_workspace_size(&s, &opt, &need);
     FZ_CHECK(qs == (bad_arg ? ATTN_ERR_ARG : ATTN_OK), "workspace query: status %d", qs);
+    /* the data-independent bound (1.11): the same status, never below */
+    size_t bound = 0;
+    const attn_status qb = attn_forward_workspace_bound(&s, &opt, &bound);
+    FZ_CHECK(qb == qs, "workspace bound: status %d, the query's %d", qb, qs);
+    FZ_CHECK(qb != ATTN_OK || bound >= need, "workspace bound %zu below the query's %zu", bound,
+             need);
     fz_buf wsb = {0}, outb;
     const int ws_mode = (int)fz_range(r, 0, 4); /* none, exact, short, large, over out */
     size_t ws_size = 0;
