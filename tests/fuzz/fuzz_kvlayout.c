@@ -656,6 +656,22 @@ static void check_plan(const attn_dsp *t, prob *p, const float *before, const fl
     FZ_CHECK(st == ATTN_OK, "attn_plan_run: status %d", st);
     save(p, again);
     FZ_CHECK(memcmp(again, got, total * 4) == 0, "the plan's results differ from attn_forward's");
+    /* and in shares, last first (attn_plan_run_share, 1.11): the same bytes,
+       or, for tasks that depend on one another, refused with nothing written */
+    const int32_t shares = (int32_t)(1 + total % 7);
+    const int dependent = p->opt.shared_prefix != NULL || p->opt.workspace != NULL;
+    load(p, before);
+    int refused = 0;
+    for (int32_t sh = shares - 1; sh >= 0; sh--) {
+        st = attn_plan_run_share(plan, p->q.data, p->k.data, p->v.data, p->out.data, &p->stats,
+                                 sh, shares);
+        FZ_CHECK(st == ATTN_OK || (st == ATTN_ERR_UNSUPPORTED && dependent),
+                 "attn_plan_run_share %d of %d: status %d", (int)sh, (int)shares, st);
+        refused |= st != ATTN_OK;
+    }
+    save(p, again);
+    FZ_CHECK(memcmp(again, refused ? before : got, total * 4) == 0,
+             refused ? "refused shares wrote" : "the shares' results differ from attn_forward's");
     free(mem);
     free(again);
 }
