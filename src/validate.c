@@ -341,16 +341,7 @@ attn_status attn_add_option_ranges(attn_range_set *set, const attn_options *o,
     return ATTN_OK;
 }
 
-attn_status attn_check_shape_options(const attn_shape *shape, const attn_options *opt,
-                                     attn_options *o)
-{
-    TRY(attn_read_options(o, opt));
-    TRY(check_option_pointers(o));
-    TRY(attn_check_shape(shape));
-    const attn_shape s = *shape;
-
-    /* arguments: each value's rule (src/option_list.h) */
-    /* each rule's check and message: the value, and what attn.h allows */
+/* Each rule's check and message: the value, and what attn.h allows. */
 #define CHECK_RULE_NONE(f)
 #define CHECK_RULE_FLAGS(f)                                                                    \
     if (!ATTN_OPT_RULE_FLAGS(o->f))                                                            \
@@ -375,11 +366,23 @@ attn_status attn_check_shape_options(const attn_shape *shape, const attn_options
     if (!ATTN_OPT_RULE_PRECISION(o->f))                                                        \
         return attn_fail(ATTN_ERR_ARG, "opt->" #f " = %d: not an attn_precision value",        \
                          (int)o->f);
+
+/* The options' values: each value's rule (src/option_list.h), then the
+   positions q_pos and k_pos. */
+static attn_status check_option_values(const attn_options *o, const attn_shape *s)
+{
 #define ATTN_X_RULE(f, kind, extent, dtype, off, since, rule) CHECK_RULE_##rule(f)
     ATTN_OPTION_LIST(ATTN_X_RULE)
 #undef ATTN_X_RULE
-    TRY(check_positions(o->q_pos, s.batch, "q_pos"));
-    TRY(check_positions(o->k_pos, s.batch, "k_pos"));
+    TRY(check_positions(o->q_pos, s->batch, "q_pos"));
+    TRY(check_positions(o->k_pos, s->batch, "k_pos"));
+    return ATTN_OK;
+}
+
+/* The options that go together: k_positions without k_pos, topk_indices
+   with topk, k_tail with k_tail_dim, a scale group with its scales. */
+static attn_status check_option_pairs(const attn_options *o, const attn_shape *s)
+{
     if (o->k_positions && o->k_pos)
         return attn_fail(ATTN_ERR_ARG, "opt->k_positions and opt->k_pos are both given: "
                                        "k_positions sets every key's position");
@@ -391,14 +394,14 @@ attn_status attn_check_shape_options(const attn_shape *shape, const attn_options
     if ((o->k_tail != NULL) != (o->k_tail_dim > 0))
         return attn_fail(ATTN_ERR_ARG, "opt->k_tail and opt->k_tail_dim = %lld: both or neither",
                          (long long)o->k_tail_dim);
-    if (o->k_tail_dim >= s.head_dim)
+    if (o->k_tail_dim >= s->head_dim)
         return attn_fail(ATTN_ERR_SHAPE, "opt->k_tail_dim = %lld leaves none of head_dim = %lld "
-                         "to k", (long long)o->k_tail_dim, (long long)s.head_dim);
+                         "to k", (long long)o->k_tail_dim, (long long)s->head_dim);
     /* FP8 scale groups (1.8): a group divides its row (the scale views'
        extents, attn_add_option_ranges, count whole groups) */
-    const int64_t v_dim = s.v_dim ? s.v_dim : s.head_dim;
+    const int64_t v_dim = s->v_dim ? s->v_dim : s->head_dim;
     const int64_t group[2] = {o->k_scale_group, o->v_scale_group},
-                  dim[2] = {s.head_dim - o->k_tail_dim, v_dim};
+                  dim[2] = {s->head_dim - o->k_tail_dim, v_dim};
     const attn_tensor *const scales[2] = {o->k_scales, o->v_scales};
     for (int i = 0; i < 2; i++) {
         if (group[i] > 0 && !scales[i])
@@ -411,6 +414,16 @@ attn_status attn_check_shape_options(const attn_shape *shape, const attn_options
                              (long long)dim[i]);
     }
     return ATTN_OK;
+}
+
+attn_status attn_check_shape_options(const attn_shape *shape, const attn_options *opt,
+                                     attn_options *o)
+{
+    TRY(attn_read_options(o, opt));
+    TRY(check_option_pointers(o));
+    TRY(attn_check_shape(shape));
+    TRY(check_option_values(o, shape));
+    return check_option_pairs(o, shape);
 }
 
 /* The draft tree (attn.h, attn_options.tree_parents): each sequence's
@@ -704,6 +717,16 @@ attn_status attn_check_batch_arrays(const attn_options *o, const attn_shape *s, 
     return ATTN_OK;
 }
 
+void attn_problem_arrays(attn_problem *pb, const attn_options *o)
+{
+    pb->q_lens = o->q_lens;
+    pb->kv_lens = o->kv_lens;
+    pb->q_offsets = o->q_offsets;
+    pb->kv_offsets = o->kv_offsets;
+    pb->q_pos = o->q_pos;
+    pb->k_pos = o->k_pos;
+}
+
 void attn_problem_geometry(attn_problem *pb, const attn_shape *shape, const attn_options *o,
                            int paged)
 {
@@ -718,12 +741,7 @@ void attn_problem_geometry(attn_problem *pb, const attn_shape *shape, const attn
     pb->v_dim = s.v_dim ? s.v_dim : s.head_dim;
     pb->group = s.q_heads / s.kv_heads;
     pb->opt = *o;
-    pb->q_lens = o->q_lens;
-    pb->kv_lens = o->kv_lens;
-    pb->q_offsets = o->q_offsets;
-    pb->kv_offsets = o->kv_offsets;
-    pb->q_pos = o->q_pos;
-    pb->k_pos = o->k_pos;
+    attn_problem_arrays(pb, o);
     pb->parallel_for = o->parallel_for;
     pb->parallel_ctx = o->parallel_ctx;
     if (paged) {
@@ -740,24 +758,19 @@ void attn_problem_geometry(attn_problem *pb, const attn_shape *shape, const attn
     }
 }
 
-/*
- * An output with q_offsets and batch_stride 0 holds all sequences in one row
- * space: they must not share a row, which in-order disjoint ranges ensure.
- */
-static int packed_rows_disjoint(const attn_problem *pb)
+int attn_seqs_in_order(const int32_t *offsets, const int32_t *lens, int64_t len, int64_t batch)
 {
     int64_t end = 0;
-    for (int64_t b = 0; b < pb->batch; b++) {
-        const int64_t len = pb->q_lens ? pb->q_lens[b] : pb->q_len;
-        if (len == 0)
+    for (int64_t b = 0; b < batch; b++) {
+        const int64_t n = lens ? lens[b] : len;
+        if (n == 0)
             continue;
-        if (pb->q_offsets[b] < end)
+        if (offsets[b] < end)
             return 0;
-        end = pb->q_offsets[b] + len;
+        end = offsets[b] + n;
     }
     return 1;
 }
-
 
 attn_status attn_check_row_scales(int32_t dtype, float per_call, const char *which)
 {
@@ -770,150 +783,176 @@ attn_status attn_check_row_scales(int32_t dtype, float per_call, const char *whi
     return ATTN_OK;
 }
 
-attn_status attn_validate(attn_problem *pb, const attn_op *op, const attn_shape *shape,
-                          const attn_options *opt, const attn_tensor *q,
-                          const attn_tensor *k, const attn_tensor *v,
-                          const attn_tensor *out, const attn_row_stats *stats)
+attn_status attn_add_qkv(attn_range_set *set, const attn_shape *s, const attn_options *o,
+                         int paged, const attn_tensor *q, const attn_tensor *k,
+                         const attn_tensor *v)
+{
+    TRY(attn_add_tensor(set, q, s->batch, s->q_heads, s->q_len, s->head_dim, 0));
+    /* paged: the pool, [num_blocks][kv_heads][block_size] rows */
+    const int64_t kb = paged ? o->num_blocks : s->batch, kr = paged ? o->block_size : s->kv_len;
+    TRY(attn_add_tensor(set, k, kb, s->kv_heads, kr, s->head_dim - o->k_tail_dim, 0));
+    const int64_t v_dim = s->v_dim ? s->v_dim : s->head_dim;
+    return v ? attn_add_tensor(set, v, kb, s->kv_heads, kr, v_dim, 0) : ATTN_OK;
+}
+
+/* ------------------------------------------------------------ attn_validate's steps */
+
+/* 1. pointers: shape and out, then q and k, v as the operation reads them */
+static attn_status check_pointers(const attn_op *op, const attn_shape *shape,
+                                  const attn_tensor *q, const attn_tensor *k,
+                                  const attn_tensor *v, const attn_tensor *out)
+{
+    if (!shape || !out || !out->data)
+        return attn_fail(ATTN_ERR_NULL, "%s is NULL", !shape ? "shape" : !out ? "out" : "out->data");
+    if (op->reads_qk && (!q || !k || !q->data || !k->data))
+        return attn_fail(ATTN_ERR_NULL, "%s is NULL", !q ? "q" : !k ? "k" : !q->data ? "q->data"
+                                                                                  : "k->data");
+    if (op->reads_v && (!v || !v->data))
+        return attn_fail(ATTN_ERR_NULL, "%s is NULL", !v ? "v" : "v->data");
+    return ATTN_OK;
+}
+
+/* The dtypes of the tensors the operation reads and their scales: q a
+   float input, k (its own columns) and v K/V tensors with their per-call
+   scales, an FP8 k beside a tail scaled by groups, the per-row scales. */
+static attn_status check_qkv_dtypes(const attn_op *op, const attn_options *o,
+                                    const attn_shape *s, const attn_tensor *q,
+                                    const attn_tensor *k, const attn_tensor *v)
 {
     const int needs_qk = op->reads_qk;
     const int needs_v = op->reads_v;
-
-    /* 1. pointers */
-    if (!shape || !out || !out->data)
-        return attn_fail(ATTN_ERR_NULL, "%s is NULL", !shape ? "shape" : !out ? "out" : "out->data");
-    if (needs_qk && (!q || !k || !q->data || !k->data))
-        return attn_fail(ATTN_ERR_NULL, "%s is NULL", !q ? "q" : !k ? "k" : !q->data ? "q->data"
-                                                                                  : "k->data");
-    if (needs_v && (!v || !v->data))
-        return attn_fail(ATTN_ERR_NULL, "%s is NULL", !v ? "v" : "v->data");
-
-    /* 2.-4. options, shape, arguments */
-    attn_options o;
-    TRY(attn_check_shape_options(shape, opt, &o));
-    /* an operation that reads no K: the paging fields do not concern it */
-    const int paged = needs_qk && o.block_table;
-    const attn_shape s = *shape;
-    const int64_t v_dim = s.v_dim ? s.v_dim : s.head_dim;
+    const int64_t v_dim = s->v_dim ? s->v_dim : s->head_dim;
     if (needs_qk && !attn_dtype_is_float_input(q->dtype))
         return attn_fail(ATTN_ERR_ARG, "q->dtype = %d: q is F32, F16 or BF16", (int)q->dtype);
-    TRY(attn_check_kv_scales(&o));
-    const int64_t k_cols = s.head_dim - o.k_tail_dim; /* k's part of a key row (1.9) */
+    TRY(attn_check_kv_scales(o));
+    const int64_t k_cols = s->head_dim - o->k_tail_dim; /* k's part of a key row (1.9) */
     if (needs_qk)
-        TRY(attn_check_kv(k->dtype, k_cols, o.k_scale));
+        TRY(attn_check_kv(k->dtype, k_cols, o->k_scale));
     /* a tail: k's values are decoded before the F32 kernels, an FP8 k's
        with its scale groups (its per-call or per-row scale would multiply
        the whole score, the tail's part too) */
-    if (needs_qk && o.k_tail && attn_dtype_is_fp8(k->dtype) && o.k_scale_group == 0)
+    if (needs_qk && o->k_tail && attn_dtype_is_fp8(k->dtype) && o->k_scale_group == 0)
         return attn_fail(ATTN_ERR_ARG, "opt->k_tail with an FP8 k takes its scales as groups "
                          "(opt->k_scales with opt->k_scale_group > 0; one per row: the group "
                          "head_dim - k_tail_dim = %lld)", (long long)k_cols);
     if (needs_v)
-        TRY(attn_check_kv(v->dtype, v_dim, o.v_scale));
-    const float scale = o.scale != 0.0f ? o.scale : (float)(1.0 / sqrt((double)s.head_dim));
-    if (needs_qk && o.k_scales)
-        TRY(attn_check_row_scales(k->dtype, o.k_scale, "k"));
-    if (needs_v && o.v_scales)
-        TRY(attn_check_row_scales(v->dtype, o.v_scale, "v"));
-    float qk_scale = scale;
-    if (needs_qk && o.k_scales && o.k_scale_group == 0)
-        qk_scale = 1.0f; /* each key multiplies by fl(scale * k_scales_j) */
-    if (needs_qk && attn_dtype_is_fp8(k->dtype) && o.k_scale != 0.0f) {
-        qk_scale = scale * o.k_scale; /* the one rounding of the folded scale */
-        if (!isnormal(qk_scale))
+        TRY(attn_check_kv(v->dtype, v_dim, o->v_scale));
+    if (needs_qk && o->k_scales)
+        TRY(attn_check_row_scales(k->dtype, o->k_scale, "k"));
+    if (needs_v && o->v_scales)
+        TRY(attn_check_row_scales(v->dtype, o->v_scale, "v"));
+    return ATTN_OK;
+}
+
+/* The scale of the scores (opt->scale, else 1 / sqrt(head_dim)) and the
+   one the Q.K^T kernels apply, qk_scale: 1 with per-row k scales, the
+   product with an FP8 k's per-call scale, which must be a normal float. */
+static attn_status score_scales(const attn_op *op, const attn_options *o, const attn_shape *s,
+                                const attn_tensor *k, float *scale, float *qk_scale)
+{
+    *scale = o->scale != 0.0f ? o->scale : (float)(1.0 / sqrt((double)s->head_dim));
+    *qk_scale = *scale;
+    if (op->reads_qk && o->k_scales && o->k_scale_group == 0)
+        *qk_scale = 1.0f; /* each key multiplies by fl(scale * k_scales_j) */
+    if (op->reads_qk && attn_dtype_is_fp8(k->dtype) && o->k_scale != 0.0f) {
+        *qk_scale = *scale * o->k_scale; /* the one rounding of the folded scale */
+        if (!isnormal(*qk_scale))
             return attn_fail(ATTN_ERR_ARG, "scale * opt->k_scale = %g is not a normal float",
-                             (double)qk_scale);
+                             (double)*qk_scale);
     }
-    if (!attn_dtype_is_output(out->dtype, op->rounds_out))
-        return attn_fail(ATTN_ERR_ARG, "out->dtype = %d is not an output dtype of this call",
-                         (int)out->dtype);
-    TRY(check_option_dtypes(&o));
-    TRY(attn_check_batch_arrays(&o, &s, needs_qk));
-    /* ALiBi's distances |qpos - kpos| must stay below 2^31 (the alibi slot's
-       contract): with q_pos given they are up to |q_pos - k_pos| + q_len + kv_len;
-       with k_positions each key's own */
-    if (o.alibi_slopes && o.q_pos && !o.k_positions)
-        for (int64_t b = 0; b < s.batch; b++) {
-            const int64_t rel = o.q_pos[b] - (o.k_pos ? o.k_pos[b] : 0);
-            if ((rel < 0 ? -rel : rel) > INT32_MAX - s.q_len - s.kv_len)
+    return ATTN_OK;
+}
+
+/* ALiBi's distances |qpos - kpos| must stay below 2^31 (the alibi slot's
+   contract): with q_pos given they are up to |q_pos - k_pos| + q_len + kv_len;
+   with k_positions each key's own */
+static attn_status check_alibi_reach(const attn_options *o, const attn_shape *s)
+{
+    if (o->alibi_slopes && o->q_pos && !o->k_positions)
+        for (int64_t b = 0; b < s->batch; b++) {
+            const int64_t rel = o->q_pos[b] - (o->k_pos ? o->k_pos[b] : 0);
+            if ((rel < 0 ? -rel : rel) > INT32_MAX - s->q_len - s->kv_len)
                 return ATTN_ERR_ARG;
         }
-    if (o.alibi_slopes && o.k_positions)
-        TRY(check_slot_distances(&o, &s));
+    if (o->alibi_slopes && o->k_positions)
+        TRY(check_slot_distances(o, s));
+    return ATTN_OK;
+}
 
-
-    attn_problem_geometry(pb, &s, &o, paged); /* before check_block_table: the masks need it */
-    pb->op = op;
-    pb->scale = scale;
-    pb->qk_scale = qk_scale;
-    pb->v_scale = needs_v && attn_dtype_is_fp8(v->dtype) && o.v_scale != 0.0f ? o.v_scale
-                                                                                 : 1.0f;
-
-    /* 5. tensors, and the arrays that describe the batch */
+/* 5. byte ranges, kept in pb->span: the block table (paged), q, k, v, the
+   options, out (a packed out's sequences in order), what the operation
+   sizes itself (the split-KV workspace) and the row statistics it writes;
+   then no output may meet another range */
+static attn_status check_ranges(attn_problem *pb, const attn_op *op, const attn_shape *s,
+                                const attn_options *o, int paged, const attn_tensor *q,
+                                const attn_tensor *k, const attn_tensor *v,
+                                const attn_tensor *out, const attn_row_stats *stats)
+{
     attn_range_set set = {.n_in = 0};
     if (paged)
-        TRY(check_block_table(pb, &s, &set));
-    if (needs_qk) {
-        TRY(attn_add_tensor(&set, q, s.batch, s.q_heads, s.q_len, s.head_dim, 0));
-        pb->span[0] = set.in[set.n_in - 1];
-        /* paged: the pool, [num_blocks][kv_heads][block_size] rows */
-        const int64_t kb = paged ? o.num_blocks : s.batch, kr = paged ? o.block_size : s.kv_len;
-        TRY(attn_add_tensor(&set, k, kb, s.kv_heads, kr, k_cols, 0));
-        pb->span[1] = set.in[set.n_in - 1];
-        if (needs_v) {
-            TRY(attn_add_tensor(&set, v, kb, s.kv_heads, kr, v_dim, 0));
-            pb->span[2] = set.in[set.n_in - 1];
-        }
+        TRY(check_block_table(pb, s, &set));
+    if (op->reads_qk) {
+        const int first = set.n_in;
+        TRY(attn_add_qkv(&set, s, o, paged, q, k, op->reads_v ? v : NULL));
+        for (int i = first; i < set.n_in; i++)
+            pb->span[i - first] = set.in[i];
     }
-    TRY(attn_add_option_ranges(&set, &o, &s));
+    TRY(attn_add_option_ranges(&set, o, s));
     /* packed output: every sequence in one row space (batch_stride 0) */
-    const int packed_out = o.q_offsets && out->batch_stride == 0 && s.batch > 1;
-    if (packed_out && !packed_rows_disjoint(pb))
+    const int packed_out = o->q_offsets && out->batch_stride == 0 && s->batch > 1;
+    if (packed_out && !attn_seqs_in_order(o->q_offsets, o->q_lens, s->q_len, s->batch))
         return ATTN_ERR_STRIDE;
-    const int64_t out_cols[] = {
-        [ATTN_OUT_KV_LEN] = s.kv_len, [ATTN_OUT_V_DIM] = v_dim, [ATTN_OUT_HEAD_DIM] = s.head_dim};
-    TRY(attn_add_tensor(&set, out, packed_out ? 1 : s.batch, s.q_heads, s.q_len,
+    const int64_t out_cols[] = {[ATTN_OUT_KV_LEN] = s->kv_len,
+                                [ATTN_OUT_V_DIM] = s->v_dim ? s->v_dim : s->head_dim,
+                                [ATTN_OUT_HEAD_DIM] = s->head_dim};
+    TRY(attn_add_tensor(&set, out, packed_out ? 1 : s->batch, s->q_heads, s->q_len,
                         out_cols[op->out_cols], 1));
     pb->span[3] = set.out[set.n_out - 1];
 
-    /* what the operation sizes itself (the split-KV workspace) */
     pb->splits = 1;
     pb->workspace = NULL;
     const int outs = set.n_out;
     if (op->scratch)
-        TRY(op->scratch(pb, &o, &set));
+        TRY(op->scratch(pb, o, &set));
     if (set.n_out > outs)
         pb->span[4] = set.out[outs];
 
-    /* the row statistics the call writes are outputs too */
-    const int has_stats = op->writes_stats;
-    if (stats && has_stats) {
+    if (stats && op->writes_stats) {
         float *const st[3] = {stats->lse, stats->max_score, stats->entropy};
         for (int i = 0; i < 3; i++)
             if (st[i])
-                TRY(attn_add_array(&set, st[i], s.batch * s.q_heads * s.q_len, sizeof(float),
+                TRY(attn_add_array(&set, st[i], s->batch * s->q_heads * s->q_len, sizeof(float),
                                    1));
     }
-    TRY(attn_check_disjoint(&set));
+    return attn_check_disjoint(&set);
+}
 
-    if (o.mask)
-        pb->mask = *o.mask;
-    if (o.bias)
-        pb->bias = *o.bias;
-    if (o.sinks)
-        pb->sinks = *o.sinks;
-    if (o.alibi_slopes)
-        pb->alibi = *o.alibi_slopes;
-    if (needs_qk && o.k_scales) {
-        pb->k_scales = *o.k_scales;
-        pb->k_group = o.k_scale_group;
+/* The checked views the tasks read, into pb. */
+static void fill_views(attn_problem *pb, const attn_op *op, const attn_options *o,
+                       const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
+                       const attn_tensor *out, const attn_row_stats *stats)
+{
+    const int needs_qk = op->reads_qk;
+    const int needs_v = op->reads_v;
+    if (o->mask)
+        pb->mask = *o->mask;
+    if (o->bias)
+        pb->bias = *o->bias;
+    if (o->sinks)
+        pb->sinks = *o->sinks;
+    if (o->alibi_slopes)
+        pb->alibi = *o->alibi_slopes;
+    if (needs_qk && o->k_scales) {
+        pb->k_scales = *o->k_scales;
+        pb->k_group = o->k_scale_group;
     }
-    if (needs_v && o.v_scales) {
-        pb->v_scales = *o.v_scales;
-        pb->v_group = o.v_scale_group;
+    if (needs_v && o->v_scales) {
+        pb->v_scales = *o->v_scales;
+        pb->v_group = o->v_scale_group;
     }
-    if (needs_qk && o.k_tail) {
-        pb->k_tail = *o.k_tail;
-        pb->k_tail_dim = o.k_tail_dim;
+    if (needs_qk && o->k_tail) {
+        pb->k_tail = *o->k_tail;
+        pb->k_tail_dim = o->k_tail_dim;
     }
     if (needs_qk) {
         pb->q = *q;
@@ -922,8 +961,41 @@ attn_status attn_validate(attn_problem *pb, const attn_op *op, const attn_shape 
     if (needs_v)
         pb->v = *v;
     pb->out = *out;
-    if (stats && has_stats)
+    if (stats && op->writes_stats)
         pb->stats = *stats;
+}
+
+attn_status attn_validate(attn_problem *pb, const attn_op *op, const attn_shape *shape,
+                          const attn_options *opt, const attn_tensor *q,
+                          const attn_tensor *k, const attn_tensor *v,
+                          const attn_tensor *out, const attn_row_stats *stats)
+{
+    TRY(check_pointers(op, shape, q, k, v, out));
+
+    /* 2.-4. options, shape, arguments */
+    attn_options o;
+    TRY(attn_check_shape_options(shape, opt, &o));
+    const attn_shape s = *shape;
+    TRY(check_qkv_dtypes(op, &o, &s, q, k, v));
+    float scale, qk_scale;
+    TRY(score_scales(op, &o, &s, k, &scale, &qk_scale));
+    if (!attn_dtype_is_output(out->dtype, op->rounds_out))
+        return attn_fail(ATTN_ERR_ARG, "out->dtype = %d is not an output dtype of this call",
+                         (int)out->dtype);
+    TRY(check_option_dtypes(&o));
+    TRY(attn_check_batch_arrays(&o, &s, op->reads_qk));
+    TRY(check_alibi_reach(&o, &s));
+
+    /* an operation that reads no K: the paging fields do not concern it */
+    const int paged = op->reads_qk && o.block_table;
+    attn_problem_geometry(pb, &s, &o, paged); /* before check_block_table: the masks need it */
+    pb->op = op;
+    pb->scale = scale;
+    pb->qk_scale = qk_scale;
+    pb->v_scale = op->reads_v && attn_dtype_is_fp8(v->dtype) && o.v_scale != 0.0f ? o.v_scale
+                                                                                    : 1.0f;
+    TRY(check_ranges(pb, op, &s, &o, paged, q, k, v, out, stats));
+    fill_views(pb, op, &o, q, k, v, out, stats);
     return ATTN_OK;
 }
 

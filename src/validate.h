@@ -95,6 +95,13 @@ attn_status attn_add_tensor(attn_range_set *set, const attn_tensor *t, int64_t n
 /* The n elements of `size` bytes at p as a range of set (n >= 1, no wrap). */
 attn_status attn_add_array(attn_range_set *set, const void *p, int64_t n, size_t size,
                            int is_output);
+/* q, k and v (v NULL: not read) as input ranges of set, in that order: q
+   [batch][q_heads][q_len][head_dim]; k (its own head_dim - k_tail_dim
+   columns) and v (v_dim) dense, or with `paged` the pool
+   [num_blocks][kv_heads][block_size]. */
+attn_status attn_add_qkv(attn_range_set *set, const attn_shape *s, const attn_options *o,
+                         int paged, const attn_tensor *q, const attn_tensor *k,
+                         const attn_tensor *v);
 /* Every I32, I64 and TENSOR option that is given, as an input range of set
    over the extent its line of src/option_list.h names. */
 attn_status attn_add_option_ranges(attn_range_set *set, const attn_options *o,
@@ -113,6 +120,10 @@ attn_status attn_add_block_table(attn_range_set *set, const attn_options *o,
                                  const attn_shape *s);
 /* No output may share a byte with an input or another output. */
 attn_status attn_check_disjoint(const attn_range_set *set);
+/* 1 when the sequences' row ranges [offsets[b], + lens[b], or len without
+   lens) are in order and disjoint, empty ones aside: a packed output's
+   sequences (batch_stride 0) then share no row. */
+int attn_seqs_in_order(const int32_t *offsets, const int32_t *lens, int64_t len, int64_t batch);
 
 /* The arguments of a row operation (attn_softmax, attn_softmax_backward). */
 attn_status attn_validate_rows(int64_t rows, int64_t cols, int64_t row_stride);
@@ -126,6 +137,9 @@ int attn_rows_overlap(const float *a, int64_t a_rows, int64_t a_cols, int64_t a_
    (attn_cache_append) start from it. */
 void attn_problem_geometry(attn_problem *pb, const attn_shape *shape, const attn_options *o,
                            int paged);
+/* The arrays that describe the batch (lengths, offsets, positions) of *pb
+   read from o's: attn_problem_geometry's, and a plan's copies. */
+void attn_problem_arrays(attn_problem *pb, const attn_options *o);
 
 /*
  * Checks everything of operation `op` on these arguments and fills `pb`;

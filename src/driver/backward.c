@@ -536,20 +536,113 @@ static const attn_op backward_op = {
     .task = task_backward,
 };
 
-/* Sequences' ranges (offsets[b], + lens[b] or len) in order and disjoint
-   (empty ones aside): a packed output's sequences share no row. */
-static int in_order(const int32_t *offsets, const int32_t *lens, int64_t len, int64_t batch)
+/* The gradients (attn_grads: the fields its struct_size covers, the
+   defaults after them) and the pointers: out, dout and lse, dq, dk and dv,
+   dbias's data when it is given. */
+static attn_status read_grads(attn_grads *g, const attn_grads *grads, const attn_tensor *out,
+                              const attn_tensor *dout, const float *lse)
 {
-    int64_t end = 0;
-    for (int64_t b = 0; b < batch; b++) {
-        const int64_t n = lens ? lens[b] : len;
-        if (n == 0)
-            continue;
-        if (offsets[b] < end)
-            return 0;
-        end = offsets[b] + n;
+    if (!grads || !out || !dout || !lse || !out->data || !dout->data)
+        return ATTN_ERR_NULL;
+    const attn_grads defaults = ATTN_GRADS_INIT;
+    *g = defaults;
+    const uint32_t size = grads->struct_size;
+    if (size < offsetof(attn_grads, dv) + sizeof(grads->dv))
+        return attn_fail(ATTN_ERR_VERSION, "grads->struct_size = %u: at least %zu",
+                         (unsigned)size, offsetof(attn_grads, dv) + sizeof(grads->dv));
+    if (!attn_struct_tail_zero(grads, sizeof(attn_grads), size))
+        return attn_fail(ATTN_ERR_VERSION,
+                         "grads->struct_size = %u: this library knows %zu bytes of attn_grads, "
+                         "and a field past them is set, or the size is above %d",
+                         (unsigned)size, sizeof(attn_grads), ATTN_STRUCT_SIZE_MAX);
+    g->dq = grads->dq;
+    g->dk = grads->dk;
+    g->dv = grads->dv;
+    if (size >= offsetof(attn_grads, dbias) + sizeof(grads->dbias))
+        g->dbias = grads->dbias;
+    if (size >= offsetof(attn_grads, dsinks) + sizeof(grads->dsinks))
+        g->dsinks = grads->dsinks;
+    if (!g->dq || !g->dk || !g->dv || !g->dk->data || !g->dv->data ||
+        (g->dbias && !g->dbias->data))
+        return ATTN_ERR_NULL;
+    return ATTN_OK;
+}
+
+/* What the backward does not take, of a problem attn_validate accepted. */
+static attn_status check_supported(const attn_problem *p)
+{
+    /* key rows in two parts (attn.h 1.9): forward only */
+    if (p->k_tail.data)
+        return ATTN_ERR_UNSUPPORTED;
+    /* paged K/V: training does not read a cache (attn.h) */
+    if (p->block_table)
+        return ATTN_ERR_UNSUPPORTED;
+    /* a shared key's gradient belongs to every sequence that reads it */
+    if (p->opt.shared_prefix)
+        return ATTN_ERR_UNSUPPORTED;
+    /* the default and bf16 modes (attn.h, attn_precision) */
+    if (p->opt.precision == ATTN_PRECISION_INT8)
+        return ATTN_ERR_UNSUPPORTED;
+    /* nor quantized K/V (Q8_0, Q4_0, FP8): training keeps K and V in float */
+    if (!attn_dtype_is_float_input(p->k.dtype) || !attn_dtype_is_float_input(p->v.dtype))
+        return ATTN_ERR_UNSUPPORTED;
+    return ATTN_OK;
+}
+
+/* dsinks only beside sinks; out and dout float inputs, the gradients F32. */
+static attn_status check_grad_dtypes(const attn_problem *p, const attn_grads *g,
+                                     const attn_tensor *out, const attn_tensor *dout)
+{
+    if (g->dsinks && !p->sinks.data) /* the gradient of sinks that are not there */
+        return ATTN_ERR_ARG;
+    if (!attn_dtype_is_float_input(out->dtype) || !attn_dtype_is_float_input(dout->dtype) ||
+        g->dk->dtype != ATTN_DTYPE_F32 || g->dv->dtype != ATTN_DTYPE_F32 ||
+        (g->dbias && g->dbias->dtype != ATTN_DTYPE_F32))
+        return ATTN_ERR_ARG;
+    return ATTN_OK;
+}
+
+/* Every range again: the backward's own tensors, and the options'. A packed
+   batch's gradients (batch_stride 0, as its inputs): each sequence writes
+   only its own rows (q_offsets: dq, dbias) and key rows (kv_offsets: dk,
+   dv), which must then be in order and disjoint, as attn_validate asks of
+   the forward's out; dq was checked there. */
+static attn_status check_grad_ranges(const attn_problem *p, const attn_grads *g,
+                                     const attn_tensor *q, const attn_tensor *k,
+                                     const attn_tensor *v, const attn_tensor *out,
+                                     const attn_tensor *dout, const float *lse)
+{
+    attn_range_set set = {.n_in = 0};
+    const attn_shape bs = {p->batch, p->q_heads, p->kv_heads, p->q_len, p->kv_len, p->head_dim,
+                           p->v_dim};
+    ATTN_TRY(attn_add_qkv(&set, &bs, &p->opt, 0, q, k, v));
+    ATTN_TRY(attn_add_tensor(&set, out, p->batch, p->q_heads, p->q_len, p->v_dim, 0));
+    ATTN_TRY(attn_add_tensor(&set, dout, p->batch, p->q_heads, p->q_len, p->v_dim, 0));
+    ATTN_TRY(attn_add_array(&set, lse, p->batch * p->q_heads * p->q_len, sizeof(float), 0));
+    ATTN_TRY(attn_add_option_ranges(&set, &p->opt, &bs));
+
+    const int packed_keys = p->kv_offsets && p->batch > 1 &&
+                            (g->dk->batch_stride == 0 || g->dv->batch_stride == 0);
+    if (packed_keys && !attn_seqs_in_order(p->kv_offsets, p->kv_lens, p->kv_len, p->batch))
+        return ATTN_ERR_STRIDE;
+    const int packed_rows = p->q_offsets && p->batch > 1;
+    const int64_t qb = packed_rows && g->dq->batch_stride == 0 ? 1 : p->batch;
+    const int64_t kb = p->kv_offsets && p->batch > 1 ? 1 : p->batch;
+    ATTN_TRY(attn_add_tensor(&set, g->dq, qb, p->q_heads, p->q_len, p->head_dim, 1));
+    ATTN_TRY(attn_add_tensor(&set, g->dk, g->dk->batch_stride == 0 ? kb : p->batch, p->kv_heads,
+                             p->kv_len, p->head_dim, 1));
+    ATTN_TRY(attn_add_tensor(&set, g->dv, g->dv->batch_stride == 0 ? kb : p->batch, p->kv_heads,
+                             p->kv_len, p->v_dim, 1));
+    if (g->dbias) {
+        const int packed_bias = packed_rows && g->dbias->batch_stride == 0;
+        if (packed_bias && !attn_seqs_in_order(p->q_offsets, p->q_lens, p->q_len, p->batch))
+            return ATTN_ERR_STRIDE;
+        ATTN_TRY(attn_add_tensor(&set, g->dbias, packed_bias ? 1 : p->batch, p->q_heads,
+                                 p->q_len, p->kv_len, 1));
     }
-    return 1;
+    if (g->dsinks)
+        ATTN_TRY(attn_add_array(&set, g->dsinks, p->batch * p->q_heads, sizeof(float), 1));
+    return attn_check_disjoint(&set);
 }
 
 /*
@@ -563,93 +656,13 @@ static attn_status validate_backward(attn_problem *pb, const attn_shape *shape,
                                      const attn_tensor *out, const attn_tensor *dout,
                                      const float *lse, const attn_grads *grads)
 {
-    if (!grads || !out || !dout || !lse || !out->data || !dout->data)
-        return ATTN_ERR_NULL;
-    const attn_grads defaults = ATTN_GRADS_INIT;
-    attn_grads g = defaults;
-    const uint32_t size = grads->struct_size;
-    if (size < offsetof(attn_grads, dv) + sizeof(grads->dv))
-        return attn_fail(ATTN_ERR_VERSION, "grads->struct_size = %u: at least %zu",
-                         (unsigned)size, offsetof(attn_grads, dv) + sizeof(grads->dv));
-    if (!attn_struct_tail_zero(grads, sizeof(attn_grads), size))
-        return attn_fail(ATTN_ERR_VERSION,
-                         "grads->struct_size = %u: this library knows %zu bytes of attn_grads, "
-                         "and a field past them is set, or the size is above %d",
-                         (unsigned)size, sizeof(attn_grads), ATTN_STRUCT_SIZE_MAX);
-    g.dq = grads->dq;
-    g.dk = grads->dk;
-    g.dv = grads->dv;
-    if (size >= offsetof(attn_grads, dbias) + sizeof(grads->dbias))
-        g.dbias = grads->dbias;
-    if (size >= offsetof(attn_grads, dsinks) + sizeof(grads->dsinks))
-        g.dsinks = grads->dsinks;
-    if (!g.dq || !g.dk || !g.dv || !g.dk->data || !g.dv->data || (g.dbias && !g.dbias->data))
-        return ATTN_ERR_NULL;
-
+    attn_grads g;
+    ATTN_TRY(read_grads(&g, grads, out, dout, lse));
     attn_problem p;
     ATTN_TRY(attn_validate(&p, &backward_op, shape, opt, q, k, v, g.dq, NULL));
-    /* key rows in two parts (attn.h 1.9): forward only */
-    if (p.k_tail.data)
-        return ATTN_ERR_UNSUPPORTED;
-    /* paged K/V: training does not read a cache (attn.h) */
-    if (p.block_table)
-        return ATTN_ERR_UNSUPPORTED;
-    /* a shared key's gradient belongs to every sequence that reads it */
-    if (p.opt.shared_prefix)
-        return ATTN_ERR_UNSUPPORTED;
-    /* the default and bf16 modes (attn.h, attn_precision) */
-    if (p.opt.precision == ATTN_PRECISION_INT8)
-        return ATTN_ERR_UNSUPPORTED;
-    /* nor quantized K/V (Q8_0, Q4_0, FP8): training keeps K and V in float */
-    if (!attn_dtype_is_float_input(p.k.dtype) || !attn_dtype_is_float_input(p.v.dtype))
-        return ATTN_ERR_UNSUPPORTED;
-
-    if (g.dsinks && !p.sinks.data) /* the gradient of sinks that are not there */
-        return ATTN_ERR_ARG;
-    if (!attn_dtype_is_float_input(out->dtype) || !attn_dtype_is_float_input(dout->dtype) ||
-        g.dk->dtype != ATTN_DTYPE_F32 || g.dv->dtype != ATTN_DTYPE_F32 ||
-        (g.dbias && g.dbias->dtype != ATTN_DTYPE_F32))
-        return ATTN_ERR_ARG;
-
-    /* every range again: the backward's own tensors, and the options' */
-    attn_range_set set = {.n_in = 0};
-    const attn_shape bs = {p.batch, p.q_heads, p.kv_heads, p.q_len, p.kv_len, p.head_dim, p.v_dim};
-    attn_options o;
-    ATTN_TRY(attn_read_options(&o, opt));
-    ATTN_TRY(attn_add_tensor(&set, q, p.batch, p.q_heads, p.q_len, p.head_dim, 0));
-    ATTN_TRY(attn_add_tensor(&set, k, p.batch, p.kv_heads, p.kv_len, p.head_dim, 0));
-    ATTN_TRY(attn_add_tensor(&set, v, p.batch, p.kv_heads, p.kv_len, p.v_dim, 0));
-    ATTN_TRY(attn_add_tensor(&set, out, p.batch, p.q_heads, p.q_len, p.v_dim, 0));
-    ATTN_TRY(attn_add_tensor(&set, dout, p.batch, p.q_heads, p.q_len, p.v_dim, 0));
-    ATTN_TRY(attn_add_array(&set, lse, p.batch * p.q_heads * p.q_len, sizeof(float), 0));
-    ATTN_TRY(attn_add_option_ranges(&set, &o, &bs));
-
-    /* A packed batch's gradients (batch_stride 0, as its inputs): each
-       sequence writes only its own rows (q_offsets: dq, dbias) and key rows
-       (kv_offsets: dk, dv), which must then be in order and disjoint, as
-       attn_validate asks of the forward's out; dq was checked there. */
-    const int packed_keys = p.kv_offsets && p.batch > 1 &&
-                            (g.dk->batch_stride == 0 || g.dv->batch_stride == 0);
-    if (packed_keys && !in_order(p.kv_offsets, p.kv_lens, p.kv_len, p.batch))
-        return ATTN_ERR_STRIDE;
-    const int packed_rows = p.q_offsets && p.batch > 1;
-    const int64_t qb = packed_rows && g.dq->batch_stride == 0 ? 1 : p.batch;
-    const int64_t kb = p.kv_offsets && p.batch > 1 ? 1 : p.batch;
-    ATTN_TRY(attn_add_tensor(&set, g.dq, qb, p.q_heads, p.q_len, p.head_dim, 1));
-    ATTN_TRY(attn_add_tensor(&set, g.dk, g.dk->batch_stride == 0 ? kb : p.batch, p.kv_heads,
-                             p.kv_len, p.head_dim, 1));
-    ATTN_TRY(attn_add_tensor(&set, g.dv, g.dv->batch_stride == 0 ? kb : p.batch, p.kv_heads,
-                             p.kv_len, p.v_dim, 1));
-    if (g.dbias) {
-        const int packed_bias = packed_rows && g.dbias->batch_stride == 0;
-        if (packed_bias && !in_order(p.q_offsets, p.q_lens, p.q_len, p.batch))
-            return ATTN_ERR_STRIDE;
-        ATTN_TRY(attn_add_tensor(&set, g.dbias, packed_bias ? 1 : p.batch, p.q_heads, p.q_len,
-                                 p.kv_len, 1));
-    }
-    if (g.dsinks)
-        ATTN_TRY(attn_add_array(&set, g.dsinks, p.batch * p.q_heads, sizeof(float), 1));
-    ATTN_TRY(attn_check_disjoint(&set));
+    ATTN_TRY(check_supported(&p));
+    ATTN_TRY(check_grad_dtypes(&p, &g, out, dout));
+    ATTN_TRY(check_grad_ranges(&p, &g, q, k, v, out, dout, lse));
 
     *pb = p;
     pb->o = *out;

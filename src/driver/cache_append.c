@@ -247,15 +247,10 @@ static attn_status add_pair(attn_range_set *set, const attn_problem *pb, const a
                : ATTN_OK;
 }
 
-static attn_status validate(const attn_dsp *dsp, append_problem *ap, const attn_shape *shape,
-                            const attn_options *opt, const attn_tensor *k_new,
-                            const attn_tensor *v_new, const attn_tensor *k,
-                            const attn_tensor *v)
+/* 1. pointers: each pair whole or absent, one at least */
+static attn_status check_pairs_given(const attn_tensor *const src[2],
+                                     const attn_tensor *const dst[2])
 {
-    /* 1. pointers: each pair whole or absent, one at least */
-    if (!shape)
-        return ATTN_ERR_NULL;
-    const attn_tensor *const src[2] = {k_new, v_new}, *const dst[2] = {k, v};
     int present = 0;
     for (int p = 0; p < 2; p++) {
         if (!src[p] && !dst[p])
@@ -269,21 +264,20 @@ static attn_status validate(const attn_dsp *dsp, append_problem *ap, const attn_
     }
     if (!present)
         return attn_fail(ATTN_ERR_NULL, "neither k_new and k nor v_new and v given");
+    return ATTN_OK;
+}
 
-    /* 2. options, shape, dtypes, scales, the batch arrays */
-    attn_options o;
-    TRY(attn_check_shape_options(shape, opt, &o));
-    if (o.k_tail) /* two parts of a key row (attn.h 1.9): one call per part */
-        return attn_fail(ATTN_ERR_UNSUPPORTED, "opt->k_tail: append each part of a key row "
-                                               "with its own call");
-    const attn_shape s = *shape;
-    const int64_t v_dim = s.v_dim ? s.v_dim : s.head_dim;
-    TRY(attn_check_kv_scales(&o));
-    memset(ap, 0, offsetof(append_problem, stage)); /* not the stage: 32 KiB a call */
-    const int64_t cols[2] = {s.head_dim, v_dim};
-    const float scale[2] = {o.k_scale, o.v_scale};
-    const attn_tensor *const rows[2] = {o.k_scales, o.v_scales};
-    const int64_t groups[2] = {o.k_scale_group, o.v_scale_group};
+/* The pairs given, into ap->pair: new rows of a float dtype, a cache of a
+   K/V dtype with its per-call scale (attn_check_kv) and, beside an FP8
+   cache, its per-row scales. */
+static attn_status read_pairs(append_problem *ap, const attn_options *o, const attn_shape *s,
+                              const attn_tensor *const src[2], const attn_tensor *const dst[2])
+{
+    const int64_t v_dim = s->v_dim ? s->v_dim : s->head_dim;
+    const int64_t cols[2] = {s->head_dim, v_dim};
+    const float scale[2] = {o->k_scale, o->v_scale};
+    const attn_tensor *const rows[2] = {o->k_scales, o->v_scales};
+    const int64_t groups[2] = {o->k_scale_group, o->v_scale_group};
     for (int p = 0; p < 2; p++) {
         if (!src[p])
             continue;
@@ -304,11 +298,14 @@ static attn_status validate(const attn_dsp *dsp, append_problem *ap, const attn_
                                                            : ATTN_FP8_E5M2_MAX;
         }
     }
-    TRY(attn_check_batch_arrays(&o, &s, 1));
+    return ATTN_OK;
+}
 
-    attn_problem *pb = &ap->pb;
-    attn_problem_geometry(pb, &s, &o, o.block_table != NULL);
-    for (int64_t b = 0; b < s.batch; b++)
+/* Each sequence's new keys: at least as many keys as new tokens, and none
+   written inside its shared prefix. */
+static attn_status check_new_keys(const attn_problem *pb)
+{
+    for (int64_t b = 0; b < pb->batch; b++)
         if (new_first(pb, b) < attn_seq_shared(pb, b))
             return new_first(pb, b) < 0
                        ? attn_fail(ATTN_ERR_ARG,
@@ -322,58 +319,78 @@ static attn_status validate(const attn_dsp *dsp, append_problem *ap, const attn_
                                    "of %lld keys (another sequence's)",
                                    (long long)b, (long long)new_first(pb, b),
                                    (long long)attn_seq_shared(pb, b));
+    return ATTN_OK;
+}
 
-    /* 3. the block-table entries of every written page */
-    attn_range_set set = {.n_in = 0};
-    if (pb->block_table) {
-        TRY(attn_add_block_table(&set, &o, &s));
-        for (int64_t b = 0; b < s.batch; b++)
-            TRY(attn_check_own_pages(pb, b, new_first(pb, b), attn_seq_kv_len(pb, b),
-                                     "which new keys are written to"));
-    }
+/* 3. the block-table entries of every written page: an input range of
+   set, each in the pool */
+static attn_status add_written_pages(attn_range_set *set, const attn_problem *pb,
+                                     const attn_options *o, const attn_shape *s)
+{
+    TRY(attn_add_block_table(set, o, s));
+    for (int64_t b = 0; b < s->batch; b++)
+        TRY(attn_check_own_pages(pb, b, new_first(pb, b), attn_seq_kv_len(pb, b),
+                                 "which new keys are written to"));
+    return ATTN_OK;
+}
 
-    /* 4. byte ranges: new rows and option arrays in, caches (and the
-       per-row scales: outputs here, never broadcast) out */
+/* 4. byte ranges: new rows and option arrays in, caches (and the per-row
+   scales: outputs here, never broadcast) out */
+static attn_status check_ranges(attn_range_set *set, const append_problem *ap,
+                                const attn_options *o, const attn_shape *s)
+{
     for (int p = 0; p < 2; p++)
-        if (src[p])
-            TRY(add_pair(&set, pb, &s, &ap->pair[p]));
-    attn_options ins = o; /* the per-row scales are outputs here (add_pair) */
+        if (ap->pair[p].src.data)
+            TRY(add_pair(set, &ap->pb, s, &ap->pair[p]));
+    attn_options ins = *o; /* the per-row scales are outputs here (add_pair) */
     ins.k_scales = ins.v_scales = NULL;
-    TRY(attn_add_option_ranges(&set, &ins, &s));
-    TRY(attn_check_disjoint(&set));
+    TRY(attn_add_option_ranges(set, &ins, s));
+    return attn_check_disjoint(set);
+}
 
-    /* 5. no cache row written twice: distinct batch entries of a nested
-       cache never meet; a pool or a cache every sequence shares may */
-    for (int p = 0; p < 2; p++)
-        if (src[p] && (pb->block_table || (dst[p]->batch_stride == 0 && s.batch > 1))) {
-            int64_t at[3];
-            if (!rows_distinct(pb, at)) {
-                if (pb->block_table)
-                    return attn_fail(ATTN_ERR_ARG,
-                                     "sequence %lld's new key %lld goes to pool block %lld, slot "
-                                     "%lld, which another new key of this call writes too",
-                                     (long long)at[0], (long long)at[1],
-                                     (long long)(at[2] / pb->block_size),
-                                     (long long)(at[2] % pb->block_size));
-                return attn_fail(ATTN_ERR_ARG,
-                                 "sequence %lld's new key %lld goes to row %lld of a cache every "
-                                 "sequence shares (batch_stride 0), which another new key of "
-                                 "this call writes too",
-                                 (long long)at[0], (long long)at[1], (long long)at[2]);
-            }
-            break; /* the same positions for both pairs */
-        }
-
-    /* 6. per-row scales: every such row finite (its scale a number) */
-    int per_row = 0;
-    float buf[ATTN_MAX_HEAD_DIM];
+/* 5. no cache row written twice: distinct batch entries of a nested cache
+   never meet; a pool or a cache every sequence shares may */
+static attn_status check_written_once(const append_problem *ap)
+{
+    const attn_problem *pb = &ap->pb;
     for (int p = 0; p < 2; p++) {
         const append_pair *pr = &ap->pair[p];
-        if (!src[p] || !pr->rows.data)
+        if (!pr->src.data || !(pb->block_table || (pr->dst.batch_stride == 0 && pb->batch > 1)))
             continue;
-        per_row = 1;
-        for (int64_t b = 0; b < s.batch; b++)
-            for (int64_t h = 0; h < s.kv_heads; h++)
+        int64_t at[3];
+        if (rows_distinct(pb, at))
+            return ATTN_OK; /* the same positions for both pairs */
+        if (pb->block_table)
+            return attn_fail(ATTN_ERR_ARG,
+                             "sequence %lld's new key %lld goes to pool block %lld, slot "
+                             "%lld, which another new key of this call writes too",
+                             (long long)at[0], (long long)at[1],
+                             (long long)(at[2] / pb->block_size),
+                             (long long)(at[2] % pb->block_size));
+        return attn_fail(ATTN_ERR_ARG,
+                         "sequence %lld's new key %lld goes to row %lld of a cache every "
+                         "sequence shares (batch_stride 0), which another new key of "
+                         "this call writes too",
+                         (long long)at[0], (long long)at[1], (long long)at[2]);
+    }
+    return ATTN_OK;
+}
+
+/* 6. per-row scales: every such row finite (its scale a number); *per_row
+   says whether a pair has them */
+static attn_status check_rows_finite(const attn_dsp *dsp, const append_problem *ap,
+                                     int *per_row)
+{
+    const attn_problem *pb = &ap->pb;
+    float buf[ATTN_MAX_HEAD_DIM];
+    *per_row = 0;
+    for (int p = 0; p < 2; p++) {
+        const append_pair *pr = &ap->pair[p];
+        if (!pr->src.data || !pr->rows.data)
+            continue;
+        *per_row = 1;
+        for (int64_t b = 0; b < pb->batch; b++)
+            for (int64_t h = 0; h < pb->kv_heads; h++)
                 for (int64_t i = 0; i < attn_seq_q_len(pb, b); i++) {
                     const float *x = row_f32(dsp, new_row(pb, &pr->src, b, h, i),
                                              pr->src.dtype, pr->cols, buf);
@@ -385,19 +402,25 @@ static attn_status validate(const attn_dsp *dsp, append_problem *ap, const attn_
                                              (long long)h);
                 }
     }
+    return ATTN_OK;
+}
 
-    /* 7. the rows, encoded: into the stage when they all fit (not with
-       per-row scales), else one at a time into a scratch row where a block
-       format must check them */
+/* 7. the rows, encoded: into the stage when they all fit (not with
+   per-row scales), else one at a time into a scratch row where a block
+   format must check them */
+static attn_status encode_rows(const attn_dsp *dsp, append_problem *ap, int per_row)
+{
+    const attn_problem *pb = &ap->pb;
+    float buf[ATTN_MAX_HEAD_DIM];
     size_t total = 0;
     int blocks = 0;
     for (int p = 0; p < 2; p++) {
         const append_pair *pr = &ap->pair[p];
-        if (!src[p])
+        if (!pr->src.data)
             continue;
         blocks |= attn_dtype_block(pr->dst.dtype) > 1;
-        for (int64_t b = 0; b < s.batch; b++)
-            total += (size_t)(attn_seq_q_len(pb, b) * s.kv_heads) * row_bytes(pr);
+        for (int64_t b = 0; b < pb->batch; b++)
+            total += (size_t)(attn_seq_q_len(pb, b) * pb->kv_heads) * row_bytes(pr);
     }
     if (!blocks)
         return ATTN_OK; /* nothing to check: the tasks encode in place */
@@ -405,11 +428,11 @@ static attn_status validate(const attn_dsp *dsp, append_problem *ap, const attn_
     unsigned char *at = ap->stage;
     for (int p = 0; p < 2; p++) {
         const append_pair *pr = &ap->pair[p];
-        if (!src[p] || (!ap->staged && attn_dtype_block(pr->dst.dtype) == 1))
+        if (!pr->src.data || (!ap->staged && attn_dtype_block(pr->dst.dtype) == 1))
             continue;
         attn_from_f32_fn *const store = dsp->from_f32[pr->dst.dtype];
-        for (int64_t b = 0; b < s.batch; b++)
-            for (int64_t h = 0; h < s.kv_heads; h++)
+        for (int64_t b = 0; b < pb->batch; b++)
+            for (int64_t h = 0; h < pb->kv_heads; h++)
                 for (int64_t i = 0; i < attn_seq_q_len(pb, b); i++) {
                     const float *x = row_f32(dsp, new_row(pb, &pr->src, b, h, i),
                                              pr->src.dtype, pr->cols, buf);
@@ -425,6 +448,41 @@ static attn_status validate(const attn_dsp *dsp, append_problem *ap, const attn_
                 }
     }
     return ATTN_OK;
+}
+
+static attn_status validate(const attn_dsp *dsp, append_problem *ap, const attn_shape *shape,
+                            const attn_options *opt, const attn_tensor *k_new,
+                            const attn_tensor *v_new, const attn_tensor *k,
+                            const attn_tensor *v)
+{
+    if (!shape)
+        return ATTN_ERR_NULL;
+    const attn_tensor *const src[2] = {k_new, v_new}, *const dst[2] = {k, v};
+    TRY(check_pairs_given(src, dst));
+
+    /* 2. options, shape, dtypes, scales, the batch arrays */
+    attn_options o;
+    TRY(attn_check_shape_options(shape, opt, &o));
+    if (o.k_tail) /* two parts of a key row (attn.h 1.9): one call per part */
+        return attn_fail(ATTN_ERR_UNSUPPORTED, "opt->k_tail: append each part of a key row "
+                                               "with its own call");
+    const attn_shape s = *shape;
+    TRY(attn_check_kv_scales(&o));
+    memset(ap, 0, offsetof(append_problem, stage)); /* not the stage: 32 KiB a call */
+    TRY(read_pairs(ap, &o, &s, src, dst));
+    TRY(attn_check_batch_arrays(&o, &s, 1));
+    attn_problem *pb = &ap->pb;
+    attn_problem_geometry(pb, &s, &o, o.block_table != NULL);
+    TRY(check_new_keys(pb));
+
+    attn_range_set set = {.n_in = 0};
+    if (pb->block_table)
+        TRY(add_written_pages(&set, pb, &o, &s));
+    TRY(check_ranges(&set, ap, &o, &s));
+    TRY(check_written_once(ap));
+    int per_row;
+    TRY(check_rows_finite(dsp, ap, &per_row));
+    return encode_rows(dsp, ap, per_row);
 }
 
 /* ------------------------------------------------------------ tasks */

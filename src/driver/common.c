@@ -83,7 +83,7 @@ task_plan attn_plan_common(const attn_dsp *dsp, const attn_problem *pb, int64_t 
     p.q_direct = 0;
     p.gather_keys = 0;
     p.gather_floats = 0;
-    p.sel_window = 0;
+    p.topk_window = 0;
     p.stage_keys = 0;
     p.stage_stride = 0;
     p.k_segs = p.v_segs = p.k_grp = p.v_grp = 0;

@@ -4,12 +4,13 @@
  * this folder, its module: its entry points (attn_<op> and attn_<op>_with),
  * the checks specific to it, its plan (the task count included) and its
  * task: scores.c, mask_apply.c, weights.c, forward.c, backward.c, merge.c,
- * softmax.c, softmax_backward.c, quantize.c. Shared here: the geometry of a
- * row (which keys it may see), the task plan (how the shape is cut into
- * tasks), the score epilogue, the row softmax and the stats (common.c), the
- * split-KV plan (split.c), the runner (run.c, which knows no operation),
- * and where a key or value row lives in memory (kv.h, the only file that
- * knows about layouts). The shared checks are src/validate.h's.
+ * softmax.c, softmax_backward.c, quantize.c (the forward's paths in files of
+ * their own: split.c, prefix.c, topk.c, behind forward.h). Shared here: the
+ * geometry of a row (which keys it may see), the task plan (how the shape
+ * is cut into tasks), the score epilogue, the row softmax and the stats
+ * (common.c), the runner (run.c, which knows no operation), and where a key
+ * or value row lives in memory (kv.h, the only file that knows about
+ * layouts). The shared checks are src/validate.h's.
  *
  * Work is cut into tasks by the shape alone (never by the thread count):
  * a task is one block of query rows of one batch entry and one head group.
@@ -113,7 +114,7 @@ typedef struct task_plan {
                                 call into the gather buffer, which follows the
                                 accumulator in the task scratch; 0 else */
     int64_t gather_floats;   /* that buffer's size in floats */
-    int64_t sel_window;      /* keys per window of the top-k selection bitmaps */
+    int64_t topk_window;     /* keys per window of the top-k selection bitmaps */
     int64_t stage_keys;      /* FP8 caches with scale groups: key rows decoded
                                 per kernel call into the stage, which follows
                                 the accumulator (or the query block of the score

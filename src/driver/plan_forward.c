@@ -113,55 +113,49 @@ static void *copy_to(unsigned char **at, const void *src, size_t n)
     return dst;
 }
 
-attn_status attn_plan_forward_with(const attn_dsp *dsp, void *mem, size_t mem_size,
-                                   const attn_shape *shape, const attn_options *opt,
-                                   const attn_tensor *q, const attn_tensor *k,
-                                   const attn_tensor *v, const attn_tensor *out,
-                                   const attn_row_stats *stats, attn_plan **plan)
+/* The plan's memory [mem, mem + need) is an output of the call: it may meet
+   no tensor, statistics array, option (copied from below) or block table. */
+static attn_status check_plan_memory(const attn_problem *pb, const attn_shape *shape,
+                                     const attn_row_stats *stats, void *mem, size_t need)
 {
-    if (!mem || !plan)
-        return ATTN_ERR_NULL;
-    attn_problem pb;
-    TRY(attn_validate(&pb, &attn_forward_op, shape, opt, q, k, v, out, stats));
-    const size_t need = plan_bytes(shape, &pb.opt);
-    if (mem_size < need)
-        return attn_fail(ATTN_ERR_ARG,
-                         "mem_size = %zu bytes, the plan needs %zu (attn_plan_size with the "
-                         "same shape and options)",
-                         mem_size, need);
-    /* the plan's memory is an output of this call: it may meet no tensor,
-       statistics array, option (copied from below) or block table */
     const attn_byte_range whole = {(uintptr_t)mem, (uintptr_t)mem + need};
     static const char *const span_names[5] = {"q", "k", "v", "out", "the workspace"};
     for (int t = 0; t < 5; t++)
-        if (attn_ranges_meet(whole, pb.span[t]))
+        if (attn_ranges_meet(whole, pb->span[t]))
             return attn_fail(ATTN_ERR_STRIDE, "the plan's memory overlaps %s", span_names[t]);
     attn_range_set given = {.n_in = 0};
-    TRY(attn_add_option_ranges(&given, &pb.opt, shape));
-    if (pb.opt.block_table)
-        TRY(attn_add_block_table(&given, &pb.opt, shape));
+    TRY(attn_add_option_ranges(&given, &pb->opt, shape));
+    if (pb->opt.block_table)
+        TRY(attn_add_block_table(&given, &pb->opt, shape));
     for (int i = 0; i < given.n_in; i++)
         if (attn_ranges_meet(whole, given.in[i]))
             return attn_fail(ATTN_ERR_STRIDE, "the plan's memory overlaps an array or tensor of "
                                               "the options (copied into it)");
     if (stats) {
         float *const st[3] = {stats->lse, stats->max_score, stats->entropy};
-        const uintptr_t n = (uintptr_t)(pb.batch * pb.q_heads * pb.q_len) * sizeof(float);
+        const uintptr_t n = (uintptr_t)(pb->batch * pb->q_heads * pb->q_len) * sizeof(float);
         for (int i = 0; i < 3; i++)
             if (st[i] && attn_ranges_meet(whole, (attn_byte_range){(uintptr_t)st[i],
                                                                   (uintptr_t)st[i] + n}))
                 return attn_fail(ATTN_ERR_STRIDE, "the plan's memory overlaps the row "
                                                   "statistics");
     }
+    return ATTN_OK;
+}
 
-    /* everything checked: write the plan */
+/* Writes the plan of the checked problem pb into mem: the problem, reading
+   its arrays from copies in the plan and its option tensors from its own
+   structs, the ranges no run moves, and the forward's task plan. */
+static attn_status write_plan(const attn_dsp *dsp, void *mem, const attn_shape *shape,
+                              attn_problem *pb, attn_plan **plan)
+{
     struct attn_plan *p = (struct attn_plan *)(void *)round8((uintptr_t)mem);
     unsigned char *at = (unsigned char *)p + round8(sizeof *p);
     memset(p, 0, sizeof *p);
     p->magic = PLAN_MAGIC;
     p->dsp = dsp;
     p->shape = *shape;
-    attn_options *o = &pb.opt;
+    attn_options *o = &pb->opt;
 #define PLAN_X_COPY(f, kind, extent, dtype, off, since, rule) PLAN_COPY_##kind(f, extent)
     ATTN_OPTION_LIST(PLAN_X_COPY)
 #undef PLAN_X_COPY
@@ -171,15 +165,10 @@ attn_status attn_plan_forward_with(const attn_dsp *dsp, void *mem, size_t mem_si
     p->mem_end = (uintptr_t)at;
     /* the problem reads its arrays from the copies (the paging fields only
        where validation kept them: an operation that reads K) */
-    pb.q_lens = o->q_lens;
-    pb.kv_lens = o->kv_lens;
-    pb.q_offsets = o->q_offsets;
-    pb.kv_offsets = o->kv_offsets;
-    pb.q_pos = o->q_pos;
-    pb.k_pos = o->k_pos;
-    if (pb.block_table)
-        pb.block_table = o->block_table;
-    p->pb = pb;
+    attn_problem_arrays(pb, o);
+    if (pb->block_table)
+        pb->block_table = o->block_table;
+    p->pb = *pb;
     /* the option tensors as the plan's own structs (the caller's may go) */
     attn_options *po = &p->pb.opt;
     po->mask = o->mask ? &p->pb.mask : NULL;
@@ -198,6 +187,27 @@ attn_status attn_plan_forward_with(const attn_dsp *dsp, void *mem, size_t mem_si
     p->tasks = attn_forward_op.plan(dsp, &p->pb);
     *plan = p;
     return ATTN_OK;
+}
+
+attn_status attn_plan_forward_with(const attn_dsp *dsp, void *mem, size_t mem_size,
+                                   const attn_shape *shape, const attn_options *opt,
+                                   const attn_tensor *q, const attn_tensor *k,
+                                   const attn_tensor *v, const attn_tensor *out,
+                                   const attn_row_stats *stats, attn_plan **plan)
+{
+    if (!mem || !plan)
+        return ATTN_ERR_NULL;
+    attn_problem pb;
+    TRY(attn_validate(&pb, &attn_forward_op, shape, opt, q, k, v, out, stats));
+    const size_t need = plan_bytes(shape, &pb.opt);
+    if (mem_size < need)
+        return attn_fail(ATTN_ERR_ARG,
+                         "mem_size = %zu bytes, the plan needs %zu (attn_plan_size with the "
+                         "same shape and options)",
+                         mem_size, need);
+    TRY(check_plan_memory(&pb, shape, stats, mem, need));
+    /* everything checked: write the plan */
+    return write_plan(dsp, mem, shape, &pb, plan);
 }
 
 /* One moved view: its validated length at the new base, or ATTN_ERR_SHAPE

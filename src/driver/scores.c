@@ -18,7 +18,7 @@
  * call spread that cost thinner (AVX-512 qk_tile in cache on Zen 5: 254
  * GFLOP/s at 64 rows, 266 at 128). A window keeps the table's block_q: a
  * block computes the union of its rows' windows, which grows with the rows
- * (tests/test_mods.c).
+ * (tests/ops/test_mods.c).
  */
 task_plan attn_plan_scores(const attn_dsp *dsp, const attn_problem *pb)
 {

@@ -1,13 +1,26 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The split-KV plan (attn.h, "Split-KV") and the workspace it needs. A
- * sequence's own lengths, the head counts and kv_splits decide its chunks
- * (src/problem.h), so a sequence splits the same way alone or in any
- * batch, on every ISA and thread count; forward.c sizes the workspace
- * with the grid (in its validation and in attn_forward_workspace_size) and
- * runs each sequence's plan.
+ * The forward's split-KV path (attn.h, "Split-KV"): its plan, the workspace
+ * it needs and the merge. A sequence's own lengths, the head counts and
+ * kv_splits decide its chunks (src/problem.h), so a sequence splits the
+ * same way alone or in any batch, on every ISA and thread count; forward.c
+ * sizes the workspace with the grid (in its validation and in
+ * attn_forward_workspace_size) and runs each sequence's plan.
+ *
+ * Each block of rows becomes `splits` tasks, one per chunk of keys, that
+ * leave their online state and unnormalised output in the workspace; the
+ * task that finishes a block's last chunk (an atomic count elects it)
+ * merges the chunks in chunk order, as one more rescale of the online
+ * softmax, and writes the rows. Which task merges varies, what it computes
+ * does not. Shared prefixes (prefix.c) keep their chunks' states in the
+ * same layout and merge them the same way.
  */
-#include "driver.h"
+#include <math.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "forward.h"
 
 /* The chunks a sequence of q_len query rows and kv_len keys aims for (before
    rounding chunks to ATTN_SPLIT_ALIGN), or 1 when it stays whole. */
@@ -120,4 +133,143 @@ int attn_split_layout_of(int64_t batch, int64_t q_heads, int64_t q_len, int64_t 
     l->acc_stride = (int64_t)acc_stride;
     l->bytes = total;
     return 1;
+}
+
+/* ------------------------------------------------------------ the workspace */
+
+attn_split_ws attn_split_ws_open(const attn_problem *pb, void *mem, int64_t parts)
+{
+    attn_split_layout l;
+    attn_split_layout_of(pb->batch, pb->q_heads, pb->q_len, pb->v_dim, parts, &l);
+    char *base = (char *)(((uintptr_t)mem + 63) & ~(uintptr_t)63);
+    return (attn_split_ws){(atomic_int *)(void *)(base + l.counters_at),
+                           (float *)(void *)(base + l.states_at),
+                           (float *)(void *)(base + l.acc_at), l.acc_stride, parts};
+}
+
+static attn_split_ws split_open(const attn_problem *pb)
+{
+    return attn_split_ws_open(pb, pb->workspace, pb->splits);
+}
+
+static int64_t row_index(const attn_problem *pb, const row_ref *row)
+{
+    return (row->b * pb->q_heads + row->h) * pb->q_len + row->i;
+}
+
+void attn_split_store(const attn_problem *pb, const attn_split_ws *ws, const task_plan *p,
+                      const row_ref *rows, int64_t n, int64_t c, const online_row *st,
+                      const float *acc)
+{
+    for (int64_t r = 0; r < n; r++) {
+        const int64_t at = row_index(pb, &rows[r]) * ws->parts + c;
+        float *state = ws->states + at * 4;
+        state[0] = st[r].m;
+        state[1] = st[r].l;
+        state[2] = st[r].t;
+        state[3] = (float)st[r].poisoned;
+        /* a row that sees no key at all has no accumulator (only a sink) */
+        if (!st[r].poisoned && st[r].m != -INFINITY && rows[r].lo < rows[r].hi)
+            memcpy(ws->acc + at * ws->acc_stride, acc + r * p->acc_stride,
+                   (size_t)pb->v_dim * sizeof(float));
+    }
+}
+
+void attn_split_merge(const attn_dsp *dsp, const attn_problem *pb, const attn_split_ws *ws,
+                      const row_ref *row, int64_t parts, online_row *o, float *acc)
+{
+    const int64_t first = row_index(pb, row) * ws->parts;
+    const online_row in = *o;
+    if (in.poisoned)
+        return;
+    for (int64_t c = 0; c < parts; c++) {
+        const float *state = ws->states + (first + c) * 4;
+        if (state[3] != 0.0f)
+            o->poisoned = 1;
+        else if (state[0] > o->m)
+            o->m = state[0];
+    }
+    if (o->poisoned || o->m == -INFINITY)
+        return;
+    o->l = o->t = 0.0f;
+    if (in.m != -INFINITY) { /* the sink's entry */
+        const float alpha = expf(in.m - o->m);
+        o->l += alpha * in.l;
+        o->t += alpha * (in.t + in.l * (in.m - o->m));
+    }
+    const int has_acc = row->lo < row->hi; /* else only a sink: attn_forward_finish_row
+                                               needs none */
+    const float *x[ATTN_WSUM_MAX_PARTS];
+    float w[ATTN_WSUM_MAX_PARTS];
+    size_t k = 0;
+    if (has_acc)
+        attn_fill(acc, pb->v_dim, 0.0f);
+    for (int64_t c = 0; c < parts; c++) {
+        const float *state = ws->states + (first + c) * 4;
+        if (state[0] == -INFINITY)
+            continue; /* no visible key in this chunk: its acc was not written */
+        const float alpha = expf(state[0] - o->m);
+        o->l += alpha * state[1];
+        o->t += alpha * (state[2] + state[1] * (state[0] - o->m));
+        if (!has_acc)
+            continue;
+        w[k] = alpha;
+        x[k++] = ws->acc + (first + c) * ws->acc_stride;
+        if (k == ATTN_WSUM_MAX_PARTS) {
+            dsp->wsum(acc, x, w, k, (size_t)pb->v_dim);
+            k = 0;
+        }
+    }
+    if (k)
+        dsp->wsum(acc, x, w, k, (size_t)pb->v_dim);
+}
+
+/* ------------------------------------------------------------ the forward's chunks */
+
+void attn_split_reset(const attn_problem *pb, const task_plan *p)
+{
+    const attn_split_ws ws = split_open(pb);
+    for (size_t u = 0; u < p->tasks / (size_t)p->splits; u++)
+        atomic_init(&ws.done[u], 0);
+}
+
+/* A sequence without query rows (its padded rows are written as fully
+   masked) stays whole: the grid does not count it. */
+void attn_split_seq(const attn_problem *pb, const task_plan *p, int64_t b, int64_t start,
+                    int64_t *splits, int64_t *chunk_keys)
+{
+    *splits = 1;
+    *chunk_keys = 0;
+    const int64_t seq_rows = attn_seq_q_len(pb, b);
+    if (p->splits > 1 && seq_rows > 0)
+        attn_split_plan(pb->q_heads, pb->kv_heads, seq_rows, attn_seq_kv_len(pb, b) - start,
+                        pb->opt.topk_indices ? pb->opt.topk : 0, pb->opt.kv_splits, splits,
+                        chunk_keys);
+}
+
+void attn_split_finish(const attn_dsp *dsp, const attn_problem *pb, const task_plan *p,
+                       const row_ref *rows, int64_t n, size_t block, int64_t chunk,
+                       int64_t splits, const online_row *st, float *acc)
+{
+    const attn_split_ws ws = split_open(pb);
+    attn_split_store(pb, &ws, p, rows, n, chunk, st, acc);
+    /* acq_rel: the last task sees every chunk's stores of this block */
+    if (atomic_fetch_add_explicit(&ws.done[block], 1, memory_order_acq_rel) != splits - 1)
+        return;
+    for (int64_t r = 0; r < n; r++) {
+        online_row merged = {-INFINITY, 0.0f, 0.0f, 0};
+        attn_split_merge(dsp, pb, &ws, &rows[r], splits, &merged, acc + r * p->acc_stride);
+        attn_forward_finish_row(dsp, pb, &rows[r], &merged, acc + r * p->acc_stride);
+    }
+}
+
+size_t attn_split_need(const attn_shape *s, const attn_options *o, int64_t *splits)
+{
+    const int64_t v_dim = s->v_dim ? s->v_dim : s->head_dim;
+    *splits = attn_split_grid(s->batch, s->q_heads, s->kv_heads, s->q_len, s->kv_len,
+                              o->topk_indices ? o->topk : 0, o->q_lens,
+                              o->kv_lens, o->kv_splits);
+    if (*splits <= 1)
+        return 0;
+    return attn_split_bytes(s->batch, s->q_heads, s->q_len, v_dim, *splits);
 }

@@ -1,0 +1,423 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The forward's top-k path (attn.h, "Top-k sparse attention"): each query
+ * row attends the keys its list names (attn_options.topk_indices). Per
+ * window of topk_window key positions, each query position of a task marks
+ * the keys its list selects and it sees; their union, in key order, is cut
+ * into tiles of block_k keys, each an online-softmax step for the rows that
+ * see any of its keys. K and V rows are copied gather_keys at a time into
+ * the gather buffer for the kernels (so each selected key is read once per
+ * task, for every row and head of it); a row's unselected keys of a tile
+ * get -inf after the epilogue, as the dense operations' selection does.
+ * The tiles depend on the task's rows only, so batch invariance and
+ * determinism hold as for dense calls. The tasks, and their split-KV, are
+ * forward.c's and split.c's.
+ */
+#include <stdint.h>
+#include <string.h>
+
+#include "forward.h"
+
+/*
+ * A top-k task's working memory lies in its scratch after the gather buffer,
+ * not on the stack (attn.h bounds a task's stack): per query position the
+ * bitmap of its selected keys in the current window of topk_window keys and
+ * its {list, lo, hi} (TOPK_ROW_FLOATS), then the window's union bitmap,
+ * two tiles' keys (this one and the next) and the per-key scale factors
+ * (TOPK_FIXED_FLOATS of a tile of g keys). Each list is scanned once per
+ * window: the plan makes the window as wide as the scratch allows.
+ */
+#define TOPK_MIN_WINDOW 512
+#define TOPK_MAX_WINDOW 65536 /* a tile's keys are uint16 offsets in their window */
+#define TOPK_ROW_FLOATS(w) ((w) / 32 + 6)
+#define TOPK_FIXED_FLOATS(w, g) ((w) / 32 + (g) + 2 * (g) + 16)
+/* Query positions one task gathers for: the union of their selections grows
+   with each (neighbouring rows share most keys, not all), and every row is
+   multiplied with all of it. */
+#define TOPK_MAX_POSITIONS 8
+
+typedef struct topk_pos {
+    const int32_t *list; /* NULL: the position sees no key */
+    int64_t lo, hi;      /* its visible keys, within the task's range */
+} topk_pos;
+
+/* V laid out as the first v_dim columns of K's rows (MLA's latent cache):
+   what a plan may assume; the data pointers say per call whether V is K. */
+static int v_as_k_columns(const attn_problem *pb)
+{
+    return pb->v.dtype == pb->k.dtype && pb->v_dim < pb->head_dim && pb->v_dim <= attn_k_cols(pb) &&
+           pb->v.row_stride == pb->k.row_stride && pb->v.head_stride == pb->k.head_stride &&
+           pb->v.batch_stride == pb->k.batch_stride;
+}
+
+/* Bytes of one row of K or V, whichever is longer (a gathered row). */
+static int64_t gathered_row_bytes(const attn_problem *pb)
+{
+    /* FP8 with scale groups, rows with a tail: gathered decoded, as f32
+       (attn_kv_stage) */
+    const int64_t kb = attn_k_staged(pb) ? pb->head_dim * 4
+                                         : pb->head_dim / attn_dtype_block(pb->k.dtype) *
+                                               (int64_t)attn_dtype_size(pb->k.dtype);
+    const int64_t vb = pb->v_group ? pb->v_dim * 4
+                                   : pb->v_dim / attn_dtype_block(pb->v.dtype) *
+                                         (int64_t)attn_dtype_size(pb->v.dtype);
+    return attn_max64(kb, vb);
+}
+
+/*
+ * The plan of a call with top-k lists: the task scratch holds the converted
+ * queries, a score tile of block_k columns (the keys of one online-softmax
+ * step), the accumulator, a gather buffer of gather_keys key rows (the keys
+ * of one kernel call) and the selection's memory. Of the widths that fit,
+ * the widest whose block holds 8 rows (the bf16 dot kernels' least), a
+ * gather of 32 keys preferred (one bf16 key panel). A block holds whole
+ * query positions (all heads of a GQA group), at most TOPK_MAX_POSITIONS,
+ * or an even share of one position's heads; the window then takes what is
+ * left. Nothing depends on the lengths: a sequence's tiles are the same
+ * alone and in any batch (attn.h, "Batch invariance").
+ */
+void attn_plan_topk(const attn_dsp *dsp, const attn_problem *pb, task_plan *p)
+{
+    static const int64_t widths[] = {256, 128, 64, 32, 16, 8, 4, 2, 1};
+    const size_t n_widths = sizeof widths / sizeof widths[0];
+    const int64_t row_floats = (gathered_row_bytes(pb) + 63) / 64 * 16;
+    const int64_t hpg = p->heads_per_group, bk = (int64_t)dsp->block_k;
+    /* rows wanted per block: 8, or a whole GQA group (each task gathers
+       its keys: one task per position gathers them once) */
+    const int64_t want = attn_max64(8, attn_min64(hpg, (int64_t)dsp->block_q));
+    /* F32 queries read where they lie when a block's rows are at one
+       stride: consecutive positions (no GQA stacking), or heads of one
+       position (a group of at least 8 heads: MLA's 16 to 128) */
+    const int direct = pb->q.dtype == ATTN_DTYPE_F32 && (hpg == 1 || hpg >= 8);
+    const int64_t qs = direct ? 0 : p->q_stride;
+    /* V laid out as K's first columns (MLA's latent cache) may be V itself:
+       a tile of one gather then serves P.V from K's copy (attn_forward_topk
+       checks the pointers; a plan never looks at them) */
+    const int latent = v_as_k_columns(pb);
+    int64_t best_c = 1, best_g = 1, best_rows = 0;
+    for (size_t ci = 0; ci < n_widths && best_rows < want; ci++) {
+        const int64_t c = widths[ci];
+        if (c > 32 || c > bk)
+            continue;
+        for (size_t gi = 0; gi <= ci && best_rows < want; gi++) { /* widest first */
+            const int64_t g = widths[gi];
+            const int64_t room =
+                ATTN_SCRATCH_FLOATS - c * row_floats - TOPK_FIXED_FLOATS(TOPK_MIN_WINDOW, g);
+            if (g > bk || g % c || room <= 0 || (latent && g != c))
+                continue;
+            const int64_t per_row = qs + g + p->acc_stride + TOPK_ROW_FLOATS(TOPK_MIN_WINDOW);
+            const int64_t fit = attn_min64(room / per_row, (int64_t)dsp->block_q);
+            if (fit > best_rows || fit >= want)
+                best_c = c, best_g = g, best_rows = fit;
+        }
+    }
+    int64_t rows = attn_max64(1, attn_min64(best_rows, TOPK_MAX_POSITIONS * hpg));
+    if (direct && hpg > 1) { /* within one position: a divisor of the group */
+        rows = attn_min64(rows, hpg);
+        while (hpg % rows)
+            rows--;
+    } else if (rows >= hpg) {
+        rows -= rows % hpg;
+    } else {
+        const int64_t parts = (hpg + rows - 1) / rows;
+        rows = (hpg + parts - 1) / parts;
+    }
+    p->q_direct = direct;
+    const int64_t used = best_c * row_floats + rows * (qs + best_g + p->acc_stride);
+    int64_t w = TOPK_MIN_WINDOW;
+    while (w < TOPK_MAX_WINDOW && used + rows * TOPK_ROW_FLOATS(2 * w) +
+                                          TOPK_FIXED_FLOATS(2 * w, best_g) <= ATTN_SCRATCH_FLOATS)
+        w *= 2;
+    p->gather_keys = best_c;
+    p->gather_floats = best_c * row_floats; /* then the selection's memory */
+    p->topk_window = w;
+    p->block_k = best_g;
+    p->block_rows = rows;
+}
+
+/* ------------------------------------------------------------ gathering */
+
+/* Copies the rows of keys w0 + pos[0, n) into dst, one after another. */
+static void gather_rows(const kv_src *src, int64_t w0, const uint16_t *pos, int64_t n,
+                        unsigned char *dst)
+{
+    for (int64_t t = 0; t < n; t++) {
+        int64_t len;
+        const void *row = attn_kv_run(src, w0 + pos[t], w0 + pos[t] + 1, &len);
+        memcpy(dst + (size_t)t * src->row_bytes, row, src->row_bytes);
+    }
+}
+
+/* The same decoded to f32 with their scale groups and tail (attn_kv_stage),
+   rows `width` floats apart. */
+static void stage_rows(const attn_dsp *dsp, const kv_src *src, const kv_src *sc, int64_t g,
+                       const kv_src *tail, int64_t width, int64_t w0, const uint16_t *pos,
+                       int64_t n, float *dst)
+{
+    for (int64_t t = 0; t < n; t++)
+        attn_kv_stage(dsp, src, sc, g, tail, w0 + pos[t], 1, dst + t * width, width);
+}
+
+/* Takes the next (at most) n set bits of the union bitmap uni from word
+   *word on, as key offsets in key order, clearing them; returns how many. */
+static int64_t take_keys(uint64_t *uni, int64_t words, int64_t *word, int64_t n,
+                         uint16_t *pos)
+{
+    int64_t k = 0;
+    while (k < n && *word < words) {
+        if (!uni[*word]) {
+            (*word)++;
+            continue;
+        }
+        pos[k++] = (uint16_t)(*word * 64 + __builtin_ctzll(uni[*word]));
+        uni[*word] &= uni[*word] - 1;
+    }
+    return k;
+}
+
+/* Asks for the rows of keys w0 + pos[0, n) ahead of their gather. */
+static void prefetch_rows(const kv_src *src, int64_t w0, const uint16_t *pos, int64_t n)
+{
+    for (int64_t t = 0; t < n; t++) {
+        int64_t len;
+        const char *row = attn_kv_run(src, w0 + pos[t], w0 + pos[t] + 1, &len);
+        for (size_t c = 0; c < src->row_bytes; c += 64)
+            __builtin_prefetch(row + c, 0, 3);
+    }
+}
+
+/* ------------------------------------------------------------ a task's keys */
+
+/* What the tiles of one attn_forward_topk call share: its arguments, the
+   kernels, the views, and the selection's memory in the task scratch. */
+typedef struct topk_task {
+    const attn_dsp *dsp;
+    const attn_problem *pb;
+    const task_plan *p;
+    const row_ref *rows;
+    int64_t n;
+    online_row *st;
+    const float *q;
+    int64_t q_stride;
+    float *sbuf, *acc, *gbuf;
+    attn_qk_tile_fn *qk;
+    attn_pv_tile_fn *pv;
+    kv_views kv;
+    int want_entropy, k_staged, k_rows, v_rows, terms, v_in_k, reuse;
+    ptrdiff_t k_units, v_units; /* stride units of a gathered K (V) row */
+    int64_t G, C, W, words;     /* block_k, gather_keys, topk_window, W / 64 */
+    uint64_t *bits, *uni;       /* per position, and the union: a window's keys */
+    topk_pos *pos;
+    int64_t npos;
+    float *kfac, *vfac;         /* a tile's per-row FP8 scales of K, V */
+    uint16_t *upos;             /* two tiles' keys, offsets in their window */
+} topk_task;
+
+/* The rest of *t from its arguments: kernels, views, the selection's memory
+   and the task's query positions within keys [klo, khi). */
+static void topk_open(topk_task *t, int64_t kv_head, int64_t klo, int64_t khi)
+{
+    const attn_problem *pb = t->pb;
+    const task_plan *p = t->p;
+    t->want_entropy = pb->stats.entropy != NULL;
+    t->qk = attn_qk_kernel(t->dsp, pb);
+    t->pv = attn_pv_kernel(t->dsp, pb);
+    t->G = p->block_k;
+    t->C = p->gather_keys;
+    t->kv = attn_kv_views_open(pb, t->rows[0].b, kv_head);
+    /* gathered rows lie back to back; staged ones (scale groups, a tail)
+       decoded to f32 */
+    t->k_staged = attn_k_staged(pb);
+    t->k_units = t->k_staged ? pb->head_dim : (ptrdiff_t)(t->kv.k.row_bytes / t->kv.k.esize);
+    t->v_units = pb->v_group ? pb->v_dim : (ptrdiff_t)(t->kv.v.row_bytes / t->kv.v.esize);
+    t->k_rows = pb->k_scales.data && !pb->k_group;
+    t->v_rows = pb->v_scales.data && !pb->v_group;
+    t->terms = attn_has_score_terms(pb);
+    /* V rows inside K's (MLA's latent cache): K's gather brought them in,
+       decoded alike where both are staged with the same scale groups, or
+       neither is */
+    const int same_decode = t->k_staged == (pb->v_group != 0) && pb->k_group == pb->v_group &&
+                            (!pb->k_group || !memcmp(&pb->k_scales, &pb->v_scales,
+                                                     sizeof pb->k_scales));
+    t->v_in_k = v_as_k_columns(pb) && pb->v.data == pb->k.data && same_decode;
+    t->reuse = t->v_in_k && t->C == t->G;
+    /* the scratch after the gather buffer (TOPK_ROW_FLOATS, TOPK_FIXED_FLOATS) */
+    t->W = p->topk_window;
+    t->words = t->W / 64;
+    t->bits = (uint64_t *)(void *)(t->gbuf + p->gather_floats);
+    t->uni = t->bits + p->block_rows * t->words;
+    t->pos = (topk_pos *)(void *)(t->uni + t->words);
+    t->kfac = (float *)(void *)(t->pos + p->block_rows);
+    t->vfac = t->kfac + t->G;
+    t->upos = (uint16_t *)(void *)(t->vfac + t->G);
+    /* the task's query positions (rows stack the heads of one position
+       together; rows[r].i - rows[0].i is row r's position slot) */
+    const row_ref *rows = t->rows;
+    t->npos = 0;
+    for (int64_t r = 0; r < t->n; r++)
+        if (r == 0 || rows[r].i != rows[r - 1].i) {
+            const int sees = rows[r].is_query && rows[r].lo < rows[r].hi;
+            t->pos[t->npos++] = (topk_pos){sees ? attn_topk_list(pb, &rows[r]) : NULL,
+                                           attn_max64(rows[r].lo, klo),
+                                           attn_min64(rows[r].hi, khi)};
+        }
+}
+
+/* Marks in each position's bitmap the keys of window [w0, w1) its list
+   selects and it sees, and their union in t->uni. */
+static void mark_window(const topk_task *t, int64_t base, int64_t w0, int64_t w1)
+{
+    const int64_t words = t->words;
+    memset(t->uni, 0, (size_t)words * sizeof *t->uni);
+    for (int64_t u = 0; u < t->npos; u++) {
+        uint64_t *bu = t->bits + u * words;
+        memset(bu, 0, (size_t)words * sizeof *bu);
+        const topk_pos *pu = &t->pos[u];
+        const int64_t lo = attn_max64(pu->lo, w0) - w0, hi = attn_min64(pu->hi, w1) - w0;
+        if (!pu->list || lo >= hi)
+            continue;
+        for (int64_t i = 0; i < t->pb->opt.topk; i++) {
+            const int64_t x = base + pu->list[i] - w0; /* -1 entries: below lo */
+            if (x >= lo && x < hi)
+                bu[x >> 6] |= (uint64_t)1 << (x & 63);
+        }
+        for (int64_t w = 0; w < words; w++)
+            t->uni[w] |= bu[w];
+    }
+}
+
+/* Q.K^T of a tile's nk keys w0 + tp[0, nk) (kb, ke: its first and past its
+   last), K gathered gather_keys rows at a time, for each run of rows that
+   sees some key of the tile (the runs are found again for each pass: they
+   cost nothing next to the products); then K's per-row FP8 scales. */
+static void tile_scores(const topk_task *t, int64_t w0, const uint16_t *tp, int64_t nk,
+                        int64_t kb, int64_t ke)
+{
+    const attn_problem *pb = t->pb;
+    const int64_t G = t->G, C = t->C;
+    const kv_src *const tail = pb->k_tail_dim ? &t->kv.k_tail : NULL;
+    for (int64_t c = 0; c < nk; c += C) {
+        const int64_t cn = attn_min64(C, nk - c);
+        if (c + 2 * C < nk) /* two chunks ahead */
+            prefetch_rows(&t->kv.k, w0, tp + c + 2 * C, attn_min64(C, nk - c - 2 * C));
+        if (t->k_staged)
+            stage_rows(t->dsp, &t->kv.k, &t->kv.k_scales, pb->k_group, tail, pb->head_dim, w0,
+                       tp + c, cn, t->gbuf);
+        else
+            gather_rows(&t->kv.k, w0, tp + c, cn, (unsigned char *)t->gbuf);
+        if (!t->v_in_k)
+            prefetch_rows(&t->kv.v, w0, tp + c, cn);
+        for (int64_t r = 0, e; (e = attn_next_run(t->rows, t->n, &r, kb, ke)) > r; r = e)
+            t->qk(t->q + r * t->q_stride, t->q_stride, t->gbuf, t->k_units, (size_t)(e - r),
+                  (size_t)cn, (size_t)pb->head_dim, pb->qk_scale, t->sbuf + r * G + c, G);
+    }
+    if (t->k_rows) {
+        for (int64_t i = 0; i < nk; i++)
+            attn_kv_scales(&t->kv.k_scales, w0 + tp[i], w0 + tp[i] + 1, 0, pb->scale,
+                           t->kfac + i);
+        for (int64_t r = 0, e; (e = attn_next_run(t->rows, t->n, &r, kb, ke)) > r; r = e)
+            attn_scale_columns(t->sbuf + r * G, G, e - r, t->kfac, nk);
+    }
+}
+
+/* Each row that sees the tile: the epilogue on its scores, -inf where its
+   list does not name the key, and the fold into its online state. */
+static void tile_fold(const topk_task *t, int64_t w0, const uint16_t *tp, int64_t nk,
+                      int64_t kb, int64_t ke)
+{
+    const attn_dsp *dsp = t->dsp;
+    const attn_problem *pb = t->pb;
+    const row_ref *rows = t->rows;
+    for (int64_t r = 0, e; (e = attn_next_run(rows, t->n, &r, kb, ke)) > r; r = e)
+        for (; r < e; r++) {
+            float *s = t->sbuf + r * t->G;
+            if (pb->opt.softcap > 0.0f)
+                dsp->softcap(s, (size_t)nk, pb->opt.softcap);
+            /* the other terms by position, over runs of consecutive keys */
+            for (int64_t a = 0, z; t->terms && a < nk; a = z) {
+                for (z = a + 1; z < nk && tp[z] == tp[z - 1] + 1; z++)
+                    ;
+                attn_score_terms(dsp, pb, &rows[r], s + a, w0 + tp[a], z - a);
+            }
+            /* -inf where the row's list does not name the key, without
+               a branch (they fall at random), NaN scores included; one
+               position's list names every key of the union */
+            const uint64_t *sel = t->bits + (rows[r].i - rows[0].i) * t->words;
+            for (int64_t i = 0; i < nk && t->npos > 1; i++) {
+                const uint32_t keep = 0u - (uint32_t)(sel[tp[i] >> 6] >> (tp[i] & 63) & 1);
+                uint32_t x;
+                memcpy(&x, &s[i], sizeof x);
+                x = (x & keep) | (~keep & 0xff800000u);
+                memcpy(&s[i], &x, sizeof x);
+            }
+            attn_online_fold(dsp, pb, &t->st[r], s, nk, 0, nk, t->acc + r * t->p->acc_stride,
+                             t->want_entropy);
+        }
+}
+
+/* V's per-row FP8 scales on the weights, then P.V of the tile: V gathered
+   (or, as MLA's latent, the K rows already there) gather_keys rows at a
+   time. */
+static void tile_values(const topk_task *t, int64_t w0, const uint16_t *tp, int64_t nk,
+                        int64_t kb, int64_t ke)
+{
+    const attn_problem *pb = t->pb;
+    const task_plan *p = t->p;
+    const int64_t G = t->G, C = t->C;
+    if (t->v_rows) {
+        for (int64_t i = 0; i < nk; i++)
+            attn_kv_scales(&t->kv.v_scales, w0 + tp[i], w0 + tp[i] + 1, 0, 1.0f, t->vfac + i);
+        for (int64_t r = 0, e; (e = attn_next_run(t->rows, t->n, &r, kb, ke)) > r; r = e)
+            attn_scale_columns(t->sbuf + r * G, G, e - r, t->vfac, nk);
+    }
+    for (int64_t c = 0; c < nk; c += C) {
+        const int64_t cn = attn_min64(C, nk - c);
+        if (!t->reuse && pb->v_group)
+            stage_rows(t->dsp, &t->kv.v, &t->kv.v_scales, pb->v_group, NULL, pb->v_dim, w0,
+                       tp + c, cn, t->gbuf);
+        else if (!t->reuse)
+            gather_rows(&t->kv.v, w0, tp + c, cn, (unsigned char *)t->gbuf);
+        for (int64_t r = 0, e; (e = attn_next_run(t->rows, t->n, &r, kb, ke)) > r; r = e)
+            t->pv(t->sbuf + r * G + c, G, t->gbuf, t->reuse ? t->k_units : t->v_units,
+                  (size_t)(e - r), (size_t)cn, (size_t)pb->v_dim, t->acc + r * p->acc_stride,
+                  p->acc_stride);
+    }
+}
+
+/* Never inlined into attn_forward_keys: the two paths' locals would share
+   one frame. */
+__attribute__((noinline)) void
+attn_forward_topk(const attn_dsp *dsp, const attn_problem *pb, const task_plan *p,
+                  const row_ref *rows, int64_t n, int64_t kv_head, int64_t base, int64_t klo,
+                  int64_t khi, online_row *st, const float *q, int64_t q_stride, float *sbuf,
+                  float *acc, float *gbuf)
+{
+    topk_task t = {.dsp = dsp, .pb = pb, .p = p, .rows = rows, .n = n, .st = st, .q = q,
+                   .q_stride = q_stride, .sbuf = sbuf, .acc = acc, .gbuf = gbuf};
+    topk_open(&t, kv_head, klo, khi);
+    int64_t ulo, uhi;
+    attn_visible_union(rows, n, &ulo, &uhi);
+    ulo = attn_max64(ulo, klo);
+    uhi = attn_min64(uhi, khi);
+    for (int64_t w0 = ulo; w0 < uhi; w0 += t.W) {
+        mark_window(&t, base, w0, attn_min64(w0 + t.W, uhi));
+        /* the union in key order, G keys per tile, the next tile drawn
+           (and its first rows prefetched) before this one is computed */
+        uint16_t *tp = t.upos, *next = t.upos + t.G;
+        int64_t word = 0, n_next = take_keys(t.uni, t.words, &word, t.G, next);
+        for (int first = 1; n_next > 0; first = 0) {
+            uint16_t *const swap = tp;
+            tp = next, next = swap;
+            const int64_t nk = n_next;
+            n_next = take_keys(t.uni, t.words, &word, t.G, next);
+            if (first)
+                prefetch_rows(&t.kv.k, w0, tp, attn_min64(2 * t.C, nk));
+            if (n_next > 0)
+                prefetch_rows(&t.kv.k, w0, next, attn_min64(2 * t.C, n_next));
+            const int64_t kb = w0 + tp[0], ke = w0 + tp[nk - 1] + 1;
+            tile_scores(&t, w0, tp, nk, kb, ke);
+            tile_fold(&t, w0, tp, nk, kb, ke);
+            tile_values(&t, w0, tp, nk, kb, ke);
+        }
+    }
+}
