@@ -151,7 +151,7 @@
 
 /*
  * 64 query rows amortise qk_tile's packed key panel
- * (src/x86/tile_avx512_body.h); 128 keys keep the 32 KiB score tile and a
+ * (src/x86/tile_avx512_tmpl.h); 128 keys keep the 32 KiB score tile and a
  * 128-dim f32 K or V block (64 KiB) within L2 while leaving the per-row
  * kernels 8 vectors a row.
  */

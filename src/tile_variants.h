@@ -2,8 +2,8 @@
 /*
  * The per-dtype entry points of a module's tile family, written once for
  * every ISA: each tile_<isa>.c and quant_<isa>.c includes its ISA's body
- * (src/x86/tile_<isa>_body.h, src/arm/tile_<isa>_body.h,
- * src/scalar/tile_scalar_body.h), which defines qk_tile, qk_diag, pv_tile
+ * (src/x86/tile_<isa>_tmpl.h, src/arm/tile_<isa>_tmpl.h,
+ * src/scalar/tile_scalar_tmpl.h), which defines qk_tile, qk_diag, pv_tile
  * and to_f32 as always-inline functions whose first argument is an ATTN_KV_*
  * dtype, and ends with
  *

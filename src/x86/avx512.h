@@ -5,7 +5,7 @@
  * merge_avx512.c, backward_avx512.c, quant_avx512.c), the intrinsics
  * header, the one exp and the one tanh entry point and the horizontal sums
  * (the K/V loads of every dtype are the tile family's:
- * src/x86/tile_avx512_body.h).
+ * src/x86/tile_avx512_tmpl.h).
  *
  * The same sources build twice:
  *  - normally, with -mavx512f -mavx512bw -mavx512dq -mavx512vl: real EVEX

@@ -26,7 +26,7 @@
  */
 #include "lowp.h"
 #include "tile_variants.h"
-#include "x86/tile_avx512_body.h"
+#include "x86/tile_avx512_tmpl.h"
 
 #ifdef ATTN_SIMDE_EMU
 /* What SIMDe 0.7.4 lacks here (emulation speed does not matter). */

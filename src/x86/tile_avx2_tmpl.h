@@ -29,8 +29,8 @@
  * The QK_* / PV_* blocking macros are tuning knobs (overridable with -D for
  * experiments); the defaults were measured best on the development machine.
  */
-#ifndef ATTN_X86_TILE_AVX2_BODY_H
-#define ATTN_X86_TILE_AVX2_BODY_H
+#ifndef ATTN_X86_TILE_AVX2_TMPL_H
+#define ATTN_X86_TILE_AVX2_TMPL_H
 
 #include <string.h>
 
@@ -617,7 +617,7 @@ static ALWAYS_INLINE void qk_diag(int dtype, const float *q, ptrdiff_t q_stride,
  * of pf bytes ahead (prefetch.h; the first micro-kernel over a pass's rows
  * does it). fresh (a constant of each caller): the accumulators start at
  * zero and acc gets their sums once at the end, the scalar oracle's order
- * (src/scalar/tile_scalar_body.h, pv_rows); else they start from acc.
+ * (src/scalar/tile_scalar_tmpl.h, pv_rows); else they start from acc.
  */
 #ifndef PV_ROWS
 #define PV_ROWS 4
@@ -856,4 +856,4 @@ static ALWAYS_INLINE void to_f32(int dtype, const void *src, float *dst, size_t 
         _mm256_maskstore_ps(dst + i, first_lanes(n - i), load8_part(dtype, src, i, n - i));
 }
 
-#endif /* ATTN_X86_TILE_AVX2_BODY_H */
+#endif /* ATTN_X86_TILE_AVX2_TMPL_H */

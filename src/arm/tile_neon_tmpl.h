@@ -10,15 +10,15 @@
  * decoded exactly into f32 (dsp.h), so the arithmetic after the load, the
  * row threshold, the prefetch and the blocking are the same for every
  * dtype. The blocking mirrors the AVX2 tile kernels
- * (src/x86/tile_avx2_body.h) with 4-lane vectors and AArch64's 32
+ * (src/x86/tile_avx2_tmpl.h) with 4-lane vectors and AArch64's 32
  * registers. Tails (d, dv, nk, nq not multiples of the blocking) use
  * lane-by-lane partial loads and stores: no kernel reads or writes past what
  * it is given (the block formats have none: their rows are whole 32-value
  * blocks). Row addresses are formed in unsigned arithmetic from the stride
  * in units (src/prefetch.h says why).
  */
-#ifndef ATTN_ARM_TILE_NEON_BODY_H
-#define ATTN_ARM_TILE_NEON_BODY_H
+#ifndef ATTN_ARM_TILE_NEON_TMPL_H
+#define ATTN_ARM_TILE_NEON_TMPL_H
 
 #include <arm_neon.h>
 #include <string.h>
@@ -484,7 +484,7 @@ static ALWAYS_INLINE void pv_tile_at(int dtype, const float *p, ptrdiff_t p_stri
     const uintptr_t vb = (uintptr_t)v_stride * unit_bytes(dtype);
     /* Few rows (decode): V streams from memory; one pass over the whole
        tile, its first column chunk prefetching whole rows ahead, as the
-       AVX2 kernel does (src/x86/tile_avx2_body.h says what that was measured to
+       AVX2 kernel does (src/x86/tile_avx2_tmpl.h says what that was measured to
        gain). */
     const int few = nq < FEW_ROWS || gs; /* pv_grp: one pass, its keys from 0 */
     const size_t chunk = few ? nk : PV_KEY_CHUNK, pf = few ? row_bytes(dtype, dv) : 0;
@@ -555,4 +555,4 @@ static ALWAYS_INLINE void to_f32(int dtype, const void *src, float *dst, size_t 
         store_part(dst + i, load4_part(dtype, src, i, n - i), n - i);
 }
 
-#endif /* ATTN_ARM_TILE_NEON_BODY_H */
+#endif /* ATTN_ARM_TILE_NEON_TMPL_H */

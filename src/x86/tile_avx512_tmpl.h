@@ -24,8 +24,8 @@
  * registers (checked in the generated code: no spills) and issues at most
  * one load per FMA.
  */
-#ifndef ATTN_X86_TILE_AVX512_BODY_H
-#define ATTN_X86_TILE_AVX512_BODY_H
+#ifndef ATTN_X86_TILE_AVX512_TMPL_H
+#define ATTN_X86_TILE_AVX512_TMPL_H
 
 #include <string.h>
 
@@ -766,7 +766,7 @@ ATTN_AVX512_INLINE void qk_diag(int dt, const float *q, ptrdiff_t q_stride,
  * pf bytes ahead (prefetch.h). gs: each value times its group's scale
  * (pv_grp), key c's scales at attn_grp_row(gs, c). fresh (a constant of
  * each caller): the accumulators start at zero and acc gets their sums
- * once at the end, the scalar oracle's order (src/scalar/tile_scalar_body.h,
+ * once at the end, the scalar oracle's order (src/scalar/tile_scalar_tmpl.h,
  * pv_rows); else they start from acc (the forward's P.V).
  */
 ATTN_AVX512_INLINE int pv_block_at(int dt, int fresh, size_t R, size_t NV, int tail, __mmask16 m,
@@ -987,4 +987,4 @@ ATTN_AVX512_INLINE void pv_grp(int dt, const float *p, ptrdiff_t p_stride, const
     pv_tile_at(dt, 0, p, p_stride, 1, v, v_stride, nq, nk, dv, acc, acc_stride, gs);
 }
 
-#endif /* ATTN_X86_TILE_AVX512_BODY_H */
+#endif /* ATTN_X86_TILE_AVX512_TMPL_H */

@@ -38,8 +38,8 @@
  *       that block's scale (0 for a missing key)
  * and includes its ISA's tile body (unit_bytes, row_at, the prefetch).
  */
-#ifndef ATTN_X86_DOT_I8_BODY_H
-#define ATTN_X86_DOT_I8_BODY_H
+#ifndef ATTN_X86_DOT_I8_VNNI_TMPL_H
+#define ATTN_X86_DOT_I8_VNNI_TMPL_H
 
 #include <math.h>
 #include <string.h>
@@ -224,4 +224,4 @@ I8_INLINE void qk_i8(int dt, const float *q, ptrdiff_t q_stride, const void *k,
     }
 }
 
-#endif /* ATTN_X86_DOT_I8_BODY_H */
+#endif /* ATTN_X86_DOT_I8_VNNI_TMPL_H */
