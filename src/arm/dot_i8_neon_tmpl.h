@@ -67,9 +67,10 @@
 #define I8_KS_PER_KEY 1
 #endif
 #define I8_PANEL_WORDS 1024
-#define I8_QBLOCKS 256  /* quantized query blocks kept per pass: 64 rows at d 128 */
-#define I8_ROWS 4       /* query rows per micro-kernel */
-_Static_assert(ATTN_MAX_HEAD_DIM / ATTN_QBLOCK <= I8_QBLOCKS, "a query row must fit one pass");
+#define I8_SCALE_WORDS (I8_PANEL_WORDS / 8 * I8_KS_PER_KEY)
+#define I8_ALIGN 16
+#define I8_INLINE static ALWAYS_INLINE
+#define I8_ROWS 4 /* query rows per micro-kernel */
 
 /* src/lowp.h's attn_q8_quantize on 32 values, vectorised: the same IEEE
    operations (max, one division for dq, one for 1/dq, one multiply and a
@@ -199,11 +200,12 @@ static ALWAYS_INLINE void i8_pack(int dt, const unsigned char *k, uintptr_t kb, 
  * f32 sums start from zero (first chunk) or from the partial sums left in
  * s, and are stored back (scaled after the last chunk), lanes < nkeys.
  */
-static ALWAYS_INLINE void i8_rows(size_t R, const attn_q8_block *qb, size_t q_blocks,
+static ALWAYS_INLINE void i8_rows(int dt, size_t R, const attn_q8_block *qb, size_t q_blocks,
                                   const uint32_t *kp, const float *ks, size_t nb, float *s,
                                   ptrdiff_t s_stride, size_t nkeys, int first, int last,
                                   float scale)
 {
+    (void)dt; /* SDOT and SMMLA take Q4_0's nibbles as signed values: no offset */
     const size_t n0 = nkeys < 4 ? nkeys : 4, n1 = nkeys > 4 ? nkeys - 4 : 0;
     float32x4_t acc[I8_ROWS][2];
     UNROLL
@@ -297,11 +299,12 @@ static ALWAYS_INLINE void i8_pack(int dt, const unsigned char *k, uintptr_t kb, 
  * the same f32 steps in the same order. acc[p][g] holds the sums of row
  * pair p and key pair g: [r0 k0, r0 k1, r1 k0, r1 k1].
  */
-static ALWAYS_INLINE void i8_rows(size_t R, const attn_q8_block *qb, size_t q_blocks,
+static ALWAYS_INLINE void i8_rows(int dt, size_t R, const attn_q8_block *qb, size_t q_blocks,
                                   const uint32_t *kp, const float *ks, size_t nb, float *s,
                                   ptrdiff_t s_stride, size_t nkeys, int first, int last,
                                   float scale)
 {
+    (void)dt; /* SDOT and SMMLA take Q4_0's nibbles as signed values: no offset */
     const size_t n0 = nkeys < 4 ? nkeys : 4, n1 = nkeys > 4 ? nkeys - 4 : 0;
     const size_t P = (R + 1) / 2;
     float32x4_t acc[2][4];
@@ -387,11 +390,12 @@ static ALWAYS_INLINE void i8_rows(size_t R, const attn_q8_block *qb, size_t q_bl
 #define SV_J(M, h) M(h, 0) M(h, 1) M(h, 2) M(h, 3)
 #define SV_ALL(M) SV_J(M, 0) SV_J(M, 1)
 
-static ALWAYS_INLINE void i8_rows(size_t R, const attn_q8_block *qb, size_t q_blocks,
+static ALWAYS_INLINE void i8_rows(int dt, size_t R, const attn_q8_block *qb, size_t q_blocks,
                                   const uint32_t *kp, const float *ks, size_t nb, float *s,
                                   ptrdiff_t s_stride, size_t nkeys, int first, int last,
                                   float scale)
 {
+    (void)dt;
     const size_t vl = svcntw(), G = I8_KEYS / 2, H = (R + 1) / 2;
     const svbool_t all = svptrue_b32(), all8 = svptrue_b8();
     const svfloat32_t zero = svdup_n_f32(0.0f);
@@ -467,45 +471,4 @@ static ALWAYS_INLINE void i8_rows(size_t R, const attn_q8_block *qb, size_t q_bl
 
 #endif /* ATTN_DOT_I8_MMLA */
 
-static ALWAYS_INLINE void qk_i8(int dt, const float *q, ptrdiff_t q_stride, const void *k,
-                                ptrdiff_t k_stride, size_t nq, size_t nk, size_t d, float scale,
-                                float *s, ptrdiff_t s_stride)
-{
-    _Alignas(16) uint32_t kp[I8_PANEL_WORDS];
-    _Alignas(16) float ks[I8_PANEL_WORDS / 8 * I8_KS_PER_KEY];
-    const size_t keys = I8_KEYS, blocks = I8_BLOCKS; /* blocks * keys <= 128 */
-    attn_q8_block qb[I8_QBLOCKS];
-    const size_t nb = d / ATTN_QBLOCK; /* k rows are whole blocks */
-    const size_t unit = unit_bytes(dt), bytes = row_bytes(dt, d);
-    const uintptr_t kb = (uintptr_t)k_stride * unit;
-    const size_t rows_per_pass = nb <= I8_QBLOCKS ? I8_QBLOCKS / nb : 1;
-    const size_t ahead = attn_prefetch_rows_ahead(bytes);
-    for (size_t r0 = 0; r0 < nq; r0 += rows_per_pass) {
-        const size_t nr = nq - r0 < rows_per_pass ? nq - r0 : rows_per_pass;
-        for (size_t r = 0; r < nr; r++)
-            for (size_t b = 0; b < nb; b++)
-                i8_quantize(q + (ptrdiff_t)(r0 + r) * q_stride + (ptrdiff_t)(b * ATTN_QBLOCK),
-                            &qb[r * nb + b]);
-        for (size_t c0 = 0; c0 < nk; c0 += keys) {
-            const size_t nkeys = nk - c0 < keys ? nk - c0 : keys;
-            if (r0 == 0)
-                attn_prefetch_rows(k, c0 + ahead, k_stride, unit, keys, bytes);
-            for (size_t bc = 0; bc < nb; bc += blocks) {
-                const size_t nbc = nb - bc < blocks ? nb - bc : blocks;
-                const int first = bc == 0, last = bc + nbc == nb;
-                i8_pack(dt, row_at(k, c0, kb), kb, nkeys, bc, nbc, kp, ks);
-                for (size_t r = 0; r < nr; r += I8_ROWS) {
-                    float *sr = s + (ptrdiff_t)(r0 + r) * s_stride + (ptrdiff_t)c0;
-                    const attn_q8_block *x = qb + r * nb + bc;
-                    /* a switch, so that each R is its own loop */
-                    switch (nr - r < I8_ROWS ? nr - r : I8_ROWS) {
-                    case 1: i8_rows(1, x, nb, kp, ks, nbc, sr, s_stride, nkeys, first, last, scale); break;
-                    case 2: i8_rows(2, x, nb, kp, ks, nbc, sr, s_stride, nkeys, first, last, scale); break;
-                    case 3: i8_rows(3, x, nb, kp, ks, nbc, sr, s_stride, nkeys, first, last, scale); break;
-                    default: i8_rows(4, x, nb, kp, ks, nbc, sr, s_stride, nkeys, first, last, scale); break;
-                    }
-                }
-            }
-        }
-    }
-}
+#include "dot_i8_tmpl.h"
