@@ -65,3 +65,12 @@ static ALWAYS_INLINE void qk_tile_dot(int dtype, const float *q, ptrdiff_t q_str
     ATTN_TAIL(nk - c, QK_KEYS, QK_KEYS_TAIL);
 #undef QK_KEYS_TAIL
 }
+
+/* FP8 scale groups read in place (src/dsp.h): the dot path, each key value
+   times its group's scale where it is loaded. */
+static ALWAYS_INLINE void qk_grp(int dtype, const float *q, ptrdiff_t q_stride, const void *k,
+                                 ptrdiff_t k_stride, size_t nq, size_t nk, size_t d, float scale,
+                                 float *s, ptrdiff_t s_stride, const attn_grp *gs)
+{
+    qk_tile_dot(dtype, q, q_stride, k, k_stride, nq, nk, d, scale, s, s_stride, gs);
+}

@@ -88,11 +88,8 @@ static ALWAYS_INLINE void i8_quantize(const float *x, attn_q8_block *b)
     }
     const float dq = vmaxvq_u32(nan) ? NAN : vmaxvq_f32(m4) / 127.0f;
     b->sum = 0;
-    if (!(dq >= ATTN_Q8_TINY) || dq == INFINITY) {
-        b->dq = dq >= 0.0f && dq < ATTN_Q8_TINY ? 0.0f : NAN;
-        memset(b->n, 0, sizeof b->n);
+    if (attn_q8_special(b, dq))
         return;
-    }
     const float id = 1.0f / dq;
     b->dq = dq;
     int16x8_t h[4];

@@ -425,15 +425,8 @@ static ALWAYS_INLINE void pv_tile(int dtype, const float *p, ptrdiff_t p_stride,
     pv_tile_at(dtype, p, p_stride, v, v_stride, nq, nk, dv, acc, acc_stride, NULL);
 }
 
-/* FP8 scale groups read in place (src/dsp.h): the values times their
-   scales where they are loaded. */
-static ALWAYS_INLINE void qk_grp(int dtype, const float *q, ptrdiff_t q_stride, const void *k,
-                                 ptrdiff_t k_stride, size_t nq, size_t nk, size_t d, float scale,
-                                 float *s, ptrdiff_t s_stride, const attn_grp *gs)
-{
-    qk_tile_dot(dtype, q, q_stride, k, k_stride, nq, nk, d, scale, s, s_stride, gs);
-}
-
+/* FP8 scale groups read in place (src/dsp.h): qk_grp is src/qk_dot_tmpl.h's;
+   the values times their scales where they are loaded. */
 static ALWAYS_INLINE void pv_grp(int dtype, const float *p, ptrdiff_t p_stride, const void *v,
                                  ptrdiff_t v_stride, size_t nq, size_t nk, size_t dv, float *acc,
                                  ptrdiff_t acc_stride, const attn_grp *gs)

@@ -86,11 +86,8 @@ I8_INLINE void i8_quantize(const float *x, attn_q8_block *b)
     }
     const float dq = _mm256_movemask_ps(unord) ? NAN : i8_hmax8(m) / 127.0f;
     b->sum = 0;
-    if (!(dq >= ATTN_Q8_TINY) || dq == INFINITY) {
-        b->dq = dq >= 0.0f && dq < ATTN_Q8_TINY ? 0.0f : NAN;
-        memset(b->n, 0, sizeof b->n);
+    if (attn_q8_special(b, dq))
         return;
-    }
     const __m256 id = _mm256_set1_ps(1.0f / dq);
     const __m256i lo = _mm256_set1_epi32(-127), hi = _mm256_set1_epi32(127);
     __m256i n[4];

@@ -512,6 +512,35 @@ ATTN_AVX512_INLINE void qk_pack_panel(int dt, const unsigned char *k, uintptr_t 
     }
 }
 
+/* A panel micro-kernel's R x 32 scores (lanes m0, m1 of each row): the
+   first depth chunk starts from zero, later ones from the partial sums left
+   in s; the last applies the scale. Shared by the f32 and bf16 panels. */
+ATTN_AVX512_INLINE void panel_acc_load(size_t R, __m512 (*acc)[2], int first, const float *s,
+                                       ptrdiff_t s_stride, __mmask16 m0, __mmask16 m1)
+{
+    for (size_t r = 0; r < R; r++) {
+        const float *sr = s + (ptrdiff_t)r * s_stride;
+        acc[r][0] = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m0, sr);
+        acc[r][1] = first || !m1 ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m1, sr + 16);
+    }
+}
+
+ATTN_AVX512_INLINE void panel_acc_store(size_t R, __m512 (*acc)[2], int last, float scale,
+                                        float *s, ptrdiff_t s_stride, __mmask16 m0, __mmask16 m1)
+{
+    const __m512 vscale = _mm512_set1_ps(scale);
+    for (size_t r = 0; r < R; r++) {
+        float *sr = s + (ptrdiff_t)r * s_stride;
+        if (last) {
+            acc[r][0] = _mm512_mul_ps(acc[r][0], vscale);
+            acc[r][1] = _mm512_mul_ps(acc[r][1], vscale);
+        }
+        _mm512_mask_storeu_ps(sr, m0, acc[r][0]);
+        if (m1)
+            _mm512_mask_storeu_ps(sr + 16, m1, acc[r][1]);
+    }
+}
+
 /*
  * R rows (R in {1, 2, 4, 8}) x the 32 keys of a panel, dims t0..t0+td: 2R
  * accumulators, per dim 2 panel loads + R broadcasts for 2R FMAs. The first
@@ -524,11 +553,7 @@ ATTN_AVX512_INLINE void qk_panel_rows(size_t R, const float *q, ptrdiff_t q_stri
                                       ptrdiff_t s_stride)
 {
     __m512 acc[8][2];
-    for (size_t r = 0; r < R; r++) {
-        const float *sr = s + (ptrdiff_t)r * s_stride;
-        acc[r][0] = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m0, sr);
-        acc[r][1] = first || !m1 ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m1, sr + 16);
-    }
+    panel_acc_load(R, acc, first, s, s_stride, m0, m1);
     const float *qt = q + t0;
     for (size_t t = 0; t < td; t++) {
         __m512 k0 = _mm512_load_ps(panel + t * QK_PANEL_KEYS);
@@ -539,17 +564,7 @@ ATTN_AVX512_INLINE void qk_panel_rows(size_t R, const float *q, ptrdiff_t q_stri
             acc[r][1] = _mm512_fmadd_ps(qb, k1, acc[r][1]);
         }
     }
-    const __m512 vscale = _mm512_set1_ps(scale);
-    for (size_t r = 0; r < R; r++) {
-        float *sr = s + (ptrdiff_t)r * s_stride;
-        if (last) {
-            acc[r][0] = _mm512_mul_ps(acc[r][0], vscale);
-            acc[r][1] = _mm512_mul_ps(acc[r][1], vscale);
-        }
-        _mm512_mask_storeu_ps(sr, m0, acc[r][0]);
-        if (m1)
-            _mm512_mask_storeu_ps(sr + 16, m1, acc[r][1]);
-    }
+    panel_acc_store(R, acc, last, scale, s, s_stride, m0, m1);
 }
 
 ATTN_AVX512_INLINE void qk_tile_packed(int dt, const float *q, ptrdiff_t q_stride, const void *k,
