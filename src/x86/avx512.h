@@ -69,10 +69,9 @@ ATTN_AVX512_INLINE __mmask16 attn_mask16(size_t n)
 }
 
 /*
- * exp of 16 lanes, inline. SLEEF 3.5.1 (Debian 12) has no inline headers and
- * its out-of-line Sleef_expf16_u10avx512f measured ~1.5 ns per element on a
- * Sapphire Rapids-class core, which made exp_sum slower than the AVX2 one;
- * this is ~15 instructions per 16 lanes.
+ * exp of 16 lanes, inline: SLEEF 3.5.1 (Debian 12) has no inline headers,
+ * and its out-of-line call per vector made exp_sum slower than the AVX2 one
+ * (docs/PERFORMANCE.md); this is ~15 instructions per 16 lanes.
  *
  * The algorithm and constants are those of the AVX2 kernels' exp
  * (row_avx2.c): exp(x) = 2^n exp(r), n = round(x log2 e), r = x - n ln2 by

@@ -26,8 +26,8 @@
  * Row addresses are formed in unsigned arithmetic from the stride in units
  * (src/prefetch.h says why: a dimension of extent 1 may carry any stride).
  *
- * The QK_* / PV_* blocking macros are tuning knobs (overridable with -D for
- * experiments); the defaults were measured best on the development machine.
+ * The QK_* / PV_* blocking macros are tuning knobs, overridable with -D for
+ * experiments.
  */
 #ifndef ATTN_X86_TILE_AVX2_TMPL_H
 #define ATTN_X86_TILE_AVX2_TMPL_H
@@ -676,10 +676,9 @@ static ALWAYS_INLINE void pv_tile_at(int dtype, int fresh, const float *p, ptrdi
     const uintptr_t vb = (uintptr_t)v_stride * unit_bytes(dtype);
     /* Few rows (decode): V streams from memory. The first column chunk
        prefetches whole rows ahead (prefetch.h) and one pass takes every key
-       of the tile, so the later chunks find the rows in L2; passes of
-       PV_KEY_CHUNK keys made decode 1.5x a plain read of its bytes, one
-       pass 1.35-1.45x (Zen 5). Spreading the prefetches over the chunks
-       (each prefetching the next chunk's columns) measured worse. */
+       of the tile, so the later chunks find the rows in L2: closer to a
+       plain read of the bytes than passes of PV_KEY_CHUNK keys, or than
+       prefetches spread over the chunks. */
     const int few = nq < QK_PACK_MIN_ROWS || gs; /* pv_grp: the rows only */
     const size_t chunk = few || fresh ? nk : PV_KEY_CHUNK, next = few ? row_bytes(dtype, dv) : 0;
     for (size_t c0 = 0; c0 < nk; c0 += chunk) {

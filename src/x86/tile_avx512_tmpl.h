@@ -104,8 +104,7 @@ ATTN_AVX512_INLINE __m512 fp8_16(int dt, __m128i x)
     if (dt == ATTN_KV_E4M3_FINITE) /* scanned: no NaN byte (tile_variants.h) */
         return v;
     /* S.1111.111: the low seven bits flipped are all zero (straight into a
-       mask register: through vpmovmskb and a general register the decode
-       was 8 % slower) */
+       mask register, not through vpmovmskb and a general register) */
     const __m128i low7 = _mm_set1_epi8(0x7f);
     const __mmask16 is_nan = _mm_testn_epi8_mask(_mm_xor_si128(x, low7), low7);
     return _mm512_mask_mov_ps(v, is_nan, _mm512_set1_ps(__builtin_nanf("")));
@@ -394,9 +393,8 @@ ATTN_AVX512_INLINE void qk_tile_dot(int dt, const float *q, ptrdiff_t q_stride, 
 {
     size_t r = 0;
     /* FP8 and block-format keys: 8 rows x 2 keys, each K vector decoded
-       once per 8 rows, not per 4. F16 and BF16 widen in one instruction
-       (Lq = 4 GQA decode, Zen 5, 1 thread: 8 x 2 took E4M3 from 2.35 to
-       2.12 ms, E5M2 from 1.93 to 1.87, Q8_0 unchanged, F16 2.07 to 2.24) */
+       once per 8 rows, not per 4; F16 and BF16 widen in one instruction,
+       so they keep 4 x 4 */
     if (is_quant(dt))
         for (; r + 8 <= nq; r += 8)
             qk_dot_rows(dt, 8, r == 0, q + (ptrdiff_t)r * q_stride, q_stride, k, k_stride, nk, d,
@@ -429,7 +427,7 @@ ATTN_AVX512_INLINE void qk_tile_dot(int dt, const float *q, ptrdiff_t q_stride, 
 /* dims per panel: 128 x 32 floats = 16 KiB of stack. d <= 128 then takes one
    pass with the sums in registers; at 64 the partial sums went through the
    score table between passes, whose rows 8 KiB apart (L = 2048) share L1
-   sets: scores at d 128 were 0.92x sgemm, now 1.0x (Zen 5). */
+   sets. */
 #define QK_PANEL_DEPTH 128
 /* From 9 rows on (d <= QK_PANEL_DEPTH) the scores are index-order FMA
    chains: 9-16 rows on the Q-panel path (q transposed, a row per lane; it
@@ -440,9 +438,8 @@ ATTN_AVX512_INLINE void qk_tile_dot(int dt, const float *q, ptrdiff_t q_stride, 
    prefetch K). */
 #define PV_PREFETCH_MAX_ROWS 16
 /* Deeper than a panel (d > QK_PANEL_DEPTH), the partial sums pass through
-   the score rows between panels: there up to 32 rows stay on the dot path
-   (MLA decode, Hq 128 d 576 on Zen 5, 25-row tasks: 7.13 ms on the dot
-   path against 8.25 packed). */
+   the score rows between panels: there up to 32 rows stay on the dot path,
+   which is then the faster one (MLA decode's 25-row tasks). */
 #define QK_PACKED_MIN_ROWS_DEEP 33
 
 /* Whether qk_tile (and qk_diag, which must sum as it does) sums the scores
@@ -624,9 +621,9 @@ ATTN_AVX512_INLINE void qk_qpanel_block(const float *qt, size_t d, const float *
     __m512 acc[QK_QPANEL_KEYS];
     for (size_t c = 0; c < QK_QPANEL_KEYS; c++)
         acc[c] = _mm512_setzero_ps();
-    /* the prefetch of the 16 key rows ahead, a cache line per dim: issued
-       at once, 64-128 of them filled the miss buffers and stalled (a fifth
-       of the kernel's samples, Lq = 4 F16 decode on Zen 5) */
+    /* the prefetch of the 16 key rows ahead, a cache line per dim, spread
+       over the loop: issued at once, 64-128 of them fill the miss buffers
+       and stall */
     size_t pf_rows = QK_QPANEL_KEYS, pf_off = 0;
     for (size_t t = 0; t < d; t++) {
         const __m512 qv = _mm512_load_ps(qt + t * 16);
