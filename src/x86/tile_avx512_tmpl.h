@@ -245,6 +245,44 @@ ATTN_AVX512_INLINE void to_f32(int dt, const void *src, float *dst, size_t n)
 /* qk_tile, few query rows (decode, small GQA groups): dot products along d  */
 /* ------------------------------------------------------------------------ */
 
+/* qk_dot_block_at's R x C sums, reduced, scaled and stored. */
+ATTN_AVX512_INLINE void qk_dot_store(size_t R, size_t C, __m512 (*acc)[8], float scale, float *s,
+                                     ptrdiff_t s_stride)
+{
+    const __m128 vscale = _mm_set1_ps(scale);
+    if (C == 2) { /* 8 x 2: two rows' two scores per hsum4, each lane's tree as below */
+        for (size_t r = 0; r < R; r += 2) {
+            float h[4];
+            _mm_storeu_ps(h, _mm_mul_ps(attn_hsum4(acc[r][0], acc[r][1], acc[r + 1][0],
+                                                   acc[r + 1][1]),
+                                        vscale));
+            float *sr = s + (ptrdiff_t)r * s_stride;
+            sr[0] = h[0];
+            sr[1] = h[1];
+            sr[s_stride] = h[2];
+            sr[s_stride + 1] = h[3];
+        }
+        return;
+    }
+    for (size_t r = 0; r < R; r++) {
+        float *sr = s + (ptrdiff_t)r * s_stride;
+        if (C == 1) {
+            /* the same sum tree as a lane of the C >= 4 blocks (hsum4 adds
+               each vector's lanes apart from the others'), so a score does
+               not depend on where its key falls in a run of keys: runs end
+               at page boundaries (paged K), and a batch-invariant result
+               must not see them */
+            const __m512 z = _mm512_setzero_ps();
+            sr[0] = _mm_cvtss_f32(_mm_mul_ps(attn_hsum4(acc[r][0], z, z, z), vscale));
+            continue;
+        }
+        for (size_t c = 0; c < C; c += 4)
+            _mm_storeu_ps(sr + c, _mm_mul_ps(attn_hsum4(acc[r][c], acc[r][c + 1], acc[r][c + 2],
+                                                        acc[r][c + 3]),
+                                             vscale));
+    }
+}
+
 /*
  * R query rows x C keys (R in {1, 2, 4}, C in {1, 4, 8}) from the key row
  * at k (rows kb bytes apart): R*C accumulators over d, one 16-lane chunk
@@ -309,38 +347,7 @@ ATTN_AVX512_INLINE void qk_dot_block_at(int dt, size_t R, size_t C, const float 
         }
     }
 
-    const __m128 vscale = _mm_set1_ps(scale);
-    if (C == 2) { /* 8 x 2: two rows' two scores per hsum4, each lane's tree as below */
-        for (size_t r = 0; r < R; r += 2) {
-            float h[4];
-            _mm_storeu_ps(h, _mm_mul_ps(attn_hsum4(acc[r][0], acc[r][1], acc[r + 1][0],
-                                                   acc[r + 1][1]),
-                                        vscale));
-            float *sr = s + (ptrdiff_t)r * s_stride;
-            sr[0] = h[0];
-            sr[1] = h[1];
-            sr[s_stride] = h[2];
-            sr[s_stride + 1] = h[3];
-        }
-        return;
-    }
-    for (size_t r = 0; r < R; r++) {
-        float *sr = s + (ptrdiff_t)r * s_stride;
-        if (C == 1) {
-            /* the same sum tree as a lane of the C >= 4 blocks (hsum4 adds
-               each vector's lanes apart from the others'), so a score does
-               not depend on where its key falls in a run of keys: runs end
-               at page boundaries (paged K), and a batch-invariant result
-               must not see them */
-            const __m512 z = _mm512_setzero_ps();
-            sr[0] = _mm_cvtss_f32(_mm_mul_ps(attn_hsum4(acc[r][0], z, z, z), vscale));
-            continue;
-        }
-        for (size_t c = 0; c < C; c += 4)
-            _mm_storeu_ps(sr + c, _mm_mul_ps(attn_hsum4(acc[r][c], acc[r][c + 1], acc[r][c + 2],
-                                                        acc[r][c + 3]),
-                                             vscale));
-    }
+    qk_dot_store(R, C, acc, scale, s, s_stride);
 }
 
 /* E4M3 keys: the block's C rows scanned for NaN bytes first (a few
