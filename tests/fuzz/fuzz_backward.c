@@ -58,7 +58,7 @@ static void profile_of(gen_profile *p)
     gen_range(p, GEN_C_BATCH, 1, 2);
     p->rule[GEN_C_KV_LEN].wide_hi = 150;
     gen_range(p, GEN_C_HEAD_DIM, 1, 40);
-    /* now and then past the AVX-512 K panel's 128 dims (src/x86/tile_avx512_tmpl.h) */
+    /* now and then past the AVX-512 K panel's 128 dims (src/x86/tile_avx512_body.h) */
     p->rule[GEN_C_HEAD_DIM].wide = 30, p->rule[GEN_C_HEAD_DIM].wide_hi = 160;
     gen_range(p, GEN_C_V_DIM, 1, 40);
     gen_chance(p, GEN_C_V_DIM, 128);
