@@ -58,10 +58,9 @@
  * not the default on a CPU with cpu_bit, because a table below it was
  * measured faster there (attn_isa_default() then takes the last available
  * table not excluded; ATTN_ISA and attn_isa_select can still choose it).
- *   AVX512 on Zen 4 (ATTN_CPU_NARROW512): measured on a Zen 4 EPYC, 1 thread,
- *   AVX-512 vs AVX2: scores L 2048, d 128 12.3 vs 10.9 ms, decode Lk 4096
- *   3.43 vs 3.11 ms, causal prefill 96 vs 99 ms (the one 3 % win), so the
- *   AVX2 table is the faster one on every benchmark shape but one.
+ *   AVX512 on Zen 4 (ATTN_CPU_NARROW512), whose 512-bit vectors run on
+ *   256-bit units: the AVX2 table is faster there on every benchmark shape
+ *   but one (docs/PERFORMANCE.md).
  */
 #define ATTN_ISA_NOT_DEFAULT_ON(X) X(AVX512, ATTN_CPU_NARROW512)
 

@@ -135,7 +135,7 @@
  * 64 KiB scratch (q + a rows x 256 score tile + accumulator) to 32 rows at
  * d 128, a multiple of pv_tile's 4 rows. 256 keys: the per-block row work
  * (max, rescale) is amortised over more keys, and decode streams K and V
- * in longer runs (measured faster than 128).
+ * in longer runs.
  */
 #define ATTN_BLOCKS_avx2 48, 256
 /* dot_i8: AVX-VNNI (VEX vpdpbusd: Alder Lake, Sapphire Rapids, Zen 5);
@@ -151,7 +151,7 @@
 
 /*
  * 64 query rows amortise qk_tile's packed key panel
- * (src/x86/tile_avx512_body.h); 128 keys keep the 32 KiB score tile and a
+ * (src/x86/tile_avx512_tmpl.h); 128 keys keep the 32 KiB score tile and a
  * 128-dim f32 K or V block (64 KiB) within L2 while leaving the per-row
  * kernels 8 vectors a row.
  */

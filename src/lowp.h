@@ -34,6 +34,18 @@ typedef struct attn_q8_block {
    would overflow). */
 #define ATTN_Q8_TINY 0x1p-126f
 
+/* A block whose dq is NaN or inf (a value is: the row's scores become NaN)
+   or below ATTN_Q8_TINY (it counts as 0) is stored whole here: returns 1.
+   Every quantizer's one rule for them. */
+static inline int attn_q8_special(attn_q8_block *b, float dq)
+{
+    if (dq >= ATTN_Q8_TINY && dq != INFINITY)
+        return 0;
+    b->dq = dq >= 0.0f && dq < ATTN_Q8_TINY ? 0.0f : NAN;
+    memset(b->n, 0, sizeof b->n);
+    return 1;
+}
+
 /*
  * x[0..32) as one int8-mode block: m = max |x_t| (NaN if any x_t is NaN),
  * dq = fl(m / 127), n_t = rne(fl(x_t * fl(1 / dq))), clamped to [-127, 127]
@@ -49,12 +61,8 @@ static inline void attn_q8_quantize(const float *x, attn_q8_block *b)
     }
     b->sum = 0;
     const float dq = m / 127.0f;
-    if (!(dq >= ATTN_Q8_TINY) || dq == INFINITY) {
-        /* NaN or inf somewhere: the row's scores become NaN; tiny: 0 */
-        b->dq = dq >= 0.0f && dq < ATTN_Q8_TINY ? 0.0f : NAN;
-        memset(b->n, 0, sizeof b->n);
+    if (attn_q8_special(b, dq))
         return;
-    }
     const float id = 1.0f / dq;
     b->dq = dq;
     for (int t = 0; t < ATTN_QBLOCK; t++) {

@@ -5,12 +5,11 @@
  *
  * Why: with few query rows a K or V row is used once and the arithmetic per
  * byte is small, so without help a core alternates between waiting for
- * memory and computing; the hardware prefetchers alone kept decode at about
- * 1.5x the time of a plain read of the same bytes (AMD Zen 5, 1 thread).
- * Asking for the rows a fixed number of bytes ahead keeps the memory system
- * busy while the FMAs run: 1.08-1.16x of that read at 8 KiB ahead, the best
- * of 4, 8 and 16 KiB measured there for f32 and f16 alike (docs/DESIGN.md,
- * section 5).
+ * memory and computing, and the hardware prefetchers alone leave it well
+ * above the time of a plain read of the same bytes. Asking for the rows a
+ * fixed number of bytes ahead keeps the memory system busy while the FMAs
+ * run; 8 KiB was the best of 4, 8 and 16 KiB for f32 and f16 alike
+ * (docs/PERFORMANCE.md).
  *
  * A prefetch is a hint: it never faults and architecturally reads nothing,
  * so asking beyond the last row a kernel was given (the next block, or past

@@ -2,8 +2,8 @@
 /*
  * The per-dtype entry points of a module's tile family, written once for
  * every ISA: each tile_<isa>.c and quant_<isa>.c includes its ISA's body
- * (src/x86/tile_<isa>_body.h, src/arm/tile_<isa>_body.h,
- * src/scalar/tile_scalar_body.h), which defines qk_tile, qk_diag, pv_tile
+ * (src/x86/tile_<isa>_tmpl.h, src/arm/tile_<isa>_tmpl.h,
+ * src/scalar/tile_scalar_tmpl.h), which defines qk_tile, qk_diag, pv_tile
  * and to_f32 as always-inline functions whose first argument is an ATTN_KV_*
  * dtype, and ends with
  *
@@ -49,6 +49,34 @@
             call(ATTN_KV_E4M3_FINITE);                                                       \
         else                                                                                 \
             call(dt);                                                                        \
+    } while (0)
+
+/*
+ * The tail of a loop that ran in steps of `max` (at most ATTN_TAIL_MAX):
+ * CALL(n) once for the n = rest left (0 < rest < max; nothing for 0), n a
+ * constant so that the micro-kernel CALL reaches unrolls for it. rest >= max
+ * is a caller's bug the compiler may assume away; the cases past max call
+ * CALL(1), so that no out-of-range shape is compiled. One ladder for every
+ * body's row, key and vector tails.
+ */
+#define ATTN_TAIL_MAX 8
+#define ATTN_TAIL_N(n, max) ((n) < (max) ? (n) : 1)
+#define ATTN_TAIL(rest, max, CALL)                                                           \
+    do {                                                                                     \
+        _Static_assert((max) >= 1 && (max) <= ATTN_TAIL_MAX, "ATTN_TAIL: max out of range"); \
+        const size_t attn_tail_rest = (rest);                                                \
+        if (attn_tail_rest >= (size_t)(max))                                                 \
+            __builtin_unreachable();                                                         \
+        switch (attn_tail_rest) {                                                            \
+        case 7: CALL(ATTN_TAIL_N(7, max)); break;                                            \
+        case 6: CALL(ATTN_TAIL_N(6, max)); break;                                            \
+        case 5: CALL(ATTN_TAIL_N(5, max)); break;                                            \
+        case 4: CALL(ATTN_TAIL_N(4, max)); break;                                            \
+        case 3: CALL(ATTN_TAIL_N(3, max)); break;                                            \
+        case 2: CALL(ATTN_TAIL_N(2, max)); break;                                            \
+        case 1: CALL(1); break;                                                              \
+        default: break;                                                                      \
+        }                                                                                    \
     } while (0)
 
 #define ATTN_TILE_KERNEL(slot, dt, kind, isa) ATTN_TILE_KERNEL_##slot(dt, isa)

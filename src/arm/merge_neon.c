@@ -1,34 +1,23 @@
 /* SPDX-License-Identifier: MIT */
-/*
- * The NEON merge kernel: y += sum_p w[p] x[p], one FMA per part and element
- * (the tail too, with fmaf), four vectors of y at a time.
- */
+/* The NEON merge kernel: src/merge_tmpl.h on 4-lane vectors; the tail a
+   vector, then an element, at a time (fmaf: one FMA per part there too). */
 #include <arm_neon.h>
 #include <math.h>
 
 #include "arm/neon.h"
 #include "dsp.h"
 
-static void attn_wsum_f32_neon(float *y, const float *const *x, const float *w, size_t parts,
-                               size_t n)
+typedef float32x4_t mg_vf;
+#define MG_KERNEL attn_wsum_f32_neon
+#define MG_LANES 4
+#define mg_load(p) vld1q_f32(p)
+#define mg_store(p, a) vst1q_f32(p, a)
+#define mg_set1(x) vdupq_n_f32(x)
+#define mg_fma(a, b, c) vfmaq_f32(c, a, b)
+
+static inline void mg_tail(float *y, const float *const *x, const float *w, size_t parts,
+                           size_t n, size_t j)
 {
-    size_t j = 0;
-    for (; j + 16 <= n; j += 16) {
-        float32x4_t a0 = vld1q_f32(y + j), a1 = vld1q_f32(y + j + 4);
-        float32x4_t a2 = vld1q_f32(y + j + 8), a3 = vld1q_f32(y + j + 12);
-        for (size_t p = 0; p < parts; p++) {
-            const float32x4_t vw = vdupq_n_f32(w[p]);
-            const float *xp = x[p] + j;
-            a0 = vfmaq_f32(a0, vw, vld1q_f32(xp));
-            a1 = vfmaq_f32(a1, vw, vld1q_f32(xp + 4));
-            a2 = vfmaq_f32(a2, vw, vld1q_f32(xp + 8));
-            a3 = vfmaq_f32(a3, vw, vld1q_f32(xp + 12));
-        }
-        vst1q_f32(y + j, a0);
-        vst1q_f32(y + j + 4, a1);
-        vst1q_f32(y + j + 8, a2);
-        vst1q_f32(y + j + 12, a3);
-    }
     for (; j + 4 <= n; j += 4) {
         float32x4_t a = vld1q_f32(y + j);
         for (size_t p = 0; p < parts; p++)
@@ -42,5 +31,7 @@ static void attn_wsum_f32_neon(float *y, const float *const *x, const float *w, 
         y[j] = a;
     }
 }
+
+#include "merge_tmpl.h"
 
 ATTN_KERNEL_FILE(merge, neon, neon)

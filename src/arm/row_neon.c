@@ -12,8 +12,7 @@
  * there are twice as many calls per row. It shares the AVX2 kernels'
  * rounding constant and polynomial (src/exp_constants.h) but reduces by its
  * own two-part ln2 and evaluates 1 + r + r^2 P(r), so its results are not
- * bit-identical to AVX2's: max 0.997 ulp against double exp, measured on
- * every 13th float under qemu when it was written. The kernel tests check
+ * bit-identical to AVX2's (within 1 ulp of double exp). The kernel tests check
  * it through exp_sum against the scalar oracle (libm) within the 1-ulp exp
  * tolerance of tests/tolerance.h, and bench/exp_accuracy.c sweeps it like
  * every ISA's exp (under qemu at a stride: docs/CROSS_TESTING.md §3).

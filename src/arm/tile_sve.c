@@ -306,7 +306,7 @@ static ALWAYS_INLINE void pv_tile(int dtype, const float *p, ptrdiff_t p_stride,
     const size_t esize = attn_kv_unit_bytes(dtype);
     const uintptr_t step = (uintptr_t)v_stride * esize;
     /* few rows: one pass over the tile, prefetching V
-       (src/x86/tile_avx2_body.h says what that was measured to gain) */
+       (src/x86/tile_avx2_tmpl.h says what that was measured to gain) */
     const int few = nq < FEW_ROWS;
     const size_t chunk = few ? nk : PV_KEY_CHUNK, pf = few ? dv * esize : 0;
     for (size_t c0 = 0; c0 < nk; c0 += chunk) {

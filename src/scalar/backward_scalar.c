@@ -3,7 +3,7 @@
  * Scalar kernels of the attention backward (the oracle of pt_tile and
  * score_grad). Built with the other scalar kernels, -ffp-contract=off.
  */
-#include "scalar/tile_scalar_body.h"
+#include "scalar/tile_scalar_tmpl.h"
 
 /* acc += P^T X: the tile body's P.V loop with P's two strides swapped (the
    bf16 mode's pt_bf16 runs the same loop, dot_scalar.c); each acc element

@@ -7,9 +7,9 @@
  * is checked against these (tests/checkasm.c); a table without its own
  * keeps none of them (src/dispatch.c).
  */
-#include "scalar/tile_scalar_body.h"
+#include "scalar/tile_scalar_tmpl.h"
 
-/* bf16 mode: the tile body's loops (src/scalar/tile_scalar_body.h) on
+/* bf16 mode: the tile body's loops (src/scalar/tile_scalar_tmpl.h) on
    factors rounded to bf16; a product of two bf16 values is exact in f32. */
 ATTN_SCALAR_INLINE void qk_bf16(int dt, const float *q, ptrdiff_t q_stride, const void *k,
                                 ptrdiff_t k_stride, size_t nq, size_t nk, size_t d, float scale,

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Scalar kernels of the quantized K/V dtypes (the oracle of the SIMD ones:
- * the scalar tile body, src/scalar/tile_scalar_body.h, at Q8_0, Q4_0 and
+ * the scalar tile body, src/scalar/tile_scalar_tmpl.h, at Q8_0, Q4_0 and
  * FP8), the E4M3 decoder and the row quantizers behind attn_quantize. Built
  * with -ffp-contract=off like every scalar file: the quantizers' x * id and
  * x * id + 8.5 stay two roundings each, as in ggml's reference code (a
@@ -13,7 +13,7 @@
 #include "half.h"
 #include "problem.h"
 #include "quant.h"
-#include "scalar/tile_scalar_body.h"
+#include "scalar/tile_scalar_tmpl.h"
 
 float attn_e4m3_to_f32(uint8_t x)
 {

@@ -5,7 +5,7 @@
  * merge_avx512.c, backward_avx512.c, quant_avx512.c), the intrinsics
  * header, the one exp and the one tanh entry point and the horizontal sums
  * (the K/V loads of every dtype are the tile family's:
- * src/x86/tile_avx512_body.h).
+ * src/x86/tile_avx512_tmpl.h).
  *
  * The same sources build twice:
  *  - normally, with -mavx512f -mavx512bw -mavx512dq -mavx512vl: real EVEX
@@ -69,10 +69,9 @@ ATTN_AVX512_INLINE __mmask16 attn_mask16(size_t n)
 }
 
 /*
- * exp of 16 lanes, inline. SLEEF 3.5.1 (Debian 12) has no inline headers and
- * its out-of-line Sleef_expf16_u10avx512f measured ~1.5 ns per element on a
- * Sapphire Rapids-class core, which made exp_sum slower than the AVX2 one;
- * this is ~15 instructions per 16 lanes.
+ * exp of 16 lanes, inline: SLEEF 3.5.1 (Debian 12) has no inline headers,
+ * and its out-of-line call per vector made exp_sum slower than the AVX2 one
+ * (docs/PERFORMANCE.md); this is ~15 instructions per 16 lanes.
  *
  * The algorithm and constants are those of the AVX2 kernels' exp
  * (row_avx2.c): exp(x) = 2^n exp(r), n = round(x log2 e), r = x - n ln2 by

@@ -3,7 +3,7 @@
  * AVX2+FMA kernels of the attention backward: pt_tile (acc += P^T X) and
  * score_grad (dS = P * (dP - D)).
  */
-#include "x86/tile_avx2_body.h"
+#include "x86/tile_avx2_tmpl.h"
 
 /* The first n of 8 lanes, n clamped to 0..8. */
 static ALWAYS_INLINE __m256i lanes(int64_t n)

@@ -4,7 +4,7 @@
  * score_grad (dS = P * (dP - D)). Built twice like every AVX-512 file
  * (simd_avx512.h): natively, and against SIMDe for the emulated test row.
  */
-#include "x86/tile_avx512_body.h"
+#include "x86/tile_avx512_tmpl.h"
 
 /* acc += P^T X is P.V with the weights of a key (here a row of x) p_stride
    apart and those of an output row (here a key) adjacent: the tile family's

@@ -26,7 +26,7 @@
  */
 #include "lowp.h"
 #include "tile_variants.h"
-#include "x86/tile_avx512_body.h"
+#include "x86/tile_avx512_tmpl.h"
 
 #ifdef ATTN_SIMDE_EMU
 /* What SIMDe 0.7.4 lacks here (emulation speed does not matter). */
@@ -146,11 +146,7 @@ ATTN_AVX512_INLINE void bf_panel_rows(size_t R, const uint32_t *qp, size_t np,
                                       ptrdiff_t s_stride)
 {
     __m512 acc[8][2];
-    for (size_t r = 0; r < R; r++) {
-        const float *sr = s + (ptrdiff_t)r * s_stride;
-        acc[r][0] = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m0, sr);
-        acc[r][1] = first || !m1 ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m1, sr + 16);
-    }
+    panel_acc_load(R, acc, first, s, s_stride, m0, m1);
     for (size_t p = 0; p < np; p++) {
         const __m512i k0 = _mm512_load_si512(panel + p * BF_PANEL_KEYS);
         const __m512i k1 = _mm512_load_si512(panel + p * BF_PANEL_KEYS + 16);
@@ -160,17 +156,7 @@ ATTN_AVX512_INLINE void bf_panel_rows(size_t R, const uint32_t *qp, size_t np,
             acc[r][1] = _mm512_dpbf16_ps(acc[r][1], as_bh(qb), as_bh(k1));
         }
     }
-    const __m512 vscale = _mm512_set1_ps(scale);
-    for (size_t r = 0; r < R; r++) {
-        float *sr = s + (ptrdiff_t)r * s_stride;
-        if (last) {
-            acc[r][0] = _mm512_mul_ps(acc[r][0], vscale);
-            acc[r][1] = _mm512_mul_ps(acc[r][1], vscale);
-        }
-        _mm512_mask_storeu_ps(sr, m0, acc[r][0]);
-        if (m1)
-            _mm512_mask_storeu_ps(sr + 16, m1, acc[r][1]);
-    }
+    panel_acc_store(R, acc, last, scale, s, s_stride, m0, m1);
 }
 
 ATTN_AVX512_INLINE void qk_bf16(int dt, const float *q, ptrdiff_t q_stride, const void *k,

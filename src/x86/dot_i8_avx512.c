@@ -2,14 +2,14 @@
 /*
  * AVX-512 kernel of the int8 mode (attn_precision, include/attn.h; the
  * dot_i8 file of src/kernel_list.h, its bf16 twin is src/x86/dot_avx512.c),
- * on AVX512_VNNI (vpdpbusd): src/x86/dot_i8_body.h's qk_i8 (shared with
+ * on AVX512_VNNI (vpdpbusd): src/x86/dot_i8_vnni_tmpl.h's qk_i8 (shared with
  * the AVX-VNNI kernel, src/x86/dot_i8_avx2.c) with 16 keys a vector. Built
  * with that flag on top of the ISA's (src/x86/meson.build) and installed
  * only on CPUs that have it (src/dispatch.c sets the table's cpu bits);
  * against SIMDe in tests/emu.
  */
 #include "tile_variants.h"
-#include "x86/tile_avx512_body.h"
+#include "x86/tile_avx512_tmpl.h"
 
 #define I8_KEYS 16
 #define I8_INLINE ATTN_AVX512_INLINE
@@ -36,7 +36,7 @@ static const int32_t kperm[16] = {0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12, 13, 
 
 I8_INLINE void i8_pack(int dt, const unsigned char *k, uintptr_t kb, size_t nkeys, size_t b0,
                        size_t nb, uint32_t *kp, float *ks);
-#include "x86/dot_i8_body.h"
+#include "x86/dot_i8_vnni_tmpl.h"
 
 /*
  * Packs blocks b0 .. b0 + nb of the keys of a group (nkeys <= 16, the rest

@@ -1,11 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/*
- * The AVX2 table's int8 kernel on the EVEX vpdpbusd (AVX512_VNNI with
- * AVX512VL, 256-bit vectors): src/x86/dot_i8_avx2.c compiled again, the
- * dot_i8_evex file of src/kernel_list.h, for CPUs that have that form and
- * not AVX-VNNI's (Zen 4, whose default table is AVX2's; Ice Lake and
- * Cascade Lake under ATTN_ISA=avx2). Built with the flags of its entry in
- * src/x86/meson.build.
- */
+/* The AVX2 table's int8 kernel on the EVEX vpdpbusd at 256 bits (the
+   dot_i8_evex file of src/kernel_list.h, for Zen 4, which has only that
+   form): src/x86/dot_i8_avx2_tmpl.h; the same int32 sums, so the same bits. */
 #define ATTN_DOT_I8_EVEX 1
-#include "dot_i8_avx2.c"
+#include "x86/dot_i8_avx2_tmpl.h"
+
+ATTN_TILE_FILE(dot_i8_evex, avx2, ATTN_DOT_I8_AVX2_EXT)

@@ -1,34 +1,22 @@
 /* SPDX-License-Identifier: MIT */
-/*
- * The AVX2 merge kernel: y += sum_p w[p] x[p], one FMA per part and element.
- * Four vectors of y at a time, each its own chain over the parts, so the
- * FMAs overlap; every part is read once and y is loaded and stored once.
- */
+/* The AVX2 merge kernel: src/merge_tmpl.h on 8-lane vectors, the tail with
+   masked loads and stores. */
 #include <immintrin.h>
 
 #include "dsp.h"
 #include "x86/avx2.h"
 
-static void attn_wsum_f32_avx2(float *y, const float *const *x, const float *w, size_t parts,
-                               size_t n)
+typedef __m256 mg_vf;
+#define MG_KERNEL attn_wsum_f32_avx2
+#define MG_LANES 8
+#define mg_load(p) _mm256_loadu_ps(p)
+#define mg_store(p, a) _mm256_storeu_ps(p, a)
+#define mg_set1(x) _mm256_set1_ps(x)
+#define mg_fma(a, b, c) _mm256_fmadd_ps(a, b, c)
+
+static inline void mg_tail(float *y, const float *const *x, const float *w, size_t parts,
+                           size_t n, size_t j)
 {
-    size_t j = 0;
-    for (; j + 32 <= n; j += 32) {
-        __m256 a0 = _mm256_loadu_ps(y + j), a1 = _mm256_loadu_ps(y + j + 8);
-        __m256 a2 = _mm256_loadu_ps(y + j + 16), a3 = _mm256_loadu_ps(y + j + 24);
-        for (size_t p = 0; p < parts; p++) {
-            const __m256 vw = _mm256_set1_ps(w[p]);
-            const float *xp = x[p] + j;
-            a0 = _mm256_fmadd_ps(vw, _mm256_loadu_ps(xp), a0);
-            a1 = _mm256_fmadd_ps(vw, _mm256_loadu_ps(xp + 8), a1);
-            a2 = _mm256_fmadd_ps(vw, _mm256_loadu_ps(xp + 16), a2);
-            a3 = _mm256_fmadd_ps(vw, _mm256_loadu_ps(xp + 24), a3);
-        }
-        _mm256_storeu_ps(y + j, a0);
-        _mm256_storeu_ps(y + j + 8, a1);
-        _mm256_storeu_ps(y + j + 16, a2);
-        _mm256_storeu_ps(y + j + 24, a3);
-    }
     for (; j < n; j += 8) {
         const __m256i m = first_lanes(n - j < 8 ? n - j : 8);
         __m256 a = _mm256_maskload_ps(y + j, m);
@@ -37,5 +25,7 @@ static void attn_wsum_f32_avx2(float *y, const float *const *x, const float *w, 
         _mm256_maskstore_ps(y + j, m, a);
     }
 }
+
+#include "merge_tmpl.h"
 
 ATTN_KERNEL_FILE(merge, avx2, avx2)

@@ -38,19 +38,19 @@
  *       that block's scale (0 for a missing key)
  * and includes its ISA's tile body (unit_bytes, row_at, the prefetch).
  */
-#ifndef ATTN_X86_DOT_I8_BODY_H
-#define ATTN_X86_DOT_I8_BODY_H
+#ifndef ATTN_X86_DOT_I8_VNNI_TMPL_H
+#define ATTN_X86_DOT_I8_VNNI_TMPL_H
 
 #include <math.h>
 #include <string.h>
 
 #include "lowp.h"
 
-/* stack: 2-4 KiB of panel, 10 KiB of quantized query (ATTN_TASK_STACK_BYTES) */
-#define I8_BLOCKS 8     /* blocks per packed chunk (d 256) */
-#define I8_QBLOCKS 256  /* quantized query blocks kept per pass: 64 rows at d 128 */
-#define I8_ROWS 4       /* query rows per micro-kernel */
-_Static_assert(ATTN_MAX_HEAD_DIM / ATTN_QBLOCK <= I8_QBLOCKS, "a query row must fit one pass");
+#define I8_BLOCKS 8     /* blocks per packed chunk (d 256): 2-4 KiB of panel */
+#define I8_PANEL_WORDS (I8_BLOCKS * 8 * I8_KEYS)
+#define I8_SCALE_WORDS (I8_BLOCKS * I8_KEYS)
+#define I8_ALIGN 64
+#define I8_ROWS 4 /* query rows per micro-kernel */
 
 /* Horizontal max and sum of 8 lanes (exact: max, and int32 sums that
    cannot overflow here). */
@@ -86,11 +86,8 @@ I8_INLINE void i8_quantize(const float *x, attn_q8_block *b)
     }
     const float dq = _mm256_movemask_ps(unord) ? NAN : i8_hmax8(m) / 127.0f;
     b->sum = 0;
-    if (!(dq >= ATTN_Q8_TINY) || dq == INFINITY) {
-        b->dq = dq >= 0.0f && dq < ATTN_Q8_TINY ? 0.0f : NAN;
-        memset(b->n, 0, sizeof b->n);
+    if (attn_q8_special(b, dq))
         return;
-    }
     const __m256 id = _mm256_set1_ps(1.0f / dq);
     const __m256i lo = _mm256_set1_epi32(-127), hi = _mm256_set1_epi32(127);
     __m256i n[4];
@@ -141,8 +138,9 @@ I8_INLINE i8_vi i8_qword(const attn_q8_block *x, size_t w)
  */
 I8_INLINE void i8_rows(int dt, size_t R, const attn_q8_block *qb, size_t q_blocks,
                        const uint32_t *kp, const float *ks, size_t nb, float *s,
-                       ptrdiff_t s_stride, i8_mask m, int first, int last, float scale)
+                       ptrdiff_t s_stride, size_t nkeys, int first, int last, float scale)
 {
+    const i8_mask m = i8_lanes(nkeys); /* lanes l < nkeys, back in key order */
     const int off = dt == ATTN_KV_Q8_0 ? 128 : 8;
     i8_vf acc[I8_ROWS];
     for (size_t r = 0; r < R; r++)
@@ -179,49 +177,6 @@ I8_INLINE void i8_rows(int dt, size_t R, const attn_q8_block *qb, size_t q_block
     }
 }
 
-I8_INLINE void qk_i8(int dt, const float *q, ptrdiff_t q_stride, const void *k,
-                     ptrdiff_t k_stride, size_t nq, size_t nk, size_t d, float scale, float *s,
-                     ptrdiff_t s_stride)
-{
-    _Alignas(64) uint32_t kp[I8_BLOCKS * 8 * I8_KEYS];
-    _Alignas(64) float ks[I8_BLOCKS * I8_KEYS];
-    attn_q8_block qb[I8_QBLOCKS];
-    const size_t nb = d / ATTN_QBLOCK; /* k rows are whole blocks */
-    const size_t unit = unit_bytes(dt), bytes = row_bytes(dt, d);
-    const uintptr_t kb = (uintptr_t)k_stride * unit;
-    const size_t rows_per_pass = nb <= I8_QBLOCKS ? I8_QBLOCKS / nb : 1;
-    const size_t ahead = attn_prefetch_rows_ahead(bytes);
-    for (size_t r0 = 0; r0 < nq; r0 += rows_per_pass) {
-        const size_t nr = nq - r0 < rows_per_pass ? nq - r0 : rows_per_pass;
-        for (size_t r = 0; r < nr; r++)
-            for (size_t b = 0; b < nb; b++)
-                i8_quantize(q + (ptrdiff_t)(r0 + r) * q_stride + (ptrdiff_t)(b * ATTN_QBLOCK),
-                            &qb[r * nb + b]);
-        for (size_t c0 = 0; c0 < nk; c0 += I8_KEYS) {
-            const size_t nkeys = nk - c0 < I8_KEYS ? nk - c0 : I8_KEYS;
-            if (r0 == 0)
-                attn_prefetch_rows(k, c0 + ahead, k_stride, unit, I8_KEYS, bytes);
-            /* store lanes l < nkeys, back in key order */
-            const i8_mask m = i8_lanes(nkeys);
-            for (size_t bc = 0; bc < nb; bc += I8_BLOCKS) {
-                const size_t nbc = nb - bc < I8_BLOCKS ? nb - bc : I8_BLOCKS;
-                const int first = bc == 0, last = bc + nbc == nb;
-                i8_pack(dt, row_at(k, c0, kb), kb, nkeys, bc, nbc, kp, ks);
-                for (size_t r = 0; r < nr; r += I8_ROWS) {
-                    const size_t R = nr - r < I8_ROWS ? nr - r : I8_ROWS;
-                    float *sr = s + (ptrdiff_t)(r0 + r) * s_stride + (ptrdiff_t)c0;
-                    const attn_q8_block *x = qb + r * nb + bc;
-                    /* a switch, so that each R is its own loop */
-                    switch (R) {
-                    case 4: i8_rows(dt, 4, x, nb, kp, ks, nbc, sr, s_stride, m, first, last, scale); break;
-                    case 3: i8_rows(dt, 3, x, nb, kp, ks, nbc, sr, s_stride, m, first, last, scale); break;
-                    case 2: i8_rows(dt, 2, x, nb, kp, ks, nbc, sr, s_stride, m, first, last, scale); break;
-                    default: i8_rows(dt, 1, x, nb, kp, ks, nbc, sr, s_stride, m, first, last, scale); break;
-                    }
-                }
-            }
-        }
-    }
-}
+#include "dot_i8_tmpl.h"
 
-#endif /* ATTN_X86_DOT_I8_BODY_H */
+#endif /* ATTN_X86_DOT_I8_VNNI_TMPL_H */

@@ -24,8 +24,8 @@
  * registers (checked in the generated code: no spills) and issues at most
  * one load per FMA.
  */
-#ifndef ATTN_X86_TILE_AVX512_BODY_H
-#define ATTN_X86_TILE_AVX512_BODY_H
+#ifndef ATTN_X86_TILE_AVX512_TMPL_H
+#define ATTN_X86_TILE_AVX512_TMPL_H
 
 #include <string.h>
 
@@ -104,8 +104,7 @@ ATTN_AVX512_INLINE __m512 fp8_16(int dt, __m128i x)
     if (dt == ATTN_KV_E4M3_FINITE) /* scanned: no NaN byte (tile_variants.h) */
         return v;
     /* S.1111.111: the low seven bits flipped are all zero (straight into a
-       mask register: through vpmovmskb and a general register the decode
-       was 8 % slower) */
+       mask register, not through vpmovmskb and a general register) */
     const __m128i low7 = _mm_set1_epi8(0x7f);
     const __mmask16 is_nan = _mm_testn_epi8_mask(_mm_xor_si128(x, low7), low7);
     return _mm512_mask_mov_ps(v, is_nan, _mm512_set1_ps(__builtin_nanf("")));
@@ -246,6 +245,44 @@ ATTN_AVX512_INLINE void to_f32(int dt, const void *src, float *dst, size_t n)
 /* qk_tile, few query rows (decode, small GQA groups): dot products along d  */
 /* ------------------------------------------------------------------------ */
 
+/* qk_dot_block_at's R x C sums, reduced, scaled and stored. */
+ATTN_AVX512_INLINE void qk_dot_store(size_t R, size_t C, __m512 (*acc)[8], float scale, float *s,
+                                     ptrdiff_t s_stride)
+{
+    const __m128 vscale = _mm_set1_ps(scale);
+    if (C == 2) { /* 8 x 2: two rows' two scores per hsum4, each lane's tree as below */
+        for (size_t r = 0; r < R; r += 2) {
+            float h[4];
+            _mm_storeu_ps(h, _mm_mul_ps(attn_hsum4(acc[r][0], acc[r][1], acc[r + 1][0],
+                                                   acc[r + 1][1]),
+                                        vscale));
+            float *sr = s + (ptrdiff_t)r * s_stride;
+            sr[0] = h[0];
+            sr[1] = h[1];
+            sr[s_stride] = h[2];
+            sr[s_stride + 1] = h[3];
+        }
+        return;
+    }
+    for (size_t r = 0; r < R; r++) {
+        float *sr = s + (ptrdiff_t)r * s_stride;
+        if (C == 1) {
+            /* the same sum tree as a lane of the C >= 4 blocks (hsum4 adds
+               each vector's lanes apart from the others'), so a score does
+               not depend on where its key falls in a run of keys: runs end
+               at page boundaries (paged K), and a batch-invariant result
+               must not see them */
+            const __m512 z = _mm512_setzero_ps();
+            sr[0] = _mm_cvtss_f32(_mm_mul_ps(attn_hsum4(acc[r][0], z, z, z), vscale));
+            continue;
+        }
+        for (size_t c = 0; c < C; c += 4)
+            _mm_storeu_ps(sr + c, _mm_mul_ps(attn_hsum4(acc[r][c], acc[r][c + 1], acc[r][c + 2],
+                                                        acc[r][c + 3]),
+                                             vscale));
+    }
+}
+
 /*
  * R query rows x C keys (R in {1, 2, 4}, C in {1, 4, 8}) from the key row
  * at k (rows kb bytes apart): R*C accumulators over d, one 16-lane chunk
@@ -310,38 +347,7 @@ ATTN_AVX512_INLINE void qk_dot_block_at(int dt, size_t R, size_t C, const float 
         }
     }
 
-    const __m128 vscale = _mm_set1_ps(scale);
-    if (C == 2) { /* 8 x 2: two rows' two scores per hsum4, each lane's tree as below */
-        for (size_t r = 0; r < R; r += 2) {
-            float h[4];
-            _mm_storeu_ps(h, _mm_mul_ps(attn_hsum4(acc[r][0], acc[r][1], acc[r + 1][0],
-                                                   acc[r + 1][1]),
-                                        vscale));
-            float *sr = s + (ptrdiff_t)r * s_stride;
-            sr[0] = h[0];
-            sr[1] = h[1];
-            sr[s_stride] = h[2];
-            sr[s_stride + 1] = h[3];
-        }
-        return;
-    }
-    for (size_t r = 0; r < R; r++) {
-        float *sr = s + (ptrdiff_t)r * s_stride;
-        if (C == 1) {
-            /* the same sum tree as a lane of the C >= 4 blocks (hsum4 adds
-               each vector's lanes apart from the others'), so a score does
-               not depend on where its key falls in a run of keys: runs end
-               at page boundaries (paged K), and a batch-invariant result
-               must not see them */
-            const __m512 z = _mm512_setzero_ps();
-            sr[0] = _mm_cvtss_f32(_mm_mul_ps(attn_hsum4(acc[r][0], z, z, z), vscale));
-            continue;
-        }
-        for (size_t c = 0; c < C; c += 4)
-            _mm_storeu_ps(sr + c, _mm_mul_ps(attn_hsum4(acc[r][c], acc[r][c + 1], acc[r][c + 2],
-                                                        acc[r][c + 3]),
-                                             vscale));
-    }
+    qk_dot_store(R, C, acc, scale, s, s_stride);
 }
 
 /* E4M3 keys: the block's C rows scanned for NaN bytes first (a few
@@ -394,9 +400,8 @@ ATTN_AVX512_INLINE void qk_tile_dot(int dt, const float *q, ptrdiff_t q_stride, 
 {
     size_t r = 0;
     /* FP8 and block-format keys: 8 rows x 2 keys, each K vector decoded
-       once per 8 rows, not per 4. F16 and BF16 widen in one instruction
-       (Lq = 4 GQA decode, Zen 5, 1 thread: 8 x 2 took E4M3 from 2.35 to
-       2.12 ms, E5M2 from 1.93 to 1.87, Q8_0 unchanged, F16 2.07 to 2.24) */
+       once per 8 rows, not per 4; F16 and BF16 widen in one instruction,
+       so they keep 4 x 4 */
     if (is_quant(dt))
         for (; r + 8 <= nq; r += 8)
             qk_dot_rows(dt, 8, r == 0, q + (ptrdiff_t)r * q_stride, q_stride, k, k_stride, nk, d,
@@ -429,7 +434,7 @@ ATTN_AVX512_INLINE void qk_tile_dot(int dt, const float *q, ptrdiff_t q_stride, 
 /* dims per panel: 128 x 32 floats = 16 KiB of stack. d <= 128 then takes one
    pass with the sums in registers; at 64 the partial sums went through the
    score table between passes, whose rows 8 KiB apart (L = 2048) share L1
-   sets: scores at d 128 were 0.92x sgemm, now 1.0x (Zen 5). */
+   sets. */
 #define QK_PANEL_DEPTH 128
 /* From 9 rows on (d <= QK_PANEL_DEPTH) the scores are index-order FMA
    chains: 9-16 rows on the Q-panel path (q transposed, a row per lane; it
@@ -440,9 +445,8 @@ ATTN_AVX512_INLINE void qk_tile_dot(int dt, const float *q, ptrdiff_t q_stride, 
    prefetch K). */
 #define PV_PREFETCH_MAX_ROWS 16
 /* Deeper than a panel (d > QK_PANEL_DEPTH), the partial sums pass through
-   the score rows between panels: there up to 32 rows stay on the dot path
-   (MLA decode, Hq 128 d 576 on Zen 5, 25-row tasks: 7.13 ms on the dot
-   path against 8.25 packed). */
+   the score rows between panels: there up to 32 rows stay on the dot path,
+   which is then the faster one (MLA decode's 25-row tasks). */
 #define QK_PACKED_MIN_ROWS_DEEP 33
 
 /* Whether qk_tile (and qk_diag, which must sum as it does) sums the scores
@@ -512,6 +516,35 @@ ATTN_AVX512_INLINE void qk_pack_panel(int dt, const unsigned char *k, uintptr_t 
     }
 }
 
+/* A panel micro-kernel's R x 32 scores (lanes m0, m1 of each row): the
+   first depth chunk starts from zero, later ones from the partial sums left
+   in s; the last applies the scale. Shared by the f32 and bf16 panels. */
+ATTN_AVX512_INLINE void panel_acc_load(size_t R, __m512 (*acc)[2], int first, const float *s,
+                                       ptrdiff_t s_stride, __mmask16 m0, __mmask16 m1)
+{
+    for (size_t r = 0; r < R; r++) {
+        const float *sr = s + (ptrdiff_t)r * s_stride;
+        acc[r][0] = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m0, sr);
+        acc[r][1] = first || !m1 ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m1, sr + 16);
+    }
+}
+
+ATTN_AVX512_INLINE void panel_acc_store(size_t R, __m512 (*acc)[2], int last, float scale,
+                                        float *s, ptrdiff_t s_stride, __mmask16 m0, __mmask16 m1)
+{
+    const __m512 vscale = _mm512_set1_ps(scale);
+    for (size_t r = 0; r < R; r++) {
+        float *sr = s + (ptrdiff_t)r * s_stride;
+        if (last) {
+            acc[r][0] = _mm512_mul_ps(acc[r][0], vscale);
+            acc[r][1] = _mm512_mul_ps(acc[r][1], vscale);
+        }
+        _mm512_mask_storeu_ps(sr, m0, acc[r][0]);
+        if (m1)
+            _mm512_mask_storeu_ps(sr + 16, m1, acc[r][1]);
+    }
+}
+
 /*
  * R rows (R in {1, 2, 4, 8}) x the 32 keys of a panel, dims t0..t0+td: 2R
  * accumulators, per dim 2 panel loads + R broadcasts for 2R FMAs. The first
@@ -524,11 +557,7 @@ ATTN_AVX512_INLINE void qk_panel_rows(size_t R, const float *q, ptrdiff_t q_stri
                                       ptrdiff_t s_stride)
 {
     __m512 acc[8][2];
-    for (size_t r = 0; r < R; r++) {
-        const float *sr = s + (ptrdiff_t)r * s_stride;
-        acc[r][0] = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m0, sr);
-        acc[r][1] = first || !m1 ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m1, sr + 16);
-    }
+    panel_acc_load(R, acc, first, s, s_stride, m0, m1);
     const float *qt = q + t0;
     for (size_t t = 0; t < td; t++) {
         __m512 k0 = _mm512_load_ps(panel + t * QK_PANEL_KEYS);
@@ -539,17 +568,7 @@ ATTN_AVX512_INLINE void qk_panel_rows(size_t R, const float *q, ptrdiff_t q_stri
             acc[r][1] = _mm512_fmadd_ps(qb, k1, acc[r][1]);
         }
     }
-    const __m512 vscale = _mm512_set1_ps(scale);
-    for (size_t r = 0; r < R; r++) {
-        float *sr = s + (ptrdiff_t)r * s_stride;
-        if (last) {
-            acc[r][0] = _mm512_mul_ps(acc[r][0], vscale);
-            acc[r][1] = _mm512_mul_ps(acc[r][1], vscale);
-        }
-        _mm512_mask_storeu_ps(sr, m0, acc[r][0]);
-        if (m1)
-            _mm512_mask_storeu_ps(sr + 16, m1, acc[r][1]);
-    }
+    panel_acc_store(R, acc, last, scale, s, s_stride, m0, m1);
 }
 
 ATTN_AVX512_INLINE void qk_tile_packed(int dt, const float *q, ptrdiff_t q_stride, const void *k,
@@ -609,9 +628,9 @@ ATTN_AVX512_INLINE void qk_qpanel_block(const float *qt, size_t d, const float *
     __m512 acc[QK_QPANEL_KEYS];
     for (size_t c = 0; c < QK_QPANEL_KEYS; c++)
         acc[c] = _mm512_setzero_ps();
-    /* the prefetch of the 16 key rows ahead, a cache line per dim: issued
-       at once, 64-128 of them filled the miss buffers and stalled (a fifth
-       of the kernel's samples, Lq = 4 F16 decode on Zen 5) */
+    /* the prefetch of the 16 key rows ahead, a cache line per dim, spread
+       over the loop: issued at once, 64-128 of them fill the miss buffers
+       and stall */
     size_t pf_rows = QK_QPANEL_KEYS, pf_off = 0;
     for (size_t t = 0; t < d; t++) {
         const __m512 qv = _mm512_load_ps(qt + t * 16);
@@ -766,7 +785,7 @@ ATTN_AVX512_INLINE void qk_diag(int dt, const float *q, ptrdiff_t q_stride,
  * pf bytes ahead (prefetch.h). gs: each value times its group's scale
  * (pv_grp), key c's scales at attn_grp_row(gs, c). fresh (a constant of
  * each caller): the accumulators start at zero and acc gets their sums
- * once at the end, the scalar oracle's order (src/scalar/tile_scalar_body.h,
+ * once at the end, the scalar oracle's order (src/scalar/tile_scalar_tmpl.h,
  * pv_rows); else they start from acc (the forward's P.V).
  */
 ATTN_AVX512_INLINE int pv_block_at(int dt, int fresh, size_t R, size_t NV, int tail, __mmask16 m,
@@ -987,4 +1006,4 @@ ATTN_AVX512_INLINE void pv_grp(int dt, const float *p, ptrdiff_t p_stride, const
     pv_tile_at(dt, 0, p, p_stride, 1, v, v_stride, nq, nk, dv, acc, acc_stride, gs);
 }
 
-#endif /* ATTN_X86_TILE_AVX512_BODY_H */
+#endif /* ATTN_X86_TILE_AVX512_TMPL_H */

@@ -13,8 +13,8 @@
  * which is what the bounds of tests/tolerance.h assume of it. Every
  * decoded value is exact in f32.
  */
-#ifndef ATTN_TILE_SCALAR_BODY_H
-#define ATTN_TILE_SCALAR_BODY_H
+#ifndef ATTN_TILE_SCALAR_TMPL_H
+#define ATTN_TILE_SCALAR_TMPL_H
 
 #include <string.h>
 
@@ -174,4 +174,4 @@ ATTN_SCALAR_INLINE void to_f32(int dt, const void *src, float *dst, size_t n)
         dst[i] = load_kv(dt, (const unsigned char *)src, i);
 }
 
-#endif /* ATTN_TILE_SCALAR_BODY_H */
+#endif /* ATTN_TILE_SCALAR_TMPL_H */

@@ -26,11 +26,11 @@
  * Row addresses are formed in unsigned arithmetic from the stride in units
  * (src/prefetch.h says why: a dimension of extent 1 may carry any stride).
  *
- * The QK_* / PV_* blocking macros are tuning knobs (overridable with -D for
- * experiments); the defaults were measured best on the development machine.
+ * The QK_* / PV_* blocking macros are tuning knobs, overridable with -D for
+ * experiments.
  */
-#ifndef ATTN_X86_TILE_AVX2_BODY_H
-#define ATTN_X86_TILE_AVX2_BODY_H
+#ifndef ATTN_X86_TILE_AVX2_TMPL_H
+#define ATTN_X86_TILE_AVX2_TMPL_H
 
 #include <string.h>
 
@@ -314,48 +314,9 @@ static ALWAYS_INLINE void qk_micro_at(int dtype, size_t R, size_t C, const float
     }
 }
 
-/* E4M3 keys: the block's C rows scanned for NaN bytes first (they are in
-   cache: the prefetch ran ahead; the loads below then find them in L1), and
-   without one decoded without the per-value NaN check. */
-static ALWAYS_INLINE void qk_micro(int dtype, size_t R, size_t C, const float *q,
-                                   ptrdiff_t q_stride, const unsigned char *k, uintptr_t kb,
-                                   size_t d, float scale, float *s, ptrdiff_t s_stride,
-                                   const attn_grp *gs, size_t kc)
-{
-#define QK_MICRO_AT(t) qk_micro_at(t, R, C, q, q_stride, k, kb, d, scale, s, s_stride, gs, kc)
-    ATTN_E4M3_SCANNED(dtype, k, (ptrdiff_t)kb, C, d, QK_MICRO_AT);
-#undef QK_MICRO_AT
-}
-
-/* Rows in groups of QK_ROWS for keys c..c+C of the tile. */
-static ALWAYS_INLINE void qk_rows(int dtype, size_t C, const float *q, ptrdiff_t q_stride,
-                                  const unsigned char *k, uintptr_t kb, size_t nq, size_t d,
-                                  float scale, float *s, ptrdiff_t s_stride, const attn_grp *gs,
-                                  size_t kc)
-{
-    size_t r = 0;
-    for (; r + QK_ROWS <= nq; r += QK_ROWS)
-        qk_micro(dtype, QK_ROWS, C, q + (ptrdiff_t)r * q_stride, q_stride, k, kb, d, scale,
-                 s + (ptrdiff_t)r * s_stride, s_stride, gs, kc);
-    const float *qr = q + (ptrdiff_t)r * q_stride;
-    float *sr = s + (ptrdiff_t)r * s_stride;
-    switch (nq - r) {
-#if QK_ROWS > 5
-    case 5: qk_micro(dtype, 5, C, qr, q_stride, k, kb, d, scale, sr, s_stride, gs, kc); break;
-#endif
-#if QK_ROWS > 4
-    case 4: qk_micro(dtype, 4, C, qr, q_stride, k, kb, d, scale, sr, s_stride, gs, kc); break;
-#endif
-#if QK_ROWS > 3
-    case 3: qk_micro(dtype, 3, C, qr, q_stride, k, kb, d, scale, sr, s_stride, gs, kc); break;
-#endif
-#if QK_ROWS > 2
-    case 2: qk_micro(dtype, 2, C, qr, q_stride, k, kb, d, scale, sr, s_stride, gs, kc); break;
-#endif
-    case 1: qk_micro(dtype, 1, C, qr, q_stride, k, kb, d, scale, sr, s_stride, gs, kc); break;
-    default: break;
-    }
-}
+/* K streams from memory in every dot-path tile: prefetch ahead always. */
+#define QK_PREFETCH_AHEAD(nq, bytes) attn_prefetch_rows_ahead(bytes)
+#include "qk_dot_tmpl.h"
 
 /*
  * Packed path for blocks with many query rows: a panel of 16 keys is
@@ -496,54 +457,16 @@ static ALWAYS_INLINE void qk_tile_packed(int dtype, const float *q, ptrdiff_t q_
             size_t rest = nq - r, g = rest > QK_PACK_ROWS ? rest / 2 : rest;
             const float *qr = q + (ptrdiff_t)r * q_stride;
             float *sr = s + (ptrdiff_t)r * s_stride + c;
-            switch (g) {
-            case 6: qk_packed_micro(6, qr, q_stride, kt, d, nkp, scale, sr, s_stride); break;
-            case 5: qk_packed_micro(5, qr, q_stride, kt, d, nkp, scale, sr, s_stride); break;
-            case 4: qk_packed_micro(4, qr, q_stride, kt, d, nkp, scale, sr, s_stride); break;
-            case 3: qk_packed_micro(3, qr, q_stride, kt, d, nkp, scale, sr, s_stride); break;
-            case 2: qk_packed_micro(2, qr, q_stride, kt, d, nkp, scale, sr, s_stride); break;
-            default: qk_packed_micro(1, qr, q_stride, kt, d, nkp, scale, sr, s_stride); break;
-            }
+#define QK_PACKED_ROWS(n) qk_packed_micro(n, qr, q_stride, kt, d, nkp, scale, sr, s_stride)
+            ATTN_TAIL(g, QK_PACK_ROWS + 1, QK_PACKED_ROWS); /* 1 <= g <= QK_PACK_ROWS */
+#undef QK_PACKED_ROWS
             r += g;
         }
     }
 }
 
-/*
- * Keys outermost: a group of QK_KEYS k rows stays in L1 while every query
- * row of the block (kept in L1/L2 by the driver's block size) passes over it.
- * With few query rows (decode) the tile is as much a stream of K from memory
- * as arithmetic, so rows ATTN_PREFETCH_BYTES ahead are prefetched
- * (prefetch.h) to overlap the two.
- */
-/* The dot-product path (gs: qk_grp's scale groups, else NULL). */
-static ALWAYS_INLINE void qk_tile_dot(int dtype, const float *q, ptrdiff_t q_stride, const void *k,
-                                      ptrdiff_t k_stride, size_t nq, size_t nk, size_t d,
-                                      float scale, float *s, ptrdiff_t s_stride, const attn_grp *gs)
-{
-    const size_t unit = unit_bytes(dtype);
-    const uintptr_t kb = (uintptr_t)k_stride * unit;
-    const size_t bytes = row_bytes(dtype, d);
-    const size_t ahead = attn_prefetch_rows_ahead(bytes);
-    size_t c = 0;
-    for (; c + QK_KEYS <= nk; c += QK_KEYS) {
-        attn_prefetch_rows(k, c + ahead, k_stride, unit, QK_KEYS, bytes);
-        qk_rows(dtype, QK_KEYS, q, q_stride, row_at(k, c, kb), kb, nq, d, scale, s + c,
-                s_stride, gs, c);
-    }
-    const unsigned char *kc = row_at(k, c, kb);
-    switch (nk - c) {
-#if QK_KEYS > 3
-    case 3: qk_rows(dtype, 3, q, q_stride, kc, kb, nq, d, scale, s + c, s_stride, gs, c); break;
-#endif
-#if QK_KEYS > 2
-    case 2: qk_rows(dtype, 2, q, q_stride, kc, kb, nq, d, scale, s + c, s_stride, gs, c); break;
-#endif
-    case 1: qk_rows(dtype, 1, q, q_stride, kc, kb, nq, d, scale, s + c, s_stride, gs, c); break;
-    default: break;
-    }
-}
-
+/* Many rows: the packed path; few (decode): the dot path, whose tile is as
+   much a stream of K from memory as arithmetic. */
 static ALWAYS_INLINE void qk_tile(int dtype, const float *q, ptrdiff_t q_stride, const void *k,
                                   ptrdiff_t k_stride, size_t nq, size_t nk, size_t d,
                                   float scale, float *s, ptrdiff_t s_stride)
@@ -617,7 +540,7 @@ static ALWAYS_INLINE void qk_diag(int dtype, const float *q, ptrdiff_t q_stride,
  * of pf bytes ahead (prefetch.h; the first micro-kernel over a pass's rows
  * does it). fresh (a constant of each caller): the accumulators start at
  * zero and acc gets their sums once at the end, the scalar oracle's order
- * (src/scalar/tile_scalar_body.h, pv_rows); else they start from acc.
+ * (src/scalar/tile_scalar_tmpl.h, pv_rows); else they start from acc.
  */
 #ifndef PV_ROWS
 #define PV_ROWS 4
@@ -711,30 +634,11 @@ static ALWAYS_INLINE void pv_cols(int dtype, int fresh, size_t R, const float *p
     if (rest == 0)
         return;
     const size_t prefetch_keys = j == 0 ? pf : 0;
-    switch ((rest + 7) / 8) { /* vectors left, the last one partial when rest % 8 */
-#if PV_VECS >= 4
-    case 4:
-        pv_micro(dtype, fresh, R, 4, rest % 8, p, p_stride, p_step, v, v_stride, j, nk,
-                 prefetch_keys, acc + j, acc_stride, gs);
-        break;
-#endif
-#if PV_VECS >= 3
-    case 3:
-        pv_micro(dtype, fresh, R, 3, rest % 8, p, p_stride, p_step, v, v_stride, j, nk,
-                 prefetch_keys, acc + j, acc_stride, gs);
-        break;
-#endif
-#if PV_VECS >= 2
-    case 2:
-        pv_micro(dtype, fresh, R, 2, rest % 8, p, p_stride, p_step, v, v_stride, j, nk,
-                 prefetch_keys, acc + j, acc_stride, gs);
-        break;
-#endif
-    default:
-        pv_micro(dtype, fresh, R, 1, rest % 8, p, p_stride, p_step, v, v_stride, j, nk,
-                 prefetch_keys, acc + j, acc_stride, gs);
-        break;
-    }
+    /* vectors left, 1 .. PV_VECS, the last one partial when rest % 8 */
+#define PV_COLS_TAIL(n) pv_micro(dtype, fresh, R, n, rest % 8, p, p_stride, p_step, v, v_stride, \
+                                 j, nk, prefetch_keys, acc + j, acc_stride, gs)
+    ATTN_TAIL((rest + 7) / 8, PV_VECS + 1, PV_COLS_TAIL);
+#undef PV_COLS_TAIL
 }
 
 /* Every row of the tile in groups of PV_ROWS for the nk keys at v; pf as
@@ -752,26 +656,10 @@ static ALWAYS_INLINE void pv_rows(int dtype, int fresh, const float *p, ptrdiff_
     const float *pr = p + (ptrdiff_t)r * p_stride;
     float *ar = acc + (ptrdiff_t)r * acc_stride;
     size_t pf = r == 0 ? next : 0;
-#define PV_COLS_CASE(n)                                                                     \
-    case n: pv_cols(dtype, fresh, n, pr, p_stride, p_step, v, v_stride, nk, dv, pf, ar,    \
-                    acc_stride, gs); break;
-    switch (nq - r) {
-#if PV_ROWS > 5
-    PV_COLS_CASE(5)
-#endif
-#if PV_ROWS > 4
-    PV_COLS_CASE(4)
-#endif
-#if PV_ROWS > 3
-    PV_COLS_CASE(3)
-#endif
-#if PV_ROWS > 2
-    PV_COLS_CASE(2)
-#endif
-    PV_COLS_CASE(1)
-    default: break;
-    }
-#undef PV_COLS_CASE
+#define PV_ROWS_TAIL(n) pv_cols(dtype, fresh, n, pr, p_stride, p_step, v, v_stride, nk, dv, pf, \
+                                ar, acc_stride, gs)
+    ATTN_TAIL(nq - r, PV_ROWS, PV_ROWS_TAIL);
+#undef PV_ROWS_TAIL
 }
 
 /* Columns of a decoded V panel: one column chunk of pv_cols. */
@@ -788,10 +676,9 @@ static ALWAYS_INLINE void pv_tile_at(int dtype, int fresh, const float *p, ptrdi
     const uintptr_t vb = (uintptr_t)v_stride * unit_bytes(dtype);
     /* Few rows (decode): V streams from memory. The first column chunk
        prefetches whole rows ahead (prefetch.h) and one pass takes every key
-       of the tile, so the later chunks find the rows in L2; passes of
-       PV_KEY_CHUNK keys made decode 1.5x a plain read of its bytes, one
-       pass 1.35-1.45x (Zen 5). Spreading the prefetches over the chunks
-       (each prefetching the next chunk's columns) measured worse. */
+       of the tile, so the later chunks find the rows in L2: closer to a
+       plain read of the bytes than passes of PV_KEY_CHUNK keys, or than
+       prefetches spread over the chunks. */
     const int few = nq < QK_PACK_MIN_ROWS || gs; /* pv_grp: the rows only */
     const size_t chunk = few || fresh ? nk : PV_KEY_CHUNK, next = few ? row_bytes(dtype, dv) : 0;
     for (size_t c0 = 0; c0 < nk; c0 += chunk) {
@@ -829,15 +716,8 @@ static ALWAYS_INLINE void pv_tile(int dtype, const float *p, ptrdiff_t p_stride,
     pv_tile_at(dtype, 0, p, p_stride, 1, v, v_stride, nq, nk, dv, acc, acc_stride, NULL);
 }
 
-/* FP8 scale groups read in place (src/dsp.h): the few-row paths, their
-   values times their scales where they are loaded. */
-static ALWAYS_INLINE void qk_grp(int dtype, const float *q, ptrdiff_t q_stride, const void *k,
-                                 ptrdiff_t k_stride, size_t nq, size_t nk, size_t d, float scale,
-                                 float *s, ptrdiff_t s_stride, const attn_grp *gs)
-{
-    qk_tile_dot(dtype, q, q_stride, k, k_stride, nq, nk, d, scale, s, s_stride, gs);
-}
-
+/* FP8 scale groups read in place (src/dsp.h): qk_grp is src/qk_dot_tmpl.h's;
+   the values times their scales where they are loaded. */
 static ALWAYS_INLINE void pv_grp(int dtype, const float *p, ptrdiff_t p_stride, const void *v,
                                  ptrdiff_t v_stride, size_t nq, size_t nk, size_t dv, float *acc,
                                  ptrdiff_t acc_stride, const attn_grp *gs)
@@ -856,4 +736,4 @@ static ALWAYS_INLINE void to_f32(int dtype, const void *src, float *dst, size_t 
         _mm256_maskstore_ps(dst + i, first_lanes(n - i), load8_part(dtype, src, i, n - i));
 }
 
-#endif /* ATTN_X86_TILE_AVX2_BODY_H */
+#endif /* ATTN_X86_TILE_AVX2_TMPL_H */

@@ -10,15 +10,15 @@
  * decoded exactly into f32 (dsp.h), so the arithmetic after the load, the
  * row threshold, the prefetch and the blocking are the same for every
  * dtype. The blocking mirrors the AVX2 tile kernels
- * (src/x86/tile_avx2_body.h) with 4-lane vectors and AArch64's 32
+ * (src/x86/tile_avx2_tmpl.h) with 4-lane vectors and AArch64's 32
  * registers. Tails (d, dv, nk, nq not multiples of the blocking) use
  * lane-by-lane partial loads and stores: no kernel reads or writes past what
  * it is given (the block formats have none: their rows are whole 32-value
  * blocks). Row addresses are formed in unsigned arithmetic from the stride
  * in units (src/prefetch.h says why).
  */
-#ifndef ATTN_ARM_TILE_NEON_BODY_H
-#define ATTN_ARM_TILE_NEON_BODY_H
+#ifndef ATTN_ARM_TILE_NEON_TMPL_H
+#define ATTN_ARM_TILE_NEON_TMPL_H
 
 #include <arm_neon.h>
 #include <string.h>
@@ -255,87 +255,15 @@ static ALWAYS_INLINE void qk_micro_at(int dtype, size_t R, size_t C, const float
     }
 }
 
-/* E4M3 keys: the block's C rows scanned for NaN bytes first (they are in
-   cache: the prefetch ran ahead), and without one decoded without the
-   per-value NaN check. */
-static ALWAYS_INLINE void qk_micro(int dtype, size_t R, size_t C, const float *q,
-                                   ptrdiff_t q_stride, const unsigned char *k, uintptr_t kb,
-                                   size_t d, float scale, float *s, ptrdiff_t s_stride,
-                                   const attn_grp *gs, size_t kc)
-{
-#define QK_MICRO_AT(t) qk_micro_at(t, R, C, q, q_stride, k, kb, d, scale, s, s_stride, gs, kc)
-    ATTN_E4M3_SCANNED(dtype, k, (ptrdiff_t)kb, C, d, QK_MICRO_AT);
-#undef QK_MICRO_AT
-}
-
-/* Rows in groups of QK_ROWS for keys c..c+C of the tile. */
-static ALWAYS_INLINE void qk_rows(int dtype, size_t C, const float *q, ptrdiff_t q_stride,
-                                  const unsigned char *k, uintptr_t kb, size_t nq, size_t d,
-                                  float scale, float *s, ptrdiff_t s_stride, const attn_grp *gs,
-                                  size_t kc)
-{
-    size_t r = 0;
-    for (; r + QK_ROWS <= nq; r += QK_ROWS)
-        qk_micro(dtype, QK_ROWS, C, q + (ptrdiff_t)r * q_stride, q_stride, k, kb, d,
-                 scale, s + (ptrdiff_t)r * s_stride, s_stride, gs, kc);
-    const float *qr = q + (ptrdiff_t)r * q_stride;
-    float *sr = s + (ptrdiff_t)r * s_stride;
-    switch (nq - r) {
-    case 3:
-        qk_micro(dtype, 3, C, qr, q_stride, k, kb, d, scale, sr, s_stride, gs, kc);
-        break;
-    case 2:
-        qk_micro(dtype, 2, C, qr, q_stride, k, kb, d, scale, sr, s_stride, gs, kc);
-        break;
-    case 1:
-        qk_micro(dtype, 1, C, qr, q_stride, k, kb, d, scale, sr, s_stride, gs, kc);
-        break;
-    default:
-        break;
-    }
-}
-
-/*
- * Keys outermost: a group of QK_KEYS k rows stays in L1 while every query
- * row of the block (kept in L1/L2 by the driver's block size) passes over it.
- * With few rows (decode) K streams from memory: rows ATTN_PREFETCH_BYTES
- * ahead are prefetched (prefetch.h), as on x86.
- */
-static ALWAYS_INLINE void qk_tile_at(int dtype, const float *q, ptrdiff_t q_stride, const void *k,
-                                     ptrdiff_t k_stride, size_t nq, size_t nk, size_t d,
-                                     float scale, float *s, ptrdiff_t s_stride, const attn_grp *gs)
-{
-    const size_t unit = unit_bytes(dtype), bytes = row_bytes(dtype, d);
-    const uintptr_t kb = (uintptr_t)k_stride * unit;
-    const size_t ahead = nq < FEW_ROWS ? attn_prefetch_rows_ahead(bytes) : 0;
-    size_t c = 0;
-    for (; c + QK_KEYS <= nk; c += QK_KEYS) {
-        if (ahead)
-            attn_prefetch_rows(k, c + ahead, k_stride, unit, QK_KEYS, bytes);
-        qk_rows(dtype, QK_KEYS, q, q_stride, row_at(k, c, kb), kb, nq, d, scale, s + c,
-                s_stride, gs, c);
-    }
-    const unsigned char *kc = row_at(k, c, kb);
-    switch (nk - c) {
-    case 3:
-        qk_rows(dtype, 3, q, q_stride, kc, kb, nq, d, scale, s + c, s_stride, gs, c);
-        break;
-    case 2:
-        qk_rows(dtype, 2, q, q_stride, kc, kb, nq, d, scale, s + c, s_stride, gs, c);
-        break;
-    case 1:
-        qk_rows(dtype, 1, q, q_stride, kc, kb, nq, d, scale, s + c, s_stride, gs, c);
-        break;
-    default:
-        break;
-    }
-}
+/* Few rows stream K from memory: prefetch ahead then (prefetch.h). */
+#define QK_PREFETCH_AHEAD(nq, bytes) ((nq) < FEW_ROWS ? attn_prefetch_rows_ahead(bytes) : 0)
+#include "qk_dot_tmpl.h"
 
 static ALWAYS_INLINE void qk_tile(int dtype, const float *q, ptrdiff_t q_stride, const void *k,
                                   ptrdiff_t k_stride, size_t nq, size_t nk, size_t d,
                                   float scale, float *s, ptrdiff_t s_stride)
 {
-    qk_tile_at(dtype, q, q_stride, k, k_stride, nq, nk, d, scale, s, s_stride, NULL);
+    qk_tile_dot(dtype, q, q_stride, k, k_stride, nq, nk, d, scale, s, s_stride, NULL);
 }
 
 /* one sum order for every tile shape */
@@ -454,26 +382,11 @@ static ALWAYS_INLINE void pv_cols(int dtype, size_t R, const float *p, ptrdiff_t
     if (j)
         pf = 0;
     const size_t rest = dv - j, tail = rest % 4;
-    switch ((rest + 3) / 4) { /* rest < 16: up to four vectors, the last partial */
-    case 4:
-        pv_micro(dtype, R, 4, tail, p, p_stride, v, v_stride, j, nk, pf, acc + j, acc_stride,
-                 gs);
-        break;
-    case 3:
-        pv_micro(dtype, R, 3, tail, p, p_stride, v, v_stride, j, nk, pf, acc + j, acc_stride,
-                 gs);
-        break;
-    case 2:
-        pv_micro(dtype, R, 2, tail, p, p_stride, v, v_stride, j, nk, pf, acc + j, acc_stride,
-                 gs);
-        break;
-    case 1:
-        pv_micro(dtype, R, 1, tail, p, p_stride, v, v_stride, j, nk, pf, acc + j, acc_stride,
-                 gs);
-        break;
-    default:
-        break;
-    }
+    /* rest < 4 * PV_VECS: up to PV_VECS vectors, the last partial */
+#define PV_COLS_TAIL(n) pv_micro(dtype, R, n, tail, p, p_stride, v, v_stride, j, nk, pf, acc + j, \
+                                 acc_stride, gs)
+    ATTN_TAIL((rest + 3) / 4, PV_VECS + 1, PV_COLS_TAIL);
+#undef PV_COLS_TAIL
 }
 
 static ALWAYS_INLINE void pv_tile_at(int dtype, const float *p, ptrdiff_t p_stride,
@@ -484,7 +397,7 @@ static ALWAYS_INLINE void pv_tile_at(int dtype, const float *p, ptrdiff_t p_stri
     const uintptr_t vb = (uintptr_t)v_stride * unit_bytes(dtype);
     /* Few rows (decode): V streams from memory; one pass over the whole
        tile, its first column chunk prefetching whole rows ahead, as the
-       AVX2 kernel does (src/x86/tile_avx2_body.h says what that was measured to
+       AVX2 kernel does (src/x86/tile_avx2_tmpl.h says what that was measured to
        gain). */
     const int few = nq < FEW_ROWS || gs; /* pv_grp: one pass, its keys from 0 */
     const size_t chunk = few ? nk : PV_KEY_CHUNK, pf = few ? row_bytes(dtype, dv) : 0;
@@ -498,22 +411,10 @@ static ALWAYS_INLINE void pv_tile_at(int dtype, const float *p, ptrdiff_t p_stri
                     r == 0 ? pf : 0, acc + (ptrdiff_t)r * acc_stride, acc_stride, gs);
         const float *pr = pc + (ptrdiff_t)r * p_stride;
         float *ar = acc + (ptrdiff_t)r * acc_stride;
-        switch (nq - r) {
-        case 3:
-            pv_cols(dtype, 3, pr, p_stride, vc, v_stride, n, dv, r == 0 ? pf : 0, ar, acc_stride,
-                    gs);
-            break;
-        case 2:
-            pv_cols(dtype, 2, pr, p_stride, vc, v_stride, n, dv, r == 0 ? pf : 0, ar, acc_stride,
-                    gs);
-            break;
-        case 1:
-            pv_cols(dtype, 1, pr, p_stride, vc, v_stride, n, dv, r == 0 ? pf : 0, ar, acc_stride,
-                    gs);
-            break;
-        default:
-            break;
-        }
+#define PV_ROWS_TAIL(rows) pv_cols(dtype, rows, pr, p_stride, vc, v_stride, n, dv, r == 0 ? pf : 0, \
+                                   ar, acc_stride, gs)
+        ATTN_TAIL(nq - r, PV_ROWS, PV_ROWS_TAIL);
+#undef PV_ROWS_TAIL
     }
 }
 
@@ -524,15 +425,8 @@ static ALWAYS_INLINE void pv_tile(int dtype, const float *p, ptrdiff_t p_stride,
     pv_tile_at(dtype, p, p_stride, v, v_stride, nq, nk, dv, acc, acc_stride, NULL);
 }
 
-/* FP8 scale groups read in place (src/dsp.h): the values times their
-   scales where they are loaded. */
-static ALWAYS_INLINE void qk_grp(int dtype, const float *q, ptrdiff_t q_stride, const void *k,
-                                 ptrdiff_t k_stride, size_t nq, size_t nk, size_t d, float scale,
-                                 float *s, ptrdiff_t s_stride, const attn_grp *gs)
-{
-    qk_tile_at(dtype, q, q_stride, k, k_stride, nq, nk, d, scale, s, s_stride, gs);
-}
-
+/* FP8 scale groups read in place (src/dsp.h): qk_grp is src/qk_dot_tmpl.h's;
+   the values times their scales where they are loaded. */
 static ALWAYS_INLINE void pv_grp(int dtype, const float *p, ptrdiff_t p_stride, const void *v,
                                  ptrdiff_t v_stride, size_t nq, size_t nk, size_t dv, float *acc,
                                  ptrdiff_t acc_stride, const attn_grp *gs)
@@ -555,4 +449,4 @@ static ALWAYS_INLINE void to_f32(int dtype, const void *src, float *dst, size_t 
         store_part(dst + i, load4_part(dtype, src, i, n - i), n - i);
 }
 
-#endif /* ATTN_ARM_TILE_NEON_BODY_H */
+#endif /* ATTN_ARM_TILE_NEON_TMPL_H */

@@ -1,0 +1,71 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The int8 mode's qk_i8 driver (attn_precision, include/attn.h), written
+ * once for every ISA's micro-kernel (src/x86/dot_i8_vnni_tmpl.h,
+ * src/arm/dot_i8_neon_tmpl.h): q quantized per 32-block once per pass of
+ * rows (src/lowp.h's rule), keys in groups of I8_KEYS packed in chunks of
+ * I8_BLOCKS blocks, each chunk's block sums added into s by i8_rows for up
+ * to I8_ROWS rows at a time (partial sums wait in s between chunks, so the
+ * chunking never changes the bits).
+ *
+ * The including file defines, and includes this after its micro-kernel: I8_INLINE (its always-inline
+ * qualifier), I8_KEYS and I8_BLOCKS
+ * (constants or, on SVE, expressions of the vector length), I8_ROWS (at
+ * most ATTN_TAIL_MAX - 1), I8_PANEL_WORDS
+ * and I8_SCALE_WORDS (the packed panel's and its scales' sizes), I8_ALIGN,
+ * unit_bytes, row_bytes, row_at and
+ *   i8_quantize(x, b)        32 values of q into one attn_q8_block
+ *   i8_pack(dt, k, kb, nkeys, b0, nb, kp, ks)
+ *                            blocks b0 .. b0 + nb of nkeys keys into the panel
+ *   i8_rows(dt, R, x, q_blocks, kp, ks, nb, s, s_stride, nkeys, first, last, scale)
+ *                            R rows' sums over the panel's nb blocks into s
+ *                            (first: s starts at 0; last: times scale)
+ */
+#ifndef ATTN_DOT_I8_TMPL_H
+#define ATTN_DOT_I8_TMPL_H
+
+/* stack: the panel and 10 KiB of quantized query (ATTN_TASK_STACK_BYTES) */
+#define I8_QBLOCKS 256  /* quantized query blocks kept per pass: 64 rows at d 128 */
+_Static_assert(ATTN_MAX_HEAD_DIM / ATTN_QBLOCK <= I8_QBLOCKS, "a query row must fit one pass");
+
+I8_INLINE void qk_i8(int dt, const float *q, ptrdiff_t q_stride, const void *k,
+                     ptrdiff_t k_stride, size_t nq, size_t nk, size_t d, float scale, float *s,
+                     ptrdiff_t s_stride)
+{
+    _Alignas(I8_ALIGN) uint32_t kp[I8_PANEL_WORDS];
+    _Alignas(I8_ALIGN) float ks[I8_SCALE_WORDS];
+    attn_q8_block qb[I8_QBLOCKS];
+    const size_t keys = I8_KEYS, blocks = I8_BLOCKS;
+    const size_t nb = d / ATTN_QBLOCK; /* k rows are whole blocks */
+    const size_t unit = unit_bytes(dt), bytes = row_bytes(dt, d);
+    const uintptr_t kb = (uintptr_t)k_stride * unit;
+    const size_t rows_per_pass = nb <= I8_QBLOCKS ? I8_QBLOCKS / nb : 1;
+    const size_t ahead = attn_prefetch_rows_ahead(bytes);
+    for (size_t r0 = 0; r0 < nq; r0 += rows_per_pass) {
+        const size_t nr = nq - r0 < rows_per_pass ? nq - r0 : rows_per_pass;
+        for (size_t r = 0; r < nr; r++)
+            for (size_t b = 0; b < nb; b++)
+                i8_quantize(q + (ptrdiff_t)(r0 + r) * q_stride + (ptrdiff_t)(b * ATTN_QBLOCK),
+                            &qb[r * nb + b]);
+        for (size_t c0 = 0; c0 < nk; c0 += keys) {
+            const size_t nkeys = nk - c0 < keys ? nk - c0 : keys;
+            if (r0 == 0)
+                attn_prefetch_rows(k, c0 + ahead, k_stride, unit, keys, bytes);
+            for (size_t bc = 0; bc < nb; bc += blocks) {
+                const size_t nbc = nb - bc < blocks ? nb - bc : blocks;
+                const int first = bc == 0, last = bc + nbc == nb;
+                i8_pack(dt, row_at(k, c0, kb), kb, nkeys, bc, nbc, kp, ks);
+                for (size_t r = 0; r < nr; r += I8_ROWS) {
+                    float *sr = s + (ptrdiff_t)(r0 + r) * s_stride + (ptrdiff_t)c0;
+                    const attn_q8_block *x = qb + r * nb + bc;
+                    const size_t R = nr - r < I8_ROWS ? nr - r : I8_ROWS;
+#define I8_ROWS_AT(n) i8_rows(dt, n, x, nb, kp, ks, nbc, sr, s_stride, nkeys, first, last, scale)
+                    ATTN_TAIL(R, I8_ROWS + 1, I8_ROWS_AT); /* 1 <= R <= I8_ROWS */
+#undef I8_ROWS_AT
+                }
+            }
+        }
+    }
+}
+
+#endif /* ATTN_DOT_I8_TMPL_H */

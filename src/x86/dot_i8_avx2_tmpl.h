@@ -1,0 +1,97 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * AVX2 kernel of the int8 mode (attn_precision, include/attn.h; the dot_i8
+ * file of src/kernel_list.h), on AVX-VNNI (the VEX vpdpbusd of Alder Lake,
+ * Sapphire Rapids, Zen 5 and later): src/x86/dot_i8_vnni_tmpl.h's qk_i8, shared
+ * with the AVX-512 kernel, with 8 keys a vector. Built with -mavxvnni on top
+ * of the ISA's flags (src/x86/meson.build), installed only on CPUs that
+ * have it (ATTN_CPU_AVX_VNNI, src/cpu.c).
+ *
+ * src/x86/dot_i8_evex_avx2.c includes it with ATTN_DOT_I8_EVEX: the EVEX vpdpbusd
+ * on 256-bit vectors (AVX512_VNNI with AVX512VL), the dot_i8_evex file:
+ * Zen 4 has vpdpbusd only in that form, and its default table is AVX2's
+ * (AVX-512 is not its default, src/isa_list.h), so without it the int8
+ * mode computed there as the default mode does. Both instructions give the
+ * same int32 sums, so the two files give the same bits.
+ *
+ * tests/emu builds it a second time with the AVX-VNNI instruction from
+ * SIMDe (ATTN_SIMDE_EMU: everything else is plain AVX2), so that its
+ * logic is checked on CPUs without it.
+ */
+#include "tile_variants.h"
+#include "x86/tile_avx2_tmpl.h"
+
+#ifdef ATTN_SIMDE_EMU
+#include <simde/x86/avx512/dpbusd.h>
+#define i8_dpbusd(acc, u8, s8) simde_mm256_dpbusd_epi32(acc, u8, s8)
+#define ATTN_DOT_I8_AVX2_EXT avx2_emu
+#else
+#define ATTN_DOT_I8_AVX2_EXT avx2
+#ifdef ATTN_DOT_I8_EVEX
+#define i8_dpbusd(acc, u8, s8) _mm256_dpbusd_epi32(acc, u8, s8)
+#else
+#define i8_dpbusd(acc, u8, s8) _mm256_dpbusd_avx_epi32(acc, u8, s8)
+#endif
+#endif
+
+#define I8_KEYS 8
+#define I8_INLINE static ALWAYS_INLINE
+typedef __m256i i8_vi;
+typedef __m256 i8_vf;
+typedef __m256i i8_mask;
+#define i8_vi_load(p) _mm256_load_si256((const __m256i *)(const void *)(p))
+#define i8_vi_set1(x) _mm256_set1_epi32(x)
+#define i8_vi_zero() _mm256_setzero_si256()
+#define i8_vi_add(a, b) _mm256_add_epi32(a, b)
+#define i8_vf_load(p) _mm256_load_ps(p)
+#define i8_vf_set1(x) _mm256_set1_ps(x)
+#define i8_vf_zero() _mm256_setzero_ps()
+#define i8_vf_cvt(x) _mm256_cvtepi32_ps(x)
+#define i8_vf_mul(a, b) _mm256_mul_ps(a, b)
+#define i8_vf_fmadd(a, b, c) _mm256_fmadd_ps(a, b, c)
+#define i8_lanes(n) first_lanes(n)
+#define i8_vf_mload(m, p) _mm256_maskload_ps(p, m)
+#define i8_vf_mstore(p, m, x) _mm256_maskstore_ps(p, m, x)
+#define i8_key_order(x) (x) /* the pack keeps key l in lane l */
+
+I8_INLINE void i8_pack(int dt, const unsigned char *k, uintptr_t kb, size_t nkeys, size_t b0,
+                       size_t nb, uint32_t *kp, float *ks);
+#include "x86/dot_i8_vnni_tmpl.h"
+
+/*
+ * Packs blocks b0 .. b0 + nb of the keys of a group (nkeys <= 8, the rest
+ * zero): kp[(b * 8 + w) * 8 + l] = dword w (values 4w .. 4w + 3, as u8) of
+ * block b of key l; ks[b * 8 + l] = that block's scale.
+ */
+I8_INLINE void i8_pack(int dt, const unsigned char *k, uintptr_t kb, size_t nkeys, size_t b0,
+                       size_t nb, uint32_t *kp, float *ks)
+{
+    const size_t unit = unit_bytes(dt);
+    for (size_t b = 0; b < nb; b++) {
+        __m256i r[8], t[8], u[8];
+        for (size_t j = 0; j < 8; j++) {
+            r[j] = j < nkeys ? i8_block_u8(dt, row_at(k, j, kb) + (b0 + b) * unit)
+                             : _mm256_setzero_si256();
+            ks[b * 8 + j] = j < nkeys ? i8_block_scale(dt, row_at(k, j, kb), b0 + b) : 0.0f;
+        }
+        /* an 8 x 8 dword transpose */
+        for (size_t j = 0; j < 8; j += 2) {
+            t[j] = _mm256_unpacklo_epi32(r[j], r[j + 1]);
+            t[j + 1] = _mm256_unpackhi_epi32(r[j], r[j + 1]);
+        }
+        for (size_t j = 0; j < 8; j += 4) {
+            u[j] = _mm256_unpacklo_epi64(t[j], t[j + 2]);
+            u[j + 1] = _mm256_unpackhi_epi64(t[j], t[j + 2]);
+            u[j + 2] = _mm256_unpacklo_epi64(t[j + 1], t[j + 3]);
+            u[j + 3] = _mm256_unpackhi_epi64(t[j + 1], t[j + 3]);
+        }
+        /* u[i] (i < 4), 128-bit lanes: dword i of keys 0-3, dword i + 4 of
+           keys 0-3; u[4 + i] the same for keys 4-7 */
+        for (size_t i = 0; i < 4; i++) {
+            _mm256_store_si256((__m256i *)(void *)(kp + (b * 8 + i) * 8),
+                               _mm256_permute2x128_si256(u[i], u[4 + i], 0x20));
+            _mm256_store_si256((__m256i *)(void *)(kp + (b * 8 + i + 4) * 8),
+                               _mm256_permute2x128_si256(u[i], u[4 + i], 0x31));
+        }
+    }
+}
