@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * libattn benchmarks: scores, softmax and forward (prefill and decode), and
- * the exp_sum kernel (every kernel: tests/checkasm.c), on every ISA table of the
+ * the exp_sum kernel (every kernel: tests/kernels/checkasm.c), on every ISA table of the
  * registry this build and CPU run (through attn_*_with, single-threaded:
  * opt.parallel_for = NULL), beside what a C user writes today (OpenBLAS
  * sgemm/sgemv + a SLEEF softmax loop, x86-64 only) and the memory references
@@ -650,7 +650,7 @@ void bm_int8dot_peak_avx512(benchmark::State &state)
 
 /*
  * Every kernel of every table, on its own and on data in cache, is timed by
- * tests/checkasm.c (`checkasm --bench`, which walks the kernel list). Here
+ * tests/kernels/checkasm.c (`checkasm --bench`, which walks the kernel list). Here
  * only exp_sum, beside the SLEEF loop a C user would write instead.
  */
 /*

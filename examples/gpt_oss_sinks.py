@@ -15,7 +15,7 @@ row's probability the sink absorbed (exp(sink - lse), from the row stats).
 The toy weights are random; what it shows is the call pattern and that the
 sink enters the softmax denominator and nothing else. The printed errors are
 for reading; the error bounds themselves are checked by the test suites
-(tests/test_ops.c, python/tests/test_mods.py). It fails only on a broken
+(tests/ops/test_ops.c, python/tests/test_mods.py). It fails only on a broken
 result: a non-finite output or a sink share outside (0, 1). Exits 77
 (skipped) without NumPy.
 """

@@ -76,7 +76,7 @@ typedef void attn_qk_tile_fn(const float *q, ptrdiff_t q_stride,
  * where rows[r] holds a key's values, s[r] is that key's score. The
  * backward's D = dO . O comes from here, so that a row whose output is a
  * key's V (one visible key) gets dP - D = 0 exactly. rows[r] are in the
- * variant's dtype (tests/checkasm.c checks both claims).
+ * variant's dtype (tests/kernels/checkasm.c checks both claims).
  */
 typedef void attn_qk_diag_fn(const float *q, ptrdiff_t q_stride, const void *const *rows,
                              size_t nq, size_t d, float scale, float *s);
@@ -237,7 +237,7 @@ typedef attn_qk_tile_fn attn_qk_i8_fn;
 
 /* One member per slot of src/kernel_list.h (a KV slot is an array over the
    K/V dtypes); a table starts as a copy of its base's, so every ISA's
-   table has a kernel in every slot (tests/test_kernels.c, "list"). */
+   table has a kernel in every slot (tests/kernels/test_kernels.c, "list"). */
 #define ATTN_DSP_MEMBER_KV(slot) attn_##slot##_fn *slot[ATTN_KV_DTYPES];
 #define ATTN_DSP_MEMBER_ONE(slot) attn_##slot##_fn *slot;
 #define ATTN_DSP_MEMBER(slot, dt, kind, a) ATTN_DSP_MEMBER_##kind(slot)

@@ -3,8 +3,8 @@
  * The one list of dtypes (modelled on ggml's type_traits[]): every
  * property of an attn_dtype that code needs beside its bits' meaning is one
  * X(...) line here. src/problem.h's attn_dtype_size/_block/_is_* read it,
- * and so do the CLI (tools/problem.c), the tests' reference (tests/ref.c,
- * tests/ref_quant.c), the fuzzers, the benchmarks and, through a table
+ * and so do the CLI (tools/problem.c), the tests' reference (tests/ref/ref.c,
+ * tests/ref/ref_quant.c), the fuzzers, the benchmarks and, through a table
  * meson generates (python/gen_dtypes.c), the Python binding.
  *
  * It is data, not code: it needs only include/attn.h, so the CLI and the

@@ -75,7 +75,7 @@ extern int64_t attn_bwd_fused_min_tasks;
    validates them): the rows of its query blocks, the most a pt kernel call
    sums, and whether the plan is the fused one (its blocks cut each query
    head's rows; the split plan's cut the group's rows position by
-   position, its heads interleaved). tests/ref_backward.c counts dk's and
+   position, its heads interleaved). tests/ref/ref_backward.c counts dk's and
    dv's blocks from them for their bound (tests/tolerance.h). */
 attn_status attn_bwd_plan_blocks(const attn_dsp *dsp, const attn_shape *shape,
                                  const attn_options *opt, const attn_tensor *q,

@@ -2,7 +2,7 @@
 /*
  * The one registry of instruction sets. The code that enumerates ISAs
  * walks ATTN_ISA_LIST (dispatch, the harness's test rows, test_api.c,
- * tests/checkasm.c, bench_attn.cc) or counts attn_isa values up to the ATTN_ISA_COUNT it
+ * tests/kernels/checkasm.c, bench_attn.cc) or counts attn_isa values up to the ATTN_ISA_COUNT it
  * defines (the fuzzers, the TSan stress, the fault tests, the exp sweep;
  * fuzz_quant.c alone still lists them by hand); the CLI and the Python
  * binding walk attn_isa_name() through the public API until "unknown".

@@ -7,7 +7,7 @@
  *     table (ATTN_KERNEL_FILE below: one line at the end of the file),
  *   - each ISA's init (ATTN_ISA_INIT, in row_<isa>.c), which states the
  *     block sizes and calls the inits of the files the list names,
- *   - tests/checkasm.c, which walks every ISA's rows: each kernel against
+ *   - tests/kernels/checkasm.c, which walks every ISA's rows: each kernel against
  *     the scalar oracle, and with --bench timed against it on the same call.
  * A kernel is named attn_<slot>_<dtype>_<isa> (docs/DESIGN.md §2.2); a
  * file's init does not compile while a kernel the list names for it is
@@ -195,7 +195,7 @@
 #define ATTN_KL_CAT(a, b) ATTN_KL_CAT_(a, b)
 
 /* The ATTN_KV_* index of a kernel row's dtype token (f32 for ONE slots);
-   tests/test_kernels.c checks each token against src/dtype_list.h's names. */
+   tests/kernels/test_kernels.c checks each token against src/dtype_list.h's names. */
 #define ATTN_KV_IDX(dt) ATTN_KV_IDX_##dt
 enum {
     ATTN_KV_IDX_f32 = ATTN_KV_F32,

@@ -3,7 +3,7 @@
  * The rounding rules of the low-precision modes (attn_precision, attn.h),
  * in portable C: the scalar oracle (src/scalar/dot_scalar.c) computes with
  * them, and every dot-product kernel must produce the same rounded values
- * (its vector code is checked against these by tests/checkasm.c).
+ * (its vector code is checked against these by tests/kernels/checkasm.c).
  */
 #ifndef ATTN_LOWP_H
 #define ATTN_LOWP_H

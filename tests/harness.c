@@ -13,7 +13,7 @@
 
 #include "harness.h"
 #include "test_rows.h"
-#include "ref.h"
+#include "ref/ref.h"
 #include "emu_tables.h"
 
 /* ------------------------------------------------------------ ISA rows */

@@ -158,7 +158,7 @@ void expect_bytes(const char *what, const void *got, const void *want, size_t n)
  * 16-bit outputs (attn_forward's and attn_merge's out in F16 or BF16; the
  * bounds are tolerance.h's "16-bit outputs"). expect_rounded16: got (dtype
  * F16 or BF16, rows x cols, got_stride elements between rows) is want (f32)
- * rounded to nearest even, bit for bit, by tests/ref.c's own encoders; a
+ * rounded to nearest even, bit for bit, by tests/ref/ref.c's own encoders; a
  * NaN must be a NaN of the same sign (payloads are not specified).
  * decode16: n such values, exactly, as floats.
  */

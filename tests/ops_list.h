@@ -2,15 +2,15 @@
 /*
  * The one list of library operations on the test side: every public
  * operation, each with the suite that tests it first and most (its
- * dedicated test file). The kernel-level suites (test_ops.c,
- * test_kvlayout.c), the API, differential and K/V layout fuzzers, the TSan
- * stress and the fault tests enumerate operations from it. Adding an
- * operation is one X(...) line here plus its case in each suite's switch
- * (the compiler's -Wswitch names every switch that lacks one); a suite
- * that does not run it says so in its case. The order is part of the fuzz
- * corpora's meaning (a byte picks an operation by index): append, never
- * reorder; a fuzzer draws only the operations its corpus was written for
- * (its own count, checked against this list).
+ * dedicated test file). The operation suites (tests/ops/test_ops.c,
+ * tests/ops/test_kvlayout.c), the API, differential and K/V layout
+ * fuzzers, the TSan stress and the fault tests enumerate operations from
+ * it. Adding an operation is one X(...) line here plus its case in each
+ * suite's switch (the compiler's -Wswitch names every switch that lacks
+ * one); a suite that does not run it says so in its case. The order is
+ * part of the fuzz corpora's meaning (a byte picks an operation by index):
+ * append, never reorder; a fuzzer draws only the operations its corpus was
+ * written for (its own count, checked against this list).
  *
  * X(ID, name, test): op_kind value OP_##ID, op_names[] entry "name" (the
  * public function is attn_<name>, its module src/driver/<name>.c), and
@@ -23,17 +23,17 @@
 #define ATTN_TEST_OPS_LIST_H
 
 #define ATTN_OP_LIST(X)                                                                    \
-    X(SCORES, scores, "tests/test_ops.c")                                                  \
-    X(MASK_APPLY, mask_apply, "tests/test_ops.c")                                          \
-    X(WEIGHTS, weights, "tests/test_ops.c")                                                \
-    X(FORWARD, forward, "tests/test_ops.c")                                                \
-    X(SOFTMAX, softmax, "tests/test_ops.c")                                                \
-    X(SOFTMAX_BWD, softmax_backward, "tests/test_ops.c")                                   \
-    X(MERGE, merge, "tests/test_split.c")                                                  \
-    X(BACKWARD, backward, "tests/test_backward.c")                                         \
-    X(QUANTIZE, quantize, "tests/test_quantize.c")                                         \
-    X(CACHE_APPEND, cache_append, "tests/test_cache_append.c")                             \
-    X(PLAN_FORWARD, plan_forward, "tests/test_plan.c")
+    X(SCORES, scores, "tests/ops/test_ops.c")                                              \
+    X(MASK_APPLY, mask_apply, "tests/ops/test_ops.c")                                      \
+    X(WEIGHTS, weights, "tests/ops/test_ops.c")                                            \
+    X(FORWARD, forward, "tests/ops/test_ops.c")                                            \
+    X(SOFTMAX, softmax, "tests/ops/test_ops.c")                                            \
+    X(SOFTMAX_BWD, softmax_backward, "tests/ops/test_ops.c")                               \
+    X(MERGE, merge, "tests/ops/test_split.c")                                              \
+    X(BACKWARD, backward, "tests/ops/test_backward.c")                                     \
+    X(QUANTIZE, quantize, "tests/api/test_quantize.c")                                     \
+    X(CACHE_APPEND, cache_append, "tests/ops/test_cache_append.c")                         \
+    X(PLAN_FORWARD, plan_forward, "tests/ops/test_plan.c")
 
 #define ATTN_OP_ENUM(ID, name, test) OP_##ID,
 typedef enum op_kind { ATTN_OP_LIST(ATTN_OP_ENUM) OP_COUNT } op_kind;

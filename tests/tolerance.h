@@ -140,7 +140,7 @@
  *            FLT_MIN (TOL_TINY absolute, see exp above), so W, and H = log l
  *            + W / l with l >= 1, get sum_j (TOL_TINY * (m - s_j) + eta).
  *
- *  backward (attn_backward; tests/ref_backward.c computes these per element).
+ *  backward (attn_backward; tests/ref/ref_backward.c computes these per element).
  *            Inputs: the scores the backward recomputes carry the score bound
  *            E_ij above (qk_tile, softcap, bias); in the bf16 mode (attn.h,
  *            attn_precision) E_ij gains that mode's score terms, |scale| (B
@@ -166,7 +166,7 @@
  *         |p^ - p| <= pe = p (exp(Delta)(1 + 2*TOL_EXP_ULP*u) - 1) + TOL_TINY
  *    2. dP^ = dO.V (qk_tile, scale 1): F = gamma(dv+1) sum_t |dO_t V_jt|.
  *    3. D^ = dO.O^ (qk_diag: summed in dP's order, so one visible key
- *       gives a^ = 0 exactly; tests/test_backward.c checks that apart):
+ *       gives a^ = 0 exactly; tests/ops/test_backward.c checks that apart):
  *         G = sum_t |dO_t| |O^_t - O_t| + gamma(dv+1) sum_t |dO_t O^_t|.
  *    4. a^ = fl(dP^ - D^):  A = F + G + u(|a| + F + G).
  *    5. dS^ = fl(p^ a^) (score_grad; this is dbias):
@@ -237,7 +237,7 @@
  *            most nq + 1 times, acc0 once, so as pv_tile
  *            |acc - acc*| <= gamma(nq+1) (|acc0| + sum_r |p_rc x_r|); and the
  *            result is acc0 plus, in one f32 addition, what the call gives
- *            on a zero accumulator (tests/checkasm.c checks that of every
+ *            on a zero accumulator (tests/kernels/checkasm.c checks that of every
  *            kernel, bit for bit).
  *  score_grad: fl(p fl(dp - d)): two roundings, <= (2u + u^2)|p (dp - d)|;
  *            the same two IEEE operations in every ISA, so bitwise equal.
@@ -292,7 +292,7 @@ static inline double tol_under_bwd(double n, double abs_p)
 
 /*
  * The per-element bounds of the kernels, as derived above, for every test
- * that checks a kernel (tests/test_kernels.c, tests/checkasm.c).
+ * that checks a kernel (tests/kernels/test_kernels.c, tests/kernels/checkasm.c).
  */
 /* qk_tile: mag = sum_t |q_t k_t|, folded = sum_t max(|q_t|, |k_t|) */
 static inline double tol_qk(double d, double abs_scale, double mag, double folded)
@@ -391,7 +391,7 @@ static inline double tol_softcap(double cap, double x, double t)
  *            block holding key P counts in both, so that is at most the
  *            blocks of the sequence + 1: the R the forward tests use. The
  *            sums keep their terms, in another association. The forward
- *            bound applies unchanged (tests/test_shared_prefix.c).
+ *            bound applies unchanged (tests/ops/test_shared_prefix.c).
  *
  *  attn_merge of n partials (o_i, L_i) given with errors |o_i - o_i*| <= E_i
  *            and |L_i - L_i*| <= l_i against exact partials whose exact
@@ -423,7 +423,7 @@ static inline double tol_wsum(double k, double abs_sum)
 }
 
 /*
- * Quantized K/V (Q8_0, Q4_0, FP8 E4M3 and E5M2; tests/test_quant.c, the
+ * Quantized K/V (Q8_0, Q4_0, FP8 E4M3 and E5M2; tests/kernels/test_quant.c, the
  * quant fuzzer): NO bound of their own. Decoding is exact in f32: q * d has
  * at most 8 + 11 significant bits (Q8_0), 4 + 11 (Q4_0; (n - 8) * d computed
  * as n * d + (-8 d) is exact as well, the result being representable), an
@@ -447,7 +447,7 @@ static inline double tol_wsum(double k, double abs_sum)
 /*
  * Per-row FP8 scales (attn.h 1.6, attn_options.k_scales / v_scales): k's
  * enter each score as fl32(scale * k_scales_j), one f32 product computed
- * before the score is, which the reference (tests/ref.c) uses as that
+ * before the score is, which the reference (tests/ref/ref.c) uses as that
  * key's scale: the score is then the per-call score above with another
  * scale, and its bound is the same formula with |fl32(scale * k_scales_j)|
  * (the qk_tile rounds once, as with one scale for every key). v's: the
@@ -469,7 +469,7 @@ static inline double tol_wsum(double k, double abs_sum)
  * group's scale s_t, the factor f_t = fl32(scale * s_t) (the f32 scale of
  * the call: the default one rounded, or opt->scale), for a tail column f_t
  * = scale and s_t = 1; S segments (groups, and the tail), L_i values in
- * segment i, so L_i + S - 1 <= d. The reference (tests/ref.c, group_score)
+ * segment i, so L_i + S - 1 <= d. The reference (tests/ref/ref.c, group_score)
  * is x = sum_t f_t q_t k_t, M = sum_t |f_t q_t k_t|.
  *  - Segments (the forward over dense keys): per segment the kernel's dot
  *    with scale 1 (gamma(L_i + 1)), times f_i (u), summed over S segments

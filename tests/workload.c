@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ref.h"
+#include "ref/ref.h"
 #include "tolerance.h"
 #include "workload.h"
 

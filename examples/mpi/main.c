@@ -16,7 +16,7 @@
  *             reduce-scatter of dq), causal and with a window of 100.
  * Rank 0 gathers the merged result and compares it with attn_forward of the
  * whole sequence in one process: both must lie within their derived error
- * bounds of tests/ref.c's float64 reference (the merged one: the shards'
+ * bounds of tests/ref/ref.c's float64 reference (the merged one: the shards'
  * bounds carried through the merge, tests/tolerance.h "Merging partial
  * results"), so they differ by at most the sum. Exit 0 when every case
  * passes.
@@ -237,7 +237,7 @@ static int grad_check(int64_t L, int64_t H, int64_t D, const float *m, const flo
 /*
  * Training: the sharded prefill's forward, then seqpar_sharded_backward;
  * rank 0 gathers dq, dk, dv and compares them with attn_backward of the
- * whole sequence in one process, both against tests/ref_backward.c's
+ * whole sequence in one process, both against tests/ref/ref_backward.c's
  * float64 gradients within their bounds (tests/tolerance.h "backward",
  * each with the lse and output its own forward produced: a sharded dq is
  * the sum of P partial sums, one order of the same terms, within the same

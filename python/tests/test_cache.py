@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import libattn
+from libattn import _dtypes
 
 
 def rng():
@@ -90,7 +91,10 @@ def _gather(pool, table, length):
                      for row in table])
 
 
-@pytest.mark.parametrize("kv_dtype", ["q8_0", "q4_0", "fp8", "e5m2", "fp8_rows", "fp8_groups"])
+# every quantized K/V dtype of src/dtype_list.h (libattn/_dtypes.py), and FP8
+# with scales per row and per group
+@pytest.mark.parametrize("kv_dtype", [r.name for r in _dtypes.ROWS if r.kind in ("qblock", "fp8")]
+                         + ["fp8_rows", "fp8_groups"])
 def test_quantized_paged_and_packed_caches_are_read(kv_dtype):
     """A quantized pool written by cache_append is what forward() and
     prepare() read with its block_table, and the same cache packed

@@ -14,6 +14,14 @@ import pytest
 
 import libattn
 from conftest import Reference, assert_close
+from libattn import _dtypes
+
+# The quantized K/V dtypes of src/dtype_list.h (libattn/_dtypes.py is its
+# table), in its order: a dtype the list gains is tested here by itself, and
+# fails where this file lacks its decoder or its constants.
+QBLOCK = [r.name for r in _dtypes.ROWS if r.kind == "qblock"]
+FP8 = [r.name for r in _dtypes.ROWS if r.kind == "fp8"]
+QUANT = [r.name for r in _dtypes.ROWS if r.kind in ("qblock", "fp8")]
 
 
 def e4m3_values():
@@ -42,6 +50,7 @@ def decode(raw, dtype):
         return e4m3_values()[raw]
     if dtype == "e5m2":
         return e5m2_values()[raw]
+    assert dtype in ("q8_0", "q4_0"), "no decoder here for %r" % dtype
     unit = 34 if dtype == "q8_0" else 18
     blocks = raw.reshape(raw.shape[:-1] + (raw.shape[-1] // unit, unit))
     d = blocks[..., :2].copy().view(np.float16)[..., 0].astype(np.float64)
@@ -68,7 +77,7 @@ def ggml_q8_0(x):
     return out.reshape(-1)
 
 
-@pytest.mark.parametrize("dtype", ["q8_0", "q4_0", "fp8", "e5m2"])
+@pytest.mark.parametrize("dtype", QUANT)
 def test_quantize_shapes_and_roundtrip(rng, dtype):
     x = rng.standard_normal((2, 3, 5, 64)).astype(np.float32)
     raw = libattn.quantize(x, dtype)
@@ -137,7 +146,7 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("dtype", ["q8_0", "q4_0", "fp8", "e5m2"])
+@pytest.mark.parametrize("dtype", QUANT)
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_forward_on_quantized_cache(rng, dtype, case):
     c = CASES[case]
@@ -145,7 +154,7 @@ def test_forward_on_quantized_cache(rng, dtype, case):
     kx = rng.standard_normal((c["B"], c["HK"], c["LK"], c["D"])).astype(np.float32)
     vx = rng.standard_normal((c["B"], c["HK"], c["LK"], c["D"])).astype(np.float32)
     ks = vs = 0.0
-    fp8 = dtype in ("fp8", "e5m2")
+    fp8 = dtype in FP8
     if fp8:
         ks, vs = 0.0123, 0.0321  # the cache holds x / scale, in range of E4M3
     k = libattn.quantize(kx, dtype, scale=ks)
@@ -212,7 +221,7 @@ def _i8_score_bound(q, k, scale):
     return abs(scale) * (half + gamma * mag + tiny)
 
 
-@pytest.mark.parametrize("dtype", ["q8_0", "q4_0"])
+@pytest.mark.parametrize("dtype", QBLOCK)
 def test_int8_precision_scores(rng, dtype):
     """precision='int8' reaches the library: its scores are within attn.h's
     int8 bound (plus the f32 bound) of float64, and the mode is refused by
@@ -232,7 +241,7 @@ def test_int8_precision_scores(rng, dtype):
         libattn.scores(q, k, kv_dtype=dtype, precision=3)
 
 
-@pytest.mark.parametrize("dtype", ["fp8", "e5m2"])
+@pytest.mark.parametrize("dtype", FP8)
 def test_row_scales_per_head_are_per_call_scales(rng, dtype):
     """k_scales / v_scales of one value per KV head ([Hkv, 1]) give, head by
     head, the bits of k_scale / v_scale (attn.h 1.6: the score is
@@ -264,7 +273,7 @@ def test_row_scales_per_head_are_per_call_scales(rng, dtype):
     assert np.array_equal(s1[1, :g, :, 5], s0[1, :g, :, 5] * 2)
 
 
-@pytest.mark.parametrize("dtype", ["fp8", "e5m2"])
+@pytest.mark.parametrize("dtype", FP8)
 def test_group_scales(rng, dtype):
     """A 4-D k_scales/v_scales [B, Hkv, Lk, G] is G scales per row over
     D / G channels each (attn.h 1.8): equal groups of a power of two are the
@@ -301,14 +310,14 @@ def test_row_scales_errors(rng):
         libattn.forward(q, k8, k8, kv_dtype="fp8", k_scale=2.0, k_scales=np.ones(8, np.float32))
 
 
-@pytest.mark.parametrize("dtype", ["fp8", "e5m2"])
+@pytest.mark.parametrize("dtype", FP8)
 def test_quantize_rows(rng, dtype):
     """One scale per row: amax / the format's largest finite value (1 for a
     zero row), and each row's bytes those of quantize() with that scale."""
     x = rng.standard_normal((2, 3, 5, 24)).astype(np.float32) * 7
     x[1, 2, 3] = 0.0
     q8, scales = libattn.quantize_rows(x, dtype)
-    top = 448.0 if dtype == "fp8" else 57344.0
+    top = {"fp8": 448.0, "e5m2": 57344.0}[dtype]  # the largest finite value
     assert scales.shape == (2, 3, 5) and scales.dtype == np.float32
     assert scales[1, 2, 3] == 1.0
     want = np.abs(x).max(axis=-1).astype(np.float32) / np.float32(top)

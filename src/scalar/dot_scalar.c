@@ -4,7 +4,7 @@
  * the slots of src/kernel_list.h's dot file): the modes' roundings of
  * src/lowp.h, then exact f32 products summed one by one in index order,
  * like the scalar tile body (-ffp-contract=off). Every dot-product kernel
- * is checked against these (tests/checkasm.c); a table without its own
+ * is checked against these (tests/kernels/checkasm.c); a table without its own
  * keeps none of them (src/dispatch.c).
  */
 #include "scalar/tile_scalar_tmpl.h"

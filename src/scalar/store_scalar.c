@@ -4,7 +4,7 @@
  * into the cache's dtype with src/half.h's and src/quant.h's scalar
  * encoders, the same ones attn_quantize and the rounded outputs use. Every
  * table starts from these (src/kernel_list.h): an ISA's store file, where
- * it has one, must give the same bytes (tests/checkasm.c checks it bitwise).
+ * it has one, must give the same bytes (tests/kernels/checkasm.c checks it bitwise).
  */
 #include <string.h>
 

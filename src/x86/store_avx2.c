@@ -2,7 +2,7 @@
 /*
  * AVX2 + F16C store kernels (attn_cache_append): an f32 row into a cache
  * row, the same bytes as the scalar oracle (src/scalar/store_scalar.c,
- * checked bitwise by tests/checkasm.c). The AVX-512 table keeps these
+ * checked bitwise by tests/kernels/checkasm.c). The AVX-512 table keeps these
  * (src/kernel_list.h): a row of new tokens is a few hundred bytes, and the
  * 256-bit loops already run at memory speed.
  * Built with -ffp-contract=off (src/x86/meson.build): Q4_0's x * id + 8.5

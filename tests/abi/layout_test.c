@@ -13,6 +13,7 @@
 #include <stddef.h>
 
 #include "attn.h"
+#include "dtype_list.h"
 #include "option_list.h"
 
 #define FROZEN(expr) _Static_assert(expr, #expr)
@@ -34,6 +35,9 @@ FROZEN(ATTN_DTYPE_Q8_0 == 4);
 FROZEN(ATTN_DTYPE_Q4_0 == 5);
 FROZEN(ATTN_DTYPE_FP8_E4M3 == 6);
 FROZEN(ATTN_DTYPE_FP8_E5M2 == 7);
+/* every value of src/dtype_list.h frozen above: a dtype appended there
+   stops this file until its value is frozen here and the count moves */
+FROZEN(ATTN_DTYPE_COUNT == 8);
 
 FROZEN(ATTN_ISA_AUTO == 0);
 FROZEN(ATTN_ISA_SCALAR == 1);

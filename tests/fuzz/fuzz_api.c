@@ -19,7 +19,7 @@
  *     is hidden, weights 0 there and rows summing to 1, fully hidden rows
  *     giving 0 and (-inf, -inf, 0) stats, outputs inside the convex hull of
  *     the visible values, and never a NaN.
- * The model reads only attn.h (and tests/ref.c's visibility rule, which is
+ * The model reads only attn.h (and tests/ref/ref.c's visibility rule, which is
  * written from the same header); it shares no code with src/.
  */
 #include <float.h>
@@ -31,11 +31,12 @@
 #include <string.h>
 
 #include "attn.h"
+#include "dtypes.h"
 #include "fuzz_util.h"
 #include "internal.h"
 #include "ops_list.h"
 #include "option_list.h"
-#include "ref.h"
+#include "ref/ref.h"
 #include "tolerance.h"
 
 /* Largest buffer the fuzzer allocates; a valid call needing more is skipped. */
@@ -73,9 +74,10 @@ static float draw_value(fz_rng *g, value_class vc, float lo, float hi)
 }
 
 /* F16 or BF16: what the forward's out may be besides F32 (attn.h). */
+/* F16 or BF16: the rounded outputs of src/dtype_list.h (tests/dtypes.h). */
 static int out16(int32_t dtype)
 {
-    return dtype == ATTN_DTYPE_F16 || dtype == ATTN_DTYPE_BF16;
+    return test_dtype_is(dtype, DT_OUT_ROUNDED);
 }
 
 static uint16_t to_half_bits(float f, int32_t dtype)
@@ -441,7 +443,7 @@ static int64_t pick_dim(fz_reader *r, int hostile, int64_t lo, int64_t hi)
 static int32_t pick_dtype(fz_reader *r, int32_t usual, int hostile)
 {
     if (usual == ATTN_DTYPE_F32 && fz_chance(r, 90))
-        usual = (int32_t)fz_range(r, 0, 2); /* F32, F16 or BF16 inputs */
+        usual = (int32_t)fz_range(r, 0, ATTN_KV_FLOAT_DTYPES - 1); /* F32, F16 or BF16 inputs */
     if (hostile && fz_chance(r, 24)) {
         static const int32_t wild[] = {-1, 3, 4, 1000, INT32_MIN, ATTN_DTYPE_F16, ATTN_DTYPE_BOOL};
         return wild[fz_u8(r) % (sizeof wild / sizeof wild[0])];
@@ -558,7 +560,7 @@ static void poison_unread(problem *P, int op, fz_rng *g)
     }
 }
 
-/* An output element, decoded by tests/ref.c (F32, or the forward's F16/BF16). */
+/* An output element, decoded by tests/ref/ref.c (F32, or the forward's F16/BF16). */
 static float out_at(const tens *T, int64_t b, int64_t h, int64_t i, int64_t j)
 {
     return (float)ref_tensor_get(&T->t, b, h, i, j);
@@ -988,8 +990,7 @@ static void run_attention(fz_reader *r, int op)
            in blocks; FP8) is a valid K/V dtype since 1.1. This model does not
            size block-format tensors (fuzz_quant.c does): here a K or V slot
            gets BOOL instead, which the library must reject. */
-        if ((w == 1 || w == 2) && T->t.dtype >= ATTN_DTYPE_Q8_0 &&
-            T->t.dtype <= ATTN_DTYPE_FP8_E5M2)
+        if ((w == 1 || w == 2) && test_dtype_is(T->t.dtype, DT_QUANT))
             T->t.dtype = ATTN_DTYPE_BOOL;
         /* out: F32; the forward's may also be F16 or BF16 (attn.h), its f32
            rows rounded once */
@@ -1053,7 +1054,7 @@ static void run_attention(fz_reader *r, int op)
         const int ok = w == 3 ? dt == ATTN_DTYPE_F32 || (op == OP_FORWARD && out16(dt))
                        : w == 4 ? dt == ATTN_DTYPE_BOOL
                        : w >= 6 ? dt == ATTN_DTYPE_F32 /* bias (5): any float, 1.11 */
-                                : (dt == ATTN_DTYPE_F32 || dt == ATTN_DTYPE_F16 || dt == ATTN_DTYPE_BF16);
+                                : test_dtype_is(dt, DT_FLOAT);
         if (!ok)
             must |= BIT(ATTN_ERR_ARG);
     }

@@ -7,7 +7,7 @@
  * padded, [B,L,H,D] and broadcast layouts, GQA)
  * through every kernel table this build and CPU offer. Each table runs its
  * own forward, then the backward on that forward's output and lse; every
- * gradient (and dbias) must be within tests/ref_backward.c's bound of the
+ * gradient (and dbias) must be within tests/ref/ref_backward.c's bound of the
  * float64 gradient (tolerance.h, "backward"), and each table within the sum
  * of its bound and the scalar table's of the scalar result. Fully masked rows and keys nobody sees
  * must get exactly 0. Both plans of the driver (fused and split) are drawn.
@@ -21,10 +21,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dtypes.h"
 #include "fuzz_util.h"
 #include "internal.h"
-#include "ref.h"
-#include "ref_backward.h"
+#include "ref/ref.h"
+#include "ref/ref_backward.h"
 #include "tolerance.h"
 
 #define CAP_WORK ((int64_t)1 << 19)
@@ -48,7 +49,7 @@ static void fill(const attn_tensor *t, fz_rng *g, float lo, float hi, int64_t nb
 
 /* Dense problems with every option attn_backward takes, global positions
    (q_pos/k_pos) included; the packed and left-padded layouts are checked
-   bit for bit against dense calls by tests/test_backward.c (layouts_match_
+   bit for bit against dense calls by tests/ops/test_backward.c (layouts_match_
    dense), pages and quantized K/V are not the backward's. */
 static void profile_of(gen_profile *p)
 {
@@ -58,7 +59,7 @@ static void profile_of(gen_profile *p)
     gen_range(p, GEN_C_BATCH, 1, 2);
     p->rule[GEN_C_KV_LEN].wide_hi = 150;
     gen_range(p, GEN_C_HEAD_DIM, 1, 40);
-    /* now and then past the AVX-512 K panel's 128 dims (src/x86/tile_avx512_body.h) */
+    /* now and then past the AVX-512 K panel's 128 dims (src/x86/tile_avx512_tmpl.h) */
     p->rule[GEN_C_HEAD_DIM].wide = 30, p->rule[GEN_C_HEAD_DIM].wide_hi = 160;
     gen_range(p, GEN_C_V_DIM, 1, 40);
     gen_chance(p, GEN_C_V_DIM, 128);
@@ -84,7 +85,7 @@ static attn_tensor dense(float *data, int64_t nh, int64_t nl, int64_t nc)
     return t;
 }
 
-/* |got - want| <= err, the bound of tests/ref_backward.c (gradual underflow
+/* |got - want| <= err, the bound of tests/ref/ref_backward.c (gradual underflow
    included, tolerance.h). */
 /* err: this table's bound; scal_err: the scalar table's (each table ran its
    own forward, so their lse and output, hence their bounds, differ). */
@@ -128,8 +129,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     const int64_t rows = s.batch * s.q_heads * s.q_len;
     /* dout in any input dtype */
-    static const int32_t dtypes[] = {ATTN_DTYPE_F32, ATTN_DTYPE_F16, ATTN_DTYPE_BF16};
-    const int32_t dout_type = dtypes[fz_u8(r) % 3];
+    int32_t dtypes[ATTN_DTYPE_COUNT]; /* the float dtypes (tests/dtypes.h) */
+    const int n_dtypes = test_dtypes_of(DT_FLOAT, dtypes);
+    const int32_t dout_type = dtypes[fz_u8(r) % n_dtypes];
     void *dout = malloc((size_t)(rows * dv) * esize(dout_type));
     if (!dout)
         abort();

@@ -2,7 +2,7 @@
 /*
  * Differential fuzzer: small random problems through every kernel table this
  * build and CPU offer (attn_dsp_for_isa), each compared with the scalar table
- * (the oracle) and with tests/ref.c's float64 reference.
+ * (the oracle) and with tests/ref/ref.c's float64 reference.
  *
  * Tolerances are tests/tolerance.h's, computed per element by ref.c: every
  * implementation must be within the bound of the exact result, so two of
@@ -21,7 +21,7 @@
  *
  * A forward is now and then (a byte after the problem's) run again on every
  * table into an F16 or BF16 out: it must be that table's F32 out rounded to
- * nearest even, bit for bit (tests/ref.c's encoders, not the library's),
+ * nearest even, bit for bit (tests/ref/ref.c's encoders, not the library's),
  * with the same stats bits.
  */
 #include <float.h>
@@ -34,7 +34,7 @@
 #include "fuzz_util.h"
 #include "internal.h"
 #include "ops_list.h"
-#include "ref.h"
+#include "ref/ref.h"
 #include "tolerance.h"
 
 #define CAP_WORK ((int64_t)2 << 20)
@@ -122,7 +122,7 @@ typedef struct outputs {
 /*
  * The forward on every table into a dense out of `dtype` (F16 or BF16): each
  * element must be the same table's F32 out (res[t]) rounded to nearest even,
- * by tests/ref.c's encoders (a NaN: a NaN of the same sign), and the stats
+ * by tests/ref/ref.c's encoders (a NaN: a NaN of the same sign), and the stats
  * the same bits.
  */
 static void forward16(int32_t dtype, const attn_dsp *const *tables, int ntables,
@@ -188,7 +188,7 @@ static void run_attention(fz_reader *r, int op, const attn_dsp *const *tables, i
     const attn_shape s = m.shape;
     attn_options opt = m.opt;
     /* a rounding mode may turn inf * tiny into inf * 0 = NaN where the
-       exact product is inf (attn.h; tests/test_precision.c checks that
+       exact product is inf (attn.h; tests/ops/test_precision.c checks that
        case): with non-finite q or k drawn, the default mode */
     if (d.val[GEN_Q].special || d.val[GEN_K].special)
         opt.precision = ATTN_PRECISION_DEFAULT;

@@ -23,7 +23,7 @@
  * an output byte changed by a rejected call; an input byte changed; an
  * output element outside every sequence's rows and columns changed by an
  * accepted call; a result of any kernel table off the float64 reference
- * (tests/ref_kv.c + ref.c) by more than tests/tolerance.h's bound, or off
+ * (tests/ref/ref_kv.c + ref.c) by more than tests/tolerance.h's bound, or off
  * the scalar table by more than twice it; a NaN anywhere (the valid ranges
  * hold finite values and everything outside them NaN, which must never be
  * read).
@@ -37,7 +37,7 @@
  * pool, two new rows on one cache row, a value a block format refuses), a
  * refused call changed a pool byte, an accepted one changed a byte outside
  * the new rows, or two kernel tables wrote different bytes. The encoding of
- * each row is tests/test_cache_append.c's to check, bit for bit.
+ * each row is tests/ops/test_cache_append.c's to check, bit for bit.
  * Every accepted forward also runs through a plan (attn_plan_forward,
  * attn_plan_run), which must give its bytes.
  */
@@ -47,11 +47,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dtypes.h"
 #include "fuzz_util.h"
 #include "internal.h"
 #include "ops_list.h"
-#include "ref.h"
-#include "ref_kv.h"
+#include "ref/ref.h"
+#include "ref/ref_kv.h"
 #include "tolerance.h"
 
 /* The operations of ops_list.h that take a K/V layout or offsets; a byte
@@ -354,11 +355,12 @@ static unsigned append_expected(const prob *p, int keys_only, int bad_value)
 static void check_append(prob *p, fz_reader *r, fz_rng *g)
 {
     const attn_shape *s = &p->shape;
-    static const int32_t dts[] = {ATTN_DTYPE_F32, ATTN_DTYPE_F16, ATTN_DTYPE_BF16};
-    const int32_t dt = dts[fz_range(r, 0, 2)];
+    int32_t dts[ATTN_DTYPE_COUNT]; /* the float dtypes (tests/dtypes.h) */
+    const int n_dts = test_dtypes_of(DT_FLOAT, dts);
+    const int32_t dt = dts[fz_range(r, 0, n_dts - 1)];
     const int keys_only = fz_chance(r, 40);
     const int64_t cols[2] = {s->head_dim, p->dv};
-    const size_t es = dt == ATTN_DTYPE_F32 ? 4 : 2;
+    const size_t es = test_dtypes[dt].bytes;
     attn_tensor nt[2];
     void *mem[2];
     for (int c = 0; c < 2; c++) {

@@ -19,7 +19,7 @@
  * the float64 merge (ref_merge_row); different bits for reversed task order
  * or between runs. A last byte draws the out dtype of one more call per
  * table: F16 or BF16 must give the F32 out rounded to nearest even bit for
- * bit (tests/ref.c's encoders) and the same lse bits; BOOL or Q8_0 must be
+ * bit (tests/ref/ref.c's encoders) and the same lse bits; BOOL or Q8_0 must be
  * ATTN_ERR_ARG with nothing written.
  */
 #include <float.h>
@@ -31,7 +31,7 @@
 #include "attn.h"
 #include "fuzz_util.h"
 #include "internal.h"
-#include "ref.h"
+#include "ref/ref.h"
 #include "tolerance.h"
 
 #define MAX_PARTS 8

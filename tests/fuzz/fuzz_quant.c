@@ -23,7 +23,7 @@
  *
  *  - attn_quantize on rows of raw float bit patterns: the status must match
  *    (non-finite or scale-overflowing Q8_0/Q4_0 rows refused, nothing
- *    written), and accepted rows must equal tests/ref_quant.c's reference
+ *    written), and accepted rows must equal tests/ref/ref_quant.c's reference
  *    quantizers byte for byte.
  */
 #include <float.h>
@@ -33,24 +33,39 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dtypes.h"
 #include "fuzz_util.h"
 #include "internal.h"
-#include "ref.h"
-#include "ref_quant.h"
+#include "ref/ref.h"
+#include "ref/ref_quant.h"
 #include "tolerance.h"
 
 static const attn_isa isas[] = {ATTN_ISA_SCALAR, ATTN_ISA_AVX2, ATTN_ISA_AVX512, ATTN_ISA_NEON,
                                 ATTN_ISA_SVE};
 #define N_ISAS (sizeof isas / sizeof isas[0])
 
-static const int32_t quant_dtypes[] = {ATTN_DTYPE_Q8_0, ATTN_DTYPE_Q4_0, ATTN_DTYPE_FP8_E4M3,
-                                       ATTN_DTYPE_FP8_E5M2};
-#define N_QUANT (int64_t)(sizeof quant_dtypes / sizeof quant_dtypes[0])
+/* The quantized dtypes, src/dtype_list.h's kinds QBLOCK and FP8
+   (tests/dtypes.h), a byte picking one by index. The committed corpus was
+   written for N_QUANT of them: a dtype the list gains stops every input
+   (quant_dtype) until it is drawn here, which changes what the corpus's
+   bytes mean (refresh it: tests/fuzz/README.md), or this says why not. */
+#define N_QUANT 4
 
-/* E4M3 or E5M2: one byte per value, any row length, k_scale / v_scale. */
+static int32_t quant_dtype(int64_t i)
+{
+    int32_t dts[ATTN_DTYPE_COUNT];
+    if (test_dtypes_of(DT_QUANT, dts) != N_QUANT) {
+        fprintf(stderr, "fuzz_quant: src/dtype_list.h has a quantized dtype this fuzzer "
+                        "does not draw (N_QUANT)\n");
+        abort();
+    }
+    return dts[i];
+}
+
+/* FP8 (E4M3, E5M2): one byte per value, any row length, k_scale / v_scale. */
 static int is_fp8(int32_t dt)
 {
-    return dt == ATTN_DTYPE_FP8_E4M3 || dt == ATTN_DTYPE_FP8_E5M2;
+    return test_dtype_is(dt, DT_FP8);
 }
 
 /* Stride units of one row of n values. */
@@ -164,8 +179,8 @@ static void fuzz_attention(fz_reader *r)
     s.q_heads = s.kv_heads * fz_range(r, 1, 3);
     s.q_len = fz_range(r, 1, 9);
     s.kv_len = fz_range(r, 1, 40);
-    const int32_t kdt = quant_dtypes[fz_range(r, 0, N_QUANT - 1)],
-                  vdt = quant_dtypes[fz_range(r, 0, N_QUANT - 1)];
+    const int32_t kdt = quant_dtype(fz_range(r, 0, N_QUANT - 1)),
+                  vdt = quant_dtype(fz_range(r, 0, N_QUANT - 1));
     s.head_dim = is_fp8(kdt) ? fz_range(r, 1, 70) : 32 * fz_range(r, 1, 3);
     s.v_dim = is_fp8(vdt) ? fz_range(r, 1, 70) : 32 * fz_range(r, 1, 3);
     int shape_ok = 1;
@@ -270,7 +285,8 @@ static void fuzz_attention(fz_reader *r)
     /* a tail of n values per key row (1.9), drawn after the scales: the
        call's head_dim grows by n, q is drawn again at that width, and the
        reference's K rows are the decoded cache rows then the tail's */
-    static const int32_t tail_dtypes[] = {ATTN_DTYPE_F32, ATTN_DTYPE_F16, ATTN_DTYPE_BF16};
+    int32_t tail_dtypes[ATTN_DTYPE_COUNT]; /* the float dtypes (tests/dtypes.h) */
+    const int n_tails = test_dtypes_of(DT_FLOAT, tail_dtypes);
     attn_tensor tail_t = {0};
     fz_buf tail_buf = {0};
     float *kdense = kc.dense;
@@ -278,7 +294,7 @@ static void fuzz_attention(fz_reader *r)
     const int64_t k_cols = s.head_dim;
     if (fz_u8(r) >= 200) {
         const int64_t n = fz_range(r, 1, 24), H = s.kv_heads, L = s.kv_len;
-        const int32_t tdt = tail_dtypes[fz_range(r, 0, 2)];
+        const int32_t tdt = tail_dtypes[fz_range(r, 0, n_tails - 1)];
         const size_t eb = tdt == ATTN_DTYPE_F32 ? 4 : 2;
         tail_t = (attn_tensor){NULL, tdt, H * L * n, L * n, n};
         unsigned char *td = fz_buf_alloc(&tail_buf, (size_t)(s.batch * H * L * n) * eb,
@@ -462,7 +478,7 @@ static void fuzz_attention(fz_reader *r)
 
 static void fuzz_quantize(fz_reader *r)
 {
-    const int32_t dt = quant_dtypes[fz_range(r, 0, N_QUANT - 1)];
+    const int32_t dt = quant_dtype(fz_range(r, 0, N_QUANT - 1));
     const int64_t rows = fz_range(r, 1, 3);
     const int64_t cols = is_fp8(dt) ? fz_range(r, 1, 40) : 32 * fz_range(r, 1, 2);
     const int64_t units = units_of(dt, cols);

@@ -30,7 +30,7 @@
 #include "attn.h"
 #include "fuzz_util.h"
 #include "internal.h"
-#include "ref.h"
+#include "ref/ref.h"
 #include "tolerance.h"
 
 static void reversed_for(void *ctx, attn_task_fn task, void *task_ctx, size_t count)

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Split-KV, attn_merge and global positions, for every ISA row (SIMDe
- * avx512-emu included), against the float64 reference (tests/ref.c) with the
+ * avx512-emu included), against the float64 reference (tests/ref/ref.c) with the
  * bounds of tests/tolerance.h ("Merging partial results"), and for SIMD rows
  * against the scalar table too:
  *   kernels/wsum          the merge slot, 1..32 parts, every length and
@@ -32,7 +32,7 @@
 #include <string.h>
 
 #include "harness.h"
-#include "ref.h"
+#include "ref/ref.h"
 #include "tolerance.h"
 #include "workload.h"
 

@@ -6,8 +6,8 @@
  *    and in the default mode with BF16 q and k (which may run on bf16 dot
  *    units), through scores, weights and forward, against float64
  *    (ref_attn_compute on the per-sequence dense copy) within exactly the
- *    bounds attn.h states for the mode (tests/ref.c, qk_mode);
- *  - the int8 mode on Q8_0 / Q4_0 caches: tests/test_quant.c (its
+ *    bounds attn.h states for the mode (tests/ref/ref.c, qk_mode);
+ *  - the int8 mode on Q8_0 / Q4_0 caches: tests/kernels/test_quant.c (its
  *    operation tests run every mode);
  *  - an unknown precision is ATTN_ERR_ARG with nothing written, and the
  *    backward refuses the rounding modes (ATTN_ERR_UNSUPPORTED).
@@ -23,8 +23,8 @@
 
 #include "gen.h"
 #include "harness.h"
-#include "ref.h"
-#include "ref_kv.h"
+#include "ref/ref.h"
+#include "ref/ref_kv.h"
 #include "workload.h"
 
 static void *plain_alloc(void *ctx, int role, size_t bytes, size_t elem, int misalign)
@@ -247,7 +247,7 @@ Test(precision, errors)
             CHECK(out[j] == -7.0f, "out written on a refused call");
     }
     /* the backward: the default and bf16 modes (the int8 mode's scores have
-       no gradient here), tests/test_backward.c checks bf16's against float64 */
+       no gradient here), tests/ops/test_backward.c checks bf16's against float64 */
     float dq[8 * 32], dk[8 * 32], dv[8 * 32];
     const attn_tensor tdq = {dq, ATTN_DTYPE_F32, L * D, L * D, D},
                       tdk = {dk, ATTN_DTYPE_F32, L * D, L * D, D},

@@ -11,9 +11,10 @@
 #include <string.h>
 
 #include "attn.h"
+#include "dtypes.h"
 #include "harness.h"
-#include "ref.h"
-#include "ref_quant.h"
+#include "ref/ref.h"
+#include "ref/ref_quant.h"
 #include "tolerance.h"
 
 static void expect_block(const char *what, const unsigned char *got, const unsigned char *want,
@@ -352,8 +353,11 @@ Test(quantize, errors_write_nothing)
     /* contents the block formats cannot hold: checked before any row is
        written, so an earlier valid row stays unwritten too */
     const float bad[] = {NAN, INFINITY, -INFINITY, 1e7f /* d = 1e7 / 127 > 65504 */};
-    for (int dt = ATTN_DTYPE_Q8_0; dt <= ATTN_DTYPE_Q4_0; dt++)
+    int32_t blocks[ATTN_DTYPE_COUNT]; /* the block formats (tests/dtypes.h) */
+    const int n_blocks = test_dtypes_of(DT_QBLOCK, blocks);
+    for (int b = 0; b < n_blocks; b++)
         for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+            const int32_t dt = blocks[b];
             float rows[64] = {1.0f};
             rows[32 + 5] = bad[i];
             CHECK(attn_quantize(dt, rows, 2, 32, 32, dst, 1, 0.0f) == ATTN_ERR_ARG,

@@ -5,7 +5,7 @@
  * left-padded, paged with shuffled, adjoining, shared and random pools) put
  * the cache where the forward's tests read it, gen_kv_row says where key
  * position p of a sequence lives, and each written row must be its new
- * values encoded by tests/ref.c's F16/BF16 rounding or tests/ref_quant.c's
+ * values encoded by tests/ref/ref.c's F16/BF16 rounding or tests/ref/ref_quant.c's
  * quantizers, bit for bit. Every other byte of both caches keeps its value;
  * a call the contract refuses (more new tokens than keys, two new rows on
  * one cache row: a pool shared or drawn with repeats) writes nothing.
@@ -18,10 +18,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dtypes.h"
 #include "gen.h"
 #include "harness.h"
 #include "internal.h"
-#include "ref_quant.h"
+#include "ref/ref_quant.h"
 #include "workload.h"
 
 enum {
@@ -45,11 +46,14 @@ static void set_menu(gen_profile *p, int c, const int64_t *menu, size_t n)
 static void profile_of(gen_profile *p, int layout, int64_t bs)
 {
     static const int64_t groups[] = {1, 2}, dims[] = {8, 32, 72, 128},
-                         kv_dtypes[] = {ATTN_DTYPE_F32,  ATTN_DTYPE_F16,  ATTN_DTYPE_BF16,
-                                        ATTN_DTYPE_Q8_0, ATTN_DTYPE_Q4_0, ATTN_DTYPE_FP8_E4M3,
-                                        ATTN_DTYPE_FP8_E5M2},
                          lens[] = {GEN_SEQ_EMPTY, GEN_SEQ_FULL, GEN_SEQ_FULL, GEN_SEQ_RANDOM},
                          offset[] = {GEN_OFFSET_RANDOM};
+    /* every K/V dtype of src/dtype_list.h (the menu must outlive the call) */
+    static int64_t kv_dtypes[ATTN_DTYPE_COUNT];
+    int32_t kv[ATTN_DTYPE_COUNT];
+    const int n_kv = test_dtypes_of(DT_KV, kv);
+    for (int i = 0; i < n_kv; i++)
+        kv_dtypes[i] = kv[i];
     gen_profile_init(p);
     p->work_cap = 0;
     p->flags = GEN_P_Q_SHORTER; /* most sequences then have room for their new tokens */
@@ -61,8 +65,8 @@ static void profile_of(gen_profile *p, int layout, int64_t bs)
     set_menu(p, GEN_C_HEAD_DIM, dims, 4);
     gen_range(p, GEN_C_V_DIM, 1, 70);
     gen_chance(p, GEN_C_V_DIM, 64);
-    set_menu(p, GEN_C_K_DTYPE, kv_dtypes, 7);
-    set_menu(p, GEN_C_V_DTYPE, kv_dtypes, 7);
+    set_menu(p, GEN_C_K_DTYPE, kv_dtypes, (size_t)n_kv);
+    set_menu(p, GEN_C_V_DTYPE, kv_dtypes, (size_t)n_kv);
     gen_range(p, GEN_C_OPT(k_scale), 1, 48); /* FP8 only (gen.c); x 1/16 */
     gen_chance(p, GEN_C_OPT(k_scale), 128);
     gen_range(p, GEN_C_OPT(v_scale), 1, 48);
@@ -112,8 +116,6 @@ typedef struct new_rows {
     attn_tensor t;
     void *mem;
 } new_rows;
-
-static const int32_t src_dtypes[] = {ATTN_DTYPE_F32, ATTN_DTYPE_F16, ATTN_DTYPE_BF16};
 
 /* One new value: moderate, now and then 0 or a tiny one; with `specials`
    (float caches) also values F16 cannot hold, infinities and NaN (a block
@@ -186,10 +188,13 @@ static void check_row(const void *got, int32_t dt, const float *x, int64_t cols,
         for (int64_t c = 0; c < cols; c++)
             want[c] = ref_f32_to_e5m2(scale == 0.0f ? x[c] : x[c] / scale);
         break;
-    default: /* FP8: x / scale rounded to f32, then to E4M3 */
+    case ATTN_DTYPE_FP8_E4M3: /* x / scale rounded to f32, then to E4M3 */
         for (int64_t c = 0; c < cols; c++)
             want[c] = ref_f32_to_e4m3(scale == 0.0f ? x[c] : x[c] / scale);
         break;
+    default: /* a K/V dtype the list gained: its encoder belongs here */
+        CHECK(0, "%s: no encoder here for dtype %s", what, test_dtype_name(dt));
+        return;
     }
     expect_bytes(what, got, want, row_bytes(dt, cols));
 }
@@ -222,10 +227,12 @@ static void check_one(const attn_dsp *t, rng *g, int layout, int64_t bs)
     const int keys_only = rng_int(g, 0, 7) == 0;
 
     /* new tokens, in a float dtype; values a block format can hold for those */
+    int32_t src_dtypes[ATTN_DTYPE_COUNT];
+    const int n_src = test_dtypes_of(DT_FLOAT, src_dtypes);
     new_rows nr[2];
     for (int p = 0; p < 2; p++) {
         const int32_t cdt = m.t[roles[p]].dtype;
-        make_new(&nr[p], g, &d, cols[p], src_dtypes[rng_int(g, 0, 2)],
+        make_new(&nr[p], g, &d, cols[p], src_dtypes[rng_int(g, 0, n_src - 1)],
                  gen_dtype_block(cdt) == 1);
     }
 

@@ -13,7 +13,7 @@
 
 #include "harness.h"
 #include "ops_list.h"
-#include "ref.h"
+#include "ref/ref.h"
 #include "tolerance.h"
 #include "workload.h"
 
@@ -160,11 +160,11 @@ static attn_status run_op(const attn_dsp *t, workload *w, op_kind op, int with_s
         return attn_mask_apply_with(t, &w->shape, &w->opt, &w->scores);
     case OP_SOFTMAX:     /* on plain rows: ops/softmax below */
     case OP_SOFTMAX_BWD: /* on plain rows: ops/softmax_backward below */
-    case OP_MERGE:       /* tests/test_split.c */
-    case OP_BACKWARD:    /* tests/test_backward.c */
-    case OP_QUANTIZE:    /* tests/test_quantize.c */
-    case OP_CACHE_APPEND: /* tests/test_cache_append.c */
-    case OP_PLAN_FORWARD: /* beside every forward below (check_plan), tests/test_plan.c */
+    case OP_MERGE:       /* tests/ops/test_split.c */
+    case OP_BACKWARD:    /* tests/ops/test_backward.c */
+    case OP_QUANTIZE:    /* tests/api/test_quantize.c */
+    case OP_CACHE_APPEND: /* tests/ops/test_cache_append.c */
+    case OP_PLAN_FORWARD: /* beside every forward below (check_plan), tests/ops/test_plan.c */
     case OP_COUNT:
         break;
     }

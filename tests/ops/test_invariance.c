@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dtypes.h"
 #include "half.h"
 #include "harness.h"
 
@@ -229,12 +230,13 @@ ParameterizedTest(isa_row *row, invariance, batch, .timeout = ATTN_TEST_TIMEOUT)
     CHECK(attn_threadpool_create(2, &pool) == ATTN_OK, "pool");
     static const int64_t heads[][2] = {{8, 2}, {4, 4}, {8, 1}, {6, 3}};
     static const int64_t dims[] = {32, 64, 72, 128};
-    static const int32_t dtypes[] = {ATTN_DTYPE_F32, ATTN_DTYPE_F16, ATTN_DTYPE_BF16};
+    int32_t dtypes[ATTN_DTYPE_COUNT]; /* the float dtypes (tests/dtypes.h) */
+    const int n_dtypes = test_dtypes_of(DT_FLOAT, dtypes);
     for (int rep = 0; rep < 8; rep++) {
         const int64_t hi = rng_int(g, 0, 3);
-        const int32_t dt = dtypes[rng_int(g, 0, 2)];
+        const int32_t dt = dtypes[rng_int(g, 0, n_dtypes - 1)];
         const call_shape c = {heads[hi][0], heads[hi][1], dims[rng_int(g, 0, 3)], dt,
-                              dt == ATTN_DTYPE_F32 ? 4u : 2u};
+                              test_dtypes[dt].bytes};
         attn_options base = ATTN_OPTIONS_INIT;
         base.flags = rng_int(g, 0, 1) ? ATTN_CAUSAL : 0;
         base.window = rng_int(g, 0, 3) == 0 ? (int32_t)rng_int(g, 1, 600) : 0;

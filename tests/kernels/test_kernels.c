@@ -11,7 +11,7 @@
 
 #include "half.h"
 #include "harness.h"
-#include "ref.h"
+#include "ref/ref.h"
 #include "tolerance.h"
 
 /* 200 and 255 end in a partial vector after three full ones even at SVE's
@@ -442,7 +442,7 @@ ParameterizedTest(isa_row *row, kernels, to_f32)
 
 /*
  * src/half.h's encoders (the 16-bit outputs' rounding and the Q8_0/Q4_0
- * scales) against tests/ref.c's own: for every upper 16 bits of an f32, the
+ * scales) against tests/ref/ref.c's own: for every upper 16 bits of an f32, the
  * lower bits that decide a rounding (ties of BF16's 16 and of F16's 13
  * dropped bits, one below and above each) and random ones; so every
  * exponent (subnormal and overflow ranges of both formats included), ties

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../src/dtype_list.h" /* data on attn.h only: examples/mpi builds ref.c too */
+#include "../../src/dtype_list.h" /* data on attn.h only: examples/mpi builds ref.c too */
 #include "ref.h"
 #include "tolerance.h"
 
@@ -617,10 +617,8 @@ static void finish_rows(ref_attn *r, const attn_shape *shape, const attn_options
  */
 enum { REF_QK_EXACT, REF_QK_BF16, REF_QK_BF16_INPUTS, REF_QK_I8 };
 
-static int is_float_dtype(int32_t dt)
-{
-    return dt == ATTN_DTYPE_F32 || dt == ATTN_DTYPE_F16 || dt == ATTN_DTYPE_BF16;
-}
+/* The float dtypes: src/dtype_list.h's kind FLOAT. */
+static int is_float_dtype(int32_t dt) { ATTN_DTYPE_GET(dt, float, 0) }
 
 static int qk_mode(const attn_options *opt, int32_t qdt, int32_t kdt)
 {

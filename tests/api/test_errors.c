@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "dtypes.h"
 #include "harness.h"
 #include "option_list.h" /* ATTN_OPT_FLAGS_ALL */
 
@@ -369,56 +370,64 @@ Test(errors, arguments)
     s.kv_heads = 8; /* more KV heads than query heads */
     expect_status("kv_heads > q_heads", OPS_ALL, &a, ATTN_ERR_ARG);
 
-    /* wrong dtype for a slot */
+    /* wrong dtype for a slot: the sets of src/dtype_list.h's columns
+       (tests/dtypes.h), then values off the list */
     attn_tensor t;
-    /* 8: the first value past ATTN_DTYPE_FP8_E5M2 (4..7 are K/V dtypes) */
-    static const int32_t not_float_input[] = {ATTN_DTYPE_BOOL, 8, -1, 77};
-    for (int i = 0; i < 4; i++) {
-        a = valid_args(), t = fx.q, t.dtype = not_float_input[i], a.q = &t;
+    int32_t dts[ATTN_DTYPE_COUNT + 3];
+    _Static_assert(77 > TEST_DTYPE_UNKNOWN, "77 must stay off the list");
+    /* neither a query nor a K/V dtype (BOOL), the first value past the list */
+    int n = test_dtypes_of(DT_NO_INPUT, dts);
+    dts[n++] = TEST_DTYPE_UNKNOWN, dts[n++] = -1, dts[n++] = 77;
+    for (int i = 0; i < n; i++) {
+        a = valid_args(), t = fx.q, t.dtype = dts[i], a.q = &t;
         expect_status("q dtype", OPS_SCORES | OPS_WEIGHTS | OPS_FORWARD, &a, ATTN_ERR_ARG);
-        a = valid_args(), t = fx.k, t.dtype = not_float_input[i], a.k = &t;
+        a = valid_args(), t = fx.k, t.dtype = dts[i], a.k = &t;
         expect_status("k dtype", OPS_SCORES | OPS_WEIGHTS | OPS_FORWARD, &a, ATTN_ERR_ARG);
-        a = valid_args(), t = fx.v, t.dtype = not_float_input[i], a.v = &t;
+        a = valid_args(), t = fx.v, t.dtype = dts[i], a.v = &t;
         expect_status("v dtype", OPS_FORWARD, &a, ATTN_ERR_ARG);
     }
     /* the quantized dtypes are for k and v only */
-    static const int32_t kv_only[] = {ATTN_DTYPE_Q8_0, ATTN_DTYPE_Q4_0, ATTN_DTYPE_FP8_E4M3,
-                                      ATTN_DTYPE_FP8_E5M2};
-    for (int i = 0; i < 4; i++) {
-        a = valid_args(), t = fx.q, t.dtype = kv_only[i], a.q = &t;
+    n = test_dtypes_of(DT_KV_ONLY, dts);
+    for (int i = 0; i < n; i++) {
+        a = valid_args(), t = fx.q, t.dtype = dts[i], a.q = &t;
         expect_status("q quantized", OPS_SCORES | OPS_WEIGHTS | OPS_FORWARD, &a, ATTN_ERR_ARG);
-        a = valid_args(), t = fx.out, t.dtype = kv_only[i], a.out = &t;
+        a = valid_args(), t = fx.out, t.dtype = dts[i], a.out = &t;
         expect_status("out quantized", OPS_FORWARD, &a, ATTN_ERR_ARG);
     }
-    static const int32_t not_f32[] = {ATTN_DTYPE_F16, ATTN_DTYPE_BF16, ATTN_DTYPE_BOOL, 9};
-    for (int i = 0; i < 4; i++) {
-        a = valid_args(), t = fx.scores, t.dtype = not_f32[i], a.scores = &t;
+    /* not F32: the rounded outputs (F16, BF16), BOOL, a value off the list */
+    n = test_dtypes_of(DT_OUT_ROUNDED, dts);
+    n += test_dtypes_of(DT_NO_INPUT, dts + n);
+    dts[n++] = TEST_DTYPE_UNKNOWN + 1;
+    for (int i = 0; i < n; i++) {
+        a = valid_args(), t = fx.scores, t.dtype = dts[i], a.scores = &t;
         expect_status("scores dtype", OPS_SCORES | OPS_MASK_APPLY | OPS_WEIGHTS, &a,
                       ATTN_ERR_ARG);
-        if (i >= 2) { /* the forward's out may be F16 or BF16 (below) */
-            a = valid_args(), t = fx.out, t.dtype = not_f32[i], a.out = &t;
+        if (!test_dtype_is(dts[i], DT_OUT_ROUNDED)) { /* the forward's out may be (below) */
+            a = valid_args(), t = fx.out, t.dtype = dts[i], a.out = &t;
             expect_status("out dtype", OPS_FORWARD, &a, ATTN_ERR_ARG);
         }
-        if (i >= 2) { /* the bias may be F16 or BF16 (since 1.11) */
+        if (!test_dtype_is(dts[i], DT_FLOAT)) { /* the bias may be F16 or BF16 (since 1.11) */
             o = fx.opt;
-            a = valid_args(), t = fx.bias, t.dtype = not_f32[i], o.bias = &t, a.opt = &o;
+            a = valid_args(), t = fx.bias, t.dtype = dts[i], o.bias = &t, a.opt = &o;
             expect_status("bias dtype", OPS_ALL, &a, ATTN_ERR_ARG);
         }
     }
-    /* F16 and BF16 are valid dtypes of the forward's out: accepted, the
-       rows written (ops/out_dtype checks their values) */
-    static const int32_t rounded[] = {ATTN_DTYPE_F16, ATTN_DTYPE_BF16};
-    for (int i = 0; i < 2; i++) {
-        t = fx.out, t.dtype = rounded[i];
+    /* the rounded outputs (F16, BF16) are valid dtypes of the forward's
+       out: accepted, the rows written (ops/out_dtype checks their values) */
+    n = test_dtypes_of(DT_OUT_ROUNDED, dts);
+    for (int i = 0; i < n; i++) {
+        t = fx.out, t.dtype = dts[i];
         fill_outputs();
         const attn_status st = attn_forward(&fx.shape, &fx.opt, &fx.q, &fx.k, &fx.v, &t, &fx.stats);
-        CHECK(st == ATTN_OK, "forward with a %s out: %d (%s)", i ? "BF16" : "F16", st,
+        CHECK(st == ATTN_OK, "forward with a %s out: %d (%s)", test_dtype_name(dts[i]), st,
               attn_strerror(st));
     }
-    static const int32_t not_bool[] = {ATTN_DTYPE_F32, ATTN_DTYPE_F16, ATTN_DTYPE_BF16, 12};
-    for (int i = 0; i < 4; i++) {
+    /* not BOOL: the float dtypes, a value off the list */
+    n = test_dtypes_of(DT_FLOAT, dts);
+    dts[n++] = TEST_DTYPE_UNKNOWN + 4;
+    for (int i = 0; i < n; i++) {
         o = fx.opt;
-        a = valid_args(), t = fx.mask, t.dtype = not_bool[i], o.mask = &t, a.opt = &o;
+        a = valid_args(), t = fx.mask, t.dtype = dts[i], o.mask = &t, a.opt = &o;
         expect_status("mask dtype", OPS_ALL, &a, ATTN_ERR_ARG);
     }
 }

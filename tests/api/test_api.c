@@ -13,7 +13,7 @@
 #include "config.h" /* ATTN_VERSION_STRING, HAVE_<ISA> */
 #include "harness.h"
 #include "isa_list.h"
-#include "ref.h"
+#include "ref/ref.h"
 #include "workload.h"
 
 /* ------------------------------------------------------------ semantics */

@@ -6,7 +6,7 @@
  * correct f32 implementation stays within (tolerance.h, "backward").
  *
  * The reference itself is checked against central finite differences of
- * its own float64 forward (tests/test_backward.c), so a wrong formula here
+ * its own float64 forward (tests/ops/test_backward.c), so a wrong formula here
  * cannot hide a wrong formula in the library.
  */
 #ifndef ATTN_TEST_REF_BACKWARD_H

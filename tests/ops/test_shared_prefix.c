@@ -7,7 +7,7 @@
  *                 F16 K/V, with and without the workspace (attended once,
  *                 or read through the chain per sequence), automatic and
  *                 forced split-KV: against the float64 reference
- *                 (tests/ref_kv.c resolves the chain on its own), bitwise
+ *                 (tests/ref/ref_kv.c resolves the chain on its own), bitwise
  *                 in reverse task order. Every shared key of a later
  *                 sequence's own storage holds NaN: a read would poison
  *                 its rows.
@@ -26,8 +26,8 @@
 
 #include "half.h"
 #include "harness.h"
-#include "ref.h"
-#include "ref_kv.h"
+#include "ref/ref.h"
+#include "ref/ref_kv.h"
 
 /* A dense call: q [B][Hq][Lq][d] f32, k/v [B][Hkv][Lk][d] of kv_dtype, out
    [B][Hq][Lq][d] f32, lse [B][Hq][Lq]. */

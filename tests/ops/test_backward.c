@@ -16,9 +16,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dtypes.h"
 #include "harness.h"
-#include "ref.h"
-#include "ref_backward.h"
+#include "ref/ref.h"
+#include "ref/ref_backward.h"
 #include "tolerance.h"
 #include "workload.h"
 
@@ -264,8 +265,10 @@ static void check_backward_in(const attn_dsp *t, workload *w, int64_t bwd_precis
     wl_gather(w, &w->out, dv, o);
 
     /* dout, and sometimes out, as F16 or BF16 (the backward reads them like q) */
-    static const int32_t dtypes[] = {ATTN_DTYPE_F32, ATTN_DTYPE_F16, ATTN_DTYPE_BF16};
-    const int32_t dout_type = dtypes[rng_int(g, 0, 2)], out_type = dtypes[rng_int(g, 0, 2)];
+    int32_t dtypes[ATTN_DTYPE_COUNT]; /* the float dtypes (tests/dtypes.h) */
+    const int n_dtypes = test_dtypes_of(DT_FLOAT, dtypes);
+    const int32_t dout_type = dtypes[rng_int(g, 0, n_dtypes - 1)];
+    const int32_t out_type = dtypes[rng_int(g, 0, n_dtypes - 1)];
     const size_t n_o = rows * (size_t)dv;
     buf db, ob;
     void *dout = buf_alloc(&db, n_o * ref_dtype_size(dout_type), 0);

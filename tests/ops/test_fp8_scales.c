@@ -20,7 +20,7 @@
  *    likewise: the status, nothing written;
  *  - attn_cache_append writing them (each row's scale and bytes, against
  *    the tests' own encoders) in dense and paged layouts, and its refusals.
- * The decoded values come from tests/ref_quant.c (shares no code with
+ * The decoded values come from tests/ref/ref_quant.c (shares no code with
  * src/).
  */
 #include <criterion/criterion.h>
@@ -29,10 +29,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dtypes.h"
 #include "harness.h"
 #include "internal.h"
-#include "ref.h"
-#include "ref_quant.h"
+#include "ref/ref.h"
+#include "ref/ref_quant.h"
 
 enum { MAX_B = 3 };
 
@@ -111,6 +112,22 @@ static size_t span(const attn_tensor *t, int64_t outer, int64_t heads, int64_t r
                     (rows - 1) * t->row_stride + cols);
 }
 
+/* The FP8 dtypes of src/dtype_list.h (tests/dtypes.h): how many, and the
+   i-th in list order. */
+static int fp8_dtypes(int32_t *out)
+{
+    return test_dtypes_of(DT_FP8, out);
+}
+
+/* One FP8 dtype, drawn from the last (as seeds drew them when the list
+   was typed here). */
+static int draw_fp8(rng *g)
+{
+    int32_t fp8[ATTN_DTYPE_COUNT];
+    const int n = fp8_dtypes(fp8);
+    return fp8[n - 1 - rng_int(g, 0, n - 1)];
+}
+
 static void draw_case(scaled_case *c, rng *g)
 {
     memset(c, 0, sizeof *c);
@@ -123,8 +140,8 @@ static void draw_case(scaled_case *c, rng *g)
     s->q_len = rng_int(g, 0, 2) ? rng_int(g, 1, 3) : rng_int(g, 1, 40);
     s->head_dim = rng_int(g, 0, 1) ? 16 * rng_int(g, 1, 8) : rng_int(g, 1, 130);
     s->v_dim = rng_int(g, 0, 1) ? 16 * rng_int(g, 1, 8) : rng_int(g, 1, 130);
-    c->kdt = rng_int(g, 0, 1) ? ATTN_KV_FP8_E4M3 : ATTN_KV_FP8_E5M2;
-    c->vdt = rng_int(g, 0, 1) ? ATTN_KV_FP8_E4M3 : ATTN_KV_FP8_E5M2;
+    c->kdt = draw_fp8(g);
+    c->vdt = draw_fp8(g);
     c->view = (int)rng_int(g, 0, 2);
     c->paged = rng_int(g, 0, 2) == 0;
     c->blhd = (int)rng_int(g, 0, 1);
@@ -196,7 +213,7 @@ typedef struct cache_pair {
 
 /* The float64 reference's options for a call `o8` on grouped caches whose
    F32 twins hold their decoded values unscaled: o with the group scales
-   of k (v) where that cache is grouped (tests/ref.c's group_score). */
+   of k (v) where that cache is grouped (tests/ref/ref.c's group_score). */
 static attn_options ref_groups(const attn_options *o, const attn_options *o8, int k_grouped,
                                int v_grouped)
 {
@@ -1028,8 +1045,10 @@ ParameterizedTest(isa_row *row, fp8_scales, append_writes_row_scales,
         /* from rep 8 on, scales per group (1.8): k 3 groups of 8, v 4 of 6 */
         const int64_t grp[2] = {rep & 8 ? 8 : 0, rep & 8 ? 6 : 0};
         const int64_t ng[2] = {grp[0] ? D / grp[0] : 1, grp[1] ? D / grp[1] : 1};
-        const int dts[2] = {rep & 2 ? ATTN_KV_FP8_E5M2 : ATTN_KV_FP8_E4M3,
-                            rep & 4 ? ATTN_KV_FP8_E4M3 : ATTN_KV_FP8_E5M2};
+        /* k's and v's FP8 dtypes from rep (every pair, while there are two) */
+        int32_t fp8[ATTN_DTYPE_COUNT];
+        const int n_fp8 = fp8_dtypes(fp8);
+        const int dts[2] = {fp8[(rep >> 1) % n_fp8], fp8[n_fp8 - 1 - (rep >> 2) % n_fp8]};
         harness_context("rep %d paged %d k %d v %d groups %lld/%lld", rep, paged, dts[0], dts[1],
                         (long long)grp[0], (long long)grp[1]);
         int32_t kv_lens[B] = {LK, (int32_t)rng_int(g, T, LK)}, table[B * (LK / BS)];
@@ -1166,13 +1185,14 @@ ParameterizedTest(isa_row *row, fp8_scales, k_tail_rows, .timeout = ATTN_TEST_TI
     rng *g = harness_rng();
     static const int mains[] = {ATTN_DTYPE_F32, ATTN_DTYPE_F16, ATTN_DTYPE_BF16, ATTN_DTYPE_Q8_0,
                                 ATTN_DTYPE_FP8_E4M3};
-    static const int tails[] = {ATTN_DTYPE_F32, ATTN_DTYPE_F16, ATTN_DTYPE_BF16};
+    int32_t tails[ATTN_DTYPE_COUNT]; /* a key tail's dtypes: the float ones (attn.h) */
+    const int n_tails = test_dtypes_of(DT_FLOAT, tails);
     for (int rep = 0; rep < 30; rep++) {
         scaled_case c;
         draw_case(&c, g);
         c.use_offsets = 0; /* the reference writes every score column */
         attn_shape *s = &c.s;
-        const int mdt = mains[rng_int(g, 0, 4)], tdt = tails[rng_int(g, 0, 2)];
+        const int mdt = mains[rng_int(g, 0, 4)], tdt = tails[rng_int(g, 0, n_tails - 1)];
         const int64_t n = rng_int(g, 1, 70);
         const int64_t main = mdt == ATTN_DTYPE_Q8_0 ? 32 * rng_int(g, 1, 4) : rng_int(g, 1, 100);
         const int64_t grp = mdt == ATTN_DTYPE_FP8_E4M3 ? draw_group(g, main) : 0;

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* Reference decoding and quantization of the K/V formats (ref_quant.h). */
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "attn.h"
@@ -47,32 +49,69 @@ static double block_d(const unsigned char *blk)
     return ref_f16_to_double((uint16_t)(blk[0] | blk[1] << 8)); /* little-endian f16 */
 }
 
+/* A dtype these decoders do not know: the float ones are not quantized,
+   and one the list gained needs its decoder here. */
+static void not_quantized(int dtype)
+{
+    fprintf(stderr, "ref_quant: dtype %d (%s) has no decoder here\n", dtype,
+            ref_dtype_name(dtype));
+    abort();
+}
+
+/* The switches cover every attn_dtype (-Wswitch made an error): a dtype
+   added to include/attn.h does not compile here until it has its case. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic error "-Wswitch"
 double ref_quant_value(int dtype, const unsigned char *row, size_t t)
 {
-    if (dtype == ATTN_DTYPE_FP8_E4M3)
-        return ref_e4m3_to_double(row[t]);
-    if (dtype == ATTN_DTYPE_FP8_E5M2)
-        return ref_e5m2_to_double(row[t]);
     const size_t j = t % 32;
-    if (dtype == ATTN_DTYPE_Q8_0) {
-        const unsigned char *blk = row + t / 32 * 34;
+    const unsigned char *blk;
+    switch ((attn_dtype)dtype) {
+    case ATTN_DTYPE_FP8_E4M3:
+        return ref_e4m3_to_double(row[t]);
+    case ATTN_DTYPE_FP8_E5M2:
+        return ref_e5m2_to_double(row[t]);
+    case ATTN_DTYPE_Q8_0:
+        blk = row + t / 32 * 34;
         return (double)(int8_t)blk[2 + j] * block_d(blk);
+    case ATTN_DTYPE_Q4_0: {
+        blk = row + t / 32 * 18;
+        const int nibble = j < 16 ? (blk[2 + j] & 15) : (blk[2 + j - 16] >> 4);
+        return (double)(nibble - 8) * block_d(blk);
     }
-    const unsigned char *blk = row + t / 32 * 18;
-    const int nibble = j < 16 ? (blk[2 + j] & 15) : (blk[2 + j - 16] >> 4);
-    return (double)(nibble - 8) * block_d(blk);
+    case ATTN_DTYPE_F32:
+    case ATTN_DTYPE_F16:
+    case ATTN_DTYPE_BF16:
+    case ATTN_DTYPE_BOOL:
+        break;
+    }
+    not_quantized(dtype);
+    return NAN;
 }
 
 void ref_quant_poison(int dtype, unsigned char *row, size_t t)
 {
-    if (dtype == ATTN_DTYPE_FP8_E4M3 || dtype == ATTN_DTYPE_FP8_E5M2) {
+    unsigned char *blk;
+    switch ((attn_dtype)dtype) {
+    case ATTN_DTYPE_FP8_E4M3:
+    case ATTN_DTYPE_FP8_E5M2:
         row[t] = (row[t] & 0x80) | 0x7f; /* NaN in both formats */
         return;
+    case ATTN_DTYPE_Q8_0:
+    case ATTN_DTYPE_Q4_0:
+        blk = row + t / 32 * ref_quant_unit_bytes(dtype);
+        blk[0] = 0x00; /* f16 0x7e00: a quiet NaN scale */
+        blk[1] = 0x7e;
+        return;
+    case ATTN_DTYPE_F32:
+    case ATTN_DTYPE_F16:
+    case ATTN_DTYPE_BF16:
+    case ATTN_DTYPE_BOOL:
+        break;
     }
-    unsigned char *blk = row + t / 32 * ref_quant_unit_bytes(dtype);
-    blk[0] = 0x00; /* f16 0x7e00: a quiet NaN scale */
-    blk[1] = 0x7e;
+    not_quantized(dtype);
 }
+#pragma GCC diagnostic pop
 
 static void put_f16(unsigned char *p, float d)
 {

@@ -12,7 +12,7 @@
  *  - operations (scores, weights, forward) on quantized caches against
  *    ref_attn_compute on the decoded F32 tensors, with its bounds, in each
  *    precision mode (the int8 mode's rounding of Q8_0 / Q4_0 scores has
- *    its own bound: attn.h, tests/ref.c).
+ *    its own bound: attn.h, tests/ref/ref.c).
  * The SIMD rows are compared with float64 directly (not with the scalar
  * row), so each meets the one-implementation bound itself.
  */
@@ -25,19 +25,31 @@
 #include <xmmintrin.h>
 #endif
 
+#include "dtypes.h"
 #include "harness.h"
-#include "ref.h"
-#include "ref_quant.h"
+#include "ref/ref.h"
+#include "ref/ref_quant.h"
 #include "tolerance.h"
 
-static const int quant_dts[] = {ATTN_KV_Q8_0, ATTN_KV_Q4_0, ATTN_KV_FP8_E4M3,
-                                ATTN_KV_FP8_E5M2};
-#define N_QUANT_DTS 4
+/* The quantized K/V dtypes, src/dtype_list.h's kinds QBLOCK and FP8
+   (tests/dtypes.h): how many, and the i-th in list order. */
+static int n_quant_dts(void)
+{
+    int32_t dts[ATTN_DTYPE_COUNT];
+    return test_dtypes_of(DT_QUANT, dts);
+}
 
-/* E4M3 or E5M2: one byte per value, scaled by k_scale / v_scale. */
+static int quant_dt(int i)
+{
+    int32_t dts[ATTN_DTYPE_COUNT];
+    test_dtypes_of(DT_QUANT, dts);
+    return dts[i];
+}
+
+/* FP8 (E4M3, E5M2): one byte per value, scaled by k_scale / v_scale. */
 static int is_fp8(int dt)
 {
-    return dt == ATTN_KV_FP8_E4M3 || dt == ATTN_KV_FP8_E5M2;
+    return test_dtype_is(dt, DT_FP8);
 }
 
 /* The reference's exact value of one FP8 byte of dtype dt. */
@@ -194,9 +206,9 @@ ParameterizedTest(isa_row *row, quant_kernels, qk_tile, .timeout = ATTN_TEST_TIM
 {
     const attn_dsp *t = harness_begin(row);
     rng *g = harness_rng();
-    for (int i = 0; i < N_QUANT_DTS; i++)
+    for (int i = 0; i < n_quant_dts(); i++)
         for (int rep = 0; rep < 40; rep++) {
-            const int dt = quant_dts[i];
+            const int dt = quant_dt(i);
             const size_t nq = (size_t)rng_pick(g, row_counts, 12);
             const size_t nk = (size_t)rng_pick(g, key_counts, 16);
             run_qk(t, dt, nq, nk, pick_dim(g, dt), rep & 1, 0);
@@ -208,9 +220,9 @@ ParameterizedTest(isa_row *row, quant_kernels, qk_tile_nan)
 {
     const attn_dsp *t = harness_begin(row);
     rng *g = harness_rng();
-    for (int i = 0; i < N_QUANT_DTS; i++)
+    for (int i = 0; i < n_quant_dts(); i++)
         for (int rep = 0; rep < 10; rep++) {
-            const int dt = quant_dts[i];
+            const int dt = quant_dt(i);
             run_qk(t, dt, (size_t)rng_pick(g, row_counts, 12), (size_t)rng_pick(g, key_counts, 16),
                    pick_dim(g, dt), rep & 1, 1);
         }
@@ -290,9 +302,9 @@ ParameterizedTest(isa_row *row, quant_kernels, pv_tile, .timeout = ATTN_TEST_TIM
 {
     const attn_dsp *t = harness_begin(row);
     rng *g = harness_rng();
-    for (int i = 0; i < N_QUANT_DTS; i++)
+    for (int i = 0; i < n_quant_dts(); i++)
         for (int rep = 0; rep < 40; rep++) {
-            const int dt = quant_dts[i];
+            const int dt = quant_dt(i);
             run_pv(t, dt, (size_t)rng_pick(g, row_counts, 12), (size_t)rng_pick(g, key_counts, 16),
                    pick_dim(g, dt), rep & 1, 0);
         }
@@ -305,9 +317,9 @@ ParameterizedTest(isa_row *row, quant_kernels, pv_tile_nan)
 {
     const attn_dsp *t = harness_begin(row);
     rng *g = harness_rng();
-    for (int i = 0; i < N_QUANT_DTS; i++)
+    for (int i = 0; i < n_quant_dts(); i++)
         for (int rep = 0; rep < 10; rep++) {
-            const int dt = quant_dts[i];
+            const int dt = quant_dt(i);
             run_pv(t, dt, (size_t)rng_pick(g, row_counts, 12), (size_t)rng_pick(g, key_counts, 16),
                    pick_dim(g, dt), rep & 1, 1);
         }
@@ -320,9 +332,9 @@ ParameterizedTest(isa_row *row, quant_kernels, to_f32)
 {
     const attn_dsp *t = harness_begin(row);
     rng *g = harness_rng();
-    for (int i = 0; i < N_QUANT_DTS; i++)
+    for (int i = 0; i < n_quant_dts(); i++)
         for (int rep = 0; rep < 30; rep++) {
-            const int dt = quant_dts[i];
+            const int dt = quant_dt(i);
             const size_t n = pick_dim(g, dt);
             harness_context("to_f32[%s] n=%zu", qname(dt), n);
             buf bs, bd;
@@ -399,10 +411,10 @@ ParameterizedTest(isa_row *row, quant_kernels, tiles_page_fence)
 {
     const attn_dsp *t = harness_begin(row);
     rng *g = harness_rng();
-    for (int i = 0; i < N_QUANT_DTS; i++)
+    for (int i = 0; i < n_quant_dts(); i++)
         for (int at_start = 0; at_start < 2; at_start++)
             for (int rep = 0; rep < 6; rep++) {
-                const int dt = quant_dts[i];
+                const int dt = quant_dt(i);
                 const size_t d = pick_dim(g, dt), nk = (size_t)rng_pick(g, key_counts, 16);
                 const size_t nq = (size_t)rng_pick(g, row_counts, 12);
                 const size_t units = units_of(dt, d), ub = ref_quant_unit_bytes(dt);
@@ -602,7 +614,7 @@ static attn_options ref_options(const qproblem *P)
     if (is_fp8(P->kdt) && P->opt.k_scale != 0.0f)
         o.scale = P->opt.scale * P->opt.k_scale;
     o.k_scale = o.v_scale = 0.0f;
-    /* per-row scales (1.6) stay: the reference applies them (tests/ref.c) */
+    /* per-row scales (1.6) stay: the reference applies them (tests/ref/ref.c) */
     return o;
 }
 
@@ -675,11 +687,11 @@ static void run_ops(const isa_row *row, int decode)
 {
     const attn_dsp *t = harness_begin(row);
     rng *g = harness_rng();
-    for (int ki = 0; ki < N_QUANT_DTS; ki++)
-        for (int vi = 0; vi < N_QUANT_DTS; vi++)
+    for (int ki = 0; ki < n_quant_dts(); ki++)
+        for (int vi = 0; vi < n_quant_dts(); vi++)
             for (int rep = 0; rep < 3; rep++) {
                 qproblem *P = xmalloc(sizeof *P);
-                make_qproblem(P, g, quant_dts[ki], quant_dts[(vi + rep) % N_QUANT_DTS], decode);
+                make_qproblem(P, g, quant_dt(ki), quant_dt((vi + rep) % n_quant_dts()), decode);
                 /* each precision mode once (attn.h): int8 rounds Q8_0 and
                    Q4_0 scores; bf16 reads quantized caches exactly */
                 P->opt.precision = rep;

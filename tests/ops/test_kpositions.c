@@ -32,8 +32,8 @@
 
 #include "harness.h"
 #include "internal.h"
-#include "ref.h"
-#include "ref_backward.h"
+#include "ref/ref.h"
+#include "ref/ref_backward.h"
 #include "tolerance.h"
 
 enum { KP_B = 2 };

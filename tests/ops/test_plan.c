@@ -6,7 +6,7 @@
  * exactly attn_forward's bytes on those buffers: the generator's problems
  * with every layout, option and modifier, split-KV with a workspace among
  * them; the arrays the plan copied may change afterwards without effect.
- * tests/test_ops.c also runs every forward of its specs through a plan on
+ * tests/ops/test_ops.c also runs every forward of its specs through a plan on
  * the same buffers; the errors test checks each refusal writes nothing.
  */
 #include <criterion/criterion.h>

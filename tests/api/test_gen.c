@@ -9,7 +9,7 @@
 
 #include "gen.h"
 #include "harness.h"
-#include "ref.h"
+#include "ref/ref.h"
 #include "workload.h"
 
 /* The same description and seed give the same input bytes (padding

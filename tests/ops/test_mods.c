@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "harness.h"
-#include "ref.h"
+#include "ref/ref.h"
 #include "tolerance.h"
 #include "workload.h"
 

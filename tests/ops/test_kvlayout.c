@@ -37,8 +37,8 @@
 #include "gen.h"
 #include "harness.h"
 #include "ops_list.h"
-#include "ref.h"
-#include "ref_kv.h"
+#include "ref/ref.h"
+#include "ref/ref_kv.h"
 #include "tolerance.h"
 #include "workload.h"
 
@@ -270,8 +270,8 @@ static attn_status run_op(const attn_dsp *t, problem *p, op_kind op, const attn_
         return attn_forward_with(t, &p->shape, opt, &p->q, &p->k, &p->v, &p->out, &p->stats);
     case OP_MASK_APPLY: return attn_mask_apply_with(t, &p->shape, opt, &p->scores);
     /* no K/V layout: the row operations, merge and quantize read none, the
-       backward refuses every one (tests/test_backward.c, op_tests[]);
-       cache_append writes them (tests/test_cache_append.c, on these
+       backward refuses every one (tests/ops/test_backward.c, op_tests[]);
+       cache_append writes them (tests/ops/test_cache_append.c, on these
        layouts' generator) */
     case OP_SOFTMAX:
     case OP_SOFTMAX_BWD:
@@ -279,7 +279,7 @@ static attn_status run_op(const attn_dsp *t, problem *p, op_kind op, const attn_
     case OP_BACKWARD:
     case OP_QUANTIZE:
     case OP_CACHE_APPEND:
-    case OP_PLAN_FORWARD: /* tests/test_plan.c, on these layouts' generator */
+    case OP_PLAN_FORWARD: /* tests/ops/test_plan.c, on these layouts' generator */
     case OP_COUNT: break;
     }
     CHECK(0, "%s reads no K/V layout", op < OP_COUNT ? op_names[op] : "?");

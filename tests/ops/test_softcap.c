@@ -5,7 +5,7 @@
  * and 1/cap overflowed). Softcaps from the smallest subnormal up to FLT_MIN
  * meet scores of exactly +-0, +-tiny, +-1, +-huge and +-inf: a softcap whose
  * reciprocal overflows is ATTN_ERR_ARG with nothing written; any other gives
- * scores within tests/ref.c's bound of cap * tanh(s / cap) (never NaN), and
+ * scores within tests/ref/ref.c's bound of cap * tanh(s / cap) (never NaN), and
  * finite weights within theirs.
  */
 #include <criterion/criterion.h>
@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "harness.h"
-#include "ref.h"
+#include "ref/ref.h"
 #include "tolerance.h"
 
 /* The dot products q . k_j (q = 1, scale 1: each is exactly k_j). */
