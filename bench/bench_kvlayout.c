@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The targets of paged, packed and left-padded K/V (README, "KV caches as
- * engines keep them"), measured as ratios inside one process: every
+ * The targets of paged, packed and left-padded K/V (docs/guide/kv-layouts.md),
+ * measured as ratios inside one process: every
  * configuration of a target runs in turn, repetition after repetition
  * (interleaved, so a slow phase of the machine hits all of them), and each
  * configuration's median over the repetitions is reported with its ratio to

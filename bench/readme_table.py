@@ -1,8 +1,13 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""Runs bench/'s benchmarks once and prints the README's results table.
+"""Runs bench/'s benchmarks once and prints the forward/decode results table.
 
-    python3 bench/readme_table.py [BUILD_DIR] [--repetitions N]
+    python3 bench/readme_table.py [BUILD_DIR] [--repetitions N] [--json FILE]
+
+The table is Markdown (`./build.sh bench --readme-table` prints it);
+--json FILE also keeps the run's Google Benchmark JSON, which
+`bench/perf_page.py --add` turns into a machine's figures for
+docs/PERFORMANCE.md (docs/guide/benchmarks.md).
 
 Every figure in the table comes from this one run of BUILD_DIR/bench/attn_bench
 (medians of N repetitions, 1 thread unless a row says otherwise): libattn's
@@ -90,6 +95,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("build", nargs="?", default="build")
     ap.add_argument("--repetitions", type=int, default=3)
+    ap.add_argument("--json", metavar="FILE", help="also write the run's Google Benchmark JSON here")
     args = ap.parse_args()
 
     cpu, flags = cpu_description()
@@ -97,6 +103,10 @@ def main():
     if "OPENBLAS_CORETYPE" not in os.environ:
         env["OPENBLAS_CORETYPE"] = "SkylakeX" if "avx512f" in flags else "Haswell"
     data, core = run_bench(args.build, args.repetitions, env)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(data, f, indent=1)
+            f.write("\n")
     m = medians(data)
     ctx = data["context"]
     isas = [i for i in ctx.get("attn_isas", "").split(",") if i and i != "scalar"]

@@ -63,6 +63,15 @@ Rules:
  6. Licence headers. Every source file (C, Python, shell, meson, CMake,
     the linker map, debian/rules) says "SPDX-License-Identifier: MIT" in
     its first three lines.
+ 7. The documentation's links and commands, in README.md and docs/**/*.md:
+    every Markdown link [text](target) that is not a URL resolves, relative
+    to the file, to a path that exists, and its #anchor, if any, to a
+    heading of the target Markdown file (GitHub's slugs); an extensionless
+    docs/... path exists too; in code (`spans` and fenced blocks) every
+    `./build.sh <command>` names a label of build.sh's last `case` (its
+    commands; -j N before it is skipped) and every `attn <command>` an entry
+    of cli_commands in tools/main.c. README.md has at most 250 lines: it
+    is the front door, the rest lives in the guides (docs/README.md).
 A file the text tells the reader to create is named as a template
 (abi/libattn.so.<major>.abi) or without its folder, so rule 1 passes it.
 
@@ -82,6 +91,10 @@ SKIP_EXT = (".abi", ".png", ".jpg", ".svg", ".pdf", ".gz", ".bin")
 PATH_RE = re.compile(
     r"(?<![\w./$@{}<>-])(?:\./)?((?:%s)/[A-Za-z0-9_./*<>{}$@+-]*)" % "|".join(ROOTS))
 TEMPLATE_CHARS = set("<>*{}$@")
+README_MAX_LINES = 250
+LINK_RE = re.compile(r"!?\[[^\]\n]*\]\(([^()\s]+)(?:\s+\"[^\"]*\")?\)")
+BUILD_SH_RE = re.compile(r"(?<![\w/.-])\./build\.sh((?:\s+-j\s*\d+|\s+--jobs[= ]\d+)*)\s+([A-Za-z][\w-]*)")
+ATTN_CMD_RE = re.compile(r"(?<![\w.-])attn[ \t]+([a-z][a-z0-9-]*)")
 
 
 def repo_files(root):
@@ -165,6 +178,63 @@ def headings(text):
 
 def line_of(text, pos):
     return text.count("\n", 0, pos) + 1
+
+
+def slug(title):
+    """GitHub's anchor for a heading: lower case, punctuation dropped,
+    spaces to hyphens."""
+    title = re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", title.strip().lower())
+    return re.sub(r"[^\w\- ]", "", title).replace(" ", "-")
+
+
+def anchors(text):
+    """The anchors of a Markdown file's headings (repeats get -1, -2, ...)."""
+    seen, out, fence = {}, set(), False
+    for line in text.splitlines():
+        if line.lstrip().startswith("```"):
+            fence = not fence
+            continue
+        m = re.match(r"#{1,6}\s+(.*?)\s*#*\s*$", line)
+        if fence or not m:
+            continue
+        a = slug(m.group(1))
+        n = seen.get(a, 0)
+        seen[a] = n + 1
+        out.add(a if n == 0 else "%s-%d" % (a, n))
+    return out
+
+
+def code_parts(text):
+    """(offset, text) of the fenced blocks and `code spans` of Markdown."""
+    parts, pos, fence_at = [], 0, None
+    for line in text.splitlines(True):
+        if line.lstrip().startswith("```"):
+            if fence_at is None:
+                fence_at = pos + len(line)
+            else:
+                parts.append((fence_at, text[fence_at:pos]))
+                fence_at = None
+        elif fence_at is None:
+            for m in re.finditer(r"(`+)(.+?)\1", line):
+                parts.append((pos + m.start(2), m.group(2)))
+        pos += len(line)
+    return parts
+
+
+def build_sh_commands(root):
+    """The labels of build.sh's last case statement: its commands."""
+    text = read_text(os.path.join(root, "build.sh")) or ""
+    cases = list(re.finditer(r"^case [^\n]*\bin\n(.*?)^esac", text, re.S | re.M))
+    if not cases:
+        return set()
+    labels = re.findall(r"^([\w|-]+)\)", cases[-1].group(1), re.M)
+    return {w for label in labels for w in label.split("|")}
+
+
+def attn_commands(root):
+    text = read_text(os.path.join(root, "tools", "main.c")) or ""
+    m = re.search(r"cli_commands\[\]\s*=\s*\{([^}]*)\}", text)
+    return set(re.findall(r'"([^"]+)"', m.group(1))) if m else set()
 
 
 def main():
@@ -316,6 +386,59 @@ def main():
             elif not any(t.startswith(want) for t in h[1]):
                 bad(f, text, m.start(), '%s has no section "%s"' % (doc, want))
 
+    # 7. the documentation's links and commands
+    build_cmds, cli_cmds = build_sh_commands(root), attn_commands(root)
+    if not build_cmds:
+        findings.append(("build.sh", 1, "no case statement of commands found"))
+    if not cli_cmds:
+        findings.append(("tools/main.c", 1, "no cli_commands table found"))
+    anchor_cache = {}
+
+    def doc_anchors(path):
+        if path not in anchor_cache:
+            t = read_text(os.path.join(root, path)) if os.path.isfile(os.path.join(root, path)) else None
+            anchor_cache[path] = anchors(t) if t is not None else None
+        return anchor_cache[path]
+
+    for f, text in texts.items():
+        if not (f == "README.md" or (f.startswith("docs/") and f.endswith(".md"))):
+            continue
+        if f == "README.md" and text.count("\n") > README_MAX_LINES:
+            findings.append((f, README_MAX_LINES + 1, "README.md has %d lines, more than %d: move "
+                             "the detail into a guide under docs/" % (text.count("\n"), README_MAX_LINES)))
+        code = code_parts(text)
+        fenced = [(o, o + len(t)) for o, t in code]
+        here = os.path.dirname(f)
+        for m in LINK_RE.finditer(text):
+            if any(a <= m.start() < b for a, b in fenced):
+                continue
+            target = m.group(1)
+            if re.match(r"[a-z][a-z0-9+.-]*:", target) or target.startswith("<"):
+                continue
+            path, _, anchor = target.partition("#")
+            rel = os.path.normpath(os.path.join(here, path)) if path else f
+            if rel.startswith("..") or not os.path.exists(os.path.join(root, rel)):
+                bad(f, text, m.start(1), "link to a missing path: %s" % target)
+            elif anchor:
+                a = doc_anchors(rel) if rel.endswith(".md") else None
+                if a is None or anchor not in a:
+                    bad(f, text, m.start(1), "link to a missing heading: %s" % target)
+        for m in re.finditer(r"(?<![\w./$@{}<>-])(docs/[A-Za-z0-9_./-]*[A-Za-z0-9_])", text):
+            tok = m.group(1)
+            if re.search(r"\.[A-Za-z0-9]+$", tok.rsplit("/", 1)[-1]):
+                continue  # rule 1 checks names with an extension
+            if not os.path.exists(os.path.join(root, tok)):
+                bad(f, text, m.start(1), "no such path: %s" % tok)
+        for off, part in code:
+            for m in BUILD_SH_RE.finditer(part):
+                if m.group(2) not in build_cmds:
+                    bad(f, text, off + m.start(2), "./build.sh has no command %s (its case "
+                        "statement: %s)" % (m.group(2), " ".join(sorted(build_cmds))))
+            for m in ATTN_CMD_RE.finditer(part):
+                if m.group(1) not in cli_cmds:
+                    bad(f, text, off + m.start(1), "attn has no command %s (tools/main.c: %s)"
+                        % (m.group(1), " ".join(sorted(cli_cmds))))
+
     # 4. the operation list
     ops_file = "tests/ops_list.h"
     ops_text = texts.get(ops_file, "")
@@ -372,7 +495,8 @@ def main():
     if findings:
         print("check_text: %d finding(s) in %d files scanned" % (len(set(findings)), len(texts)))
         return 1
-    print("check_text: %d files, no stale path, ISA, section or operation name" % len(texts))
+    print("check_text: %d files, no stale path, ISA, section, operation, link or command name"
+          % len(texts))
     return 0
 
 
