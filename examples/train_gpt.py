@@ -5,13 +5,15 @@
     /usr/bin/python3 examples/train_gpt.py [--steps 200] [--text FILE] [--check]
 
 A character-level GPT (2 layers, 4 heads of 16, causal, context 64) learns
-the repository's README.md (or --text). It is trained two times from the
-same seed, on the same batches: once with libattn.torch's
-scaled_dot_product_attention (forward and attn_backward), once with
-torch's own attention (torch.nn.functional.scaled_dot_product_attention
-where torch has it, else its math path: softmax(q k^T / sqrt(d) + causal
-mask) v). Everything else is the same torch code. It prints both loss
-curves side by side and the time per training step of each.
+the repository's documentation: README.md followed by docs/guide/*.md in
+name order, concatenated, about 100 KB (--text FILE: that file alone). It
+is trained two times from the same seed, on the same batches: once with
+libattn.torch's scaled_dot_product_attention (forward and attn_backward),
+once with torch's own attention
+(torch.nn.functional.scaled_dot_product_attention where torch has it,
+else its math path: softmax(q k^T / sqrt(d) + causal mask) v).
+Everything else is the same torch code. It prints both loss curves side
+by side and the time per training step of each.
 
 Both runs are deterministic; they differ only in the rounding of the
 attention, so their curves agree closely. With --check it exits 1 unless
@@ -24,6 +26,7 @@ Needs PyTorch (Debian: python3-torch); exits 77 (skipped) without it.
 """
 
 import argparse
+import glob
 import math
 import os
 import sys
@@ -120,20 +123,28 @@ def main(argv):
     ap.add_argument("--context", type=int, default=64)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=1, help="torch threads (both runs)")
-    ap.add_argument("--text", default=os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                                   "..", "README.md"))
+    ap.add_argument("--text", metavar="FILE",
+                    help="train on FILE alone (default: README.md and docs/guide/*.md)")
     ap.add_argument("--check", action="store_true", help="exit 1 when the runs disagree")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
-    text = open(args.text, encoding="utf-8").read()
+    if args.text:
+        paths, corpus = [args.text], os.path.basename(args.text)
+    else:
+        # README.md is the overview and the guides hold the rest: together
+        # about the text README.md alone was before they moved out of it.
+        root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+        paths = [os.path.join(root, "README.md")]
+        paths += sorted(glob.glob(os.path.join(root, "docs", "guide", "*.md")))
+        corpus = "README.md + docs/guide/*.md (%d files)" % len(paths)
+    text = "".join(open(p, encoding="utf-8").read() for p in paths)
     chars = sorted(set(text))
     index = {c: i for i, c in enumerate(chars)}
     data = torch.tensor([index[c] for c in text], dtype=torch.long)
     vocab = len(chars)
     print("corpus %s: %d characters, %d distinct; GPT 2 layers, d 64, 4 heads, context %d, "
-          "batch %d, %d thread(s), torch %s" % (os.path.basename(args.text), len(text), vocab,
-                                                args.context, args.batch, args.threads,
-                                                torch.__version__))
+          "batch %d, %d thread(s), torch %s" % (corpus, len(text), vocab, args.context,
+                                                args.batch, args.threads, torch.__version__))
     lib_loss, lib_g, lib_t = train(libattn_attention, data, vocab, args)
     ref_loss, ref_g, ref_t = train(torch_attention, data, vocab, args)
     print("%6s %12s %12s %10s" % ("step", "libattn", "torch", "|diff|"))

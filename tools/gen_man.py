@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: MIT
-"""The two manual pages, generated from what the sources already say.
+"""The manual pages, generated from what the sources already say.
 
     gen_man.py lib  include/attn.h VERSION OUT   libattn(3): the header itself
+    gen_man.py funcs include/attn.h VERSION DIR [MAP]  DIR/attn_*.3, a page per function
     gen_man.py cli  path/to/attn   VERSION OUT   attn(1): the tool's own --help
     gen_man.py test LIB3 attn.h CLI1 attn [COMP] the 'man-pages' test (CLI1 '-': none)
 
@@ -17,9 +18,21 @@ function, every command and every option of a command (--json among them,
 with the JSON section of run's and bench's help) is there. The bash
 completion is the tool's own (`attn completion bash`, from its option
 table); the test checks that it offers the commands and options the help
-lists (tools/cli_test.py checks the values). Standard library only.
+lists (tools/cli_test.py checks the values).
+
+A function's own page (`man attn_forward`) is its declaration and the
+comment right above it in attn.h: NAME is the function and the comment's
+first sentence, SYNOPSIS the prototype as the header lays it out, and
+DESCRIPTION the comment, prose filled and indented lines (formulas, tables,
+code) kept as they are. Functions declared together under one comment
+share it and name each other in SEE ALSO. A function without such a
+comment is an error, and so (given MAP, src/libattn.map) is a header whose
+functions are not exactly the exported symbols: the build installs one page
+per symbol of the map. tests/check_man.py checks the pages. Standard
+library only.
 """
 
+import os
 import re
 import subprocess
 import sys
@@ -124,6 +137,183 @@ def lib_page(path, version):
     flush_code()
     page += [".SH SEE ALSO", ".BR attn (1)"]
     return page
+
+
+def roff(line):
+    """esc(), and '-' as the minus/hyphen-minus '\\-': names and code are copied."""
+    return esc(line).replace("-", "\\-")
+
+
+def declarations(path):
+    """The ATTN_API functions of the header, in order, as
+    (name, prototype lines, doc lines or None, line number).
+
+    A function's doc comment is the last comment block before it, provided
+    only blank lines, other ATTN_API declarations (a group under one comment)
+    and opaque typedefs (`typedef struct attn_plan attn_plan;`) come between;
+    a banner, a type definition or a preprocessor line ends a comment's
+    reach. A comment on the declaration's own line stays with the prototype.
+    """
+    src = open(path, encoding="utf-8").read()
+    out, doc, last_decl = [], None, None
+    i = 0
+    while i < len(src):
+        c = src[i]
+        if c in " \t\n":
+            i += 1
+            continue
+        line_start = src.rfind("\n", 0, i) + 1
+        if src.startswith("/*", i):
+            end = src.index("*/", i) + 2
+            raw = src[i:end]
+            if src[line_start:i].strip():
+                # trailing: a declaration's keeps it in its prototype
+                if last_decl is not None and last_decl[1] == line_start:
+                    last_decl[0][-1] += " " + " ".join(raw.split())
+            else:
+                doc = None if BANNER.match(raw) else comment_text(raw)
+                last_decl = None
+            i = end
+            continue
+        if i == line_start and re.match(r"ATTN_API\s", src[i:i + 9]):
+            end = src.index(";", i) + 1
+            lines = src[i + len("ATTN_API "):end].split("\n")
+            # continuation lines are aligned under the ATTN_API line's "("
+            proto = [lines[0]] + [line[9:] if line.startswith(" " * 9) else line
+                                  for line in lines[1:]]
+            name = re.match(r"[^(]*?\b(attn_\w+)\s*\(", lines[0])
+            if not name:
+                raise SystemExit("gen_man.py: %s:%d: no function name in %r"
+                                 % (path, src.count("\n", 0, i) + 1, lines[0]))
+            out.append((name.group(1), proto, doc, src.count("\n", 0, i) + 1))
+            last_decl = (proto, src.rfind("\n", 0, end) + 1)
+            i = end
+            continue
+        # anything else, to the end of its line (or to a comment on it)
+        eol = src.find("\n", i)
+        eol = len(src) if eol < 0 else eol
+        while src[i:eol].rstrip().endswith("\\") and eol < len(src):  # #define ... \
+            nxt = src.find("\n", eol + 1)
+            eol = len(src) if nxt < 0 else nxt
+        com = src.find("/*", i, eol)
+        end = eol if com < 0 else com
+        if not re.match(r"typedef struct (\w+) \1;$", src[i:end].strip()):
+            doc = None
+        last_decl = None
+        i = end
+    return out
+
+
+def first_sentence(doc):
+    """The comment's first sentence: the text up to the first '.' that ends
+    one (not "e.g.", "i.e." or a dot standing alone, as in "softmax(S) . V"),
+    within its first paragraph of flush-left prose."""
+    words = []
+    for line in doc:
+        if not line.strip() or (words and line[0] == " "):
+            break
+        words.append(line.strip())
+    text = " ".join(words) or doc[0].strip()
+    for m in re.finditer(r"\.(?=\s|$)", text):
+        before = text[:m.start()]
+        if before and not before[-1].isspace() and not re.search(r"\b(e\.g|i\.e)$", before):
+            return text[:m.end()]
+    return text.rstrip(":")
+
+
+def description(doc):
+    """The comment as man text: paragraphs at blank lines, flush-left prose
+    filled, indented lines (formulas, tables, code) kept as laid out."""
+    out, nofill = [], False
+    for n, line in enumerate(doc):
+        if not line.strip():
+            if nofill:
+                out.append(".fi")
+                nofill = False
+            if out and out[-1] != ".PP":
+                out.append(".PP")
+            continue
+        if line[0] == " ":
+            if not nofill:
+                out.append(".nf")
+                nofill = True
+            out.append(roff(line.rstrip()))
+        else:
+            if nofill:
+                out.append(".fi")
+                nofill = False
+            out.append(roff(line.strip()))
+    if nofill:
+        out.append(".fi")
+    return out
+
+
+def func_pages(path, version):
+    """{name: page lines} for every ATTN_API function, or SystemExit naming
+    each one without a doc comment."""
+    decls = declarations(path)
+    missing = ["%s:%d: %s has no doc comment" % (path, line, name)
+               for name, _, doc, line in decls if not doc]
+    if missing:
+        raise SystemExit("gen_man.py: every ATTN_API function needs the comment its manual"
+                         " page is made of, right above its declaration (or its group's):\n  "
+                         + "\n  ".join(missing))
+    names = [d[0] for d in decls]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise SystemExit("gen_man.py: %s: declared twice: %s" % (path, ", ".join(dup)))
+    pages = {}
+    for name, proto, doc, _ in decls:
+        group = [d[0] for d in decls if d[2] is doc and d[0] != name]
+        page = header(name, 3, version, "Library Functions Manual")
+        # no hyphenation, ragged right: the text is full of identifiers and paths
+        page += [".nh", ".ad l"]
+        page += [".SH NAME", "%s \\- %s" % (roff(name), roff(first_sentence(doc)))]
+        page += [".SH SYNOPSIS", ".nf", ".B #include <attn.h>", ".PP"]
+        page += [roff(line.rstrip()) for line in proto]
+        page += [".fi", ".PP", "cc app.c $(pkg\\-config \\-\\-cflags \\-\\-libs attn)"]
+        page += [".SH DESCRIPTION"] + description(doc)
+        if proto[0].startswith("attn_status "):
+            page += [".SH RETURN VALUE", ".B ATTN_OK", "(0) on success, else an",
+                     ".B ATTN_ERR_*", "code of", ".BR attn_status ,",
+                     "each described in", ".BR libattn (3);",
+                     ".BR attn_strerror (3)", "gives a code's sentence and",
+                     ".BR attn_last_error (3)", "what the failing call found."]
+        page += [".SH NOTES", "This page is the comment on this declaration in",
+                 ".IR attn.h .",
+                 "The rules it refers to elsewhere in the header and those every",
+                 "function follows (shapes, masks, errors, aliasing) are in",
+                 ".BR libattn (3)."]
+        see = ["libattn"] + group
+        page += [".SH SEE ALSO"]
+        page += [".BR %s (3)%s" % (roff(n), "," if k + 1 < len(see) else "")
+                 for k, n in enumerate(see)]
+        pages[name] = page
+    return pages
+
+
+def map_symbols(path):
+    """The exported names of a linker version script (src/libattn.map)."""
+    text = re.sub(r"/\*.*?\*/", "", open(path, encoding="utf-8").read(), flags=re.S)
+    return [m.group(1) for m in re.finditer(r"^\s*(attn_\w+)\s*;", text, re.M)]
+
+
+def write_func_pages(path, version, outdir, map_path=None):
+    pages = func_pages(path, version)
+    if map_path:
+        exported = map_symbols(map_path)
+        extra = sorted(set(pages) - set(exported))
+        absent = sorted(set(exported) - set(pages))
+        if extra or absent:
+            raise SystemExit("gen_man.py: the ATTN_API functions of %s are not the symbols of"
+                             " %s (the pages the build installs):%s%s" % (
+                                 path, map_path,
+                                 "\n  not exported: " + ", ".join(extra) if extra else "",
+                                 "\n  not declared: " + ", ".join(absent) if absent else ""))
+    for name, page in pages.items():
+        with open(os.path.join(outdir, name + ".3"), "w", encoding="utf-8") as f:
+            f.write("\n".join(page) + "\n")
+    return 0
 
 
 def run(exe, *args):
@@ -244,6 +434,8 @@ def test(page3, header_path, page1, exe, script=None):
 def main(argv):
     if len(argv) in (6, 7) and argv[1] == "test":
         return test(*argv[2:])
+    if len(argv) in (5, 6) and argv[1] == "funcs":
+        return write_func_pages(*argv[2:])
     if len(argv) != 5 or argv[1] not in ("lib", "cli"):
         print(__doc__.strip().split("\n\n")[1], file=sys.stderr)
         return 2
