@@ -357,7 +357,7 @@ ATTN_API const char *attn_last_error(void);
 
 /* (major << 16) | (minor << 8) | patch of the library actually loaded. */
 ATTN_API uint32_t attn_version(void);
-/* "1.1.0" */
+/* The version of the library actually loaded as a string, e.g. "1.11.0". */
 ATTN_API const char *attn_version_string(void);
 
 /* ---------------------------------------------------------------- dtypes */
@@ -846,8 +846,9 @@ ATTN_API attn_status attn_forward(const attn_shape *shape, const attn_options *o
                                   const attn_row_stats *stats);
 
 /*
- * Split-KV. When a sequence gives attn_forward few tasks (decode, MQA,
- * short query tails: kv_heads * ceil(Lq_b * q_heads / kv_heads / 64) < 64,
+ * Split-KV and its workspace. When a sequence gives attn_forward few
+ * tasks (decode, MQA, short query tails:
+ * kv_heads * ceil(Lq_b * q_heads / kv_heads / 64) < 64,
  * counting blocks of 64 query rows of one KV head), it can cut the keys of
  * each of its tasks into chunks that run as separate tasks, each leaving
  * a partial result (unnormalised output, running max and sum) in the
