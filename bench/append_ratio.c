@@ -23,6 +23,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../src/dtype_list.h"
 #include "attn.h"
 #include "bench_util.h"
 
@@ -35,7 +36,8 @@
 #define BS 16
 #define PAGES (LK / BS)
 #define NBLOCKS (B * PAGES)
-#define Q8_ROW (D / 32 * 34) /* bytes of a Q8_0 row */
+#define Q8_UNITS (D / ATTN_QBLOCK)            /* blocks of a Q8_0 row */
+#define Q8_ROW (Q8_UNITS * ATTN_Q8_0_BYTES) /* bytes of a Q8_0 row */
 
 static void *xmalloc(size_t n)
 {
@@ -87,7 +89,7 @@ static void step_append(layer *ls, int f16)
         const attn_tensor kn = {ls[l].k_new, ATTN_DTYPE_F32, HKV * D, D, D};
         const attn_tensor vn = {ls[l].v_new, ATTN_DTYPE_F32, HKV * D, D, D};
         const int32_t dt = f16 ? ATTN_DTYPE_F16 : ATTN_DTYPE_Q8_0;
-        const int64_t u = f16 ? D : D / 32; /* stride units per row */
+        const int64_t u = f16 ? D : Q8_UNITS; /* stride units per row */
         void *kp = f16 ? (void *)ls[l].kh : (void *)ls[l].kq;
         void *vp = f16 ? (void *)ls[l].vh : (void *)ls[l].vq;
         const attn_tensor kc = {kp, dt, BS * HKV * u, u, HKV * u};
@@ -107,7 +109,7 @@ static void step_copy(layer *ls, int quantize)
             const unsigned char *enc = c ? ls[l].v_enc : ls[l].k_enc;
             unsigned char *pool = c ? ls[l].vq : ls[l].kq;
             if (quantize) {
-                if (attn_quantize(ATTN_DTYPE_Q8_0, src, B * HKV, D, D, scratch, D / 32, 0.0f) !=
+                if (attn_quantize(ATTN_DTYPE_Q8_0, src, B * HKV, D, D, scratch, Q8_UNITS, 0.0f) !=
                     ATTN_OK)
                     exit(1);
                 enc = scratch;
@@ -164,8 +166,8 @@ int main(int argc, char **argv)
         ls[l].vh = xmalloc(pool_rows * D * 2);
         ls[l].k_enc = xmalloc(B * HKV * Q8_ROW);
         ls[l].v_enc = xmalloc(B * HKV * Q8_ROW);
-        attn_quantize(ATTN_DTYPE_Q8_0, ls[l].k_new, B * HKV, D, D, ls[l].k_enc, D / 32, 0.0f);
-        attn_quantize(ATTN_DTYPE_Q8_0, ls[l].v_new, B * HKV, D, D, ls[l].v_enc, D / 32, 0.0f);
+        attn_quantize(ATTN_DTYPE_Q8_0, ls[l].k_new, B * HKV, D, D, ls[l].k_enc, Q8_UNITS, 0.0f);
+        attn_quantize(ATTN_DTYPE_Q8_0, ls[l].v_new, B * HKV, D, D, ls[l].v_enc, Q8_UNITS, 0.0f);
     }
     /* the append writes what quantize + copy writes: checked once */
     step_append(ls, 0);

@@ -241,7 +241,8 @@ void bm_forward(benchmark::State &state, const attn_dsp *dsp, FwdShape f, attn_d
     const bool q8 = kv_dtype == ATTN_DTYPE_Q8_0;
     Buffer<float> q(nq), out(nq), k32(nkv), v32(nkv);
     Buffer<uint16_t> k16(half ? nkv : 0), v16(half ? nkv : 0), q16(q_dtype == ATTN_DTYPE_BF16 ? nq : 0);
-    Buffer<unsigned char> k8(q8 ? nkv / 32 * 34 : 0), v8(q8 ? nkv / 32 * 34 : 0);
+    const size_t q8_bytes = q8 ? nkv / ATTN_QBLOCK * ATTN_Q8_0_BYTES : 0; /* src/dtype_list.h */
+    Buffer<unsigned char> k8(q8_bytes), v8(q8_bytes);
     fill_uniform(q.p, q.n, -1, 1, 4);
     fill_uniform(k32.p, k32.n, -1, 1, 5);
     fill_uniform(v32.p, v32.n, -1, 1, 6);
@@ -256,12 +257,13 @@ void bm_forward(benchmark::State &state, const attn_dsp *dsp, FwdShape f, attn_d
         vd = v16.p;
     } else if (q8) {
         const int64_t rows = (int64_t)(nkv / f.d);
-        if (attn_quantize(ATTN_DTYPE_Q8_0, k32.p, rows, f.d, f.d, k8.p, f.d / 32, 0.0f) != ATTN_OK ||
-            attn_quantize(ATTN_DTYPE_Q8_0, v32.p, rows, f.d, f.d, v8.p, f.d / 32, 0.0f) != ATTN_OK)
+        const int64_t blocks = f.d / ATTN_QBLOCK;
+        if (attn_quantize(ATTN_DTYPE_Q8_0, k32.p, rows, f.d, f.d, k8.p, blocks, 0.0f) != ATTN_OK ||
+            attn_quantize(ATTN_DTYPE_Q8_0, v32.p, rows, f.d, f.d, v8.p, blocks, 0.0f) != ATTN_OK)
             state.SkipWithError("attn_quantize failed");
         kd = k8.p;
         vd = v8.p;
-        kcols = f.d / 32; /* strides count blocks */
+        kcols = blocks; /* strides count blocks */
     }
     if (q_dtype == ATTN_DTYPE_BF16) {
         for (size_t i = 0; i < nq; i++)

@@ -2,11 +2,13 @@
 /*
  * The quantized K/V and precision-mode targets as ratios measured in one
  * process:
- *   decode  B=1 Lq=1 Lk=4096 Hq=32 Hkv=8 d=128: Q8_0, Q4_0 (each also in
- *           the int8 mode), FP8 E4M3 and E5M2 (each also with one scale
- *           per token and head, ".rows": attn_options.k_scales/v_scales,
- *           a scale array per layer; per group of 64 channels of a token
- *           and head, ".g64": k_scale_group/v_scale_group) vs F16 K/V
+ *   decode  B=1 Lq=1 Lk=4096 Hq=32 Hkv=8 d=128: every quantized K/V
+ *           dtype of src/dtype_list.h, the block formats (Q8_0, ...) each
+ *           also in the int8 mode, the FP8 ones each also with one scale
+ *           per token and head (".rows": attn_options.k_scales/v_scales,
+ *           a scale array per layer) and per group of 64 channels of a
+ *           token and head (".g64": k_scale_group/v_scale_group), vs F16
+ *           K/V
  *   prefill B=1 Hq=Hkv=8 L=2048 d=128 causal:   Q8_0 (default and int8
  *           mode), F32 in the bf16 mode, BF16 q/k/v (default and bf16
  *           mode) vs F32
@@ -36,15 +38,19 @@
 #include <string.h>
 #include <time.h>
 
+#include "../src/dtype_list.h"
 #include "attn.h"
 #include "bench_util.h"
 #include "gen.h"
+
+#define MAX_VARIANTS 16 /* run()'s arrays */
 
 /* The order of the variants in a repetition (a permutation per repetition). */
 static uint64_t rng_state = 0x9e3779b97f4a7c15u;
 
 typedef struct variant {
-    const char *name;
+    const char *suffix; /* the name is the dtype's (src/dtype_list.h) and this */
+    char name[32];
     int32_t dtype;
     int64_t precision; /* attn_options.precision (attn.h) */
     int32_t q_dtype;   /* 0: F32 */
@@ -56,6 +62,10 @@ typedef struct variant {
     float *ks[LAYERS], *vs[LAYERS]; /* rows: each layer's scales [Hkv][Lk][groups] */
     double *times;
 } variant;
+
+static int dtype_kind(int32_t t) { ATTN_DTYPE_GET(t, kind, -1) }
+
+static int dtype_kv(int32_t t) { ATTN_DTYPE_GET(t, kv, 0) }
 
 static double median(double *x, int n)
 {
@@ -156,13 +166,16 @@ static void free_variant(variant *v, int layers)
 static void run(const char *title, const attn_shape *s, int causal, variant *vs, int nv, int reps,
                 int calls, int layers, attn_options *opt, int base)
 {
-    for (int i = 0; i < nv; i++)
+    for (int i = 0; i < nv; i++) {
+        snprintf(vs[i].name, sizeof vs[i].name, "%s%s", gen_dtype_name(vs[i].dtype),
+                 vs[i].suffix ? vs[i].suffix : "");
         make_variant(&vs[i], s, causal, layers);
+    }
     /* out: the first variant's; q each variant's own (the same values,
        in its dtype) */
     const attn_tensor ot = vs[0].m.t[GEN_OUT];
     opt->flags = causal ? ATTN_CAUSAL : 0u;
-    int order[16];
+    int order[MAX_VARIANTS];
     for (int i = 0; i < nv; i++) {
         vs[i].times = malloc((size_t)reps * sizeof(double));
         order[i] = i;
@@ -199,7 +212,7 @@ static void run(const char *title, const attn_shape *s, int causal, variant *vs,
         }
     }
     printf("%s (%d repetitions x %d calls)\n", title, reps, calls);
-    double med[16], best[16];
+    double med[MAX_VARIANTS], best[MAX_VARIANTS];
     for (int i = 0; i < nv; i++) {
         med[i] = median(vs[i].times, reps); /* sorts */
         best[i] = vs[i].times[0];
@@ -261,31 +274,40 @@ int main(int argc, char **argv)
     /* the precision modes (attn.h): ".int8" and ".bf16" variants */
     {
         const attn_shape s = {1, 32, 8, 1, 4096, 128, 128};
-        variant vs[11] = {{.name = "f16", .dtype = ATTN_DTYPE_F16},
-                         {.name = "q8_0", .dtype = ATTN_DTYPE_Q8_0},
-                         {.name = "q8_0.int8", .dtype = ATTN_DTYPE_Q8_0, .precision = 2},
-                         {.name = "q4_0", .dtype = ATTN_DTYPE_Q4_0},
-                         {.name = "q4_0.int8", .dtype = ATTN_DTYPE_Q4_0, .precision = 2},
-                         {.name = "fp8", .dtype = ATTN_DTYPE_FP8_E4M3},
-                         {.name = "e5m2", .dtype = ATTN_DTYPE_FP8_E5M2},
-                         {.name = "fp8.rows", .dtype = ATTN_DTYPE_FP8_E4M3, .rows = 1},
-                         {.name = "e5m2.rows", .dtype = ATTN_DTYPE_FP8_E5M2, .rows = 1},
-                         {.name = "fp8.g64", .dtype = ATTN_DTYPE_FP8_E4M3, .rows = 1,
-                          .group = 64},
-                         {.name = "e5m2.g64", .dtype = ATTN_DTYPE_FP8_E5M2, .rows = 1,
-                          .group = 64}};
+        variant vs[MAX_VARIANTS] = {{.dtype = ATTN_DTYPE_F16}};
+        int nv = 1;
+        /* every quantized K/V dtype of the list (attn_dtype values 0 .. count - 1):
+           each block format, then in the int8 mode; then the FP8 ones with one
+           scale per call, then per row, then per group */
+        static const variant fp8_ways[] = {{.rows = 0},
+                                           {.suffix = ".rows", .rows = 1},
+                                           {.suffix = ".g64", .rows = 1, .group = 64}};
+        for (int32_t t = 0; t < ATTN_DTYPE_COUNT && nv + 2 <= MAX_VARIANTS; t++)
+            if (dtype_kv(t) && dtype_kind(t) == ATTN_DTYPE_KIND_QBLOCK) {
+                vs[nv++] = (variant){.dtype = t};
+                vs[nv++] = (variant){.dtype = t, .suffix = ".int8",
+                                     .precision = ATTN_PRECISION_INT8};
+            }
+        for (size_t w = 0; w < sizeof fp8_ways / sizeof fp8_ways[0]; w++)
+            for (int32_t t = 0; t < ATTN_DTYPE_COUNT && nv < MAX_VARIANTS; t++)
+                if (dtype_kv(t) && dtype_kind(t) == ATTN_DTYPE_KIND_FP8) {
+                    vs[nv] = fp8_ways[w];
+                    vs[nv++].dtype = t;
+                }
         run("decode B=1 Lq=1 Lk=4096 Hq=32 Hkv=8 d=128, 12 layers' caches in turn", &s, 0, vs,
-            11, reps * LAYERS, decode_calls, LAYERS, &opt, 0);
+            nv, reps * LAYERS, decode_calls, LAYERS, &opt, 0);
     }
     {
         const attn_shape s = {1, 8, 8, 2048, 2048, 128, 128};
-        variant vs[6] = {{.name = "f32", .dtype = ATTN_DTYPE_F32},
-                         {.name = "q8_0", .dtype = ATTN_DTYPE_Q8_0},
-                         {.name = "q8_0.int8", .dtype = ATTN_DTYPE_Q8_0, .precision = 2},
-                         {.name = "f32.bf16", .dtype = ATTN_DTYPE_F32, .precision = 1},
-                         {.name = "bf16qkv", .dtype = ATTN_DTYPE_BF16, .q_dtype = ATTN_DTYPE_BF16},
-                         {.name = "bf16qkv.bf16", .dtype = ATTN_DTYPE_BF16,
-                          .q_dtype = ATTN_DTYPE_BF16, .precision = 1}};
+        variant vs[6] = {{.dtype = ATTN_DTYPE_F32},
+                         {.dtype = ATTN_DTYPE_Q8_0},
+                         {.dtype = ATTN_DTYPE_Q8_0, .suffix = ".int8",
+                          .precision = ATTN_PRECISION_INT8},
+                         {.dtype = ATTN_DTYPE_F32, .suffix = ".bf16",
+                          .precision = ATTN_PRECISION_BF16},
+                         {.dtype = ATTN_DTYPE_BF16, .suffix = "qkv", .q_dtype = ATTN_DTYPE_BF16},
+                         {.dtype = ATTN_DTYPE_BF16, .suffix = "qkv.bf16",
+                          .q_dtype = ATTN_DTYPE_BF16, .precision = ATTN_PRECISION_BF16}};
         run("prefill B=1 Hq=Hkv=8 L=2048 d=128 causal", &s, 1, vs, 6, reps, 1, 1, &opt, 0);
     }
     attn_threadpool_destroy(pool);

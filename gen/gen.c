@@ -298,7 +298,16 @@ void gen_allow_topk(gen_profile *p, unsigned chance)
     p->rule[GEN_C_OPT(topk_indices)].chance = (uint16_t)chance;
 }
 
-static const int64_t float_dtypes[] = {ATTN_DTYPE_F32, ATTN_DTYPE_F16, ATTN_DTYPE_BF16};
+/* The float dtypes of the list, in its order: the default draw of q, k and v
+   (a new kind says here whether it is one). */
+#define FLOAT_ONLY_FLOAT(x) x,
+#define FLOAT_ONLY_QBLOCK(x)
+#define FLOAT_ONLY_FP8(x)
+#define FLOAT_ONLY_BOOL(x)
+#define FLOAT_ID(ID, name, block, bytes, kind, q, kv, out) FLOAT_ONLY_##kind(ATTN_DTYPE_##ID)
+static const int64_t float_dtypes[] = {ATTN_DTYPE_LIST(FLOAT_ID)};
+#undef FLOAT_ID
+#define N_FLOAT_DTYPES (sizeof float_dtypes / sizeof float_dtypes[0])
 static const int64_t seq_kinds[] = {GEN_SEQ_FULL, GEN_SEQ_EMPTY, GEN_SEQ_RANDOM, GEN_SEQ_RANDOM,
                                     GEN_SEQ_RANDOM};
 static const int64_t offset_kinds[] = {GEN_OFFSET_ZERO, GEN_OFFSET_END, GEN_OFFSET_RANDOM,
@@ -323,9 +332,9 @@ void gen_profile_init(gen_profile *p)
     rule(p, GEN_C_HEAD_DIM, 256, 1, 72);
     p->rule[GEN_C_HEAD_DIM].wide = 30, p->rule[GEN_C_HEAD_DIM].wide_hi = 200;
     rule(p, GEN_C_V_DIM, 128, 1, 72);
-    menu(p, GEN_C_Q_DTYPE, 170, float_dtypes, 3);
-    menu(p, GEN_C_K_DTYPE, 170, float_dtypes, 3);
-    menu(p, GEN_C_V_DTYPE, 100, float_dtypes, 3);
+    menu(p, GEN_C_Q_DTYPE, 170, float_dtypes, N_FLOAT_DTYPES);
+    menu(p, GEN_C_K_DTYPE, 170, float_dtypes, N_FLOAT_DTYPES);
+    menu(p, GEN_C_V_DTYPE, 100, float_dtypes, N_FLOAT_DTYPES);
     /* lengths and layouts */
     menu(p, GEN_C_SEQ_Q, 256, seq_kinds, 5);
     menu(p, GEN_C_SEQ_KV, 256, seq_kinds, 5);
@@ -391,7 +400,7 @@ void gen_profile_init(gen_profile *p)
     p->rule[GEN_C_OPT(v_scale)].unit = 1.0 / 16.0;
     rule(p, GEN_C_OPT(workspace), 0, 1, 1);
     /* the modes that round have bounds of their own: drawn only by the
-       consumers that check them (tests/test_precision.c) */
+       consumers that check them (tests/ops/test_precision.c) */
     rule(p, GEN_C_OPT(precision), 0, 0, 0);
     /* draft trees: drawn only by the consumers that ask (their chance), with
        a shape of GEN_TREE_* */
@@ -400,7 +409,7 @@ void gen_profile_init(gen_profile *p)
     /* FP8 scales per key row (1.6): drawn only by the consumers that pin
        them (their references do not apply per-row scales); laid out like
        k (v) with one column, in k's pool when paged.
-       tests/test_fp8_scales.c checks the library's use of them */
+       tests/ops/test_fp8_scales.c checks the library's use of them */
     rule(p, GEN_C_OPT(k_scales), 0, 1, 1);
     rule(p, GEN_C_OPT(v_scales), 0, 1, 1);
     /* their groups (1.8): one scale per row unless a consumer pins them */
@@ -408,7 +417,7 @@ void gen_profile_init(gen_profile *p)
     rule(p, GEN_C_OPT(v_scale_group), 0, 0, 0);
     /* a tail of the key rows (1.9): likewise, drawn only by the consumers
        that pin it (with k_tail_dim); laid out like k with k_tail_dim
-       columns. tests/test_fp8_scales.c checks the library's use of it */
+       columns. tests/ops/test_fp8_scales.c checks the library's use of it */
     rule(p, GEN_C_OPT(k_tail), 0, 1, 1);
     rule(p, GEN_C_OPT(k_tail_dim), 0, 0, 0);
     /* shared prefixes: likewise, drawn only by the consumers that ask */

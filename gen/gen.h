@@ -332,8 +332,8 @@ void *gen_kv_row(const gen_bufs *m, int role, int64_t b, int64_t h, int64_t p);
 size_t gen_dtype_bytes(int32_t dtype);
 int64_t gen_dtype_block(int32_t dtype);
 const char *gen_dtype_name(int32_t dtype);
-/* Value i of a row of a tensor of any dtype (F32, F16, BF16, Q8_0, Q4_0,
-   FP8 (E4M3, E5M2) times scale (0: 1)), decoded. */
+/* Value i of a row of a tensor of any dtype of src/dtype_list.h, decoded
+   (an FP8 one times scale, 0: 1). */
 float gen_load(const void *row, int32_t dtype, int64_t i, float scale);
 /* n values of v's distribution from *stream, stored as F32, F16 or BF16
    (a tensor the consumer owns: the backward's dout). */

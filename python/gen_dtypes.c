@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Writes the binding's dtype table, python/libattn/_dtypes.py, from
- * src/dtype_list.h (python/meson.build runs it; the build's copy is the
- * one installed).
+ * src/dtype_list.h and the FP8 formats' largest values of src/quant.h
+ * (python/meson.build runs it; the build's copy is the one installed).
  *
  *   gen_dtypes              the module, on stdout
  *   gen_dtypes --check F    exit 1 when F is not exactly that module: the
@@ -15,6 +15,26 @@
 
 #include "dtype_list.h"
 #include "gen_check.h"
+#include "quant.h"
+
+/* The `max` column: an FP8 dtype's largest finite value, what attn_quantize
+   saturates to (src/quant.h's ATTN_<ID>_MAX, which a new FP8 line must
+   define: this does not compile without it); none (-1) for the other kinds.
+   A new kind fails to compile here until it says which. */
+#define MAX_OF_FLOAT(ID) -1.0
+#define MAX_OF_QBLOCK(ID) -1.0
+#define MAX_OF_BOOL(ID) -1.0
+#define MAX_OF_FP8(ID) (double)ATTN_##ID##_MAX
+
+/* A finite double as Python spells a float: "448.0", "0.5", "1e+300". */
+static void put_float(FILE *f, double x)
+{
+    char buf[32];
+    snprintf(buf, sizeof buf, "%.17g", x);
+    fputs(buf, f);
+    if (!strpbrk(buf, ".e"))
+        fputs(".0", f);
+}
 
 static void put_lower(FILE *f, const char *s)
 {
@@ -41,11 +61,13 @@ static void write_module(FILE *f)
           "  q, kv  valid as the query, as K/V\n"
           "  out    where it may be an output: 'any' (every output), 'rounded' (only\n"
           "         the out of forward and merge, rounded once from f32), 'none'\n"
+          "  max    'fp8': the largest finite value (attn_quantize saturates to it);\n"
+          "         None for the other kinds\n"
           "\"\"\"\n"
           "\n"
           "import collections\n"
           "\n"
-          "Row = collections.namedtuple(\"Row\", \"id value name block bytes kind q kv out\")\n"
+          "Row = collections.namedtuple(\"Row\", \"id value name block bytes kind q kv out max\")\n"
           "\n"
           "ROWS = (\n",
           f);
@@ -55,7 +77,12 @@ static void write_module(FILE *f)
     put_lower(f, #kind);                                                                  \
     fprintf(f, "\", %s, %s, \"", (q) ? "True" : "False", (kv) ? "True" : "False");        \
     put_lower(f, #out);                                                                   \
-    fputs("\"),\n", f);
+    fputs("\", ", f);                                                                     \
+    if (MAX_OF_##kind(ID) < 0.0)                                                          \
+        fputs("None", f);                                                                 \
+    else                                                                                  \
+        put_float(f, MAX_OF_##kind(ID));                                                  \
+    fputs("),\n", f);
     ATTN_DTYPE_LIST(PY_ROW)
 #undef PY_ROW
     fputs(")\n", f);

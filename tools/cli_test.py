@@ -16,9 +16,25 @@ exits 77 (skipped) where bash is missing for the completion.
 import json
 import os
 import re
+import runpy
 import shutil
 import subprocess
 import sys
+
+# The dtypes of src/dtype_list.h, as the Python binding's table holds them
+# (python/libattn/_dtypes.py, generated and checked by test 'python-dtypes'):
+# the K/V names the tool takes, by kind.
+_ROWS = runpy.run_path(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python",
+                                    "libattn", "_dtypes.py"))["ROWS"]
+KV_NAMES = [row.name for row in _ROWS if row.kv]
+FP8_NAMES = [row.name for row in _ROWS if row.kv and row.kind == "fp8"]
+FLOAT_KV = [row.name for row in _ROWS if row.kv and row.kind == "float"]
+
+
+def either(names):
+    """'a, b or c', as the tool lists values."""
+    return " or ".join(filter(None, (", ".join(names[:-1]), names[-1])))
+
 
 # Small problems: one timed call, few verified rows.
 QUICK = ["--iters", "1", "--verify-rows", "2", "--no-progress"]
@@ -54,11 +70,14 @@ class Checker:
 USAGE = [
     (["--k-tail", "64"], ["--k-tail 64 leaves no value of head_dim 64 to k",
                           "at most head_dim - 1"]),
-    (["--fp8-scales", "row"], ["--fp8-scales needs an FP8 --kv-dtype", "e5m2"]),
+    (["--fp8-scales", "row"], ["--fp8-scales needs an FP8 --kv-dtype"] + FP8_NAMES),
     (["--kv-dtype", "fp8", "--k-tail", "8"], ["--k-tail 8 with --kv-dtype fp8 needs",
                                               "--fp8-scales G"]),
     (["--kv-dtype", "fp8", "--fp8-scales", "48"], ["--fp8-scales 48 must divide"]),
-    (["--kv-dtype", "e5m2", "--fp8-scales", "16", "--v-dim", "24"], ["v_dim (24)"]),
+] + [
+    (["--kv-dtype", name, "--fp8-scales", "16", "--v-dim", "24"], ["v_dim (24)"])
+    for name in FP8_NAMES
+] + [
     (["--kv-dtype", "q8_0", "--k-tail", "40"], ["--kv-dtype q8_0", "blocks of 32",
                                                 "--k-tail 40"]),
     (["--kv-dtype", "q4_0", "--head-dim", "48"], ["--kv-dtype q4_0", "head_dim 48"]),
@@ -68,7 +87,7 @@ USAGE = [
     (["--packed", "--q-len", "60", "--kv-len", "48"], ["--packed needs --kv-len"]),
     (["--tree", "chain", "--q-len", "60", "--kv-len", "48"], ["--tree needs --q-len"]),
     (["--window", "9223372036854775807"], ["--window expects an integer"]),
-    (["--backward", "--kv-dtype", "q8_0"], ["--backward needs --kv-dtype f32, f16 or bf16"]),
+    (["--backward", "--kv-dtype", "q8_0"], ["--backward needs --kv-dtype " + either(FLOAT_KV)]),
     (["--backward", "--kv-dtype", "fp8"], ["--backward needs --kv-dtype"]),
     (["--backward", "--precision", "int8", "--kv-dtype", "q4_0"],
      ["--backward needs --kv-dtype"]),
@@ -312,8 +331,8 @@ def completion(exe, script):
         for v in got:
             r = attn(exe, cmd, option, v, "--help")
             c.check(r.returncode == 0, "attn %s %s %s: refused (%s)" % (cmd, option, v, r.stderr))
-    offers(["attn", "run", "--kv-dtype", "f"], ["f32", "f16", "fp8"])
-    offers(["attn", "run", "--kv-dtype", "=", "f"], ["f32", "f16", "fp8"])
+    offers(["attn", "run", "--kv-dtype", "f"], [n for n in KV_NAMES if n.startswith("f")])
+    offers(["attn", "run", "--kv-dtype", "=", "f"], [n for n in KV_NAMES if n.startswith("f")])
     offers(["attn", "run", "--precision", "="], ["default", "bf16", "int8"])
     offers(["attn", "run", "--fp8-scales", ""], ["row"])
     offers(["attn", "bench", "--presets", "small,pre"], ["small,prefill", "small,prefill-f16"])

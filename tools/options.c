@@ -32,7 +32,8 @@ struct cli_option {
     size_t field;        /* offsetof(cli_settings, ...) the generic parsers set; for
                             the pin_* parsers, the generator's choice (gen/gen.h) */
     int64_t min, max;    /* integer range; for flags the value stored */
-    const char *help;    /* lines after the first are indented under it */
+    const char *help;    /* lines after the first are indented under it; "{kv}" and
+                            "{fp8}" name dtypes of the list (help_text) */
 };
 
 /* ------------------------------------------------------------ the values of options */
@@ -40,12 +41,15 @@ struct cli_option {
 /* Fills out[] with the names an option's value may be; returns how many. */
 typedef size_t (*values_fn)(const char **out);
 
-/* "a, b or c" */
+/* "a, b or c" (after a value that ends in a comma, "a, x, b or c") */
 static void join_values(const char *const *v, size_t n, char *buf, size_t size)
 {
     buf[0] = '\0';
     for (size_t i = 0; i < n; i++) {
-        const char *sep = i == 0 ? "" : i + 1 == n ? " or " : ", ";
+        const char *sep = i == 0                                 ? ""
+                          : i + 1 == n                             ? " or "
+                          : v[i - 1][strlen(v[i - 1]) - 1] == ',' ? " "
+                                                                   : ", ";
         if (strlen(buf) + strlen(sep) + strlen(v[i]) + 1 > size)
             break;
         strcat(buf, sep);
@@ -67,6 +71,84 @@ static size_t kv_dtype_values(const char **out)
         if (dtype_is_kv(all_dtypes[i]))
             out[n++] = dtype_name(all_dtypes[i]);
     return n;
+}
+
+static attn_dtype_kind dtype_kind(attn_dtype t) { ATTN_DTYPE_GET(t, kind, ATTN_DTYPE_KIND_BOOL) }
+
+static bool is_fp8(attn_dtype t)
+{
+    return dtype_kind(t) == ATTN_DTYPE_KIND_FP8;
+}
+
+/* What the help and the messages say of a dtype beside its name, which the
+   list does not hold: `help` in --kv-dtype's help, `aside` where the FP8
+   dtypes are offered. A dtype without a row is named alone. */
+static const struct {
+    attn_dtype dtype;
+    const char *help, *aside;
+} dtype_notes[] = {
+    {ATTN_DTYPE_FP8_E4M3, "E4M3", "which is E4M3"},
+    {ATTN_DTYPE_FP8_E5M2, "FP8 E5M2; scale 1", NULL},
+};
+
+/* "a, b (note) or c": the K/V dtypes of `kind` (all kinds: -1), each with
+   its note (help: 1) or its aside (0), as join_values lists them. */
+static void kv_dtype_list(int kind, int help, char *buf, size_t size)
+{
+    char spelled[CLI_MAX_VALUES][48];
+    const char *names[CLI_MAX_VALUES];
+    size_t n = 0;
+    for (size_t i = 0; i < N_DTYPES; i++) {
+        const attn_dtype t = all_dtypes[i];
+        if (!dtype_is_kv(t) || (kind >= 0 && (int)dtype_kind(t) != kind))
+            continue;
+        const char *note = NULL;
+        for (size_t k = 0; k < sizeof dtype_notes / sizeof dtype_notes[0]; k++)
+            if (dtype_notes[k].dtype == t)
+                note = help ? dtype_notes[k].help : dtype_notes[k].aside;
+        if (!note)
+            snprintf(spelled[n], sizeof spelled[n], "%s", dtype_name(t));
+        else if (help)
+            snprintf(spelled[n], sizeof spelled[n], "%s (%s)", dtype_name(t), note);
+        else /* an aside closes with a comma, unless it ends the list (below) */
+            snprintf(spelled[n], sizeof spelled[n], "%s, %s,", dtype_name(t), note);
+        names[n] = spelled[n];
+        n++;
+    }
+    if (n && !help && names[n - 1][strlen(names[n - 1]) - 1] == ',')
+        spelled[n - 1][strlen(spelled[n - 1]) - 1] = '\0';
+    join_values(names, n, buf, size);
+}
+
+/*
+ * An option's help as printed: "{kv}" becomes every K/V dtype of the list
+ * with its note ("a, b (note) or c"), "{fp8}" the FP8 ones as "a/b". So a
+ * new dtype is offered in the help, as it is parsed and completed, without
+ * an edit here.
+ */
+static const char *help_text(const char *help, char *buf, size_t size)
+{
+    char kv[200], fp8[100] = "";
+    kv_dtype_list(-1, 1, kv, sizeof kv);
+    for (size_t i = 0; i < N_DTYPES; i++)
+        if (dtype_is_kv(all_dtypes[i]) && is_fp8(all_dtypes[i]) &&
+            strlen(fp8) + strlen(dtype_name(all_dtypes[i])) + 2 <= sizeof fp8) {
+            strcat(fp8, fp8[0] ? "/" : "");
+            strcat(fp8, dtype_name(all_dtypes[i]));
+        }
+    size_t n = 0;
+    while (*help && n + 1 < size) {
+        const char *with = !strncmp(help, "{kv}", 4) ? kv : !strncmp(help, "{fp8}", 5) ? fp8 : NULL;
+        if (!with) {
+            buf[n++] = *help++;
+            continue;
+        }
+        n += (size_t)snprintf(buf + n, size - n, "%s", with);
+        n = n < size ? n : size - 1;
+        help += with == kv ? 4 : 5;
+    }
+    buf[n] = '\0';
+    return buf;
 }
 
 static size_t preset_values(const char **out)
@@ -451,9 +533,9 @@ static const cli_option options[] = {
      "score scale (0: 1/sqrt(head_dim))"},
     {"--softcap", "C", CLI_RUN, P, pin_float, GEN_C_OPT(softcap), 0, 0,
      "score soft-capping C*tanh(s/C) (0: off)"},
-    {"--kv-dtype", "T", CLI_RUN, P, parse_kv_dtype, 0, 0, 0, "f32, f16, bf16, q8_0, q4_0, fp8 (E4M3) or e5m2 (FP8 E5M2; scale 1) storage of K and V"},
+    {"--kv-dtype", "T", CLI_RUN, P, parse_kv_dtype, 0, 0, 0, "{kv} storage of K and V"},
     {"--fp8-scales", "S", CLI_RUN, P, parse_fp8_scales, 0, 0, 0,
-     "with an fp8/e5m2 --kv-dtype: row (a scale per K and V row,\n"
+     "with an {fp8} --kv-dtype: row (a scale per K and V row,\n"
      "per token and head, as vLLM and SGLang keep them) or G (one per\n"
      "group of G channels of a row, DeepSeek V3.2's G = 128), beside\n"
      "the cache (attn_options.k_scales, k_scale_group), instead of one\n"
@@ -461,7 +543,7 @@ static const cli_option options[] = {
     {"--k-tail", "N", CLI_RUN, P, parse_k_tail, 0, 0, 0,
      "the last N values of every key row in an F32 tensor of their own\n"
      "(attn_options.k_tail, k_tail_dim; N < head-dim; 0: off), as\n"
-     "DeepSeek's rope dims beside its latent; an fp8/e5m2 --kv-dtype\n"
+     "DeepSeek's rope dims beside its latent; an {fp8} --kv-dtype\n"
      "then needs --fp8-scales G over head-dim - N"},
     {"--precision", "P", CLI_RUN, P, parse_precision, 0, 0, 0,
      "default, bf16 or int8 (attn_options.precision): bf16 rounds q,\n"
@@ -599,10 +681,12 @@ static void print_options(unsigned command)
             printf("  %-18s", head);
             if (strlen(head) > 18)
                 printf("\n  %-18s", "");
-            for (const char *line = o->help; *line;) {
+            char text[1024];
+            const char *help = help_text(o->help, text, sizeof text);
+            for (const char *line = help; *line;) {
                 const char *nl = strchr(line, '\n');
                 int len = nl ? (int)(nl - line) : (int)strlen(line);
-                printf("%s%.*s\n", line == o->help ? "" : "                    ", len, line);
+                printf("%s%.*s\n", line == help ? "" : "                    ", len, line);
                 line += len + (nl ? 1 : 0);
             }
         }
@@ -672,11 +756,6 @@ problem cli_problem(const cli_settings *s)
 }
 
 /* ------------------------------------------------------------ combinations */
-
-static bool is_fp8(attn_dtype t)
-{
-    return t == ATTN_DTYPE_FP8_E4M3 || t == ATTN_DTYPE_FP8_E5M2;
-}
 
 /* The instruction set: compiled into the library, and run by this CPU. */
 static int check_isa(const char *cmd, const cli_settings *s)
@@ -757,9 +836,11 @@ int cli_check(const char *cmd, const cli_settings *s, const problem *p)
     if (tail && packed)
         return usage_error(cmd, "--k-tail with --packed is not supported by this tool yet (its "
                            "problem generator lays the tail out per batch entry)");
-    if (scales && !is_fp8(kt))
-        return usage_error(cmd, "--fp8-scales needs an FP8 --kv-dtype (fp8, which is E4M3, or "
-                           "e5m2), not %s", kn);
+    if (scales && !is_fp8(kt)) {
+        char fp8[160];
+        kv_dtype_list(ATTN_DTYPE_KIND_FP8, 0, fp8, sizeof fp8);
+        return usage_error(cmd, "--fp8-scales needs an FP8 --kv-dtype (%s), not %s", fp8, kn);
+    }
     if (tail && is_fp8(kt) && group == 0)
         return usage_error(cmd, "--k-tail %" PRId64 " with --kv-dtype %s needs --fp8-scales G "
                            "(group scales; G divides head_dim - N = %" PRId64 " and v_dim %"
@@ -778,9 +859,12 @@ int cli_check(const char *cmd, const cli_settings *s, const problem *p)
         if (packed || paged)
             return usage_error(cmd, "--backward times dense tensors only in this tool (not %s)",
                                packed ? "--packed" : "--paged-block");
-        if (block > 1 || is_fp8(kt))
-            return usage_error(cmd, "--backward needs --kv-dtype f32, f16 or bf16, not %s: "
-                               "attn_backward takes no quantized K/V", kn);
+        if (dtype_kind(kt) != ATTN_DTYPE_KIND_FLOAT) {
+            char floats[100];
+            kv_dtype_list(ATTN_DTYPE_KIND_FLOAT, 0, floats, sizeof floats);
+            return usage_error(cmd, "--backward needs --kv-dtype %s, not %s: attn_backward "
+                               "takes no quantized K/V", floats, kn);
+        }
         if (o->precision == ATTN_PRECISION_INT8)
             return usage_error(cmd, "--backward takes --precision default or bf16: "
                                "attn_backward has no int8 mode");

@@ -25,10 +25,8 @@ class Status(enum.IntEnum):
     ERR_VERSION = 7
 
 
-# attn_dtype, one member per row of src/dtype_list.h (_dtypes.py): F32, F16,
-# BF16, BOOL, and the K/V cache formats Q8_0 (ggml block_q8_0, 34 bytes per
-# 32 values), Q4_0 (block_q4_0, 18 bytes per 32), FP8_E4M3 and FP8_E5M2 (one
-# byte per value, times k_scale / v_scale).
+# attn_dtype, one member per row of src/dtype_list.h (_dtypes.py, which gives
+# each one's layout; include/attn.h says what its bytes hold).
 DType = enum.IntEnum("DType", [(row.id, row.value) for row in _dtypes.ROWS], module=__name__)
 
 

@@ -15,19 +15,21 @@ test 'python-dtypes' fails when it differs from the list (then run
   q, kv  valid as the query, as K/V
   out    where it may be an output: 'any' (every output), 'rounded' (only
          the out of forward and merge, rounded once from f32), 'none'
+  max    'fp8': the largest finite value (attn_quantize saturates to it);
+         None for the other kinds
 """
 
 import collections
 
-Row = collections.namedtuple("Row", "id value name block bytes kind q kv out")
+Row = collections.namedtuple("Row", "id value name block bytes kind q kv out max")
 
 ROWS = (
-    Row("F32", 0, "f32", 1, 4, "float", True, True, "any"),
-    Row("F16", 1, "f16", 1, 2, "float", True, True, "rounded"),
-    Row("BF16", 2, "bf16", 1, 2, "float", True, True, "rounded"),
-    Row("BOOL", 3, "bool", 1, 1, "bool", False, False, "none"),
-    Row("Q8_0", 4, "q8_0", 32, 34, "qblock", False, True, "none"),
-    Row("Q4_0", 5, "q4_0", 32, 18, "qblock", False, True, "none"),
-    Row("FP8_E4M3", 6, "fp8", 1, 1, "fp8", False, True, "none"),
-    Row("FP8_E5M2", 7, "e5m2", 1, 1, "fp8", False, True, "none"),
+    Row("F32", 0, "f32", 1, 4, "float", True, True, "any", None),
+    Row("F16", 1, "f16", 1, 2, "float", True, True, "rounded", None),
+    Row("BF16", 2, "bf16", 1, 2, "float", True, True, "rounded", None),
+    Row("BOOL", 3, "bool", 1, 1, "bool", False, False, "none", None),
+    Row("Q8_0", 4, "q8_0", 32, 34, "qblock", False, True, "none", None),
+    Row("Q4_0", 5, "q4_0", 32, 18, "qblock", False, True, "none", None),
+    Row("FP8_E4M3", 6, "fp8", 1, 1, "fp8", False, True, "none", 448.0),
+    Row("FP8_E5M2", 7, "e5m2", 1, 1, "fp8", False, True, "none", 57344.0),
 )

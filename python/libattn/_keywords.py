@@ -633,9 +633,13 @@ def side_inputs(kw, target):
 
 
 # Not converted for an empty problem (a zero batch, head count or length),
-# which the library never sees: the lists of rows or keys it has none of,
-# and the workspace probe (a library call).
-EMPTY_SKIPS = ("tree_parents", "topk_indices", "k_positions", "kv_splits")
+# which the library never sees: the integer tables over query rows or keys
+# (an extent other than the batch's) it has none of, and the workspace probe
+# (a library call).
+_EMPTY_FIELDS = {row.name for row in ROWS
+                 if row.kind in ("i32", "i64") and row.extent not in (None, "batch")
+                 or row.kind == "scratch"}
+EMPTY_SKIPS = tuple(k.name for k in KEYWORDS if _EMPTY_FIELDS.intersection(k.fields))
 
 
 def build(kw, shape, sides=None, skip=()):

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from ._capi import Grads, Partial, RowStats, Shape, check, has, lib
 from ._loader import LibraryError
 from ._tensor import (Operand, as_operand, check_no_overlap, check_output, copy_f32,
-                      dtype_from_name, indices, is_empty, is_tensor, new_f32, np)
+                      dtype_from_name, either, indices, is_empty, is_tensor, new_f32, np)
 from ._capi import DType
 from ._dtypes import ROWS
 from . import _kvlayout
@@ -58,11 +58,14 @@ def _half_bits(dtype):
 
 
 _QUANT_ROWS = [row for row in ROWS if row.kind in ("qblock", "fp8")]
+# by the list's name, and by its ID in lower case ("fp8_e4m3", as vLLM's
+# kv_cache_dtype spells it)
 _QUANT_DTYPES = {row.name: DType(row.value) for row in _QUANT_ROWS}
-_QUANT_DTYPES["fp8_e4m3"] = DType.FP8_E4M3
-_QUANT_DTYPES["fp8_e5m2"] = DType.FP8_E5M2
+_QUANT_DTYPES.update({row.id.lower(): DType(row.value) for row in _QUANT_ROWS})
+_QUANT_NAMES = either(row.name for row in _QUANT_ROWS)
 # FP8: one byte per value, scaled by k_scale / v_scale (scale= in quantize())
 _FP8 = frozenset(DType(row.value) for row in _QUANT_ROWS if row.kind == "fp8")
+_FP8_NAMES = either(row.name for row in _QUANT_ROWS if row.kind == "fp8")
 # values per stride unit, bytes per stride unit
 _QUANT_LAYOUT = {DType(row.value): (row.block, row.bytes) for row in _QUANT_ROWS}
 
@@ -73,8 +76,7 @@ def _quant_dtype(name, what):
     try:
         return _QUANT_DTYPES[str(name).lower()]
     except KeyError:
-        raise ValueError("%s: expected 'q8_0', 'q4_0', 'fp8' or 'e5m2', got %r"
-                         % (what, name)) from None
+        raise ValueError("%s: expected %s, got %r" % (what, _QUANT_NAMES, name)) from None
 
 
 def _quant_operand(x, name, dt):
@@ -196,7 +198,7 @@ def _run_attention(function, q, k, v, kw, *, out, stats, dtype, kv_dtype=None, i
     scaled = kw.get("k_scale") or kw.get("v_scale") or \
         kw.get("k_scales") is not None or kw.get("v_scales") is not None
     if kv_dtype is None and scaled:
-        raise ValueError("k_scale/v_scale/k_scales/v_scales: only for kv_dtype='fp8' or 'e5m2'")
+        raise ValueError("k_scale/v_scale/k_scales/v_scales: only for kv_dtype=" + _FP8_NAMES)
     if any(kw.get(name) is not None for name in LAYOUT):
         if kw.get("k_tail") is not None:
             raise ValueError("k_tail: not supported with q_offsets/cu_seqlens/block_table in "
@@ -210,8 +212,8 @@ def _run_attention(function, q, k, v, kw, *, out, stats, dtype, kv_dtype=None, i
         if kv_dtype is not None:  # the caches cache_append writes, in any layout
             dt = _quant_dtype(kv_dtype, "kv_dtype")
             if dt not in _FP8 and scaled:
-                raise ValueError("k_scale/v_scale/k_scales/v_scales: only for kv_dtype='fp8' "
-                                 "or 'e5m2', not %r" % (kv_dtype,))
+                raise ValueError("k_scale/v_scale/k_scales/v_scales: only for kv_dtype=%s, "
+                                 "not %r" % (_FP8_NAMES, kv_dtype))
 
             def kv_operand(x, name):
                 return _quant_operand(x, name, dt)
@@ -225,8 +227,8 @@ def _run_attention(function, q, k, v, kw, *, out, stats, dtype, kv_dtype=None, i
             **{name: kw[name] for name in LAYOUT})
     rank, shape, q4, k4, v4 = _attention_inputs(q, k, v, dtype, kv_dtype, k_tail_dim(kw))
     if kv_dtype is not None and k4.dtype not in _FP8 and scaled:
-        raise ValueError("k_scale/v_scale/k_scales/v_scales: only for kv_dtype='fp8' or "
-                         "'e5m2', not %r" % (kv_dtype,))
+        raise ValueError("k_scale/v_scale/k_scales/v_scales: only for kv_dtype=%s, not %r"
+                         % (_FP8_NAMES, kv_dtype))
     sides = side_inputs(kw, (shape.batch, shape.q_heads, shape.q_len, shape.kv_len))
     opt, keep = build(kw, shape, sides)
     last = shape.v_dim if v4 is not None else shape.kv_len
@@ -544,7 +546,7 @@ def quantize(x: Array, dtype: str, *, scale: float = 0.0) -> numpy.ndarray[Any, 
                          % (dt.name.lower(), values, cols))
     scale = float_arg(scale, "scale", minimum=0.0)
     if dt not in _FP8 and scale:
-        raise ValueError("scale: only for dtype='fp8' or 'e5m2'")
+        raise ValueError("scale: only for dtype=" + _FP8_NAMES)
     rows = arr.size // cols
     row_bytes = cols // values * unit
     out = np.empty(arr.shape[:-1] + (row_bytes,), dtype=np.uint8)
@@ -555,9 +557,9 @@ def quantize(x: Array, dtype: str, *, scale: float = 0.0) -> numpy.ndarray[Any, 
     return out
 
 
-# The largest finite value of each FP8 format (attn.h): the per-row scale
-# quantize_rows() picks maps a row's largest magnitude onto it.
-_FP8_MAX = {"FP8_E4M3": 448.0, "FP8_E5M2": 57344.0}
+# The largest finite value of each FP8 format (attn.h; _dtypes.py's `max`): the
+# per-row scale quantize_rows() picks maps a row's largest magnitude onto it.
+_FP8_MAX = {DType(row.value): row.max for row in _QUANT_ROWS if row.kind == "fp8"}
 
 
 def quantize_rows(x: Array, dtype: str) -> Tuple[numpy.ndarray[Any, Any],
@@ -577,14 +579,14 @@ def quantize_rows(x: Array, dtype: str) -> Tuple[numpy.ndarray[Any, Any],
         raise TypeError("quantize_rows: needs NumPy")
     dt = _quant_dtype(dtype, "dtype")
     if dt not in _FP8:
-        raise ValueError("dtype: quantize_rows is for 'fp8' or 'e5m2', got %r" % (dtype,))
+        raise ValueError("dtype: quantize_rows is for %s, got %r" % (_FP8_NAMES, dtype))
     arr = np.ascontiguousarray(np.asarray(x), dtype=np.float32)
     if arr.ndim < 1 or arr.shape[-1] == 0:
         raise ValueError("x: needs a non-empty last axis, got shape %r" % (arr.shape,))
     if not np.isfinite(arr).all():
         raise ValueError("x: non-finite values have no per-row scale")
     amax = np.abs(arr).max(axis=-1)
-    scales = np.where(amax > 0, amax / np.float32(_FP8_MAX[dt.name]), 1).astype(np.float32)
+    scales = np.where(amax > 0, amax / np.float32(_FP8_MAX[dt]), 1).astype(np.float32)
     # a row whose scale would not be a positive normal float: scale 1
     scales[~(scales >= np.finfo(np.float32).tiny)] = 1.0
     with np.errstate(over="ignore"):

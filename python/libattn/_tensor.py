@@ -21,10 +21,19 @@ try:
 except ImportError:  # NumPy is optional: libattn.Tensor works without it
     np = None
 
-# Bytes per stride unit: an element, or one 32-value block for Q8_0/Q4_0.
+# Bytes per stride unit: an element, or one block of the block formats.
 _ITEMSIZE = {DType(row.value): row.bytes for row in ROWS}
+
+
+def either(names):
+    """The names as a message offers them: 'a', 'b' or 'c'."""
+    quoted = ["'%s'" % n for n in names]
+    return " or ".join(filter(None, (", ".join(quoted[:-1]), quoted[-1])))
+
+
 # The names of the float and bool dtypes, and NumPy's spellings of the floats.
 _DTYPE_NAMES = {row.name: DType(row.value) for row in ROWS if row.kind in ("float", "bool")}
+_DTYPE_LISTED = either(_DTYPE_NAMES)
 _DTYPE_NAMES.update({"float32": DType.F32, "float16": DType.F16, "bfloat16": DType.BF16})
 _NATIVE = "<" if sys.byteorder == "little" else ">"
 
@@ -35,8 +44,7 @@ def dtype_from_name(name, what="dtype"):
     try:
         return _DTYPE_NAMES[str(name).lower()]
     except KeyError:
-        raise ValueError("%s: unknown dtype %r (use 'f32', 'f16', 'bf16' or 'bool')"
-                         % (what, name)) from None
+        raise ValueError("%s: unknown dtype %r (use %s)" % (what, name, _DTYPE_LISTED)) from None
 
 
 def _is_int(value):
