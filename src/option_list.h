@@ -18,7 +18,7 @@
  *                           and include/attn.h's struct against this list
  *   tests/fuzz/fuzz_api.c   the struct_size model (which fields an older
  *                           caller's struct covers)
- *   gen/gen.c               the problem generator's draw of every option (a
+ *   problems/gen.c               the problem generator's draw of every option (a
  *                           line without a rule there gets its kind's default
  *                           draw) and the materialiser of pointer options
  *

@@ -7,7 +7,7 @@ reader more than no comment (issue 22 found 8 of 15 sampled comments
 false). This catches the mechanical part: names that do not resolve.
 
 Scans the text files git knows (tracked, or untracked and not ignored; a
-walk of the tree when there is no git checkout) under src/ include/ gen/ tools/ tests/ bench/ python/ docs/
+walk of the tree when there is no git checkout) under src/ include/ problems/ tools/ tests/ bench/ python/ docs/
 examples/ ci/ abi/ cmake/ and README.md, build.sh, meson.build,
 meson_options.txt, code and comments alike. Skipped: the fuzz corpora
 (tests/fuzz/corpus/), the generated ABI baseline (*.abi), images, and any
@@ -16,7 +16,7 @@ exits 1 when there is one.
 
 Rules:
  1. Repository paths. A token that starts with a top-level folder
-    (src/ include/ gen/ tools/ tests/ bench/ python/ docs/ examples/ ci/ abi/
+    (src/ include/ problems/ tools/ tests/ bench/ python/ docs/ examples/ ci/ abi/
     cmake/), optionally after "./", and whose last part has a file
     extension or that ends in "/", must exist relative to the repository
     root (or to the file's own folder: meson's files() paths). Tokens that continue another path (after "/", ".", a letter or a
@@ -82,7 +82,7 @@ import re
 import subprocess
 import sys
 
-ROOTS = ("src", "include", "gen", "tools", "tests", "bench", "python", "docs",
+ROOTS = ("src", "include", "problems", "tools", "tests", "bench", "python", "docs",
          "examples", "ci", "abi", "cmake")
 TOP_FILES = ("README.md", "build.sh", "meson.build", "meson_options.txt")
 SKIP_DIRS = ("tests/fuzz/corpus/",)

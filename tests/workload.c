@@ -44,7 +44,7 @@ void wl_set(const attn_tensor *t, int64_t b, int64_t h, int64_t r, int64_t c, fl
 }
 
 /* The generator's profile for a feature set: the features pin or allow
-   choices, everything else stays off (gen/gen.h). */
+   choices, everything else stays off (problems/gen.h). */
 static void profile_of(gen_profile *p, unsigned f)
 {
     static const int64_t long_decode[] = {2048, 4500};

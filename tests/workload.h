@@ -3,7 +3,7 @@
  * Random attention problems for the operation-level tests: shapes, layouts,
  * dtypes, masks and options chosen from a feature set, with guarded output
  * buffers whose padding must stay untouched. The features narrow the
- * problem generator's profile (gen/gen.h), drawn from the harness's seeded
+ * problem generator's profile (problems/gen.h), drawn from the harness's seeded
  * RNG and materialised in canary-guarded buffers.
  */
 #ifndef ATTN_TEST_WORKLOAD_H

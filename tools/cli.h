@@ -5,7 +5,7 @@
  *   main.c      commands and `attn --help`
  *   options.c   THE option table of run and bench, its parser and its help
  *   problem.c   presets, a problem's description from the flags (the
- *               problem generator, gen/gen.h) and its geometry (visible
+ *               problem generator, problems/gen.h) and its geometry (visible
  *               keys, FLOPs, bytes)
  *   numbers.c   clocks, CPUs, the test hooks (ATTN_CLI_TEST)
  *   exec.c      buffers (the generator's, plus K/V copies to rotate), the
@@ -19,7 +19,7 @@
  *   cmd_run.c, cmd_bench.c, cmd_info.c, cmd_completion.c   the commands
  *
  * Uses the public API only (attn.h, src/dtype_list.h and src/option_list.h,
- * which are data on attn.h alone, and gen/, which uses nothing else);
+ * which are data on attn.h alone, and problems/, which uses nothing else);
  * cpu_features only describes the CPU in `attn info`, never makes decisions
  * the library makes itself. A new option is a row of the table in options.c:
  * parsing, --help and the completion come from the row (a parser that takes
@@ -76,7 +76,7 @@ static inline double bf16_score_bound(double terms, double folded, int64_t d)
 /* ------------------------------------------------------------ problems (problem.c) */
 
 /* A problem: its description, drawn from the preset and the flags by the
-   problem generator with every choice fixed (gen/gen.h). */
+   problem generator with every choice fixed (problems/gen.h). */
 typedef struct problem {
     const char *name;
     attn_shape shape; /* as given: per sequence (--packed: the longest) */
@@ -244,7 +244,7 @@ timing samples_timing(samples *x);
 
 typedef struct buffers {
     /* the problem's tensors, options and NaN-poisoned output, in its layout
-       (gen/gen.h): what the timed calls use and verify reads */
+       (problems/gen.h): what the timed calls use and verify reads */
     gen_bufs m;
     /* decode-like dense problems: `copies` identical copies of K (V), each
        k_copy_bytes (v_copy_bytes) long, rotated over by the timed calls */

@@ -525,7 +525,7 @@ int measure(const problem *p, const cli_settings *x, attn_threadpool *pool, doub
     m->threads = attn_threadpool_size(pool);
     char label[64];
     snprintf(label, sizeof label, "attn: %s [%s]", p->name, attn_isa_name(m->isa));
-    /* the problem's options (layout and modifiers: gen/gen.h), and split-KV:
+    /* the problem's options (layout and modifiers: problems/gen.h), and split-KV:
        the workspace the library asks for, allocated before timing */
     attn_options o = b->m.opt;
     o.kv_splits = (int32_t)x->splits;

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Clocks, CPUs and the test hooks (the inputs are the problem generator's:
-   gen/gen.h). */
+   problems/gen.h). */
 #define _GNU_SOURCE /* sysconf(_SC_NPROCESSORS_ONLN), sched_getaffinity */
 
 #include <sched.h>

@@ -30,7 +30,7 @@ struct cli_option {
     const char *section; /* help section */
     parse_fn parse;
     size_t field;        /* offsetof(cli_settings, ...) the generic parsers set; for
-                            the pin_* parsers, the generator's choice (gen/gen.h) */
+                            the pin_* parsers, the generator's choice (problems/gen.h) */
     int64_t min, max;    /* integer range; for flags the value stored */
     const char *help;    /* lines after the first are indented under it; "{kv}" and
                             "{fp8}" name dtypes of the list (help_text) */
@@ -248,7 +248,7 @@ static int parse_u64(const cli_option *o, const char *cmd, const char *v, cli_se
     return EXIT_OK;
 }
 
-/* Problem options pin a choice of the generator (gen/gen.h): an integer
+/* Problem options pin a choice of the generator (problems/gen.h): an integer
    in [min, max], a finite float (min 0: >= 0), or the row's min. */
 static int pin_i64(const cli_option *o, const char *cmd, const char *v, cli_settings *s)
 {

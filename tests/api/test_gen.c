@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The problem generator (gen/gen.h) itself: what its consumers rely on
+ * The problem generator (problems/gen.h) itself: what its consumers rely on
  * without checking it each time.
  */
 #include <criterion/criterion.h>
@@ -17,7 +17,7 @@
    Outputs are allocated, not written. */
 Test(gen, same_seed_same_bytes)
 {
-    harness_begin_plain("gen/same_seed_same_bytes");
+    harness_begin_plain("problems/same_seed_same_bytes");
     for (int rep = 0; rep < 40; rep++) {
         gen_profile p;
         gen_profile_init(&p);
@@ -46,7 +46,7 @@ Test(gen, same_seed_same_bytes)
    with k_positions, every valid key (the hull the library reads). */
 Test(gen, row_keys_are_the_reference_masks)
 {
-    harness_begin_plain("gen/row_keys_are_the_reference_masks");
+    harness_begin_plain("problems/row_keys_are_the_reference_masks");
     for (int rep = 0; rep < 300; rep++) {
         gen_profile p;
         gen_profile_init(&p);
@@ -84,7 +84,7 @@ Test(gen, row_keys_are_the_reference_masks)
    its dtype, by the walk over the list alone. */
 Test(gen, every_option_line_is_materialised)
 {
-    harness_begin_plain("gen/every_option_line_is_materialised");
+    harness_begin_plain("problems/every_option_line_is_materialised");
     gen_profile p;
     gen_profile_init(&p);
 #define PIN_PRESENT(f, kind, extent, dtype, off, since, rule)                                  \

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Differential fuzzer of attn_backward: small random problems from the
- * problem generator (gen/gen.h; every option of the forward the backward
+ * problem generator (problems/gen.h; every option of the forward the backward
  * takes, sinks, ALiBi, two-sided windows and global positions included,
  * F32/F16/BF16 inputs,
  * padded, [B,L,H,D] and broadcast layouts, GQA)

@@ -10,7 +10,7 @@
  * scores and 0 weights exactly where a key is hidden, NaN exactly where a
  * NaN or +inf score reaches a row, in every table.
  *
- * Problems: the problem generator's (gen/gen.h) with dense layouts (padded,
+ * Problems: the problem generator's (problems/gen.h) with dense layouts (padded,
  * [B,L,H,D], broadcast strides; fuzz_kvlayout.c draws offsets, packing and
  * pages) and every option it draws, decoded from the input. Values of
  * several spreads, plus NaN/inf sprinkled into q, k, bias and sinks, and NaN

@@ -4,7 +4,7 @@
  * differential checks in one target, so that the layouts are decoded once.
  *
  * The input decodes a small problem through the problem generator
- * (gen/gen.h): lengths, q/kv offsets (left-padded or packed), a paged pool
+ * (problems/gen.h): lengths, q/kv offsets (left-padded or packed), a paged pool
  * with its block table (shuffled, in order with gaps, one row shared by
  * every sequence, any block for any entry; garbage entries where no query
  * looks), packed outputs with batch_stride 0, and with them the score

@@ -59,7 +59,7 @@ void fz_buf_free(fz_buf *b);
 
 /* ------------------------------------------------------------ the problem generator */
 
-/* The generator's choices (gen/gen.h) read from the input: fz_range. */
+/* The generator's choices (problems/gen.h) read from the input: fz_range. */
 gen_src fz_gen_source(fz_reader *r);
 
 /* Every buffer of a materialised problem ends at (or, when the input's next

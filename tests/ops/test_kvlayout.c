@@ -4,7 +4,7 @@
  * ISA row, against the float64 reference of ref_kv.h (bounds of
  * tolerance.h) and, on SIMD rows, against the scalar table.
  *
- * The problems are the problem generator's (gen/gen.h), one profile per
+ * The problems are the problem generator's (problems/gen.h), one profile per
  * layout. Every problem also checks what must NOT happen: outside the valid ranges
  * the inputs hold NaN (a read would poison a result), block-table entries of
  * pages no query sees hold garbage (a read would fault or be out of range),
@@ -68,7 +68,7 @@ typedef struct problem {
     int64_t dv, scores_n, out_n, stats_n;
     const int32_t *q_lens, *kv_lens, *q_offsets, *kv_offsets;
     attn_row_stats stats;
-    gen_problem d; /* drawn and materialised by the problem generator (gen/gen.h) */
+    gen_problem d; /* drawn and materialised by the problem generator (problems/gen.h) */
     gen_bufs m;
     fence_buf table_mem;
     char desc[1024];

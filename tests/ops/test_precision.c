@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The precision modes (attn.h, attn_precision), on every ISA row:
- *  - problems drawn by the generator (gen/: every option, packed, padded
+ *  - problems drawn by the generator (problems/: every option, packed, padded
  *    and paged layouts, float K/V dtypes) run with ATTN_PRECISION_BF16,
  *    and in the default mode with BF16 q and k (which may run on bf16 dot
  *    units), through scores, weights and forward, against float64
