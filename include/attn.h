@@ -546,6 +546,18 @@ typedef void (*attn_parallel_for_fn)(void *pool_ctx, attn_task_fn task,
  *    and the output row o = sum_j p_j v_j / l gains B sum_j p_j |v_j| / l
  *    (<= B max_j |v_j|) beyond what the score error does through the
  *    softmax. Q8_0, Q4_0 and FP8 k or v are read as in the default mode.
+ *    Matrix engine (since 1.11): on x86 CPUs with AMX-BF16 whose OS grants
+ *    the process the tile data state (Linux: arch_prctl
+ *    ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA, which the library requests
+ *    itself at dispatch; where it is refused, the AVX-512 kernels serve),
+ *    Q.K^T of 8 or more query rows per block (every operation that
+ *    computes scores, the backward's recomputed ones included) runs on AMX
+ *    tiles (tdpbf16ps): the same rounded operands, the f32 additions in
+ *    another order, subnormal inputs and sums flushed to zero, all within
+ *    the bound above; so does the default mode's exception for BF16 q and
+ *    k (exact products). The tile configuration is set and released
+ *    within each kernel call, on whatever thread runs it. P.V and the int8
+ *    mode do not use the tile unit.
  *  ATTN_PRECISION_INT8 (2): for Q8_0 and Q4_0 k, each 32-value block of a
  *    query row is quantized on the fly: m = max |q_t| over the block,
  *    dq = fl(m / 127), q_t = dq n_t with n_t = rne(fl(q_t fl(1 / dq))) in

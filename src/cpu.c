@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* CPU capabilities through cpu_features, reduced to what the tables need. */
+#define _DEFAULT_SOURCE 1 /* syscall(2) under -std=c11 */
 #include "internal.h"
 
 #include <string.h>
@@ -8,6 +9,10 @@
 #if defined(CPU_FEATURES_ARCH_X86)
 #include <cpuid.h>
 #include <cpuinfo_x86.h>
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 #elif defined(CPU_FEATURES_ARCH_AARCH64) && defined(__linux__)
 #include <sys/auxv.h>
 /* from <asm/hwcap.h>, for headers older than the features */
@@ -31,6 +36,23 @@
 #endif
 #elif defined(CPU_FEATURES_ARCH_AARCH64)
 #include <cpuinfo_aarch64.h>
+#endif
+
+#if defined(CPU_FEATURES_ARCH_X86)
+/* Linux grants the AMX tile data state to a process only on request
+   (arch_prctl ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA); before it, the
+   first tile instruction faults. The request is process-wide and
+   idempotent, so asking at every detection is safe from any thread; a
+   refusal (an old kernel, a seccomp policy) leaves the AMX kernels out. */
+static int amx_granted(void)
+{
+#if defined(__linux__) && defined(SYS_arch_prctl)
+    return syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */,
+                   18 /* XFEATURE_XTILEDATA */) == 0;
+#else
+    return 0;
+#endif
+}
 #endif
 
 unsigned attn_cpu_detect(void)
@@ -58,6 +80,8 @@ unsigned attn_cpu_detect(void)
     if ((flags & ATTN_CPU_AVX2) && __get_cpuid_count(7, 0, &a, &b, &c, &d) && a >= 1 &&
         __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 4)))
         flags |= ATTN_CPU_AVX_VNNI;
+    if ((flags & ATTN_CPU_AVX512_BF16) && f.amx_tile != 0 && f.amx_bf16 != 0 && amx_granted())
+        flags |= ATTN_CPU_AMX_BF16;
     const X86Info info = GetX86Info();
     if ((flags & ATTN_CPU_AVX512) && strcmp(info.vendor, "AuthenticAMD") == 0 && info.family == 0x19)
         flags |= ATTN_CPU_NARROW512;

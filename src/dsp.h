@@ -232,6 +232,9 @@ typedef attn_qk_tile_fn attn_qk_i8_fn;
    from the AdvSIMD ones (HWCAP2_SVEBF16, HWCAP2_SVEI8MM). */
 #define ATTN_CPU_SVE_BF16 (1u << 11)
 #define ATTN_CPU_SVE_I8MM (1u << 12)
+/* With ATTN_CPU_AVX512_BF16 only: AMX-TILE and AMX-BF16 (tdpbf16ps), and
+   the OS granted this process the tile data state (src/cpu.c). */
+#define ATTN_CPU_AMX_BF16 (1u << 13)
 
 #include "kernel_list.h" /* after the ATTN_KV_* values: it names them */
 

@@ -99,6 +99,10 @@
     ATTN_SLOTS_DOT_BF16(R, f32, a) ATTN_SLOTS_DOT_BF16(R, f16, a)                            \
     ATTN_SLOTS_DOT_BF16(R, bf16, a) ATTN_SLOTS_DOT_BWD(R, f32, a)
 #define ATTN_FILE_dot_i8(R, a) ATTN_SLOTS_DOT_I8(R, q8_0, a) ATTN_SLOTS_DOT_I8(R, q4_0, a)
+/* dot_amx: the bf16 mode's Q.K^T on AMX tiles (src/x86/dot_amx_avx512.c),
+   listed after dot, whose qk_bf16 it stores over where the CPU has AMX and
+   the OS grants it (ATTN_CPU_AMX_BF16) */
+#define ATTN_FILE_dot_amx(R, a) R(qk_bf16, f32, KV, a) R(qk_bf16, f16, KV, a) R(qk_bf16, bf16, KV, a)
 /* dot_i8's kernels from the same source on another instruction: the AVX2
    table's EVEX vpdpbusd (src/x86/dot_i8_evex_avx2.c), listed before dot_i8,
    whose init then stores over it where the CPU has both; NEON's SMMLA
@@ -160,7 +164,8 @@
    and later); dot_i8: AVX512_VNNI (vpdpbusd: also Cascade Lake, Ice Lake) */
 #define ATTN_KERNELS_avx512(F, a)                                                           \
     F(tile, 0, a) F(quant, 0, a) F(row, 0, a) F(alibi, 0, a) F(merge, 0, a)                 \
-    F(backward, 0, a) F(dot, ATTN_CPU_AVX512_BF16, a) F(dot_i8, ATTN_CPU_AVX512_VNNI, a)
+    F(backward, 0, a) F(dot, ATTN_CPU_AVX512_BF16, a) F(dot_i8, ATTN_CPU_AVX512_VNNI, a)     \
+    F(dot_amx, ATTN_CPU_AVX512_BF16 | ATTN_CPU_AMX_BF16, a)
 
 /* 32 x 128: the AVX2 table's sizes when this table was written (AVX2 has
    since moved to 48 x 256); not measured on AArch64 hardware. */

@@ -32,6 +32,7 @@ static const row_desc row_descs[] = {
 #ifdef ATTN_TEST_AVX512_EMU
     {"avx512-emu", ATTN_ISA_AUTO, emu_table_avx512},
     {"avx2-emu", ATTN_ISA_AUTO, emu_table_avx2},
+    {"amx-emu", ATTN_ISA_AUTO, emu_table_amx},
 #endif
 };
 

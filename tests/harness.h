@@ -8,10 +8,12 @@
  * harness_begin(). There is one row per ISA of the registry
  * (src/isa_list.h) that this build compiled; harness_begin() skips
  * (cr_skip) a row whose ISA this CPU lacks.
- * Compiled with -DATTN_TEST_AVX512_EMU there are two more rows, the kernels
- * built against SIMDe (tests/emu_tables.h): "avx512-emu", the AVX-512
- * module on top of scalar and AVX2, and "avx2-emu", the AVX2 table with its
- * AVX-VNNI file (skipped where the CPU has AVX-VNNI: the avx2 row tests it).
+ * Compiled with -DATTN_TEST_AVX512_EMU there are three more rows, the
+ * kernels built against SIMDe (tests/emu_tables.h): "avx512-emu", the
+ * AVX-512 module on top of scalar and AVX2; "avx2-emu", the AVX2 table with
+ * its AVX-VNNI file (skipped where the CPU has AVX-VNNI: the avx2 row tests
+ * it); and "amx-emu", avx512-emu with the AMX file on src/x86/amx_emu.h
+ * (ATTN_TEST_ROWS=amx).
  *
  * Seeds. Every test draws from one xorshift generator seeded from
  * ATTN_TEST_SEED when set (decimal or 0x-hex), else from the clock and pid.

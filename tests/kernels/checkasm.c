@@ -319,6 +319,7 @@ static void walk(checkasm *c)
     }
     CA_EMU("avx512-emu", avx512, emu_table_avx512)
     CA_EMU("avx2-emu", avx2, emu_table_avx2)
+    CA_EMU("amx-emu", avx512, emu_table_amx)
 #undef CA_EMU
 #endif
 }

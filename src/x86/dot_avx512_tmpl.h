@@ -1,0 +1,470 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * AVX-512 kernels of the bf16 mode (attn_precision, include/attn.h; the dot
+ * file of src/kernel_list.h, its int8 twin is src/x86/dot_i8_avx512.c), on
+ * AVX512_BF16 (vdpbf16ps). Built with that flag on top of the ISA's
+ * (src/x86/meson.build) and installed only on CPUs that have it
+ * (src/dispatch.c sets the table's cpu bits); against SIMDe in tests/emu.
+ *
+ * They round exactly as src/lowp.h says (the same IEEE operations, so the
+ * same bits) and differ from the scalar oracle (src/scalar/dot_scalar.c)
+ * only in the order of the f32 additions and, on real hardware, in
+ * vdpbf16ps flushing subnormal factors and sums (attn.h's bounds count
+ * both). A mode permits rounding: with few query rows (decode) the
+ * kernels take the exact f32 path of the tile family (packing a panel
+ * would cost more than it saves there: BF_MIN_ROWS), which is within the
+ * mode's bound.
+ *
+ *   qk_bf16: q rows rounded to bf16 once per call and depth chunk; keys
+ *            packed as a panel of bf16 pairs (dims 2i, 2i + 1 in one
+ *            32-bit lane, key-major), then per pair of dims one broadcast
+ *            of the row's pair and one vdpbf16ps per 16 keys.
+ *   pv_bf16: the weights of a key chunk rounded to bf16 pairs (keys 2i,
+ *            2i + 1), V packed as lanes of (v[2i][col], v[2i + 1][col]);
+ *            per key pair one broadcast and one vdpbf16ps per 16 columns.
+ *   pt_bf16: the backward's P^T X on pv_bf16's kernel (weights strided).
+ *
+ * src/x86/dot_avx512.c includes it as the dot file; src/x86/dot_amx_avx512.c
+ * with ATTN_DOT_AMX, the dot_amx file, whose qk_bf16 multiplies the same
+ * rounded q pairs and key panel on AMX tiles (tdpbf16ps: 16 rows x 16 keys
+ * x 16 pairs an instruction); against SIMDe (tests/emu) that file builds on
+ * src/x86/amx_emu.h.
+ */
+#include "lowp.h"
+#include "tile_variants.h"
+#include "x86/tile_avx512_tmpl.h"
+
+#ifdef ATTN_SIMDE_EMU
+/* What SIMDe 0.7.4 lacks here (emulation speed does not matter). */
+static inline simde__m512bh attn_emu_as_bh(simde__m512i x)
+{
+    simde__m512bh r;
+    memcpy(&r, &x, sizeof r);
+    return r;
+}
+#define as_bh(x) attn_emu_as_bh(x)
+
+static inline simde__m256i attn_emu_cvtepi32_epi16(simde__m512i a)
+{
+    simde__m512i_private x = simde__m512i_to_private(a);
+    simde__m256i_private r;
+    for (int i = 0; i < 16; i++)
+        r.i16[i] = (int16_t)x.i32[i];
+    return simde__m256i_from_private(r);
+}
+#define _mm512_cvtepi32_epi16(a) attn_emu_cvtepi32_epi16(a)
+
+static inline simde__m512i attn_emu_maskz_loadu_epi16(uint32_t m, const void *p)
+{
+    simde__m512i_private r;
+    for (int i = 0; i < 32; i++) {
+        int16_t v = 0;
+        if (m >> i & 1)
+            memcpy(&v, (const unsigned char *)p + 2 * i, 2);
+        r.i16[i] = v;
+    }
+    return simde__m512i_from_private(r);
+}
+#undef _mm512_maskz_loadu_epi16
+#define _mm512_maskz_loadu_epi16(m, p) attn_emu_maskz_loadu_epi16(m, p)
+#else
+#define as_bh(x) ((__m512bh)(x))
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* bf16 rounding (src/lowp.h's attn_bf16_round, 16 lanes)                    */
+/* ------------------------------------------------------------------------ */
+
+/* The bf16 bits of x (src/half.h's attn_f32_to_bf16: rounded to nearest
+   even, a NaN quieted and truncated, since rounding could carry its
+   payload into the exponent and sign: 0x7fff8000 would become -0), in the
+   low half of each lane. */
+ATTN_AVX512_INLINE __m512i bf16_bits(__m512 x)
+{
+    const __m512i u = _mm512_castps_si512(x);
+    const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    const __m512i rne = _mm512_srli_epi32(
+        _mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
+    return _mm512_mask_or_epi32(rne, nan, _mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
+}
+
+/* 32 bf16 values (t .. t + n, n <= 32, zeros beyond) of a row of dtype dt,
+   in order: lane i holds values 2i (low half) and 2i + 1. */
+ATTN_AVX512_INLINE __m512i pairs32(int dt, const unsigned char *row, size_t t, size_t n)
+{
+    if (dt == ATTN_KV_BF16) {
+        const __mmask32 m = n >= 32 ? 0xffffffffu : (((__mmask32)1 << n) - 1);
+        return _mm512_maskz_loadu_epi16(m, (const uint16_t *)row + t);
+    }
+    const size_t n0 = n < 16 ? n : 16, n1 = n > 16 ? n - 16 : 0;
+    const __m512 a = n0 == 16 ? load16(dt, row, t) : maskz_load16(dt, attn_mask16(n0), row, t);
+    const __m512 b = n1 == 16   ? load16(dt, row, t + 16)
+                     : n1 == 0  ? _mm512_setzero_ps()
+                                : maskz_load16(dt, attn_mask16(n1), row, t + 16);
+    const __m256i lo = _mm512_cvtepi32_epi16(bf16_bits(a));
+    const __m256i hi = _mm512_cvtepi32_epi16(bf16_bits(b));
+    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+
+/* ------------------------------------------------------------------------ */
+/* qk_bf16                                                                   */
+/* ------------------------------------------------------------------------ */
+
+#define BF_PANEL_KEYS 32  /* two vectors of keys */
+/* dims per pass (32 pairs) and query rows rounded per pass: panel 4 KiB,
+   rounded rows 8 KiB, so that a task stays within ATTN_TASK_STACK_BYTES
+   (the f32 kernels' panel is 16 KiB); at d 128 two passes, the partial
+   sums kept in s between them as the f32 kernel does past d 128 */
+#define BF_DEPTH 64
+#define BF_ROWS 64
+/* From this many rows on the packed kernels round; below, the exact f32
+   path (tile family) is as fast: it is bound by reading K and V then
+   (decode of a GQA group), where packing would cost more than it saves.
+   8, not the f32 path's 17: MLA decode blocks hold 13 rows at d 576. */
+#define BF_MIN_ROWS 8
+
+/* panel[p * 32 + j] = bf16 pair p (dims t0 + 2p, + 1) of key j, j < 32;
+   keys nkeys..31 zero. */
+ATTN_AVX512_INLINE void bf_pack_keys(int dt, const unsigned char *k, uintptr_t kb, size_t nkeys,
+                                     size_t t0, size_t td, uint32_t *panel)
+{
+    for (size_t g = 0; g < BF_PANEL_KEYS; g += 16) {
+        const size_t kn = nkeys > g ? (nkeys - g < 16 ? nkeys - g : 16) : 0;
+        for (size_t tb = 0; tb < td; tb += 32) {
+            const size_t tn = td - tb < 32 ? td - tb : 32;
+            __m512 rows[16];
+            for (size_t j = 0; j < 16; j++)
+                rows[j] = j < kn ? _mm512_castsi512_ps(pairs32(dt, row_at(k, g + j, kb), t0 + tb, tn))
+                                 : _mm512_setzero_ps();
+            transpose16x16(rows);
+            for (size_t i = 0; i < (tn + 1) / 2; i++)
+                _mm512_store_ps((float *)panel + (tb / 2 + i) * BF_PANEL_KEYS + g, rows[i]);
+        }
+    }
+}
+
+/* R rows (R <= 8) x the 32 keys of a panel over np pairs; q pairs of row r
+   at qp + r * BF_DEPTH / 2. First pass from zero, later ones from s. */
+ATTN_AVX512_INLINE void bf_panel_rows(size_t R, const uint32_t *qp, size_t np,
+                                      const uint32_t *panel, __mmask16 m0, __mmask16 m1,
+                                      int first, int last, float scale, float *s,
+                                      ptrdiff_t s_stride)
+{
+    __m512 acc[8][2];
+    panel_acc_load(R, acc, first, s, s_stride, m0, m1);
+    for (size_t p = 0; p < np; p++) {
+        const __m512i k0 = _mm512_load_si512(panel + p * BF_PANEL_KEYS);
+        const __m512i k1 = _mm512_load_si512(panel + p * BF_PANEL_KEYS + 16);
+        for (size_t r = 0; r < R; r++) {
+            const __m512i qb = _mm512_set1_epi32((int)qp[r * (BF_DEPTH / 2) + p]);
+            acc[r][0] = _mm512_dpbf16_ps(acc[r][0], as_bh(qb), as_bh(k0));
+            acc[r][1] = _mm512_dpbf16_ps(acc[r][1], as_bh(qb), as_bh(k1));
+        }
+    }
+    panel_acc_store(R, acc, last, scale, s, s_stride, m0, m1);
+}
+
+#ifdef ATTN_DOT_AMX
+#ifdef ATTN_SIMDE_EMU
+#include "x86/amx_emu.h"
+#else
+/* The 64-byte configuration of LDTILECFG (palette 1). */
+typedef struct attn_amx_cfg {
+    uint8_t palette;
+    uint8_t start_row;
+    uint8_t reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} attn_amx_cfg;
+#endif
+
+/* Tiles 0, 1: the scores of 16 rows x keys 0-15, 16-31 of a panel; 2: 16
+   rows' 16 q pairs; 3, 4: 16 pairs of keys 0-15, 16-31. Every tile is 16
+   rows of 64 bytes, so one configuration serves every call (per thread:
+   set at the start of each qk_bf16, released at its end). */
+ATTN_AVX512_INLINE void bf_amx_config(void)
+{
+    attn_amx_cfg cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.palette = 1;
+    for (int i = 0; i < 5; i++)
+        cfg.rows[i] = 16, cfg.colsb[i] = 64;
+    _tile_loadconfig(&cfg);
+}
+
+/* bf_panel_rows on tiles for the nr rows of qp (rows past nr zero): per
+   group of 16 rows the f32 sums start from zero (first) or from s, pass
+   through the tiles over the panel's np pairs, and leave scaled (last) for
+   the panel's nkeys keys. */
+ATTN_AVX512_INLINE void bf_amx_rows(const uint32_t *qp, size_t nr, size_t np, uint32_t *panel,
+                                    size_t nkeys, int first, int last, float scale, float *s,
+                                    ptrdiff_t s_stride)
+{
+    _Alignas(64) float c[16][BF_PANEL_KEYS];
+    const size_t steps = (np + 15) / 16; /* 16 pairs a tdpbf16ps */
+    /* pairs np .. 16 * steps of the panel were not packed: zero, so that
+       they add 0 * 0 */
+    memset(panel + np * BF_PANEL_KEYS, 0, (steps * 16 - np) * BF_PANEL_KEYS * sizeof *panel);
+    const __mmask16 m0 = attn_mask16(nkeys < 16 ? nkeys : 16);
+    const __mmask16 m1 = attn_mask16(nkeys > 16 ? nkeys - 16 : 0);
+    for (size_t r0 = 0; r0 < nr; r0 += 16) {
+        const size_t R = nr - r0 < 16 ? nr - r0 : 16;
+        float *sr = s + (ptrdiff_t)r0 * s_stride;
+        if (first) {
+            _tile_zero(0);
+            _tile_zero(1);
+        } else {
+            __m512 acc[16][2];
+            panel_acc_load(R, acc, 0, sr, s_stride, m0, m1);
+            for (size_t r = 0; r < 16; r++) {
+                _mm512_store_ps(c[r], r < R ? acc[r][0] : _mm512_setzero_ps());
+                _mm512_store_ps(c[r] + 16, r < R ? acc[r][1] : _mm512_setzero_ps());
+            }
+            _tile_loadd(0, c, sizeof c[0]);
+            _tile_loadd(1, &c[0][16], sizeof c[0]);
+        }
+        for (size_t k = 0; k < steps; k++) {
+            _tile_loadd(2, qp + r0 * (BF_DEPTH / 2) + k * 16, BF_DEPTH / 2 * sizeof *qp);
+            _tile_loadd(3, panel + k * 16 * BF_PANEL_KEYS, BF_PANEL_KEYS * sizeof *panel);
+            _tile_loadd(4, panel + k * 16 * BF_PANEL_KEYS + 16, BF_PANEL_KEYS * sizeof *panel);
+            _tile_dpbf16ps(0, 2, 3);
+            _tile_dpbf16ps(1, 2, 4);
+        }
+        _tile_stored(0, c, sizeof c[0]);
+        _tile_stored(1, &c[0][16], sizeof c[0]);
+        __m512 acc[16][2];
+        for (size_t r = 0; r < R; r++) {
+            acc[r][0] = _mm512_load_ps(c[r]);
+            acc[r][1] = _mm512_load_ps(c[r] + 16);
+        }
+        panel_acc_store(R, acc, last, scale, sr, s_stride, m0, m1);
+    }
+}
+#endif /* ATTN_DOT_AMX */
+
+ATTN_AVX512_INLINE void qk_bf16(int dt, const float *q, ptrdiff_t q_stride, const void *k,
+                                ptrdiff_t k_stride, size_t nq, size_t nk, size_t d, float scale,
+                                float *s, ptrdiff_t s_stride)
+{
+    if (nq < BF_MIN_ROWS) { /* few rows: exact (see the top) */
+        qk_tile(dt, q, q_stride, k, k_stride, nq, nk, d, scale, s, s_stride);
+        return;
+    }
+    _Alignas(64) uint32_t panel[BF_DEPTH / 2 * BF_PANEL_KEYS];
+    _Alignas(64) uint32_t qp[BF_ROWS * (BF_DEPTH / 2)];
+    const uintptr_t kb = (uintptr_t)k_stride * unit_bytes(dt);
+#ifdef ATTN_DOT_AMX
+    bf_amx_config();
+    /* the rows a 16-row tile takes past nr read zeros, not stale pairs */
+    memset(qp, 0, sizeof qp);
+#endif
+    for (size_t r0 = 0; r0 < nq; r0 += BF_ROWS) {
+        const size_t nr = nq - r0 < BF_ROWS ? nq - r0 : BF_ROWS;
+        for (size_t t0 = 0; t0 < d; t0 += BF_DEPTH) {
+            const size_t td = d - t0 < BF_DEPTH ? d - t0 : BF_DEPTH, np = (td + 1) / 2;
+            const int first = t0 == 0, last = t0 + td == d;
+            for (size_t r = 0; r < nr; r++) {
+                const unsigned char *qr =
+                    (const unsigned char *)(q + (ptrdiff_t)(r0 + r) * q_stride);
+                for (size_t tb = 0; tb < td; tb += 32)
+                    _mm512_store_si512(qp + r * (BF_DEPTH / 2) + tb / 2,
+                                       pairs32(ATTN_KV_F32, qr, t0 + tb,
+                                               td - tb < 32 ? td - tb : 32));
+            }
+            for (size_t c0 = 0; c0 < nk; c0 += BF_PANEL_KEYS) {
+                const size_t nkeys = nk - c0 < BF_PANEL_KEYS ? nk - c0 : BF_PANEL_KEYS;
+                const __mmask16 m0 = attn_mask16(nkeys < 16 ? nkeys : 16);
+                const __mmask16 m1 = attn_mask16(nkeys > 16 ? nkeys - 16 : 0);
+                bf_pack_keys(dt, row_at(k, c0, kb), kb, nkeys, t0, td, panel);
+                float *sc = s + (ptrdiff_t)r0 * s_stride + (ptrdiff_t)c0;
+#ifdef ATTN_DOT_AMX
+                bf_amx_rows(qp, nr, np, panel, nkeys, first, last, scale, sc, s_stride);
+                continue;
+#endif
+                /* groups of 8 rows, then the rest in one group (each R its
+                   own loop, accumulators in registers) */
+                for (size_t r = 0; r < nr; r += 8) {
+                    const uint32_t *qr = qp + r * (BF_DEPTH / 2);
+                    float *sr = sc + (ptrdiff_t)r * s_stride;
+#define BF_ROWS_CASE(R)                                                                     \
+    case R: bf_panel_rows(R, qr, np, panel, m0, m1, first, last, scale, sr, s_stride); break;
+                    switch (nr - r < 8 ? nr - r : 8) {
+                        BF_ROWS_CASE(1) BF_ROWS_CASE(2) BF_ROWS_CASE(3) BF_ROWS_CASE(4)
+                        BF_ROWS_CASE(5) BF_ROWS_CASE(6) BF_ROWS_CASE(7) default: BF_ROWS_CASE(8)
+                    }
+#undef BF_ROWS_CASE
+                }
+            }
+        }
+    }
+#ifdef ATTN_DOT_AMX
+    _tile_release();
+#endif
+}
+
+/* ------------------------------------------------------------------------ */
+/* pv_bf16                                                                   */
+/* ------------------------------------------------------------------------ */
+
+#define PV_KEYS 64  /* keys per chunk: 32 pairs */
+#define PV_COLS 64  /* output columns per panel: four vectors (8 KiB) */
+#define PV_ROWS 64  /* weight rows rounded per chunk (8 KiB) */
+
+/* vp[i * 64 + col] = (v[c0 + 2i][j0 + col], v[c0 + 2i + 1][j0 + col]) as bf16
+   pairs for i < np, col < 64 (zero beyond n keys and w columns). */
+ATTN_AVX512_INLINE void pv_pack_values(int dt, const void *v, uintptr_t vb, size_t n, size_t j0,
+                                       size_t w, uint32_t *vp)
+{
+    for (size_t i = 0; i < (n + 1) / 2; i++) {
+        const unsigned char *r0 = row_at(v, 2 * i, vb);
+        const int has1 = 2 * i + 1 < n;
+        for (size_t x = 0; x < PV_COLS; x += 16) {
+            __m512i lo = _mm512_setzero_si512(), hi = _mm512_setzero_si512();
+            if (x < w) {
+                const size_t cn = w - x < 16 ? w - x : 16;
+                const __mmask16 m = attn_mask16(cn);
+                const unsigned char *r1 = row_at(v, 2 * i + 1, vb);
+                if (dt == ATTN_KV_BF16) { /* already bf16: widen the bits */
+                    lo = _mm512_cvtepu16_epi32(
+                        _mm256_maskz_loadu_epi16(m, (const uint16_t *)r0 + j0 + x));
+                    if (has1)
+                        hi = _mm512_cvtepu16_epi32(
+                            _mm256_maskz_loadu_epi16(m, (const uint16_t *)r1 + j0 + x));
+                } else {
+                    lo = bf16_bits(cn == 16 ? load16(dt, r0, j0 + x)
+                                            : maskz_load16(dt, m, r0, j0 + x));
+                    if (has1)
+                        hi = bf16_bits(cn == 16 ? load16(dt, r1, j0 + x)
+                                                : maskz_load16(dt, m, r1, j0 + x));
+                }
+            }
+            _mm512_store_si512(vp + i * PV_COLS + x, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+        }
+    }
+}
+
+/* R rows x four vectors of columns over np key pairs; row r's pair i is
+   pp[r * prs + i * pis]. fresh as in the tile body's pv_block_at: chains
+   from zero, added to acc at the end (pt_bf16), else continuing from acc. */
+ATTN_AVX512_INLINE void pv_bf_rows(size_t R, int fresh, const uint32_t *pp, size_t prs,
+                                   size_t pis, size_t np, const uint32_t *vp, size_t w, float *acc,
+                                   ptrdiff_t acc_stride)
+{
+    const size_t nv = (w + 15) / 16;
+    const __mmask16 mt = attn_mask16(w - 16 * (nv - 1));
+    __m512 a[4][4];
+    for (size_t r = 0; r < R; r++)
+        for (size_t x = 0; x < 4; x++)
+            a[r][x] = x < nv && !fresh
+                          ? _mm512_maskz_loadu_ps(x + 1 < nv ? 0xffff : mt,
+                                                  acc + (ptrdiff_t)r * acc_stride + 16 * x)
+                          : _mm512_setzero_ps();
+    for (size_t i = 0; i < np; i++) {
+        __m512i vv[4];
+        for (size_t x = 0; x < 4; x++)
+            vv[x] = _mm512_load_si512(vp + i * PV_COLS + 16 * x);
+        for (size_t r = 0; r < R; r++) {
+            const __m512i pb = _mm512_set1_epi32((int)pp[r * prs + i * pis]);
+            for (size_t x = 0; x < 4; x++)
+                a[r][x] = _mm512_dpbf16_ps(a[r][x], as_bh(pb), as_bh(vv[x]));
+        }
+    }
+    for (size_t r = 0; r < R; r++)
+        for (size_t x = 0; x < nv; x++)
+            _mm512_mask_storeu_ps(
+                acc + (ptrdiff_t)r * acc_stride + 16 * x, x + 1 < nv ? 0xffff : mt,
+                fresh ? _mm512_add_ps(_mm512_maskz_loadu_ps(x + 1 < nv ? 0xffff : mt,
+                                                            acc + (ptrdiff_t)r * acc_stride +
+                                                                16 * x),
+                                      a[r][x])
+                      : a[r][x]);
+}
+
+/*
+ * p_step and fresh as in the tile body's pv_tile_at: 1 and 0 for P's rows
+ * (pv_bf16), or P's row stride with p_stride 1 and fresh for the
+ * backward's P^T (pt_bf16). Either way a weight pair is (key 2i, key 2i +
+ * 1) of one output row, rounded as the oracle rounds it; P's rows give the
+ * pairs of a row in one vector, P^T those of 16 rows, so their packs lie
+ * row-major or pair-major. pt_bf16's keys (a call's query rows, at most
+ * ATTN_MAX_BLOCK_Q) fit one chunk of PV_KEYS: one chain, as the oracle's.
+ */
+_Static_assert(ATTN_MAX_BLOCK_Q <= PV_KEYS, "pt_bf16 sums a call's rows in one chunk");
+ATTN_AVX512_INLINE void pv_bf16_at(int dt, int fresh, const float *p, ptrdiff_t p_stride,
+                                   ptrdiff_t p_step, const void *v, ptrdiff_t v_stride, size_t nq,
+                                   size_t nk, size_t dv, float *acc, ptrdiff_t acc_stride)
+{
+    if (nq < BF_MIN_ROWS) { /* few rows: exact (see the top) */
+        pv_tile_at(dt, fresh, p, p_stride, p_step, v, v_stride, nq, nk, dv, acc, acc_stride, NULL);
+        return;
+    }
+    _Alignas(64) uint32_t vp[PV_KEYS / 2 * PV_COLS];
+    _Alignas(64) uint32_t pp[PV_ROWS * (PV_KEYS / 2)];
+    const int rows_major = p_step == 1;
+    const size_t prs = rows_major ? PV_KEYS / 2 : 1, pis = rows_major ? 1 : PV_ROWS;
+    const uintptr_t vb = (uintptr_t)v_stride * unit_bytes(dt);
+    for (size_t r0 = 0; r0 < nq; r0 += PV_ROWS) {
+        const size_t nr = nq - r0 < PV_ROWS ? nq - r0 : PV_ROWS;
+        for (size_t c0 = 0; c0 < nk; c0 += PV_KEYS) {
+            const size_t n = nk - c0 < PV_KEYS ? nk - c0 : PV_KEYS, np = (n + 1) / 2;
+            if (rows_major) {
+                for (size_t r = 0; r < nr; r++) {
+                    const unsigned char *pr = (const unsigned char *)(p + (ptrdiff_t)(r0 + r) *
+                                                                              p_stride +
+                                                                      (ptrdiff_t)c0);
+                    for (size_t tb = 0; tb < n; tb += 32)
+                        _mm512_store_si512(pp + r * (PV_KEYS / 2) + tb / 2,
+                                           pairs32(ATTN_KV_F32, pr, tb, n - tb < 32 ? n - tb : 32));
+                }
+            } else { /* p_stride 1: key c's weights of 16 rows in one vector */
+                for (size_t i = 0; i < np; i++) {
+                    const float *k0 = p + (ptrdiff_t)(c0 + 2 * i) * p_step + (ptrdiff_t)r0;
+                    const int has1 = 2 * i + 1 < n;
+                    for (size_t l = 0; l < nr; l += 16) {
+                        const __mmask16 m = attn_mask16(nr - l < 16 ? nr - l : 16);
+                        const __m512i lo = bf16_bits(_mm512_maskz_loadu_ps(m, k0 + l));
+                        const __m512i hi =
+                            has1 ? bf16_bits(_mm512_maskz_loadu_ps(m, k0 + p_step + l))
+                                 : _mm512_setzero_si512();
+                        _mm512_store_si512(pp + i * PV_ROWS + l,
+                                           _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+                    }
+                }
+            }
+            for (size_t j0 = 0; j0 < dv; j0 += PV_COLS) {
+                const size_t w = dv - j0 < PV_COLS ? dv - j0 : PV_COLS;
+                pv_pack_values(dt, row_at(v, c0, vb), vb, n, j0, w, vp);
+                float *ac = acc + (ptrdiff_t)r0 * acc_stride + (ptrdiff_t)j0;
+                for (size_t r = 0; r < nr; r += 4) {
+                    const uint32_t *pr = pp + r * prs;
+                    float *ar = ac + (ptrdiff_t)r * acc_stride;
+                    switch (nr - r < 4 ? nr - r : 4) {
+                    case 1: pv_bf_rows(1, fresh, pr, prs, pis, np, vp, w, ar, acc_stride); break;
+                    case 2: pv_bf_rows(2, fresh, pr, prs, pis, np, vp, w, ar, acc_stride); break;
+                    case 3: pv_bf_rows(3, fresh, pr, prs, pis, np, vp, w, ar, acc_stride); break;
+                    default: pv_bf_rows(4, fresh, pr, prs, pis, np, vp, w, ar, acc_stride); break;
+                    }
+                }
+            }
+        }
+    }
+}
+
+ATTN_AVX512_INLINE void pv_bf16(int dt, const float *p, ptrdiff_t p_stride, const void *v,
+                                ptrdiff_t v_stride, size_t nq, size_t nk, size_t dv, float *acc,
+                                ptrdiff_t acc_stride)
+{
+    pv_bf16_at(dt, 0, p, p_stride, 1, v, v_stride, nq, nk, dv, acc, acc_stride);
+}
+
+/* acc += P^T X (dV = P^T dO, dK = dS^T Q): P.V with the weight strides
+   swapped, each element's sum from zero added to acc once, as the tile
+   family's pt_tile (src/x86/backward_avx512.c). */
+ATTN_AVX512_INLINE void pt_bf16(const float *p, ptrdiff_t p_stride, const float *x,
+                                ptrdiff_t x_stride, size_t nq, size_t nk, size_t dim, float *acc,
+                                ptrdiff_t acc_stride)
+{
+    pv_bf16_at(ATTN_KV_F32, 1, p, 1, p_stride, x, x_stride, nk, nq, dim, acc, acc_stride);
+}
+
