@@ -11,7 +11,7 @@ every variant alike) and the min and median of the per-call times printed:
 
   c          attn_forward through ctypes with every struct built once, on a
              handle without argtypes (the C call and ctypes' own cost: the
-             floor; bench/plan_ratio.c times the C call alone)
+             floor; bench/ratios/plan.c times the C call alone)
   plan_run   attn_plan_run through ctypes on a plan made once
   forward    libattn.forward(q, k, v, causal=True)
   prepared   a libattn.prepare(...) object called with (q, k, v)

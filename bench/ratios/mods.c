@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The three ratios of the score-modifier targets, each measured in one
- * process with the variants interleaved (A B C A B C ...) and compared by
- * their medians, so that machine load drifts over all of them alike:
+ * attn_ratios mods: the ratios of the score-modifier targets, each measured
+ * with the variants interleaved (A B C A B C ...) and compared by their
+ * medians, so that machine load drifts over all of them alike:
  *
  *   1. forward with ALiBi slopes / plain forward (target <= 1.05), and
  *      forward with the equivalent explicit bias tensor / ALiBi (> 1 wanted);
@@ -15,35 +15,29 @@
  *      (target <= 1.1), and the equivalent dense BOOL mask [Lq][Lk] (heads
  *      broadcast) / no mask.
  *
- * Single thread (parallel_for NULL), timed by the thread's CPU clock, the
- * active ISA (ATTN_ISA=... to pick one), f32 inputs, head_dim 128, the
- * problems from the problem generator (gen/gen.h). Usage: attn_mods_ratios [repetitions]
- * (default 7). Prints one line per variant and the ratios.
+ * Single thread (parallel_for NULL), timed by the thread's CPU clock (on a
+ * machine shared with other work, wall time mostly measures the
+ * scheduler), the active ISA, f32 inputs, head_dim 128, the problems from
+ * the problem generator. Prints one line per variant and the ratios.
+ *
+ *   attn_ratios mods [--reps N]   (default 7)
  */
-#define _POSIX_C_SOURCE 200809L /* clock_gettime */
-#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include "attn.h"
-#include "bench_util.h"
-#include "gen.h"
+#include "ratio_driver.h"
 
-/* CPU time of this thread: on a machine shared with other work, wall time
-   mostly measures the scheduler; the forward runs on this thread only. */
-/* A forward problem from the generator (gen/gen.h), every choice pinned or
-   off: B = 1, H KV heads of `group` query heads each, Lq queries, Lk keys,
-   d = 128, f32, values in [-1, 1); with ALiBi's standard slopes and sinks
-   when asked. */
+/* A forward problem from the generator, every choice pinned or off: B = 1,
+   H KV heads of `group` query heads each, Lq queries, Lk keys, d = 128,
+   f32, values in [-1, 1); with ALiBi's standard slopes and sinks when
+   asked. */
 static void problem_of(gen_problem *d, gen_bufs *m, int64_t H, int64_t group, int64_t Lq,
                        int64_t Lk, int causal, int modifiers)
 {
     gen_profile p;
-    gen_profile_init(&p);
-    p.work_cap = 0;
+    ratio_profile(&p, -1.0f, 1.0f);
     gen_pin(&p, GEN_C_KV_HEADS, H);
     gen_pin(&p, GEN_C_GROUP, group);
     gen_pin(&p, GEN_C_Q_LEN, Lq);
@@ -53,21 +47,8 @@ static void problem_of(gen_problem *d, gen_bufs *m, int64_t H, int64_t group, in
     gen_pin(&p, GEN_C_OPT(alibi_slopes), modifiers);
     gen_pin(&p, GEN_C_OPT(sinks), modifiers);
     gen_pin(&p, GEN_C_BROADCAST_OPT, 1); /* per head */
-    for (int r = GEN_Q; r <= GEN_V; r++)
-        p.val[r].lo = -1.0f, p.val[r].hi = 1.0f;
     p.val[GEN_OPT(alibi_slopes)] = (gen_values){GEN_VAL_ALIBI, 1.0f, 1.0f, 0, 0, 0, 0, 0, 0};
-    gen_src fixed = {NULL, NULL};
-    gen_draw(d, &fixed, &p);
-    if (gen_materialise(m, d, 1, GEN_M_OUT, NULL) != 0) {
-        fprintf(stderr, "out of memory\n");
-        exit(1);
-    }
-}
-
-static double median(double *x, int n)
-{
-    qsort(x, (size_t)n, sizeof *x, bench_cmp_double);
-    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
+    ratio_problem(d, m, &p, 0, 1, GEN_M_OUT);
 }
 
 typedef struct variant {
@@ -75,41 +56,41 @@ typedef struct variant {
     attn_options opt;
 } variant;
 
-/* Runs the variants interleaved `reps` times (after one warm-up round) and
-   stores each one's median seconds. */
-static void measure(const attn_shape *s, const attn_tensor *q, const attn_tensor *k,
-                    const attn_tensor *v, const attn_tensor *out, variant *vs, int nv, int reps,
-                    double *med)
+typedef struct problem {
+    const gen_bufs *m;
+    const variant *vs;
+} problem;
+
+static void forward(void *ctx, int v, int rep, int call)
 {
-    double *t = calloc((size_t)(nv * reps), sizeof(double));
-    for (int r = -1; r < reps; r++)
-        for (int i = 0; i < nv; i++) {
-            const double t0 = bench_cpu();
-            attn_status st = attn_forward(s, &vs[i].opt, q, k, v, out, NULL);
-            const double dt = bench_cpu() - t0;
-            if (st != ATTN_OK) {
-                fprintf(stderr, "%s: %s\n", vs[i].name, attn_strerror(st));
-                exit(1);
-            }
-            if (r >= 0)
-                t[i * reps + r] = dt;
-        }
-    for (int i = 0; i < nv; i++) {
-        med[i] = median(t + i * reps, reps);
-        printf("  %-44s median %8.2f ms CPU\n", vs[i].name, med[i] * 1e3);
-    }
-    free(t);
+    (void)rep, (void)call;
+    const problem *p = ctx;
+    const gen_bufs *m = p->m;
+    ratio_ok(attn_forward(&m->shape, &p->vs[v].opt, &m->t[GEN_Q], &m->t[GEN_K], &m->t[GEN_V],
+                          &m->t[GEN_OUT], NULL),
+             p->vs[v].name);
 }
 
-int main(int argc, char **argv)
+/* Runs the variants interleaved `reps` times (after one warm-up round) and
+   stores each one's median seconds of CPU time. */
+static void measure(const gen_bufs *m, const variant *vs, int nv, int reps, double *med)
 {
-    const int reps = argc > 1 ? atoi(argv[1]) : 7;
-    if (reps < 1) {
-        fprintf(stderr, "usage: %s [repetitions >= 1]\n", argv[0]);
-        return 2;
+    problem p = {m, vs};
+    const ratio_loop l = {.variants = nv, .reps = reps, .warmup = 1, .order = RATIO_IN_TURN,
+                          .only = -1, .call = forward, .ctx = &p};
+    ratio_times t;
+    ratio_interleave(&l, &t);
+    for (int i = 0; i < nv; i++) {
+        med[i] = ratio_median(ratio_cpu_of(&t, i), reps);
+        printf("  %-44s median %8.2f ms CPU\n", vs[i].name, med[i] * 1e3);
     }
-    printf("libattn %s, ISA %s, 1 thread, %d interleaved repetitions (medians)\n",
-           attn_version_string(), attn_isa_name(attn_isa_active()), reps);
+    ratio_times_free(&t);
+}
+
+static int mods(const ratio_args *a)
+{
+    const int reps = a->reps;
+    ratio_header("1 thread, %d interleaved repetitions (medians)\n", reps);
 
     /* ---- 1 and 2: causal prefill, H = 4, L = 2048, d = 128 */
     {
@@ -121,9 +102,7 @@ int main(int argc, char **argv)
         for (int h = 0; h < H; h++) /* ALiBi's 2^(-8i/H), H = 4, and these sinks */
             *(float *)gen_at(tz, 0, h, 0, 0) = 0.5f * (float)h;
         /* the explicit tensor a caller materialises without alibi_slopes */
-        float *bias = malloc((size_t)(H * L * L) * sizeof(float));
-        if (!bias)
-            return 1;
+        float *bias = ratio_alloc((size_t)(H * L * L) * sizeof(float));
         for (int64_t h = 0; h < H; h++)
             for (int64_t i = 0; i < L; i++)
                 for (int64_t j = 0; j < L; j++)
@@ -145,14 +124,13 @@ int main(int argc, char **argv)
         double med[4];
         printf("forward B=1 H=%lld L=%lld d=%lld, causal:\n", (long long)H, (long long)L,
                (long long)D);
-        measure(&m.shape, &m.t[GEN_Q], &m.t[GEN_K], &m.t[GEN_V], &m.t[GEN_OUT], vs, 4, reps, med);
-        printf("  ratio alibi / plain          %.3f  (target <= 1.05)\n", med[1] / med[0]);
-        printf("  ratio bias tensor / alibi    %.3f  (ALiBi faster by %.1f %%)\n",
-               med[2] / med[1], 100.0 * (1.0 - med[1] / med[2]));
-        printf("  ratio sinks / plain          %.3f  (target <= 1.02)\n", med[3] / med[0]);
+        measure(&m, vs, 4, reps, med);
+        ratio_print_ratio(23, "alibi / plain", "%.3f  (target <= 1.05)\n", med[1] / med[0]);
+        ratio_print_ratio(23, "bias tensor / alibi", "%.3f  (ALiBi faster by %.1f %%)\n",
+                          med[2] / med[1], 100.0 * (1.0 - med[1] / med[2]));
+        ratio_print_ratio(23, "sinks / plain", "%.3f  (target <= 1.02)\n", med[3] / med[0]);
         free(bias);
-        gen_release(&m);
-        gen_free(&pd);
+        ratio_problem_free(&pd, &m);
     }
 
     /* ---- 3: L = 8192, two-sided 512 + 512 vs causal window 1024 */
@@ -181,14 +159,13 @@ int main(int argc, char **argv)
         double med[2];
         printf("forward B=1 H=%lld L=%lld d=%lld, local windows:\n", (long long)H, (long long)L,
                (long long)D);
-        measure(&m.shape, &m.t[GEN_Q], &m.t[GEN_K], &m.t[GEN_V], &m.t[GEN_OUT], vs, 2, reps, med);
-        printf("  ratio two-sided / causal window   %.3f  (visible pairs %.3f; target within "
-               "1.2)\n",
-               med[0] / med[1], pairs[0] / pairs[1]);
+        measure(&m, vs, 2, reps, med);
+        ratio_print_ratio(28, "two-sided / causal window",
+                          "%.3f  (visible pairs %.3f; target within 1.2)\n", med[0] / med[1],
+                          pairs[0] / pairs[1]);
         printf("  per visible pair                  %.3f\n",
                (med[0] / pairs[0]) / (med[1] / pairs[1]));
-        gen_release(&m);
-        gen_free(&pd);
+        ratio_problem_free(&pd, &m);
     }
 
     /* ---- 4: a draft tree of 64 tokens on a 4096-token prefix */
@@ -208,14 +185,12 @@ int main(int argc, char **argv)
             parents[i] = (int32_t)(i - back < 0 ? -1 : i - back);
         }
         /* the dense BOOL mask of the same tree, one [Lq][Lk] for every head */
-        uint8_t *mask = malloc((size_t)(Lq * Lk));
-        if (!mask)
-            return 1;
+        uint8_t *mask = ratio_alloc((size_t)(Lq * Lk));
         memset(mask, 1, (size_t)(Lq * Lk));
         for (int64_t i = 0; i < Lq; i++) {
             memset(mask + i * Lk + Lk - Lq, 0, (size_t)Lq);
-            for (int64_t a = i; a >= 0; a = parents[a])
-                mask[i * Lk + Lk - Lq + a] = 1;
+            for (int64_t x = i; x >= 0; x = parents[x])
+                mask[i * Lk + Lk - Lq + x] = 1;
         }
         attn_tensor tm = {mask, ATTN_DTYPE_BOOL, 0, 0, Lk};
         variant vs[3];
@@ -229,12 +204,19 @@ int main(int argc, char **argv)
         double med[3];
         printf("forward B=1 Hq=%lld Hkv=8 Lq=%lld Lk=%lld d=128, a draft tree:\n", (long long)Hq,
                (long long)Lq, (long long)Lk);
-        measure(&m.shape, &m.t[GEN_Q], &m.t[GEN_K], &m.t[GEN_V], &m.t[GEN_OUT], vs, 3, reps, med);
-        printf("  ratio tree_parents / no mask      %.3f  (target <= 1.1)\n", med[1] / med[0]);
-        printf("  ratio dense BOOL mask / no mask   %.3f\n", med[2] / med[0]);
+        measure(&m, vs, 3, reps, med);
+        ratio_print_ratio(28, "tree_parents / no mask", "%.3f  (target <= 1.1)\n", med[1] / med[0]);
+        ratio_print_ratio(28, "dense BOOL mask / no mask", "%.3f\n", med[2] / med[0]);
         free(mask);
-        gen_release(&m);
-        gen_free(&pd);
+        ratio_problem_free(&pd, &m);
     }
     return 0;
 }
+
+const ratio_family ratio_mods = {
+    .name = "mods",
+    .help = "score modifiers: ALiBi, sinks, two-sided windows, draft trees vs plain calls",
+    .reps = 7,
+    .threads = RATIO_ONE_THREAD,
+    .run = mods,
+};
