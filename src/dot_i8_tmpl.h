@@ -1,19 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The int8 mode's qk_i8 driver (attn_precision, include/attn.h), written
- * once for every ISA's micro-kernel (src/x86/dot_i8_vnni_tmpl.h,
- * src/arm/dot_i8_neon_tmpl.h): q quantized per 32-block once per pass of
- * rows (src/lowp.h's rule), keys in groups of I8_KEYS packed in chunks of
- * I8_BLOCKS blocks, each chunk's block sums added into s by i8_rows for up
- * to I8_ROWS rows at a time (partial sums wait in s between chunks, so the
- * chunking never changes the bits).
+ * The int8 mode's qk_i8 driver, once for every ISA's micro-kernel: q
+ * quantized once per pass of rows, keys packed in chunks; partial sums wait
+ * in s between chunks, so the chunking never changes the bits.
  *
- * The including file defines, and includes this after its micro-kernel: I8_INLINE (its always-inline
- * qualifier), I8_KEYS and I8_BLOCKS
- * (constants or, on SVE, expressions of the vector length), I8_ROWS (at
- * most ATTN_TAIL_MAX - 1), I8_PANEL_WORDS
- * and I8_SCALE_WORDS (the packed panel's and its scales' sizes), I8_ALIGN,
- * unit_bytes, row_bytes, row_at and
+ * The including file defines, and includes this after its micro-kernel:
+ * I8_INLINE, I8_KEYS and I8_BLOCKS (SVE: expressions of the vector length),
+ * I8_ROWS (at most ATTN_TAIL_MAX - 1), I8_PANEL_WORDS, I8_SCALE_WORDS,
+ * I8_ALIGN, unit_bytes, row_bytes, row_at and
  *   i8_quantize(x, b)        32 values of q into one attn_q8_block
  *   i8_pack(dt, k, kb, nkeys, b0, nb, kp, ks)
  *                            blocks b0 .. b0 + nb of nkeys keys into the panel
@@ -24,8 +18,8 @@
 #ifndef ATTN_DOT_I8_TMPL_H
 #define ATTN_DOT_I8_TMPL_H
 
-/* stack: the panel and 10 KiB of quantized query (ATTN_TASK_STACK_BYTES) */
-#define I8_QBLOCKS 256  /* quantized query blocks kept per pass: 64 rows at d 128 */
+/* 10 KiB of quantized query, within ATTN_TASK_STACK_BYTES */
+#define I8_QBLOCKS 256
 _Static_assert(ATTN_MAX_HEAD_DIM / ATTN_QBLOCK <= I8_QBLOCKS, "a query row must fit one pass");
 
 I8_INLINE void qk_i8(int dt, const float *q, ptrdiff_t q_stride, const void *k,
@@ -36,7 +30,7 @@ I8_INLINE void qk_i8(int dt, const float *q, ptrdiff_t q_stride, const void *k,
     _Alignas(I8_ALIGN) float ks[I8_SCALE_WORDS];
     attn_q8_block qb[I8_QBLOCKS];
     const size_t keys = I8_KEYS, blocks = I8_BLOCKS;
-    const size_t nb = d / ATTN_QBLOCK; /* k rows are whole blocks */
+    const size_t nb = d / ATTN_QBLOCK;
     const size_t unit = unit_bytes(dt), bytes = row_bytes(dt, d);
     const uintptr_t kb = (uintptr_t)k_stride * unit;
     const size_t rows_per_pass = nb <= I8_QBLOCKS ? I8_QBLOCKS / nb : 1;
@@ -60,7 +54,7 @@ I8_INLINE void qk_i8(int dt, const float *q, ptrdiff_t q_stride, const void *k,
                     const attn_q8_block *x = qb + r * nb + bc;
                     const size_t R = nr - r < I8_ROWS ? nr - r : I8_ROWS;
 #define I8_ROWS_AT(n) i8_rows(dt, n, x, nb, kp, ks, nbc, sr, s_stride, nkeys, first, last, scale)
-                    ATTN_TAIL(R, I8_ROWS + 1, I8_ROWS_AT); /* 1 <= R <= I8_ROWS */
+                    ATTN_TAIL(R, I8_ROWS + 1, I8_ROWS_AT);
 #undef I8_ROWS_AT
                 }
             }

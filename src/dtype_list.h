@@ -1,52 +1,32 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The one list of dtypes (modelled on ggml's type_traits[]): every
- * property of an attn_dtype that code needs beside its bits' meaning is one
- * X(...) line here. src/problem.h's attn_dtype_size/_block/_is_* read it,
- * and so do the CLI (tools/problem.c), the tests' reference (tests/ref/ref.c,
- * tests/ref/ref_quant.c), the fuzzers, the benchmarks and, through a table
- * meson generates (python/gen_dtypes.c), the Python binding.
- *
- * It is data, not code: it needs only include/attn.h, so the CLI and the
- * benchmarks (public API only) and the fuzzers' models (which share no
- * code with src/) include it as well. Decoding a dtype's values is not
- * here: the kernels, the float64 reference and the tools decode on their
- * own on purpose.
+ * The one list of dtypes (after ggml's type_traits[]): every property of an
+ * attn_dtype code needs beside its bits' meaning. It needs only
+ * include/attn.h, so code sharing nothing with src/ includes it too.
+ * Decoding is not here: the kernels, the float64 reference and the tools
+ * decode on their own on purpose.
  *
  * X(ID, name, block, bytes, kind, q, kv, out)
- *   ID     the attn_dtype value is ATTN_DTYPE_##ID (include/attn.h)
- *   name   as the CLI (--kv-dtype) and Python spell it
- *   block  values per stride unit: 1, or ATTN_QBLOCK for the block formats
- *          (a K/V row is then whole blocks, strides count blocks)
- *   bytes  bytes per stride unit (one value, or one block)
- *   kind   ATTN_DTYPE_KIND_##kind: FLOAT (f32 and the half floats),
- *          QBLOCK (ggml's block formats), FP8, BOOL
- *   q      1: a valid query dtype (attn.h)
- *   kv     1: a valid K/V dtype
- *   out    where it is a valid output dtype (ATTN_DTYPE_OUT_##out):
- *          ANY: every operation's output (scores, weights, mask_apply's
- *          table, the forward's and attn_merge's out, the backward's
- *          gradients); ROUNDED: only the out of attn_forward and attn_merge,
- *          the f32 row rounded once to it (src/half.h; an attn_op says
- *          whether its out takes these, src/problem.h); NONE: no output
+ *   block  values per stride unit: ATTN_QBLOCK for the block formats (rows
+ *          are whole blocks, strides count blocks), else 1
+ *   out    ANY: every operation's output; ROUNDED: only an out its
+ *          operation rounds into (attn_op.rounds_out); NONE
  *
- * Lines are in attn_dtype order and cover every value (checked below at
- * compile time); the float kinds come first (src/dsp.h relies on it).
- * Adding a dtype: its attn_dtype value (include/attn.h and
- * tests/abi/layout_test.c), one line here, its kernels, its decoder in the
- * tests' reference; the Python table follows by itself.
+ * Lines are in attn_dtype order and cover every value (checked below); the
+ * float kinds come first (src/dsp.h relies on it). Adding a dtype: its
+ * value (include/attn.h, tests/abi/layout_test.c), a line here, its kernels
+ * and its decoder in the tests' reference.
  */
 #ifndef ATTN_DTYPE_LIST_H
 #define ATTN_DTYPE_LIST_H
 
 #include "attn.h"
 
-/* Layout of the block formats (ggml's block_q8_0 and block_q4_0). */
+/* ggml's block_q8_0 and block_q4_0 */
 #define ATTN_QBLOCK 32     /* values per block */
 #define ATTN_Q8_0_BYTES 34 /* f16 d, then 32 int8 */
 #define ATTN_Q4_0_BYTES 18 /* f16 d, then 16 bytes of nibble pairs */
 
-/* The `out` column. */
 typedef enum attn_dtype_out {
     ATTN_DTYPE_OUT_NONE,
     ATTN_DTYPE_OUT_ROUNDED,
@@ -72,8 +52,7 @@ typedef enum attn_dtype_kind {
     X(FP8_E5M2, "e5m2", 1,           1,               FP8,    0, 1, NONE)
 /* clang-format on */
 
-/* ATTN_DTYPE_COUNT: the number of lines, so every value in [0, count) is a
-   known dtype. */
+/* every value in [0, ATTN_DTYPE_COUNT) is a known dtype */
 #define ATTN_DTYPE_X_POS(ID, name, block, bytes, kind, q, kv, out) ATTN_DTYPE_X_POS_##ID,
 enum { ATTN_DTYPE_LIST(ATTN_DTYPE_X_POS) ATTN_DTYPE_COUNT };
 #undef ATTN_DTYPE_X_POS
@@ -92,8 +71,7 @@ enum { ATTN_DTYPE_LIST(ATTN_DTYPE_X_POS) ATTN_DTYPE_COUNT };
 ATTN_DTYPE_LIST(ATTN_DTYPE_X_ORDER)
 #undef ATTN_DTYPE_X_ORDER
 
-/* Every attn_dtype value has a line: a switch over the enum without a
-   default names the missing one (-Wswitch, made an error here). */
+/* A switch without a default names a missing line (-Wswitch, an error). */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic error "-Wswitch"
 static inline int attn_dtype_list_covers(attn_dtype dtype)
@@ -108,14 +86,8 @@ static inline int attn_dtype_list_covers(attn_dtype dtype)
 }
 #pragma GCC diagnostic pop
 
-/*
- * ATTN_DTYPE_GET(dtype, field, none): a function body returning the list's
- * `field` of an attn_dtype value, `none` for a value outside the list:
- * bytes, block, name, kind (ATTN_DTYPE_KIND_*), float (a float kind),
- * quant (QBLOCK or FP8), q, kv, out (ATTN_DTYPE_OUT_*). A switch over the
- * lines, so it compiles to what a hand-written switch did. The one reader of
- * the list's columns for src/, the tools, the generator and the tests.
- */
+/* A function body returning a column of the list (float: a float kind,
+   quant: QBLOCK or FP8), `none` outside it; the one reader of the columns. */
 #define ATTN_DTYPE_GET(dtype, field, none)                                    \
     switch (dtype) {                                                          \
         ATTN_DTYPE_LIST(ATTN_DTYPE_X_GET_##field)                             \

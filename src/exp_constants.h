@@ -1,12 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The constants of the kernels' exp: x = n ln2 + r with a two-part ln2 (the
- * high part has 15 significant bits, so n ln2_hi and x - n ln2_hi are exact),
- * exp(r) by a degree-6 minimax polynomial, then 2^n. AVX2 and AVX-512 use all
- * of them and agree bit for bit on every input exp_sum can receive (x <= 0,
- * -inf, NaN; max 0.882 ulp against libm), which bench/exp_accuracy.c checks
- * exhaustively (--same avx2,avx512). NEON shares the rounding constant,
- * log2(e) and the polynomial but splits ln2 its own way (src/arm/row_neon.c).
+ * The kernels' exp: x = n ln2 + r with a two-part ln2 (ln2_hi has 15
+ * significant bits, so n ln2_hi and x - n ln2_hi are exact), exp(r) =
+ * 1 + r + r^2 P(r) by a minimax P of degree 4, then 2^n. AVX2 and AVX-512
+ * agree bit for bit on every input exp_sum can receive (x <= 0, -inf, NaN),
+ * within 1 ulp of libm: bench/exp_accuracy.c checks it exhaustively. NEON
+ * splits ln2 its own way (src/arm/row_neon.c).
  */
 #ifndef ATTN_EXP_CONSTANTS_H
 #define ATTN_EXP_CONSTANTS_H

@@ -1,9 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/*
- * Internal entry points (never exported): the public operations with an
- * explicit kernel table, so tests and benchmarks can run every ISA's table
- * through the one driver, and the dispatch internals.
- */
+/* Never exported: the operations on an explicit kernel table, so tests and
+   benchmarks run every ISA's table through the one driver; dispatch. */
 #ifndef ATTN_INTERNAL_H
 #define ATTN_INTERNAL_H
 
@@ -15,18 +12,17 @@
 extern "C" {
 #endif
 
-/* The ATTN_CPU_* bits (isa_list.h) of what this CPU and OS run. */
+/* ATTN_CPU_* bits of what this CPU and OS run */
 unsigned attn_cpu_detect(void);
 
-/* The table operations use now (initialises dispatch on first use). */
+/* initialises dispatch on first use */
 const attn_dsp *attn_dsp_active(void);
-/* The table of `isa` when it is built and this CPU runs it, else NULL. */
+/* NULL unless built and run by this CPU */
 const attn_dsp *attn_dsp_for_isa(attn_isa isa);
-/* The table ATTN_ISA_AUTO means, given which are available (indexed by
-   attn_isa, ATTN_ISA_COUNT entries) and the attn_cpu_detect() bits. */
+/* What ATTN_ISA_AUTO means, given the available tables and the CPU bits. */
 attn_isa attn_isa_default(const int *available, unsigned cpu);
 
-/* Each public operation, validated exactly like it, on the table `dsp`. */
+/* Validated exactly as the public ones. */
 attn_status attn_scores_with(const attn_dsp *dsp, const attn_shape *shape,
                              const attn_options *opt, const attn_tensor *q,
                              const attn_tensor *k, const attn_tensor *scores);
@@ -63,20 +59,12 @@ attn_status attn_cache_append_with(const attn_dsp *dsp, const attn_shape *shape,
                                    const attn_tensor *v_new, const attn_tensor *k,
                                    const attn_tensor *v);
 
-/* attn_cache_append stages a call's encoded rows when they take at most this
-   many bytes (and at most its stage's size; src/driver/cache_append.c); the
-   tests set it to 0 to run the other path. */
+/* Variables so the tests can run both paths (src/driver/cache_append.c,
+   src/driver/backward.c). */
 extern size_t attn_append_stage_limit;
-
-/* attn_backward uses its fused plan from this many (batch entry, KV head)
-   pairs on (src/driver/backward.c); the tests set it to run both plans. */
 extern int64_t attn_bwd_fused_min_tasks;
-/* What attn_backward_with would plan for these arguments (validated as it
-   validates them): the rows of its query blocks, the most a pt kernel call
-   sums, and whether the plan is the fused one (its blocks cut each query
-   head's rows; the split plan's cut the group's rows position by
-   position, its heads interleaved). tests/ref/ref_backward.c counts dk's and
-   dv's blocks from them for their bound (tests/tolerance.h). */
+/* For tests/ref/ref_backward.c, which counts dk's and dv's blocks from the
+   plan for their bound (tests/tolerance.h). */
 attn_status attn_bwd_plan_blocks(const attn_dsp *dsp, const attn_shape *shape,
                                  const attn_options *opt, const attn_tensor *q,
                                  const attn_tensor *k, const attn_tensor *v,
@@ -85,14 +73,10 @@ attn_status attn_bwd_plan_blocks(const attn_dsp *dsp, const attn_shape *shape,
                                  int64_t *block_rows, int *fused);
 
 /*
- * attn_last_error (attn.h): each public function that returns an
- * attn_status takes a mark on entry and passes its result through
- * attn_error_done, which, on a failure, makes the thread's message
- * "attn_<name>: <detail>": the detail a check set with attn_fail during the
- * call, else attn_strerror's sentence. So no failure leaves an earlier
- * call's message in place. attn_fail formats the detail (printf-style,
- * truncated to the buffer) and returns its status, for `return attn_fail(
- * ATTN_ERR_ARG, "...", ...)` at a check.
+ * attn_last_error (attn.h): each public function takes a mark on entry and
+ * passes its status through attn_error_done, which on failure sets
+ * "attn_<name>: <detail>" (attn_fail's detail, else attn_strerror's), so no
+ * failure leaves an earlier call's message. attn_fail returns its status.
  */
 attn_status attn_fail(attn_status status, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));

@@ -1,10 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/*
- * A validated attention problem: what the entry points hand the drivers,
- * and the attn_op that says what its operation checks and runs. Everything
- * in it has been checked (attn_validate, src/validate.h), so the drivers
- * never fail.
- */
+/* A validated attention problem (attn_validate, src/validate.h): the drivers
+   never fail. */
 #ifndef ATTN_PROBLEM_H
 #define ATTN_PROBLEM_H
 
@@ -13,7 +9,6 @@
 
 struct task_plan;
 
-/* Bytes [begin, end) a tensor view or array touches (src/validate.h). */
 typedef struct attn_byte_range {
     uintptr_t begin, end;
 } attn_byte_range;
@@ -21,38 +16,27 @@ struct task_ctx;
 struct attn_range_set;
 typedef struct attn_problem attn_problem;
 
-/* The columns of an operation's output rows. */
 typedef enum attn_out_cols {
     ATTN_OUT_KV_LEN,   /* a score row: scores, weights, mask_apply's table */
     ATTN_OUT_V_DIM,    /* the forward's output */
     ATTN_OUT_HEAD_DIM  /* the backward's dq */
 } attn_out_cols;
 
-/*
- * An operation on an attn_problem as its module (src/driver/<op>.c) describes
- * it: what attn_validate (src/validate.c) checks of its arguments, and the
- * plan and task attn_run (src/driver/run.c) runs. Neither of those files
- * names an operation: what differs between operations is this data and the
- * module's code.
- */
+/* What differs between operations for src/validate.c and src/driver/run.c,
+   which name none. */
 typedef struct attn_op {
-    int reads_qk;           /* q and k, and with them the paging fields */
-    int reads_v;            /* v */
-    attn_out_cols out_cols; /* the columns of `out` */
-    int rounds_out;         /* `out` may also have a dtype whose line of
-                               src/dtype_list.h says ROUNDED (F16, BF16): the
-                               module writes its f32 rows through
-                               attn_store_out_row (src/driver/driver.h) */
-    int writes_stats;       /* the attn_row_stats argument (else ignored) */
-    /* NULL, or the outputs the operation sizes itself after `out` is checked
-       and before the stats are (the forward: the split-KV workspace when the
-       call splits): sets pb->splits and workspace (1 and NULL before) and
-       adds what it writes to the output ranges. */
+    int reads_qk;           /* and with them the paging fields */
+    int reads_v;
+    attn_out_cols out_cols;
+    int rounds_out;         /* out may be ROUNDED (src/dtype_list.h): written
+                               through attn_store_out_row only */
+    int writes_stats;
+    /* NULL, or sizes the operation's own outputs (the split-KV workspace)
+       and adds them to the output ranges */
     attn_status (*scratch)(attn_problem *pb, const attn_options *o, struct attn_range_set *set);
-    /* the task geometry and count (src/driver/driver.h) */
     struct task_plan (*plan)(const attn_dsp *dsp, const attn_problem *pb);
     attn_task_fn task;
-    /* NULL, or what runs on the calling thread before the tasks */
+    /* NULL, or runs on the calling thread before the tasks */
     void (*prepare)(const struct task_ctx *ctx);
 } attn_op;
 
@@ -61,11 +45,8 @@ struct attn_problem {
     int64_t batch, q_heads, kv_heads, q_len, kv_len, head_dim, v_dim;
     int64_t group; /* q_heads / kv_heads */
 
-    /* The options as read (attn_read_options: defaults past the caller's
-       struct_size) and validated. The driver reads the plain values
-       (flags, softcap, window, window_right, ...) from here, so a new
-       value option needs no field of its own; what validation resolves or
-       derives is below. */
+    /* validated, defaults past the caller's struct_size: a new value option
+       needs no field of its own */
     attn_options opt;
 
     float scale; /* opt.scale, or 1/sqrt(head_dim) for 0 */
@@ -73,118 +54,82 @@ struct attn_problem {
     attn_tensor mask, bias; /* data == NULL when absent */
     attn_parallel_for_fn parallel_for;
     void *parallel_ctx;
-    attn_tensor sinks, alibi; /* F32 [b][q_head]; data == NULL when absent */
+    attn_tensor sinks, alibi; /* data == NULL when absent */
     const int64_t *q_pos, *k_pos; /* NULL: the defaults of attn.h */
 
-    /* split-KV (forward only): splits == 1 means unsplit; else the task
-       grid's chunks per block (attn_split_grid), each sequence taking its
-       own attn_split_plan of them */
+    /* forward: the grid's chunks per block (1: unsplit) */
     int64_t splits;
-    void *workspace;       /* >= attn_split_bytes(...) bytes when splits > 1 */
-    /* shared prefixes (forward only): the most key chunks a group's prefix
-       takes (attn_prefix_parts), and where their states go, when the call
-       attends each group's prefix once; 0 and NULL when it does not */
+    void *workspace;
+    /* forward: 0 and NULL unless each group's prefix is attended once */
     int64_t prefix_parts;
     void *prefix_workspace;
 
-    /* offset batches and paged K/V (attn.h); NULL / 0 when absent */
     const int32_t *q_offsets, *kv_offsets;
     const int32_t *block_table;
     int64_t block_table_stride, block_size, num_blocks;
-    /* query positions the tasks cover: q_len, or the longest sequence when
-       q_offsets is given (rows past a sequence's end are then not written) */
+    /* q_len, or with q_offsets the longest sequence */
     int64_t q_extent;
 
-    /* tensors, copied once validated (out: scores, weights or the forward
-       output; q/k/v zeroed where the operation has none) */
+    /* zeroed where the operation has none */
     attn_tensor q, k, v, out;
     attn_row_stats stats; /* members may be NULL */
 
-    /* attn_backward (out above is dq): the forward's output and lse, dout,
-       and the other gradients (dbias.data NULL when not asked for) */
+    /* attn_backward (out is dq) */
     attn_tensor o, dout, dk, dv, dbias;
     const float *lse;
-    float *dsinks; /* NULL when not asked for */
-    /* The bytes attn_validate found q, k, v, out and the operation's scratch
-       (the split-KV workspace) to span, in that order ({0, 0} for those the
-       call has not): a plan (src/driver/plan_forward.c) checks new data
-       pointers with their lengths. */
+    float *dsinks;
+    /* q, k, v, out and scratch as validated: a plan
+       (src/driver/plan_forward.c) checks new pointers against them */
     attn_byte_range span[5];
-    /* What qk_tile multiplies dot(q, k) by: scale, times k_scale for an
-       FP8 k (validated finite and nonzero); 1 with k_scales, whose keys
-       multiply their own scores by fl(scale * k_scales_j). What the output
-       row is multiplied by besides 1/l: v_scale for an FP8 v, else 1. */
+    /* qk_scale: scale times an FP8 k_scale; 1 with k_scales, applied per
+       key as fl(scale * k_scales_j). v_scale multiplies out after 1/l. */
     float qk_scale, v_scale;
-    /* FP8 scales per key row (attn.h 1.6), laid out like k and v with one
-       column; data == NULL when absent (or not read by the operation) */
     attn_tensor k_scales, v_scales;
-    /* 1.8: channels per scale of k_scales (v_scales), whose rows then hold
-       head_dim / k_group (v_dim / v_group) scales; 0: one per row. A
-       grouped cache is decoded to f32 rows for the F32 kernels
-       (attn_kv_stage, src/driver/kv.h), qk_scale then being scale. */
-    int64_t k_group, v_group;
-    /* 1.9: the last k_tail_dim values of each key row, laid out like k
-       (data == NULL: none); k then holds head_dim - k_tail_dim. Such rows
-       are decoded to f32 (both parts) for the F32 kernels, as groups are. */
+    int64_t k_group, v_group; /* channels per scale; 0: one per row */
+    /* the last k_tail_dim values of each key row (data == NULL: none) */
     attn_tensor k_tail;
     int64_t k_tail_dim;
 };
 
-/* The properties of an attn_dtype (ATTN_DTYPE_GET, src/dtype_list.h). */
-/* ATTN_DTYPE_KIND_* of a dtype; -1 for an unknown value. */
+/* An unknown dtype gets the last argument. */
 static inline int attn_dtype_kind_of(int32_t dtype) { ATTN_DTYPE_GET(dtype, kind, -1) }
 
-/* Bytes per stride unit (an element, or a block for Q8_0/Q4_0); 0 for an
-   unknown value. */
+/* Bytes per stride unit (an element, or a block). */
 static inline size_t attn_dtype_size(int32_t dtype) { ATTN_DTYPE_GET(dtype, bytes, 0) }
 
-/* The dtype's name ("q8_0", as the CLI and Python spell it), for messages. */
 static inline const char *attn_dtype_name(int32_t dtype) { ATTN_DTYPE_GET(dtype, name, "?") }
 
-/* Values per stride unit: ATTN_QBLOCK for the block formats, else 1. */
 static inline int64_t attn_dtype_block(int32_t dtype) { ATTN_DTYPE_GET(dtype, block, 1) }
 
-/* F32, F16 or BF16: the dtypes of q, and of the backward's float inputs. */
 static inline int attn_dtype_is_float_input(int32_t dtype) { ATTN_DTYPE_GET(dtype, float, 0) }
 
-/* Q8_0, Q4_0, FP8_E4M3, FP8_E5M2: what attn_quantize writes. */
 static inline int attn_dtype_is_quantized(int32_t dtype) { ATTN_DTYPE_GET(dtype, quant, 0) }
 
-/* FP8_E4M3, FP8_E5M2: one byte per value, times k_scale / v_scale. */
 static inline int attn_dtype_is_fp8(int32_t dtype)
 {
     return attn_dtype_kind_of(dtype) == ATTN_DTYPE_KIND_FP8;
 }
 
-/* Scales per row of an FP8 scale view (attn_options.k_scales, v_scales)
-   with `group` channels per scale (attn.h 1.8) over rows of `dim`. */
 static inline int64_t attn_scale_cols(int64_t group, int64_t dim)
 {
     return group > 0 && dim % group == 0 ? dim / group : 1;
 }
 
-/* A valid dtype of q; of k and v (attn.h, "Quantized K/V caches"). */
 static inline int attn_dtype_is_q(int32_t dtype) { ATTN_DTYPE_GET(dtype, q, 0) }
 static inline int attn_dtype_is_kv(int32_t dtype) { ATTN_DTYPE_GET(dtype, kv, 0) }
-/* Where a dtype may be an output (ATTN_DTYPE_OUT_*, the list's `out`). */
 static inline attn_dtype_out attn_dtype_output(int32_t dtype)
 {
     ATTN_DTYPE_GET(dtype, out, ATTN_DTYPE_OUT_NONE)
 }
-/* A valid dtype of every output (scores, weights, dq, attn_merge's parts);
-   with `rounded`, of an output an operation rounds its f32 rows into (the
-   forward's and attn_merge's out: F16, BF16 too). */
+/* rounded: an output the operation rounds its f32 rows into */
 static inline int attn_dtype_is_output(int32_t dtype, int rounded)
 {
     const attn_dtype_out where = attn_dtype_output(dtype);
     return where == ATTN_DTYPE_OUT_ANY || (rounded && where == ATTN_DTYPE_OUT_ROUNDED);
 }
 
-/*
- * Query row 0's position minus key row 0's, for sequence b (lq, lk its valid
- * lengths): the caller's q_pos/k_pos (attn.h, "Masks"), else the
- * bottom-right alignment lk - lq. |result| <= ATTN_MAX_POSITION.
- */
+/* Query row 0's position minus key row 0's (attn.h, "Masks");
+   |result| <= ATTN_MAX_POSITION. */
 static inline int64_t attn_seq_rel(const attn_problem *pb, int64_t b, int64_t lq, int64_t lk)
 {
     if (!pb->q_pos)
@@ -192,15 +137,12 @@ static inline int64_t attn_seq_rel(const attn_problem *pb, int64_t b, int64_t lq
     return pb->q_pos[b] - (pb->k_pos ? pb->k_pos[b] : 0);
 }
 
-/* Query i of sequence b's position beside k_positions (attn.h, "Positions
-   per key slot"): q_pos[b] + i, else the bottom-right Lk_b - Lq_b + i. */
 static inline int64_t attn_query_pos(const attn_problem *pb, int64_t b, int64_t i, int64_t lq,
                                      int64_t lk)
 {
     return (pb->q_pos ? pb->q_pos[b] : lk - lq) + i;
 }
 
-/* Sequence b's own query rows and keys (attn.h: Lq_b, Lk_b). */
 static inline int64_t attn_seq_q_len(const attn_problem *pb, int64_t b)
 {
     return pb->q_lens ? pb->q_lens[b] : pb->q_len;
@@ -211,17 +153,13 @@ static inline int64_t attn_seq_kv_len(const attn_problem *pb, int64_t b)
     return pb->kv_lens ? pb->kv_lens[b] : pb->kv_len;
 }
 
-/* Keys sequence b shares with sequence b - 1 (attn.h, "Shared prefixes"). */
 static inline int64_t attn_seq_shared(const attn_problem *pb, int64_t b)
 {
     return pb->opt.shared_prefix ? pb->opt.shared_prefix[b] : 0;
 }
 
-/*
- * The group of sequence b (attn.h, "Shared prefixes"): its sequences
- * [*b0, *b1] and the keys *p of *b0 every one of them reads (0 for a group
- * of one). Takes the entries as validated.
- */
+/* Sequences [*b0, *b1] sharing b's prefix, and the keys *p of *b0 all of
+   them read (0 for a group of one). Trusts validation. */
 static inline void attn_prefix_group(const int32_t *shared, int64_t batch, int64_t b,
                                      int64_t *b0, int64_t *b1, int64_t *p)
 {
@@ -241,12 +179,10 @@ static inline void attn_prefix_group(const int32_t *shared, int64_t batch, int64
 }
 
 /*
- * The keys query i (counted from its sequence's start) of sequence b may see
- * by padding, causal and window, as [*lo, *hi) counted from the sequence's
- * first key; *lo >= *hi when none. The one statement of attn.h's mask rules
- * that both validation (which block-table entries are read) and the drivers
- * use. With k_positions the visible keys are no interval: every valid key,
- * the positional rules masking them one by one (attn_score_terms).
+ * The one statement of attn.h's interval mask rules (padding, causal,
+ * window), used by validation and the drivers alike; *lo >= *hi when none.
+ * With k_positions the visible keys are no interval: every valid key, masked
+ * one by one (attn_score_terms).
  */
 static inline void attn_seq_keys(const attn_problem *pb, int64_t b, int64_t i, int64_t *lo,
                                  int64_t *hi)
@@ -271,34 +207,26 @@ static inline void attn_seq_keys(const attn_problem *pb, int64_t b, int64_t i, i
 }
 
 /*
- * The split-KV plan of attn.h. Each sequence splits as it would called
- * alone: from its own query rows and keys, the head counts and kv_splits
- * only (never the rest of the batch, the ISA or the thread count), so its
- * results do not depend on what else the call holds. attn_split_plan
- * gives one sequence's chunks (splits == 1: unsplit; chunks of `chunk`
- * keys, a multiple of ATTN_SPLIT_ALIGN, the last may be shorter);
- * attn_split_grid the most chunks a sequence of the call takes (its task
- * grid and workspace).
+ * The split-KV plan of attn.h. Each sequence splits as it would alone, from
+ * its own lengths, the head counts and kv_splits only (never the batch, ISA
+ * or thread count), so its results do not depend on the rest of the call.
  */
 #define ATTN_SPLIT_ALIGN 256      /* every ISA's block_k divides it */
-#define ATTN_SPLIT_MIN_CHUNK 1024 /* automatic chunks are at least this long */
-#define ATTN_SPLIT_TARGET 64      /* automatic: aim for this many tasks per sequence */
-/* A shared prefix (attn.h, "Shared prefixes") is attended in chunks of this
-   many keys: tasks for the threads, the same chunks on every ISA and thread
-   count (a multiple of ATTN_SPLIT_ALIGN). */
+#define ATTN_SPLIT_MIN_CHUNK 1024
+#define ATTN_SPLIT_TARGET 64      /* tasks per sequence */
+/* the same chunks on every ISA and thread count */
 #define ATTN_PREFIX_CHUNK 1024
-/* topk: the keys a query row selects at most (attn_options.topk; 0: all):
-   an automatic split keeps ATTN_SPLIT_MIN_CHUNK selected keys per chunk. */
+/* topk (0: all): an automatic split keeps ATTN_SPLIT_MIN_CHUNK selected keys
+   per chunk. */
 void attn_split_plan(int64_t q_heads, int64_t kv_heads, int64_t q_len, int64_t kv_len,
                      int64_t topk, int32_t kv_splits, int64_t *splits, int64_t *chunk);
 int64_t attn_split_grid(int64_t batch, int64_t q_heads, int64_t kv_heads, int64_t q_len,
                         int64_t kv_len, int64_t topk, const int32_t *q_lens,
                         const int32_t *kv_lens, int32_t kv_splits);
-/* The most chunks attn_split_grid can give for any lengths within the
-   shape (lens_given: q_lens or kv_lens is given, whatever they hold). */
+/* The most attn_split_grid can give for any lengths within the shape. */
 int64_t attn_split_grid_bound(int64_t q_heads, int64_t kv_heads, int64_t q_len, int64_t kv_len,
                               int64_t topk, int lens_given, int32_t kv_splits);
-/* Workspace bytes of a split forward; 0 when it overflows size_t. */
+/* 0 when it overflows size_t */
 size_t attn_split_bytes(int64_t batch, int64_t q_heads, int64_t q_len, int64_t v_dim,
                         int64_t splits);
 

@@ -1,12 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The dot-product Q.K^T path above a body's micro-kernel, written once for
- * every vector width (src/x86/tile_avx2_tmpl.h, src/arm/tile_neon_tmpl.h):
- * keys in groups of QK_KEYS, each group's rows prefetched ahead when the
- * body asks; rows in groups of QK_ROWS; each group one qk_micro_at at a
- * constant R x C, so that the micro-kernel unrolls for it. E4M3 keys: the
- * group's rows are scanned for NaN bytes first (they are in cache: the
- * prefetch ran ahead) and, without one, decoded without the per-value check.
+ * The dot-product Q.K^T path above a body's micro-kernel, once for every
+ * vector width: each group one qk_micro_at at a constant R x C, so that the
+ * micro-kernel unrolls for it.
  *
  * The including body defines first: ALWAYS_INLINE, QK_ROWS and QK_KEYS (at
  * most ATTN_TAIL_MAX), ATTN_E4M3_FINITE, unit_bytes, row_bytes, row_at,
@@ -27,7 +23,6 @@ static ALWAYS_INLINE void qk_micro(int dtype, size_t R, size_t C, const float *q
 #undef QK_MICRO_AT
 }
 
-/* Rows in groups of QK_ROWS for keys kc..kc+C of the tile. */
 static ALWAYS_INLINE void qk_rows(int dtype, size_t C, const float *q, ptrdiff_t q_stride,
                                   const unsigned char *k, uintptr_t kb, size_t nq, size_t d,
                                   float scale, float *s, ptrdiff_t s_stride, const attn_grp *gs,
@@ -44,8 +39,8 @@ static ALWAYS_INLINE void qk_rows(int dtype, size_t C, const float *q, ptrdiff_t
 #undef QK_ROWS_TAIL
 }
 
-/* Keys outermost: a group of QK_KEYS rows stays in L1 while every query row
-   of the tile (kept in L1/L2 by the driver's block size) passes over it. */
+/* Keys outermost: a group of k rows stays in L1 while every query row
+   passes over it. */
 static ALWAYS_INLINE void qk_tile_dot(int dtype, const float *q, ptrdiff_t q_stride, const void *k,
                                       ptrdiff_t k_stride, size_t nq, size_t nk, size_t d,
                                       float scale, float *s, ptrdiff_t s_stride, const attn_grp *gs)
@@ -66,8 +61,7 @@ static ALWAYS_INLINE void qk_tile_dot(int dtype, const float *q, ptrdiff_t q_str
 #undef QK_KEYS_TAIL
 }
 
-/* FP8 scale groups read in place (src/dsp.h): the dot path, each key value
-   times its group's scale where it is loaded. */
+/* FP8 scale groups (src/dsp.h), scaled where loaded. */
 static ALWAYS_INLINE void qk_grp(int dtype, const float *q, ptrdiff_t q_stride, const void *k,
                                  ptrdiff_t k_stride, size_t nq, size_t nk, size_t d, float scale,
                                  float *s, ptrdiff_t s_stride, const attn_grp *gs)

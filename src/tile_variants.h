@@ -1,23 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The per-dtype entry points of a module's tile family, written once for
- * every ISA: each tile_<isa>.c and quant_<isa>.c includes its ISA's body
- * (src/x86/tile_<isa>_tmpl.h, src/arm/tile_<isa>_tmpl.h,
- * src/scalar/tile_scalar_tmpl.h), which defines qk_tile, qk_diag, pv_tile
- * and to_f32 as always-inline functions whose first argument is an ATTN_KV_*
- * dtype, and ends with
+ * The per-dtype entry points of every ISA's tile family. Contract: a body
+ * defines qk_tile, qk_diag, pv_tile and to_f32 (and, per file, the slots
+ * src/kernel_list.h names) as always-inline functions whose first argument
+ * is an ATTN_KV_* dtype, and ATTN_E4M3_FINITE (below); the file then ends
+ * with ATTN_TILE_FILE(file, isa, ext), one kernel per row of the list and
+ * the file's init.
  *
- *   ATTN_TILE_FILE(file, isa, ext)
- *
- * which defines one kernel attn_<slot>_<dtype>_<isa> per row that
- * src/kernel_list.h gives the file (tile: the float K/V dtypes, quant: the
- * quantized ones), each the body at that dtype, and the file's init
- * (ATTN_KERNEL_FILE).
- *
- * It also holds the dtype facts every ISA's body uses: the bytes and
- * values of a stride unit (src/dtype_list.h) and row addresses, formed in
- * unsigned arithmetic from the stride in units (src/prefetch.h says why: a
- * dimension of extent 1 may carry any stride).
+ * Row addresses are unsigned arithmetic from the stride in units
+ * (src/prefetch.h says why: a dimension of extent 1 may carry any stride).
  */
 #ifndef ATTN_TILE_VARIANTS_H
 #define ATTN_TILE_VARIANTS_H
@@ -28,18 +19,11 @@
 #include "dsp.h"
 
 /*
- * E4M3 tiles checked once for NaN bytes. Turning S.1111.111 into NaN is a
- * third of an E4M3 load's vector instructions (AVX-512: 3 of 8 per 16
- * values), and a cache rarely holds one; so a body whose
- * ATTN_E4M3_FINITE(base, stride, rows, n) scans rows of n bytes (`stride`
- * bytes apart, 2 instructions per 64 bytes, leaving them in L1 for the
- * kernel) runs a tile without NaN bytes at the dtype ATTN_KV_E4M3_FINITE,
- * whose loads skip the fix-up; the values are the same either way. A body
- * without a scan defines ATTN_E4M3_FINITE(...) as 0 and never sees that
- * dtype (every body must define it: a missing one does not compile).
- * ATTN_E4M3_SCANNED is that choice, for a kernel or a body's block:
- * call(t) at t = ATTN_KV_E4M3_FINITE for E4M3 rows without a NaN byte, at
- * t = dt (an ATTN_KV_* value) otherwise.
+ * The NaN fix-up of S.1111.111 costs a third of an E4M3 load, and a cache
+ * rarely holds one: a body whose ATTN_E4M3_FINITE(base, stride, rows, n)
+ * finds no NaN byte (the scan leaves the rows in L1) runs the tile at
+ * ATTN_KV_E4M3_FINITE, whose loads skip it; the values are the same. A body
+ * without a scan defines it as 0 and never sees that dtype.
  */
 #define ATTN_KV_DT_MASK 0xff
 #define ATTN_KV_E4M3_FINITE (ATTN_KV_FP8_E4M3 | 0x100)
@@ -52,12 +36,10 @@
     } while (0)
 
 /*
- * The tail of a loop that ran in steps of `max` (at most ATTN_TAIL_MAX):
- * CALL(n) once for the n = rest left (0 < rest < max; nothing for 0), n a
- * constant so that the micro-kernel CALL reaches unrolls for it. rest >= max
- * is a caller's bug the compiler may assume away; the cases past max call
- * CALL(1), so that no out-of-range shape is compiled. One ladder for every
- * body's row, key and vector tails.
+ * CALL(n) for the rest < max left by a loop in steps of max, n a constant so
+ * that the micro-kernel unrolls for it. rest >= max is a caller's bug the
+ * compiler may assume away; cases past max call CALL(1), so no out-of-range
+ * shape is compiled.
  */
 #define ATTN_TAIL_MAX 8
 #define ATTN_TAIL_N(n, max) ((n) < (max) ? (n) : 1)
@@ -102,9 +84,8 @@
     {                                                                                        \
         qk_diag(ATTN_KV_IDX(dt), q, q_stride, rows, nq, d, scale, s);                        \
     }
-/* qk_diag of a body whose qk_tile sums every score in one order whatever
-   the tile's shape (scalar, NEON, SVE): each row as a 1 x 1 tile. Such a
-   body expands it after its qk_tile, with its inline attributes. */
+/* Only for a body whose qk_tile sums every score in one order whatever the
+   tile's shape: each row as a 1 x 1 tile. */
 #define ATTN_QK_DIAG_BY_TILE(attrs)                                                          \
     attrs void qk_diag(int dt, const float *q, ptrdiff_t q_stride, const void *const *rows,  \
                        size_t nq, size_t d, float scale, float *s)                           \
@@ -119,9 +100,7 @@
         ATTN_E4M3_SCANNED((int)ATTN_KV_IDX(dt), src, 0, 1, n, ATTN_TO_F32_CALL);             \
     }
 #define ATTN_TO_F32_CALL(t) to_f32(t, src, dst, n)
-/* The body's to_f32 per row, then each group times its scale: a loop the
-   compiler vectorises for the file's ISA (one kernel call per run of rows
-   instead of two per row and group). */
+/* The scaling loop is vectorised by the compiler for the file's ISA. */
 #define ATTN_TO_F32_ROW(t) to_f32(t, x, y, n)
 #define ATTN_TILE_KERNEL_to_f32_scaled(dt, isa)                                              \
     static void attn_to_f32_scaled_##dt##_##isa(                                             \
@@ -142,25 +121,20 @@
         }                                                                                    \
     }
 
-/* FP8 scale groups read in place (src/dsp.h, qk_grp and pv_grp): each
-   body's qk_grp and pv_grp take the scales as an attn_grp, which the
-   bodies' shared loops take as NULL for the plain kernels (a constant the
-   compiler folds away). */
+/* The bodies' shared loops take NULL for the plain kernels, a constant the
+   compiler folds away. */
 typedef struct attn_grp {
-    const float *s;  /* key 0's scales */
+    const float *s;
     ptrdiff_t step;  /* floats between keys' scales */
     size_t g;        /* values per scale, a multiple of ATTN_GRP_STEP */
 } attn_grp;
 
-/* Key c's scales: the one of value i is at [i / g]. */
 static inline __attribute__((always_inline)) const float *attn_grp_row(const attn_grp *gs, size_t c)
 {
     return gs->s + (ptrdiff_t)c * gs->step;
 }
 
-/* A Q.K^T loop over values t (ascending, from 0) keeps its keys' factors
-   of one group: whether value t starts the next (t reaches *gend), and
-   then which (*gi) and where it ends. */
+/* For a loop over ascending t from 0: whether t starts the next group. */
 static inline __attribute__((always_inline)) int attn_grp_next(const attn_grp *gs, size_t t,
                                                                size_t *gend, size_t *gi)
 {
@@ -192,8 +166,6 @@ static inline __attribute__((always_inline)) int attn_grp_next(const attn_grp *g
         pv_grp(ATTN_KV_IDX(dt), p, p_stride, v, v_stride, nq, nk, dv, acc, acc_stride, &gs); \
     }
 
-/* The dot file's slots (src/kernel_list.h): the body's qk_bf16, pv_bf16,
-   pt_bf16 and qk_i8, with qk_tile's, pv_tile's and pt_tile's signatures. */
 #define ATTN_TILE_KERNEL_qk_bf16(dt, isa) ATTN_TILE_KERNEL_QK(qk_bf16, dt, isa)
 #define ATTN_TILE_KERNEL_qk_i8(dt, isa) ATTN_TILE_KERNEL_QK(qk_i8, dt, isa)
 #define ATTN_TILE_KERNEL_QK(fn, dt, isa)                                                     \
@@ -223,9 +195,7 @@ static inline __attribute__((always_inline)) int attn_grp_next(const attn_grp *g
     ATTN_FILE_##file(ATTN_TILE_KERNEL, isa)                                                  \
     ATTN_KERNEL_FILE(file, isa, ext)
 
-/* The dtype facts of src/dtype_list.h, as switches the compiler folds for
-   the constant dtype of an instantiated body. */
-/* Bytes per stride unit of a K/V dtype (one value, or one block). */
+/* src/dtype_list.h's facts, folded for an instantiated body's constant dtype. */
 static inline __attribute__((always_inline)) size_t attn_kv_unit_bytes(int dt)
 {
     ATTN_DTYPE_GET(dt & ATTN_KV_DT_MASK, bytes, 1)
@@ -236,7 +206,6 @@ static inline __attribute__((always_inline)) int attn_kv_kind(int dt)
     ATTN_DTYPE_GET(dt & ATTN_KV_DT_MASK, kind, -1)
 }
 
-/* The block formats (Q8_0, Q4_0): ATTN_QBLOCK values per stride unit. */
 static inline __attribute__((always_inline)) int attn_kv_is_block(int dt)
 {
     return attn_kv_kind(dt) == ATTN_DTYPE_KIND_QBLOCK;
@@ -248,13 +217,11 @@ static inline __attribute__((always_inline)) int attn_kv_is_quant(int dt)
     return attn_kv_is_block(dt) || attn_kv_kind(dt) == ATTN_DTYPE_KIND_FP8;
 }
 
-/* Bytes of n values of a K/V row. */
 static inline __attribute__((always_inline)) size_t attn_kv_row_bytes(int dt, size_t n)
 {
     return n / (attn_kv_is_block(dt) ? ATTN_QBLOCK : 1) * attn_kv_unit_bytes(dt);
 }
 
-/* Row c of an array whose rows lie `step` bytes apart. */
 static inline __attribute__((always_inline)) const unsigned char *
 attn_kv_row(const void *base, size_t c, uintptr_t step)
 {

@@ -97,14 +97,10 @@ attn_status attn_check_disjoint(const attn_range_set *set)
 }
 
 /*
- * Checks that the view [nb][nh][nr][nc] of t is addressable without overflow
- * and, for outputs, that no two elements share an address (no broadcast, no
- * overlapping rows). The non-overlap test sorts the outer dimensions by
- * stride and requires each stride to step over everything inside it: exact
- * for every nested layout ([B,H,L,D], [B,L,H,D], padded rows). A negative
- * stride is ATTN_ERR_STRIDE whatever the extents: it is looked for before
- * any size is computed, so the status does not depend on which dimension
- * has it.
+ * Non-overlap: the outer dimensions sorted by stride, each stride must step
+ * over everything inside it, exact for every nested layout. A negative
+ * stride is looked for before any size is computed, so the status does not
+ * depend on which dimension has it.
  */
 attn_status attn_check_tensor(const attn_tensor *t, int64_t nb, int64_t nh, int64_t nr,
                               int64_t nc, int is_output, attn_byte_range *range)
@@ -236,11 +232,7 @@ attn_status attn_check_shape(const attn_shape *shape)
     return ATTN_OK;
 }
 
-/*
- * What a line of src/option_list.h asks of its field, by kind: each macro
- * below expands ATTN_X_<what>_<kind>(field, extent, dtype), so a field is
- * only ever used as what its kind says it is.
- */
+/* ATTN_X_<what>_<kind>: a field is only ever used as its kind says. */
 #define ATTN_X_NOTHING(f, e, t)
 
 /* A tensor option that is given must have data ... */
@@ -281,11 +273,8 @@ static attn_status check_option_dtypes(const attn_options *o)
     return ATTN_OK;
 }
 
-/*
- * Every I32, I64 and TENSOR option that is given, as an input range of set
- * over the extent its line names. (PAGES and SCRATCH depend on the call:
- * attn_validate adds the block table, the forward's attn_op the workspace.)
- */
+/* PAGES and SCRATCH depend on the call: attn_validate adds the block table,
+   the forward's attn_op the workspace. */
 #define ATTN_X_RANGE(f, kind, extent, dtype, off, since, rule) ATTN_X_RANGE_##kind(f, extent, dtype)
 #define ATTN_X_RANGE_I32(f, e, t)                                                           \
     if (o->f)                                                                              \
@@ -300,8 +289,6 @@ static attn_status check_option_dtypes(const attn_options *o)
 #define ATTN_X_RANGE_HOOK ATTN_X_NOTHING
 #define ATTN_X_RANGE_PAGES ATTN_X_NOTHING
 #define ATTN_X_RANGE_SCRATCH ATTN_X_NOTHING
-/* An array option of ext[0] * ext[1] * ext[2] entries (its view's first
-   three extents). */
 static attn_status add_entries(attn_range_set *set, const void *p, const int64_t ext[4],
                                size_t size)
 {
@@ -314,9 +301,8 @@ static attn_status add_entries(attn_range_set *set, const void *p, const int64_t
 attn_status attn_add_option_ranges(attn_range_set *set, const attn_options *o,
                                    const attn_shape *s)
 {
-    /* KEYS: like k's rows, the pool with a block table (whose description
-       the operations that read k check first; one with a nonsense
-       description is ranged as dense, its call refused anyway) */
+    /* with a nonsense paging description, ranged as dense: the call is
+       refused anyway */
     const int pool = o->block_table && o->num_blocks > 0 && o->block_size > 0;
     const int64_t k_cols = s->head_dim - o->k_tail_dim; /* k's own part (1.9) */
     const int64_t ext[][4] = {
@@ -562,17 +548,11 @@ static attn_status check_offsets(const int32_t *offsets, const int32_t *lens, in
     return ATTN_OK;
 }
 
-/*
- * The paging description and every block-table entry a visible key needs.
- * The keys some query of sequence b may see form one interval (attn_seq_keys
- * moves both ends forward with i), from the first query that sees any to the
- * last; only the entries of its pages are read, here and in the drivers.
- */
 int64_t attn_block_table_entries(const attn_options *o, const attn_shape *s)
 {
     const int64_t pages = (s->kv_len + o->block_size - 1) / o->block_size;
     int64_t entries;
-    if (s->batch == 0 || pages == 0) /* an empty problem reads no entry */
+    if (s->batch == 0 || pages == 0)
         return 0;
     if (__builtin_mul_overflow(s->batch - 1, o->block_table_stride, &entries) ||
         __builtin_add_overflow(entries, pages, &entries))
@@ -606,9 +586,7 @@ attn_status attn_check_own_pages(const attn_problem *pb, int64_t b, int64_t lo, 
     return ATTN_OK;
 }
 
-/* The entries of the pages that hold keys [lo, hi) (counted from the
-   sequence's first key) of sequence b: b's own, and below its shared
-   prefix those of the sequences it shares them with (kv.h reads there). */
+/* Below a shared prefix, the sharing sequences' entries (kv.h reads there). */
 static attn_status check_pages(const attn_problem *pb, int64_t b, int64_t lo, int64_t hi)
 {
     for (; lo < hi; b--) {
@@ -620,6 +598,8 @@ static attn_status check_pages(const attn_problem *pb, int64_t b, int64_t lo, in
     return ATTN_OK;
 }
 
+/* The keys a sequence's queries see form one interval (attn_seq_keys moves
+   both ends forward with i); only its pages' entries are ever read. */
 static attn_status check_block_table(const attn_problem *pb, const attn_shape *s,
                                      attn_range_set *set)
 {
@@ -634,9 +614,8 @@ static attn_status check_block_table(const attn_problem *pb, const attn_shape *s
                 break;
         }
         if (i == lq)
-            continue; /* no query of this sequence sees a key */
-        /* the last row that sees a key: later rows (a window moved past
-           the keys) read no page, so their bounds are not pages */
+            continue;
+        /* later rows (a window moved past the keys) read no page */
         for (int64_t j = lq - 1; j >= i; j--) {
             attn_seq_keys(pb, b, j, &last_lo, &last_hi);
             if (last_lo < last_hi)

@@ -1,44 +1,20 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * NEON kernel of the int8 mode (attn_precision, include/attn.h; the dot_i8
- * file of src/kernel_list.h, its bf16 twin is src/arm/dot_neon.c), on
- * FEAT_DotProd's SDOT. Built with -march=armv8.2-a+dotprod
- * (src/arm/meson.build) and installed only where the kernel reports it
- * (HWCAP_ASIMDDP, src/cpu.c); the SVE table keeps it (src/isa_list.h)
- * unless it has SVE's I8MM (below).
- * src/arm/dot_i8_mmla_neon.c includes it for FEAT_I8MM's SMMLA (the
- * dot_i8_mmla file, ATTN_DOT_I8_MMLA below), for the CPUs that have it
- * (Neoverse V1, N2, V2): the same quantization, block sums and f32 steps,
- * so the same bits, with twice the products per instruction; and
- * src/arm/dot_i8_sve.c on SVE's SMMLA (ATTN_DOT_I8_SVE, the SVE table's
- * dot_i8 file, where HWCAP2_SVEI8MM is set): the SMMLA kernel on whole
- * vectors, a 2 x 2 block per 128-bit segment, with the same bits.
- *
- * It quantizes q exactly as src/lowp.h says (the same IEEE operations, so
- * the same bits), sums the integer products exactly (SDOT multiplies
- * signed bytes: the Q8_0 integers as stored, the Q4_0 nibbles less 8, so
- * no offset has to be undone), and differs from the scalar oracle
- * (src/scalar/dot_scalar.c) only in the order of the f32 additions of the
- * block sums, and in adding each with one fused multiply-add.
- *
- *   qk_i8:   q quantized per 32-block once per call (src/lowp.h's rule);
- *            8 keys' integers transposed so that lane j of a vector holds
- *            key j's 4 values of a dword, then per block 8 SDOTs by
- *            element (the row's dword as the lane) per 4 keys sum the
- *            whole block in int32, one conversion (exact: |sum| < 2^24)
- *            and one multiply-add by fl(dk * dq) per block.
- *            SMMLA instead: a pair of rows times a pair of keys, 8 values
- *            of each, into the four sums [r0 k0, r0 k1, r1 k0, r1 k1]; the
- *            keys packed as pairs (8 values of one key, then the same 8 of
- *            the next), a row pair's 8 values formed from its rows'
- *            quantized blocks; 4 SMMLAs per block and pair of pairs.
+ * The int8 mode's kernel (attn_precision, include/attn.h) on SDOT; with
+ * ATTN_DOT_I8_MMLA on SMMLA (src/arm/dot_i8_mmla_neon.c), with
+ * ATTN_DOT_I8_SVE on SVE's SMMLA (src/arm/dot_i8_sve.c): all three give the
+ * same bits. q is quantized as src/lowp.h says (the same IEEE operations,
+ * so the same bits) and the integer products are summed exactly (signed
+ * bytes: Q4_0's nibbles less 8, no offset to undo). The result differs from
+ * the scalar oracle only in the order of the f32 additions of the block
+ * sums, each added with one FMA by fl(dk * dq).
  */
 #include "lowp.h"
 #include "tile_variants.h"
 #include "arm/tile_neon_tmpl.h"
 
 #if defined(ATTN_DOT_I8_SVE)
-#define ATTN_DOT_I8_MMLA 1 /* SVE's SMMLA: the pair layout of the NEON one */
+#define ATTN_DOT_I8_MMLA 1 /* the pair layout of the NEON SMMLA */
 #include <arm_sve.h>
 #include "arm/sve.h"
 #if !defined(__ARM_FEATURE_SVE_MATMUL_INT8)
@@ -52,11 +28,8 @@
 #error "dot_i8_neon.c needs the dotprod flags of src/arm/meson.build"
 #endif
 
-/* Keys per group (NEON: two vectors of lanes, 4 pairs; SVE: 4 vectors of
-   pairs, one pair per 128-bit segment) and blocks per packed chunk (d 512
-   on NEON), so that the panel is 4 KiB (stack: 4 KiB of panel, 10 KiB of
-   quantized query, ATTN_TASK_STACK_BYTES). Past a chunk the sums wait in s,
-   so neither changes the bits. */
+/* A 4 KiB panel, for ATTN_TASK_STACK_BYTES. Past a chunk the sums wait in
+   s, so these sizes do not change the bits. */
 #if defined(ATTN_DOT_I8_SVE)
 #define I8_KEYS (2 * svcntw())
 #define I8_BLOCKS (svcntw() <= 4 ? 16 : 64 / svcntw())
@@ -70,12 +43,10 @@
 #define I8_SCALE_WORDS (I8_PANEL_WORDS / 8 * I8_KS_PER_KEY)
 #define I8_ALIGN 16
 #define I8_INLINE static ALWAYS_INLINE
-#define I8_ROWS 4 /* query rows per micro-kernel */
+#define I8_ROWS 4
 
-/* src/lowp.h's attn_q8_quantize on 32 values, vectorised: the same IEEE
-   operations (max, one division for dq, one for 1/dq, one multiply and a
-   round to nearest even per value), so the same bits. b->sum is left 0:
-   nothing here needs it. */
+/* src/lowp.h's attn_q8_quantize with the same IEEE operations, so the same
+   bits. b->sum is left 0: nothing here needs it. */
 static ALWAYS_INLINE void i8_quantize(const float *x, attn_q8_block *b)
 {
     float32x4_t v[8];
@@ -104,8 +75,6 @@ static ALWAYS_INLINE void i8_quantize(const float *x, attn_q8_block *b)
     vst1q_s8(b->n + 16, vcombine_s8(vmovn_s16(h[2]), vmovn_s16(h[3])));
 }
 
-/* The 32 integers of a block as signed bytes, in order: values 0-15 in
-   *lo, 16-31 in *hi. */
 static ALWAYS_INLINE void i8_block(int dt, const unsigned char *blk, int8x16_t *lo, int8x16_t *hi)
 {
     if (dt == ATTN_KV_Q8_0) {
@@ -113,13 +82,11 @@ static ALWAYS_INLINE void i8_block(int dt, const unsigned char *blk, int8x16_t *
         *hi = vld1q_s8((const int8_t *)(blk + 18));
         return;
     }
-    const uint8x16_t x = vld1q_u8(blk + 2); /* Q4_0: 0-15 low nibbles, 16-31 high */
+    const uint8x16_t x = vld1q_u8(blk + 2);
     *lo = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(x, vdupq_n_u8(0x0f))), vdupq_n_s8(8));
     *hi = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(x, 4)), vdupq_n_s8(8));
 }
 
-/* A row's 8 f32 sums of a group (keys 0-3, 4-7; n0 + n1 of them) as two
-   vectors: from s (the lanes past them 0), or 0 for the first chunk. */
 static ALWAYS_INLINE void i8_load_row(const float *sr, size_t n0, size_t n1, int first,
                                       float32x4_t *y)
 {
@@ -128,7 +95,6 @@ static ALWAYS_INLINE void i8_load_row(const float *sr, size_t n0, size_t n1, int
                         : n1 == 4 ? vld1q_f32(sr + 4) : load_part(sr + 4, n1, 0.0f);
 }
 
-/* The same stored back, times scale after the last chunk. */
 static ALWAYS_INLINE void i8_store_row(float *sr, const float32x4_t *y, size_t n0, size_t n1,
                                        int last, float scale)
 {
@@ -144,11 +110,7 @@ static ALWAYS_INLINE void i8_store_row(float *sr, const float32x4_t *y, size_t n
 
 #ifndef ATTN_DOT_I8_MMLA
 
-/*
- * Packs blocks b0 .. b0 + nb of the keys of a group (nkeys <= 8, the rest
- * zero): kp[(b * 8 + w) * 8 + j] = dword w (values 4w .. 4w + 3) of block b
- * of key j; ks[b * 8 + j] = that block's scale.
- */
+/* kp[(b * 8 + w) * 8 + j] = dword w of block b of key j (zero past nkeys). */
 static ALWAYS_INLINE void i8_pack(int dt, const unsigned char *k, uintptr_t kb, size_t nkeys,
                                   size_t b0, size_t nb, uint32_t *kp, float *ks)
 {
@@ -178,8 +140,7 @@ static ALWAYS_INLINE void i8_pack(int dt, const unsigned char *k, uintptr_t kb, 
         }
 }
 
-/* s[r][x] += key vector x of dword w times dword `lane` of row r's q
-   vector; lane must be a constant. */
+/* lane must be a constant */
 #define I8_DOT(w, qv, lane)                                                                 \
     do {                                                                                    \
         const int8x16_t k0 = vreinterpretq_s8_u32(vld1q_u32(kp + (b * 8 + (w)) * I8_KEYS));  \
@@ -192,17 +153,12 @@ static ALWAYS_INLINE void i8_pack(int dt, const unsigned char *k, uintptr_t kb, 
         }                                                                                   \
     } while (0)
 
-/*
- * R rows (R <= 4) x one packed group over the nb blocks of the chunk: the
- * f32 sums start from zero (first chunk) or from the partial sums left in
- * s, and are stored back (scaled after the last chunk), lanes < nkeys.
- */
 static ALWAYS_INLINE void i8_rows(int dt, size_t R, const attn_q8_block *qb, size_t q_blocks,
                                   const uint32_t *kp, const float *ks, size_t nb, float *s,
                                   ptrdiff_t s_stride, size_t nkeys, int first, int last,
                                   float scale)
 {
-    (void)dt; /* SDOT and SMMLA take Q4_0's nibbles as signed values: no offset */
+    (void)dt;
     const size_t n0 = nkeys < 4 ? nkeys : 4, n1 = nkeys > 4 ? nkeys - 4 : 0;
     float32x4_t acc[I8_ROWS][2];
     UNROLL
@@ -229,7 +185,7 @@ static ALWAYS_INLINE void i8_rows(int dt, size_t R, const attn_q8_block *qb, siz
         const float32x4_t dk0 = vld1q_f32(ks + b * I8_KEYS), dk1 = vld1q_f32(ks + b * I8_KEYS + 4);
         UNROLL
         for (size_t r = 0; r < R; r++) {
-            /* the exact integer block sum: |it| < 2^24, so converting is exact */
+            /* |integer block sum| < 2^24: converting is exact */
             const float dq = qb[r * q_blocks + b].dq;
             acc[r][0] = vfmaq_f32(acc[r][0], vcvtq_f32_s32(is[r][0]), vmulq_n_f32(dk0, dq));
             acc[r][1] = vfmaq_f32(acc[r][1], vcvtq_f32_s32(is[r][1]), vmulq_n_f32(dk1, dq));
@@ -244,13 +200,8 @@ static ALWAYS_INLINE void i8_rows(int dt, size_t R, const attn_q8_block *qb, siz
 
 #else /* ATTN_DOT_I8_MMLA */
 
-/*
- * Packs blocks b0 .. b0 + nb of the keys of a group (nkeys <= I8_KEYS, the
- * rest zero) for SMMLA: kp[((b * 4 + w) * G + g) * 4 ..] (G = I8_KEYS / 2
- * pairs), 16 bytes, = values 8w .. 8w + 7 of block b of key 2g, then the
- * same of key 2g + 1; ks[b * I8_KEYS + j] = key j's block scale (SVE:
- * ks[(b * G + g) * 4 ..] = the pair's scales twice, the lanes of its sums).
- */
+/* For SMMLA: 16 bytes per key pair g and 8 values w, key 2g's then key
+   2g + 1's; SVE's ks holds a pair's scales twice, as its sums' lanes. */
 static ALWAYS_INLINE void i8_pack(int dt, const unsigned char *k, uintptr_t kb, size_t nkeys,
                                   size_t b0, size_t nb, uint32_t *kp, float *ks)
 {
@@ -289,19 +240,14 @@ static ALWAYS_INLINE void i8_pack(int dt, const unsigned char *k, uintptr_t kb, 
 
 #if !defined(ATTN_DOT_I8_SVE)
 
-/*
- * R rows (R <= 4: two pairs, an odd R's last pair completed by a zero row
- * whose sums are dropped) x one packed group over the nb blocks of the
- * chunk, as the SDOT kernel's i8_rows: per score the same block sums and
- * the same f32 steps in the same order. acc[p][g] holds the sums of row
- * pair p and key pair g: [r0 k0, r0 k1, r1 k0, r1 k1].
- */
+/* As the SDOT i8_rows, per score the same block sums and f32 steps in the
+   same order; an odd R's last pair has a zero row whose sums are dropped. */
 static ALWAYS_INLINE void i8_rows(int dt, size_t R, const attn_q8_block *qb, size_t q_blocks,
                                   const uint32_t *kp, const float *ks, size_t nb, float *s,
                                   ptrdiff_t s_stride, size_t nkeys, int first, int last,
                                   float scale)
 {
-    (void)dt; /* SDOT and SMMLA take Q4_0's nibbles as signed values: no offset */
+    (void)dt;
     const size_t n0 = nkeys < 4 ? nkeys : 4, n1 = nkeys > 4 ? nkeys - 4 : 0;
     const size_t P = (R + 1) / 2;
     float32x4_t acc[2][4];
@@ -352,8 +298,6 @@ static ALWAYS_INLINE void i8_rows(int dt, size_t R, const attn_q8_block *qb, siz
             const float32x4_t dkk = vcombine_f32(dk, dk);
             UNROLL
             for (size_t p = 0; p < P; p++)
-                /* the exact integer block sums (|it| < 2^24: converting is
-                   exact) times fl(dk * dq), as i8_rows of the SDOT build */
                 acc[p][g] = vfmaq_f32(acc[p][g], vcvtq_f32_s32(is[p][g]), vmulq_f32(dkk, dq[p]));
         }
     }
@@ -376,14 +320,8 @@ static ALWAYS_INLINE void i8_rows(int dt, size_t R, const attn_q8_block *qb, siz
 
 #else /* ATTN_DOT_I8_SVE */
 
-/*
- * SVE's SMMLA: per 128-bit segment what the NEON one does, so a vector holds
- * S = svcntw() / 4 key pairs; the row pair's 16 bytes are replicated to
- * every segment (LD1RQ of each row's 16 values, TRN of their 8-byte
- * halves). Named accumulators (sizeless types form no arrays): a<h><j>
- * (f32) and i<h><j> (the block's int32 sums) for row pair h and vector j;
- * per score the NEON kernel's block sums and f32 steps, in its order.
- */
+/* SVE: per 128-bit segment what the NEON SMMLA does, in its order. Named
+   accumulators a<h><j>, i<h><j>: sizeless types form no arrays. */
 #define SV_J(M, h) M(h, 0) M(h, 1) M(h, 2) M(h, 3)
 #define SV_ALL(M) SV_J(M, 0) SV_J(M, 1)
 
@@ -415,7 +353,7 @@ static ALWAYS_INLINE void i8_rows(int dt, size_t R, const attn_q8_block *qb, siz
 #define SV_IDECL(h, j) svint32_t i##h##j = izero;
         SV_ALL(SV_IDECL)
 #undef SV_IDECL
-        for (size_t hh = 0; hh < 2; hh++) { /* values 16 hh .. 16 hh + 15: w = 2 hh, 2 hh + 1 */
+        for (size_t hh = 0; hh < 2; hh++) {
 #define SV_Q(x) ((x) ? svreinterpret_u64_s8(svld1rq_s8(all8, (x)->n + 16 * hh)) : svdup_n_u64(0))
             const svuint64_t q0 = SV_Q(x0), q1 = SV_Q(x1), q2 = H > 1 ? SV_Q(x2) : svdup_n_u64(0);
             const svuint64_t q3 = H > 1 ? SV_Q(x3) : svdup_n_u64(0);
@@ -435,8 +373,7 @@ static ALWAYS_INLINE void i8_rows(int dt, size_t R, const attn_q8_block *qb, siz
 #undef SV_MM
             }
         }
-        /* the exact integer block sums (|it| < 2^24: converting is exact)
-           times fl(dk * dq), lanes (r0 k0, r0 k1, r1 k0, r1 k1) */
+        /* lanes (r0 k0, r0 k1, r1 k0, r1 k1) */
         const svfloat32_t dq0 = svdupq_n_f32(x0->dq, x0->dq, x1 ? x1->dq : 0.0f, x1 ? x1->dq : 0.0f);
         const svfloat32_t dq1 = H > 1 ? svdupq_n_f32(x2->dq, x2->dq, x3 ? x3->dq : 0.0f,
                                                      x3 ? x3->dq : 0.0f)

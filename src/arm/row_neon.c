@@ -1,24 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * NEON (AArch64 AdvSIMD) row kernels (row_max, exp_sum, row_scale, softcap,
- * add_bias, mask_bool, softmax_bwd) and the NEON table's init.
+ * NEON row kernels and the NEON table's init. Tails go lane by lane:
+ * nothing past element n is touched.
  *
- * exp: an inline polynomial, not SLEEF. Debian's SLEEF 3.5.1 ships no
- * inline headers, and Sleef_expf4_u10advsimd is declared with the base
- * AAPCS64 calling convention, under which a call clobbers every vector
- * register but the low halves of v8-v15: each call per 4 floats would spill
- * and reload the loop's sums and constants. On AVX2 the out-of-line SLEEF
- * exp made exp_sum about twice as slow; NEON's vectors are half as wide, so
- * there are twice as many calls per row. It shares the AVX2 kernels'
- * rounding constant and polynomial (src/exp_constants.h) but reduces by its
- * own two-part ln2 and evaluates 1 + r + r^2 P(r), so its results are not
- * bit-identical to AVX2's (within 1 ulp of double exp). The kernel tests check
- * it through exp_sum against the scalar oracle (libm) within the 1-ulp exp
- * tolerance of tests/tolerance.h, and bench/exp_accuracy.c sweeps it like
- * every ISA's exp (under qemu at a stride: docs/CROSS_TESTING.md §3).
- * tanh (softcap only, off the hot path) is Sleef_tanhf4_u10advsimd.
- *
- * Tails load and store lane by lane: nothing past element n is touched.
+ * exp is an inline polynomial, not SLEEF: SLEEF's out-of-line call clobbers
+ * every vector register but the low halves of v8-v15 (AAPCS64), spilling
+ * the loop's sums and constants per 4 floats. It shares src/exp_constants.h's
+ * polynomial but splits ln2 its own way, so it is not bit-identical to
+ * AVX2's; tests/tolerance.h's 1-ulp exp bound holds (bench/exp_accuracy.c,
+ * under qemu at a stride: docs/CROSS_TESTING.md §3). tanh (softcap only)
+ * is SLEEF's.
  */
 #include <arm_neon.h>
 #include <math.h>
@@ -31,21 +22,15 @@
 /* ------------------------------------------------------------------ exp */
 
 /*
- * exp(x) = 2^n * exp(r), n = round(x / ln 2), r = x - n ln 2 in
- * [-ln2/2, ln2/2] (two-constant Cody-Waite reduction with FMA), and
- * exp(r) = 1 + r + r^2 P(r), P of degree 4 (the AVX2 kernel's coefficients).
- * 2^n is applied as two factors 2^(n/2) so that results in the subnormal
- * range round once, like libm's, instead of flushing to 0.
- * x is clamped to [-104, 89] first: exp(-104) < 2^-150 rounds to +0 and
- * exp(89) overflows to +inf, so -inf gives 0 and +inf gives +inf. fmax/fmin
- * return NaN when either operand is NaN, so a NaN passes the clamp and
- * propagates through the polynomial.
+ * As the AVX2 full path (src/x86/row_avx2.c): x clamped to [-104, 89]
+ * (exp(-104) rounds to +0, exp(89) overflows; fmax/fmin pass a NaN), 2^n as
+ * two factors 2^(n/2) so that subnormal results round once, like libm's.
  */
 static ALWAYS_INLINE float32x4_t exp4(float32x4_t x)
 {
-    const float32x4_t magic = vdupq_n_f32(ATTN_EXP_ROUND_MAGIC); /* adding it rounds to integer */
+    const float32x4_t magic = vdupq_n_f32(ATTN_EXP_ROUND_MAGIC);
     x = vminq_f32(vdupq_n_f32(89.0f), vmaxq_f32(vdupq_n_f32(-104.0f), x));
-    float32x4_t k = vfmaq_f32(magic, x, vdupq_n_f32(ATTN_EXP_LOG2E)); /* x*log2(e) */
+    float32x4_t k = vfmaq_f32(magic, x, vdupq_n_f32(ATTN_EXP_LOG2E));
     float32x4_t n = vsubq_f32(k, magic);
     float32x4_t r = vfmaq_f32(x, n, vdupq_n_f32(-0x1.62e43p-1f));   /* ln2 hi */
     r = vfmaq_f32(r, n, vdupq_n_f32(0x1.05c61p-29f));                /* -(ln2 lo) */
@@ -99,11 +84,7 @@ static ALWAYS_INLINE void exp_accumulate(float32x4_t e, float32x4_t d, int weigh
     }
 }
 
-/*
- * Four vectors per iteration with separate sums: the exp chain is long,
- * and four independent ones keep the FMA pipes busy (the AVX2 kernel runs
- * two chains of twice the width).
- */
+/* four independent exp chains keep the FMA pipes busy */
 static ALWAYS_INLINE float exp_sum_body(float *x, size_t n, float max, float *weighted)
 {
     const int want_weighted = weighted != NULL;
@@ -227,7 +208,7 @@ static void attn_softmax_bwd_f32_neon(const float *p, const float *dp, float *ds
     if (i < n)
         a1 = vfmaq_f32(a1, load_part(p + i, n - i, 0.0f), load_part(dp + i, n - i, 0.0f));
     const float32x4_t dot = vdupq_n_f32(vaddvq_f32(vaddq_f32(a0, a1)));
-    /* element-wise, each input read before its output is written: ds may alias p or dp */
+    /* element-wise: ds may alias p or dp */
     for (i = 0; i + 4 <= n; i += 4)
         vst1q_f32(ds + i, vmulq_f32(vld1q_f32(p + i), vsubq_f32(vld1q_f32(dp + i), dot)));
     if (i < n) {

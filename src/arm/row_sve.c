@@ -1,23 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * SVE row kernels (row_max, exp_sum, row_scale, softcap, add_bias,
- * mask_bool, softmax_bwd) and the SVE table's init.
+ * SVE row kernels and the SVE table's init. Loops are predicated by
+ * svwhilelt: nothing past element n is read or written, and inactive lanes
+ * never enter a sum or a maximum (merging _m forms).
  *
- * Vector-length-agnostic: every loop steps by svcntw() and predicates its
- * loads and stores with svwhilelt, so the last, partial vector needs no
- * tail code and nothing past element n is read or written. Inactive lanes
- * never enter a sum or a maximum: the accumulating operations merge
- * (_m forms), leaving those lanes as they were.
- *
- * exp: the NEON kernel's exp4 (src/arm/row_neon.c), the same operations in
- * the same order: the same clamp, rounding constant, two-part ln2, degree-6
- * polynomial and two-step 2^n scaling. The suite checks it through exp_sum
- * against the scalar oracle within tests/tolerance.h's 1-ulp exp bound.
- * FEXPA (svexpa) was not used: it supplies only 2^(i/64) from a table, and
- * the polynomial around it would be a new one, unvalidated against that
- * bound.
- * tanh (softcap only) is SLEEF's vector-length-agnostic
- * Sleef_tanhfx_u10sve (1.0 ulp), which Debian's libsleef 3.5.1 provides.
+ * exp: the NEON exp4's operations in its order (src/arm/row_neon.c). Not
+ * FEXPA: it gives only 2^(i/64), and the polynomial around it would be a new
+ * one, unvalidated against tests/tolerance.h's 1-ulp bound. tanh is SLEEF's.
  */
 #include <arm_sve.h>
 #include <math.h>
@@ -29,17 +18,12 @@
 
 /* ------------------------------------------------------------------ exp */
 
-/*
- * exp(x) for the active lanes of pg (see row_neon.c's exp4 for the
- * derivation): x clamped to [-104, 89] (FMIN/FMAX pass NaN through),
- * n = round(x log2 e), r = x - n ln2 in two FMAs, exp(r) = 1 + r + r^2 P(r),
- * then 2^n as two factors 2^(n/2) so subnormal results round once.
- */
+/* exp(x) for the active lanes of pg. */
 static ALWAYS_INLINE svfloat32_t exp_sve(svbool_t pg, svfloat32_t x)
 {
     const svfloat32_t magic = svdup_n_f32(ATTN_EXP_ROUND_MAGIC);
     x = svmin_n_f32_x(pg, svmax_n_f32_x(pg, x, -104.0f), 89.0f);
-    const svfloat32_t k = svmla_n_f32_x(pg, magic, x, ATTN_EXP_LOG2E); /* magic + x log2(e) */
+    const svfloat32_t k = svmla_n_f32_x(pg, magic, x, ATTN_EXP_LOG2E);
     const svfloat32_t n = svsub_f32_x(pg, k, magic);
     svfloat32_t r = svmla_n_f32_x(pg, x, n, -0x1.62e43p-1f); /* ln2 hi */
     r = svmla_n_f32_x(pg, r, n, 0x1.05c61p-29f);              /* -(ln2 lo) */
@@ -87,8 +71,7 @@ static ALWAYS_INLINE void exp_accumulate(svbool_t pg, svfloat32_t e, svfloat32_t
     }
 }
 
-/* Two vectors per iteration with separate sums: the exp chain is long, and
-   independent chains keep the FMA pipes busy. */
+/* independent exp chains keep the FMA pipes busy */
 static ALWAYS_INLINE float exp_sum_body(float *x, size_t n, float max, float *weighted)
 {
     const int want_weighted = weighted != NULL;
@@ -130,8 +113,7 @@ static void attn_row_scale_f32_sve(float *x, size_t n, float s)
 
 static void attn_softcap_f32_sve(float *x, size_t n, float cap)
 {
-    /* the scalar kernel's operations: cap * tanh(x * (1 / cap)); inactive
-       lanes hold +0.0, whose tanh is harmless and never stored */
+    /* the scalar kernel's operations; inactive lanes hold +0.0, never stored */
     const float inv = 1.0f / cap;
     const size_t vl = svcntw();
     for (size_t i = 0; i < n; i += vl) {
@@ -152,8 +134,7 @@ static void attn_add_bias_f32_sve(float *x, const float *bias, size_t n)
 
 static void attn_mask_bool_f32_sve(float *x, const uint8_t *mask, size_t n)
 {
-    /* one mask byte per 32-bit lane; -inf is stored only where it is 0, so
-       visible elements are not even rewritten */
+    /* visible elements are not even rewritten */
     const svfloat32_t ninf = svdup_n_f32(-INFINITY);
     const size_t vl = svcntw();
     for (size_t i = 0; i < n; i += vl) {
@@ -174,7 +155,7 @@ static void attn_softmax_bwd_f32_sve(const float *p, const float *dp, float *ds,
     }
     const svbool_t all = svptrue_b32();
     const float dot = svaddv_f32(all, svadd_f32_x(all, a0, a1));
-    /* element-wise, each input read before its output is written: ds may alias p or dp */
+    /* element-wise: ds may alias p or dp */
     for (size_t i = 0; i < n; i += vl) {
         const svbool_t pg = sve_lanes(i, n);
         const svfloat32_t pv = svld1_f32(pg, p + i);

@@ -1,16 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/*
- * The helpers of the SVE kernels. They exist only where SVE code may be
- * generated (__ARM_FEATURE_SVE: the SVE files, compiled with
- * -march=armv8.2-a+sve). The kernels and their inits come from
- * src/kernel_list.h; the registry declares the table's init.
- *
- * Everything is vector-length-agnostic: a vector holds svcntw() floats
- * (4 to 64), loops step by it and every load and store is predicated by
- * svwhilelt, so tails need no scalar code and nothing past the last element
- * is touched. Sizeless SVE types cannot live in arrays, so there are no
- * VL-sized buffers anywhere.
- */
+/* The SVE kernels' helpers, only where SVE code may be generated. Loads and
+   stores are predicated by svwhilelt: nothing past the last element is
+   touched. */
 #ifndef ATTN_SVE_H
 #define ATTN_SVE_H
 
@@ -26,21 +17,15 @@
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 #endif
 
-/* Lanes i..n-1 of the vector starting at element i (all of them when
-   n - i >= svcntw(), none when i >= n). */
+/* Lanes i..n-1 of the vector starting at element i. */
 static ALWAYS_INLINE svbool_t sve_lanes(size_t i, size_t n)
 {
     return svwhilelt_b32_u64((uint64_t)i, (uint64_t)n);
 }
 
-/*
- * The elements base[i + lane] of a K/V array of `dtype`, as f32, for the
- * active lanes of pg; inactive lanes read nothing and hold +0.0.
- * 16-bit elements are loaded zero-extended into 32-bit lanes: an F16 value
- * then sits in the low (even) half of its lane, where fcvt reads it; a BF16
- * value is the high half of the f32 with the same value, so a shift by 16
- * is the whole conversion.
- */
+/* Inactive lanes read nothing and hold +0.0. 16-bit elements load
+   zero-extended: F16 in the low half, where fcvt reads it; BF16 needs only
+   a shift by 16. */
 static ALWAYS_INLINE svfloat32_t sve_load_kv(int dtype, svbool_t pg, const void *base,
                                              ptrdiff_t i)
 {
@@ -48,19 +33,13 @@ static ALWAYS_INLINE svfloat32_t sve_load_kv(int dtype, svbool_t pg, const void 
         return svld1_f32(pg, (const float *)base + i);
     const svuint32_t h = svld1uh_u32(pg, (const uint16_t *)base + i);
     if (dtype == ATTN_KV_F16)
-        /* zeroing form: inactive lanes are +0.0, not left undefined */
+        /* zeroing form: inactive lanes +0.0, not undefined */
         return svcvt_f32_f16_z(pg, svreinterpret_f16_u32(h));
     return svreinterpret_f32_u32(svlsl_n_u32_z(pg, h, 16));
 }
 
-/*
- * Rows and the 2 x 2 blocks of SVE's matrix multiplies (BFMMLA, SMMLA: per
- * 128-bit segment the lanes (x c0, x c1, y c0, y c1) of rows x, y and a
- * pair of columns), for the dot files' micro-kernels: the first n values
- * (n <= 2 svcntw()) of rows x and y (y NULL: zeros) as the blocks of the
- * column pairs in b0 .. b3, each a vector of svcntw() / 4 pairs, and back.
- * The row of a block is its 64-bit halves: even ones x, odd ones y.
- */
+/* Rows x, y (y NULL: zeros) to BFMMLA/SMMLA's 2 x 2 blocks, lanes (x c0,
+   x c1, y c0, y c1) per 128-bit segment, and back. */
 static ALWAYS_INLINE void sve_rows_to_blocks(const float *x, const float *y, size_t n,
                                              svfloat32_t *b0, svfloat32_t *b1, svfloat32_t *b2,
                                              svfloat32_t *b3)
@@ -77,7 +56,6 @@ static ALWAYS_INLINE void sve_rows_to_blocks(const float *x, const float *y, siz
     *b3 = svreinterpret_f32_u64(svzip2_u64(x1, y1));
 }
 
-/* One vector of a row: v, p[i] + v with add, or v * scale with scaled. */
 static ALWAYS_INLINE void sve_store_row_part(svbool_t pg, float *p, svfloat32_t v, int add,
                                              int scaled, float scale)
 {

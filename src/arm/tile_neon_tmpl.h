@@ -1,21 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The NEON (AArch64 AdvSIMD) tile family: qk_tile, pv_tile and to_f32
- * written once for every K/V dtype, F32/F16/BF16 (tile_neon.c) and
- * Q8_0/Q4_0/FP8 (quant_neon.c), which instantiate them through
- * src/tile_variants.h; SVE's table keeps the quantized ones (src/isa_list.h).
- * A dtype enters only through its loads (load4, load4_part) and its stride
- * unit (src/tile_variants.h): F16 is widened with fcvtl
- * (vcvt_f32_f16), BF16 with a 16-bit shift (shll), the quantized dtypes
- * decoded exactly into f32 (dsp.h), so the arithmetic after the load, the
- * row threshold, the prefetch and the blocking are the same for every
- * dtype. The blocking mirrors the AVX2 tile kernels
- * (src/x86/tile_avx2_tmpl.h) with 4-lane vectors and AArch64's 32
- * registers. Tails (d, dv, nk, nq not multiples of the blocking) use
- * lane-by-lane partial loads and stores: no kernel reads or writes past what
- * it is given (the block formats have none: their rows are whole 32-value
- * blocks). Row addresses are formed in unsigned arithmetic from the stride
- * in units (src/prefetch.h says why).
+ * The NEON tile family (qk_tile, pv_tile, to_f32), written once for every
+ * K/V dtype and instantiated through src/tile_variants.h; a dtype enters only
+ * through its loads (load4, load4_part). The blocking mirrors the AVX2
+ * kernels (src/x86/tile_avx2_tmpl.h) with 4-lane vectors and 32 registers.
+ * Tails go lane by lane: no kernel reads or writes past what it is given.
+ * Row addresses are unsigned arithmetic (src/prefetch.h says why).
  */
 #ifndef ATTN_ARM_TILE_NEON_TMPL_H
 #define ATTN_ARM_TILE_NEON_TMPL_H
@@ -28,17 +18,12 @@
 #include "prefetch.h"
 #include "tile_variants.h"
 
-/*
- * Fully unrolls a loop over the register block (trip count <= 4, known after
- * inlining), so the accumulator arrays live in registers. -O3 does this by
- * itself; -O2 (distribution builds, debugoptimized) does not, and would keep
- * the accumulators in memory.
- */
+/* Keeps the accumulator arrays in registers: -O2 (distribution builds) would
+   not unroll these loops by itself. */
 #define UNROLL _Pragma("GCC unroll 4")
 
 /* ------------------------------------------------------------------ dtypes */
 
-/* The dtype facts of src/tile_variants.h, by their short names here. */
 #define unit_bytes attn_kv_unit_bytes
 #define is_block attn_kv_is_block
 #define is_quant attn_kv_is_quant
@@ -55,7 +40,7 @@ static ALWAYS_INLINE float32x4_t widen_bf16(uint16x4_t h)
     return vreinterpretq_f32_u32(vshll_n_u16(h, 16));
 }
 
-/* The binary16 scale at the head of a block (no alignment assumed). */
+/* The binary16 scale at the head of a block (unaligned). */
 static ALWAYS_INLINE float block_scale(const unsigned char *blk)
 {
     uint16_t h;
@@ -63,13 +48,9 @@ static ALWAYS_INLINE float block_scale(const unsigned char *blk)
     return vgetq_lane_f32(vcvt_f32_f16(vreinterpret_f16_u16(vdup_n_u16(h))), 0);
 }
 
-/*
- * 4 E4M3 values (sign-extended to int32) to f32, exactly: exponent and
- * mantissa moved into an f32's and rebiased (+120) for normal values;
- * subnormals as 2^-6 * (1 + m/8) - 2^-6 = m * 2^-9, so no f32 subnormal is
- * formed and a flush-to-zero mode (FPCR.FZ) cannot change a value.
- * S.1111.111 becomes NaN.
- */
+/* 4 E4M3 values to f32, exactly: normals rebiased (+120); subnormals as
+   2^-6 (1 + m/8) - 2^-6 = m 2^-9, so no f32 subnormal is formed and FPCR.FZ
+   cannot change a value. S.1111.111 becomes NaN. */
 static ALWAYS_INLINE float32x4_t fp8_4(int dt, int32x4_t w)
 {
     const uint32x4_t mag = vandq_u32(vreinterpretq_u32_s32(vshlq_n_s32(w, 20)),
@@ -83,13 +64,12 @@ static ALWAYS_INLINE float32x4_t fp8_4(int dt, int32x4_t w)
     const uint32x4_t is_nan = vceqq_u32(mag, vdupq_n_u32(0x07F00000u));
     float32x4_t v = vbslq_f32(is_sub, sub, normal);
     v = vreinterpretq_f32_u32(vorrq_u32(vreinterpretq_u32_f32(v), sign));
-    if (dt == ATTN_KV_E4M3_FINITE) /* scanned: no NaN byte (tile_variants.h) */
+    if (dt == ATTN_KV_E4M3_FINITE)
         return v;
     return vbslq_f32(is_nan, vdupq_n_f32(__builtin_nanf("")), v);
 }
 
-/* Whether the rows rows of n E4M3 bytes at base, stride bytes apart, hold
-   no NaN byte: the largest low-seven-bits value is below 0x7f. */
+/* No NaN byte in the rows: every low-seven-bits value is below 0x7f. */
 static ALWAYS_INLINE int e4m3_finite(const void *base, ptrdiff_t stride, size_t rows, size_t n)
 {
     const uint8x16_t low7 = vdupq_n_u8(0x7f);
@@ -107,7 +87,6 @@ static ALWAYS_INLINE int e4m3_finite(const void *base, ptrdiff_t stride, size_t 
 }
 #define ATTN_E4M3_FINITE(base, stride, rows, n) e4m3_finite(base, stride, rows, n)
 
-/* Values t..t+3 (t a multiple of 4) of a row, as f32. */
 static ALWAYS_INLINE float32x4_t load4(int dt, const unsigned char *row, size_t t)
 {
     if (dt == ATTN_KV_F32)
@@ -126,7 +105,7 @@ static ALWAYS_INLINE float32x4_t load4(int dt, const unsigned char *row, size_t 
         uint32_t b;
         memcpy(&b, row + t, sizeof b);
         const uint8x8_t x = vreinterpret_u8_u32(vdup_n_u32(b));
-        return widen_f16(vget_low_u16(vshll_n_u8(x, 8))); /* SHLL: widen and shift in one */
+        return widen_f16(vget_low_u16(vshll_n_u8(x, 8)));
     }
     const unsigned char *blk = row + t / ATTN_QBLOCK * unit_bytes(dt);
     const size_t i = t % ATTN_QBLOCK;
@@ -135,7 +114,7 @@ static ALWAYS_INLINE float32x4_t load4(int dt, const unsigned char *row, size_t 
     if (dt == ATTN_KV_Q8_0) {
         memcpy(&b, blk + 2 + i, sizeof b);
         iv = vmovl_s16(vget_low_s16(vmovl_s8(vreinterpret_s8_u32(vdup_n_u32(b)))));
-    } else { /* Q4_0: values 0..15 in the low nibbles, 16..31 in the high */
+    } else { /* Q4_0: values 16..31 in the high nibbles */
         memcpy(&b, blk + 2 + (i & 15), sizeof b);
         uint8x8_t x = vreinterpret_u8_u32(vdup_n_u32(b));
         x = i & 16 ? vshr_n_u8(x, 4) : vand_u8(x, vdup_n_u8(0x0f));
@@ -146,8 +125,7 @@ static ALWAYS_INLINE float32x4_t load4(int dt, const unsigned char *row, size_t 
 }
 
 
-/* The first n (1..3) values from t, zeros in the other lanes (no block
-   format: their rows have no tails). */
+/* The first n (1..3) values, zeros elsewhere (no block format). */
 static ALWAYS_INLINE float32x4_t load4_part(int dt, const unsigned char *row, size_t t, size_t n)
 {
     if (dt == ATTN_KV_F32)
@@ -166,7 +144,6 @@ static ALWAYS_INLINE float32x4_t load4_part(int dt, const unsigned char *row, si
     return dt == ATTN_KV_F16 ? widen_f16(h) : widen_bf16(h);
 }
 
-/* Sum of each of the four vectors, as the four lanes of the result. */
 static ALWAYS_INLINE float32x4_t reduce4(float32x4_t a, float32x4_t b, float32x4_t c,
                                          float32x4_t d)
 {
@@ -175,29 +152,20 @@ static ALWAYS_INLINE float32x4_t reduce4(float32x4_t a, float32x4_t b, float32x4
 
 /* ------------------------------------------------------------------ qk_tile */
 
-/* Fewer query rows than this make a tile a stream of K and V from memory
-   (decode, small GQA groups, speculative decoding): prefetch, one V pass. */
+/* Fewer rows make a tile a stream of K and V: prefetch, one V pass. */
 #define FEW_ROWS 16
 
-/*
- * Micro-kernel: an R x C block of dot products (R <= 4 query rows, C <= 4
- * keys). As in the AVX2 kernel the dot products run along d, where q and k
- * rows are both contiguous, so each (row, key) pair owns one accumulator,
- * reduced horizontally once at the end. Per 4 elements of d it loads R + C
- * vectors for R*C FMAs: 4 x 4 uses 16 accumulators + 8 operands of the 32
- * vector registers (AVX2, with 16 registers, stops at 3 x 4).
- */
+/* As the AVX2 micro-kernel, up to 4 x 4: 16 accumulators and 8 operands fit
+   the 32 registers (AVX2's 16 stop at 3 x 4). */
 #define QK_ROWS 4
 #define QK_KEYS 4
 
-/* gs: each key value times its group's scale (qk_grp), keys kc.. of the
-   call's */
 static ALWAYS_INLINE void qk_micro_at(int dtype, size_t R, size_t C, const float *q,
                                       ptrdiff_t q_stride, const unsigned char *k, uintptr_t kb,
                                       size_t d, float scale, float *s, ptrdiff_t s_stride,
                                       const attn_grp *gs, size_t kc)
 {
-    float32x4_t ksc[QK_KEYS]; /* gs: each key's factor (zero until its group starts) */
+    float32x4_t ksc[QK_KEYS];
     for (size_t c = 0; c < C; c++)
         ksc[c] = vdupq_n_f32(0.0f);
     size_t gend = 0, gi = 0;
@@ -255,7 +223,7 @@ static ALWAYS_INLINE void qk_micro_at(int dtype, size_t R, size_t C, const float
     }
 }
 
-/* Few rows stream K from memory: prefetch ahead then (prefetch.h). */
+/* few rows stream K from memory */
 #define QK_PREFETCH_AHEAD(nq, bytes) ((nq) < FEW_ROWS ? attn_prefetch_rows_ahead(bytes) : 0)
 #include "qk_dot_tmpl.h"
 
@@ -271,21 +239,14 @@ ATTN_QK_DIAG_BY_TILE(static ALWAYS_INLINE)
 
 /* ------------------------------------------------------------------ pv_tile */
 
-/*
- * Micro-kernel: acc rows r..r+R, columns j..j+4W stay in R*W registers while
- * the keys of the chunk stream by. Keys go four at a time: one vector load
- * takes four weights of a row, and each key's v row is multiplied by one of
- * its lanes (fmla by element), so no weight is broadcast separately.
- * `tail` (1..3, or 0) makes the last vector partial.
- */
+/* R x W accumulators in registers while a chunk's keys stream by, four at a
+   time: one load takes four weights, used by element (fmla), so no weight
+   is broadcast separately. */
 #define PV_ROWS 4
 #define PV_VECS 4
-/* Keys per pass: this many v rows stay in L1 across the column chunks
-   (many rows; few rows take the whole tile in one pass, see pv_tile). */
+/* Keys per pass with many rows: these v rows stay in L1 across chunks. */
 #define PV_KEY_CHUNK 32
 
-/* The W vectors (the last one partial when tail != 0) from value j0 of v
-   row `row` (rows vb bytes apart). */
 static ALWAYS_INLINE void pv_load_v(int dtype, size_t W, size_t tail, const void *v,
                                     uintptr_t vb, size_t j0, size_t row, float32x4_t *vv,
                                     const attn_grp *gs, const size_t *grp)
@@ -295,12 +256,12 @@ static ALWAYS_INLINE void pv_load_v(int dtype, size_t W, size_t tail, const void
     for (size_t w = 0; w < W; w++) {
         vv[w] = (tail && w == W - 1) ? load4_part(dtype, base, j0 + 4 * w, tail)
                                      : load4(dtype, base, j0 + 4 * w);
-        if (gs) /* pv_grp: times the group's scale, vector w's group grp[w] */
+        if (gs)
             vv[w] = vmulq_n_f32(vv[w], attn_grp_row(gs, row)[grp[w]]);
     }
 }
 
-/* a[r][w] += lane `lane` of pr[r] * vv[w]; lane must be a constant. */
+/* lane must be a constant */
 #define PV_FMA_LANE(lane)                                                                  \
     do {                                                                                   \
         pv_load_v(dtype, W, tail, v, vb, j0, c + (lane), vv, gs, grp);             \
@@ -311,13 +272,12 @@ static ALWAYS_INLINE void pv_load_v(int dtype, size_t W, size_t tail, const void
                 a[r][w] = vfmaq_laneq_f32(a[r][w], vv[w], pr[r], (lane));                  \
     } while (0)
 
-/* pf > 0: also prefetches v rows of pf bytes ahead (prefetch.h). */
 static ALWAYS_INLINE void pv_micro(int dtype, size_t R, size_t W, size_t tail, const float *p,
                                    ptrdiff_t p_stride, const void *v, ptrdiff_t v_stride,
                                    size_t j0, size_t nk, size_t pf, float *acc,
                                    ptrdiff_t acc_stride, const attn_grp *gs)
 {
-    size_t grp[PV_VECS]; /* gs: the group of each vector's columns */
+    size_t grp[PV_VECS];
     for (size_t w = 0; gs && w < W; w++)
         grp[w] = (j0 + 4 * w) / gs->g;
     const size_t v_unit = unit_bytes(dtype);
@@ -369,8 +329,6 @@ static ALWAYS_INLINE void pv_micro(int dtype, size_t R, size_t W, size_t tail, c
 
 #undef PV_FMA_LANE
 
-/* Every column chunk of R rows, for the keys of one pass; pf > 0: the first
-   chunk prefetches whole v rows ahead. */
 static ALWAYS_INLINE void pv_cols(int dtype, size_t R, const float *p, ptrdiff_t p_stride,
                                   const void *v, ptrdiff_t v_stride, size_t nk, size_t dv,
                                   size_t pf, float *acc, ptrdiff_t acc_stride, const attn_grp *gs)
@@ -382,7 +340,6 @@ static ALWAYS_INLINE void pv_cols(int dtype, size_t R, const float *p, ptrdiff_t
     if (j)
         pf = 0;
     const size_t rest = dv - j, tail = rest % 4;
-    /* rest < 4 * PV_VECS: up to PV_VECS vectors, the last partial */
 #define PV_COLS_TAIL(n) pv_micro(dtype, R, n, tail, p, p_stride, v, v_stride, j, nk, pf, acc + j, \
                                  acc_stride, gs)
     ATTN_TAIL((rest + 3) / 4, PV_VECS + 1, PV_COLS_TAIL);
@@ -395,10 +352,8 @@ static ALWAYS_INLINE void pv_tile_at(int dtype, const float *p, ptrdiff_t p_stri
                                      const attn_grp *gs)
 {
     const uintptr_t vb = (uintptr_t)v_stride * unit_bytes(dtype);
-    /* Few rows (decode): V streams from memory; one pass over the whole
-       tile, its first column chunk prefetching whole rows ahead, as the
-       AVX2 kernel does (src/x86/tile_avx2_tmpl.h says what that was measured to
-       gain). */
+    /* few rows: one pass, as the AVX2 kernel (src/x86/tile_avx2_tmpl.h
+       says why) */
     const int few = nq < FEW_ROWS || gs; /* pv_grp: one pass, its keys from 0 */
     const size_t chunk = few ? nk : PV_KEY_CHUNK, pf = few ? row_bytes(dtype, dv) : 0;
     for (size_t c0 = 0; c0 < nk; c0 += chunk) {
@@ -425,8 +380,7 @@ static ALWAYS_INLINE void pv_tile(int dtype, const float *p, ptrdiff_t p_stride,
     pv_tile_at(dtype, p, p_stride, v, v_stride, nq, nk, dv, acc, acc_stride, NULL);
 }
 
-/* FP8 scale groups read in place (src/dsp.h): qk_grp is src/qk_dot_tmpl.h's;
-   the values times their scales where they are loaded. */
+/* FP8 scale groups (src/dsp.h); qk_grp is src/qk_dot_tmpl.h's. */
 static ALWAYS_INLINE void pv_grp(int dtype, const float *p, ptrdiff_t p_stride, const void *v,
                                  ptrdiff_t v_stride, size_t nq, size_t nk, size_t dv, float *acc,
                                  ptrdiff_t acc_stride, const attn_grp *gs)

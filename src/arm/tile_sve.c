@@ -1,16 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * SVE tile kernels: qk_tile, pv_tile and to_f32, one variant per K/V dtype.
- * F16 and BF16 elements are widened inside the loads (sve_load_kv), so the
- * arithmetic is the same f32 FMA code for every dtype.
- *
- * Vector-length-agnostic: vectors hold svcntw() floats, loops over d and dv
- * step by that and run their last iteration under a svwhilelt predicate, so
- * any d or dv works at any vector length without tail code. Register blocks
- * are written out as named variables (sizeless SVE types cannot form
- * arrays); a block smaller than the full one (R rows, C keys or W vectors
- * below 4) is the same function with the unused parts compiled out, since
- * R, C and W are constants after inlining.
+ * SVE tile kernels for the float dtypes, widened inside the loads. Loops
+ * end under a svwhilelt predicate: any d or dv at any vector length, no
+ * tail code. Register blocks are named variables (sizeless types form no
+ * arrays); R, C and W are constants after inlining, so a smaller block
+ * compiles the unused ones out.
  */
 #include <arm_sve.h>
 
@@ -24,15 +18,8 @@
 
 /* ------------------------------------------------------------------ qk_tile */
 
-/*
- * Micro-kernel: an R x C block of dot products (R <= 4 query rows, C <= 4
- * keys). The dot products run along d, where q and k rows are contiguous:
- * each (row, key) pair owns one accumulator, reduced once at the end. Per
- * vector of d it loads R + C vectors for R*C FMAs; 16 accumulators + 4 q +
- * 1 k vector fit SVE's 32 registers. Inactive lanes of the last step leave
- * the accumulators unchanged (merging FMA), so the reduction over all lanes
- * sums exactly the products of the row.
- */
+/* As the NEON micro-kernel (up to 4 x 4 in 32 registers). The last step's
+   inactive lanes leave the accumulators unchanged (merging FMA). */
 #define QK_FMA(r, c)                                                                       \
     do {                                                                                   \
         if (R > (r) && C > (c))                                                            \
@@ -104,7 +91,6 @@ static ALWAYS_INLINE void qk_micro(int dtype, size_t R, size_t C, const float *q
 #define QK_ROWS 4
 #define QK_KEYS 4
 
-/* Rows in groups of QK_ROWS for keys c..c+C of the tile. */
 static ALWAYS_INLINE void qk_rows(int dtype, size_t C, const float *q, ptrdiff_t q_stride,
                                   const void *k, ptrdiff_t k_stride, size_t nq, size_t d,
                                   float scale, float *s, ptrdiff_t s_stride)
@@ -130,12 +116,11 @@ static ALWAYS_INLINE void qk_rows(int dtype, size_t C, const float *q, ptrdiff_t
     }
 }
 
-/* Fewer query rows than this make a tile a stream of K and V from memory
-   (decode): prefetch, one V pass (as the NEON and x86 kernels do). */
+/* Fewer rows make a tile a stream of K and V: prefetch, one V pass. */
 #define FEW_ROWS 16
 
-/* Keys outermost: a group of QK_KEYS k rows stays in L1 while every query
-   row of the block passes over it; few rows prefetch K ahead (prefetch.h). */
+/* Keys outermost: a group of k rows stays in L1 while every query row
+   passes over it. */
 static ALWAYS_INLINE void qk_tile(int dtype, const float *q, ptrdiff_t q_stride, const void *k,
                                   ptrdiff_t k_stride, size_t nq, size_t nk, size_t d,
                                   float scale, float *s, ptrdiff_t s_stride)
@@ -171,12 +156,8 @@ ATTN_QK_DIAG_BY_TILE(static ALWAYS_INLINE)
 
 /* ------------------------------------------------------------------ pv_tile */
 
-/*
- * Micro-kernel: acc rows 0..R, W vectors of columns from j stay in R*W
- * registers (at most 16, plus W v vectors) while the keys stream by; each
- * key's weight is broadcast into an FMA with its v row. Vector w covers
- * columns j + w*VL under its own predicate, so the last one may be partial.
- */
+/* R x W accumulators in registers while the keys stream by; each vector has
+   its own predicate, so the last may be partial. */
 #define PV_ACC_LOAD(r, w)                                                                  \
     do {                                                                                   \
         if (R > (r) && W > (w))                                                            \
@@ -211,7 +192,6 @@ ATTN_QK_DIAG_BY_TILE(static ALWAYS_INLINE)
         PV_ALL(M, 3);                                                                      \
     } while (0)
 
-/* pf > 0: also prefetches v rows of pf bytes ahead (prefetch.h). */
 static ALWAYS_INLINE void pv_micro(int dtype, size_t R, size_t W, const float *p,
                                    ptrdiff_t p_stride, const void *v, ptrdiff_t v_stride,
                                    size_t nk, float *acc, ptrdiff_t acc_stride, size_t cols,
@@ -220,7 +200,6 @@ static ALWAYS_INLINE void pv_micro(int dtype, size_t R, size_t W, const float *p
     const size_t vl = svcntw();
     const size_t v_esize = attn_kv_unit_bytes(dtype);
     const size_t ahead = pf ? attn_prefetch_rows_ahead(pf) : 0;
-    /* columns of vector w: w*vl .. min((w+1)*vl, cols) */
     const svbool_t p0 = sve_lanes(0, cols), p1 = sve_lanes(vl, cols);
     const svbool_t p2 = sve_lanes(2 * vl, cols), p3 = sve_lanes(3 * vl, cols);
     const svfloat32_t zero = svdup_n_f32(0.0f);
@@ -261,12 +240,9 @@ static ALWAYS_INLINE void pv_micro(int dtype, size_t R, size_t W, const float *p
 
 #define PV_ROWS 4
 #define PV_VECS 4
-/* Keys per pass: this many v rows stay in L1 across the column chunks
-   (many rows; few rows take the whole tile in one pass, see pv_tile). */
+/* Keys per pass with many rows: these v rows stay in L1 across chunks. */
 #define PV_KEY_CHUNK 32
 
-/* Every column chunk (PV_VECS vectors) of R rows, for the keys of one pass;
-   pf > 0: the first chunk prefetches whole v rows ahead. */
 static ALWAYS_INLINE void pv_cols(int dtype, size_t R, const float *p, ptrdiff_t p_stride,
                                   const void *v, ptrdiff_t v_stride, size_t nk, size_t dv,
                                   size_t pf, float *acc, ptrdiff_t acc_stride)
@@ -281,7 +257,7 @@ static ALWAYS_INLINE void pv_cols(int dtype, size_t R, const float *p, ptrdiff_t
         pf = 0;
     const size_t rest = dv - j;
     const void *vj = (const char *)v + j * esize;
-    switch ((rest + vl - 1) / vl) { /* rest < chunk: up to four vectors, the last partial */
+    switch ((rest + vl - 1) / vl) {
     case 4: /* only the last vector is partial */
         pv_micro(dtype, R, 4, p, p_stride, vj, v_stride, nk, acc + j, acc_stride, rest, pf);
         break;
@@ -294,7 +270,7 @@ static ALWAYS_INLINE void pv_cols(int dtype, size_t R, const float *p, ptrdiff_t
     case 1:
         pv_micro(dtype, R, 1, p, p_stride, vj, v_stride, nk, acc + j, acc_stride, rest, pf);
         break;
-    default: /* 0: no columns left */
+    default: /* 0 */
         break;
     }
 }
@@ -306,7 +282,7 @@ static ALWAYS_INLINE void pv_tile(int dtype, const float *p, ptrdiff_t p_stride,
     const size_t esize = attn_kv_unit_bytes(dtype);
     const uintptr_t step = (uintptr_t)v_stride * esize;
     /* few rows: one pass over the tile, prefetching V
-       (src/x86/tile_avx2_tmpl.h says what that was measured to gain) */
+       (src/x86/tile_avx2_tmpl.h says why) */
     const int few = nq < FEW_ROWS;
     const size_t chunk = few ? nk : PV_KEY_CHUNK, pf = few ? dv * esize : 0;
     for (size_t c0 = 0; c0 < nk; c0 += chunk) {

@@ -1,41 +1,19 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * attn_backward, the attention backward: flash-style and deterministic without atomics:
- * P is recomputed from Q, K and the forward's lse in tiles and never stored,
- * and every gradient element has exactly one owner task, which accumulates
- * it in a fixed order. Two plans, chosen from the shape alone (never from
- * the thread count, so results are the same for every parallel_for):
- *
- *  - fused, when batch * kv_heads >= attn_bwd_fused_min_tasks (8): one task
- *    per (batch entry, KV head) owns everything of it: dk and dv of its
- *    keys, dq and dbias of the query heads of its group. It walks blocks of
- *    query rows of one head and, inside, blocks of keys, accumulating dq, dk
- *    and dv in place in the caller's arrays, which no other task writes:
- *    S, dP, dV += P^T dO, dK += dS^T Q, dQ += dS K, five tile
- *    products to the forward's two, as FlashAttention-2 (which adds dq with
- *    atomics instead; here the order of every sum is fixed).
- *  - split, for fewer (batch, KV head) pairs, where one task each would
- *    leave threads idle: query tasks (a block of rows of a GQA group, cut
- *    like the forward's) own dq and dbias; key tasks (a block of keys of one
- *    (batch entry, KV head)) own dk and dv and sum over every row of the
- *    group in order. Both recompute S and dP: seven tile products, in
- *    batch * (groups * query blocks + kv_heads * key blocks) tasks.
- *
- * D_i = rowsum(dO_i * O_i) is computed by each task for its rows before
- * their first tile (one dot product of v_dim per row block), so no
- * workspace is needed.
- *
- * Packed and left-padded batches and global positions (q_offsets,
- * kv_offsets, q_pos, k_pos) need nothing of their own but seq_keys: rows
- * and keys are addressed as the forward addresses them, and a sequence's
- * key blocks are counted from its first key, so it is computed exactly as
- * it would be alone.
- *
- * Which keys a row sees comes from the forward's row geometry (make_row via
- * attn_task_rows), where keys live from kv.h only, and the scores from the
- * forward's epilogue kernels: an option that reshapes rows, scores or the
- * cache (sinks, ALiBi, pages) changes the backward where it changes the
- * forward (a new additive term needs its derivative in run_grads only).
+ * attn_backward: flash-style, deterministic without atomics. P is recomputed
+ * from Q, K and the forward's lse and never stored; every gradient element
+ * has one owner task that sums it in a fixed order. The plan depends on the
+ * shape only, never on the thread count:
+ *  - fused (batch * kv_heads >= attn_bwd_fused_min_tasks): one task per
+ *    (batch, KV head) owns its dk, dv, dq and dbias; five tile products.
+ *  - split, for fewer pairs: query tasks own dq and dbias, key tasks dk and
+ *    dv (summing every row of the group in order); both recompute S and dP,
+ *    seven tile products.
+ * Rows, keys and scores come from the forward's geometry and epilogue, so
+ * an option changes the backward where it changes the forward (a new
+ * additive term needs its derivative in run_grads only). Key blocks count
+ * from a sequence's first key (seq_keys): a packed sequence gets the bits
+ * it would get alone.
  */
 #include <math.h>
 #include <string.h>
@@ -44,32 +22,20 @@
 #include "kv.h"
 #include "validate.h"
 
-/* dV += P^T dO and dK += dS^T Q: the mode's kernel (the bf16 mode: both
-   factors rounded, attn.h), or the f32 one where the table has none. Each
-   call sums its run of rows from zero and adds that sum to dk and dv once
-   (src/dsp.h), so a long sequence's dk and dv are a two-level sum: at most
-   block_rows rows per call, then one addition per call, rather than one
-   chain of all group * q_len rows (tests/tolerance.h, "backward"). */
+/* Each call adds one chain from zero to dk, dv (src/dsp.h): a two-level sum
+   rather than one chain of group * q_len rows (tests/tolerance.h, "backward"). */
 static attn_pt_tile_fn *pt_kernel(const attn_dsp *dsp, const attn_problem *pb)
 {
     attn_pt_tile_fn *f = pb->opt.precision == ATTN_PRECISION_BF16 ? dsp->pt_bf16 : NULL;
     return f ? f : dsp->pt_tile;
 }
 
-/* (batch entry, KV head) pairs from which one task per pair (the fused
-   plan, 5 tile products) keeps a typical pool busy; below it the split
-   plan's key and query blocks (7 products) give more, smaller tasks.
-   A variable only so that the tests can run both plans on every shape. */
+/* Pairs from which one task per pair keeps a pool busy. A variable so that
+   the tests can run both plans on every shape. */
 int64_t attn_bwd_fused_min_tasks = 8;
 
-/*
- * Scratch floats per query row: q and dO (unless read where they lie), two
- * score tiles (S then P, dP then dS), the capped scores when softcap is on
- * (for its derivative), and the split plan's dq accumulator (the fused plan
- * accumulates dq in place: its task owns those rows and a run of them has
- * one stride). At ATTN_MAX_HEAD_DIM that is at most 12288 + 3 * 64 of the
- * 16384 floats.
- */
+/* q and dO (unless direct), two or three score tiles, and the split plan's
+   dq accumulator (fused accumulates in place). */
 static int64_t bwd_row_floats(const task_plan *p, const attn_problem *pb)
 {
     const int64_t tiles = pb->opt.softcap > 0.0f ? 3 : 2;
@@ -80,18 +46,12 @@ static int64_t bwd_row_floats(const task_plan *p, const attn_problem *pb)
 static task_plan plan_backward(const attn_dsp *dsp, const attn_problem *pb)
 {
     const int fused = pb->batch * pb->kv_heads >= attn_bwd_fused_min_tasks;
-    /* fused: one head per row block, so a run of rows has one dq stride */
+    /* fused: one head per block, so a run of rows has one dq stride */
     task_plan p = attn_plan_common(dsp, pb, fused ? 1 : pb->group);
-    /* 64-key tiles: more query rows fit the scratch (42 at d 128), which
-       amortises the tile kernels' packing; at B 1, H 8, L 2048, d 128,
-       causal, this measured 2.7x the forward's CPU time on AVX-512 against
-       2.8x with its 128-key forward tile (2.5x vs 2.6x on AVX2, 256) */
+    /* more rows fit the scratch, amortising the kernels' packing */
     p.block_k = attn_min64(p.block_k, 64);
-    /* F32 q and dO read where they lie when a block's rows are one head's
-       positions (or one position's heads) at one stride, as the forward
-       reads its queries: 64 rows of scratch at d 128 instead of 42, so each
-       packed K and V panel serves more rows (B 1, H 8, L 2048, d 128,
-       causal, 1 thread, Zen 5: 126 -> 120 ms on AVX-512) */
+    /* F32 q and dO read in place when a block's rows share one stride, as
+       the forward does: more rows per packed panel */
     p.q_direct = pb->q.dtype == ATTN_DTYPE_F32 && pb->dout.dtype == ATTN_DTYPE_F32 &&
                  (p.heads_per_group == 1 || pb->q_extent == 1);
     p.fused_blocks = fused; /* for bwd_row_floats; the block count below */
@@ -99,24 +59,17 @@ static task_plan plan_backward(const attn_dsp *dsp, const attn_problem *pb)
     p.blocks = (p.rows + p.block_rows - 1) / p.block_rows;
     p.kv_blocks = (pb->kv_len + p.block_k - 1) / p.block_k;
     p.fused_blocks = 0;
-    if (fused) { /* no query tasks, one "key task" per (batch entry, KV head) */
+    if (fused) {
         p.fused_blocks = p.blocks;
         p.blocks = 0;
         p.kv_blocks = 1;
     }
-    /* the query tasks, then the key tasks (fused: one per (batch, KV head)) */
     p.tasks = (size_t)(pb->batch * (p.groups * p.blocks * p.splits + pb->kv_heads * p.kv_blocks));
     return p;
 }
 
-/*
- * The key rows of dk and dv that sequence b owns: with kv_offsets its own
- * [kv_offsets[b], + Lk_b) (a packed batch's other sequences, or a
- * left-padded cache's padding, are not ours to write); without, every key
- * row of the batch entry (keys past kv_lens get 0). Key blocks are counted
- * from *lo, so a sequence of a packed batch is cut into the same blocks as
- * the same sequence alone in a dense call: the same sums, bit for bit.
- */
+/* The key rows of dk and dv sequence b owns (with kv_offsets, the rest are
+   other sequences' or padding). */
 static void seq_keys(const attn_problem *pb, int64_t b, int64_t *lo, int64_t *hi)
 {
     *lo = 0;
@@ -127,14 +80,11 @@ static void seq_keys(const attn_problem *pb, int64_t b, int64_t *lo, int64_t *hi
     }
 }
 
-/* What a task knows about one of its rows beyond its geometry. */
 typedef struct row_grad {
     float lse;  /* the forward's */
     float dsum; /* D = rowsum(dO * O) */
 } row_grad;
 
-/* q and dO of the loaded rows (the scratch's copies, or the caller's rows
-   with q_direct) at their strides, and the tiles. */
 typedef struct bwd_scratch {
     const float *q, *dout;
     ptrdiff_t q_stride, dout_stride;
@@ -166,17 +116,13 @@ static bwd_scratch carve(const task_plan *p, const attn_problem *pb, float *scra
     return b;
 }
 
-/*
- * The rows of block `index` (attn_task_rows), then what the backward needs
- * of them: a row whose lse is -inf saw no key in the forward and contributes
- * nothing (it becomes empty here); q and dO converted, D and lse read.
- */
+/* A row whose lse is -inf saw no key in the forward: it becomes empty. */
 static int64_t load_rows(const attn_dsp *dsp, const attn_problem *pb, const task_plan *p,
                          size_t index, row_ref *rows, row_grad *g, bwd_scratch *b,
                          int64_t *kv_head)
 {
     int64_t n = attn_task_rows(pb, p, index, rows, kv_head);
-    if (p->q_direct) { /* consecutive rows, one stride apart (plan_backward) */
+    if (p->q_direct) {
         const int heads = p->heads_per_group > 1;
         b->q = attn_row_ptr(&pb->q, rows[0].b, rows[0].h, rows[0].i);
         b->dout = attn_row_ptr(&pb->dout, rows[0].b, rows[0].h, rows[0].i);
@@ -205,11 +151,8 @@ static int64_t load_rows(const attn_dsp *dsp, const attn_problem *pb, const task
     return n;
 }
 
-/*
- * The sinks' gradient: each loaded row of head `head` (all heads when -1)
- * adds -exp(sink - lse) D to *acc, in row order. A row that sees no key has
- * O = 0, so D = 0 and nothing to add; those rows are not loaded.
- */
+/* Sinks' gradient, in row order: -exp(sink - lse) D per row of `head` (-1:
+   all). Rows that see no key have D = 0 and are not loaded. */
 static void sink_grads(const attn_problem *pb, const row_ref *rows, const row_grad *g, int64_t n,
                        int64_t head, float *acc)
 {
@@ -219,14 +162,10 @@ static void sink_grads(const attn_problem *pb, const row_ref *rows, const row_gr
 }
 
 /*
- * D of the run of rows [r0, r1), summed in the order dP's tile of r1 - r0
- * rows sums dP (src/dsp.h, qk_diag): where O is a visible key's V (one
- * visible key, or weights that round to one-hot) dP - D cancels exactly,
- * as it does in exact arithmetic, instead of leaving two sums' rounding in
- * dS = P (dP - D). *last is the run D was last summed for since the rows
- * were loaded ({0, 0}: none); most key blocks see the same run, so D is
- * summed again only where it changes (a causal diagonal). Not inlined: its
- * arrays stay off the stack of the tile calls (ATTN_TASK_STACK_BYTES).
+ * D of rows [r0, r1), summed as dP's tile of that run sums (qk_diag,
+ * src/dsp.h), so that where O is a visible key's V, dP - D cancels exactly.
+ * last: the run D was last summed for ({0, 0}: none). Not inlined: its
+ * arrays stay off the tile calls' stack (ATTN_TASK_STACK_BYTES).
  */
 static __attribute__((noinline)) void run_dsums(const attn_dsp *dsp, const attn_problem *pb,
                                                 const task_plan *p, const row_ref *rows,
@@ -248,11 +187,8 @@ static __attribute__((noinline)) void run_dsums(const attn_dsp *dsp, const attn_
     last[1] = r1;
 }
 
-/*
- * For the run of rows [r0, r1) and keys [kb, ke): leaves P in b->s and
- * dS = P * (dP - D) in b->dp (row stride block_k, zero outside each row's
- * visible keys), and the softcapped scores in b->capped when softcap is on.
- */
+/* Leaves P in b->s, dS = P (dP - D) in b->dp (zero outside each row's
+   visible keys) and, with softcap, the capped scores in b->capped. */
 static void run_grads(const attn_dsp *dsp, const attn_problem *pb, const task_plan *p,
                       const row_ref *rows, row_grad *g, int64_t r0, int64_t r1,
                       int64_t kb, int64_t ke, const kv_src *ks, const kv_src *vs,
@@ -262,10 +198,8 @@ static void run_grads(const attn_dsp *dsp, const attn_problem *pb, const task_pl
     run_dsums(dsp, pb, p, rows, g, r0, r1, b, dsum_run);
     const int64_t nk = ke - kb;
     float *s0 = b->s + r0 * p->block_k, *dp0 = b->dp + r0 * p->block_k;
-    /* the bf16 mode's scores are the forward's in that mode (its lse's);
-       the default mode keeps qk_tile also for BF16 q and k (its bound has
-       no flush term); dP stays f32, so that dP - D still cancels where it
-       should (dQ: see query_block) */
+    /* the scores must be the forward's in the mode (its lse's); dP stays
+       f32, so that dP - D still cancels */
     attn_qk_tile_fn *const qk = pb->opt.precision == ATTN_PRECISION_BF16
                                     ? attn_qk_kernel_for(dsp, pb, pb->k.dtype)
                                     : dsp->qk_tile[pb->k.dtype];
@@ -284,18 +218,17 @@ static void run_grads(const attn_dsp *dsp, const attn_problem *pb, const task_pl
         const row_ref *row = &rows[r];
         float *s = b->s + r * p->block_k, *dp = b->dp + r * p->block_k;
         const int64_t a = attn_max64(row->lo, kb) - kb, z = attn_min64(row->hi, ke) - kb;
-        if (a >= z) { /* the run's neighbours see this block, this row not */
+        if (a >= z) {
             attn_fill(s, nk, 0.0f);
             attn_fill(dp, nk, 0.0f);
             continue;
         }
-        /* the forward's epilogue, keeping the capped scores for their derivative */
         if (pb->opt.softcap > 0.0f) {
             dsp->softcap(s + a, (size_t)(z - a), pb->opt.softcap);
             memcpy(b->capped + r * p->block_k + a, s + a, (size_t)(z - a) * sizeof(float));
         }
         attn_score_epilogue_after_softcap(dsp, pb, row, s + a, kb + a, z - a);
-        if (isfinite(g[r].lse)) /* exp(s - lse): exp_sum with lse as its "max" */
+        if (isfinite(g[r].lse))
             (void)dsp->exp_sum(s + a, (size_t)(z - a), g[r].lse, NULL);
         else /* NaN or +inf: the forward's row was NaN */
             attn_fill(s + a, z - a, NAN);
@@ -307,7 +240,7 @@ static void run_grads(const attn_dsp *dsp, const attn_problem *pb, const task_pl
     }
 }
 
-/* dS *= d softcap / dx = 1 - tanh^2 = 1 - (capped / cap)^2, rows [r0, r1). */
+/* dS *= 1 - tanh^2 = 1 - (capped / cap)^2 */
 static void softcap_grad(const attn_problem *pb, const task_plan *p, const row_ref *rows,
                          int64_t r0, int64_t r1, int64_t kb, int64_t ke, const bwd_scratch *b)
 {
@@ -323,11 +256,7 @@ static void softcap_grad(const attn_problem *pb, const task_plan *p, const row_r
     }
 }
 
-/*
- * dq (and dbias) of block `index` of plan p's rows. With with_kv (the fused
- * plan, whose task owns the rows' KV head entirely) also adds the block's
- * contributions to dk and dv, in place in the caller's arrays.
- */
+/* dq and dbias of a block of rows; with_kv (fused) also dk and dv. */
 static void query_block(const task_ctx *ctx, const task_plan *p, size_t index, float *scratch,
                         int with_kv, float *dsink)
 {
@@ -338,28 +267,24 @@ static void query_block(const task_ctx *ctx, const task_plan *p, size_t index, f
     row_grad g[ATTN_MAX_BLOCK_Q];
     int64_t kv_head;
     const int64_t n = load_rows(dsp, pb, p, index, rows, g, &b, &kv_head);
-    int64_t dsum_run[2] = {0, 0}; /* run_dsums */
+    int64_t dsum_run[2] = {0, 0};
     const kv_src ks = attn_kv_open(pb, &pb->k, rows[0].b, kv_head, pb->head_dim);
     const kv_src vs = attn_kv_open(pb, &pb->v, rows[0].b, kv_head, pb->v_dim);
     float *dk0 = attn_out_row(&pb->dk, rows[0].b, kv_head, 0);
     float *dv0 = attn_out_row(&pb->dv, rows[0].b, kv_head, 0);
-    if (dsink) /* the fused plan: one head per block, its task owns the sum */
+    if (dsink)
         sink_grads(pb, rows, g, n, -1, dsink);
 
-    /* dq: in scratch (split), or in place in the caller's rows (fused: one
-       head, so a run of rows has the stride of dq's rows) */
     float *const acc0 = with_kv ? attn_out_row(&pb->out, rows[0].b, rows[0].h, rows[0].i) : b.acc;
     const int64_t acc_stride = with_kv ? pb->out.row_stride : p->q_stride;
     for (int64_t r = 0; r < n; r++) {
         attn_fill(acc0 + r * acc_stride, pb->head_dim, 0.0f);
-        if (pb->dbias.data) /* the row's own columns (with kv_offsets, its sequence's) */
+        if (pb->dbias.data)
             attn_fill(attn_out_row(&pb->dbias, rows[r].b, rows[r].h, rows[r].i) +
                           rows[r].col_lo,
                       rows[r].col_hi - rows[r].col_lo, 0.0f);
     }
 
-    /* dQ += dS K: the mode's P.V kernel for K's dtype (the bf16 mode: dS and
-       k rounded, attn.h) */
     attn_pv_tile_fn *const dq_kernel = attn_pv_kernel_for(dsp, pb, pb->k.dtype);
     attn_pt_tile_fn *const pt = pt_kernel(dsp, pb);
 
@@ -408,13 +333,12 @@ static void query_block(const task_ctx *ctx, const task_plan *p, size_t index, f
     }
 }
 
-/* The fused plan's task: everything of one (batch entry, KV head). */
 static void task_fused(const task_ctx *ctx, size_t index, float *scratch)
 {
     const attn_dsp *dsp = ctx->dsp;
     const attn_problem *pb = ctx->pb;
     task_plan p = ctx->plan;
-    p.blocks = p.fused_blocks; /* attn_task_rows' view: blocks per head */
+    p.blocks = p.fused_blocks;
     const int64_t kv_head = (int64_t)index % pb->kv_heads, batch = (int64_t)index / pb->kv_heads;
     float *dk0 = attn_out_row(&pb->dk, batch, kv_head, 0);
     float *dv0 = attn_out_row(&pb->dv, batch, kv_head, 0);
@@ -436,7 +360,6 @@ static void task_fused(const task_ctx *ctx, size_t index, float *scratch)
         dsp->row_scale(dk0 + j * pb->dk.row_stride, (size_t)pb->head_dim, pb->scale);
 }
 
-/* A key task: dk and dv of keys [kb, ke) of one (batch entry, KV head). */
 static void task_keys(const task_ctx *ctx, size_t index, float *scratch)
 {
     const attn_dsp *dsp = ctx->dsp;
@@ -462,21 +385,19 @@ static void task_keys(const task_ctx *ctx, size_t index, float *scratch)
         attn_fill(dv0 + j * pb->dv.row_stride, pb->v_dim, 0.0f);
     }
 
-    /* every block of query rows of the group, in order (the group of KV
-       head h is h: heads_per_group == pb->group) */
+    /* every block of the group's rows, in order (group index == KV head) */
     row_ref rows[ATTN_MAX_BLOCK_Q];
     row_grad g[ATTN_MAX_BLOCK_Q];
     for (int64_t qb = 0; qb < p->blocks; qb++) {
         const size_t qindex = (size_t)((batch * p->groups + kv_head) * p->blocks + qb);
         int64_t unused, ulo, uhi;
-        /* skip blocks that cannot see these keys before converting anything */
         const int64_t n0 = attn_task_rows(pb, p, qindex, rows, &unused);
         attn_visible_union(rows, n0, &ulo, &uhi);
         const int64_t kb = attn_max64(kb0, ulo), ke = attn_min64(ke0, uhi);
         if (kb >= ke)
             continue;
         const int64_t n = load_rows(dsp, pb, p, qindex, rows, g, &b, &unused);
-        int64_t dsum_run[2] = {0, 0}; /* run_dsums */
+        int64_t dsum_run[2] = {0, 0};
         for (int64_t r = 0, run_end; (run_end = attn_next_run(rows, n, &r, kb, ke)) > r;
              r = run_end) {
             const size_t nr = (size_t)(run_end - r);
@@ -495,9 +416,8 @@ static void task_keys(const task_ctx *ctx, size_t index, float *scratch)
     for (int64_t j = 0; j < ke0 - kb0; j++)
         dsp->row_scale(dk0 + j * pb->dk.row_stride, (size_t)pb->head_dim, pb->scale);
 
-    /* the split plan's dsinks: the first key task of (batch, KV head) sums
-       each head of the group over all its rows (one pass per head, so every
-       sum runs in row order) */
+    /* split plan: the first key task sums dsinks, a pass per head so that
+       every sum runs in row order */
     if (pb->dsinks && blk == 0)
         for (int64_t h = kv_head * pb->group; h < (kv_head + 1) * pb->group; h++) {
             float dsink = 0.0f;
@@ -536,9 +456,6 @@ static const attn_op backward_op = {
     .task = task_backward,
 };
 
-/* The gradients (attn_grads: the fields its struct_size covers, the
-   defaults after them) and the pointers: out, dout and lse, dq, dk and dv,
-   dbias's data when it is given. */
 static attn_status read_grads(attn_grads *g, const attn_grads *grads, const attn_tensor *out,
                               const attn_tensor *dout, const float *lse)
 {
@@ -568,32 +485,28 @@ static attn_status read_grads(attn_grads *g, const attn_grads *grads, const attn
     return ATTN_OK;
 }
 
-/* What the backward does not take, of a problem attn_validate accepted. */
 static attn_status check_supported(const attn_problem *p)
 {
-    /* key rows in two parts (attn.h 1.9): forward only */
     if (p->k_tail.data)
         return ATTN_ERR_UNSUPPORTED;
-    /* paged K/V: training does not read a cache (attn.h) */
+    /* paged K/V: training does not read a cache */
     if (p->block_table)
         return ATTN_ERR_UNSUPPORTED;
     /* a shared key's gradient belongs to every sequence that reads it */
     if (p->opt.shared_prefix)
         return ATTN_ERR_UNSUPPORTED;
-    /* the default and bf16 modes (attn.h, attn_precision) */
     if (p->opt.precision == ATTN_PRECISION_INT8)
         return ATTN_ERR_UNSUPPORTED;
-    /* nor quantized K/V (Q8_0, Q4_0, FP8): training keeps K and V in float */
+    /* training keeps K and V in float */
     if (!attn_dtype_is_float_input(p->k.dtype) || !attn_dtype_is_float_input(p->v.dtype))
         return ATTN_ERR_UNSUPPORTED;
     return ATTN_OK;
 }
 
-/* dsinks only beside sinks; out and dout float inputs, the gradients F32. */
 static attn_status check_grad_dtypes(const attn_problem *p, const attn_grads *g,
                                      const attn_tensor *out, const attn_tensor *dout)
 {
-    if (g->dsinks && !p->sinks.data) /* the gradient of sinks that are not there */
+    if (g->dsinks && !p->sinks.data)
         return ATTN_ERR_ARG;
     if (!attn_dtype_is_float_input(out->dtype) || !attn_dtype_is_float_input(dout->dtype) ||
         g->dk->dtype != ATTN_DTYPE_F32 || g->dv->dtype != ATTN_DTYPE_F32 ||
@@ -602,11 +515,8 @@ static attn_status check_grad_dtypes(const attn_problem *p, const attn_grads *g,
     return ATTN_OK;
 }
 
-/* Every range again: the backward's own tensors, and the options'. A packed
-   batch's gradients (batch_stride 0, as its inputs): each sequence writes
-   only its own rows (q_offsets: dq, dbias) and key rows (kv_offsets: dk,
-   dv), which must then be in order and disjoint, as attn_validate asks of
-   the forward's out; dq was checked there. */
+/* A packed batch's gradients (batch_stride 0): each sequence writes only its
+   own rows, which must be in order and disjoint, as for the forward's out. */
 static attn_status check_grad_ranges(const attn_problem *p, const attn_grads *g,
                                      const attn_tensor *q, const attn_tensor *k,
                                      const attn_tensor *v, const attn_tensor *out,
@@ -645,11 +555,7 @@ static attn_status check_grad_ranges(const attn_problem *p, const attn_grads *g,
     return attn_check_disjoint(&set);
 }
 
-/*
- * attn_validate checks the shape, the options, q, k, v and dq (as the
- * operation's `out`); the rest is checked here, before the problem is
- * filled, so nothing is written on any error.
- */
+/* All checked before the problem is filled: nothing is written on error. */
 static attn_status validate_backward(attn_problem *pb, const attn_shape *shape,
                                      const attn_options *opt, const attn_tensor *q,
                                      const attn_tensor *k, const attn_tensor *v,

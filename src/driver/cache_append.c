@@ -1,23 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * attn_cache_append: a step's new K/V rows into the cache the forward reads
- * (attn.h). New token i of sequence b goes to key position
- * Lk_b - Lq_b + i, addressed as src/driver/kv.h's readers address it: one
- * statement of "where key j lives" (attn_kv_open / attn_kv_run) for the
- * writer and the readers. Each row is converted by the table's from_f32
- * kernel (widened first by to_f32 when it is F16 or BF16).
- * A Q8_0/Q4_0 cache refuses rows attn_quantize would (non-finite values,
- * scales past binary16), and every row is checked before anything is
- * written: validation encodes the rows (the kernel says whether it could).
- * When a call has such a cache and all its rows (both pairs) fit
- * APPEND_STAGE bytes once encoded (a decode step), they are encoded there
- * once and the one task copies them into place; otherwise validation
- * encodes each block-format row into a scratch row and the tasks, one per
- * sequence, encode every row in place, as they always do when no cache is
- * Q8_0/Q4_0 (nothing to check then).
- * With per-row FP8 scales (attn.h 1.6) each new row gets its own scale,
- * written beside it: validation checks every such row is finite, and the
- * tasks encode in place (never staged: the stage holds no scales).
+ * attn_cache_append: a step's new K/V rows into the cache the forward reads,
+ * addressed through src/driver/kv.h as the readers address it: one statement
+ * of where key j lives. A block-format cache refuses the rows attn_quantize
+ * would, and every row is checked before anything is written, so validation
+ * encodes them: into a stage the one task then copies when they all fit
+ * (a decode step), else into a scratch row, the tasks encoding again in
+ * place. Per-row FP8 scales are never staged (the stage holds no scales).
  */
 #include <math.h>
 #include <string.h>
@@ -30,24 +19,23 @@
 
 #define TRY ATTN_TRY
 
-/* One cache and its new rows: k (cols = head_dim) or v (v_dim). */
+/* One cache and its new rows. */
 typedef struct append_pair {
     attn_tensor src, dst; /* src.data == NULL: this pair is absent */
     int64_t cols;
-    float scale; /* FP8: k_scale or v_scale, 0 resolved to 1; else 1 */
-    attn_tensor rows; /* per-row scales written (k_scales / v_scales); data NULL: none */
-    int64_t group;    /* with rows: channels per scale (1.8), 0 for the whole row */
+    float scale; /* FP8's per-call scale, else 1 */
+    attn_tensor rows; /* per-row scales written; data NULL: none */
+    int64_t group;    /* with rows: channels per scale, 0 for the whole row */
     float top;        /* with rows: the format's largest finite value */
 } append_pair;
 
-/* Bytes of encoded rows validation keeps for the tasks to copy. */
 #define APPEND_STAGE (32 * 1024)
 size_t attn_append_stage_limit = APPEND_STAGE;
 
 typedef struct append_problem {
     attn_problem pb; /* lengths, offsets and paging, as the forward's */
     append_pair pair[2];
-    int staged; /* every row is in stage, in (pair, sequence, head, token) order */
+    int staged; /* in (pair, sequence, head, token) order */
     unsigned char stage[APPEND_STAGE];
 } append_problem;
 
@@ -56,21 +44,17 @@ typedef struct append_ctx {
     const append_problem *ap;
 } append_ctx;
 
-/* Sequence b's new tokens: its first key position written, and how many. */
 static int64_t new_first(const attn_problem *pb, int64_t b)
 {
     return attn_seq_kv_len(pb, b) - attn_seq_q_len(pb, b);
 }
 
-/* Row i of sequence b's new tokens, head h, in `src`. */
 static const void *new_row(const attn_problem *pb, const attn_tensor *src, int64_t b, int64_t h,
                            int64_t i)
 {
     return attn_row_ptr(src, b, h, (pb->q_offsets ? pb->q_offsets[b] : 0) + i);
 }
 
-/* Where key position j (counted from sequence b's start) lives in the
-   cache s opened for (b, a KV head). */
 static char *cache_row(const attn_problem *pb, const kv_src *s, int64_t b, int64_t j)
 {
     const int64_t p = (pb->kv_offsets ? pb->kv_offsets[b] : 0) + j;
@@ -78,7 +62,6 @@ static char *cache_row(const attn_problem *pb, const kv_src *s, int64_t b, int64
     return (char *)attn_kv_run(s, p, p + 1, &n);
 }
 
-/* The f32 values of a new row: the row itself (F32), or widened into buf. */
 static const float *row_f32(const attn_dsp *dsp, const void *row, int32_t dtype, int64_t n,
                             float *buf)
 {
@@ -88,12 +71,9 @@ static const float *row_f32(const attn_dsp *dsp, const void *row, int32_t dtype,
     return buf;
 }
 
-/*
- * The scale a per-row pair gives new row x (attn.h 1.6): its largest
- * magnitude over the format's largest finite value, or 1 when that is not
- * a positive normal float (a row of zeros or of tiny values: any scale
- * encodes them, 1 keeps them exact where the format can).
- */
+/* max |x| / the format's largest finite value, or 1 when that is not a
+   positive normal float: any scale encodes such a row, 1 keeps it exact
+   where the format can. */
 static float row_scale(const float *x, int64_t n, float top)
 {
     float m = 0.0f;
@@ -103,10 +83,7 @@ static float row_scale(const float *x, int64_t n, float top)
     return isnormal(s) ? s : 1.0f;
 }
 
-/* Encodes new row x of pair pr at `row`, and with per-row scales its scale
-   (with scale groups one per group, each group's bytes encoded with its
-   own) at position j of sequence b, KV head h (the scale view opened as
-   sc). */
+/* With scale groups, each group encoded with its own scale. */
 static void put_row(const attn_problem *pb, const append_pair *pr, attn_from_f32_fn *store,
                     const float *x, void *row, const kv_src *sc, int64_t b, int64_t j)
 {
@@ -122,7 +99,6 @@ static void put_row(const attn_problem *pb, const append_pair *pr, attn_from_f32
     }
 }
 
-/* Bytes of one encoded row of a pair's cache. */
 static size_t row_bytes(const append_pair *pr)
 {
     return (size_t)(pr->cols / attn_dtype_block(pr->dst.dtype)) * attn_dtype_size(pr->dst.dtype);
@@ -130,8 +106,7 @@ static size_t row_bytes(const append_pair *pr)
 
 /* ------------------------------------------------------------ validation */
 
-/* Which cache row a written position is: the pool slot (paged) or the row
-   index of a cache every sequence shares (batch_stride 0). */
+/* The pool slot (paged), or the row of a cache all sequences share. */
 static int64_t row_id(const attn_problem *pb, int64_t b, int64_t j)
 {
     const int64_t p = (pb->kv_offsets ? pb->kv_offsets[b] : 0) + j;
@@ -151,11 +126,9 @@ static uint64_t mix64(uint64_t x)
     return x ^ (x >> 31);
 }
 
-/* Slots of the stack set of written rows (8 KiB). */
 #define APPEND_SEEN 1024
 
-/* The quadratic check of the ids of one pass (never reached in practice:
-   only when a pass's hashes crowd its table). */
+/* Quadratic: only when a pass's hashes crowd its table. */
 static int pass_distinct_slow(const attn_problem *pb, uint64_t passes, uint64_t pass,
                               int64_t where[3])
 {
@@ -174,13 +147,9 @@ static int pass_distinct_slow(const attn_problem *pb, uint64_t passes, uint64_t 
     return 1;
 }
 
-/*
- * 1 when no two new rows of the call land on one cache row; else 0, with
- * the second such row's sequence, position and cache row id in where[].
- * Without heap memory: the ids go through a stack hash set in passes, pass
- * r taking the ids whose hash is r modulo the pass count, so each pass
- * fills at most about half of the set.
- */
+/* 0 when two new rows land on one cache row, the second's place in where[].
+   No heap: a stack hash set in passes, each taking one residue of the hash,
+   so a pass fills at most about half the set. */
 static int rows_distinct(const attn_problem *pb, int64_t where[3])
 {
     int64_t n = 0;
@@ -194,7 +163,7 @@ static int rows_distinct(const attn_problem *pb, int64_t where[3])
     const uint64_t passes = (2 * (uint64_t)n + cap - 1) / cap;
     int64_t set[APPEND_SEEN];
     for (uint64_t pass = 0; pass < passes; pass++) {
-        memset(set, 0xff, cap * sizeof set[0]); /* -1: empty (ids are >= 0) */
+        memset(set, 0xff, cap * sizeof set[0]); /* -1: empty */
         uint64_t used = 0;
         int crowded = 0;
         for (int64_t b = 0; b < pb->batch && !crowded; b++)
@@ -222,10 +191,6 @@ static int rows_distinct(const attn_problem *pb, int64_t where[3])
     return 1;
 }
 
-/* A written view laid out like a cache (the cache, or its scales with a
-   column per row or per group) as an output byte range: the pool, or every
-   sequence's rows (one row space when every sequence shares it:
-   batch_stride 0). */
 static attn_status add_written(attn_range_set *set, const attn_problem *pb, const attn_shape *s,
                                const attn_tensor *t, int64_t cols)
 {
@@ -235,8 +200,6 @@ static attn_status add_written(attn_range_set *set, const attn_problem *pb, cons
     return attn_add_tensor(set, t, shared ? 1 : s->batch, s->kv_heads, s->kv_len, cols, 1);
 }
 
-/* The new rows of one pair (inputs), its cache and its per-row scales
-   (outputs) as byte ranges. */
 static attn_status add_pair(attn_range_set *set, const attn_problem *pb, const attn_shape *s,
                             const append_pair *pr)
 {
@@ -267,9 +230,6 @@ static attn_status check_pairs_given(const attn_tensor *const src[2],
     return ATTN_OK;
 }
 
-/* The pairs given, into ap->pair: new rows of a float dtype, a cache of a
-   K/V dtype with its per-call scale (attn_check_kv) and, beside an FP8
-   cache, its per-row scales. */
 static attn_status read_pairs(append_problem *ap, const attn_options *o, const attn_shape *s,
                               const attn_tensor *const src[2], const attn_tensor *const dst[2])
 {
@@ -290,7 +250,7 @@ static attn_status read_pairs(append_problem *ap, const attn_options *o, const a
         pr->dst = *dst[p];
         pr->cols = cols[p];
         pr->scale = attn_dtype_is_fp8(dst[p]->dtype) && scale[p] != 0.0f ? scale[p] : 1.0f;
-        if (rows[p]) { /* per-row scales: written here, beside an FP8 cache */
+        if (rows[p]) {
             TRY(attn_check_row_scales(dst[p]->dtype, scale[p], p ? "v" : "k"));
             pr->rows = *rows[p];
             pr->group = groups[p];
@@ -301,8 +261,7 @@ static attn_status read_pairs(append_problem *ap, const attn_options *o, const a
     return ATTN_OK;
 }
 
-/* Each sequence's new keys: at least as many keys as new tokens, and none
-   written inside its shared prefix. */
+/* None written inside a shared prefix. */
 static attn_status check_new_keys(const attn_problem *pb)
 {
     for (int64_t b = 0; b < pb->batch; b++)
@@ -322,8 +281,7 @@ static attn_status check_new_keys(const attn_problem *pb)
     return ATTN_OK;
 }
 
-/* 3. the block-table entries of every written page: an input range of
-   set, each in the pool */
+/* 3. the block-table entries of every written page */
 static attn_status add_written_pages(attn_range_set *set, const attn_problem *pb,
                                      const attn_options *o, const attn_shape *s)
 {
@@ -334,22 +292,20 @@ static attn_status add_written_pages(attn_range_set *set, const attn_problem *pb
     return ATTN_OK;
 }
 
-/* 4. byte ranges: new rows and option arrays in, caches (and the per-row
-   scales: outputs here, never broadcast) out */
+/* 4. byte ranges; the per-row scales are outputs here */
 static attn_status check_ranges(attn_range_set *set, const append_problem *ap,
                                 const attn_options *o, const attn_shape *s)
 {
     for (int p = 0; p < 2; p++)
         if (ap->pair[p].src.data)
             TRY(add_pair(set, &ap->pb, s, &ap->pair[p]));
-    attn_options ins = *o; /* the per-row scales are outputs here (add_pair) */
+    attn_options ins = *o;
     ins.k_scales = ins.v_scales = NULL;
     TRY(attn_add_option_ranges(set, &ins, s));
     return attn_check_disjoint(set);
 }
 
-/* 5. no cache row written twice: distinct batch entries of a nested cache
-   never meet; a pool or a cache every sequence shares may */
+/* 5. no cache row written twice (only a pool or a shared cache can) */
 static attn_status check_written_once(const append_problem *ap)
 {
     const attn_problem *pb = &ap->pb;
@@ -376,8 +332,7 @@ static attn_status check_written_once(const append_problem *ap)
     return ATTN_OK;
 }
 
-/* 6. per-row scales: every such row finite (its scale a number); *per_row
-   says whether a pair has them */
+/* 6. per-row scales: every such row finite */
 static attn_status check_rows_finite(const attn_dsp *dsp, const append_problem *ap,
                                      int *per_row)
 {
@@ -405,9 +360,7 @@ static attn_status check_rows_finite(const attn_dsp *dsp, const append_problem *
     return ATTN_OK;
 }
 
-/* 7. the rows, encoded: into the stage when they all fit (not with
-   per-row scales), else one at a time into a scratch row where a block
-   format must check them */
+/* 7. the rows encoded (see the top) */
 static attn_status encode_rows(const attn_dsp *dsp, append_problem *ap, int per_row)
 {
     const attn_problem *pb = &ap->pb;
@@ -463,7 +416,7 @@ static attn_status validate(const attn_dsp *dsp, append_problem *ap, const attn_
     /* 2. options, shape, dtypes, scales, the batch arrays */
     attn_options o;
     TRY(attn_check_shape_options(shape, opt, &o));
-    if (o.k_tail) /* two parts of a key row (attn.h 1.9): one call per part */
+    if (o.k_tail) /* one call per part of a key row */
         return attn_fail(ATTN_ERR_UNSUPPORTED, "opt->k_tail: append each part of a key row "
                                                "with its own call");
     const attn_shape s = *shape;
@@ -487,7 +440,6 @@ static attn_status validate(const attn_dsp *dsp, append_problem *ap, const attn_
 
 /* ------------------------------------------------------------ tasks */
 
-/* The one task of a staged call: the encoded rows into place, in order. */
 static void task_copy(void *vctx, size_t index)
 {
     const append_ctx *c = vctx;
@@ -508,8 +460,6 @@ static void task_copy(void *vctx, size_t index)
     }
 }
 
-/* Task b of a call too large to stage: every new row of sequence b, both
-   pairs, every KV head, encoded in place (validation has checked them). */
 static void task_append(void *vctx, size_t index)
 {
     const append_ctx *c = vctx;

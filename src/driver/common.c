@@ -54,9 +54,8 @@ int64_t attn_plan_stage(const attn_problem *pb, task_plan *p, int64_t max_keys)
         return 0;
     p->stage_stride = round_up16(dim);
     /* a power of two, at most a tile's keys, of about 4 KiB (a stage that
-       stays in L1 beside the tiles: FP8 decode Hq 32 Hkv 8 Lk 4096 d 128
-       with 128-channel groups on Zen 5 took 1.23 ms at 8 keys of 128, 1.36
-       at 16, 1.55 at 64), 4 keys at least (wide rows: MLA's 512) */
+       stays in L1 beside the tiles: smaller stages measured faster), 4 keys
+       at least (wide rows: MLA's 512) */
     int64_t keys = 1;
     while (keys * 2 <= max_keys &&
            (keys * 2 * p->stage_stride <= 1024 || keys * 2 <= 4) &&

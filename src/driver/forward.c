@@ -1,16 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * attn_forward, the fused forward: out = softmax(S) . V with an online
- * softmax, one task per block of query rows of a head group. Per task, keys are visited in
- * blocks of block_k over the union of the rows' visible ranges; a block no
- * row sees is skipped, and keys beyond kv_lens are never touched. Within a
- * block, runs of consecutive rows that see it go through qk_tile / pv_tile
- * together.
- *
- * This file is the dense path, the plan, the tasks, the attn_op and the
- * entry points; the other paths are modules of their own (forward.h):
- * split-KV (split.c), shared prefixes attended once per group (prefix.c)
- * and top-k lists (topk.c).
+ * attn_forward: out = softmax(S) . V with an online softmax, one task per
+ * block of query rows of a head group, keys in blocks of block_k over the
+ * union of the rows' visible ranges (keys beyond kv_lens never touched).
+ * The dense path lives here; split-KV, shared prefixes and top-k lists are
+ * modules of their own (forward.h).
  */
 #include <math.h>
 #include <stdint.h>
@@ -20,42 +14,26 @@
 #include "validate.h"
 
 /*
- * Rows in segments. FP8 rows with scale groups and key rows with a tail
- * (attn.h 1.8, 1.9) are read in place where the kernels can: Q.K^T runs the
- * kernel of each segment's dtype (a scale group of k, the tail) on its
- * columns with scale 1 (an unscaled k, or the tail: with the call's
- * qk_scale), and the scores are sum_i fl(scale * s_ji) dot_i, summed in
- * f32; P.V runs per V group on the weights times that group's scales. Each
- * value is then read once, as its own dtype (FP8 decode on a Zen 5 with
- * d 128 in one group: 0.77 ms against 1.25 ms through the f32 stage, whose
- * rows were written and read again). One bound covers both ways (attn.h
- * at k_scale_group, tests/tolerance.h): the stage rounds each value,
- * fl32(fp8 * s), the segments each factor, fl32(p s) or fl32(scale s),
- * and sum the partial scores. Groups of fewer than SEG_MIN_COLS
- * channels (ONNX Runtime's per channel: a kernel call per value) and more
- * than SEG_MAX_GROUPS per row stay staged, as do the modes whose kernels
- * round the staged f32 values (bf16, int8), and top-k lists: their
- * gathered rows are decoded once for every row of the task, and MLA's V,
- * the latent, is then read from K's decoded copy (segments on the gathered
- * bytes decoded each value twice, once per product: DeepSeek V3.2's FP8
- * rows, top-k 2048 of 32768, Hq 16, took 1.22 ms against 1.07 staged).
+ * Rows in segments. FP8 rows with scale groups and key rows with a tail are
+ * read in place where the kernels can: Q.K^T runs each segment's kernel on
+ * its columns, the scores sum_i fl(scale * s_ji) dot_i in f32; P.V runs per
+ * V group on the weights times its scales. Each value is read once, rather
+ * than written to an f32 stage and read again. One bound covers both (attn.h
+ * at k_scale_group, tests/tolerance.h): the stage rounds each value, the
+ * segments each factor and the partial sums. Staged instead: groups under
+ * SEG_MIN_COLS (a kernel call per few values) or over SEG_MAX_GROUPS, the
+ * modes that round the staged values (bf16, int8), and top-k lists (their
+ * gathered rows are decoded once for every row, and MLA's V read from K's
+ * decoded copy).
  */
 #define SEG_MIN_COLS 64
 #define SEG_MAX_GROUPS 8
 
 /*
- * With few rows per task (decode: a GQA group's heads at one position)
- * rows of two groups or more, each a multiple of ATTN_GRP_STEP channels,
- * go to the qk_grp and pv_grp kernels instead (src/dsp.h): each value
- * times its scale where it is loaded, one call per run of keys, no
- * partial rows to sum. Those are the stage's values, so the bits are the
- * stage's (checkasm checks the kernels against the F32 ones on staged
- * rows). Decode Hq 32 Hkv 8 Lk 4096 d 128 on Zen 5, 1 thread, E4M3 in
- * groups of 64: 0.96 -> 0.84 ms, of 32: 1.35 -> 0.85 (segments), of 16:
- * 1.54 -> 0.88 (staged); E5M2 groups of 64 1.03 -> 0.83. One group per
- * row stays a segment (a factor per score: the kernel's product per value
- * measured 1-2 % slower), and more rows too, whose packed Q.K^T path sums
- * no score across lanes.
+ * Few rows (decode) with two groups or more go to qk_grp and pv_grp
+ * (src/dsp.h): the stage's values and bits, without a stage, faster than
+ * either way (docs/PERFORMANCE.md). One group per row stays a segment (a
+ * factor per score is cheaper than one per value), and so do more rows.
  */
 #define GRP_MAX_ROWS 8
 
@@ -79,28 +57,20 @@ static void plan_segments(const attn_dsp *dsp, const attn_problem *pb, task_plan
         p->v_segs = (int)(pb->v_dim / pb->v_group);
 }
 
-/* Scratch floats per query row of a dense forward task: its query (unless
-   read in place), score row, accumulator and (segments) partial row. */
 static int64_t forward_row_floats(const task_plan *p)
 {
     return (p->q_direct ? 0 : p->q_stride) + p->block_k * (1 + (p->k_segs || p->v_segs)) +
            p->acc_stride;
 }
 
-/* The dense path's plan: queries in place, segments or the stage, and the
-   rows of a block. */
 static void plan_dense(const attn_dsp *dsp, const attn_problem *pb, task_plan *p)
 {
-    /* Without GQA stacking a block's rows are consecutive positions of one
-       head, at one stride, and with one query position (decode) they are
-       consecutive heads of it, one head stride apart: F32 queries are then
-       read where they lie, and the scratch their copy would take holds more
-       rows (d 128: 64 instead of 42, which made prefill 7 % of the FMA peak
-       faster on Zen 5: fewer passes over K and V, each K panel packed for
-       more rows; MLA decode at d 576: 25 instead of 13). */
+    /* a block's rows share one stride without GQA stacking, or at one
+       position: F32 queries read in place leave the scratch to more rows,
+       so fewer passes over K and V */
     p->q_direct = pb->q.dtype == ATTN_DTYPE_F32 && (p->heads_per_group == 1 || pb->q_extent == 1);
     plan_segments(dsp, pb, p);
-    const int64_t staged = attn_plan_stage(pb, p, p->block_k); /* after the accumulator */
+    const int64_t staged = attn_plan_stage(pb, p, p->block_k);
     p->block_rows = attn_block_rows_within(dsp, forward_row_floats(p), ATTN_SCRATCH_FLOATS - staged);
 }
 
@@ -117,8 +87,6 @@ static task_plan plan_forward(const attn_dsp *dsp, const attn_problem *pb)
     return p;
 }
 
-/* Folds one row's scores of keys [kb, kb + nk) into its online state, after
-   the epilogue on the keys it sees (attn_online_fold's weights). */
 static void online_update(const attn_dsp *dsp, const attn_problem *pb, const row_ref *row,
                           online_row *o, float *s, int64_t kb, int64_t nk, float *acc,
                           int want_entropy)
@@ -128,8 +96,6 @@ static void online_update(const attn_dsp *dsp, const attn_problem *pb, const row
     attn_online_fold(dsp, pb, o, s, nk, a, z, acc, want_entropy);
 }
 
-/* The output row is the normalised f32 row, rounded once into an F16/BF16
-   out (the stats stay f32). */
 void attn_forward_finish_row(const attn_dsp *dsp, const attn_problem *pb, const row_ref *row,
                              const online_row *o, float *acc)
 {
@@ -137,7 +103,7 @@ void attn_forward_finish_row(const attn_dsp *dsp, const attn_problem *pb, const 
     if (o->poisoned) {
         attn_fill_out_row(out, row->b, row->h, row->i, NAN, pb->v_dim);
         attn_write_stats(pb, row, NAN, NAN, NAN);
-    } else if (o->m == -INFINITY) { /* no visible key, no sink */
+    } else if (o->m == -INFINITY) {
         attn_fill_out_row(out, row->b, row->h, row->i, 0.0f, pb->v_dim);
         attn_write_stats(pb, row, -INFINITY, -INFINITY, 0.0f);
     } else if (row->lo >= row->hi) { /* only the sink: acc was never started */
@@ -145,8 +111,7 @@ void attn_forward_finish_row(const attn_dsp *dsp, const attn_problem *pb, const 
         attn_write_stats(pb, row, o->m, o->m, 0.0f);
     } else {
         dsp->row_scale(acc, (size_t)pb->v_dim, 1.0f / o->l);
-        /* FP8 v: its scale after the normaliser (not folded into it: v_scale / l
-           could fall into the subnormal range and lose precision) */
+        /* not folded into 1/l: v_scale / l could go subnormal */
         if (pb->v_scale != 1.0f)
             dsp->row_scale(acc, (size_t)pb->v_dim, pb->v_scale);
         attn_store_out_row(out, row->b, row->h, row->i, acc, pb->v_dim);
@@ -155,9 +120,7 @@ void attn_forward_finish_row(const attn_dsp *dsp, const attn_problem *pb, const 
     }
 }
 
-/* Scores of rows [0, nr) (q, rows q_stride apart) for keys [kb, ke) into s
-   (rows block_k apart) from p->k_segs segments of the key rows (above);
-   part: a tile of the same shape for the partial scores. */
+/* part: a tile like s for the partial scores. */
 static void segment_scores(const attn_dsp *dsp, const attn_problem *pb, const task_plan *p,
                            const kv_src *ks, const kv_src *kss, const kv_src *tail,
                            const float *q, int64_t q_stride, size_t nr, int64_t kb, int64_t ke,
@@ -170,8 +133,6 @@ static void segment_scores(const attn_dsp *dsp, const attn_problem *pb, const ta
         const int is_tail = tail && i == p->k_segs - 1, scaled = pb->k_group && !is_tail;
         const kv_src *src = is_tail ? tail : ks;
         const int64_t col = i * g, cols = is_tail ? pb->k_tail_dim : g;
-        /* bytes into the row: a group of an FP8 row (one byte a value); the
-           tail and an unscaled k start their rows */
         const size_t at = is_tail ? 0 : (size_t)col;
         attn_qk_tile_fn *const qk = attn_qk_kernel_for(dsp, pb, src->t->dtype);
         for (int64_t j = kb, len; j < ke; j += len) {
@@ -179,10 +140,8 @@ static void segment_scores(const attn_dsp *dsp, const attn_problem *pb, const ta
             qk(q + col, q_stride, kp, src->stride, nr, (size_t)len, (size_t)cols,
                scaled ? 1.0f : pb->qk_scale, (i == 0 ? s : part) + (j - kb), B);
         }
-        if (scaled) /* each key's factor fl(scale * s_ji): one rounding */
+        if (scaled)
             attn_kv_scales(kss, kb, ke, i, pb->scale, fac);
-        /* the first segment's scores times their factors, then each next
-           one's added (unscaled: the kernel applied the call's scale) */
         for (size_t r = 0; r < nr; r++) {
             float *sr = s + (int64_t)r * B;
             const float *pr = part + (int64_t)r * B;
@@ -199,11 +158,8 @@ static void segment_scores(const attn_dsp *dsp, const attn_problem *pb, const ta
     }
 }
 
-/* Scores of rows [0, nr) for keys [kb, ke) into s (rows block_k apart)
-   by qk_grp, and their P.V into acc by pv_grp (p->k_grp, p->v_grp: the
-   scale groups read where they lie), a call per run of keys whose rows and
-   scales both lie at one stride (their views' pages may adjoin
-   differently). */
+/* A call per run whose rows and scales both lie at one stride (their
+   views' pages may adjoin differently). */
 static void grp_scores(const attn_dsp *dsp, const attn_problem *pb, const task_plan *p,
                        const kv_src *ks, const kv_src *kss, const float *q, int64_t q_stride,
                        size_t nr, int64_t kb, int64_t ke, float *s)
@@ -232,10 +188,6 @@ static void grp_values(const attn_dsp *dsp, const attn_problem *pb, const task_p
     }
 }
 
-/* P.V of rows [0, nr) for keys [kb, ke) into acc (rows acc_stride apart)
-   from the weights s (rows block_k apart), one V scale group at a time:
-   its weights fl(p_j s_jg) in part, then the kernel of V's dtype on the
-   group's columns. */
 static void segment_values(const attn_dsp *dsp, const attn_problem *pb, const task_plan *p,
                            const kv_src *vs, const kv_src *vss, size_t nr, int64_t kb, int64_t ke,
                            const float *s, float *part, float *acc)
@@ -256,9 +208,6 @@ static void segment_values(const attn_dsp *dsp, const attn_problem *pb, const ta
     }
 }
 
-/* Q.K^T of the run of nr rows at q for keys [kb, ke) into s (rows block_k
-   apart): by segments, by the grp kernel, or by the kernel of K's dtype on
-   the cache's runs (or the stage's rows). */
 static void tile_scores(const attn_dsp *dsp, const attn_problem *pb, const task_plan *p,
                         const kv_views *kv, attn_qk_tile_fn *qk, float *stage, const float *q,
                         int64_t q_stride, size_t nr, int64_t kb, int64_t ke, float *s,
@@ -283,10 +232,7 @@ static void tile_scores(const attn_dsp *dsp, const attn_problem *pb, const task_
     }
 }
 
-/* P.V of the run of nr rows for keys [kb, ke) from the weights s into acc:
-   by segments, by the grp kernel, or by the kernel of V's dtype on the
-   cache's runs (or the stage's rows). `pairs`: pv is the bf16 kernel;
-   `base`, the sequence's first key. */
+/* pairs: pv is the bf16 kernel; base: the sequence's first key. */
 static void tile_values(const attn_dsp *dsp, const attn_problem *pb, const task_plan *p,
                         const kv_views *kv, attn_pv_tile_fn *pv, int pairs, int64_t base,
                         float *stage, size_t nr, int64_t kb, int64_t ke, float *s, float *part,
@@ -301,10 +247,8 @@ static void tile_values(const attn_dsp *dsp, const attn_problem *pb, const task_
         return;
     }
     for (int64_t j = kb, len; j < ke; j += len) {
-        /* the bf16 P.V pairs keys 2m, 2m + 1 of a call: a run
-           that starts at an odd key of the sequence gives that key
-           a call of its own, so that the pairs are the same keys
-           whether a page boundary (or a stage) cuts the run or not */
+        /* bf16 P.V pairs keys 2m, 2m + 1 of a call: an odd start key gets
+           a call of its own, so page or stage cuts do not change the pairs */
         const int64_t end = pairs && (j - base) % 2 ? j + 1 : ke;
         ptrdiff_t vstride;
         const void *vp = attn_kv_rows(dsp, &kv->v, &kv->v_scales, pb->v_group, NULL, stage, p, j,
@@ -314,16 +258,14 @@ static void tile_values(const attn_dsp *dsp, const attn_problem *pb, const task_
     }
 }
 
-/* Keys are taken in blocks of block_k counted from the sequence's first key
-   `base` (its kv_offsets entry): where its blocks start must not depend on
-   where the sequence lies in the tensor, or its online softmax would group
-   its keys differently alone and in a packed batch. */
+/* Blocks count from the sequence's first key, base: otherwise a packed
+   sequence's online softmax would group its keys differently than alone. */
 void attn_forward_keys(const attn_dsp *dsp, const attn_problem *pb, const task_plan *p,
                        const row_ref *rows, int64_t n, int64_t kv_seq, int64_t kv_head,
                        int64_t base, int64_t klo, int64_t khi, online_row *st, const float *q,
                        int64_t q_stride, float *sbuf, float *acc)
 {
-    if (pb->opt.topk_indices) { /* the gather buffer follows the accumulator */
+    if (pb->opt.topk_indices) {
         attn_forward_topk(dsp, pb, p, rows, n, kv_head, base, klo, khi, st, q, q_stride, sbuf,
                           acc, acc + p->block_rows * p->acc_stride);
         return;
@@ -332,14 +274,10 @@ void attn_forward_keys(const attn_dsp *dsp, const attn_problem *pb, const task_p
     attn_qk_tile_fn *const qk = attn_qk_kernel(dsp, pb);
     attn_pv_tile_fn *const pv = attn_pv_kernel(dsp, pb);
     const int pairs = pv != dsp->pv_tile[attn_v_kernel_dtype(pb)]; /* pv_bf16 */
-    /* FP8 scales per key row (attn.h 1.6), or per group of channels (1.8,
-       the rows then decoded into the stage after the accumulator): their
-       views, opened like k, v */
     const kv_views kv = attn_kv_views_open(pb, kv_seq, kv_head);
     const int k_rows = pb->k_scales.data && !pb->k_group;
     const int v_rows = pb->v_scales.data && !pb->v_group;
     float *const stage = acc + p->block_rows * p->acc_stride;
-    /* segments (above): the partial scores, then the weights of a V group */
     float *const part = stage + p->stage_keys * p->stage_stride;
     float kfac[ATTN_MAX_BLOCK_K], vfac[ATTN_MAX_BLOCK_K];
     int64_t ulo, uhi;
@@ -360,13 +298,12 @@ void attn_forward_keys(const attn_dsp *dsp, const attn_problem *pb, const task_p
             float *s = sbuf + r * p->block_k;
             tile_scores(dsp, pb, p, &kv, qk, stage, q + r * q_stride, q_stride, nr, kb, ke, s,
                         part + r * p->block_k);
-            if (k_rows) /* qk_scale is 1: each score times fl(scale * its key's scale) */
+            if (k_rows) /* qk_scale is 1 */
                 attn_scale_columns(s, p->block_k, (int64_t)nr, kfac, nk);
             for (int64_t rr = r; rr < run_end; rr++)
                 online_update(dsp, pb, &rows[rr], &st[rr], sbuf + rr * p->block_k, kb, nk,
                               acc + rr * p->acc_stride, want_entropy);
-            /* the weights' sum (and entropy) are taken: each weight times
-               its value row's scale before P.V */
+            /* after the sum and entropy took the weights */
             if (v_rows)
                 attn_scale_columns(s, p->block_k, (int64_t)nr, vfac, nk);
             tile_values(dsp, pb, p, &kv, pv, pairs, base, stage, nr, kb, ke, s,
@@ -377,8 +314,7 @@ void attn_forward_keys(const attn_dsp *dsp, const attn_problem *pb, const task_p
 
 /* ------------------------------------------------------------ tasks */
 
-/* Before the tasks, on the calling thread: the merge counters of a split,
-   and the round of prefix tasks. */
+/* On the calling thread, before the tasks. */
 static void prepare_forward(const task_ctx *ctx)
 {
     const attn_problem *pb = ctx->pb;
@@ -387,14 +323,12 @@ static void prepare_forward(const task_ctx *ctx)
     if (!pb->prefix_parts)
         return;
     task_plan pp = ctx->plan;
-    pp.q_direct = 0; /* rows of several sequences: always converted */
+    pp.q_direct = 0; /* rows of several sequences */
     pp.block_rows = attn_block_rows_within(ctx->dsp, forward_row_floats(&pp),
                                            ATTN_SCRATCH_FLOATS - pp.stage_keys * pp.stage_stride);
     attn_prefix_round(ctx->dsp, pb, &pp);
 }
 
-/* The task's queries as the kernels read them, *q_stride floats apart:
-   where they lie (q_direct), else converted into qbuf. */
 static const float *task_queries(const attn_dsp *dsp, const attn_problem *pb,
                                  const task_plan *p, const row_ref *rows, int64_t n, float *qbuf,
                                  int64_t *q_stride)
@@ -404,14 +338,11 @@ static const float *task_queries(const attn_dsp *dsp, const attn_problem *pb,
         *q_stride = p->q_stride;
         return qbuf;
     }
-    /* a block's rows: positions, or the heads of one position (top-k) */
     *q_stride = p->heads_per_group > 1 ? pb->q.head_stride : pb->q.row_stride;
     return attn_row_ptr(&pb->q, rows[0].b, rows[0].h, rows[0].i);
 }
 
-/* The rows' states before their keys of chunk `chunk`, and their
-   accumulators: with a shared prefix, chunk 0 starts from the prefix's
-   `parts` stored chunks. */
+/* With a shared prefix, chunk 0 starts from the prefix's stored chunks. */
 static void start_rows(const attn_dsp *dsp, const attn_problem *pb, const task_plan *p,
                        const row_ref *rows, int64_t n, int64_t chunk, int64_t parts,
                        online_row *st, float *acc)
@@ -420,9 +351,8 @@ static void start_rows(const attn_dsp *dsp, const attn_problem *pb, const task_p
                                                          pb->prefix_parts)
                                     : (attn_split_ws){0};
     for (int64_t r = 0; r < n; r++) {
-        /* A sink starts the row as its first entry: max z, sum exp(z - z) = 1,
-           no value (the accumulator stays 0 for it). Split-KV counts it once,
-           in chunk 0, and so the shared prefix's states. */
+        /* a sink is the row's first entry, without a value; counted once,
+           in chunk 0 */
         const float sink = chunk == 0 ? attn_row_sink(pb, &rows[r]) : -INFINITY;
         st[r] = (online_row){-INFINITY, 0.0f, 0.0f, 0};
         if (isnan(sink) || sink == INFINITY)
@@ -451,11 +381,9 @@ static void task_forward(void *vctx, size_t index)
     int64_t kv_head;
     int64_t n = attn_task_rows(pb, p, block, rows, &kv_head);
     if (n == 0)
-        return; /* nothing of this block exists; a split counts it as done
-                   nowhere, so no chunk of it waits for a merge either */
+        return; /* no chunk of it waits for a merge either */
     const int64_t b = rows[0].b;
-    /* keys [0, start) of this sequence: its group's shared prefix, which
-       the prefix tasks attended */
+    /* keys [0, start): the shared prefix, attended by the prefix tasks */
     int64_t parts;
     const int64_t start = attn_prefix_start(pb, b, &parts);
 
@@ -465,8 +393,6 @@ static void task_forward(void *vctx, size_t index)
     int64_t q_stride;
     const float *q = task_queries(dsp, pb, p, rows, n, qbuf, &q_stride);
     start_rows(dsp, pb, p, rows, n, chunk, parts, st, acc);
-    /* this sequence's own chunks (split.c): the grid's tasks past them have
-       nothing to do */
     int64_t splits, chunk_keys;
     attn_split_seq(pb, p, b, start, &splits, &chunk_keys);
     if (chunk >= splits)
@@ -479,7 +405,6 @@ static void task_forward(void *vctx, size_t index)
             attn_forward_finish_row(dsp, pb, &rows[r], &st[r], acc + r * p->acc_stride);
         return;
     }
-    /* chunks counted from the sequence's first own key, like the blocks */
     const int64_t klo = base + start + chunk * chunk_keys;
     attn_forward_keys(dsp, pb, p, rows, n, b, kv_head, base, klo, klo + chunk_keys, st, q,
                       q_stride, sbuf, acc);
@@ -489,8 +414,8 @@ static void task_forward(void *vctx, size_t index)
 /* ------------------------------------------------------------ entry points */
 
 
-/* attn_op.scratch: whether this call splits and attends shared prefixes
-   once, and its workspace (the split's, then the prefixes') as an output. */
+/* Whether this call splits and shares prefixes; the workspace, split's then
+   prefixes', is an output. */
 static attn_status forward_scratch(attn_problem *pb, const attn_options *o, attn_range_set *set)
 {
     const attn_shape s = {pb->batch, pb->q_heads, pb->kv_heads, pb->q_len,
@@ -500,16 +425,15 @@ static attn_status forward_scratch(attn_problem *pb, const attn_options *o, attn
     const size_t pneed = attn_prefix_need(&s, o, &parts);
     const size_t have = o->workspace ? o->workspace_size : 0;
     if (splits > 1 && need == 0 && o->kv_splits >= 2)
-        return ATTN_ERR_SHAPE; /* its workspace would not fit size_t */
+        return ATTN_ERR_SHAPE;
     if (splits > 1 && (need == 0 || have < need)) {
         if (o->kv_splits >= 2)
             return ATTN_ERR_ARG; /* asked for, impossible: say so */
         splits = 1;              /* automatic: the documented unsplit fallback */
         need = 0;
     }
-    /* without room for the prefix states each sequence reads its prefix */
-    /* (a sequence with top-k lists reads its prefix itself: its rows'
-       selections decide which prefix keys are read at all) */
+    /* without room, or with top-k lists (whose selections decide which
+       prefix keys are read), each sequence reads its own prefix */
     const int shared = pneed > 0 && have >= need && have - need >= pneed && !o->topk_indices;
     if (splits > 1 || shared)
         ATTN_TRY(attn_add_array(set, o->workspace, (int64_t)(need + (shared ? pneed : 0)), 1, 1));
@@ -524,7 +448,7 @@ const attn_op attn_forward_op = {
     .reads_qk = 1,
     .reads_v = 1,
     .out_cols = ATTN_OUT_V_DIM,
-    .rounds_out = 1, /* F32, F16 or BF16 out */
+    .rounds_out = 1,
     .writes_stats = 1,
     .scratch = forward_scratch,
     .plan = plan_forward,
@@ -571,14 +495,12 @@ static attn_status checked_forward_workspace_size(const attn_shape *shape, const
     const size_t pneed = attn_prefix_need(shape, &o, &parts);
     if ((splits > 1 && need == 0) || (parts > 0 && pneed == 0) ||
         __builtin_add_overflow(need, pneed, &need))
-        return ATTN_ERR_SHAPE; /* does not fit size_t */
+        return ATTN_ERR_SHAPE;
     *bytes = need;
     return ATTN_OK;
 }
 
-/* The most any contents of q_lens, kv_lens and shared_prefix can need:
-   the split of one query row over every key, and (with shared_prefix) a
-   prefix of every key. */
+/* The most any contents of q_lens, kv_lens and shared_prefix can need. */
 static attn_status checked_forward_workspace_bound(const attn_shape *shape,
                                                    const attn_options *opt, size_t *bytes)
 {
@@ -586,7 +508,6 @@ static attn_status checked_forward_workspace_bound(const attn_shape *shape,
         return ATTN_ERR_NULL;
     attn_options o = ATTN_OPTIONS_INIT;
     ATTN_TRY(attn_read_options(&o, opt));
-    /* the arrays' contents are not read: only whether they are given */
     const int lens = o.q_lens || o.kv_lens, prefix = o.shared_prefix != NULL;
     o.q_lens = o.kv_lens = o.q_offsets = o.kv_offsets = o.shared_prefix = NULL;
     o.tree_parents = o.topk_indices = NULL;

@@ -15,8 +15,7 @@
  * Query rows per task without a sliding window: up to 128 (as many as the
  * scratch holds, ATTN_SCORES_BLOCK_Q), twice the largest block_q of a
  * table. The tile kernels pack each K panel once per call; more rows per
- * call spread that cost thinner (AVX-512 qk_tile in cache on Zen 5: 254
- * GFLOP/s at 64 rows, 266 at 128). A window keeps the table's block_q: a
+ * call spread that cost thinner. A window keeps the table's block_q: a
  * block computes the union of its rows' windows, which grows with the rows
  * (tests/ops/test_mods.c).
  */

@@ -1,19 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The forward's split-KV path (attn.h, "Split-KV"): its plan, the workspace
- * it needs and the merge. A sequence's own lengths, the head counts and
- * kv_splits decide its chunks (src/problem.h), so a sequence splits the
- * same way alone or in any batch, on every ISA and thread count; forward.c
- * sizes the workspace with the grid (in its validation and in
- * attn_forward_workspace_size) and runs each sequence's plan.
- *
- * Each block of rows becomes `splits` tasks, one per chunk of keys, that
- * leave their online state and unnormalised output in the workspace; the
- * task that finishes a block's last chunk (an atomic count elects it)
- * merges the chunks in chunk order, as one more rescale of the online
- * softmax, and writes the rows. Which task merges varies, what it computes
- * does not. Shared prefixes (prefix.c) keep their chunks' states in the
- * same layout and merge them the same way.
+ * The forward's split-KV path (attn.h, "Split-KV"). A sequence splits as it
+ * would alone (src/problem.h). Each chunk's task leaves its online state and
+ * unnormalised output in the workspace; the task finishing a block's last
+ * chunk (an atomic count elects it) merges the chunks in chunk order and
+ * writes the rows: which task merges varies, what it computes does not.
  */
 #include <math.h>
 #include <stdatomic.h>
@@ -22,8 +13,7 @@
 
 #include "forward.h"
 
-/* The chunks a sequence of q_len query rows and kv_len keys aims for (before
-   rounding chunks to ATTN_SPLIT_ALIGN), or 1 when it stays whole. */
+/* Before rounding chunks to ATTN_SPLIT_ALIGN; 1: whole. */
 static int64_t split_want(int64_t q_heads, int64_t kv_heads, int64_t q_len, int64_t kv_len,
                           int64_t topk, int32_t kv_splits)
 {
@@ -31,14 +21,13 @@ static int64_t split_want(int64_t q_heads, int64_t kv_heads, int64_t q_len, int6
         return 1;
     if (kv_splits >= 2)
         return attn_min64(kv_splits, (kv_len + ATTN_SPLIT_ALIGN - 1) / ATTN_SPLIT_ALIGN);
-    /* Tasks the sequence has unsplit, counted in blocks of 64 query rows of
-       one KV head (every ISA's block is at most that): a sequence with
-       enough of them keeps every core busy without splitting. */
+    /* unsplit tasks in blocks of 64 rows of one KV head (no ISA's block is
+       larger): with enough of them every core is busy without splitting */
     const int64_t group_rows = attn_max64(q_len, 1) * (q_heads / kv_heads);
     const int64_t units = kv_heads * ((group_rows + 63) / 64);
     if (units >= ATTN_SPLIT_TARGET)
         return 1;
-    const int64_t keys = topk > 0 ? attn_min64(kv_len, topk) : kv_len; /* a row's at most */
+    const int64_t keys = topk > 0 ? attn_min64(kv_len, topk) : kv_len;
     return attn_min64((ATTN_SPLIT_TARGET + units - 1) / units, keys / ATTN_SPLIT_MIN_CHUNK);
 }
 
@@ -59,23 +48,20 @@ void attn_split_plan(int64_t q_heads, int64_t kv_heads, int64_t q_len, int64_t k
     *chunk = c;
 }
 
-/* A sequence's splits are at most its `want` (chunks of at least
-   Lk_b / want keys): the grid is the largest want of the call's sequences
-   (one without query rows has no task). */
+/* The largest want of the call's sequences with query rows. */
 int64_t attn_split_grid(int64_t batch, int64_t q_heads, int64_t kv_heads, int64_t q_len,
                         int64_t kv_len, int64_t topk, const int32_t *q_lens,
                         const int32_t *kv_lens, int32_t kv_splits)
 {
     int64_t grid = 1;
     for (int64_t b = 0; b < batch; b++) {
-        /* clamped: attn_forward_workspace_size reads the lengths unchecked
-           (a call with lengths out of range is refused anyway) */
+        /* attn_forward_workspace_size reads the lengths unchecked */
         const int64_t lq = q_lens ? attn_min64(q_lens[b], q_len) : q_len;
         const int64_t lk = kv_lens ? attn_max64(0, attn_min64(kv_lens[b], kv_len)) : kv_len;
         if (lq > 0)
             grid = attn_max64(grid, split_want(q_heads, kv_heads, lq, lk, topk, kv_splits));
         if (!q_lens && !kv_lens)
-            break; /* every sequence alike */
+            break;
     }
     return grid;
 }
@@ -83,8 +69,8 @@ int64_t attn_split_grid(int64_t batch, int64_t q_heads, int64_t kv_heads, int64_
 int64_t attn_split_grid_bound(int64_t q_heads, int64_t kv_heads, int64_t q_len, int64_t kv_len,
                               int64_t topk, int lens_given, int32_t kv_splits)
 {
-    /* split_want grows as a sequence's query rows fall (fewer tasks
-       unsplit) and as its keys grow: one row and every key bound it */
+    /* split_want grows as rows fall and keys grow: one row and every key
+       bound it */
     return split_want(q_heads, kv_heads, lens_given ? attn_min64(q_len, 1) : q_len, kv_len, topk,
                       kv_splits);
 }
@@ -110,8 +96,7 @@ size_t attn_split_bytes(int64_t batch, int64_t q_heads, int64_t q_len, int64_t v
 int attn_split_layout_of(int64_t batch, int64_t q_heads, int64_t q_len, int64_t v_dim,
                          int64_t splits, attn_split_layout *l)
 {
-    /* The sizes were validated to fit int64 as tensors; products of them
-       may still exceed size_t, hence the checked arithmetic. */
+    /* validated to fit int64; their products may still exceed size_t */
     size_t rows, parts, acc_floats, b;
     const size_t acc_stride = (size_t)((v_dim + 15) & ~(int64_t)15);
     if (__builtin_mul_overflow((size_t)batch, (size_t)q_heads, &rows) ||
@@ -207,7 +192,7 @@ void attn_split_merge(const attn_dsp *dsp, const attn_problem *pb, const attn_sp
     for (int64_t c = 0; c < parts; c++) {
         const float *state = ws->states + (first + c) * 4;
         if (state[0] == -INFINITY)
-            continue; /* no visible key in this chunk: its acc was not written */
+            continue; /* its acc was not written */
         const float alpha = expf(state[0] - o->m);
         o->l += alpha * state[1];
         o->t += alpha * (state[2] + state[1] * (state[0] - o->m));
@@ -233,8 +218,7 @@ void attn_split_reset(const attn_problem *pb, const task_plan *p)
         atomic_init(&ws.done[u], 0);
 }
 
-/* A sequence without query rows (its padded rows are written as fully
-   masked) stays whole: the grid does not count it. */
+/* Without query rows it stays whole: the grid does not count it. */
 void attn_split_seq(const attn_problem *pb, const task_plan *p, int64_t b, int64_t start,
                     int64_t *splits, int64_t *chunk_keys)
 {

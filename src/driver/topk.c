@@ -1,17 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The forward's top-k path (attn.h, "Top-k sparse attention"): each query
- * row attends the keys its list names (attn_options.topk_indices). Per
- * window of topk_window key positions, each query position of a task marks
- * the keys its list selects and it sees; their union, in key order, is cut
- * into tiles of block_k keys, each an online-softmax step for the rows that
- * see any of its keys. K and V rows are copied gather_keys at a time into
- * the gather buffer for the kernels (so each selected key is read once per
- * task, for every row and head of it); a row's unselected keys of a tile
- * get -inf after the epilogue, as the dense operations' selection does.
- * The tiles depend on the task's rows only, so batch invariance and
- * determinism hold as for dense calls. The tasks, and their split-KV, are
- * forward.c's and split.c's.
+ * The forward's top-k path (attn.h, "Top-k sparse attention"). Per window of
+ * key positions, the union of the task's rows' selections is cut, in key
+ * order, into tiles of block_k keys, each an online-softmax step; K and V
+ * rows are gathered for the kernels, so each selected key is read once per
+ * task. A row's unselected keys get -inf after the epilogue. The tiles
+ * depend on the task's rows only: batch invariance and determinism hold as
+ * for dense calls.
  */
 #include <stdint.h>
 #include <string.h>
@@ -19,30 +14,26 @@
 #include "forward.h"
 
 /*
- * A top-k task's working memory lies in its scratch after the gather buffer,
- * not on the stack (attn.h bounds a task's stack): per query position the
- * bitmap of its selected keys in the current window of topk_window keys and
- * its {list, lo, hi} (TOPK_ROW_FLOATS), then the window's union bitmap,
- * two tiles' keys (this one and the next) and the per-key scale factors
- * (TOPK_FIXED_FLOATS of a tile of g keys). Each list is scanned once per
- * window: the plan makes the window as wide as the scratch allows.
+ * The selection's memory lies in the task scratch after the gather buffer,
+ * not on the stack (attn.h bounds a task's stack): per position a window
+ * bitmap and its topk_pos, then the union bitmap, two tiles' keys and the
+ * scale factors. Each list is scanned once per window, so the plan makes
+ * the window as wide as the scratch allows.
  */
 #define TOPK_MIN_WINDOW 512
 #define TOPK_MAX_WINDOW 65536 /* a tile's keys are uint16 offsets in their window */
 #define TOPK_ROW_FLOATS(w) ((w) / 32 + 6)
 #define TOPK_FIXED_FLOATS(w, g) ((w) / 32 + (g) + 2 * (g) + 16)
-/* Query positions one task gathers for: the union of their selections grows
-   with each (neighbouring rows share most keys, not all), and every row is
-   multiplied with all of it. */
+/* The union grows with each position, and every row multiplies all of it. */
 #define TOPK_MAX_POSITIONS 8
 
 typedef struct topk_pos {
     const int32_t *list; /* NULL: the position sees no key */
-    int64_t lo, hi;      /* its visible keys, within the task's range */
+    int64_t lo, hi;
 } topk_pos;
 
-/* V laid out as the first v_dim columns of K's rows (MLA's latent cache):
-   what a plan may assume; the data pointers say per call whether V is K. */
+/* V laid out as K's first columns (MLA's latent cache); whether V is K is
+   the pointers' to say, per call (a plan never reads them). */
 static int v_as_k_columns(const attn_problem *pb)
 {
     return pb->v.dtype == pb->k.dtype && pb->v_dim < pb->head_dim && pb->v_dim <= attn_k_cols(pb) &&
@@ -50,11 +41,9 @@ static int v_as_k_columns(const attn_problem *pb)
            pb->v.batch_stride == pb->k.batch_stride;
 }
 
-/* Bytes of one row of K or V, whichever is longer (a gathered row). */
+/* The longer of a K and a V row, staged rows as f32. */
 static int64_t gathered_row_bytes(const attn_problem *pb)
 {
-    /* FP8 with scale groups, rows with a tail: gathered decoded, as f32
-       (attn_kv_stage) */
     const int64_t kb = attn_k_staged(pb) ? pb->head_dim * 4
                                          : pb->head_dim / attn_dtype_block(pb->k.dtype) *
                                                (int64_t)attn_dtype_size(pb->k.dtype);
@@ -65,16 +54,11 @@ static int64_t gathered_row_bytes(const attn_problem *pb)
 }
 
 /*
- * The plan of a call with top-k lists: the task scratch holds the converted
- * queries, a score tile of block_k columns (the keys of one online-softmax
- * step), the accumulator, a gather buffer of gather_keys key rows (the keys
- * of one kernel call) and the selection's memory. Of the widths that fit,
- * the widest whose block holds 8 rows (the bf16 dot kernels' least), a
- * gather of 32 keys preferred (one bf16 key panel). A block holds whole
- * query positions (all heads of a GQA group), at most TOPK_MAX_POSITIONS,
- * or an even share of one position's heads; the window then takes what is
- * left. Nothing depends on the lengths: a sequence's tiles are the same
- * alone and in any batch (attn.h, "Batch invariance").
+ * Of the widths that fit the scratch, the widest whose block holds 8 rows
+ * (the bf16 kernels' least), a gather of 32 keys preferred (one bf16 key
+ * panel). A block holds whole query positions or an even share of one
+ * position's heads; the window takes what is left. Nothing depends on the
+ * lengths (attn.h, "Batch invariance").
  */
 void attn_plan_topk(const attn_dsp *dsp, const attn_problem *pb, task_plan *p)
 {
@@ -82,24 +66,19 @@ void attn_plan_topk(const attn_dsp *dsp, const attn_problem *pb, task_plan *p)
     const size_t n_widths = sizeof widths / sizeof widths[0];
     const int64_t row_floats = (gathered_row_bytes(pb) + 63) / 64 * 16;
     const int64_t hpg = p->heads_per_group, bk = (int64_t)dsp->block_k;
-    /* rows wanted per block: 8, or a whole GQA group (each task gathers
-       its keys: one task per position gathers them once) */
+    /* a whole GQA group: one task per position gathers its keys once */
     const int64_t want = attn_max64(8, attn_min64(hpg, (int64_t)dsp->block_q));
-    /* F32 queries read where they lie when a block's rows are at one
-       stride: consecutive positions (no GQA stacking), or heads of one
-       position (a group of at least 8 heads: MLA's 16 to 128) */
+    /* F32 queries in place where a block's rows share one stride */
     const int direct = pb->q.dtype == ATTN_DTYPE_F32 && (hpg == 1 || hpg >= 8);
     const int64_t qs = direct ? 0 : p->q_stride;
-    /* V laid out as K's first columns (MLA's latent cache) may be V itself:
-       a tile of one gather then serves P.V from K's copy (attn_forward_topk
-       checks the pointers; a plan never looks at them) */
+    /* a tile of one gather may then serve P.V from K's copy */
     const int latent = v_as_k_columns(pb);
     int64_t best_c = 1, best_g = 1, best_rows = 0;
     for (size_t ci = 0; ci < n_widths && best_rows < want; ci++) {
         const int64_t c = widths[ci];
         if (c > 32 || c > bk)
             continue;
-        for (size_t gi = 0; gi <= ci && best_rows < want; gi++) { /* widest first */
+        for (size_t gi = 0; gi <= ci && best_rows < want; gi++) {
             const int64_t g = widths[gi];
             const int64_t room =
                 ATTN_SCRATCH_FLOATS - c * row_floats - TOPK_FIXED_FLOATS(TOPK_MIN_WINDOW, g);
@@ -112,7 +91,7 @@ void attn_plan_topk(const attn_dsp *dsp, const attn_problem *pb, task_plan *p)
         }
     }
     int64_t rows = attn_max64(1, attn_min64(best_rows, TOPK_MAX_POSITIONS * hpg));
-    if (direct && hpg > 1) { /* within one position: a divisor of the group */
+    if (direct && hpg > 1) { /* one stride: a divisor of the group */
         rows = attn_min64(rows, hpg);
         while (hpg % rows)
             rows--;
@@ -129,7 +108,7 @@ void attn_plan_topk(const attn_dsp *dsp, const attn_problem *pb, task_plan *p)
                                           TOPK_FIXED_FLOATS(2 * w, best_g) <= ATTN_SCRATCH_FLOATS)
         w *= 2;
     p->gather_keys = best_c;
-    p->gather_floats = best_c * row_floats; /* then the selection's memory */
+    p->gather_floats = best_c * row_floats;
     p->topk_window = w;
     p->block_k = best_g;
     p->block_rows = rows;
@@ -137,7 +116,6 @@ void attn_plan_topk(const attn_dsp *dsp, const attn_problem *pb, task_plan *p)
 
 /* ------------------------------------------------------------ gathering */
 
-/* Copies the rows of keys w0 + pos[0, n) into dst, one after another. */
 static void gather_rows(const kv_src *src, int64_t w0, const uint16_t *pos, int64_t n,
                         unsigned char *dst)
 {
@@ -148,8 +126,6 @@ static void gather_rows(const kv_src *src, int64_t w0, const uint16_t *pos, int6
     }
 }
 
-/* The same decoded to f32 with their scale groups and tail (attn_kv_stage),
-   rows `width` floats apart. */
 static void stage_rows(const attn_dsp *dsp, const kv_src *src, const kv_src *sc, int64_t g,
                        const kv_src *tail, int64_t width, int64_t w0, const uint16_t *pos,
                        int64_t n, float *dst)
@@ -158,8 +134,7 @@ static void stage_rows(const attn_dsp *dsp, const kv_src *src, const kv_src *sc,
         attn_kv_stage(dsp, src, sc, g, tail, w0 + pos[t], 1, dst + t * width, width);
 }
 
-/* Takes the next (at most) n set bits of the union bitmap uni from word
-   *word on, as key offsets in key order, clearing them; returns how many. */
+/* Takes and clears the next (at most) n keys of the union, in key order. */
 static int64_t take_keys(uint64_t *uni, int64_t words, int64_t *word, int64_t n,
                          uint16_t *pos)
 {
@@ -175,7 +150,6 @@ static int64_t take_keys(uint64_t *uni, int64_t words, int64_t *word, int64_t n,
     return k;
 }
 
-/* Asks for the rows of keys w0 + pos[0, n) ahead of their gather. */
 static void prefetch_rows(const kv_src *src, int64_t w0, const uint16_t *pos, int64_t n)
 {
     for (int64_t t = 0; t < n; t++) {
@@ -188,8 +162,6 @@ static void prefetch_rows(const kv_src *src, int64_t w0, const uint16_t *pos, in
 
 /* ------------------------------------------------------------ a task's keys */
 
-/* What the tiles of one attn_forward_topk call share: its arguments, the
-   kernels, the views, and the selection's memory in the task scratch. */
 typedef struct topk_task {
     const attn_dsp *dsp;
     const attn_problem *pb;
@@ -204,17 +176,15 @@ typedef struct topk_task {
     attn_pv_tile_fn *pv;
     kv_views kv;
     int want_entropy, k_staged, k_rows, v_rows, terms, v_in_k, reuse;
-    ptrdiff_t k_units, v_units; /* stride units of a gathered K (V) row */
+    ptrdiff_t k_units, v_units;
     int64_t G, C, W, words;     /* block_k, gather_keys, topk_window, W / 64 */
-    uint64_t *bits, *uni;       /* per position, and the union: a window's keys */
+    uint64_t *bits, *uni;
     topk_pos *pos;
     int64_t npos;
-    float *kfac, *vfac;         /* a tile's per-row FP8 scales of K, V */
-    uint16_t *upos;             /* two tiles' keys, offsets in their window */
+    float *kfac, *vfac;
+    uint16_t *upos;             /* offsets in their window */
 } topk_task;
 
-/* The rest of *t from its arguments: kernels, views, the selection's memory
-   and the task's query positions within keys [klo, khi). */
 static void topk_open(topk_task *t, int64_t kv_head, int64_t klo, int64_t khi)
 {
     const attn_problem *pb = t->pb;
@@ -225,23 +195,18 @@ static void topk_open(topk_task *t, int64_t kv_head, int64_t klo, int64_t khi)
     t->G = p->block_k;
     t->C = p->gather_keys;
     t->kv = attn_kv_views_open(pb, t->rows[0].b, kv_head);
-    /* gathered rows lie back to back; staged ones (scale groups, a tail)
-       decoded to f32 */
     t->k_staged = attn_k_staged(pb);
     t->k_units = t->k_staged ? pb->head_dim : (ptrdiff_t)(t->kv.k.row_bytes / t->kv.k.esize);
     t->v_units = pb->v_group ? pb->v_dim : (ptrdiff_t)(t->kv.v.row_bytes / t->kv.v.esize);
     t->k_rows = pb->k_scales.data && !pb->k_group;
     t->v_rows = pb->v_scales.data && !pb->v_group;
     t->terms = attn_has_score_terms(pb);
-    /* V rows inside K's (MLA's latent cache): K's gather brought them in,
-       decoded alike where both are staged with the same scale groups, or
-       neither is */
+    /* K's gather brought V's rows in, if both decode alike */
     const int same_decode = t->k_staged == (pb->v_group != 0) && pb->k_group == pb->v_group &&
                             (!pb->k_group || !memcmp(&pb->k_scales, &pb->v_scales,
                                                      sizeof pb->k_scales));
     t->v_in_k = v_as_k_columns(pb) && pb->v.data == pb->k.data && same_decode;
     t->reuse = t->v_in_k && t->C == t->G;
-    /* the scratch after the gather buffer (TOPK_ROW_FLOATS, TOPK_FIXED_FLOATS) */
     t->W = p->topk_window;
     t->words = t->W / 64;
     t->bits = (uint64_t *)(void *)(t->gbuf + p->gather_floats);
@@ -250,8 +215,7 @@ static void topk_open(topk_task *t, int64_t kv_head, int64_t klo, int64_t khi)
     t->kfac = (float *)(void *)(t->pos + p->block_rows);
     t->vfac = t->kfac + t->G;
     t->upos = (uint16_t *)(void *)(t->vfac + t->G);
-    /* the task's query positions (rows stack the heads of one position
-       together; rows[r].i - rows[0].i is row r's position slot) */
+    /* rows stack one position's heads: rows[r].i - rows[0].i is its slot */
     const row_ref *rows = t->rows;
     t->npos = 0;
     for (int64_t r = 0; r < t->n; r++)
@@ -263,8 +227,6 @@ static void topk_open(topk_task *t, int64_t kv_head, int64_t klo, int64_t khi)
         }
 }
 
-/* Marks in each position's bitmap the keys of window [w0, w1) its list
-   selects and it sees, and their union in t->uni. */
 static void mark_window(const topk_task *t, int64_t base, int64_t w0, int64_t w1)
 {
     const int64_t words = t->words;
@@ -286,10 +248,6 @@ static void mark_window(const topk_task *t, int64_t base, int64_t w0, int64_t w1
     }
 }
 
-/* Q.K^T of a tile's nk keys w0 + tp[0, nk) (kb, ke: its first and past its
-   last), K gathered gather_keys rows at a time, for each run of rows that
-   sees some key of the tile (the runs are found again for each pass: they
-   cost nothing next to the products); then K's per-row FP8 scales. */
 static void tile_scores(const topk_task *t, int64_t w0, const uint16_t *tp, int64_t nk,
                         int64_t kb, int64_t ke)
 {
@@ -298,7 +256,7 @@ static void tile_scores(const topk_task *t, int64_t w0, const uint16_t *tp, int6
     const kv_src *const tail = pb->k_tail_dim ? &t->kv.k_tail : NULL;
     for (int64_t c = 0; c < nk; c += C) {
         const int64_t cn = attn_min64(C, nk - c);
-        if (c + 2 * C < nk) /* two chunks ahead */
+        if (c + 2 * C < nk)
             prefetch_rows(&t->kv.k, w0, tp + c + 2 * C, attn_min64(C, nk - c - 2 * C));
         if (t->k_staged)
             stage_rows(t->dsp, &t->kv.k, &t->kv.k_scales, pb->k_group, tail, pb->head_dim, w0,
@@ -320,8 +278,6 @@ static void tile_scores(const topk_task *t, int64_t w0, const uint16_t *tp, int6
     }
 }
 
-/* Each row that sees the tile: the epilogue on its scores, -inf where its
-   list does not name the key, and the fold into its online state. */
 static void tile_fold(const topk_task *t, int64_t w0, const uint16_t *tp, int64_t nk,
                       int64_t kb, int64_t ke)
 {
@@ -333,15 +289,14 @@ static void tile_fold(const topk_task *t, int64_t w0, const uint16_t *tp, int64_
             float *s = t->sbuf + r * t->G;
             if (pb->opt.softcap > 0.0f)
                 dsp->softcap(s, (size_t)nk, pb->opt.softcap);
-            /* the other terms by position, over runs of consecutive keys */
             for (int64_t a = 0, z; t->terms && a < nk; a = z) {
                 for (z = a + 1; z < nk && tp[z] == tp[z - 1] + 1; z++)
                     ;
                 attn_score_terms(dsp, pb, &rows[r], s + a, w0 + tp[a], z - a);
             }
-            /* -inf where the row's list does not name the key, without
-               a branch (they fall at random), NaN scores included; one
-               position's list names every key of the union */
+            /* unselected keys to -inf without a branch (they fall at
+               random), NaN scores included; with one position all are
+               selected */
             const uint64_t *sel = t->bits + (rows[r].i - rows[0].i) * t->words;
             for (int64_t i = 0; i < nk && t->npos > 1; i++) {
                 const uint32_t keep = 0u - (uint32_t)(sel[tp[i] >> 6] >> (tp[i] & 63) & 1);
@@ -355,9 +310,6 @@ static void tile_fold(const topk_task *t, int64_t w0, const uint16_t *tp, int64_
         }
 }
 
-/* V's per-row FP8 scales on the weights, then P.V of the tile: V gathered
-   (or, as MLA's latent, the K rows already there) gather_keys rows at a
-   time. */
 static void tile_values(const topk_task *t, int64_t w0, const uint16_t *tp, int64_t nk,
                         int64_t kb, int64_t ke)
 {
@@ -401,8 +353,7 @@ attn_forward_topk(const attn_dsp *dsp, const attn_problem *pb, const task_plan *
     uhi = attn_min64(uhi, khi);
     for (int64_t w0 = ulo; w0 < uhi; w0 += t.W) {
         mark_window(&t, base, w0, attn_min64(w0 + t.W, uhi));
-        /* the union in key order, G keys per tile, the next tile drawn
-           (and its first rows prefetched) before this one is computed */
+        /* the next tile drawn and prefetched before this one is computed */
         uint16_t *tp = t.upos, *next = t.upos + t.G;
         int64_t word = 0, n_next = take_keys(t.uni, t.words, &word, t.G, next);
         for (int first = 1; n_next > 0; first = 0) {

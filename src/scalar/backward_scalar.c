@@ -1,8 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/*
- * Scalar kernels of the attention backward (the oracle of pt_tile and
- * score_grad). Built with the other scalar kernels, -ffp-contract=off.
- */
+/* The oracle of pt_tile and score_grad, -ffp-contract=off. */
 #include "scalar/tile_scalar_tmpl.h"
 
 /* acc += P^T X: the tile body's P.V loop with P's two strides swapped (the

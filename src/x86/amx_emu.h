@@ -1,32 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The AMX intrinsics the kernels use, in portable C, so that the same
- * kernel source also builds a table that runs on every x86 machine (as the
- * AVX-512 kernels build against SIMDe): no emulator of AMX is packaged, and
- * few machines here have the unit. Semantics are those of the Intel SDM's
- * pseudo-code (volume 2, TILELOADD, TILESTORED, TILEZERO, LDTILECFG,
- * TDPBF16PS, TDPB[SU][SU]D), with the state of one logical processor per
- * thread:
- *
- *  - LDTILECFG with palette 1 sets each tile's rows (<= 16) and bytes per
- *    row (<= 64) and zeroes every tile; palette 0 releases them. A tile used
- *    outside its configuration, or an operation whose shapes do not agree
- *    (A's rows = C's rows, B's bytes per row = C's, A's dwords per row = B's
- *    rows), is #UD on the hardware and an abort here.
- *  - TILELOADD/TILESTORED move `rows` rows of `colsb` bytes, `stride` bytes
- *    apart; a load zeroes the rest of the tile.
- *  - TDPBF16PS: C[m].f32[n] += A[m].bf16[2k] * B[k].bf16[2n], then
- *    += A[m].bf16[2k+1] * B[k].bf16[2n+1], k ascending: each product exact
- *    (8-bit significands), each addition an f32 rounding to nearest even;
- *    bf16 inputs and C's values denormal are read as zero (DAZ), every
- *    result denormal is written as zero (FTZ); MXCSR is not read.
- *  - TDPB[SU][SU]D: C[m].i32[n] += the four products of A[m]'s dword k and
- *    B[k]'s dword n, bytes signed (S) or unsigned (U) as named (A's first),
- *    added in int32 modulo 2^32.
- *
- * Tile numbers are constants in the intrinsics; here they index the state.
- * The state is per thread (as the tile configuration is per thread on the
- * hardware) and per translation unit (a static in this header): a kernel
+ * The AMX intrinsics the kernels use, in portable C, so that the AMX kernel
+ * source also builds a table that runs on any x86 machine (no AMX emulator
+ * is packaged). Semantics: the Intel SDM's pseudo-code (volume 2), per
+ * thread, as the hardware's tile state is:
+ *  - a tile used outside its configuration, or mismatched shapes, is #UD on
+ *    the hardware and an abort here; a load zeroes the rest of the tile;
+ *  - TDPBF16PS: per C element, the pairs k ascending, each product exact,
+ *    each addition one f32 rounding to nearest even; denormal inputs and C
+ *    values read as zero, denormal results written as zero; MXCSR unread;
+ *  - TDPB[SU][SU]D: int32 sums modulo 2^32.
+ * The state is also per translation unit (a static here): a kernel
  * configures, loads, computes and stores in one file.
  */
 #ifndef ATTN_X86_AMX_EMU_H
@@ -45,7 +29,6 @@ typedef struct attn_amx_emu_tiles {
 
 static _Thread_local attn_amx_emu_tiles attn_amx_emu;
 
-/* The 64-byte configuration of LDTILECFG (palette 1). */
 typedef struct attn_amx_cfg {
     uint8_t palette;
     uint8_t start_row;
@@ -112,7 +95,7 @@ static inline void attn_amx_emu_store(int t, void *base, long stride)
         memcpy((unsigned char *)base + (long)r * stride, s->t[t][r], s->colsb[t]);
 }
 
-/* The shapes of C += A.B, checked as the hardware does; K: dwords per row of A. */
+/* K: dwords per row of A */
 static inline int attn_amx_emu_shapes(int c, int a, int b)
 {
     attn_amx_emu_tiles *s = attn_amx_emu_tile(c);
@@ -131,7 +114,6 @@ static inline float attn_amx_emu_f32(uint32_t u)
     return f;
 }
 
-/* DAZ and FTZ: a denormal f32 as a zero of its sign. */
 static inline float attn_amx_emu_flush(float x)
 {
     uint32_t u;
@@ -194,8 +176,7 @@ static inline void attn_amx_emu_dpb(int c, int a, int b, int sa, int sb)
         memset(&s->t[c][m][s->colsb[c]], 0, 64 - s->colsb[c]);
 }
 
-/* The intrinsics' names, as <immintrin.h> spells them (its macros, where
-   it was included, give way; its inline functions are hidden by these). */
+/* <immintrin.h>'s macros give way; its inline functions are hidden. */
 #undef _tile_loadconfig
 #undef _tile_release
 #undef _tile_zero

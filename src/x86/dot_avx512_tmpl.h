@@ -1,41 +1,19 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * AVX-512 kernels of the bf16 mode (attn_precision, include/attn.h; the dot
- * file of src/kernel_list.h, its int8 twin is src/x86/dot_i8_avx512.c), on
- * AVX512_BF16 (vdpbf16ps). Built with that flag on top of the ISA's
- * (src/x86/meson.build) and installed only on CPUs that have it
- * (src/dispatch.c sets the table's cpu bits); against SIMDe in tests/emu.
- *
- * They round exactly as src/lowp.h says (the same IEEE operations, so the
- * same bits) and differ from the scalar oracle (src/scalar/dot_scalar.c)
- * only in the order of the f32 additions and, on real hardware, in
- * vdpbf16ps flushing subnormal factors and sums (attn.h's bounds count
- * both). A mode permits rounding: with few query rows (decode) the
- * kernels take the exact f32 path of the tile family (packing a panel
- * would cost more than it saves there: BF_MIN_ROWS), which is within the
- * mode's bound.
- *
- *   qk_bf16: q rows rounded to bf16 once per call and depth chunk; keys
- *            packed as a panel of bf16 pairs (dims 2i, 2i + 1 in one
- *            32-bit lane, key-major), then per pair of dims one broadcast
- *            of the row's pair and one vdpbf16ps per 16 keys.
- *   pv_bf16: the weights of a key chunk rounded to bf16 pairs (keys 2i,
- *            2i + 1), V packed as lanes of (v[2i][col], v[2i + 1][col]);
- *            per key pair one broadcast and one vdpbf16ps per 16 columns.
- *   pt_bf16: the backward's P^T X on pv_bf16's kernel (weights strided).
- *
- * src/x86/dot_avx512.c includes it as the dot file; src/x86/dot_amx_avx512.c
- * with ATTN_DOT_AMX, the dot_amx file, whose qk_bf16 multiplies the same
- * rounded q pairs and key panel on AMX tiles (tdpbf16ps: 16 rows x 16 keys
- * x 16 pairs an instruction); against SIMDe (tests/emu) that file builds on
- * src/x86/amx_emu.h.
+ * The bf16 mode's kernels (attn_precision, include/attn.h) on vdpbf16ps,
+ * rounding as src/lowp.h says, bit for bit. They differ from the scalar
+ * oracle only in the order of the f32 additions and in vdpbf16ps flushing
+ * subnormal factors and sums; attn.h's bounds count both. Below BF_MIN_ROWS
+ * rows the exact f32 tile path serves (within the bound). With ATTN_DOT_AMX
+ * (src/x86/dot_amx_avx512.c) qk_bf16 multiplies the same rounded pairs on
+ * AMX tiles.
  */
 #include "lowp.h"
 #include "tile_variants.h"
 #include "x86/tile_avx512_tmpl.h"
 
 #ifdef ATTN_SIMDE_EMU
-/* What SIMDe 0.7.4 lacks here (emulation speed does not matter). */
+/* What SIMDe lacks here (emulation speed does not matter). */
 static inline simde__m512bh attn_emu_as_bh(simde__m512i x)
 {
     simde__m512bh r;
@@ -71,14 +49,11 @@ static inline simde__m512i attn_emu_maskz_loadu_epi16(uint32_t m, const void *p)
 #define as_bh(x) ((__m512bh)(x))
 #endif
 
-/* ------------------------------------------------------------------------ */
-/* bf16 rounding (src/lowp.h's attn_bf16_round, 16 lanes)                    */
-/* ------------------------------------------------------------------------ */
+/* ---- bf16 rounding ---- */
 
-/* The bf16 bits of x (src/half.h's attn_f32_to_bf16: rounded to nearest
-   even, a NaN quieted and truncated, since rounding could carry its
-   payload into the exponent and sign: 0x7fff8000 would become -0), in the
-   low half of each lane. */
+/* src/half.h's attn_f32_to_bf16 per lane, in the low half. A NaN is
+   truncated, not rounded: rounding could carry its payload into the
+   exponent and sign (0x7fff8000 would become -0). */
 ATTN_AVX512_INLINE __m512i bf16_bits(__m512 x)
 {
     const __m512i u = _mm512_castps_si512(x);
@@ -89,8 +64,7 @@ ATTN_AVX512_INLINE __m512i bf16_bits(__m512 x)
     return _mm512_mask_or_epi32(rne, nan, _mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
 }
 
-/* 32 bf16 values (t .. t + n, n <= 32, zeros beyond) of a row of dtype dt,
-   in order: lane i holds values 2i (low half) and 2i + 1. */
+/* n <= 32 values as bf16, zeros beyond: lane i holds values 2i, 2i + 1. */
 ATTN_AVX512_INLINE __m512i pairs32(int dt, const unsigned char *row, size_t t, size_t n)
 {
     if (dt == ATTN_KV_BF16) {
@@ -107,25 +81,17 @@ ATTN_AVX512_INLINE __m512i pairs32(int dt, const unsigned char *row, size_t t, s
     return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
 }
 
-/* ------------------------------------------------------------------------ */
-/* qk_bf16                                                                   */
-/* ------------------------------------------------------------------------ */
+/* ---- qk_bf16 ---- */
 
-#define BF_PANEL_KEYS 32  /* two vectors of keys */
-/* dims per pass (32 pairs) and query rows rounded per pass: panel 4 KiB,
-   rounded rows 8 KiB, so that a task stays within ATTN_TASK_STACK_BYTES
-   (the f32 kernels' panel is 16 KiB); at d 128 two passes, the partial
-   sums kept in s between them as the f32 kernel does past d 128 */
+#define BF_PANEL_KEYS 32
+/* sized for ATTN_TASK_STACK_BYTES; partial sums wait in s between passes */
 #define BF_DEPTH 64
 #define BF_ROWS 64
-/* From this many rows on the packed kernels round; below, the exact f32
-   path (tile family) is as fast: it is bound by reading K and V then
-   (decode of a GQA group), where packing would cost more than it saves.
-   8, not the f32 path's 17: MLA decode blocks hold 13 rows at d 576. */
+/* Below, the exact f32 path is as fast (bound by reading K and V). Not the
+   f32 path's 17: MLA decode blocks hold 13 rows at d 576. */
 #define BF_MIN_ROWS 8
 
-/* panel[p * 32 + j] = bf16 pair p (dims t0 + 2p, + 1) of key j, j < 32;
-   keys nkeys..31 zero. */
+/* panel[p * 32 + j] = pair p of key j; keys from nkeys on zero. */
 ATTN_AVX512_INLINE void bf_pack_keys(int dt, const unsigned char *k, uintptr_t kb, size_t nkeys,
                                      size_t t0, size_t td, uint32_t *panel)
 {
@@ -144,8 +110,7 @@ ATTN_AVX512_INLINE void bf_pack_keys(int dt, const unsigned char *k, uintptr_t k
     }
 }
 
-/* R rows (R <= 8) x the 32 keys of a panel over np pairs; q pairs of row r
-   at qp + r * BF_DEPTH / 2. First pass from zero, later ones from s. */
+/* R <= 8 rows x 32 keys; first pass from zero, later ones from s. */
 ATTN_AVX512_INLINE void bf_panel_rows(size_t R, const uint32_t *qp, size_t np,
                                       const uint32_t *panel, __mmask16 m0, __mmask16 m1,
                                       int first, int last, float scale, float *s,
@@ -169,7 +134,6 @@ ATTN_AVX512_INLINE void bf_panel_rows(size_t R, const uint32_t *qp, size_t np,
 #ifdef ATTN_SIMDE_EMU
 #include "x86/amx_emu.h"
 #else
-/* The 64-byte configuration of LDTILECFG (palette 1). */
 typedef struct attn_amx_cfg {
     uint8_t palette;
     uint8_t start_row;
@@ -179,10 +143,9 @@ typedef struct attn_amx_cfg {
 } attn_amx_cfg;
 #endif
 
-/* Tiles 0, 1: the scores of 16 rows x keys 0-15, 16-31 of a panel; 2: 16
-   rows' 16 q pairs; 3, 4: 16 pairs of keys 0-15, 16-31. Every tile is 16
-   rows of 64 bytes, so one configuration serves every call (per thread:
-   set at the start of each qk_bf16, released at its end). */
+/* Tiles 0, 1: scores of keys 0-15, 16-31; 2: q pairs; 3, 4: key pairs. All
+   16 x 64 bytes, so one configuration serves every call; it is set and
+   released within each qk_bf16, on whatever thread runs it. */
 ATTN_AVX512_INLINE void bf_amx_config(void)
 {
     attn_amx_cfg cfg;
@@ -193,18 +156,14 @@ ATTN_AVX512_INLINE void bf_amx_config(void)
     _tile_loadconfig(&cfg);
 }
 
-/* bf_panel_rows on tiles for the nr rows of qp (rows past nr zero): per
-   group of 16 rows the f32 sums start from zero (first) or from s, pass
-   through the tiles over the panel's np pairs, and leave scaled (last) for
-   the panel's nkeys keys. */
+/* bf_panel_rows on tiles, 16 rows at a time (rows past nr zero). */
 ATTN_AVX512_INLINE void bf_amx_rows(const uint32_t *qp, size_t nr, size_t np, uint32_t *panel,
                                     size_t nkeys, int first, int last, float scale, float *s,
                                     ptrdiff_t s_stride)
 {
     _Alignas(64) float c[16][BF_PANEL_KEYS];
-    const size_t steps = (np + 15) / 16; /* 16 pairs a tdpbf16ps */
-    /* pairs np .. 16 * steps of the panel were not packed: zero, so that
-       they add 0 * 0 */
+    const size_t steps = (np + 15) / 16;
+    /* the unpacked pairs up to a whole step add 0 * 0 */
     memset(panel + np * BF_PANEL_KEYS, 0, (steps * 16 - np) * BF_PANEL_KEYS * sizeof *panel);
     const __mmask16 m0 = attn_mask16(nkeys < 16 ? nkeys : 16);
     const __mmask16 m1 = attn_mask16(nkeys > 16 ? nkeys - 16 : 0);
@@ -247,7 +206,7 @@ ATTN_AVX512_INLINE void qk_bf16(int dt, const float *q, ptrdiff_t q_stride, cons
                                 ptrdiff_t k_stride, size_t nq, size_t nk, size_t d, float scale,
                                 float *s, ptrdiff_t s_stride)
 {
-    if (nq < BF_MIN_ROWS) { /* few rows: exact (see the top) */
+    if (nq < BF_MIN_ROWS) {
         qk_tile(dt, q, q_stride, k, k_stride, nq, nk, d, scale, s, s_stride);
         return;
     }
@@ -256,7 +215,7 @@ ATTN_AVX512_INLINE void qk_bf16(int dt, const float *q, ptrdiff_t q_stride, cons
     const uintptr_t kb = (uintptr_t)k_stride * unit_bytes(dt);
 #ifdef ATTN_DOT_AMX
     bf_amx_config();
-    /* the rows a 16-row tile takes past nr read zeros, not stale pairs */
+    /* a 16-row tile's rows past nr read zeros, not stale pairs */
     memset(qp, 0, sizeof qp);
 #endif
     for (size_t r0 = 0; r0 < nq; r0 += BF_ROWS) {
@@ -282,8 +241,7 @@ ATTN_AVX512_INLINE void qk_bf16(int dt, const float *q, ptrdiff_t q_stride, cons
                 bf_amx_rows(qp, nr, np, panel, nkeys, first, last, scale, sc, s_stride);
                 continue;
 #endif
-                /* groups of 8 rows, then the rest in one group (each R its
-                   own loop, accumulators in registers) */
+                /* each R its own loop, accumulators in registers */
                 for (size_t r = 0; r < nr; r += 8) {
                     const uint32_t *qr = qp + r * (BF_DEPTH / 2);
                     float *sr = sc + (ptrdiff_t)r * s_stride;
@@ -303,16 +261,14 @@ ATTN_AVX512_INLINE void qk_bf16(int dt, const float *q, ptrdiff_t q_stride, cons
 #endif
 }
 
-/* ------------------------------------------------------------------------ */
-/* pv_bf16                                                                   */
-/* ------------------------------------------------------------------------ */
+/* ---- pv_bf16 ---- */
 
-#define PV_KEYS 64  /* keys per chunk: 32 pairs */
-#define PV_COLS 64  /* output columns per panel: four vectors (8 KiB) */
-#define PV_ROWS 64  /* weight rows rounded per chunk (8 KiB) */
+#define PV_KEYS 64
+#define PV_COLS 64  /* 8 KiB panel */
+#define PV_ROWS 64  /* 8 KiB of rounded weights */
 
-/* vp[i * 64 + col] = (v[c0 + 2i][j0 + col], v[c0 + 2i + 1][j0 + col]) as bf16
-   pairs for i < np, col < 64 (zero beyond n keys and w columns). */
+/* vp[i * 64 + col] = (v[2i][j0 + col], v[2i + 1][j0 + col]), zero beyond n
+   keys and w columns. */
 ATTN_AVX512_INLINE void pv_pack_values(int dt, const void *v, uintptr_t vb, size_t n, size_t j0,
                                        size_t w, uint32_t *vp)
 {
@@ -325,7 +281,7 @@ ATTN_AVX512_INLINE void pv_pack_values(int dt, const void *v, uintptr_t vb, size
                 const size_t cn = w - x < 16 ? w - x : 16;
                 const __mmask16 m = attn_mask16(cn);
                 const unsigned char *r1 = row_at(v, 2 * i + 1, vb);
-                if (dt == ATTN_KV_BF16) { /* already bf16: widen the bits */
+                if (dt == ATTN_KV_BF16) {
                     lo = _mm512_cvtepu16_epi32(
                         _mm256_maskz_loadu_epi16(m, (const uint16_t *)r0 + j0 + x));
                     if (has1)
@@ -344,9 +300,8 @@ ATTN_AVX512_INLINE void pv_pack_values(int dt, const void *v, uintptr_t vb, size
     }
 }
 
-/* R rows x four vectors of columns over np key pairs; row r's pair i is
-   pp[r * prs + i * pis]. fresh as in the tile body's pv_block_at: chains
-   from zero, added to acc at the end (pt_bf16), else continuing from acc. */
+/* Row r's pair i is pp[r * prs + i * pis]; fresh: as pv_block_at
+   (src/x86/tile_avx512_tmpl.h). */
 ATTN_AVX512_INLINE void pv_bf_rows(size_t R, int fresh, const uint32_t *pp, size_t prs,
                                    size_t pis, size_t np, const uint32_t *vp, size_t w, float *acc,
                                    ptrdiff_t acc_stride)
@@ -381,21 +336,15 @@ ATTN_AVX512_INLINE void pv_bf_rows(size_t R, int fresh, const uint32_t *pp, size
                       : a[r][x]);
 }
 
-/*
- * p_step and fresh as in the tile body's pv_tile_at: 1 and 0 for P's rows
- * (pv_bf16), or P's row stride with p_stride 1 and fresh for the
- * backward's P^T (pt_bf16). Either way a weight pair is (key 2i, key 2i +
- * 1) of one output row, rounded as the oracle rounds it; P's rows give the
- * pairs of a row in one vector, P^T those of 16 rows, so their packs lie
- * row-major or pair-major. pt_bf16's keys (a call's query rows, at most
- * ATTN_MAX_BLOCK_Q) fit one chunk of PV_KEYS: one chain, as the oracle's.
- */
+/* p_step and fresh as pv_tile_at's. A weight pair is (key 2i, key 2i + 1)
+   of one row, packed row-major from P, pair-major from P^T. pt_bf16's keys
+   fit one chunk: one chain, as the oracle's. */
 _Static_assert(ATTN_MAX_BLOCK_Q <= PV_KEYS, "pt_bf16 sums a call's rows in one chunk");
 ATTN_AVX512_INLINE void pv_bf16_at(int dt, int fresh, const float *p, ptrdiff_t p_stride,
                                    ptrdiff_t p_step, const void *v, ptrdiff_t v_stride, size_t nq,
                                    size_t nk, size_t dv, float *acc, ptrdiff_t acc_stride)
 {
-    if (nq < BF_MIN_ROWS) { /* few rows: exact (see the top) */
+    if (nq < BF_MIN_ROWS) {
         pv_tile_at(dt, fresh, p, p_stride, p_step, v, v_stride, nq, nk, dv, acc, acc_stride, NULL);
         return;
     }
@@ -417,7 +366,7 @@ ATTN_AVX512_INLINE void pv_bf16_at(int dt, int fresh, const float *p, ptrdiff_t 
                         _mm512_store_si512(pp + r * (PV_KEYS / 2) + tb / 2,
                                            pairs32(ATTN_KV_F32, pr, tb, n - tb < 32 ? n - tb : 32));
                 }
-            } else { /* p_stride 1: key c's weights of 16 rows in one vector */
+            } else { /* 16 rows' weights of a key in one vector */
                 for (size_t i = 0; i < np; i++) {
                     const float *k0 = p + (ptrdiff_t)(c0 + 2 * i) * p_step + (ptrdiff_t)r0;
                     const int has1 = 2 * i + 1 < n;
@@ -458,9 +407,7 @@ ATTN_AVX512_INLINE void pv_bf16(int dt, const float *p, ptrdiff_t p_stride, cons
     pv_bf16_at(dt, 0, p, p_stride, 1, v, v_stride, nq, nk, dv, acc, acc_stride);
 }
 
-/* acc += P^T X (dV = P^T dO, dK = dS^T Q): P.V with the weight strides
-   swapped, each element's sum from zero added to acc once, as the tile
-   family's pt_tile (src/x86/backward_avx512.c). */
+/* acc += P^T X, summed as pt_tile (src/dsp.h). */
 ATTN_AVX512_INLINE void pt_bf16(const float *p, ptrdiff_t p_stride, const float *x,
                                 ptrdiff_t x_stride, size_t nq, size_t nk, size_t dim, float *acc,
                                 ptrdiff_t acc_stride)

@@ -1,22 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * AVX2 kernel of the int8 mode (attn_precision, include/attn.h; the dot_i8
- * file of src/kernel_list.h), on AVX-VNNI (the VEX vpdpbusd of Alder Lake,
- * Sapphire Rapids, Zen 5 and later): src/x86/dot_i8_vnni_tmpl.h's qk_i8, shared
- * with the AVX-512 kernel, with 8 keys a vector. Built with -mavxvnni on top
- * of the ISA's flags (src/x86/meson.build), installed only on CPUs that
- * have it (ATTN_CPU_AVX_VNNI, src/cpu.c).
- *
- * src/x86/dot_i8_evex_avx2.c includes it with ATTN_DOT_I8_EVEX: the EVEX vpdpbusd
- * on 256-bit vectors (AVX512_VNNI with AVX512VL), the dot_i8_evex file:
- * Zen 4 has vpdpbusd only in that form, and its default table is AVX2's
- * (AVX-512 is not its default, src/isa_list.h), so without it the int8
- * mode computed there as the default mode does. Both instructions give the
- * same int32 sums, so the two files give the same bits.
- *
- * tests/emu builds it a second time with the AVX-VNNI instruction from
- * SIMDe (ATTN_SIMDE_EMU: everything else is plain AVX2), so that its
- * logic is checked on CPUs without it.
+ * The int8 mode's AVX2 kernel: src/x86/dot_i8_vnni_tmpl.h with 8 keys a
+ * vector, on the VEX vpdpbusd or, with ATTN_DOT_I8_EVEX, the EVEX one at
+ * 256 bits, for CPUs that have only that form and default to the AVX2
+ * table (src/isa_list.h). Both give the same int32 sums, so the same bits.
+ * tests/emu builds it against SIMDe to check it on CPUs without either.
  */
 #include "tile_variants.h"
 #include "x86/tile_avx2_tmpl.h"
@@ -58,11 +46,7 @@ I8_INLINE void i8_pack(int dt, const unsigned char *k, uintptr_t kb, size_t nkey
                        size_t nb, uint32_t *kp, float *ks);
 #include "x86/dot_i8_vnni_tmpl.h"
 
-/*
- * Packs blocks b0 .. b0 + nb of the keys of a group (nkeys <= 8, the rest
- * zero): kp[(b * 8 + w) * 8 + l] = dword w (values 4w .. 4w + 3, as u8) of
- * block b of key l; ks[b * 8 + l] = that block's scale.
- */
+/* The pack of src/x86/dot_i8_vnni_tmpl.h's contract, key l in lane l. */
 I8_INLINE void i8_pack(int dt, const unsigned char *k, uintptr_t kb, size_t nkeys, size_t b0,
                        size_t nb, uint32_t *kp, float *ks)
 {
@@ -85,8 +69,7 @@ I8_INLINE void i8_pack(int dt, const unsigned char *k, uintptr_t kb, size_t nkey
             u[j + 2] = _mm256_unpacklo_epi64(t[j + 1], t[j + 3]);
             u[j + 3] = _mm256_unpackhi_epi64(t[j + 1], t[j + 3]);
         }
-        /* u[i] (i < 4), 128-bit lanes: dword i of keys 0-3, dword i + 4 of
-           keys 0-3; u[4 + i] the same for keys 4-7 */
+        /* u[i]: dwords i and i + 4 of keys 0-3; u[4 + i] of keys 4-7 */
         for (size_t i = 0; i < 4; i++) {
             _mm256_store_si256((__m256i *)(void *)(kp + (b * 8 + i) * 8),
                                _mm256_permute2x128_si256(u[i], u[4 + i], 0x20));

@@ -1,23 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The int8 mode's qk_i8 (attn_precision, include/attn.h) on vpdpbusd,
- * written once for both x86 widths: dot_i8_avx512.c (AVX512_VNNI, 16 keys
- * a vector) and dot_i8_avx2.c (AVX-VNNI, 8 keys) include it after defining
- * their vector vocabulary and their key pack, so a fix or a tuning of the
- * quantizer, the block loop or the driver lands in both.
- *
- * It quantizes q exactly as src/lowp.h says (the same IEEE operations, so
- * the same bits), sums the integer products exactly, and differs from the
- * scalar oracle (src/scalar/dot_scalar.c) only in the order of the f32
+ * The int8 mode's qk_i8 (attn_precision, include/attn.h) on vpdpbusd, once
+ * for both x86 widths. q is quantized as src/lowp.h says (the same IEEE
+ * operations, so the same bits) and the integer products summed exactly:
+ * vpdpbusd takes the keys as u8 (value + 128, or Q4_0's bare nibble), and
+ * the offset times the block's q sum is subtracted exactly in int32. The
+ * result differs from the scalar oracle only in the order of the f32
  * additions of the block sums.
- *
- *   q: quantized per 32-block once per call (src/lowp.h's rule), a pass of
- *      rows at a time; keys: a group of I8_KEYS transposed so that lane j
- *      holds dword w (4 values) of a key's block in vector w, then 8
- *      vpdpbusd per block sum the block of the whole group at once (u8
- *      operand: the key's value + 128 for Q8_0, its nibble, value + 8, for
- *      Q4_0; the offset times the block's q sum is subtracted exactly in
- *      int32), one conversion and one multiply-add by fl(dk * dq) per block.
  *
  * The including file defines, before including this one:
  *   I8_KEYS                      keys per group: the int32 lanes of a vector
@@ -46,14 +35,13 @@
 
 #include "lowp.h"
 
-#define I8_BLOCKS 8     /* blocks per packed chunk (d 256): 2-4 KiB of panel */
+#define I8_BLOCKS 8     /* 2-4 KiB of panel */
 #define I8_PANEL_WORDS (I8_BLOCKS * 8 * I8_KEYS)
 #define I8_SCALE_WORDS (I8_BLOCKS * I8_KEYS)
 #define I8_ALIGN 64
-#define I8_ROWS 4 /* query rows per micro-kernel */
+#define I8_ROWS 4
 
-/* Horizontal max and sum of 8 lanes (exact: max, and int32 sums that
-   cannot overflow here). */
+/* Exact: a max, and int32 sums that cannot overflow here. */
 I8_INLINE float i8_hmax8(__m256 x)
 {
     __m128 m = _mm_max_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
@@ -70,10 +58,8 @@ I8_INLINE int i8_hsum8(__m256i x)
     return _mm_cvtsi128_si32(s);
 }
 
-/* src/lowp.h's attn_q8_quantize on 32 values, on 256-bit vectors for both
-   widths (once per query block and call): the same IEEE operations (max,
-   one division for dq, one for 1/dq, one multiply and a round to nearest
-   even per value), so the same bits. */
+/* src/lowp.h's attn_q8_quantize with the same IEEE operations, so the same
+   bits; 256-bit vectors for both widths. */
 I8_INLINE void i8_quantize(const float *x, attn_q8_block *b)
 {
     __m256 v[4];
@@ -102,8 +88,7 @@ I8_INLINE void i8_quantize(const float *x, attn_q8_block *b)
                         _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
 }
 
-/* The 32 integers of a block as unsigned bytes: value + 128 (Q8_0) or the
-   nibble, value + 8 (Q4_0), in order. */
+/* As u8: value + 128 (Q8_0) or the nibble, value + 8 (Q4_0). */
 I8_INLINE __m256i i8_block_u8(int dt, const unsigned char *blk)
 {
     if (dt == ATTN_KV_Q8_0)
@@ -114,7 +99,6 @@ I8_INLINE __m256i i8_block_u8(int dt, const unsigned char *blk)
     return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(x, 4), nib), _mm_and_si128(x, nib));
 }
 
-/* The scale of block b of key row `row` (0 for a missing key). */
 I8_INLINE float i8_block_scale(int dt, const unsigned char *row, size_t b)
 {
     uint16_t h;
@@ -122,7 +106,6 @@ I8_INLINE float i8_block_scale(int dt, const unsigned char *row, size_t b)
     return _cvtsh_ss(h);
 }
 
-/* A dword of a query block's integers, broadcast (one load). */
 I8_INLINE i8_vi i8_qword(const attn_q8_block *x, size_t w)
 {
     int32_t v;
@@ -130,17 +113,13 @@ I8_INLINE i8_vi i8_qword(const attn_q8_block *x, size_t w)
     return i8_vi_set1(v);
 }
 
-/*
- * R rows (R <= I8_ROWS) x one packed group over the nb blocks of the
- * chunk: the f32 sums start from zero (first chunk) or from the partial
- * sums left in s, and are stored back in key order (scaled after the last
- * chunk). The accumulators stay in registers for the whole chunk.
- */
+/* Sums from zero (first chunk) or from the partial sums in s, stored back
+   in key order, scaled after the last chunk. */
 I8_INLINE void i8_rows(int dt, size_t R, const attn_q8_block *qb, size_t q_blocks,
                        const uint32_t *kp, const float *ks, size_t nb, float *s,
                        ptrdiff_t s_stride, size_t nkeys, int first, int last, float scale)
 {
-    const i8_mask m = i8_lanes(nkeys); /* lanes l < nkeys, back in key order */
+    const i8_mask m = i8_lanes(nkeys); /* in key order */
     const int off = dt == ATTN_KV_Q8_0 ? 128 : 8;
     i8_vf acc[I8_ROWS];
     for (size_t r = 0; r < R; r++)
@@ -152,8 +131,7 @@ I8_INLINE void i8_rows(int dt, size_t R, const attn_q8_block *qb, size_t q_block
         const i8_vf dk = i8_vf_load(ks + b * I8_KEYS);
         for (size_t r = 0; r < R; r++) {
             const attn_q8_block *x = &qb[r * q_blocks + b];
-            /* four chains, so that eight dependent vpdpbusd do not wait on
-               each other's latency; the offset times the q sum, exactly */
+            /* four chains hide vpdpbusd's latency */
             i8_vi s0 = i8_vi_set1(-off * x->sum), s1 = i8_vi_zero();
             i8_vi s2 = i8_vi_zero(), s3 = i8_vi_zero();
             s0 = i8_dpbusd(s0, kv[0], i8_qword(x, 0));
@@ -164,7 +142,7 @@ I8_INLINE void i8_rows(int dt, size_t R, const attn_q8_block *qb, size_t q_block
             s1 = i8_dpbusd(s1, kv[5], i8_qword(x, 5));
             s2 = i8_dpbusd(s2, kv[6], i8_qword(x, 6));
             s3 = i8_dpbusd(s3, kv[7], i8_qword(x, 7));
-            /* the exact integer block sum: |it| < 2^24, so converting is exact */
+            /* |integer block sum| < 2^24: converting is exact */
             const i8_vf isum = i8_vf_cvt(i8_vi_add(i8_vi_add(s0, s1), i8_vi_add(s2, s3)));
             acc[r] = i8_vf_fmadd(isum, i8_vf_mul(dk, i8_vf_set1(x->dq)), acc[r]);
         }

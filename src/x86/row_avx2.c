@@ -1,14 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * AVX2+FMA row kernels (row_max, exp_sum, row_scale, softcap, add_bias,
- * mask_bool, softmax_bwd) and the AVX2 table's init.
+ * AVX2+FMA row kernels and the AVX2 table's init.
  *
- * exp: an inline polynomial, not SLEEF. Debian's SLEEF 3.5.1 ships no inline
- * headers, so Sleef_expf8_u10avx2 is an out-of-line call per 8 floats, and
- * every ymm register is caller-saved in the SysV ABI: the inline polynomial
- * halves exp_sum's time (docs/PERFORMANCE.md). The polynomial's error is at most 1 ulp against libm,
- * checked on both of its paths over every input exp_sum can receive by
- * bench/exp_accuracy.c. tanh (softcap only) stays SLEEF.
+ * exp is an inline polynomial, not SLEEF: Debian's SLEEF ships no inline
+ * headers, and an out-of-line call per 8 floats clobbers every ymm register
+ * (SysV ABI) (docs/PERFORMANCE.md). tanh (softcap only) stays SLEEF.
  */
 #include <math.h>
 #include <sleef.h>
@@ -35,36 +31,24 @@ static ALWAYS_INLINE float hmax(__m256 v)
 /* ------------------------------------------------------------------ exp */
 
 /*
- * exp(x) = 2^n * exp(r), n = round(x / ln 2), r = x - n ln 2 in
- * [-ln2/2, ln2/2] (two-constant Cody-Waite reduction, the first step exact,
- * so r is rounded once), and exp(r)
- * by a degree-6 polynomial 1 + r + r^2 P(r), P fitted to (exp(r) - 1 - r)/r^2
- * for minimum relative error (approximation error 3.1e-9, 0.05 ulp),
- * evaluated by Horner's rule with FMA.
- *
- * Fast path, when every lane is in [EXP_FAST_LO, EXP_FAST_HI]: n is in
- * [-126, 127] and 2^n is added to the exponent field directly. The bits of
- * k = x log2(e) + 1.5*2^23 hold n in their low bits and the constant's bits
- * are 0 below bit 9, so k << 23 == n << 23.
- * Full path, any other input: x is clamped to [-104, 89] (exp(-104) <
- * 2^-150 rounds to +0, exp(89) overflows to +inf; max/min return their
- * second operand for a NaN, so a NaN passes through), and 2^n is applied as
- * two factors 2^(n/2) so that subnormal results round once, as libm's do.
- * Error against libm's double exp over every input exp_sum can receive
- * (x <= 0, -inf, NaN), both paths: at most 1 ulp, checked exhaustively by
- * bench/exp_accuracy.c.
+ * The reduction and polynomial: src/exp_constants.h (1 ulp on both paths).
+ * Fast path, every lane in [EXP_FAST_LO, EXP_FAST_HI]: n in [-126, 127] is
+ * added to the exponent field directly; k = x log2(e) + 1.5*2^23 holds n in
+ * its low bits and the constant's bits are 0 below bit 9, so k << 23 ==
+ * n << 23. Full path: x clamped to [-104, 89] (max/min return their second
+ * operand for a NaN, so a NaN passes), and 2^n applied as two factors
+ * 2^(n/2) so that subnormal results round once, as libm's do.
  */
 #define EXP_FAST_LO -87.0f
 #define EXP_FAST_HI 88.0f
 
 static ALWAYS_INLINE __m256 exp_poly(__m256 x, __m256 *k_out)
 {
-    const __m256 magic = _mm256_set1_ps(ATTN_EXP_ROUND_MAGIC); /* adding it rounds to integer */
-    __m256 k = _mm256_fmadd_ps(x, _mm256_set1_ps(ATTN_EXP_LOG2E), magic); /* x log2(e) */
+    const __m256 magic = _mm256_set1_ps(ATTN_EXP_ROUND_MAGIC);
+    __m256 k = _mm256_fmadd_ps(x, _mm256_set1_ps(ATTN_EXP_LOG2E), magic);
     __m256 n = _mm256_sub_ps(k, magic);
-    /* ln2_hi has 15 significant bits: n ln2_hi and x - n ln2_hi are exact */
     __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(ATTN_EXP_LN2_HI), x);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(ATTN_EXP_LN2_LO), r); /* ln2 - ln2_hi */
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(ATTN_EXP_LN2_LO), r);
     __m256 p = _mm256_set1_ps(ATTN_EXP_C6);
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(ATTN_EXP_C5));
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(ATTN_EXP_C4));
@@ -75,7 +59,6 @@ static ALWAYS_INLINE __m256 exp_poly(__m256 x, __m256 *k_out)
     return _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
 }
 
-/* exp for lanes in [EXP_FAST_LO, EXP_FAST_HI] only. */
 static ALWAYS_INLINE __m256 exp8_fast(__m256 x)
 {
     __m256 k;
@@ -84,7 +67,6 @@ static ALWAYS_INLINE __m256 exp8_fast(__m256 x)
     return _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(y), scale));
 }
 
-/* exp for any input. */
 static ALWAYS_INLINE __m256 exp8_full(__m256 x)
 {
     x = _mm256_min_ps(_mm256_set1_ps(89.0f), _mm256_max_ps(_mm256_set1_ps(-104.0f), x));
@@ -100,7 +82,6 @@ static ALWAYS_INLINE __m256 exp8_full(__m256 x)
     return _mm256_mul_ps(_mm256_mul_ps(y, s1), s2);
 }
 
-/* Nonzero when some lane is outside the fast path's range (or NaN). */
 static ALWAYS_INLINE int exp_needs_full(__m256 x)
 {
     __m256 in = _mm256_and_ps(_mm256_cmp_ps(x, _mm256_set1_ps(EXP_FAST_LO), _CMP_GE_OQ),
@@ -115,11 +96,7 @@ static ALWAYS_INLINE __m256 exp8(__m256 x)
 
 /* ------------------------------------------------------------------ row kernels */
 
-/*
- * A NaN anywhere gives NaN (as the scalar kernel's does when it meets one
- * first): the driver reads a NaN max as "row is NaN", while vmaxps alone
- * would drop it, and a row of NaN would come out as -inf, "fully masked".
- */
+/* vmaxps alone would drop a NaN, and a NaN row would look fully masked. */
 static float attn_row_max_f32_avx2(const float *x, size_t n)
 {
     const __m256 ninf = _mm256_set1_ps(-INFINITY);
@@ -146,11 +123,8 @@ static float attn_row_max_f32_avx2(const float *x, size_t n)
     return hmax(_mm256_max_ps(_mm256_max_ps(m0, m1), _mm256_max_ps(m2, m3)));
 }
 
-/*
- * The rare vectors with an input below EXP_FAST_LO (-inf from masks, far
- * tails) or NaN: out of line, so that the fast loop keeps its constants and
- * accumulators in registers.
- */
+/* Out of line, so that the fast loop keeps its constants and accumulators
+   in registers. */
 static __attribute__((noinline)) __m256 exp8_full_outlined(__m256 x) { return exp8_full(x); }
 
 /* e * d with the e == 0 lanes (from d = -inf) giving 0, not 0 * -inf = NaN. */
@@ -159,10 +133,8 @@ static ALWAYS_INLINE __m256 weighted_term(__m256 e, __m256 d)
     return _mm256_and_ps(_mm256_mul_ps(e, d), _mm256_cmp_ps(e, _mm256_setzero_ps(), _CMP_NEQ_UQ));
 }
 
-/*
- * Two vectors per iteration; their sum feeds one accumulator, so each
- * loop-carried chain has one add per iteration.
- */
+/* Two vectors per iteration into one accumulator: one add per iteration on
+   the loop-carried chain. */
 static ALWAYS_INLINE float exp_sum_body(float *x, size_t n, float max, float *weighted)
 {
     const __m256 vmax = _mm256_set1_ps(max);

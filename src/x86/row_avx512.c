@@ -1,21 +1,12 @@
 /* SPDX-License-Identifier: MIT */
-/*
- * AVX-512 row kernels (max, exp-sum, scale, softcap, bias, boolean mask,
- * softmax backward) and the AVX-512 table's init.
- *
- * Every loop runs 16 lanes per vector with a masked final vector: masked
- * loads read nothing past n, masked stores write nothing past n. Loops that
- * reduce keep two or four independent accumulators so the adds pipeline.
- */
+/* AVX-512 row kernels and the AVX-512 table's init. Masked final vectors:
+   nothing past n is read or written. */
 #include <math.h>
 
 #include "x86/avx512.h"
 
-/*
- * Any NaN makes the result NaN. vmaxps alone would keep or drop a NaN
- * depending on its position, and a row of -inf plus one NaN would then look
- * fully masked to the driver instead of poisoned.
- */
+/* vmaxps alone would keep or drop a NaN by its position, and a row of -inf
+   plus one NaN would look fully masked instead of poisoned. */
 static float attn_row_max_f32_avx512(const float *x, size_t n)
 {
     const __m512 ninf = _mm512_set1_ps(-INFINITY);

@@ -1,12 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * AVX2 + F16C store kernels (attn_cache_append): an f32 row into a cache
- * row, the same bytes as the scalar oracle (src/scalar/store_scalar.c,
- * checked bitwise by tests/kernels/checkasm.c). The AVX-512 table keeps these
- * (src/kernel_list.h): a row of new tokens is a few hundred bytes, and the
- * 256-bit loops already run at memory speed.
- * Built with -ffp-contract=off (src/x86/meson.build): Q4_0's x * id + 8.5
- * must stay two roundings, as in ggml's reference and the oracle.
+ * AVX2 + F16C store kernels: the scalar oracle's bytes (checked bitwise by
+ * tests/kernels/checkasm.c). The AVX-512 table keeps these: a row of new
+ * tokens is small, and 256-bit loops already run at memory speed. Built
+ * with -ffp-contract=off: Q4_0's x * id + 8.5 must stay two roundings, as
+ * in ggml's reference and the oracle.
  */
 #include <immintrin.h>
 #include <string.h>
@@ -61,12 +59,8 @@ static int attn_from_f32_bf16_avx2(const float *src, void *dst, size_t n, float 
     return 1;
 }
 
-/*
- * The largest |x| of the block at x, on the bits: non-negative floats
- * order as their bits, and a NaN's bits exceed an infinity's, which exceed
- * every finite value's. So the result is finite exactly when the whole
- * block is (no NaN is lost, as in a float max).
- */
+/* max |x| on the bits: they order as the values, a NaN's above an
+   infinity's, so the result is finite exactly when the block is. */
 static float block_amax(const float *x)
 {
     const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff);
@@ -87,19 +81,11 @@ static __m256i pack_i8(const __m256i q[4])
     return _mm256_permutevar8x32_epi32(w, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
-/* Blocks whose scales are computed together: one vector division for
-   eight blocks' d and one for their 1/d, instead of two scalar divisions
-   per block in a dependent chain. */
+/* one vector division for eight blocks' d, not a dependent scalar chain */
 #define GROUP 8
 
-/*
- * The block formats' shared loop. Per group of blocks: each block's
- * numerator (Q8_0: amax, d = amax / 127; Q4_0: m, the first value of
- * largest |x|, d = m / -8), then d, id = d ? 1/d : 0 and binary16(d) for
- * the group at once (IEEE divisions, the oracle's bits), then each block's
- * values. Returns 0 as soon as a block is not finite or its d does not fit
- * binary16 (dst unspecified then).
- */
+/* The block formats' shared loop: IEEE divisions, the oracle's bits.
+   Returns 0 (dst unspecified) on a block the format cannot store. */
 static int encode_blocks(const float *src, unsigned char *out, size_t n, int q4)
 {
     const size_t nb = n / ATTN_QBLOCK, bytes = q4 ? ATTN_Q4_0_BYTES : ATTN_Q8_0_BYTES;
@@ -186,8 +172,7 @@ static int attn_from_f32_q4_0_avx2(const float *src, void *dst, size_t n, float 
     return encode_blocks(src, dst, n, 1);
 }
 
-/* FP8: the oracle's encoders (a cache of E4M3 or E5M2 is rarely appended to
-   on CPUs that lack a faster path; not measured yet). */
+/* FP8: the oracle's encoders (no faster path measured yet). */
 static int attn_from_f32_fp8_avx2(const float *src, void *dst, size_t n, float scale)
 {
     attn_quantize_row(ATTN_DTYPE_FP8_E4M3, src, (int64_t)n, dst, scale);

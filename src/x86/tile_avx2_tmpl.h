@@ -1,33 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The AVX2+FMA+F16C tile family: qk_tile, pv_tile and to_f32 written once
- * for every K/V dtype, F32/F16/BF16 (tile_avx2.c) and Q8_0/Q4_0/FP8
- * (quant_avx2.c), which instantiate them through src/tile_variants.h. A
- * dtype enters only through its loads (load8, load8_part, and load16 where
- * decoding 16 values at once is cheaper) and its stride unit (src/tile_variants.h):
- * F16 rows are widened with vcvtph2ps, BF16 with a 16-bit
- * shift, the quantized ones decoded exactly into f32 (dsp.h), so the
- * arithmetic after the load is the same f32 FMA code for every dtype, with
- * the same blocking, row thresholds, prefetch and panels. Tails (d, dv, nk,
- * nq not multiples of the blocking) use masked or buffered partial loads:
- * no kernel reads past the elements it is given (software prefetches, hints
- * that read nothing, may name rows beyond: src/prefetch.h). The block
- * formats have no tails: their rows are whole 32-value blocks.
- *
- * qk_tile has two paths: blocks of >= QK_PACK_MIN_ROWS query rows (prefill,
- * scores) transpose each panel of 16 keys once (decoding them once) and run
- * an outer-product kernel over it; smaller blocks (decode: the q heads of
- * one KV head) use a dot-product kernel on K as it lies, prefetching ahead
- * since there K streams from memory. pv_tile keeps a 4-row x 24-column piece
- * of the accumulator in registers while a pass of 32 keys (few rows: every
- * key of the tile) streams by; with many rows a quantized V chunk is decoded
- * once into an f32 panel that every row group then reads.
- *
- * Row addresses are formed in unsigned arithmetic from the stride in units
- * (src/prefetch.h says why: a dimension of extent 1 may carry any stride).
- *
- * The QK_* / PV_* blocking macros are tuning knobs, overridable with -D for
- * experiments.
+ * The AVX2+FMA+F16C tile family (qk_tile, pv_tile, to_f32), written once for
+ * every K/V dtype and instantiated through src/tile_variants.h; a dtype
+ * enters only through its loads (load8, load8_part, load16). Tails use
+ * masked or buffered loads: no kernel reads past what it is given
+ * (prefetches may: src/prefetch.h). Row addresses are unsigned arithmetic
+ * (src/prefetch.h says why). The QK_* / PV_* blocking macros may be
+ * overridden with -D.
  */
 #ifndef ATTN_X86_TILE_AVX2_TMPL_H
 #define ATTN_X86_TILE_AVX2_TMPL_H
@@ -39,7 +18,6 @@
 
 /* ------------------------------------------------------------ the dtypes */
 
-/* The dtype facts of src/tile_variants.h, by their short names here. */
 #define unit_bytes attn_kv_unit_bytes
 #define is_block attn_kv_is_block
 #define is_quant attn_kv_is_quant
@@ -53,7 +31,7 @@ static ALWAYS_INLINE __m256 widen_bf16(__m128i h)
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
 }
 
-/* The binary16 scale at the head of a block (no alignment assumed). */
+/* The binary16 scale at the head of a block (unaligned). */
 static ALWAYS_INLINE __m256 block_scale(const unsigned char *blk)
 {
     uint16_t h;
@@ -61,17 +39,8 @@ static ALWAYS_INLINE __m256 block_scale(const unsigned char *blk)
     return _mm256_set1_ps(_cvtsh_ss(h));
 }
 
-/*
- * 8 E4M3 bytes (the low half of x) to f32, exactly. Each byte becomes the
- * binary16 with the same sign, exponent and mantissa bits (S.EEEE.MMM ->
- * S.0EEEE.MMM0000000), whose value is the E4M3 value times 2^-8 (biases 15
- * and 7), E4M3 subnormals landing on binary16 subnormals; vcvtph2ps widens
- * it exactly and the product with 2^8 is exact. No f32 subnormal is ever an
- * input or a result, and vcvtph2ps converts binary16 subnormals whatever
- * MXCSR.DAZ says, so a caller's DAZ/FTZ cannot change a value
- * (quant::e4m3_every_byte checks every byte with both set). S.1111.111
- * (480 so far) becomes NaN.
- */
+/* 8 E4M3 bytes (the low half of x) to f32, exactly, whatever DAZ/FTZ: the
+   derivation is at fp8_16 in src/x86/tile_avx512_tmpl.h. */
 static ALWAYS_INLINE __m256 fp8_8(int dt, __m128i x)
 {
     const __m128i h = _mm_and_si128(_mm_slli_epi16(_mm_cvtepi8_epi16(x), 7),
@@ -84,8 +53,7 @@ static ALWAYS_INLINE __m256 fp8_8(int dt, __m128i x)
     return _mm256_blendv_ps(v, _mm256_set1_ps(__builtin_nanf("")), is_nan);
 }
 
-/* Whether the rows rows of n E4M3 bytes at base, stride bytes apart, hold
-   no NaN byte: the largest low-seven-bits value is below 0x7f. */
+/* No NaN byte in the rows: every low-seven-bits value is below 0x7f. */
 static ALWAYS_INLINE int e4m3_finite(const void *base, ptrdiff_t stride, size_t rows, size_t n)
 {
     const __m256i low7 = _mm256_set1_epi8(0x7f);
@@ -104,11 +72,7 @@ static ALWAYS_INLINE int e4m3_finite(const void *base, ptrdiff_t stride, size_t 
 }
 #define ATTN_E4M3_FINITE(base, stride, rows, n) e4m3_finite(base, stride, rows, n)
 
-/*
- * 8 E5M2 bytes (the low half of x) to f32, exactly: each byte is the upper
- * half of a binary16 (infinities and NaN included), which vcvtph2ps widens
- * exactly whatever MXCSR.DAZ says (quant::e5m2_every_byte).
- */
+/* 8 E5M2 bytes to f32, exactly: each is the upper half of a binary16. */
 static ALWAYS_INLINE __m256 e5m2_8(__m128i x)
 {
     return _mm256_cvtph_ps(_mm_slli_epi16(_mm_cvtepu8_epi16(x), 8));
@@ -141,8 +105,7 @@ static ALWAYS_INLINE __m256 load8(int dt, const unsigned char *row, size_t t)
     return _mm256_mul_ps(_mm256_cvtepi32_ps(iv), block_scale(blk));
 }
 
-/* The first n (1..7) values from t, zeros in the other lanes (no block
-   format: their rows have no tails). */
+/* The first n (1..7) values from t, zeros elsewhere (no block format). */
 static ALWAYS_INLINE __m256 load8_part(int dt, const unsigned char *row, size_t t, size_t n)
 {
     if (dt == ATTN_KV_F32)
@@ -159,14 +122,9 @@ static ALWAYS_INLINE __m256 load8_part(int dt, const unsigned char *row, size_t 
     return dt == ATTN_KV_F16 ? widen_f16(h) : widen_bf16(h);
 }
 
-/*
- * Values t..t+15 (t a multiple of 16) of a Q8_0/Q4_0/FP8 (E4M3, E5M2) row as two
- * vectors, the same values as two load8: one load and, for the block
- * formats, one scale broadcast for both; Q4_0's (n - 8) * d as
- * n * d + (-8 d), exact in one fused step (the result is representable).
- * E4M3 as in fp8_8, with the NaN fix-up only when a NaN byte is there (never
- * in a scanned tile).
- */
+/* Quantized dtypes: 16 values, the same as two load8, with one load.
+   Q4_0's (n - 8) * d as one FMA n * d + (-8 d): exact, the result is
+   representable. */
 static ALWAYS_INLINE void load16(int dt, const unsigned char *row, size_t t, __m256 *lo,
                                  __m256 *hi)
 {
@@ -183,7 +141,7 @@ static ALWAYS_INLINE void load16(int dt, const unsigned char *row, size_t t, __m
         const __m256 two8 = _mm256_set1_ps(256.0f);
         *lo = _mm256_mul_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(h)), two8);
         *hi = _mm256_mul_ps(_mm256_cvtph_ps(_mm256_extracti128_si256(h, 1)), two8);
-        if (dt == ATTN_KV_E4M3_FINITE) /* scanned: no NaN byte */
+        if (dt == ATTN_KV_E4M3_FINITE)
             return;
         const __m128i nan = _mm_cmpeq_epi8(_mm_and_si128(x, _mm_set1_epi8(0x7f)),
                                            _mm_set1_epi8(0x7f));
@@ -212,7 +170,7 @@ static ALWAYS_INLINE void load16(int dt, const unsigned char *row, size_t t, __m
     *hi = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(x, 8))), d, m8d);
 }
 
-/* Sum of each of the four vectors, as the four lanes of the result. */
+/* Lane i: the sum of the i-th vector. */
 static ALWAYS_INLINE __m128 reduce4(__m256 a, __m256 b, __m256 c, __m256 d)
 {
     __m256 ab = _mm256_hadd_ps(a, b);
@@ -223,16 +181,8 @@ static ALWAYS_INLINE __m128 reduce4(__m256 a, __m256 b, __m256 c, __m256 d)
 
 /* ------------------------------------------------------------------ qk_tile */
 
-/*
- * Dot-product micro-kernel: an R x C block of scores (R query rows, C <= 4
- * keys), for blocks of few rows.
- * The dot products run along d, the direction both q and k rows are
- * contiguous in, so each (row, key) pair owns one ymm accumulator; the R*C
- * accumulators are reduced horizontally once at the end. Per 8 elements of d
- * it loads R + C vectors for R*C FMAs. The quantized keys are decoded 16
- * values at a time (load16), which adds the same products to each
- * accumulator in the same order.
- */
+/* Dot-product micro-kernel for few rows: one accumulator per (row, key),
+   reduced once at the end; load16 adds the same products in the same order. */
 #ifndef QK_ROWS
 #define QK_ROWS 4
 #endif
@@ -242,14 +192,12 @@ static ALWAYS_INLINE __m128 reduce4(__m256 a, __m256 b, __m256 c, __m256 d)
 _Static_assert(QK_KEYS >= 1 && QK_KEYS <= 4, "reduce4 sums up to four keys");
 _Static_assert(QK_ROWS >= 1 && QK_ROWS <= 6, "qk_rows handles row tails of up to 5 rows");
 
-/* gs: each key value times its group's scale (qk_grp), keys kc.. of the
-   call's */
 static ALWAYS_INLINE void qk_micro_at(int dtype, size_t R, size_t C, const float *q,
                                       ptrdiff_t q_stride, const unsigned char *k, uintptr_t kb,
                                       size_t d, float scale, float *s, ptrdiff_t s_stride,
                                       const attn_grp *gs, size_t kc)
 {
-    __m256 ksc[QK_KEYS]; /* gs: each key's factor (zero until its group starts) */
+    __m256 ksc[QK_KEYS];
     for (size_t c = 0; c < C; c++)
         ksc[c] = _mm256_setzero_ps();
     size_t gend = 0, gi = 0;
@@ -259,7 +207,7 @@ static ALWAYS_INLINE void qk_micro_at(int dtype, size_t R, size_t C, const float
             acc[r][c] = _mm256_setzero_ps();
 
     size_t t = 0;
-    if (is_quant(dtype)) /* gs: d is whole groups of 16k values, covered here */
+    if (is_quant(dtype)) /* gs: d is whole groups of 16k values */
         for (; t + 16 <= d; t += 16) {
             __m256 klo[QK_KEYS], khi[QK_KEYS];
             if (gs && attn_grp_next(gs, t, &gend, &gi))
@@ -318,15 +266,9 @@ static ALWAYS_INLINE void qk_micro_at(int dtype, size_t R, size_t C, const float
 #define QK_PREFETCH_AHEAD(nq, bytes) attn_prefetch_rows_ahead(bytes)
 #include "qk_dot_tmpl.h"
 
-/*
- * Packed path for blocks with many query rows: a panel of 16 keys is
- * transposed once into kt[t][16] (d <= QK_PACK_MAX_D, on the stack), then
- * every group of 6 query rows runs an outer-product kernel over it: per t,
- * two kt vectors, six broadcast q elements, twelve FMAs into 6 x 16 scores
- * held in registers. No horizontal reductions, and the scores leave as
- * whole vectors. The transpose costs about as much as one row group, so the
- * dot-product kernel above stays for blocks of few rows (decode).
- */
+/* Many rows: 16 keys transposed once, then a 6 x 16 outer-product kernel per
+   row group, no reductions. The transpose costs about one row group, so few
+   rows keep the dot path. */
 #define QK_PACK_KEYS 16
 #define QK_PACK_ROWS 6
 #define QK_PACK_MAX_D 256
@@ -334,7 +276,6 @@ static ALWAYS_INLINE void qk_micro_at(int dtype, size_t R, size_t C, const float
 #define QK_PACK_MIN_ROWS 12
 #endif
 
-/* Transpose of an 8x8 block: rows r0..r7 in, columns out. */
 static ALWAYS_INLINE void transpose8(__m256 r[8])
 {
     __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
@@ -355,10 +296,7 @@ static ALWAYS_INLINE void transpose8(__m256 r[8])
     r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
 }
 
-/*
- * kt[t * 16 + j] = k row j, element t, for j < nkp (0 for nkp <= j < 16)
- * and t < d, rounded up to a multiple of 8 with zeros.
- */
+/* kt[t * 16 + j] = k[j][t]; keys from nkp and t up to d rounded to 8 are 0. */
 static ALWAYS_INLINE void qk_pack(int dtype, const unsigned char *k, uintptr_t kb, size_t nkp,
                                   size_t d, float *kt)
 {
@@ -366,11 +304,8 @@ static ALWAYS_INLINE void qk_pack(int dtype, const unsigned char *k, uintptr_t k
         for (size_t t = 0; t < d; t += 8) {
             size_t n = d - t < 8 ? d - t : 8;
             if (dtype == ATTN_KV_F32 && n == 8 && nkp >= 8 * half + 8) {
-                /*
-                 * f32, whole block: rows j and j+4 share a register (128-bit
-                 * halves inserted by the loads), so two in-lane 4x4
-                 * transposes finish the job: 16 shuffles instead of 24.
-                 */
+                /* rows j and j+4 share a register: two in-lane 4x4
+                   transposes, 16 shuffles instead of 24 */
                 __m256 a[4], b[4];
                 for (size_t j = 0; j < 4; j++) {
                     const float *lo = (const float *)row_at(k, 8 * half + j, kb) + t;
@@ -406,7 +341,6 @@ static ALWAYS_INLINE void qk_pack(int dtype, const unsigned char *k, uintptr_t k
     }
 }
 
-/* R (<= 6) query rows x 16 packed keys; the first nkp scores are stored. */
 static ALWAYS_INLINE void qk_packed_micro(size_t R, const float *q, ptrdiff_t q_stride,
                                           const float *kt, size_t d, size_t nkp, float scale,
                                           float *s, ptrdiff_t s_stride)
@@ -458,15 +392,13 @@ static ALWAYS_INLINE void qk_tile_packed(int dtype, const float *q, ptrdiff_t q_
             const float *qr = q + (ptrdiff_t)r * q_stride;
             float *sr = s + (ptrdiff_t)r * s_stride + c;
 #define QK_PACKED_ROWS(n) qk_packed_micro(n, qr, q_stride, kt, d, nkp, scale, sr, s_stride)
-            ATTN_TAIL(g, QK_PACK_ROWS + 1, QK_PACKED_ROWS); /* 1 <= g <= QK_PACK_ROWS */
+            ATTN_TAIL(g, QK_PACK_ROWS + 1, QK_PACKED_ROWS);
 #undef QK_PACKED_ROWS
             r += g;
         }
     }
 }
 
-/* Many rows: the packed path; few (decode): the dot path, whose tile is as
-   much a stream of K from memory as arithmetic. */
 static ALWAYS_INLINE void qk_tile(int dtype, const float *q, ptrdiff_t q_stride, const void *k,
                                   ptrdiff_t k_stride, size_t nq, size_t nk, size_t d,
                                   float scale, float *s, ptrdiff_t s_stride)
@@ -478,13 +410,8 @@ static ALWAYS_INLINE void qk_tile(int dtype, const float *q, ptrdiff_t q_stride,
         qk_tile_dot(dtype, q, q_stride, k, k_stride, nq, nk, d, scale, s, s_stride, NULL);
 }
 
-/*
- * qk_diag (src/dsp.h): each row against its own rows[r], summed as qk_tile
- * sums a score of an nq-row call. The dot path's order is qk_micro's at
- * 1 x 1; the packed path's is one FMA chain per score in index order,
- * reproduced here on 8 rows at a time, a row per lane (8 x 8 blocks of q
- * and of the rows transposed in, as qk_pack does).
- */
+/* qk_diag (src/dsp.h): each score summed as qk_tile would sum it in an
+   nq-row call: qk_micro at 1 x 1, or one index-order FMA chain. */
 static ALWAYS_INLINE void qk_diag(int dtype, const float *q, ptrdiff_t q_stride,
                                   const void *const *rows, size_t nq, size_t d, float scale,
                                   float *s)
@@ -531,17 +458,8 @@ static ALWAYS_INLINE void qk_diag(int dtype, const float *q, ptrdiff_t q_stride,
 
 /* ------------------------------------------------------------------ pv_tile */
 
-/*
- * Micro-kernel: acc rows r..r+R, columns j..j+8W stay in R*W ymm registers
- * while the keys c0..c1 of the chunk stream by; each key loads W vectors of
- * its v row (values j0.. of the rows at v, `vb` bytes apart) and broadcasts
- * R weights (key c's for row r at p[r * p_stride + c * p_step]). `tail`
- * (1..7, or 0) makes the last vector partial. pf > 0: prefetch whole v rows
- * of pf bytes ahead (prefetch.h; the first micro-kernel over a pass's rows
- * does it). fresh (a constant of each caller): the accumulators start at
- * zero and acc gets their sums once at the end, the scalar oracle's order
- * (src/scalar/tile_scalar_tmpl.h, pv_rows); else they start from acc.
- */
+/* R rows x W vectors of acc in registers while a chunk's keys stream by.
+   fresh: as pv_block_at in src/x86/tile_avx512_tmpl.h. */
 #ifndef PV_ROWS
 #define PV_ROWS 4
 #endif
@@ -550,19 +468,17 @@ static ALWAYS_INLINE void qk_diag(int dtype, const float *q, ptrdiff_t q_stride,
 #endif
 _Static_assert(PV_VECS >= 1 && PV_VECS <= 4, "pv_cols handles tails of up to 4 vectors");
 _Static_assert(PV_ROWS >= 1 && PV_ROWS <= 6, "pv_tile handles row tails of up to 5 rows");
-/* Keys per pass: this many v rows stay in L1 across the column chunks. */
+/* Keys per pass: these v rows stay in L1 across the column chunks. */
 #ifndef PV_KEY_CHUNK
 #define PV_KEY_CHUNK 32
 #endif
 
-/* gs: each value times its group's scale (pv_grp), key c's at
-   attn_grp_row(gs, c) (v is the call's first row) */
 static ALWAYS_INLINE void pv_micro(int dtype, int fresh, size_t R, size_t W, size_t tail,
                                    const float *p, ptrdiff_t p_stride, ptrdiff_t p_step,
                                    const unsigned char *v, ptrdiff_t v_stride, size_t j0, size_t nk,
                                    size_t pf, float *acc, ptrdiff_t acc_stride, const attn_grp *gs)
 {
-    size_t grp[PV_VECS]; /* gs: the group of each vector's columns */
+    size_t grp[PV_VECS];
     for (size_t w = 0; gs && w < W; w++)
         grp[w] = (j0 + 8 * w) / gs->g;
     __m256 a[PV_ROWS][PV_VECS];
@@ -606,18 +522,13 @@ static ALWAYS_INLINE void pv_micro(int dtype, int fresh, size_t R, size_t W, siz
         }
 }
 
-/*
- * Every column chunk of R rows, for the keys of one pass; pf > 0: the first
- * chunk prefetches whole v rows ahead (pv_micro).
- */
 static ALWAYS_INLINE void pv_cols(int dtype, int fresh, size_t R, const float *p,
                                   ptrdiff_t p_stride, ptrdiff_t p_step, const unsigned char *v,
                                   ptrdiff_t v_stride, size_t nk, size_t dv, size_t pf, float *acc,
                                   ptrdiff_t acc_stride, const attn_grp *gs)
 {
-    /* A last chunk of one vector has only R accumulator chains, too few to
-       hide the FMA latency (at d 128 it was 1/16 of the work at half rate),
-       so the last full chunk gives it a vector: PV_VECS - 1, then 2. */
+    /* a last chunk of one vector has too few chains to hide FMA latency:
+       the last full chunk gives it one of its vectors */
     const size_t tail = dv % (8 * PV_VECS);
     const int shift = PV_VECS >= 3 && dv > 8 * PV_VECS && tail > 0 && tail <= 8;
     const size_t chunks = dv / (8 * PV_VECS) - (size_t)shift;
@@ -630,19 +541,16 @@ static ALWAYS_INLINE void pv_cols(int dtype, int fresh, size_t R, const float *p
                  j == 0 ? pf : 0, acc + j, acc_stride, gs);
         j += 8 * (PV_VECS - 1);
     }
-    size_t rest = dv - j; /* < 8 * PV_VECS */
+    size_t rest = dv - j;
     if (rest == 0)
         return;
     const size_t prefetch_keys = j == 0 ? pf : 0;
-    /* vectors left, 1 .. PV_VECS, the last one partial when rest % 8 */
 #define PV_COLS_TAIL(n) pv_micro(dtype, fresh, R, n, rest % 8, p, p_stride, p_step, v, v_stride, \
                                  j, nk, prefetch_keys, acc + j, acc_stride, gs)
     ATTN_TAIL((rest + 7) / 8, PV_VECS + 1, PV_COLS_TAIL);
 #undef PV_COLS_TAIL
 }
 
-/* Every row of the tile in groups of PV_ROWS for the nk keys at v; pf as
-   in pv_cols, for the first group. */
 static ALWAYS_INLINE void pv_rows(int dtype, int fresh, const float *p, ptrdiff_t p_stride,
                                   ptrdiff_t p_step, const unsigned char *v, ptrdiff_t v_stride,
                                   size_t nq, size_t nk, size_t dv, size_t next, float *acc,
@@ -662,24 +570,19 @@ static ALWAYS_INLINE void pv_rows(int dtype, int fresh, const float *p, ptrdiff_
 #undef PV_ROWS_TAIL
 }
 
-/* Columns of a decoded V panel: one column chunk of pv_cols. */
 #define PV_PANEL_COLS (8 * PV_VECS)
 
-/* p_step: the distance between the weights of consecutive keys (1 for P's
-   rows; pt_tile, the backward's P^T, passes P's row stride and 1 as
-   p_stride, and fresh: pv_micro; its keys are then one pass, one chain). */
+/* p_step: between consecutive keys' weights (pt_tile passes P's row stride,
+   and fresh: one pass, one chain). */
 static ALWAYS_INLINE void pv_tile_at(int dtype, int fresh, const float *p, ptrdiff_t p_stride,
                                      ptrdiff_t p_step, const void *v, ptrdiff_t v_stride, size_t nq,
                                      size_t nk, size_t dv, float *acc, ptrdiff_t acc_stride,
                                      const attn_grp *gs)
 {
     const uintptr_t vb = (uintptr_t)v_stride * unit_bytes(dtype);
-    /* Few rows (decode): V streams from memory. The first column chunk
-       prefetches whole rows ahead (prefetch.h) and one pass takes every key
-       of the tile, so the later chunks find the rows in L2: closer to a
-       plain read of the bytes than passes of PV_KEY_CHUNK keys, or than
-       prefetches spread over the chunks. */
-    const int few = nq < QK_PACK_MIN_ROWS || gs; /* pv_grp: the rows only */
+    /* few rows: V streams from memory; one pass over every key, the first
+       chunk prefetching whole rows, leaves the later chunks L2 hits */
+    const int few = nq < QK_PACK_MIN_ROWS || gs; /* pv_grp: the row path only */
     const size_t chunk = few || fresh ? nk : PV_KEY_CHUNK, next = few ? row_bytes(dtype, dv) : 0;
     for (size_t c0 = 0; c0 < nk; c0 += chunk) {
         size_t n = nk - c0 < chunk ? nk - c0 : chunk;
@@ -689,9 +592,8 @@ static ALWAYS_INLINE void pv_tile_at(int dtype, int fresh, const float *p, ptrdi
                     n, dv, next, acc, acc_stride, gs);
             continue;
         }
-        /* Many rows, quantized V: each column chunk of the pass decoded
-           once into f32 (3 KiB of stack) for every row group. The sums are
-           the same, key by key in order, as on the rows themselves. */
+        /* many rows, quantized V: each chunk decoded once for every row
+           group; the same sums in the same order */
         _Alignas(32) float panel[PV_KEY_CHUNK * PV_PANEL_COLS];
         for (size_t j = 0; j < dv; j += PV_PANEL_COLS) {
             const size_t w = dv - j < PV_PANEL_COLS ? dv - j : PV_PANEL_COLS;
@@ -716,8 +618,7 @@ static ALWAYS_INLINE void pv_tile(int dtype, const float *p, ptrdiff_t p_stride,
     pv_tile_at(dtype, 0, p, p_stride, 1, v, v_stride, nq, nk, dv, acc, acc_stride, NULL);
 }
 
-/* FP8 scale groups read in place (src/dsp.h): qk_grp is src/qk_dot_tmpl.h's;
-   the values times their scales where they are loaded. */
+/* FP8 scale groups (src/dsp.h); qk_grp is src/qk_dot_tmpl.h's. */
 static ALWAYS_INLINE void pv_grp(int dtype, const float *p, ptrdiff_t p_stride, const void *v,
                                  ptrdiff_t v_stride, size_t nq, size_t nk, size_t dv, float *acc,
                                  ptrdiff_t acc_stride, const attn_grp *gs)

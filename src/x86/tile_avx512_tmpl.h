@@ -1,28 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The AVX-512 tile family: scores S = scale * Q·Kᵀ (qk_tile), the weighted
- * sum acc += P·V (pv_tile) and K/V row conversion (to_f32), written once for
- * every K/V dtype, F32/F16/BF16 (tile_avx512.c) and Q8_0/Q4_0/FP8
- * (quant_avx512.c), which instantiate them through src/tile_variants.h. A
- * dtype enters only through its loads (load16, maskz_load16, and load32 for
- * the block formats, one block per call) and its stride unit (src/tile_variants.h):
- * F16 is widened with vcvtph2ps, BF16 by moving its 16 bits
- * to the top, the quantized dtypes decoded exactly into f32 (dsp.h); after
- * the load the arithmetic, the row thresholds, the prefetch and the panels
- * are the same for every dtype.
+ * The AVX-512 tile family (qk_tile, pv_tile, to_f32), written once for every
+ * K/V dtype and instantiated through src/tile_variants.h. A dtype enters only
+ * through its loads (load16, maskz_load16, load32) and its stride unit; the
+ * quantized dtypes decode exactly into f32 (src/dsp.h).
  *
- * Tails use mask registers: masked loads read nothing outside [0, n) and
- * masked stores write nothing there, so no kernel touches memory beyond the
- * rows and lengths it was given (software prefetches, hints that read
- * nothing, may name rows beyond: src/prefetch.h). The block formats have no
- * tails: their rows are whole 32-value blocks. Row addresses are formed in
- * unsigned arithmetic from the stride in units (src/prefetch.h says why).
- *
- * The register blocking below follows the port model of Skylake-SP, Ice Lake
- * and Sapphire Rapids (two 512-bit FMA pipes, two loads per cycle, one
- * shuffle pipe): every hot loop keeps 8-16 independent accumulators in
- * registers (checked in the generated code: no spills) and issues at most
- * one load per FMA.
+ * Tails use mask registers, so no kernel touches memory beyond the rows and
+ * lengths it was given (prefetches may: src/prefetch.h). Block formats have
+ * no tails. Row addresses are unsigned arithmetic (src/prefetch.h says why).
+ * Hot loops keep 8-16 independent accumulators and issue at most one load
+ * per FMA (two FMA pipes, two loads per cycle).
  */
 #ifndef ATTN_X86_TILE_AVX512_TMPL_H
 #define ATTN_X86_TILE_AVX512_TMPL_H
@@ -33,10 +20,8 @@
 #include "x86/avx512.h"
 
 #ifdef ATTN_SIMDE_EMU
-/*
- * Conversions SIMDe 0.7.4 does not emulate (see simde_compat_avx512.h for
- * why each missing one must be defined): the two 256-bit halves with AVX2.
- */
+/* Conversions SIMDe does not emulate (simde_compat_avx512.h says why they
+   must be defined): two 256-bit halves with AVX2. */
 static inline __attribute__((always_inline)) simde__m512i attn_emu_cvtepi8_epi32(simde__m128i a)
 {
     simde__m512i_private r;
@@ -67,18 +52,15 @@ static inline __attribute__((always_inline)) simde__m512 attn_emu_cvtepi32_ps(si
 #define _mm512_cvtepi32_ps(a) attn_emu_cvtepi32_ps(a)
 #endif
 
-/* ------------------------------------------------------------------------ */
-/* the dtypes                                                                */
-/* ------------------------------------------------------------------------ */
+/* ---- the dtypes ---- */
 
-/* The dtype facts of src/tile_variants.h, by their short names here. */
 #define unit_bytes attn_kv_unit_bytes
 #define is_block attn_kv_is_block
 #define is_quant attn_kv_is_quant
 #define row_bytes attn_kv_row_bytes
 #define row_at attn_kv_row
 
-/* The binary16 scale at the head of a block (no alignment assumed). */
+/* The binary16 scale at the head of a block (unaligned). */
 ATTN_AVX512_INLINE __m512 block_scale(const unsigned char *blk)
 {
     uint16_t h;
@@ -87,14 +69,11 @@ ATTN_AVX512_INLINE __m512 block_scale(const unsigned char *blk)
 }
 
 /*
- * 16 E4M3 bytes to f32, exactly. Each byte becomes the binary16 with the
- * same sign, exponent and mantissa bits (S.EEEE.MMM -> S.0EEEE.MMM0000000),
- * whose value is the E4M3 value times 2^-8 (biases 15 and 7), E4M3
- * subnormals landing on binary16 subnormals; vcvtph2ps widens it exactly and
- * the product with 2^8 is exact. No f32 subnormal is ever an input or a
- * result, and vcvtph2ps converts binary16 subnormals whatever MXCSR.DAZ
- * says, so a caller's DAZ/FTZ cannot change a value (quant::e4m3_every_byte
- * checks every byte with both set). S.1111.111 (480 so far) becomes NaN.
+ * 16 E4M3 bytes to f32, exactly: S.EEEE.MMM -> binary16 S.0EEEE.MMM0000000
+ * is the value times 2^-8 (subnormals included), widened exactly and scaled
+ * exactly by 2^8. No f32 subnormal occurs and vcvtph2ps ignores MXCSR.DAZ,
+ * so DAZ/FTZ cannot change a value (quant_kernels::e4m3_every_byte).
+ * S.1111.111, which maps to 480, is set to NaN.
  */
 ATTN_AVX512_INLINE __m512 fp8_16(int dt, __m128i x)
 {
@@ -103,8 +82,7 @@ ATTN_AVX512_INLINE __m512 fp8_16(int dt, __m128i x)
     const __m512 v = _mm512_mul_ps(_mm512_cvtph_ps(h), _mm512_set1_ps(256.0f));
     if (dt == ATTN_KV_E4M3_FINITE) /* scanned: no NaN byte (tile_variants.h) */
         return v;
-    /* S.1111.111: the low seven bits flipped are all zero (straight into a
-       mask register, not through vpmovmskb and a general register) */
+    /* S.1111.111: the low seven bits flipped are all zero */
     const __m128i low7 = _mm_set1_epi8(0x7f);
     const __mmask16 is_nan = _mm_testn_epi8_mask(_mm_xor_si128(x, low7), low7);
     return _mm512_mask_mov_ps(v, is_nan, _mm512_set1_ps(__builtin_nanf("")));
@@ -130,16 +108,11 @@ ATTN_AVX512_INLINE int e4m3_finite(const void *base, ptrdiff_t stride, size_t ro
 }
 #define ATTN_E4M3_FINITE(base, stride, rows, n) e4m3_finite(base, stride, rows, n)
 
-/*
- * 16 E5M2 bytes to f32, exactly: each byte is the upper half of a binary16
- * (infinities and NaN included), which vcvtph2ps widens exactly whatever
- * MXCSR.DAZ says (quant::e5m2_every_byte).
- */
+/* 16 E5M2 bytes to f32, exactly: each is the upper half of a binary16,
+   widened whatever MXCSR.DAZ says (quant_kernels::e5m2_every_byte). */
 ATTN_AVX512_INLINE __m512 e5m2_16(__m128i x)
 {
-    /* one shuffle where x comes from memory: the load broadcasts the 16
-       bytes to both 128-bit lanes, then each moves above a zero byte
-       (index -1) */
+    /* from memory, the broadcast folds into the load: one shuffle */
     const __m256i to_high = _mm256_setr_epi8(-1, 0, -1, 1, -1, 2, -1, 3, -1, 4, -1, 5, -1, 6, -1,
                                              7, -1, 8, -1, 9, -1, 10, -1, 11, -1, 12, -1, 13, -1,
                                              14, -1, 15);
@@ -175,8 +148,7 @@ ATTN_AVX512_INLINE __m512 load16(int dt, const unsigned char *row, size_t t)
     return _mm512_mul_ps(_mm512_cvtepi32_ps(iv), block_scale(blk));
 }
 
-/* The same for the lanes in m only; the other lanes read nothing and are 0
-   (no block format: their rows have no tails). */
+/* The lanes in m only, the others 0 and unread (no block format). */
 ATTN_AVX512_INLINE __m512 maskz_load16(int dt, __mmask16 m, const unsigned char *row, size_t t)
 {
     if (dt == ATTN_KV_F32)
@@ -191,10 +163,8 @@ ATTN_AVX512_INLINE __m512 maskz_load16(int dt, __mmask16 m, const unsigned char 
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
-/* Block formats: values t..t+31 (t a multiple of 32), one block, the same
-   values as two load16 with one scale broadcast and (Q4_0) one load;
-   (n - 8) * d as n * d + (-8 d), exact in one fused step since the result
-   is representable. */
+/* Block formats: one 32-value block, the same values as two load16.
+   (n - 8) * d as one FMA n * d + (-8 d): exact, the result is representable. */
 ATTN_AVX512_INLINE void load32(int dt, const unsigned char *row, size_t t, __m512 *lo,
                                 __m512 *hi)
 {
@@ -218,8 +188,6 @@ ATTN_AVX512_INLINE void load32(int dt, const unsigned char *row, size_t t, __m51
 }
 
 
-/* to_f32: n values of a row as f32 (the K/V row conversion, and the
-   Q-panel path's key block). */
 ATTN_AVX512_INLINE void to_f32(int dt, const void *src, float *dst, size_t n)
 {
     size_t i = 0;
@@ -241,16 +209,13 @@ ATTN_AVX512_INLINE void to_f32(int dt, const void *src, float *dst, size_t n)
     }
 }
 
-/* ------------------------------------------------------------------------ */
-/* qk_tile, few query rows (decode, small GQA groups): dot products along d  */
-/* ------------------------------------------------------------------------ */
+/* ---- qk_tile, few query rows: dot products along d ---- */
 
-/* qk_dot_block_at's R x C sums, reduced, scaled and stored. */
 ATTN_AVX512_INLINE void qk_dot_store(size_t R, size_t C, __m512 (*acc)[8], float scale, float *s,
                                      ptrdiff_t s_stride)
 {
     const __m128 vscale = _mm_set1_ps(scale);
-    if (C == 2) { /* 8 x 2: two rows' two scores per hsum4, each lane's tree as below */
+    if (C == 2) { /* each lane's sum tree as below */
         for (size_t r = 0; r < R; r += 2) {
             float h[4];
             _mm_storeu_ps(h, _mm_mul_ps(attn_hsum4(acc[r][0], acc[r][1], acc[r + 1][0],
@@ -267,11 +232,8 @@ ATTN_AVX512_INLINE void qk_dot_store(size_t R, size_t C, __m512 (*acc)[8], float
     for (size_t r = 0; r < R; r++) {
         float *sr = s + (ptrdiff_t)r * s_stride;
         if (C == 1) {
-            /* the same sum tree as a lane of the C >= 4 blocks (hsum4 adds
-               each vector's lanes apart from the others'), so a score does
-               not depend on where its key falls in a run of keys: runs end
-               at page boundaries (paged K), and a batch-invariant result
-               must not see them */
+            /* the same sum tree as a lane of the C >= 4 blocks, so a score
+               does not depend on where a run of keys (a K page) ends */
             const __m512 z = _mm512_setzero_ps();
             sr[0] = _mm_cvtss_f32(_mm_mul_ps(attn_hsum4(acc[r][0], z, z, z), vscale));
             continue;
@@ -283,26 +245,20 @@ ATTN_AVX512_INLINE void qk_dot_store(size_t R, size_t C, __m512 (*acc)[8], float
     }
 }
 
-/*
- * R query rows x C keys (R in {1, 2, 4}, C in {1, 4, 8}) from the key row
- * at k (rows kb bytes apart): R*C accumulators over d, one 16-lane chunk
- * per step (the block formats: one block of two chunks, decoded once, the
- * same sums in the same order), then horizontal sums four at a time.
- * 4x4 loads 8 vectors per 16 FMAs; 1x8 keeps 8 independent FMA chains for the
- * single-row case.
- */
+/* R x C accumulators over d (1x8, 2x4, 4x4, 8x2 or R x 1), then
+   horizontal sums; block formats give the same sums in the same order. */
 ATTN_AVX512_INLINE void qk_dot_block_at(int dt, size_t R, size_t C, const float *q,
                                         ptrdiff_t q_stride, const unsigned char *k, uintptr_t kb,
                                         size_t d, float scale, float *s, ptrdiff_t s_stride,
                                         const attn_grp *gs, size_t kc)
 {
-    __m512 acc[8][8]; /* R x C <= 16 of them (1 x 8, 4 x 4, 8 x 2) */
+    __m512 acc[8][8]; /* R x C <= 16 used */
     for (size_t r = 0; r < R; r++)
         for (size_t c = 0; c < C; c++)
             acc[r][c] = _mm512_setzero_ps();
 
     size_t t = 0;
-    if (is_block(dt)) /* d is whole blocks */
+    if (is_block(dt))
         for (; t < d; t += 32) {
             __m512 klo[8], khi[8];
             for (size_t c = 0; c < C; c++)
@@ -316,7 +272,7 @@ ATTN_AVX512_INLINE void qk_dot_block_at(int dt, size_t R, size_t C, const float 
                 }
             }
         }
-    __m512 ksc[8]; /* gs: each key's factor (zero until its group starts) */
+    __m512 ksc[8];
     for (size_t c = 0; c < C; c++)
         ksc[c] = _mm512_setzero_ps();
     size_t gend = 0, gi = 0;
@@ -350,9 +306,8 @@ ATTN_AVX512_INLINE void qk_dot_block_at(int dt, size_t R, size_t C, const float 
     qk_dot_store(R, C, acc, scale, s, s_stride);
 }
 
-/* E4M3 keys: the block's C rows scanned for NaN bytes first (a few
-   kilobytes the prefetch has brought in, which the loads below then find in
-   L1), and without one decoded without the per-value NaN fix-up. */
+/* E4M3 keys: rows without a NaN byte skip the per-value fix-up
+   (src/tile_variants.h). */
 ATTN_AVX512_INLINE void qk_dot_block(int dt, size_t R, size_t C, const float *q, ptrdiff_t q_stride,
                                      const unsigned char *k, uintptr_t kb, size_t d, float scale,
                                      float *s, ptrdiff_t s_stride, const attn_grp *gs, size_t kc)
@@ -363,8 +318,7 @@ ATTN_AVX512_INLINE void qk_dot_block(int dt, size_t R, size_t C, const float *q,
 #undef QK_DOT_BLOCK_AT
 }
 
-/* R rows against all nk keys; `pf`: prefetch the keys ahead (the first
-   group of rows over these keys does, the others find them in cache). */
+/* pf: prefetch keys ahead (only the first row group; the others hit cache). */
 ATTN_AVX512_INLINE void qk_dot_rows(int dt, size_t R, int pf, const float *q, ptrdiff_t q_stride,
                                     const void *k, ptrdiff_t k_stride, size_t nk, size_t d,
                                     float scale, float *s, ptrdiff_t s_stride, const attn_grp *gs)
@@ -399,9 +353,7 @@ ATTN_AVX512_INLINE void qk_tile_dot(int dt, const float *q, ptrdiff_t q_stride, 
                                     float *s, ptrdiff_t s_stride, const attn_grp *gs)
 {
     size_t r = 0;
-    /* FP8 and block-format keys: 8 rows x 2 keys, each K vector decoded
-       once per 8 rows, not per 4; F16 and BF16 widen in one instruction,
-       so they keep 4 x 4 */
+    /* quantized keys: 8 x 2 decodes each K vector once per 8 rows */
     if (is_quant(dt))
         for (; r + 8 <= nq; r += 8)
             qk_dot_rows(dt, 8, r == 0, q + (ptrdiff_t)r * q_stride, q_stride, k, k_stride, nk, d,
@@ -419,55 +371,38 @@ ATTN_AVX512_INLINE void qk_tile_dot(int dt, const float *q, ptrdiff_t q_stride, 
                     scale, s + (ptrdiff_t)r * s_stride, s_stride, gs);
 }
 
-/* ------------------------------------------------------------------------ */
-/* qk_tile, many query rows (prefill): K panel packed transposed, GEMM-style */
-/* ------------------------------------------------------------------------ */
+/* ---- qk_tile, many query rows: K panel packed transposed ---- */
 
 /*
- * The horizontal sums above cost ~3 shuffle/add ops per score whatever the
- * row count. With many rows it is cheaper to transpose a panel of keys once
- * (16 shuffles per 16 keys x 16 dims) and reuse it for every row: then each
- * score row is a plain broadcast-FMA GEMM with no reductions, and f16/bf16
- * conversion also happens once per panel instead of once per row block.
+ * Horizontal sums cost ~3 ops per score whatever the row count; with many
+ * rows a key panel transposed once makes each score row a broadcast-FMA GEMM
+ * without reductions, and decodes K once per panel.
  */
-#define QK_PANEL_KEYS 32  /* two vectors of keys */
-/* dims per panel: 128 x 32 floats = 16 KiB of stack. d <= 128 then takes one
-   pass with the sums in registers; at 64 the partial sums went through the
-   score table between passes, whose rows 8 KiB apart (L = 2048) share L1
-   sets. */
+#define QK_PANEL_KEYS 32
+/* 16 KiB of stack; d <= 128 takes one pass with the sums in registers */
 #define QK_PANEL_DEPTH 128
-/* From 9 rows on (d <= QK_PANEL_DEPTH) the scores are index-order FMA
-   chains: 9-16 rows on the Q-panel path (q transposed, a row per lane; it
-   prefetches K ahead, as the dot path does), 17 and more on packed K
-   panels (which do not prefetch). */
+/* from 9 rows, index-order FMA chains: 9-16 on the Q panel, more on K panels */
 #define QK_PACKED_MIN_ROWS 9
-/* Rows up to which pv_tile prefetches V (the few-row regime, whose qk paths
-   prefetch K). */
 #define PV_PREFETCH_MAX_ROWS 16
-/* Deeper than a panel (d > QK_PANEL_DEPTH), the partial sums pass through
-   the score rows between panels: there up to 32 rows stay on the dot path,
-   which is then the faster one (MLA decode's 25-row tasks). */
+/* d > QK_PANEL_DEPTH: partial sums pass through s between panels, so the
+   dot path stays faster up to 32 rows */
 #define QK_PACKED_MIN_ROWS_DEEP 33
 
-/* Whether qk_tile (and qk_diag, which must sum as it does) sums the scores
-   of nq rows of d dims in index order (the Q-panel or packed K panels) or
-   on the dot path. */
+/* qk_diag must choose as qk_tile does: it must sum the same way. */
 ATTN_AVX512_INLINE int qk_index_order(size_t nq, size_t d)
 {
     return nq >= (d > QK_PANEL_DEPTH ? QK_PACKED_MIN_ROWS_DEEP : QK_PACKED_MIN_ROWS);
 }
 
-/* r[i] (row i, 16 lanes) becomes column i: r[i][j] = old r[j][i]. */
+/* r[i][j] = old r[j][i] */
 ATTN_AVX512_INLINE void transpose16x16(__m512 r[16])
 {
     __m512 a[16], b[16];
     for (size_t i = 0; i < 16; i += 2) {
-        /* per 128-bit chunk L: rows i, i+1 interleaved, columns 4L..4L+1 / 4L+2..4L+3 */
         a[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
         a[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
     }
     for (size_t i = 0; i < 16; i += 4) {
-        /* b[i + j], chunk L: column 4L+j of rows i..i+3 */
         __m512d lo0 = _mm512_castps_pd(a[i]), hi0 = _mm512_castps_pd(a[i + 2]);
         __m512d lo1 = _mm512_castps_pd(a[i + 1]), hi1 = _mm512_castps_pd(a[i + 3]);
         b[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(lo0, hi0));
@@ -476,7 +411,6 @@ ATTN_AVX512_INLINE void transpose16x16(__m512 r[16])
         b[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(lo1, hi1));
     }
     for (size_t j = 0; j < 4; j++) {
-        /* 4x4 transpose of 128-bit chunks across b[j], b[4+j], b[8+j], b[12+j] */
         __m512 c0 = _mm512_shuffle_f32x4(b[j], b[4 + j], 0x88);
         __m512 c1 = _mm512_shuffle_f32x4(b[j], b[4 + j], 0xdd);
         __m512 c2 = _mm512_shuffle_f32x4(b[8 + j], b[12 + j], 0x88);
@@ -488,10 +422,7 @@ ATTN_AVX512_INLINE void transpose16x16(__m512 r[16])
     }
 }
 
-/*
- * panel[t*32 + j] = K[key j][t0 + t] as f32 for t < td, j < nkeys; keys
- * nkeys..31 are zero (their scores are never stored).
- */
+/* panel[t*32 + j] = K[j][t0 + t]; keys from nkeys on are zero (never stored). */
 ATTN_AVX512_INLINE void qk_pack_panel(int dt, const unsigned char *k, uintptr_t kb, size_t nkeys,
                                       size_t t0, size_t td, float *panel)
 {
@@ -516,9 +447,8 @@ ATTN_AVX512_INLINE void qk_pack_panel(int dt, const unsigned char *k, uintptr_t 
     }
 }
 
-/* A panel micro-kernel's R x 32 scores (lanes m0, m1 of each row): the
-   first depth chunk starts from zero, later ones from the partial sums left
-   in s; the last applies the scale. Shared by the f32 and bf16 panels. */
+/* The first depth chunk starts from zero, later ones from the partial sums
+   in s; the last applies the scale. */
 ATTN_AVX512_INLINE void panel_acc_load(size_t R, __m512 (*acc)[2], int first, const float *s,
                                        ptrdiff_t s_stride, __mmask16 m0, __mmask16 m1)
 {
@@ -545,12 +475,7 @@ ATTN_AVX512_INLINE void panel_acc_store(size_t R, __m512 (*acc)[2], int last, fl
     }
 }
 
-/*
- * R rows (R in {1, 2, 4, 8}) x the 32 keys of a panel, dims t0..t0+td: 2R
- * accumulators, per dim 2 panel loads + R broadcasts for 2R FMAs. The first
- * depth chunk starts from zero, later ones from the partial sums left in s;
- * the last one applies the scale.
- */
+/* R rows x 32 keys: per dim 2 panel loads + R broadcasts for 2R FMAs. */
 ATTN_AVX512_INLINE void qk_panel_rows(size_t R, const float *q, ptrdiff_t q_stride, size_t t0,
                                       size_t td, const float *panel, __mmask16 m0, __mmask16 m1,
                                       int first, int last, float scale, float *s,
@@ -601,25 +526,14 @@ ATTN_AVX512_INLINE void qk_tile_packed(int dt, const float *q, ptrdiff_t q_strid
     }
 }
 
-/* ------------------------------------------------------------------------ */
-/* qk_tile, 9-16 query rows (Lq = 4 speculative decode of a GQA group of 4): */
-/* Q transposed, a row per lane                                              */
-/* ------------------------------------------------------------------------ */
+/* ---- qk_tile, 9-16 query rows: Q transposed, a row per lane ---- */
 
-/* Rows of the Q-panel path (one per lane) and keys per block (16
-   accumulators, one per key). */
 #define QK_QPANEL_ROWS 16
 #define QK_QPANEL_KEYS 16
 
-/*
- * 16 keys' scores for the rows of qt (qt[t]: dim t of every row, a row per
- * lane): acc[c] = sum_t qt[t] * k_c[t], one FMA chain per score in index
- * order, as the packed path sums. kf holds the keys as f32 rows kf_bytes
- * bytes apart (F32 keys: the cache itself), so each product is one FMA
- * with a broadcast operand; the scaled sums go out transposed, a row of 16
- * scores per query row, the first nkeys of them. pf: the first of the 16
- * key rows to prefetch (kb bytes apart, `bytes` each).
- */
+/* acc[c] = sum_t qt[t] * k_c[t], one FMA chain per score in index order, as
+   the packed path sums. kf: f32 key rows kf_bytes apart (F32 keys: the cache
+   itself). pf: the first of 16 key rows to prefetch. */
 ATTN_AVX512_INLINE void qk_qpanel_block(const float *qt, size_t d, const float *kf,
                                         uintptr_t kf_bytes, size_t nq, size_t nkeys, float scale,
                                         float *s, ptrdiff_t s_stride, uintptr_t pf, uintptr_t kb,
@@ -628,9 +542,8 @@ ATTN_AVX512_INLINE void qk_qpanel_block(const float *qt, size_t d, const float *
     __m512 acc[QK_QPANEL_KEYS];
     for (size_t c = 0; c < QK_QPANEL_KEYS; c++)
         acc[c] = _mm512_setzero_ps();
-    /* the prefetch of the 16 key rows ahead, a cache line per dim, spread
-       over the loop: issued at once, 64-128 of them fill the miss buffers
-       and stall */
+    /* prefetches spread over the loop: issued at once they fill the miss
+       buffers and stall */
     size_t pf_rows = QK_QPANEL_KEYS, pf_off = 0;
     for (size_t t = 0; t < d; t++) {
         const __m512 qv = _mm512_load_ps(qt + t * 16);
@@ -655,23 +568,15 @@ ATTN_AVX512_INLINE void qk_qpanel_block(const float *qt, size_t d, const float *
         _mm512_mask_storeu_ps(s + (ptrdiff_t)r * s_stride, m, acc[r]);
 }
 
-/*
- * nq <= 16 rows of d <= QK_PANEL_DEPTH dims: q transposed once per call
- * (rows past nq are zero lanes), then per 16 keys one FMA per dim and key,
- * each the product of the 16 rows' values with one key value: no
- * horizontal sums, and each key value is decoded once for all the rows.
- * F32 keys are read in place; other dtypes are decoded into a 16-row
- * block first. The keys ATTN_PREFETCH_BYTES ahead (prefetch.h) are
- * prefetched during each block's FMAs, one cache line per dimension.
- */
+/* nq <= 16 rows, d <= QK_PANEL_DEPTH: no horizontal sums, and each key value
+   decoded once for all rows (F32 keys read in place). */
 ATTN_AVX512_INLINE void qk_tile_qpanel(int dt, const float *q, ptrdiff_t q_stride, const void *k,
                                        ptrdiff_t k_stride, size_t nq, size_t nk, size_t d,
                                        float scale, float *s, ptrdiff_t s_stride, float *scratch)
 {
     float *qt = scratch, *kf = scratch + QK_PANEL_DEPTH * QK_QPANEL_ROWS;
-    /* the transpose's 16 vectors in the key block's place (not yet used):
-       an array of its own would add 1 KiB to a frame that the task's stack
-       bound (ATTN_TASK_STACK_BYTES) leaves no room for */
+    /* in the key block's unused place: ATTN_TASK_STACK_BYTES has no room
+       for 1 KiB more */
     __m512 *rows = (__m512 *)(void *)kf;
     for (size_t t0 = 0; t0 < d; t0 += 16) {
         const size_t tn = d - t0 < 16 ? d - t0 : 16;
@@ -690,8 +595,7 @@ ATTN_AVX512_INLINE void qk_tile_qpanel(int dt, const float *q, ptrdiff_t q_strid
         const size_t nkeys = nk - c0 < QK_QPANEL_KEYS ? nk - c0 : QK_QPANEL_KEYS;
         const unsigned char *kc = row_at(k, c0, kb);
         const uintptr_t pf = (uintptr_t)k + (uintptr_t)(c0 + ahead) * kb;
-        /* (one call site: each inlined copy of the block adds its spills to
-           the frame) */
+        /* one call site: each inlined copy adds its spills to the frame */
         const int direct = dt == ATTN_KV_F32 && nkeys == QK_QPANEL_KEYS;
         for (size_t c = 0; !direct && c < QK_QPANEL_KEYS; c++)
             if (c < nkeys)
@@ -708,8 +612,7 @@ ATTN_AVX512_INLINE void qk_tile(int dt, const float *q, ptrdiff_t q_stride, cons
                                 ptrdiff_t k_stride, size_t nq, size_t nk, size_t d, float scale,
                                 float *s, ptrdiff_t s_stride)
 {
-    /* one 16 KiB scratch for either path: a task's stack has a bound
-       (ATTN_TASK_STACK_BYTES), which two frames would pass */
+    /* one scratch for both paths: two would pass ATTN_TASK_STACK_BYTES */
     _Alignas(64) float scratch[QK_PANEL_DEPTH * QK_PANEL_KEYS];
     _Static_assert(QK_PANEL_DEPTH * QK_PANEL_KEYS >=
                        QK_PANEL_DEPTH * (QK_QPANEL_ROWS + QK_QPANEL_KEYS),
@@ -722,13 +625,8 @@ ATTN_AVX512_INLINE void qk_tile(int dt, const float *q, ptrdiff_t q_stride, cons
         qk_tile_packed(dt, q, q_stride, k, k_stride, nq, nk, d, scale, s, s_stride, scratch);
 }
 
-/*
- * qk_diag (src/dsp.h): each row against its own rows[r], summed as qk_tile
- * sums a score of an nq-row call. The dot path's order is qk_dot_block's
- * at 1 x 1; the packed path's is one FMA chain per score in index order,
- * reproduced here on 16 rows at a time, a row per lane (16 x 16 blocks of
- * q and of the rows transposed in, as the panels are).
- */
+/* qk_diag (src/dsp.h): each score summed as qk_tile would sum it in an
+   nq-row call: qk_dot_block at 1 x 1, or one index-order FMA chain. */
 ATTN_AVX512_INLINE void qk_diag(int dt, const float *q, ptrdiff_t q_stride,
                                 const void *const *rows, size_t nq, size_t d, float scale,
                                 float *s)
@@ -770,33 +668,24 @@ ATTN_AVX512_INLINE void qk_diag(int dt, const float *q, ptrdiff_t q_stride,
     }
 }
 
-/* ------------------------------------------------------------------------ */
-/* pv_tile                                                                   */
-/* ------------------------------------------------------------------------ */
+/* ---- pv_tile ---- */
 
 /*
- * R rows (R in {1, 2, 4, 8}) x NV vectors of output columns (NV in 1..4) from
- * column j0, over all nk keys (the rows at v, v_stride units apart; key c's
- * weight for row r at p[r * p_stride + c * p_step]):
- * R*NV accumulators kept in registers for the whole key loop, per key NV
- * value loads (the block formats: NV/2 blocks) + R broadcasts for R*NV FMAs.
- * When tail is set the last vector covers only the lanes in m (full for the
- * block formats, whose rows are whole blocks). pf > 0: prefetch V rows of
- * pf bytes ahead (prefetch.h). gs: each value times its group's scale
- * (pv_grp), key c's scales at attn_grp_row(gs, c). fresh (a constant of
- * each caller): the accumulators start at zero and acc gets their sums
- * once at the end, the scalar oracle's order (src/scalar/tile_scalar_tmpl.h,
- * pv_rows); else they start from acc (the forward's P.V).
+ * R rows x NV vectors of columns from j0, in registers for the whole key
+ * loop; key c's weight for row r is p[r * p_stride + c * p_step]. fresh:
+ * start at zero and add to acc once at the end, the scalar oracle's order
+ * (src/scalar/tile_scalar_tmpl.h, pv_rows); else start from acc.
+ * Returns 0, having stored nothing, when E4M3_FINITE met a NaN byte.
  */
 ATTN_AVX512_INLINE int pv_block_at(int dt, int fresh, size_t R, size_t NV, int tail, __mmask16 m,
                                    size_t pf, const float *p, ptrdiff_t p_stride, ptrdiff_t p_step,
                                    const void *v, ptrdiff_t v_stride, size_t nk, size_t j0,
                                    float *acc, ptrdiff_t acc_stride, const attn_grp *gs)
 {
-    const size_t nfull = tail ? NV - 1 : NV; /* vectors without a mask */
+    const size_t nfull = tail ? NV - 1 : NV;
     const size_t unit = unit_bytes(dt);
     const uintptr_t vb = (uintptr_t)v_stride * unit;
-    __m512 a[8][4]; /* R x NV <= 16 of them */
+    __m512 a[8][4]; /* R x NV <= 16 used */
     for (size_t r = 0; r < R; r++) {
         const float *ar = acc + (ptrdiff_t)r * acc_stride + (ptrdiff_t)j0;
         for (size_t i = 0; i < nfull; i++)
@@ -806,13 +695,12 @@ ATTN_AVX512_INLINE int pv_block_at(int dt, int fresh, size_t R, size_t NV, int t
                 fresh ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m, ar + 16 * (NV - 1));
     }
     const size_t ahead = pf ? attn_prefetch_rows_ahead(pf) : 0;
-    /* E4M3 decoded without the NaN fix-up: the largest low-seven-bits value
-       of the bytes read, checked before anything is stored */
+    /* E4M3_FINITE: NaN bytes checked before anything is stored */
     const __m512i low7 = _mm512_set1_epi8(0x7f);
     const __mmask64 bytes = (NV > 1 ? ~0ull >> (64 - 16 * (NV - 1)) : 0) |
                             (__mmask64)(tail ? m : 0xffff) << (16 * (NV - 1));
     __m512i mx = _mm512_setzero_si512();
-    size_t grp[4]; /* gs: the group of each vector's columns */
+    size_t grp[4];
     for (size_t i = 0; gs && i < NV; i++)
         grp[i] = (j0 + 16 * i) / gs->g;
     for (size_t c = 0; c < nk; c++) {
@@ -823,11 +711,11 @@ ATTN_AVX512_INLINE int pv_block_at(int dt, int fresh, size_t R, size_t NV, int t
             mx = _mm512_max_epu8(mx, _mm512_and_si512(_mm512_maskz_loadu_epi8(bytes, row + j0),
                                                       low7));
         __m512 vv[4];
-        if (is_block(dt)) { /* j0 and NV cover whole blocks: NV even */
+        if (is_block(dt)) { /* whole blocks: NV even */
             size_t i = 0;
             for (; i + 1 < NV; i += 2)
                 load32(dt, row, j0 + 16 * i, &vv[i], &vv[i + 1]);
-            if (i < NV) /* never taken (NV is even here); keeps every vv defined */
+            if (i < NV) /* never taken; keeps every vv defined */
                 vv[i] = load16(dt, row, j0 + 16 * i);
         } else {
             for (size_t i = 0; i < nfull; i++)
@@ -844,7 +732,7 @@ ATTN_AVX512_INLINE int pv_block_at(int dt, int fresh, size_t R, size_t NV, int t
         }
     }
     if (dt == ATTN_KV_E4M3_FINITE && _mm512_cmpeq_epi8_mask(mx, low7))
-        return 0; /* a NaN byte: nothing stored, the caller decodes again */
+        return 0;
     for (size_t r = 0; r < R; r++) {
         float *ar = acc + (ptrdiff_t)r * acc_stride + (ptrdiff_t)j0;
         for (size_t i = 0; i < nfull; i++)
@@ -860,8 +748,7 @@ ATTN_AVX512_INLINE int pv_block_at(int dt, int fresh, size_t R, size_t NV, int t
     return 1;
 }
 
-/* E4M3 values: decoded without the NaN fix-up, and again with it in the
-   rare block that holds a NaN byte (the first pass stored nothing). */
+/* E4M3: without the NaN fix-up, and again with it if a NaN byte showed. */
 ATTN_AVX512_INLINE void pv_block(int dt, int fresh, size_t R, size_t NV, int tail, __mmask16 m,
                                  size_t pf, const float *p, ptrdiff_t p_stride, ptrdiff_t p_step,
                                  const void *v, ptrdiff_t v_stride, size_t nk, size_t j0,
@@ -881,9 +768,8 @@ ATTN_AVX512_INLINE void pv_rows(int dt, int fresh, size_t NV, int tail, __mmask1
                                 ptrdiff_t acc_stride, const attn_grp *gs)
 {
     size_t r = 0;
-    /* 8 rows x 2 vectors where the columns are four whole vectors of a
-       decoded dtype: each V vector decoded once per 8 rows, not per 4 (F32
-       values need no decoding, and lost to the extra broadcasts) */
+    /* decoded dtypes: 8 x 2 decodes each V vector once per 8 rows (F32
+       loses to the extra broadcasts) */
     if (NV == 4 && !tail && dt != ATTN_KV_F32)
         for (; r + 8 <= nq; r += 8)
             for (size_t h = 0; h < 2; h++)
@@ -905,8 +791,7 @@ ATTN_AVX512_INLINE void pv_rows(int dt, int fresh, size_t NV, int tail, __mmask1
                  acc_stride, gs);
 }
 
-/* Columns j0..j0+w (w <= 64) of every row over the nk keys at v: four
-   vectors, or ceil(w / 16) with the last one masked. */
+/* Columns j0..j0+w, w <= 64. */
 ATTN_AVX512_INLINE void pv_cols(int dt, int fresh, size_t pf, const float *p, ptrdiff_t p_stride,
                                 ptrdiff_t p_step, const void *v, ptrdiff_t v_stride, size_t nq,
                                 size_t nk, size_t j0, size_t w, float *acc, ptrdiff_t acc_stride,
@@ -939,21 +824,16 @@ ATTN_AVX512_INLINE void pv_cols(int dt, int fresh, size_t pf, const float *p, pt
     }
 }
 
-/* Keys of a decoded V panel (many rows, quantized V): 32 keys x 64 columns,
-   8 KiB of stack. */
-#define PV_PANEL_KEYS 32
+#define PV_PANEL_KEYS 32 /* x 64 columns: 8 KiB of stack */
 
-/* p_step: the distance between the weights of consecutive keys (1 for P's
-   rows; pt_tile, the backward's P^T, passes P's row stride and 1 as
-   p_stride, and fresh: pv_block_at; the keys of a call are then one chain). */
+/* p_step: between consecutive keys' weights (pt_tile passes P's row stride,
+   and fresh: see pv_block_at). */
 ATTN_AVX512_INLINE void pv_tile_at(int dt, int fresh, const float *p, ptrdiff_t p_stride,
                                    ptrdiff_t p_step, const void *v, ptrdiff_t v_stride, size_t nq,
                                    size_t nk, size_t dv, float *acc, ptrdiff_t acc_stride,
                                    const attn_grp *gs)
 {
-    /* few rows (decode, up to Lq = 4 of a GQA group of 4): each V row is
-       used by few FMAs, so the first column pass prefetches whole V rows
-       ahead */
+    /* few rows use each V row for few FMAs: prefetch whole rows ahead */
     const int few = nq <= PV_PREFETCH_MAX_ROWS;
     const size_t pf = few ? row_bytes(dt, dv) : 0;
     const uintptr_t vb = (uintptr_t)v_stride * unit_bytes(dt);
@@ -964,9 +844,8 @@ ATTN_AVX512_INLINE void pv_tile_at(int dt, int fresh, const float *p, ptrdiff_t 
                     acc, acc_stride, gs);
             continue;
         }
-        /* Many rows, quantized V: the columns of 32 keys decoded once into
-           f32 for every row group; the sums are the same, key by key in
-           order, as on the rows themselves. */
+        /* many rows, quantized V: decode 32 keys once for every row group;
+           the same sums in the same order */
         _Alignas(64) float panel[PV_PANEL_KEYS * 64];
         for (size_t c0 = 0; c0 < nk; c0 += PV_PANEL_KEYS) {
             const size_t n = nk - c0 < PV_PANEL_KEYS ? nk - c0 : PV_PANEL_KEYS;
@@ -990,8 +869,7 @@ ATTN_AVX512_INLINE void pv_tile(int dt, const float *p, ptrdiff_t p_stride, cons
     pv_tile_at(dt, 0, p, p_stride, 1, v, v_stride, nq, nk, dv, acc, acc_stride, NULL);
 }
 
-/* FP8 scale groups read in place (src/dsp.h): the few-row paths, their
-   values times their scales where they are loaded. */
+/* FP8 scale groups (src/dsp.h): the few-row paths, scaled where loaded. */
 ATTN_AVX512_INLINE void qk_grp(int dt, const float *q, ptrdiff_t q_stride, const void *k,
                                ptrdiff_t k_stride, size_t nq, size_t nk, size_t d, float scale,
                                float *s, ptrdiff_t s_stride, const attn_grp *gs)
