@@ -99,10 +99,12 @@
     ATTN_SLOTS_DOT_BF16(R, f32, a) ATTN_SLOTS_DOT_BF16(R, f16, a)                            \
     ATTN_SLOTS_DOT_BF16(R, bf16, a) ATTN_SLOTS_DOT_BWD(R, f32, a)
 #define ATTN_FILE_dot_i8(R, a) ATTN_SLOTS_DOT_I8(R, q8_0, a) ATTN_SLOTS_DOT_I8(R, q4_0, a)
-/* dot_amx: the bf16 mode's Q.K^T on AMX tiles (src/x86/dot_amx_avx512.c),
-   listed after dot, whose qk_bf16 it stores over where the CPU has AMX and
-   the OS grants it (ATTN_CPU_AMX_BF16) */
-#define ATTN_FILE_dot_amx(R, a) R(qk_bf16, f32, KV, a) R(qk_bf16, f16, KV, a) R(qk_bf16, bf16, KV, a)
+/* dot_amx: the bf16 mode's Q.K^T and P.V on AMX tiles
+   (src/x86/dot_amx_avx512.c), listed after dot, whose kernels it stores
+   over where the CPU has AMX and the OS grants it (ATTN_CPU_AMX_BF16) */
+#define ATTN_FILE_dot_amx(R, a)                                                             \
+    ATTN_SLOTS_DOT_BF16(R, f32, a) ATTN_SLOTS_DOT_BF16(R, f16, a)                            \
+    ATTN_SLOTS_DOT_BF16(R, bf16, a)
 /* dot_i8's kernels from the same source on another instruction: the AVX2
    table's EVEX vpdpbusd (src/x86/dot_i8_evex_avx2.c), listed before dot_i8,
    whose init then stores over it where the CPU has both; NEON's SMMLA
