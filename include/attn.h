@@ -551,13 +551,14 @@ typedef void (*attn_parallel_for_fn)(void *pool_ctx, attn_task_fn task,
  *    ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA, which the library requests
  *    itself at dispatch; where it is refused, the AVX-512 kernels serve),
  *    Q.K^T of 8 or more query rows per block (every operation that
- *    computes scores, the backward's recomputed ones included) runs on AMX
- *    tiles (tdpbf16ps): the same rounded operands, the f32 additions in
- *    another order, subnormal inputs and sums flushed to zero, all within
- *    the bound above; so does the default mode's exception for BF16 q and
- *    k (exact products). The tile configuration is set and released
- *    within each kernel call, on whatever thread runs it. P.V and the int8
- *    mode do not use the tile unit.
+ *    computes scores, the backward's recomputed ones included) and the
+ *    forward's P.V for F32, F16 and BF16 v run on AMX tiles (tdpbf16ps):
+ *    the same rounded operands, the f32 additions in another order,
+ *    subnormal inputs and sums flushed to zero, all within the bound
+ *    above; so does the default mode's exception for BF16 q and k (exact
+ *    products). The tile configuration is set and released within each
+ *    kernel call, on whatever thread runs it. The backward's P^T products
+ *    and the int8 mode do not use the tile unit.
  *  ATTN_PRECISION_INT8 (2): for Q8_0 and Q4_0 k, each 32-value block of a
  *    query row is quantized on the fly: m = max |q_t| over the block,
  *    dq = fl(m / 127), q_t = dq n_t with n_t = rne(fl(q_t fl(1 / dq))) in

@@ -64,8 +64,11 @@
     ATTN_SLOTS_DOT_BF16(R, f32, a) ATTN_SLOTS_DOT_BF16(R, f16, a)                            \
     ATTN_SLOTS_DOT_BF16(R, bf16, a) ATTN_SLOTS_DOT_BWD(R, f32, a)
 #define ATTN_FILE_dot_i8(R, a) ATTN_SLOTS_DOT_I8(R, q8_0, a) ATTN_SLOTS_DOT_I8(R, q4_0, a)
-/* Listed after dot, whose qk_bf16 it overwrites (src/x86/dot_amx_avx512.c). */
-#define ATTN_FILE_dot_amx(R, a) R(qk_bf16, f32, KV, a) R(qk_bf16, f16, KV, a) R(qk_bf16, bf16, KV, a)
+/* Listed after dot, whose qk_bf16 and pv_bf16 it overwrites
+   (src/x86/dot_amx_avx512.c). */
+#define ATTN_FILE_dot_amx(R, a)                                                             \
+    ATTN_SLOTS_DOT_BF16(R, f32, a) ATTN_SLOTS_DOT_BF16(R, f16, a)                            \
+    ATTN_SLOTS_DOT_BF16(R, bf16, a)
 /* dot_i8's kernels on another instruction, with dot_i8's bits: the list
    order decides which one a CPU with both keeps (a later file overwrites). */
 #define ATTN_FILE_dot_i8_evex(R, a) ATTN_FILE_dot_i8(R, a)

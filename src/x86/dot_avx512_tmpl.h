@@ -143,15 +143,16 @@ typedef struct attn_amx_cfg {
 } attn_amx_cfg;
 #endif
 
-/* Tiles 0, 1: scores of keys 0-15, 16-31; 2: q pairs; 3, 4: key pairs. All
-   16 x 64 bytes, so one configuration serves every call; it is set and
-   released within each qk_bf16, on whatever thread runs it. */
+/* Every tile is 16 x 64 bytes, so one configuration serves both kernels;
+   it is set and released within each call, on whatever thread runs it.
+   qk_bf16: 0, 1 scores of keys 0-15, 16-31; 2 q pairs; 3, 4 key pairs.
+   pv_bf16: 0-3 16 rows x 64 columns of acc; 4 weight pairs; 5 V pairs. */
 ATTN_AVX512_INLINE void bf_amx_config(void)
 {
     attn_amx_cfg cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.palette = 1;
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < 6; i++)
         cfg.rows[i] = 16, cfg.colsb[i] = 64;
     _tile_loadconfig(&cfg);
 }
@@ -336,6 +337,64 @@ ATTN_AVX512_INLINE void pv_bf_rows(size_t R, int fresh, const uint32_t *pp, size
                       : a[r][x]);
 }
 
+#ifdef ATTN_DOT_AMX
+/* pv_bf_rows on tiles for the nr rows of pp (rows past nr zero), P's rows
+   (not fresh): per group of 16 rows the sums start from acc, pass through
+   the tiles over the np key pairs of vp, and go back to acc's w columns. */
+ATTN_AVX512_INLINE void pv_amx_rows(const uint32_t *pp, size_t nr, size_t np, uint32_t *vp,
+                                    size_t w, float *acc, ptrdiff_t acc_stride)
+{
+    _Alignas(64) float c[16][PV_COLS];
+    const size_t steps = (np + 15) / 16;
+    /* pairs np .. 16 * steps were not packed: zero, to add 0 * 0 */
+    memset(vp + np * PV_COLS, 0, (steps * 16 - np) * PV_COLS * sizeof *vp);
+    const size_t nv = (w + 15) / 16;
+    const __mmask16 mt = attn_mask16(w - 16 * (nv - 1));
+    for (size_t r0 = 0; r0 < nr; r0 += 16) {
+        const size_t R = nr - r0 < 16 ? nr - r0 : 16;
+        float *ar = acc + (ptrdiff_t)r0 * acc_stride;
+        for (size_t r = 0; r < 16; r++)
+            for (size_t x = 0; x < 4; x++)
+                _mm512_store_ps(c[r] + 16 * x,
+                                r < R && x < nv
+                                    ? _mm512_maskz_loadu_ps(x + 1 < nv ? 0xffff : mt,
+                                                            ar + (ptrdiff_t)r * acc_stride + 16 * x)
+                                    : _mm512_setzero_ps());
+        /* tile numbers are instruction immediates: one line per tile */
+        _tile_loadd(0, &c[0][0], sizeof c[0]);
+        _tile_loadd(1, &c[0][16], sizeof c[0]);
+        _tile_loadd(2, &c[0][32], sizeof c[0]);
+        _tile_loadd(3, &c[0][48], sizeof c[0]);
+        for (size_t k = 0; k < steps; k++) {
+            const uint32_t *b = vp + k * 16 * PV_COLS;
+            _tile_loadd(4, pp + r0 * (PV_KEYS / 2) + k * 16, PV_KEYS / 2 * sizeof *pp);
+            _tile_loadd(5, b, PV_COLS * sizeof *vp);
+            _tile_dpbf16ps(0, 4, 5);
+            if (nv > 1) {
+                _tile_loadd(5, b + 16, PV_COLS * sizeof *vp);
+                _tile_dpbf16ps(1, 4, 5);
+            }
+            if (nv > 2) {
+                _tile_loadd(5, b + 32, PV_COLS * sizeof *vp);
+                _tile_dpbf16ps(2, 4, 5);
+            }
+            if (nv > 3) {
+                _tile_loadd(5, b + 48, PV_COLS * sizeof *vp);
+                _tile_dpbf16ps(3, 4, 5);
+            }
+        }
+        _tile_stored(0, &c[0][0], sizeof c[0]);
+        _tile_stored(1, &c[0][16], sizeof c[0]);
+        _tile_stored(2, &c[0][32], sizeof c[0]);
+        _tile_stored(3, &c[0][48], sizeof c[0]);
+        for (size_t r = 0; r < R; r++)
+            for (size_t x = 0; x < nv; x++)
+                _mm512_mask_storeu_ps(ar + (ptrdiff_t)r * acc_stride + 16 * x,
+                                      x + 1 < nv ? 0xffff : mt, _mm512_load_ps(c[r] + 16 * x));
+    }
+}
+#endif /* ATTN_DOT_AMX */
+
 /* p_step and fresh as pv_tile_at's. A weight pair is (key 2i, key 2i + 1)
    of one row, packed row-major from P, pair-major from P^T. pt_bf16's keys
    fit one chunk: one chain, as the oracle's. */
@@ -353,6 +412,14 @@ ATTN_AVX512_INLINE void pv_bf16_at(int dt, int fresh, const float *p, ptrdiff_t 
     const int rows_major = p_step == 1;
     const size_t prs = rows_major ? PV_KEYS / 2 : 1, pis = rows_major ? 1 : PV_ROWS;
     const uintptr_t vb = (uintptr_t)v_stride * unit_bytes(dt);
+#ifdef ATTN_DOT_AMX
+    /* P's rows on the tiles (pt_bf16's P^T keeps the vector kernel) */
+    const int amx = rows_major && !fresh;
+    if (amx) {
+        bf_amx_config();
+        memset(pp, 0, sizeof pp); /* rows past nr read zeros */
+    }
+#endif
     for (size_t r0 = 0; r0 < nq; r0 += PV_ROWS) {
         const size_t nr = nq - r0 < PV_ROWS ? nq - r0 : PV_ROWS;
         for (size_t c0 = 0; c0 < nk; c0 += PV_KEYS) {
@@ -385,6 +452,12 @@ ATTN_AVX512_INLINE void pv_bf16_at(int dt, int fresh, const float *p, ptrdiff_t 
                 const size_t w = dv - j0 < PV_COLS ? dv - j0 : PV_COLS;
                 pv_pack_values(dt, row_at(v, c0, vb), vb, n, j0, w, vp);
                 float *ac = acc + (ptrdiff_t)r0 * acc_stride + (ptrdiff_t)j0;
+#ifdef ATTN_DOT_AMX
+                if (amx) {
+                    pv_amx_rows(pp, nr, np, vp, w, ac, acc_stride);
+                    continue;
+                }
+#endif
                 for (size_t r = 0; r < nr; r += 4) {
                     const uint32_t *pr = pp + r * prs;
                     float *ar = ac + (ptrdiff_t)r * acc_stride;
@@ -398,6 +471,10 @@ ATTN_AVX512_INLINE void pv_bf16_at(int dt, int fresh, const float *p, ptrdiff_t 
             }
         }
     }
+#ifdef ATTN_DOT_AMX
+    if (amx)
+        _tile_release();
+#endif
 }
 
 ATTN_AVX512_INLINE void pv_bf16(int dt, const float *p, ptrdiff_t p_stride, const void *v,
