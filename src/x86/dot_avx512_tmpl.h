@@ -134,13 +134,7 @@ ATTN_AVX512_INLINE void bf_panel_rows(size_t R, const uint32_t *qp, size_t np,
 #ifdef ATTN_SIMDE_EMU
 #include "x86/amx_emu.h"
 #else
-typedef struct attn_amx_cfg {
-    uint8_t palette;
-    uint8_t start_row;
-    uint8_t reserved[14];
-    uint16_t colsb[16];
-    uint8_t rows[16];
-} attn_amx_cfg;
+#include "x86/amx_cfg.h"
 #endif
 
 /* Every tile is 16 x 64 bytes, so one configuration serves both kernels;
