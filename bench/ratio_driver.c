@@ -31,6 +31,8 @@ int ratio_opt_int(const ratio_args *a, int i, int dflt)
     return (int)v;
 }
 
+int ratio_calls(const ratio_args *a, int n) { return a->quick ? 1 : n; }
+
 /* ------------------------------------------------------------ clocks, memory */
 
 static double seconds(clockid_t clock)
@@ -62,6 +64,34 @@ void ratio_ok(attn_status st, const char *what)
     }
 }
 
+void ratio_copies(void **copy, void *src, size_t bytes, int n)
+{
+    copy[0] = src;
+    for (int i = 1; i < n; i++) {
+        copy[i] = ratio_alloc(bytes);
+        memcpy(copy[i], src, bytes);
+    }
+}
+
+void ratio_copies_free(void **copy, int n)
+{
+    for (int i = 1; i < n; i++)
+        free(copy[i]);
+}
+
+void ratio_fill(void *dst, int32_t dtype, int64_t n, float lo, float hi, uint64_t *stream)
+{
+    const gen_values uniform = {GEN_VAL_UNIFORM, lo, hi, 0, 0, 0, 0, 0, 0};
+    gen_fill(dst, dtype, n, &uniform, stream);
+}
+
+float *ratio_filled(size_t n, float lo, float hi, uint64_t *stream)
+{
+    float *p = ratio_alloc(n * sizeof(float));
+    ratio_fill(p, ATTN_DTYPE_F32, (int64_t)n, lo, hi, stream);
+    return p;
+}
+
 attn_threadpool *ratio_pool(int threads)
 {
     attn_threadpool *pool = NULL;
@@ -89,7 +119,7 @@ static uint64_t shuffle_state = 0x9e3779b97f4a7c15u;
 
 static void sample(const ratio_loop *l, int v, int rep, double *wall, double *cpu)
 {
-    const int calls = l->calls ? l->calls[v] : 1;
+    const int calls = l->calls ? l->calls[v] : l->each > 0 ? l->each : 1;
     const double w0 = ratio_wall(), c0 = ratio_cpu();
     for (int c = 0; c < calls; c++)
         l->call(l->ctx, v, rep, c);
@@ -153,6 +183,19 @@ ratio_stat ratio_stats(double *x, int n)
     qsort(x, (size_t)n, sizeof *x, cmp_double);
     ratio_stat s = {x[0], n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]), x[n - 1]};
     return s;
+}
+
+void ratio_measure(const ratio_loop *l, ratio_stat *wall, ratio_stat *cpu)
+{
+    ratio_times t;
+    ratio_interleave(l, &t);
+    for (int v = 0; v < t.variants; v++) {
+        if (wall)
+            wall[v] = ratio_stats(ratio_wall_of(&t, v), t.reps);
+        if (cpu)
+            cpu[v] = ratio_stats(ratio_cpu_of(&t, v), t.reps);
+    }
+    ratio_times_free(&t);
 }
 
 /* ------------------------------------------------------------ what is printed */
@@ -243,6 +286,20 @@ void ratio_profile(gen_profile *p, float lo, float hi)
         p->val[r].lo = lo, p->val[r].hi = hi;
 }
 
+void ratio_profile_dims(gen_profile *p, float lo, float hi, ratio_dims dims)
+{
+    ratio_profile(p, lo, hi);
+    const struct {
+        int choice;
+        int64_t v;
+    } pin[] = {{GEN_C_BATCH, dims.batch},   {GEN_C_KV_HEADS, dims.kv_heads},
+               {GEN_C_GROUP, dims.group},   {GEN_C_Q_LEN, dims.q_len},
+               {GEN_C_KV_LEN, dims.kv_len}, {GEN_C_HEAD_DIM, dims.head_dim}};
+    for (size_t i = 0; i < sizeof pin / sizeof pin[0]; i++)
+        if (pin[i].v)
+            gen_pin(p, pin[i].choice, pin[i].v);
+}
+
 void ratio_draw(gen_problem *d, const gen_profile *p, uint64_t draw_seed)
 {
     uint64_t state = draw_seed;
@@ -272,4 +329,19 @@ void ratio_problem_free(gen_problem *d, gen_bufs *m)
 {
     gen_release(m);
     gen_free(d);
+}
+
+void ratio_forward(const gen_bufs *m, const attn_options *o, const char *what)
+{
+    ratio_ok(attn_forward(&m->shape, o, &m->t[GEN_Q], &m->t[GEN_K], &m->t[GEN_V],
+                          &m->t[GEN_OUT], NULL),
+             what);
+}
+
+void ratio_workspace(attn_options *o, const attn_shape *s, const attn_options *as)
+{
+    size_t bytes = 0;
+    ratio_ok(attn_forward_workspace_size(s, as ? as : o, &bytes), "attn_forward_workspace_size");
+    o->workspace = bytes ? ratio_alloc(bytes) : NULL;
+    o->workspace_size = bytes;
 }

@@ -10,7 +10,8 @@
  * after repetition, so that a slow phase of a shared machine hits every
  * variant alike, and prints each one's minimum or median and their ratios.
  * Each family is one file, bench/ratios/<family>.c, defining one
- * `const ratio_family ratio_<family>`; bench/meson.build lists them.
+ * `const ratio_family ratio_<family>` (RATIO_FAMILY); bench/meson.build
+ * lists them.
  */
 #ifndef ATTN_RATIO_DRIVER_H
 #define ATTN_RATIO_DRIVER_H
@@ -55,9 +56,25 @@ typedef struct ratio_family {
     int (*run)(const ratio_args *a); /* 0, or the exit status */
 } ratio_family;
 
+/*
+ * Defines family f's record, `const ratio_family ratio_<f>` named "<f>" (the
+ * word bench/meson.build's list names it by) and run by `f_run`: then its
+ * --reps and --threads by default, what --threads means to it (NULL with
+ * RATIO_ONE_THREAD), its --list line, and its options (RATIO_NO_OPTIONS:
+ * none).
+ */
+#define RATIO_FAMILY(f, reps_, threads_, threads_help_, help_, ...)                          \
+    const ratio_family ratio_##f = {.name = #f, .help = help_, .reps = reps_,                \
+                                    .threads = threads_, .threads_help = threads_help_,      \
+                                    .opt = {__VA_ARGS__}, .run = f##_run}
+#define RATIO_NO_OPTIONS {NULL, NULL, NULL}
+
 /* The integer value of the family's option i, dflt when not given; exits
    with status 2 when the value is not an integer. */
 int ratio_opt_int(const ratio_args *a, int i, int dflt);
+
+/* Calls per sample: n, or 1 with --quick. */
+int ratio_calls(const ratio_args *a, int n);
 
 /* ------------------------------------------------------------ clocks, memory */
 
@@ -71,6 +88,17 @@ void *ratio_alloc(size_t bytes);
 
 /* Exits with the library's message when a call the family needs fails. */
 void ratio_ok(attn_status st, const char *what);
+
+/* copy[0] = src, copy[1 .. n - 1] copies of its `bytes` of their own, for
+   calls that take them in turn (so that the caches come from memory, not
+   from the last level of cache); ratio_copies_free frees the copies. */
+void ratio_copies(void **copy, void *src, size_t bytes, int n);
+void ratio_copies_free(void **copy, int n);
+
+/* n values of dtype, uniform in [lo, hi), drawn from *stream
+   (gen_fill); ratio_filled allocates n f32 ones. */
+void ratio_fill(void *dst, int32_t dtype, int64_t n, float lo, float hi, uint64_t *stream);
+float *ratio_filled(size_t n, float lo, float hi, uint64_t *stream);
 
 /* The calls' threads: NULL for 1 (parallel_for NULL: the calling thread),
    else a pool of `threads` (0: one per CPU, attn.h); exits when it cannot
@@ -97,7 +125,8 @@ typedef struct ratio_loop {
     int variants, reps;
     int warmup;       /* 1: one untimed round first (in turn) */
     int order;        /* RATIO_* */
-    const int *calls; /* per variant; NULL: 1 */
+    const int *calls; /* per variant; NULL: `each` for every variant */
+    int each;         /* with calls NULL (0: 1) */
     int only;         /* >= 0: that variant alone (for a profiler), the others' times 0 */
     void (*call)(void *ctx, int variant, int rep, int c);
     void *ctx;
@@ -123,6 +152,10 @@ typedef struct ratio_stat {
 } ratio_stat;
 ratio_stat ratio_stats(double *x, int n);
 static inline double ratio_median(double *x, int n) { return ratio_stats(x, n).median; }
+
+/* ratio_interleave, then each variant's stats of wall time into wall[v]
+   and of this thread's CPU time into cpu[v] (either NULL: not wanted). */
+void ratio_measure(const ratio_loop *l, ratio_stat *wall, ratio_stat *cpu);
 
 /* ------------------------------------------------------------ what is printed */
 
@@ -155,6 +188,12 @@ void ratio_read(const void *p, size_t bytes);
 /* A profile that draws nothing (every choice its pin or its default, from
    any source), without a work cap, the inputs' values uniform in [lo, hi). */
 void ratio_profile(gen_profile *p, float lo, float hi);
+/* The choices most problems pin: 0 leaves one to its default. */
+typedef struct ratio_dims {
+    int64_t batch, kv_heads, group, q_len, kv_len, head_dim;
+} ratio_dims;
+/* ratio_profile, then dims pinned. */
+void ratio_profile_dims(gen_profile *p, float lo, float hi, ratio_dims dims);
 /* Draws d from p: draw_seed 0 takes the fixed source (every choice its pin
    or default), another a splitmix source of that seed, for what the drawing
    leaves to chance once the choices are made (top-k lists). */
@@ -166,5 +205,12 @@ void ratio_materialise(gen_bufs *m, const gen_problem *d, uint64_t seed, unsigne
 void ratio_problem(gen_problem *d, gen_bufs *m, const gen_profile *p, uint64_t draw_seed,
                    uint64_t seed, unsigned flags);
 void ratio_problem_free(gen_problem *d, gen_bufs *m);
+
+/* attn_forward of m's problem with the options o; exits with `what` and
+   the library's message when it fails. */
+void ratio_forward(const gen_bufs *m, const attn_options *o, const char *what);
+/* Gives o the workspace the library asks for shape s with the options
+   `as` (NULL: o's own), none when it asks for none; free(o->workspace). */
+void ratio_workspace(attn_options *o, const attn_shape *s, const attn_options *as);
 
 #endif /* ATTN_RATIO_DRIVER_H */

@@ -52,13 +52,7 @@ static unsigned char scratch[B * HKV * Q8_ROW];
 static void describe(gen_problem *d, int32_t dtype)
 {
     gen_profile p;
-    ratio_profile(&p, -1.0f, 1.0f);
-    gen_pin(&p, GEN_C_BATCH, B);
-    gen_pin(&p, GEN_C_KV_HEADS, HKV);
-    gen_pin(&p, GEN_C_GROUP, 4);
-    gen_pin(&p, GEN_C_Q_LEN, 1);
-    gen_pin(&p, GEN_C_KV_LEN, LK);
-    gen_pin(&p, GEN_C_HEAD_DIM, D);
+    ratio_profile_dims(&p, -1.0f, 1.0f, (ratio_dims){B, HKV, 4, 1, LK, D});
     gen_pin(&p, GEN_C_K_DTYPE, dtype);
     gen_pin(&p, GEN_C_OPT(q_lens), 1);
     gen_pin(&p, GEN_C_OPT(kv_lens), 1);
@@ -114,7 +108,7 @@ static void step(void *ctx, int v, int rep, int call)
         step_copy(ctx, v == V_QUANTIZE);
 }
 
-static int append(const ratio_args *a)
+static int append_run(const ratio_args *a)
 {
     const int reps = a->reps, only = ratio_opt_int(a, 0, -1);
     if (only < -1 || only >= VARIANTS) {
@@ -124,16 +118,13 @@ static int append(const ratio_args *a)
     gen_problem dq8, df16;
     describe(&dq8, ATTN_DTYPE_Q8_0);
     describe(&df16, ATTN_DTYPE_F16);
-    static const gen_values uniform = {GEN_VAL_UNIFORM, -1.0f, 1.0f, 0, 0, 0, 0, 0, 0};
     uint64_t st = 0x9e3779b97f4a7c15u;
     layer *ls = calloc(LAYERS, sizeof(layer));
     if (!ls)
         return 1;
     for (int l = 0; l < LAYERS; l++) {
-        ls[l].k_new = ratio_alloc(B * HKV * D * 4);
-        ls[l].v_new = ratio_alloc(B * HKV * D * 4);
-        gen_fill(ls[l].k_new, ATTN_DTYPE_F32, B * HKV * D, &uniform, &st);
-        gen_fill(ls[l].v_new, ATTN_DTYPE_F32, B * HKV * D, &uniform, &st);
+        ls[l].k_new = ratio_filled(B * HKV * D, -1.0f, 1.0f, &st);
+        ls[l].v_new = ratio_filled(B * HKV * D, -1.0f, 1.0f, &st);
         ratio_materialise(&ls[l].q8, &dq8, 1, 0);
         ratio_materialise(&ls[l].f16, &df16, 1, 0);
         ls[l].k_enc = ratio_alloc(B * HKV * Q8_ROW);
@@ -155,25 +146,20 @@ static int append(const ratio_args *a)
                     fprintf(stderr, "append and attn_quantize disagree\n");
                     return 1;
                 }
-    const int steps = a->quick ? 1 : STEPS, calls[VARIANTS] = {steps, steps, steps, steps};
     const ratio_loop lp = {.variants = VARIANTS, .reps = reps, .warmup = 0, .order = RATIO_ROTATE,
-                           .calls = calls, .only = only, .call = step, .ctx = ls};
-    ratio_times t;
-    ratio_interleave(&lp, &t);
+                           .each = ratio_calls(a, STEPS), .only = only, .call = step, .ctx = ls};
+    ratio_stat s[VARIANTS];
+    ratio_measure(&lp, s, NULL);
     const double bytes = (double)LAYERS * 2 * B * HKV * Q8_ROW;
     printf("cache append, one decode step of %d layers: B=%d Hkv=%d d=%d, one token per "
            "sequence, paged (block %d, shuffled), F32 new rows; %.0f bytes written (Q8_0)\n",
            LAYERS, B, HKV, D, BS, bytes);
     printf("%-16s %12s %12s %10s %10s\n", "variant", "median us", "min us", "med/copy",
            "min/copy");
-    ratio_stat s[VARIANTS];
-    for (int v = 0; v < VARIANTS; v++)
-        s[v] = ratio_stats(ratio_wall_of(&t, v), reps);
     for (int v = 0; v < VARIANTS; v++)
         if (only < 0 || v == only)
             printf("%-16s %12.2f %12.2f %10.2f %10.2f\n", names[v], s[v].median * 1e6,
                    s[v].min * 1e6, s[v].median / s[V_COPY].median, s[v].min / s[V_COPY].min);
-    ratio_times_free(&t);
     for (int l = 0; l < LAYERS; l++) {
         free(ls[l].k_new), free(ls[l].v_new), free(ls[l].k_enc), free(ls[l].v_enc);
         gen_release(&ls[l].q8);
@@ -185,12 +171,7 @@ static int append(const ratio_args *a)
     return 0;
 }
 
-const ratio_family ratio_append = {
-    .name = "append",
-    .help = "attn_cache_append of a 32-layer decode step into paged Q8_0/F16 pools vs a copy",
-    .reps = 15,
-    .threads = RATIO_ONE_THREAD,
-    .opt = {{"--only", "V", "time variant V alone (0..3: append Q8_0, append F16, copy, "
-                            "quantize + copy)"}},
-    .run = append,
-};
+RATIO_FAMILY(append, 15, RATIO_ONE_THREAD, NULL,
+             "attn_cache_append of a 32-layer decode step into paged Q8_0/F16 pools vs a copy",
+             {"--only", "V", "time variant V alone (0..3: append Q8_0, append F16, copy, "
+                             "quantize + copy)"});

@@ -41,13 +41,7 @@ typedef struct config {
 static void base_profile(gen_profile *p, int64_t batch, int64_t kv_heads, int64_t group,
                          int64_t q_len, int64_t kv_len, int32_t kv_dtype)
 {
-    ratio_profile(p, -0.5f, 0.5f);
-    gen_pin(p, GEN_C_BATCH, batch);
-    gen_pin(p, GEN_C_KV_HEADS, kv_heads);
-    gen_pin(p, GEN_C_GROUP, group);
-    gen_pin(p, GEN_C_Q_LEN, q_len);
-    gen_pin(p, GEN_C_KV_LEN, kv_len);
-    gen_pin(p, GEN_C_HEAD_DIM, 128);
+    ratio_profile_dims(p, -0.5f, 0.5f, (ratio_dims){batch, kv_heads, group, q_len, kv_len, 128});
     gen_pin(p, GEN_C_K_DTYPE, kv_dtype);
     gen_pin(p, GEN_C_OPT(flags), ATTN_CAUSAL);
 }
@@ -64,10 +58,7 @@ static void forward(void *ctx, int v, int rep, int call)
 {
     (void)rep, (void)call;
     const config *c = (const config *)ctx + v;
-    const gen_bufs *m = &c->m;
-    ratio_ok(attn_forward(&m->shape, &c->opt, &m->t[GEN_Q], &m->t[GEN_K], &m->t[GEN_V],
-                          &m->t[GEN_OUT], NULL),
-             c->name);
+    ratio_forward(&c->m, &c->opt, c->name);
 }
 
 /* Runs every config `reps` times, interleaved; each sample is the mean of
@@ -79,22 +70,14 @@ static void run(config *c, int n, int reps, int quick, int cpu_clock)
     const double t0 = cpu_clock ? ratio_cpu() : ratio_wall();
     forward(c, 0, -1, 0);
     const double once = (cpu_clock ? ratio_cpu() : ratio_wall()) - t0;
-    int calls[8];
-    for (int i = 0; i < n; i++)
-        calls[i] = quick || once >= 0.2 ? 1 : (int)(0.2 / (once > 1e-6 ? once : 1e-6));
+    const int calls = quick || once >= 0.2 ? 1 : (int)(0.2 / (once > 1e-6 ? once : 1e-6));
     const ratio_loop l = {.variants = n, .reps = reps, .warmup = 1, .order = RATIO_IN_TURN,
-                          .calls = calls, .only = -1, .call = forward, .ctx = c};
-    ratio_times t;
-    ratio_interleave(&l, &t);
-    double base = 0.0;
-    for (int i = 0; i < n; i++) {
-        const ratio_stat s = ratio_stats(cpu_clock ? ratio_cpu_of(&t, i) : ratio_wall_of(&t, i), reps);
-        if (i == 0)
-            base = s.median;
-        printf("  %-44s %9.3f ms  x%.3f  (min %.3f, max %.3f)\n", c[i].name, s.median * 1e3,
-               s.median / base, s.min * 1e3, s.max * 1e3);
-    }
-    ratio_times_free(&t);
+                          .each = calls, .only = -1, .call = forward, .ctx = c};
+    ratio_stat s[8];
+    ratio_measure(&l, cpu_clock ? NULL : s, cpu_clock ? s : NULL);
+    for (int i = 0; i < n; i++)
+        printf("  %-44s %9.3f ms  x%.3f  (min %.3f, max %.3f)\n", c[i].name, s[i].median * 1e3,
+               s[i].median / s[0].median, s[i].min * 1e3, s[i].max * 1e3);
 }
 
 static void decode(int32_t dtype, const ratio_args *a, attn_threadpool *pool)
@@ -168,7 +151,7 @@ static void prefill(const ratio_args *a, attn_threadpool *pool)
     ratio_problem_free(&c[1].d, &c[1].m);
 }
 
-static int kvlayout(const ratio_args *a)
+static int kvlayout_run(const ratio_args *a)
 {
     const char *part = a->opt[0] ? a->opt[0] : "";
     if (a->threads < 0 || (*part && strcmp(part, "decode") && strcmp(part, "prefill"))) {
@@ -189,12 +172,6 @@ static int kvlayout(const ratio_args *a)
     return 0;
 }
 
-const ratio_family ratio_kvlayout = {
-    .name = "kvlayout",
-    .help = "paged, packed and strided K/V against a contiguous cache (decode, prefill)",
-    .reps = 7,
-    .threads = 1,
-    .threads_help = "threads (1: CPU time of this thread, else wall time)",
-    .opt = {{"--part", "decode|prefill", "only the decode or only the prefill targets"}},
-    .run = kvlayout,
-};
+RATIO_FAMILY(kvlayout, 7, 1, "threads (1: CPU time of this thread, else wall time)",
+             "paged, packed and strided K/V against a contiguous cache (decode, prefill)",
+             {"--part", "decode|prefill", "only the decode or only the prefill targets"});

@@ -37,12 +37,9 @@ static void problem_of(gen_problem *d, gen_bufs *m, int64_t H, int64_t group, in
                        int64_t Lk, int causal, int modifiers)
 {
     gen_profile p;
-    ratio_profile(&p, -1.0f, 1.0f);
-    gen_pin(&p, GEN_C_KV_HEADS, H);
-    gen_pin(&p, GEN_C_GROUP, group);
-    gen_pin(&p, GEN_C_Q_LEN, Lq);
-    gen_pin(&p, GEN_C_KV_LEN, Lk);
-    gen_pin(&p, GEN_C_HEAD_DIM, 128);
+    ratio_profile_dims(&p, -1.0f, 1.0f,
+                       (ratio_dims){.kv_heads = H, .group = group, .q_len = Lq, .kv_len = Lk,
+                                    .head_dim = 128});
     gen_pin(&p, GEN_C_OPT(flags), causal ? ATTN_CAUSAL : 0);
     gen_pin(&p, GEN_C_OPT(alibi_slopes), modifiers);
     gen_pin(&p, GEN_C_OPT(sinks), modifiers);
@@ -65,10 +62,7 @@ static void forward(void *ctx, int v, int rep, int call)
 {
     (void)rep, (void)call;
     const problem *p = ctx;
-    const gen_bufs *m = p->m;
-    ratio_ok(attn_forward(&m->shape, &p->vs[v].opt, &m->t[GEN_Q], &m->t[GEN_K], &m->t[GEN_V],
-                          &m->t[GEN_OUT], NULL),
-             p->vs[v].name);
+    ratio_forward(p->m, &p->vs[v].opt, p->vs[v].name);
 }
 
 /* Runs the variants interleaved `reps` times (after one warm-up round) and
@@ -78,16 +72,15 @@ static void measure(const gen_bufs *m, const variant *vs, int nv, int reps, doub
     problem p = {m, vs};
     const ratio_loop l = {.variants = nv, .reps = reps, .warmup = 1, .order = RATIO_IN_TURN,
                           .only = -1, .call = forward, .ctx = &p};
-    ratio_times t;
-    ratio_interleave(&l, &t);
+    ratio_stat s[4];
+    ratio_measure(&l, NULL, s);
     for (int i = 0; i < nv; i++) {
-        med[i] = ratio_median(ratio_cpu_of(&t, i), reps);
+        med[i] = s[i].median;
         printf("  %-44s median %8.2f ms CPU\n", vs[i].name, med[i] * 1e3);
     }
-    ratio_times_free(&t);
 }
 
-static int mods(const ratio_args *a)
+static int mods_run(const ratio_args *a)
 {
     const int reps = a->reps;
     ratio_header("1 thread, %d interleaved repetitions (medians)\n", reps);
@@ -213,10 +206,6 @@ static int mods(const ratio_args *a)
     return 0;
 }
 
-const ratio_family ratio_mods = {
-    .name = "mods",
-    .help = "score modifiers: ALiBi, sinks, two-sided windows, draft trees vs plain calls",
-    .reps = 7,
-    .threads = RATIO_ONE_THREAD,
-    .run = mods,
-};
+RATIO_FAMILY(mods, 7, RATIO_ONE_THREAD, NULL,
+             "score modifiers: ALiBi, sinks, two-sided windows, draft trees vs plain calls",
+             RATIO_NO_OPTIONS);

@@ -38,7 +38,6 @@ typedef struct layout {
 /* packed: one [T][H][D] row space; else [NB][LMAX][H][D] with lengths */
 static void make(layout *l, int packed, attn_threadpool *pool)
 {
-    static const gen_values values = {GEN_VAL_UNIFORM, -0.5f, 0.5f, 0, 0, 0, 0, 0, 0};
     int64_t total = 0;
     for (int b = 0; b < NB; b++) {
         l->offsets[b] = packed ? (int32_t)total : 0;
@@ -47,10 +46,8 @@ static void make(layout *l, int packed, attn_threadpool *pool)
     const int64_t L = packed ? total : LMAX, nb = packed ? 1 : NB;
     const size_t n = (size_t)(nb * L * H * D);
     uint64_t stream = 7;
-    for (int i = 0; i < 8; i++) {
-        l->buf[i] = ratio_alloc(n * sizeof(float));
-        gen_fill(l->buf[i], ATTN_DTYPE_F32, (int64_t)n, &values, &stream);
-    }
+    for (int i = 0; i < 8; i++)
+        l->buf[i] = ratio_filled(n, -0.5f, 0.5f, &stream);
     l->lse = ratio_alloc((size_t)(NB * H * L) * sizeof(float));
     const int64_t bs = packed ? 0 : L * H * D;
     attn_tensor *t[8] = {&l->q, &l->k, &l->v, &l->o, &l->dout, &l->dq, &l->dk, &l->dv};
@@ -79,7 +76,7 @@ static void backward(void *ctx, int v, int rep, int call)
              "backward");
 }
 
-static int packed_backward(const ratio_args *a)
+static int packed_backward_run(const ratio_args *a)
 {
     const int reps = a->reps, threads = a->threads;
     if (threads < 1) {
@@ -95,19 +92,16 @@ static int packed_backward(const ratio_args *a)
         pairs += (double)H * lens[b] * (lens[b] + 1) / 2.0;
     const ratio_loop lp = {.variants = 2, .reps = reps, .warmup = 1, .order = RATIO_IN_TURN,
                            .only = -1, .call = backward, .ctx = l};
-    ratio_times t;
-    ratio_interleave(&lp, &t);
-    const ratio_stat tp = ratio_stats(threads == 1 ? ratio_cpu_of(&t, 0) : ratio_wall_of(&t, 0), reps);
-    const ratio_stat td = ratio_stats(threads == 1 ? ratio_cpu_of(&t, 1) : ratio_wall_of(&t, 1), reps);
-    ratio_times_free(&t);
+    ratio_stat s[2];
+    ratio_measure(&lp, threads == 1 ? NULL : s, threads == 1 ? s : NULL);
+    const ratio_stat tp = s[0], td = s[1];
     printf("packed backward vs padded: %d causal sequences of 100..2000, H %d, d %d, f32, "
            "%d thread(s), %s time, libattn %s (%s)\n",
            NB, H, D, threads, threads == 1 ? "CPU" : "wall", attn_version_string(),
            attn_isa_name(attn_isa_active()));
-    printf("  packed  min %8.2f ms  median %8.2f ms  (%.2f ns per visible pair, min)\n",
-           tp.min * 1e3, tp.median * 1e3, tp.min / pairs * 1e9);
-    printf("  padded  min %8.2f ms  median %8.2f ms  (%.2f ns per visible pair, min)\n",
-           td.min * 1e3, td.median * 1e3, td.min / pairs * 1e9);
+    for (int i = 0; i < 2; i++)
+        printf("  %s  min %8.2f ms  median %8.2f ms  (%.2f ns per visible pair, min)\n",
+               i ? "padded" : "packed", s[i].min * 1e3, s[i].median * 1e3, s[i].min / pairs * 1e9);
     printf("  packed / padded: min %.3f, median %.3f (target <= 1.05)\n", tp.min / td.min,
            tp.median / td.median);
     for (int i = 0; i < 2; i++) {
@@ -119,11 +113,6 @@ static int packed_backward(const ratio_args *a)
     return 0;
 }
 
-const ratio_family ratio_packed_backward = {
-    .name = "packed_backward",
-    .help = "the packed backward of 8 causal sequences against the padded one, per pair",
-    .reps = 5,
-    .threads = 1,
-    .threads_help = "threads (1: CPU time of this thread, else wall time)",
-    .run = packed_backward,
-};
+RATIO_FAMILY(packed_backward, 5, 1, "threads (1: CPU time of this thread, else wall time)",
+             "the packed backward of 8 causal sequences against the padded one, per pair",
+             RATIO_NO_OPTIONS);

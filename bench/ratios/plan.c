@@ -41,6 +41,17 @@ typedef struct plans {
     attn_row_stats st; /* the step's lse */
 } plans;
 
+/* The step's plan, made in p->smem for K/V of the step's layout. */
+static attn_plan *step_plan(plans *p, const attn_tensor *sk, const attn_tensor *sv)
+{
+    const gen_bufs *s = &p->sm;
+    attn_plan *plan;
+    ratio_ok(attn_plan_forward(p->smem, p->sbytes, &s->shape, &s->opt, &s->t[GEN_Q], sk, sv,
+                               &s->t[GEN_OUT], &p->st, &plan),
+             "plan");
+    return plan;
+}
+
 static void call(void *ctx, int v, int rep, int c)
 {
     (void)rep, (void)c;
@@ -51,9 +62,7 @@ static void call(void *ctx, int v, int rep, int c)
     attn_plan *plan;
     switch (v) {
     case V_TINY_FWD:
-        ratio_ok(attn_forward(&t->shape, &t->opt, &t->t[GEN_Q], &t->t[GEN_K], &t->t[GEN_V],
-                              &t->t[GEN_OUT], NULL),
-                 "forward");
+        ratio_forward(t, &t->opt, "forward");
         break;
     case V_TINY_PLAN:
         ratio_ok(attn_plan_run(p->tplan, t->t[GEN_Q].data, t->t[GEN_K].data, t->t[GEN_V].data,
@@ -69,22 +78,16 @@ static void call(void *ctx, int v, int rep, int c)
         }
         break;
     case V_STEP_PLAN:
-        ratio_ok(attn_plan_forward(p->smem, p->sbytes, &s->shape, &s->opt, &s->t[GEN_Q], &sk, &sv,
-                                   &s->t[GEN_OUT], &p->st, &plan),
-                 "plan");
+        plan = step_plan(p, &sk, &sv);
         for (int l = 0; l < LAYERS; l++)
             ratio_ok(attn_plan_run(plan, sq, p->sk[l], p->sv[l], so, &p->st), "run");
         break;
     case V_CHECK_PLAN:
         for (int l = 0; l < LAYERS; l++)
-            ratio_ok(attn_plan_forward(p->smem, p->sbytes, &s->shape, &s->opt, &s->t[GEN_Q], &sk,
-                                       &sv, &s->t[GEN_OUT], &p->st, &plan),
-                     "plan");
+            step_plan(p, &sk, &sv);
         break;
     case V_CHECK_RUN:
-        ratio_ok(attn_plan_forward(p->smem, p->sbytes, &s->shape, &s->opt, &s->t[GEN_Q], &sk, &sv,
-                                   &s->t[GEN_OUT], &p->st, &plan),
-                 "plan");
+        plan = step_plan(p, &sk, &sv);
         for (int l = 0; l < LAYERS; l++)
             if (attn_plan_run(plan, sq, p->sk[l], p->sv[l], sq, &p->st) != ATTN_ERR_STRIDE)
                 exit(1); /* out on q: refused after every check */
@@ -92,28 +95,15 @@ static void call(void *ctx, int v, int rep, int c)
     }
 }
 
-/* B batch entries of Hkv x group heads, Lq 1, Lk keys, d, f32 in [-1, 1) */
-static void profile(gen_profile *p, int64_t batch, int64_t kv_heads, int64_t group, int64_t lk,
-                    int64_t d)
-{
-    ratio_profile(p, -1.0f, 1.0f);
-    gen_pin(p, GEN_C_BATCH, batch);
-    gen_pin(p, GEN_C_KV_HEADS, kv_heads);
-    gen_pin(p, GEN_C_GROUP, group);
-    gen_pin(p, GEN_C_Q_LEN, 1);
-    gen_pin(p, GEN_C_KV_LEN, lk);
-    gen_pin(p, GEN_C_HEAD_DIM, d);
-}
-
-static int plan(const ratio_args *a)
+static int plan_run(const ratio_args *a)
 {
     const int reps = a->reps;
     plans p;
     memset(&p, 0, sizeof p);
     gen_profile pr;
 
-    /* tiny: B 1, H 8, Lk 64, d 64, its plan made once */
-    profile(&pr, 1, 8, 1, 64, 64);
+    /* tiny: B 1, H 8, Lq 1, Lk 64, d 64, f32 in [-1, 1), its plan made once */
+    ratio_profile_dims(&pr, -1.0f, 1.0f, (ratio_dims){1, 8, 1, 1, 64, 64});
     ratio_problem(&p.td, &p.tm, &pr, 0, 1, GEN_M_OUT);
     const gen_bufs *t = &p.tm;
     size_t tbytes;
@@ -126,41 +116,32 @@ static int plan(const ratio_args *a)
     /* step: B 4, Hq 32, Hkv 8, Lk 512 (kv_lens 512, 500, 300, 100), d 128,
        the K/V of 32 layers */
     static const int64_t kv_lens[4] = {512, 500, 300, 100};
-    profile(&pr, 4, 8, 4, 512, 128);
+    ratio_profile_dims(&pr, -1.0f, 1.0f, (ratio_dims){4, 8, 4, 1, 512, 128});
     gen_pin(&pr, GEN_C_OPT(kv_lens), 1);
     ratio_draw(&p.sd, &pr, 0);
     for (int b = 0; b < 4; b++) /* the generator draws them full */
         p.sd.ints[ATTN_OPT_POS_kv_lens][b] = kv_lens[b];
     ratio_materialise(&p.sm, &p.sd, 1, GEN_M_OUT | GEN_M_STATS);
     p.st = (attn_row_stats){p.sm.stats.lse, NULL, NULL};
-    const size_t kv_bytes = p.sm.bytes[GEN_K];
-    p.sk[0] = p.sm.t[GEN_K].data;
-    p.sv[0] = p.sm.t[GEN_V].data;
-    for (int l = 1; l < LAYERS; l++) {
-        p.sk[l] = ratio_alloc(kv_bytes);
-        p.sv[l] = ratio_alloc(kv_bytes);
-        memcpy(p.sk[l], p.sk[0], kv_bytes);
-        memcpy(p.sv[l], p.sv[0], kv_bytes);
-    }
+    ratio_copies(p.sk, p.sm.t[GEN_K].data, p.sm.bytes[GEN_K], LAYERS);
+    ratio_copies(p.sv, p.sm.t[GEN_V].data, p.sm.bytes[GEN_V], LAYERS);
     ratio_ok(attn_plan_size(&p.sm.shape, &p.sm.opt, &p.sbytes), "attn_plan_size");
     p.smem = ratio_alloc(p.sbytes);
 
     int calls[VARIANTS];
     for (int v = 0; v < VARIANTS; v++)
-        calls[v] = a->quick ? 1 : v <= V_TINY_PLAN ? 2000 : 20;
+        calls[v] = ratio_calls(a, v <= V_TINY_PLAN ? 2000 : 20);
     const ratio_loop l = {.variants = VARIANTS, .reps = reps, .warmup = 1, .order = RATIO_ROTATE,
                           .calls = calls, .only = -1, .call = call, .ctx = &p};
-    ratio_times times;
-    ratio_interleave(&l, &times);
+    ratio_stat s[VARIANTS];
+    ratio_measure(&l, s, NULL);
     printf("plans, ISA %s, 1 thread; median / min of %d repetitions\n",
            attn_isa_name(attn_isa_active()), reps);
     double med[VARIANTS];
     for (int v = 0; v < VARIANTS; v++) {
-        const ratio_stat s = ratio_stats(ratio_wall_of(&times, v), reps);
-        med[v] = s.median;
-        printf("  %-38s %10.3f / %10.3f us\n", names[v], s.median * 1e6, s.min * 1e6);
+        med[v] = s[v].median;
+        printf("  %-38s %10.3f / %10.3f us\n", names[v], s[v].median * 1e6, s[v].min * 1e6);
     }
-    ratio_times_free(&times);
     printf("  tiny: attn_forward / attn_plan_run          %.2f\n", med[V_TINY_FWD] / med[V_TINY_PLAN]);
     printf("  step: 32 calls / plan + 32 runs             %.3f\n", med[V_STEP_FWD] / med[V_STEP_PLAN]);
     printf("  step: saved per step                        %.2f us\n",
@@ -168,10 +149,8 @@ static int plan(const ratio_args *a)
     printf("  checks: 32 validations / (1 + 32 run checks) %.1f\n",
            med[V_CHECK_PLAN] / med[V_CHECK_RUN]);
 
-    for (int i = 1; i < LAYERS; i++) {
-        free(p.sk[i]);
-        free(p.sv[i]);
-    }
+    ratio_copies_free(p.sk, LAYERS);
+    ratio_copies_free(p.sv, LAYERS);
     free(p.smem);
     free(tmem);
     ratio_problem_free(&p.td, &p.tm);
@@ -179,10 +158,6 @@ static int plan(const ratio_args *a)
     return 0;
 }
 
-const ratio_family ratio_plan = {
-    .name = "plan",
-    .help = "attn_plan_run against attn_forward: a tiny decode, a 32-layer step, the checks",
-    .reps = 15,
-    .threads = RATIO_ONE_THREAD,
-    .run = plan,
-};
+RATIO_FAMILY(plan, 15, RATIO_ONE_THREAD, NULL,
+             "attn_plan_run against attn_forward: a tiny decode, a 32-layer step, the checks",
+             RATIO_NO_OPTIONS);

@@ -81,13 +81,7 @@ static int prefix_run(const ratio_args *a)
     /* every sequence shares the first 4096 keys of the one before (all of
        them: the first sequence's) */
     gen_profile pr;
-    ratio_profile(&pr, -1.0f, 1.0f);
-    gen_pin(&pr, GEN_C_BATCH, B);
-    gen_pin(&pr, GEN_C_KV_HEADS, HKV);
-    gen_pin(&pr, GEN_C_GROUP, HQ / HKV);
-    gen_pin(&pr, GEN_C_Q_LEN, 1);
-    gen_pin(&pr, GEN_C_KV_LEN, LK);
-    gen_pin(&pr, GEN_C_HEAD_DIM, D);
+    ratio_profile_dims(&pr, -1.0f, 1.0f, (ratio_dims){B, HKV, HQ / HKV, 1, LK, D});
     gen_pin(&pr, GEN_C_K_DTYPE, dt);
     gen_pin(&pr, GEN_C_OPT(flags), ATTN_CAUSAL);
     gen_pin(&pr, GEN_C_OPT(shared_prefix), 1);
@@ -118,37 +112,26 @@ static int prefix_run(const ratio_args *a)
     for (int x = 0; x < 3; x++)
         p.opt[x] = base;
     p.opt[V_UNSHARED].shared_prefix = NULL;
-    size_t ws_bytes[3] = {0, 0, 0};
     /* the workspace each call asks for (unshared and chain: what split-KV
        asks for, so they split as any decode would; chain: none of the
        prefix's, so it reads the prefix per sequence) */
     const attn_shape *shape = &p.m[0].shape;
-    ratio_ok(attn_forward_workspace_size(shape, &p.opt[V_SHARED], &ws_bytes[V_SHARED]),
-             "workspace size");
-    ratio_ok(attn_forward_workspace_size(shape, &p.opt[V_UNSHARED], &ws_bytes[V_UNSHARED]),
-             "workspace size");
-    ws_bytes[V_CHAIN] = ws_bytes[V_UNSHARED];
-    for (int x = 0; x < 3; x++) {
-        p.opt[x].workspace = ws_bytes[x] ? ratio_alloc(ws_bytes[x]) : NULL;
-        p.opt[x].workspace_size = ws_bytes[x];
-    }
+    ratio_workspace(&p.opt[V_SHARED], shape, NULL);
+    ratio_workspace(&p.opt[V_CHAIN], shape, &p.opt[V_UNSHARED]);
+    ratio_workspace(&p.opt[V_UNSHARED], shape, NULL);
 
     const double peak = ratio_fma_peak() * threads;
     const ratio_loop l = {.variants = VARIANTS, .reps = reps, .warmup = 1, .order = RATIO_IN_TURN,
                           .only = -1, .call = call, .ctx = &p};
-    ratio_times t;
-    ratio_interleave(&l, &t);
-    const double flops = 4.0 * B * HQ * (double)LK * D;
     ratio_stat s[VARIANTS];
+    ratio_measure(&l, s, NULL);
+    const double flops = 4.0 * B * HQ * (double)LK * D;
     printf("shared prefix: B %d, Hq %d, Hkv %d, d %d, Lq 1, prefix %d + %d own keys each, %s K/V, "
            "%d thread(s), %d reps (min / median)\n",
            B, HQ, HKV, D, PREFIX, OWN, dt == ATTN_DTYPE_F32 ? "F32" : dt == ATTN_DTYPE_BF16 ? "BF16" : "F16",
            threads, reps);
-    for (int x = 0; x < VARIANTS; x++) {
-        s[x] = ratio_stats(ratio_wall_of(&t, x), reps);
+    for (int x = 0; x < VARIANTS; x++)
         printf("  %-44s %9.3f ms  %9.3f ms\n", names[x], 1e3 * s[x].min, 1e3 * s[x].median);
-    }
-    ratio_times_free(&t);
     const double bw = (double)p.shared_bytes / s[V_FLOOR].median;
     const double t_bytes = (double)p.shared_bytes / bw, t_flops = peak > 0 ? flops / peak : 0;
     const double tstar = t_bytes > t_flops ? t_bytes : t_flops;
@@ -174,12 +157,6 @@ static int prefix_run(const ratio_args *a)
     return 0;
 }
 
-const ratio_family ratio_prefix = {
-    .name = "prefix",
-    .help = "16 decodes on one 4096-key shared prefix vs per-sequence copies, and T*",
-    .reps = 11,
-    .threads = 1,
-    .threads_help = "threads",
-    .opt = {{"--kv", "f16|f32|bf16", "the K/V dtype (default f16)"}},
-    .run = prefix_run,
-};
+RATIO_FAMILY(prefix, 11, 1, "threads",
+             "16 decodes on one 4096-key shared prefix vs per-sequence copies, and T*",
+             {"--kv", "f16|f32|bf16", "the K/V dtype (default f16)"});

@@ -33,7 +33,6 @@
 #define LAYERS 12
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "../../src/dtype_list.h"
 #include "ratio_driver.h"
@@ -67,26 +66,16 @@ static int dtype_kv(int32_t t) { ATTN_DTYPE_GET(t, kv, 0) }
 static void make_variant(variant *v, const attn_shape *s, int causal, int layers)
 {
     gen_profile p;
-    ratio_profile(&p, -1.0f, 1.0f);
-    gen_pin(&p, GEN_C_BATCH, s->batch);
-    gen_pin(&p, GEN_C_KV_HEADS, s->kv_heads);
-    gen_pin(&p, GEN_C_GROUP, s->q_heads / s->kv_heads);
-    gen_pin(&p, GEN_C_Q_LEN, s->q_len);
-    gen_pin(&p, GEN_C_KV_LEN, s->kv_len);
-    gen_pin(&p, GEN_C_HEAD_DIM, s->head_dim);
+    ratio_profile_dims(&p, -1.0f, 1.0f,
+                       (ratio_dims){s->batch, s->kv_heads, s->q_heads / s->kv_heads, s->q_len,
+                                    s->kv_len, s->head_dim});
     gen_pin(&p, GEN_C_K_DTYPE, v->dtype);
     if (v->q_dtype)
         gen_pin(&p, GEN_C_Q_DTYPE, v->q_dtype);
     gen_pin(&p, GEN_C_OPT(flags), causal ? ATTN_CAUSAL : 0);
     ratio_problem(&v->g, &v->m, &p, 0, 1, GEN_M_OUT);
-    v->k[0] = v->m.data[GEN_K];
-    v->v[0] = v->m.data[GEN_V];
-    for (int l = 1; l < layers; l++) {
-        v->k[l] = ratio_alloc(v->m.bytes[GEN_K]);
-        v->v[l] = ratio_alloc(v->m.bytes[GEN_V]);
-        memcpy(v->k[l], v->k[0], v->m.bytes[GEN_K]);
-        memcpy(v->v[l], v->v[0], v->m.bytes[GEN_V]);
-    }
+    ratio_copies(v->k, v->m.data[GEN_K], v->m.bytes[GEN_K], layers);
+    ratio_copies(v->v, v->m.data[GEN_V], v->m.bytes[GEN_V], layers);
     for (int l = 0; v->rows && l < layers; l++) {
         const size_t n = (size_t)(s->batch * s->kv_heads * s->kv_len *
                                   (v->group ? s->head_dim / v->group : 1));
@@ -119,10 +108,8 @@ static attn_options variant_options(const variant *v, const attn_options *opt,
 
 static void free_variant(variant *v, int layers)
 {
-    for (int l = 1; l < layers; l++) {
-        free(v->k[l]);
-        free(v->v[l]);
-    }
+    ratio_copies_free(v->k, layers);
+    ratio_copies_free(v->v, layers);
     for (int l = 0; v->rows && l < layers; l++) {
         free(v->ks[l]);
         free(v->vs[l]);
@@ -167,25 +154,18 @@ static void run(const char *title, const attn_shape *s, int causal, variant *vs,
     }
     target t = {s, vs, layers, *opt, vs[0].m.t[GEN_OUT]};
     t.opt.flags = causal ? ATTN_CAUSAL : 0u;
-    int n_calls[MAX_VARIANTS];
-    for (int i = 0; i < nv; i++)
-        n_calls[i] = calls;
     const ratio_loop l = {.variants = nv, .reps = reps, .warmup = 1, .order = RATIO_SHUFFLE,
-                          .calls = n_calls, .only = -1, .call = forward, .ctx = &t};
-    ratio_times times;
-    ratio_interleave(&l, &times);
-    printf("%s (%d repetitions x %d calls)\n", title, reps, calls);
+                          .each = calls, .only = -1, .call = forward, .ctx = &t};
     ratio_stat st[MAX_VARIANTS];
-    for (int i = 0; i < nv; i++)
-        st[i] = ratio_stats(ratio_wall_of(&times, i), reps);
+    ratio_measure(&l, st, NULL);
+    printf("%s (%d repetitions x %d calls)\n", title, reps, calls);
     for (int i = 0; i < nv; i++)
         ratio_print_vs(12, vs[i].name, st[i], st[base], vs[base].name);
-    ratio_times_free(&times);
     for (int i = 0; i < nv; i++)
         free_variant(&vs[i], layers);
 }
 
-static int quant(const ratio_args *a)
+static int quant_run(const ratio_args *a)
 {
     const int reps = a->reps, threads = a->threads;
     const int decode_calls = a->quick ? 1 : ratio_opt_int(a, 0, 1);
@@ -241,12 +221,6 @@ static int quant(const ratio_args *a)
     return 0;
 }
 
-const ratio_family ratio_quant = {
-    .name = "quant",
-    .help = "quantized K/V (every dtype of the list) and the precision modes vs F16 / F32",
-    .reps = 9,
-    .threads = 1,
-    .threads_help = "threads",
-    .opt = {{"--decode-calls", "N", "calls per decode sample (default 1)"}},
-    .run = quant,
-};
+RATIO_FAMILY(quant, 9, 1, "threads",
+             "quantized K/V (every dtype of the list) and the precision modes vs F16 / F32",
+             {"--decode-calls", "N", "calls per decode sample (default 1)"});

@@ -35,12 +35,9 @@ typedef struct decode {
 static void decode_init(decode *d, int64_t hq, int64_t hkv, int64_t lk)
 {
     gen_profile p;
-    ratio_profile(&p, -1.0f, 1.0f);
-    gen_pin(&p, GEN_C_KV_HEADS, hkv);
-    gen_pin(&p, GEN_C_GROUP, hq / hkv);
-    gen_pin(&p, GEN_C_Q_LEN, 1);
-    gen_pin(&p, GEN_C_KV_LEN, lk);
-    gen_pin(&p, GEN_C_HEAD_DIM, 128);
+    ratio_profile_dims(&p, -1.0f, 1.0f,
+                       (ratio_dims){.kv_heads = hkv, .group = hq / hkv, .q_len = 1, .kv_len = lk,
+                                    .head_dim = 128});
     gen_pin(&p, GEN_C_OPT(flags), ATTN_CAUSAL);
     gen_pin(&p, GEN_C_OPT(workspace), 1);
     ratio_problem(&d->g, &d->m, &p, 0, 1, GEN_M_OUT);
@@ -64,10 +61,7 @@ static void decode_call(void *ctx, int v, int rep, int call)
 {
     (void)rep, (void)call;
     const decode *d = ctx;
-    const gen_bufs *m = &d->m;
-    ratio_ok(attn_forward(&m->shape, &d->opt[v], &m->t[GEN_Q], &m->t[GEN_K], &m->t[GEN_V],
-                          &m->t[GEN_OUT], NULL),
-             "attn_forward");
+    ratio_forward(&d->m, &d->opt[v], "attn_forward");
 }
 
 /* attn_merge of 8 partials (variant 0), or one read of their bytes (1) */
@@ -90,15 +84,10 @@ static void merge_call(void *ctx, int v, int rep, int call)
         ratio_read(g->parts, g->bytes);
 }
 
-static float *filled(size_t n, uint64_t stream)
-{
-    static const gen_values uniform = {GEN_VAL_UNIFORM, -1.0f, 1.0f, 0, 0, 0, 0, 0, 0};
-    float *p = ratio_alloc(n * sizeof(float));
-    gen_fill(p, ATTN_DTYPE_F32, (int64_t)n, &uniform, &stream);
-    return p;
-}
+/* n values in [-1, 1), of a stream of their own */
+static float *filled(size_t n, uint64_t stream) { return ratio_filled(n, -1.0f, 1.0f, &stream); }
 
-static int split(const ratio_args *a)
+static int split_run(const ratio_args *a)
 {
     const int reps = a->reps, big_threads = a->threads;
     attn_threadpool *p2 = ratio_pool(2), *pn = big_threads > 2 ? ratio_pool(big_threads) : NULL;
@@ -112,25 +101,19 @@ static int split(const ratio_args *a)
     decode_way(&d, SPLIT_2, p2, 1);
     decode_way(&d, UNSPLIT_1, NULL, 0);
     decode_way(&d, UNSPLIT_2, p2, 0);
-    const int c8 = a->quick ? 1 : 8, calls[4] = {c8, c8, c8, c8};
     ratio_loop l = {.variants = 4, .reps = reps, .warmup = 1, .order = RATIO_IN_TURN,
-                    .calls = calls, .only = -1, .call = decode_call, .ctx = &d};
-    ratio_times t;
-    ratio_interleave(&l, &t);
-    double med[4];
-    for (int v = 0; v < 4; v++)
-        med[v] = ratio_median(ratio_wall_of(&t, v), reps);
-    const double c1s = ratio_median(ratio_cpu_of(&t, SPLIT_1), reps);
-    const double c1u = ratio_median(ratio_cpu_of(&t, UNSPLIT_1), reps);
-    ratio_times_free(&t);
+                    .each = ratio_calls(a, 8), .only = -1, .call = decode_call, .ctx = &d};
+    ratio_stat w[4], c[4];
+    ratio_measure(&l, w, c);
     printf("MQA decode Lk 32768 Hq 8 Hkv 1 d 128 f32 (workspace %zu bytes)\n",
            d.m.opt.workspace_size);
     printf("  split   1 thread %8.3f ms, 2 threads %8.3f ms: speed-up %.2fx (target >= 1.8)\n",
-           med[SPLIT_1] * 1e3, med[SPLIT_2] * 1e3, med[SPLIT_1] / med[SPLIT_2]);
+           w[SPLIT_1].median * 1e3, w[SPLIT_2].median * 1e3, w[SPLIT_1].median / w[SPLIT_2].median);
     printf("  unsplit 1 thread %8.3f ms, 2 threads %8.3f ms: speed-up %.2fx (one task)\n",
-           med[UNSPLIT_1] * 1e3, med[UNSPLIT_2] * 1e3, med[UNSPLIT_1] / med[UNSPLIT_2]);
+           w[UNSPLIT_1].median * 1e3, w[UNSPLIT_2].median * 1e3,
+           w[UNSPLIT_1].median / w[UNSPLIT_2].median);
     printf("  1 thread split / unsplit: %.3f wall, %.3f CPU time (target <= 1.05)\n",
-           med[SPLIT_1] / med[UNSPLIT_1], c1s / c1u);
+           w[SPLIT_1].median / w[UNSPLIT_1].median, c[SPLIT_1].median / c[UNSPLIT_1].median);
     ratio_problem_free(&d.g, &d.m);
 
     /* ---- merge of 8 partials x 4096 rows x 128, against one read of them */
@@ -150,10 +133,8 @@ static int split(const ratio_args *a)
         g.out = (attn_tensor){out, ATTN_DTYPE_F32, rows * D, rows * D, D};
         ratio_loop lm = {.variants = 2, .reps = reps, .warmup = 1, .order = RATIO_IN_TURN,
                          .only = -1, .call = merge_call, .ctx = &g};
-        ratio_interleave(&lm, &t);
-        const double mm = ratio_median(ratio_cpu_of(&t, 0), reps);
-        const double mr = ratio_median(ratio_cpu_of(&t, 1), reps);
-        ratio_times_free(&t);
+        ratio_measure(&lm, NULL, c);
+        const double mm = c[0].median, mr = c[1].median;
         printf("attn_merge 8 partials x 4096 rows x d 128, 1 thread: %.3f ms; one read of the "
                "partials (%.1f MiB): %.3f ms (CPU time): ratio %.2f (target <= 1.3)\n",
                mm * 1e3, (double)g.bytes / 1048576.0, mr * 1e3, mm / mr);
@@ -165,13 +146,10 @@ static int split(const ratio_args *a)
         decode_init(&d, 32, 8, 32768);
         decode_way(&d, 0, NULL, 1);
         decode_way(&d, 1, pn, 1);
-        const int c4 = a->quick ? 1 : 4, calls4[2] = {c4, c4};
         l.variants = 2;
-        l.calls = calls4;
-        ratio_interleave(&l, &t);
-        const double t1 = ratio_median(ratio_wall_of(&t, 0), reps);
-        const double tn = ratio_median(ratio_wall_of(&t, 1), reps);
-        ratio_times_free(&t);
+        l.each = ratio_calls(a, 4);
+        ratio_measure(&l, w, NULL);
+        const double t1 = w[0].median, tn = w[1].median;
         printf("GQA decode Lk 32768 Hq 32 Hkv 8: 1 thread %.3f ms, %d threads %.3f ms: "
                "speed-up %.2fx\n", t1 * 1e3, big_threads, tn * 1e3, t1 / tn);
         ratio_problem_free(&d.g, &d.m);
@@ -181,11 +159,6 @@ static int split(const ratio_args *a)
     return 0;
 }
 
-const ratio_family ratio_split = {
-    .name = "split",
-    .help = "split-KV decode on 1 and 2 threads, attn_merge against a read of its partials",
-    .reps = 15,
-    .threads = 0,
-    .threads_help = "N > 2: also GQA decode on N threads against 1",
-    .run = split,
-};
+RATIO_FAMILY(split, 15, 0, "N > 2: also GQA decode on N threads against 1",
+             "split-KV decode on 1 and 2 threads, attn_merge against a read of its partials",
+             RATIO_NO_OPTIONS);

@@ -77,9 +77,7 @@ static void call(void *ctx, int v, int rep, int c)
     } else {
         const gen_bufs *m = &t->pm;
         if (v == V_PREFILL) {
-            ratio_ok(attn_forward(&m->shape, &m->opt, &m->t[GEN_Q], &m->t[GEN_K], &m->t[GEN_V],
-                                  &m->t[GEN_OUT], NULL),
-                     "prefill");
+            ratio_forward(m, &m->opt, "prefill");
             return;
         }
         const attn_shape one = {1, PH, PH, 1, PK, PD, 0};
@@ -102,12 +100,9 @@ static void topk_problem(gen_problem *d, gen_bufs *m, int64_t kv_heads, int64_t 
                          int64_t k, int shared, unsigned flags)
 {
     gen_profile p;
-    ratio_profile(&p, -1.0f, 1.0f);
-    gen_pin(&p, GEN_C_KV_HEADS, kv_heads);
-    gen_pin(&p, GEN_C_GROUP, group);
-    gen_pin(&p, GEN_C_Q_LEN, lq);
-    gen_pin(&p, GEN_C_KV_LEN, lk);
-    gen_pin(&p, GEN_C_HEAD_DIM, hd);
+    ratio_profile_dims(&p, -1.0f, 1.0f,
+                       (ratio_dims){.kv_heads = kv_heads, .group = group, .q_len = lq,
+                                    .kv_len = lk, .head_dim = hd});
     gen_pin(&p, GEN_C_V_DIM, vd);
     gen_pin(&p, GEN_C_K_DTYPE, kv_dtype);
     gen_pin(&p, GEN_C_OPT(topk_indices), 1);
@@ -115,6 +110,18 @@ static void topk_problem(gen_problem *d, gen_bufs *m, int64_t kv_heads, int64_t 
     gen_pin(&p, GEN_C_TOPK_DISTINCT, 1);
     gen_pin(&p, GEN_C_TOPK_SHARED, shared);
     ratio_problem(d, m, &p, 88172645463325252ull, 1, flags);
+}
+
+/* A variant's line: its median and minimum in ms, `digits` decimals. */
+static void time_line(const char *what, int digits, ratio_stat s)
+{
+    printf("%s%.*f ms (min %.*f)\n", what, digits, s.median * 1e3, digits, s.min * 1e3);
+}
+
+/* A ratio's line, indented under the two variants it compares, then tail. */
+static void vs_line(const char *what, ratio_stat x, ratio_stat y, const char *tail)
+{
+    printf("        %s %.2f (median) %.2f (min)%s", what, x.median / y.median, x.min / y.min, tail);
 }
 
 static int topk_run(const ratio_args *a)
@@ -130,27 +137,18 @@ static int topk_run(const ratio_args *a)
     /* decode: MLA, V the first 512 columns of K's rows (no V of its own) */
     topk_problem(&t.dd, &t.dm, 1, HQ, 1, LK, D, DV, ATTN_DTYPE_BF16, TOPK, 0,
                  GEN_M_OUT | GEN_M_NO_V);
-    const size_t cache_bytes = t.dm.bytes[GEN_K];
-    t.cache[0] = t.dm.t[GEN_K].data;
-    for (int c = 1; c < COPIES; c++) {
-        t.cache[c] = ratio_alloc(cache_bytes);
-        memcpy(t.cache[c], t.cache[0], cache_bytes);
-    }
+    ratio_copies(t.cache, t.dm.t[GEN_K].data, t.dm.bytes[GEN_K], COPIES);
     t.sparse = t.dm.shape;
     t.dense = t.sparse;
     t.dense.kv_len = TOPK;
     t.os = t.dm.opt;
     t.od = (attn_options)ATTN_OPTIONS_INIT;
     t.os.kv_splits = t.od.kv_splits = splits;
-    size_t ws_s = 0, ws_d = 0;
-    ratio_ok(attn_forward_workspace_size(&t.sparse, &t.os, &ws_s), "workspace");
-    ratio_ok(attn_forward_workspace_size(&t.dense, &t.od, &ws_d), "workspace");
-    t.os.workspace = ws_s ? ratio_alloc(ws_s) : NULL, t.os.workspace_size = ws_s;
-    t.od.workspace = ws_d ? ratio_alloc(ws_d) : NULL, t.od.workspace_size = ws_d;
+    ratio_workspace(&t.os, &t.sparse, NULL);
+    ratio_workspace(&t.od, &t.dense, NULL);
 
     /* DeepSeek V3.2's FP8 rows: 656 bytes, in place (k, its scales and tail
        inside each row; v = k's 512 values) */
-    static const gen_values uniform = {GEN_VAL_UNIFORM, -1.0f, 1.0f, 0, 0, 0, 0, 0, 0};
     uint64_t st = 88172645463325252ull;
     for (int c = 0; c < COPIES; c++) {
         unsigned char *x = ratio_alloc((size_t)LK * ROW);
@@ -165,7 +163,7 @@ static int topk_run(const ratio_args *a)
                 const float s = (float)(1 + gen_splitmix(&st) % 64) / 4096.0f;
                 memcpy(r + DV + 4 * gi, &s, 4);
             }
-            gen_fill(r + DV + 4 * (DV / G), ATTN_DTYPE_BF16, D - DV, &uniform, &st);
+            ratio_fill(r + DV + 4 * (DV / G), ATTN_DTYPE_BF16, D - DV, -1.0f, 1.0f, &st);
         }
         t.rows8[c] = x;
     }
@@ -176,37 +174,24 @@ static int topk_run(const ratio_args *a)
     /* prefill: 256 rows, top-k 512 of 8192, each row keeping 4 in 5 */
     topk_problem(&t.pd, &t.pm, PH, 1, PL, PK, PD, 0, ATTN_DTYPE_F32, PT, 1, GEN_M_OUT);
 
-    const int c20 = a->quick ? 1 : 20;
+    const int c20 = ratio_calls(a, 20);
     const int calls[VARIANTS] = {c20, c20, c20, 1, 1};
     const ratio_loop l = {.variants = VARIANTS, .reps = reps, .warmup = 0, .order = RATIO_IN_TURN,
                           .calls = calls, .only = only < 0 ? -1 : only_of[only], .call = call,
                           .ctx = &t};
-    ratio_times times;
-    ratio_interleave(&l, &times);
     ratio_stat s[VARIANTS];
-    for (int v = 0; v < VARIANTS; v++)
-        s[v] = ratio_stats(ratio_wall_of(&times, v), reps);
-    ratio_times_free(&times);
-    printf("decode  MLA Hq 16, bf16 latent 576/512, top-k 2048 of 32768: %.3f ms (min %.3f)\n",
-           s[V_SPARSE].median * 1e3, s[V_SPARSE].min * 1e3);
-    printf("decode  dense over 2048 contiguous keys of the same shape:     %.3f ms (min %.3f)\n",
-           s[V_DENSE].median * 1e3, s[V_DENSE].min * 1e3);
-    printf("        ratio %.2f (median) %.2f (min)   target <= 1.3\n",
-           s[V_SPARSE].median / s[V_DENSE].median, s[V_SPARSE].min / s[V_DENSE].min);
-    printf("prefill 256 rows, top-k 512 of 8192, 4/5 shared, one call:     %.2f ms (min %.2f)\n",
-           s[V_PREFILL].median * 1e3, s[V_PREFILL].min * 1e3);
-    printf("prefill the same as 256 one-row calls:                         %.2f ms (min %.2f)\n",
-           s[V_ROWS].median * 1e3, s[V_ROWS].min * 1e3);
-    printf("        speedup %.2f (median) %.2f (min)   target >= 2\n",
-           s[V_ROWS].median / s[V_PREFILL].median, s[V_ROWS].min / s[V_PREFILL].min);
-    printf("fp8     the decode's top-k call on DeepSeek V3.2 FP8 rows:     %.3f ms (min %.3f)\n",
-           s[V_FP8].median * 1e3, s[V_FP8].min * 1e3);
-    printf("        ratio to the bf16 latent %.2f (median) %.2f (min)   bytes %.2f\n",
-           s[V_FP8].median / s[V_SPARSE].median, s[V_FP8].min / s[V_SPARSE].min,
-           (double)ROW / (double)(2 * D));
+    ratio_measure(&l, s, NULL);
+    time_line("decode  MLA Hq 16, bf16 latent 576/512, top-k 2048 of 32768: ", 3, s[V_SPARSE]);
+    time_line("decode  dense over 2048 contiguous keys of the same shape:     ", 3, s[V_DENSE]);
+    vs_line("ratio", s[V_SPARSE], s[V_DENSE], "   target <= 1.3\n");
+    time_line("prefill 256 rows, top-k 512 of 8192, 4/5 shared, one call:     ", 2, s[V_PREFILL]);
+    time_line("prefill the same as 256 one-row calls:                         ", 2, s[V_ROWS]);
+    vs_line("speedup", s[V_ROWS], s[V_PREFILL], "   target >= 2\n");
+    time_line("fp8     the decode's top-k call on DeepSeek V3.2 FP8 rows:     ", 3, s[V_FP8]);
+    vs_line("ratio to the bf16 latent", s[V_FP8], s[V_SPARSE], "   bytes ");
+    printf("%.2f\n", (double)ROW / (double)(2 * D));
 
-    for (int c = 1; c < COPIES; c++)
-        free(t.cache[c]);
+    ratio_copies_free(t.cache, COPIES);
     for (int c = 0; c < COPIES; c++)
         free(t.rows8[c]);
     free(t.os.workspace);
@@ -216,12 +201,7 @@ static int topk_run(const ratio_args *a)
     return 0;
 }
 
-const ratio_family ratio_topk = {
-    .name = "topk",
-    .help = "top-k sparse decode (MLA, FP8 rows in place) and prefill vs dense / per-row calls",
-    .reps = 9,
-    .threads = RATIO_ONE_THREAD,
-    .opt = {{"--splits", "N", "kv_splits of the decode calls (default 0: automatic)"},
-            {"--only", "V", "time variant V alone (0..4: decode, dense, prefill, rows, fp8)"}},
-    .run = topk_run,
-};
+RATIO_FAMILY(topk, 9, RATIO_ONE_THREAD, NULL,
+             "top-k sparse decode (MLA, FP8 rows in place) and prefill vs dense / per-row calls",
+             {"--splits", "N", "kv_splits of the decode calls (default 0: automatic)"},
+             {"--only", "V", "time variant V alone (0..4: decode, dense, prefill, rows, fp8)"});
