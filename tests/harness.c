@@ -14,6 +14,7 @@
 #include "harness.h"
 #include "test_rows.h"
 #include "ref/ref.h"
+#include "tolerance.h"
 #include "emu_tables.h"
 
 /* ------------------------------------------------------------ ISA rows */
@@ -364,6 +365,22 @@ void expect_near_f(const char *what, const float *got, ptrdiff_t got_stride, con
                  "|diff| %.3g > bound %.3g",
               what, bad, rows * cols, r, c, g, w, fabs(g - w), bound[first]);
     }
+}
+
+void expect_near_and_scalar(const char *what, const float *got, const float *scalar,
+                            const double *want, const double *err, size_t rows, size_t cols)
+{
+    char name[128];
+    snprintf(name, sizeof name, "%s vs float64", what);
+    expect_near(name, got, (ptrdiff_t)cols, want, err, rows, cols);
+    if (!scalar)
+        return;
+    double *pair = xmalloc(rows * cols * sizeof(double));
+    for (size_t i = 0; i < rows * cols; i++)
+        pair[i] = TOL_PAIR(err[i]);
+    snprintf(name, sizeof name, "%s vs scalar", what);
+    expect_near_f(name, got, (ptrdiff_t)cols, scalar, (ptrdiff_t)cols, pair, rows, cols);
+    free(pair);
 }
 
 void expect_bits(const char *what, const float *got, const float *want, size_t n)

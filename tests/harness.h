@@ -151,6 +151,13 @@ void expect_near(const char *what, const float *got, ptrdiff_t got_stride, const
 /* The same against an f32 result (another ISA): want f32, bound in double. */
 void expect_near_f(const char *what, const float *got, ptrdiff_t got_stride, const float *want,
                    ptrdiff_t want_stride, const double *bound, size_t rows, size_t cols);
+/*
+ * got vs float64 want within err ("<what> vs float64"), and, when scalar is
+ * not NULL (a SIMD row), vs the scalar row's result within TOL_PAIR of err
+ * ("<what> vs scalar"). got and scalar have a stride of cols between rows.
+ */
+void expect_near_and_scalar(const char *what, const float *got, const float *scalar,
+                            const double *want, const double *err, size_t rows, size_t cols);
 /* Bitwise equality of f32 arrays (NaN payloads included). */
 void expect_bits(const char *what, const float *got, const float *want, size_t n);
 /* Bitwise equality of bytes. */

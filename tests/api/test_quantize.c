@@ -156,50 +156,63 @@ Test(quantize, blocks_match_reference)
     }
 }
 
-Test(quantize, fp8_matches_nearest_search)
+/*
+ * attn_quantize into an FP8 format (name: "e4m3", "e5m2") against the
+ * reference's nearest search (encode): a sweep of f32 bit patterns below
+ * bits_end, both signs, then every midpoint between adjacent codes below top
+ * and its two neighbours (towards 0 and towards `up`); then every finite code
+ * (those with (c & nonfinite) != nonfinite) round-trips.
+ */
+static void check_nearest_search(int32_t dtype, const char *name, uint32_t bits_end, int top,
+                                 float up, int nonfinite, uint8_t (*encode)(float),
+                                 double (*decode)(uint8_t))
 {
-    harness_begin_plain("quantize.fp8_matches_nearest_search");
-    /* a sweep of f32 bit patterns over [0, ~1000], both signs, plus every
-       midpoint between adjacent codes and its two neighbours */
     enum { N = 4096 };
     float x[N];
     uint8_t got[N];
     size_t n = 0;
-    for (uint32_t bits = 0; bits < 0x447a0000u; bits += 0x1003u) {
+    for (uint32_t bits = 0; bits < bits_end; bits += 0x1003u) {
         float f;
         memcpy(&f, &bits, 4);
         x[n++] = (bits & 0x2000u) ? -f : f;
         if (n == N) {
-            cr_assert_eq(attn_quantize(ATTN_DTYPE_FP8_E4M3, x, 1, N, N, got, N, 0.0f), ATTN_OK);
+            cr_assert_eq(attn_quantize(dtype, x, 1, N, N, got, N, 0.0f), ATTN_OK);
             for (size_t i = 0; i < n; i++)
-                CHECK(got[i] == ref_f32_to_e4m3(x[i]), "e4m3(%a) = 0x%02x, want 0x%02x",
-                      (double)x[i], got[i], ref_f32_to_e4m3(x[i]));
+                CHECK(got[i] == encode(x[i]), "%s(%a) = 0x%02x, want 0x%02x", name,
+                      (double)x[i], got[i], encode(x[i]));
             n = 0;
         }
     }
     n = 0;
-    for (int c = 0; c < 0x7e; c++) {
-        const float mid = (float)((ref_e4m3_to_double((uint8_t)c) +
-                                   ref_e4m3_to_double((uint8_t)(c + 1))) / 2.0);
+    for (int c = 0; c < top; c++) {
+        const float mid = (float)((decode((uint8_t)c) + decode((uint8_t)(c + 1))) / 2.0);
         x[n++] = mid;
         x[n++] = nextafterf(mid, 0.0f);
-        x[n++] = nextafterf(mid, 1000.0f);
+        x[n++] = nextafterf(mid, up);
         x[n++] = -mid;
     }
-    cr_assert_eq(attn_quantize(ATTN_DTYPE_FP8_E4M3, x, 1, (int64_t)n, (int64_t)n, got,
-                               (int64_t)n, 0.0f), ATTN_OK);
+    cr_assert_eq(attn_quantize(dtype, x, 1, (int64_t)n, (int64_t)n, got, (int64_t)n, 0.0f),
+                 ATTN_OK);
     for (size_t i = 0; i < n; i++)
-        CHECK(got[i] == ref_f32_to_e4m3(x[i]), "e4m3(%a) = 0x%02x, want 0x%02x", (double)x[i],
-              got[i], ref_f32_to_e4m3(x[i]));
+        CHECK(got[i] == encode(x[i]), "%s(%a) = 0x%02x, want 0x%02x", name, (double)x[i],
+              got[i], encode(x[i]));
     /* every finite code round-trips */
     for (int c = 0; c < 256; c++) {
-        if ((c & 0x7f) == 0x7f)
+        if ((c & nonfinite) == nonfinite)
             continue;
-        const float v = (float)ref_e4m3_to_double((uint8_t)c);
+        const float v = (float)decode((uint8_t)c);
         uint8_t back;
-        cr_assert_eq(attn_quantize(ATTN_DTYPE_FP8_E4M3, &v, 1, 1, 1, &back, 1, 0.0f), ATTN_OK);
+        cr_assert_eq(attn_quantize(dtype, &v, 1, 1, 1, &back, 1, 0.0f), ATTN_OK);
         CHECK(back == c, "code 0x%02x -> %a -> 0x%02x", c, (double)v, back);
     }
+}
+
+Test(quantize, fp8_matches_nearest_search)
+{
+    harness_begin_plain("quantize.fp8_matches_nearest_search");
+    /* bit patterns over [0, ~1000]; 0x7f and 0xff are the NaNs */
+    check_nearest_search(ATTN_DTYPE_FP8_E4M3, "e4m3", 0x447a0000u, 0x7e, 1000.0f, 0x7f,
+                         ref_f32_to_e4m3, ref_e4m3_to_double);
 }
 
 Test(quantize, e5m2_by_hand)
@@ -243,47 +256,9 @@ Test(quantize, e5m2_by_hand)
 Test(quantize, e5m2_matches_nearest_search)
 {
     harness_begin_plain("quantize.e5m2_matches_nearest_search");
-    /* f32 bit patterns over [0, ~70000], both signs, then every midpoint
-       between adjacent finite codes and its two neighbours */
-    enum { N = 4096 };
-    float x[N];
-    uint8_t got[N];
-    size_t n = 0;
-    for (uint32_t bits = 0; bits < 0x47890000u; bits += 0x1003u) {
-        float f;
-        memcpy(&f, &bits, 4);
-        x[n++] = (bits & 0x2000u) ? -f : f;
-        if (n == N) {
-            cr_assert_eq(attn_quantize(ATTN_DTYPE_FP8_E5M2, x, 1, N, N, got, N, 0.0f), ATTN_OK);
-            for (size_t i = 0; i < n; i++)
-                CHECK(got[i] == ref_f32_to_e5m2(x[i]), "e5m2(%a) = 0x%02x, want 0x%02x",
-                      (double)x[i], got[i], ref_f32_to_e5m2(x[i]));
-            n = 0;
-        }
-    }
-    n = 0;
-    for (int c = 0; c < 0x7b; c++) {
-        const float mid = (float)((ref_e5m2_to_double((uint8_t)c) +
-                                   ref_e5m2_to_double((uint8_t)(c + 1))) / 2.0);
-        x[n++] = mid;
-        x[n++] = nextafterf(mid, 0.0f);
-        x[n++] = nextafterf(mid, 1e6f);
-        x[n++] = -mid;
-    }
-    cr_assert_eq(attn_quantize(ATTN_DTYPE_FP8_E5M2, x, 1, (int64_t)n, (int64_t)n, got,
-                               (int64_t)n, 0.0f), ATTN_OK);
-    for (size_t i = 0; i < n; i++)
-        CHECK(got[i] == ref_f32_to_e5m2(x[i]), "e5m2(%a) = 0x%02x, want 0x%02x", (double)x[i],
-              got[i], ref_f32_to_e5m2(x[i]));
-    /* every finite code round-trips */
-    for (int c = 0; c < 256; c++) {
-        if ((c & 0x7c) == 0x7c)
-            continue; /* inf and NaN */
-        const float v = (float)ref_e5m2_to_double((uint8_t)c);
-        uint8_t back;
-        cr_assert_eq(attn_quantize(ATTN_DTYPE_FP8_E5M2, &v, 1, 1, 1, &back, 1, 0.0f), ATTN_OK);
-        CHECK(back == c, "code 0x%02x -> %a -> 0x%02x", c, (double)v, back);
-    }
+    /* bit patterns over [0, ~70000]; exponent 31 is inf and NaN */
+    check_nearest_search(ATTN_DTYPE_FP8_E5M2, "e5m2", 0x47890000u, 0x7b, 1e6f, 0x7c,
+                         ref_f32_to_e5m2, ref_e5m2_to_double);
 }
 
 /* Rows at strides: gaps between destination rows stay untouched. */

@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "attn.h"
+#include "expect.h"
 #include "internal.h"
 #include "ops_list.h"
 
@@ -147,18 +148,6 @@ int __wrap_pthread_join(pthread_t t, void **ret)
 
 /* ------------------------------------------------------------ checks */
 
-static int failures;
-
-#define CHECK(cond, ...)                                          \
-    do {                                                          \
-        if (!(cond)) {                                            \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);  \
-            fprintf(stderr, __VA_ARGS__);                         \
-            fputc('\n', stderr);                                  \
-            failures++;                                           \
-        }                                                         \
-    } while (0)
-
 static void reset_counters(void)
 {
     atomic_store(&alloc_calls, 0);
@@ -174,14 +163,14 @@ static void pool_faults(int32_t threads)
     /* a clean run: how many allocations and threads does it take? */
     reset_counters();
     const long live0 = atomic_load(&live_blocks), threads0 = atomic_load(&threads_live);
-    CHECK(attn_threadpool_create(threads, &pool) == ATTN_OK, "create(%d)", threads);
+    EXPECT(attn_threadpool_create(threads, &pool) == ATTN_OK, "create(%d)", threads);
     const long allocs = atomic_load(&alloc_calls), spawns = atomic_load(&thread_calls);
     attn_threadpool_destroy(pool);
-    CHECK(atomic_load(&live_blocks) == live0 && atomic_load(&threads_live) == threads0,
-          "create(%d) + destroy leaves %ld blocks and %ld threads", threads,
-          atomic_load(&live_blocks) - live0, atomic_load(&threads_live) - threads0);
-    CHECK(spawns == (threads == 0 ? spawns : threads - 1), "create(%d) started %ld threads",
-          threads, spawns);
+    EXPECT(atomic_load(&live_blocks) == live0 && atomic_load(&threads_live) == threads0,
+           "create(%d) + destroy leaves %ld blocks and %ld threads", threads,
+           atomic_load(&live_blocks) - live0, atomic_load(&threads_live) - threads0);
+    EXPECT(spawns == (threads == 0 ? spawns : threads - 1), "create(%d) started %ld threads",
+           threads, spawns);
 
     for (long k = 1; k <= allocs; k++) {
         reset_counters();
@@ -190,15 +179,15 @@ static void pool_faults(int32_t threads)
         pool = sentinel;
         const attn_status st = attn_threadpool_create(threads, &pool);
         atomic_store(&fail_alloc_at, 0);
-        CHECK(st == ATTN_ERR_NOMEM, "create(%d) with allocation %ld of %ld failing: %d", threads,
-              k, allocs, st);
-        CHECK(pool == sentinel, "create(%d) wrote *pool although it failed", threads);
-        CHECK(atomic_load(&live_blocks) == live0,
-              "create(%d) with allocation %ld failing leaks %ld blocks", threads, k,
-              atomic_load(&live_blocks) - live0);
-        CHECK(atomic_load(&threads_live) == threads0,
-              "create(%d) with allocation %ld failing leaves %ld threads", threads, k,
-              atomic_load(&threads_live) - threads0);
+        EXPECT(st == ATTN_ERR_NOMEM, "create(%d) with allocation %ld of %ld failing: %d", threads,
+               k, allocs, st);
+        EXPECT(pool == sentinel, "create(%d) wrote *pool although it failed", threads);
+        EXPECT(atomic_load(&live_blocks) == live0,
+               "create(%d) with allocation %ld failing leaks %ld blocks", threads, k,
+               atomic_load(&live_blocks) - live0);
+        EXPECT(atomic_load(&threads_live) == threads0,
+               "create(%d) with allocation %ld failing leaves %ld threads", threads, k,
+               atomic_load(&threads_live) - threads0);
         if (st == ATTN_OK)
             attn_threadpool_destroy(pool);
     }
@@ -209,15 +198,15 @@ static void pool_faults(int32_t threads)
         pool = sentinel;
         const attn_status st = attn_threadpool_create(threads, &pool);
         atomic_store(&fail_thread_at, 0);
-        CHECK(st == ATTN_ERR_NOMEM, "create(%d) with thread %ld of %ld failing: %d", threads, k,
-              spawns, st);
-        CHECK(pool == sentinel, "create(%d) wrote *pool although it failed", threads);
-        CHECK(atomic_load(&live_blocks) == live0,
-              "create(%d) with thread %ld failing leaks %ld blocks", threads, k,
-              atomic_load(&live_blocks) - live0);
-        CHECK(atomic_load(&threads_live) == threads0,
-              "create(%d) with thread %ld failing leaves %ld threads running", threads, k,
-              atomic_load(&threads_live) - threads0);
+        EXPECT(st == ATTN_ERR_NOMEM, "create(%d) with thread %ld of %ld failing: %d", threads, k,
+               spawns, st);
+        EXPECT(pool == sentinel, "create(%d) wrote *pool although it failed", threads);
+        EXPECT(atomic_load(&live_blocks) == live0,
+               "create(%d) with thread %ld failing leaks %ld blocks", threads, k,
+               atomic_load(&live_blocks) - live0);
+        EXPECT(atomic_load(&threads_live) == threads0,
+               "create(%d) with thread %ld failing leaves %ld threads running", threads, k,
+               atomic_load(&threads_live) - threads0);
         if (st == ATTN_OK)
             attn_threadpool_destroy(pool);
     }
@@ -356,7 +345,7 @@ static void run_all(const attn_dsp *dsp, attn_threadpool *pool)
         case OP_COUNT:
             break;
         }
-        CHECK(r == ATTN_OK, "%s on %s: status %d", op_names[i], dsp ? dsp->isa_name : "auto", r);
+        EXPECT(r == ATTN_OK, "%s on %s: status %d", op_names[i], dsp ? dsp->isa_name : "auto", r);
     }
 }
 
@@ -372,28 +361,28 @@ static void operations_do_not_allocate(void)
     /* the very first calls also set up dispatch: counted too */
     reset_counters();
     run_all(NULL, NULL);
-    CHECK(atomic_load(&alloc_calls) == 0, "the first calls (dispatch set-up) allocated %ld times",
-          atomic_load(&alloc_calls));
+    EXPECT(atomic_load(&alloc_calls) == 0, "the first calls (dispatch set-up) allocated %ld times",
+           atomic_load(&alloc_calls));
     for (int isa = ATTN_ISA_SCALAR; isa < ATTN_ISA_COUNT; isa++) {
         const attn_dsp *dsp = attn_dsp_for_isa((attn_isa)isa);
         if (!dsp)
             continue;
         reset_counters();
         run_all(dsp, NULL);
-        CHECK(atomic_load(&alloc_calls) == 0, "operations on %s allocated %ld times",
-              dsp->isa_name, atomic_load(&alloc_calls));
+        EXPECT(atomic_load(&alloc_calls) == 0, "operations on %s allocated %ld times",
+               dsp->isa_name, atomic_load(&alloc_calls));
         printf("operations on %s: %ld allocations\n", dsp->isa_name, atomic_load(&alloc_calls));
     }
     attn_threadpool *pool;
     if (attn_threadpool_create(3, &pool) != ATTN_OK) {
-        CHECK(0, "create(3)");
+        EXPECT(0, "create(3)");
         return;
     }
     reset_counters();
     run_all(NULL, pool);
-    CHECK(atomic_load(&alloc_calls) == 0 && atomic_load(&thread_calls) == 0,
-          "operations through the built-in pool allocated %ld times, started %ld threads",
-          atomic_load(&alloc_calls), atomic_load(&thread_calls));
+    EXPECT(atomic_load(&alloc_calls) == 0 && atomic_load(&thread_calls) == 0,
+           "operations through the built-in pool allocated %ld times, started %ld threads",
+           atomic_load(&alloc_calls), atomic_load(&thread_calls));
     printf("operations through the built-in pool: %ld allocations, %ld threads started\n",
            atomic_load(&alloc_calls), atomic_load(&thread_calls));
     attn_threadpool_destroy(pool);
@@ -420,13 +409,13 @@ int main(void)
     /* the argument checks come before any allocation */
     attn_threadpool *pool = NULL;
     reset_counters();
-    CHECK(attn_threadpool_create(-1, &pool) == ATTN_ERR_ARG && pool == NULL, "create(-1)");
-    CHECK(attn_threadpool_create(1025, &pool) == ATTN_ERR_ARG && pool == NULL, "create(1025)");
-    CHECK(attn_threadpool_create(2, NULL) == ATTN_ERR_NULL, "create(2, NULL)");
-    CHECK(atomic_load(&alloc_calls) == 0 && atomic_load(&thread_calls) == 0,
-          "rejected creates allocated %ld times", atomic_load(&alloc_calls));
-    CHECK(atomic_load(&live_blocks) == 0, "%ld blocks the library allocated are still live",
-          atomic_load(&live_blocks));
+    EXPECT(attn_threadpool_create(-1, &pool) == ATTN_ERR_ARG && pool == NULL, "create(-1)");
+    EXPECT(attn_threadpool_create(1025, &pool) == ATTN_ERR_ARG && pool == NULL, "create(1025)");
+    EXPECT(attn_threadpool_create(2, NULL) == ATTN_ERR_NULL, "create(2, NULL)");
+    EXPECT(atomic_load(&alloc_calls) == 0 && atomic_load(&thread_calls) == 0,
+           "rejected creates allocated %ld times", atomic_load(&alloc_calls));
+    EXPECT(atomic_load(&live_blocks) == 0, "%ld blocks the library allocated are still live",
+           atomic_load(&live_blocks));
     printf("%s\n", failures ? "FAILED" : "ok");
     return failures != 0;
 }

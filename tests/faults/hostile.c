@@ -17,18 +17,7 @@
 #include <string.h>
 
 #include "attn.h"
-
-static int failures;
-
-#define EXPECT(cond, ...)                                              \
-    do {                                                               \
-        if (!(cond)) {                                                 \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);       \
-            fprintf(stderr, __VA_ARGS__);                              \
-            fputc('\n', stderr);                                       \
-            failures++;                                                \
-        }                                                              \
-    } while (0)
+#include "expect.h"
 
 /* A small valid problem: B=2, Hq=2, Hkv=1, Lq=5, Lk=7, d=4, dv=3. */
 enum { B = 2, HQ = 2, HKV = 1, LQ = 5, LK = 7, D = 4, DV = 3 };

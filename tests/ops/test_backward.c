@@ -228,20 +228,11 @@ static void grads_free(grads_buf *gb)
         buf_free(&gb->sb);
 }
 
+/* got (n values) vs float64, and vs the scalar row's when scalar != NULL. */
 static void compare_grad(const char *what, const float *got, const float *scalar,
                          const double *want, const double *err, size_t n)
 {
-    char name[96];
-    snprintf(name, sizeof name, "%s vs float64", what);
-    expect_near(name, got, (ptrdiff_t)n, want, err, 1, n);
-    if (!scalar)
-        return;
-    double *pair = xmalloc(n * sizeof(double));
-    for (size_t i = 0; i < n; i++)
-        pair[i] = TOL_PAIR(err[i]);
-    snprintf(name, sizeof name, "%s vs scalar", what);
-    expect_near_f(name, got, (ptrdiff_t)n, scalar, (ptrdiff_t)n, pair, 1, n);
-    free(pair);
+    expect_near_and_scalar(what, got, scalar, want, err, 1, n);
 }
 
 /* The forward on t, then attn_backward on t (and scalar) with the

@@ -594,71 +594,33 @@ static const int64_t no_pages[] = {0};
 static const int64_t pages[] = {1, 16, 256};
 static const int64_t small_pages[] = {1, 3, 16};
 
-HARNESS_ISA_PARAMS(kvlayout, packed)
-ParameterizedTest(isa_row *row, kvlayout, packed, .timeout = ATTN_TEST_TIMEOUT)
-{
-    run_layout(row, KV_PACKED, no_pages, 1, 12, 0);
-}
+/* A test of run_layout(row, ...) on every ISA row. */
+#define LAYOUT_TEST(name, layout, sizes, n_sizes, problems, mods)                           \
+    HARNESS_ISA_PARAMS(kvlayout, name)                                                     \
+    ParameterizedTest(isa_row *row, kvlayout, name, .timeout = ATTN_TEST_TIMEOUT)          \
+    {                                                                                      \
+        run_layout(row, layout, sizes, n_sizes, problems, mods);                           \
+    }
 
-HARNESS_ISA_PARAMS(kvlayout, leftpad)
-ParameterizedTest(isa_row *row, kvlayout, leftpad, .timeout = ATTN_TEST_TIMEOUT)
-{
-    run_layout(row, KV_LEFTPAD, no_pages, 1, 12, 0);
-}
-
-HARNESS_ISA_PARAMS(kvlayout, paged)
-ParameterizedTest(isa_row *row, kvlayout, paged, .timeout = ATTN_TEST_TIMEOUT)
-{
-    run_layout(row, KV_PAGED, pages, 3, 5, 0);
-}
-
-HARNESS_ISA_PARAMS(kvlayout, paged_heads)
-ParameterizedTest(isa_row *row, kvlayout, paged_heads, .timeout = ATTN_TEST_TIMEOUT)
-{
-    run_layout(row, KV_PAGED_HEADS, pages, 3, 3, 0);
-}
-
-HARNESS_ISA_PARAMS(kvlayout, paged_adjoin)
-ParameterizedTest(isa_row *row, kvlayout, paged_adjoin, .timeout = ATTN_TEST_TIMEOUT)
-{
-    run_layout(row, KV_PAGED_ADJOIN, small_pages, 3, 4, 0);
-}
-
-HARNESS_ISA_PARAMS(kvlayout, paged_leftpad)
-ParameterizedTest(isa_row *row, kvlayout, paged_leftpad, .timeout = ATTN_TEST_TIMEOUT)
-{
-    run_layout(row, KV_PAGED_LEFTPAD, pages, 3, 4, 0);
-}
-
-HARNESS_ISA_PARAMS(kvlayout, paged_shared)
-ParameterizedTest(isa_row *row, kvlayout, paged_shared, .timeout = ATTN_TEST_TIMEOUT)
-{
-    run_layout(row, KV_PAGED_SHARED, small_pages, 3, 3, 0);
-}
+LAYOUT_TEST(packed, KV_PACKED, no_pages, 1, 12, 0)
+LAYOUT_TEST(leftpad, KV_LEFTPAD, no_pages, 1, 12, 0)
+LAYOUT_TEST(paged, KV_PAGED, pages, 3, 5, 0)
+LAYOUT_TEST(paged_heads, KV_PAGED_HEADS, pages, 3, 3, 0)
+LAYOUT_TEST(paged_adjoin, KV_PAGED_ADJOIN, small_pages, 3, 4, 0)
+LAYOUT_TEST(paged_leftpad, KV_PAGED_LEFTPAD, pages, 3, 4, 0)
+LAYOUT_TEST(paged_shared, KV_PAGED_SHARED, small_pages, 3, 3, 0)
 
 /* ------------------------------------------------------------ layouts with score modifiers */
 
 /* Packed batches (q_offsets, kv_offsets, batch_stride 0) with ALiBi, sinks,
    window_right and shard positions. */
-HARNESS_ISA_PARAMS(kvlayout, mods_packed)
-ParameterizedTest(isa_row *row, kvlayout, mods_packed, .timeout = ATTN_TEST_TIMEOUT)
-{
-    run_layout(row, KV_PACKED, no_pages, 1, 10, 1);
-}
+LAYOUT_TEST(mods_packed, KV_PACKED, no_pages, 1, 10, 1)
 
 /* Left-padded caches (kv_offsets; q_offsets on unpacked outputs half the time). */
-HARNESS_ISA_PARAMS(kvlayout, mods_leftpad)
-ParameterizedTest(isa_row *row, kvlayout, mods_leftpad, .timeout = ATTN_TEST_TIMEOUT)
-{
-    run_layout(row, KV_LEFTPAD, no_pages, 1, 10, 1);
-}
+LAYOUT_TEST(mods_leftpad, KV_LEFTPAD, no_pages, 1, 10, 1)
 
 /* Shuffled block tables, with q_offsets half the time. */
-HARNESS_ISA_PARAMS(kvlayout, mods_paged)
-ParameterizedTest(isa_row *row, kvlayout, mods_paged, .timeout = ATTN_TEST_TIMEOUT)
-{
-    run_layout(row, KV_PAGED, pages, 3, 3, 1);
-}
+LAYOUT_TEST(mods_paged, KV_PAGED, pages, 3, 3, 1)
 
 /* Paged with kv_offsets, and the other pool layouts (heads outer, adjoining
    blocks, one table row for every sequence). */

@@ -105,37 +105,18 @@ static int64_t forward_rescales(const attn_dsp *t, const workload *w)
     return (w->shape.kv_len + bk - 1) / bk + 1;
 }
 
-/*
- * got vs float64 within err, and (when other != NULL: a SIMD row) vs the
- * scalar result within the sum of both bounds.
- */
-static void compare(const char *what, const float *got, const float *scalar, const double *want,
-                    const double *err, size_t rows, size_t cols)
-{
-    char name[128];
-    snprintf(name, sizeof name, "%s vs float64", what);
-    expect_near(name, got, (ptrdiff_t)cols, want, err, rows, cols);
-    if (!scalar)
-        return;
-    double *pair = xmalloc(rows * cols * sizeof(double));
-    for (size_t i = 0; i < rows * cols; i++)
-        pair[i] = TOL_PAIR(err[i]);
-    snprintf(name, sizeof name, "%s vs scalar", what);
-    expect_near_f(name, got, (ptrdiff_t)cols, scalar, (ptrdiff_t)cols, pair, rows, cols);
-    free(pair);
-}
-
 static void compare_stats(const workload *w, const ref_attn *r, const float *stats[3],
                           const float *scalar_stats[3])
 {
     const size_t rows = (size_t)wl_rows(w);
-    compare("lse", stats[0], scalar_stats ? scalar_stats[0] : NULL, r->lse, r->lse_err, 1, rows);
+    expect_near_and_scalar("lse", stats[0], scalar_stats ? scalar_stats[0] : NULL, r->lse,
+                           r->lse_err, 1, rows);
     /* max_score of a row poisoned by NaN is NaN too (driver), in the
      * reference as well; compare everything */
-    compare("max_score", stats[1], scalar_stats ? scalar_stats[1] : NULL, r->max, r->max_err, 1,
-            rows);
-    compare("entropy", stats[2], scalar_stats ? scalar_stats[2] : NULL, r->ent, r->ent_err, 1,
-            rows);
+    expect_near_and_scalar("max_score", stats[1], scalar_stats ? scalar_stats[1] : NULL, r->max,
+                           r->max_err, 1, rows);
+    expect_near_and_scalar("entropy", stats[2], scalar_stats ? scalar_stats[2] : NULL, r->ent,
+                           r->ent_err, 1, rows);
 }
 
 /* The operations (ops_list.h) this file runs on workloads: those that
@@ -271,16 +252,17 @@ static void check_problem(const attn_dsp *t, workload *w, op_kind op, float scor
     switch (op) {
     case OP_SCORES:
     case OP_MASK_APPLY:
-        compare(op_names[op], got.table, scalar_table, r.s, r.s_err, rows,
-                (size_t)w->shape.kv_len);
+        expect_near_and_scalar(op_names[op], got.table, scalar_table, r.s, r.s_err, rows,
+                               (size_t)w->shape.kv_len);
         break;
     case OP_WEIGHTS:
-        compare("weights", got.table, scalar_table, r.p, r.p_err, rows, (size_t)w->shape.kv_len);
+        expect_near_and_scalar("weights", got.table, scalar_table, r.p, r.p_err, rows,
+                               (size_t)w->shape.kv_len);
         compare_stats(w, &r, (const float **)got.stats,
                       is_scalar ? NULL : (const float **)ref_scalar.stats);
         break;
     case OP_FORWARD:
-        compare("out", got.table, scalar_table, r.o, r.o_err, rows, (size_t)w->dv);
+        expect_near_and_scalar("out", got.table, scalar_table, r.o, r.o_err, rows, (size_t)w->dv);
         compare_stats(w, &r, (const float **)got.stats,
                       is_scalar ? NULL : (const float **)ref_scalar.stats);
         check_plan(t, w, &got);
@@ -583,10 +565,10 @@ ParameterizedTest(isa_row *row, ops, softmax)
             for (size_t r = 0; r < rows; r++)
                 memcpy(dense_scalar + r * cols, x + r * stride, cols * 4);
         }
-        compare("softmax", dense, dense_scalar, want, err, rows, cols);
+        expect_near_and_scalar("softmax", dense, dense_scalar, want, err, rows, cols);
         if (want_lse)
-            compare("softmax lse", lse, dense_scalar ? lse_scalar : NULL, lse_want, lse_err, 1,
-                    rows);
+            expect_near_and_scalar("softmax lse", lse, dense_scalar ? lse_scalar : NULL, lse_want,
+                                   lse_err, 1, rows);
         free(dense);
         free(dense_scalar);
         free(x0);
@@ -654,7 +636,7 @@ ParameterizedTest(isa_row *row, ops, softmax_backward)
                 memcpy(dense_scalar + r * cols, out + r * stride, cols * 4);
             free(out);
         }
-        compare("softmax_backward", dense, dense_scalar, want, err, rows, cols);
+        expect_near_and_scalar("softmax_backward", dense, dense_scalar, want, err, rows, cols);
         free(dense);
         free(dense_scalar);
         free(p0);

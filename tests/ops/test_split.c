@@ -352,22 +352,6 @@ static void release(captured *c)
         free(c->stats[i]);
 }
 
-static void compare(const char *what, const float *got, const float *scalar, const double *want,
-                    const double *err, size_t rows, size_t cols)
-{
-    char name[128];
-    snprintf(name, sizeof name, "%s vs float64", what);
-    expect_near(name, got, (ptrdiff_t)cols, want, err, rows, cols);
-    if (!scalar)
-        return;
-    double *pair = xmalloc(rows * cols * sizeof(double));
-    for (size_t i = 0; i < rows * cols; i++)
-        pair[i] = TOL_PAIR(err[i]);
-    snprintf(name, sizeof name, "%s vs scalar", what);
-    expect_near_f(name, got, (ptrdiff_t)cols, scalar, (ptrdiff_t)cols, pair, rows, cols);
-    free(pair);
-}
-
 /* Whether attn.h's rule splits some sequence of w: one with query rows and,
    for kv_splits >= 2, more than 256 keys (two chunks of the 256-key grid);
    automatic, at least 2 x 1024 keys and fewer than 64 blocks of 64 of its
@@ -449,14 +433,14 @@ static void check_split(const attn_dsp *t, unsigned features, int32_t splits)
     if (!is_scalar)
         split_forward(harness_scalar(), &w, splits, NULL, &scalar);
     const size_t rows = (size_t)wl_rows(&w);
-    compare("split out", got.out, is_scalar ? NULL : scalar.out, r.o, r.o_err, rows,
-            (size_t)w.dv);
-    compare("split lse", got.stats[0], is_scalar ? NULL : scalar.stats[0], r.lse, r.lse_err, 1,
-            rows);
-    compare("split max_score", got.stats[1], is_scalar ? NULL : scalar.stats[1], r.max,
-            r.max_err, 1, rows);
-    compare("split entropy", got.stats[2], is_scalar ? NULL : scalar.stats[2], r.ent, r.ent_err,
-            1, rows);
+    expect_near_and_scalar("split out", got.out, is_scalar ? NULL : scalar.out, r.o, r.o_err, rows,
+                           (size_t)w.dv);
+    expect_near_and_scalar("split lse", got.stats[0], is_scalar ? NULL : scalar.stats[0], r.lse,
+                           r.lse_err, 1, rows);
+    expect_near_and_scalar("split max_score", got.stats[1], is_scalar ? NULL : scalar.stats[1],
+                           r.max, r.max_err, 1, rows);
+    expect_near_and_scalar("split entropy", got.stats[2], is_scalar ? NULL : scalar.stats[2], r.ent,
+                           r.ent_err, 1, rows);
     /* the same split into F16 and BF16 outs */
     static const int32_t dtypes[] = {ATTN_DTYPE_F16, ATTN_DTYPE_BF16};
     for (int d = 0; d < 2; d++) {

@@ -170,26 +170,33 @@ void ref_quantize_q4_0_block(const float *x, unsigned char *out)
     }
 }
 
-/* Nearest E4M3 by search over the 126 finite magnitudes, ties to the even
-   code: independent of any bit trick. */
-uint8_t ref_f32_to_e4m3(float x)
+/* The sign of x and the code in 0..top nearest |x| (ties to the even code);
+   NaN is 0x7f, and magnitudes above max (infinities too) saturate to top. */
+static uint8_t nearest_fp8(float x, double max, int top, double (*decode)(uint8_t))
 {
     const uint8_t sign = signbit(x) ? 0x80 : 0;
     if (isnan(x))
         return sign | 0x7f;
     const double a = fabs((double)x);
-    if (a > 448.0)
-        return sign | 0x7e;
+    if (a > max)
+        return (uint8_t)(sign | top);
     int best = 0;
     double best_err = INFINITY;
-    for (int c = 0; c <= 0x7e; c++) {
-        const double err = fabs(ref_e4m3_to_double((uint8_t)c) - a);
+    for (int c = 0; c <= top; c++) {
+        const double err = fabs(decode((uint8_t)c) - a);
         if (err < best_err || (err == best_err && (c & 1) == 0)) {
             best = c;
             best_err = err;
         }
     }
-    return sign | (uint8_t)best;
+    return (uint8_t)(sign | best);
+}
+
+/* Nearest E4M3 by search over the 126 finite magnitudes, ties to the even
+   code: independent of any bit trick. */
+uint8_t ref_f32_to_e4m3(float x)
+{
+    return nearest_fp8(x, 448.0, 0x7e, ref_e4m3_to_double);
 }
 
 /* Nearest E5M2 by search over the 123 finite magnitudes, ties to the even
@@ -197,20 +204,5 @@ uint8_t ref_f32_to_e4m3(float x)
    infinities saturate, as attn.h says attn_quantize does. */
 uint8_t ref_f32_to_e5m2(float x)
 {
-    const uint8_t sign = signbit(x) ? 0x80 : 0;
-    if (isnan(x))
-        return sign | 0x7f;
-    const double a = fabs((double)x);
-    if (a > 57344.0)
-        return sign | 0x7b;
-    int best = 0;
-    double best_err = INFINITY;
-    for (int c = 0; c <= 0x7b; c++) {
-        const double err = fabs(ref_e5m2_to_double((uint8_t)c) - a);
-        if (err < best_err || (err == best_err && (c & 1) == 0)) {
-            best = c;
-            best_err = err;
-        }
-    }
-    return (uint8_t)(sign | best);
+    return nearest_fp8(x, 57344.0, 0x7b, ref_e5m2_to_double);
 }
