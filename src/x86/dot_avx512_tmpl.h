@@ -151,7 +151,7 @@ ATTN_AVX512_INLINE void bf_amx_config(void)
     _tile_loadconfig(&cfg);
 }
 
-/* bf_panel_rows on tiles, 16 rows at a time (rows past nr zero). */
+/* bf_panel_rows on tiles, 16 rows at a time (rows past nr are read, not stored). */
 ATTN_AVX512_INLINE void bf_amx_rows(const uint32_t *qp, size_t nr, size_t np, uint32_t *panel,
                                     size_t nkeys, int first, int last, float scale, float *s,
                                     ptrdiff_t s_stride)
@@ -210,7 +210,9 @@ ATTN_AVX512_INLINE void qk_bf16(int dt, const float *q, ptrdiff_t q_stride, cons
     const uintptr_t kb = (uintptr_t)k_stride * unit_bytes(dt);
 #ifdef ATTN_DOT_AMX
     bf_amx_config();
-    /* a 16-row tile's rows past nr read zeros, not stale pairs */
+    /* a 16-row tile reads rows past nr: set once, so they are never
+       uninitialised (their sums are not stored; a row of C depends only
+       on its own row of A) */
     memset(qp, 0, sizeof qp);
 #endif
     for (size_t r0 = 0; r0 < nq; r0 += BF_ROWS) {
@@ -332,7 +334,7 @@ ATTN_AVX512_INLINE void pv_bf_rows(size_t R, int fresh, const uint32_t *pp, size
 }
 
 #ifdef ATTN_DOT_AMX
-/* pv_bf_rows on tiles for the nr rows of pp (rows past nr zero), P's rows
+/* pv_bf_rows on tiles for the nr rows of pp (rows past nr are read, not stored), P's rows
    (not fresh): per group of 16 rows the sums start from acc, pass through
    the tiles over the np key pairs of vp, and go back to acc's w columns. */
 ATTN_AVX512_INLINE void pv_amx_rows(const uint32_t *pp, size_t nr, size_t np, uint32_t *vp,
@@ -411,7 +413,7 @@ ATTN_AVX512_INLINE void pv_bf16_at(int dt, int fresh, const float *p, ptrdiff_t 
     const int amx = rows_major && !fresh;
     if (amx) {
         bf_amx_config();
-        memset(pp, 0, sizeof pp); /* rows past nr read zeros */
+        memset(pp, 0, sizeof pp); /* as qk_bf16's qp: never uninitialised */
     }
 #endif
     for (size_t r0 = 0; r0 < nq; r0 += PV_ROWS) {
