@@ -427,13 +427,16 @@ typedef enum attn_isa {
     ATTN_ISA_AVX2 = 2,   /* AVX2 + FMA + F16C */
     ATTN_ISA_AVX512 = 3, /* AVX-512 F + BW + DQ + VL */
     ATTN_ISA_NEON = 4,
-    ATTN_ISA_SVE = 5
+    ATTN_ISA_SVE = 5,
+    ATTN_ISA_AMX = 6 /* since 1.11: AVX-512 with AMX-TILE, -BF16, -INT8 tiles for
+                        the bf16 and int8 modes (see attn_precision), where the
+                        OS grants the tile state (attn_isa_support) */
 } attn_isa;
 
 /*
  * The kernels are chosen once, at the first call that needs them: the best
  * ISA this build and CPU support, or the one named by the environment
- * variable ATTN_ISA (scalar|avx2|avx512|neon|sve) when it is available (an
+ * variable ATTN_ISA (scalar|avx2|avx512|amx|neon|sve) when it is available (an
  * unavailable or unknown name falls back to the best available). "Best" is
  * by measured speed, not width: the widest available table, except where a
  * narrower one was measured faster on that CPU family (AVX-512 is not the
@@ -450,6 +453,19 @@ ATTN_API int attn_isa_available(attn_isa isa);
  * always 1; another architecture's ISA, one configured off, or a value
  * outside attn_isa: 0). */
 ATTN_API int attn_isa_built(attn_isa isa);
+/* attn_isa_support's bits. */
+#define ATTN_SUPPORT_BUILT 1u /* its kernels are compiled in (attn_isa_built) */
+#define ATTN_SUPPORT_CPU 2u   /* this CPU has its instructions */
+#define ATTN_SUPPORT_OS 4u    /* the OS lets this process use their register state */
+/* Since 1.11: what stands between `isa` and this process, as ATTN_SUPPORT_*
+ * bits (ATTN_ISA_AUTO and ATTN_ISA_SCALAR: all three; an unknown value: 0).
+ * attn_isa_available is 1 when all three are set, and those of the ISA it
+ * builds on (AMX's is AVX-512). OS is set wherever CPU is, except for AMX:
+ * Linux grants a process the tile data state only on request (arch_prctl
+ * ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA), which the library makes once,
+ * at its first call; a refusal (an old kernel, a seccomp policy) leaves
+ * CPU without OS, and the AVX-512 table serves. */
+ATTN_API unsigned attn_isa_support(attn_isa isa);
 /* Since 1.11: how this library was built, one line for bug reports (as
  * openblas_get_config): its version, the ISA tables compiled in, the
  * compiler and meson's buildtype. A static string, never NULL. */
@@ -460,7 +476,7 @@ ATTN_API const char *attn_build_config(void);
  * while other threads compute: a call in flight finishes with the kernels it
  * started with. */
 ATTN_API attn_status attn_isa_select(attn_isa isa);
-/* "auto", "scalar", "avx2", "avx512", "neon", "sve"; "unknown" otherwise. */
+/* "auto", "scalar", "avx2", "avx512", "neon", "sve", "amx"; "unknown" otherwise. */
 ATTN_API const char *attn_isa_name(attn_isa isa);
 /* Since 1.2: 1 when the active ISA has dot-product kernels for `precision`
  * (attn_precision, see attn_options) with k of dtype `k_dtype`, so that the
@@ -546,19 +562,18 @@ typedef void (*attn_parallel_for_fn)(void *pool_ctx, attn_task_fn task,
  *    and the output row o = sum_j p_j v_j / l gains B sum_j p_j |v_j| / l
  *    (<= B max_j |v_j|) beyond what the score error does through the
  *    softmax. Q8_0, Q4_0 and FP8 k or v are read as in the default mode.
- *    Matrix engine (since 1.11): on x86 CPUs with AMX-BF16 whose OS grants
- *    the process the tile data state (Linux: arch_prctl
- *    ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA, which the library requests
- *    itself at dispatch; where it is refused, the AVX-512 kernels serve),
- *    Q.K^T of 8 or more query rows per block (every operation that
- *    computes scores, the backward's recomputed ones included) and the
- *    forward's P.V for F32, F16 and BF16 v run on AMX tiles (tdpbf16ps):
- *    the same rounded operands, the f32 additions in another order,
- *    subnormal inputs and sums flushed to zero, all within the bound
- *    above; so does the default mode's exception for BF16 q and k (exact
- *    products). The tile configuration is set and released within each
- *    kernel call, on whatever thread runs it. The backward's P^T products
- *    and the int8 mode do not use the tile unit.
+ *    Matrix engine (since 1.11): on the AMX table (ATTN_ISA_AMX: x86 CPUs
+ *    with AMX whose OS grants the process the tile data state, which the
+ *    library requests itself at its first call, attn_isa_support; where it
+ *    is refused, the AVX-512 table serves), Q.K^T of 8 or more query rows
+ *    per block (every operation that computes scores, the backward's
+ *    recomputed ones included), the forward's P.V for F32, F16 and BF16 v
+ *    and the backward's dQ product run on AMX tiles (tdpbf16ps): the same rounded operands, the f32
+ *    additions in another order, subnormal inputs and sums flushed to
+ *    zero, all within the bound above; so does the default mode's
+ *    exception for BF16 q and k (exact products). The tile configuration
+ *    is set and released within each kernel call, on whatever thread runs
+ *    it. The backward's P^T products (dK, dV) do not use the tile unit yet.
  *  ATTN_PRECISION_INT8 (2): for Q8_0 and Q4_0 k, each 32-value block of a
  *    query row is quantized on the fly: m = max |q_t| over the block,
  *    dq = fl(m / 127), q_t = dq n_t with n_t = rne(fl(q_t fl(1 / dq))) in
@@ -568,6 +583,9 @@ typedef void (*attn_parallel_for_fn)(void *pool_ctx, attn_task_fn task,
  *    value makes its row's scores NaN. With q^_t = dq n_t:
  *      |s - s*| <= |scale| (sum_blocks (dq / 2)(1 + 2^-15) sum_t |k_t| + g(d + 3) sum_t |q^_t k_t| + 127 T sum_t |k_t|)
  *    (dq / 2 <= max |q_t| / 254: half a quantization step per value).
+ *    On the AMX table the integer dots run on AMX tiles (tdpbsud, since
+ *    1.11): the same integers, then the same f32 operations in the same
+ *    order, so the scores equal the AVX-512 table's bit for bit.
  *    Other k dtypes, and P.V for every v dtype, are computed as in the
  *    default mode.
  * Row statistics (lse, max_score, entropy) are those of the scores the

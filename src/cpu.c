@@ -80,8 +80,14 @@ unsigned attn_cpu_detect(void)
     if ((flags & ATTN_CPU_AVX2) && __get_cpuid_count(7, 0, &a, &b, &c, &d) && a >= 1 &&
         __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 4)))
         flags |= ATTN_CPU_AVX_VNNI;
-    if ((flags & ATTN_CPU_AVX512_BF16) && f.amx_tile != 0 && f.amx_bf16 != 0 && amx_granted())
-        flags |= ATTN_CPU_AMX_BF16;
+    /* every AMX CPU has AVX512_BF16 and VNNI: the AMX table's vector code
+       uses them */
+    if ((flags & ATTN_CPU_AVX512_BF16) && (flags & ATTN_CPU_AVX512_VNNI) && f.amx_tile != 0 &&
+        f.amx_bf16 != 0 && f.amx_int8 != 0) {
+        flags |= ATTN_CPU_AMX_HW;
+        if (amx_granted())
+            flags |= ATTN_CPU_AMX;
+    }
     const X86Info info = GetX86Info();
     if ((flags & ATTN_CPU_AVX512) && strcmp(info.vendor, "AuthenticAMD") == 0 && info.family == 0x19)
         flags |= ATTN_CPU_NARROW512;

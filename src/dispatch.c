@@ -174,6 +174,24 @@ int attn_isa_built(attn_isa isa)
     return (int)isa > ATTN_ISA_AUTO && (int)isa < ATTN_ISA_COUNT && g_registry[isa].init != NULL;
 }
 
+unsigned attn_isa_support(attn_isa isa)
+{
+    const unsigned all = ATTN_SUPPORT_BUILT | ATTN_SUPPORT_CPU | ATTN_SUPPORT_OS;
+    if (isa == ATTN_ISA_AUTO || isa == ATTN_ISA_SCALAR)
+        return all;
+    if ((int)isa < ATTN_ISA_AUTO || (int)isa >= ATTN_ISA_COUNT)
+        return 0;
+    const unsigned cpu = attn_cpu_detect(), bit = g_registry[isa].cpu_bit;
+    unsigned hw = bit;
+#define ATTN_X_HW(ID, hw_bit)                                                                 \
+    if (isa == ATTN_ISA_##ID)                                                                 \
+        hw = hw_bit;
+    ATTN_ISA_OS_GRANTED(ATTN_X_HW)
+#undef ATTN_X_HW
+    return (attn_isa_built(isa) ? ATTN_SUPPORT_BUILT : 0u) | ((cpu & hw) ? ATTN_SUPPORT_CPU : 0u) |
+           ((cpu & bit) ? ATTN_SUPPORT_OS : 0u);
+}
+
 attn_isa attn_isa_active(void)
 {
     return attn_dsp_active()->isa;

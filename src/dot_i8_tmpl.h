@@ -14,6 +14,13 @@
  *   i8_rows(dt, R, x, q_blocks, kp, ks, nb, s, s_stride, nkeys, first, last, scale)
  *                            R rows' sums over the panel's nb blocks into s
  *                            (first: s starts at 0; last: times scale)
+ * A kernel whose rows go in groups of a size known at run time (AMX tiles)
+ * defines I8_GROUPED and
+ *   i8_group(rows_per_pass)  the rows of a group, at most rows_per_pass; the
+ *                            passes then hold whole groups and qb is zeroed
+ *                            once, so a group's rows past nq are defined
+ *   i8_begin(group), i8_end()   around the call
+ * and i8_rows takes any R up to a group.
  */
 #ifndef ATTN_DOT_I8_TMPL_H
 #define ATTN_DOT_I8_TMPL_H
@@ -33,7 +40,15 @@ I8_INLINE void qk_i8(int dt, const float *q, ptrdiff_t q_stride, const void *k,
     const size_t nb = d / ATTN_QBLOCK;
     const size_t unit = unit_bytes(dt), bytes = row_bytes(dt, d);
     const uintptr_t kb = (uintptr_t)k_stride * unit;
-    const size_t rows_per_pass = nb <= I8_QBLOCKS ? I8_QBLOCKS / nb : 1;
+    size_t rows_per_pass = nb <= I8_QBLOCKS ? I8_QBLOCKS / nb : 1;
+#ifdef I8_GROUPED
+    const size_t group = i8_group(rows_per_pass);
+    rows_per_pass -= rows_per_pass % group;
+    memset(qb, 0, sizeof qb);
+    i8_begin(group);
+#else
+    const size_t group = I8_ROWS;
+#endif
     const size_t ahead = attn_prefetch_rows_ahead(bytes);
     for (size_t r0 = 0; r0 < nq; r0 += rows_per_pass) {
         const size_t nr = nq - r0 < rows_per_pass ? nq - r0 : rows_per_pass;
@@ -49,17 +64,24 @@ I8_INLINE void qk_i8(int dt, const float *q, ptrdiff_t q_stride, const void *k,
                 const size_t nbc = nb - bc < blocks ? nb - bc : blocks;
                 const int first = bc == 0, last = bc + nbc == nb;
                 i8_pack(dt, row_at(k, c0, kb), kb, nkeys, bc, nbc, kp, ks);
-                for (size_t r = 0; r < nr; r += I8_ROWS) {
+                for (size_t r = 0; r < nr; r += group) {
                     float *sr = s + (ptrdiff_t)(r0 + r) * s_stride + (ptrdiff_t)c0;
                     const attn_q8_block *x = qb + r * nb + bc;
-                    const size_t R = nr - r < I8_ROWS ? nr - r : I8_ROWS;
+                    const size_t R = nr - r < group ? nr - r : group;
 #define I8_ROWS_AT(n) i8_rows(dt, n, x, nb, kp, ks, nbc, sr, s_stride, nkeys, first, last, scale)
+#ifdef I8_GROUPED
+                    I8_ROWS_AT(R);
+#else
                     ATTN_TAIL(R, I8_ROWS + 1, I8_ROWS_AT);
+#endif
 #undef I8_ROWS_AT
                 }
             }
         }
     }
+#ifdef I8_GROUPED
+    i8_end();
+#endif
 }
 
 #endif /* ATTN_DOT_I8_TMPL_H */

@@ -178,8 +178,11 @@ typedef attn_qk_tile_fn attn_qk_i8_fn;
 /* Linux reports SVE's BF16 and I8MM apart from the AdvSIMD ones. */
 #define ATTN_CPU_SVE_BF16 (1u << 11)
 #define ATTN_CPU_SVE_I8MM (1u << 12)
-/* and the OS granted this process the tile data state (src/cpu.c) */
-#define ATTN_CPU_AMX_BF16 (1u << 13)
+/* AMX-TILE, -BF16 and -INT8 beside AVX512_BF16 and AVX512_VNNI, and the
+   OS granted this process the tile data state (src/cpu.c); AMX_HW: the CPU
+   has them, granted or not. */
+#define ATTN_CPU_AMX (1u << 13)
+#define ATTN_CPU_AMX_HW (1u << 14)
 
 #include "kernel_list.h" /* after the ATTN_KV_* values: it names them */
 

@@ -26,12 +26,21 @@
     X(AVX2, avx2, ATTN_CPU_AVX2, attn_dsp_init_avx2, SCALAR, HAVE_AVX2)        \
     X(AVX512, avx512, ATTN_CPU_AVX512, attn_dsp_init_avx512, AVX2, HAVE_AVX512) \
     X(NEON, neon, ATTN_CPU_NEON, attn_dsp_init_neon, SCALAR, HAVE_NEON)       \
-    X(SVE, sve, ATTN_CPU_SVE, attn_dsp_init_sve, NEON, HAVE_SVE)
+    X(SVE, sve, ATTN_CPU_SVE, attn_dsp_init_sve, NEON, HAVE_SVE)               \
+    X(AMX, amx, ATTN_CPU_AMX, attn_dsp_init_amx, AVX512, HAVE_AMX)
 
 /* Dispatch by speed, not width: ATTN_ISA_##ID is not the default on a CPU
    with cpu_bit, where a table before it was measured faster
    (docs/PERFORMANCE.md). ATTN_ISA and attn_isa_select can still choose it. */
 #define ATTN_ISA_NOT_DEFAULT_ON(X) X(AVX512, ATTN_CPU_NARROW512)
+
+/* ISAs whose cpu_bit also says the OS granted this process their register
+   state, with the bit that says the CPU has them (attn_isa_support). */
+#define ATTN_ISA_OS_GRANTED(X) X(AMX, ATTN_CPU_AMX_HW)
+
+/* ISAs whose int8-mode scores equal their base table's bit for bit, as
+   attn.h promises (tests/kernels/checkasm.c holds them to it). */
+#define ATTN_ISA_I8_AS_BASE(X) X(AMX)
 
 /* ATTN_IS_SET(M): 1 when M is defined as 1, else 0, without #if. When M
    expands to 1, ATTN_PLACEHOLDER_1 inserts a comma that shifts the 1 in. */

@@ -64,11 +64,6 @@
     ATTN_SLOTS_DOT_BF16(R, f32, a) ATTN_SLOTS_DOT_BF16(R, f16, a)                            \
     ATTN_SLOTS_DOT_BF16(R, bf16, a) ATTN_SLOTS_DOT_BWD(R, f32, a)
 #define ATTN_FILE_dot_i8(R, a) ATTN_SLOTS_DOT_I8(R, q8_0, a) ATTN_SLOTS_DOT_I8(R, q4_0, a)
-/* Listed after dot, whose qk_bf16 and pv_bf16 it overwrites
-   (src/x86/dot_amx_avx512.c). */
-#define ATTN_FILE_dot_amx(R, a)                                                             \
-    ATTN_SLOTS_DOT_BF16(R, f32, a) ATTN_SLOTS_DOT_BF16(R, f16, a)                            \
-    ATTN_SLOTS_DOT_BF16(R, bf16, a)
 /* dot_i8's kernels on another instruction, with dot_i8's bits: the list
    order decides which one a CPU with both keeps (a later file overwrites). */
 #define ATTN_FILE_dot_i8_evex(R, a) ATTN_FILE_dot_i8(R, a)
@@ -103,8 +98,12 @@
 #define ATTN_BLOCKS_avx512 64, 128
 #define ATTN_KERNELS_avx512(F, a)                                                           \
     F(tile, 0, a) F(quant, 0, a) F(row, 0, a) F(alibi, 0, a) F(merge, 0, a)                 \
-    F(backward, 0, a) F(dot, ATTN_CPU_AVX512_BF16, a) F(dot_i8, ATTN_CPU_AVX512_VNNI, a)     \
-    F(dot_amx, ATTN_CPU_AVX512_BF16 | ATTN_CPU_AMX_BF16, a)
+    F(backward, 0, a) F(dot, ATTN_CPU_AVX512_BF16, a) F(dot_i8, ATTN_CPU_AVX512_VNNI, a)
+
+/* The AVX-512 table with the low-precision modes' products on AMX tiles
+   (src/x86/dot_amx.c, src/x86/dot_i8_amx.c): the same blocks. */
+#define ATTN_BLOCKS_amx ATTN_BLOCKS_avx512
+#define ATTN_KERNELS_amx(F, a) F(dot, 0, a) F(dot_i8, 0, a)
 
 /* not tuned on AArch64 hardware */
 #define ATTN_BLOCKS_neon 32, 128
@@ -151,7 +150,8 @@ enum {
     }
 #define ATTN_KL_STORE(slot, dt, kind, isa) ATTN_SLOT(t, slot, dt, kind) = attn_##slot##_##dt##_##isa;
 
-/* Once per ISA, in its row_<isa>.c: the registry's init. */
+/* Once per ISA, in its row_<isa>.c (a module without one: its first file):
+   the registry's init. */
 #define ATTN_ISA_INIT(isa, ext)                                                             \
     ATTN_KERNELS_##isa(ATTN_KL_DECLARE, ext)                                                \
     void ATTN_KL_CAT(attn_dsp_init_, ext)(attn_dsp * t);                                    \

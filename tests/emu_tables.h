@@ -4,10 +4,9 @@
  * (tests/emu, -DATTN_TEST_AVX512_EMU), for the harness's rows and
  * checkasm: each is the real table below it with the emulated files'
  * kernels stored over it, as dispatch would on a CPU that has them.
- *   avx512-emu  the AVX-512 module (every file but dot_amx), over the AVX2
- *               table
- *   amx-emu     avx512-emu with the dot_amx file on src/x86/amx_emu.h: the
- *               bf16 mode's Q.K^T on emulated AMX tiles
+ *   avx512-emu  the AVX-512 module, over the AVX2 table
+ *   amx-emu     the AMX module on src/x86/amx_emu.h, over avx512-emu: the
+ *               bf16 and int8 modes' products on emulated tiles
  *   avx2-emu    the AVX2 table with its AVX-VNNI file (dot_i8); NULL where
  *               the CPU has AVX-VNNI, whose real kernel the avx2 row tests
  * NULL where the CPU lacks AVX2+FMA+F16C, which SIMDe lowers them to.
@@ -35,7 +34,6 @@ static inline const attn_dsp *emu_table_avx512(void)
     static attn_dsp t;
     if (!emu_base_table(&t))
         return NULL;
-    t.cpu &= ~ATTN_CPU_AMX_BF16; /* the amx-emu row's */
     attn_dsp_init_avx512_emu(&t);
     t.isa = ATTN_ISA_AVX512;
     t.isa_name = "avx512";
@@ -45,11 +43,13 @@ static inline const attn_dsp *emu_table_avx512(void)
 static inline const attn_dsp *emu_table_amx(void)
 {
     static attn_dsp t;
-    if (!emu_base_table(&t))
+    const attn_dsp *below = emu_table_avx512();
+    if (!below)
         return NULL;
-    attn_dsp_init_avx512_emu(&t);
-    t.isa = ATTN_ISA_AVX512;
-    t.isa_name = "avx512";
+    t = *below;
+    attn_dsp_init_amx_emu(&t);
+    t.isa = ATTN_ISA_AMX;
+    t.isa_name = "amx";
     return &t;
 }
 

@@ -22,12 +22,14 @@ const char usage_info[] =
     "    attn.h this tool was compiled against;\n"
     "  - the CPU as cpu_features sees it: brand, vendor, family/model/stepping,\n"
     "    microarchitecture and the SIMD features libattn cares about\n"
-    "    (x86: sse4.2 avx avx2 fma3 f16c avx512f/bw/dq/vl; aarch64: asimd sve);\n"
+    "    (x86: sse4.2 avx avx2 fma3 f16c avx512f/bw/dq/vl avx512_bf16 avx512vnni\n"
+    "    amx_tile/bf16/int8; aarch64: asimd sve);\n"
     "  - how the library was built (attn_build_config);\n"
     "  - for each instruction set: whether the CPU has it, whether its kernels\n"
-    "    are compiled in (attn_isa_built), whether libattn can use it\n"
-    "    (attn_isa_available: built AND supported by the CPU) and which one\n"
-    "    is active (attn_isa_active);\n"
+    "    are compiled in (attn_isa_built), whether the OS lets this process\n"
+    "    use it (attn_isa_support: AMX needs Linux's grant of the tile state),\n"
+    "    whether libattn can use it (attn_isa_available: all of these) and\n"
+    "    which one is active (attn_isa_active);\n"
     "  - the CPUs this process may run on (its affinity mask: the default\n"
     "    thread count of run/bench) and the online CPUs.\n"
     "\n"
@@ -65,6 +67,12 @@ static void print_cpu(cpu_isa *isas, int *n)
            yes_no(f->avx512f), yes_no(f->avx512bw), yes_no(f->avx512dq), yes_no(f->avx512vl));
     isas[(*n)++] = (cpu_isa){"avx2", f->avx2 && f->fma3 && f->f16c};
     isas[(*n)++] = (cpu_isa){"avx512", f->avx512f && f->avx512bw && f->avx512dq && f->avx512vl};
+    printf("                     avx512_bf16 %s, avx512vnni %s, amx_tile %s, amx_bf16 %s, "
+           "amx_int8 %s\n",
+           yes_no(f->avx512_bf16), yes_no(f->avx512vnni), yes_no(f->amx_tile),
+           yes_no(f->amx_bf16), yes_no(f->amx_int8));
+    isas[(*n)++] = (cpu_isa){"amx", f->avx512_bf16 && f->avx512vnni && f->amx_tile &&
+                                        f->amx_bf16 && f->amx_int8};
 #elif defined(CPU_FEATURES_ARCH_AARCH64)
     const Aarch64Info info = GetAarch64Info();
     printf("cpu\n");
@@ -97,7 +105,7 @@ int cmd_info(int argc, char **argv)
            ATTN_VERSION_MINOR, ATTN_VERSION_PATCH);
     if ((v >> 16) != ATTN_VERSION_MAJOR)
         printf("  WARNING            major versions differ: the ABI does not match\n");
-    /* attn_build_config and attn_isa_built came with 1.11 */
+    /* attn_build_config, attn_isa_built and attn_isa_support came with 1.11 */
     const int has_built = v >= ((1u << 16) | (11u << 8));
     if (has_built)
         printf("  build              %s\n", attn_build_config());
@@ -108,9 +116,9 @@ int cmd_info(int argc, char **argv)
 
     const attn_isa active = attn_isa_active();
     const char *env = getenv("ATTN_ISA");
-    printf("instruction sets     (built: compiled into libattn; available: built and\n"
-           "                     supported by this CPU, attn_isa_available)\n");
-    printf("  %-8s %-5s %-24s %-9s %s\n", "isa", "cpu", "built", "available", "active");
+    printf("instruction sets     (built: compiled into libattn; os: the OS grants its\n"
+           "                     state; available: built, on this CPU and granted)\n");
+    printf("  %-8s %-5s %-24s %-4s %-9s %s\n", "isa", "cpu", "built", "os", "available", "active");
     /* Every ISA the library names (attn_isa_name up to "unknown"); one the CPU
        description does not know (another architecture's, or one newer than
        this tool) is listed when the library can use it. */
@@ -127,7 +135,8 @@ int cmd_info(int argc, char **argv)
                             : avail   ? "yes"
                             : cpu     ? "no"
                                       : "unknown (library < 1.11)";
-        printf("  %-8s %-5s %-24s %-9s %s\n", name, cpu < 0 ? "?" : yes_no(cpu), built,
+        const char *os = has_built ? yes_no(attn_isa_support((attn_isa)isa) & ATTN_SUPPORT_OS) : "?";
+        printf("  %-8s %-5s %-24s %-4s %-9s %s\n", name, cpu < 0 ? "?" : yes_no(cpu), built, os,
                yes_no(avail), active == (attn_isa)isa ? "*" : "");
     }
     printf("  active             %s%s%s%s\n", attn_isa_name(active), env ? " (ATTN_ISA=" : "",

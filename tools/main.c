@@ -39,7 +39,7 @@ static const char usage_main[] =
     "  help    `attn help <command>` is `attn <command> --help`\n"
     "\n"
     "Environment:\n"
-    "  ATTN_ISA=scalar|avx2|avx512|neon|sve  read by libattn at its first call:\n"
+    "  ATTN_ISA=scalar|avx2|avx512|amx|neon|sve  read by libattn at its first call:\n"
     "          the instruction set to use when available (--isa overrides it)\n"
     "\n"
     "Exit status:\n"

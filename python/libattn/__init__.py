@@ -25,7 +25,7 @@ dynamic linker, then a build tree (see libattn._loader).
 from __future__ import annotations
 
 from . import _capi
-from ._types import List, Optional, Tuple, Union
+from ._types import Dict, List, Optional, Tuple, Union
 from ._capi import AttnError, DType, Status, library_path
 from ._loader import ABI_MAJOR, LibraryError
 from ._ops import (alibi_slopes, backward, forward, mask_apply, merge, quantize, quantize_rows,
@@ -40,7 +40,8 @@ __all__ = [
     "ABI_MAJOR", "AttnError", "LibraryError", "Status", "DType", "Isa", "Tensor",
     "scores", "mask_apply", "softmax", "weights", "forward", "backward", "softmax_backward",
     "alibi_slopes", "merge", "quantize", "quantize_rows", "cache_append", "prepare", "Prepared",
-    "isa_active", "isa_available", "isa_built", "isa_select", "isa_names", "available_isas",
+    "isa_active", "isa_available", "isa_built", "isa_support", "isa_select", "isa_names",
+    "available_isas",
     "build_config",
     "version", "version_info", "library_path", "thread_pool_size",
 ]
@@ -87,6 +88,20 @@ def isa_built(name: Union[str, int]) -> bool:
     if not _capi.has("attn_isa_built"):
         return isa_available(name)
     return bool(_capi.lib().attn_isa_built(int(_isa(name))))
+
+
+def isa_support(name: Union[str, int]) -> Dict[str, bool]:
+    """What stands between `name` and this process: {'built': its kernels are
+    compiled in, 'cpu': this CPU has its instructions, 'os': the OS lets the
+    process use their state (AMX: Linux's grant of the tile data, which the
+    library requests at its first call)}. libattn >= 1.11 with
+    attn_isa_support; an older one answers from isa_built and
+    isa_available."""
+    if not _capi.has("attn_isa_support"):
+        built, avail = isa_built(name), isa_available(name)
+        return {"built": built, "cpu": avail, "os": avail}
+    bits = _capi.lib().attn_isa_support(int(_isa(name)))
+    return {"built": bool(bits & 1), "cpu": bool(bits & 2), "os": bool(bits & 4)}
 
 
 def build_config() -> str:

@@ -178,6 +178,7 @@ _PROTOTYPES_1_1 = {
     # 1.11
     "attn_isa_built": (ctypes.c_int, [ctypes.c_int]),
     "attn_build_config": (ctypes.c_char_p, []),
+    "attn_isa_support": (ctypes.c_uint, [ctypes.c_int]),
     "attn_plan_run_share": (_status, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
                                       ctypes.c_void_p, ctypes.c_void_p, _P(RowStats),
                                       ctypes.c_int32, ctypes.c_int32]),

@@ -91,3 +91,16 @@ def test_build_config_and_built_isas():
         if libattn.isa_available(name):
             assert libattn.isa_built(name), name
     assert libattn.isa_built("scalar")
+
+
+def test_isa_support():
+    """isa_support's three answers agree with isa_built and isa_available."""
+    import libattn
+    for name in libattn.isa_names():
+        sup = libattn.isa_support(name)
+        assert sup["built"] == libattn.isa_built(name), (name, sup)
+        if libattn.isa_available(name):
+            assert all(sup.values()), (name, sup)
+        else:
+            assert not all(sup.values()) or not libattn.isa_available("avx512"), (name, sup)
+    assert all(libattn.isa_support("scalar").values())

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The AVX-512 module's inits and, for its own files alone, its helpers.
+ * The AVX-512 and AMX modules' inits and, for their own files alone, their
+ * helpers (the AMX module is AVX-512 code with tile products).
  * The same sources also build with -DATTN_SIMDE_EMU against SIMDe on AVX2,
  * so the kernels' logic runs in tests without AVX-512; those objects sit
  * next to the real ones in a test binary, so every external name gets an
@@ -17,16 +18,20 @@
 /* the kernels are static: only the inits need it */
 #ifdef ATTN_SIMDE_EMU
 #define ATTN_AVX512_EXT avx512_emu
+#define ATTN_AMX_EXT amx_emu
 #else
 #define ATTN_AVX512_EXT avx512
+#define ATTN_AMX_EXT amx
 #endif
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* The SIMDe build's table (tests/emu only). */
+/* The SIMDe builds' tables (tests/emu only); the AMX one on
+   src/x86/amx_emu.h. */
 void attn_dsp_init_avx512_emu(attn_dsp *t);
+void attn_dsp_init_amx_emu(attn_dsp *t);
 
 #ifdef __cplusplus
 }

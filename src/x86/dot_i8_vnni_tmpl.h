@@ -113,6 +113,7 @@ I8_INLINE i8_vi i8_qword(const attn_q8_block *x, size_t w)
     return i8_vi_set1(v);
 }
 
+#ifndef I8_GROUPED /* a grouped kernel (AMX) brings its own i8_rows */
 /* Sums from zero (first chunk) or from the partial sums in s, stored back
    in key order, scaled after the last chunk. */
 I8_INLINE void i8_rows(int dt, size_t R, const attn_q8_block *qb, size_t q_blocks,
@@ -154,6 +155,7 @@ I8_INLINE void i8_rows(int dt, size_t R, const attn_q8_block *qb, size_t q_block
         i8_vf_mstore(s + (ptrdiff_t)r * s_stride, m, x);
     }
 }
+#endif
 
 #include "dot_i8_tmpl.h"
 

@@ -136,7 +136,7 @@ def main():
         "SLEEF": r"^Sleef_",
         "cpu_features": r"^(GetX86|GetAarch64|GetArm|X86|Aarch64|CpuFeatures|cpu_features)",
         "internal attn_*_with": r"^attn_\w+_with$",
-        "internal kernel (attn_*_<isa>)": r"^attn_\w+_(scalar|avx2|avx512|neon|sve)$",
+        "internal kernel (attn_*_<isa>)": r"^attn_\w+_(scalar|avx2|avx512|amx|neon|sve)$",
         "not attn_-prefixed": r"^(?!attn_)",
     }
     for what, pattern in leak_patterns.items():

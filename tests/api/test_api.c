@@ -342,6 +342,33 @@ Test(dispatch, available_matches_tables)
     cr_assert(attn_isa_available(attn_isa_active()));
 }
 
+/* attn_isa_support's bits against attn_isa_built and attn_isa_available,
+   and against the CPU bits they come from (src/cpu.c). */
+Test(dispatch, support_bits)
+{
+    const unsigned all = ATTN_SUPPORT_BUILT | ATTN_SUPPORT_CPU | ATTN_SUPPORT_OS;
+    cr_assert_eq(attn_isa_support(ATTN_ISA_AUTO), all);
+    cr_assert_eq(attn_isa_support(ATTN_ISA_SCALAR), all);
+    cr_assert_eq(attn_isa_support((attn_isa)ATTN_ISA_COUNT), 0u);
+    cr_assert_eq(attn_isa_support((attn_isa)-1), 0u);
+    const unsigned cpu = attn_cpu_detect();
+    for (int isa = ATTN_ISA_SCALAR; isa < ATTN_ISA_COUNT; isa++) {
+        const unsigned b = attn_isa_support((attn_isa)isa);
+        const char *name = attn_isa_name((attn_isa)isa);
+        cr_assert_eq((b & ATTN_SUPPORT_BUILT) != 0, attn_isa_built((attn_isa)isa), "%s", name);
+        if (b & ATTN_SUPPORT_OS)
+            cr_assert(b & ATTN_SUPPORT_CPU, "%s: granted without the CPU", name);
+        if (attn_isa_available((attn_isa)isa))
+            cr_assert_eq(b, all, "%s", name);
+    }
+    /* AMX: CPU is the hardware bit, OS the grant */
+    const unsigned amx = attn_isa_support(ATTN_ISA_AMX);
+    cr_assert_eq((amx & ATTN_SUPPORT_CPU) != 0, (cpu & ATTN_CPU_AMX_HW) != 0);
+    cr_assert_eq((amx & ATTN_SUPPORT_OS) != 0, (cpu & ATTN_CPU_AMX) != 0);
+    if (cpu & ATTN_CPU_AMX_HW) /* the table's vector code needs them */
+        cr_assert((cpu & ATTN_CPU_AVX512_BF16) && (cpu & ATTN_CPU_AVX512_VNNI));
+}
+
 /* attn_isa_built against the build's own config.h (HAVE_<ISA>), and
    attn_build_config naming exactly the built tables. */
 Test(dispatch, built_matches_config)

@@ -36,12 +36,17 @@
 #include "dtypes.h"
 #include "fuzz_util.h"
 #include "internal.h"
+#include "isa_list.h"
 #include "ref/ref.h"
 #include "ref/ref_quant.h"
 #include "tolerance.h"
 
-static const attn_isa isas[] = {ATTN_ISA_SCALAR, ATTN_ISA_AVX2, ATTN_ISA_AVX512, ATTN_ISA_NEON,
-                                ATTN_ISA_SVE};
+/* every registry table (src/isa_list.h) */
+static const attn_isa isas[] = {
+#define ISA_ENTRY(ID, name, cpu, init, base, have) ATTN_ISA_##ID,
+    ATTN_ISA_LIST(ISA_ENTRY)
+#undef ISA_ENTRY
+};
 #define N_ISAS (sizeof isas / sizeof isas[0])
 
 /* The quantized dtypes, src/dtype_list.h's kinds QBLOCK and FP8

@@ -290,9 +290,21 @@ static const char *alone_name(const isa_row *isa, const char *file)
         }                                                                                   \
     }
 
+/* The table whose int8 bits t's must equal (ATTN_ISA_I8_AS_BASE), or NULL. */
+static const attn_dsp *i8_twin(attn_isa id, const attn_dsp *base)
+{
+#define CA_I8_TWIN(ID)                                                                      \
+    if (id == ATTN_ISA_##ID)                                                                \
+        return base;
+    ATTN_ISA_I8_AS_BASE(CA_I8_TWIN)
+#undef CA_I8_TWIN
+    return NULL;
+}
+
 #define CA_ISA(ID, name, cpu, init, base, have)                                             \
     if (begin_isa(c, ATTN_ISA_##ID, #name)) {                                               \
         const long before = c->failures;                                                    \
+        c->twin = i8_twin(ATTN_ISA_##ID, attn_dsp_for_isa(ATTN_ISA_##base));                \
         ATTN_KERNELS_##name(CA_FILE, c)                                                     \
         row_done(c, #name, before);                                                     \
         const isa_row isa_ = {ATTN_ISA_##ID, ATTN_ISA_##base, cpu, ATTN_IF_SET(have, init), \
@@ -311,6 +323,7 @@ static void walk(checkasm *c)
         const attn_dsp *t_ = table();                                                       \
         if (t_) {                                                                           \
             use_table(c, t_, row, c->seed ^ 0x5bd1e995ull ^ (uint64_t)t_->isa);              \
+            c->twin = i8_twin(t_->isa, emu_table_avx512());                                 \
             check_complete(c, t_);                                                          \
             const long before = c->failures;                                                \
             ATTN_KERNELS_##name(CA_FILE, c)                                                 \
@@ -319,7 +332,7 @@ static void walk(checkasm *c)
     }
     CA_EMU("avx512-emu", avx512, emu_table_avx512)
     CA_EMU("avx2-emu", avx2, emu_table_avx2)
-    CA_EMU("amx-emu", avx512, emu_table_amx)
+    CA_EMU("amx-emu", amx, emu_table_amx)
 #undef CA_EMU
 #endif
 }
