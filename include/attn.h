@@ -568,12 +568,12 @@ typedef void (*attn_parallel_for_fn)(void *pool_ctx, attn_task_fn task,
  *    is refused, the AVX-512 table serves), Q.K^T of 8 or more query rows
  *    per block (every operation that computes scores, the backward's
  *    recomputed ones included), the forward's P.V for F32, F16 and BF16 v
- *    and the backward's dQ product run on AMX tiles (tdpbf16ps): the same rounded operands, the f32
+ *    and the backward's dQ, dK and dV products run on AMX tiles (tdpbf16ps): the same rounded operands, the f32
  *    additions in another order, subnormal inputs and sums flushed to
  *    zero, all within the bound above; so does the default mode's
  *    exception for BF16 q and k (exact products). The tile configuration
  *    is set and released within each kernel call, on whatever thread runs
- *    it. The backward's P^T products (dK, dV) do not use the tile unit yet.
+ *    it.
  *  ATTN_PRECISION_INT8 (2): for Q8_0 and Q4_0 k, each 32-value block of a
  *    query row is quantized on the fly: m = max |q_t| over the block,
  *    dq = fl(m / 127), q_t = dq n_t with n_t = rne(fl(q_t fl(1 / dq))) in

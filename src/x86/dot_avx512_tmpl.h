@@ -5,8 +5,8 @@
  * oracle only in the order of the f32 additions and in vdpbf16ps flushing
  * subnormal factors and sums; attn.h's bounds count both. Below BF_MIN_ROWS
  * rows the exact f32 tile path serves (within the bound). With ATTN_DOT_AMX
- * (src/x86/dot_amx_avx512.c) qk_bf16 multiplies the same rounded pairs on
- * AMX tiles.
+ * (src/x86/dot_amx.c) every kernel here multiplies the same rounded pairs
+ * on AMX tiles.
  */
 #include "lowp.h"
 #include "tile_variants.h"
@@ -334,11 +334,41 @@ ATTN_AVX512_INLINE void pv_bf_rows(size_t R, int fresh, const uint32_t *pp, size
 }
 
 #ifdef ATTN_DOT_AMX
-/* pv_bf_rows on tiles for the nr rows of pp (rows past nr are read, not stored), P's rows
-   (not fresh): per group of 16 rows the sums start from acc, pass through
-   the tiles over the np key pairs of vp, and go back to acc's w columns. */
-ATTN_AVX512_INLINE void pv_amx_rows(const uint32_t *pp, size_t nr, size_t np, uint32_t *vp,
-                                    size_t w, float *acc, ptrdiff_t acc_stride)
+/* r[i]'s lane j to r[j]'s lane i. */
+ATTN_AVX512_INLINE void tr16x16(__m512i r[16])
+{
+    __m512i t[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+    }
+    /* then r[4g + j]'s 128-bit lane L: lane 4L + j of rows 4g .. 4g + 3 */
+    for (int i = 0; i < 16; i += 4) {
+        r[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+        r[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+        r[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+        r[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+    }
+    for (int j = 0; j < 4; j++) {
+        const __m512i lo = _mm512_shuffle_i32x4(r[j], r[4 + j], 0x44);
+        const __m512i hi = _mm512_shuffle_i32x4(r[j], r[4 + j], 0xee);
+        const __m512i lo2 = _mm512_shuffle_i32x4(r[8 + j], r[12 + j], 0x44);
+        const __m512i hi2 = _mm512_shuffle_i32x4(r[8 + j], r[12 + j], 0xee);
+        t[j] = _mm512_shuffle_i32x4(lo, lo2, 0x88);
+        t[4 + j] = _mm512_shuffle_i32x4(lo, lo2, 0xdd);
+        t[8 + j] = _mm512_shuffle_i32x4(hi, hi2, 0x88);
+        t[12 + j] = _mm512_shuffle_i32x4(hi, hi2, 0xdd);
+    }
+    for (int i = 0; i < 16; i++) /* t[i]: lane i of every row */
+        r[i] = t[i];
+}
+
+/* pv_bf_rows on tiles for the nr rows of pp, each row's pairs contiguous
+   (rows past nr are read, not stored): per group of 16 rows the sums
+   start from acc (fresh: from 0, added to acc after), pass through the
+   tiles over the np key pairs of vp, and go back to acc's w columns. */
+ATTN_AVX512_INLINE void pv_amx_rows(int fresh, const uint32_t *pp, size_t nr, size_t np,
+                                    uint32_t *vp, size_t w, float *acc, ptrdiff_t acc_stride)
 {
     _Alignas(64) float c[16][PV_COLS];
     const size_t steps = (np + 15) / 16;
@@ -352,7 +382,7 @@ ATTN_AVX512_INLINE void pv_amx_rows(const uint32_t *pp, size_t nr, size_t np, ui
         for (size_t r = 0; r < 16; r++)
             for (size_t x = 0; x < 4; x++)
                 _mm512_store_ps(c[r] + 16 * x,
-                                r < R && x < nv
+                                r < R && x < nv && !fresh
                                     ? _mm512_maskz_loadu_ps(x + 1 < nv ? 0xffff : mt,
                                                             ar + (ptrdiff_t)r * acc_stride + 16 * x)
                                     : _mm512_setzero_ps());
@@ -384,10 +414,43 @@ ATTN_AVX512_INLINE void pv_amx_rows(const uint32_t *pp, size_t nr, size_t np, ui
         _tile_stored(2, &c[0][32], sizeof c[0]);
         _tile_stored(3, &c[0][48], sizeof c[0]);
         for (size_t r = 0; r < R; r++)
-            for (size_t x = 0; x < nv; x++)
-                _mm512_mask_storeu_ps(ar + (ptrdiff_t)r * acc_stride + 16 * x,
-                                      x + 1 < nv ? 0xffff : mt, _mm512_load_ps(c[r] + 16 * x));
+            for (size_t x = 0; x < nv; x++) {
+                const __mmask16 m = x + 1 < nv ? 0xffff : mt;
+                float *a = ar + (ptrdiff_t)r * acc_stride + 16 * x;
+                __m512 y = _mm512_load_ps(c[r] + 16 * x);
+                if (fresh)
+                    y = _mm512_add_ps(_mm512_maskz_loadu_ps(m, a), y);
+                _mm512_mask_storeu_ps(a, m, y);
+            }
     }
+}
+
+/* P^T's pairs for the tiles, each row's contiguous as P's rows pack:
+   pp[r * PV_KEYS / 2 + i] = (p[(c0 + 2i) * p_step + r0 + r], the same of
+   key c0 + 2i + 1), 0 past n keys and nr rows; 16 x 16 blocks transposed
+   in registers. */
+ATTN_AVX512_INLINE void pt_amx_pack(const float *p, ptrdiff_t p_step, size_t c0, size_t r0,
+                                    size_t n, size_t nr, uint32_t *pp)
+{
+    const size_t np = (n + 1) / 2;
+    for (size_t i0 = 0; i0 < np; i0 += 16)
+        for (size_t l0 = 0; l0 < nr; l0 += 16) {
+            const __mmask16 m = attn_mask16(nr - l0 < 16 ? nr - l0 : 16);
+            __m512i r[16];
+            for (size_t x = 0; x < 16; x++) {
+                const size_t i = i0 + x;
+                const float *k0 = p + (ptrdiff_t)(c0 + 2 * i) * p_step + (ptrdiff_t)(r0 + l0);
+                const __m512i lo = i < np ? bf16_bits(_mm512_maskz_loadu_ps(m, k0))
+                                          : _mm512_setzero_si512();
+                const __m512i hi = 2 * i + 1 < n
+                                       ? bf16_bits(_mm512_maskz_loadu_ps(m, k0 + p_step))
+                                       : _mm512_setzero_si512();
+                r[x] = _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16));
+            }
+            tr16x16(r);
+            for (size_t y = 0; y < 16; y++)
+                _mm512_store_si512(pp + (l0 + y) * (PV_KEYS / 2) + i0, r[y]);
+        }
 }
 #endif /* ATTN_DOT_AMX */
 
@@ -409,12 +472,10 @@ ATTN_AVX512_INLINE void pv_bf16_at(int dt, int fresh, const float *p, ptrdiff_t 
     const size_t prs = rows_major ? PV_KEYS / 2 : 1, pis = rows_major ? 1 : PV_ROWS;
     const uintptr_t vb = (uintptr_t)v_stride * unit_bytes(dt);
 #ifdef ATTN_DOT_AMX
-    /* P's rows on the tiles (pt_bf16's P^T keeps the vector kernel) */
-    const int amx = rows_major && !fresh;
-    if (amx) {
-        bf_amx_config();
-        memset(pp, 0, sizeof pp); /* as qk_bf16's qp: never uninitialised */
-    }
+    /* the tiles read each row's pairs contiguous: P^T's are transposed
+       into that layout as they are packed */
+    bf_amx_config();
+    memset(pp, 0, sizeof pp); /* as qk_bf16's qp: never uninitialised */
 #endif
     for (size_t r0 = 0; r0 < nq; r0 += PV_ROWS) {
         const size_t nr = nq - r0 < PV_ROWS ? nq - r0 : PV_ROWS;
@@ -429,7 +490,11 @@ ATTN_AVX512_INLINE void pv_bf16_at(int dt, int fresh, const float *p, ptrdiff_t 
                         _mm512_store_si512(pp + r * (PV_KEYS / 2) + tb / 2,
                                            pairs32(ATTN_KV_F32, pr, tb, n - tb < 32 ? n - tb : 32));
                 }
-            } else { /* 16 rows' weights of a key in one vector */
+            } else {
+#ifdef ATTN_DOT_AMX
+                pt_amx_pack(p, p_step, c0, r0, n, nr, pp);
+#else
+                /* 16 rows' weights of a key in one vector */
                 for (size_t i = 0; i < np; i++) {
                     const float *k0 = p + (ptrdiff_t)(c0 + 2 * i) * p_step + (ptrdiff_t)r0;
                     const int has1 = 2 * i + 1 < n;
@@ -443,16 +508,15 @@ ATTN_AVX512_INLINE void pv_bf16_at(int dt, int fresh, const float *p, ptrdiff_t 
                                            _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
                     }
                 }
+#endif
             }
             for (size_t j0 = 0; j0 < dv; j0 += PV_COLS) {
                 const size_t w = dv - j0 < PV_COLS ? dv - j0 : PV_COLS;
                 pv_pack_values(dt, row_at(v, c0, vb), vb, n, j0, w, vp);
                 float *ac = acc + (ptrdiff_t)r0 * acc_stride + (ptrdiff_t)j0;
 #ifdef ATTN_DOT_AMX
-                if (amx) {
-                    pv_amx_rows(pp, nr, np, vp, w, ac, acc_stride);
-                    continue;
-                }
+                pv_amx_rows(fresh, pp, nr, np, vp, w, ac, acc_stride);
+                continue;
 #endif
                 for (size_t r = 0; r < nr; r += 4) {
                     const uint32_t *pr = pp + r * prs;
@@ -468,8 +532,7 @@ ATTN_AVX512_INLINE void pv_bf16_at(int dt, int fresh, const float *p, ptrdiff_t 
         }
     }
 #ifdef ATTN_DOT_AMX
-    if (amx)
-        _tile_release();
+    _tile_release();
 #endif
 }
 
