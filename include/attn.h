@@ -561,7 +561,10 @@ typedef void (*attn_parallel_for_fn)(void *pool_ctx, attn_task_fn task,
  *      |s - s*| <= |scale| ((B + g(d + 1)(1 + B)) sum_t |q_t k_t| + T (sum_t max(|q_t|, |k_t|) + d))
  *    and the output row o = sum_j p_j v_j / l gains B sum_j p_j |v_j| / l
  *    (<= B max_j |v_j|) beyond what the score error does through the
- *    softmax. Q8_0, Q4_0 and FP8 k or v are read as in the default mode.
+ *    softmax. Q8_0 and Q4_0 v are decoded, then rounded as v is (since
+ *    1.11; on tables with bf16 dot products, AVX-512 BF16 and AMX, the
+ *    others read them exactly); Q8_0, Q4_0 and FP8 k, and FP8 v, are read
+ *    as in the default mode.
  *    Matrix engine (since 1.11): on the AMX table (ATTN_ISA_AMX: x86 CPUs
  *    with AMX whose OS grants the process the tile data state, which the
  *    library requests itself at its first call, attn_isa_support; where it
@@ -586,8 +589,12 @@ typedef void (*attn_parallel_for_fn)(void *pool_ctx, attn_task_fn task,
  *    On the AMX table the integer dots run on AMX tiles (tdpbsud, since
  *    1.11): the same integers, then the same f32 operations in the same
  *    order, so the scores equal the AVX-512 table's bit for bit.
- *    Other k dtypes, and P.V for every v dtype, are computed as in the
- *    default mode.
+ *    Other k dtypes are computed as in the default mode. P.V of Q8_0 and
+ *    Q4_0 v is the bf16 mode's (since 1.11): p and the decoded v rounded to
+ *    bfloat16, products summed in f32 on the bf16 dot units (AVX-512 BF16,
+ *    AMX), so the output row gains B sum_j p_j |v_j| / l as stated there;
+ *    tables without them compute it as in the default mode, and so are
+ *    other v dtypes.
  * Row statistics (lse, max_score, entropy) are those of the scores the
  * mode computed. Non-finite inputs stay non-finite, but a rounded mode may
  * turn an infinity times a tiny value into NaN (bf16 rounds |x| <= 2^-134

@@ -34,6 +34,9 @@
 #define ATTN_SLOTS_DOT_BF16(R, dt, a) R(qk_bf16, dt, KV, a) R(pv_bf16, dt, KV, a)
 #define ATTN_SLOTS_DOT_BWD(R, dt, a) R(pt_bf16, dt, ONE, a)
 #define ATTN_SLOTS_DOT_I8(R, dt, a) R(qk_i8, dt, KV, a)
+/* P.V of the block formats' decoded v rounded to bf16: both low-precision
+   modes (src/driver/driver.h, attn_pv_kernel) */
+#define ATTN_SLOTS_DOT_QV(R, dt, a) R(pv_bf16, dt, KV, a)
 
 /* Every slot once, in the table's order: those every table fills first. */
 #define ATTN_SLOT_LIST_FILLED(R, a)                                                         \
@@ -64,6 +67,9 @@
     ATTN_SLOTS_DOT_BF16(R, f32, a) ATTN_SLOTS_DOT_BF16(R, f16, a)                            \
     ATTN_SLOTS_DOT_BF16(R, bf16, a) ATTN_SLOTS_DOT_BWD(R, f32, a)
 #define ATTN_FILE_dot_i8(R, a) ATTN_SLOTS_DOT_I8(R, q8_0, a) ATTN_SLOTS_DOT_I8(R, q4_0, a)
+/* the bf16 P.V of quantized v, built with its ISA's dot file (the same
+   body: dot_<isa>.c holds both) */
+#define ATTN_FILE_dot_qv(R, a) ATTN_SLOTS_DOT_QV(R, q8_0, a) ATTN_SLOTS_DOT_QV(R, q4_0, a)
 /* dot_i8's kernels on another instruction, with dot_i8's bits: the list
    order decides which one a CPU with both keeps (a later file overwrites). */
 #define ATTN_FILE_dot_i8_evex(R, a) ATTN_FILE_dot_i8(R, a)
@@ -80,7 +86,7 @@
 #define ATTN_BLOCKS_scalar 16, 64
 #define ATTN_KERNELS_scalar(F, a)                                                           \
     F(tile, 0, a) F(quant, 0, a) F(row, 0, a) F(alibi, 0, a) F(merge, 0, a)                 \
-    F(backward, 0, a) F(dot, 0, a) F(dot_i8, 0, a) F(store, 0, a)
+    F(backward, 0, a) F(dot, 0, a) F(dot_i8, 0, a) F(dot_qv, 0, a) F(store, 0, a)
 
 /* 48 rows: whole 6-row groups of the packed qk_tile, and a 128-dim query
    block stays in L1. 256 keys amortise the per-block row work and give
@@ -98,12 +104,13 @@
 #define ATTN_BLOCKS_avx512 64, 128
 #define ATTN_KERNELS_avx512(F, a)                                                           \
     F(tile, 0, a) F(quant, 0, a) F(row, 0, a) F(alibi, 0, a) F(merge, 0, a)                 \
-    F(backward, 0, a) F(dot, ATTN_CPU_AVX512_BF16, a) F(dot_i8, ATTN_CPU_AVX512_VNNI, a)
+    F(backward, 0, a) F(dot, ATTN_CPU_AVX512_BF16, a) F(dot_i8, ATTN_CPU_AVX512_VNNI, a)     \
+    F(dot_qv, ATTN_CPU_AVX512_BF16, a)
 
 /* The AVX-512 table with the low-precision modes' products on AMX tiles
    (src/x86/dot_amx.c, src/x86/dot_i8_amx.c): the same blocks. */
 #define ATTN_BLOCKS_amx ATTN_BLOCKS_avx512
-#define ATTN_KERNELS_amx(F, a) F(dot, 0, a) F(dot_i8, 0, a)
+#define ATTN_KERNELS_amx(F, a) F(dot, 0, a) F(dot_i8, 0, a) F(dot_qv, 0, a)
 
 /* not tuned on AArch64 hardware */
 #define ATTN_BLOCKS_neon 32, 128

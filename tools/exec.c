@@ -588,16 +588,30 @@ int measure(const problem *p, const cli_settings *x, attn_threadpool *pool, doub
     m->peak_gflops = cli_fma_peak_gflops(pool);
     m->peak_what = "FMA";
     const int64_t prec = p->g.opt.precision;
-    if (prec != ATTN_PRECISION_DEFAULT && m->peak_gflops > 0.0 &&
-        attn_precision_native(prec, kv_dtype_of(p))) {
-        /* QK on the mode's dot units; PV too in the bf16 mode (attn.h) */
-        const int bf = prec == ATTN_PRECISION_BF16;
-        const double qk_peak = cli_peak_gflops(pool, bf ? CLI_PEAK_BF16 : CLI_PEAK_INT8);
-        const double pv_peak = bf ? qk_peak : m->peak_gflops;
+    if (prec != ATTN_PRECISION_DEFAULT && m->peak_gflops > 0.0) {
+        /* QK on the mode's dot units where the table has them; PV on the
+           bf16 ones for the bf16 mode's float v and both modes' Q8_0 and
+           Q4_0 v (attn.h), which the x86 tables with bf16 dot products
+           have (src/kernel_list.h's dot_qv) */
+        const int bf = prec == ATTN_PRECISION_BF16, dt = kv_dtype_of(p);
+        const int qk_dot = attn_precision_native(prec, dt);
+        const int bf_units = attn_precision_native(ATTN_PRECISION_BF16, ATTN_DTYPE_F32);
+        int qv_units = 0;
+#if defined(__x86_64__)
+        qv_units = bf_units;
+#endif
+        const int qv = dt == ATTN_DTYPE_Q8_0 || dt == ATTN_DTYPE_Q4_0;
+        const int pv_dot = qv ? qv_units : bf && qk_dot;
+        const double fma = m->peak_gflops;
+        const double bf_peak = pv_dot || (qk_dot && bf) ? cli_peak_gflops(pool, CLI_PEAK_BF16) : 0.0;
+        const double qk_peak = !qk_dot ? fma : bf ? bf_peak : cli_peak_gflops(pool, CLI_PEAK_INT8);
+        const double pv_peak = pv_dot ? bf_peak : fma;
         const double d = (double)p->shape.head_dim, dv = (double)v_dim_of(&p->shape);
-        if (qk_peak > 0.0) {
+        if ((qk_dot || pv_dot) && qk_peak > 0.0 && pv_peak > 0.0) {
             m->peak_gflops = (d + dv) / (d / qk_peak + dv / pv_peak);
-            m->peak_what = bf ? "bf16 dot (QK, PV)" : "int8 dot (QK) + FMA (PV)";
+            m->peak_what = qk_dot && pv_dot ? (bf ? "bf16 dot (QK, PV)" : "int8 dot (QK) + bf16 dot (PV)")
+                           : qk_dot         ? "int8 dot (QK) + FMA (PV)"
+                                            : "FMA (QK) + bf16 dot (PV)";
         }
     }
     m->t_star_s = 0.0;

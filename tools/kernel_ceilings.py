@@ -136,7 +136,13 @@ def kernel_rows():
 
 
 def source_of(isa, fname):
+    """<file>_<isa>.c, or the file of the ISA's that instantiates it beside
+    its own (ATTN_TILE_FILE(file, isa, ...): dot_qv in the dot files)."""
     hits = glob.glob(os.path.join(ROOT, "src", "*", "%s_%s.c" % (fname, isa)))
+    if not hits:
+        pat = re.compile(r"ATTN_TILE_FILE\(%s,\s*%s," % (fname, isa))
+        hits = [f for f in sorted(glob.glob(os.path.join(ROOT, "src", "*", "*_%s.c" % isa)))
+                if pat.search(open(f, encoding="utf-8").read())]
     return os.path.relpath(hits[0], ROOT) if hits else None
 
 

@@ -239,7 +239,10 @@ static attn_status verify_one_row(const problem *p, const buffers *b, int64_t bi
         /* the mode's bound, derived (attn.h): a score error E moves the
            weights by expm1(2E) relative; bf16 also rounds p and v */
         e_mode *= fabs((double)scale_of(p));
-        tol += expm1(2.0 * e_mode) * vmax + (bf ? BF16_PRODUCT * vmax : 0.0);
+        /* both modes round p and a Q8_0 or Q4_0 v too (attn.h) */
+        const int qv = kt == ATTN_DTYPE_Q8_0 || kt == ATTN_DTYPE_Q4_0;
+        const int pv_bf = bf || (prec != ATTN_PRECISION_DEFAULT && qv);
+        tol += expm1(2.0 * e_mode) * vmax + (pv_bf ? BF16_PRODUCT * vmax : 0.0);
         free(ksc);
         free(vsc);
         free(tbuf);

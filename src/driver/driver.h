@@ -58,16 +58,26 @@ static inline attn_qk_tile_fn *attn_qk_kernel(const attn_dsp *dsp, const attn_pr
     return attn_qk_kernel_for(dsp, pb, attn_k_kernel_dtype(pb));
 }
 
+/* The bf16 mode's P.V kernel for float operands of dtype dt (v, or the
+   backward's k of dS.K), where the table has one. */
 static inline attn_pv_tile_fn *attn_pv_kernel_for(const attn_dsp *dsp, const attn_problem *pb,
                                                   int32_t dt)
 {
-    attn_pv_tile_fn *f = pb->opt.precision == ATTN_PRECISION_BF16 ? dsp->pv_bf16[dt] : NULL;
+    attn_pv_tile_fn *f = pb->opt.precision == ATTN_PRECISION_BF16 && attn_dtype_is_float_input(dt)
+                             ? dsp->pv_bf16[dt]
+                             : NULL;
     return f ? f : dsp->pv_tile[dt];
 }
 
+/* The forward's P.V: in both low-precision modes, Q8_0 and Q4_0 v decoded
+   and rounded to bf16 where the table has the kernel (attn.h). */
 static inline attn_pv_tile_fn *attn_pv_kernel(const attn_dsp *dsp, const attn_problem *pb)
 {
-    return attn_pv_kernel_for(dsp, pb, attn_v_kernel_dtype(pb));
+    const int32_t dt = attn_v_kernel_dtype(pb);
+    if (pb->opt.precision != ATTN_PRECISION_DEFAULT &&
+        attn_dtype_kind_of(dt) == ATTN_DTYPE_KIND_QBLOCK && dsp->pv_bf16[dt])
+        return dsp->pv_bf16[dt];
+    return attn_pv_kernel_for(dsp, pb, dt);
 }
 
 /* 64 KiB of stack per task */

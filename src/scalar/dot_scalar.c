@@ -70,6 +70,8 @@ ATTN_SCALAR_INLINE void qk_i8(int dt, const float *q, ptrdiff_t q_stride, const 
     }
 }
 
-/* both dot files of the list (bf16, int8): the oracle needs no instructions */
+/* the dot files of the list (bf16, int8, bf16 P.V of quantized v): the
+   oracle needs no instructions */
 ATTN_TILE_FILE(dot, scalar, scalar)
 ATTN_TILE_FILE(dot_i8, scalar, scalar)
+ATTN_TILE_FILE(dot_qv, scalar, scalar)

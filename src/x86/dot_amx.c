@@ -8,4 +8,5 @@
 #include "x86/dot_avx512_tmpl.h"
 
 ATTN_TILE_FILE(dot, amx, ATTN_AMX_EXT)
+ATTN_TILE_FILE(dot_qv, amx, ATTN_AMX_EXT)
 ATTN_ISA_INIT(amx, ATTN_AMX_EXT)

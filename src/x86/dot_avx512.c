@@ -3,3 +3,4 @@
 #include "x86/dot_avx512_tmpl.h"
 
 ATTN_TILE_FILE(dot, avx512, ATTN_AVX512_EXT)
+ATTN_TILE_FILE(dot_qv, avx512, ATTN_AVX512_EXT)

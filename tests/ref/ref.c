@@ -769,7 +769,12 @@ void ref_attn_compute_as(ref_attn *r, const attn_shape *shape, const attn_option
             }
     row_cache_free(&qc);
     row_cache_free(&kc);
-    const int pv_bf16 = opt && opt->precision == ATTN_PRECISION_BF16 && is_float_dtype(vdt);
+    /* p and v rounded to bf16: the bf16 mode's float v, and both modes'
+       Q8_0 and Q4_0 v (attn.h) */
+    const int64_t prec = opt ? opt->precision : ATTN_PRECISION_DEFAULT;
+    const int qv = vdt == ATTN_DTYPE_Q8_0 || vdt == ATTN_DTYPE_Q4_0;
+    const int pv_bf16 = (prec == ATTN_PRECISION_BF16 && (is_float_dtype(vdt) || qv)) ||
+                        (prec == ATTN_PRECISION_INT8 && qv);
     finish_rows(r, shape, opt, v, rescales, pv_bf16 ? REF_BF16_B : 0.0);
 }
 
