@@ -917,13 +917,24 @@ ATTN_API attn_status attn_forward(const attn_shape *shape, const attn_options *o
  * differ between them.
  *
  * attn_forward_workspace_size sets *bytes to the workspace attn_forward with
- * this shape and options needs to split and to attend each group's shared
+ * this shape and options needs to split, to attend each group's shared
  * prefix once (see "Shared prefixes": the prefix states follow the split's
- * bytes), or 0 when no sequence would split and no group shares keys;
+ * bytes) and to keep wide rows' accumulators (below), or 0 when no
+ * sequence would split, no group shares keys and the rows are not wide;
  * it validates the shape and the options as attn_forward does (not the
  * tensors). The size depends on the shape, kv_splits, the lengths
  * (q_lens, kv_lens: the most chunks one sequence takes) and shared_prefix,
  * not on the ISA.
+ * Wide rows (since 1.11): where head_dim + v_dim, each rounded up to a
+ * multiple of 16, exceed 256 (MLA's 576/512, head_dim 256) and no top-k
+ * lists are given, the task stack holds fewer query rows beside their
+ * output accumulators than a block takes; the workspace then holds the
+ * accumulators (about batch * q_heads * q_len * v_dim * 4 bytes, times the
+ * chunks of a split), so a block has the ISA's full height and K and V are
+ * read fewer times (MLA decode: 2 blocks of 64 heads instead of 6 of 25).
+ * Rows are grouped into blocks differently with and without that space,
+ * which may change their rounding (never their bound): the same
+ * workspace gives the same bits for every out dtype and batch.
  * attn_forward then splits when opt->workspace_size >= that size;
  * with kv_splits = 0 and no or too small a workspace it runs unsplit (the
  * documented fallback); with kv_splits >= 2 and too small a workspace it is
@@ -943,8 +954,9 @@ ATTN_API attn_status attn_forward_workspace_size(const attn_shape *shape,
  * shared_prefix are given, so an engine can size its scratch before the
  * step's data exists. *bytes >= what attn_forward_workspace_size gives for
  * any contents of them (a workspace of that size lets every such call
- * split and attend shared prefixes once); 0 when no call of this shape can
- * split. Checks the shape and the option values as attn_forward does.
+ * split, attend shared prefixes once and keep wide rows' accumulators); 0
+ * when no call of this shape can split and its rows are not wide. Checks
+ * the shape and the option values as attn_forward does.
  */
 ATTN_API attn_status attn_forward_workspace_bound(const attn_shape *shape,
                                                   const attn_options *opt, size_t *bytes);

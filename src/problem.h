@@ -63,6 +63,8 @@ struct attn_problem {
     /* forward: 0 and NULL unless each group's prefix is attended once */
     int64_t prefix_parts;
     void *prefix_workspace;
+    /* forward: NULL, or the wide rows' accumulators (forward.c, acc_ws) */
+    float *acc_workspace;
 
     const int32_t *q_offsets, *kv_offsets;
     const int32_t *block_table;

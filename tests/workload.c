@@ -94,6 +94,12 @@ static void profile_of(gen_profile *p, unsigned f)
     }
     if (f & WL_VDIM)
         p->rule[GEN_C_V_DIM] = (gen_rule){256, 0, 0, 0, 0, 0, 0.0, small_dims, COUNT(small_dims)};
+    if (f & WL_WIDE) {
+        gen_pin(p, GEN_C_KV_HEADS, 1);
+        gen_range(p, GEN_C_GROUP, 24, 40);
+        gen_pin(p, GEN_C_HEAD_DIM, 576);
+        gen_pin(p, GEN_C_V_DIM, 512);
+    }
     const int64_t kv_type = (f & WL_F16) ? ATTN_DTYPE_F16 : (f & WL_BF16) ? ATTN_DTYPE_BF16
                                                                           : ATTN_DTYPE_F32;
     gen_pin(p, GEN_C_K_DTYPE, kv_type);

@@ -44,6 +44,9 @@ enum wl_feature {
     WL_TREE = 1u << 25,      /* a draft tree (tree_parents) where every sequence fits */
     WL_TOPK = 1u << 26,      /* top-k lists (topk_indices): repeats, -1 slots, shared rows */
     WL_KPOS = 1u << 27,      /* k_positions (every GEN_KPOS_* kind), q_pos now and then */
+    WL_WIDE = 1u << 28,      /* MLA-like: one KV head, 24..40 query heads, head_dim
+                                576, v_dim 512: more rows than the scratch holds
+                                beside their accumulators (forward.c, acc_direct) */
 };
 
 #define WL_MAX_BATCH 3

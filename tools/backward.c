@@ -248,6 +248,7 @@ int measure_backward(const problem *p, const cli_settings *x, attn_threadpool *p
     m->threads = attn_threadpool_size(pool);
     m->floor = (timing){ 0, 0.0, 0.0, 0.0, false };
     m->workspace = 0;
+    m->split = 0;
     m->kv_copies = 1;
     const attn_tensor *tq = &b.m.t[GEN_Q], *tk = &b.m.t[GEN_K], *tv = &b.m.t[GEN_V],
                       *tout = &b.m.t[GEN_OUT];

@@ -281,7 +281,8 @@ typedef struct measurement {
     double t_star_s;
     attn_isa isa;
     int32_t threads;
-    size_t workspace; /* split-KV workspace bytes given to attn_forward (0: unsplit) */
+    size_t workspace; /* workspace bytes given to attn_forward (attn_forward_workspace_size) */
+    int split;        /* the call splits its keys (split-KV) */
     verify_result verify;
 } measurement;
 

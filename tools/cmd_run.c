@@ -207,12 +207,15 @@ static void print_result(const report *r)
                attn_precision_native(p->g.opt.precision, kv_dtype_of(p))
                    ? "dot-product kernels"
                    : "no dot-product kernel here: computed as the default mode");
-    if (m->workspace)
-        printf("  split    keys in chunks (--splits %" PRId64 "%s), workspace %.1f KiB\n",
-               x->splits, x->splits ? "" : ": automatic", (double)m->workspace / 1024.0);
+    if (m->split)
+        printf("  split    keys in chunks (--splits %" PRId64 "%s)\n", x->splits,
+               x->splits ? "" : ": automatic");
     else if (!x->backward)
         printf("  split    none (--splits %" PRId64 "%s)\n", x->splits,
                x->splits == 1 ? "" : ": every sequence has enough tasks");
+    if (m->workspace) /* split chunks, shared prefixes, wide rows' accumulators */
+        printf("  workspace %.1f KiB (attn_forward_workspace_size)\n",
+               (double)m->workspace / 1024.0);
     if (m->time.single_cold)
         printf("  time     %s ms/call (one call of >= 1 s, no warm-up)\n", mean);
     else

@@ -535,12 +535,18 @@ int measure(const problem *p, const cli_settings *x, attn_threadpool *pool, doub
         return library_error("attn_forward_workspace_size", st);
     void *ws = ws_bytes ? alloc_elems((int64_t)ws_bytes, 1) : NULL;
     if (ws_bytes && !ws) {
-        fprintf(stderr, "attn: out of memory for a %zu-byte split-KV workspace\n", ws_bytes);
+        fprintf(stderr, "attn: out of memory for a %zu-byte workspace\n", ws_bytes);
         return EXIT_LIBRARY;
     }
     o.workspace = ws;
     o.workspace_size = ws_bytes;
     m->workspace = ws_bytes;
+    /* whether it splits: more than the same call unsplit asks for */
+    attn_options unsplit = o;
+    unsplit.kv_splits = 1;
+    size_t one = 0;
+    m->split = attn_forward_workspace_size(&b->m.shape, &unsplit, &one) == ATTN_OK &&
+               ws_bytes > one;
     /* --plan: validated and partitioned once, with the hooks the timed
        calls use (a plan keeps its options' parallel_for) */
     attn_plan *plan = NULL;

@@ -80,6 +80,7 @@ task_plan attn_plan_common(const attn_dsp *dsp, const attn_problem *pb, int64_t 
     p.kv_blocks = 0;
     p.fused_blocks = 0;
     p.q_direct = 0;
+    p.acc_ws = 0;
     p.gather_keys = 0;
     p.gather_floats = 0;
     p.topk_window = 0;

@@ -96,6 +96,8 @@ typedef struct task_plan {
     int64_t kv_blocks;       /* attn_backward: key blocks per (batch, KV head); 0 else */
     int64_t fused_blocks;    /* attn_backward's fused plan: query blocks per head; 0 else */
     int q_direct;            /* F32 queries read in place (q_stride: the tensor's) */
+    int acc_ws;              /* accumulators in pb->acc_workspace, a block's
+                                per task (forward.c, plan_dense) */
     int64_t gather_keys;     /* top-k: key rows gathered per kernel call; 0 else */
     int64_t gather_floats;
     int64_t topk_window;     /* keys per window of the top-k selection bitmaps */

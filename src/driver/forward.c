@@ -60,7 +60,7 @@ static void plan_segments(const attn_dsp *dsp, const attn_problem *pb, task_plan
 static int64_t forward_row_floats(const task_plan *p)
 {
     return (p->q_direct ? 0 : p->q_stride) + p->block_k * (1 + (p->k_segs || p->v_segs)) +
-           p->acc_stride;
+           (p->acc_ws ? 0 : p->acc_stride);
 }
 
 static void plan_dense(const attn_dsp *dsp, const attn_problem *pb, task_plan *p)
@@ -72,6 +72,14 @@ static void plan_dense(const attn_dsp *dsp, const attn_problem *pb, task_plan *p
     plan_segments(dsp, pb, p);
     const int64_t staged = attn_plan_stage(pb, p, p->block_k);
     p->block_rows = attn_block_rows_within(dsp, forward_row_floats(p), ATTN_SCRATCH_FLOATS - staged);
+    /* Wide rows (MLA's 576/512: 25 of 128 heads beside their accumulators)
+       keep those in the workspace where it has room: taller blocks, so K
+       and V are read and packed fewer times. */
+    if (pb->acc_workspace && p->block_rows < p->rows && p->block_rows < (int64_t)dsp->block_q) {
+        p->acc_ws = 1;
+        p->block_rows =
+            attn_block_rows_within(dsp, forward_row_floats(p), ATTN_SCRATCH_FLOATS - staged);
+    }
 }
 
 static task_plan plan_forward(const attn_dsp *dsp, const attn_problem *pb)
@@ -265,9 +273,12 @@ void attn_forward_keys(const attn_dsp *dsp, const attn_problem *pb, const task_p
                        int64_t base, int64_t klo, int64_t khi, online_row *st, const float *q,
                        int64_t q_stride, float *sbuf, float *acc)
 {
+    /* the scratch past the scores and the accumulators */
+    float *const rest = p->acc_ws ? sbuf + p->block_rows * p->block_k
+                                  : acc + p->block_rows * p->acc_stride;
     if (pb->opt.topk_indices) {
         attn_forward_topk(dsp, pb, p, rows, n, kv_head, base, klo, khi, st, q, q_stride, sbuf,
-                          acc, acc + p->block_rows * p->acc_stride);
+                          acc, rest);
         return;
     }
     const int want_entropy = pb->stats.entropy != NULL;
@@ -277,7 +288,7 @@ void attn_forward_keys(const attn_dsp *dsp, const attn_problem *pb, const task_p
     const kv_views kv = attn_kv_views_open(pb, kv_seq, kv_head);
     const int k_rows = pb->k_scales.data && !pb->k_group;
     const int v_rows = pb->v_scales.data && !pb->v_group;
-    float *const stage = acc + p->block_rows * p->acc_stride;
+    float *const stage = rest;
     float *const part = stage + p->stage_keys * p->stage_stride;
     float kfac[ATTN_MAX_BLOCK_K], vfac[ATTN_MAX_BLOCK_K];
     int64_t ulo, uhi;
@@ -324,6 +335,7 @@ static void prepare_forward(const task_ctx *ctx)
         return;
     task_plan pp = ctx->plan;
     pp.q_direct = 0; /* rows of several sequences */
+    pp.acc_ws = 0;   /* the workspace holds the forward's tasks' blocks */
     pp.block_rows = attn_block_rows_within(ctx->dsp, forward_row_floats(&pp),
                                            ATTN_SCRATCH_FLOATS - pp.stage_keys * pp.stage_stride);
     attn_prefix_round(ctx->dsp, pb, &pp);
@@ -389,7 +401,8 @@ static void task_forward(void *vctx, size_t index)
 
     float *qbuf = scratch;
     float *sbuf = qbuf + (p->q_direct ? 0 : p->block_rows * p->q_stride);
-    float *acc = sbuf + p->block_rows * p->block_k;
+    float *acc = p->acc_ws ? pb->acc_workspace + index * (size_t)(p->block_rows * p->acc_stride)
+                           : sbuf + p->block_rows * p->block_k;
     int64_t q_stride;
     const float *q = task_queries(dsp, pb, p, rows, n, qbuf, &q_stride);
     start_rows(dsp, pb, p, rows, n, chunk, parts, st, acc);
@@ -414,8 +427,29 @@ static void task_forward(void *vctx, size_t index)
 /* ------------------------------------------------------------ entry points */
 
 
-/* Whether this call splits and shares prefixes; the workspace, split's then
-   prefixes', is an output. */
+/* Every task's block of accumulators: tasks x block_rows <= batch x groups
+   x splits x (rows + block_rows), whatever the ISA's blocks (64 bytes of
+   slack align it). */
+size_t attn_wide_need(const attn_shape *s, const attn_options *o, int64_t splits)
+{
+    const int64_t v_dim = s->v_dim ? s->v_dim : s->head_dim;
+    const size_t stride = (size_t)((v_dim + 15) & ~(int64_t)15);
+    const size_t dims = (size_t)((s->head_dim + 15) & ~(int64_t)15) + stride;
+    if (dims <= ATTN_WIDE_DIMS || o->topk_indices)
+        return 0;
+    const size_t rows = (size_t)s->q_len * (size_t)(s->q_heads / s->kv_heads) + ATTN_MAX_BLOCK_Q;
+    size_t n;
+    if (__builtin_mul_overflow((size_t)s->batch, (size_t)s->kv_heads, &n) ||
+        __builtin_mul_overflow(n, (size_t)(splits > 1 ? splits : 1), &n) ||
+        __builtin_mul_overflow(n, rows, &n) || __builtin_mul_overflow(n, stride, &n) ||
+        __builtin_mul_overflow(n, sizeof(float), &n) || __builtin_add_overflow(n, 64, &n))
+        return 0;
+    return n;
+}
+
+/* Whether this call splits, shares prefixes and keeps wide rows'
+   accumulators in the workspace: split's, prefixes', accumulators', an
+   output. */
 static attn_status forward_scratch(attn_problem *pb, const attn_options *o, attn_range_set *set)
 {
     const attn_shape s = {pb->batch, pb->q_heads, pb->kv_heads, pb->q_len,
@@ -435,12 +469,19 @@ static attn_status forward_scratch(attn_problem *pb, const attn_options *o, attn
     /* without room, or with top-k lists (whose selections decide which
        prefix keys are read), each sequence reads its own prefix */
     const int shared = pneed > 0 && have >= need && have - need >= pneed && !o->topk_indices;
-    if (splits > 1 || shared)
-        ATTN_TRY(attn_add_array(set, o->workspace, (int64_t)(need + (shared ? pneed : 0)), 1, 1));
+    const size_t used = need + (shared ? pneed : 0);
+    /* then the wide rows' accumulators, where the rest has room for them */
+    const size_t aneed = attn_wide_need(&s, o, splits);
+    const int wide = aneed > 0 && have >= used && have - used >= aneed;
+    if (splits > 1 || shared || wide)
+        ATTN_TRY(attn_add_array(set, o->workspace, (int64_t)(used + (wide ? aneed : 0)), 1, 1));
     pb->splits = splits;
     pb->workspace = splits > 1 ? o->workspace : NULL;
     pb->prefix_parts = shared ? parts : 0;
     pb->prefix_workspace = shared ? (char *)o->workspace + need : NULL;
+    pb->acc_workspace = wide ? (float *)(void *)(((uintptr_t)o->workspace + used + 63) &
+                                                 ~(uintptr_t)63)
+                             : NULL;
     return ATTN_OK;
 }
 
@@ -493,8 +534,9 @@ static attn_status checked_forward_workspace_size(const attn_shape *shape, const
     int64_t splits, parts;
     size_t need = attn_split_need(shape, &o, &splits);
     const size_t pneed = attn_prefix_need(shape, &o, &parts);
+    const size_t aneed = attn_wide_need(shape, &o, splits);
     if ((splits > 1 && need == 0) || (parts > 0 && pneed == 0) ||
-        __builtin_add_overflow(need, pneed, &need))
+        __builtin_add_overflow(need, pneed, &need) || __builtin_add_overflow(need, aneed, &need))
         return ATTN_ERR_SHAPE;
     *bytes = need;
     return ATTN_OK;
@@ -525,8 +567,10 @@ static attn_status checked_forward_workspace_bound(const attn_shape *shape,
     size_t need = splits > 1 ? attn_split_bytes(s.batch, s.q_heads, s.q_len, v_dim, splits) : 0;
     const int64_t parts = prefix && !topk ? attn_prefix_chunks(s.kv_len) : 0;
     const size_t pneed = parts ? attn_split_bytes(s.batch, s.q_heads, s.q_len, v_dim, parts) : 0;
+    /* top-k lists take no wide accumulators: the bound counts them in */
+    const size_t aneed = attn_wide_need(&s, &o, splits);
     if ((splits > 1 && need == 0) || (parts > 0 && pneed == 0) ||
-        __builtin_add_overflow(need, pneed, &need))
+        __builtin_add_overflow(need, pneed, &need) || __builtin_add_overflow(need, aneed, &need))
         return attn_fail(ATTN_ERR_SHAPE, "the workspace would not fit size_t");
     *bytes = need;
     return ATTN_OK;

@@ -117,6 +117,13 @@ void attn_prefix_round(const attn_dsp *dsp, const attn_problem *pb, const task_p
 /* 0: none, or it overflows size_t */
 size_t attn_prefix_need(const attn_shape *s, const attn_options *o, int64_t *parts);
 
+/* Rows whose head_dim + v_dim (each rounded up to 16) exceed this keep
+   their accumulators in the workspace, where it has room: attn.h, "wide
+   rows". A property of the dims alone, so of every sequence alike. */
+#define ATTN_WIDE_DIMS 256
+/* 0: no wide rows, or it overflows size_t */
+size_t attn_wide_need(const attn_shape *s, const attn_options *o, int64_t splits);
+
 /* ------------------------------------------------------------ topk.c */
 
 void attn_plan_topk(const attn_dsp *dsp, const attn_problem *pb, task_plan *p);

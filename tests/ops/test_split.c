@@ -13,7 +13,8 @@
  *   split/forward         attn_forward with kv_splits 2, 3, 5, 64 and
  *                         automatic, on long key ranges with every mask,
  *                         layout and dtype; the workspace is checked for
- *                         use and for writes past its size
+ *                         use and for writes past its size; MLA-wide rows
+ *                         (accumulated in the workspace or the output)
  *   split/threads         a split forward is bitwise the same serially,
  *                         on a pool of 3 and in reverse task order
  *   split/shards          keys cut into 2..5 shards, each run with global
@@ -359,6 +360,8 @@ static void release(captured *c)
 static int some_sequence_splits(const workload *w, int32_t splits)
 {
     const attn_shape *s = &w->shape;
+    if (splits == 1) /* never */
+        return 0;
     for (int64_t b = 0; b < s->batch; b++) {
         const int64_t lq = w->opt.q_lens ? w->opt.q_lens[b] : s->q_len;
         const int64_t lk = w->opt.kv_lens ? w->opt.kv_lens[b] : s->kv_len;
@@ -380,13 +383,16 @@ static int some_sequence_splits(const workload *w, int32_t splits)
 static void split_forward(const attn_dsp *t, workload *w, int32_t splits,
                           const attn_tensor *out16, captured *got)
 {
-    size_t need = 0;
+    size_t need = 0, unsplit = 0;
+    w->opt.kv_splits = 1; /* what the call asks for beside the split (wide rows) */
+    attn_status st = attn_forward_workspace_size(&w->shape, &w->opt, &unsplit);
+    CHECK(st == ATTN_OK, "workspace query status %d", st);
     w->opt.kv_splits = splits;
-    attn_status st = attn_forward_workspace_size(&w->shape, &w->opt, &need);
+    st = attn_forward_workspace_size(&w->shape, &w->opt, &need);
     CHECK(st == ATTN_OK, "workspace query status %d", st);
     const int splitting = some_sequence_splits(w, splits);
-    CHECK((need > 0) == splitting, "kv_splits %d on Lk=%lld: %s split planned", splits,
-          (long long)w->shape.kv_len, need ? "a" : "no");
+    CHECK((need > unsplit) == splitting, "kv_splits %d on Lk=%lld: %s split planned", splits,
+          (long long)w->shape.kv_len, need > unsplit ? "a" : "no");
     buf ws;
     unsigned char *mem = buf_alloc(&ws, need, 4); /* not 64-byte aligned, on purpose */
     w->opt.workspace = mem;
@@ -403,7 +409,7 @@ static void split_forward(const attn_dsp *t, workload *w, int32_t splits,
         memcpy(&word, mem + i, 4);
         used += word != BUF_CANARY;
     }
-    CHECK(used > 0 || !need, "the split forward did not use its workspace");
+    CHECK(used > 0 || need == unsplit, "the split forward did not use its workspace");
     if (out16) {
         const size_t rows = (size_t)wl_rows(w);
         const float *src[3] = {w->stats.lse, w->stats.max_score, w->stats.entropy};
@@ -477,6 +483,9 @@ static const unsigned split_specs[] = {
     WL_LONG_KV | WL_SINKS | WL_CAUSAL,
     WL_LONG_KV | WL_DECODE | WL_MQA | WL_SINKS | WL_ALIBI | WL_CAUSAL,
     WL_LONG_KV | WL_ALIBI | WL_WINDOW | WL_WINDOW_R | WL_LENS,
+    /* the chunks accumulate in the workspace, the merge in the output */
+    WL_LONG_KV | WL_DECODE | WL_WIDE,
+    WL_LONG_KV | WL_DECODE | WL_WIDE | WL_CAUSAL | WL_LENS | WL_PAD | WL_SINKS,
 };
 #define N_SPLIT_SPECS (sizeof split_specs / sizeof split_specs[0])
 
@@ -494,6 +503,8 @@ ParameterizedTest(isa_row *row, split, forward, .timeout = ATTN_TEST_TIMEOUT)
     /* automatic: decode on >= 2048 keys of one KV head splits by itself */
     for (int rep = 0; rep < 3; rep++)
         check_split(t, WL_LONG_KV | WL_DECODE | WL_MQA | (rep ? WL_CAUSAL | WL_LENS : 0u), 0);
+    /* unsplit, wide rows accumulate in the output rows */
+    check_split(t, WL_LONG_KV | WL_DECODE | WL_WIDE | WL_PAD | WL_LENS, 1);
 }
 
 /* Without a workspace the automatic split falls back to the unsplit run:
