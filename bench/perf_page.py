@@ -369,9 +369,12 @@ def from_attn_json(doc, name):
             s = it["shape"]
             shape = "B %d, Hq %d, Hkv %d, Lq %d, Lk %d, d %d" % (
                 s["batch"], s["q_heads"], s["kv_heads"], s["q_len"], s["kv_len"], s["head_dim"])
-            call = "%s (preset %s%s)" % (it.get("op", "attn_forward"), it.get("preset"),
-                                        ", changed" if it.get("changed_by_options") else "")
-            dtype = (it.get("options") or {}).get("kv_dtype")
+            opts = it.get("options") or {}
+            prec = opts.get("precision")
+            call = "%s (preset %s%s%s)" % (it.get("op", "attn_forward"), it.get("preset"),
+                                          ", changed" if it.get("changed_by_options") else "",
+                                          ", %s mode" % prec if prec and prec != "default" else "")
+            dtype = opts.get("kv_dtype")
             x_t = (mem or {}).get("x_t_star")
             pct = (peak or {}).get("percent")
         else:
