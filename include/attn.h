@@ -562,9 +562,9 @@ typedef void (*attn_parallel_for_fn)(void *pool_ctx, attn_task_fn task,
  *    and the output row o = sum_j p_j v_j / l gains B sum_j p_j |v_j| / l
  *    (<= B max_j |v_j|) beyond what the score error does through the
  *    softmax. Q8_0 and Q4_0 v are decoded, then rounded as v is (since
- *    1.11; on tables with bf16 dot products, AVX-512 BF16 and AMX, the
- *    others read them exactly); Q8_0, Q4_0 and FP8 k, and FP8 v, are read
- *    as in the default mode.
+ *    1.11; on tables with bf16 dot products, AVX-512 BF16, AMX, NEON and
+ *    SVE with BF16, the others read them exactly); Q8_0, Q4_0 and FP8 k,
+ *    and FP8 v, are read as in the default mode.
  *    Matrix engine (since 1.11): on the AMX table (ATTN_ISA_AMX: x86 CPUs
  *    with AMX whose OS grants the process the tile data state, which the
  *    library requests itself at its first call, attn_isa_support; where it
@@ -592,7 +592,7 @@ typedef void (*attn_parallel_for_fn)(void *pool_ctx, attn_task_fn task,
  *    Other k dtypes are computed as in the default mode. P.V of Q8_0 and
  *    Q4_0 v is the bf16 mode's (since 1.11): p and the decoded v rounded to
  *    bfloat16, products summed in f32 on the bf16 dot units (AVX-512 BF16,
- *    AMX), so the output row gains B sum_j p_j |v_j| / l as stated there;
+ *    AMX, NEON and SVE BF16), so the output row gains B sum_j p_j |v_j| / l as stated there;
  *    tables without them compute it as in the default mode, and so are
  *    other v dtypes.
  * Row statistics (lse, max_score, entropy) are those of the scores the

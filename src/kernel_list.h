@@ -117,14 +117,14 @@
 #define ATTN_KERNELS_neon(F, a)                                                             \
     F(tile, 0, a) F(quant, 0, a) F(row, 0, a) F(alibi, 0, a) F(merge, 0, a)                 \
     F(backward, 0, a) F(dot, ATTN_CPU_NEON_BF16, a) F(dot_i8, ATTN_CPU_NEON_DOTPROD, a)     \
-    F(dot_i8_mmla, ATTN_CPU_NEON_I8MM, a)
+    F(dot_i8_mmla, ATTN_CPU_NEON_I8MM, a) F(dot_qv, ATTN_CPU_NEON_BF16, a)
 
 /* 256 keys are still four vectors at 2048 bits; the 32 KiB score block
    stays in L1/L2. Files it lacks keep NEON's kernels. */
 #define ATTN_BLOCKS_sve 32, 256
 #define ATTN_KERNELS_sve(F, a)                                                              \
     F(tile, 0, a) F(row, 0, a) F(alibi, 0, a) F(merge, 0, a) F(dot, ATTN_CPU_SVE_BF16, a)   \
-    F(dot_i8, ATTN_CPU_SVE_I8MM, a)
+    F(dot_i8, ATTN_CPU_SVE_I8MM, a) F(dot_qv, ATTN_CPU_SVE_BF16, a)
 
 /* ------------------------------------------------------------ generators */
 

@@ -597,17 +597,12 @@ int measure(const problem *p, const cli_settings *x, attn_threadpool *pool, doub
     if (prec != ATTN_PRECISION_DEFAULT && m->peak_gflops > 0.0) {
         /* QK on the mode's dot units where the table has them; PV on the
            bf16 ones for the bf16 mode's float v and both modes' Q8_0 and
-           Q4_0 v (attn.h), which the x86 tables with bf16 dot products
-           have (src/kernel_list.h's dot_qv) */
+           Q4_0 v (attn.h), which every table with bf16 dot products has */
         const int bf = prec == ATTN_PRECISION_BF16, dt = kv_dtype_of(p);
         const int qk_dot = attn_precision_native(prec, dt);
         const int bf_units = attn_precision_native(ATTN_PRECISION_BF16, ATTN_DTYPE_F32);
-        int qv_units = 0;
-#if defined(__x86_64__)
-        qv_units = bf_units;
-#endif
         const int qv = dt == ATTN_DTYPE_Q8_0 || dt == ATTN_DTYPE_Q4_0;
-        const int pv_dot = qv ? qv_units : bf && qk_dot;
+        const int pv_dot = qv ? bf_units : bf && qk_dot;
         const double fma = m->peak_gflops;
         const double bf_peak = pv_dot || (qk_dot && bf) ? cli_peak_gflops(pool, CLI_PEAK_BF16) : 0.0;
         const double qk_peak = !qk_dot ? fma : bf ? bf_peak : cli_peak_gflops(pool, CLI_PEAK_INT8);

@@ -10,10 +10,12 @@ pt_tile, qk_bf16, pv_bf16, pt_bf16, qk_i8, every dtype the list gives them)
 on AVX2, AVX-512 and NEON: the hot loop of the compiled kernel, its counts
 per iteration, and what llvm-mca (Debian's llvm-14) predicts for it.
 
-  --build DIR       the x86-64 build (default: build); its kernel objects are
-                    built with ninja first, then disassembled (objdump)
-  --arm-build DIR   the AArch64 cross build (default: build-arm64), set up
-                    with ci/aarch64-linux-gnu.ini when it does not exist;
+  --build DIR       the x86-64 build (default: build-ceilings, set up as a
+                    release build when it does not exist); its kernel
+                    objects are built with ninja first, then disassembled
+  --arm-build DIR   the AArch64 cross build (default: build-ceilings-arm64),
+                    set up with ci/aarch64-linux-gnu.ini when it does not
+                    exist (apart from ci/aarch64-test.sh's build-arm64);
                     without aarch64-linux-gnu-gcc the page keeps its NEON
                     rows as they were
   --measure DIR     also time the kernels with DIR/tests/checkasm --bench and
@@ -576,8 +578,8 @@ def render(rows, cores, kept, kept_peaks, peaks, measured_on):
     w("")
     w("    %s" % COMMAND)
     w("")
-    w("on an x86-64 machine: it sets up and builds the kernel objects of `build` and, "
-      "with ci/aarch64-linux-gnu.ini, `build-arm64` (`--build`, `--arm-build` name "
+    w("on an x86-64 machine: it sets up (release) and builds the kernel objects of `build-ceilings` and, "
+      "with ci/aarch64-linux-gnu.ini, `build-ceilings-arm64` (`--build`, `--arm-build` name "
       "others; without aarch64-linux-gnu-gcc the NEON rows are kept as they were). "
       "`--measure build` fills the measured column on the machine that runs it; "
       "`--check` (test check-ceilings) checks that the table has one row per (ISA, "
@@ -677,8 +679,8 @@ def setup(build, options):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--build", default="build")
-    ap.add_argument("--arm-build", default="build-arm64")
+    ap.add_argument("--build", default="build-ceilings")
+    ap.add_argument("--arm-build", default="build-ceilings-arm64")
     ap.add_argument("--measure", metavar="DIR")
     ap.add_argument("--core", action="append", default=[], metavar="ISA=CPU")
     ap.add_argument("--loop", action="append", default=[], metavar="ISA:SLOT:DTYPE")
@@ -695,7 +697,7 @@ def main():
     x86 = [r for r in rows if ISAS[r["isa"]]["arch"] == "x86"]
     arm = [r for r in rows if ISAS[r["isa"]]["arch"] == "aarch64"]
     build = os.path.abspath(args.build)
-    setup(build, [])
+    setup(build, ["--buildtype=release"])
     analyse(x86, build, cores)
     arm_build = os.path.abspath(args.arm_build)
     if shutil.which("aarch64-linux-gnu-gcc"):

@@ -3,3 +3,4 @@
 #include "arm/dot_neon_tmpl.h"
 
 ATTN_TILE_FILE(dot, neon, neon)
+ATTN_TILE_FILE(dot_qv, neon, neon)

@@ -5,3 +5,4 @@
 #include "arm/dot_neon_tmpl.h"
 
 ATTN_TILE_FILE(dot, sve, sve)
+ATTN_TILE_FILE(dot_qv, sve, sve)
