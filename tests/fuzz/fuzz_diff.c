@@ -41,6 +41,15 @@
 
 /* Every registry ISA but scalar (src/isa_list.h) can be compared. */
 #define OTHER_ISAS (ATTN_ISA_COUNT - 1 - ATTN_ISA_SCALAR)
+/* tests/emu's build of this replay adds the SIMDe and AMX-emulator tables
+   (tests/emu_tables.h) */
+#ifdef ATTN_TEST_AVX512_EMU
+#include "emu_tables.h"
+#define EMU_TABLES 2
+#else
+#define EMU_TABLES 0
+#endif
+#define MAX_TABLES (1 + OTHER_ISAS + EMU_TABLES)
 
 /* ------------------------------------------------------------ values */
 
@@ -225,7 +234,7 @@ static void run_attention(fz_reader *r, int op, const attn_dsp *const *tables, i
 
     const int64_t rows = s.batch * s.q_heads * s.q_len;
     const int64_t cols = op == OP_FORWARD ? v_dim : s.kv_len;
-    outputs res[1 + OTHER_ISAS];
+    outputs res[MAX_TABLES];
     for (int t = 0; t < ntables; t++) {
         outputs *o = &res[t];
         o->out = (attn_tensor){calloc((size_t)(rows * cols), 4), ATTN_DTYPE_F32,
@@ -333,7 +342,7 @@ static void run_rows(fz_reader *r, int op, const attn_dsp *const *tables, int nt
         for (int64_t j = 0; j < cols; j++)
             x[fz_range(r, 0, rows - 1) * stride + j] = -INFINITY;
 
-    float *res[1 + OTHER_ISAS], *lse[1 + OTHER_ISAS];
+    float *res[MAX_TABLES], *lse[MAX_TABLES];
     for (int t = 0; t < ntables; t++) {
         res[t] = malloc(n * 4);
         lse[t] = malloc((size_t)rows * 4);
@@ -400,12 +409,18 @@ static void run_rows(fz_reader *r, int op, const attn_dsp *const *tables, int nt
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    const attn_dsp *tables[1 + OTHER_ISAS];
+    const attn_dsp *tables[MAX_TABLES];
     int ntables = 0;
     tables[ntables++] = attn_dsp_for_isa(ATTN_ISA_SCALAR);
     for (int isa = ATTN_ISA_SCALAR + 1; isa < ATTN_ISA_COUNT; isa++)
         if (attn_dsp_for_isa((attn_isa)isa))
             tables[ntables++] = attn_dsp_for_isa((attn_isa)isa);
+#ifdef ATTN_TEST_AVX512_EMU
+    const attn_dsp *const emu[EMU_TABLES] = {emu_table_avx512(), emu_table_amx()};
+    for (int i = 0; i < EMU_TABLES; i++)
+        if (emu[i])
+            tables[ntables++] = emu[i];
+#endif
     FZ_CHECK(tables[0] != NULL, "no scalar table");
     if (ntables == 1)
         return 0; /* nothing to compare on this CPU/build */
