@@ -571,12 +571,12 @@ typedef void (*attn_parallel_for_fn)(void *pool_ctx, attn_task_fn task,
  *    is refused, the AVX-512 table serves), Q.K^T of 8 or more query rows
  *    per block (every operation that computes scores, the backward's
  *    recomputed ones included), the forward's P.V for F32, F16 and BF16 v
- *    and the backward's dQ, dK and dV products run on AMX tiles (tdpbf16ps): the same rounded operands, the f32
- *    additions in another order, subnormal inputs and sums flushed to
- *    zero, all within the bound above; so does the default mode's
- *    exception for BF16 q and k (exact products). The tile configuration
- *    is set and released within each kernel call, on whatever thread runs
- *    it.
+ *    and the backward's dQ, dK and dV products run on AMX tiles
+ *    (tdpbf16ps): the same rounded operands, the f32 additions in another
+ *    order, subnormal inputs and sums flushed to zero, all within the
+ *    bound above; so does the default mode's exception for BF16 q and k
+ *    (exact products). The tile configuration is set and released within
+ *    each kernel call, on whatever thread runs it.
  *  ATTN_PRECISION_INT8 (2): for Q8_0 and Q4_0 k, each 32-value block of a
  *    query row is quantized on the fly: m = max |q_t| over the block,
  *    dq = fl(m / 127), q_t = dq n_t with n_t = rne(fl(q_t fl(1 / dq))) in
@@ -592,9 +592,9 @@ typedef void (*attn_parallel_for_fn)(void *pool_ctx, attn_task_fn task,
  *    Other k dtypes are computed as in the default mode. P.V of Q8_0 and
  *    Q4_0 v is the bf16 mode's (since 1.11): p and the decoded v rounded to
  *    bfloat16, products summed in f32 on the bf16 dot units (AVX-512 BF16,
- *    AMX, NEON and SVE BF16), so the output row gains B sum_j p_j |v_j| / l as stated there;
- *    tables without them compute it as in the default mode, and so are
- *    other v dtypes.
+ *    AMX, NEON and SVE BF16), so the output row gains B sum_j p_j |v_j| / l
+ *    as stated there; tables without them compute it as in the default
+ *    mode, and so are other v dtypes.
  * Row statistics (lse, max_score, entropy) are those of the scores the
  * mode computed. Non-finite inputs stay non-finite, but a rounded mode may
  * turn an infinity times a tiny value into NaN (bf16 rounds |x| <= 2^-134
