@@ -20,6 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "x86/amx_cfg.h"
+
 typedef struct attn_amx_emu_tiles {
     unsigned char t[8][16][64];
     uint16_t colsb[8];
@@ -28,15 +30,6 @@ typedef struct attn_amx_emu_tiles {
 } attn_amx_emu_tiles;
 
 static _Thread_local attn_amx_emu_tiles attn_amx_emu;
-
-typedef struct attn_amx_cfg {
-    uint8_t palette;
-    uint8_t start_row;
-    uint8_t reserved[14];
-    uint16_t colsb[16];
-    uint8_t rows[16];
-} attn_amx_cfg;
-_Static_assert(sizeof(attn_amx_cfg) == 64, "LDTILECFG reads 64 bytes");
 
 static inline void attn_amx_emu_ud(void)
 {

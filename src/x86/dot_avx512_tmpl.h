@@ -131,10 +131,9 @@ ATTN_AVX512_INLINE void bf_panel_rows(size_t R, const uint32_t *qp, size_t np,
 }
 
 #ifdef ATTN_DOT_AMX
+#include "x86/amx_cfg.h"
 #ifdef ATTN_SIMDE_EMU
 #include "x86/amx_emu.h"
-#else
-#include "x86/amx_cfg.h"
 #endif
 
 /* Every tile is 16 x 64 bytes, so one configuration serves both kernels;
@@ -334,35 +333,6 @@ ATTN_AVX512_INLINE void pv_bf_rows(size_t R, int fresh, const uint32_t *pp, size
 }
 
 #ifdef ATTN_DOT_AMX
-/* r[i]'s lane j to r[j]'s lane i. */
-ATTN_AVX512_INLINE void tr16x16(__m512i r[16])
-{
-    __m512i t[16];
-    for (int i = 0; i < 16; i += 2) {
-        t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
-        t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
-    }
-    /* then r[4g + j]'s 128-bit lane L: lane 4L + j of rows 4g .. 4g + 3 */
-    for (int i = 0; i < 16; i += 4) {
-        r[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
-        r[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
-        r[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
-        r[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
-    }
-    for (int j = 0; j < 4; j++) {
-        const __m512i lo = _mm512_shuffle_i32x4(r[j], r[4 + j], 0x44);
-        const __m512i hi = _mm512_shuffle_i32x4(r[j], r[4 + j], 0xee);
-        const __m512i lo2 = _mm512_shuffle_i32x4(r[8 + j], r[12 + j], 0x44);
-        const __m512i hi2 = _mm512_shuffle_i32x4(r[8 + j], r[12 + j], 0xee);
-        t[j] = _mm512_shuffle_i32x4(lo, lo2, 0x88);
-        t[4 + j] = _mm512_shuffle_i32x4(lo, lo2, 0xdd);
-        t[8 + j] = _mm512_shuffle_i32x4(hi, hi2, 0x88);
-        t[12 + j] = _mm512_shuffle_i32x4(hi, hi2, 0xdd);
-    }
-    for (int i = 0; i < 16; i++) /* t[i]: lane i of every row */
-        r[i] = t[i];
-}
-
 /* pv_bf_rows on tiles for the nr rows of pp, each row's pairs contiguous
    (rows past nr are read, not stored): per group of 16 rows the sums
    start from acc (fresh: from 0, added to acc after), pass through the
@@ -428,7 +398,7 @@ ATTN_AVX512_INLINE void pv_amx_rows(int fresh, const uint32_t *pp, size_t nr, si
 /* P^T's pairs for the tiles, each row's contiguous as P's rows pack:
    pp[r * PV_KEYS / 2 + i] = (p[(c0 + 2i) * p_step + r0 + r], the same of
    key c0 + 2i + 1), 0 past n keys and nr rows; 16 x 16 blocks transposed
-   in registers. */
+   in registers (transpose16x16, src/x86/tile_avx512_tmpl.h). */
 ATTN_AVX512_INLINE void pt_amx_pack(const float *p, ptrdiff_t p_step, size_t c0, size_t r0,
                                     size_t n, size_t nr, uint32_t *pp)
 {
@@ -436,7 +406,7 @@ ATTN_AVX512_INLINE void pt_amx_pack(const float *p, ptrdiff_t p_step, size_t c0,
     for (size_t i0 = 0; i0 < np; i0 += 16)
         for (size_t l0 = 0; l0 < nr; l0 += 16) {
             const __mmask16 m = attn_mask16(nr - l0 < 16 ? nr - l0 : 16);
-            __m512i r[16];
+            __m512 r[16];
             for (size_t x = 0; x < 16; x++) {
                 const size_t i = i0 + x;
                 const float *k0 = p + (ptrdiff_t)(c0 + 2 * i) * p_step + (ptrdiff_t)(r0 + l0);
@@ -445,11 +415,11 @@ ATTN_AVX512_INLINE void pt_amx_pack(const float *p, ptrdiff_t p_step, size_t c0,
                 const __m512i hi = 2 * i + 1 < n
                                        ? bf16_bits(_mm512_maskz_loadu_ps(m, k0 + p_step))
                                        : _mm512_setzero_si512();
-                r[x] = _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16));
+                r[x] = _mm512_castsi512_ps(_mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
             }
-            tr16x16(r);
+            transpose16x16(r); /* the pairs move as 32-bit lanes, untouched */
             for (size_t y = 0; y < 16; y++)
-                _mm512_store_si512(pp + (l0 + y) * (PV_KEYS / 2) + i0, r[y]);
+                _mm512_store_ps((float *)(pp + (l0 + y) * (PV_KEYS / 2) + i0), r[y]);
         }
 }
 #endif /* ATTN_DOT_AMX */

@@ -102,10 +102,9 @@ ATTN_AVX512_INLINE void i8_pack(int dt, const unsigned char *k, uintptr_t kb, si
 }
 
 #ifdef ATTN_DOT_I8_AMX
+#include "x86/amx_cfg.h"
 #ifdef ATTN_SIMDE_EMU
 #include "x86/amx_emu.h"
-#else
-#include "x86/amx_cfg.h"
 #endif
 
 /*
