@@ -47,6 +47,7 @@ ATTN_ISA_LIST(ATTN_X_ORDER)
 static attn_dsp g_tables[ATTN_ISA_COUNT];
 static int g_available[ATTN_ISA_COUNT];
 static attn_isa g_default = ATTN_ISA_SCALAR;
+static unsigned g_cpu; /* attn_cpu_detect() as the tables were built */
 static _Atomic(const attn_dsp *) g_active;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
@@ -105,6 +106,7 @@ static void drop_oracle_dots(attn_dsp *t, const attn_dsp *scalar)
 static void build_tables(void)
 {
     const unsigned cpu = attn_cpu_detect();
+    g_cpu = cpu;
     for (int isa = ATTN_ISA_SCALAR; isa < ATTN_ISA_COUNT; isa++) {
         const isa_entry *e = &g_registry[isa];
         if (!e->init || (e->cpu_bit && !(cpu & e->cpu_bit)))
@@ -181,7 +183,8 @@ unsigned attn_isa_support(attn_isa isa)
         return all;
     if ((int)isa < ATTN_ISA_AUTO || (int)isa >= ATTN_ISA_COUNT)
         return 0;
-    const unsigned cpu = attn_cpu_detect(), bit = g_registry[isa].cpu_bit;
+    ensure_tables(); /* the bits dispatch decided by, not a new syscall */
+    const unsigned cpu = g_cpu, bit = g_registry[isa].cpu_bit;
     unsigned hw = bit;
 #define ATTN_X_HW(ID, hw_bit)                                                                 \
     if (isa == ATTN_ISA_##ID)                                                                 \
