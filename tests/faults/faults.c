@@ -156,6 +156,31 @@ static void reset_counters(void)
     atomic_store(&fail_thread_at, 0);
 }
 
+/* attn_threadpool_create(threads) with the k-th of n allocations or thread
+   starts (`what`, by its counter `fail_at`) failing: ATTN_ERR_NOMEM, *pool
+   untouched, nothing leaked. */
+static void create_failing(int32_t threads, atomic_long *fail_at, long k, long n,
+                           const char *what, long live0, long threads0)
+{
+    attn_threadpool *pool;
+    reset_counters();
+    atomic_store(fail_at, k);
+    attn_threadpool *const sentinel = (attn_threadpool *)&pool;
+    pool = sentinel;
+    const attn_status st = attn_threadpool_create(threads, &pool);
+    atomic_store(fail_at, 0);
+    EXPECT(st == ATTN_ERR_NOMEM, "create(%d) with %s %ld of %ld failing: %d", threads, what, k,
+           n, st);
+    EXPECT(pool == sentinel, "create(%d) wrote *pool although it failed", threads);
+    EXPECT(atomic_load(&live_blocks) == live0, "create(%d) with %s %ld failing leaks %ld blocks",
+           threads, what, k, atomic_load(&live_blocks) - live0);
+    EXPECT(atomic_load(&threads_live) == threads0,
+           "create(%d) with %s %ld failing leaves %ld threads running", threads, what, k,
+           atomic_load(&threads_live) - threads0);
+    if (st == ATTN_OK)
+        attn_threadpool_destroy(pool);
+}
+
 /* attn_threadpool_create(threads) with every possible single failure. */
 static void pool_faults(int32_t threads)
 {
@@ -172,44 +197,10 @@ static void pool_faults(int32_t threads)
     EXPECT(spawns == (threads == 0 ? spawns : threads - 1), "create(%d) started %ld threads",
            threads, spawns);
 
-    for (long k = 1; k <= allocs; k++) {
-        reset_counters();
-        atomic_store(&fail_alloc_at, k);
-        attn_threadpool *const sentinel = (attn_threadpool *)&pool;
-        pool = sentinel;
-        const attn_status st = attn_threadpool_create(threads, &pool);
-        atomic_store(&fail_alloc_at, 0);
-        EXPECT(st == ATTN_ERR_NOMEM, "create(%d) with allocation %ld of %ld failing: %d", threads,
-               k, allocs, st);
-        EXPECT(pool == sentinel, "create(%d) wrote *pool although it failed", threads);
-        EXPECT(atomic_load(&live_blocks) == live0,
-               "create(%d) with allocation %ld failing leaks %ld blocks", threads, k,
-               atomic_load(&live_blocks) - live0);
-        EXPECT(atomic_load(&threads_live) == threads0,
-               "create(%d) with allocation %ld failing leaves %ld threads", threads, k,
-               atomic_load(&threads_live) - threads0);
-        if (st == ATTN_OK)
-            attn_threadpool_destroy(pool);
-    }
-    for (long k = 1; k <= spawns; k++) {
-        reset_counters();
-        atomic_store(&fail_thread_at, k);
-        attn_threadpool *const sentinel = (attn_threadpool *)&pool;
-        pool = sentinel;
-        const attn_status st = attn_threadpool_create(threads, &pool);
-        atomic_store(&fail_thread_at, 0);
-        EXPECT(st == ATTN_ERR_NOMEM, "create(%d) with thread %ld of %ld failing: %d", threads, k,
-               spawns, st);
-        EXPECT(pool == sentinel, "create(%d) wrote *pool although it failed", threads);
-        EXPECT(atomic_load(&live_blocks) == live0,
-               "create(%d) with thread %ld failing leaks %ld blocks", threads, k,
-               atomic_load(&live_blocks) - live0);
-        EXPECT(atomic_load(&threads_live) == threads0,
-               "create(%d) with thread %ld failing leaves %ld threads running", threads, k,
-               atomic_load(&threads_live) - threads0);
-        if (st == ATTN_OK)
-            attn_threadpool_destroy(pool);
-    }
+    for (long k = 1; k <= allocs; k++)
+        create_failing(threads, &fail_alloc_at, k, allocs, "allocation", live0, threads0);
+    for (long k = 1; k <= spawns; k++)
+        create_failing(threads, &fail_thread_at, k, spawns, "thread", live0, threads0);
     printf("pool(%d): %ld allocations and %ld threads, each failure -> ATTN_ERR_NOMEM, no leak\n",
            threads, allocs, spawns);
 }
