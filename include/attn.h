@@ -297,7 +297,7 @@ extern "C" {
 #endif
 
 #define ATTN_VERSION_MAJOR 1
-#define ATTN_VERSION_MINOR 11
+#define ATTN_VERSION_MINOR 12
 #define ATTN_VERSION_PATCH 0
 #define ATTN_VERSION \
     ((ATTN_VERSION_MAJOR << 16) | (ATTN_VERSION_MINOR << 8) | ATTN_VERSION_PATCH)
@@ -372,7 +372,11 @@ typedef enum attn_dtype {
     ATTN_DTYPE_Q4_0 = 5,    /* ggml block_q4_0: f16 d, 16 bytes; x = (nibble-8)*d */
     ATTN_DTYPE_FP8_E4M3 = 6, /* OCP E4M3 "fn" (no inf, S.1111.111 NaN, max 448) x scale */
     /* since 1.5 */
-    ATTN_DTYPE_FP8_E5M2 = 7 /* OCP E5M2 (binary16's top byte: inf, NaN, max 57344) x scale */
+    ATTN_DTYPE_FP8_E5M2 = 7, /* OCP E5M2 (binary16's top byte: inf, NaN, max 57344) x scale */
+    /* since 1.12: OpenVINO's asymmetric caches, records of a group of values
+       each: f32 scale, f32 zero point, the codes; x = (code - zp) * scale */
+    ATTN_DTYPE_U8_ASYM = 8, /* one byte per code */
+    ATTN_DTYPE_U4_ASYM = 9  /* two codes per byte */
 } attn_dtype;
 
 /*
@@ -401,12 +405,33 @@ typedef enum attn_dtype {
  *                     0x3C is 1.0, 0x40 is 2.0 (vLLM's and SGLang's
  *                     fp8_e5m2 caches); scaled like E4M3.
  *
+ *   ATTN_DTYPE_U8_ASYM (since 1.12) asymmetric codes with a scale and a zero
+ *                     point per row and group of g channels, as OpenVINO's
+ *                     CPU plugin stores its u8 K/V caches: a row of n values
+ *                     is n / g records, each an IEEE binary32 scale, a
+ *                     binary32 zero point zp (native byte order), then g
+ *                     bytes of codes c in [0, 255]; value t of the record is
+ *                     fl32(fl32(c[t] - zp) * scale). g is k_scale_group
+ *                     for k and v_scale_group for v (attn_options), 0
+ *                     meaning the whole row (OpenVINO's default group); it
+ *                     must divide the row, else ATTN_ERR_SHAPE. The scales
+ *                     live in the records: k_scales / v_scales must be NULL
+ *                     and k_scale / v_scale 0 or 1, else ATTN_ERR_ARG.
+ *   ATTN_DTYPE_U4_ASYM (since 1.12) the same records with 4-bit codes, two
+ *                     per byte: value 2i in the HIGH nibble of byte i, value
+ *                     2i + 1 in its low nibble (OpenVINO's u4 order); a
+ *                     record is 8 + g / 2 bytes, g even.
+ *
  * For Q8_0 and Q4_0 the unit of every stride of that tensor (batch, head,
  * row) is ONE BLOCK (34 resp. 18 bytes): a row holds head_dim / 32 blocks,
  * a cache of [kv_len][kv_heads][head_dim] rows has row_stride
  * kv_heads * head_dim / 32 blocks. head_dim (for k) and v_dim (for v) must
  * then be multiples of 32, else ATTN_ERR_SHAPE. For FP8 the unit is the
- * element (one byte), as for every other dtype. No alignment is required.
+ * element (one byte), as for every other dtype. For U8_ASYM and U4_ASYM the
+ * unit is the BYTE: a row of n values spans n / g * (8 + g) bytes (U4:
+ * n / g * (8 + g / 2)), so OpenVINO's paged cache [num_blocks][kv_heads]
+ * [block_size][n / g * (8 + g)] has row_stride n / g * (8 + g), head_stride
+ * block_size times that. No alignment is required.
  *
  * The values are decoded inside the kernels' loads, never copied out, and
  * all arithmetic stays f32. Q8_0 and Q4_0 decode exactly (the products
@@ -416,7 +441,11 @@ typedef enum attn_dtype {
  * ATTN_ERR_ARG otherwise), v_scale multiplies the normalised output row
  * (one more rounding than for other dtypes). NaN and infinite decoded values (a NaN E4M3 byte, an f16 scale that
  * is inf or NaN, an E5M2 inf or NaN byte) propagate as described under "Non-finite inputs".
- * attn_quantize() below writes all four formats.
+ * The asymmetric formats' values are decoded into f32 before the kernels
+ * (two roundings each, as stated above; a NaN or infinite scale or zero
+ * point propagates like a non-finite value): the call is the F32 call on
+ * those values, within the F32 bound. attn_backward takes none of them.
+ * attn_quantize() below writes every format.
  */
 
 /* ---------------------------------------------------------------- dispatch */
@@ -1107,8 +1136,9 @@ ATTN_API attn_status attn_backward(const attn_shape *shape, const attn_options *
 
 /*
  * Quantizes `rows` rows of `cols` f32 values (row i at src + i * src_stride)
- * into `dtype` (Q8_0, Q4_0, FP8_E4M3 or FP8_E5M2), row i at dst + i * dst_stride in
- * that dtype's stride unit (blocks for Q8_0/Q4_0, bytes for FP8). Rows are
+ * into `dtype` (Q8_0, Q4_0, FP8_E4M3, FP8_E5M2, U8_ASYM or U4_ASYM), row i at
+ * dst + i * dst_stride in that dtype's stride unit (blocks for Q8_0/Q4_0,
+ * bytes for the others). Rows are
  * quantized independently; the result is what attn_forward reads with
  * k_scale/v_scale = `scale`.
  *   Q8_0: per block of 32, amax = max |x|, d = amax / 127, id = d ? 1/d : 0
@@ -1125,8 +1155,20 @@ ATTN_API attn_status attn_backward(const attn_shape *shape, const attn_options *
  *         magnitudes above 57344 and infinities saturate to +-57344 (as
  *         E4M3 does: a cache holds no infinity attn_quantize made), NaN
  *         stays NaN (S.11111.11).
+ *   U8_ASYM, U4_ASYM (since 1.12): each row is ONE record of cols values
+ *         (the group; a row of several groups takes one call per group,
+ *         dst at the group's record), as OpenVINO's AVX-512 codec writes it:
+ *         lo, hi = the least and largest value (lo: the first of equal
+ *         ones, which decides the sign of a zero zp), s = fl32((hi - lo) /
+ *         255) (/ 15 for U4), 0.0001f where that is below FLT_MIN (0
+ *         included: its reciprocal would overflow), zp = fl32(-lo / s),
+ *         code = fl32(x * fl32(1 / s) + zp) in one fused rounding, rounded
+ *         to nearest even and clamped to [0, 255] ([0, 15]). cols must be
+ *         even for U4; a non-finite value, hi - lo overflowing, or zp
+ *         overflowing (a constant record beyond about 3.4e34) is
+ *         ATTN_ERR_ARG.
  * `scale` is used by FP8 only: 0 means 1, else finite and > 0; it must be 0
- * for Q8_0/Q4_0. Errors (nothing written): ATTN_ERR_NULL for a NULL pointer;
+ * for the others. Errors (nothing written): ATTN_ERR_NULL for a NULL pointer;
  * ATTN_ERR_SHAPE for rows or cols <= 0, cols not a multiple of 32 for a
  * block format, or sizes that overflow; ATTN_ERR_STRIDE for src_stride < cols,
  * dst_stride below a row's size or src and dst overlapping; ATTN_ERR_ARG for

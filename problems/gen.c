@@ -93,11 +93,45 @@ void gen_store(void *at, int32_t dtype, float x)
     }
 }
 
+int gen_dtype_asym(int32_t dtype)
+{
+    return dtype_kind(dtype) == ATTN_DTYPE_KIND_ASYM;
+}
+
+int64_t gen_kv_group(int32_t dtype, int64_t group, int64_t cols)
+{
+    return dtype_kind(dtype) == ATTN_DTYPE_KIND_ASYM && group <= 0 ? cols : group;
+}
+
+int64_t gen_row_units(int32_t dtype, int64_t cols, int64_t group)
+{
+    const int64_t units = cols / gen_dtype_block(dtype);
+    if (dtype_kind(dtype) != ATTN_DTYPE_KIND_ASYM || cols == 0)
+        return units;
+    return units + cols / gen_kv_group(dtype, group, cols) * 8; /* a header per record */
+}
+
 float gen_load(const void *row, int32_t dtype, int64_t i, float scale)
+{
+    return gen_load_g(row, dtype, i, scale, 0);
+}
+
+float gen_load_g(const void *row, int32_t dtype, int64_t i, float scale, int64_t group)
 {
     const unsigned char *p = row;
     uint16_t h;
     switch (dtype_kind(dtype)) {
+    case ATTN_DTYPE_KIND_ASYM: { /* records: f32 scale, f32 zero point, codes */
+        const int u8 = gen_dtype_block(dtype) == 1;
+        const int64_t g = group > 0 ? group : i + 2, at = i % g;
+        const unsigned char *rec = p + (size_t)(i / g) * (size_t)(8 + (u8 ? g : g / 2));
+        float sc, zp;
+        memcpy(&sc, rec, 4);
+        memcpy(&zp, rec + 4, 4);
+        const unsigned code = u8 ? rec[8 + at] : at % 2 ? rec[8 + at / 2] & 15u : rec[8 + at / 2] >> 4;
+        const float centred = (float)code - zp;
+        return centred * sc;
+    }
     case ATTN_DTYPE_KIND_FP8: {
         if (dtype == ATTN_DTYPE_FP8_E5M2) /* the upper half of a binary16 */
             return f16_to_f32((uint16_t)(p[i] << 8)) * (scale != 0.0f ? scale : 1.0f);
@@ -304,6 +338,7 @@ void gen_allow_topk(gen_profile *p, unsigned chance)
 #define FLOAT_ONLY_QBLOCK(x)
 #define FLOAT_ONLY_FP8(x)
 #define FLOAT_ONLY_BOOL(x)
+#define FLOAT_ONLY_ASYM(x)
 #define FLOAT_ID(ID, name, block, bytes, kind, q, kv, out) FLOAT_ONLY_##kind(ATTN_DTYPE_##ID)
 static const int64_t float_dtypes[] = {ATTN_DTYPE_LIST(FLOAT_ID)};
 #undef FLOAT_ID
@@ -317,6 +352,8 @@ static const int64_t pools[] = {GEN_POOL_SHUFFLED, GEN_POOL_ADJOIN, GEN_POOL_SHA
 static const int64_t pos_kinds[] = {0, 1, 2};
 static const int64_t spreads[] = {GEN_SPREAD_FLAT, GEN_SPREAD_PEAKED, GEN_SPREAD_SPECIAL};
 static const int64_t fp8_scales[] = {1, 4, 16, 64}; /* times 1/16 */
+/* an ASYM cache's group, or 0 (the row) where it does not divide the row */
+static const int64_t asym_groups[] = {8, 16, 32, 64};
 
 void gen_profile_init(gen_profile *p)
 {
@@ -394,6 +431,7 @@ void gen_profile_init(gen_profile *p)
     rule(p, GEN_C_OPT(q_pos), 48, 1, 1); /* positions at all (GEN_C_POS_KIND: which) */
     rule(p, GEN_C_OPT(k_pos), 0, 1, 1);
     rule(p, GEN_C_OPT(kv_splits), 0, 0, 0);
+    menu(p, GEN_C_ASYM_GROUP, 192, asym_groups, 4);
     menu(p, GEN_C_OPT(k_scale), 64, fp8_scales, 4);
     p->rule[GEN_C_OPT(k_scale)].unit = 1.0 / 16.0;
     menu(p, GEN_C_OPT(v_scale), 64, fp8_scales, 4);
@@ -512,6 +550,18 @@ static double draw_value(drawer *w, gen_problem *d, int pos)
         if (dtype_kind(d->dtype[pos == POS(k_scale) ? 1 : 2]) != ATTN_DTYPE_KIND_FP8)
             return 0.0;
         return choose_f(w, c, 0.0);
+    case POS(k_scale_group):
+    case POS(v_scale_group): {
+        /* an ASYM cache's records (their own choice, so sources drawn
+           before these dtypes keep their meaning): a group that makes no
+           whole records of the row falls back to one record per row */
+        const int is_v = pos == POS(v_scale_group);
+        const int32_t dt = d->dtype[is_v ? 2 : 1];
+        if (dtype_kind(dt) != ATTN_DTYPE_KIND_ASYM)
+            return (double)choose(w, c, 0);
+        const int64_t g = choose(w, GEN_C_ASYM_GROUP, 0), cols = is_v ? d->dv : d->shape.head_dim;
+        return g <= 0 || cols % g || g % gen_dtype_block(dt) ? 0.0 : (double)g;
+    }
     default:
         return option_float[pos] ? choose_f(w, c, 0.0) : (double)choose(w, c, 0);
     }
@@ -1109,12 +1159,13 @@ void *gen_at(const attn_tensor *t, int64_t b, int64_t h, int64_t r, int64_t c)
                                  gen_dtype_bytes(t->dtype);
 }
 
-/* A dense [nb][nh][nl][cols] tensor in the layout tl (strides in units). */
+/* A dense [nb][nh][nl][cols] tensor in the layout tl (strides in units;
+   group: an ASYM tensor's records). */
 static int dense_tensor(gen_bufs *m, int role, int32_t dtype, int64_t nb, int64_t nh,
-                        int64_t nl, int64_t cols, const gen_tlayout *tl)
+                        int64_t nl, int64_t cols, int64_t group, const gen_tlayout *tl)
 {
     attn_tensor *t = &m->t[role];
-    const int64_t units = cols / gen_dtype_block(dtype), c = units + tl->pad;
+    const int64_t units = gen_row_units(dtype, cols, group), c = units + tl->pad;
     t->dtype = dtype;
     if (tl->rows_outer) {
         t->head_stride = c;
@@ -1139,8 +1190,8 @@ static int dense_tensor(gen_bufs *m, int role, int32_t dtype, int64_t nb, int64_
 }
 
 /* One row of `cols` values of v's distribution, stored as dtype. */
-static int fill_row(void *dst, int32_t dtype, int64_t cols, const gen_values *v, uint64_t *st,
-                    int64_t h, int64_t heads, float scale, float *row)
+static int fill_row(void *dst, int32_t dtype, int64_t cols, int64_t group, const gen_values *v,
+                    uint64_t *st, int64_t h, int64_t heads, float scale, float *row)
 {
     if (dtype_kind(dtype) == ATTN_DTYPE_KIND_BOOL) {
         for (int64_t c = 0; c < cols; c++) {
@@ -1156,7 +1207,16 @@ static int fill_row(void *dst, int32_t dtype, int64_t cols, const gen_values *v,
             gen_store((char *)dst + (size_t)c * gen_dtype_bytes(dtype), dtype, row[c]);
         return 0;
     }
-    /* quantized by the library, as a cache would be */
+    /* quantized by the library, as a cache would be: an ASYM row one call
+       per record (attn.h, attn_quantize) */
+    if (dtype_kind(dtype) == ATTN_DTYPE_KIND_ASYM) {
+        const int64_t g = gen_kv_group(dtype, group, cols), rec = gen_row_units(dtype, g, g);
+        for (int64_t c = 0; c < cols / g; c++)
+            if (attn_quantize(dtype, row + c * g, 1, g, g, (char *)dst + c * rec, rec, 0.0f) !=
+                ATTN_OK)
+                return -1;
+        return 0;
+    }
     const int64_t units = cols / gen_dtype_block(dtype);
     return attn_quantize(dtype, row, 1, cols, cols, dst, units,
                          dtype_kind(dtype) == ATTN_DTYPE_KIND_FP8 ? scale : 0.0f) == ATTN_OK
@@ -1292,7 +1352,9 @@ static int make_pool(gen_bufs *m, const gen_problem *d, uint64_t seed, unsigned 
         if (r == GEN_V && (flags & GEN_M_NO_V))
             break;
         const int32_t dt = d->dtype[r];
-        const int64_t units = (r == GEN_K ? d->shape.head_dim : d->dv) / gen_dtype_block(dt);
+        const int64_t units = gen_row_units(dt, r == GEN_K ? d->shape.head_dim : d->dv,
+                                            r == GEN_K ? d->opt.k_scale_group
+                                                       : d->opt.v_scale_group);
         attn_tensor *t = &m->t[r];
         t->dtype = dt;
         t->batch_stride = bs * kvh * units;
@@ -1335,14 +1397,16 @@ static int make_array(gen_bufs *m, const gen_problem *d, int pos)
 /* Values of every element of t's [nb][nh][nl][cols] view (collapsing
    broadcast dimensions), or with poison of the rows of the sequences only. */
 static int fill_all(const attn_tensor *t, int64_t nb, int64_t nh, int64_t nl, int64_t cols,
-                    const gen_values *v, uint64_t *st, int64_t heads, float scale, float *row)
+                    int64_t group, const gen_values *v, uint64_t *st, int64_t heads, float scale,
+                    float *row)
 {
     const int64_t eb = t->batch_stride ? nb : 1, eh = t->head_stride ? nh : 1,
                   el = t->row_stride ? nl : 1;
     for (int64_t b = 0; b < eb; b++)
         for (int64_t h = 0; h < eh; h++)
             for (int64_t r = 0; r < el; r++)
-                if (fill_row(gen_at(t, b, h, r, 0), t->dtype, cols, v, st, h, heads, scale, row))
+                if (fill_row(gen_at(t, b, h, r, 0), t->dtype, cols, group, v, st, h, heads, scale,
+                             row))
                     return -1;
     return 0;
 }
@@ -1375,13 +1439,15 @@ int gen_materialise(gen_bufs *m, const gen_problem *d, uint64_t seed, unsigned f
 
     /* q, k, v */
     if (!rc)
-        rc = dense_tensor(m, GEN_Q, d->dtype[0], qb, Hq, Lq, hd, &d->tl[GEN_Q]);
+        rc = dense_tensor(m, GEN_Q, d->dtype[0], qb, Hq, Lq, hd, 0, &d->tl[GEN_Q]);
     if (!rc && d->block_size > 0) {
         rc = make_pool(m, d, seed, flags);
     } else if (!rc) {
-        rc = dense_tensor(m, GEN_K, d->dtype[1], kb, Hkv, Lk, hd, &d->tl[GEN_K]);
+        rc = dense_tensor(m, GEN_K, d->dtype[1], kb, Hkv, Lk, hd, d->opt.k_scale_group,
+                          &d->tl[GEN_K]);
         if (!rc && !(flags & GEN_M_NO_V))
-            rc = dense_tensor(m, GEN_V, d->dtype[2], kb, Hkv, Lk, dv, &d->tl[GEN_V]);
+            rc = dense_tensor(m, GEN_V, d->dtype[2], kb, Hkv, Lk, dv, d->opt.v_scale_group,
+                              &d->tl[GEN_V]);
     }
     for (int r = GEN_Q; r <= GEN_V && !rc; r++) {
         if (!m->data[r])
@@ -1390,6 +1456,7 @@ int gen_materialise(gen_bufs *m, const gen_problem *d, uint64_t seed, unsigned f
         uint64_t st = stream_of(seed, r);
         const int64_t cols = r == GEN_V ? dv : hd, heads = r == GEN_Q ? Hq : Hkv;
         const float scale = r == GEN_K ? d->opt.k_scale : r == GEN_V ? d->opt.v_scale : 0.0f;
+        const int64_t group = r == GEN_K ? d->opt.k_scale_group : r == GEN_V ? d->opt.v_scale_group : 0;
         /* every byte written, so a seed gives the same bytes: NaN (every
            dtype's all-ones bytes are a NaN) between rows, and with poison
            everywhere but the rows of the sequences (nothing else may be read) */
@@ -1399,11 +1466,11 @@ int gen_materialise(gen_bufs *m, const gen_problem *d, uint64_t seed, unsigned f
                 for (int64_t blk = 0; blk < m->opt.num_blocks && !rc; blk++)
                     for (int64_t h = 0; h < heads && !rc; h++)
                         for (int64_t j = 0; j < d->block_size && !rc; j++)
-                            rc = fill_row(gen_at(&m->t[r], blk, h, j, 0), m->t[r].dtype, cols, v,
-                                          &st, h, heads, scale, row);
+                            rc = fill_row(gen_at(&m->t[r], blk, h, j, 0), m->t[r].dtype, cols,
+                                          group, v, &st, h, heads, scale, row);
             } else {
                 rc = fill_all(&m->t[r], r == GEN_Q ? qb : kb, heads, r == GEN_Q ? Lq : Lk, cols,
-                              v, &st, heads, scale, row);
+                              group, v, &st, heads, scale, row);
             }
             continue;
         }
@@ -1427,7 +1494,7 @@ int gen_materialise(gen_bufs *m, const gen_problem *d, uint64_t seed, unsigned f
                     } else {
                         at = gen_at(&m->t[r], b, h, off + i, 0);
                     }
-                    rc = fill_row(at, m->t[r].dtype, cols, v, &st, h, heads, scale, row);
+                    rc = fill_row(at, m->t[r].dtype, cols, group, v, &st, h, heads, scale, row);
                 }
         }
     }
@@ -1446,12 +1513,12 @@ int gen_materialise(gen_bufs *m, const gen_problem *d, uint64_t seed, unsigned f
             const int64_t outer = m->table ? m->opt.num_blocks : kb,
                           rows = m->table ? d->block_size : Lk,
                           ncol = g > 0 && dim % g == 0 ? dim / g : 1; /* per row, or group */
-            rc = dense_tensor(m, role, option_dtypes[pos], outer, Hkv, rows, ncol, &d->tl[role]);
+            rc = dense_tensor(m, role, option_dtypes[pos], outer, Hkv, rows, ncol, 0, &d->tl[role]);
             if (rc)
                 break;
             uint64_t st = stream_of(seed, role);
             memset(m->data[role], 0xff, m->bytes[role]);
-            rc = fill_all(&m->t[role], outer, Hkv, rows, ncol, &d->val[role], &st, Hkv, 0.0f,
+            rc = fill_all(&m->t[role], outer, Hkv, rows, ncol, 0, &d->val[role], &st, Hkv, 0.0f,
                           row);
             const attn_tensor *tp = &m->t[role];
             memcpy((char *)&m->opt + option_offsets[pos], &tp, sizeof tp);
@@ -1461,32 +1528,32 @@ int gen_materialise(gen_bufs *m, const gen_problem *d, uint64_t seed, unsigned f
             const int64_t n = d->opt.k_tail_dim, outer = m->table ? m->opt.num_blocks : kb,
                           rows = m->table ? d->block_size : Lk,
                           ncol = n > 0 && n < d->shape.head_dim ? n : 1;
-            rc = dense_tensor(m, role, option_dtypes[pos], outer, Hkv, rows, ncol, &d->tl[role]);
+            rc = dense_tensor(m, role, option_dtypes[pos], outer, Hkv, rows, ncol, 0, &d->tl[role]);
             if (rc)
                 break;
             uint64_t st = stream_of(seed, role);
             memset(m->data[role], 0xff, m->bytes[role]);
-            rc = fill_all(&m->t[role], outer, Hkv, rows, ncol, &d->val[GEN_K], &st, Hkv, 0.0f,
+            rc = fill_all(&m->t[role], outer, Hkv, rows, ncol, 0, &d->val[GEN_K], &st, Hkv, 0.0f,
                           row);
             const attn_tensor *tp = &m->t[role];
             memcpy((char *)&m->opt + option_offsets[pos], &tp, sizeof tp);
             continue;
         }
-        rc = dense_tensor(m, role, option_dtypes[pos], B, Hq, nl, cols, &d->tl[role]);
+        rc = dense_tensor(m, role, option_dtypes[pos], B, Hq, nl, cols, 0, &d->tl[role]);
         if (rc)
             break;
         uint64_t st = stream_of(seed, role);
         memset(m->data[role], option_dtypes[pos] == ATTN_DTYPE_BOOL ? 0 : 0xff, m->bytes[role]);
-        rc = fill_all(&m->t[role], B, Hq, nl, cols, &d->val[role], &st, Hq, 0.0f, row);
+        rc = fill_all(&m->t[role], B, Hq, nl, cols, 0, &d->val[role], &st, Hq, 0.0f, row);
         const attn_tensor *tp = &m->t[role];
         memcpy((char *)&m->opt + option_offsets[pos], &tp, sizeof tp);
     }
 
     /* outputs: allocated, not written */
     if (!rc && (flags & GEN_M_OUT))
-        rc = dense_tensor(m, GEN_OUT, ATTN_DTYPE_F32, qb, Hq, Lq, dv, &d->tl[GEN_OUT]);
+        rc = dense_tensor(m, GEN_OUT, ATTN_DTYPE_F32, qb, Hq, Lq, dv, 0, &d->tl[GEN_OUT]);
     if (!rc && (flags & GEN_M_SCORES))
-        rc = dense_tensor(m, GEN_SCORES, ATTN_DTYPE_F32, qb, Hq, Lq, Lk, &d->tl[GEN_SCORES]);
+        rc = dense_tensor(m, GEN_SCORES, ATTN_DTYPE_F32, qb, Hq, Lq, Lk, 0, &d->tl[GEN_SCORES]);
     if (!rc && (flags & GEN_M_STATS)) {
         float **at[3] = {&m->stats.lse, &m->stats.max_score, &m->stats.entropy};
         for (int i = 0; i < 3 && !rc; i++) {

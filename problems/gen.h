@@ -93,7 +93,9 @@
     X(SHARED_KEYS)    /* GEN_SHARED_ALL: at most this many keys shared (0: all it can) */ \
     X(TOPK_SHARED)    /* with topk_indices: rows repeat most of the row before's keys */ \
     X(TOPK_DISTINCT)  /* 1: each list holds min(topk, Lk_b) distinct keys, then -1 */ \
-    X(KPOS)           /* with k_positions: GEN_KPOS_* */
+    X(KPOS)           /* with k_positions: GEN_KPOS_* */                                 \
+    X(ASYM_GROUP)     /* an ASYM k or v: values per record (0: the row), in place of \
+                         its k_scale_group / v_scale_group choice */
 
 #define GEN_C_ENUM(name) GEN_C_##name,
 enum gen_choice {
@@ -335,6 +337,18 @@ const char *gen_dtype_name(int32_t dtype);
 /* Value i of a row of a tensor of any dtype of src/dtype_list.h, decoded
    (an FP8 one times scale, 0: 1). */
 float gen_load(const void *row, int32_t dtype, int64_t i, float scale);
+/* The same for an ASYM row of records of `group` values (0: the row is one
+   record); group is ignored for the other dtypes. */
+float gen_load_g(const void *row, int32_t dtype, int64_t i, float scale, int64_t group);
+/* 1 for the ASYM formats (records of a group with their scale and zero
+   point, attn.h), else 0. */
+int gen_dtype_asym(int32_t dtype);
+/* An ASYM dtype's group for a row of cols values (0: the whole row); the
+   group as given for another dtype. */
+int64_t gen_kv_group(int32_t dtype, int64_t group, int64_t cols);
+/* Stride units of a K/V row of cols values (an ASYM row's records with
+   their headers; group as attn_options' k_scale_group). */
+int64_t gen_row_units(int32_t dtype, int64_t cols, int64_t group);
 /* n values of v's distribution from *stream, stored as F32, F16 or BF16
    (a tensor the consumer owns: the backward's dout). */
 void gen_fill(void *dst, int32_t dtype, int64_t n, const gen_values *v, uint64_t *stream);

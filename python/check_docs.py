@@ -6,8 +6,8 @@
 The binding's code reads the dtypes from src/dtype_list.h (_dtypes.py), but
 its docstrings describe the formats in prose, one by one (layout, rounding,
 largest value), so they stay written. A docstring that names two or more
-dtypes of one kind of _dtypes.ROWS ('qblock', 'fp8') lists that kind, and
-must then name every dtype of it; one that gives two or more of the FP8
+dtypes of one kind of _dtypes.ROWS ('qblock', 'fp8', 'asym') lists that
+kind, and must then name every dtype of it; one that gives two or more of the FP8
 formats' largest values must give them all. So a new dtype fails here until
 the lists that name its siblings name it too; a lone name ("fp8 only") is
 not a list. Every docstring of every module of libattn is read (libattn.torch
@@ -60,7 +60,7 @@ def lists():
     """(what, [(item, pattern)]): each list a docstring must give whole."""
     kinds = {}
     for row in _dtypes.ROWS:
-        if row.kind in ("qblock", "fp8"):
+        if row.kind in ("qblock", "fp8", "asym"):
             kinds.setdefault(row.kind, []).append(row)
     for kind, rows in kinds.items():
         yield "the %s dtypes" % kind, [(row.name, word(row.name)) for row in rows]

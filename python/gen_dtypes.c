@@ -24,6 +24,7 @@
 #define MAX_OF_FLOAT(ID) -1.0
 #define MAX_OF_QBLOCK(ID) -1.0
 #define MAX_OF_BOOL(ID) -1.0
+#define MAX_OF_ASYM(ID) -1.0
 #define MAX_OF_FP8(ID) (double)ATTN_##ID##_MAX
 
 /* A finite double as Python spells a float: "448.0", "0.5", "1e+300". */
@@ -55,9 +56,11 @@ static void write_module(FILE *f)
           "  id     the attn_dtype name without ATTN_DTYPE_ (DType's member)\n"
           "  value  the attn_dtype value\n"
           "  name   as the CLI and this binding spell it\n"
-          "  block  values per stride unit (32 for the block formats, else 1)\n"
-          "  bytes  bytes per stride unit (one value, or one block)\n"
-          "  kind   'float', 'qblock', 'fp8' or 'bool'\n"
+          "  block  values per stride unit (32 for the block formats, 2 for u4's\n"
+          "         code bytes, else 1)\n"
+          "  bytes  bytes per stride unit (one value, one block, or one byte; an\n"
+          "         'asym' row adds an 8-byte header per group)\n"
+          "  kind   'float', 'qblock', 'fp8', 'bool' or 'asym'\n"
           "  q, kv  valid as the query, as K/V\n"
           "  out    where it may be an output: 'any' (every output), 'rounded' (only\n"
           "         the out of forward and merge, rounded once from f32), 'none'\n"

@@ -8,7 +8,10 @@
  *
  * X(ID, name, block, bytes, kind, q, kv, out)
  *   block  values per stride unit: ATTN_QBLOCK for the block formats (rows
- *          are whole blocks, strides count blocks), else 1
+ *          are whole blocks, strides count blocks), 2 for U4_ASYM's code
+ *          bytes, else 1
+ *   bytes  bytes per stride unit; an ASYM row also holds ATTN_ASYM_HEADER
+ *          bytes per group (attn_kv_row_bytes, src/problem.h)
  *   out    ANY: every operation's output; ROUNDED: only an out its
  *          operation rounds into (attn_op.rounds_out); NONE
  *
@@ -26,6 +29,8 @@
 #define ATTN_QBLOCK 32     /* values per block */
 #define ATTN_Q8_0_BYTES 34 /* f16 d, then 32 int8 */
 #define ATTN_Q4_0_BYTES 18 /* f16 d, then 16 bytes of nibble pairs */
+/* OpenVINO's asymmetric records: f32 scale, f32 zero point, then the codes */
+#define ATTN_ASYM_HEADER 8
 
 typedef enum attn_dtype_out {
     ATTN_DTYPE_OUT_NONE,
@@ -37,7 +42,8 @@ typedef enum attn_dtype_kind {
     ATTN_DTYPE_KIND_FLOAT,
     ATTN_DTYPE_KIND_QBLOCK,
     ATTN_DTYPE_KIND_FP8,
-    ATTN_DTYPE_KIND_BOOL
+    ATTN_DTYPE_KIND_BOOL,
+    ATTN_DTYPE_KIND_ASYM /* records of a group: scale, zero point, codes */
 } attn_dtype_kind;
 
 /* clang-format off */
@@ -49,7 +55,9 @@ typedef enum attn_dtype_kind {
     X(Q8_0,     "q8_0", ATTN_QBLOCK, ATTN_Q8_0_BYTES, QBLOCK, 0, 1, NONE)    \
     X(Q4_0,     "q4_0", ATTN_QBLOCK, ATTN_Q4_0_BYTES, QBLOCK, 0, 1, NONE)    \
     X(FP8_E4M3, "fp8",  1,           1,               FP8,    0, 1, NONE)    \
-    X(FP8_E5M2, "e5m2", 1,           1,               FP8,    0, 1, NONE)
+    X(FP8_E5M2, "e5m2", 1,           1,               FP8,    0, 1, NONE)    \
+    X(U8_ASYM,  "u8",   1,           1,               ASYM,   0, 1, NONE)    \
+    X(U4_ASYM,  "u4",   2,           1,               ASYM,   0, 1, NONE)
 /* clang-format on */
 
 /* every value in [0, ATTN_DTYPE_COUNT) is a known dtype */
@@ -87,7 +95,8 @@ static inline int attn_dtype_list_covers(attn_dtype dtype)
 #pragma GCC diagnostic pop
 
 /* A function body returning a column of the list (float: a float kind,
-   quant: QBLOCK or FP8), `none` outside it; the one reader of the columns. */
+   quant: QBLOCK, FP8 or ASYM), `none` outside it; the one reader of the
+   columns. */
 #define ATTN_DTYPE_GET(dtype, field, none)                                    \
     switch (dtype) {                                                          \
         ATTN_DTYPE_LIST(ATTN_DTYPE_X_GET_##field)                             \
@@ -105,7 +114,8 @@ static inline int attn_dtype_list_covers(attn_dtype dtype)
     case ATTN_DTYPE_##ID: return ATTN_DTYPE_KIND_##kind == ATTN_DTYPE_KIND_FLOAT;
 #define ATTN_DTYPE_X_GET_quant(ID, name, block, bytes, kind, q, kv, out) \
     case ATTN_DTYPE_##ID: return ATTN_DTYPE_KIND_##kind == ATTN_DTYPE_KIND_QBLOCK || \
-                                 ATTN_DTYPE_KIND_##kind == ATTN_DTYPE_KIND_FP8;
+                                 ATTN_DTYPE_KIND_##kind == ATTN_DTYPE_KIND_FP8 ||    \
+                                 ATTN_DTYPE_KIND_##kind == ATTN_DTYPE_KIND_ASYM;
 #define ATTN_DTYPE_X_GET_q(ID, name, block, bytes, kind, q, kv, out) \
     case ATTN_DTYPE_##ID: return q;
 #define ATTN_DTYPE_X_GET_kv(ID, name, block, bytes, kind, q, kv, out) \

@@ -38,6 +38,11 @@
    modes (src/driver/driver.h, attn_pv_kernel) */
 #define ATTN_SLOTS_DOT_QV(R, dt, a) R(pv_bf16, dt, KV, a)
 
+/* The asymmetric record formats (kind ASYM): rows decoded into f32 before
+   the F32 kernels (src/driver/kv.h), with their records' scales (the
+   scales arguments unused); from_f32 encodes ONE record of n values. */
+#define ATTN_SLOTS_ASYM(R, dt, a) R(to_f32_scaled, dt, KV, a) R(from_f32, dt, KV, a)
+
 /* Every slot once, in the table's order: those every table fills first. */
 #define ATTN_SLOT_LIST_FILLED(R, a)                                                         \
     ATTN_SLOTS_TILE(R, f32, a) ATTN_SLOTS_STORE(R, f32, a)                                  \
@@ -57,6 +62,7 @@
     ATTN_SLOTS_STORE(R, f32, a) ATTN_SLOTS_STORE(R, f16, a) ATTN_SLOTS_STORE(R, bf16, a)    \
     ATTN_SLOTS_STORE(R, q8_0, a) ATTN_SLOTS_STORE(R, q4_0, a) ATTN_SLOTS_STORE(R, fp8, a)    \
     ATTN_SLOTS_STORE(R, e5m2, a)
+#define ATTN_FILE_asym(R, a) ATTN_SLOTS_ASYM(R, u8, a) ATTN_SLOTS_ASYM(R, u4, a)
 #define ATTN_FILE_row(R, a) ATTN_SLOTS_ROW(R, f32, a)
 #define ATTN_FILE_alibi(R, a) ATTN_SLOTS_ALIBI(R, f32, a)
 #define ATTN_FILE_merge(R, a) ATTN_SLOTS_MERGE(R, f32, a)
@@ -86,7 +92,8 @@
 #define ATTN_BLOCKS_scalar 16, 64
 #define ATTN_KERNELS_scalar(F, a)                                                           \
     F(tile, 0, a) F(quant, 0, a) F(row, 0, a) F(alibi, 0, a) F(merge, 0, a)                 \
-    F(backward, 0, a) F(dot, 0, a) F(dot_i8, 0, a) F(dot_qv, 0, a) F(store, 0, a)
+    F(backward, 0, a) F(dot, 0, a) F(dot_i8, 0, a) F(dot_qv, 0, a) F(store, 0, a)          \
+    F(asym, 0, a)
 
 /* 48 rows: whole 6-row groups of the packed qk_tile, and a 128-dim query
    block stays in L1. 256 keys amortise the per-block row work and give
@@ -140,7 +147,9 @@ enum {
     ATTN_KV_IDX_q8_0 = ATTN_KV_Q8_0,
     ATTN_KV_IDX_q4_0 = ATTN_KV_Q4_0,
     ATTN_KV_IDX_fp8 = ATTN_KV_FP8_E4M3,
-    ATTN_KV_IDX_e5m2 = ATTN_KV_FP8_E5M2
+    ATTN_KV_IDX_e5m2 = ATTN_KV_FP8_E5M2,
+    ATTN_KV_IDX_u8 = ATTN_KV_U8_ASYM,
+    ATTN_KV_IDX_u4 = ATTN_KV_U4_ASYM
 };
 
 #define ATTN_SLOT_KV(t, slot, dt) (t)->slot[ATTN_KV_IDX(dt)]

@@ -112,6 +112,27 @@ static inline int attn_dtype_is_fp8(int32_t dtype)
     return attn_dtype_kind_of(dtype) == ATTN_DTYPE_KIND_FP8;
 }
 
+static inline int attn_dtype_is_asym(int32_t dtype)
+{
+    return attn_dtype_kind_of(dtype) == ATTN_DTYPE_KIND_ASYM;
+}
+
+/* An ASYM row's group: `group`, 0 meaning the whole row of cols values. */
+static inline int64_t attn_asym_group(int64_t group, int64_t cols)
+{
+    return group > 0 ? group : cols;
+}
+
+/* Stride units of a K/V row of cols values (whole blocks, group dividing
+   cols): an ASYM row's codes and a header per group (attn.h). */
+static inline int64_t attn_kv_row_units(int32_t dtype, int64_t cols, int64_t group)
+{
+    const int64_t units = cols / attn_dtype_block(dtype);
+    if (!attn_dtype_is_asym(dtype) || cols == 0)
+        return units;
+    return units + cols / attn_asym_group(group, cols) * ATTN_ASYM_HEADER;
+}
+
 static inline int64_t attn_scale_cols(int64_t group, int64_t dim)
 {
     return group > 0 && dim % group == 0 ? dim / group : 1;

@@ -25,10 +25,16 @@ float attn_e5m2_to_f32(uint8_t x);
 /* Round to nearest even; above 57344 (and +-inf) saturates to +-57344. */
 uint8_t attn_f32_to_e5m2(float x);
 
+/* An ASYM record's scale and zero point for its n values; 0 when it has
+   none (attn_quantize_row_ok). */
+int attn_asym_params(int32_t dtype, const float *x, int64_t n, float *scale, float *zp);
+
 /* 1 when a row of n values (a multiple of 32 for the block formats) can be
-   quantized to dtype: finite, and every block's scale fits binary16. */
+   quantized to dtype: finite, and every block's scale fits binary16; for
+   the ASYM formats the row is one record (attn_asym_params). */
 int attn_quantize_row_ok(int32_t dtype, const float *x, int64_t n);
-/* One row into dst (FP8: x / scale). Arguments already validated. */
+/* One row into dst (FP8: x / scale; ASYM: one record). Arguments already
+   validated. */
 void attn_quantize_row(int32_t dtype, const float *x, int64_t n, void *dst, float scale);
 
 #endif /* ATTN_QUANT_H */

@@ -366,7 +366,8 @@ static attn_status check_option_values(const attn_options *o, const attn_shape *
 }
 
 /* The options that go together: k_positions without k_pos, topk_indices
-   with topk, k_tail with k_tail_dim, a scale group with its scales. */
+   with topk, k_tail with k_tail_dim, a scale group dividing its row (that
+   it has scales, or an ASYM cache, needs the dtypes: check_qkv_dtypes). */
 static attn_status check_option_pairs(const attn_options *o, const attn_shape *s)
 {
     if (o->k_positions && o->k_pos)
@@ -388,11 +389,7 @@ static attn_status check_option_pairs(const attn_options *o, const attn_shape *s
     const int64_t v_dim = s->v_dim ? s->v_dim : s->head_dim;
     const int64_t group[2] = {o->k_scale_group, o->v_scale_group},
                   dim[2] = {s->head_dim - o->k_tail_dim, v_dim};
-    const attn_tensor *const scales[2] = {o->k_scales, o->v_scales};
     for (int i = 0; i < 2; i++) {
-        if (group[i] > 0 && !scales[i])
-            return attn_fail(ATTN_ERR_ARG, "opt->%s_scale_group = %lld without opt->%s_scales",
-                             i ? "v" : "k", (long long)group[i], i ? "v" : "k");
         if (group[i] > 0 && dim[i] % group[i])
             return attn_fail(ATTN_ERR_SHAPE, "opt->%s_scale_group = %lld does not divide %s = %lld",
                              i ? "v" : "k", (long long)group[i],
@@ -762,6 +759,31 @@ attn_status attn_check_row_scales(int32_t dtype, float per_call, const char *whi
     return ATTN_OK;
 }
 
+attn_status attn_check_scale_group(int32_t dtype, const attn_tensor *scales, int64_t group,
+                                   int64_t cols, const char *which)
+{
+    if (!attn_dtype_is_asym(dtype)) {
+        if (group > 0 && !scales)
+            return attn_fail(ATTN_ERR_ARG, "opt->%s_scale_group = %lld without opt->%s_scales",
+                             which, (long long)group, which);
+        return ATTN_OK;
+    }
+    if (scales)
+        return attn_fail(ATTN_ERR_ARG, "opt->%s_scales with %s->dtype = %s: its records hold "
+                         "their scales", which, which, attn_dtype_name(dtype));
+    const int64_t g = attn_asym_group(group, cols);
+    if (cols % g || g % attn_dtype_block(dtype))
+        return attn_fail(ATTN_ERR_SHAPE, "%s->dtype = %s: a group of %lld values does not make "
+                         "whole records of %lld values", which, attn_dtype_name(dtype),
+                         (long long)g, (long long)cols);
+    return ATTN_OK;
+}
+
+int64_t attn_kv_range_cols(int32_t dtype, int64_t cols, int64_t group)
+{
+    return attn_kv_row_units(dtype, cols, group) * attn_dtype_block(dtype);
+}
+
 attn_status attn_add_qkv(attn_range_set *set, const attn_shape *s, const attn_options *o,
                          int paged, const attn_tensor *q, const attn_tensor *k,
                          const attn_tensor *v)
@@ -769,9 +791,13 @@ attn_status attn_add_qkv(attn_range_set *set, const attn_shape *s, const attn_op
     TRY(attn_add_tensor(set, q, s->batch, s->q_heads, s->q_len, s->head_dim, 0));
     /* paged: the pool, [num_blocks][kv_heads][block_size] rows */
     const int64_t kb = paged ? o->num_blocks : s->batch, kr = paged ? o->block_size : s->kv_len;
-    TRY(attn_add_tensor(set, k, kb, s->kv_heads, kr, s->head_dim - o->k_tail_dim, 0));
+    TRY(attn_add_tensor(set, k, kb, s->kv_heads, kr,
+                        attn_kv_range_cols(k->dtype, s->head_dim - o->k_tail_dim,
+                                           o->k_scale_group), 0));
     const int64_t v_dim = s->v_dim ? s->v_dim : s->head_dim;
-    return v ? attn_add_tensor(set, v, kb, s->kv_heads, kr, v_dim, 0) : ATTN_OK;
+    return v ? attn_add_tensor(set, v, kb, s->kv_heads, kr,
+                               attn_kv_range_cols(v->dtype, v_dim, o->v_scale_group), 0)
+             : ATTN_OK;
 }
 
 /* ------------------------------------------------------------ attn_validate's steps */
@@ -816,6 +842,13 @@ static attn_status check_qkv_dtypes(const attn_op *op, const attn_options *o,
                          "head_dim - k_tail_dim = %lld)", (long long)k_cols);
     if (needs_v)
         TRY(attn_check_kv(v->dtype, v_dim, o->v_scale));
+    /* a scale group is an FP8 cache's with its scales, or an ASYM cache's
+       records': checked by the operations that read that cache (scores
+       take the forward's options, whatever v is) */
+    if (needs_qk)
+        TRY(attn_check_scale_group(k->dtype, o->k_scales, o->k_scale_group, k_cols, "k"));
+    if (needs_v)
+        TRY(attn_check_scale_group(v->dtype, o->v_scales, o->v_scale_group, v_dim, "v"));
     if (needs_qk && o->k_scales)
         TRY(attn_check_row_scales(k->dtype, o->k_scale, "k"));
     if (needs_v && o->v_scales)
@@ -929,6 +962,12 @@ static void fill_views(attn_problem *pb, const attn_op *op, const attn_options *
         pb->v_scales = *o->v_scales;
         pb->v_group = o->v_scale_group;
     }
+    /* an ASYM cache is staged as FP8 groups are, its records' group the
+       scale group (src/driver/kv.h); no scales view */
+    if (needs_qk && attn_dtype_is_asym(k->dtype))
+        pb->k_group = attn_asym_group(o->k_scale_group, pb->head_dim - o->k_tail_dim);
+    if (needs_v && attn_dtype_is_asym(v->dtype))
+        pb->v_group = attn_asym_group(o->v_scale_group, pb->v_dim);
     if (needs_qk && o->k_tail) {
         pb->k_tail = *o->k_tail;
         pb->k_tail_dim = o->k_tail_dim;

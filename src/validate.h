@@ -62,6 +62,13 @@ attn_status attn_add_tensor(attn_range_set *set, const attn_tensor *t, int64_t n
 /* n >= 1, no wrap */
 attn_status attn_add_array(attn_range_set *set, const void *p, int64_t n, size_t size,
                            int is_output);
+/* A scale group's counterpart: scales for an FP8 (any non-ASYM) cache, none
+   and whole records for an ASYM one (attn.h); which: "k" or "v". */
+attn_status attn_check_scale_group(int32_t dtype, const attn_tensor *scales, int64_t group,
+                                   int64_t cols, const char *which);
+/* The cols to range a K/V view of rows of cols values by (attn_check_tensor
+   divides by the dtype's block): an ASYM row's records with their headers. */
+int64_t attn_kv_range_cols(int32_t dtype, int64_t cols, int64_t group);
 /* In that order (pb->span relies on it); v NULL: not read. */
 attn_status attn_add_qkv(attn_range_set *set, const attn_shape *s, const attn_options *o,
                          int paged, const attn_tensor *q, const attn_tensor *k,

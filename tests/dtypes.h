@@ -41,9 +41,10 @@ typedef enum test_dtype_set {
     DT_FLOAT,       /* kind FLOAT: F32, F16, BF16 */
     DT_KV,          /* kv: a valid K/V dtype */
     DT_KV_ONLY,     /* kv, not q: the quantized dtypes, K/V only */
-    DT_QUANT,       /* kind QBLOCK or FP8 */
+    DT_QUANT,       /* kind QBLOCK, FP8 or ASYM */
     DT_QBLOCK,      /* kind QBLOCK: ggml's block formats */
     DT_FP8,         /* kind FP8 */
+    DT_ASYM,        /* kind ASYM: OpenVINO's records of a group */
     DT_NO_INPUT,    /* neither q nor kv: BOOL */
     DT_OUT_ROUNDED, /* out ROUNDED: the forward's and merge's out only */
     DT_OUT_NONE     /* out NONE: never an output */
@@ -55,7 +56,10 @@ static inline int test_dtype_in(const test_dtype *d, test_dtype_set set)
     case DT_FLOAT: return d->kind == ATTN_DTYPE_KIND_FLOAT;
     case DT_KV: return d->kv;
     case DT_KV_ONLY: return d->kv && !d->q;
-    case DT_QUANT: return d->kind == ATTN_DTYPE_KIND_QBLOCK || d->kind == ATTN_DTYPE_KIND_FP8;
+    case DT_QUANT:
+        return d->kind == ATTN_DTYPE_KIND_QBLOCK || d->kind == ATTN_DTYPE_KIND_FP8 ||
+               d->kind == ATTN_DTYPE_KIND_ASYM;
+    case DT_ASYM: return d->kind == ATTN_DTYPE_KIND_ASYM;
     case DT_QBLOCK: return d->kind == ATTN_DTYPE_KIND_QBLOCK;
     case DT_FP8: return d->kind == ATTN_DTYPE_KIND_FP8;
     case DT_NO_INPUT: return !d->q && !d->kv;

@@ -82,6 +82,9 @@ USAGE = [
                                                 "--k-tail 40"]),
     (["--kv-dtype", "q4_0", "--head-dim", "48"], ["--kv-dtype q4_0", "head_dim 48"]),
     (["--kv-dtype", "q8_0", "--paged-block", "8"], ["--paged-block"]),
+    (["--kv-group", "16"], ["--kv-group needs an asymmetric --kv-dtype"]),
+    (["--kv-dtype", "u8", "--kv-group", "48"], ["--kv-group 48 must divide"]),
+    (["--kv-dtype", "u4", "--kv-group", "7"], ["--kv-group 7", "be even"]),
     (["--k-tail", "8", "--packed"], ["--k-tail with --packed"]),
     (["--kv-heads", "3"], ["--q-heads (8)", "--kv-heads (3)"]),
     (["--packed", "--q-len", "60", "--kv-len", "48"], ["--packed needs --kv-len"]),
@@ -130,6 +133,8 @@ def usage_errors(exe):
     # The combinations that are valid stay valid.
     for args in (["--kv-dtype", "fp8", "--k-tail", "8", "--fp8-scales", "8"],
                  ["--kv-dtype", "q8_0", "--k-tail", "32"],
+                 ["--kv-dtype", "u8", "--kv-group", "16", "--paged-block", "8"],
+                 ["--kv-dtype", "u4", "--kv-group", "32", "--packed"],
                  ["--backward", "--precision", "bf16"]):
         r = attn(exe, "run", *SMALL, *args)
         c.check(r.returncode == 0, "attn run %s: exit %d (%s)" % (" ".join(args), r.returncode,
@@ -321,7 +326,7 @@ def completion(exe, script):
 
     offers(["attn", ""], ["info", "run", "bench", "completion", "help", "--help", "--version"])
     offers(["attn", "help", "r"], ["run"])
-    offers(["attn", "run", "--kv"], ["--kv-dtype", "--kv-heads", "--kv-len"])
+    offers(["attn", "run", "--kv"], ["--kv-dtype", "--kv-group", "--kv-heads", "--kv-len"])
     offers(["attn", "run", "--causal", "--pre"], ["--preset", "--precision"])
     offers(["attn", "bench", "--pre"], ["--presets"])
     # after an option that takes a name: the names its parser accepts

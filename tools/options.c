@@ -89,6 +89,8 @@ static const struct {
 } dtype_notes[] = {
     {ATTN_DTYPE_FP8_E4M3, "E4M3", "which is E4M3"},
     {ATTN_DTYPE_FP8_E5M2, "FP8 E5M2; scale 1", NULL},
+    {ATTN_DTYPE_U8_ASYM, "OpenVINO's asymmetric u8", NULL},
+    {ATTN_DTYPE_U4_ASYM, "asymmetric u4", NULL},
 };
 
 /* "a, b (note) or c": the K/V dtypes of `kind` (all kinds: -1), each with
@@ -120,32 +122,46 @@ static void kv_dtype_list(int kind, int help, char *buf, size_t size)
     join_values(names, n, buf, size);
 }
 
+/* The K/V dtypes of one kind as "a/b". */
+static void kind_names(attn_dtype_kind kind, char *buf, size_t size)
+{
+    buf[0] = '\0';
+    for (size_t i = 0; i < N_DTYPES; i++)
+        if (dtype_is_kv(all_dtypes[i]) && dtype_kind(all_dtypes[i]) == kind &&
+            strlen(buf) + strlen(dtype_name(all_dtypes[i])) + 2 <= size) {
+            strcat(buf, buf[0] ? "/" : "");
+            strcat(buf, dtype_name(all_dtypes[i]));
+        }
+}
+
 /*
  * An option's help as printed: "{kv}" becomes every K/V dtype of the list
- * with its note ("a, b (note) or c"), "{fp8}" the FP8 ones as "a/b". So a
- * new dtype is offered in the help, as it is parsed and completed, without
- * an edit here.
+ * with its note ("a, b (note) or c"), "{fp8}" the FP8 ones as "a/b",
+ * "{asym}" the ASYM ones. So a new dtype is offered in the help, as it is
+ * parsed and completed, without an edit here.
  */
 static const char *help_text(const char *help, char *buf, size_t size)
 {
-    char kv[200], fp8[100] = "";
+    char kv[200], fp8[100], asym[100];
     kv_dtype_list(-1, 1, kv, sizeof kv);
-    for (size_t i = 0; i < N_DTYPES; i++)
-        if (dtype_is_kv(all_dtypes[i]) && is_fp8(all_dtypes[i]) &&
-            strlen(fp8) + strlen(dtype_name(all_dtypes[i])) + 2 <= sizeof fp8) {
-            strcat(fp8, fp8[0] ? "/" : "");
-            strcat(fp8, dtype_name(all_dtypes[i]));
-        }
+    kind_names(ATTN_DTYPE_KIND_FP8, fp8, sizeof fp8);
+    kind_names(ATTN_DTYPE_KIND_ASYM, asym, sizeof asym);
+    const struct {
+        const char *tag, *with;
+    } subst[] = {{"{kv}", kv}, {"{fp8}", fp8}, {"{asym}", asym}};
     size_t n = 0;
     while (*help && n + 1 < size) {
-        const char *with = !strncmp(help, "{kv}", 4) ? kv : !strncmp(help, "{fp8}", 5) ? fp8 : NULL;
-        if (!with) {
+        size_t k = 0;
+        while (k < sizeof subst / sizeof subst[0] &&
+               strncmp(help, subst[k].tag, strlen(subst[k].tag)))
+            k++;
+        if (k == sizeof subst / sizeof subst[0]) {
             buf[n++] = *help++;
             continue;
         }
-        n += (size_t)snprintf(buf + n, size - n, "%s", with);
+        n += (size_t)snprintf(buf + n, size - n, "%s", subst[k].with);
         n = n < size ? n : size - 1;
-        help += with == kv ? 4 : 5;
+        help += strlen(subst[k].tag);
     }
     buf[n] = '\0';
     return buf;
@@ -340,6 +356,20 @@ static int parse_fp8_scales(const cli_option *o, const char *cmd, const char *v,
     const gen_values u = {GEN_VAL_UNIFORM, 1.0f / 64.0f, 0.25f, 0, 0, 0, 0, 0, 0};
     s->pins.val[GEN_OPT(k_scales)] = u;
     s->pins.val[GEN_OPT(v_scales)] = u;
+    return EXIT_OK;
+}
+
+/* --kv-group G: an ASYM cache's records of G values (attn.h 1.12: the
+   scale group's option; 0, one per row, OpenVINO's default). */
+static int parse_kv_group(const cli_option *o, const char *cmd, const char *v, cli_settings *s)
+{
+    char *end;
+    errno = 0;
+    const long long x = strtoll(v, &end, 10);
+    if (errno || end == v || *end || x < 0 || x > ATTN_MAX_HEAD_DIM)
+        return usage_error(cmd, "%s expects a group size in [0, %d], got '%s'", o->name,
+                           ATTN_MAX_HEAD_DIM, v);
+    gen_pin(&s->pins, GEN_C_ASYM_GROUP, x);
     return EXIT_OK;
 }
 
@@ -540,6 +570,10 @@ static const cli_option options[] = {
      "group of G channels of a row, DeepSeek V3.2's G = 128), beside\n"
      "the cache (attn_options.k_scales, k_scale_group), instead of one\n"
      "scale per call"},
+    {"--kv-group", "G", CLI_RUN, P, parse_kv_group, 0, 0, 0,
+     "with an {asym} --kv-dtype: records of G values, each with its\n"
+     "scale and zero point (attn_options.k_scale_group and\n"
+     "v_scale_group; 0: one record per row, OpenVINO's default)"},
     {"--k-tail", "N", CLI_RUN, P, parse_k_tail, 0, 0, 0,
      "the last N values of every key row in an F32 tensor of their own\n"
      "(attn_options.k_tail, k_tail_dim; N < head-dim; 0: off), as\n"
@@ -830,7 +864,20 @@ int cli_check(const char *cmd, const cli_settings *s, const problem *p)
     if (dv % block)
         return usage_error(cmd, "--kv-dtype %s stores rows in blocks of %" PRId64 " values: "
                            "v_dim %" PRId64 " is not a multiple of %" PRId64, kn, block, dv, block);
-    if (block > 1 && (paged || packed))
+    const bool asym = dtype_kind(kt) == ATTN_DTYPE_KIND_ASYM;
+    const int64_t rec = s->pins.pinned[GEN_C_ASYM_GROUP] ? s->pins.pin[GEN_C_ASYM_GROUP] : 0;
+    if (rec && !asym) {
+        char names[100];
+        kind_names(ATTN_DTYPE_KIND_ASYM, names, sizeof names);
+        return usage_error(cmd, "--kv-group needs an asymmetric --kv-dtype (%s), not %s", names,
+                           kn);
+    }
+    if (rec && ((d - tail) % rec || dv % rec || rec % block))
+        return usage_error(cmd, "--kv-group %" PRId64 " must divide head_dim%s (%" PRId64
+                           ") and v_dim (%" PRId64 ")%s: K and V rows are whole records",
+                           rec, tail ? " less --k-tail" : "", d - tail, dv,
+                           block > 1 ? " and be even" : "");
+    if (block > 1 && !asym && (paged || packed))
         return usage_error(cmd, "--kv-dtype %s with %s is not supported by this tool (the "
                            "library takes such caches)", kn, paged ? "--paged-block" : "--packed");
     if (tail && packed)

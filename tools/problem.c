@@ -228,6 +228,12 @@ static double kv_bytes_per_key(const problem *p)
     const attn_dtype t = kv_dtype_of(p);
     double bytes = (double)s->kv_heads * (double)(s->head_dim + v_dim_of(s)) /
                    (double)dtype_block(t) * (double)dtype_size(t);
+    /* an ASYM cache's record headers (attn.h: 8 bytes per group) */
+    if (gen_dtype_asym(t))
+        bytes += (double)s->kv_heads *
+                 (double)(gen_row_units(t, s->head_dim, p->g.opt.k_scale_group) +
+                          gen_row_units(t, v_dim_of(s), p->g.opt.v_scale_group) -
+                          (s->head_dim + v_dim_of(s)) / dtype_block(t));
     /* a tail of the key rows (--k-tail): F32 values instead of k's */
     const int64_t tail = p->g.present[ATTN_OPT_POS_k_tail] ? p->g.opt.k_tail_dim : 0;
     if (tail > 0 && tail < s->head_dim)

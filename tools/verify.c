@@ -66,8 +66,12 @@ static attn_status verify_one_row(const problem *p, const buffers *b, int64_t bi
     const int64_t d = s->head_dim, dv = v_dim_of(s);
     const int64_t kvh = h / (s->q_heads / s->kv_heads);
     const attn_dtype kt = kv_dtype_of(p);
-    const size_t k_row = (size_t)(d / dtype_block(kt)) * dtype_size(kt);
-    const size_t v_row = (size_t)(dv / dtype_block(kt)) * dtype_size(kt);
+    /* an ASYM cache's records (attn.h): their group is the scale group's
+       option, their headers part of the row */
+    const int asym = gen_dtype_asym(kt);
+    const int64_t kr_g = asym ? b->m.opt.k_scale_group : 0, vr_g = asym ? b->m.opt.v_scale_group : 0;
+    const size_t k_row = (size_t)gen_row_units(kt, d, kr_g) * dtype_size(kt);
+    const size_t v_row = (size_t)gen_row_units(kt, dv, vr_g) * dtype_size(kt);
     int64_t lo, hi, lq, lk;
     visible_keys(p, bi, i, &lo, &hi);
     seq_lengths(p, bi, &lq, &lk);
@@ -99,7 +103,7 @@ static attn_status verify_one_row(const problem *p, const buffers *b, int64_t bi
         }
         /* FP8 scales per row or per group of channels (--fp8-scales):
            gathered with their rows, the oracle reads them as the call did */
-        const int64_t kg = m->opt.k_scale_group, vg = m->opt.v_scale_group;
+        const int64_t kg = asym ? 0 : m->opt.k_scale_group, vg = asym ? 0 : m->opt.v_scale_group;
         /* a tail of the key rows (--k-tail): gathered likewise, F32 */
         const int64_t tail = m->opt.k_tail ? m->opt.k_tail_dim : 0, dm = d - tail;
         const int64_t kgn = kg ? dm / kg : 1, vgn = vg ? dv / vg : 1;
@@ -170,6 +174,12 @@ static attn_status verify_one_row(const problem *p, const buffers *b, int64_t bi
         attn_tensor tq = make_tensor((void *)qr, ATTN_DTYPE_F32, 1, 1, d);
         attn_tensor tk = make_tensor(kbuf, kt, 1, n, d);
         attn_tensor tv = make_tensor(vbuf, kt, 1, n, dv);
+        if (asym) { /* rows of records, strides in bytes */
+            tk.row_stride = (int64_t)k_row, tk.head_stride = tk.batch_stride = n * (int64_t)k_row;
+            tv.row_stride = (int64_t)v_row, tv.head_stride = tv.batch_stride = n * (int64_t)v_row;
+            o.k_scale_group = kr_g;
+            o.v_scale_group = vr_g;
+        }
         attn_tensor to = make_tensor(ref, ATTN_DTYPE_F32, 1, 1, dv);
         attn_status st = attn_forward(&one, &o, &tq, &tk, &tv, &to, NULL);
         if (st != ATTN_OK) {
@@ -186,7 +196,7 @@ static attn_status verify_one_row(const problem *p, const buffers *b, int64_t bi
         const int64_t prec = p->g.opt.precision;
         /* rows decoded to f32 first (scale groups, a tail: attn.h 1.8, 1.9)
            take the F32 kernels, so the bf16 mode's and not the int8 one */
-        const int staged = kg || tail;
+        const int staged = kg || tail || asym;
         const int i8 = prec == ATTN_PRECISION_INT8 && !staged &&
                        (kt == ATTN_DTYPE_Q8_0 || kt == ATTN_DTYPE_Q4_0);
         const int bf = prec == ATTN_PRECISION_BF16 &&
@@ -198,8 +208,8 @@ static attn_status verify_one_row(const problem *p, const buffers *b, int64_t bi
             double terms = 0.0, folded = 0.0, e_i8 = 0.0;
             for (int64_t t = 0; t < d; t++) {
                 const double kv = t >= dm ? (double)tbuf[j * tail + t - dm]
-                                          : gen_load(kr, kt, t, ksc ? ksc[j * kgn + t * kgn / dm]
-                                                                    : p->g.opt.k_scale);
+                                          : gen_load_g(kr, kt, t, ksc ? ksc[j * kgn + t * kgn / dm]
+                                                                      : p->g.opt.k_scale, kr_g);
                 terms += fabs((double)qr[t] * kv);
                 folded += fmax(fabs((double)qr[t]), fabs(kv));
             }
@@ -223,8 +233,8 @@ static attn_status verify_one_row(const problem *p, const buffers *b, int64_t bi
             if (terms > a)
                 a = terms;
             for (int64_t t = 0; t < dv; t++) {
-                const double x = fabs((double)gen_load(vr_, kt, t, vsc ? vsc[j * vgn + t * vgn / dv]
-                                                                     : p->g.opt.v_scale));
+                const double x = fabs((double)gen_load_g(vr_, kt, t, vsc ? vsc[j * vgn + t * vgn / dv]
+                                                                       : p->g.opt.v_scale, vr_g));
                 if (x > vmax)
                     vmax = x;
             }
@@ -298,8 +308,9 @@ int verify(const problem *p, const buffers *b, int64_t rows, verify_result *vr)
     const int64_t d = s->head_dim, dv = v_dim_of(s);
     float *ref = alloc_elems(dv, sizeof(float));
     float *bias = alloc_elems(s->kv_len, sizeof(float));
-    void *kbuf = alloc_elems(s->kv_len, (size_t)(d / dtype_block(kt)) * dtype_size(kt));
-    void *vbuf = alloc_elems(s->kv_len, (size_t)(dv / dtype_block(kt)) * dtype_size(kt));
+    const int64_t kg = b->m.opt.k_scale_group, vg = b->m.opt.v_scale_group; /* ASYM records */
+    void *kbuf = alloc_elems(s->kv_len, (size_t)gen_row_units(kt, d, kg) * dtype_size(kt));
+    void *vbuf = alloc_elems(s->kv_len, (size_t)gen_row_units(kt, dv, vg) * dtype_size(kt));
     if (!ref || !bias || !kbuf || !vbuf) {
         free(ref);
         free(bias);

@@ -10,9 +10,10 @@
 
 Operations: scores, mask_apply, softmax, weights, forward, backward,
 softmax_backward, merge; libattn.torch wraps forward and backward for PyTorch;
-quantize() makes Q8_0 / Q4_0 / FP8 K/V caches that forward(...,
-kv_dtype='q8_0') reads in place; cache_append() writes a step's new K/V rows
-into such caches (dense or paged) where forward() reads them.
+quantize() makes Q8_0 / Q4_0 / FP8 K/V caches and OpenVINO's asymmetric
+u8 / u4 ones that forward(..., kv_dtype='q8_0') reads in place;
+cache_append() writes a step's new K/V rows into such caches (dense or
+paged) where forward() reads them.
 They take NumPy arrays (float32, float16, bfloat16 bits as uint16 with
 dtype='bf16') or, without NumPy, libattn.Tensor views of flat buffers.
 Failures inside the library raise AttnError; arguments Python can check
@@ -34,7 +35,7 @@ from ._tensor import Tensor
 from ._cache import cache_append
 from ._prepared import Prepared, prepare
 
-__version__ = "1.11.0"
+__version__ = "1.12.0"
 
 __all__ = [
     "ABI_MAJOR", "AttnError", "LibraryError", "Status", "DType", "Isa", "Tensor",

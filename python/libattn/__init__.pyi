@@ -58,6 +58,8 @@ class DType(enum.IntEnum):
     Q4_0 = 5
     FP8_E4M3 = 6
     FP8_E5M2 = 7
+    U8_ASYM = 8
+    U4_ASYM = 9
 
 Isa: Type[enum.IntEnum]  # one member per attn_isa value, from the library
 
@@ -98,6 +100,7 @@ def scores(
     precision: str = ...,
     k_scales: Optional[Array] = ...,
     k_tail: Optional[Array] = ...,
+    k_scale_group: int = ...,
     q_lens: Optional[Ints] = ...,
     kv_lens: Optional[Ints] = ...,
     mask: Optional[Array] = ...,
@@ -130,6 +133,7 @@ def scores(
     precision: str = ...,
     k_scales: Optional[Array] = ...,
     k_tail: Optional[Array] = ...,
+    k_scale_group: int = ...,
     q_lens: Optional[Ints] = ...,
     kv_lens: Optional[Ints] = ...,
     mask: Optional[Array] = ...,
@@ -232,6 +236,7 @@ def weights(
     precision: str = ...,
     k_scales: Optional[Array] = ...,
     k_tail: Optional[Array] = ...,
+    k_scale_group: int = ...,
     q_lens: Optional[Ints] = ...,
     kv_lens: Optional[Ints] = ...,
     mask: Optional[Array] = ...,
@@ -266,6 +271,7 @@ def weights(
     precision: str = ...,
     k_scales: Optional[Array] = ...,
     k_tail: Optional[Array] = ...,
+    k_scale_group: int = ...,
     q_lens: Optional[Ints] = ...,
     kv_lens: Optional[Ints] = ...,
     mask: Optional[Array] = ...,
@@ -300,6 +306,7 @@ def weights(
     precision: str = ...,
     k_scales: Optional[Array] = ...,
     k_tail: Optional[Array] = ...,
+    k_scale_group: int = ...,
     q_lens: Optional[Ints] = ...,
     kv_lens: Optional[Ints] = ...,
     mask: Optional[Array] = ...,
@@ -334,6 +341,7 @@ def weights(
     precision: str = ...,
     k_scales: Optional[Array] = ...,
     k_tail: Optional[Array] = ...,
+    k_scale_group: int = ...,
     q_lens: Optional[Ints] = ...,
     kv_lens: Optional[Ints] = ...,
     mask: Optional[Array] = ...,
@@ -373,6 +381,8 @@ def forward(
     k_scales: Optional[Array] = ...,
     k_tail: Optional[Array] = ...,
     v_scales: Optional[Array] = ...,
+    k_scale_group: int = ...,
+    v_scale_group: int = ...,
     q_lens: Optional[Ints] = ...,
     kv_lens: Optional[Ints] = ...,
     mask: Optional[Array] = ...,
@@ -413,6 +423,8 @@ def forward(
     k_scales: Optional[Array] = ...,
     k_tail: Optional[Array] = ...,
     v_scales: Optional[Array] = ...,
+    k_scale_group: int = ...,
+    v_scale_group: int = ...,
     q_lens: Optional[Ints] = ...,
     kv_lens: Optional[Ints] = ...,
     mask: Optional[Array] = ...,
@@ -453,6 +465,8 @@ def forward(
     k_scales: Optional[Array] = ...,
     k_tail: Optional[Array] = ...,
     v_scales: Optional[Array] = ...,
+    k_scale_group: int = ...,
+    v_scale_group: int = ...,
     q_lens: Optional[Ints] = ...,
     kv_lens: Optional[Ints] = ...,
     mask: Optional[Array] = ...,
@@ -493,6 +507,8 @@ def forward(
     k_scales: Optional[Array] = ...,
     k_tail: Optional[Array] = ...,
     v_scales: Optional[Array] = ...,
+    k_scale_group: int = ...,
+    v_scale_group: int = ...,
     q_lens: Optional[Ints] = ...,
     kv_lens: Optional[Ints] = ...,
     mask: Optional[Array] = ...,
@@ -621,7 +637,13 @@ def merge(
 ) -> Tuple[Tensor, Tensor]: ...
 
 
-def quantize(x: Array, dtype: str, *, scale: float = ...) -> numpy.ndarray[Any, Any]: ...
+def quantize(
+    x: Array,
+    dtype: str,
+    *,
+    scale: float = ...,
+    group: Optional[int] = ...,
+) -> numpy.ndarray[Any, Any]: ...
 
 
 def quantize_rows(
@@ -644,6 +666,8 @@ def cache_append(
     v_scale: float = ...,
     k_scales: Optional[Array] = ...,
     v_scales: Optional[Array] = ...,
+    k_scale_group: int = ...,
+    v_scale_group: int = ...,
 ) -> None: ...
 
 
@@ -664,6 +688,8 @@ def prepare(
     k_scales: Optional[Array] = ...,
     k_tail: Optional[Array] = ...,
     v_scales: Optional[Array] = ...,
+    k_scale_group: int = ...,
+    v_scale_group: int = ...,
     q_lens: Optional[Ints] = ...,
     kv_lens: Optional[Ints] = ...,
     mask: Optional[Array] = ...,

@@ -16,18 +16,21 @@ import numbers
 from ._capi import DType, Options, Shape, check, has, lib
 from ._capi import Tensor as _CTensor
 from ._kvlayout import _int32_array, _int_list, _pool
-from ._ops import _quant_dtype, _quant_operand
+from ._ops import (_ASYM, _ASYM_NAMES, _FP8_NAMES, _group_arg, _quant_dtype,
+                   _quant_operand)
 from ._tensor import as_operand, np
 from ._types import Array, IntTable, Ints, Optional
 
 
-def _cache_operand(x, name, kv_dtype):
-    if kv_dtype is None:
-        return as_operand(x, name, "qkv", need_writable=True, allow_copy=False), 1
-    op, per_unit = _quant_operand(x, name, _quant_dtype(kv_dtype, "kv_dtype"))
+def _cache_operand(x, name, dt, group, what):
+    """(Operand, values per row) of a cache written in place."""
+    if dt is None:
+        op = as_operand(x, name, "qkv", need_writable=True, allow_copy=False)
+        return op, op.shape[-1]
+    op, cols = _quant_operand(x, name, dt, group, what)
     if not op.writable:
         raise ValueError("%s: the cache must be writable" % name)
-    return op, per_unit
+    return op, cols
 
 
 def cache_append(k_new: Array, k_cache: Array, v_new: Optional[Array] = None,
@@ -35,7 +38,8 @@ def cache_append(k_new: Array, k_cache: Array, v_new: Optional[Array] = None,
                  q_lens: Optional[Ints] = None, block_table: Optional[IntTable] = None,
                  kv_dtype: Optional[str] = None, k_scale: float = 0.0,
                  v_scale: float = 0.0, k_scales: Optional[Array] = None,
-                 v_scales: Optional[Array] = None) -> None:
+                 v_scales: Optional[Array] = None, k_scale_group: int = 0,
+                 v_scale_group: int = 0) -> None:
     """Write new K (and V) rows into caches, in place; returns None.
 
     k_new, v_new      float32 or float16 arrays [B, Hkv, T, D] (T: the most new
@@ -43,8 +47,9 @@ def cache_append(k_new: Array, k_cache: Array, v_new: Optional[Array] = None,
     k_cache, v_cache  writable caches, the arrays forward() reads: dense
                       [B, Hkv, L, D], or with block_table a pool [num_blocks,
                       block_size, Hkv, D] (vLLM's); float32/float16, or with
-                      kv_dtype ('q8_0', 'q4_0', 'fp8', 'e5m2') the raw uint8 bytes of
-                      such a cache, rows of row_bytes ([..., row_bytes]).
+                      kv_dtype ('q8_0', 'q4_0', 'fp8', 'e5m2', 'u8', 'u4') the raw
+                      uint8 bytes of such a cache, rows of row_bytes ([...,
+                      row_bytes]; D follows from row_bytes as for forward()).
     kv_lens           each sequence's keys after the append (an int: all).
     q_lens            each sequence's new tokens (default T): token t of
                       sequence b goes to key kv_lens[b] - q_lens[b] + t.
@@ -58,6 +63,11 @@ def cache_append(k_new: Array, k_cache: Array, v_new: Optional[Array] = None,
                       57344; 1 for a zero row) is written at its slot and
                       the row stored as x / scale: what forward(...,
                       k_scales=...) reads. A non-finite new value is refused.
+    k_scale_group, v_scale_group  u8/u4 only: values per record of k_cache,
+                      v_cache (0: one record per row); each new row is
+                      encoded one record per group, as quantize(x, kv_dtype,
+                      group=g) encodes it (a non-finite value is refused).
+                      Pass the same groups to forward().
     The values are rounded once (float16 to nearest even) or quantized
     exactly as quantize() does; v_new and v_cache go together (neither: keys
     only).
@@ -66,6 +76,18 @@ def cache_append(k_new: Array, k_cache: Array, v_new: Optional[Array] = None,
         raise NotImplementedError("cache_append: the loaded libattn is older than 1.3")
     if (v_new is None) != (v_cache is None):
         raise TypeError("v_new, v_cache: give both or neither")
+    dt = None if kv_dtype is None else _quant_dtype(kv_dtype, "kv_dtype")
+    groups = {"k": _group_arg(k_scale_group, "k_scale_group"),
+              "v": _group_arg(v_scale_group, "v_scale_group")}
+    if dt in _ASYM and (k_scales is not None or v_scales is not None):
+        raise ValueError("k_scales/v_scales: kv_dtype=%r records hold their own scale and zero "
+                         "point (row scales are for %s); give k_scale_group/v_scale_group for "
+                         "their group" % (kv_dtype, _FP8_NAMES))
+    if dt in _ASYM and (k_scale or v_scale):
+        raise ValueError("k_scale/v_scale: only for kv_dtype=%s, not %r" % (_FP8_NAMES, kv_dtype))
+    if (groups["k"] or groups["v"]) and dt not in _ASYM:
+        raise ValueError("k_scale_group/v_scale_group: the record group of kv_dtype=%s "
+                         "caches" % _ASYM_NAMES)
     rank = None
     pairs = []
     for name, new, cache in (("k", k_new, k_cache), ("v", v_new, v_cache)):
@@ -77,11 +99,12 @@ def cache_append(k_new: Array, k_cache: Array, v_new: Optional[Array] = None,
         if len(n.shape) != rank or rank not in (3, 4):
             raise ValueError("%s_new: expected [B, Hkv, T, D] or [Hkv, T, D], got shape %r"
                              % (name, n.shape))
-        c, per_unit = _cache_operand(cache, name + "_cache", kv_dtype)
-        pairs.append((name, n.padded(), c, per_unit))
+        c, cols = _cache_operand(cache, name + "_cache", dt, groups[name],
+                                 name + "_scale_group")
+        pairs.append((name, n.padded(), c, cols))
     batch, kv_heads, q_len, head_dim = pairs[0][1].shape
     views, v_dim, kv_len, block_size, num_blocks = [], head_dim, None, 0, 0
-    for name, n, c, per_unit in pairs:
+    for name, n, c, cols in pairs:
         if block_table is not None:
             c4 = _pool(c, name + "_cache")
             block_size, num_blocks = c4.shape[2], c4.shape[0]
@@ -96,7 +119,6 @@ def cache_append(k_new: Array, k_cache: Array, v_new: Optional[Array] = None,
             kv_len = c4.shape[2] if kv_len is None else kv_len
             if c4.shape[2] != kv_len:
                 raise ValueError("v_cache: %d keys, but k_cache has %d" % (c4.shape[2], kv_len))
-        cols = c4.shape[3] * per_unit
         if n.shape[:3] != (batch, kv_heads, q_len) or n.shape[3] != cols or \
                 c4.shape[1] != kv_heads:
             raise ValueError("%s_new: shape %r does not fit %s_cache (%d heads of %d values)"
@@ -129,6 +151,8 @@ def cache_append(k_new: Array, k_cache: Array, v_new: Optional[Array] = None,
         setattr(opt, field, ctypes.cast(arr, ctypes.POINTER(ctypes.c_int32)))
     opt.k_scale = float(k_scale)
     opt.v_scale = float(v_scale)
+    opt.k_scale_group = groups["k"]
+    opt.v_scale_group = groups["v"]
     scale_views = {}
     for name, arr in (("k", k_scales), ("v", v_scales)):
         if arr is None:

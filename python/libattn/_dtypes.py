@@ -9,9 +9,11 @@ test 'python-dtypes' fails when it differs from the list (then run
   id     the attn_dtype name without ATTN_DTYPE_ (DType's member)
   value  the attn_dtype value
   name   as the CLI and this binding spell it
-  block  values per stride unit (32 for the block formats, else 1)
-  bytes  bytes per stride unit (one value, or one block)
-  kind   'float', 'qblock', 'fp8' or 'bool'
+  block  values per stride unit (32 for the block formats, 2 for u4's
+         code bytes, else 1)
+  bytes  bytes per stride unit (one value, one block, or one byte; an
+         'asym' row adds an 8-byte header per group)
+  kind   'float', 'qblock', 'fp8', 'bool' or 'asym'
   q, kv  valid as the query, as K/V
   out    where it may be an output: 'any' (every output), 'rounded' (only
          the out of forward and merge, rounded once from f32), 'none'
@@ -32,4 +34,6 @@ ROWS = (
     Row("Q4_0", 5, "q4_0", 32, 18, "qblock", False, True, "none", None),
     Row("FP8_E4M3", 6, "fp8", 1, 1, "fp8", False, True, "none", 448.0),
     Row("FP8_E5M2", 7, "e5m2", 1, 1, "fp8", False, True, "none", 57344.0),
+    Row("U8_ASYM", 8, "u8", 1, 1, "asym", False, True, "none", None),
+    Row("U4_ASYM", 9, "u4", 2, 1, "asym", False, True, "none", None),
 )

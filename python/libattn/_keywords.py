@@ -259,6 +259,17 @@ def _row_scales(field):
     return convert
 
 
+def _record_group(field):
+    """k_scale_group / v_scale_group of an asym (u8, u4) cache: values per
+    record, 0 for one record per row. Set only when nonzero: k_scales /
+    v_scales set the field for an FP8 cache's groups."""
+    def convert(value, call):
+        group = 0 if value is None else int_arg(value, field, 0)
+        if group:
+            setattr(call.opt, field, group)
+    return convert
+
+
 def _lengths(name, extent):
     def convert(value, call):
         arr = _per_batch(value, name, call.shape.batch, ctypes.c_int32, "lengths",
@@ -542,6 +553,15 @@ _BY_HAND = (
             _row_scales("v_scales"),
             "fp8 only, instead of v_scale: one scale per value row, likewise.",
             ops=("forward",)),
+    # the asym caches' record groups (attn.h 1.12); FP8's groups are set by
+    # k_scales / v_scales above, so 0 here leaves the field to them
+    Keyword("k_scale_group", "k_scale_group", 0, "int", _record_group("k_scale_group"),
+            "u8/u4 only: values per record of the K cache (0: one record\n"
+            "per row, OpenVINO's default); with it D = row_bytes / (8 + g) * g\n"
+            "(u4: / (8 + g / 2) * g), or row_bytes - 8 (u4: 2 * (row_bytes - 8))\n"
+            "for 0.", ops=("scores", "weights", "forward")),
+    Keyword("v_scale_group", "v_scale_group", 0, "int", _record_group("v_scale_group"),
+            "u8/u4 only: values per record of the V cache, likewise.", ops=("forward",)),
     Keyword("q_lens", "q_lens", None, "Optional[Ints]", _lengths("q_lens", "q_len"),
             "valid query rows per batch entry (int or sequence)."),
     Keyword("kv_lens", "kv_lens", None, "Optional[Ints]", _lengths("kv_lens", "kv_len"),

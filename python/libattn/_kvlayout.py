@@ -191,7 +191,7 @@ def _setup(q, k, v, *, options, side_inputs, q_lens, kv_lens, q_offsets, kv_offs
     side_inputs(target) -> {keyword: Operand or None} broadcasts the score-shaped
     tensors (mask, bias); options(shape, sides) -> (Options, keep) sets every
     field but the layouts and the lengths, which this sets. kv_operand(x,
-    name) -> (Operand, values per stride unit) reads a quantized k and v;
+    name) -> (Operand, values per row) reads a quantized k and v;
     scales {'k_scales': ..., 'v_scales': ...} are their row scales in the
     caches' layout (see _layout_scales).
     """
@@ -210,13 +210,14 @@ def _setup(q, k, v, *, options, side_inputs, q_lens, kv_lens, q_offsets, kv_offs
         raise ValueError("kv_lens: not with cu_seqlens_k (which gives the lengths)")
 
     qo = as_operand(q, "q", "qkv", half_bits)
-    per_unit = 1  # values per stride unit of k and v (a block of a quantized cache)
+    # values per row of k and v (a quantized row's bytes hold more or fewer)
     if kv_operand is not None:
-        ko, per_unit = kv_operand(k, "k")
-        vo = kv_operand(v, "v")[0] if v is not None else None
+        ko, k_cols = kv_operand(k, "k")
+        vo, v_cols = kv_operand(v, "v") if v is not None else (None, 0)
     else:
         ko = as_operand(k, "k", "qkv", half_bits)
         vo = as_operand(v, "v", "qkv", half_bits) if v is not None else None
+        k_cols, v_cols = ko.shape[-1], (vo.shape[-1] if vo is not None else 0)
 
     # batch and the per-sequence arrays
     q_off, q_len_list, kv_off, kv_len_list = None, None, None, None
@@ -264,8 +265,8 @@ def _setup(q, k, v, *, options, side_inputs, q_lens, kv_lens, q_offsets, kv_offs
         if len(k4.shape) != 4 or k4.shape[0] != batch:
             raise ValueError("k: expected [%d,Hkv,Lk,D], got shape %r" % (batch, ko.shape))
     _, q_heads, q_len, head_dim = q4.shape
-    _, kv_heads, kv_rows, kd = k4.shape
-    kd *= per_unit
+    _, kv_heads, kv_rows, _ = k4.shape
+    kd = k_cols
     if kd != head_dim:
         raise ValueError("k: head_dim %d, but q has head_dim %d" % (kd, head_dim))
     for name, op in (("q", qo), ("k", ko), ("v", vo)):
@@ -277,7 +278,7 @@ def _setup(q, k, v, *, options, side_inputs, q_lens, kv_lens, q_offsets, kv_offs
     if v4 is not None:
         if v4.shape[1:3] != k4.shape[1:3] or (paged and v4.shape[0] != k4.shape[0]):
             raise ValueError("v: shape %r does not match k's %r" % (vo.shape, ko.shape))
-        v_dim = v4.shape[3] * per_unit
+        v_dim = v_cols
     block_size = k4.shape[2] if paged else 0
     kv_len = len(table[0]) * block_size if paged else kv_rows
 

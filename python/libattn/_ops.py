@@ -57,17 +57,23 @@ def _half_bits(dtype):
     return dt
 
 
-_QUANT_ROWS = [row for row in ROWS if row.kind in ("qblock", "fp8")]
+_QUANT_ROWS = [row for row in ROWS if row.kind in ("qblock", "fp8", "asym")]
 # by the list's name, and by its ID in lower case ("fp8_e4m3", as vLLM's
-# kv_cache_dtype spells it)
+# kv_cache_dtype spells it; "u8_asym")
 _QUANT_DTYPES = {row.name: DType(row.value) for row in _QUANT_ROWS}
 _QUANT_DTYPES.update({row.id.lower(): DType(row.value) for row in _QUANT_ROWS})
 _QUANT_NAMES = either(row.name for row in _QUANT_ROWS)
 # FP8: one byte per value, scaled by k_scale / v_scale (scale= in quantize())
 _FP8 = frozenset(DType(row.value) for row in _QUANT_ROWS if row.kind == "fp8")
 _FP8_NAMES = either(row.name for row in _QUANT_ROWS if row.kind == "fp8")
-# values per stride unit, bytes per stride unit
+# OpenVINO's asymmetric records (attn.h 1.12): per group of values an f32
+# scale, an f32 zero point, then the codes; strides in bytes
+_ASYM = frozenset(DType(row.value) for row in _QUANT_ROWS if row.kind == "asym")
+_ASYM_NAMES = either(row.name for row in _QUANT_ROWS if row.kind == "asym")
+_ASYM_HEADER = 8  # bytes: the record's scale and zero point
+# values per stride unit, bytes per stride unit (asym: codes per byte, 1)
 _QUANT_LAYOUT = {DType(row.value): (row.block, row.bytes) for row in _QUANT_ROWS}
+_QUANT_NAME = {DType(row.value): row.name for row in _QUANT_ROWS}
 
 
 def _quant_dtype(name, what):
@@ -79,14 +85,54 @@ def _quant_dtype(name, what):
         raise ValueError("%s: expected %s, got %r" % (what, _QUANT_NAMES, name)) from None
 
 
-def _quant_operand(x, name, dt):
+def _dt_name(dt):
+    """The list's name of a quantized dtype ('u8' for U8_ASYM)."""
+    return _QUANT_NAME[dt]
+
+
+def _group_arg(value, what):
+    """A record group: an int >= 0 (0: the whole row); None means 0."""
+    return 0 if value is None else int_arg(value, what, 0)
+
+
+def _asym_record_bytes(dt, group):
+    """Bytes of one record of `group` values (8 + g for u8, 8 + g / 2 for u4)."""
+    return _ASYM_HEADER + group // _QUANT_LAYOUT[dt][0]
+
+
+def _asym_row_values(dt, row_bytes, group, name, what):
+    """The values in an asym row of `row_bytes` bytes of records of `group`
+    values (0: one record, the whole row): row_bytes / (8 + g) * g for u8
+    (/ (8 + g / 2) * g for u4), row_bytes - 8 (2 * (row_bytes - 8)) for the
+    whole row. ValueError naming `name` (the cache) and `what` (the group's
+    keyword) when the bytes are not whole records."""
+    per_byte = _QUANT_LAYOUT[dt][0]
+    label = _dt_name(dt)
+    if group:
+        if group % per_byte:
+            raise ValueError("%s: %s records hold whole bytes of codes: the group must be a "
+                             "multiple of %d, got %d" % (what, label, per_byte, group))
+        rec = _asym_record_bytes(dt, group)
+        if row_bytes % rec:
+            raise ValueError("%s: %d bytes per row are not whole %s records of %s=%d values "
+                             "(%d bytes each)" % (name, row_bytes, label, what, group, rec))
+        return row_bytes // rec * group
+    if row_bytes <= _ASYM_HEADER:
+        raise ValueError("%s: a %s row of one record (%s=0) is 8 header bytes and its codes; "
+                         "got %d bytes" % (name, label, what, row_bytes))
+    return (row_bytes - _ASYM_HEADER) * per_byte
+
+
+def _quant_operand(x, name, dt, group=0, what="k_scale_group"):
     """A quantized K or V cache: uint8 (or int8) NumPy array [..., row_bytes].
 
     Its last axis holds one row in the format's bytes (Q8_0: 34 per 32
-    values, Q4_0: 18, FP8: 1 per value) and must be contiguous; the other
-    byte strides must be whole blocks (Q8_0/Q4_0), as a cache stored by
-    llama.cpp or returned by quantize() is. The Operand's last dimension
-    counts stride units (blocks, or bytes for FP8).
+    values, Q4_0: 18, FP8: 1 per value, U8/U4: records of `group` values,
+    8 + g (U4: 8 + g / 2) bytes each, 0 meaning one record per row) and must
+    be contiguous; the other byte strides must be whole blocks (Q8_0/Q4_0),
+    as a cache stored by llama.cpp or returned by quantize() is. The
+    Operand's last dimension counts stride units (blocks, or bytes). Returns
+    (Operand, values per row); `what` names the group's keyword in errors.
     """
     if np is None or is_tensor(x):
         raise TypeError("%s: a quantized cache must be a NumPy uint8 array" % name)
@@ -98,6 +144,10 @@ def _quant_operand(x, name, dt):
     if arr.ndim < 1 or arr.shape[-1] == 0 or arr.shape[-1] % unit:
         raise ValueError("%s: rows of %s are whole %d-byte blocks; the last axis has %r bytes"
                          % (name, dt.name.lower(), unit, arr.shape[-1:] or None))
+    if dt in _ASYM:
+        cols = _asym_row_values(dt, arr.shape[-1], group, name, what)
+    else:
+        cols = arr.shape[-1] // unit * values
     if arr.shape[-1] > 1 and arr.strides[-1] != 1:
         raise ValueError("%s: the last axis (a row's bytes) must be contiguous" % name)
     strides = []
@@ -111,28 +161,52 @@ def _quant_operand(x, name, dt):
             strides.append(s // unit)
     shape = arr.shape[:-1] + (arr.shape[-1] // unit,)
     return Operand(arr.__array_interface__["data"][0], dt, shape, strides + [1], [arr], x,
-                   arr.flags.writeable), values
+                   arr.flags.writeable), cols
 
 
-def _attention_inputs(q, k, v, dtype, kv_dtype=None, tail_dim=0):
+def _kv_keywords(kw, kv_dtype):
+    """The cache keywords checked against kv_dtype: (its DType or None, the
+    k and v record groups). k_scale/v_scale/k_scales/v_scales are FP8's;
+    k_scale_group/v_scale_group (an int >= 0) the asym formats' groups."""
+    dt = None if kv_dtype is None else _quant_dtype(kv_dtype, "kv_dtype")
+    k_group = _group_arg(kw.get("k_scale_group"), "k_scale_group")
+    v_group = _group_arg(kw.get("v_scale_group"), "v_scale_group")
+    row_scales = kw.get("k_scales") is not None or kw.get("v_scales") is not None
+    if dt in _ASYM and row_scales:
+        raise ValueError("k_scales/v_scales: kv_dtype=%r records hold their own scale and zero "
+                         "point (row scales are for %s); give k_scale_group/v_scale_group for "
+                         "their group" % (_dt_name(dt), _FP8_NAMES))
+    scaled = kw.get("k_scale") or kw.get("v_scale") or row_scales
+    if scaled and dt not in _FP8:
+        raise ValueError("k_scale/v_scale/k_scales/v_scales: only for kv_dtype=%s%s"
+                         % (_FP8_NAMES, "" if dt is None else ", not %r" % (kv_dtype,)))
+    if (k_group or v_group) and dt not in _ASYM:
+        raise ValueError("k_scale_group/v_scale_group: the record group of kv_dtype=%s "
+                         "caches (FP8 groups are k_scales' last axis)" % _ASYM_NAMES)
+    return dt, k_group, v_group
+
+
+def _attention_inputs(q, k, v, dtype, kv_dtype=None, tail_dim=0, k_group=0, v_group=0):
     half = _half_bits(dtype)
     qo = as_operand(q, "q", "qkv", half)
     rank = len(qo.shape)
     if rank not in (2, 3, 4):
         raise ValueError("q: expected %s, got shape %r" % (_LAYOUTS, qo.shape))
     named = [("q", qo)]
-    per_unit = 1  # values per stride unit of k and v
     if kv_dtype is None:
         ko = as_operand(k, "k", "qkv", half)
+        k_cols = ko.shape[-1]
     else:
-        ko, per_unit = _quant_operand(k, "k", _quant_dtype(kv_dtype, "kv_dtype"))
+        ko, k_cols = _quant_operand(k, "k", _quant_dtype(kv_dtype, "kv_dtype"), k_group,
+                                    "k_scale_group")
     named.append(("k", ko))
     vo = None
     if v is not None:
         if kv_dtype is None:
             vo = as_operand(v, "v", "qkv", half)
+            v_cols = vo.shape[-1]
         else:
-            vo, _ = _quant_operand(v, "v", ko.dtype)
+            vo, v_cols = _quant_operand(v, "v", ko.dtype, v_group, "v_scale_group")
         named.append(("v", vo))
     for name, op in named:
         if len(op.shape) != rank:
@@ -142,23 +216,26 @@ def _attention_inputs(q, k, v, dtype, kv_dtype=None, tail_dim=0):
             raise ValueError("%s: shape %r has rows of no values" % (name, op.shape))
     q4, k4 = qo.padded(), ko.padded()
     batch, q_heads, q_len, head_dim = q4.shape
-    kb, kv_heads, kv_len, kd = k4.shape
-    kd *= per_unit
+    kb, kv_heads, kv_len, _ = k4.shape
+    kd = k_cols  # values per row (a quantized row's bytes hold more or fewer)
     if kb != batch:
         raise ValueError("k: batch %d, but q has batch %d" % (kb, batch))
     if kd + tail_dim != head_dim:
+        # an asym row's values follow from its bytes and the group (_asym_row_values)
+        rule = "" if ko.dtype not in _ASYM else " (%d bytes of %s records of k_scale_group=%d)" \
+            % (k4.shape[3], _dt_name(ko.dtype), k_group)
         if tail_dim:
-            raise ValueError("k: %d values per row and k_tail's %d, but q has head_dim %d"
-                             % (kd, tail_dim, head_dim))
-        raise ValueError("k: head_dim %d, but q has head_dim %d" % (kd, head_dim))
+            raise ValueError("k: %d values per row%s and k_tail's %d, but q has head_dim %d"
+                             % (kd, rule, tail_dim, head_dim))
+        raise ValueError("k: head_dim %d%s, but q has head_dim %d" % (kd, rule, head_dim))
     if q_heads % kv_heads if kv_heads else q_heads:
         raise ValueError("k: %d heads do not divide q's %d heads (grouped-query attention "
                          "needs q_heads %% kv_heads == 0)" % (kv_heads, q_heads))
     v4, v_dim = None, head_dim
     if vo is not None:
         v4 = vo.padded()
-        vb, vh, vl, v_dim = v4.shape
-        v_dim *= per_unit
+        vb, vh, vl, _ = v4.shape
+        v_dim = v_cols
         if (vb, vh, vl) != (batch, kv_heads, kv_len):
             raise ValueError("v: shape %r does not match k's %r in batch, heads and length"
                              % (vo.shape, ko.shape))
@@ -195,10 +272,7 @@ def _call(function, args, keep):
 
 
 def _run_attention(function, q, k, v, kw, *, out, stats, dtype, kv_dtype=None, invoke=_call):
-    scaled = kw.get("k_scale") or kw.get("v_scale") or \
-        kw.get("k_scales") is not None or kw.get("v_scales") is not None
-    if kv_dtype is None and scaled:
-        raise ValueError("k_scale/v_scale/k_scales/v_scales: only for kv_dtype=" + _FP8_NAMES)
+    dt, k_group, v_group = _kv_keywords(kw, kv_dtype)
     if any(kw.get(name) is not None for name in LAYOUT):
         if kw.get("k_tail") is not None:
             raise ValueError("k_tail: not supported with q_offsets/cu_seqlens/block_table in "
@@ -209,14 +283,12 @@ def _run_attention(function, q, k, v, kw, *, out, stats, dtype, kv_dtype=None, i
             raise ValueError("q_pos, k_pos: not supported with q_offsets/kv_offsets, "
                              "cu_seqlens or block_table in this binding")
         kv_operand = None
-        if kv_dtype is not None:  # the caches cache_append writes, in any layout
-            dt = _quant_dtype(kv_dtype, "kv_dtype")
-            if dt not in _FP8 and scaled:
-                raise ValueError("k_scale/v_scale/k_scales/v_scales: only for kv_dtype=%s, "
-                                 "not %r" % (_FP8_NAMES, kv_dtype))
+        if dt is not None:  # the caches cache_append writes, in any layout
 
             def kv_operand(x, name):
-                return _quant_operand(x, name, dt)
+                if name == "k":
+                    return _quant_operand(x, name, dt, k_group, "k_scale_group")
+                return _quant_operand(x, name, dt, v_group, "v_scale_group")
         return _kvlayout.run_layout(
             function, q, k, v, out=out, stats=stats,
             options=lambda shape, sides: build(kw, shape, sides, skip=_LAYOUT_SKIPS),
@@ -225,10 +297,8 @@ def _run_attention(function, q, k, v, kw, *, out, stats, dtype, kv_dtype=None, i
             is_tensor_result=is_tensor(q), invoke=invoke, kv_operand=kv_operand,
             scales={name: kw.get(name) for name in ("k_scales", "v_scales")}, plain_call=_call,
             **{name: kw[name] for name in LAYOUT})
-    rank, shape, q4, k4, v4 = _attention_inputs(q, k, v, dtype, kv_dtype, k_tail_dim(kw))
-    if kv_dtype is not None and k4.dtype not in _FP8 and scaled:
-        raise ValueError("k_scale/v_scale/k_scales/v_scales: only for kv_dtype=%s, not %r"
-                         % (_FP8_NAMES, kv_dtype))
+    rank, shape, q4, k4, v4 = _attention_inputs(q, k, v, dtype, kv_dtype, k_tail_dim(kw),
+                                                k_group, v_group)
     sides = side_inputs(kw, (shape.batch, shape.q_heads, shape.q_len, shape.kv_len))
     opt, keep = build(kw, shape, sides)
     last = shape.v_dim if v4 is not None else shape.kv_len
@@ -329,13 +399,18 @@ def forward(q: ArrayT, k: Array, v: Array, *, dtype: Optional[str] = None,
              of 'f16'/'bf16'), which gets the float32 result rounded once to
              nearest even (stats stay float32).
     stats    True: return (out, {'lse', 'max_score', 'entropy'}).
-    kv_dtype 'q8_0', 'q4_0', 'fp8' or 'e5m2': k and v are quantized caches,
-             uint8 arrays [..., Lk, row_bytes] as quantize() returns them (or
-             as llama.cpp / vLLM store them): D = row_bytes / 34 * 32 (q8_0),
-             / 18 * 32 (q4_0), = row_bytes (fp8, e5m2). They are read in place,
-             in any of the cache layouts below too (a pool [num_blocks,
-             block_size, Hkv, row_bytes], packed [Tk, Hkv, row_bytes]), as
-             cache_append() writes them.
+    kv_dtype 'q8_0', 'q4_0', 'fp8', 'e5m2', 'u8' or 'u4': k and v are
+             quantized caches, uint8 arrays [..., Lk, row_bytes] as quantize()
+             returns them (or as llama.cpp / vLLM / OpenVINO store them):
+             D = row_bytes / 34 * 32 (q8_0), / 18 * 32 (q4_0), = row_bytes
+             (fp8, e5m2); u8 and u4 rows are records of g values (g =
+             k_scale_group for k, v_scale_group for v), so D = row_bytes /
+             (8 + g) * g (u4: / (8 + g / 2) * g), or with g = 0 (one record
+             per row) row_bytes - 8 (u4: 2 * (row_bytes - 8)); their records
+             hold their scales (no k_scale(s) / v_scale(s)). They are read in
+             place, in any of the cache layouts below too (a pool
+             [num_blocks, block_size, Hkv, row_bytes], packed [Tk, Hkv,
+             row_bytes]), as cache_append() writes them.
 
     Caches as engines keep them (q_offsets, kv_offsets, cu_seqlens_q,
     cu_seqlens_k, block_table below; see libattn._kvlayout for the details):
@@ -520,18 +595,30 @@ def backward(q: ArrayT, k: Array, v: Array, out: Array, dout: Array, lse: Array,
     return tuple(results)
 
 
-def quantize(x: Array, dtype: str, *, scale: float = 0.0) -> numpy.ndarray[Any, Any]:
+def quantize(x: Array, dtype: str, *, scale: float = 0.0,
+             group: Optional[int] = 0) -> numpy.ndarray[Any, Any]:
     """Quantize float rows for a K/V cache: uint8 array [..., row_bytes].
 
     x      float array [..., D] (NumPy), converted to float32 once.
     dtype  'q8_0' (D % 32 == 0; 34 bytes per 32 values), 'q4_0' (18 bytes per
-           32), 'fp8' (E4M3, one byte per value) or 'e5m2' (FP8 E5M2, one
-           byte per value: the upper half of a float16).
+           32), 'fp8' (E4M3, one byte per value), 'e5m2' (FP8 E5M2, one
+           byte per value: the upper half of a float16), or OpenVINO's
+           asymmetric 'u8' / 'u4': per group of g values a record of a
+           float32 scale, a float32 zero point and the codes (u8: a byte
+           each, 8 + g bytes; u4: two per byte, value 2i in the high nibble
+           of byte i, 8 + g / 2 bytes), value = (code - zp) * scale.
     scale  fp8/e5m2 only: the cache stores x / scale (0 means 1); pass the
            same value as k_scale / v_scale to forward().
-    Rounds exactly as llama.cpp's reference quantizers (q8_0, q4_0) and to
-    nearest even with saturation at +-448 (fp8) or +-57344 (e5m2). The
-    result can be passed to forward(..., kv_dtype=dtype).
+    group  u8/u4 only: values per record, dividing D (even for u4); 0 or
+           None: one record per row (OpenVINO's default). row_bytes is
+           D / g * (8 + g) (u4: D / g * (8 + g / 2)); pass the same group
+           as k_scale_group / v_scale_group to forward().
+    Rounds exactly as llama.cpp's reference quantizers (q8_0, q4_0), to
+    nearest even with saturation at +-448 (fp8) or +-57344 (e5m2), and as
+    OpenVINO's u8/u4 codec (attn_quantize in attn.h: per record s = (max -
+    min) / 255 (u4: / 15), zp = -min / s, code = round(x * (1 / s) + zp)
+    clamped; a non-finite value raises AttnError). The result can be passed
+    to forward(..., kv_dtype=dtype).
     """
     if np is None:
         raise TypeError("quantize: needs NumPy")
@@ -541,17 +628,39 @@ def quantize(x: Array, dtype: str, *, scale: float = 0.0) -> numpy.ndarray[Any, 
         raise ValueError("x: needs a non-empty last axis, got shape %r" % (arr.shape,))
     values, unit = _QUANT_LAYOUT[dt]
     cols = arr.shape[-1]
-    if cols % values:
-        raise ValueError("x: %s rows are whole blocks of %d values; D = %d"
-                         % (dt.name.lower(), values, cols))
     scale = float_arg(scale, "scale", minimum=0.0)
     if dt not in _FP8 and scale:
         raise ValueError("scale: only for dtype=" + _FP8_NAMES)
+    group = _group_arg(group, "group")
+    if dt not in _ASYM and group:
+        raise ValueError("group: only for dtype=" + _ASYM_NAMES)
     rows = arr.size // cols
+    src = arr.__array_interface__["data"][0]
+    if dt in _ASYM:
+        g = group or cols
+        if g % values:
+            raise ValueError("group: %s records hold two codes per byte: the group (D for "
+                             "group 0) must be even, got %d" % (_dt_name(dt), g))
+        if cols % g:
+            raise ValueError("group: %d values per %s record do not divide the rows' D = %d"
+                             % (g, _dt_name(dt), cols))
+        rec = _asym_record_bytes(dt, g)
+        row_bytes = cols // g * rec
+        out = np.empty(arr.shape[:-1] + (row_bytes,), dtype=np.uint8)
+        dst = out.__array_interface__["data"][0]
+        # attn_quantize writes one record per row: a call per group, its
+        # rows at the group's record, strides in bytes
+        for j in range(cols // g if rows else 0):
+            check(lib().attn_quantize(int(dt), src + j * g * 4, rows, g, cols, dst + j * rec,
+                                      row_bytes, 0.0), "attn_quantize")
+        return out
+    if cols % values:
+        raise ValueError("x: %s rows are whole blocks of %d values; D = %d"
+                         % (dt.name.lower(), values, cols))
     row_bytes = cols // values * unit
     out = np.empty(arr.shape[:-1] + (row_bytes,), dtype=np.uint8)
     if rows:
-        check(lib().attn_quantize(int(dt), arr.__array_interface__["data"][0], rows, cols, cols,
+        check(lib().attn_quantize(int(dt), src, rows, cols, cols,
                                   out.__array_interface__["data"][0], cols // values, scale),
               "attn_quantize")
     return out

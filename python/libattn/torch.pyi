@@ -52,6 +52,8 @@ def attention(
     k_scales: Optional[Array] = ...,
     k_tail: Optional[Array] = ...,
     v_scales: Optional[Array] = ...,
+    k_scale_group: int = ...,
+    v_scale_group: int = ...,
     q_lens: Optional[Ints] = ...,
     kv_lens: Optional[Ints] = ...,
     mask: Optional[Array] = ...,

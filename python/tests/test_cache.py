@@ -91,10 +91,11 @@ def _gather(pool, table, length):
                      for row in table])
 
 
-# every quantized K/V dtype of src/dtype_list.h (libattn/_dtypes.py), and FP8
-# with scales per row and per group
-@pytest.mark.parametrize("kv_dtype", [r.name for r in _dtypes.ROWS if r.kind in ("qblock", "fp8")]
-                         + ["fp8_rows", "fp8_groups"])
+# every quantized K/V dtype of src/dtype_list.h (libattn/_dtypes.py), FP8
+# with scales per row and per group, and the asym records in groups
+@pytest.mark.parametrize("kv_dtype", [r.name for r in _dtypes.ROWS
+                                      if r.kind in ("qblock", "fp8", "asym")]
+                         + ["fp8_rows", "fp8_groups", "u8_g16", "u4_g32"])
 def test_quantized_paged_and_packed_caches_are_read(kv_dtype):
     """A quantized pool written by cache_append is what forward() and
     prepare() read with its block_table, and the same cache packed
@@ -104,8 +105,10 @@ def test_quantized_paged_and_packed_caches_are_read(kv_dtype):
     B, H, HQ, D, bs, nb = 2, 2, 4, 64, 4, 10
     table = np.array([[3, 7, 1], [0, 5, 8]], np.int32)
     kv_lens, L = [11, 6], 12
-    dt = "fp8" if kv_dtype.startswith("fp8") else kv_dtype
-    row = libattn.quantize(np.zeros((1, D), np.float32), dt).shape[-1]
+    dt = kv_dtype.split("_")[0] if kv_dtype.startswith(("fp8", "u8", "u4")) else kv_dtype
+    # the asym records' group (values per record; 0: one per row)
+    group = int(kv_dtype[len("u8_g"):]) if kv_dtype.startswith(("u8_g", "u4_g")) else 0
+    row = libattn.quantize(np.zeros((1, D), np.float32), dt, group=group).shape[-1]
     k_pool = np.zeros((nb, bs, H, row), np.uint8)
     v_pool = np.zeros_like(k_pool)
     k_new = g.standard_normal((B, H, L, D), dtype=np.float32)
@@ -113,7 +116,9 @@ def test_quantized_paged_and_packed_caches_are_read(kv_dtype):
     kw, scales = {}, None
     if kv_dtype == "fp8":
         kw = dict(k_scale=0.5, v_scale=0.25)
-    elif kv_dtype != dt:  # one scale per row, or 4 groups of 16 channels per row
+    elif group:
+        kw = dict(k_scale_group=group, v_scale_group=group)
+    elif kv_dtype != dt:  # fp8: one scale per row, or 4 groups of 16 channels per row
         groups = (4,) if kv_dtype == "fp8_groups" else ()
         scales = [np.ones((nb, bs, H) + groups, np.float32) for _ in range(2)]
     # the whole sequences in one append (q_lens = kv_lens); row scales are

@@ -268,8 +268,8 @@ static void query_block(const task_ctx *ctx, const task_plan *p, size_t index, f
     int64_t kv_head;
     const int64_t n = load_rows(dsp, pb, p, index, rows, g, &b, &kv_head);
     int64_t dsum_run[2] = {0, 0};
-    const kv_src ks = attn_kv_open(pb, &pb->k, rows[0].b, kv_head, pb->head_dim);
-    const kv_src vs = attn_kv_open(pb, &pb->v, rows[0].b, kv_head, pb->v_dim);
+    const kv_src ks = attn_kv_open(pb, &pb->k, rows[0].b, kv_head, pb->head_dim, 0);
+    const kv_src vs = attn_kv_open(pb, &pb->v, rows[0].b, kv_head, pb->v_dim, 0);
     float *dk0 = attn_out_row(&pb->dk, rows[0].b, kv_head, 0);
     float *dv0 = attn_out_row(&pb->dv, rows[0].b, kv_head, 0);
     if (dsink)
@@ -375,8 +375,8 @@ static void task_keys(const task_ctx *ctx, size_t index, float *scratch)
     const int64_t kb0 = klo + blk * p->block_k, ke0 = attn_min64(kb0 + p->block_k, khi);
     if (kb0 >= khi && !(pb->dsinks && blk == 0)) /* past a shorter sequence's keys */
         return;
-    const kv_src ks = attn_kv_open(pb, &pb->k, batch, kv_head, pb->head_dim);
-    const kv_src vs = attn_kv_open(pb, &pb->v, batch, kv_head, pb->v_dim);
+    const kv_src ks = attn_kv_open(pb, &pb->k, batch, kv_head, pb->head_dim, 0);
+    const kv_src vs = attn_kv_open(pb, &pb->v, batch, kv_head, pb->v_dim, 0);
     float *dk0 = attn_out_row(&pb->dk, batch, kv_head, kb0);
     float *dv0 = attn_out_row(&pb->dv, batch, kv_head, kb0);
 

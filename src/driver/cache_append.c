@@ -25,7 +25,8 @@ typedef struct append_pair {
     int64_t cols;
     float scale; /* FP8's per-call scale, else 1 */
     attn_tensor rows; /* per-row scales written; data NULL: none */
-    int64_t group;    /* with rows: channels per scale, 0 for the whole row */
+    int64_t group;    /* with rows: channels per scale, 0 for the whole row;
+                         ASYM dst: values per record, resolved */
     float top;        /* with rows: the format's largest finite value */
 } append_pair;
 
@@ -83,12 +84,33 @@ static float row_scale(const float *x, int64_t n, float top)
     return isnormal(s) ? s : 1.0f;
 }
 
+/* A row of the dst's dtype at row: an ASYM row one record per group. 0 where
+   the format cannot store it (attn_from_f32_fn). */
+static int store_row(attn_from_f32_fn *store, const append_pair *pr, const float *x,
+                     unsigned char *row)
+{
+    if (!attn_dtype_is_asym(pr->dst.dtype))
+        return store(x, row, (size_t)pr->cols, pr->scale);
+    const int64_t g = pr->group;
+    const size_t rec = (size_t)attn_kv_row_units(pr->dst.dtype, g, g);
+    for (int64_t c = 0; c < pr->cols / g; c++)
+        if (!store(x + c * g, row + (size_t)c * rec, (size_t)g, pr->scale))
+            return 0;
+    return 1;
+}
+
+/* The dtypes whose encoding can fail: validation encodes their rows. */
+static int may_refuse(int32_t dtype)
+{
+    return attn_dtype_block(dtype) > 1 || attn_dtype_is_asym(dtype);
+}
+
 /* With scale groups, each group encoded with its own scale. */
 static void put_row(const attn_problem *pb, const append_pair *pr, attn_from_f32_fn *store,
                     const float *x, void *row, const kv_src *sc, int64_t b, int64_t j)
 {
     if (!pr->rows.data) {
-        (void)store(x, row, (size_t)pr->cols, pr->scale);
+        (void)store_row(store, pr, x, row);
         return;
     }
     float *const at = (float *)(void *)cache_row(pb, sc, b, j);
@@ -101,7 +123,8 @@ static void put_row(const attn_problem *pb, const append_pair *pr, attn_from_f32
 
 static size_t row_bytes(const append_pair *pr)
 {
-    return (size_t)(pr->cols / attn_dtype_block(pr->dst.dtype)) * attn_dtype_size(pr->dst.dtype);
+    return (size_t)attn_kv_row_units(pr->dst.dtype, pr->cols, pr->group) *
+           attn_dtype_size(pr->dst.dtype);
 }
 
 /* ------------------------------------------------------------ validation */
@@ -204,7 +227,7 @@ static attn_status add_pair(attn_range_set *set, const attn_problem *pb, const a
                             const append_pair *pr)
 {
     TRY(attn_add_tensor(set, &pr->src, s->batch, s->kv_heads, s->q_len, pr->cols, 0));
-    TRY(add_written(set, pb, s, &pr->dst, pr->cols));
+    TRY(add_written(set, pb, s, &pr->dst, attn_kv_range_cols(pr->dst.dtype, pr->cols, pr->group)));
     return pr->rows.data
                ? add_written(set, pb, s, &pr->rows, attn_scale_cols(pr->group, pr->cols))
                : ATTN_OK;
@@ -250,7 +273,11 @@ static attn_status read_pairs(append_problem *ap, const attn_options *o, const a
         pr->dst = *dst[p];
         pr->cols = cols[p];
         pr->scale = attn_dtype_is_fp8(dst[p]->dtype) && scale[p] != 0.0f ? scale[p] : 1.0f;
-        if (rows[p]) {
+        TRY(attn_check_scale_group(dst[p]->dtype, rows[p], groups[p], cols[p], p ? "v" : "k"));
+        if (attn_dtype_is_asym(dst[p]->dtype)) {
+            pr->group = attn_asym_group(groups[p], cols[p]);
+            pr->scale = 0.0f; /* the records hold theirs */
+        } else if (rows[p]) {
             TRY(attn_check_row_scales(dst[p]->dtype, scale[p], p ? "v" : "k"));
             pr->rows = *rows[p];
             pr->group = groups[p];
@@ -371,7 +398,7 @@ static attn_status encode_rows(const attn_dsp *dsp, append_problem *ap, int per_
         const append_pair *pr = &ap->pair[p];
         if (!pr->src.data)
             continue;
-        blocks |= attn_dtype_block(pr->dst.dtype) > 1;
+        blocks |= may_refuse(pr->dst.dtype);
         for (int64_t b = 0; b < pb->batch; b++)
             total += (size_t)(attn_seq_q_len(pb, b) * pb->kv_heads) * row_bytes(pr);
     }
@@ -381,7 +408,7 @@ static attn_status encode_rows(const attn_dsp *dsp, append_problem *ap, int per_
     unsigned char *at = ap->stage;
     for (int p = 0; p < 2; p++) {
         const append_pair *pr = &ap->pair[p];
-        if (!pr->src.data || (!ap->staged && attn_dtype_block(pr->dst.dtype) == 1))
+        if (!pr->src.data || (!ap->staged && !may_refuse(pr->dst.dtype)))
             continue;
         attn_from_f32_fn *const store = dsp->from_f32[pr->dst.dtype];
         for (int64_t b = 0; b < pb->batch; b++)
@@ -389,7 +416,7 @@ static attn_status encode_rows(const attn_dsp *dsp, append_problem *ap, int per_
                 for (int64_t i = 0; i < attn_seq_q_len(pb, b); i++) {
                     const float *x = row_f32(dsp, new_row(pb, &pr->src, b, h, i),
                                              pr->src.dtype, pr->cols, buf);
-                    if (!store(x, at, (size_t)pr->cols, pr->scale))
+                    if (!store_row(store, pr, x, at))
                         return attn_fail(ATTN_ERR_ARG,
                                          "%s_new: row %lld of sequence %lld, head %lld has no "
                                          "%s encoding (a non-finite value, or one out of the "
@@ -453,7 +480,7 @@ static void task_copy(void *vctx, size_t index)
         const size_t bytes = row_bytes(pr);
         for (int64_t b = 0; b < pb->batch; b++)
             for (int64_t h = 0; h < pb->kv_heads; h++) {
-                const kv_src s = attn_kv_open(pb, &pr->dst, b, h, pr->cols);
+                const kv_src s = attn_kv_open(pb, &pr->dst, b, h, pr->cols, pr->group);
                 for (int64_t i = 0; i < attn_seq_q_len(pb, b); i++, at += bytes)
                     memcpy(cache_row(pb, &s, b, new_first(pb, b) + i), at, bytes);
             }
@@ -472,9 +499,9 @@ static void task_append(void *vctx, size_t index)
             continue;
         attn_from_f32_fn *const store = c->dsp->from_f32[pr->dst.dtype];
         for (int64_t h = 0; h < pb->kv_heads; h++) {
-            const kv_src s = attn_kv_open(pb, &pr->dst, b, h, pr->cols);
+            const kv_src s = attn_kv_open(pb, &pr->dst, b, h, pr->cols, pr->group);
             const kv_src sc = pr->rows.data ? attn_kv_open(pb, &pr->rows, b, h,
-                                                           attn_scale_cols(pr->group, pr->cols))
+                                                           attn_scale_cols(pr->group, pr->cols), 0)
                                             : s;
             for (int64_t i = 0; i < n; i++) {
                 const float *x = row_f32(c->dsp, new_row(pb, &pr->src, b, h, i),

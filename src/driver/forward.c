@@ -24,7 +24,7 @@
  * SEG_MIN_COLS (a kernel call per few values) or over SEG_MAX_GROUPS, the
  * modes that round the staged values (bf16, int8), and top-k lists (their
  * gathered rows are decoded once for every row, and MLA's V read from K's
- * decoded copy).
+ * decoded copy), and the ASYM formats (their scales are in their records).
  */
 #define SEG_MIN_COLS 64
 #define SEG_MAX_GROUPS 8
@@ -40,6 +40,9 @@
 static void plan_segments(const attn_dsp *dsp, const attn_problem *pb, task_plan *p)
 {
     if (pb->opt.precision != ATTN_PRECISION_DEFAULT || pb->opt.topk_indices)
+        return;
+    /* ASYM records carry their scales: staged (their groups read no view) */
+    if ((pb->k.data && attn_dtype_is_asym(pb->k.dtype)) || attn_dtype_is_asym(pb->v.dtype))
         return;
     const int few = p->rows <= GRP_MAX_ROWS;
     if (few && pb->k_group > 0 && pb->k_group % ATTN_GRP_STEP == 0 &&

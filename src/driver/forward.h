@@ -59,8 +59,8 @@ typedef struct kv_views {
 static inline kv_views attn_kv_views_open(const attn_problem *pb, int64_t b, int64_t kv_head)
 {
     kv_views w;
-    w.k = attn_kv_open(pb, &pb->k, b, kv_head, attn_k_cols(pb));
-    w.v = attn_kv_open(pb, &pb->v, b, kv_head, pb->v_dim);
+    w.k = attn_kv_open(pb, &pb->k, b, kv_head, attn_k_cols(pb), pb->k_group);
+    w.v = attn_kv_open(pb, &pb->v, b, kv_head, pb->v_dim, pb->v_group);
     w.k_tail = attn_kv_open_tail(pb, b, kv_head);
     w.k_scales = attn_kv_open_scales(pb, &pb->k_scales, pb->k_group, attn_k_cols(pb), b, kv_head);
     w.v_scales = attn_kv_open_scales(pb, &pb->v_scales, pb->v_group, pb->v_dim, b, kv_head);

@@ -24,15 +24,16 @@ typedef struct kv_src {
     int64_t own_from;
     const attn_problem *pb;
     const attn_tensor *t;
-    int64_t b, kv_head, cols;
+    int64_t b, kv_head, cols, group;
 } kv_src;
 
-/* cols: the row length of t */
+/* cols: the row length of t; group: an ASYM t's (pb->k_group, v_group) */
 static inline kv_src attn_kv_open(const attn_problem *pb, const attn_tensor *t, int64_t b,
-                                  int64_t kv_head, int64_t cols)
+                                  int64_t kv_head, int64_t cols, int64_t group)
 {
     kv_src s;
-    s.row_bytes = (size_t)(cols / attn_dtype_block(t->dtype)) * attn_dtype_size(t->dtype);
+    s.row_bytes = (size_t)attn_kv_row_units(t->dtype, cols, group) * attn_dtype_size(t->dtype);
+    s.group = group;
     s.stride = (ptrdiff_t)t->row_stride;
     s.esize = attn_dtype_size(t->dtype);
     s.table = NULL;
@@ -71,7 +72,7 @@ static inline const void *attn_kv_run_shared(const kv_src *s, int64_t j, int64_t
     int64_t lim = attn_min64(end - j, shared[s->b] - t), c = s->b - 1;
     for (; t < shared[c]; c--) /* shared[0] is 0 */
         lim = attn_min64(lim, shared[c] - t);
-    const kv_src o = attn_kv_open(pb, s->t, c, s->kv_head, s->cols);
+    const kv_src o = attn_kv_open(pb, s->t, c, s->kv_head, s->cols, s->group);
     const int64_t p = (pb->kv_offsets ? pb->kv_offsets[c] : 0) + t;
     return attn_kv_run(&o, p, p + lim, n);
 }
@@ -111,7 +112,7 @@ static inline const void *attn_kv_run(const kv_src *s, int64_t j, int64_t end, i
 static inline kv_src attn_kv_open_tail(const attn_problem *pb, int64_t b, int64_t kv_head)
 {
     return attn_kv_open(pb, pb->k_tail.data ? &pb->k_tail : &pb->k, b, kv_head,
-                        pb->k_tail_dim ? pb->k_tail_dim : attn_k_cols(pb));
+                        pb->k_tail_dim ? pb->k_tail_dim : attn_k_cols(pb), 0);
 }
 
 /* Opened like its cache, so offsets, pages and shared prefixes find a key's
@@ -120,7 +121,7 @@ static inline kv_src attn_kv_open_scales(const attn_problem *pb, const attn_tens
                                          int64_t group, int64_t dim, int64_t b, int64_t kv_head)
 {
     return attn_kv_open(pb, t->data ? t : &pb->k, b, kv_head,
-                        t->data ? attn_scale_cols(group, dim) : pb->head_dim);
+                        t->data ? attn_scale_cols(group, dim) : attn_k_cols(pb), pb->k_group);
 }
 
 /* fac[j - kb] = mul * key j's scale (column c: the group), at most

@@ -45,7 +45,7 @@ int64_t attn_score_tiles(const task_ctx *ctx, size_t index, row_ref *rows, float
         return 0;
     const int64_t out_stride = pb->out.row_stride;
     float *const out = attn_out_row(&pb->out, rows[0].b, rows[0].h, rows[0].i);
-    const kv_src ks = attn_kv_open(pb, &pb->k, rows[0].b, kv_head, attn_k_cols(pb));
+    const kv_src ks = attn_kv_open(pb, &pb->k, rows[0].b, kv_head, attn_k_cols(pb), pb->k_group);
     /* FP8 scales per key row (attn.h 1.6): qk_scale is then 1; per group
        of channels (1.8), or a tail (1.9): the rows decoded into the stage
        after the queries */

@@ -7,6 +7,7 @@
  * x * id + 8.5 stay two roundings each, as in ggml's reference code (a
  * fused multiply-add would change some nibbles).
  */
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -112,10 +113,60 @@ static float q4_0_scale(const float *x)
  * binary16 rounds to infinity (src/half.h). |d| is Q8_0's amax / 127, and
  * Q4_0's |m| / 8 = amax / 8 (m is a value of largest magnitude).
  */
+/* An ASYM record's scale and zero point (attn.h, attn_quantize), or 0 when
+   it has none: a non-finite value, a range or zero point that overflows.
+   A scale below FLT_MIN (a range under 255 * 2^-126) is taken as OpenVINO
+   takes a zero range, 0.0001f: its reciprocal would overflow. */
+int attn_asym_params(int32_t dtype, const float *x, int64_t n, float *scale, float *zp)
+{
+    float lo = x[0], hi = x[0];
+    for (int64_t i = 0; i < n; i++) {
+        if (!isfinite(x[i]))
+            return 0;
+        lo = x[i] < lo ? x[i] : lo;
+        hi = x[i] > hi ? x[i] : hi;
+    }
+    const float range = hi - lo;
+    if (!isfinite(range))
+        return 0;
+    float s = range / (dtype == ATTN_DTYPE_U8_ASYM ? 255.0f : 15.0f);
+    if (!(s >= FLT_MIN))
+        s = 0.0001f;
+    *scale = s;
+    *zp = -lo / s;
+    return isfinite(*zp);
+}
+
+/* One record: header, then code = rne(fma(x, 1/s, zp)) clamped (attn.h). */
+static void asym_record(int32_t dtype, const float *x, int64_t n, unsigned char *out)
+{
+    float s, zp;
+    (void)attn_asym_params(dtype, x, n, &s, &zp); /* checked by attn_quantize_row_ok */
+    memcpy(out, &s, sizeof s);
+    memcpy(out + 4, &zp, sizeof zp);
+    out += ATTN_ASYM_HEADER;
+    const float inv = 1.0f / s, top = dtype == ATTN_DTYPE_U8_ASYM ? 255.0f : 15.0f;
+    for (int64_t i = 0; i < n; i++) {
+        /* (x - lo) / s in [0, top] up to rounding: finite */
+        float c = nearbyintf(fmaf(x[i], inv, zp));
+        c = c < 0.0f ? 0.0f : c > top ? top : c;
+        if (dtype == ATTN_DTYPE_U8_ASYM)
+            out[i] = (unsigned char)c;
+        else if (i % 2 == 0)
+            out[i / 2] = (unsigned char)((int)c << 4);
+        else
+            out[i / 2] = (unsigned char)(out[i / 2] | (int)c);
+    }
+}
+
 int attn_quantize_row_ok(int32_t dtype, const float *x, int64_t n)
 {
     if (attn_dtype_is_fp8(dtype))
         return 1;
+    if (attn_dtype_is_asym(dtype)) {
+        float s, zp;
+        return attn_asym_params(dtype, x, n, &s, &zp);
+    }
     for (int64_t b = 0; b < n; b += ATTN_QBLOCK) {
         uint32_t amax = 0, bad = 0;
         for (int j = 0; j < ATTN_QBLOCK; j++) {
@@ -146,6 +197,10 @@ static int round_half_away(float v)
 void attn_quantize_row(int32_t dtype, const float *x, int64_t n, void *dst, float scale)
 {
     unsigned char *out = dst;
+    if (attn_dtype_is_asym(dtype)) {
+        asym_record(dtype, x, n, out);
+        return;
+    }
     if (dtype == ATTN_DTYPE_FP8_E4M3) {
         for (int64_t i = 0; i < n; i++)
             out[i] = attn_f32_to_e4m3(scale == 1.0f ? x[i] : x[i] / scale);

@@ -35,9 +35,11 @@ FROZEN(ATTN_DTYPE_Q8_0 == 4);
 FROZEN(ATTN_DTYPE_Q4_0 == 5);
 FROZEN(ATTN_DTYPE_FP8_E4M3 == 6);
 FROZEN(ATTN_DTYPE_FP8_E5M2 == 7);
+FROZEN(ATTN_DTYPE_U8_ASYM == 8);
+FROZEN(ATTN_DTYPE_U4_ASYM == 9);
 /* every value of src/dtype_list.h frozen above: a dtype appended there
    stops this file until its value is frozen here and the count moves */
-FROZEN(ATTN_DTYPE_COUNT == 8);
+FROZEN(ATTN_DTYPE_COUNT == 10);
 
 FROZEN(ATTN_ISA_AUTO == 0);
 FROZEN(ATTN_ISA_SCALAR == 1);

@@ -49,12 +49,12 @@ static const attn_isa isas[] = {
 };
 #define N_ISAS (sizeof isas / sizeof isas[0])
 
-/* The quantized dtypes, src/dtype_list.h's kinds QBLOCK and FP8
+/* The quantized dtypes, src/dtype_list.h's kinds QBLOCK, FP8 and ASYM
    (tests/dtypes.h), a byte picking one by index. The committed corpus was
    written for N_QUANT of them: a dtype the list gains stops every input
    (quant_dtype) until it is drawn here, which changes what the corpus's
    bytes mean (refresh it: tests/fuzz/README.md), or this says why not. */
-#define N_QUANT 4
+#define N_QUANT 6
 
 static int32_t quant_dtype(int64_t i)
 {
@@ -73,10 +73,37 @@ static int is_fp8(int32_t dt)
     return test_dtype_is(dt, DT_FP8);
 }
 
-/* Stride units of one row of n values. */
+/* OpenVINO's records (U8_ASYM, U4_ASYM): a header per group of values. */
+static int is_asym(int32_t dt)
+{
+    return test_dtype_is(dt, DT_ASYM);
+}
+
+/* Stride units of one row of n values (an ASYM row: records of `group`
+   values, 0 the row). */
+static int64_t units_of_g(int32_t dt, int64_t n, int64_t group)
+{
+    const int64_t units = n / ref_dtype_block(dt);
+    return is_asym(dt) && n > 0 ? units + n / (group ? group : n) * 8 : units;
+}
+
 static int64_t units_of(int32_t dt, int64_t n)
 {
-    return n / ref_dtype_block(dt);
+    return units_of_g(dt, n, 0);
+}
+
+/* An ASYM cache's group for rows of cols values, read only for one: the
+   whole row now and then, else a divisor of cols that makes whole records
+   (U4: even), or 0 where there is none. */
+static int64_t pick_group(fz_reader *r, int32_t dt, int64_t cols)
+{
+    if (!is_asym(dt) || fz_chance(r, 80))
+        return 0;
+    int64_t divs[80], nd = 0;
+    for (int64_t d = 1; d <= cols && nd < 80; d++)
+        if (cols % d == 0 && d % ref_dtype_block(dt) == 0)
+            divs[nd++] = d;
+    return nd ? divs[fz_range(r, 0, nd - 1)] : 0;
 }
 
 typedef struct cache {
@@ -88,9 +115,9 @@ typedef struct cache {
 
 /* A cache of raw fuzzer bytes with the given layout; its decoded copy. */
 static void make_cache(cache *c, fz_reader *r, int32_t dt, const attn_shape *s, int64_t cols,
-                       int blhd, int64_t pad)
+                       int64_t group, int blhd, int64_t pad)
 {
-    const int64_t units = units_of(dt, cols);
+    const int64_t units = units_of_g(dt, cols, group);
     c->t.dtype = dt;
     if (blhd) {
         c->t.row_stride = s->kv_heads * units + pad;
@@ -117,7 +144,16 @@ static void make_cache(cache *c, fz_reader *r, int32_t dt, const attn_shape *s, 
             for (int64_t j = 0; j < s->kv_len; j++) {
                 unsigned char *row = data + (size_t)(b * c->t.batch_stride + h * c->t.head_stride +
                                                      j * c->t.row_stride) * ub;
-                if (mostly_sane && !is_fp8(dt))
+                if (mostly_sane && is_asym(dt)) {
+                    /* modest finite scales and zero points; any codes */
+                    const int64_t gr = group ? group : cols, rec = units_of_g(dt, gr, gr);
+                    for (int64_t at = 0; at + rec <= units; at += rec) {
+                        const float sc = (float)(1 + row[at] % 200) / 1024.0f,
+                                    zp = (float)(row[at + 4] % 255) - 20.0f + row[at + 5] / 256.0f;
+                        memcpy(row + at, &sc, 4);
+                        memcpy(row + at + 4, &zp, 4);
+                    }
+                } else if (mostly_sane && !is_fp8(dt))
                     for (int64_t blk = 0; blk < units; blk++) {
                         /* a modest finite scale: byte 1 of the f16 in 0x10..0x2f */
                         row[blk * (int64_t)ub + 1] = (unsigned char)(0x10 + row[blk * (int64_t)ub + 1] % 0x20);
@@ -131,7 +167,7 @@ static void make_cache(cache *c, fz_reader *r, int32_t dt, const attn_shape *s, 
                         if ((row[t] & 0x7c) == 0x7c)
                             row[t] ^= 0x40; /* exponent 01111..: finite, not inf or NaN */
                 for (int64_t t = 0; t < cols; t++) {
-                    const double x = ref_quant_value(dt, row, (size_t)t);
+                    const double x = ref_quant_value_g(dt, row, (size_t)t, (size_t)group);
                     c->finite &= isfinite(x);
                     c->dense[((b * s->kv_heads + h) * s->kv_len + j) * cols + t] = (float)x;
                 }
@@ -186,12 +222,14 @@ static void fuzz_attention(fz_reader *r)
     s.kv_len = fz_range(r, 1, 40);
     const int32_t kdt = quant_dtype(fz_range(r, 0, N_QUANT - 1)),
                   vdt = quant_dtype(fz_range(r, 0, N_QUANT - 1));
-    s.head_dim = is_fp8(kdt) ? fz_range(r, 1, 70) : 32 * fz_range(r, 1, 3);
-    s.v_dim = is_fp8(vdt) ? fz_range(r, 1, 70) : 32 * fz_range(r, 1, 3);
+    /* one byte per value: any row length */
+    s.head_dim = is_fp8(kdt) || kdt == ATTN_DTYPE_U8_ASYM ? fz_range(r, 1, 70) : 32 * fz_range(r, 1, 3);
+    s.v_dim = is_fp8(vdt) || vdt == ATTN_DTYPE_U8_ASYM ? fz_range(r, 1, 70) : 32 * fz_range(r, 1, 3);
     int shape_ok = 1;
     if (fz_chance(r, 20)) { /* a row that is not whole blocks */
         s.head_dim += fz_range(r, 1, 31);
-        shape_ok = is_fp8(kdt);
+        shape_ok = is_fp8(kdt) || kdt == ATTN_DTYPE_U8_ASYM ||
+                   (kdt == ATTN_DTYPE_U4_ASYM && s.head_dim % 2 == 0);
     }
     attn_options opt = ATTN_OPTIONS_INIT;
     opt.scale = (float)fz_range(r, 1, 64) / 128.0f;
@@ -226,8 +264,12 @@ static void fuzz_attention(fz_reader *r)
     cache kc, vc;
     /* a row that is not whole blocks: the cache holds the whole blocks */
     const int64_t kc_cols = s.head_dim - (shape_ok ? 0 : s.head_dim % 32);
-    make_cache(&kc, r, kdt, &s, kc_cols, blhd, pad);
-    make_cache(&vc, r, vdt, &s, s.v_dim, blhd, pad);
+    /* an ASYM cache's records (read only for one, as the group of a
+       shape the call refuses is never used) */
+    opt.k_scale_group = shape_ok ? pick_group(r, kdt, kc_cols) : 0;
+    opt.v_scale_group = pick_group(r, vdt, s.v_dim);
+    make_cache(&kc, r, kdt, &s, kc_cols, opt.k_scale_group, blhd, pad);
+    make_cache(&vc, r, vdt, &s, s.v_dim, opt.v_scale_group, blhd, pad);
 
     fz_rng g = {fz_u64(r)};
     int compare = shape_ok && ks_ok && vs_ok && kc.finite && vc.finite;
@@ -485,7 +527,10 @@ static void fuzz_quantize(fz_reader *r)
 {
     const int32_t dt = quant_dtype(fz_range(r, 0, N_QUANT - 1));
     const int64_t rows = fz_range(r, 1, 3);
-    const int64_t cols = is_fp8(dt) ? fz_range(r, 1, 40) : 32 * fz_range(r, 1, 2);
+    /* an ASYM row is one record: any length (U4: even) */
+    const int64_t cols = is_fp8(dt) || dt == ATTN_DTYPE_U8_ASYM ? fz_range(r, 1, 40)
+                         : dt == ATTN_DTYPE_U4_ASYM         ? 2 * fz_range(r, 1, 20)
+                                                            : 32 * fz_range(r, 1, 2);
     const int64_t units = units_of(dt, cols);
     const size_t ub = ref_quant_unit_bytes(dt);
     float *x = malloc((size_t)(rows * cols) * sizeof(float));
@@ -508,9 +553,14 @@ static void fuzz_quantize(fz_reader *r)
     memset(dst, 0xcd, (size_t)(rows * units) * ub);
     const attn_status st = attn_quantize(dt, x, rows, cols, cols, dst, units, scale);
 
-    /* the model: Q8_0/Q4_0 refuse non-finite values and blocks whose f16 d overflows */
+    /* the model: Q8_0/Q4_0 refuse non-finite values and blocks whose f16 d
+       overflows, ASYM what its reference encoder refuses */
     int ok = 1;
-    if (!is_fp8(dt))
+    unsigned char asym_want[3 * (40 + 8)];
+    if (is_asym(dt))
+        for (int64_t rr = 0; rr < rows; rr++)
+            ok &= ref_quantize_asym(dt, x + rr * cols, (size_t)cols, asym_want + rr * units);
+    else if (!is_fp8(dt))
         for (int64_t b = 0; b < rows * cols; b += 32) {
             unsigned char blk[34];
             for (int j = 0; j < 32; j++)
@@ -531,7 +581,11 @@ static void fuzz_quantize(fz_reader *r)
             continue;
         }
     }
-    if (st == ATTN_OK)
+    if (st == ATTN_OK && is_asym(dt))
+        for (int64_t i = 0; i < rows * units; i++)
+            FZ_CHECK(dst[i] == asym_want[i], "attn_quantize(%d) byte %lld: 0x%02x, reference "
+                     "0x%02x", dt, (long long)i, dst[i], asym_want[i]);
+    if (st == ATTN_OK && !is_asym(dt))
         for (int64_t rr = 0; rr < rows; rr++)
             for (int64_t u = 0; u < units; u++) {
                 unsigned char want[34];

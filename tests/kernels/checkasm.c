@@ -22,8 +22,9 @@
  * unchecked or untimed.
  *
  * Also checked: every slot of every table holds a kernel (for the KV slots,
- * every K/V dtype), and each row's dtype token names the dtype of that
- * index in src/dtype_list.h.
+ * every K/V dtype the list gives the slot: an ASYM dtype has only its
+ * file's two), and each row's dtype token names the dtype of that index
+ * in src/dtype_list.h.
  *
  * Without --bench it times nothing and is a test (suite kernels): random
  * inputs come from a seed it prints on failure (ATTN_TEST_SEED or --seed
@@ -113,6 +114,9 @@ void fill_kv(checkasm *c, unsigned char *x, int dt, size_t units)
         case ATTN_DTYPE_FP8_E5M2: /* sign, exponent 0..20 (subnormals to 2^5), any mantissa */
             e[0] = (uint8_t)((e[0] & 0x80u) | (pick(c, 0, 20) << 2) | (e[0] & 3u));
             break;
+        case ATTN_DTYPE_U8_ASYM: /* any code: the records' headers are the */
+        case ATTN_DTYPE_U4_ASYM: /* caller's (fill_asym_headers) */
+            break;
         case ATTN_DTYPE_BOOL: /* no K/V dtype */
             break;
         }
@@ -168,16 +172,38 @@ static void use_table(checkasm *c, const attn_dsp *t, const char *name, uint64_t
     c->twin = NULL;
 }
 
-/* Every slot of a table holds a kernel (for KV slots, every K/V dtype);
-   the dot slots are checked where a table has them (check_dot). */
+/* Whether the kernel list names the row (slot, dt): the oracle's files are
+   every file, so its rows are every (slot, dtype) that has kernels; a KV
+   slot's dtypes are those its files list (an ASYM dtype has its file's two
+   slots, BOOL none). */
+static int listed(const char *slot, int dt)
+{
+#define CA_LISTED(s_, dt_, kind, a)                                                         \
+    if (ATTN_KV_IDX(dt_) == dt && !strcmp(#s_, slot))                                      \
+        return 1;
+#define CA_LISTED_FILE(file, need, a) ATTN_FILE_##file(CA_LISTED, a)
+    ATTN_KERNELS_scalar(CA_LISTED_FILE, _)
+#undef CA_LISTED_FILE
+#undef CA_LISTED
+    return 0;
+}
+
+/* Every slot of a table holds a kernel (for KV slots, every K/V dtype the
+   list gives the slot), and every K/V dtype of src/dtype_list.h has a slot
+   filled in every table; the dot slots are checked where a table has them
+   (check_dot). */
 static void check_complete(checkasm *c, const attn_dsp *t)
 {
     c->dt_name = "-";
+    int has_slot[ATTN_KV_DTYPES] = {0};
 #define CA_COMPLETE_KV(s_)                                                                  \
     for (int d_ = 0; d_ < ATTN_KV_DTYPES; d_++)                                             \
-        if (d_ != ATTN_DTYPE_BOOL && !t->s_[d_]) {                                          \
-            c->slot = #s_;                                                                  \
-            fail(c, "no kernel for %s", dtype_name(d_));                                    \
+        if (listed(#s_, d_)) {                                                              \
+            has_slot[d_] = 1;                                                               \
+            if (!t->s_[d_]) {                                                               \
+                c->slot = #s_;                                                              \
+                fail(c, "no kernel for %s", dtype_name(d_));                                \
+            }                                                                               \
         }
 #define CA_COMPLETE_ONE(s_)                                                                 \
     if (!t->s_) {                                                                           \
@@ -189,6 +215,11 @@ static void check_complete(checkasm *c, const attn_dsp *t)
 #undef CA_COMPLETE
 #undef CA_COMPLETE_ONE
 #undef CA_COMPLETE_KV
+    for (int d = 0; d < ATTN_KV_DTYPES; d++)
+        if (dtype_is_kv(d) && !has_slot[d]) {
+            c->slot = "-";
+            fail(c, "K/V dtype %s has no row in the kernel list's filled slots", dtype_name(d));
+        }
 }
 
 /* Whether row `name` is asked for: --isa names it, or without --isa the

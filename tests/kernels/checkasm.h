@@ -13,6 +13,9 @@
  *   merge     wsum
  *   backward  pt_tile, score_grad
  *   dot       qk_bf16, pv_bf16, pt_bf16 (dot files), qk_i8 (dot_i8 files)
+ *   asym      to_f32_scaled and from_f32 of the ASYM dtypes (asym files):
+ *             check_asym_<slot>, which the tile and store checks hand
+ *             those dtypes' rows (records, not stride units)
  * checkasm.c walks the list and calls them.
  */
 #ifndef ATTN_TEST_CHECKASM_H
@@ -104,8 +107,22 @@ static inline size_t unit_values(int dt) { ATTN_DTYPE_GET(dt, block, 1) }
 
 static inline const char *dtype_name(int dt) { ATTN_DTYPE_GET(dt, name, "?") }
 
+/* The dtype list's kind and kv columns of dt (src/dtype_list.h). */
+static inline int dtype_kind(int dt) { ATTN_DTYPE_GET(dt, kind, -1) }
+
+static inline int dtype_is_kv(int dt) { ATTN_DTYPE_GET(dt, kv, 0) }
+
 /* `units` stride units of finite K/V values of dtype dt (checkasm.c). */
 void fill_kv(checkasm *c, unsigned char *x, int dt, size_t units);
+
+/* The record headers of an ASYM row of n values in groups of g, bits per
+   code; special: some of other kinds (checkasm_asym.c). */
+void fill_asym_headers(checkasm *c, unsigned char *row, size_t n, size_t g, int bits,
+                       int special);
+
+/* The ASYM dtypes' rows of to_f32_scaled and from_f32 (checkasm_asym.c). */
+void check_asym_to_f32_scaled(checkasm *c);
+void check_asym_from_f32(checkasm *c);
 
 /* Row lengths the kernels see for dtype dt: whole blocks for Q8_0/Q4_0. */
 static inline size_t dim_for(checkasm *c, int dt, size_t lo, size_t hi)

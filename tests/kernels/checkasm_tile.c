@@ -303,6 +303,10 @@ void check_to_f32(checkasm *c)
 void check_to_f32_scaled(checkasm *c)
 {
     const int dt = c->dt;
+    if (dtype_kind(dt) == ATTN_DTYPE_KIND_ASYM) { /* records: their own scales */
+        check_asym_to_f32_scaled(c);
+        return;
+    }
     for (int i = 0; i < CA_TILE_SHAPES; i++) {
         const size_t pv = unit_values(dt), rows = pick(c, 1, 9);
         const size_t n = i == 0 ? 512 : dim_for(c, dt, 1, 300);

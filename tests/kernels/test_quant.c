@@ -31,7 +31,7 @@
 #include "ref/ref_quant.h"
 #include "tolerance.h"
 
-/* The quantized K/V dtypes, src/dtype_list.h's kinds QBLOCK and FP8
+/* The quantized K/V dtypes, src/dtype_list.h's kinds QBLOCK, FP8 and ASYM
    (tests/dtypes.h): how many, and the i-th in list order. */
 static int n_quant_dts(void)
 {
@@ -46,10 +46,35 @@ static int quant_dt(int i)
     return dts[i];
 }
 
+/* Those with tile kernels of their own (all but ASYM, see is_asym). */
+static int n_tile_dts(void)
+{
+    int32_t dts[ATTN_DTYPE_COUNT];
+    return test_dtypes_of(DT_QUANT, dts) - test_dtypes_of(DT_ASYM, dts);
+}
+
+static int tile_dt(int i)
+{
+    int32_t dts[ATTN_DTYPE_COUNT];
+    const int n = test_dtypes_of(DT_QUANT, dts);
+    for (int j = 0; j < n; j++)
+        if (!test_dtype_is(dts[j], DT_ASYM) && i-- == 0)
+            return dts[j];
+    return -1;
+}
+
 /* FP8 (E4M3, E5M2): one byte per value, scaled by k_scale / v_scale. */
 static int is_fp8(int dt)
 {
     return test_dtype_is(dt, DT_FP8);
+}
+
+/* OpenVINO's records (U8_ASYM, U4_ASYM): decoded into f32 rows before the
+   F32 kernels, so they have no tile kernels of their own (checkasm checks
+   their decoders); the operations' tests below read them. */
+static int is_asym(int dt)
+{
+    return test_dtype_is(dt, DT_ASYM);
 }
 
 /* The reference's exact value of one FP8 byte of dtype dt. */
@@ -107,24 +132,62 @@ static void random_row(rng *g, int dt, unsigned char *row, size_t n, double mag)
     }
 }
 
-/* Stride units per row of n values. */
+/* Stride units per row of n values (an ASYM row: records of `group`
+   values, 0 the row, each with its 8-byte header). */
+static size_t units_of_g(int dt, size_t n, size_t group)
+{
+    const size_t units = n / (size_t)ref_dtype_block(dt);
+    return is_asym(dt) ? units + n / (group ? group : n) * 8 : units;
+}
+
 static size_t units_of(int dt, size_t n)
 {
-    return n / (size_t)ref_dtype_block(dt);
+    return units_of_g(dt, n, 0);
+}
+
+/* A random ASYM row: per record a positive scale and a zero point in
+   [0, top] (so |value| <= about mag), now and then OpenVINO's 0.0001 scale
+   of a constant record, and any codes. */
+static void random_asym_row(rng *g, int dt, unsigned char *row, size_t n, size_t group,
+                            double mag)
+{
+    const int u8 = dt == ATTN_DTYPE_U8_ASYM;
+    const float top = u8 ? 255.0f : 15.0f;
+    const size_t gr = group ? group : n, rec = 8 + (u8 ? gr : gr / 2);
+    for (size_t c = 0; c < n / gr; c++, row += rec) {
+        float sc = (float)(mag / top) * rng_float(g, 0.01f, 1.0f);
+        if (rng_int(g, 0, 15) == 0)
+            sc = 0.0001f;
+        const float zp = rng_float(g, 0.0f, top);
+        memcpy(row, &sc, 4);
+        memcpy(row + 4, &zp, 4);
+        for (size_t j = 8; j < rec; j++)
+            row[j] = (unsigned char)rng_int(g, 0, 255);
+    }
 }
 
 /* Random rows of `units` used units each at a stride (units); decoded values
-   into dec[row * n + t] (n values per row). mag: the largest |value| wanted. */
-static void fill_rows(rng *g, int dt, unsigned char *base, size_t rows, size_t stride_units,
-                      size_t n, double mag, double *dec)
+   into dec[row * n + t] (n values per row). mag: the largest |value| wanted.
+   group: an ASYM row's records (0: one). */
+static void fill_rows_g(rng *g, int dt, unsigned char *base, size_t rows, size_t stride_units,
+                        size_t n, size_t group, double mag, double *dec)
 {
     const size_t ub = ref_quant_unit_bytes(dt);
     for (size_t r = 0; r < rows; r++) {
         unsigned char *row = base + r * stride_units * ub;
-        random_row(g, dt, row, n, mag);
+        if (is_asym(dt))
+            random_asym_row(g, dt, row, n, group, mag);
+        else
+            random_row(g, dt, row, n, mag);
         for (size_t t = 0; t < n; t++)
-            dec[r * n + t] = ref_quant_value(dt, row, t);
+            dec[r * n + t] = ref_quant_value_g(dt, row, t, group);
     }
+}
+
+static void fill_rows(rng *g, int dt, unsigned char *base, size_t rows, size_t stride_units,
+                      size_t n, double mag, double *dec)
+{
+    fill_rows_g(g, dt, base, rows, stride_units, n, 0, mag, dec);
 }
 
 /* ------------------------------------------------------------ qk_tile */
@@ -206,9 +269,9 @@ ParameterizedTest(isa_row *row, quant_kernels, qk_tile, .timeout = ATTN_TEST_TIM
 {
     const attn_dsp *t = harness_begin(row);
     rng *g = harness_rng();
-    for (int i = 0; i < n_quant_dts(); i++)
+    for (int i = 0; i < n_tile_dts(); i++)
         for (int rep = 0; rep < 40; rep++) {
-            const int dt = quant_dt(i);
+            const int dt = tile_dt(i);
             const size_t nq = (size_t)rng_pick(g, row_counts, 12);
             const size_t nk = (size_t)rng_pick(g, key_counts, 16);
             run_qk(t, dt, nq, nk, pick_dim(g, dt), rep & 1, 0);
@@ -220,9 +283,9 @@ ParameterizedTest(isa_row *row, quant_kernels, qk_tile_nan)
 {
     const attn_dsp *t = harness_begin(row);
     rng *g = harness_rng();
-    for (int i = 0; i < n_quant_dts(); i++)
+    for (int i = 0; i < n_tile_dts(); i++)
         for (int rep = 0; rep < 10; rep++) {
-            const int dt = quant_dt(i);
+            const int dt = tile_dt(i);
             run_qk(t, dt, (size_t)rng_pick(g, row_counts, 12), (size_t)rng_pick(g, key_counts, 16),
                    pick_dim(g, dt), rep & 1, 1);
         }
@@ -302,9 +365,9 @@ ParameterizedTest(isa_row *row, quant_kernels, pv_tile, .timeout = ATTN_TEST_TIM
 {
     const attn_dsp *t = harness_begin(row);
     rng *g = harness_rng();
-    for (int i = 0; i < n_quant_dts(); i++)
+    for (int i = 0; i < n_tile_dts(); i++)
         for (int rep = 0; rep < 40; rep++) {
-            const int dt = quant_dt(i);
+            const int dt = tile_dt(i);
             run_pv(t, dt, (size_t)rng_pick(g, row_counts, 12), (size_t)rng_pick(g, key_counts, 16),
                    pick_dim(g, dt), rep & 1, 0);
         }
@@ -317,9 +380,9 @@ ParameterizedTest(isa_row *row, quant_kernels, pv_tile_nan)
 {
     const attn_dsp *t = harness_begin(row);
     rng *g = harness_rng();
-    for (int i = 0; i < n_quant_dts(); i++)
+    for (int i = 0; i < n_tile_dts(); i++)
         for (int rep = 0; rep < 10; rep++) {
-            const int dt = quant_dt(i);
+            const int dt = tile_dt(i);
             run_pv(t, dt, (size_t)rng_pick(g, row_counts, 12), (size_t)rng_pick(g, key_counts, 16),
                    pick_dim(g, dt), rep & 1, 1);
         }
@@ -332,9 +395,9 @@ ParameterizedTest(isa_row *row, quant_kernels, to_f32)
 {
     const attn_dsp *t = harness_begin(row);
     rng *g = harness_rng();
-    for (int i = 0; i < n_quant_dts(); i++)
+    for (int i = 0; i < n_tile_dts(); i++)
         for (int rep = 0; rep < 30; rep++) {
-            const int dt = quant_dt(i);
+            const int dt = tile_dt(i);
             const size_t n = pick_dim(g, dt);
             harness_context("to_f32[%s] n=%zu", qname(dt), n);
             buf bs, bd;
@@ -411,10 +474,10 @@ ParameterizedTest(isa_row *row, quant_kernels, tiles_page_fence)
 {
     const attn_dsp *t = harness_begin(row);
     rng *g = harness_rng();
-    for (int i = 0; i < n_quant_dts(); i++)
+    for (int i = 0; i < n_tile_dts(); i++)
         for (int at_start = 0; at_start < 2; at_start++)
             for (int rep = 0; rep < 6; rep++) {
-                const int dt = quant_dt(i);
+                const int dt = tile_dt(i);
                 const size_t d = pick_dim(g, dt), nk = (size_t)rng_pick(g, key_counts, 16);
                 const size_t nq = (size_t)rng_pick(g, row_counts, 12);
                 const size_t units = units_of(dt, d), ub = ref_quant_unit_bytes(dt);
@@ -490,9 +553,12 @@ static void make_qproblem(qproblem *P, rng *g, int kdt, int vdt, int decode)
     s->kv_len = rng_int(g, 1, 300);
     s->q_len = decode ? 1 : rng_int(g, 1, 80);
     s->head_dim = 32 * rng_int(g, 1, 4);
-    if (is_fp8(kdt) && rng_int(g, 0, 1))
+    /* one-byte formats take any row length */
+    if ((is_fp8(kdt) || kdt == ATTN_DTYPE_U8_ASYM) && rng_int(g, 0, 1))
         s->head_dim = rng_int(g, 1, 130);
-    s->v_dim = is_fp8(vdt) ? rng_int(g, 1, 130) : 32 * rng_int(g, 1, 4);
+    s->v_dim = is_fp8(vdt) || (vdt == ATTN_DTYPE_U8_ASYM && rng_int(g, 0, 1))
+                   ? rng_int(g, 1, 130)
+                   : 32 * rng_int(g, 1, 4);
     P->kdt = kdt;
     P->vdt = vdt;
     P->opt = (attn_options)ATTN_OPTIONS_INIT;
@@ -553,8 +619,17 @@ static void make_qproblem(qproblem *P, rng *g, int kdt, int vdt, int decode)
     attn_tensor *qt[2] = {&P->k, &P->v}, *ft[2] = {&P->kf, &P->vf};
     buf *bufs[2] = {&P->kb, &P->vb};
     float **dense[2] = {&P->kfd, &P->vfd};
+    /* an ASYM cache's records: the whole row (OpenVINO's default) or groups */
+    static const int64_t asym_groups[] = {0, 0, 8, 16, 32};
+    int64_t *grp[2] = {&P->opt.k_scale_group, &P->opt.v_scale_group};
+    for (int x = 0; x < 2; x++)
+        if (is_asym(dts[x])) {
+            *grp[x] = rng_pick(g, asym_groups, 5);
+            if (cols[x] % (*grp[x] ? *grp[x] : 1))
+                *grp[x] = 0;
+        }
     for (int x = 0; x < 2; x++) {
-        const int64_t units = (int64_t)units_of(dts[x], (size_t)cols[x]);
+        const int64_t units = (int64_t)units_of_g(dts[x], (size_t)cols[x], (size_t)*grp[x]);
         qt[x]->dtype = dts[x];
         layout(qt[x], blhd, s->kv_heads, s->kv_len, units, pad);
         const size_t n = span_units(qt[x], s, s->kv_heads, s->kv_len, units);
@@ -572,8 +647,8 @@ static void make_qproblem(qproblem *P, rng *g, int kdt, int vdt, int decode)
                                                           r * qt[x]->row_stride) *
                                                      ref_quant_unit_bytes(dts[x]);
                     /* magnitudes ~1 for the block formats; FP8 spans its range */
-                    fill_rows(g, dts[x], rowp, 1, (size_t)units, (size_t)cols[x],
-                              is_fp8(dts[x]) ? 448.0 : 2.0, dec);
+                    fill_rows_g(g, dts[x], rowp, 1, (size_t)units, (size_t)cols[x],
+                                (size_t)*grp[x], is_fp8(dts[x]) ? 448.0 : 2.0, dec);
                     const size_t at = (size_t)(((b * s->kv_heads + h) * s->kv_len + r) * cols[x]);
                     for (int64_t c = 0; c < cols[x]; c++)
                         (*dense[x])[at + (size_t)c] = (float)dec[c]; /* exact */
@@ -638,13 +713,14 @@ static void check_qproblem(const attn_dsp *t, qproblem *P, int op, ref_attn *rp)
     const attn_shape *s = &P->shape;
     harness_context("%s precision=%lld k=%s v=%s B=%lld Hq=%lld Hkv=%lld Lq=%lld Lk=%lld "
                     "d=%lld dv=%lld causal=%u window=%lld lens=%d k_scale=%g v_scale=%g "
-                    "k_scales=%d v_scales=%d",
+                    "k_scales=%d v_scales=%d groups=%lld,%lld",
                     ops[op], (long long)P->opt.precision, qname(P->kdt), qname(P->vdt), (long long)s->batch,
                     (long long)s->q_heads, (long long)s->kv_heads, (long long)s->q_len,
                     (long long)s->kv_len, (long long)s->head_dim, (long long)s->v_dim,
                     P->opt.flags, (long long)P->opt.window, P->opt.kv_lens != NULL,
                     (double)P->opt.k_scale, (double)P->opt.v_scale, P->opt.k_scales != NULL,
-                    P->opt.v_scales != NULL);
+                    P->opt.v_scales != NULL, (long long)P->opt.k_scale_group,
+                    (long long)P->opt.v_scale_group);
     const ref_attn r = *rp; /* shares rp's arrays */
     const size_t rows = (size_t)(s->batch * s->q_heads * s->q_len);
     attn_row_stats st = {P->lse, P->mx, P->ent};
@@ -816,5 +892,150 @@ ParameterizedTest(isa_row *row, quant, paged_cache, .timeout = ATTN_TEST_TIMEOUT
         free(vf);
         buf_free(&kb);
         buf_free(&vb);
+    }
+}
+
+/*
+ * ASYM caches (U8_ASYM / U4_ASYM, attn.h) in a shuffled paged pool and
+ * dense: K and V of either format with their own groups, GQA, causal or
+ * not, kv_lens. The dense call must be within the F32 bounds of the float64
+ * reference on the decoded values; the paged call, reading the same
+ * records through the table, must give the dense call's bits (both decode
+ * the same rows into the same stage); top-k lists and a shared prefix on
+ * the dense cache are within the bounds of float64 on the same keys.
+ */
+HARNESS_ISA_PARAMS(quant, asym_layouts)
+ParameterizedTest(isa_row *row, quant, asym_layouts, .timeout = ATTN_TEST_TIMEOUT)
+{
+    const attn_dsp *t = harness_begin(row);
+    rng *g = harness_rng();
+    enum { B = 2, HQ = 4, HKV = 2, LQ = 3, LK = 70, D = 64, DV = 40, BS = 16, NB = 12 };
+    const int pages = (LK + BS - 1) / BS;
+    static const int64_t kgroups[] = {0, 16, 32}, vgroups[] = {0, 8, 20};
+    for (int rep = 0; rep < 8; rep++) {
+        const int kdt = rep & 1 ? ATTN_DTYPE_U4_ASYM : ATTN_DTYPE_U8_ASYM;
+        const int vdt = rep & 2 ? ATTN_DTYPE_U4_ASYM : ATTN_DTYPE_U8_ASYM;
+        const int64_t kg = rng_pick(g, kgroups, 3), vg = rng_pick(g, vgroups, 3);
+        harness_context("asym layouts: k %s group %lld, v %s group %lld, rep %d", qname(kdt),
+                        (long long)kg, qname(vdt), (long long)vg, rep);
+        int32_t perm[NB], table[B * 5];
+        for (int i = 0; i < NB; i++)
+            perm[i] = i;
+        for (int i = NB - 1; i > 0; i--) {
+            const int j = (int)rng_int(g, 0, i);
+            const int32_t tmp = perm[i];
+            perm[i] = perm[j];
+            perm[j] = tmp;
+        }
+        for (int i = 0; i < B * pages; i++)
+            table[i] = perm[i];
+        const int64_t ku = (int64_t)units_of_g(kdt, D, (size_t)kg),
+                      vu = (int64_t)units_of_g(vdt, DV, (size_t)vg); /* bytes per row */
+        buf kb, vb, dkb, dvb;
+        unsigned char *kp = buf_alloc(&kb, (size_t)(NB * BS * HKV * ku), 1);
+        unsigned char *vp = buf_alloc(&vb, (size_t)(NB * BS * HKV * vu), 0);
+        unsigned char *dk = buf_alloc(&dkb, (size_t)(B * HKV * LK * ku), 0);
+        unsigned char *dvp = buf_alloc(&dvb, (size_t)(B * HKV * LK * vu), 1);
+        for (int r = 0; r < NB * BS * HKV; r++) {
+            random_asym_row(g, kdt, kp + (size_t)(r * ku), D, (size_t)kg, 2.0);
+            random_asym_row(g, vdt, vp + (size_t)(r * vu), DV, (size_t)vg, 2.0);
+        }
+        /* the dense copy [b][h][j] and the decoded values, gathered through the table */
+        float *kf = xmalloc((size_t)(B * HKV * LK * D) * 4), *vf = xmalloc((size_t)(B * HKV * LK * DV) * 4);
+        for (int b = 0; b < B; b++)
+            for (int h = 0; h < HKV; h++)
+                for (int j = 0; j < LK; j++) {
+                    const int64_t blk = table[b * pages + j / BS], slot = j % BS;
+                    const size_t at = (size_t)((blk * BS + slot) * HKV + h), to = (size_t)((b * HKV + h) * LK + j);
+                    memcpy(dk + to * (size_t)ku, kp + at * (size_t)ku, (size_t)ku);
+                    memcpy(dvp + to * (size_t)vu, vp + at * (size_t)vu, (size_t)vu);
+                    for (int c = 0; c < D; c++)
+                        kf[to * D + (size_t)c] =
+                            (float)ref_quant_value_g(kdt, kp + at * (size_t)ku, (size_t)c, (size_t)kg);
+                    for (int c = 0; c < DV; c++)
+                        vf[to * DV + (size_t)c] =
+                            (float)ref_quant_value_g(vdt, vp + at * (size_t)vu, (size_t)c, (size_t)vg);
+                }
+        float q[B * HQ * LQ * D], out[B * HQ * LQ * DV], dense_out[B * HQ * LQ * DV];
+        rng_fill(g, q, B * HQ * LQ * D, -1.0f, 1.0f);
+        const attn_shape s = {B, HQ, HKV, LQ, LK, D, DV};
+        const attn_tensor tq = {q, ATTN_DTYPE_F32, HQ * LQ * D, LQ * D, D};
+        const attn_tensor to = {out, ATTN_DTYPE_F32, HQ * LQ * DV, LQ * DV, DV};
+        const attn_tensor tdo = {dense_out, ATTN_DTYPE_F32, HQ * LQ * DV, LQ * DV, DV};
+        int32_t kv_lens[B] = {LK, (int32_t)rng_int(g, 1, LK)};
+        attn_options o = ATTN_OPTIONS_INIT;
+        o.scale = 0.1f;
+        o.flags = rep & 4 ? ATTN_CAUSAL : 0u;
+        o.kv_lens = kv_lens;
+        o.k_scale_group = kg;
+        o.v_scale_group = vg;
+        const attn_tensor tdk = {dk, kdt, HKV * LK * ku, LK * ku, ku};
+        const attn_tensor tdv = {dvp, vdt, HKV * LK * vu, LK * vu, vu};
+        attn_status st = attn_forward_with(t, &s, &o, &tq, &tdk, &tdv, &tdo, NULL);
+        CHECK(st == ATTN_OK, "dense: status %d (%s)", st, attn_last_error());
+        attn_options ro = ATTN_OPTIONS_INIT;
+        ro.scale = o.scale;
+        ro.flags = o.flags;
+        ro.kv_lens = kv_lens;
+        const attn_tensor tkf = {kf, ATTN_DTYPE_F32, HKV * LK * D, LK * D, D};
+        const attn_tensor tvf = {vf, ATTN_DTYPE_F32, HKV * LK * DV, LK * DV, DV};
+        const attn_dsp *sc = harness_scalar();
+        const uint32_t bk = t->block_k < sc->block_k ? t->block_k : sc->block_k;
+        ref_attn r;
+        ref_attn_compute(&r, &s, &ro, &tq, &tkf, &tvf, (LK + bk - 1) / bk + 1);
+        expect_near("dense asym out vs float64", dense_out, DV, r.o, r.o_err, B * HQ * LQ, DV);
+        ref_attn_free(&r);
+        /* the pool [num_blocks][block_size][kv_heads][row], strides in bytes */
+        o.block_table = table;
+        o.block_table_stride = pages;
+        o.block_size = BS;
+        o.num_blocks = NB;
+        const attn_tensor tk = {kp, kdt, BS * HKV * ku, ku, HKV * ku};
+        const attn_tensor tv = {vp, vdt, BS * HKV * vu, vu, HKV * vu};
+        st = attn_forward_with(t, &s, &o, &tq, &tk, &tv, &to, NULL);
+        CHECK(st == ATTN_OK, "paged: status %d (%s)", st, attn_last_error());
+        expect_bits("paged asym out vs dense", out, dense_out, (size_t)(B * HQ * LQ * DV));
+        o.block_table = NULL;
+        o.block_table_stride = o.block_size = o.num_blocks = 0;
+
+        /* top-k lists over the dense cache (the gathered rows are staged
+           once for every query row): against float64 with the same lists */
+        enum { TOPK = 24 };
+        int32_t lists[B * LQ * TOPK];
+        for (int b = 0; b < B; b++)
+            for (int i = 0; i < LQ * TOPK; i++)
+                lists[b * LQ * TOPK + i] = (int32_t)rng_int(g, -1, kv_lens[b] - 1);
+        o.topk_indices = ro.topk_indices = lists;
+        o.topk = ro.topk = TOPK;
+        st = attn_forward_with(t, &s, &o, &tq, &tdk, &tdv, &to, NULL);
+        CHECK(st == ATTN_OK, "top-k: status %d (%s)", st, attn_last_error());
+        ref_attn_compute(&r, &s, &ro, &tq, &tkf, &tvf, (LK + bk - 1) / bk + 1);
+        expect_near("top-k asym out vs float64", out, DV, r.o, r.o_err, B * HQ * LQ, DV);
+        ref_attn_free(&r);
+        o.topk_indices = ro.topk_indices = NULL;
+        o.topk = ro.topk = 0;
+
+        /* a shared prefix: sequence 1 reads its first P keys from sequence
+           0's rows; the reference's sequence 1 holds copies of them */
+        const int32_t P = (int32_t)rng_int(g, 1, kv_lens[1]), shared[B] = {0, P};
+        o.shared_prefix = shared;
+        for (int h = 0; h < HKV; h++)
+            for (int j = 0; j < P; j++) {
+                const size_t from = (size_t)(h * LK + j), to1 = (size_t)((HKV + h) * LK + j);
+                memcpy(kf + to1 * D, kf + from * D, D * sizeof(float));
+                memcpy(vf + to1 * DV, vf + from * DV, DV * sizeof(float));
+            }
+        st = attn_forward_with(t, &s, &o, &tq, &tdk, &tdv, &to, NULL);
+        CHECK(st == ATTN_OK, "shared prefix: status %d (%s)", st, attn_last_error());
+        /* the forward's R holds (tests/tolerance.h, "shared prefix") */
+        ref_attn_compute(&r, &s, &ro, &tq, &tkf, &tvf, (LK + bk - 1) / bk + 1);
+        expect_near("shared-prefix asym out vs float64", out, DV, r.o, r.o_err, B * HQ * LQ, DV);
+        ref_attn_free(&r);
+        free(kf);
+        free(vf);
+        buf_free(&kb);
+        buf_free(&vb);
+        buf_free(&dkb);
+        buf_free(&dvb);
     }
 }

@@ -72,6 +72,9 @@ static void profile_of(gen_profile *p, int layout, int64_t bs)
     gen_range(p, GEN_C_OPT(v_scale), 1, 48);
     gen_chance(p, GEN_C_OPT(v_scale), 128);
     p->rule[GEN_C_OPT(k_scale)].unit = p->rule[GEN_C_OPT(v_scale)].unit = 1.0 / 16.0;
+    static const int64_t asym_groups[] = {8, 16, 32};
+    set_menu(p, GEN_C_ASYM_GROUP, asym_groups, 3); /* an ASYM cache's records */
+    gen_chance(p, GEN_C_ASYM_GROUP, 160);
     gen_pin(p, GEN_C_OPT(q_lens), 1);
     gen_pin(p, GEN_C_OPT(kv_lens), 1);
     set_menu(p, GEN_C_SEQ_Q, lens, 4);
@@ -158,18 +161,27 @@ static void new_row_f32(const new_rows *n, const gen_problem *d, int64_t b, int6
         x[c] = gen_load(row, n->t.dtype, c, 0.0f);
 }
 
-/* The bytes a row of `cols` values of dtype dt takes in a cache. */
-static size_t row_bytes(int32_t dt, int64_t cols)
+/* The bytes a row of `cols` values of dtype dt takes in a cache (group: an
+   ASYM cache's records). */
+static size_t row_bytes(int32_t dt, int64_t cols, int64_t group)
 {
-    return (size_t)(cols / gen_dtype_block(dt)) * gen_dtype_bytes(dt);
+    return (size_t)gen_row_units(dt, cols, group) * gen_dtype_bytes(dt);
 }
 
 /* The expected bytes of one cache row, from the tests' own encoders. */
 static void check_row(const void *got, int32_t dt, const float *x, int64_t cols, float scale,
-                      const char *what)
+                      int64_t group, const char *what)
 {
-    unsigned char want[ATTN_MAX_HEAD_DIM * 4];
+    unsigned char want[ATTN_MAX_HEAD_DIM * 8];
     switch (dt) {
+    case ATTN_DTYPE_U8_ASYM:
+    case ATTN_DTYPE_U4_ASYM: { /* one record per group */
+        const int64_t g = gen_kv_group(dt, group, cols), rec = gen_row_units(dt, g, g);
+        for (int64_t c = 0; c < cols / g; c++)
+            CHECK(ref_quantize_asym(dt, x + c * g, (size_t)g, want + c * rec),
+                  "%s: the reference encoder refuses group %lld", what, (long long)c);
+        break;
+    }
     case ATTN_DTYPE_F32:
         expect_bits(what, got, x, (size_t)cols);
         return;
@@ -196,7 +208,7 @@ static void check_row(const void *got, int32_t dt, const float *x, int64_t cols,
         CHECK(0, "%s: no encoder here for dtype %s", what, test_dtype_name(dt));
         return;
     }
-    expect_bytes(what, got, want, row_bytes(dt, cols));
+    expect_bytes(what, got, want, row_bytes(dt, cols, group));
 }
 
 /* A parallel_for that runs the tasks last to first. */
@@ -223,6 +235,7 @@ static void check_one(const attn_dsp *t, rng *g, int layout, int64_t bs)
     const attn_shape *s = &m.shape;
     const int64_t cols[2] = {s->head_dim, d.dv};
     const float scale[2] = {m.opt.k_scale, m.opt.v_scale};
+    const int64_t group[2] = {m.opt.k_scale_group, m.opt.v_scale_group};
     const int roles[2] = {GEN_K, GEN_V};
     const int keys_only = rng_int(g, 0, 7) == 0;
 
@@ -233,7 +246,7 @@ static void check_one(const attn_dsp *t, rng *g, int layout, int64_t bs)
     for (int p = 0; p < 2; p++) {
         const int32_t cdt = m.t[roles[p]].dtype;
         make_new(&nr[p], g, &d, cols[p], src_dtypes[rng_int(g, 0, n_src - 1)],
-                 gen_dtype_block(cdt) == 1);
+                 gen_dtype_block(cdt) == 1 && !test_dtype_is(cdt, DT_ASYM));
     }
 
     /* what the contract expects: refused when a sequence has more new tokens
@@ -289,9 +302,9 @@ static void check_one(const attn_dsp *t, rng *g, int layout, int64_t bs)
                     snprintf(what, sizeof what, "%s row of b %lld h %lld token %lld",
                              p ? "v" : "k", (long long)b, (long long)h, (long long)i);
                     new_row_f32(&nr[p], &d, b, h, i, cols[p], x);
-                    check_row(at, c->dtype, x, cols[p], scale[p], what);
+                    check_row(at, c->dtype, x, cols[p], scale[p], group[p], what);
                     const size_t off = (size_t)(at - (unsigned char *)m.data[roles[p]]);
-                    memcpy(before[p] + off, at, row_bytes(c->dtype, cols[p]));
+                    memcpy(before[p] + off, at, row_bytes(c->dtype, cols[p], group[p]));
                 }
     }
     for (int p = 0; p < 2; p++) {

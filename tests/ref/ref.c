@@ -617,15 +617,21 @@ static void finish_rows(ref_attn *r, const attn_shape *shape, const attn_options
  */
 enum { REF_QK_EXACT, REF_QK_BF16, REF_QK_BF16_INPUTS, REF_QK_I8 };
 
-/* The float dtypes: src/dtype_list.h's kind FLOAT. */
+/* The float dtypes: src/dtype_list.h's kind FLOAT; and those the modes
+   treat as such: the ASYM formats, decoded into f32 rows first (attn.h). */
 static int is_float_dtype(int32_t dt) { ATTN_DTYPE_GET(dt, float, 0) }
+static int ref_kind(int32_t dt) { ATTN_DTYPE_GET(dt, kind, -1) }
+static int read_as_float(int32_t dt)
+{
+    return is_float_dtype(dt) || ref_kind(dt) == ATTN_DTYPE_KIND_ASYM;
+}
 
 static int qk_mode(const attn_options *opt, int32_t qdt, int32_t kdt)
 {
     const int64_t prec = opt ? opt->precision : 0;
     if (prec == ATTN_PRECISION_INT8 && (kdt == ATTN_DTYPE_Q8_0 || kdt == ATTN_DTYPE_Q4_0))
         return REF_QK_I8;
-    if (prec == ATTN_PRECISION_BF16 && is_float_dtype(kdt))
+    if (prec == ATTN_PRECISION_BF16 && read_as_float(kdt))
         return REF_QK_BF16;
     if (qdt == ATTN_DTYPE_BF16 && kdt == ATTN_DTYPE_BF16)
         return REF_QK_BF16_INPUTS;
@@ -773,7 +779,7 @@ void ref_attn_compute_as(ref_attn *r, const attn_shape *shape, const attn_option
        Q8_0 and Q4_0 v (attn.h) */
     const int64_t prec = opt ? opt->precision : ATTN_PRECISION_DEFAULT;
     const int qv = vdt == ATTN_DTYPE_Q8_0 || vdt == ATTN_DTYPE_Q4_0;
-    const int pv_bf16 = (prec == ATTN_PRECISION_BF16 && (is_float_dtype(vdt) || qv)) ||
+    const int pv_bf16 = (prec == ATTN_PRECISION_BF16 && (read_as_float(vdt) || qv)) ||
                         (prec == ATTN_PRECISION_INT8 && qv);
     finish_rows(r, shape, opt, v, rescales, pv_bf16 ? REF_BF16_B : 0.0);
 }

@@ -62,11 +62,36 @@ static void not_quantized(int dtype)
    added to include/attn.h does not compile here until it has its case. */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic error "-Wswitch"
+/* An asymmetric record's value (attn.h): f32 scale and zero point in
+   native byte order, then the codes; fl32(fl32(code - zp) * scale). */
+static double asym_value(int bits, const unsigned char *row, size_t t, size_t group)
+{
+    const size_t rec = 8 + group * (size_t)bits / 8;
+    const unsigned char *r = row + t / group * rec;
+    const size_t i = t % group;
+    float scale, zp;
+    memcpy(&scale, r, 4);
+    memcpy(&zp, r + 4, 4);
+    const unsigned char *codes = r + 8;
+    const unsigned code = bits == 8 ? codes[i] : i % 2 ? codes[i / 2] & 15u : codes[i / 2] >> 4u;
+    const float centred = (float)code - zp;
+    return (double)(float)(centred * scale);
+}
+
 double ref_quant_value(int dtype, const unsigned char *row, size_t t)
+{
+    return ref_quant_value_g(dtype, row, t, 0);
+}
+
+double ref_quant_value_g(int dtype, const unsigned char *row, size_t t, size_t group)
 {
     const size_t j = t % 32;
     const unsigned char *blk;
     switch ((attn_dtype)dtype) {
+    case ATTN_DTYPE_U8_ASYM:
+        return asym_value(8, row, t, group ? group : t + 1);
+    case ATTN_DTYPE_U4_ASYM:
+        return asym_value(4, row, t, group ? group : t + 2);
     case ATTN_DTYPE_FP8_E4M3:
         return ref_e4m3_to_double(row[t]);
     case ATTN_DTYPE_FP8_E5M2:
@@ -103,6 +128,12 @@ void ref_quant_poison(int dtype, unsigned char *row, size_t t)
         blk[0] = 0x00; /* f16 0x7e00: a quiet NaN scale */
         blk[1] = 0x7e;
         return;
+    case ATTN_DTYPE_U8_ASYM:
+    case ATTN_DTYPE_U4_ASYM: { /* a one-record row: a NaN scale */
+        const float nan = NAN;
+        memcpy(row, &nan, 4);
+        return;
+    }
     case ATTN_DTYPE_F32:
     case ATTN_DTYPE_F16:
     case ATTN_DTYPE_BF16:
@@ -205,4 +236,47 @@ uint8_t ref_f32_to_e4m3(float x)
 uint8_t ref_f32_to_e5m2(float x)
 {
     return nearest_fp8(x, 57344.0, 0x7b, ref_e5m2_to_double);
+}
+
+/*
+ * OpenVINO's u8/u4 codec as attn.h states it, written from that statement:
+ * lo, hi over the record; s = (hi - lo) / 255 (15) in f32, 0.0001f for a
+ * scale below the least normal float (0 included); zp = -lo / s; each code
+ * the fused x * (1 / s) + zp rounded to nearest even, clamped.
+ */
+int ref_quantize_asym(int dtype, const float *x, size_t n, unsigned char *out)
+{
+    const int u8 = dtype == ATTN_DTYPE_U8_ASYM;
+    float lo = INFINITY, hi = -INFINITY;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(x[i]))
+            return 0;
+        lo = fminf(lo, x[i]);
+        hi = fmaxf(hi, x[i]);
+    }
+    const float range = hi - lo;
+    if (isinf(range))
+        return 0;
+    float s = range / (u8 ? 255.0f : 15.0f);
+    if (s < 0x1p-126f)
+        s = 0.0001f;
+    const float zp = -lo / s;
+    if (isinf(zp))
+        return 0;
+    memcpy(out, &s, 4);
+    memcpy(out + 4, &zp, 4);
+    const float inv = 1.0f / s;
+    const double top = u8 ? 255.0 : 15.0;
+    for (size_t i = 0; i < n; i++) {
+        /* fmaf is the one rounding; rint rounds half to even in the default mode */
+        double c = rint((double)fmaf(x[i], inv, zp));
+        c = c < 0.0 ? 0.0 : c > top ? top : c;
+        if (u8)
+            out[8 + i] = (unsigned char)c;
+        else if (i % 2 == 0)
+            out[8 + i / 2] = (unsigned char)((unsigned)c << 4);
+        else
+            out[8 + i / 2] |= (unsigned char)c;
+    }
+    return 1;
 }

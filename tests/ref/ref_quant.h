@@ -20,11 +20,19 @@ double ref_e4m3_to_double(uint8_t x);
 /* Exact value of an E5M2 byte (+-inf for S.11111.00, NaN for the other
    S.11111.xx). */
 double ref_e5m2_to_double(uint8_t x);
-/* Value t of a quantized row (row: its first byte), exactly. */
+/* Value t of a quantized row (row: its first byte), exactly; an ASYM row
+   as one record (group 0: the whole row). */
 double ref_quant_value(int dtype, const unsigned char *row, size_t t);
+/* The same for an ASYM row of records of `group` values (0: one record). */
+double ref_quant_value_g(int dtype, const unsigned char *row, size_t t, size_t group);
 /* Makes value t of the row decode to NaN (FP8: a NaN byte; the block
-   formats: a NaN block scale, so the whole block is NaN). */
+   formats: a NaN block scale, so the whole block is NaN; an ASYM row of
+   one record: its scale, the whole row NaN). */
 void ref_quant_poison(int dtype, unsigned char *row, size_t t);
+
+/* Reference encoder of one ASYM record of n values (attn.h, attn_quantize:
+   OpenVINO's AVX-512 rule); 0 when attn_quantize refuses the values. */
+int ref_quantize_asym(int dtype, const float *x, size_t n, unsigned char *out);
 
 /* Reference quantizers of one block of 32 (Q8_0: 34 bytes, Q4_0: 18). */
 void ref_quantize_q8_0_block(const float *x, unsigned char *out);
