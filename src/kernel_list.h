@@ -104,7 +104,7 @@
 #define ATTN_KERNELS_avx2(F, a)                                                             \
     F(tile, 0, a) F(quant, 0, a) F(row, 0, a) F(alibi, 0, a) F(merge, 0, a)                 \
     F(backward, 0, a) F(dot_i8_evex, ATTN_CPU_AVX512_VNNI, a)                               \
-    F(dot_i8, ATTN_CPU_AVX_VNNI, a) F(store, 0, a)
+    F(dot_i8, ATTN_CPU_AVX_VNNI, a) F(store, 0, a) F(asym, 0, a)
 
 /* 64 rows amortise the packed key panel; 128 keys keep the score tile and
    a 128-dim K or V block within L2. */
@@ -112,7 +112,7 @@
 #define ATTN_KERNELS_avx512(F, a)                                                           \
     F(tile, 0, a) F(quant, 0, a) F(row, 0, a) F(alibi, 0, a) F(merge, 0, a)                 \
     F(backward, 0, a) F(dot, ATTN_CPU_AVX512_BF16, a) F(dot_i8, ATTN_CPU_AVX512_VNNI, a)     \
-    F(dot_qv, ATTN_CPU_AVX512_BF16, a)
+    F(dot_qv, ATTN_CPU_AVX512_BF16, a) F(asym, 0, a)
 
 /* The AVX-512 table with the low-precision modes' products on AMX tiles
    (src/x86/dot_amx.c, src/x86/dot_i8_amx.c): the same blocks. */
@@ -124,7 +124,8 @@
 #define ATTN_KERNELS_neon(F, a)                                                             \
     F(tile, 0, a) F(quant, 0, a) F(row, 0, a) F(alibi, 0, a) F(merge, 0, a)                 \
     F(backward, 0, a) F(dot, ATTN_CPU_NEON_BF16, a) F(dot_i8, ATTN_CPU_NEON_DOTPROD, a)     \
-    F(dot_i8_mmla, ATTN_CPU_NEON_I8MM, a) F(dot_qv, ATTN_CPU_NEON_BF16, a)
+    F(dot_i8_mmla, ATTN_CPU_NEON_I8MM, a) F(dot_qv, ATTN_CPU_NEON_BF16, a)                  \
+    F(asym, 0, a)
 
 /* 256 keys are still four vectors at 2048 bits; the 32 KiB score block
    stays in L1/L2. Files it lacks keep NEON's kernels. */
