@@ -306,7 +306,16 @@ static void fuzz_attention(fz_reader *r)
             t->batch_stride = t->row_stride = 0;
         else if (kind == 2) /* per token */
             t->head_stride = 0;
-        const size_t n = (size_t)(s.batch * s.kv_heads * s.kv_len);
+        /* beside an ASYM cache with records of g values the options
+           describe cols / g scales per row (attn.h, k_scale_group): a view
+           that wide, refused as the ASYM cache's, but valid memory for the
+           operations that do not read that cache (and range it so) */
+        const int64_t xg = x ? opt.v_scale_group : opt.k_scale_group,
+                      xcols = x ? s.v_dim : kc_cols, G = xg > 0 ? xcols / xg : 1;
+        t->batch_stride *= G;
+        t->head_stride *= G;
+        t->row_stride *= G;
+        const size_t n = (size_t)(s.batch * s.kv_heads * s.kv_len * G);
         rows_data[x] = malloc(n * sizeof(float));
         for (size_t i = 0; i < n; i++) {
             static const float hostile[] = {-1.0f, NAN, INFINITY, -0.0f, 1e-45f, 3e38f};
@@ -493,14 +502,22 @@ static void fuzz_attention(fz_reader *r)
                              : !shape_ok          ? ATTN_ERR_SHAPE
                              : rows_bad_k || tail_bad ? ATTN_ERR_ARG
                                                   : ATTN_OK;
-        attn_status got = attn_scores_with(t, &s, &opt, &qt, &kc.t, &st);
-        FZ_CHECK(got == want_s, "scores on %s: status %d, want %d", t->isa_name, got, want_s);
+        /* through attn_error_done, as the public entry points: a status
+           comes with its line */
+        unsigned mark = attn_error_mark();
+        attn_status got = attn_error_done("attn_scores", mark,
+                                          attn_scores_with(t, &s, &opt, &qt, &kc.t, &st));
+        FZ_CHECK(got == want_s, "scores on %s: status %d, want %d (%s)", t->isa_name, got, want_s,
+                 got != ATTN_OK ? attn_last_error() : "");
         if (got == ATTN_OK && compare)
             check_close("scores", t->isa_name, sc, ref_s.s, ref_s.s_err, rows * (size_t)s.kv_len);
         const int all_ok = shape_ok && ks_ok && vs_ok && !rows_bad_k && !rows_bad_v && !tail_bad;
-        got = attn_forward_with(t, &s, &opt, &qt, &kc.t, &vc.t, &ot, NULL);
-        FZ_CHECK((got == ATTN_OK) == all_ok, "forward on %s: status %d with arguments %s",
-                 t->isa_name, got, all_ok ? "valid" : "invalid");
+        mark = attn_error_mark();
+        got = attn_error_done("attn_forward", mark,
+                              attn_forward_with(t, &s, &opt, &qt, &kc.t, &vc.t, &ot, NULL));
+        FZ_CHECK((got == ATTN_OK) == all_ok, "forward on %s: status %d with arguments %s (%s)",
+                 t->isa_name, got, all_ok ? "valid" : "invalid",
+                 got != ATTN_OK ? attn_last_error() : "");
         if (got == ATTN_OK && compare)
             check_close("out", t->isa_name, out, ref_o.o, ref_o.o_err, rows * (size_t)s.v_dim);
     }
