@@ -593,7 +593,9 @@ typedef void (*attn_parallel_for_fn)(void *pool_ctx, attn_task_fn task,
  *    softmax. Q8_0 and Q4_0 v are decoded, then rounded as v is (since
  *    1.11; on tables with bf16 dot products, AVX-512 BF16, AMX, NEON and
  *    SVE with BF16, the others read them exactly); Q8_0, Q4_0 and FP8 k,
- *    and FP8 v, are read as in the default mode.
+ *    and FP8 v, are read as in the default mode. U8_ASYM and U4_ASYM k
+ *    and v (1.12) are decoded into f32 first, then rounded as F32 k and v
+ *    are; the int8 mode computes them as the default mode does.
  *    Matrix engine (since 1.11): on the AMX table (ATTN_ISA_AMX: x86 CPUs
  *    with AMX whose OS grants the process the tile data state, which the
  *    library requests itself at its first call, attn_isa_support; where it
