@@ -7,21 +7,6 @@
 #include "x86/avx512.h"
 #include "dsp.h"
 
-#ifdef ATTN_SIMDE_EMU
-/* SIMDe 0.7.4 does not emulate this conversion (see simde_compat_avx512.h):
-   lane by lane, with the same round-to-nearest as vcvtdq2ps. */
-static inline __m512 alibi_emu_cvtepi32_ps(__m512i a)
-{
-    simde__m512i_private in = simde__m512i_to_private(a);
-    simde__m512_private out;
-    for (int i = 0; i < 16; i++)
-        out.f32[i] = (float)in.i32[i];
-    return simde__m512_from_private(out);
-}
-#undef _mm512_cvtepi32_ps
-#define _mm512_cvtepi32_ps(a) alibi_emu_cvtepi32_ps(a)
-#endif
-
 static void attn_alibi_f32_avx512(float *x, size_t n, float slope, int64_t pos)
 {
     const __m512 vs = _mm512_set1_ps(slope);

@@ -169,6 +169,56 @@ ATTN_EMU_INLINE simde__m512 attn_emu_mm512_scalef_ps(simde__m512 a, simde__m512 
     return simde__m512_from_private(r);
 }
 
+/*
+ * Conversions SIMDe 0.7.4 does not emulate: on two 256-bit halves with
+ * AVX2 (the emulated rows are the long pole of CI: these run in every
+ * emulated tile and decoder), each the instruction's result.
+ */
+ATTN_EMU_INLINE simde__m512i attn_emu_mm512_cvtepi8_epi32(simde__m128i a)
+{
+    simde__m512i_private r;
+    r.m256i[0] = _mm256_cvtepi8_epi32(a);
+    r.m256i[1] = _mm256_cvtepi8_epi32(_mm_srli_si128(a, 8));
+    return simde__m512i_from_private(r);
+}
+
+ATTN_EMU_INLINE simde__m512i attn_emu_mm512_cvtepu8_epi32(simde__m128i a)
+{
+    simde__m512i_private r;
+    r.m256i[0] = _mm256_cvtepu8_epi32(a);
+    r.m256i[1] = _mm256_cvtepu8_epi32(_mm_srli_si128(a, 8));
+    return simde__m512i_from_private(r);
+}
+
+/* round to nearest, as vcvtdq2ps */
+ATTN_EMU_INLINE simde__m512 attn_emu_mm512_cvtepi32_ps(simde__m512i a)
+{
+    simde__m512i_private x = simde__m512i_to_private(a);
+    simde__m512_private r;
+    r.m256[0] = _mm256_cvtepi32_ps(x.m256i[0]);
+    r.m256[1] = _mm256_cvtepi32_ps(x.m256i[1]);
+    return simde__m512_from_private(r);
+}
+
+ATTN_EMU_INLINE simde__m512i attn_emu_mm512_cvttps_epi32(simde__m512 a)
+{
+    simde__m512_private x = simde__m512_to_private(a);
+    simde__m512i_private r;
+    r.m256i[0] = _mm256_cvttps_epi32(x.m256[0]);
+    r.m256i[1] = _mm256_cvttps_epi32(x.m256[1]);
+    return simde__m512i_from_private(r);
+}
+
+/* vpmovdb: the low byte of each lane */
+ATTN_EMU_INLINE simde__m128i attn_emu_mm512_cvtepi32_epi8(simde__m512i a)
+{
+    simde__m512i_private x = simde__m512i_to_private(a);
+    simde__m128i_private r;
+    for (int i = 0; i < 16; i++)
+        r.i8[i] = (int8_t)x.i32[i];
+    return simde__m128i_from_private(r);
+}
+
 #undef _mm512_scalef_ps
 #undef _mm512_mask_loadu_ps
 #undef _mm512_maskz_loadu_ps
@@ -183,6 +233,11 @@ ATTN_EMU_INLINE simde__m512 attn_emu_mm512_scalef_ps(simde__m512 a, simde__m512 
 #undef _mm_maskz_loadu_epi8
 #undef _mm512_maskz_loadu_epi8
 #undef _mm_testn_epi8_mask
+#undef _mm512_cvtepi8_epi32
+#undef _mm512_cvtepu8_epi32
+#undef _mm512_cvtepi32_ps
+#undef _mm512_cvttps_epi32
+#undef _mm512_cvtepi32_epi8
 #define _mm512_scalef_ps(a, b) attn_emu_mm512_scalef_ps(a, b)
 #define _mm512_mask_loadu_ps(src, k, p) attn_emu_mm512_mask_loadu_ps(src, k, p)
 #define _mm512_maskz_loadu_ps(k, p) attn_emu_mm512_maskz_loadu_ps(k, p)
@@ -197,5 +252,10 @@ ATTN_EMU_INLINE simde__m512 attn_emu_mm512_scalef_ps(simde__m512 a, simde__m512 
 #define _mm_maskz_loadu_epi8(k, p) attn_emu_mm_maskz_loadu_epi8(k, p)
 #define _mm512_maskz_loadu_epi8(k, p) attn_emu_mm512_maskz_loadu_epi8(k, p)
 #define _mm_testn_epi8_mask(a, b) attn_emu_mm_testn_epi8_mask(a, b)
+#define _mm512_cvtepi8_epi32(a) attn_emu_mm512_cvtepi8_epi32(a)
+#define _mm512_cvtepu8_epi32(a) attn_emu_mm512_cvtepu8_epi32(a)
+#define _mm512_cvtepi32_ps(a) attn_emu_mm512_cvtepi32_ps(a)
+#define _mm512_cvttps_epi32(a) attn_emu_mm512_cvttps_epi32(a)
+#define _mm512_cvtepi32_epi8(a) attn_emu_mm512_cvtepi32_epi8(a)
 
 #endif /* ATTN_X86_SIMDE_COMPAT_AVX512_H */

@@ -19,39 +19,6 @@
 #include "tile_variants.h"
 #include "x86/avx512.h"
 
-#ifdef ATTN_SIMDE_EMU
-/* Conversions SIMDe does not emulate (simde_compat_avx512.h says why they
-   must be defined): two 256-bit halves with AVX2. */
-static inline __attribute__((always_inline)) simde__m512i attn_emu_cvtepi8_epi32(simde__m128i a)
-{
-    simde__m512i_private r;
-    r.m256i[0] = _mm256_cvtepi8_epi32(a);
-    r.m256i[1] = _mm256_cvtepi8_epi32(_mm_srli_si128(a, 8));
-    return simde__m512i_from_private(r);
-}
-
-static inline __attribute__((always_inline)) simde__m512i attn_emu_cvtepu8_epi32(simde__m128i a)
-{
-    simde__m512i_private r;
-    r.m256i[0] = _mm256_cvtepu8_epi32(a);
-    r.m256i[1] = _mm256_cvtepu8_epi32(_mm_srli_si128(a, 8));
-    return simde__m512i_from_private(r);
-}
-
-static inline __attribute__((always_inline)) simde__m512 attn_emu_cvtepi32_ps(simde__m512i a)
-{
-    simde__m512i_private x = simde__m512i_to_private(a);
-    simde__m512_private r;
-    r.m256[0] = _mm256_cvtepi32_ps(x.m256i[0]);
-    r.m256[1] = _mm256_cvtepi32_ps(x.m256i[1]);
-    return simde__m512_from_private(r);
-}
-
-#define _mm512_cvtepi8_epi32(a) attn_emu_cvtepi8_epi32(a)
-#define _mm512_cvtepu8_epi32(a) attn_emu_cvtepu8_epi32(a)
-#define _mm512_cvtepi32_ps(a) attn_emu_cvtepi32_ps(a)
-#endif
-
 /* ---- the dtypes ---- */
 
 #define unit_bytes attn_kv_unit_bytes
@@ -87,7 +54,6 @@ ATTN_AVX512_INLINE __m512 fp8_16(int dt, __m128i x)
     const __mmask16 is_nan = _mm_testn_epi8_mask(_mm_xor_si128(x, low7), low7);
     return _mm512_mask_mov_ps(v, is_nan, _mm512_set1_ps(__builtin_nanf("")));
 }
-
 
 /* Whether the rows rows of n E4M3 bytes at base, stride bytes apart, hold
    no NaN byte: the largest low-seven-bits value is below 0x7f. */
@@ -186,7 +152,6 @@ ATTN_AVX512_INLINE void load32(int dt, const unsigned char *row, size_t t, __m51
             m8d);
     }
 }
-
 
 ATTN_AVX512_INLINE void to_f32(int dt, const void *src, float *dst, size_t n)
 {
