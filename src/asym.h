@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The SIMD ASYM encoders' scalar steps (src/x86/asym_*.c, src/arm/asym_neon.c):
- * a record's scale and zero point from its vector min and max, as
- * attn_asym_params (src/scalar/quant_scalar.c) takes them from its scan, so
- * that the headers and codes are the oracle's bytes (tests/kernels/checkasm.c).
+ * What every ISA's asym file shares (src/scalar/asym_scalar.c, src/x86/asym_*.c,
+ * src/arm/asym_neon.c): the SIMD encoders' scalar steps, a record's scale
+ * and zero point from its vector min and max as attn_asym_params
+ * (src/scalar/quant_scalar.c) takes them from its scan, so that headers
+ * and codes are the oracle's bytes (tests/kernels/checkasm.c); and the
+ * record walk with the slots' entry points (ATTN_ASYM_FILE).
  */
 #ifndef ATTN_ASYM_H
 #define ATTN_ASYM_H
@@ -57,5 +59,53 @@ static inline void attn_asym_header(unsigned char *dst, float s, float zp)
     memcpy(dst, &s, sizeof s);
     memcpy(dst + 4, &zp, sizeof zp);
 }
+
+/*
+ * The end of an ISA's asym file, after its decode_u8 and decode_u4 (the g
+ * codes at p into y, fl(fl(c - zp) * s) each) and asym_encode (one record
+ * of n values, 0 where the oracle refuses it): the walk over rows of
+ * records, the four slots (src/kernel_list.h, ATTN_SLOTS_ASYM; the scales
+ * arguments unused: the records hold theirs) and the file's init. One walk
+ * for every ISA, so a change to the records' layout reaches all of them.
+ */
+#define ATTN_ASYM_FILE(isa, ext)                                                            \
+    static inline __attribute__((always_inline)) void asym_decode(                          \
+        const void *src, ptrdiff_t src_stride, size_t rows, size_t n, size_t group,         \
+        float *dst, ptrdiff_t dst_stride, int bits)                                         \
+    {                                                                                       \
+        const size_t rec = ATTN_ASYM_HEADER + group * (size_t)bits / 8;                    \
+        for (size_t r = 0; r < rows; r++) {                                                 \
+            const unsigned char *row = (const unsigned char *)src + (ptrdiff_t)r * src_stride; \
+            float *y = dst + (ptrdiff_t)r * dst_stride;                                     \
+            for (size_t c = 0; c < n; c += group, row += rec) {                             \
+                float s, zp;                                                                \
+                memcpy(&s, row, sizeof s);                                                  \
+                memcpy(&zp, row + 4, sizeof zp);                                            \
+                if (bits == 8)                                                              \
+                    decode_u8(row + ATTN_ASYM_HEADER, group, zp, s, y + c);                 \
+                else                                                                        \
+                    decode_u4(row + ATTN_ASYM_HEADER, group, zp, s, y + c);                 \
+            }                                                                               \
+        }                                                                                   \
+    }                                                                                       \
+    ATTN_ASYM_SLOTS(isa, u8, 8)                                                             \
+    ATTN_ASYM_SLOTS(isa, u4, 4)                                                             \
+    ATTN_KERNEL_FILE(asym, isa, ext)
+
+#define ATTN_ASYM_SLOTS(isa, dt, bits)                                                      \
+    static void attn_to_f32_scaled_##dt##_##isa(const void *src, ptrdiff_t src_stride,      \
+                                                size_t rows, size_t n, const float *scales, \
+                                                ptrdiff_t scale_stride, size_t group,       \
+                                                float *dst, ptrdiff_t dst_stride)           \
+    {                                                                                       \
+        (void)scales;                                                                       \
+        (void)scale_stride;                                                                 \
+        asym_decode(src, src_stride, rows, n, group, dst, dst_stride, bits);                \
+    }                                                                                       \
+    static int attn_from_f32_##dt##_##isa(const float *src, void *dst, size_t n, float scale) \
+    {                                                                                       \
+        (void)scale;                                                                        \
+        return asym_encode(src, dst, n, bits);                                              \
+    }
 
 #endif /* ATTN_ASYM_H */

@@ -9,72 +9,37 @@
  */
 #include <string.h>
 
+#include "asym.h"
 #include "dsp.h"
 #include "quant.h"
 
-/* The code of value t of a record's codes. */
-static inline unsigned asym_code(const unsigned char *codes, size_t t, int bits)
+/* g codes at p (one byte each, or two per byte with the even value in
+   the high nibble) into y */
+static inline void decode_u8(const unsigned char *p, size_t g, float zp, float s, float *y)
 {
-    if (bits == 8)
-        return codes[t];
-    return t % 2 ? codes[t / 2] & 15u : (unsigned)codes[t / 2] >> 4;
-}
-
-/* rows of n values, n / group records each at src_stride bytes; the
-   scales are the records' (scales, scale_stride unused) */
-static inline void asym_decode(const void *src, ptrdiff_t src_stride, size_t rows, size_t n,
-                               size_t group, float *dst, ptrdiff_t dst_stride, int bits)
-{
-    const size_t rec = ATTN_ASYM_HEADER + group * (size_t)bits / 8;
-    for (size_t r = 0; r < rows; r++) {
-        const unsigned char *row = (const unsigned char *)src + (ptrdiff_t)r * src_stride;
-        float *y = dst + (ptrdiff_t)r * dst_stride;
-        for (size_t c = 0; c < n / group; c++, row += rec) {
-            float s, zp;
-            memcpy(&s, row, sizeof s);
-            memcpy(&zp, row + 4, sizeof zp);
-            for (size_t t = 0; t < group; t++) {
-                const float v = (float)asym_code(row + ATTN_ASYM_HEADER, t, bits) - zp;
-                y[c * group + t] = v * s;
-            }
-        }
+    for (size_t t = 0; t < g; t++) {
+        const float v = (float)p[t] - zp;
+        y[t] = v * s;
     }
 }
 
-static void attn_to_f32_scaled_u8_scalar(const void *src, ptrdiff_t src_stride, size_t rows,
-                                         size_t n, const float *scales, ptrdiff_t scale_stride,
-                                         size_t group, float *dst, ptrdiff_t dst_stride)
+static inline void decode_u4(const unsigned char *p, size_t g, float zp, float s, float *y)
 {
-    (void)scales;
-    (void)scale_stride;
-    asym_decode(src, src_stride, rows, n, group, dst, dst_stride, 8);
+    for (size_t t = 0; t < g; t++) {
+        const unsigned c = t % 2 ? p[t / 2] & 15u : (unsigned)p[t / 2] >> 4;
+        const float v = (float)c - zp;
+        y[t] = v * s;
+    }
 }
 
-static void attn_to_f32_scaled_u4_scalar(const void *src, ptrdiff_t src_stride, size_t rows,
-                                         size_t n, const float *scales, ptrdiff_t scale_stride,
-                                         size_t group, float *dst, ptrdiff_t dst_stride)
+/* one record of n values: src/quant.h's encoder, which attn_quantize uses */
+static inline int asym_encode(const float *x, unsigned char *dst, size_t n, int bits)
 {
-    (void)scales;
-    (void)scale_stride;
-    asym_decode(src, src_stride, rows, n, group, dst, dst_stride, 4);
-}
-
-static int attn_from_f32_u8_scalar(const float *src, void *dst, size_t n, float scale)
-{
-    (void)scale;
-    if (!attn_quantize_row_ok(ATTN_DTYPE_U8_ASYM, src, (int64_t)n))
+    const int32_t dt = bits == 8 ? ATTN_DTYPE_U8_ASYM : ATTN_DTYPE_U4_ASYM;
+    if (!attn_quantize_row_ok(dt, x, (int64_t)n))
         return 0;
-    attn_quantize_row(ATTN_DTYPE_U8_ASYM, src, (int64_t)n, dst, 0.0f);
+    attn_quantize_row(dt, x, (int64_t)n, dst, 0.0f);
     return 1;
 }
 
-static int attn_from_f32_u4_scalar(const float *src, void *dst, size_t n, float scale)
-{
-    (void)scale;
-    if (!attn_quantize_row_ok(ATTN_DTYPE_U4_ASYM, src, (int64_t)n))
-        return 0;
-    attn_quantize_row(ATTN_DTYPE_U4_ASYM, src, (int64_t)n, dst, 0.0f);
-    return 1;
-}
-
-ATTN_KERNEL_FILE(asym, scalar, scalar)
+ATTN_ASYM_FILE(scalar, scalar)

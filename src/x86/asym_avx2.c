@@ -84,45 +84,6 @@ static ALWAYS_INLINE void decode_u4(const unsigned char *p, size_t g, float zpf,
     }
 }
 
-/* rows of n values, n / group records each (header, then codes) */
-static ALWAYS_INLINE void asym_decode(const void *src, ptrdiff_t src_stride, size_t rows,
-                                      size_t n, size_t group, float *dst, ptrdiff_t dst_stride,
-                                      int bits)
-{
-    const size_t rec = ATTN_ASYM_HEADER + group * (size_t)bits / 8;
-    for (size_t r = 0; r < rows; r++) {
-        const unsigned char *row = (const unsigned char *)src + (ptrdiff_t)r * src_stride;
-        float *y = dst + (ptrdiff_t)r * dst_stride;
-        for (size_t c = 0; c < n; c += group, row += rec) {
-            float s, zp;
-            memcpy(&s, row, sizeof s);
-            memcpy(&zp, row + 4, sizeof zp);
-            if (bits == 8)
-                decode_u8(row + ATTN_ASYM_HEADER, group, zp, s, y + c);
-            else
-                decode_u4(row + ATTN_ASYM_HEADER, group, zp, s, y + c);
-        }
-    }
-}
-
-static void attn_to_f32_scaled_u8_avx2(const void *src, ptrdiff_t src_stride, size_t rows,
-                                       size_t n, const float *scales, ptrdiff_t scale_stride,
-                                       size_t group, float *dst, ptrdiff_t dst_stride)
-{
-    (void)scales;
-    (void)scale_stride;
-    asym_decode(src, src_stride, rows, n, group, dst, dst_stride, 8);
-}
-
-static void attn_to_f32_scaled_u4_avx2(const void *src, ptrdiff_t src_stride, size_t rows,
-                                       size_t n, const float *scales, ptrdiff_t scale_stride,
-                                       size_t group, float *dst, ptrdiff_t dst_stride)
-{
-    (void)scales;
-    (void)scale_stride;
-    asym_decode(src, src_stride, rows, n, group, dst, dst_stride, 4);
-}
-
 /* ------------------------------------------------------------ encoding */
 
 static ALWAYS_INLINE float hmin8(__m256 v)
@@ -216,16 +177,4 @@ static ALWAYS_INLINE int asym_encode(const float *x, unsigned char *dst, size_t 
     return 1;
 }
 
-static int attn_from_f32_u8_avx2(const float *src, void *dst, size_t n, float scale)
-{
-    (void)scale;
-    return asym_encode(src, dst, n, 8);
-}
-
-static int attn_from_f32_u4_avx2(const float *src, void *dst, size_t n, float scale)
-{
-    (void)scale;
-    return asym_encode(src, dst, n, 4);
-}
-
-ATTN_KERNEL_FILE(asym, avx2, avx2)
+ATTN_ASYM_FILE(avx2, avx2)

@@ -11,55 +11,6 @@
 #include "dsp.h"
 #include "x86/avx512.h"
 
-#ifdef ATTN_SIMDE_EMU
-/* What SIMDe 0.7.4 does not emulate (see simde_compat_avx512.h): on the
-   AVX2 halves, or lane by lane, with the instructions' results. */
-static inline __attribute__((always_inline)) simde__m512i asym_emu_cvtepu8_epi32(simde__m128i a)
-{
-    simde__m512i_private r;
-    r.m256i[0] = _mm256_cvtepu8_epi32(a);
-    r.m256i[1] = _mm256_cvtepu8_epi32(_mm_srli_si128(a, 8));
-    return simde__m512i_from_private(r);
-}
-
-static inline __attribute__((always_inline)) simde__m512 asym_emu_cvtepi32_ps(simde__m512i a)
-{
-    simde__m512i_private x = simde__m512i_to_private(a);
-    simde__m512_private r;
-    r.m256[0] = _mm256_cvtepi32_ps(x.m256i[0]);
-    r.m256[1] = _mm256_cvtepi32_ps(x.m256i[1]);
-    return simde__m512_from_private(r);
-}
-
-/* the lanes are integers in [0, 255] here: truncation is exact */
-static inline __attribute__((always_inline)) simde__m512i asym_emu_cvttps_epi32(simde__m512 a)
-{
-    simde__m512_private x = simde__m512_to_private(a);
-    simde__m512i_private r;
-    r.m256i[0] = _mm256_cvttps_epi32(x.m256[0]);
-    r.m256i[1] = _mm256_cvttps_epi32(x.m256[1]);
-    return simde__m512i_from_private(r);
-}
-
-/* vpmovdb: the low byte of each lane */
-static inline __attribute__((always_inline)) simde__m128i asym_emu_cvtepi32_epi8(simde__m512i a)
-{
-    simde__m512i_private x = simde__m512i_to_private(a);
-    simde__m128i_private r;
-    for (int i = 0; i < 16; i++)
-        r.i8[i] = (int8_t)x.i32[i];
-    return simde__m128i_from_private(r);
-}
-#undef _mm512_cvtepu8_epi32
-#undef _mm512_cvtepi32_ps
-#undef _mm512_cvttps_epi32
-#undef _mm512_cvtepi32_epi8
-#define _mm512_cvtepu8_epi32(a) asym_emu_cvtepu8_epi32(a)
-#define _mm512_cvtepi32_ps(a) asym_emu_cvtepi32_ps(a)
-#define _mm512_cvttps_epi32(a) asym_emu_cvttps_epi32(a)
-#define _mm512_cvtepi32_epi8(a) asym_emu_cvtepi32_epi8(a)
-#endif
-
 /* ------------------------------------------------------------ decoding */
 
 /* fl(fl(c - zp) * s) of 16 codes (as bytes, in order) */
@@ -123,44 +74,6 @@ ATTN_AVX512_INLINE void decode_u4(const unsigned char *p, size_t g, float zpf, f
         const __m128i b = _mm_maskz_loadu_epi8(attn_mask16((g - t) / 2), p + t / 2);
         _mm512_mask_storeu_ps(y + t, attn_mask16(g - t), dec16(nibbles_lo(b, m), zp, s));
     }
-}
-
-/* rows of n values, n / group records each (header, then codes) */
-ATTN_AVX512_INLINE void asym_decode(const void *src, ptrdiff_t src_stride, size_t rows, size_t n,
-                                    size_t group, float *dst, ptrdiff_t dst_stride, int bits)
-{
-    const size_t rec = ATTN_ASYM_HEADER + group * (size_t)bits / 8;
-    for (size_t r = 0; r < rows; r++) {
-        const unsigned char *row = (const unsigned char *)src + (ptrdiff_t)r * src_stride;
-        float *y = dst + (ptrdiff_t)r * dst_stride;
-        for (size_t c = 0; c < n; c += group, row += rec) {
-            float s, zp;
-            memcpy(&s, row, sizeof s);
-            memcpy(&zp, row + 4, sizeof zp);
-            if (bits == 8)
-                decode_u8(row + ATTN_ASYM_HEADER, group, zp, s, y + c);
-            else
-                decode_u4(row + ATTN_ASYM_HEADER, group, zp, s, y + c);
-        }
-    }
-}
-
-static void attn_to_f32_scaled_u8_avx512(const void *src, ptrdiff_t src_stride, size_t rows,
-                                         size_t n, const float *scales, ptrdiff_t scale_stride,
-                                         size_t group, float *dst, ptrdiff_t dst_stride)
-{
-    (void)scales;
-    (void)scale_stride;
-    asym_decode(src, src_stride, rows, n, group, dst, dst_stride, 8);
-}
-
-static void attn_to_f32_scaled_u4_avx512(const void *src, ptrdiff_t src_stride, size_t rows,
-                                         size_t n, const float *scales, ptrdiff_t scale_stride,
-                                         size_t group, float *dst, ptrdiff_t dst_stride)
-{
-    (void)scales;
-    (void)scale_stride;
-    asym_decode(src, src_stride, rows, n, group, dst, dst_stride, 4);
 }
 
 /* ------------------------------------------------------------ encoding */
@@ -238,16 +151,4 @@ ATTN_AVX512_INLINE int asym_encode(const float *x, unsigned char *dst, size_t n,
     return 1;
 }
 
-static int attn_from_f32_u8_avx512(const float *src, void *dst, size_t n, float scale)
-{
-    (void)scale;
-    return asym_encode(src, dst, n, 8);
-}
-
-static int attn_from_f32_u4_avx512(const float *src, void *dst, size_t n, float scale)
-{
-    (void)scale;
-    return asym_encode(src, dst, n, 4);
-}
-
-ATTN_KERNEL_FILE(asym, avx512, ATTN_AVX512_EXT)
+ATTN_ASYM_FILE(avx512, ATTN_AVX512_EXT)

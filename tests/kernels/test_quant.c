@@ -804,6 +804,21 @@ ParameterizedTest(isa_row *row, quant, ops_decode, .timeout = ATTN_TEST_TIMEOUT)
     run_ops(row, 1);
 }
 
+/* n distinct pool blocks of nb, in random order: a block table */
+static void shuffled_table(rng *g, int32_t *table, int n, int nb)
+{
+    int32_t perm[64];
+    for (int i = 0; i < nb; i++)
+        perm[i] = i;
+    for (int i = nb - 1; i > 0; i--) {
+        const int j = (int)rng_int(g, 0, i);
+        const int32_t tmp = perm[i];
+        perm[i] = perm[j];
+        perm[j] = tmp;
+    }
+    memcpy(table, perm, (size_t)n * sizeof *table);
+}
+
 /*
  * A paged pool (attn.h, "Paged K/V") of quantized rows: K Q8_0 or Q4_0, V
  * FP8 with a v_scale, pool [num_blocks][block_size][kv_heads][row], strides
@@ -821,17 +836,8 @@ ParameterizedTest(isa_row *row, quant, paged_cache, .timeout = ATTN_TEST_TIMEOUT
     for (int rep = 0; rep < 4; rep++) {
         const int kdt = rep & 1 ? ATTN_KV_Q4_0 : ATTN_KV_Q8_0;
         harness_context("paged pool: k %s, v fp8, rep %d", qname(kdt), rep);
-        int32_t perm[NB], table[B * 5];
-        for (int i = 0; i < NB; i++)
-            perm[i] = i;
-        for (int i = NB - 1; i > 0; i--) {
-            const int j = (int)rng_int(g, 0, i);
-            const int32_t tmp = perm[i];
-            perm[i] = perm[j];
-            perm[j] = tmp;
-        }
-        for (int i = 0; i < B * pages; i++)
-            table[i] = perm[i];
+        int32_t table[B * 5];
+        shuffled_table(g, table, B * pages, NB);
         const int64_t ku = D / 32, vu = DV; /* stride units per row */
         const size_t kub = ref_quant_unit_bytes(kdt);
         buf kb, vb;
@@ -924,17 +930,8 @@ ParameterizedTest(isa_row *row, quant, asym_layouts, .timeout = ATTN_TEST_TIMEOU
         const int64_t kg = rng_pick(g, kgroups, 3), vg = rng_pick(g, vgroups, 3);
         harness_context("asym layouts: k %s group %lld, v %s group %lld, rep %d", qname(kdt),
                         (long long)kg, qname(vdt), (long long)vg, rep);
-        int32_t perm[NB], table[B * 5];
-        for (int i = 0; i < NB; i++)
-            perm[i] = i;
-        for (int i = NB - 1; i > 0; i--) {
-            const int j = (int)rng_int(g, 0, i);
-            const int32_t tmp = perm[i];
-            perm[i] = perm[j];
-            perm[j] = tmp;
-        }
-        for (int i = 0; i < B * pages; i++)
-            table[i] = perm[i];
+        int32_t table[B * 5];
+        shuffled_table(g, table, B * pages, NB);
         const int64_t ku = (int64_t)units_of_g(kdt, D, (size_t)kg),
                       vu = (int64_t)units_of_g(vdt, DV, (size_t)vg); /* bytes per row */
         buf kb, vb, dkb, dvb;
