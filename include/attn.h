@@ -297,7 +297,7 @@ extern "C" {
 #endif
 
 #define ATTN_VERSION_MAJOR 1
-#define ATTN_VERSION_MINOR 12
+#define ATTN_VERSION_MINOR 13
 #define ATTN_VERSION_PATCH 0
 #define ATTN_VERSION \
     ((ATTN_VERSION_MAJOR << 16) | (ATTN_VERSION_MINOR << 8) | ATTN_VERSION_PATCH)
@@ -991,6 +991,90 @@ ATTN_API attn_status attn_forward_workspace_size(const attn_shape *shape,
  */
 ATTN_API attn_status attn_forward_workspace_bound(const attn_shape *shape,
                                                   const attn_options *opt, size_t *bytes);
+
+/* The second source of attn_forward_sources (since 1.13; see there). */
+typedef struct attn_kv_source {
+    uint32_t struct_size;         /* sizeof(attn_kv_source) the caller was built with */
+    uint32_t flags;               /* 0 */
+    int64_t kv_len;               /* rows per sequence, >= 1 */
+    const attn_tensor *k;         /* [batch][kv_heads][kv_len][head_dim] */
+    const attn_tensor *v;         /* [batch][kv_heads][kv_len][v_dim] */
+    const int32_t *kv_lens;       /* [batch] valid rows in [0, kv_len], or NULL */
+    const int32_t *indices;       /* [batch][q_len][topk] */
+    int64_t topk;                 /* entries per list, >= 1 */
+    const attn_tensor *k_scales;  /* as attn_options' fields, for this k and v */
+    const attn_tensor *v_scales;
+    int64_t k_scale_group;
+    int64_t v_scale_group;
+    const attn_tensor *k_tail;
+    int64_t k_tail_dim;
+} attn_kv_source;
+
+/*
+ * attn_forward_sources computes attention over the keys of two K/V sources
+ * in one call (since 1.13). DeepSeek V4 attends, per query, a sliding
+ * window over its latest keys and the rows an indexer selected from a
+ * compressed cache: keys of two caches, one softmax (SGLang's
+ * extra_k_cache and extra_indices). It is attn_forward over k and v (the first source, with every option as attn_forward takes
+ * it) together with the keys of a second source, attn_kv_source, that each
+ * query row's list names: one softmax over both sources' visible keys, the
+ * sink (attn_options.sinks) counted once, lse, max_score and entropy over
+ * both, q read once. The result is the call on one cache holding both
+ * sources' keys, the first's masks applying to the first's keys, each row
+ * seeing of the second's exactly what its list names.
+ *
+ * The second source. k and v: views like attn_forward's k and v with the
+ * shape's batch, kv_heads, head_dim and v_dim and kv_len rows per sequence
+ * (any dtype attn_forward reads; they may differ from the first's); a
+ * paged pool whose slots lie at one stride (a [num_blocks][block_size]
+ * [kv_heads][dim] pool) is read as one long sequence shared by every batch
+ * entry: batch_stride 0, kv_len the pool's slots, the lists naming slots.
+ * kv_lens: [batch] valid rows in [0, kv_len], or NULL (all kv_len).
+ * indices: int32 [batch][q_len][topk], laid out and read as
+ * attn_options.topk_indices: entry t of the list of the query at tensor row
+ * r of sequence b (r = q_offsets[b] + i, or i) at (b * q_len + r) * topk,
+ * a row index j of b in [0, Lk2_b) (Lk2_b: kv_lens[b], or kv_len) or -1 for
+ * an unused slot; a set (order and repeats do not matter); the same for
+ * every head of the row; lists of rows past Lq_b are not read. k_scales,
+ * v_scales, k_scale_group, v_scale_group, k_tail and k_tail_dim: the
+ * attn_options fields of those names, for this source's k and v (FP8
+ * scales, U8_ASYM/U4_ASYM record groups, a rope tail). The per-call FP8
+ * scales (attn_options.k_scale, v_scale) and the precision mode are the
+ * options' and apply to both sources' k and v alike.
+ *
+ * Masks. The options' mask rules and score terms (kv_lens, causal, the
+ * windows, mask, bias, ALiBi, tree_parents, q_pos/k_pos, k_positions) and
+ * their layout fields (kv_offsets, the block table, shared_prefix,
+ * topk_indices) concern the first source; the second source's keys take
+ * the score scale and softcap only: a listed key is visible to every head
+ * of its row (a row past Lq_b sees nothing). A row that sees no key of
+ * either source is fully masked as in attn_forward (zeros, lse -inf; a
+ * sink still counts).
+ *
+ * The call runs unsplit and takes no workspace (attn_options.workspace is
+ * neither read nor written; a shared prefix is read by each sequence, wide
+ * rows keep their accumulators in the task scratch). Per block of query rows the first source is read
+ * as attn_forward reads it, then the union of the block's second-source
+ * selections, gathered into tiles as top-k lists are (see "Top-k sparse
+ * attention"). The error bound is the forward's over the union of the
+ * visible keys, R counting both sources' tiles (for the second, at most
+ * ceil(Lk2_b / block_k) + 1). Deterministic and batch invariant as
+ * attn_forward. Errors, before anything is written: extra NULL
+ * (ATTN_ERR_NULL); struct_size below the 1.13 size, or above this
+ * library's with a nonzero tail (ATTN_ERR_VERSION); flags other than 0,
+ * indices NULL, topk < 1 or kv_len < 1 (ATTN_ERR_ARG); an entry < -1 or
+ * >= Lk2_b (ATTN_ERR_ARG); kv_splits >= 2 (ATTN_ERR_UNSUPPORTED); the second
+ * source's views checked as attn_forward checks k, v and their options'
+ * views (dtype, strides, byte ranges, no byte shared with an output). The
+ * other operations take no second source: attend it with attn_forward and
+ * its topk_indices, and attn_merge the two parts (the same result within
+ * the bound, each part reading q).
+ */
+
+ATTN_API attn_status attn_forward_sources(const attn_shape *shape, const attn_options *opt,
+                                          const attn_tensor *q, const attn_tensor *k,
+                                          const attn_tensor *v, const attn_kv_source *extra,
+                                          const attn_tensor *out, const attn_row_stats *stats);
 
 /*
  * One partial result of attention over a subset of the keys (a shard or a

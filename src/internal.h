@@ -38,6 +38,11 @@ attn_status attn_forward_with(const attn_dsp *dsp, const attn_shape *shape,
                               const attn_options *opt, const attn_tensor *q,
                               const attn_tensor *k, const attn_tensor *v,
                               const attn_tensor *out, const attn_row_stats *stats);
+attn_status attn_forward_sources_with(const attn_dsp *dsp, const attn_shape *shape,
+                                      const attn_options *opt, const attn_tensor *q,
+                                      const attn_tensor *k, const attn_tensor *v,
+                                      const attn_kv_source *extra, const attn_tensor *out,
+                                      const attn_row_stats *stats);
 attn_status attn_merge_with(const attn_dsp *dsp, const attn_shape *shape,
                             const attn_options *opt, const attn_partial *parts,
                             int64_t n_parts, const attn_tensor *out, float *lse);

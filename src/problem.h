@@ -91,6 +91,9 @@ struct attn_problem {
     /* the last k_tail_dim values of each key row (data == NULL: none) */
     attn_tensor k_tail;
     int64_t k_tail_dim;
+    /* attn_forward_sources: the second source as a top-k problem over the
+       same rows (src/driver/forward_sources.c); NULL otherwise */
+    const attn_problem *kv2;
 };
 
 /* An unknown dtype gets the last argument. */

@@ -33,7 +33,8 @@
     X(BACKWARD, backward, "tests/ops/test_backward.c")                                     \
     X(QUANTIZE, quantize, "tests/api/test_quantize.c")                                     \
     X(CACHE_APPEND, cache_append, "tests/ops/test_cache_append.c")                         \
-    X(PLAN_FORWARD, plan_forward, "tests/ops/test_plan.c")
+    X(PLAN_FORWARD, plan_forward, "tests/ops/test_plan.c")                                 \
+    X(FORWARD_SOURCES, forward_sources, "tests/ops/test_sources.c")
 
 #define ATTN_OP_ENUM(ID, name, test) OP_##ID,
 typedef enum op_kind { ATTN_OP_LIST(ATTN_OP_ENUM) OP_COUNT } op_kind;

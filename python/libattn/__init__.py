@@ -35,7 +35,7 @@ from ._tensor import Tensor
 from ._cache import cache_append
 from ._prepared import Prepared, prepare
 
-__version__ = "1.12.0"
+__version__ = "1.13.0"
 
 __all__ = [
     "ABI_MAJOR", "AttnError", "LibraryError", "Status", "DType", "Isa", "Tensor",

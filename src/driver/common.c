@@ -20,7 +20,7 @@ row_ref attn_make_row(const attn_problem *pb, int64_t b, int64_t h, int64_t i)
     /* aligned: the query's position as a key index (q_pos/k_pos or
        bottom-right), what ALiBi measures from */
     row_ref row = {b, h, qo + i, ko, ko, 0, pb->kv_len, ko + i + attn_seq_rel(pb, b, lq, lk),
-                   0, i < lq};
+                   0, i < lq, 0};
     if (pb->kv_offsets) { /* only the sequence's own columns are written */
         row.col_lo = ko;
         row.col_hi = ko + lk;
@@ -117,7 +117,7 @@ void attn_convert_queries(const attn_dsp *dsp, const attn_problem *pb, const tas
                           const row_ref *rows, int64_t n, float *qbuf)
 {
     for (int64_t r = 0; r < n; r++)
-        if (rows[r].lo < rows[r].hi)
+        if (rows[r].lo < rows[r].hi || rows[r].extra)
             dsp->to_f32[pb->q.dtype](attn_row_ptr(&pb->q, rows[r].b, rows[r].h, rows[r].i),
                                      qbuf + r * p->q_stride, (size_t)pb->head_dim);
 }

@@ -107,6 +107,9 @@ typedef struct task_plan {
     int k_segs, v_segs;
     /* groups read by qk_grp / pv_grp; 0: none */
     int k_grp, v_grp;
+    /* attn_forward_sources: the second source's top-k tiles, planned into
+       the scratch past the accumulators (topk.c); x_rows 0: one source */
+    int64_t x_rows, x_block_k, x_gather_keys, x_gather_floats, x_window;
     size_t tasks;
 } task_plan;
 
@@ -138,6 +141,8 @@ typedef struct row_ref {
     int64_t aligned;
     int64_t shift;
     int is_query;
+    int extra; /* keys outside [lo, hi) fold into its state too: the other
+                  source's of attn_forward_sources */
 } row_ref;
 
 static inline int64_t attn_min64(int64_t a, int64_t b) { return a < b ? a : b; }

@@ -92,6 +92,8 @@ static task_plan plan_forward(const attn_dsp *dsp, const attn_problem *pb)
         attn_plan_topk(dsp, pb, &p);
     else
         plan_dense(dsp, pb, &p);
+    if (pb->kv2)
+        attn_plan_extra(dsp, pb, &p);
     p.blocks = (p.rows + p.block_rows - 1) / p.block_rows;
     p.splits = pb->splits;
     p.tasks = (size_t)(pb->batch * (p.groups * p.blocks * p.splits));
@@ -117,7 +119,7 @@ void attn_forward_finish_row(const attn_dsp *dsp, const attn_problem *pb, const 
     } else if (o->m == -INFINITY) {
         attn_fill_out_row(out, row->b, row->h, row->i, 0.0f, pb->v_dim);
         attn_write_stats(pb, row, -INFINITY, -INFINITY, 0.0f);
-    } else if (row->lo >= row->hi) { /* only the sink: acc was never started */
+    } else if (row->lo >= row->hi && !row->extra) { /* only the sink: acc was never started */
         attn_fill_out_row(out, row->b, row->h, row->i, 0.0f, pb->v_dim);
         attn_write_stats(pb, row, o->m, o->m, 0.0f);
     } else {
@@ -374,7 +376,7 @@ static void start_rows(const attn_dsp *dsp, const attn_problem *pb, const task_p
             st[r].poisoned = 1;
         else if (sink != -INFINITY)
             st[r] = (online_row){sink, 1.0f, 0.0f, 0};
-        if (rows[r].lo < rows[r].hi)
+        if (rows[r].lo < rows[r].hi || rows[r].extra)
             attn_fill(acc + r * p->acc_stride, pb->v_dim, 0.0f);
         if (parts && chunk == 0 && rows[r].is_query)
             attn_split_merge(dsp, pb, &pws, &rows[r], parts, &st[r], acc + r * p->acc_stride);
@@ -397,6 +399,10 @@ static void task_forward(void *vctx, size_t index)
     int64_t n = attn_task_rows(pb, p, block, rows, &kv_head);
     if (n == 0)
         return; /* no chunk of it waits for a merge either */
+    for (int64_t r = 0; pb->kv2 && r < n; r++) {
+        const row_ref x = attn_extra_row(pb, &rows[r]);
+        rows[r].extra = x.lo < x.hi;
+    }
     const int64_t b = rows[0].b;
     /* keys [0, start): the shared prefix, attended by the prefix tasks */
     int64_t parts;
@@ -417,6 +423,8 @@ static void task_forward(void *vctx, size_t index)
     if (splits == 1) {
         attn_forward_keys(dsp, pb, p, rows, n, b, kv_head, base, base + start, INT64_MAX, st, q,
                           q_stride, sbuf, acc);
+        if (pb->kv2) /* never split (attn_forward_sources) */
+            attn_forward_extra(dsp, pb, p, rows, n, kv_head, st, q, q_stride, sbuf, acc);
         for (int64_t r = 0; r < n; r++)
             attn_forward_finish_row(dsp, pb, &rows[r], &st[r], acc + r * p->acc_stride);
         return;

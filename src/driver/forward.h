@@ -127,6 +127,21 @@ size_t attn_wide_need(const attn_shape *s, const attn_options *o, int64_t splits
 /* ------------------------------------------------------------ topk.c */
 
 void attn_plan_topk(const attn_dsp *dsp, const attn_problem *pb, task_plan *p);
+/* The second source's tiles (pb->kv2), after the first source's plan. */
+void attn_plan_extra(const attn_dsp *dsp, const attn_problem *pb, task_plan *p);
+/* Folds the second source's selected keys into the rows' states, the rows
+   becoming the second source's; sbuf and acc: the block's, as
+   attn_forward_keys takes them. */
+void attn_forward_extra(const attn_dsp *dsp, const attn_problem *pb, const task_plan *p,
+                        row_ref *rows, int64_t n, int64_t kv_head, online_row *st,
+                        const float *q, int64_t q_stride, float *sbuf, float *acc);
+
+/* A row of pb as the second source's problem sees it. */
+static inline row_ref attn_extra_row(const attn_problem *pb, const row_ref *row)
+{
+    const int64_t qo = pb->q_offsets ? pb->q_offsets[row->b] : 0;
+    return attn_make_row(pb->kv2, row->b, row->h, row->i - qo);
+}
 /* gbuf follows the accumulator. */
 void attn_forward_topk(const attn_dsp *dsp, const attn_problem *pb, const task_plan *p,
                        const row_ref *rows, int64_t n, int64_t kv_head, int64_t base,

@@ -53,44 +53,74 @@ static int64_t gathered_row_bytes(const attn_problem *pb)
     return attn_max64(kb, vb);
 }
 
+/* A tile plan: c keys gathered per kernel call, g keys per online step,
+   rows query rows. */
+typedef struct topk_fit {
+    int64_t c, g, rows;
+} topk_fit;
+
 /*
- * Of the widths that fit the scratch, the widest whose block holds 8 rows
- * (the bf16 kernels' least), a gather of 32 keys preferred (one bf16 key
- * panel). A block holds whole query positions or an even share of one
- * position's heads; the window takes what is left. Nothing depends on the
- * lengths (attn.h, "Batch invariance").
+ * Of the widths that fit `floats` of scratch, the widest whose block holds
+ * `want` rows (8: the bf16 kernels' least), a gather of 32 keys preferred
+ * (one bf16 key panel); own: floats of each row's besides its scores and
+ * bitmaps (its query copy and accumulator, where they share the scratch).
+ * rows 0: nothing fits. Nothing depends on the lengths (attn.h, "Batch
+ * invariance").
  */
-void attn_plan_topk(const attn_dsp *dsp, const attn_problem *pb, task_plan *p)
+static topk_fit topk_search(const attn_dsp *dsp, const attn_problem *pb, int64_t want,
+                            int64_t own, int64_t floats)
 {
     static const int64_t widths[] = {256, 128, 64, 32, 16, 8, 4, 2, 1};
     const size_t n_widths = sizeof widths / sizeof widths[0];
     const int64_t row_floats = (gathered_row_bytes(pb) + 63) / 64 * 16;
-    const int64_t hpg = p->heads_per_group, bk = (int64_t)dsp->block_k;
+    const int64_t bk = (int64_t)dsp->block_k;
+    /* a tile of one gather may then serve P.V from K's copy */
+    const int latent = v_as_k_columns(pb);
+    topk_fit best = {1, 1, 0};
+    for (size_t ci = 0; ci < n_widths && best.rows < want; ci++) {
+        const int64_t c = widths[ci];
+        if (c > 32 || c > bk)
+            continue;
+        for (size_t gi = 0; gi <= ci && best.rows < want; gi++) {
+            const int64_t g = widths[gi];
+            const int64_t room = floats - c * row_floats - TOPK_FIXED_FLOATS(TOPK_MIN_WINDOW, g);
+            if (g > bk || g % c || room <= 0 || (latent && g != c))
+                continue;
+            const int64_t per_row = own + g + TOPK_ROW_FLOATS(TOPK_MIN_WINDOW);
+            const int64_t fit = attn_min64(room / per_row, (int64_t)dsp->block_q);
+            if (fit > best.rows || fit >= want)
+                best = (topk_fit){c, g, fit};
+        }
+    }
+    return best;
+}
+
+/* The window takes what the tiles leave, rows of own floats each. */
+static void topk_place(const attn_problem *pb, const topk_fit *f, int64_t own, int64_t floats,
+                       int64_t *gather_floats, int64_t *window)
+{
+    const int64_t row_floats = (gathered_row_bytes(pb) + 63) / 64 * 16;
+    const int64_t used = f->c * row_floats + f->rows * (own + f->g);
+    int64_t w = TOPK_MIN_WINDOW;
+    while (w < TOPK_MAX_WINDOW && used + f->rows * TOPK_ROW_FLOATS(2 * w) +
+                                          TOPK_FIXED_FLOATS(2 * w, f->g) <= floats)
+        w *= 2;
+    *gather_floats = f->c * row_floats;
+    *window = w;
+}
+
+/* A block holds whole query positions or an even share of one position's
+   heads. */
+void attn_plan_topk(const attn_dsp *dsp, const attn_problem *pb, task_plan *p)
+{
+    const int64_t hpg = p->heads_per_group;
     /* a whole GQA group: one task per position gathers its keys once */
     const int64_t want = attn_max64(8, attn_min64(hpg, (int64_t)dsp->block_q));
     /* F32 queries in place where a block's rows share one stride */
     const int direct = pb->q.dtype == ATTN_DTYPE_F32 && (hpg == 1 || hpg >= 8);
-    const int64_t qs = direct ? 0 : p->q_stride;
-    /* a tile of one gather may then serve P.V from K's copy */
-    const int latent = v_as_k_columns(pb);
-    int64_t best_c = 1, best_g = 1, best_rows = 0;
-    for (size_t ci = 0; ci < n_widths && best_rows < want; ci++) {
-        const int64_t c = widths[ci];
-        if (c > 32 || c > bk)
-            continue;
-        for (size_t gi = 0; gi <= ci && best_rows < want; gi++) {
-            const int64_t g = widths[gi];
-            const int64_t room =
-                ATTN_SCRATCH_FLOATS - c * row_floats - TOPK_FIXED_FLOATS(TOPK_MIN_WINDOW, g);
-            if (g > bk || g % c || room <= 0 || (latent && g != c))
-                continue;
-            const int64_t per_row = qs + g + p->acc_stride + TOPK_ROW_FLOATS(TOPK_MIN_WINDOW);
-            const int64_t fit = attn_min64(room / per_row, (int64_t)dsp->block_q);
-            if (fit > best_rows || fit >= want)
-                best_c = c, best_g = g, best_rows = fit;
-        }
-    }
-    int64_t rows = attn_max64(1, attn_min64(best_rows, TOPK_MAX_POSITIONS * hpg));
+    const int64_t own = (direct ? 0 : p->q_stride) + p->acc_stride;
+    topk_fit f = topk_search(dsp, pb, want, own, ATTN_SCRATCH_FLOATS);
+    int64_t rows = attn_max64(1, attn_min64(f.rows, TOPK_MAX_POSITIONS * hpg));
     if (direct && hpg > 1) { /* one stride: a divisor of the group */
         rows = attn_min64(rows, hpg);
         while (hpg % rows)
@@ -101,17 +131,62 @@ void attn_plan_topk(const attn_dsp *dsp, const attn_problem *pb, task_plan *p)
         const int64_t parts = (hpg + rows - 1) / rows;
         rows = (hpg + parts - 1) / parts;
     }
+    f.rows = rows;
     p->q_direct = direct;
-    const int64_t used = best_c * row_floats + rows * (qs + best_g + p->acc_stride);
-    int64_t w = TOPK_MIN_WINDOW;
-    while (w < TOPK_MAX_WINDOW && used + rows * TOPK_ROW_FLOATS(2 * w) +
-                                          TOPK_FIXED_FLOATS(2 * w, best_g) <= ATTN_SCRATCH_FLOATS)
-        w *= 2;
-    p->gather_keys = best_c;
-    p->gather_floats = best_c * row_floats;
-    p->topk_window = w;
-    p->block_k = best_g;
+    topk_place(pb, &f, own, ATTN_SCRATCH_FLOATS, &p->gather_floats, &p->topk_window);
+    p->gather_keys = f.c;
+    p->block_k = f.g;
     p->block_rows = rows;
+}
+
+/* The scratch a block's query copies, scores and accumulators take: the
+   second source's tiles go past it (attn_forward_extra). */
+static int64_t block_floats(const task_plan *p)
+{
+    return p->block_rows * ((p->q_direct ? 0 : p->q_stride) + p->block_k +
+                            (p->acc_ws ? 0 : p->acc_stride));
+}
+
+/*
+ * attn_forward_sources: the second source's tiles in the scratch the first
+ * source's block leaves, in sub-blocks of its rows. The block shrinks until
+ * they are the tiles the second source would get alone (as wide, as many
+ * rows), or to 8 rows: narrow tiles multiply the online steps, each an exp
+ * pass over every row. A one-row block leaves room for one: its query copy
+ * and accumulator, a gathered row (at most ATTN_MAX_HEAD_DIM floats each), a
+ * key block and the smallest window's bitmaps take under 3 x 4096 + 1024
+ * of the 16384 floats.
+ */
+void attn_plan_extra(const attn_dsp *dsp, const attn_problem *pb, task_plan *p)
+{
+    const attn_problem *x = pb->kv2;
+    const int64_t hpg = p->heads_per_group;
+    const int64_t want = attn_max64(8, attn_min64(hpg, (int64_t)dsp->block_q));
+    /* a topk block of one stride keeps to divisors of the group */
+    const int divisors = pb->opt.topk_indices && p->q_direct && hpg > 1;
+    task_plan alone = *p;
+    attn_plan_topk(dsp, x, &alone);
+    p->block_rows = attn_min64(p->block_rows, p->rows); /* rows past them: room for nothing */
+    const int64_t floor = attn_min64(8, p->block_rows);
+    topk_fit f;
+    for (;;) {
+        const int64_t room = ATTN_SCRATCH_FLOATS - block_floats(p);
+        f = topk_search(dsp, x, want, 0, room);
+        f.rows = attn_min64(f.rows, p->block_rows);
+        const int as_alone = f.c >= alone.gather_keys && f.g >= alone.block_k &&
+                             f.rows >= attn_min64(alone.block_rows, p->block_rows);
+        if (p->block_rows == 1 || (f.rows >= 1 && (as_alone || p->block_rows <= floor)))
+            break;
+        p->block_rows--;
+        while (divisors && hpg % p->block_rows)
+            p->block_rows--;
+    }
+    f.rows = attn_max64(1, f.rows);
+    topk_place(x, &f, 0, ATTN_SCRATCH_FLOATS - block_floats(p), &p->x_gather_floats,
+               &p->x_window);
+    p->x_rows = f.rows;
+    p->x_block_k = f.g;
+    p->x_gather_keys = f.c;
 }
 
 /* ------------------------------------------------------------ gathering */
@@ -370,5 +445,43 @@ attn_forward_topk(const attn_dsp *dsp, const attn_problem *pb, const task_plan *
             tile_fold(&t, w0, tp, nk, kb, ke);
             tile_values(&t, w0, tp, nk, kb, ke);
         }
+    }
+}
+
+/*
+ * The second source of attn_forward_sources, after the first's keys: the
+ * rows' states go on with the keys each row's list names, in sub-blocks of
+ * x_rows rows whose tiles lie past the block's accumulators. The rows
+ * become pb->kv2's (no mask but the list) in place: a copy would pass the
+ * task stack's bound.
+ */
+__attribute__((noinline)) void attn_forward_extra(const attn_dsp *dsp, const attn_problem *pb,
+                                                  const task_plan *p, row_ref *rows,
+                                                  int64_t n, int64_t kv_head, online_row *st,
+                                                  const float *q, int64_t q_stride, float *sbuf,
+                                                  float *acc)
+{
+    const attn_problem *x = pb->kv2;
+    task_plan xp = *p;
+    xp.block_rows = p->x_rows;
+    xp.block_k = p->x_block_k;
+    xp.gather_keys = p->x_gather_keys;
+    xp.gather_floats = p->x_gather_floats;
+    xp.topk_window = p->x_window;
+    float *const rest = p->acc_ws ? sbuf + p->block_rows * p->block_k
+                                  : acc + p->block_rows * p->acc_stride;
+    float *const xs = rest, *const gbuf = rest + p->x_rows * p->x_block_k;
+    for (int64_t r0 = 0; r0 < n; r0 += p->x_rows) {
+        const int64_t m = attn_min64(p->x_rows, n - r0);
+        int any = 0;
+        for (int64_t r = r0; r < r0 + m; r++) {
+            any |= rows[r].extra;
+            const int first = rows[r].lo < rows[r].hi;
+            rows[r] = attn_extra_row(pb, &rows[r]);
+            rows[r].extra = first; /* now the first source's keys lie outside */
+        }
+        if (any)
+            attn_forward_topk(dsp, x, &xp, rows + r0, m, kv_head, 0, 0, INT64_MAX, st + r0,
+                              q + r0 * q_stride, q_stride, xs, acc + r0 * p->acc_stride, gbuf);
     }
 }

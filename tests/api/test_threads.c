@@ -394,8 +394,8 @@ static float *filled(size_t n)
     return x;
 }
 
-/* The largest stack one task of the forward, scores, weights, split-KV and
-   backward used on shape s, through the public API on the active table, in
+/* The largest stack one task of the forward (one source and two), scores,
+   weights, split-KV and backward used on shape s, through the public API on the active table, in
    a precision mode (attn.h; its dot-product kernels have buffers of their
    own; the backward runs in the default mode only). Q8_0 K/V reuse the
    float buffers' bytes: their values do not matter here. */
@@ -438,6 +438,11 @@ static size_t worst_task_stack(stack_pool *sp, attn_shape s, attn_dtype kv_dtype
     cr_assert_eq(attn_forward(&s, &opt, &tq, &tk, &tv, &to, &stats), ATTN_OK);
     opt.topk_indices = NULL;
     opt.topk = 0;
+    /* two sources (their second pass beside the first's block): the same
+       cache again, every key listed */
+    const attn_kv_source x = {sizeof x, 0, s.kv_len, &tk, &tv, NULL, idx, s.kv_len,
+                              NULL, NULL, 0, 0, NULL, 0};
+    cr_assert_eq(attn_forward_sources(&s, &opt, &tq, &tk, &tv, &x, &to, &stats), ATTN_OK);
     free(idx);
     cr_assert_eq(attn_scores(&s, &opt, &tq, &tk, &ts), ATTN_OK);
     cr_assert_eq(attn_weights(&s, &opt, &tq, &tk, &ts, NULL), ATTN_OK);

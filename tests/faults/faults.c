@@ -325,6 +325,16 @@ static void run_all(const attn_dsp *dsp, attn_threadpool *pool)
                 r = attn_plan_run(plan, qd, kd, vd, od, &st);
             break;
         }
+        case OP_FORWARD_SOURCES: { /* k and v again as the second source, 16 keys a row */
+            static int32_t lists[B * LQ * 16];
+            for (int e = 0; e < B * LQ * 16; e++)
+                lists[e] = (e * 37) % LK;
+            const attn_kv_source x = {sizeof x, 0, LK, &k, &v, NULL, lists, 16,
+                                      NULL, NULL, 0, 0, NULL, 0};
+            r = dsp ? attn_forward_sources_with(dsp, &shape, &opt, &q, &k, &v, &x, &o, &st)
+                    : attn_forward_sources(&shape, &opt, &q, &k, &v, &x, &o, &st);
+            break;
+        }
         case OP_CACHE_APPEND: { /* q's rows as the new tokens, into BF16 and FP8 caches */
             const attn_tensor kn = {qd, ATTN_DTYPE_F32, HKV * LQ * D, LQ * D, D};
             const attn_tensor kc = {dkd, ATTN_DTYPE_BF16, HKV * LK * D, LK * D, D};

@@ -552,6 +552,7 @@ static attn_status run(const attn_dsp *t, prob *p)
     case OP_QUANTIZE: /* no K/V layout: not drawn (layout_ops) */
     case OP_CACHE_APPEND: /* writes K/V: not in layout_ops */
     case OP_PLAN_FORWARD: /* beside each forward: check_plan */
+    case OP_FORWARD_SOURCES: /* its own fuzzer: fuzz_sources.c */
     case OP_COUNT: break;
     }
     FZ_CHECK(0, "%s reads no K/V layout", op_names[p->op]);

@@ -280,6 +280,7 @@ static attn_status run_op(const attn_dsp *t, problem *p, op_kind op, const attn_
     case OP_QUANTIZE:
     case OP_CACHE_APPEND:
     case OP_PLAN_FORWARD: /* tests/ops/test_plan.c, on these layouts' generator */
+    case OP_FORWARD_SOURCES: /* tests/ops/test_sources.c: the first source on every layout */
     case OP_COUNT: break;
     }
     CHECK(0, "%s reads no K/V layout", op < OP_COUNT ? op_names[op] : "?");
@@ -457,6 +458,7 @@ static dense_result run_dense(const attn_dsp *t, const ref_dense *dn, op_kind op
     case OP_QUANTIZE: /* no K/V layout: see run_op */
     case OP_CACHE_APPEND:
     case OP_PLAN_FORWARD:
+    case OP_FORWARD_SOURCES:
     case OP_COUNT: break;
     }
     CHECK(rc == ATTN_OK, "the dense call: status %d (%s)", rc, attn_strerror(rc));

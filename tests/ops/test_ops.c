@@ -146,6 +146,7 @@ static attn_status run_op(const attn_dsp *t, workload *w, op_kind op, int with_s
     case OP_QUANTIZE:    /* tests/api/test_quantize.c */
     case OP_CACHE_APPEND: /* tests/ops/test_cache_append.c */
     case OP_PLAN_FORWARD: /* beside every forward below (check_plan), tests/ops/test_plan.c */
+    case OP_FORWARD_SOURCES: /* two caches: tests/ops/test_sources.c */
     case OP_COUNT:
         break;
     }
@@ -274,6 +275,7 @@ static void check_problem(const attn_dsp *t, workload *w, op_kind op, float scor
     case OP_QUANTIZE: /* not on workloads: see run_op */
     case OP_CACHE_APPEND:
     case OP_PLAN_FORWARD:
+    case OP_FORWARD_SOURCES:
     case OP_COUNT:
         CHECK(0, "%s is not an operation on a workload", op < OP_COUNT ? op_names[op] : "?");
     }

@@ -240,6 +240,17 @@ static uint64_t run_op(int op, const attn_dsp *dsp, result *r, attn_threadpool *
         bytes = K_ELEMS * 2 + V_ELEMS * 4;
         break;
     }
+    case OP_FORWARD_SOURCES: { /* k and v again as the second source, 8 listed keys a row */
+        static int32_t lists[2 * 33 * 8];
+        for (int e = 0; e < 2 * 33 * 8; e++)
+            lists[e] = e % 9 == 0 ? -1 : (e * 37) % 70;
+        const attn_kv_source x = {sizeof x, 0, 70, &k_t, &v_t, NULL, lists, 8,
+                                  NULL, NULL, 0, 0, NULL, 0};
+        status = dsp ? attn_forward_sources_with(dsp, &shape, &o, &q_t, &k_t, &v_t, &x, &out, &st)
+                     : attn_forward_sources(&shape, &o, &q_t, &k_t, &v_t, &x, &out, &st);
+        bytes = O_ELEMS * 4;
+        break;
+    }
     case OP_COUNT:
         abort();
     }
