@@ -87,6 +87,7 @@ task_plan attn_plan_common(const attn_dsp *dsp, const attn_problem *pb, int64_t 
     p.stage_keys = 0;
     p.stage_stride = 0;
     p.k_segs = p.v_segs = p.k_grp = p.v_grp = 0;
+    p.x_rows = p.x_block_k = p.x_gather_keys = p.x_gather_floats = p.x_window = 0;
     p.tasks = 0; /* each operation counts its own */
     return p;
 }

@@ -92,8 +92,17 @@ static task_plan plan_forward(const attn_dsp *dsp, const attn_problem *pb)
         attn_plan_topk(dsp, pb, &p);
     else
         plan_dense(dsp, pb, &p);
-    if (pb->kv2)
-        attn_plan_extra(dsp, pb, &p);
+    if (pb->kv2) {
+        int64_t direct_rows = 0;
+        if (!pb->opt.topk_indices && !p.q_direct && pb->q.dtype == ATTN_DTYPE_F32) {
+            task_plan d = p;
+            d.q_direct = 1;
+            direct_rows = attn_block_rows_within(dsp, forward_row_floats(&d),
+                                                 ATTN_SCRATCH_FLOATS -
+                                                     p.stage_keys * p.stage_stride);
+        }
+        attn_plan_extra(dsp, pb, &p, direct_rows);
+    }
     p.blocks = (p.rows + p.block_rows - 1) / p.block_rows;
     p.splits = pb->splits;
     p.tasks = (size_t)(pb->batch * (p.groups * p.blocks * p.splits));

@@ -127,8 +127,12 @@ size_t attn_wide_need(const attn_shape *s, const attn_options *o, int64_t splits
 /* ------------------------------------------------------------ topk.c */
 
 void attn_plan_topk(const attn_dsp *dsp, const attn_problem *pb, task_plan *p);
-/* The second source's tiles (pb->kv2), after the first source's plan. */
-void attn_plan_extra(const attn_dsp *dsp, const attn_problem *pb, task_plan *p);
+/* The second source's tiles (pb->kv2), after the first source's plan;
+   direct_rows > 0: the first source's block may read F32 queries in place
+   instead, with at most that many rows, if each block lies in one
+   position. */
+void attn_plan_extra(const attn_dsp *dsp, const attn_problem *pb, task_plan *p,
+                     int64_t direct_rows);
 /* Folds the second source's selected keys into the rows' states, the rows
    becoming the second source's; sbuf and acc: the block's, as
    attn_forward_keys takes them. */

@@ -109,8 +109,16 @@ static void topk_place(const attn_problem *pb, const topk_fit *f, int64_t own, i
     *window = w;
 }
 
-/* A block holds whole query positions or an even share of one position's
-   heads. */
+/* At most rows rows that hold whole query positions or an even share of
+   one position's heads: a position's heads share its list. */
+static int64_t whole_positions(int64_t rows, int64_t hpg)
+{
+    if (rows >= hpg)
+        return rows - rows % hpg;
+    const int64_t parts = (hpg + rows - 1) / rows;
+    return (hpg + parts - 1) / parts;
+}
+
 void attn_plan_topk(const attn_dsp *dsp, const attn_problem *pb, task_plan *p)
 {
     const int64_t hpg = p->heads_per_group;
@@ -125,11 +133,8 @@ void attn_plan_topk(const attn_dsp *dsp, const attn_problem *pb, task_plan *p)
         rows = attn_min64(rows, hpg);
         while (hpg % rows)
             rows--;
-    } else if (rows >= hpg) {
-        rows -= rows % hpg;
     } else {
-        const int64_t parts = (hpg + rows - 1) / rows;
-        rows = (hpg + parts - 1) / parts;
+        rows = whole_positions(rows, hpg);
     }
     f.rows = rows;
     p->q_direct = direct;
@@ -152,36 +157,62 @@ static int64_t block_floats(const task_plan *p)
  * source's block leaves, in sub-blocks of its rows. The block shrinks until
  * they are the tiles the second source would get alone (as wide, as many
  * rows), or to 8 rows: narrow tiles multiply the online steps, each an exp
- * pass over every row. A one-row block leaves room for one: its query copy
- * and accumulator, a gathered row (at most ATTN_MAX_HEAD_DIM floats each), a
- * key block and the smallest window's bitmaps take under 3 x 4096 + 1024
- * of the 16384 floats.
+ * pass over every row. Both blocks hold whole positions (or shares of one):
+ * a sub-block across two positions gathers both lists for few rows. A
+ * one-row block leaves room for one: its query copy and accumulator, a
+ * gathered row (at most ATTN_MAX_HEAD_DIM floats each), a key block and the
+ * smallest window's bitmaps take under 3 x 4096 + 1024 of the 16384 floats.
+ * divisors: the block's rows must divide the group (queries in place).
  */
-void attn_plan_extra(const attn_dsp *dsp, const attn_problem *pb, task_plan *p)
+static topk_fit fit_extra(const attn_dsp *dsp, const attn_problem *x, const task_plan *alone,
+                          task_plan *p, int divisors)
 {
-    const attn_problem *x = pb->kv2;
     const int64_t hpg = p->heads_per_group;
     const int64_t want = attn_max64(8, attn_min64(hpg, (int64_t)dsp->block_q));
-    /* a topk block of one stride keeps to divisors of the group */
-    const int divisors = pb->opt.topk_indices && p->q_direct && hpg > 1;
-    task_plan alone = *p;
-    attn_plan_topk(dsp, x, &alone);
-    p->block_rows = attn_min64(p->block_rows, p->rows); /* rows past them: room for nothing */
     const int64_t floor = attn_min64(8, p->block_rows);
     topk_fit f;
     for (;;) {
-        const int64_t room = ATTN_SCRATCH_FLOATS - block_floats(p);
-        f = topk_search(dsp, x, want, 0, room);
+        f = topk_search(dsp, x, want, 0, ATTN_SCRATCH_FLOATS - block_floats(p));
         f.rows = attn_min64(f.rows, p->block_rows);
-        const int as_alone = f.c >= alone.gather_keys && f.g >= alone.block_k &&
-                             f.rows >= attn_min64(alone.block_rows, p->block_rows);
+        const int as_alone = f.c >= alone->gather_keys && f.g >= alone->block_k &&
+                             f.rows >= attn_min64(alone->block_rows, p->block_rows);
         if (p->block_rows == 1 || (f.rows >= 1 && (as_alone || p->block_rows <= floor)))
             break;
         p->block_rows--;
         while (divisors && hpg % p->block_rows)
             p->block_rows--;
     }
-    f.rows = attn_max64(1, f.rows);
+    p->block_rows = whole_positions(p->block_rows, hpg);
+    f = topk_search(dsp, x, want, 0, ATTN_SCRATCH_FLOATS - block_floats(p));
+    f.rows = whole_positions(attn_max64(1, attn_min64(f.rows, p->block_rows)), hpg);
+    return f;
+}
+
+void attn_plan_extra(const attn_dsp *dsp, const attn_problem *pb, task_plan *p,
+                     int64_t direct_rows)
+{
+    const attn_problem *x = pb->kv2;
+    const int64_t hpg = p->heads_per_group;
+    task_plan alone = *p;
+    attn_plan_topk(dsp, x, &alone);
+    p->block_rows = attn_min64(p->block_rows, p->rows); /* rows past them: room for nothing */
+    task_plan best = *p;
+    /* a topk block of one stride keeps to divisors of the group */
+    topk_fit f = fit_extra(dsp, x, &alone, &best, pb->opt.topk_indices && p->q_direct && hpg > 1);
+    /* F32 queries read in place by blocks within one position: the copy's
+       room goes to taller sub-blocks (MLA's MTP rows), where that gives
+       more rows to each gather */
+    if (!p->q_direct && direct_rows > 0 && hpg > 1) {
+        task_plan d = *p;
+        d.q_direct = 1;
+        d.block_rows = attn_min64(attn_min64(direct_rows, p->rows), hpg);
+        while (hpg % d.block_rows)
+            d.block_rows--;
+        const topk_fit fd = fit_extra(dsp, x, &alone, &d, 1);
+        if (fd.rows > f.rows || (fd.rows == f.rows && d.block_rows > best.block_rows))
+            best = d, f = fd;
+    }
+    *p = best;
     topk_place(x, &f, 0, ATTN_SCRATCH_FLOATS - block_floats(p), &p->x_gather_floats,
                &p->x_window);
     p->x_rows = f.rows;

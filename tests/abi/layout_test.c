@@ -115,6 +115,24 @@ FROZEN(offsetof(attn_grads, dk) == 16);
 FROZEN(offsetof(attn_grads, dv) == 24);
 FROZEN(offsetof(attn_grads, dbias) == 32);
 FROZEN(offsetof(attn_grads, dsinks) == 40);
+
+/* attn_kv_source (1.13, attn_forward_sources' second source) grows at the
+   end like attn_options. */
+FROZEN(offsetof(attn_kv_source, struct_size) == 0);
+FROZEN(offsetof(attn_kv_source, flags) == 4);
+FROZEN(offsetof(attn_kv_source, kv_len) == 8);
+FROZEN(offsetof(attn_kv_source, k) == 16);
+FROZEN(offsetof(attn_kv_source, v) == 24);
+FROZEN(offsetof(attn_kv_source, kv_lens) == 32);
+FROZEN(offsetof(attn_kv_source, indices) == 40);
+FROZEN(offsetof(attn_kv_source, topk) == 48);
+FROZEN(offsetof(attn_kv_source, k_scales) == 56);
+FROZEN(offsetof(attn_kv_source, v_scales) == 64);
+FROZEN(offsetof(attn_kv_source, k_scale_group) == 72);
+FROZEN(offsetof(attn_kv_source, v_scale_group) == 80);
+FROZEN(offsetof(attn_kv_source, k_tail) == 88);
+FROZEN(offsetof(attn_kv_source, k_tail_dim) == 96);
+FROZEN(sizeof(attn_kv_source) == 104); /* 1.13's size */
 #endif
 
 int main(void)

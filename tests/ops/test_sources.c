@@ -13,6 +13,12 @@
  *                 own lengths; GQA, decode and MLA-shaped rows (one latent
  *                 head, d 576, v 512, V a view of K's first columns); the
  *                 bf16 mode on float caches.
+ *   deepseek      DeepSeek's rows as the second source, read in place: 656
+ *                 bytes per token (512 E4M3 values, 4 f32 scales of 128
+ *                 channels, 64 bf16 rope values as k's tail; v the 512 FP8
+ *                 values with the same scales), beside a bf16 576/512
+ *                 window cache: against float64 with the bound of scale
+ *                 groups (tolerance.h, "FP8 scales per group").
  *   never_read    keys no list names (and the first source's hidden keys)
  *                 may hold NaN: the same bits as with them finite.
  *   composition   a sequence's rows are the same bits alone and in a padded
@@ -407,6 +413,125 @@ ParameterizedTest(isa_row *row, sources, never_read, .timeout = ATTN_TEST_TIMEOU
         expect_bits("stats", s2, s1, 3 * nr);
         free(o1), free(o2), free(s1), free(s2);
         call_free(&c);
+    }
+}
+
+/* DeepSeek's latent rows: 656 bytes, in place (attn.h, k_scale_group). */
+enum { DS_D = 576, DS_DV = 512, DS_ROW = 656, DS_G = 128, DS_TAIL = 64 };
+
+HARNESS_ISA_PARAMS(sources, deepseek)
+ParameterizedTest(isa_row *row, sources, deepseek, .timeout = ATTN_TEST_TIMEOUT)
+{
+    const attn_dsp *t = harness_begin(row);
+    rng *g = harness_rng();
+    for (int rep = 0; rep < 4; rep++) {
+        const int64_t B = 1 + rep % 2, hq = 16, lq = 1 + rng_int(g, 0, 3);
+        const int64_t l1 = 1 + rng_int(g, 0, 160), l2 = 1 + rng_int(g, 0, 900);
+        const int64_t T = 1 + rng_int(g, 0, 300), L = l1 + l2;
+        harness_context("deepseek rep %d: B %lld Lq %lld L1 %lld L2 %lld T %lld", rep,
+                        (long long)B, (long long)lq, (long long)l1, (long long)l2, (long long)T);
+        /* q, the window's bf16 latent rows (v: their first 512 values) */
+        float *q = xmalloc((size_t)(B * hq * lq * DS_D) * 4);
+        rng_fill(g, q, (size_t)(B * hq * lq * DS_D), -1.0f, 1.0f);
+        uint16_t *w = xmalloc((size_t)(B * l1 * DS_D) * 2);
+        /* the reference's one cache: values as decoded (FP8 without its
+           scale), per row 4 group scales (1 for the window's rows) */
+        float *kc = xmalloc((size_t)(B * L * DS_D) * 4), *sc = xmalloc((size_t)(B * L * 4) * 4);
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t j = 0; j < l1; j++)
+                for (int64_t c = 0; c < DS_D; c++) {
+                    const uint16_t h = ref_f32_to_bf16(rng_float(g, -1.0f, 1.0f));
+                    w[(b * l1 + j) * DS_D + c] = h;
+                    kc[(b * L + j) * DS_D + c] = (float)ref_bf16_to_double(h);
+                    if (c < 4)
+                        sc[(b * L + j) * 4 + c] = 1.0f;
+                }
+        unsigned char *x = xmalloc((size_t)(B * l2 * DS_ROW));
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t j = 0; j < l2; j++) {
+                unsigned char *r = x + (b * l2 + j) * DS_ROW;
+                float *dst = kc + (b * L + l1 + j) * DS_D;
+                for (int64_t c = 0; c < DS_DV; c++) {
+                    r[c] = ref_f32_to_e4m3(rng_float(g, -400.0f, 400.0f));
+                    dst[c] = (float)ref_e4m3_to_double(r[c]);
+                }
+                for (int64_t gi = 0; gi < DS_DV / DS_G; gi++) {
+                    const float s = rng_float(g, 1.0f / 512.0f, 1.0f / 64.0f);
+                    memcpy(r + DS_DV + 4 * gi, &s, 4);
+                    sc[(b * L + l1 + j) * 4 + gi] = s;
+                }
+                for (int64_t c = 0; c < DS_TAIL; c++) {
+                    const uint16_t h = ref_f32_to_bf16(rng_float(g, -1.0f, 1.0f));
+                    memcpy(r + DS_DV + 16 + 2 * c, &h, 2);
+                    dst[DS_DV + c] = (float)ref_bf16_to_double(h);
+                }
+            }
+        int32_t *lists = xmalloc((size_t)(B * lq * T) * 4);
+        for (int64_t e = 0; e < B * lq * T; e++)
+            lists[e] = rng_int(g, 0, 6) == 0 ? -1 : (int32_t)rng_int(g, 0, l2 - 1);
+        const attn_shape shape = {B, hq, 1, lq, l1, DS_D, DS_DV};
+        attn_options o = ATTN_OPTIONS_INIT;
+        o.flags = ATTN_CAUSAL;
+        o.window = 128;
+        const attn_tensor tq = {q, ATTN_DTYPE_F32, hq * lq * DS_D, lq * DS_D, DS_D};
+        const attn_tensor tw = {w, ATTN_DTYPE_BF16, l1 * DS_D, DS_D, DS_D};
+        const attn_tensor xk = {x, ATTN_DTYPE_FP8_E4M3, l2 * DS_ROW, DS_ROW, DS_ROW};
+        const attn_tensor xs = {x + DS_DV, ATTN_DTYPE_F32, l2 * DS_ROW / 4, DS_ROW / 4,
+                                DS_ROW / 4};
+        const attn_tensor xt = {x + DS_DV + 16, ATTN_DTYPE_BF16, l2 * DS_ROW / 2, DS_ROW / 2,
+                                DS_ROW / 2};
+        const attn_kv_source src = {sizeof src, 0, l2, &xk, &xk, NULL, lists, T, &xs, &xs,
+                                    DS_G, DS_G, &xt, DS_TAIL};
+        const size_t nr = (size_t)(B * hq * lq);
+        float *out = xmalloc(nr * DS_DV * 4), *st = xmalloc(3 * nr * 4);
+        const attn_tensor to = {out, ATTN_DTYPE_F32, hq * lq * DS_DV, lq * DS_DV, DS_DV};
+        const attn_row_stats rs = {st, st + nr, st + 2 * nr};
+        CHECK(attn_forward_sources_with(t, &shape, &o, &tq, &tw, &tw, &src, &to, &rs) == ATTN_OK,
+              "forward_sources: %s", attn_last_error());
+        /* the reference: the window's visible keys, then the listed rows */
+        int32_t *cl = xmalloc((size_t)(B * lq * L) * 4);
+        unsigned char *seen = xmalloc((size_t)l2);
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t i = 0; i < lq; i++) {
+                int32_t *out_l = cl + (b * lq + i) * L;
+                int64_t n = 0;
+                for (int64_t j = 0; j < l1; j++)
+                    if (ref_visible(&shape, &o, b, 0, i, j))
+                        out_l[n++] = (int32_t)j;
+                memset(seen, 0, (size_t)l2);
+                for (int64_t e = 0; e < T; e++) {
+                    const int32_t j = lists[(b * lq + i) * T + e];
+                    if (j >= 0 && !seen[j])
+                        seen[j] = 1, out_l[n++] = (int32_t)(l1 + j);
+                }
+                for (; n < L; n++)
+                    out_l[n] = -1;
+            }
+        free(seen);
+        const attn_shape cs = {B, hq, 1, lq, L, DS_D, DS_DV};
+        const attn_tensor ck = {kc, ATTN_DTYPE_F32, L * DS_D, DS_D, DS_D};
+        const attn_tensor cscales = {sc, ATTN_DTYPE_F32, L * 4, 4, 4};
+        attn_options co = ATTN_OPTIONS_INIT;
+        co.topk_indices = cl;
+        co.topk = L;
+        co.k_scales = co.v_scales = &cscales;
+        co.k_scale_group = co.v_scale_group = DS_G;
+        co.k_tail = &ck; /* the reference takes the tail's values from k */
+        co.k_tail_dim = DS_TAIL;
+        int64_t named = 0;
+        for (int64_t e = 0; e < B * lq * T; e++)
+            named += lists[e] >= 0;
+        const attn_dsp *sc_t = harness_scalar();
+        const int64_t bk = t->block_k < sc_t->block_k ? t->block_k : sc_t->block_k;
+        ref_attn r;
+        ref_attn_compute_as(&r, &cs, &co, &tq, &ck, &ck, (l1 + bk - 1) / bk + 1 + named + 1,
+                            ATTN_DTYPE_FP8_E4M3, ATTN_DTYPE_FP8_E4M3);
+        expect_near("out", out, DS_DV, r.o, r.o_err, nr, DS_DV);
+        expect_near("lse", st, 1, r.lse, r.lse_err, nr, 1);
+        expect_near("max_score", st + nr, 1, r.max, r.max_err, nr, 1);
+        expect_near("entropy", st + 2 * nr, 1, r.ent, r.ent_err, nr, 1);
+        ref_attn_free(&r);
+        free(q), free(w), free(kc), free(sc), free(x), free(lists), free(cl), free(out), free(st);
     }
 }
 
