@@ -8,8 +8,9 @@
     out, st = libattn.forward(q, k, v, causal=True, threads=4, stats=True)
     st["entropy"]          # [B,H,L] nats per query row
 
-Operations: scores, mask_apply, softmax, weights, forward, backward,
-softmax_backward, merge; libattn.torch wraps forward and backward for PyTorch;
+Operations: scores, mask_apply, softmax, weights, forward, forward_sources
+(two K/V caches, one softmax), backward, softmax_backward, merge;
+libattn.torch wraps forward and backward for PyTorch;
 quantize() makes Q8_0 / Q4_0 / FP8 K/V caches and OpenVINO's asymmetric
 u8 / u4 ones that forward(..., kv_dtype='q8_0') reads in place;
 cache_append() writes a step's new K/V rows into such caches (dense or
@@ -29,8 +30,8 @@ from . import _capi
 from ._types import Dict, List, Optional, Tuple, Union
 from ._capi import AttnError, DType, Status, library_path
 from ._loader import ABI_MAJOR, LibraryError
-from ._ops import (alibi_slopes, backward, forward, mask_apply, merge, quantize, quantize_rows,
-                   scores, softmax, softmax_backward, weights)
+from ._ops import (alibi_slopes, backward, forward, forward_sources, mask_apply, merge, quantize,
+                   quantize_rows, scores, softmax, softmax_backward, weights)
 from ._tensor import Tensor
 from ._cache import cache_append
 from ._prepared import Prepared, prepare
@@ -39,7 +40,8 @@ __version__ = "1.13.0"
 
 __all__ = [
     "ABI_MAJOR", "AttnError", "LibraryError", "Status", "DType", "Isa", "Tensor",
-    "scores", "mask_apply", "softmax", "weights", "forward", "backward", "softmax_backward",
+    "scores", "mask_apply", "softmax", "weights", "forward", "forward_sources", "backward",
+    "softmax_backward",
     "alibi_slopes", "merge", "quantize", "quantize_rows", "cache_append", "prepare", "Prepared",
     "isa_active", "isa_available", "isa_built", "isa_support", "isa_select", "isa_names",
     "available_isas",

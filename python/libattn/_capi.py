@@ -126,6 +126,28 @@ class Partial(ctypes.Structure):
                 ("lse", ctypes.c_void_p)]
 
 
+class KvSource(ctypes.Structure):
+    """attn_kv_source (attn.h 1.13): the second source of attn_forward_sources.
+    Its fields from kv_lens on carry the attn_options fields of those names
+    (indices and topk: topk_indices and topk) for the second source's k and
+    v, with their C types (test_sources.py checks the layout against
+    include/attn.h); struct_size is sizeof, set by the binding."""
+    _fields_ = [("struct_size", ctypes.c_uint32),
+                ("flags", ctypes.c_uint32),
+                ("kv_len", ctypes.c_int64),
+                ("k", ctypes.POINTER(Tensor)),
+                ("v", ctypes.POINTER(Tensor)),
+                ("kv_lens", ctypes.POINTER(ctypes.c_int32)),
+                ("indices", ctypes.POINTER(ctypes.c_int32)),
+                ("topk", ctypes.c_int64),
+                ("k_scales", ctypes.POINTER(Tensor)),
+                ("v_scales", ctypes.POINTER(Tensor)),
+                ("k_scale_group", ctypes.c_int64),
+                ("v_scale_group", ctypes.c_int64),
+                ("k_tail", ctypes.POINTER(Tensor)),
+                ("k_tail_dim", ctypes.c_int64)]
+
+
 _P = ctypes.POINTER
 _status = ctypes.c_int
 _PROTOTYPES = {
@@ -182,6 +204,9 @@ _PROTOTYPES_1_1 = {
     "attn_plan_run_share": (_status, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
                                       ctypes.c_void_p, ctypes.c_void_p, _P(RowStats),
                                       ctypes.c_int32, ctypes.c_int32]),
+    # 1.13
+    "attn_forward_sources": (_status, [_P(Shape), OptionsArg, _P(Tensor), _P(Tensor),
+                                       _P(Tensor), _P(KvSource), _P(Tensor), _P(RowStats)]),
 }
 
 _state = {"lib": None, "path": None, "has": set()}
@@ -256,7 +281,8 @@ class AttnError(RuntimeError):
     attn_last_error() said (libattn 1.5: which argument, with its values;
     "" with an older library) and .function the C function that failed.
     The text starts with that detail line ("attn_forward: opt->kv_lens[1] =
-    9 is above kv_len 8"), then the status and its sentence in brackets;
+    9 is above kv_len 8"; "attn_forward_sources, second source: ..." for
+    that source), then the status and its sentence in brackets;
     without a detail, with "function: sentence".
     """
 
@@ -277,7 +303,9 @@ class AttnError(RuntimeError):
             self.detail = (lib().attn_last_error() or b"").decode("utf-8", "replace")
         name = "ATTN_" + self.status.name if isinstance(self.status, Status) else str(status)
         generic = "%s: %s" % (function, self.message)
-        if self.detail.startswith(function + ": ") and self.detail != generic:
+        # this call's line: "function: ...", or "function, part: ..." (a part
+        # of its arguments, attn_forward_sources' second source)
+        if self.detail.startswith((function + ": ", function + ", ")) and self.detail != generic:
             text = "%s (%s: %s)" % (self.detail, name, self.message)
         else:  # nothing more specific (or a line that is not this call's)
             text = "%s (%s)" % (generic, name)

@@ -20,7 +20,10 @@ reports the first in this order, the score-shaped tensors before the rest):
 NOT_EXPOSED names every field that no keyword sets, and why. test_options.py
 fails unless the two cover _options.ROWS (so src/option_list.h) exactly.
 @operation(op) gives a function the keywords of `op`: in its signature and
-its docstring, and as one dict, converted by build().
+its docstring, and as one dict, converted by build(). SOURCE_KEYWORDS are
+forward_sources' second source (attn_kv_source, no attn_options field of
+its own): the rows of the forward keywords they mirror, converted by
+build_source().
 """
 
 import ctypes
@@ -160,14 +163,17 @@ class Call:
 
     opt holds the fields; keep, what they point into (alive until the C
     call returns); shape, the call's attn_shape; sides, the score-shaped
-    operands side_inputs() made. struct_size is left to _capi.OptionsArg.
+    operands side_inputs() made; workspace, whether kv_splits provides one
+    (attn_forward_sources reads none). struct_size is left to
+    _capi.OptionsArg.
     """
 
-    def __init__(self, shape, sides):
+    def __init__(self, shape, sides, workspace=True):
         self.opt = Options()
         self.keep = []
         self.shape = shape
         self.sides = sides
+        self.workspace = workspace
 
     def point(self, field, array, keep=()):
         """opt.field = the address of ctypes `array` (an array or a struct)."""
@@ -218,23 +224,25 @@ def _heads(field, name):
     return convert
 
 
-def _row_scales(field):
+def _row_scales(field, name=None):
     """k_scales / v_scales: float32 values broadcastable to [B, Hkv, Lk] (the
     cache's shape without its last axis), read in place where they can be
     (a float32 array; broadcast axes become strides of 0). A 4-D array
     [B, Hkv, Lk, G] gives G scales per row, each over dim / G consecutive
     channels (attn.h 1.8: k_scale_group / v_scale_group), its groups
-    contiguous (copied when they are not)."""
+    contiguous (copied when they are not). `name`: the keyword that errors
+    name (the field's own by default)."""
     group_field = field[0] + "_scale_group"
+    name = name or field
 
     def convert(value, call):
         if value is None:
             return
         if np is None:
-            raise TypeError("%s: needs NumPy" % field)
+            raise TypeError("%s: needs NumPy" % name)
         arr = np.asarray(value)
         if arr.dtype.kind not in "fiu":
-            raise TypeError("%s: expected numbers, got an array of %s" % (field, arr.dtype))
+            raise TypeError("%s: expected numbers, got an array of %s" % (name, arr.dtype))
         if arr.dtype != np.float32:
             arr = arr.astype(np.float32)
         s = call.shape
@@ -243,12 +251,12 @@ def _row_scales(field):
         groups = arr.shape[-1] if arr.ndim == 4 else 0
         if arr.ndim == 4 and (groups < 1 or dim % groups):
             raise ValueError("%s: %d groups per row do not divide the row's %d channels"
-                             % (field, groups, dim))
+                             % (name, groups, dim))
         try:
             view = np.broadcast_to(arr, shape + ((groups,) if groups else ()))
         except ValueError:
             raise ValueError("%s: shape %r does not broadcast to [B, Hkv, Lk] = [%d, %d, %d]"
-                             " (or [B, Hkv, Lk, G])" % ((field, arr.shape) + shape)) from None
+                             " (or [B, Hkv, Lk, G])" % ((name, arr.shape) + shape)) from None
         if groups > 1 and view.strides[3] != 4:
             view = np.ascontiguousarray(view)
         strides = [st // 4 if n > 1 else 0 for st, n in zip(view.strides[:3], view.shape[:3])]
@@ -259,23 +267,26 @@ def _row_scales(field):
     return convert
 
 
-def _record_group(field):
+def _record_group(field, name=None):
     """k_scale_group / v_scale_group of an asym (u8, u4) cache: values per
     record, 0 for one record per row. Set only when nonzero: k_scales /
     v_scales set the field for an FP8 cache's groups."""
+    name = name or field
+
     def convert(value, call):
-        group = 0 if value is None else int_arg(value, field, 0)
+        group = 0 if value is None else int_arg(value, name, 0)
         if group:
             setattr(call.opt, field, group)
     return convert
 
 
-def _lengths(name, extent):
+def _lengths(name, extent, field=None):
+    """q_lens / kv_lens (or, with `field`, a keyword `name` setting that field)."""
     def convert(value, call):
         arr = _per_batch(value, name, call.shape.batch, ctypes.c_int32, "lengths",
                          getattr(call.shape, extent), str(getattr(call.shape, extent)))
         if arr is not None:
-            call.point(name, arr)
+            call.point(field or name, arr)
     return convert
 
 
@@ -342,43 +353,53 @@ def _slot_positions(value, call):
     call.point("k_positions", (ctypes.c_int64 * max(1, len(flat)))(*flat))
 
 
-def _k_tail(value, call):
-    """k_tail: the last n values of every key row (attn.h 1.9), an array
-    broadcastable to [B, Hkv, Lk, n], float16 read as F16, anything else as
-    float32; read in place where it can be (broadcast axes become strides of
-    0; a last axis that is not contiguous is copied). Sets k_tail_dim = n;
-    k then holds the first head_dim - n values of each row."""
-    if value is None:
-        return
-    if np is None:
-        raise TypeError("k_tail: needs NumPy")
-    arr = np.asarray(value)
-    if arr.dtype.kind not in "fiu":
-        raise TypeError("k_tail: expected numbers, got an array of %s" % arr.dtype)
-    if arr.dtype not in (np.float16, np.float32):
-        arr = arr.astype(np.float32)
-    s = call.shape
-    n = arr.shape[-1] if arr.ndim else 0
-    if arr.ndim < 1 or n < 1:
-        raise ValueError("k_tail: expected [B, Hkv, Lk, n] values, got shape %r" % (arr.shape,))
-    try:
-        view = np.broadcast_to(arr, (s.batch, s.kv_heads, s.kv_len, n))
-    except ValueError:
-        raise ValueError("k_tail: shape %r does not broadcast to [B, Hkv, Lk, n] = [%d, %d, %d, "
-                         "%d]" % (arr.shape, s.batch, s.kv_heads, s.kv_len, n)) from None
-    item = arr.dtype.itemsize
-    if n > 1 and view.strides[3] != item:
-        view = np.ascontiguousarray(view)
-    strides = [st // item if d > 1 else 0 for st, d in zip(view.strides[:3], view.shape[:3])]
-    dt = DType.F16 if arr.dtype == np.float16 else DType.F32
-    call.point("k_tail", _CTensor(view.__array_interface__["data"][0], dt, *strides), [arr, view])
-    call.opt.k_tail_dim = n
+def _tail(name):
+    """k_tail (or a keyword `name` setting its fields): the last n values of
+    every key row (attn.h 1.9), an array broadcastable to [B, Hkv, Lk, n],
+    float16 read as F16, anything else as float32; read in place where it
+    can be (broadcast axes become strides of 0; a last axis that is not
+    contiguous is copied). Sets k_tail_dim = n; k then holds the first
+    head_dim - n values of each row."""
+    def convert(value, call):
+        if value is None:
+            return
+        if np is None:
+            raise TypeError("%s: needs NumPy" % name)
+        arr = np.asarray(value)
+        if arr.dtype.kind not in "fiu":
+            raise TypeError("%s: expected numbers, got an array of %s" % (name, arr.dtype))
+        if arr.dtype not in (np.float16, np.float32):
+            arr = arr.astype(np.float32)
+        s = call.shape
+        n = arr.shape[-1] if arr.ndim else 0
+        if arr.ndim < 1 or n < 1:
+            raise ValueError("%s: expected [B, Hkv, Lk, n] values, got shape %r"
+                             % (name, arr.shape))
+        try:
+            view = np.broadcast_to(arr, (s.batch, s.kv_heads, s.kv_len, n))
+        except ValueError:
+            raise ValueError("%s: shape %r does not broadcast to [B, Hkv, Lk, n] = [%d, %d, "
+                             "%d, %d]" % (name, arr.shape, s.batch, s.kv_heads, s.kv_len, n)) \
+                from None
+        item = arr.dtype.itemsize
+        if n > 1 and view.strides[3] != item:
+            view = np.ascontiguousarray(view)
+        strides = [st // item if d > 1 else 0 for st, d in zip(view.strides[:3], view.shape[:3])]
+        dt = DType.F16 if arr.dtype == np.float16 else DType.F32
+        call.point("k_tail", _CTensor(view.__array_interface__["data"][0], dt, *strides),
+                   [arr, view])
+        call.opt.k_tail_dim = n
+    return convert
 
 
-def k_tail_dim(kw):
+_k_tail = _tail("k_tail")
+
+
+def k_tail_dim(kw, name="k_tail"):
     """The k_tail keyword's n (its last axis), 0 without one: the operations'
-    shape checks take k rows of head_dim - n values then."""
-    tail = kw.get("k_tail")
+    shape checks take k rows of head_dim - n values then (`name`: another
+    keyword of a tail, forward_sources' k2_tail)."""
+    tail = kw.get(name)
     if tail is None:
         return 0
     shape = getattr(tail, "shape", None)
@@ -387,27 +408,33 @@ def k_tail_dim(kw):
     return int(shape[-1]) if shape else 0
 
 
-def _topk(value, call):
-    """topk_indices: [Lq, k] (the same lists for every sequence) or [B, Lq, k]
-    key indices, as the int32 [B][q_len][k] array of attn.h (entry
-    (b * q_len + row) * k + t), and topk = k."""
-    if value is None:
-        return
-    batch, q_len = call.shape.batch, call.shape.q_len
-    data = value.tolist() if hasattr(value, "tolist") else value
-    rows = [r.tolist() if hasattr(r, "tolist") else r for r in data]
-    if rows and rows[0] and isinstance(rows[0][0], (list, tuple)):
-        seqs = [[list(r) for r in s] for s in rows]
-    else:
-        seqs = [[list(r) for r in rows]] * batch
-    k = len(seqs[0][0]) if seqs and seqs[0] else 0
-    if (len(seqs) != batch or any(len(s) != q_len for s in seqs) or k < 1
-            or any(len(r) != k for s in seqs for r in s)):
-        raise ValueError("topk_indices: expected [%d, k] or [%d, %d, k] key indices, k >= 1"
-                         % (q_len, batch, q_len))
-    flat = [n for s in seqs for r in s for n in _kvlayout._int_list(r, "topk_indices")]
-    call.point("topk_indices", _kvlayout._int32_array(flat, "topk_indices"))
-    call.opt.topk = k
+def _lists(name):
+    """topk_indices (or a keyword `name` setting its fields): [Lq, k] (the
+    same lists for every sequence) or [B, Lq, k] key indices, as the int32
+    [B][q_len][k] array of attn.h (entry (b * q_len + row) * k + t), and
+    topk = k."""
+    def convert(value, call):
+        if value is None:
+            return
+        batch, q_len = call.shape.batch, call.shape.q_len
+        data = value.tolist() if hasattr(value, "tolist") else value
+        rows = [r.tolist() if hasattr(r, "tolist") else r for r in data]
+        if rows and rows[0] and isinstance(rows[0][0], (list, tuple)):
+            seqs = [[list(r) for r in s] for s in rows]
+        else:
+            seqs = [[list(r) for r in rows]] * batch
+        k = len(seqs[0][0]) if seqs and seqs[0] else 0
+        if (len(seqs) != batch or any(len(s) != q_len for s in seqs) or k < 1
+                or any(len(r) != k for s in seqs for r in s)):
+            raise ValueError("%s: expected [%d, k] or [%d, %d, k] key indices, k >= 1"
+                             % (name, q_len, batch, q_len))
+        flat = [n for s in seqs for r in s for n in _kvlayout._int_list(r, name)]
+        call.point("topk_indices", _kvlayout._int32_array(flat, name))
+        call.opt.topk = k
+    return convert
+
+
+_topk = _lists("topk_indices")
 
 
 def _threads(value, call):
@@ -420,6 +447,9 @@ def _kv_splits(value, call):
     splits = int_arg(value, "kv_splits", 0)
     if splits > MAX_KV_SPLITS:
         raise ValueError("kv_splits: at most %d, got %d" % (MAX_KV_SPLITS, splits))
+    if not call.workspace:  # the value alone (forward_sources: the library judges it)
+        call.opt.kv_splits = splits
+        return
     can_ask = has("attn_forward_workspace_size")
     # kv_splits 1 still asks: a shared prefix is attended once with a workspace
     if not (splits >= 2 or can_ask):
@@ -633,6 +663,41 @@ _BY_HAND = (
 # default row, before kv_splits
 KEYWORDS = _BY_HAND[:-1] + tuple(_default_keywords(_BY_HAND)) + _BY_HAND[-1:]
 
+# The second source of forward_sources (attn_forward_sources, attn.h 1.13):
+# attn_kv_source's fields, which are no attn_options fields (so not in
+# KEYWORDS, nor in src/option_list.h). attn_kv_source carries, for its k and
+# v, the attn_options fields of the same names (the lists: topk_indices and
+# topk as indices and topk), so each keyword here is the forward keyword it
+# mirrors with "2" after its k, v or kv: the same converter, run on a Call of
+# the second source's shape (build_source), whose fields _ops copies into
+# the struct. Their order is the struct's. `fields`: the attn_options
+# fields set, which are attn_kv_source's of those names.
+SOURCE_KEYWORDS = (
+    Keyword("kv2_lens", "kv_lens", None, "Optional[Ints]", _lengths("kv2_lens", "kv_len",
+                                                                    "kv_lens"),
+            "valid rows of k2, v2 per batch entry (int or sequence; default\n"
+            "Lk2): a list entry at or past it raises AttnError.",
+            ops=("forward_sources",)),
+    Keyword("k2_scales", "k_scales k_scale_group", None, "Optional[Array]",
+            _row_scales("k_scales", "k2_scales"),
+            "kv2_dtype fp8 only: k2's row scales, as k_scales (over [B, Hkv,\n"
+            "Lk2], or [B, Hkv, Lk2, G]).", ops=("forward_sources",)),
+    Keyword("v2_scales", "v_scales v_scale_group", None, "Optional[Array]",
+            _row_scales("v_scales", "v2_scales"),
+            "kv2_dtype fp8 only: v2's row scales, likewise.", ops=("forward_sources",)),
+    Keyword("k2_scale_group", "k_scale_group", 0, "int",
+            _record_group("k_scale_group", "k2_scale_group"),
+            "kv2_dtype u8/u4 only: values per record of k2, as k_scale_group.",
+            ops=("forward_sources",)),
+    Keyword("v2_scale_group", "v_scale_group", 0, "int",
+            _record_group("v_scale_group", "v2_scale_group"),
+            "kv2_dtype u8/u4 only: values per record of v2, likewise.",
+            ops=("forward_sources",)),
+    Keyword("k2_tail", "k_tail k_tail_dim", None, "Optional[Array]", _tail("k2_tail"),
+            "the last n values of every row of k2, [B, Hkv, Lk2, n], as k_tail.",
+            ops=("forward_sources",)),
+)
+
 
 def side_inputs(kw, target):
     """{keyword: Operand or None}: the score-shaped tensors of `kw` broadcast
@@ -662,30 +727,57 @@ _EMPTY_FIELDS = {row.name for row in ROWS
 EMPTY_SKIPS = tuple(k.name for k in KEYWORDS if _EMPTY_FIELDS.intersection(k.fields))
 
 
-def build(kw, shape, sides=None, skip=()):
+def build(kw, shape, sides=None, skip=(), workspace=True):
     """(attn_options, objects to keep alive during the call) from the keywords
-    `kw` of one operation, in the table's order; `skip`: keywords read elsewhere."""
+    `kw` of one operation, in the table's order; `skip`: keywords read elsewhere;
+    `workspace`: whether kv_splits provides one (see Call)."""
     if is_empty(shape):
         skip = tuple(skip) + EMPTY_SKIPS
-    call = Call(shape, sides or {})
+    call = Call(shape, sides or {}, workspace)
     for k in KEYWORDS:
         if k.name in kw and k.convert is not None and k.name not in skip:
             k.convert(kw[k.name], call)
     return call.opt, call.keep
 
 
-def _doc(own, rows):
-    """The function's docstring, then the table's lines for its keywords."""
-    lines = [inspect.cleandoc(own), "", "Options (one meaning in every operation that takes them):"]
-    for k in rows:
-        first, *rest = k.doc.split("\n")
-        lines.append("%-8s %s" % (k.name, first) if len(k.name) < 9 else "%s  %s" % (k.name, first))
-        lines += [" " * 9 + line for line in rest]
+_source_lists = _lists("indices")
+
+
+def build_source(kw, shape, indices):
+    """The second source's fields of forward_sources: (an attn_options whose
+    fields of attn_kv_source's names hold them, objects to keep alive) from
+    the SOURCE_KEYWORDS of `kw` and its lists `indices` (as topk_indices),
+    converted as the keywords they mirror on `shape`, the call's shape with
+    the second source's kv_len."""
+    call = Call(shape, {})
+    for k in SOURCE_KEYWORDS:
+        if k.name in kw:
+            k.convert(kw[k.name], call)
+    _source_lists(indices, call)
+    return call.opt, call.keep
+
+
+def _doc(own, rows, extra=()):
+    """The function's docstring, then the table's lines for its keywords
+    (and those of `extra`, SOURCE_KEYWORDS, under their own heading)."""
+    lines = [inspect.cleandoc(own)]
+    for heading, table in (("Options (one meaning in every operation that takes them):", rows),
+                           ("The second source's options (attn_kv_source):", extra)):
+        if not table:
+            continue
+        lines += ["", heading]
+        for k in table:
+            first, *rest = k.doc.split("\n")
+            lines.append("%-8s %s" % (k.name, first) if len(k.name) < 9
+                         else "%s  %s" % (k.name, first))
+            lines += [" " * 9 + line for line in rest]
     return "\n".join(lines) + "\n"
 
 
-def operation(op):
-    """Decorator: the function takes the keywords whose ops name `op`.
+def operation(op, extra=()):
+    """Decorator: the function takes the keywords whose ops name `op`
+    (and the rows of `extra`: forward_sources takes forward's and
+    SOURCE_KEYWORDS).
 
     It is written with its own parameters and a keyword-only `_kw`, which
     receives those keywords as a dict (defaults filled in). The wrapper's
@@ -695,15 +787,16 @@ def operation(op):
     its row this way.
     """
     rows = [k for k in KEYWORDS if op in k.ops]
+    extra = list(extra)
 
     def decorate(fn):
         sig = inspect.signature(fn)
         own = [p for p in sig.parameters.values() if p.name != "_kw"]
         first_kw = next((i for i, p in enumerate(own) if p.kind == p.KEYWORD_ONLY), len(own))
         table = [inspect.Parameter(k.name, inspect.Parameter.KEYWORD_ONLY, default=k.default,
-                                   annotation=k.hint) for k in rows]
+                                   annotation=k.hint) for k in rows + extra]
 
-        defaults = {k.name: k.default for k in rows}
+        defaults = {k.name: k.default for k in rows + extra}
 
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
@@ -720,6 +813,6 @@ def operation(op):
             return fn(*args, _kw=kw, **own)
 
         wrapper.__signature__ = sig.replace(parameters=own[:first_kw] + table + own[first_kw:])
-        wrapper.__doc__ = _doc(fn.__doc__, rows)
+        wrapper.__doc__ = _doc(fn.__doc__, rows, extra)
         return wrapper
     return decorate

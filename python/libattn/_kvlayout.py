@@ -333,11 +333,15 @@ def _setup(q, k, v, *, options, side_inputs, q_lens, kv_lens, q_offsets, kv_offs
 def run_layout(function, q, k, v, *, out, stats, options, side_inputs, q_lens, kv_lens,
                q_offsets, kv_offsets, cu_seqlens_q, cu_seqlens_k, block_table, dtype,
                half_bits, is_tensor_result, invoke, kv_operand=None, scales=None,
-               plain_call=None):
-    """One of attn_scores / attn_weights / attn_forward with the 1.1 layout keywords
-    (_setup says what options, side_inputs, kv_operand and scales are).
+               plain_call=None, second=None):
+    """One of attn_scores / attn_weights / attn_forward (or
+    attn_forward_sources) with the 1.1 layout keywords (_setup says what
+    options, side_inputs, kv_operand and scales are). second(shape) ->
+    (attn_kv_source or None, objects to keep, [(Operand, name)]) gives
+    attn_forward_sources' second source, which the layouts leave as it is.
     An empty problem runs no library call, and only when invoke is
-    plain_call (not a plan)."""
+    plain_call (not a plan); with a second source, only where no query
+    row is left (the library runs a first source without keys)."""
     p = _setup(q, k, v, options=options, side_inputs=side_inputs, q_lens=q_lens,
                kv_lens=kv_lens, q_offsets=q_offsets, kv_offsets=kv_offsets,
                cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, block_table=block_table,
@@ -346,9 +350,10 @@ def run_layout(function, q, k, v, *, out, stats, options, side_inputs, q_lens, k
     shape, sides, opt, keep, arrays = p.shape, p.sides, p.opt, p.keep, p.arrays
     q_off, q_len_list = p.q_off, p.q_len_list
     q_heads, q_len, kv_len, v_dim = shape.q_heads, shape.q_len, shape.kv_len, shape.v_dim
+    extra, extra_keep, extra_ops = second(shape) if second is not None else (None, [], [])
 
     # the result: fresh ones start as rows without keys
-    forward = function == "attn_forward"
+    forward = function in ("attn_forward", "attn_forward_sources")
     if packed_q:
         dims = (q_len, q_heads, v_dim) if forward else (q_heads, q_len, kv_len)
     else:
@@ -358,7 +363,7 @@ def run_layout(function, q, k, v, *, out, stats, options, side_inputs, q_lens, k
         _fill(out_op, _NEG_INF if function == "attn_scores" else 0.0, dims)
     else:
         # the forward's out may be f16/bf16 too (the library rounds its rows)
-        slot = "qkv" if function == "attn_forward" else "f32"
+        slot = "qkv" if forward else "f32"
         result, out_op = out, as_operand(out, "out", slot, half_bits, need_writable=True,
                                          allow_copy=False)
         if out_op.shape != dims:
@@ -371,7 +376,7 @@ def run_layout(function, q, k, v, *, out, stats, options, side_inputs, q_lens, k
                      (0, out_op.strides[0], out_op.strides[1], 1))
     else:
         out4 = out_op
-    check_no_overlap(out4, "out", [(q4, "q"), (k4, "k"), (v4, "v")] +
+    check_no_overlap(out4, "out", [(q4, "q"), (k4, "k"), (v4, "v")] + extra_ops +
                      [(side, name) for name, side in sides.items()])
 
     stats_c, stats_ops = None, []
@@ -382,7 +387,7 @@ def run_layout(function, q, k, v, *, out, stats, options, side_inputs, q_lens, k
             stats_ops.append((name, arr, op))
         stats_c = RowStats(*(op.address for _, _, op in stats_ops))
 
-    if is_empty(shape):
+    if is_empty(shape) and not (second is not None and batch and q_heads and q_len):
         if invoke is not plain_call:
             raise ValueError("q, k: a zero batch, head count or length leaves nothing to "
                              "plan (forward() takes it)")
@@ -402,8 +407,10 @@ def run_layout(function, q, k, v, *, out, stats, options, side_inputs, q_lens, k
         args = [ctypes.byref(shape), opt] + [ctypes.byref(t) for t in tensors]
         if function != "attn_scores":
             args.append(ctypes.byref(stats_c) if stats_c is not None else None)
-        invoke(function, args, [keep, sides, tensors, stats_c, stats_ops, out_op])
-    del keep, arrays
+        if second is not None:  # attn_forward_sources: the source after v
+            args.insert(5, ctypes.byref(extra))
+        invoke(function, args, [keep, sides, tensors, stats_c, stats_ops, out_op, extra_keep])
+    del keep, arrays, extra_keep
     if not stats:
         return result
 

@@ -12,15 +12,17 @@ from __future__ import annotations
 import ctypes
 from typing import TYPE_CHECKING
 
-from ._capi import Grads, Partial, RowStats, Shape, check, has, lib
+from ._capi import Grads, KvSource, Partial, RowStats, Shape, check, has, lib
 from ._loader import LibraryError
 from ._tensor import (Operand, as_operand, check_no_overlap, check_output, copy_f32,
                       dtype_from_name, either, indices, is_empty, is_tensor, new_f32, np)
 from ._capi import DType
 from ._dtypes import ROWS
 from . import _kvlayout
-from ._types import Any, Array, ArrayT, Dict, List, Optional, Sequence, Tuple, Union
-from ._keywords import LAYOUT, build, float_arg, int_arg, k_tail_dim, operation, side_inputs
+from ._types import (Any, Array, ArrayT, Dict, IntTable, List, Optional, Sequence, Tuple,
+                     Union)
+from ._keywords import (LAYOUT, SOURCE_KEYWORDS, build, build_source, float_arg, int_arg,
+                        k_tail_dim, operation, side_inputs)
 
 if TYPE_CHECKING:
     import numpy
@@ -164,25 +166,32 @@ def _quant_operand(x, name, dt, group=0, what="k_scale_group"):
                    arr.flags.writeable), cols
 
 
-def _kv_keywords(kw, kv_dtype):
+def _kv_keywords(kw, kv_dtype, k="k", v="v"):
     """The cache keywords checked against kv_dtype: (its DType or None, the
     k and v record groups). k_scale/v_scale/k_scales/v_scales are FP8's;
-    k_scale_group/v_scale_group (an int >= 0) the asym formats' groups."""
-    dt = None if kv_dtype is None else _quant_dtype(kv_dtype, "kv_dtype")
-    k_group = _group_arg(kw.get("k_scale_group"), "k_scale_group")
-    v_group = _group_arg(kw.get("v_scale_group"), "v_scale_group")
-    row_scales = kw.get("k_scales") is not None or kw.get("v_scales") is not None
+    k_scale_group/v_scale_group (an int >= 0) the asym formats' groups.
+    k="k2", v="v2": forward_sources' second source (kv2_dtype, k2_scales,
+    ...), whose caches the per-call k_scale/v_scale scale too (attn.h)."""
+    kv = "kv2" if k == "k2" else "kv"
+    dt = None if kv_dtype is None else _quant_dtype(kv_dtype, kv + "_dtype")
+    k_group = _group_arg(kw.get(k + "_scale_group"), k + "_scale_group")
+    v_group = _group_arg(kw.get(v + "_scale_group"), v + "_scale_group")
+    row_scales = kw.get(k + "_scales") is not None or kw.get(v + "_scales") is not None
     if dt in _ASYM and row_scales:
-        raise ValueError("k_scales/v_scales: kv_dtype=%r records hold their own scale and zero "
-                         "point (row scales are for %s); give k_scale_group/v_scale_group for "
-                         "their group" % (_dt_name(dt), _FP8_NAMES))
-    scaled = kw.get("k_scale") or kw.get("v_scale") or row_scales
-    if scaled and dt not in _FP8:
-        raise ValueError("k_scale/v_scale/k_scales/v_scales: only for kv_dtype=%s%s"
-                         % (_FP8_NAMES, "" if dt is None else ", not %r" % (kv_dtype,)))
+        raise ValueError("%s_scales/%s_scales: %s_dtype=%r records hold their own scale and "
+                         "zero point (row scales are for %s); give %s_scale_group/"
+                         "%s_scale_group for their group"
+                         % (k, v, kv, _dt_name(dt), _FP8_NAMES, k, v))
+    scaled = kw.get("k_scale") or kw.get("v_scale")
+    if (scaled or row_scales) and dt not in _FP8:
+        names = ("k_scale/v_scale/k_scales/v_scales" if k == "k" else
+                 "%s_scales/%s_scales" % (k, v) if row_scales else "k_scale/v_scale")
+        raise ValueError("%s: only for %s_dtype=%s%s"
+                         % (names, kv, _FP8_NAMES, "" if dt is None else ", not %r" % (kv_dtype,)))
     if (k_group or v_group) and dt not in _ASYM:
-        raise ValueError("k_scale_group/v_scale_group: the record group of kv_dtype=%s "
-                         "caches (FP8 groups are k_scales' last axis)" % _ASYM_NAMES)
+        raise ValueError("%s_scale_group/%s_scale_group: the record group of %s_dtype=%s "
+                         "caches (FP8 groups are %s_scales' last axis)"
+                         % (k, v, kv, _ASYM_NAMES, k))
     return dt, k_group, v_group
 
 
@@ -266,13 +275,26 @@ def _output(out, name, dims, like_tensor, rounded=False, half_bits=None):
 _LAYOUT_SKIPS = LAYOUT + ("q_lens", "kv_lens", "k_scales", "v_scales")
 
 
+# the operations whose out is forward's (f32, or f16/bf16 rounded once)
+_FORWARDS = ("attn_forward", "attn_forward_sources")
+
+
 def _call(function, args, keep):
     """The C call of an attention operation (prepare() captures it instead)."""
     check(getattr(lib(), function)(*args), function)
 
 
-def _run_attention(function, q, k, v, kw, *, out, stats, dtype, kv_dtype=None, invoke=_call):
+def _run_attention(function, q, k, v, kw, *, out, stats, dtype, kv_dtype=None, invoke=_call,
+                   second=None):
+    """An attention operation's call. second: forward_sources' second source
+    (a _Second; function is then attn_forward_sources), which needs no
+    workspace; the library then runs a first source without keys too (its
+    rows see the second's keys alone), so only a call without query rows is
+    left empty."""
     dt, k_group, v_group = _kv_keywords(kw, kv_dtype)
+    if second is not None:
+        second.check_keywords()
+    workspace = second is None
     if any(kw.get(name) is not None for name in LAYOUT):
         if kw.get("k_tail") is not None:
             raise ValueError("k_tail: not supported with q_offsets/cu_seqlens/block_table in "
@@ -291,28 +313,32 @@ def _run_attention(function, q, k, v, kw, *, out, stats, dtype, kv_dtype=None, i
                 return _quant_operand(x, name, dt, v_group, "v_scale_group")
         return _kvlayout.run_layout(
             function, q, k, v, out=out, stats=stats,
-            options=lambda shape, sides: build(kw, shape, sides, skip=_LAYOUT_SKIPS),
+            options=lambda shape, sides: build(kw, shape, sides, skip=_LAYOUT_SKIPS,
+                                               workspace=workspace),
             side_inputs=lambda target: side_inputs(kw, target), q_lens=kw["q_lens"],
             kv_lens=kw["kv_lens"], dtype=dtype, half_bits=_half_bits(dtype),
             is_tensor_result=is_tensor(q), invoke=invoke, kv_operand=kv_operand,
             scales={name: kw.get(name) for name in ("k_scales", "v_scales")}, plain_call=_call,
+            second=second.source if second is not None else None,
             **{name: kw[name] for name in LAYOUT})
     rank, shape, q4, k4, v4 = _attention_inputs(q, k, v, dtype, kv_dtype, k_tail_dim(kw),
                                                 k_group, v_group)
     sides = side_inputs(kw, (shape.batch, shape.q_heads, shape.q_len, shape.kv_len))
-    opt, keep = build(kw, shape, sides)
+    opt, keep = build(kw, shape, sides, workspace=workspace)
+    extra, extra_keep, extra_ops = (second.source(shape) if second is not None
+                                    else (None, [], []))
     last = shape.v_dim if v4 is not None else shape.kv_len
     dims = (shape.batch, shape.q_heads, shape.q_len, last)[4 - rank:]
     like_tensor = is_tensor(q)
-    result, out_op = _output(out, "out", dims, like_tensor, function == "attn_forward",
+    result, out_op = _output(out, "out", dims, like_tensor, function in _FORWARDS,
                              _half_bits(dtype))
-    check_no_overlap(out_op, "out", [(q4, "q"), (k4, "k"), (v4, "v")] +
+    check_no_overlap(out_op, "out", [(q4, "q"), (k4, "k"), (v4, "v")] + extra_ops +
                      [(side, name) for name, side in sides.items()])
     out4 = out_op.padded()
     stats_arrays, stats_c, stats_ops = (None, None, None)
     if stats:
         stats_arrays, stats_c, stats_ops = _stats_outputs(shape, rank, like_tensor)
-    if is_empty(shape):
+    if is_empty(shape) and extra is None:
         if invoke is not _call:
             raise ValueError("q, k: a zero batch, head count or length leaves nothing to "
                              "plan (forward() takes it)")
@@ -326,8 +352,10 @@ def _run_attention(function, q, k, v, kw, *, out, stats, dtype, kv_dtype=None, i
     args = [ctypes.byref(shape), opt] + [ctypes.byref(t) for t in tensors]
     if function != "attn_scores":
         args.append(ctypes.byref(stats_c) if stats_c is not None else None)
-    invoke(function, args, [keep, sides, tensors, stats_c, stats_ops, out_op])
-    del keep, stats_ops
+    if extra is not None:  # attn_forward_sources: the second source after v
+        args.insert(5, ctypes.byref(extra))
+    invoke(function, args, [keep, sides, tensors, stats_c, stats_ops, out_op, extra_keep])
+    del keep, stats_ops, extra_keep
     return (result, stats_arrays) if stats else result
 
 
@@ -430,6 +458,155 @@ def forward(q: ArrayT, k: Array, v: Array, *, dtype: Optional[str] = None,
         return fast
     return _run_attention("attn_forward", q, k, v, _kw, out=out, stats=stats, dtype=dtype,
                           kv_dtype=kv_dtype)
+
+
+# attn_kv_source's fields that carry attn_options fields (attn.h 1.13: "the
+# attn_options fields of those names"; the lists as topk_indices and topk)
+_SOURCE_FIELDS = (("kv_lens", "kv_lens"), ("indices", "topk_indices"), ("topk", "topk"),
+                  ("k_scales", "k_scales"), ("v_scales", "v_scales"),
+                  ("k_scale_group", "k_scale_group"), ("v_scale_group", "v_scale_group"),
+                  ("k_tail", "k_tail"), ("k_tail_dim", "k_tail_dim"))
+
+
+class _Second:
+    """forward_sources' second source: k2, v2 (float arrays, or quantized
+    caches of kv2_dtype), their lists and keywords, turned into an
+    attn_kv_source once the call's shape is known (source())."""
+
+    def __init__(self, k2, v2, indices, kw, kv2_dtype, dtype):
+        self.k2, self.v2, self.indices, self.kw = k2, v2, indices, kw
+        self.kv2_dtype = kv2_dtype
+        self.dt = None if kv2_dtype is None else _quant_dtype(kv2_dtype, "kv2_dtype")
+        self.half = _half_bits(dtype)
+        self.k_group = self.v_group = 0
+
+    def check_keywords(self):
+        """Its cache keywords against kv2_dtype (k_scale/v_scale scale both
+        sources' caches: both must then be FP8)."""
+        _, self.k_group, self.v_group = _kv_keywords(self.kw, self.kv2_dtype, "k2", "v2")
+
+    def _operands(self, shape):
+        """The C views of k2 and v2 ([B or 1, Hkv, Lk2, D]) checked against
+        the call's shape."""
+        if self.dt is None:
+            ko = as_operand(self.k2, "k2", "qkv", self.half)
+            vo = as_operand(self.v2, "v2", "qkv", self.half)
+        else:
+            ko, k_cols = _quant_operand(self.k2, "k2", self.dt, self.k_group, "k2_scale_group")
+            vo, v_cols = _quant_operand(self.v2, "v2", self.dt, self.v_group, "v2_scale_group")
+        for name, op in (("k2", ko), ("v2", vo)):
+            if len(op.shape) not in (2, 3, 4):
+                raise ValueError("%s: expected %s, got shape %r" % (name, _LAYOUTS2, op.shape))
+            if not op.shape[-1]:
+                raise ValueError("%s: shape %r has rows of no values" % (name, op.shape))
+        if self.dt is None:  # values per row (a quantized row's bytes hold more or fewer)
+            k_cols, v_cols = ko.shape[-1], vo.shape[-1]
+        k4, v4 = ko.padded(), vo.padded()
+        kb, kh, kl, _ = k4.shape
+        if kb not in (shape.batch, 1):
+            raise ValueError("k2: batch %d, but the call has batch %d (or 1: one cache that "
+                             "every sequence reads)" % (kb, shape.batch))
+        if kh != shape.kv_heads:
+            raise ValueError("k2: %d heads, but k has %d" % (kh, shape.kv_heads))
+        tail = k_tail_dim(self.kw, "k2_tail")
+        if k_cols + tail != shape.head_dim:
+            rule = "" if ko.dtype not in _ASYM else " (%d bytes of %s records of " \
+                "k2_scale_group=%d)" % (k4.shape[3], _dt_name(ko.dtype), self.k_group)
+            if tail:
+                raise ValueError("k2: %d values per row%s and k2_tail's %d, but q has head_dim "
+                                 "%d" % (k_cols, rule, tail, shape.head_dim))
+            raise ValueError("k2: head_dim %d%s, but q has head_dim %d"
+                             % (k_cols, rule, shape.head_dim))
+        if v4.shape[:3] != k4.shape[:3]:
+            raise ValueError("v2: shape %r does not match k2's %r in batch, heads and length"
+                             % (vo.shape, ko.shape))
+        if v_cols != shape.v_dim:
+            raise ValueError("v2: %d values per row, but v has %d" % (v_cols, shape.v_dim))
+        return k4, v4
+
+    def source(self, shape):
+        """(attn_kv_source, objects to keep alive, [(Operand, name)] for the
+        output's overlap check) for a call of `shape`; the source is None
+        where the call has no query row (no library call then)."""
+        k4, v4 = self._operands(shape)
+        named = [(k4, "k2"), (v4, "v2")]
+        if not (shape.batch and shape.q_heads and shape.q_len):
+            return None, [], named
+        kv_len = k4.shape[2]
+        opt, keep = build_source(self.kw, Shape(shape.batch, shape.q_heads, shape.kv_heads,
+                                                shape.q_len, kv_len, shape.head_dim,
+                                                shape.v_dim), self.indices)
+        tensors = [k4.c_tensor(), v4.c_tensor()]
+        src = KvSource()
+        src.struct_size = ctypes.sizeof(KvSource)
+        src.kv_len = kv_len
+        src.k, src.v = ctypes.pointer(tensors[0]), ctypes.pointer(tensors[1])
+        for name, field in _SOURCE_FIELDS:
+            setattr(src, name, getattr(opt, field))
+        return src, [opt, keep, tensors, k4, v4], named
+
+
+_LAYOUTS2 = "[B,Hkv,Lk2,D] (B may be 1), [Hkv,Lk2,D] or [Lk2,D]"
+
+
+@operation("forward", extra=SOURCE_KEYWORDS)
+def forward_sources(q: ArrayT, k: Array, v: Array, k2: Array, v2: Array, indices: IntTable, *,
+                    dtype: Optional[str] = None, out: Optional[ArrayT] = None,
+                    stats: bool = False, kv_dtype: Optional[str] = None,
+                    kv2_dtype: Optional[str] = None,
+                    _kw) -> Union[ArrayT, Tuple[ArrayT, Dict[str, ArrayT]]]:
+    """Attention over two K/V sources in one call, one softmax over both.
+
+    The first source is k, v with every keyword as forward() takes them
+    (causal, windows, kv_lens, masks, sinks, the cache layouts, kv_dtype,
+    ...). The second is k2, v2, whose keys each query row names in its list
+    (DeepSeek V4: a window over the latest keys, and the rows an indexer
+    picked from a compressed cache; SGLang's extra_k_cache and
+    extra_indices). The result is forward()'s on one cache holding both
+    sources' keys, the first's masks on the first's keys, each row seeing
+    of the second's exactly what its list names; lse, max_score and entropy
+    are over both (a sink counts once). Returns what forward() returns.
+
+    k2, v2   [B,Hkv,Lk2,D] / [B,Hkv,Lk2,Dv] (or [Hkv,Lk2,..], [Lk2,..]; a
+             batch of 1 is one cache that every sequence reads, such as a
+             paged pool [num_blocks, block_size, Hkv, D] reshaped to
+             [1, Hkv, num_blocks * block_size, D] by a transposed view):
+             float32, float16 or bfloat16 (dtype= as for q, k, v), their
+             own dtype, or a quantized cache of kv2_dtype.
+    indices  the second source's keys of each query row: [Lq, T] (the same
+             lists for every sequence) or [B, Lq, T] (rows as q's) row
+             indices of k2 in [0, kv2_lens[b]), -1 for an unused slot; a set
+             (order and repeats do not matter), the same for every head.
+             An entry outside that range raises AttnError before anything
+             is written.
+    kv2_dtype
+             the second source's quantized format, as kv_dtype (k2_scales,
+             v2_scales, k2_scale_group, v2_scale_group below); k_scale,
+             v_scale (both sources then FP8) and precision apply to both.
+
+    The second source's keys take the score scale and softcap only: the
+    first source's masks and score terms (causal, windows, mask, bias,
+    ALiBi, positions, tree_parents, topk_indices) and its layouts do not
+    apply to them. A row that sees no key of either source is fully masked
+    as in forward(). kv_splits >= 2 raises AttnError (a call with two
+    sources runs unsplit, ATTN_ERR_UNSUPPORTED; it takes no workspace). The
+    first source may have no key (Lk = 0: the rows see the second's keys
+    alone); the second needs Lk2 >= 1 (AttnError). A zero batch, head count
+    or Lq is an empty problem, as in forward(). libattn >= 1.13.
+    """
+    if not has("attn_forward_sources"):
+        raise LibraryError("forward_sources: the loaded libattn has no attn_forward_sources (it "
+                           "needs 1.13 or later)")
+    if v is None:
+        raise TypeError("v: an array is required, got None")
+    for name, x in (("k2", k2), ("v2", v2)):
+        if x is None:
+            raise TypeError("%s: an array is required, got None" % name)
+    if indices is None:
+        raise TypeError("indices: a table of key indices is required, got None")
+    second = _Second(k2, v2, indices, _kw, kv2_dtype, dtype)
+    return _run_attention("attn_forward_sources", q, k, v, _kw, out=out, stats=stats,
+                          dtype=dtype, kv_dtype=kv_dtype, second=second)
 
 
 @operation("merge")

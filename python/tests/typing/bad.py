@@ -24,3 +24,7 @@ libattn.forward(t, t, t).reshape(3)  # error: "Tensor" has no attribute "reshape
 libattn.forward(q, q, q, out=t)  # error: No overload variant
 libattn.scores(t, t)[0]  # error: not indexable
 lse: libattn.Tensor = libattn.weights(q, q, stats=True)[1]["lse"]  # error: Incompatible types
+# forward_sources: the second source's keywords are typed as forward's
+libattn.forward_sources(q, q, q, q, q, [[0]], k2_scale_group="2")  # error: No overload variant
+libattn.forward_sources(q, q, q, q, q, [[0]], nope=1)  # error: No overload variant
+out2, st2 = libattn.forward_sources(t, t, t, t, t, [[0]])  # error: not iterable

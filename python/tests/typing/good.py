@@ -39,6 +39,18 @@ def planned(q: F32, k: F32, v: F32) -> None:
     del dq, dk, dv, merged, lse, rows, status, major, minor, patch, names
 
 
+def two_sources(q: F32, k: F32, v: F32, t: libattn.Tensor) -> None:
+    # forward_sources: forward's keywords and the second source's
+    idx = np.zeros((2, 4, 3), np.int32)
+    a: npt.NDArray[np.float32] = libattn.forward_sources(
+        q, k, v, k, v, idx, causal=True, kv_lens=[5, 7], kv2_lens=[3, 4], k2_scale_group=0,
+        kv2_dtype=None, threads=2)
+    b, st = libattn.forward_sources(q, k, v, k, v, [[0, -1]], stats=True, window=(8, 0))
+    lse: npt.NDArray[np.float32] = st["lse"]
+    c: libattn.Tensor = libattn.forward_sources(t, t, t, t, t, [[0]])
+    del a, b, lse, c
+
+
 def kinds(q: F32, t: libattn.Tensor, either: libattn.Array) -> None:
     # each result is the kind of array its first operand is
     a: npt.NDArray[np.float32] = libattn.forward(q, q, q)
