@@ -1051,30 +1051,51 @@ typedef struct attn_kv_source {
  * either source is fully masked as in attn_forward (zeros, lse -inf; a
  * sink still counts).
  *
- * The call runs unsplit and takes no workspace (attn_options.workspace is
- * neither read nor written; a shared prefix is read by each sequence, wide
- * rows keep their accumulators in the task scratch). Per block of query rows the first source is read
- * as attn_forward reads it, then the union of the block's second-source
- * selections, gathered into tiles as top-k lists are (see "Top-k sparse
- * attention"). The error bound is the forward's over the union of the
- * visible keys, R counting both sources' tiles (for the second, at most
- * ceil(Lk2_b / block_k) + 1). Deterministic and batch invariant as
- * attn_forward. Errors, before anything is written: extra NULL
- * (ATTN_ERR_NULL); struct_size below the 1.13 size, or above this
- * library's with a nonzero tail (ATTN_ERR_VERSION); flags other than 0,
- * indices NULL, topk < 1 or kv_len < 1 (ATTN_ERR_ARG); an entry < -1 or
- * >= Lk2_b (ATTN_ERR_ARG); kv_splits >= 2 (ATTN_ERR_UNSUPPORTED); the second
- * source's views checked as attn_forward checks k, v and their options'
- * views (dtype, strides, byte ranges, no byte shared with an output). The
- * other operations take no second source: attend it with attn_forward and
- * its topk_indices, and attn_merge the two parts (the same result within
- * the bound, each part reading q).
+ * Split-KV: the second source's keys are cut into chunks as attn_forward
+ * cuts its own (see "Split-KV and its workspace": from Lq_b, Lk2_b, the head
+ * counts, topk and kv_splits), each a task of its own, the first source's
+ * keys going with chunk 0; the workspace that needs is
+ * attn_forward_sources_workspace_size's (attn_forward_workspace_size does
+ * not know the second source), with attn_forward's fallback and errors
+ * (kv_splits >= 2 with too small a workspace: ATTN_ERR_ARG). The workspace
+ * holds nothing else: a shared prefix is read by each sequence, wide rows
+ * keep their accumulators in the task scratch. Per block of query rows the
+ * first source is read as attn_forward reads it, then the union of the
+ * block's second-source selections, gathered into tiles as top-k lists are
+ * (see "Top-k sparse attention"). The error bound is the forward's over the
+ * union of the visible keys, R counting both sources' online steps (the
+ * second's: one per tile of gathered keys, at most one per key it reads)
+ * and, split, one more for the merge. Deterministic and batch invariant as
+ * attn_forward; a split call may differ from an unsplit one in rounding.
+ * Errors, before anything is written: extra NULL (ATTN_ERR_NULL);
+ * struct_size below the 1.13 size, or above this library's with a nonzero
+ * tail (ATTN_ERR_VERSION); flags other than 0, indices NULL, topk < 1 or
+ * kv_len < 1 (ATTN_ERR_ARG); an entry < -1 or >= Lk2_b (ATTN_ERR_ARG); the
+ * second source's views checked as attn_forward checks k, v and their
+ * options' views (dtype, strides, byte ranges, no byte shared with an output
+ * or the workspace). The other operations take no second source: attend it
+ * with attn_forward and its topk_indices, and attn_merge the two parts (the
+ * same result within the bound, each part reading q).
  */
 
 ATTN_API attn_status attn_forward_sources(const attn_shape *shape, const attn_options *opt,
                                           const attn_tensor *q, const attn_tensor *k,
                                           const attn_tensor *v, const attn_kv_source *extra,
                                           const attn_tensor *out, const attn_row_stats *stats);
+
+/*
+ * attn_forward_sources_workspace_size sets *bytes to the workspace
+ * attn_forward_sources with this shape, options and second source needs to
+ * split its keys (since 1.13), or 0 when no sequence would split; it
+ * validates the shape, the options and the source's own fields as
+ * attn_forward_sources does (not the tensors or lists). The size depends on
+ * the shape, kv_splits, q_lens, the source's kv_len, kv_lens and topk, not
+ * on the ISA.
+ */
+ATTN_API attn_status attn_forward_sources_workspace_size(const attn_shape *shape,
+                                                         const attn_options *opt,
+                                                         const attn_kv_source *extra,
+                                                         size_t *bytes);
 
 /*
  * One partial result of attention over a subset of the keys (a shard or a

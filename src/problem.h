@@ -38,6 +38,9 @@ typedef struct attn_op {
     attn_task_fn task;
     /* NULL, or runs on the calling thread before the tasks */
     void (*prepare)(const struct task_ctx *ctx);
+    /* what the scratch hook needs besides the options: attn_forward_sources'
+       second source (src/driver/forward_sources.c); NULL otherwise */
+    const void *ctx;
 } attn_op;
 
 struct attn_problem {

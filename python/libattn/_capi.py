@@ -207,6 +207,8 @@ _PROTOTYPES_1_1 = {
     # 1.13
     "attn_forward_sources": (_status, [_P(Shape), OptionsArg, _P(Tensor), _P(Tensor),
                                        _P(Tensor), _P(KvSource), _P(Tensor), _P(RowStats)]),
+    "attn_forward_sources_workspace_size": (_status, [_P(Shape), OptionsArg, _P(KvSource),
+                                                      _P(ctypes.c_size_t)]),
 }
 
 _state = {"lib": None, "path": None, "has": set()}

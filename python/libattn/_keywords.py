@@ -447,7 +447,7 @@ def _kv_splits(value, call):
     splits = int_arg(value, "kv_splits", 0)
     if splits > MAX_KV_SPLITS:
         raise ValueError("kv_splits: at most %d, got %d" % (MAX_KV_SPLITS, splits))
-    if not call.workspace:  # the value alone (forward_sources: the library judges it)
+    if not call.workspace:  # the value alone (forward_sources: sized with its source)
         call.opt.kv_splits = splits
         return
     can_ask = has("attn_forward_workspace_size")

@@ -327,6 +327,8 @@ def _run_attention(function, q, k, v, kw, *, out, stats, dtype, kv_dtype=None, i
     opt, keep = build(kw, shape, sides, workspace=workspace)
     extra, extra_keep, extra_ops = (second.source(shape) if second is not None
                                     else (None, [], []))
+    if extra is not None:
+        extra_keep.append(_sources_workspace(shape, opt, extra))
     last = shape.v_dim if v4 is not None else shape.kv_len
     dims = (shape.batch, shape.q_heads, shape.q_len, last)[4 - rank:]
     like_tensor = is_tensor(q)
@@ -466,6 +468,23 @@ _SOURCE_FIELDS = (("kv_lens", "kv_lens"), ("indices", "topk_indices"), ("topk", 
                   ("k_scales", "k_scales"), ("v_scales", "v_scales"),
                   ("k_scale_group", "k_scale_group"), ("v_scale_group", "v_scale_group"),
                   ("k_tail", "k_tail"), ("k_tail_dim", "k_tail_dim"))
+
+
+def _sources_workspace(shape, opt, extra):
+    """forward_sources' split workspace (the binding owns it), sized from
+    the second source as the library asks; None where it asks for none (a
+    rejected argument: the call itself reports it)."""
+    if not has("attn_forward_sources_workspace_size"):
+        return None
+    need = ctypes.c_size_t(0)
+    status = lib().attn_forward_sources_workspace_size(ctypes.byref(shape), opt,
+                                                       ctypes.byref(extra), ctypes.byref(need))
+    if status != 0 or not need.value:
+        return None
+    workspace = ctypes.create_string_buffer(need.value)
+    opt.workspace = ctypes.addressof(workspace)
+    opt.workspace_size = need.value
+    return workspace
 
 
 class _Second:

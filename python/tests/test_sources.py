@@ -349,14 +349,22 @@ def test_bad_entries_raise_before_writing(rng, bad):
     assert _untouched(out), "an output was written before the refusal"
 
 
-def test_kv_splits_is_unsupported(rng):
-    q, k, v, k2, v2, lists = _refusal_problem(rng)
-    out = np.full((B, HQ, LQ, DV), np.nan, np.float32)
-    for splits in (2, 8):
-        with pytest.raises(libattn.AttnError) as err:
-            libattn.forward_sources(q, k, v, k2, v2, lists, kv_splits=splits, out=out)
-        assert err.value.status == libattn.Status.ERR_UNSUPPORTED
-        assert _untouched(out)
+def test_kv_splits(rng):
+    """Split into chunks of the second source's keys (the binding sizes the
+    workspace with attn_forward_sources_workspace_size): within the float64
+    bound, the same bits on every thread count."""
+    l2 = 700  # chunks of 256 keys: up to three
+    q = randn(rng, B, HQ, LQ, D)
+    k, v = randn(rng, B, HK, L1, D), randn(rng, B, HK, L1, DV)
+    k2, v2 = randn(rng, B, HK, l2, D), randn(rng, B, HK, l2, DV)
+    lists = make_lists(rng, [l2] * B, t=64)
+    ref = reference(q, k, v, k2, v2, lists, causal=True)
+    for splits in (2, 3):
+        got = [libattn.forward_sources(q, k, v, k2, v2, lists, causal=True, kv_splits=splits,
+                                       threads=threads, stats=True) for threads in (None, 3)]
+        check(got[0][0], got[0][1], ref, "kv_splits %d" % splits)
+        assert np.array_equal(got[0][0], got[1][0])
+        assert np.array_equal(got[0][1]["lse"], got[1][1]["lse"])
 
 
 def test_an_empty_second_source_is_refused(rng):

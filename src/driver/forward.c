@@ -424,16 +424,33 @@ static void task_forward(void *vctx, size_t index)
     int64_t q_stride;
     const float *q = task_queries(dsp, pb, p, rows, n, qbuf, &q_stride);
     start_rows(dsp, pb, p, rows, n, chunk, parts, st, acc);
+    const int64_t base = pb->kv_offsets ? pb->kv_offsets[b] : 0;
+    if (pb->kv2) { /* chunks of the second source's keys, chunk 0 with the first's */
+        int64_t xsplits, xchunk;
+        attn_split_seq(pb->kv2, p, b, 0, &xsplits, &xchunk);
+        if (chunk >= xsplits)
+            return;
+        if (chunk == 0)
+            attn_forward_keys(dsp, pb, p, rows, n, b, kv_head, base, base + start, INT64_MAX, st,
+                              q, q_stride, sbuf, acc);
+        const int64_t klo = xsplits > 1 ? chunk * xchunk : 0;
+        attn_forward_extra(dsp, pb, p, rows, n, kv_head, klo, xsplits > 1 ? klo + xchunk : INT64_MAX,
+                           st, q, q_stride, sbuf, acc);
+        if (xsplits > 1) {
+            attn_split_finish(dsp, pb, p, rows, n, block, chunk, xsplits, st, acc);
+            return;
+        }
+        for (int64_t r = 0; r < n; r++)
+            attn_forward_finish_row(dsp, pb, &rows[r], &st[r], acc + r * p->acc_stride);
+        return;
+    }
     int64_t splits, chunk_keys;
     attn_split_seq(pb, p, b, start, &splits, &chunk_keys);
     if (chunk >= splits)
         return;
-    const int64_t base = pb->kv_offsets ? pb->kv_offsets[b] : 0;
     if (splits == 1) {
         attn_forward_keys(dsp, pb, p, rows, n, b, kv_head, base, base + start, INT64_MAX, st, q,
                           q_stride, sbuf, acc);
-        if (pb->kv2) /* never split (attn_forward_sources) */
-            attn_forward_extra(dsp, pb, p, rows, n, kv_head, st, q, q_stride, sbuf, acc);
         for (int64_t r = 0; r < n; r++)
             attn_forward_finish_row(dsp, pb, &rows[r], &st[r], acc + r * p->acc_stride);
         return;

@@ -133,11 +133,12 @@ void attn_plan_topk(const attn_dsp *dsp, const attn_problem *pb, task_plan *p);
    position. */
 void attn_plan_extra(const attn_dsp *dsp, const attn_problem *pb, task_plan *p,
                      int64_t direct_rows);
-/* Folds the second source's selected keys into the rows' states, the rows
+/* Folds the second source's selected keys of [klo, khi) into the rows' states, the rows
    becoming the second source's; sbuf and acc: the block's, as
    attn_forward_keys takes them. */
 void attn_forward_extra(const attn_dsp *dsp, const attn_problem *pb, const task_plan *p,
-                        row_ref *rows, int64_t n, int64_t kv_head, online_row *st,
+                        row_ref *rows, int64_t n, int64_t kv_head, int64_t klo, int64_t khi,
+                        online_row *st,
                         const float *q, int64_t q_stride, float *sbuf, float *acc);
 
 /* A row of pb as the second source's problem sees it. */

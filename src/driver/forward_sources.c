@@ -7,7 +7,9 @@
  * (q_lens, q_offsets), so every check of attn_forward's k, v, scales, tail
  * and lists applies to it unchanged. The forward's tasks then fold its
  * selected keys into each row's state after the first source's keys
- * (src/driver/topk.c, attn_forward_extra): one softmax, one pass over q.
+ * (src/driver/topk.c, attn_forward_extra): one softmax, one pass over q. A
+ * split cuts the second source's keys into chunks (the first source's keys
+ * go with chunk 0), its workspace sized from the second source.
  */
 #include <stddef.h>
 
@@ -51,7 +53,10 @@ static attn_options source_options(const attn_options *o, const attn_kv_source *
     s.k_scale = o->k_scale;
     s.v_scale = o->v_scale;
     s.precision = o->precision;
-    s.kv_splits = 1;
+    /* its chunks follow the caller's kv_splits (attn_split_seq reads it) */
+    s.kv_splits = o->kv_splits;
+    s.workspace = o->workspace; /* the scratch hook sizes it from the source */
+    s.workspace_size = o->workspace_size;
     s.kv_lens = x->kv_lens;
     s.topk_indices = x->indices;
     s.topk = x->topk;
@@ -62,6 +67,45 @@ static attn_options source_options(const attn_options *o, const attn_kv_source *
     s.k_tail = x->k_tail;
     s.k_tail_dim = x->k_tail_dim;
     return s;
+}
+
+/* The split of the second source's keys, as attn_forward splits its own
+   (attn.h, "Split-KV"): its lengths and lists; 0: unsplit, or the size
+   overflows. */
+static size_t sources_need(const attn_shape *s, const attn_options *o, const attn_kv_source *x,
+                           int64_t *splits)
+{
+    const int64_t v_dim = s->v_dim ? s->v_dim : s->head_dim;
+    *splits = attn_split_grid(s->batch, s->q_heads, s->kv_heads, s->q_len, x->kv_len, x->topk,
+                              o->q_lens, x->kv_lens, o->kv_splits);
+    return *splits > 1 ? attn_split_bytes(s->batch, s->q_heads, s->q_len, v_dim, *splits) : 0;
+}
+
+/* The forward's scratch hook for both problems: the workspace, sized from
+   the second source, among the outputs of each validation, so it shares no
+   byte with either source's inputs. */
+static attn_status sources_scratch(attn_problem *pb, const attn_options *o, attn_range_set *set)
+{
+    const attn_kv_source *x = pb->op->ctx;
+    const attn_shape s = {pb->batch, pb->q_heads, pb->kv_heads, pb->q_len,
+                          pb->kv_len, pb->head_dim, pb->v_dim};
+    int64_t splits;
+    const size_t need = sources_need(&s, o, x, &splits);
+    const size_t have = o->workspace ? o->workspace_size : 0;
+    if (splits > 1 && need == 0 && o->kv_splits >= 2)
+        return attn_fail(ATTN_ERR_SHAPE, "the split workspace would not fit size_t");
+    if (splits > 1 && (need == 0 || have < need)) {
+        if (o->kv_splits >= 2) /* asked for, impossible: say so */
+            return attn_fail(ATTN_ERR_ARG, "kv_splits = %d needs %zu bytes of workspace "
+                             "(attn_forward_sources_workspace_size), %zu given",
+                             (int)o->kv_splits, need, have);
+        splits = 1; /* automatic: the documented unsplit fallback */
+    }
+    if (splits > 1)
+        ATTN_TRY(attn_add_array(set, o->workspace, (int64_t)need, 1, 1));
+    pb->splits = splits;
+    pb->workspace = splits > 1 ? o->workspace : NULL;
+    return ATTN_OK;
 }
 
 /* *second: whether a failure is the second source's. */
@@ -76,23 +120,22 @@ static attn_status checked_sources(const attn_dsp *dsp, const attn_shape *shape,
         return attn_fail(ATTN_ERR_NULL, "extra is NULL");
     attn_options o;
     ATTN_TRY(attn_read_options(&o, opt));
-    if (o.kv_splits >= 2)
-        return attn_fail(ATTN_ERR_UNSUPPORTED, "kv_splits = %d: a call with two sources runs "
-                         "unsplit (0 or 1)", (int)o.kv_splits);
-    /* unsplit, no shared-prefix pass, no wide accumulators: nothing of the
-       workspace is used */
-    o.workspace = NULL;
-    o.workspace_size = 0;
-    o.kv_splits = 1;
-    attn_problem pb, px;
-    ATTN_TRY(attn_validate(&pb, &attn_forward_op, shape, &o, q, k, v, out, stats));
-    *second = 1;
     attn_kv_source x = {0};
+    *second = 1;
     ATTN_TRY(read_source(&x, extra));
+    *second = 0;
+    /* the forward's operation with the workspace sized from the second
+       source: no shared-prefix pass, no wide accumulators */
+    attn_op op = attn_forward_op;
+    op.scratch = sources_scratch;
+    op.ctx = &x;
+    attn_problem pb, px;
+    ATTN_TRY(attn_validate(&pb, &op, shape, &o, q, k, v, out, stats));
+    *second = 1;
     const attn_options xo = source_options(&o, &x);
     attn_shape xs = *shape;
     xs.kv_len = x.kv_len;
-    ATTN_TRY(attn_validate(&px, &attn_forward_op, &xs, &xo, q, x.k, x.v, out, stats));
+    ATTN_TRY(attn_validate(&px, &op, &xs, &xo, q, x.k, x.v, out, stats));
     *second = 0;
     pb.kv2 = &px;
     attn_run(dsp, &pb);
@@ -120,4 +163,29 @@ attn_status attn_forward_sources(const attn_shape *shape, const attn_options *op
         checked_sources(attn_dsp_active(), shape, opt, q, k, v, extra, out, stats, &second);
     return attn_error_done(second ? "attn_forward_sources, second source" : "attn_forward_sources",
                            mark, s);
+}
+
+static attn_status checked_workspace_size(const attn_shape *shape, const attn_options *opt,
+                                          const attn_kv_source *extra, size_t *bytes)
+{
+    if (!shape || !extra || !bytes)
+        return ATTN_ERR_NULL;
+    attn_options o;
+    ATTN_TRY(attn_check_shape_options(shape, opt, &o));
+    attn_kv_source x = {0};
+    ATTN_TRY(read_source(&x, extra));
+    int64_t splits;
+    const size_t need = sources_need(shape, &o, &x, &splits);
+    if (splits > 1 && need == 0)
+        return attn_fail(ATTN_ERR_SHAPE, "the workspace would not fit size_t");
+    *bytes = need;
+    return ATTN_OK;
+}
+
+attn_status attn_forward_sources_workspace_size(const attn_shape *shape, const attn_options *opt,
+                                                const attn_kv_source *extra, size_t *bytes)
+{
+    const unsigned mark = attn_error_mark();
+    return attn_error_done("attn_forward_sources_workspace_size", mark,
+                           checked_workspace_size(shape, opt, extra, bytes));
 }

@@ -481,16 +481,17 @@ attn_forward_topk(const attn_dsp *dsp, const attn_problem *pb, const task_plan *
 
 /*
  * The second source of attn_forward_sources, after the first's keys: the
- * rows' states go on with the keys each row's list names, in sub-blocks of
+ * rows' states go on with the keys of [klo, khi) each row's list names
+ * (a chunk of a split), in sub-blocks of
  * x_rows rows whose tiles lie past the block's accumulators. The rows
  * become pb->kv2's (no mask but the list) in place: a copy would pass the
  * task stack's bound.
  */
 __attribute__((noinline)) void attn_forward_extra(const attn_dsp *dsp, const attn_problem *pb,
                                                   const task_plan *p, row_ref *rows,
-                                                  int64_t n, int64_t kv_head, online_row *st,
-                                                  const float *q, int64_t q_stride, float *sbuf,
-                                                  float *acc)
+                                                  int64_t n, int64_t kv_head, int64_t klo,
+                                                  int64_t khi, online_row *st, const float *q,
+                                                  int64_t q_stride, float *sbuf, float *acc)
 {
     const attn_problem *x = pb->kv2;
     task_plan xp = *p;
@@ -512,7 +513,7 @@ __attribute__((noinline)) void attn_forward_extra(const attn_dsp *dsp, const att
             rows[r].extra = first; /* now the first source's keys lie outside */
         }
         if (any)
-            attn_forward_topk(dsp, x, &xp, rows + r0, m, kv_head, 0, 0, INT64_MAX, st + r0,
+            attn_forward_topk(dsp, x, &xp, rows + r0, m, kv_head, 0, klo, khi, st + r0,
                               q + r0 * q_stride, q_stride, xs, acc + r0 * p->acc_stride, gbuf);
     }
 }

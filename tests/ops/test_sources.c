@@ -12,7 +12,9 @@
  *                 U4 asymmetric (decoded exactly for the reference), with its
  *                 own lengths; GQA, decode and MLA-shaped rows (one latent
  *                 head, d 576, v 512, V a view of K's first columns); the
- *                 bf16 mode on float caches.
+ *                 bf16 mode on float caches; split into chunks of the
+ *                 second source's keys (kv_splits 2 and 3, the workspace
+ *                 attn_forward_sources_workspace_size asks for).
  *   deepseek      DeepSeek's rows as the second source, read in place: 656
  *                 bytes per token (512 E4M3 values, 4 f32 scales of 128
  *                 channels, 64 bf16 rope values as k's tail; v the 512 FP8
@@ -22,7 +24,7 @@
  *   never_read    keys no list names (and the first source's hidden keys)
  *                 may hold NaN: the same bits as with them finite.
  *   composition   a sequence's rows are the same bits alone and in a padded
- *                 batch, and on 1 or 2 threads.
+ *                 batch, and in reverse task order, split or not.
  *   errors        every documented refusal, with every output untouched and
  *                 the message naming the second source where it is at fault.
  */
@@ -344,17 +346,28 @@ ParameterizedTest(isa_row *row, sources, float64, .timeout = ATTN_TEST_TIMEOUT)
                         s.window ? " window" : "", s.lens ? " lens" : "",
                         s.sinks ? " sinks" : "", s.softcap ? " softcap" : "",
                         s.topk1 ? " topk1" : "", s.bf16 ? " bf16" : "");
+        /* every third call split into chunks of the second source's keys */
+        void *ws = NULL;
+        if (rep % 3 == 1) {
+            size_t bytes = 0;
+            c.opt.kv_splits = 2 + rep % 2;
+            CHECK(attn_forward_sources_workspace_size(&c.shape, &c.opt, &c.x, &bytes) == ATTN_OK,
+                  "workspace size: %s", attn_last_error());
+            ws = bytes ? xmalloc(bytes) : NULL;
+            c.opt.workspace = ws;
+            c.opt.workspace_size = bytes;
+        }
         const size_t no = out_floats(&c), nr = row_count(&c);
         float *out = xmalloc(no * 4), *st = xmalloc(3 * nr * 4);
         CHECK(run(t, &c, out, st) == ATTN_OK, "forward_sources: %s", attn_last_error());
         ref_attn r;
-        reference(&c, rescales(t, &c), &r);
+        reference(&c, rescales(t, &c) + (ws != NULL), &r);
         expect_near("out", out, (ptrdiff_t)c.dv, r.o, r.o_err, nr, (size_t)c.dv);
         expect_near("lse", st, 1, r.lse, r.lse_err, nr, 1);
         expect_near("max_score", st + nr, 1, r.max, r.max_err, nr, 1);
         expect_near("entropy", st + 2 * nr, 1, r.ent, r.ent_err, nr, 1);
         ref_attn_free(&r);
-        free(out), free(st);
+        free(out), free(st), free(ws);
         call_free(&c);
     }
 }
@@ -563,6 +576,23 @@ ParameterizedTest(isa_row *row, sources, composition, .timeout = ATTN_TEST_TIMEO
     CHECK(run(t, &c, o2, s2) == ATTN_OK, "forward_sources: %s", attn_last_error());
     expect_bits("out, tasks reversed", o2, o1, no);
     expect_bits("stats, tasks reversed", s2, s1, 3 * nr);
+    /* split into chunks of the second source: the same bits in either task
+       order (another merge order than unsplit: not compared with it) */
+    size_t bytes = 0;
+    c.opt.kv_splits = 2;
+    c.opt.parallel_for = NULL;
+    CHECK(attn_forward_sources_workspace_size(&c.shape, &c.opt, &c.x, &bytes) == ATTN_OK && bytes,
+          "workspace size: %s", attn_last_error());
+    void *ws = xmalloc(bytes);
+    c.opt.workspace = ws, c.opt.workspace_size = bytes;
+    float *o4 = xmalloc(no * 4), *s4 = xmalloc(3 * nr * 4);
+    CHECK(run(t, &c, o2, s2) == ATTN_OK, "split: %s", attn_last_error());
+    c.opt.parallel_for = reverse_for;
+    CHECK(run(t, &c, o4, s4) == ATTN_OK, "split, reversed: %s", attn_last_error());
+    expect_bits("out, split, tasks reversed", o4, o2, no);
+    expect_bits("stats, split, tasks reversed", s4, s2, 3 * nr);
+    free(o4), free(s4), free(ws);
+    c.opt.kv_splits = 0, c.opt.workspace = NULL, c.opt.workspace_size = 0;
     c.opt.parallel_for = NULL;
     /* sequence 1 alone: a batch of one over its own rows of every array */
     call one = c;
@@ -619,7 +649,7 @@ ParameterizedTest(isa_row *row, sources, errors, .timeout = ATTN_TEST_TIMEOUT)
 {
     const attn_dsp *t = harness_begin(row);
     rng *g = harness_rng();
-    const spec s = {.B = 2, .hq = 4, .hkv = 2, .lq = 3, .l1 = 40, .l2 = 50, .d = 64, .dv = 64,
+    const spec s = {.B = 2, .hq = 4, .hkv = 2, .lq = 3, .l1 = 40, .l2 = 600, .d = 64, .dv = 64,
                     .T2 = 8, .dt2 = ATTN_DTYPE_F32, .lens = 1};
     call c;
     call_make(&c, g, &s);
@@ -666,9 +696,30 @@ ParameterizedTest(isa_row *row, sources, errors, .timeout = ATTN_TEST_TIMEOUT)
         free(o), free(st);
     }
     c.list2[2 * c.T2] = saved;
+    /* a split asked for without its workspace, and a workspace over either
+       source's k (sequence 1 long enough for two chunks) */
+    c.kv_lens2[1] = (int32_t)c.l2, c.q_lens[1] = (int32_t)c.lq;
     c.opt.kv_splits = 2;
-    expect_refused(t, &c, ATTN_ERR_UNSUPPORTED, "kv_splits 2", NULL);
-    c.opt.kv_splits = 0;
+    expect_refused(t, &c, ATTN_ERR_ARG, "kv_splits 2 without a workspace", NULL);
+    size_t need = 0;
+    CHECK(attn_forward_sources_workspace_size(&c.shape, &c.opt, &c.x, &need) == ATTN_OK && need,
+          "workspace size: %s", attn_last_error());
+    void *ws = xmalloc(need);
+    c.opt.workspace = ws, c.opt.workspace_size = need - 1;
+    expect_refused(t, &c, ATTN_ERR_ARG, "a workspace one byte short", NULL);
+    c.opt.workspace = c.k2t.data, c.opt.workspace_size = need;
+    expect_refused(t, &c, ATTN_ERR_STRIDE, "the workspace over the second k", second);
+    c.opt.workspace = c.k1.data;
+    expect_refused(t, &c, ATTN_ERR_STRIDE, "the workspace over the first k", NULL);
+    c.opt.workspace = ws;
+    {
+        const size_t no = out_floats(&c), nr = row_count(&c);
+        float *o = xmalloc(no * 4), *st = xmalloc(3 * nr * 4);
+        CHECK(run(t, &c, o, st) == ATTN_OK, "split: %s", attn_last_error());
+        free(o), free(st);
+    }
+    free(ws);
+    c.opt.kv_splits = 0, c.opt.workspace = NULL, c.opt.workspace_size = 0;
     /* the second source's k of a dtype no cache has */
     attn_tensor bad = c.k2t;
     bad.dtype = ATTN_DTYPE_BOOL;
