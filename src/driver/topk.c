@@ -152,6 +152,15 @@ static int64_t block_floats(const task_plan *p)
                             (p->acc_ws ? 0 : p->acc_stride));
 }
 
+/* What is left for the second source's tiles: their scores start 64-byte
+   aligned and end rounded up to 16 floats, so the bitmaps and gathered
+   rows after them stay aligned (EXTRA_ALIGN floats of slack). */
+#define EXTRA_ALIGN 16
+static int64_t extra_room(const task_plan *p)
+{
+    return ATTN_SCRATCH_FLOATS - block_floats(p) - 2 * EXTRA_ALIGN;
+}
+
 /*
  * attn_forward_sources: the second source's tiles in the scratch the first
  * source's block leaves, in sub-blocks of its rows. The block shrinks until
@@ -172,7 +181,7 @@ static topk_fit fit_extra(const attn_dsp *dsp, const attn_problem *x, const task
     const int64_t floor = attn_min64(8, p->block_rows);
     topk_fit f;
     for (;;) {
-        f = topk_search(dsp, x, want, 0, ATTN_SCRATCH_FLOATS - block_floats(p));
+        f = topk_search(dsp, x, want, 0, extra_room(p));
         f.rows = attn_min64(f.rows, p->block_rows);
         const int as_alone = f.c >= alone->gather_keys && f.g >= alone->block_k &&
                              f.rows >= attn_min64(alone->block_rows, p->block_rows);
@@ -183,7 +192,7 @@ static topk_fit fit_extra(const attn_dsp *dsp, const attn_problem *x, const task
             p->block_rows--;
     }
     p->block_rows = whole_positions(p->block_rows, hpg);
-    f = topk_search(dsp, x, want, 0, ATTN_SCRATCH_FLOATS - block_floats(p));
+    f = topk_search(dsp, x, want, 0, extra_room(p));
     f.rows = whole_positions(attn_max64(1, attn_min64(f.rows, p->block_rows)), hpg);
     return f;
 }
@@ -213,7 +222,7 @@ void attn_plan_extra(const attn_dsp *dsp, const attn_problem *pb, task_plan *p,
             best = d, f = fd;
     }
     *p = best;
-    topk_place(x, &f, 0, ATTN_SCRATCH_FLOATS - block_floats(p), &p->x_gather_floats,
+    topk_place(x, &f, 0, extra_room(p), &p->x_gather_floats,
                &p->x_window);
     p->x_rows = f.rows;
     p->x_block_k = f.g;
@@ -502,7 +511,9 @@ __attribute__((noinline)) void attn_forward_extra(const attn_dsp *dsp, const att
     xp.topk_window = p->x_window;
     float *const rest = p->acc_ws ? sbuf + p->block_rows * p->block_k
                                   : acc + p->block_rows * p->acc_stride;
-    float *const xs = rest, *const gbuf = rest + p->x_rows * p->x_block_k;
+    float *const xs = (float *)(((uintptr_t)rest + 63) & ~(uintptr_t)63);
+    float *const gbuf =
+        xs + (p->x_rows * p->x_block_k + EXTRA_ALIGN - 1) / EXTRA_ALIGN * EXTRA_ALIGN;
     for (int64_t r0 = 0; r0 < n; r0 += p->x_rows) {
         const int64_t m = attn_min64(p->x_rows, n - r0);
         int any = 0;

@@ -16,13 +16,13 @@
 # Environment: ATTN_FUZZ_BUILD (default build-fuzz), ATTN_FUZZ_JOBS (parallel
 # fuzzing processes per target, default 1), ATTN_FUZZ_PARALLEL (targets
 # fuzzed at once, default one per CPU), ATTN_FUZZ_TARGETS ("api diff kvlayout
-# merge split backward quant").
+# merge split backward quant sources").
 # A crash leaves crash-* in the build directory's fuzz-artifacts/ and fails.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 here=$root/tests/fuzz
 build=${ATTN_FUZZ_BUILD:-$root/build-fuzz}
-targets=${ATTN_FUZZ_TARGETS:-api diff kvlayout merge split backward quant}
+targets=${ATTN_FUZZ_TARGETS:-api diff kvlayout merge split backward quant sources}
 seconds=${ATTN_FUZZ_SECONDS:-30}
 coverage=0
 setup_only=0
