@@ -59,6 +59,9 @@ static uint8_t mask_data[S_ELEMS];
 static const int32_t q_lens[2] = {33, 20}, kv_lens[2] = {70, 51};
 static attn_tensor q_t, k_t, v_t, mask_t, bias_t;
 static attn_options opts;
+/* attn_forward_sources' lists: k and v again as its second source, 8 keys
+   a row (written once, before the threads) */
+static int32_t source_lists[2 * 33 * 8];
 
 static void init_problem(void)
 {
@@ -72,6 +75,8 @@ static void init_problem(void)
         scores_input[i] = NEXT() * 8.0f - 4.0f;
         mask_data[i] = NEXT() < 0.9f;
     }
+    for (int e = 0; e < 2 * 33 * 8; e++)
+        source_lists[e] = e % 9 == 0 ? -1 : (e * 37) % 70;
     for (int i = 0; i < ROWS * COLS; i++) {
         rows_input[i] = NEXT() * 10.0f - 5.0f;
         dp_input[i] = NEXT() * 2.0f - 1.0f;
@@ -241,10 +246,7 @@ static uint64_t run_op(int op, const attn_dsp *dsp, result *r, attn_threadpool *
         break;
     }
     case OP_FORWARD_SOURCES: { /* k and v again as the second source, 8 listed keys a row */
-        static int32_t lists[2 * 33 * 8];
-        for (int e = 0; e < 2 * 33 * 8; e++)
-            lists[e] = e % 9 == 0 ? -1 : (e * 37) % 70;
-        const attn_kv_source x = {sizeof x, 0, 70, &k_t, &v_t, NULL, lists, 8,
+        const attn_kv_source x = {sizeof x, 0, 70, &k_t, &v_t, NULL, source_lists, 8,
                                   NULL, NULL, 0, 0, NULL, 0};
         status = dsp ? attn_forward_sources_with(dsp, &shape, &o, &q_t, &k_t, &v_t, &x, &out, &st)
                      : attn_forward_sources(&shape, &o, &q_t, &k_t, &v_t, &x, &out, &st);
