@@ -139,6 +139,13 @@ void harness_context(const char *fmt, ...)
     va_end(ap);
 }
 
+void harness_reverse_for(void *ctx, attn_task_fn task, void *task_ctx, size_t count)
+{
+    (void)ctx;
+    for (size_t i = count; i-- > 0;)
+        task(task_ctx, i);
+}
+
 void harness_fail(const char *file, int line, const char *fmt, ...)
 {
     char msg[1024];

@@ -71,6 +71,9 @@ int harness_is_scalar(const attn_dsp *t);
 
 /* What is being checked, printed in failure messages (printf format). */
 void harness_context(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* A parallel_for that runs the tasks last to first (attn.h, "Determinism":
+   the same bits in any order); ctx unused. */
+void harness_reverse_for(void *ctx, attn_task_fn task, void *task_ctx, size_t count);
 /* Fails the test with the seed, row and context prepended. */
 void harness_fail(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4), noreturn));

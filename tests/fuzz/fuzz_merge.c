@@ -36,13 +36,6 @@
 
 #define MAX_PARTS 8
 
-static void reversed_for(void *ctx, attn_task_fn task, void *task_ctx, size_t count)
-{
-    (void)ctx;
-    for (size_t i = count; i-- > 0;)
-        task(task_ctx, i);
-}
-
 static float hostile_lse(fz_reader *r, fz_rng *g)
 {
     switch (fz_range(r, 0, 15)) {
@@ -303,7 +296,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         float *first_l = malloc((size_t)rows * 4);
         memcpy(first, out, (size_t)(rows * dv) * 4);
         memcpy(first_l, lse, (size_t)rows * 4);
-        opt.parallel_for = reversed_for;
+        opt.parallel_for = fz_reversed_for;
         FZ_CHECK(attn_merge_with(t, &shape, &opt, parts, n_parts, &to, lse_arg) == ATTN_OK,
                  "second run rejected");
         FZ_CHECK(is_float_bits_equal(first, out, (size_t)(rows * dv)), "bits differ, reversed");

@@ -68,13 +68,6 @@
 #define MAX_B 3
 #define MAX_TABLES ATTN_ISA_COUNT
 
-static void reversed_for(void *ctx, attn_task_fn task, void *task_ctx, size_t count)
-{
-    (void)ctx;
-    for (size_t i = count; i-- > 0;)
-        task(task_ctx, i);
-}
-
 /* 1 with probability about num/256, 0 for a zero byte (an input that ran
    out of bytes: the plain call). */
 static int rarely(fz_reader *r, unsigned num)
@@ -1005,7 +998,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (!res[ti].out)
                 continue;
             const char *isa = tables[ti]->isa_name;
-            if (rerun_same(tables[ti], reversed_for, &s, &opt, &qt, &k1.t, &v1t, xp, &ot, &stats,
+            if (rerun_same(tables[ti], fz_reversed_for, &s, &opt, &qt, &k1.t, &v1t, xp, &ot, &stats,
                            &res[ti], rows, dv))
                 continue;
             FZ_CHECK(!rerun_same(tables[ti], NULL, &s, &opt, &qt, &k1.t, &v1t, xp, &ot, &stats,

@@ -102,6 +102,13 @@ static int64_t source_range(void *ctx, int64_t lo, int64_t hi)
     return fz_range(ctx, lo, hi);
 }
 
+void fz_reversed_for(void *ctx, attn_task_fn task, void *task_ctx, size_t count)
+{
+    (void)ctx;
+    for (size_t i = count; i-- > 0;)
+        task(task_ctx, i);
+}
+
 gen_src fz_gen_source(fz_reader *r)
 {
     return (gen_src){source_range, r};

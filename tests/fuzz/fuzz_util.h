@@ -57,6 +57,10 @@ typedef struct fz_buf {
 void *fz_buf_alloc(fz_buf *b, size_t bytes, int guard_front);
 void fz_buf_free(fz_buf *b);
 
+/* A parallel_for that runs the tasks last to first (attn.h: the same bits
+   in any order); ctx unused. */
+void fz_reversed_for(void *ctx, attn_task_fn task, void *task_ctx, size_t count);
+
 /* ------------------------------------------------------------ the problem generator */
 
 /* The generator's choices (problems/gen.h) read from the input: fz_range. */

@@ -211,14 +211,6 @@ static void check_row(const void *got, int32_t dt, const float *x, int64_t cols,
     expect_bytes(what, got, want, row_bytes(dt, cols, group));
 }
 
-/* A parallel_for that runs the tasks last to first. */
-static void reverse_for(void *ctx, attn_task_fn task, void *task_ctx, size_t count)
-{
-    (void)ctx;
-    while (count--)
-        task(task_ctx, count);
-}
-
 /* Draws one problem of the layout, appends, checks. */
 static void check_one(const attn_dsp *t, rng *g, int layout, int64_t bs)
 {
@@ -276,7 +268,7 @@ static void check_one(const attn_dsp *t, rng *g, int layout, int64_t bs)
     }
     attn_options o = m.opt;
     if (rng_int(g, 0, 1))
-        o.parallel_for = reverse_for;
+        o.parallel_for = harness_reverse_for;
     const size_t stage = attn_append_stage_limit;
     if (rng_int(g, 0, 1))
         attn_append_stage_limit = 0; /* encode in place, one task per sequence */

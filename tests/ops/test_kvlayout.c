@@ -417,13 +417,6 @@ static void check_outputs(const problem *p, op_kind op, const ref_attn *r, const
     free(c.err);
 }
 
-static void reverse_parallel_for(void *ctx, attn_task_fn task, void *task_ctx, size_t count)
-{
-    (void)ctx;
-    for (size_t i = count; i-- > 0;)
-        task(task_ctx, i);
-}
-
 /*
  * The operation on ref_kv.c's per-sequence dense copy of the problem (each
  * sequence right-padded at row and key 0, no offsets, no pages; the same
@@ -548,7 +541,7 @@ static void check_problem(const attn_dsp *t, problem *p, op_kind op, rng *g)
 
     /* the same in reverse task order: bitwise the same (determinism) */
     attn_options rev = p->opt;
-    rev.parallel_for = reverse_parallel_for;
+    rev.parallel_for = harness_reverse_for;
     output_load(p, op, before);
     st = run_op(t, p, op, &rev);
     CHECK(st == ATTN_OK, "status %d in reverse order", st);

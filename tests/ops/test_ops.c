@@ -653,13 +653,6 @@ ParameterizedTest(isa_row *row, ops, softmax_backward)
 
 /* ------------------------------------------------------------ threads, per table */
 
-static void reverse_parallel_for(void *ctx, attn_task_fn task, void *task_ctx, size_t count)
-{
-    (void)ctx;
-    for (size_t i = count; i-- > 0;)
-        task(task_ctx, i);
-}
-
 /*
  * Bitwise the same results with any parallel_for, for every table (the
  * public-API version in test_threads.c covers the active table and more
@@ -688,7 +681,7 @@ ParameterizedTest(isa_row *row, ops, thread_invariance, .timeout = ATTN_TEST_TIM
             wl_poison_outputs(&w);
             CHECK(run_op(t, &w, op, 1) == ATTN_OK, "pooled");
             capture(&w, op, &pooled);
-            w.opt.parallel_for = reverse_parallel_for;
+            w.opt.parallel_for = harness_reverse_for;
             wl_poison_outputs(&w);
             CHECK(run_op(t, &w, op, 1) == ATTN_OK, "reversed");
             capture(&w, op, &reversed);

@@ -109,13 +109,6 @@ static void call_free(call *c)
     free(c->q_lens), free(c->kv_lens), free(c->shared), free(c->lse), free(c->sink_vals);
 }
 
-static void reverse_parallel_for(void *ctx, attn_task_fn task, void *task_ctx, size_t count)
-{
-    (void)ctx;
-    for (size_t i = count; i-- > 0;)
-        task(task_ctx, i);
-}
-
 /* Runs the forward into c->out and c->lse; with_ws: the workspace
    attn_forward_workspace_size asks for. */
 static attn_status run(const attn_dsp *t, call *c, const attn_options *opt, int with_ws)
@@ -186,7 +179,7 @@ static void check_long(const attn_dsp *t, rng *g)
         memcpy(first, c.out.data, rows * d * 4);
         memcpy(first_lse, c.lse, rows * 4);
         attn_options rev = c.opt;
-        rev.parallel_for = reverse_parallel_for;
+        rev.parallel_for = harness_reverse_for;
         memset(c.out.data, 0x7f, rows * d * 4);
         CHECK(run(t, &c, &rev, ws) == ATTN_OK, "status in reverse order");
         expect_bits("out in reverse task order", c.out.data, first, rows * d);

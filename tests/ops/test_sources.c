@@ -548,14 +548,6 @@ ParameterizedTest(isa_row *row, sources, deepseek, .timeout = ATTN_TEST_TIMEOUT)
     }
 }
 
-/* A parallel_for that runs the tasks in reverse, for the thread check. */
-static void reverse_for(void *ctx, attn_task_fn task, void *task_ctx, size_t n)
-{
-    (void)ctx;
-    for (size_t i = n; i-- > 0;)
-        task(task_ctx, i);
-}
-
 HARNESS_ISA_PARAMS(sources, composition)
 ParameterizedTest(isa_row *row, sources, composition, .timeout = ATTN_TEST_TIMEOUT)
 {
@@ -572,7 +564,7 @@ ParameterizedTest(isa_row *row, sources, composition, .timeout = ATTN_TEST_TIMEO
     CHECK(run(t, &c, o1, s1) == ATTN_OK, "forward_sources: %s", attn_last_error());
     /* in reverse task order: the same bits */
     float *o2 = xmalloc(no * 4), *s2 = xmalloc(3 * nr * 4);
-    c.opt.parallel_for = reverse_for;
+    c.opt.parallel_for = harness_reverse_for;
     CHECK(run(t, &c, o2, s2) == ATTN_OK, "forward_sources: %s", attn_last_error());
     expect_bits("out, tasks reversed", o2, o1, no);
     expect_bits("stats, tasks reversed", s2, s1, 3 * nr);
@@ -587,7 +579,7 @@ ParameterizedTest(isa_row *row, sources, composition, .timeout = ATTN_TEST_TIMEO
     c.opt.workspace = ws, c.opt.workspace_size = bytes;
     float *o4 = xmalloc(no * 4), *s4 = xmalloc(3 * nr * 4);
     CHECK(run(t, &c, o2, s2) == ATTN_OK, "split: %s", attn_last_error());
-    c.opt.parallel_for = reverse_for;
+    c.opt.parallel_for = harness_reverse_for;
     CHECK(run(t, &c, o4, s4) == ATTN_OK, "split, reversed: %s", attn_last_error());
     expect_bits("out, split, tasks reversed", o4, o2, no);
     expect_bits("stats, split, tasks reversed", s4, s2, 3 * nr);

@@ -127,13 +127,6 @@ ParameterizedTest(isa_row *row, kernels, wsum)
 
 /* ------------------------------------------------------------ attn_merge */
 
-static void reverse_parallel_for(void *ctx, attn_task_fn task, void *task_ctx, size_t count)
-{
-    (void)ctx;
-    for (size_t i = count; i-- > 0;)
-        task(task_ctx, i);
-}
-
 enum { ROW_NORMAL, ROW_SOME_EMPTY, ROW_ALL_EMPTY, ROW_NAN_LSE, ROW_INF_LSE, ROW_NAN_OUT, ROW_KINDS };
 
 /*
@@ -283,7 +276,7 @@ static void merge_case(const attn_dsp *t, int64_t n_parts, int64_t batch, int64_
         free(pair);
     }
     /* any task order: the same bits */
-    opt.parallel_for = reverse_parallel_for;
+    opt.parallel_for = harness_reverse_for;
     CHECK(attn_merge_with(t, &shape, &opt, parts, n_parts, &to, lse) == ATTN_OK, "reversed");
     expect_bits("merge, reverse task order", out, first, (size_t)(rows * dv));
     expect_bits("merge lse, reverse task order", lse, first_l, (size_t)rows);
@@ -568,7 +561,7 @@ ParameterizedTest(isa_row *row, split, threads, .timeout = ATTN_TEST_TIMEOUT)
         w.opt.parallel_for = attn_threadpool_parallel_for;
         w.opt.parallel_ctx = pool;
         split_forward(t, &w, 7, NULL, &pooled);
-        w.opt.parallel_for = reverse_parallel_for;
+        w.opt.parallel_for = harness_reverse_for;
         split_forward(t, &w, 7, NULL, &reversed);
         const size_t rows = (size_t)wl_rows(&w);
         expect_bits("pool of 3 vs serial", pooled.out, serial.out, rows * (size_t)w.dv);
