@@ -118,7 +118,7 @@ void attn_convert_queries(const attn_dsp *dsp, const attn_problem *pb, const tas
                           const row_ref *rows, int64_t n, float *qbuf)
 {
     for (int64_t r = 0; r < n; r++)
-        if (rows[r].lo < rows[r].hi || rows[r].extra)
+        if (attn_row_sees_keys(&rows[r]))
             dsp->to_f32[pb->q.dtype](attn_row_ptr(&pb->q, rows[r].b, rows[r].h, rows[r].i),
                                      qbuf + r * p->q_stride, (size_t)pb->head_dim);
 }

@@ -145,6 +145,13 @@ typedef struct row_ref {
                   source's of attn_forward_sources */
 } row_ref;
 
+/* Whether the row sees any key, of [lo, hi) or of the other source: it
+   then has an accumulator (else at most a sink). */
+static inline int attn_row_sees_keys(const row_ref *row)
+{
+    return row->lo < row->hi || row->extra;
+}
+
 static inline int64_t attn_min64(int64_t a, int64_t b) { return a < b ? a : b; }
 static inline int64_t attn_max64(int64_t a, int64_t b) { return a > b ? a : b; }
 

@@ -128,7 +128,7 @@ void attn_forward_finish_row(const attn_dsp *dsp, const attn_problem *pb, const 
     } else if (o->m == -INFINITY) {
         attn_fill_out_row(out, row->b, row->h, row->i, 0.0f, pb->v_dim);
         attn_write_stats(pb, row, -INFINITY, -INFINITY, 0.0f);
-    } else if (row->lo >= row->hi && !row->extra) { /* only the sink: acc was never started */
+    } else if (!attn_row_sees_keys(row)) { /* only the sink: acc was never started */
         attn_fill_out_row(out, row->b, row->h, row->i, 0.0f, pb->v_dim);
         attn_write_stats(pb, row, o->m, o->m, 0.0f);
     } else {
@@ -385,7 +385,7 @@ static void start_rows(const attn_dsp *dsp, const attn_problem *pb, const task_p
             st[r].poisoned = 1;
         else if (sink != -INFINITY)
             st[r] = (online_row){sink, 1.0f, 0.0f, 0};
-        if (rows[r].lo < rows[r].hi || rows[r].extra)
+        if (attn_row_sees_keys(&rows[r]))
             attn_fill(acc + r * p->acc_stride, pb->v_dim, 0.0f);
         if (parts && chunk == 0 && rows[r].is_query)
             attn_split_merge(dsp, pb, &pws, &rows[r], parts, &st[r], acc + r * p->acc_stride);

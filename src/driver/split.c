@@ -154,7 +154,7 @@ void attn_split_store(const attn_problem *pb, const attn_split_ws *ws, const tas
         state[2] = st[r].t;
         state[3] = (float)st[r].poisoned;
         /* a row that sees no key at all has no accumulator (only a sink) */
-        if (!st[r].poisoned && st[r].m != -INFINITY && (rows[r].lo < rows[r].hi || rows[r].extra))
+        if (!st[r].poisoned && st[r].m != -INFINITY && attn_row_sees_keys(&rows[r]))
             memcpy(ws->acc + at * ws->acc_stride, acc + r * p->acc_stride,
                    (size_t)pb->v_dim * sizeof(float));
     }
@@ -183,7 +183,7 @@ void attn_split_merge(const attn_dsp *dsp, const attn_problem *pb, const attn_sp
         o->t += alpha * (in.t + in.l * (in.m - o->m));
     }
     /* else only a sink: attn_forward_finish_row needs none */
-    const int has_acc = row->lo < row->hi || row->extra;
+    const int has_acc = attn_row_sees_keys(row);
     const float *x[ATTN_WSUM_MAX_PARTS];
     float w[ATTN_WSUM_MAX_PARTS];
     size_t k = 0;
