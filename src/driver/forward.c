@@ -290,9 +290,9 @@ void attn_forward_keys(const attn_dsp *dsp, const attn_problem *pb, const task_p
     /* the scratch past the scores and the accumulators */
     float *const rest = p->acc_ws ? sbuf + p->block_rows * p->block_k
                                   : acc + p->block_rows * p->acc_stride;
-    if (pb->opt.topk_indices) {
+    if (pb->opt.topk_indices) { /* its bitmaps are uint64: 64-byte aligned (topk.c) */
         attn_forward_topk(dsp, pb, p, rows, n, kv_head, base, klo, khi, st, q, q_stride, sbuf,
-                          acc, rest);
+                          acc, (float *)(((uintptr_t)rest + 63) & ~(uintptr_t)63));
         return;
     }
     const int want_entropy = pb->stats.entropy != NULL;

@@ -26,6 +26,8 @@
 #define TOPK_FIXED_FLOATS(w, g) ((w) / 32 + (g) + 2 * (g) + 16)
 /* The union grows with each position, and every row multiplies all of it. */
 #define TOPK_MAX_POSITIONS 8
+/* floats to a 64-byte boundary, at most: the bitmaps are uint64 */
+#define TOPK_ALIGN 16
 
 typedef struct topk_pos {
     const int32_t *list; /* NULL: the position sees no key */
@@ -127,7 +129,10 @@ void attn_plan_topk(const attn_dsp *dsp, const attn_problem *pb, task_plan *p)
     /* F32 queries in place where a block's rows share one stride */
     const int direct = pb->q.dtype == ATTN_DTYPE_F32 && (hpg == 1 || hpg >= 8);
     const int64_t own = (direct ? 0 : p->q_stride) + p->acc_stride;
-    topk_fit f = topk_search(dsp, pb, want, own, ATTN_SCRATCH_FLOATS);
+    /* the scores of rows x g may end on any float: the rest starts at the
+       next 64 bytes (attn_forward_keys), TOPK_ALIGN floats of slack */
+    const int64_t floats = ATTN_SCRATCH_FLOATS - TOPK_ALIGN;
+    topk_fit f = topk_search(dsp, pb, want, own, floats);
     int64_t rows = attn_max64(1, attn_min64(f.rows, TOPK_MAX_POSITIONS * hpg));
     if (direct && hpg > 1) { /* one stride: a divisor of the group */
         rows = attn_min64(rows, hpg);
@@ -138,7 +143,7 @@ void attn_plan_topk(const attn_dsp *dsp, const attn_problem *pb, task_plan *p)
     }
     f.rows = rows;
     p->q_direct = direct;
-    topk_place(pb, &f, own, ATTN_SCRATCH_FLOATS, &p->gather_floats, &p->topk_window);
+    topk_place(pb, &f, own, floats, &p->gather_floats, &p->topk_window);
     p->gather_keys = f.c;
     p->block_k = f.g;
     p->block_rows = rows;
@@ -154,11 +159,10 @@ static int64_t block_floats(const task_plan *p)
 
 /* What is left for the second source's tiles: their scores start 64-byte
    aligned and end rounded up to 16 floats, so the bitmaps and gathered
-   rows after them stay aligned (EXTRA_ALIGN floats of slack). */
-#define EXTRA_ALIGN 16
+   rows after them stay aligned (TOPK_ALIGN floats of slack each). */
 static int64_t extra_room(const task_plan *p)
 {
-    return ATTN_SCRATCH_FLOATS - block_floats(p) - 2 * EXTRA_ALIGN;
+    return ATTN_SCRATCH_FLOATS - block_floats(p) - 2 * TOPK_ALIGN;
 }
 
 /*
@@ -513,7 +517,7 @@ __attribute__((noinline)) void attn_forward_extra(const attn_dsp *dsp, const att
                                   : acc + p->block_rows * p->acc_stride;
     float *const xs = (float *)(((uintptr_t)rest + 63) & ~(uintptr_t)63);
     float *const gbuf =
-        xs + (p->x_rows * p->x_block_k + EXTRA_ALIGN - 1) / EXTRA_ALIGN * EXTRA_ALIGN;
+        xs + (p->x_rows * p->x_block_k + TOPK_ALIGN - 1) / TOPK_ALIGN * TOPK_ALIGN;
     for (int64_t r0 = 0; r0 < n; r0 += p->x_rows) {
         const int64_t m = attn_min64(p->x_rows, n - r0);
         int any = 0;
