@@ -151,7 +151,9 @@ I8_INLINE void i8_rows(int dt, size_t R, const attn_q8_block *qb, size_t q_block
                        const uint32_t *kp, const float *ks, size_t nb, float *s,
                        ptrdiff_t s_stride, size_t nkeys, int first, int last, float scale)
 {
-    _Alignas(64) int32_t c[4][16][16];
+    /* one block's sums at a time: the task stack bound leaves no room for
+       four (tests/api/test_threads.c) */
+    _Alignas(64) int32_t c[16][16];
     const __mmask16 m = attn_mask16(nkeys);
     const int off = dt == ATTN_KV_Q8_0 ? 128 : 8;
     __m512 acc[16];
@@ -169,18 +171,17 @@ I8_INLINE void i8_rows(int dt, size_t R, const attn_q8_block *qb, size_t q_block
             I8_AMX_DOT(2, x, q_blocks, kb);
         if (nj > 3)
             I8_AMX_DOT(3, x, q_blocks, kb);
-        _tile_stored(0, c[0], 64);
-        if (nj > 1)
-            _tile_stored(1, c[1], 64);
-        if (nj > 2)
-            _tile_stored(2, c[2], 64);
-        if (nj > 3)
-            _tile_stored(3, c[3], 64);
         for (size_t j = 0; j < nj; j++) {
+            switch (j) { /* tile numbers are immediates */
+            case 0: _tile_stored(0, c, 64); break;
+            case 1: _tile_stored(1, c, 64); break;
+            case 2: _tile_stored(2, c, 64); break;
+            default: _tile_stored(3, c, 64); break;
+            }
             const __m512 dk = _mm512_load_ps(ks + (b0 + j) * 16);
             for (size_t r = 0; r < R; r++) {
                 const attn_q8_block *xr = &x[r * q_blocks + j];
-                const __m512i sum = _mm512_sub_epi32(_mm512_load_si512(c[j][r]),
+                const __m512i sum = _mm512_sub_epi32(_mm512_load_si512(c[r]),
                                                      _mm512_set1_epi32(off * xr->sum));
                 acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum),
                                          _mm512_mul_ps(dk, _mm512_set1_ps(xr->dq)), acc[r]);
