@@ -943,7 +943,10 @@ ATTN_API attn_status attn_forward(const attn_shape *shape, const attn_options *o
  * sequence, so paged K/V gives the contiguous bits when pages start at even
  * keys (an even block_size and even kv_offsets); on NEON and SVE it sums
  * each run in a chain of its own (to keep BFDOT's rounding within the
- * bound), so paged and contiguous K/V may differ in rounding there. The
+ * bound), and on AMX each tdpbf16ps sums 16 key pairs of a run with a
+ * rounding of its own (on a Xeon, 4 in 10 sums differ in the last bit
+ * from the SDM's chain of f32 additions), so paged and contiguous K/V may
+ * differ in rounding there. The
  * precision mode, the ISA, the dtypes and kv_splits are options: results
  * differ between them.
  *

@@ -45,8 +45,41 @@ static inline simde__m512i attn_emu_maskz_loadu_epi16(uint32_t m, const void *p)
 }
 #undef _mm512_maskz_loadu_epi16
 #define _mm512_maskz_loadu_epi16(m, p) attn_emu_maskz_loadu_epi16(m, p)
+
+/* vcvtne2ps2bf16 and vfpclassps (subnormal class only), as the SDM's
+   pseudo-code says: RNE, a NaN quieted, a subnormal read as zero */
+static inline simde__m512i attn_emu_cvtne2ps_bits(simde__m512 b, simde__m512 a)
+{
+    simde__m512_private x[2] = {simde__m512_to_private(a), simde__m512_to_private(b)};
+    simde__m512i_private r;
+    for (int i = 0; i < 32; i++) {
+        uint32_t u;
+        memcpy(&u, &x[i / 16].f32[i % 16], 4);
+        uint16_t h;
+        if ((u & 0x7fffffffu) > 0x7f800000u)
+            h = (uint16_t)(u >> 16 | 0x40);
+        else if ((u & 0x7f800000u) == 0)
+            h = (uint16_t)(u >> 16 & 0x8000);
+        else
+            h = (uint16_t)((u + 0x7fffu + (u >> 16 & 1)) >> 16);
+        r.u16[i] = h;
+    }
+    return simde__m512i_from_private(r);
+}
+static inline uint16_t attn_emu_subnormal_mask(simde__m512 a)
+{
+    simde__m512_private x = simde__m512_to_private(a);
+    uint16_t m = 0;
+    for (int i = 0; i < 16; i++)
+        m |= (uint16_t)(fpclassify(x.f32[i]) == FP_SUBNORMAL) << i;
+    return m;
+}
+#define bf16_cvtne2ps_bits(b, a) attn_emu_cvtne2ps_bits(b, a)
+#define bf16_subnormals(a) attn_emu_subnormal_mask(a)
 #else
 #define as_bh(x) ((__m512bh)(x))
+#define bf16_cvtne2ps_bits(b, a) ((__m512i)_mm512_cvtne2ps_pbh(b, a))
+#define bf16_subnormals(a) _mm512_fpclass_ps_mask(a, 0x20)
 #endif
 
 /* ---- bf16 rounding ---- */
@@ -64,6 +97,18 @@ ATTN_AVX512_INLINE __m512i bf16_bits(__m512 x)
     return _mm512_mask_or_epi32(rne, nan, _mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
 }
 
+/* a's 16 values then b's as bf16, as bf16_bits rounds them. vcvtne2ps2bf16
+   rounds the same but reads a subnormal as zero: it serves when neither
+   holds one (one vfpclassps each), three times fewer instructions. */
+ATTN_AVX512_INLINE __m512i bf16_bits32(__m512 a, __m512 b)
+{
+    if ((bf16_subnormals(a) | bf16_subnormals(b)) == 0)
+        return bf16_cvtne2ps_bits(b, a);
+    const __m256i lo = _mm512_cvtepi32_epi16(bf16_bits(a));
+    const __m256i hi = _mm512_cvtepi32_epi16(bf16_bits(b));
+    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+
 /* n <= 32 values as bf16, zeros beyond: lane i holds values 2i, 2i + 1. */
 ATTN_AVX512_INLINE __m512i pairs32(int dt, const unsigned char *row, size_t t, size_t n)
 {
@@ -76,9 +121,7 @@ ATTN_AVX512_INLINE __m512i pairs32(int dt, const unsigned char *row, size_t t, s
     const __m512 b = n1 == 16   ? load16(dt, row, t + 16)
                      : n1 == 0  ? _mm512_setzero_ps()
                                 : maskz_load16(dt, attn_mask16(n1), row, t + 16);
-    const __m256i lo = _mm512_cvtepi32_epi16(bf16_bits(a));
-    const __m256i hi = _mm512_cvtepi32_epi16(bf16_bits(b));
-    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+    return bf16_bits32(a, b);
 }
 
 /* ---- qk_bf16 ---- */
@@ -139,61 +182,123 @@ ATTN_AVX512_INLINE void bf_panel_rows(size_t R, const uint32_t *qp, size_t np,
 /* Every tile is 16 x 64 bytes, so one configuration serves both kernels;
    it is set and released within each call, on whatever thread runs it.
    qk_bf16: 0, 1 scores of keys 0-15, 16-31; 2 q pairs; 3, 4 key pairs.
-   pv_bf16: 0-3 16 rows x 64 columns of acc; 4 weight pairs; 5 V pairs. */
+   pv_bf16: 0-3 16 rows x 64 columns of acc; 4 weight pairs; 5-7 V pairs. */
 ATTN_AVX512_INLINE void bf_amx_config(void)
 {
     attn_amx_cfg cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.palette = 1;
-    for (int i = 0; i < 6; i++)
+    for (int i = 0; i < 8; i++)
         cfg.rows[i] = 16, cfg.colsb[i] = 64;
     _tile_loadconfig(&cfg);
 }
 
-/* bf_panel_rows on tiles, 16 rows at a time (rows past nr are read, not stored). */
-ATTN_AVX512_INLINE void bf_amx_rows(const uint32_t *qp, size_t nr, size_t np, uint32_t *panel,
-                                    size_t nkeys, int first, int last, float scale, float *s,
-                                    ptrdiff_t s_stride)
+/* One tile of sums, C (an immediate), of a 16-row group's 16 keys at sg:
+   loaded (or zeroed on the first pass) before, stored after. A whole
+   tile moves between s and the tile directly; an edge one (fewer rows or
+   keys) through c, masked. */
+#define BF_AMX_C_IN(C, sg, sb, R, cols, first, c)                                          \
+    do {                                                                                    \
+        if (first)                                                                          \
+            _tile_zero(C);                                                                  \
+        else if ((R) == 16 && (cols) == 16)                                                 \
+            _tile_loadd(C, sg, sb);                                                         \
+        else {                                                                              \
+            for (size_t r_ = 0; r_ < 16; r_++)                                              \
+                _mm512_store_ps((c)[r_], r_ < (R) ? _mm512_maskz_loadu_ps(                  \
+                                                        attn_mask16(cols),                  \
+                                                        (const float *)((const char *)(sg) + \
+                                                                        r_ * (sb)))         \
+                                                  : _mm512_setzero_ps());                   \
+            _tile_loadd(C, c, sizeof(c)[0]);                                                \
+        }                                                                                   \
+    } while (0)
+#define BF_AMX_C_OUT(C, sg, sb, R, cols, c)                                                 \
+    do {                                                                                    \
+        if ((R) == 16 && (cols) == 16)                                                      \
+            _tile_stored(C, sg, sb);                                                        \
+        else {                                                                              \
+            _tile_stored(C, c, sizeof(c)[0]);                                               \
+            for (size_t r_ = 0; r_ < (R); r_++)                                             \
+                _mm512_mask_storeu_ps((float *)((char *)(sg) + r_ * (sb)), attn_mask16(cols), \
+                                      _mm512_load_ps((c)[r_]));                             \
+        }                                                                                   \
+    } while (0)
+
+/* qk_bf16 on tiles: the sums go to s by tile stores, from the first
+   depth pass to the last, and are scaled there once at the end. */
+ATTN_AVX512_INLINE void qk_bf16_amx(int dt, const float *q, ptrdiff_t q_stride, const void *k,
+                                    ptrdiff_t k_stride, size_t nq, size_t nk, size_t d,
+                                    float scale, float *s, ptrdiff_t s_stride)
 {
-    _Alignas(64) float c[16][BF_PANEL_KEYS];
-    const size_t steps = (np + 15) / 16;
-    /* the unpacked pairs up to a whole step add 0 * 0 */
-    memset(panel + np * BF_PANEL_KEYS, 0, (steps * 16 - np) * BF_PANEL_KEYS * sizeof *panel);
-    const __mmask16 m0 = attn_mask16(nkeys < 16 ? nkeys : 16);
-    const __mmask16 m1 = attn_mask16(nkeys > 16 ? nkeys - 16 : 0);
-    for (size_t r0 = 0; r0 < nr; r0 += 16) {
-        const size_t R = nr - r0 < 16 ? nr - r0 : 16;
-        float *sr = s + (ptrdiff_t)r0 * s_stride;
-        if (first) {
-            _tile_zero(0);
-            _tile_zero(1);
-        } else {
-            __m512 acc[16][2];
-            panel_acc_load(R, acc, 0, sr, s_stride, m0, m1);
-            for (size_t r = 0; r < 16; r++) {
-                _mm512_store_ps(c[r], r < R ? acc[r][0] : _mm512_setzero_ps());
-                _mm512_store_ps(c[r] + 16, r < R ? acc[r][1] : _mm512_setzero_ps());
+    _Alignas(64) uint32_t panel[BF_DEPTH / 2 * BF_PANEL_KEYS];
+    _Alignas(64) uint32_t qp[BF_ROWS * (BF_DEPTH / 2)];
+    _Alignas(64) float c[16][16];
+    const uintptr_t kb = (uintptr_t)k_stride * unit_bytes(dt);
+    const size_t sb = (size_t)s_stride * sizeof *s;
+    bf_amx_config();
+    /* a 16-row tile reads rows past nr: set once, so they are never
+       uninitialised (their sums are not stored; a row of C depends only
+       on its own row of A) */
+    memset(qp, 0, sizeof qp);
+    for (size_t r0 = 0; r0 < nq; r0 += BF_ROWS) {
+        const size_t nr = nq - r0 < BF_ROWS ? nq - r0 : BF_ROWS;
+        float *const sr = s + (ptrdiff_t)r0 * s_stride;
+        for (size_t t0 = 0; t0 < d; t0 += BF_DEPTH) {
+            const size_t td = d - t0 < BF_DEPTH ? d - t0 : BF_DEPTH, np = (td + 1) / 2;
+            const size_t steps = (np + 15) / 16;
+            const int first = t0 == 0;
+            for (size_t r = 0; r < nr; r++) {
+                const unsigned char *qr =
+                    (const unsigned char *)(q + (ptrdiff_t)(r0 + r) * q_stride);
+                for (size_t tb = 0; tb < td; tb += 32)
+                    _mm512_store_si512(qp + r * (BF_DEPTH / 2) + tb / 2,
+                                       pairs32(ATTN_KV_F32, qr, t0 + tb,
+                                               td - tb < 32 ? td - tb : 32));
             }
-            _tile_loadd(0, c, sizeof c[0]);
-            _tile_loadd(1, &c[0][16], sizeof c[0]);
+            for (size_t c0 = 0; c0 < nk; c0 += BF_PANEL_KEYS) {
+                const size_t nkeys = nk - c0 < BF_PANEL_KEYS ? nk - c0 : BF_PANEL_KEYS;
+                bf_pack_keys(dt, row_at(k, c0, kb), kb, nkeys, t0, td, panel);
+                /* the unpacked pairs up to a whole step add 0 * 0 */
+                memset(panel + np * BF_PANEL_KEYS, 0,
+                       (steps * 16 - np) * BF_PANEL_KEYS * sizeof *panel);
+                const uint32_t *pc = panel;
+                const size_t k0 = nkeys < 16 ? nkeys : 16, k1 = nkeys - k0;
+                for (size_t g = 0; g < nr; g += 16) {
+                    const size_t R = nr - g < 16 ? nr - g : 16;
+                    float *sg = sr + (ptrdiff_t)g * s_stride + (ptrdiff_t)c0;
+                    BF_AMX_C_IN(0, sg, sb, R, k0, first, c);
+                    if (k1)
+                        BF_AMX_C_IN(1, sg + 16, sb, R, k1, first, c);
+                    for (size_t st = 0; st < steps; st++) {
+                        const uint32_t *pk = pc + st * 16 * BF_PANEL_KEYS;
+                        _tile_loadd(2, qp + g * (BF_DEPTH / 2) + st * 16,
+                                    BF_DEPTH / 2 * sizeof *qp);
+                        _tile_loadd(3, pk, BF_PANEL_KEYS * sizeof *pk);
+                        _tile_dpbf16ps(0, 2, 3);
+                        if (k1) {
+                            _tile_loadd(4, pk + 16, BF_PANEL_KEYS * sizeof *pk);
+                            _tile_dpbf16ps(1, 2, 4);
+                        }
+                    }
+                    BF_AMX_C_OUT(0, sg, sb, R, k0, c);
+                    if (k1)
+                        BF_AMX_C_OUT(1, sg + 16, sb, R, k1, c);
+                }
+            }
         }
-        for (size_t k = 0; k < steps; k++) {
-            _tile_loadd(2, qp + r0 * (BF_DEPTH / 2) + k * 16, BF_DEPTH / 2 * sizeof *qp);
-            _tile_loadd(3, panel + k * 16 * BF_PANEL_KEYS, BF_PANEL_KEYS * sizeof *panel);
-            _tile_loadd(4, panel + k * 16 * BF_PANEL_KEYS + 16, BF_PANEL_KEYS * sizeof *panel);
-            _tile_dpbf16ps(0, 2, 3);
-            _tile_dpbf16ps(1, 2, 4);
-        }
-        _tile_stored(0, c, sizeof c[0]);
-        _tile_stored(1, &c[0][16], sizeof c[0]);
-        __m512 acc[16][2];
-        for (size_t r = 0; r < R; r++) {
-            acc[r][0] = _mm512_load_ps(c[r]);
-            acc[r][1] = _mm512_load_ps(c[r] + 16);
-        }
-        panel_acc_store(R, acc, last, scale, sr, s_stride, m0, m1);
+        const __m512 vs = _mm512_set1_ps(scale);
+        for (size_t r = 0; r < nr; r++)
+            for (size_t j = 0; j < nk; j += 16) {
+                const __mmask16 m = attn_mask16(nk - j < 16 ? nk - j : 16);
+                float *x = sr + (ptrdiff_t)r * s_stride + (ptrdiff_t)j;
+                _mm512_mask_storeu_ps(x, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x), vs));
+            }
     }
+    _tile_release();
 }
+#undef BF_AMX_C_IN
+#undef BF_AMX_C_OUT
 #endif /* ATTN_DOT_AMX */
 
 ATTN_AVX512_INLINE void qk_bf16(int dt, const float *q, ptrdiff_t q_stride, const void *k,
@@ -204,16 +309,12 @@ ATTN_AVX512_INLINE void qk_bf16(int dt, const float *q, ptrdiff_t q_stride, cons
         qk_tile(dt, q, q_stride, k, k_stride, nq, nk, d, scale, s, s_stride);
         return;
     }
+#ifdef ATTN_DOT_AMX
+    qk_bf16_amx(dt, q, q_stride, k, k_stride, nq, nk, d, scale, s, s_stride);
+#else
     _Alignas(64) uint32_t panel[BF_DEPTH / 2 * BF_PANEL_KEYS];
     _Alignas(64) uint32_t qp[BF_ROWS * (BF_DEPTH / 2)];
     const uintptr_t kb = (uintptr_t)k_stride * unit_bytes(dt);
-#ifdef ATTN_DOT_AMX
-    bf_amx_config();
-    /* a 16-row tile reads rows past nr: set once, so they are never
-       uninitialised (their sums are not stored; a row of C depends only
-       on its own row of A) */
-    memset(qp, 0, sizeof qp);
-#endif
     for (size_t r0 = 0; r0 < nq; r0 += BF_ROWS) {
         const size_t nr = nq - r0 < BF_ROWS ? nq - r0 : BF_ROWS;
         for (size_t t0 = 0; t0 < d; t0 += BF_DEPTH) {
@@ -233,10 +334,6 @@ ATTN_AVX512_INLINE void qk_bf16(int dt, const float *q, ptrdiff_t q_stride, cons
                 const __mmask16 m1 = attn_mask16(nkeys > 16 ? nkeys - 16 : 0);
                 bf_pack_keys(dt, row_at(k, c0, kb), kb, nkeys, t0, td, panel);
                 float *sc = s + (ptrdiff_t)r0 * s_stride + (ptrdiff_t)c0;
-#ifdef ATTN_DOT_AMX
-                bf_amx_rows(qp, nr, np, panel, nkeys, first, last, scale, sc, s_stride);
-                continue;
-#endif
                 /* each R its own loop, accumulators in registers */
                 for (size_t r = 0; r < nr; r += 8) {
                     const uint32_t *qr = qp + r * (BF_DEPTH / 2);
@@ -252,8 +349,6 @@ ATTN_AVX512_INLINE void qk_bf16(int dt, const float *q, ptrdiff_t q_stride, cons
             }
         }
     }
-#ifdef ATTN_DOT_AMX
-    _tile_release();
 #endif
 }
 
@@ -346,38 +441,57 @@ ATTN_AVX512_INLINE void pv_amx_rows(int fresh, const uint32_t *pp, size_t nr, si
     memset(vp + np * PV_COLS, 0, (steps * 16 - np) * PV_COLS * sizeof *vp);
     const size_t nv = (w + 15) / 16;
     const __mmask16 mt = attn_mask16(w - 16 * (nv - 1));
+    const size_t ab = (size_t)acc_stride * sizeof *acc;
     for (size_t r0 = 0; r0 < nr; r0 += 16) {
         const size_t R = nr - r0 < 16 ? nr - r0 : 16;
         float *ar = acc + (ptrdiff_t)r0 * acc_stride;
-        for (size_t r = 0; r < 16; r++)
-            for (size_t x = 0; x < 4; x++)
-                _mm512_store_ps(c[r] + 16 * x,
-                                r < R && x < nv && !fresh
-                                    ? _mm512_maskz_loadu_ps(x + 1 < nv ? 0xffff : mt,
-                                                            ar + (ptrdiff_t)r * acc_stride + 16 * x)
-                                    : _mm512_setzero_ps());
-        /* tile numbers are instruction immediates: one line per tile */
-        _tile_loadd(0, &c[0][0], sizeof c[0]);
-        _tile_loadd(1, &c[0][16], sizeof c[0]);
-        _tile_loadd(2, &c[0][32], sizeof c[0]);
-        _tile_loadd(3, &c[0][48], sizeof c[0]);
+        /* whole rows of whole tiles move between acc and the tiles
+           directly, the rest through c */
+        const int direct = R == 16 && w == PV_COLS && !fresh;
+        if (direct) {
+            _tile_loadd(0, ar, ab);
+            _tile_loadd(1, ar + 16, ab);
+            _tile_loadd(2, ar + 32, ab);
+            _tile_loadd(3, ar + 48, ab);
+        } else {
+            for (size_t r = 0; r < 16; r++)
+                for (size_t x = 0; x < 4; x++)
+                    _mm512_store_ps(c[r] + 16 * x,
+                                    r < R && x < nv && !fresh
+                                        ? _mm512_maskz_loadu_ps(x + 1 < nv ? 0xffff : mt,
+                                                                ar + (ptrdiff_t)r * acc_stride +
+                                                                    16 * x)
+                                        : _mm512_setzero_ps());
+            /* tile numbers are instruction immediates: one line per tile */
+            _tile_loadd(0, &c[0][0], sizeof c[0]);
+            _tile_loadd(1, &c[0][16], sizeof c[0]);
+            _tile_loadd(2, &c[0][32], sizeof c[0]);
+            _tile_loadd(3, &c[0][48], sizeof c[0]);
+        }
         for (size_t k = 0; k < steps; k++) {
             const uint32_t *b = vp + k * 16 * PV_COLS;
             _tile_loadd(4, pp + r0 * (PV_KEYS / 2) + k * 16, PV_KEYS / 2 * sizeof *pp);
             _tile_loadd(5, b, PV_COLS * sizeof *vp);
             _tile_dpbf16ps(0, 4, 5);
             if (nv > 1) {
-                _tile_loadd(5, b + 16, PV_COLS * sizeof *vp);
-                _tile_dpbf16ps(1, 4, 5);
+                _tile_loadd(6, b + 16, PV_COLS * sizeof *vp);
+                _tile_dpbf16ps(1, 4, 6);
             }
             if (nv > 2) {
-                _tile_loadd(5, b + 32, PV_COLS * sizeof *vp);
-                _tile_dpbf16ps(2, 4, 5);
+                _tile_loadd(7, b + 32, PV_COLS * sizeof *vp);
+                _tile_dpbf16ps(2, 4, 7);
             }
             if (nv > 3) {
                 _tile_loadd(5, b + 48, PV_COLS * sizeof *vp);
                 _tile_dpbf16ps(3, 4, 5);
             }
+        }
+        if (direct) {
+            _tile_stored(0, ar, ab);
+            _tile_stored(1, ar + 16, ab);
+            _tile_stored(2, ar + 32, ab);
+            _tile_stored(3, ar + 48, ab);
+            continue;
         }
         _tile_stored(0, &c[0][0], sizeof c[0]);
         _tile_stored(1, &c[0][16], sizeof c[0]);

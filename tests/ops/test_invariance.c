@@ -7,7 +7,7 @@
  * lengths before and after it, padded (q_lens/kv_lens), packed
  * (q_offsets/kv_offsets, batch_stride 0), left-padded keys (kv_offsets)
  * or paged K/V (a shuffled pool, block sizes 1..33; in the bf16 mode even
- * ones, and none on NEON and SVE: attn.h says why), serially or on a
+ * ones, and none on NEON, SVE and AMX: attn.h says why), serially or on a
  * pool of 2 threads. Both calls get the workspace
  * attn_forward_workspace_size asks for, so a sequence that splits alone
  * splits in the batch too (its own lengths decide: src/driver/split.c).
@@ -270,10 +270,12 @@ ParameterizedTest(isa_row *row, invariance, batch, .timeout = ATTN_TEST_TIMEOUT)
                               lqb + (pick == 1 ? rng_int(g, 0, 700) : draw_len(g, 0, 700, 2300)));
         }
         /* attn.h: the bf16 mode on NEON and SVE sums each run of keys in a
-           chain of its own, so a page boundary changes its rounding */
-        const int arm_bf16 = base.precision == ATTN_PRECISION_BF16 &&
-                             (t->isa == ATTN_ISA_NEON || t->isa == ATTN_ISA_SVE);
-        const int layout = (int)rng_int(g, 0, arm_bf16 ? LAYOUT_PAGED - 1 : LAYOUTS - 1);
+           chain of its own, and AMX sums 16 key pairs per tile product in
+           an order of its own, so a page boundary changes their rounding */
+        const int run_bf16 = base.precision == ATTN_PRECISION_BF16 &&
+                             (t->isa == ATTN_ISA_NEON || t->isa == ATTN_ISA_SVE ||
+                              t->isa == ATTN_ISA_AMX);
+        const int layout = (int)rng_int(g, 0, run_bf16 ? LAYOUT_PAGED - 1 : LAYOUTS - 1);
         const int pooled = (int)rng_int(g, 0, 1);
         harness_context("rep %d: Hq %lld Hkv %lld d %lld %s K/V, flags %u window %d softcap %g "
                         "sinks %d precision %lld kv_splits %d; sequence %lld of %lld (Lq %lld, "
