@@ -36,7 +36,7 @@ from ._tensor import Tensor
 from ._cache import cache_append
 from ._prepared import Prepared, prepare
 
-__version__ = "1.13.0"
+__version__ = "1.13.1"
 
 __all__ = [
     "ABI_MAJOR", "AttnError", "LibraryError", "Status", "DType", "Isa", "Tensor",
