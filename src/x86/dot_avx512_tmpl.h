@@ -153,6 +153,18 @@ ATTN_AVX512_INLINE void bf_pack_keys(int dt, const unsigned char *k, uintptr_t k
     }
 }
 
+/* qp[r * BF_DEPTH / 2 + i] = pair i of row r0 + r's dims t0 .. t0 + td. */
+ATTN_AVX512_INLINE void bf_pack_queries(const float *q, ptrdiff_t q_stride, size_t r0, size_t nr,
+                                        size_t t0, size_t td, uint32_t *qp)
+{
+    for (size_t r = 0; r < nr; r++) {
+        const unsigned char *qr = (const unsigned char *)(q + (ptrdiff_t)(r0 + r) * q_stride);
+        for (size_t tb = 0; tb < td; tb += 32)
+            _mm512_store_si512(qp + r * (BF_DEPTH / 2) + tb / 2,
+                               pairs32(ATTN_KV_F32, qr, t0 + tb, td - tb < 32 ? td - tb : 32));
+    }
+}
+
 /* R <= 8 rows x 32 keys; first pass from zero, later ones from s. */
 ATTN_AVX512_INLINE void bf_panel_rows(size_t R, const uint32_t *qp, size_t np,
                                       const uint32_t *panel, __mmask16 m0, __mmask16 m1,
@@ -248,14 +260,7 @@ ATTN_AVX512_INLINE void qk_bf16_amx(int dt, const float *q, ptrdiff_t q_stride, 
             const size_t td = d - t0 < BF_DEPTH ? d - t0 : BF_DEPTH, np = (td + 1) / 2;
             const size_t steps = (np + 15) / 16;
             const int first = t0 == 0;
-            for (size_t r = 0; r < nr; r++) {
-                const unsigned char *qr =
-                    (const unsigned char *)(q + (ptrdiff_t)(r0 + r) * q_stride);
-                for (size_t tb = 0; tb < td; tb += 32)
-                    _mm512_store_si512(qp + r * (BF_DEPTH / 2) + tb / 2,
-                                       pairs32(ATTN_KV_F32, qr, t0 + tb,
-                                               td - tb < 32 ? td - tb : 32));
-            }
+            bf_pack_queries(q, q_stride, r0, nr, t0, td, qp);
             for (size_t c0 = 0; c0 < nk; c0 += BF_PANEL_KEYS) {
                 const size_t nkeys = nk - c0 < BF_PANEL_KEYS ? nk - c0 : BF_PANEL_KEYS;
                 bf_pack_keys(dt, row_at(k, c0, kb), kb, nkeys, t0, td, panel);
@@ -320,14 +325,7 @@ ATTN_AVX512_INLINE void qk_bf16(int dt, const float *q, ptrdiff_t q_stride, cons
         for (size_t t0 = 0; t0 < d; t0 += BF_DEPTH) {
             const size_t td = d - t0 < BF_DEPTH ? d - t0 : BF_DEPTH, np = (td + 1) / 2;
             const int first = t0 == 0, last = t0 + td == d;
-            for (size_t r = 0; r < nr; r++) {
-                const unsigned char *qr =
-                    (const unsigned char *)(q + (ptrdiff_t)(r0 + r) * q_stride);
-                for (size_t tb = 0; tb < td; tb += 32)
-                    _mm512_store_si512(qp + r * (BF_DEPTH / 2) + tb / 2,
-                                       pairs32(ATTN_KV_F32, qr, t0 + tb,
-                                               td - tb < 32 ? td - tb : 32));
-            }
+            bf_pack_queries(q, q_stride, r0, nr, t0, td, qp);
             for (size_t c0 = 0; c0 < nk; c0 += BF_PANEL_KEYS) {
                 const size_t nkeys = nk - c0 < BF_PANEL_KEYS ? nk - c0 : BF_PANEL_KEYS;
                 const __mmask16 m0 = attn_mask16(nkeys < 16 ? nkeys : 16);
