@@ -79,6 +79,12 @@ static fma_kind kind_of(cli_peak_kind k)
         return widest_fma();
 #ifdef PEAK_X86
     __builtin_cpu_init();
+    /* the AMX table runs the modes' products on tiles: their peak is the
+       tile unit's (lanes: a tile's 16 x 16 sums; chains: 4 tiles) */
+    if (k == CLI_PEAK_BF16 && attn_isa_active() == ATTN_ISA_AMX)
+        return (fma_kind){ amx_bf16_loop, 256, 4, "AMX tdpbf16ps", 64 };
+    if (k == CLI_PEAK_INT8 && attn_isa_active() == ATTN_ISA_AMX)
+        return (fma_kind){ amx_int8_loop, 256, 4, "AMX tdpbssd", 128 };
     if (k == CLI_PEAK_BF16 && __builtin_cpu_supports("avx512bf16"))
         return (fma_kind){ bf16_loop_avx512, 16, CHAINS_WIDE, "AVX512_BF16 vdpbf16ps", 4 };
     if (k == CLI_PEAK_INT8 && __builtin_cpu_supports("avx512vnni"))

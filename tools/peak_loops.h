@@ -133,6 +133,53 @@ __attribute__((target("avx2,avxvnni"))) static inline float int8_loop_avxvnni(in
     return (float)(lanes[0] + lanes[1] + lanes[2] + lanes[3] + lanes[4] + lanes[5] + lanes[6] +
                    lanes[7]);
 }
+
+/*
+ * The AMX tile unit: 4 accumulator tiles (16 x 16 lanes each) fed by 2 A
+ * and 2 B tiles, one tile product per accumulator and round: per lane 32
+ * bf16 products (64 flops, tdpbf16ps) or 64 int8 ones (128 ops, tdpbssd).
+ * Raw instructions rather than GCC 12's intrinsics, whose LDTILECFG names
+ * 8 of the 64 bytes it reads (src/x86/amx_cfg.h). Call only where the
+ * library's AMX table is available: it has asked Linux for the tile state.
+ */
+#define AMX_TILE_LOOP(NAME, INSN, ELEM)                                                     \
+    static inline float NAME(int64_t rounds, float m, float a)                              \
+    {                                                                                       \
+        struct {                                                                            \
+            uint8_t palette, start_row, reserved[14];                                       \
+            uint16_t colsb[16];                                                             \
+            uint8_t rows[16];                                                               \
+        } cfg = {1, 0, {0}, {64, 64, 64, 64, 64, 64, 64, 64}, {16, 16, 16, 16, 16, 16, 16, 16}}; \
+        _Alignas(64) ELEM x[16][64 / sizeof(ELEM)], y[16][64 / sizeof(ELEM)];             \
+        _Alignas(64) float c[16][16];                                                       \
+        for (int i = 0; i < 16; i++)                                                        \
+            for (size_t j = 0; j < 64 / sizeof(ELEM); j++)                                  \
+                x[i][j] = (ELEM)(m * 100.0f), y[i][j] = (ELEM)(a * 100.0f);                 \
+        __asm__ volatile("ldtilecfg %0\n\t"                                                 \
+                         "tileloadd (%1,%3,1), %%tmm4\n\t"                                  \
+                         "tileloadd (%1,%3,1), %%tmm5\n\t"                                  \
+                         "tileloadd (%2,%3,1), %%tmm6\n\t"                                  \
+                         "tileloadd (%2,%3,1), %%tmm7\n\t"                                  \
+                         "tilezero %%tmm0\n\ttilezero %%tmm1\n\t"                           \
+                         "tilezero %%tmm2\n\ttilezero %%tmm3"                                 \
+                         :                                                                  \
+                         : "m"(cfg), "r"(x), "r"(y), "r"((long)64)                          \
+                         : "memory");                                                       \
+        for (int64_t r = 0; r < rounds; r++)                                                \
+            __asm__ volatile(INSN " %%tmm6, %%tmm4, %%tmm0\n\t" INSN " %%tmm7, %%tmm4, %%tmm1\n\t" \
+                             INSN " %%tmm6, %%tmm5, %%tmm2\n\t" INSN " %%tmm7, %%tmm5, %%tmm3" :: \
+                                 : "memory");                                               \
+        __asm__ volatile("tilestored %%tmm0, (%0,%1,1)\n\ttilerelease"                       \
+                         :                                                                  \
+                         : "r"(c), "r"((long)64)                                            \
+                         : "memory");                                                       \
+        return c[0][0];                                                                     \
+    }
+/* the operands' values do not change the tile unit's rate: m and a only
+   fill them, as the other loops' */
+AMX_TILE_LOOP(amx_bf16_loop, "tdpbf16ps", uint16_t)
+AMX_TILE_LOOP(amx_int8_loop, "tdpbssd", int8_t)
+#undef AMX_TILE_LOOP
 #endif
 
 #ifdef PEAK_NEON
