@@ -28,6 +28,10 @@ void bench_fma_peak_avx512(long iters);
    operations a lane): only where the CPU has AVX512_BF16, resp. AVX512_VNNI. */
 void bench_bf16dot_peak_avx512(long iters);
 void bench_int8dot_peak_avx512(long iters);
+/* The tile unit's peaks, 4 accumulator tiles (65536 flops, resp. 131072
+   ops a round): only where the library's AMX table is available. */
+void bench_bf16tile_peak_amx(long iters);
+void bench_int8tile_peak_amx(long iters);
 
 #ifdef __cplusplus
 }

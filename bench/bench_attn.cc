@@ -646,6 +646,24 @@ void bm_int8dot_peak_avx512(benchmark::State &state)
         bench_int8dot_peak_avx512(iters);
     set_flops(state, 2048.0 * iters);
 }
+
+/* 4 tile products of 16 x 16 lanes: 64 flops a lane (tdpbf16ps), 128 ops
+   (tdpbssd) */
+void bm_bf16tile_peak_amx(benchmark::State &state)
+{
+    const long iters = 100000;
+    for (auto _ : state)
+        bench_bf16tile_peak_amx(iters);
+    set_flops(state, 65536.0 * iters);
+}
+
+void bm_int8tile_peak_amx(benchmark::State &state)
+{
+    const long iters = 100000;
+    for (auto _ : state)
+        bench_int8tile_peak_amx(iters);
+    set_flops(state, 131072.0 * iters);
+}
 #endif
 
 /* ------------------------------------------------------------ kernels */
@@ -727,6 +745,10 @@ void register_all()
         benchmark::RegisterBenchmark("ref/bf16dot_peak_avx512_1thread", bm_bf16dot_peak_avx512);
     if (__builtin_cpu_supports("avx512vnni"))
         benchmark::RegisterBenchmark("ref/int8dot_peak_avx512_1thread", bm_int8dot_peak_avx512);
+    if (attn_isa_available(ATTN_ISA_AMX)) {
+        benchmark::RegisterBenchmark("ref/bf16tile_peak_amx_1thread", bm_bf16tile_peak_amx);
+        benchmark::RegisterBenchmark("ref/int8tile_peak_amx_1thread", bm_int8tile_peak_amx);
+    }
 #endif
 
     for (const Isa &i : kIsas) {

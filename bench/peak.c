@@ -31,3 +31,14 @@ void bench_int8dot_peak_avx512(long iters)
 {
     fma_sink = int8_loop_avx512(iters, fma_m, fma_a);
 }
+
+/* only where the library's AMX table is available: it asked for the tiles */
+void bench_bf16tile_peak_amx(long iters)
+{
+    fma_sink = amx_bf16_loop(iters, fma_m, fma_a);
+}
+
+void bench_int8tile_peak_amx(long iters)
+{
+    fma_sink = amx_int8_loop(iters, fma_m, fma_a);
+}

@@ -442,6 +442,10 @@ def cpu_flags():
 
 def unit_peak_name(r):
     mn, w = r["unit"]
+    if mn == "tdpbf16ps":
+        return "bf16tile_peak_amx"
+    if mn.startswith("tdpb"):
+        return "int8tile_peak_amx"
     if mn == "vdpbf16ps":
         return "bf16dot_peak_avx512"
     if mn.startswith("vpdpbusd"):
@@ -613,7 +617,8 @@ def render(rows, cores, kept, kept_peaks, peaks, measured_on):
       "measures with the same instruction (`tools/peak_loops.h`): fma_peak_avx2 for "
       "ymm FMAs, fma_peak_avx512 for zmm, bf16dot_peak_avx512, int8dot_peak_avx512 "
       "(zmm; the AVX2 table's ymm vpdpbusd is held against it too, the same operations "
-      "per cycle on Zen 4). It is the whole call (packing, tails, the score "
+      "per cycle on Zen 4), bf16tile_peak_amx and int8tile_peak_amx for AMX tile "
+      "products. It is the whole call (packing, tails, the score "
       "scaling), not the loop alone. Only where checkasm's row of the ISA runs that "
       "file's kernel on the machine." % BENCH_SHAPE)
     w("- **verdict**: the measured figure against 90 %, else the predicted one.")
