@@ -267,7 +267,6 @@ ATTN_AVX512_INLINE void qk_bf16_amx(int dt, const float *q, ptrdiff_t q_stride, 
                 /* the unpacked pairs up to a whole step add 0 * 0 */
                 memset(panel + np * BF_PANEL_KEYS, 0,
                        (steps * 16 - np) * BF_PANEL_KEYS * sizeof *panel);
-                const uint32_t *pc = panel;
                 const size_t k0 = nkeys < 16 ? nkeys : 16, k1 = nkeys - k0;
                 for (size_t g = 0; g < nr; g += 16) {
                     const size_t R = nr - g < 16 ? nr - g : 16;
@@ -276,7 +275,7 @@ ATTN_AVX512_INLINE void qk_bf16_amx(int dt, const float *q, ptrdiff_t q_stride, 
                     if (k1)
                         BF_AMX_C_IN(1, sg + 16, sb, R, k1, first, c);
                     for (size_t st = 0; st < steps; st++) {
-                        const uint32_t *pk = pc + st * 16 * BF_PANEL_KEYS;
+                        const uint32_t *pk = panel + st * 16 * BF_PANEL_KEYS;
                         _tile_loadd(2, qp + g * (BF_DEPTH / 2) + st * 16,
                                     BF_DEPTH / 2 * sizeof *qp);
                         _tile_loadd(3, pk, BF_PANEL_KEYS * sizeof *pk);
