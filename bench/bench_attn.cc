@@ -614,55 +614,15 @@ void bm_kv_read(benchmark::State &state, FwdShape f)
     set_bytes(state, 2.0 * 4.0 * nkv);
 }
 
-void bm_fma_peak(benchmark::State &state)
+/* One peak loop of bench/peak.c: `rounds` rounds of `flops` operations
+   each. FMA: 12 ymm (192) or 16 zmm chains (512); vdpbf16ps 16 x 16 lanes x 4
+   (1024), vpdpbusd x 8 (2048); 4 AMX tiles of 16 x 16 lanes x 64 (65536,
+   tdpbf16ps) or x 128 (131072, tdpbssd). */
+void bm_peak(benchmark::State &state, void (*loop)(long), long rounds, double flops)
 {
-    const long iters = 1000000;
     for (auto _ : state)
-        bench_fma_peak_avx2(iters);
-    set_flops(state, 192.0 * iters);
-}
-
-void bm_fma_peak_avx512(benchmark::State &state)
-{
-    const long iters = 1000000;
-    for (auto _ : state)
-        bench_fma_peak_avx512(iters);
-    set_flops(state, 512.0 * iters);
-}
-
-/* 16 chains x 16 lanes x 4 flops (vdpbf16ps), x 8 ops (vpdpbusd) */
-void bm_bf16dot_peak_avx512(benchmark::State &state)
-{
-    const long iters = 1000000;
-    for (auto _ : state)
-        bench_bf16dot_peak_avx512(iters);
-    set_flops(state, 1024.0 * iters);
-}
-
-void bm_int8dot_peak_avx512(benchmark::State &state)
-{
-    const long iters = 1000000;
-    for (auto _ : state)
-        bench_int8dot_peak_avx512(iters);
-    set_flops(state, 2048.0 * iters);
-}
-
-/* 4 tile products of 16 x 16 lanes: 64 flops a lane (tdpbf16ps), 128 ops
-   (tdpbssd) */
-void bm_bf16tile_peak_amx(benchmark::State &state)
-{
-    const long iters = 100000;
-    for (auto _ : state)
-        bench_bf16tile_peak_amx(iters);
-    set_flops(state, 65536.0 * iters);
-}
-
-void bm_int8tile_peak_amx(benchmark::State &state)
-{
-    const long iters = 100000;
-    for (auto _ : state)
-        bench_int8tile_peak_amx(iters);
-    set_flops(state, 131072.0 * iters);
+        loop(rounds);
+    set_flops(state, flops * rounds);
 }
 #endif
 
@@ -738,16 +698,22 @@ void register_all()
 
 #if BENCH_X86_BASELINE
     if (avx2)
-        benchmark::RegisterBenchmark("ref/fma_peak_avx2_1thread", bm_fma_peak);
+        benchmark::RegisterBenchmark("ref/fma_peak_avx2_1thread", bm_peak, bench_fma_peak_avx2,
+                                     1000000L, 192.0);
     if (have_avx512f())
-        benchmark::RegisterBenchmark("ref/fma_peak_avx512_1thread", bm_fma_peak_avx512);
+        benchmark::RegisterBenchmark("ref/fma_peak_avx512_1thread", bm_peak,
+                                     bench_fma_peak_avx512, 1000000L, 512.0);
     if (__builtin_cpu_supports("avx512bf16"))
-        benchmark::RegisterBenchmark("ref/bf16dot_peak_avx512_1thread", bm_bf16dot_peak_avx512);
+        benchmark::RegisterBenchmark("ref/bf16dot_peak_avx512_1thread", bm_peak,
+                                     bench_bf16dot_peak_avx512, 1000000L, 1024.0);
     if (__builtin_cpu_supports("avx512vnni"))
-        benchmark::RegisterBenchmark("ref/int8dot_peak_avx512_1thread", bm_int8dot_peak_avx512);
+        benchmark::RegisterBenchmark("ref/int8dot_peak_avx512_1thread", bm_peak,
+                                     bench_int8dot_peak_avx512, 1000000L, 2048.0);
     if (attn_isa_available(ATTN_ISA_AMX)) {
-        benchmark::RegisterBenchmark("ref/bf16tile_peak_amx_1thread", bm_bf16tile_peak_amx);
-        benchmark::RegisterBenchmark("ref/int8tile_peak_amx_1thread", bm_int8tile_peak_amx);
+        benchmark::RegisterBenchmark("ref/bf16tile_peak_amx_1thread", bm_peak,
+                                     bench_bf16tile_peak_amx, 100000L, 65536.0);
+        benchmark::RegisterBenchmark("ref/int8tile_peak_amx_1thread", bm_peak,
+                                     bench_int8tile_peak_amx, 100000L, 131072.0);
     }
 #endif
 

@@ -134,6 +134,8 @@ __attribute__((target("avx2,avxvnni"))) static inline float int8_loop_avxvnni(in
                    lanes[7]);
 }
 
+#include "../src/x86/amx_cfg.h" /* LDTILECFG's operand */
+
 /*
  * The AMX tile unit: 4 accumulator tiles (16 x 16 lanes each) fed by 2 A
  * and 2 B tiles, one tile product per accumulator and round: per lane 32
@@ -145,11 +147,8 @@ __attribute__((target("avx2,avxvnni"))) static inline float int8_loop_avxvnni(in
 #define AMX_TILE_LOOP(NAME, INSN, ELEM)                                                     \
     static inline float NAME(int64_t rounds, float m, float a)                              \
     {                                                                                       \
-        struct {                                                                            \
-            uint8_t palette, start_row, reserved[14];                                       \
-            uint16_t colsb[16];                                                             \
-            uint8_t rows[16];                                                               \
-        } cfg = {1, 0, {0}, {64, 64, 64, 64, 64, 64, 64, 64}, {16, 16, 16, 16, 16, 16, 16, 16}}; \
+        attn_amx_cfg cfg = {1, 0, {0}, {64, 64, 64, 64, 64, 64, 64, 64},                    \
+                            {16, 16, 16, 16, 16, 16, 16, 16}};                              \
         _Alignas(64) ELEM x[16][64 / sizeof(ELEM)], y[16][64 / sizeof(ELEM)];             \
         _Alignas(64) float c[16][16];                                                       \
         for (int i = 0; i < 16; i++)                                                        \
