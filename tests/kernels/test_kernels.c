@@ -838,3 +838,61 @@ ParameterizedTest(isa_row *row, kernels, softmax_bwd)
                 buf_free(&bds);
             }
 }
+
+/* ------------------------------------------------------------ bf16 rounding of the dot kernels */
+
+/*
+ * The x86 bf16-mode kernels (src/x86/dot_avx512_tmpl.h, on vdpbf16ps or
+ * AMX tiles) round f32 q and k to bf16 on vcvtne2ps2bf16 where a vector
+ * holds no subnormal and bit by bit otherwise: either way the rounding of
+ * tests/ref/ref.c. One product per score (d 2: (x, 0) . (1, 0)) shows the
+ * rounded value itself, for random patterns and the edges: subnormals
+ * (0x007fffff rounds up to FLT_MIN), ties, overflow to infinity, NaN. The
+ * dot units flush a bf16 subnormal factor, so there 0 is also right.
+ */
+HARNESS_ISA_PARAMS(kernels, bf16_operand_rounding)
+ParameterizedTest(isa_row *row, kernels, bf16_operand_rounding)
+{
+    const attn_dsp *t = harness_begin(row);
+    if ((t->isa != ATTN_ISA_AVX512 && t->isa != ATTN_ISA_AMX) || !t->qk_bf16[ATTN_KV_F32])
+        cr_skip_test("no x86 bf16 dot kernel in this table");
+    rng *g = harness_rng();
+    enum { N = 64 };
+    static const uint32_t edges[] = {0x007fffffu, 0x00800000u, 0x007f8000u, 0x007f7fffu,
+                                     0x80000001u, 0x3f808000u, 0x3f818000u, 0x7f7fffffu,
+                                     0xff7fffffu, 0x7f800000u, 0x7fc00001u, 0xffbfffffu,
+                                     0x00000000u, 0x80000000u, 0x3effffffu, 0x00018000u};
+    for (int rep = 0; rep < 64; rep++)
+        for (int side = 0; side < 2; side++) {
+            float x[N][2], one[N][2], s[8 * N];
+            for (int i = 0; i < N; i++) {
+                uint32_t bits = (uint32_t)rng_next(g);
+                if (rep == 0 && i < (int)(sizeof edges / sizeof edges[0]))
+                    bits = edges[i];
+                else if (i % 4 == 1) /* near FLT_MIN: exponent 0 or 1 */
+                    bits = (bits & 0x807fffffu) | ((bits >> 8 & 1u) << 23);
+                else if (i % 4 == 2) /* a tie */
+                    bits = (bits & 0xffff0000u) | 0x8000u;
+                memcpy(&x[i][0], &bits, 4);
+                x[i][1] = 0.0f;
+                one[i][0] = 1.0f, one[i][1] = 0.0f;
+            }
+            harness_context("rep %d, x in %s", rep, side ? "k" : "q");
+            /* side 0: N query rows x one key; side 1: one row x N keys, so
+               that the kernel keeps its bf16 path (8 rows or more) */
+            if (side == 0)
+                t->qk_bf16[ATTN_KV_F32](&x[0][0], 2, &one[0][0], 2, N, 1, 2, 1.0f, s, 1);
+            for (int i = 0; i < N && side == 1; i++) /* 8 equal rows, key i */
+                t->qk_bf16[ATTN_KV_F32](&one[0][0], 2, &x[i][0], 2, 8, 1, 2, 1.0f, &s[i], N);
+            for (int i = 0; i < N; i++) {
+                const uint16_t h = ref_f32_to_bf16(x[i][0]);
+                const double want = ref_bf16_to_double(h);
+                const int sub = (h & 0x7f80) == 0;
+                const int ok = isnan(want) ? isnan(s[i])
+                                           : (double)s[i] == want || (sub && s[i] == 0.0f);
+                uint32_t xb;
+                memcpy(&xb, &x[i][0], 4);
+                CHECK(ok, "x 0x%08x: got %a, want %a (bf16 0x%04x)", xb, (double)s[i], want, h);
+            }
+        }
+}
